@@ -1,0 +1,97 @@
+// Package backend is the contract between the controller and whatever realises a
+// VirtualMachine's server: a Pod in the cluster (package pods), an in-memory table for tests and
+// offline planning (package memory), or, behind the same four operations, a hypervisor or a
+// cloud API.
+//
+// The controller decides from what Observe returns and acts through Create and Delete; a
+// backend reports changes by calling the notify function given to Start, which makes the
+// controller look at the owning VM again.
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Backend creates, observes and deletes the servers of VirtualMachines.
+type Backend interface {
+	// Start begins watching servers and calls notify with the owning VM whenever one changes.
+	// The returned function reports whether the first full view of the servers is in.
+	Start(ctx context.Context, notify func(vm cache.ObjectName)) (synced cache.InformerSynced, err error)
+	// Observe returns the server of vm as last seen, or nil when it has none. It must be cheap
+	// (a cache read): it runs on every reconcile.
+	Observe(vm Owner) (*Server, error)
+	// Create starts a server for vm and returns it as created. It is idempotent: a server that
+	// already exists for vm is returned, not an error. ErrRejected marks a refusal that
+	// retrying cannot fix.
+	Create(ctx context.Context, vm Owner, spec Spec) (*Server, error)
+	// Delete asks for vm's server to go away; a server already gone is not an error.
+	Delete(ctx context.Context, vm Owner) error
+}
+
+// ErrRejected wraps errors that retrying the same request will not fix (an invalid server, a
+// name owned by someone else): the VM is marked Failed instead of retried.
+var ErrRejected = errors.New("rejected")
+
+// Owner identifies the VirtualMachine a server belongs to.
+type Owner struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+	UID        types.UID
+}
+
+// Spec is what a server is asked to be.
+type Spec struct {
+	CPU      resource.Quantity
+	Memory   resource.Quantity
+	RootDisk resource.Quantity
+	Image    string
+}
+
+// Equal reports whether two specs ask for the same server (quantities compared by value, so
+// "1024Mi" equals "1Gi").
+func (s Spec) Equal(o Spec) bool {
+	return s.CPU.Cmp(o.CPU) == 0 && s.Memory.Cmp(o.Memory) == 0 && s.RootDisk.Cmp(o.RootDisk) == 0 && s.Image == o.Image
+}
+
+// MarshalYAML renders quantities as their canonical strings in plans and golden files.
+func (s Spec) MarshalYAML() (any, error) {
+	return struct {
+		CPU      string `yaml:"cpu"`
+		Memory   string `yaml:"memory"`
+		RootDisk string `yaml:"rootDisk"`
+		Image    string `yaml:"image"`
+	}{s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.Image}, nil
+}
+
+// State is the backend-neutral state of a server.
+type State string
+
+// The states a server can be in.
+const (
+	StatePending  State = "Pending"  // accepted, not yet running (scheduling, pulling, booting)
+	StateStarting State = "Starting" // running, not yet ready
+	StateReady    State = "Ready"    // running and ready
+	StateFailed   State = "Failed"   // stopped with an error; it will not come back by itself
+	StateStopped  State = "Stopped"  // stopped without an error; it will not come back by itself
+	StateLost     State = "Lost"     // its host is unreachable; it may or may not still run
+)
+
+// Server is a backend's report on one server.
+type Server struct {
+	Name     string // the backend's name for it
+	ID       string // a unique identity (for pods: the UID)
+	State    State
+	Detail   string    // the backend's own word for the state (for pods: the phase)
+	Message  string    // why it is in that state, when the backend says
+	Spec     Spec      // what it was created with
+	Deleting bool      // deletion has been requested and is in progress
+	Since    time.Time // when it entered a terminal state (Failed, Stopped); zero otherwise
+}

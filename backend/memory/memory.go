@@ -1,0 +1,136 @@
+// Package memory is a backend that keeps servers in a table in memory. It serves the golden
+// tests and offline planning: it creates and deletes instantly and lets a test set a server's
+// state, so every decision can be exercised without a cluster.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// Backend is an in-memory backend.Backend. It is safe for concurrent use.
+type Backend struct {
+	mu      sync.Mutex
+	servers map[cache.ObjectName]*backend.Server
+	created int
+	notify  func(cache.ObjectName)
+}
+
+// New returns an empty in-memory backend.
+func New() *Backend { return &Backend{servers: map[cache.ObjectName]*backend.Server{}} }
+
+var _ backend.Backend = (*Backend)(nil)
+
+func key(vm backend.Owner) cache.ObjectName { return cache.NewObjectName(vm.Namespace, vm.Name) }
+
+// Start records notify; the table is always in sync.
+func (b *Backend) Start(_ context.Context, notify func(cache.ObjectName)) (cache.InformerSynced, error) {
+	b.mu.Lock()
+	b.notify = notify
+	b.mu.Unlock()
+	return func() bool { return true }, nil
+}
+
+// Observe returns a copy of vm's server, or nil.
+func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.servers[key(vm)]
+	if !ok {
+		return nil, nil
+	}
+	c := *s
+	return &c, nil
+}
+
+// Create adds a Pending server named after the VM with an ID that counts creations, so that a
+// replacement is told apart from the server it replaces.
+func (b *Backend) Create(_ context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
+	b.mu.Lock()
+	k := key(vm)
+	if s, ok := b.servers[k]; ok {
+		c := *s
+		b.mu.Unlock()
+		return &c, nil
+	}
+	b.created++
+	s := &backend.Server{Name: vm.Name + "-server", ID: fmt.Sprintf("mem-%d", b.created),
+		State: backend.StatePending, Detail: "Pending", Spec: spec}
+	b.servers[k] = s
+	c := *s
+	b.mu.Unlock()
+	b.changed(k)
+	return &c, nil
+}
+
+// Delete marks vm's server as being deleted; Finish removes it, as a real backend's graceful
+// deletion would.
+func (b *Backend) Delete(_ context.Context, vm backend.Owner) error {
+	b.mu.Lock()
+	k := key(vm)
+	s, ok := b.servers[k]
+	if ok {
+		s.Deleting = true
+	}
+	b.mu.Unlock()
+	if ok {
+		b.changed(k)
+	}
+	return nil
+}
+
+// Set puts a server in place of vm's (nil removes it), as if the backend had changed it.
+func (b *Backend) Set(vm backend.Owner, s *backend.Server) {
+	b.mu.Lock()
+	k := key(vm)
+	if s == nil {
+		delete(b.servers, k)
+	} else {
+		c := *s
+		b.servers[k] = &c
+	}
+	b.mu.Unlock()
+	b.changed(k)
+}
+
+// Finish completes every deletion in progress.
+func (b *Backend) Finish() {
+	b.mu.Lock()
+	var done []cache.ObjectName
+	for k, s := range b.servers {
+		if s.Deleting {
+			delete(b.servers, k)
+			done = append(done, k)
+		}
+	}
+	b.mu.Unlock()
+	for _, k := range done {
+		b.changed(k)
+	}
+}
+
+// Age moves every terminal server's Since back by d, as if d had passed.
+func (b *Backend) Age(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.servers {
+		if !s.Since.IsZero() {
+			s.Since = s.Since.Add(-d)
+		}
+	}
+}
+
+func (b *Backend) changed(k cache.ObjectName) {
+	b.mu.Lock()
+	n := b.notify
+	b.mu.Unlock()
+	if n != nil {
+		n(k)
+	}
+}

@@ -1,0 +1,219 @@
+package reconcile
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"golang.org/x/tools/txtar"
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// now is the clock of every golden case; times in the inputs are written relative to it.
+var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// TestDecideGolden feeds each testdata/decide/<case>.txtar (a VM, and optionally the server the
+// backend observed) to Decide and compares the plan, as YAML, with <case>.golden. It then
+// applies the plan to an in-memory world and decides again: a correct decision leaves nothing
+// more to do.
+func TestDecideGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden cases found: %v", err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			vm, srv := readCase(t, file)
+			plan := DefaultPolicy.Decide(vm, srv, now)
+			got := renderPlan(t, plan)
+			if again := renderPlan(t, DefaultPolicy.Decide(vm, srv, now)); again != got {
+				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
+			}
+			golden := strings.TrimSuffix(file, ".txtar") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden file (run go test ./reconcile -update to create it): %v", err)
+			}
+			if got != string(want) {
+				t.Errorf("plan differs from %s (run go test ./reconcile -update if the change is intended)\n--- want\n%s\n--- got\n%s", golden, want, got)
+			}
+
+			vm2, srv2, gone := applyPlan(t, vm, srv, plan)
+			if gone {
+				return
+			}
+			if next := DefaultPolicy.Decide(vm2, srv2, now); !next.Empty() {
+				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))
+			}
+		})
+	}
+}
+
+// serverYAML is how a case writes the observed server.
+type serverYAML struct {
+	Name     string        `yaml:"name"`
+	ID       string        `yaml:"id"`
+	State    backend.State `yaml:"state"`
+	Detail   string        `yaml:"detail"`
+	Message  string        `yaml:"message"`
+	Deleting bool          `yaml:"deleting"`
+	Since    string        `yaml:"since"` // a duration before now, such as 15s
+	Spec     struct {
+		CPU      string `yaml:"cpu"`
+		Memory   string `yaml:"memory"`
+		RootDisk string `yaml:"rootDisk"`
+		Image    string `yaml:"image"`
+	} `yaml:"spec"`
+}
+
+func readCase(t *testing.T, file string) (schema.VirtualMachine, *backend.Server) {
+	t.Helper()
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vm schema.VirtualMachine
+	var srv *backend.Server
+	for _, f := range ar.Files {
+		switch f.Name {
+		case "vm.yaml":
+			raw, err := sigsyaml.YAMLToJSON(f.Data)
+			if err != nil {
+				t.Fatalf("vm.yaml: %v", err)
+			}
+			if vm, err = schema.Parse(raw, schema.V1alpha1); err != nil {
+				t.Fatalf("vm.yaml: %v", err)
+			}
+		case "server.yaml":
+			var s serverYAML
+			if err := yaml.Unmarshal(f.Data, &s); err != nil {
+				t.Fatalf("server.yaml: %v", err)
+			}
+			srv = &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
+				Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image}}
+			for _, q := range []struct {
+				dst *resource.Quantity
+				src string
+			}{{&srv.Spec.CPU, s.Spec.CPU}, {&srv.Spec.Memory, s.Spec.Memory}, {&srv.Spec.RootDisk, s.Spec.RootDisk}} {
+				if *q.dst, err = resource.ParseQuantity(q.src); err != nil {
+					t.Fatalf("server.yaml: %v", err)
+				}
+			}
+			if s.Since != "" {
+				d, err := time.ParseDuration(s.Since)
+				if err != nil {
+					t.Fatalf("server.yaml: since: %v", err)
+				}
+				srv.Since = now.Add(-d)
+			}
+		default:
+			t.Fatalf("unknown section %q", f.Name)
+		}
+	}
+	if vm.JSON() == nil {
+		t.Fatal("case has no vm.yaml")
+	}
+	return vm, srv
+}
+
+func renderPlan(t *testing.T, p Plan) string {
+	t.Helper()
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(p); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// applyPlan carries out a plan on a copy of the world the way the controller would: the
+// finalizer change and the status as patches on the VM's JSON, the server action on an
+// in-memory backend. gone reports that the VM was released for deletion.
+func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p Plan) (schema.VirtualMachine, *backend.Server, bool) {
+	t.Helper()
+	raw := vm.JSON()
+	if p.Server != nil {
+		switch p.Server.Op {
+		case CreateServer:
+			if srv != nil {
+				t.Fatalf("plan creates a server while one exists")
+			}
+			srv = &backend.Server{Name: vm.Name() + "-server", ID: "created-1", State: backend.StatePending, Detail: "Pending", Spec: *p.Server.Spec}
+			p.Created(srv)
+		case DeleteServer:
+			if srv == nil {
+				t.Fatalf("plan deletes a server that does not exist")
+			}
+			c := *srv
+			c.Deleting = true
+			srv = &c
+		}
+	}
+	if p.Finalizer != "" {
+		fins := []string{}
+		for _, f := range vm.Finalizers() {
+			if f != schema.Finalizer {
+				fins = append(fins, f)
+			}
+		}
+		if p.Finalizer == AddFinalizer {
+			if vm.HasFinalizer(schema.Finalizer) {
+				t.Fatalf("plan adds a finalizer the VM has")
+			}
+			fins = append(fins, schema.Finalizer)
+		} else if !vm.HasFinalizer(schema.Finalizer) {
+			t.Fatalf("plan removes a finalizer the VM lacks")
+		}
+		raw = mergePatch(t, raw, map[string]any{"metadata": map[string]any{"finalizers": fins}})
+		if p.Finalizer == RemoveFinalizer && vm.Deleting() {
+			return vm, srv, true
+		}
+	}
+	if p.Status != nil {
+		patch, err := schema.StatusPatch(vm.Fields(), *p.Status, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw, err = jsonpatch.MergePatch(raw, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next, err := schema.Parse(raw, vm.Fields())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next, srv, false
+}
+
+func mergePatch(t *testing.T, raw []byte, patch map[string]any) []byte {
+	t.Helper()
+	p, err := json.Marshal(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := jsonpatch.MergePatch(raw, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

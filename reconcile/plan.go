@@ -1,0 +1,80 @@
+package reconcile
+
+import (
+	"time"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// Plan is everything one reconcile of one VM asks for, as data. The apply step carries it out
+// in a fixed order: add the finalizer, act on the server, write the status, remove the
+// finalizer, record the events.
+type Plan struct {
+	// Finalizer is the change to the VM's finalizer, if any.
+	Finalizer FinalizerChange `yaml:"finalizer,omitempty"`
+	// Server is the action on the VM's server, if any.
+	Server *ServerAction `yaml:"server,omitempty"`
+	// Status is the status to write; nil when the current one is still true.
+	Status *schema.Status `yaml:"status,omitempty"`
+	// Events are recorded on the VM once the rest of the plan has been applied.
+	Events []Event `yaml:"events,omitempty"`
+	// RequeueAfter asks for another look after this long even if nothing changes; zero: only
+	// when something changes.
+	RequeueAfter Duration `yaml:"requeueAfter,omitempty"`
+}
+
+// Empty reports whether the plan asks for no write and no event. A reconcile of a VM whose
+// state is already right returns an empty plan (it may still ask to be requeued).
+func (p Plan) Empty() bool {
+	return p.Finalizer == "" && p.Server == nil && p.Status == nil && len(p.Events) == 0
+}
+
+// FinalizerChange is what happens to the controller's finalizer on the VM.
+type FinalizerChange string
+
+// The finalizer changes.
+const (
+	AddFinalizer    FinalizerChange = "add"    // before a server is created: cleanup is guaranteed
+	RemoveFinalizer FinalizerChange = "remove" // once the server is gone: the VM may go
+)
+
+// ServerOp is an operation on a server.
+type ServerOp string
+
+// The server operations.
+const (
+	CreateServer ServerOp = "create"
+	DeleteServer ServerOp = "delete"
+)
+
+// ServerAction is one operation on the VM's server.
+type ServerAction struct {
+	Op ServerOp `yaml:"op"`
+	// Spec is what to create; set for create only.
+	Spec *backend.Spec `yaml:"spec,omitempty"`
+}
+
+// Event is a Kubernetes Event to record on the VM.
+type Event struct {
+	Type    string `yaml:"type"`   // Normal or Warning
+	Reason  string `yaml:"reason"` // one of the Reason constants
+	Message string `yaml:"message"`
+}
+
+// Duration renders as "1m30s" in YAML instead of nanoseconds.
+type Duration time.Duration
+
+// MarshalYAML renders the duration in Go's notation.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Created records the server a create made: the one fact the decision could not know. The
+// status in the plan then names the server that really exists.
+func (p *Plan) Created(s *backend.Server) {
+	if p.Status == nil || p.Status.Server == nil || s == nil {
+		return
+	}
+	p.Status.Server.Name = s.Name
+	p.Status.Server.ID = s.ID
+	p.Status.Server.State = s.Detail
+}

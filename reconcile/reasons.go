@@ -1,0 +1,24 @@
+package reconcile
+
+// Reasons, in status.reason, in the Ready condition and on Events. They are machine-readable
+// CamelCase words; what a user should do about each is in README.
+const (
+	ReasonServerCreating  = "ServerCreating"  // Creating: a server was asked for and is not running yet
+	ReasonServerStarting  = "ServerStarting"  // Creating: the server runs and is not ready yet
+	ReasonServerReplacing = "ServerReplacing" // Creating: the old server is being deleted first
+	ReasonServerReady     = "ServerReady"     // Active: the server runs and is ready
+	ReasonServerStopping  = "ServerStopping"  // Inactive: the server is being deleted
+	ReasonServerStopped   = "ServerStopped"   // Inactive: no server
+	ReasonInvalidSpec     = "InvalidSpec"     // Failed: the spec cannot be run; fix it
+	ReasonServerFailed    = "ServerFailed"    // Failed: the server failed; a new one follows after a backoff
+	ReasonServerExited    = "ServerExited"    // Failed: the server stopped by itself; a new one follows after a backoff
+	ReasonServerRejected  = "ServerRejected"  // Failed: the backend refused to create the server
+	ReasonServerDeleting  = "ServerDeleting"  // Terminating: the server is being deleted, then the VM goes
+	ReasonNodeLost        = "NodeLost"        // Unknown: the server's node does not answer
+
+	// Events only: what the controller did and why.
+	ReasonCreatingServer   = "CreatingServer"
+	ReasonDeletingServer   = "DeletingServer"
+	ReasonReplacingServer  = "ReplacingServer"
+	ReasonRestartingServer = "RestartingServer"
+)

@@ -1,0 +1,124 @@
+package schema
+
+import (
+	"fmt"
+
+	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Action says whether a VM should have a running server.
+type Action string
+
+// The actions a user can ask for.
+const (
+	ActionActive   Action = "active"   // keep a server running
+	ActionInactive Action = "inactive" // no server; keep the object
+)
+
+// Spec is the validated desired state of a VirtualMachine.
+type Spec struct {
+	Action   Action
+	CPU      resource.Quantity
+	Memory   resource.Quantity
+	RootDisk resource.Quantity
+	Image    string // empty: the controller's default image
+}
+
+// Spec decodes and validates the spec. Every problem is reported, each with its field path,
+// the offending value and why it is refused, so that one status message tells the user all
+// there is to fix.
+func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
+	f := vm.fields
+	var errs field.ErrorList
+	var s Spec
+
+	switch a := vm.get(f.Action); {
+	case !a.Exists():
+		errs = append(errs, field.Required(fieldPath(f.Action), `must be "active" or "inactive"`))
+	case a.Type != gjson.String:
+		errs = append(errs, field.Invalid(fieldPath(f.Action), a.Raw, "must be a string"))
+	case Action(a.Str) == ActionActive || Action(a.Str) == ActionInactive:
+		s.Action = Action(a.Str)
+	default:
+		errs = append(errs, field.NotSupported(fieldPath(f.Action), a.Str, []string{string(ActionActive), string(ActionInactive)}))
+	}
+
+	var err *field.Error
+	if s.CPU, err = vm.quantity(f.CPU, "1m", false); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Memory, err = vm.quantity(f.Memory, "1", true); err != nil {
+		errs = append(errs, err)
+	}
+	if s.RootDisk, err = vm.quantity(f.RootDisk, "1", true); err != nil {
+		errs = append(errs, err)
+	}
+
+	if f.Image != "" {
+		switch img := vm.get(f.Image); {
+		case !img.Exists():
+		case img.Type != gjson.String:
+			errs = append(errs, field.Invalid(fieldPath(f.Image), img.Raw, "must be a string"))
+		default:
+			s.Image = img.Str
+		}
+	}
+	return s, errs
+}
+
+// quantity reads a resource.Quantity written either as a JSON number (2) or a string ("500m")
+// and requires it to be at least min; bytes quantities must also be whole numbers.
+func (vm VirtualMachine) quantity(path, min string, wholeBytes bool) (resource.Quantity, *field.Error) {
+	fp := fieldPath(path)
+	v := vm.get(path)
+	var text string
+	switch v.Type {
+	case gjson.Null:
+		if !v.Exists() {
+			return resource.Quantity{}, field.Required(fp, "a quantity such as "+example(wholeBytes))
+		}
+		return resource.Quantity{}, field.Invalid(fp, nil, "must be a quantity such as "+example(wholeBytes))
+	case gjson.Number:
+		text = v.Raw
+	case gjson.String:
+		text = v.Str
+	default:
+		return resource.Quantity{}, field.Invalid(fp, v.Raw, "must be a quantity such as "+example(wholeBytes))
+	}
+	q, err := resource.ParseQuantity(text)
+	if err != nil {
+		return resource.Quantity{}, field.Invalid(fp, text, "not a quantity; write it like "+example(wholeBytes))
+	}
+	if q.Sign() <= 0 {
+		return resource.Quantity{}, field.Invalid(fp, text, "must be greater than zero")
+	}
+	if m := resource.MustParse(min); q.Cmp(m) < 0 {
+		return resource.Quantity{}, field.Invalid(fp, text, fmt.Sprintf("must be at least %s", min))
+	}
+	if wholeBytes && resource.NewQuantity(q.Value(), q.Format).Cmp(q) != 0 {
+		return resource.Quantity{}, field.Invalid(fp, text, "must be a whole number of bytes")
+	}
+	return q, nil
+}
+
+func example(bytes bool) string {
+	if bytes {
+		return `"4G" or "512Mi"`
+	}
+	return `2 or "500m"`
+}
+
+// fieldPath turns a dotted path into a field.Path for error messages.
+func fieldPath(path string) *field.Path {
+	var p *field.Path
+	for _, s := range splitPath(path) {
+		if p == nil {
+			p = field.NewPath(s)
+		} else {
+			p = p.Child(s)
+		}
+	}
+	return p
+}

@@ -1,0 +1,204 @@
+package schema
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Phase is the one-word summary of a VirtualMachine's state, status.phase.
+type Phase string
+
+// The phases a VirtualMachine can be in.
+const (
+	PhaseCreating    Phase = "Creating"    // a server is being created, started or replaced
+	PhaseActive      Phase = "Active"      // the server runs and is ready
+	PhaseInactive    Phase = "Inactive"    // action is inactive: no server, object kept
+	PhaseFailed      Phase = "Failed"      // the spec is invalid or the server failed
+	PhaseTerminating Phase = "Terminating" // the object is being deleted; its server goes first
+	PhaseUnknown     Phase = "Unknown"     // the server's state cannot be known (node lost)
+)
+
+// ConditionStatus is the status of a condition: True, False or Unknown.
+type ConditionStatus string
+
+// Condition statuses, as in metav1.Condition.
+const (
+	ConditionTrue    ConditionStatus = "True"
+	ConditionFalse   ConditionStatus = "False"
+	ConditionUnknown ConditionStatus = "Unknown"
+)
+
+// ConditionReady is the condition that says whether the VM's server runs and is ready.
+const ConditionReady = "Ready"
+
+// Status is what the controller reports about a VirtualMachine. It mirrors the object's
+// status fields and is written back through Fields, so its shape does not depend on where
+// the fields sit.
+type Status struct {
+	Phase               Phase         `json:"phase" yaml:"phase"`
+	Reason              string        `json:"reason" yaml:"reason"`
+	Message             string        `json:"message,omitempty" yaml:"message,omitempty"`
+	Server              *ServerStatus `json:"server,omitempty" yaml:"server,omitempty"`
+	ConsecutiveFailures int           `json:"consecutiveFailures,omitempty" yaml:"consecutiveFailures,omitempty"`
+	ObservedGeneration  int64         `json:"observedGeneration" yaml:"observedGeneration"`
+	LastUpdateTime      time.Time     `json:"lastUpdateTime" yaml:"lastUpdateTime"`
+	Conditions          []Condition   `json:"conditions,omitempty" yaml:"conditions,omitempty"`
+}
+
+// ServerStatus identifies the server behind a VM and repeats the backend's word for its state.
+type ServerStatus struct {
+	Name  string `json:"name" yaml:"name"`
+	ID    string `json:"id" yaml:"id"`
+	State string `json:"state" yaml:"state"`
+	Usage *Usage `json:"usage,omitempty" yaml:"usage,omitempty"`
+}
+
+// Usage is what the server consumes, as resource.Quantity strings.
+type Usage struct {
+	CPU    string `json:"cpu" yaml:"cpu"`
+	Memory string `json:"memory" yaml:"memory"`
+}
+
+// Condition is a metav1.Condition with plain time.Time fields so that it renders the same in
+// JSON patches and YAML golden files.
+type Condition struct {
+	Type               string          `json:"type" yaml:"type"`
+	Status             ConditionStatus `json:"status" yaml:"status"`
+	ObservedGeneration int64           `json:"observedGeneration,omitempty" yaml:"observedGeneration,omitempty"`
+	LastTransitionTime time.Time       `json:"lastTransitionTime" yaml:"lastTransitionTime"`
+	Reason             string          `json:"reason" yaml:"reason"`
+	Message            string          `json:"message" yaml:"message"`
+}
+
+// Condition returns the condition of the given type, or nil.
+func (s Status) Condition(t string) *Condition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == t {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// SameAs reports whether two statuses say the same thing, ignoring when they were written:
+// lastUpdateTime, and the transition times of conditions whose status did not change. A
+// controller that writes only when this is false never writes a status that changes nothing.
+func (s Status) SameAs(o Status) bool {
+	a, b := s, o
+	a.LastUpdateTime, b.LastUpdateTime = time.Time{}, time.Time{}
+	a.Conditions, b.Conditions = nil, nil
+	if !equalJSON(a, b) || len(s.Conditions) != len(o.Conditions) {
+		return false
+	}
+	for i := range s.Conditions {
+		c, d := s.Conditions[i], o.Conditions[i]
+		c.LastTransitionTime, d.LastTransitionTime = time.Time{}, time.Time{}
+		if c != d {
+			return false
+		}
+	}
+	return true
+}
+
+func equalJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// StatusPatch renders st as a JSON merge patch for the /status subresource: every status path
+// of f is set (absent values are set to null so that stale ones are removed), and
+// resourceVersion makes the write conditional on the object not having changed since the
+// decision was made.
+func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
+	root := map[string]any{}
+	set := func(path string, v any) error {
+		if path == "" {
+			return nil
+		}
+		return setPath(root, path, v)
+	}
+	var name, id, state any
+	if st.Server != nil {
+		name, id, state = st.Server.Name, st.Server.ID, st.Server.State
+	}
+	var lastUpdate any
+	if !st.LastUpdateTime.IsZero() {
+		lastUpdate = st.LastUpdateTime.UTC().Format(time.RFC3339)
+	}
+	var conditions any
+	if len(st.Conditions) > 0 {
+		list := make([]map[string]any, 0, len(st.Conditions))
+		for _, c := range st.Conditions {
+			m := map[string]any{
+				"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
+				"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+			}
+			if c.ObservedGeneration != 0 {
+				m["observedGeneration"] = c.ObservedGeneration
+			}
+			list = append(list, m)
+		}
+		conditions = list
+	}
+	var message, failures any
+	if st.Message != "" {
+		message = st.Message
+	}
+	if st.ConsecutiveFailures != 0 {
+		failures = st.ConsecutiveFailures
+	}
+	type kv struct {
+		path string
+		v    any
+	}
+	values := []kv{
+		{f.Phase, string(st.Phase)}, {f.Reason, st.Reason}, {f.Message, message},
+		{f.ServerName, name}, {f.ServerID, id}, {f.ServerState, state},
+		{f.ConsecutiveFailures, failures}, {f.LastUpdateTime, lastUpdate},
+		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
+	}
+	if st.Server != nil && st.Server.Usage != nil {
+		values = append(values, kv{f.UsageCPU, st.Server.Usage.CPU}, kv{f.UsageMemory, st.Server.Usage.Memory})
+	}
+	for _, e := range values {
+		if err := set(e.path, e.v); err != nil {
+			return nil, err
+		}
+	}
+	if resourceVersion != "" {
+		if err := setPath(root, "metadata.resourceVersion", resourceVersion); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(root)
+}
+
+// setPath sets a dotted path in a nested map, creating the maps on the way. Two paths that
+// collide (one a prefix of the other) are a field-map error, reported rather than overwritten.
+func setPath(root map[string]any, path string, v any) error {
+	segs := strings.Split(path, ".")
+	m := root
+	for _, s := range segs[:len(segs)-1] {
+		next, ok := m[s]
+		if !ok {
+			child := map[string]any{}
+			m[s] = child
+			m = child
+			continue
+		}
+		child, ok := next.(map[string]any)
+		if !ok {
+			return fmt.Errorf("status path %q crosses another status field", path)
+		}
+		m = child
+	}
+	last := segs[len(segs)-1]
+	if _, taken := m[last]; taken {
+		return fmt.Errorf("status path %q is given twice", path)
+	}
+	m[last] = v
+	return nil
+}

@@ -1,0 +1,138 @@
+package schema
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// VirtualMachine is a read-only view of one VirtualMachine object. It holds the object's JSON
+// and reads each field on demand at the path its Fields give; it never decodes the whole
+// object into Go structs and never aliases the informer's cached map, so it is safe to keep
+// after the cache moves on.
+type VirtualMachine struct {
+	raw    []byte
+	fields Fields
+}
+
+// Decode makes a view of an unstructured object (typically from an informer's cache). The
+// object is serialised once; the cached object is not modified.
+func Decode(obj *unstructured.Unstructured, f Fields) (VirtualMachine, error) {
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		return VirtualMachine{}, fmt.Errorf("encode %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	return VirtualMachine{raw: raw, fields: f}, nil
+}
+
+// Parse makes a view of a JSON object. It fails only when raw is not a JSON object; field
+// problems are reported by Spec.
+func Parse(raw []byte, f Fields) (VirtualMachine, error) {
+	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
+		return VirtualMachine{}, fmt.Errorf("not a JSON object")
+	}
+	return VirtualMachine{raw: raw, fields: f}, nil
+}
+
+// Fields returns the layout this view reads with.
+func (vm VirtualMachine) Fields() Fields { return vm.fields }
+
+// JSON returns the object as JSON. Callers must not modify it.
+func (vm VirtualMachine) JSON() []byte { return vm.raw }
+
+func (vm VirtualMachine) get(path string) gjson.Result {
+	return gjson.GetBytes(vm.raw, gjsonPath(path))
+}
+
+func (vm VirtualMachine) str(path string) string { return vm.get(path).String() }
+
+// APIVersion is the object's apiVersion.
+func (vm VirtualMachine) APIVersion() string { return vm.str("apiVersion") }
+
+// Kind is the object's kind.
+func (vm VirtualMachine) Kind() string { return vm.str("kind") }
+
+// Namespace is the object's namespace.
+func (vm VirtualMachine) Namespace() string { return vm.str("metadata.namespace") }
+
+// Name is the object's name.
+func (vm VirtualMachine) Name() string { return vm.str("metadata.name") }
+
+// UID is the object's UID, which ties its server to this incarnation of the name.
+func (vm VirtualMachine) UID() types.UID { return types.UID(vm.str("metadata.uid")) }
+
+// ResourceVersion is the version of the object this view was made from; writes use it as a
+// precondition so that a decision made on a stale view is refused, not applied.
+func (vm VirtualMachine) ResourceVersion() string { return vm.str("metadata.resourceVersion") }
+
+// Generation is metadata.generation: it moves with every spec change.
+func (vm VirtualMachine) Generation() int64 { return vm.get("metadata.generation").Int() }
+
+// Deleting reports whether deletion has been requested (metadata.deletionTimestamp is set).
+func (vm VirtualMachine) Deleting() bool { return vm.get("metadata.deletionTimestamp").Exists() }
+
+// Finalizers returns metadata.finalizers.
+func (vm VirtualMachine) Finalizers() []string {
+	var out []string
+	for _, f := range vm.get("metadata.finalizers").Array() {
+		out = append(out, f.String())
+	}
+	return out
+}
+
+// HasFinalizer reports whether name is among the finalizers.
+func (vm VirtualMachine) HasFinalizer(name string) bool {
+	for _, f := range vm.Finalizers() {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Status decodes the status the object currently carries. Fields that are absent or of the
+// wrong type read as zero values: a status is the controller's own output, and a damaged one
+// is simply rewritten.
+func (vm VirtualMachine) Status() Status {
+	f := vm.fields
+	st := Status{
+		Phase:               Phase(vm.str(f.Phase)),
+		Reason:              vm.str(f.Reason),
+		Message:             vm.str(f.Message),
+		ConsecutiveFailures: int(vm.get(f.ConsecutiveFailures).Int()),
+		ObservedGeneration:  vm.get(f.ObservedGeneration).Int(),
+		LastUpdateTime:      parseTime(vm.str(f.LastUpdateTime)),
+	}
+	if name, id, state := vm.get(f.ServerName), vm.get(f.ServerID), vm.get(f.ServerState); name.Exists() || id.Exists() || state.Exists() {
+		st.Server = &ServerStatus{Name: name.String(), ID: id.String(), State: state.String()}
+	}
+	if cpu, mem := vm.get(f.UsageCPU), vm.get(f.UsageMemory); cpu.Exists() || mem.Exists() {
+		if st.Server == nil {
+			st.Server = &ServerStatus{}
+		}
+		st.Server.Usage = &Usage{CPU: cpu.String(), Memory: mem.String()}
+	}
+	for _, c := range vm.get(f.Conditions).Array() {
+		st.Conditions = append(st.Conditions, Condition{
+			Type:               c.Get("type").String(),
+			Status:             ConditionStatus(c.Get("status").String()),
+			ObservedGeneration: c.Get("observedGeneration").Int(),
+			LastTransitionTime: parseTime(c.Get("lastTransitionTime").String()),
+			Reason:             c.Get("reason").String(),
+			Message:            c.Get("message").String(),
+		})
+	}
+	return st
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
