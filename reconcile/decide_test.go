@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"golang.org/x/tools/txtar"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 	sigsyaml "sigs.k8s.io/yaml"
