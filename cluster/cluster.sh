@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# cluster.sh builds and runs the local control plane that vm-controller is developed and
+# tested against: a real etcd, kube-apiserver, kube-controller-manager and kube-scheduler,
+# with kwok standing in for the kubelets of fake nodes. Everything it builds or starts lives
+# under $REPO/.cache (git-ignored), so it never touches ~/.kube or ~/.kwok.
+#
+# Usage: cluster/cluster.sh build|up|down|status
+#
+#   build   build the binaries into .cache/bin (skipped when nothing they depend on changed)
+#   up      start the cluster (idempotent) and write .cache/kubeconfig
+#   down    stop the cluster and delete its state (fine when there is none)
+#   status  exit 0 when the cluster answers /readyz, 1 otherwise
+#
+# Environment:
+#   CLUSTER_NAME         kwok cluster name (default vmc)
+#   NODES                number of fake nodes `up` makes sure exist (default 3)
+#   KUBE_APISERVER_PORT  pin the apiserver's port; by default kwokctl picks free ports
+#                        (counting down from 32767) and records them in the cluster's state
+#   KWOKCTL_EXTRA        extra arguments for `kwokctl create cluster`, word-split
+#                        (e.g. KWOKCTL_EXTRA=--disable-qps-limits)
+#   UP_TIMEOUT           seconds `up` may take before it gives up (default 180)
+#   BUILD_TIMEOUT        seconds one build step may take before it gives up (default 3600)
+set -euo pipefail
+
+# Pins. Kubernetes (v1.36.x) and etcd are pinned by cluster/tools/go.mod, the Go module that
+# builds them, so that go.sum verifies their source; the version stamped into the Kubernetes
+# binaries is read from there too, so that file is the one place to change them. kwok is
+# installed from its own module (it has no replace directives, so `go install @version` works).
+KWOK_VERSION=v0.7.0
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS=$REPO/cluster/tools
+CACHE=$REPO/.cache
+BIN=$CACHE/bin
+STAMPS=$CACHE/stamps
+KUBECONFIG_FILE=$CACHE/kubeconfig
+CLUSTER_NAME=${CLUSTER_NAME:-vmc}
+NODES=${NODES:-3}
+UP_TIMEOUT=${UP_TIMEOUT:-180}
+BUILD_TIMEOUT=${BUILD_TIMEOUT:-3600}
+KUBE_APISERVER_PORT=${KUBE_APISERVER_PORT:-}
+# kwokctl keeps clusters, its config and its download cache here instead of ~/.kwok.
+export KWOK_WORKDIR=$CACHE/kwok
+# kwokctl runs kubectl itself (readiness checks, scaling); without this it would try to
+# download one when none is on PATH.
+export KWOK_KUBECTL_BINARY=$BIN/kubectl
+CLUSTER_DIR=$KWOK_WORKDIR/clusters/$CLUSTER_NAME
+
+KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
+KWOK_BINS=(kwok kwokctl)
+
+# log prints one progress line prefixed with the seconds since the command started, so a
+# slow step is visible without a separate timer.
+log() { printf '[%4ds] %s\n' "$SECONDS" "$*"; }
+
+# die prints the single line that explains a failure, on stderr, and exits non-zero.
+die() {
+	printf 'cluster.sh: %s\n' "$*" >&2
+	exit 1
+}
+
+# need fails early, with the tool's name, instead of letting a later command fail obscurely.
+need() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null 2>&1 || die "$tool not found in PATH; install it (see README, Local cluster)"
+	done
+}
+
+# need_bins checks that `build` has run, so `up` never falls back to kwokctl's downloads.
+need_bins() {
+	local b
+	for b in "${KUBE_BINS[@]}" "${KWOK_BINS[@]}"; do
+		[[ -x $BIN/$b ]] || die "$BIN/$b is missing; build the tools first: make tools (cluster/cluster.sh build)"
+	done
+}
+
+# stamp hashes what a group of binaries is built from (given on stdin) together with the
+# toolchain; a stored stamp that matches means the binaries are current. `go env` catches a
+# new toolchain, CGO or GOARCH.
+stamp() {
+	{
+		cat
+		go version
+		go env GOOS GOARCH CGO_ENABLED GOAMD64 GOFLAGS
+	} | sha256sum | cut -d' ' -f1
+}
+
+# fresh tells whether a group's stored stamp matches and all its binaries exist.
+fresh() {
+	local group=$1 want=$2 b
+	shift 2
+	[[ -f $STAMPS/$group && $(<"$STAMPS/$group") == "$want" ]] || return 1
+	for b in "$@"; do [[ -x $BIN/$b ]] || return 1; done
+}
+
+# run_build runs one build command under a timeout and turns a failure into one line.
+run_build() {
+	local what=$1 rc=0
+	shift
+	timeout "$BUILD_TIMEOUT" "$@" || rc=$?
+	if ((rc == 124)); then
+		die "building $what took longer than ${BUILD_TIMEOUT}s (BUILD_TIMEOUT); gave up"
+	elif ((rc != 0)); then
+		die "building $what failed (exit $rc); the errors are above"
+	fi
+}
+
+cmd_build() {
+	need go sha256sum timeout
+	mkdir -p "$BIN" "$STAMPS"
+	# A go.work elsewhere must not change which modules the tools module builds with.
+	export GOWORK=off
+
+	local kube_version etcd_version source_date source_sum
+	kube_version=$(cd "$TOOLS" && go list -m -f '{{.Version}}' k8s.io/kubernetes) ||
+		die "cannot read the Kubernetes pin from $TOOLS/go.mod"
+	etcd_version=$(cd "$TOOLS" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) ||
+		die "cannot read the etcd pin from $TOOLS/go.mod"
+	# The module proxy serves no git commit for k8s.io/kubernetes, so the binaries carry the
+	# go.sum hash of the exact source built, and the release's date rather than today's (so
+	# the build, and its stamp, are reproducible).
+	source_date=$(cd "$TOOLS" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) ||
+		die "cannot read the Kubernetes release date (go list -m k8s.io/kubernetes)"
+	source_sum=$(awk -v v="$kube_version" '$1 == "k8s.io/kubernetes" && $2 == v { print $3 }' "$TOOLS/go.sum")
+	[[ $kube_version =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "unexpected Kubernetes version $kube_version in $TOOLS/go.mod"
+	local major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]} pkg x
+	# Both version packages are set, as the Kubernetes release build does: component-base for
+	# `--version` and the server's /version (kubectl compares them for its skew warning),
+	# client-go for the user agent.
+	local ldflags="-s -w"
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		for x in "gitVersion=$kube_version" "gitMajor=$major" "gitMinor=$minor" \
+			"gitTreeState=clean" "gitCommit=$source_sum" "buildDate=$source_date"; do
+			ldflags+=" -X $pkg.$x"
+		done
+	done
+
+	local want
+	want=$({ cat "$TOOLS/go.mod" "$TOOLS/go.sum" "$TOOLS/etcd/main.go" && echo "$ldflags"; } | stamp)
+	if fresh kube "$want" "${KUBE_BINS[@]}"; then
+		log "kubernetes $kube_version + etcd $etcd_version: up to date in $BIN"
+	else
+		rm -f "$STAMPS/kube"
+		log "kubernetes $kube_version + etcd $etcd_version: go build ${KUBE_BINS[*]} (first time: about 10 min on 2 cores)"
+		# One go build for all five so that the packages they share are compiled once.
+		run_build "kubernetes $kube_version" \
+			env -C "$TOOLS" go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$BIN/" \
+			k8s.io/kubernetes/cmd/kube-apiserver \
+			k8s.io/kubernetes/cmd/kube-controller-manager \
+			k8s.io/kubernetes/cmd/kube-scheduler \
+			k8s.io/kubernetes/cmd/kubectl \
+			./etcd
+		printf '%s\n' "$want" >"$STAMPS/kube"
+	fi
+
+	local kwok_ldflags="-s -w"
+	want=$(echo "$KWOK_VERSION $kwok_ldflags" | stamp)
+	if fresh kwok "$want" "${KWOK_BINS[@]}"; then
+		log "kwok $KWOK_VERSION: up to date in $BIN"
+	else
+		rm -f "$STAMPS/kwok"
+		log "kwok $KWOK_VERSION: go install kwok kwokctl (first time: about 3 min)"
+		run_build "kwok $KWOK_VERSION" \
+			env -C "$REPO" GOBIN="$BIN" go install -trimpath -buildvcs=false -ldflags "$kwok_ldflags" \
+			"sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" \
+			"sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+		printf '%s\n' "$want" >"$STAMPS/kwok"
+	fi
+	log "build: done ($BIN)"
+}
+
+# kubectl_c runs kubectl against the local cluster with a per-request bound, so no wait in
+# this script can hang on an apiserver that accepts connections but never answers.
+kubectl_c() {
+	timeout 30 "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --request-timeout=10s "$@"
+}
+
+# kwokctl_c runs kwokctl on this repository's cluster without ever editing ~/.kube/config
+# (its --kubeconfig defaults to that file or $KUBECONFIG).
+kwokctl_c() {
+	"$BIN/kwokctl" --name "$CLUSTER_NAME" "$@"
+}
+
+# ready tells whether the cluster answers /readyz through the repository's kubeconfig.
+ready() {
+	[[ -f $KUBECONFIG_FILE ]] && [[ $(kubectl_c get --raw /readyz 2>/dev/null) == ok ]]
+}
+
+# port_taken tells whether something already accepts connections on 127.0.0.1:$1.
+port_taken() {
+	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
+# wait_until polls a command until it succeeds or the deadline (in $SECONDS) passes.
+wait_until() {
+	local deadline=$1 what=$2
+	shift 2
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || die "timed out after ${UP_TIMEOUT}s waiting for $what (UP_TIMEOUT); logs: $CLUSTER_DIR/logs"
+		sleep 1
+	done
+}
+
+# nodes_ready is true when at least $NODES nodes exist and all of them are Ready.
+nodes_ready() {
+	local out total ready
+	out=$(kubectl_c get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}') || return 1
+	total=$(grep -c . <<<"$out" || true)
+	ready=$(grep -c '^True$' <<<"$out" || true)
+	((total >= NODES && ready == total))
+}
+
+cmd_up() {
+	need timeout
+	need_bins
+	[[ $NODES =~ ^[0-9]+$ ]] || die "NODES must be a number, got '$NODES'"
+	[[ $UP_TIMEOUT =~ ^[0-9]+$ ]] || die "UP_TIMEOUT must be a number of seconds, got '$UP_TIMEOUT'"
+	local deadline=$((SECONDS + UP_TIMEOUT))
+	mkdir -p "$CACHE"
+
+	if [[ -f $CLUSTER_DIR/kwok.yaml ]] && ready; then
+		log "cluster $CLUSTER_NAME is already up"
+	else
+		local args=(
+			create cluster --runtime binary --kubeconfig '' --config "$REPO/cluster/kwokctl.yaml"
+			--etcd-binary "$BIN/etcd"
+			--kube-apiserver-binary "$BIN/kube-apiserver"
+			--kube-controller-manager-binary "$BIN/kube-controller-manager"
+			--kube-scheduler-binary "$BIN/kube-scheduler"
+			--kwok-controller-binary "$BIN/kwok"
+			--kube-authorization=true --kube-admission=true
+			--timeout "${UP_TIMEOUT}s"
+		)
+		if [[ -f $CLUSTER_DIR/kwok.yaml ]]; then
+			# The state is there but the processes are not (a reboot, a kill): kwokctl
+			# restarts them on the ports it recorded.
+			log "cluster $CLUSTER_NAME exists but does not answer: restarting it"
+		else
+			if [[ -n $KUBE_APISERVER_PORT ]]; then
+				[[ $KUBE_APISERVER_PORT =~ ^[0-9]+$ ]] || die "KUBE_APISERVER_PORT must be a port number, got '$KUBE_APISERVER_PORT'"
+				port_taken "$KUBE_APISERVER_PORT" &&
+					die "port $KUBE_APISERVER_PORT (KUBE_APISERVER_PORT) is already in use; free it or unset KUBE_APISERVER_PORT to let kwokctl pick a free one"
+				args+=(--kube-apiserver-port "$KUBE_APISERVER_PORT")
+			fi
+			log "creating cluster $CLUSTER_NAME (kwokctl, binary runtime, state in $CLUSTER_DIR)"
+		fi
+		local extra=()
+		read -r -a extra <<<"${KWOKCTL_EXTRA:-}"
+		local rc=0
+		timeout "$UP_TIMEOUT" "$BIN/kwokctl" --name "$CLUSTER_NAME" "${args[@]}" "${extra[@]}" \
+			>"$CACHE/kwokctl-create.log" 2>&1 || rc=$?
+		if ((rc != 0)); then
+			tail -n 20 "$CACHE/kwokctl-create.log" >&2
+			die "kwokctl create cluster failed (exit $rc); full output: $CACHE/kwokctl-create.log, component logs: $CLUSTER_DIR/logs; reset with: make cluster-down"
+		fi
+		# kwokctl prints the kubeconfig of its admin user with the certificates inline;
+		# writing it through a temporary file never leaves a half-written kubeconfig.
+		kwokctl_c get kubeconfig >"$KUBECONFIG_FILE.tmp" 2>"$CACHE/kwokctl-kubeconfig.log" ||
+			die "kwokctl get kubeconfig failed; see $CACHE/kwokctl-kubeconfig.log"
+		chmod 600 "$KUBECONFIG_FILE.tmp"
+		mv "$KUBECONFIG_FILE.tmp" "$KUBECONFIG_FILE"
+		log "apiserver: waiting for /readyz"
+		wait_until "$deadline" "the apiserver's /readyz" ready
+	fi
+
+	log "nodes: $NODES kwok nodes (kwokctl scale node)"
+	timeout $((deadline - SECONDS > 0 ? deadline - SECONDS : 1)) \
+		"$BIN/kwokctl" --name "$CLUSTER_NAME" scale node --replicas "$NODES" >"$CACHE/kwokctl-scale.log" 2>&1 ||
+		die "kwokctl scale node --replicas $NODES failed; see $CACHE/kwokctl-scale.log"
+	wait_until "$deadline" "$NODES Ready nodes" nodes_ready
+	# Pods are refused until the controller manager has made the namespace's default
+	# ServiceAccount, so a cluster without it is not usable yet.
+	log "waiting for the default ServiceAccount"
+	wait_until "$deadline" "the default ServiceAccount in namespace default" kubectl_c get serviceaccount default -n default
+	log "cluster $CLUSTER_NAME is ready: $NODES nodes, kubeconfig $KUBECONFIG_FILE"
+	printf 'export KUBECONFIG=%s\n' "$KUBECONFIG_FILE"
+}
+
+cmd_down() {
+	if [[ ! -d $CLUSTER_DIR ]]; then
+		rm -f "$KUBECONFIG_FILE"
+		log "no cluster $CLUSTER_NAME: nothing to delete"
+		return 0
+	fi
+	[[ -x $BIN/kwokctl ]] || die "$BIN/kwokctl is missing, so the cluster in $CLUSTER_DIR cannot be stopped; run make tools first"
+	log "deleting cluster $CLUSTER_NAME"
+	local rc=0
+	# delete refuses an empty --kubeconfig; pointing it at our own kubeconfig (deleted just
+	# after) keeps it away from ~/.kube/config and $KUBECONFIG.
+	timeout 120 "$BIN/kwokctl" --name "$CLUSTER_NAME" delete cluster --kubeconfig "$KUBECONFIG_FILE" \
+		>"$CACHE/kwokctl-delete.log" 2>&1 || rc=$?
+	((rc == 0)) || die "kwokctl delete cluster failed (exit $rc); see $CACHE/kwokctl-delete.log"
+	rm -f "$KUBECONFIG_FILE"
+	log "cluster $CLUSTER_NAME deleted"
+}
+
+cmd_status() {
+	if [[ -x $BIN/kubectl ]] && ready; then
+		log "cluster $CLUSTER_NAME answers (KUBECONFIG=$KUBECONFIG_FILE)"
+		return 0
+	fi
+	log "cluster $CLUSTER_NAME does not answer (KUBECONFIG=$KUBECONFIG_FILE)"
+	return 1
+}
+
+case ${1:-} in
+build) cmd_build ;;
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+*)
+	printf 'usage: %s build|up|down|status\n' "$0" >&2
+	exit 2
+	;;
+esac

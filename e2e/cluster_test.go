@@ -1,0 +1,183 @@
+// Package e2e tests vm-controller against the real local control plane that
+// cluster/cluster.sh starts (etcd, kube-apiserver, controller manager, scheduler, kwok nodes).
+//
+// Tests talk to the cluster through the kubectl binary, as a user and the README do, so they
+// exercise the same paths (discovery, apply, RBAC, admission) and need no client library.
+// They never skip: without a cluster they fail at once with the command that starts one.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kubectlTimeout bounds every kubectl call, so a stuck apiserver fails a test instead of
+// hanging it until go test's global timeout.
+const kubectlTimeout = 60 * time.Second
+
+var (
+	// kubeconfig is the kubeconfig every kubectl call uses: $KUBECONFIG, else the one
+	// `make cluster` writes.
+	kubeconfig string
+	// kubectlBin is the kubectl the tests run: the one `make tools` built (same version as
+	// the server), else the first on PATH.
+	kubectlBin string
+)
+
+// TestMain finds the cluster and fails the whole package with one clear line when there is
+// none, rather than letting every test time out on its own.
+func TestMain(m *testing.M) {
+	root := repoRoot()
+	kubeconfig = os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		kubeconfig = filepath.Join(root, ".cache", "kubeconfig")
+	}
+	kubectlBin = filepath.Join(root, ".cache", "bin", "kubectl")
+	if _, err := os.Stat(kubectlBin); err != nil {
+		path, err := exec.LookPath("kubectl")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: no kubectl in .cache/bin or PATH: build it with `make tools` or run `make test`")
+			os.Exit(1)
+		}
+		kubectlBin = path
+	}
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := kubectlErr("get", "--raw", "/readyz", "--request-timeout=5s")
+		if err == nil && out == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "e2e: no cluster at %s: start it with `make cluster` or run `make test`\n", kubeconfig)
+			os.Exit(1)
+		}
+		time.Sleep(time.Second)
+	}
+	os.Exit(m.Run())
+}
+
+// repoRoot returns the repository's root (the directory holding the main module's go.mod),
+// so tests can use crds/ and testdata/ whatever directory go test runs them from.
+func repoRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			panic("e2e: no go.mod above " + dir)
+		}
+	}
+}
+
+// runKubectl runs kubectl with stdin and returns stdout and stderr separately, because
+// callers check output for values and stderr for warnings.
+func runKubectl(stdin string, args ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlBin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("timed out after %s: %w", kubectlTimeout, ctx.Err())
+	}
+	if err != nil {
+		err = fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return strings.TrimSpace(out.String()), errOut.String(), err
+}
+
+// kubectlErr runs kubectl and returns its trimmed stdout; the error carries stderr. For
+// calls whose failure is an expected outcome (NotFound after a delete, polling).
+func kubectlErr(args ...string) (string, error) {
+	out, _, err := runKubectl("", args...)
+	return out, err
+}
+
+// kubectl runs kubectl and fails the test, with kubectl's stderr, if it fails; for calls
+// that must work.
+func kubectl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, _, err := runKubectl("", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// apply applies a YAML manifest given inline, so a test reads as the objects it creates.
+func apply(t testing.TB, yaml string) string {
+	t.Helper()
+	out, _, err := runKubectl(yaml, "apply", "-f", "-")
+	if err != nil {
+		t.Fatalf("%v\nmanifest:\n%s", err, yaml)
+	}
+	return out
+}
+
+// eventually polls cond until it reports true or timeout passes. cond also returns what it
+// saw, so that a failure says what the cluster looked like last, not just "timed out".
+func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s; last observation: %s", timeout, seen)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+var notNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// testNamespace creates a namespace for this test alone and deletes it when the test ends,
+// so tests can run in parallel and a rerun on the same cluster starts clean. The name holds
+// the test's name (to find it in the cluster) and a random suffix (to never collide).
+func testNamespace(t testing.TB) string {
+	t.Helper()
+	base := strings.Trim(notNameChars.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(base) > 40 {
+		base = strings.Trim(base[:40], "-")
+	}
+	suffix := make([]byte, 3)
+	if _, err := rand.Read(suffix); err != nil {
+		t.Fatal(err)
+	}
+	ns := "e2e-" + base + "-" + hex.EncodeToString(suffix)
+	kubectl(t, "create", "namespace", ns)
+	t.Cleanup(func() {
+		// Not waiting: the namespace controller finishes the deletion in the background,
+		// and the next test needs nothing from it.
+		if _, err := kubectlErr("delete", "namespace", ns, "--wait=false", "--ignore-not-found"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return ns
+}
+
+// isNotFound tells whether a kubectl error is the apiserver's NotFound, which after a
+// delete is the expected answer and not a failure.
+func isNotFound(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "NotFound") || strings.Contains(err.Error(), "not found"))
+}
