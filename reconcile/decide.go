@@ -185,6 +185,19 @@ func (p Policy) restart(d *decision) {
 		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
 }
 
+// rejectedRetry is how often a server the backend refused is asked for again: the cause (a
+// quota, a clashing name, missing permissions) is usually fixed by a person, not by time.
+const rejectedRetry = time.Minute
+
+// Rejected is the plan for a VM whose server the backend refused to create: Failed with the
+// backend's reason, and another try after a while rather than a retry storm.
+func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Plan {
+	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status()}
+	d.report(schema.PhaseFailed, ReasonServerRejected, "The server was refused: "+why, nil)
+	d.plan.RequeueAfter = Duration(rejectedRetry)
+	return d.plan
+}
+
 // invalidMessage lists every field error, one after the other, for the status message.
 func invalidMessage(errs field.ErrorList) string {
 	msgs := make([]string, len(errs))

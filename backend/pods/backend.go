@@ -1,0 +1,268 @@
+package pods
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+var (
+	podsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+)
+
+// byNode indexes server pods by the node they are bound to, so that a node's change reaches
+// the VMs on it.
+const byNode = "node"
+
+// Config says where the backend looks.
+type Config struct {
+	Client    dynamic.Interface
+	Namespace string        // "" for all namespaces
+	Resync    time.Duration // informer resync period; 0 disables
+	// WatchNodes tells a lost node (Ready not True, or the node gone) from a pod that merely
+	// runs. It needs cluster-wide read access to nodes; without it only the kubelet's own
+	// "Unknown" pod phase marks a server lost.
+	WatchNodes bool
+}
+
+// Backend realises servers as pods. Build it with New, then Start it.
+type Backend struct {
+	cfg   Config
+	pods  cache.SharedIndexInformer
+	nodes cache.SharedIndexInformer // nil unless cfg.WatchNodes
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a pod backend; nothing is watched until Start.
+func New(cfg Config) *Backend {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = LabelVMUID }
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Client, cfg.Resync, cfg.Namespace, tweak)
+	b := &Backend{cfg: cfg, pods: f.ForResource(podsGVR).Informer()}
+	if cfg.WatchNodes {
+		nf := dynamicinformer.NewDynamicSharedInformerFactory(cfg.Client, cfg.Resync)
+		b.nodes = nf.ForResource(nodesGVR).Informer()
+	}
+	return b
+}
+
+// Start watches the server pods (and nodes) and calls notify with the owning VM of each pod that
+// changes, and of each pod on a node whose readiness changes.
+func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cache.InformerSynced, error) {
+	if err := b.pods.SetTransform(toPod); err != nil {
+		return nil, fmt.Errorf("set pod transform: %w", err)
+	}
+	if err := b.pods.AddIndexers(cache.Indexers{byNode: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("index pods by node: %w", err)
+	}
+	owner := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok {
+			if ref := metav1.GetControllerOf(p); ref != nil {
+				notify(cache.NewObjectName(p.Namespace, ref.Name))
+			}
+		}
+	}
+	if _, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: owner,
+		UpdateFunc: func(old, cur any) {
+			if old.(*corev1.Pod).ResourceVersion != cur.(*corev1.Pod).ResourceVersion {
+				owner(cur)
+			}
+		},
+		DeleteFunc: owner,
+	}); err != nil {
+		return nil, fmt.Errorf("watch pods: %w", err)
+	}
+	go b.pods.RunWithContext(ctx)
+	synced := []cache.InformerSynced{b.pods.HasSynced}
+
+	if b.nodes != nil {
+		if err := b.nodes.SetTransform(toNode); err != nil {
+			return nil, fmt.Errorf("set node transform: %w", err)
+		}
+		onNode := func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			n, ok := obj.(*corev1.Node)
+			if !ok {
+				return
+			}
+			objs, _ := b.pods.GetIndexer().ByIndex(byNode, n.Name)
+			for _, o := range objs {
+				owner(o)
+			}
+		}
+		if _, err := b.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, cur any) {
+				if nodeReady(old.(*corev1.Node)) != nodeReady(cur.(*corev1.Node)) {
+					onNode(cur)
+				}
+			},
+			DeleteFunc: onNode,
+		}); err != nil {
+			return nil, fmt.Errorf("watch nodes: %w", err)
+		}
+		go b.nodes.RunWithContext(ctx)
+		synced = append(synced, b.nodes.HasSynced)
+	}
+	return func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+// Observe returns vm's pod from the cache as a server; a pod of the same name that another VM
+// (or an earlier VM of the same name) controls is reported only while it is being deleted, so
+// that the controller waits for it rather than adopting it.
+func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
+	obj, ok, err := b.pods.GetIndexer().GetByKey(vm.Namespace + "/" + PodName(vm.Name))
+	if err != nil {
+		return nil, fmt.Errorf("read pod cache: %w", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	pod := obj.(*corev1.Pod)
+	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != vm.UID {
+		if pod.DeletionTimestamp == nil {
+			return nil, nil // not ours: Create reports the clash
+		}
+		return &backend.Server{Name: pod.Name, ID: string(pod.UID), State: backend.StatePending, Detail: string(pod.Status.Phase), Deleting: true}, nil
+	}
+	var ready func(string) (bool, bool)
+	if b.nodes != nil {
+		ready = b.nodeReady
+	}
+	return serverOf(pod, ready), nil
+}
+
+func (b *Backend) nodeReady(name string) (ready, known bool) {
+	obj, ok, err := b.nodes.GetIndexer().GetByKey(name)
+	if err != nil || !ok {
+		return false, false
+	}
+	return nodeReady(obj.(*corev1.Node)), true
+}
+
+// Create creates vm's pod. A pod of that name that vm already controls is returned as is; one
+// that it does not control, and a pod the API server refuses, are ErrRejected.
+func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
+	pod := newPod(vm, spec)
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
+		return nil, fmt.Errorf("encode pod %s: %w", pod.Name, err)
+	}
+	client := b.cfg.Client.Resource(podsGVR).Namespace(vm.Namespace)
+	out, err := client.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{FieldManager: "vm-controller"})
+	switch {
+	case err == nil:
+	case apierrors.IsAlreadyExists(err):
+		if out, err = client.Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+			return nil, fmt.Errorf("get existing pod %s: %w", pod.Name, err)
+		}
+		existing, err := toPod(out)
+		if err != nil {
+			return nil, err
+		}
+		if ref := metav1.GetControllerOf(existing.(*corev1.Pod)); ref == nil || ref.UID != vm.UID {
+			return nil, fmt.Errorf("pod %s already exists and this VM does not control it: %w", pod.Name, backend.ErrRejected)
+		}
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("create pod %s: %w: %w", pod.Name, backend.ErrRejected, err)
+	default:
+		return nil, fmt.Errorf("create pod %s: %w", pod.Name, err)
+	}
+	created, err := toPod(out)
+	if err != nil {
+		return nil, err
+	}
+	return serverOf(created.(*corev1.Pod), nil), nil
+}
+
+// Delete deletes vm's pod, on the condition that it is still the pod the cache shows, so that
+// a stale view never deletes a newer pod.
+func (b *Backend) Delete(ctx context.Context, vm backend.Owner) error {
+	srv, err := b.Observe(vm)
+	if err != nil || srv == nil {
+		return err
+	}
+	uid := srv.ID
+	err = b.cfg.Client.Resource(podsGVR).Namespace(vm.Namespace).Delete(ctx, srv.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: (*types.UID)(&uid)},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s: %w", srv.Name, err)
+	}
+	return nil
+}
+
+// toPod converts an informer's unstructured pod to a typed one, dropping what the controller
+// never reads (managed fields, most annotations) to keep the cache small.
+func toPod(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // tombstones and already-converted objects pass through
+	}
+	pod := &corev1.Pod{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pod); err != nil {
+		return nil, fmt.Errorf("decode pod %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	pod.ManagedFields = nil
+	pod.Annotations = nil
+	return pod, nil
+}
+
+// toNode keeps only a node's name and Ready condition.
+func toNode(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	n := &corev1.Node{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, n); err != nil {
+		return nil, fmt.Errorf("decode node %s: %w", u.GetName(), err)
+	}
+	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			slim.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return slim, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

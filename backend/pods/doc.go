@@ -1,0 +1,15 @@
+// Package pods realises each VirtualMachine's server as a Pod in the VM's namespace. It works on
+// any cluster: nothing beyond the core API is needed.
+//
+//   - The pod's name is derived from the VM's name alone, so a retry, a restarted controller or a
+//     second replica can never make a second pod for one VM.
+//   - The VM controls the pod (ownerReference with controller: true), so the garbage collector
+//     removes it even if the controller is gone, and a label with the VM's UID selects it.
+//   - One container runs the server image with requests equal to limits for cpu and memory
+//     (Guaranteed QoS) and ephemeral-storage set to the VM's rootDisk.
+//   - restartPolicy is Never: a failed server shows as a Failed pod, which the controller
+//     replaces with a backoff, instead of being restarted in place by the kubelet unseen.
+//
+// A dynamic informer on the labelled pods (and, optionally, one on nodes to tell a lost node)
+// notifies the controller of every change to a VM's server.
+package pods

@@ -1,0 +1,141 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// fieldManager names the controller in managedFields.
+const fieldManager = "vm-controller"
+
+// applier carries out plans. It is the only code that writes to the API for a VM.
+type applier struct {
+	client   dynamic.NamespaceableResourceInterface
+	fields   schema.Fields
+	backend  backend.Backend
+	recorder events.EventRecorder
+	expect   *expectations
+	policy   Policy
+	now      func() time.Time
+}
+
+// apply carries out plan for the VM cached as u (never modified), in the order that keeps
+// the guarantees: the finalizer is on before a server exists, and comes off only after the
+// server is gone. Every write is conditional on the resourceVersion the decision saw (and
+// the ones its own writes produce), so a decision made on a stale view fails with a conflict
+// and is made again, rather than overwriting newer state.
+func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan Plan) (time.Duration, error) {
+	key := cache.NewObjectName(owner.Namespace, owner.Name)
+	res := a.client.Namespace(owner.Namespace)
+	rv := vm.ResourceVersion()
+	var err error
+
+	if plan.Finalizer == AddFinalizer {
+		if rv, err = a.setFinalizer(ctx, res, vm, rv, true); err != nil {
+			return 0, err
+		}
+	}
+	if plan.Server != nil {
+		switch plan.Server.Op {
+		case CreateServer:
+			srv, err := a.backend.Create(ctx, owner, *plan.Server.Spec)
+			switch {
+			case errors.Is(err, backend.ErrRejected):
+				plan = a.policy.Rejected(vm, err.Error(), a.now())
+			case err != nil:
+				return 0, fmt.Errorf("create server: %w", err)
+			default:
+				a.expect.created(key, srv)
+				plan.Created(srv)
+			}
+		case DeleteServer:
+			if err := a.backend.Delete(ctx, owner); err != nil {
+				return 0, fmt.Errorf("delete server: %w", err)
+			}
+			if observed != nil {
+				a.expect.deleted(key, observed.ID)
+			}
+		}
+	}
+	if plan.Status != nil {
+		patch, err := schema.StatusPatch(a.fields, *plan.Status, rv)
+		if err != nil {
+			return 0, fmt.Errorf("render status: %w", err)
+		}
+		out, err := res.Patch(ctx, owner.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("write status: %w", err)
+		}
+		rv = out.GetResourceVersion()
+	}
+	if plan.Finalizer == RemoveFinalizer {
+		if _, err = a.setFinalizer(ctx, res, vm, rv, false); err != nil {
+			return 0, err
+		}
+	}
+	if a.recorder != nil {
+		for _, e := range plan.Events {
+			a.recorder.Eventf(u, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", e.Message)
+		}
+	}
+	return time.Duration(plan.RequeueAfter), nil
+}
+
+// setFinalizer adds or removes the controller's finalizer, keeping everyone else's, and
+// returns the new resourceVersion.
+func (a applier) setFinalizer(ctx context.Context, res dynamic.ResourceInterface, vm schema.VirtualMachine, rv string, add bool) (string, error) {
+	fins := []string{}
+	for _, f := range vm.Finalizers() {
+		if f != schema.Finalizer {
+			fins = append(fins, f)
+		}
+	}
+	if add {
+		fins = append(fins, schema.Finalizer)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": fins, "resourceVersion": rv}})
+	if err != nil {
+		return "", fmt.Errorf("render finalizers: %w", err)
+	}
+	out, err := res.Patch(ctx, vm.Name(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	if apierrors.IsNotFound(err) && !add {
+		return rv, nil
+	}
+	if err != nil {
+		verb := "remove"
+		if add {
+			verb = "add"
+		}
+		return "", fmt.Errorf("%s finalizer: %w", verb, err)
+	}
+	return out.GetResourceVersion(), nil
+}
+
+// eventAction is the action field of an events.k8s.io Event: what the controller did.
+func eventAction(reason string) string {
+	switch reason {
+	case ReasonCreatingServer:
+		return "CreateServer"
+	case ReasonDeletingServer, ReasonReplacingServer, ReasonRestartingServer:
+		return "DeleteServer"
+	default:
+		return "UpdateStatus"
+	}
+}

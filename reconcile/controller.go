@@ -1,0 +1,241 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// Config is what a Controller is built from.
+type Config struct {
+	Client    dynamic.Interface
+	GVR       k8sschema.GroupVersionResource
+	Fields    schema.Fields
+	Namespace string // "" for all namespaces
+	Selector  string // label selector of the VMs to manage; "" for all
+	Resync    time.Duration
+	Backend   backend.Backend
+	Policy    Policy
+	Recorder  events.EventRecorder
+	Logger    *slog.Logger
+	// RateLimiter paces retries of failed keys; nil: per-item exponential backoff
+	// (5ms to 1000s) and an overall bucket (10 qps, burst 100), as client-go's default.
+	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// Controller keeps every watched VirtualMachine's server and status true to its spec.
+type Controller struct {
+	cfg     Config
+	vms     cache.SharedIndexInformer
+	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	expect  *expectations
+	log     *slog.Logger
+	applier applier
+}
+
+// New builds a controller; nothing runs until Run.
+func New(cfg Config) *Controller {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RateLimiter == nil {
+		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
+	}
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = cfg.Selector }
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Client, cfg.Resync, cfg.Namespace, tweak)
+	c := &Controller{
+		cfg: cfg,
+		vms: f.ForResource(cfg.GVR).Informer(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
+		expect: newExpectations(),
+		log:    cfg.Logger,
+	}
+	c.applier = applier{client: cfg.Client.Resource(cfg.GVR), fields: cfg.Fields, backend: cfg.Backend,
+		recorder: cfg.Recorder, expect: c.expect, policy: cfg.Policy, now: cfg.Now}
+	return c
+}
+
+// Run starts the informers, waits for their caches, and runs workers until ctx is cancelled.
+// Then it stops taking work, lets in-flight reconciles finish for up to drain, and returns.
+func (c *Controller) Run(ctx context.Context, workers int, drain time.Duration) error {
+	defer c.queue.ShutDown()
+
+	if err := c.vms.SetTransform(trim); err != nil {
+		return fmt.Errorf("set transform: %w", err)
+	}
+	if _, err := c.vms.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, cur any) {
+			// A resync delivers every object again unchanged: the periodic safety net is
+			// the RequeueAfter of each plan, not a storm of no-op reconciles.
+			if old.(*unstructured.Unstructured).GetResourceVersion() == cur.(*unstructured.Unstructured).GetResourceVersion() {
+				return
+			}
+			c.enqueue(cur)
+		},
+		DeleteFunc: c.enqueue,
+	}); err != nil {
+		return fmt.Errorf("watch %s: %w", c.cfg.GVR.Resource, err)
+	}
+	// Informers and the backend stop with ctx; workers finish on their own context below.
+	go c.vms.RunWithContext(ctx)
+	serversSynced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) { c.queue.Add(vm) })
+	if err != nil {
+		return fmt.Errorf("start backend: %w", err)
+	}
+
+	c.log.Info("Waiting for caches to sync", "resource", c.cfg.GVR.String(), "namespace", c.cfg.Namespace, "selector", c.cfg.Selector)
+	if !cache.WaitForCacheSync(ctx.Done(), c.vms.HasSynced, serversSynced) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("caches did not sync")
+	}
+
+	// Workers run on a context that outlives ctx by the drain period, so that a reconcile in
+	// flight at shutdown completes its writes instead of being cut off half-way.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
+	c.log.Info("Starting workers", "count", workers)
+	for range workers {
+		wg.Go(func() {
+			for c.processNextItem(workCtx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.log.Info("Shutting down: no new work, draining in-flight reconciles", "timeout", drain)
+	c.queue.ShutDown()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		c.log.Info("Workers finished")
+	case <-time.After(drain):
+		cancelWork()
+		c.log.Warn("Drain timed out; cancelled in-flight reconciles", "timeout", drain)
+		<-done
+	}
+	return nil
+}
+
+// HasSynced reports whether the VM cache holds a full list; readiness follows it.
+func (c *Controller) HasSynced() bool { return c.vms.HasSynced() }
+
+// Queue exposes the workqueue's length for metrics and tests.
+func (c *Controller) Queue() workqueue.TypedRateLimitingInterface[cache.ObjectName] { return c.queue }
+
+// enqueue adds the key of a VM (or of a deleted VM's tombstone) to the queue.
+func (c *Controller) enqueue(obj any) {
+	key, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		c.log.Error("Cannot make a key", "error", err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// processNextItem takes one key and reconciles it: Forget on success, AddAfter when the plan
+// asks to look again later, AddRateLimited on a transient error. It returns false once the
+// queue is shut down.
+func (c *Controller) processNextItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	log := c.log.With("vm", key.String(), "reconcileID", string(uuid.NewUUID()))
+	start := time.Now()
+	after, err := c.reconcile(ctx, key, log)
+	switch {
+	case err != nil:
+		c.queue.AddRateLimited(key)
+		log.Error("Reconcile failed; will retry", "error", err, "retries", c.queue.NumRequeues(key))
+	case after > 0:
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, after)
+		log.Debug("Reconciled", "requeueAfter", after, "duration", time.Since(start))
+	default:
+		c.queue.Forget(key)
+		log.Debug("Reconciled", "duration", time.Since(start))
+	}
+	return true
+}
+
+// reconcile gathers the VM from the cache and its server from the backend, decides, and
+// applies the plan. A VM that is gone ends quietly; its server has an owner reference, so the
+// garbage collector removes anything the finalizer did not.
+func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *slog.Logger) (time.Duration, error) {
+	obj, exists, err := c.vms.GetIndexer().GetByKey(key.String())
+	if err != nil {
+		return 0, fmt.Errorf("read cache: %w", err)
+	}
+	if !exists {
+		c.expect.forget(key)
+		log.Debug("VM is gone")
+		return 0, nil
+	}
+	// Never modify obj: it belongs to the informer's cache. Decode serialises it once.
+	u := obj.(*unstructured.Unstructured)
+	vm, err := schema.Decode(u, c.cfg.Fields)
+	if err != nil {
+		return 0, err
+	}
+	owner := ownerOf(vm)
+	srv, err := c.cfg.Backend.Observe(owner)
+	if err != nil {
+		return 0, fmt.Errorf("observe server: %w", err)
+	}
+	srv = c.expect.adjust(key, srv)
+	plan := c.cfg.Policy.Decide(vm, srv, c.cfg.Now())
+	if plan.Empty() {
+		return time.Duration(plan.RequeueAfter), nil
+	}
+	log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events))
+	return c.applier.apply(ctx, u, vm, owner, srv, plan)
+}
+
+func ownerOf(vm schema.VirtualMachine) backend.Owner {
+	return backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
+}
+
+func serverOp(p Plan) string {
+	if p.Server == nil {
+		return ""
+	}
+	return string(p.Server.Op)
+}
+
+// trim drops what the controller never reads from cached VMs: managed fields are often
+// larger than the rest of the object.
+func trim(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.SetManagedFields(nil)
+	}
+	return obj, nil
+}
