@@ -61,6 +61,7 @@ func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm sch
 			default:
 				a.expect.created(key, srv)
 				plan.Created(srv)
+				a.record(u, plan.Server.Event)
 			}
 		case DeleteServer:
 			if err := a.backend.Delete(ctx, owner); err != nil {
@@ -69,6 +70,7 @@ func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm sch
 			if observed != nil {
 				a.expect.deleted(key, observed.ID)
 			}
+			a.record(u, plan.Server.Event)
 		}
 	}
 	if plan.Status != nil {
@@ -84,18 +86,24 @@ func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm sch
 			return 0, fmt.Errorf("write status: %w", err)
 		}
 		rv = out.GetResourceVersion()
+		a.record(u, plan.Events...)
 	}
 	if plan.Finalizer == RemoveFinalizer {
 		if _, err = a.setFinalizer(ctx, res, vm, rv, false); err != nil {
 			return 0, err
 		}
 	}
-	if a.recorder != nil {
-		for _, e := range plan.Events {
-			a.recorder.Eventf(u, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", e.Message)
-		}
-	}
 	return time.Duration(plan.RequeueAfter), nil
+}
+
+// record records events on the VM cached as u.
+func (a applier) record(u *unstructured.Unstructured, evs ...Event) {
+	if a.recorder == nil {
+		return
+	}
+	for _, e := range evs {
+		a.recorder.Eventf(u, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", e.Message)
+	}
 }
 
 // setFinalizer adds or removes the controller's finalizer, keeping everyone else's, and

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -173,6 +174,10 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	start := time.Now()
 	after, err := c.reconcile(ctx, key, log)
 	switch {
+	case apierrors.IsConflict(err):
+		// Expected when the cache lags behind a write: decide again on the newer object.
+		c.queue.AddRateLimited(key)
+		log.Debug("Conflict; will decide again", "error", err)
 	case err != nil:
 		c.queue.AddRateLimited(key)
 		log.Error("Reconcile failed; will retry", "error", err, "retries", c.queue.NumRequeues(key))

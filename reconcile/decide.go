@@ -109,9 +109,8 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 	d.ensureFinalizer(true)
 	srv := d.srv
 	if srv == nil {
-		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want}
-		d.event(corev1.EventTypeNormal, ReasonCreatingServer, fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s",
-			want.CPU.String(), want.Memory.String(), want.RootDisk.String()))
+		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: corev1.EventTypeNormal, Reason: ReasonCreatingServer,
+			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), want.RootDisk.String())}}
 		d.failures(d.current.ConsecutiveFailures)
 		d.report(schema.PhaseCreating, ReasonServerCreating, pendingMessage,
 			&backend.Server{State: backend.StatePending, Detail: string(corev1.PodPending)})
@@ -248,8 +247,7 @@ func (d *decision) ensureFinalizer(needed bool) {
 }
 
 func (d *decision) deleteServer(reason, msg string) {
-	d.plan.Server = &ServerAction{Op: DeleteServer}
-	d.event(corev1.EventTypeNormal, reason, msg)
+	d.plan.Server = &ServerAction{Op: DeleteServer, Event: Event{Type: corev1.EventTypeNormal, Reason: reason, Message: msg}}
 }
 
 // deletingServer is the observed server as it will be once a delete has been asked for.
@@ -308,7 +306,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		return
 	}
 	st.LastUpdateTime = d.now
-	if len(d.plan.Events) == 0 && (d.current.Phase != phase || d.current.Reason != reason) {
+	if d.plan.Server == nil && (d.current.Phase != phase || d.current.Reason != reason) {
 		typ := corev1.EventTypeNormal
 		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown {
 			typ = corev1.EventTypeWarning

@@ -9,7 +9,7 @@ import (
 
 // Plan is everything one reconcile of one VM asks for, as data. The apply step carries it out
 // in a fixed order: add the finalizer, act on the server, write the status, remove the
-// finalizer, record the events.
+// finalizer. Each event is recorded once the write it reports has succeeded.
 type Plan struct {
 	// Finalizer is the change to the VM's finalizer, if any.
 	Finalizer FinalizerChange `yaml:"finalizer,omitempty"`
@@ -17,7 +17,7 @@ type Plan struct {
 	Server *ServerAction `yaml:"server,omitempty"`
 	// Status is the status to write; nil when the current one is still true.
 	Status *schema.Status `yaml:"status,omitempty"`
-	// Events are recorded on the VM once the rest of the plan has been applied.
+	// Events report a change of phase or reason; they are recorded once the status is written.
 	Events []Event `yaml:"events,omitempty"`
 	// RequeueAfter asks for another look after this long even if nothing changes; zero: only
 	// when something changes.
@@ -53,6 +53,9 @@ type ServerAction struct {
 	Op ServerOp `yaml:"op"`
 	// Spec is what to create; set for create only.
 	Spec *backend.Spec `yaml:"spec,omitempty"`
+	// Event says why; it is recorded as soon as the operation succeeds, whatever happens to
+	// the rest of the plan.
+	Event Event `yaml:"event"`
 }
 
 // Event is a Kubernetes Event to record on the VM.
