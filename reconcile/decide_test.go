@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -17,6 +18,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -152,22 +154,33 @@ func renderPlan(t *testing.T, p Plan) string {
 func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p Plan) (schema.VirtualMachine, *backend.Server, bool) {
 	t.Helper()
 	raw := vm.JSON()
+	servers, owner := memory.New(), ownerOf(vm)
+	if srv != nil {
+		servers.Set(owner, srv)
+	}
 	if p.Server != nil {
 		switch p.Server.Op {
 		case CreateServer:
 			if srv != nil {
 				t.Fatalf("plan creates a server while one exists")
 			}
-			srv = &backend.Server{Name: vm.Name() + "-server", ID: "created-1", State: backend.StatePending, Detail: "Pending", Spec: *p.Server.Spec}
-			p.Created(srv)
+			created, err := servers.Create(context.Background(), owner, *p.Server.Spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Created(created)
 		case DeleteServer:
 			if srv == nil {
 				t.Fatalf("plan deletes a server that does not exist")
 			}
-			c := *srv
-			c.Deleting = true
-			srv = &c
+			if err := servers.Delete(context.Background(), owner); err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	srv, err := servers.Observe(owner)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if p.Finalizer != "" {
 		fins := []string{}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -112,17 +111,6 @@ func (b *Backend) Finish() {
 	b.mu.Unlock()
 	for _, k := range done {
 		b.changed(k)
-	}
-}
-
-// Age moves every terminal server's Since back by d, as if d had passed.
-func (b *Backend) Age(d time.Duration) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, s := range b.servers {
-		if !s.Since.IsZero() {
-			s.Since = s.Since.Add(-d)
-		}
 	}
 }
 

@@ -1,0 +1,123 @@
+package pods
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+func TestPodName(t *testing.T) {
+	long := strings.Repeat("a", 250)
+	longer := strings.Repeat("a", 249) + "b"
+	tests := map[string]string{
+		"test-vm":  "test-vm-server",
+		"a.b":      "a.b-server",
+		long:       PodName(long),
+		"vm-0.x-1": "vm-0.x-1-server",
+	}
+	for vm, want := range tests {
+		got := PodName(vm)
+		if got != want {
+			t.Errorf("PodName(%q) = %q, want %q", vm, got, want)
+		}
+		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+			t.Errorf("PodName(%q) = %q is not a valid name: %v", vm, got, errs)
+		}
+	}
+	if PodName(long) == PodName(longer) {
+		t.Error("two long names that differ only at the end map to one pod name")
+	}
+	if PodName(long) != PodName(long) {
+		t.Error("PodName is not deterministic")
+	}
+}
+
+func TestNewPod(t *testing.T) {
+	owner := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "test-vm", UID: "u-1"}
+	spec := backend.Spec{CPU: resource.MustParse("2"), Memory: resource.MustParse("4G"), RootDisk: resource.MustParse("40G"), Image: "img:1"}
+	p := newPod(owner, spec)
+	if p.Name != "test-vm-server" || p.Namespace != "ns" || p.Labels[LabelVMUID] != "u-1" || p.Labels[LabelVM] != "test-vm" {
+		t.Errorf("identity: %s/%s %v", p.Namespace, p.Name, p.Labels)
+	}
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.UID != "u-1" || ref.Kind != "VirtualMachine" || ref.APIVersion != owner.APIVersion || !*ref.BlockOwnerDeletion {
+		t.Errorf("controller reference: %+v", ref)
+	}
+	c := p.Spec.Containers[0]
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+		req, lim := c.Resources.Requests[r], c.Resources.Limits[r]
+		if req.Cmp(lim) != 0 || req.IsZero() {
+			t.Errorf("%s: requests %s limits %s, want equal and set", r, req.String(), lim.String())
+		}
+	}
+	if q := c.Resources.Limits[corev1.ResourceEphemeralStorage]; q.String() != "40G" {
+		t.Errorf("ephemeral-storage %s, want the rootDisk 40G", q.String())
+	}
+	if c.Image != "img:1" || p.Spec.RestartPolicy != corev1.RestartPolicyNever || *p.Spec.AutomountServiceAccountToken {
+		t.Errorf("pod spec: image %s restart %s automount %v", c.Image, p.Spec.RestartPolicy, *p.Spec.AutomountServiceAccountToken)
+	}
+	// The server reads back the spec it was created with.
+	if got := serverOf(p, nil).Spec; !got.Equal(spec) {
+		t.Errorf("round trip spec %+v, want %+v", got, spec)
+	}
+	// A name that is no valid label value is left out of the label, not truncated.
+	if long := newPod(backend.Owner{Name: strings.Repeat("x", 70), UID: "u"}, spec); long.Labels[LabelVM] != "" {
+		t.Errorf("an invalid label value was set: %q", long.Labels[LabelVM])
+	}
+}
+
+func TestServerOf(t *testing.T) {
+	finished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC))
+	ready := func(s corev1.ConditionStatus) []corev1.PodCondition {
+		return []corev1.PodCondition{{Type: corev1.PodReady, Status: s}}
+	}
+	nodeUp := func(string) (bool, bool) { return true, true }
+	nodeDown := func(string) (bool, bool) { return false, true }
+	nodeGone := func(string) (bool, bool) { return false, false }
+	tests := map[string]struct {
+		status  corev1.PodStatus
+		deleted bool
+		nodes   func(string) (bool, bool)
+		state   backend.State
+		message string // a substring
+	}{
+		"pending":       {corev1.PodStatus{Phase: corev1.PodPending}, false, nil, backend.StatePending, ""},
+		"unschedulable": {corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/3 nodes are available"}}}, false, nil, backend.StatePending, "0/3 nodes"},
+		"image pull": {corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}},
+			false, nil, backend.StatePending, "ImagePullBackOff no such image"},
+		"starting":       {corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse)}, false, nodeUp, backend.StateStarting, ""},
+		"ready":          {corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionTrue)}, false, nodeUp, backend.StateReady, ""},
+		"ready deleting": {corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionTrue)}, true, nil, backend.StateReady, ""},
+		"node not ready": {corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse)}, false, nodeDown, backend.StateLost, "node n1 is not ready"},
+		"node gone":      {corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionTrue)}, false, nodeGone, backend.StateLost, "node n1 is gone"},
+		"phase unknown":  {corev1.PodStatus{Phase: corev1.PodUnknown, Message: "kubelet unreachable"}, false, nil, backend.StateLost, "kubelet unreachable"},
+		"failed": {corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3, FinishedAt: finished}}}}},
+			false, nil, backend.StateFailed, "Error, exit code 3"},
+		"evicted":   {corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}, false, nil, backend.StateFailed, "Evicted low on memory"},
+		"succeeded": {corev1.PodStatus{Phase: corev1.PodSucceeded}, false, nil, backend.StateStopped, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := newPod(backend.Owner{Name: "vm", UID: "u"}, backend.Spec{Image: "i"})
+			p.UID, p.Spec.NodeName, p.Status = "pod-uid", "n1", tc.status
+			if tc.deleted {
+				now := metav1.Now()
+				p.DeletionTimestamp = &now
+			}
+			s := serverOf(p, tc.nodes)
+			if s.State != tc.state || !strings.Contains(s.Message, tc.message) || s.ID != "pod-uid" || s.Detail != string(tc.status.Phase) || s.Deleting != tc.deleted {
+				t.Errorf("got %+v", s)
+			}
+			if name == "failed" && !s.Since.Equal(finished.Time) {
+				t.Errorf("Since = %v, want the container's finish time %v", s.Since, finished)
+			}
+		})
+	}
+}

@@ -1,0 +1,47 @@
+package reconcile
+
+import (
+	"testing"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// TestExpectations: until the cache shows what the controller did, the controller's own
+// record stands in for it; once the cache catches up, the cache is believed again.
+func TestExpectations(t *testing.T) {
+	key := cache.NewObjectName("ns", "vm")
+	e := newExpectations()
+	if got := e.adjust(key, nil); got != nil {
+		t.Fatalf("no expectation: got %+v", got)
+	}
+
+	e.created(key, &backend.Server{ID: "new", State: backend.StatePending})
+	if got := e.adjust(key, nil); got == nil || got.ID != "new" {
+		t.Fatalf("created, cache behind: got %+v, want the created server", got)
+	}
+	if got := e.adjust(key, &backend.Server{ID: "new", State: backend.StateReady}); got.State != backend.StateReady {
+		t.Fatalf("created, cache caught up: got %+v", got)
+	}
+	if got := e.adjust(key, nil); got != nil {
+		t.Fatalf("expectation kept after the cache caught up: %+v", got)
+	}
+
+	e.deleted(key, "old")
+	if got := e.adjust(key, &backend.Server{ID: "old"}); got == nil || !got.Deleting {
+		t.Fatalf("deleted, cache behind: got %+v, want it marked deleting", got)
+	}
+	if got := e.adjust(key, &backend.Server{ID: "old", Deleting: true}); !got.Deleting {
+		t.Fatalf("deleted, cache caught up: %+v", got)
+	}
+	if got := e.adjust(key, &backend.Server{ID: "old"}); got.Deleting {
+		t.Fatalf("expectation kept after the cache caught up: %+v", got)
+	}
+
+	e.created(key, &backend.Server{ID: "x"})
+	e.forget(key)
+	if got := e.adjust(key, nil); got != nil {
+		t.Fatalf("forgotten expectation still applies: %+v", got)
+	}
+}

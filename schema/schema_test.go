@@ -1,0 +1,157 @@
+package schema
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+)
+
+func TestParseGVR(t *testing.T) {
+	tests := map[string]struct {
+		apiVersion, resource string
+		want                 string // GVR.String(), or the start of the error
+		ok                   bool
+	}{
+		"default":         {DefaultAPIVersion, DefaultResource, "cloudnative.czs/v1alpha1, Resource=virtualmachines", true},
+		"other group":     {"compute.example.com/v1", "machines", "compute.example.com/v1, Resource=machines", true},
+		"no slash":        {"v1alpha1", "virtualmachines", `api version "v1alpha1": want group/version`, false},
+		"core group":      {"/v1", "virtualmachines", `api version "/v1": want group/version`, false},
+		"two slashes":     {"a.b/v1/x", "virtualmachines", `api version "a.b/v1/x": want group/version`, false},
+		"bad group":       {"Cloud_Native/v1", "virtualmachines", `api version "Cloud_Native/v1": group:`, false},
+		"bad version":     {"cloudnative.czs/V1", "virtualmachines", `api version "cloudnative.czs/V1": version:`, false},
+		"bad resource":    {DefaultAPIVersion, "Virtual.Machines", `resource "Virtual.Machines"`, false},
+		"empty resource":  {DefaultAPIVersion, "", `resource ""`, false},
+		"empty apiVerson": {"", DefaultResource, `api version "": want group/version`, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			gvr, err := ParseGVR(tc.apiVersion, tc.resource)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.ok && gvr.String() != tc.want:
+				t.Fatalf("got %s, want %s", gvr, tc.want)
+			case !tc.ok && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one starting %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestStatusRoundTrip writes a status as a merge patch onto an object and reads it back
+// through a view: what the controller writes is what it reads, so it never rewrites a
+// status it has just written.
+func TestStatusRoundTrip(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := Status{
+		Phase: PhaseActive, Reason: "ServerReady", Message: "ok",
+		Server:              &ServerStatus{Name: "vm-server", ID: "uid-1", State: "Running", Usage: &Usage{CPU: "250m", Memory: "100Mi"}},
+		ConsecutiveFailures: 2, ObservedGeneration: 7, LastUpdateTime: at,
+		Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, ObservedGeneration: 7, LastTransitionTime: at, Reason: "ServerReady", Message: "ok"}},
+	}
+	obj := []byte(`{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"a","resourceVersion":"5"},
+		"status":{"phase":"Creating","stale":"kept by merge","server":{"id":"old"}}}`)
+	patch, err := StatusPatch(V1alpha1, st, "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := jsonpatch.MergePatch(obj, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Parse(merged, V1alpha1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := vm.Status()
+	if !got.SameAs(st) || !got.LastUpdateTime.Equal(at) {
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(st)
+		t.Fatalf("read back\n%s\nwant\n%s", a, b)
+	}
+	if vm.ResourceVersion() != "5" {
+		t.Errorf("patch must carry resourceVersion as a precondition, got %q", vm.ResourceVersion())
+	}
+
+	// A status without a server removes the old server fields rather than leaving them.
+	st.Server, st.Message, st.ConsecutiveFailures = nil, "", 0
+	patch, _ = StatusPatch(V1alpha1, st, "")
+	merged, _ = jsonpatch.MergePatch(merged, patch)
+	vm, _ = Parse(merged, V1alpha1)
+	if s := vm.Status(); s.Server != nil && (s.Server.ID != "" || s.Server.Name != "") || s.Message != "" || s.ConsecutiveFailures != 0 {
+		t.Errorf("stale fields survived: %+v", s)
+	}
+}
+
+func TestStatusPatchCollidingPaths(t *testing.T) {
+	f := V1alpha1
+	f.Reason = "status.phase.reason" // under a leaf: a broken field map
+	if _, err := StatusPatch(f, Status{Phase: PhaseActive}, ""); err == nil {
+		t.Fatal("colliding paths were accepted")
+	}
+}
+
+func TestSameAsIgnoresTimes(t *testing.T) {
+	a := Status{Phase: PhaseActive, LastUpdateTime: time.Unix(1, 0), Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, LastTransitionTime: time.Unix(1, 0)}}}
+	b := a
+	b.LastUpdateTime = time.Unix(2, 0)
+	b.Conditions = []Condition{{Type: ConditionReady, Status: ConditionTrue, LastTransitionTime: time.Unix(2, 0)}}
+	if !a.SameAs(b) {
+		t.Error("statuses that differ only in times are not the same")
+	}
+	b.Conditions[0].Status = ConditionFalse
+	if a.SameAs(b) {
+		t.Error("a changed condition status went unnoticed")
+	}
+}
+
+func TestViewMetadata(t *testing.T) {
+	vm, err := Parse([]byte(`{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"n","namespace":"ns","uid":"u",
+		"generation":3,"resourceVersion":"9","deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["a","`+Finalizer+`"]}}`), V1alpha1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm.Name() != "n" || vm.Namespace() != "ns" || vm.UID() != "u" || vm.Generation() != 3 || vm.ResourceVersion() != "9" ||
+		!vm.Deleting() || !vm.HasFinalizer(Finalizer) || vm.HasFinalizer("b") || vm.Kind() != "VirtualMachine" {
+		t.Errorf("metadata misread: %s", vm.JSON())
+	}
+	for _, bad := range []string{``, `[]`, `"x"`, `{`} {
+		if _, err := Parse([]byte(bad), V1alpha1); err == nil {
+			t.Errorf("Parse(%q) accepted a non-object", bad)
+		}
+	}
+}
+
+// TestSpecValid covers the accepted forms; the refused ones are golden cases under
+// testdata/decide (invalid-*).
+func TestSpecValid(t *testing.T) {
+	tests := map[string]struct {
+		spec           string
+		cpu, mem, disk string
+		action         Action
+	}{
+		"numbers":        {`{"action":"active","resource":{"cpu":2,"memory":4000000000,"rootDisk":40000000000}}`, "2", "4G", "40G", ActionActive},
+		"strings":        {`{"action":"inactive","resource":{"cpu":"500m","memory":"512Mi","rootDisk":"10Gi"}}`, "500m", "512Mi", "10Gi", ActionInactive},
+		"decimal cpu":    {`{"action":"active","resource":{"cpu":0.5,"memory":"1Gi","rootDisk":"1Gi"}}`, "500m", "1Gi", "1Gi", ActionActive},
+		"exponent":       {`{"action":"active","resource":{"cpu":"1e-1","memory":"1e9","rootDisk":"1E"}}`, "100e-3", "1e9", "1E", ActionActive},
+		"smallest valid": {`{"action":"active","resource":{"cpu":"1m","memory":1,"rootDisk":1}}`, "1m", "1", "1", ActionActive},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, err := Parse([]byte(`{"spec":`+tc.spec+`}`), V1alpha1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, errs := vm.Spec()
+			if len(errs) > 0 {
+				t.Fatalf("refused: %v", errs)
+			}
+			if s.CPU.String() != tc.cpu || s.Memory.String() != tc.mem || s.RootDisk.String() != tc.disk || s.Action != tc.action {
+				t.Errorf("got %s %s %s %s", s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.Action)
+			}
+		})
+	}
+}
