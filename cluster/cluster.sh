@@ -112,16 +112,14 @@ cmd_build() {
 	# A go.work elsewhere must not change which modules the tools module builds with.
 	export GOWORK=off
 
-	local kube_version etcd_version source_date source_sum
-	kube_version=$(cd "$TOOLS" && go list -m -f '{{.Version}}' k8s.io/kubernetes) ||
-		die "cannot read the Kubernetes pin from $TOOLS/go.mod"
-	etcd_version=$(cd "$TOOLS" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) ||
-		die "cannot read the etcd pin from $TOOLS/go.mod"
+	local kube_version etcd_version source_date source_sum pins
 	# The module proxy serves no git commit for k8s.io/kubernetes, so the binaries carry the
 	# go.sum hash of the exact source built, and the release's date rather than today's (so
 	# the build, and its stamp, are reproducible).
-	source_date=$(cd "$TOOLS" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) ||
-		die "cannot read the Kubernetes release date (go list -m k8s.io/kubernetes)"
+	pins=$(cd "$TOOLS" && go list -m -f '{{.Version}} {{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' \
+		k8s.io/kubernetes go.etcd.io/etcd/server/v3) ||
+		die "go list -m in $TOOLS failed (error above); a first build needs the Go module proxy"
+	{ read -r kube_version source_date && read -r etcd_version _; } <<<"$pins"
 	source_sum=$(awk -v v="$kube_version" '$1 == "k8s.io/kubernetes" && $2 == v { print $3 }' "$TOOLS/go.sum")
 	[[ $kube_version =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "unexpected Kubernetes version $kube_version in $TOOLS/go.mod"
 	local major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]} pkg x
@@ -192,6 +190,26 @@ port_taken() {
 	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
 }
 
+# check_recorded_ports fails fast when a stopped cluster's ports (chosen at creation and
+# recorded in its kwok.yaml) are now held by another program, which would otherwise only
+# show as a timeout. It checks only when none of the cluster's own processes is alive, so
+# that a half-running cluster's own listeners are not mistaken for strangers.
+check_recorded_ports() {
+	local pidfile pid port
+	for pidfile in "$CLUSTER_DIR"/pids/*.pid; do
+		[[ -f $pidfile ]] || continue
+		pid=$(<"$pidfile")
+		[[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && return 0
+	done
+	local ports
+	mapfile -t ports < <(awk '$1 ~ /^[A-Za-z]+Port:$/ && $2 ~ /^[0-9]+$/ && $2 > 0 { print $2 }' "$CLUSTER_DIR/kwok.yaml" | sort -u)
+	for port in "${ports[@]}"; do
+		port_taken "$port" &&
+			die "port $port, recorded for cluster $CLUSTER_NAME in $CLUSTER_DIR/kwok.yaml, is in use by another program; stop it, or start afresh: make cluster-down cluster"
+	done
+	return 0
+}
+
 # wait_until polls a command until it succeeds or the deadline (in $SECONDS) passes.
 wait_until() {
 	local deadline=$1 what=$2
@@ -236,6 +254,7 @@ cmd_up() {
 			# The state is there but the processes are not (a reboot, a kill): kwokctl
 			# restarts them on the ports it recorded.
 			log "cluster $CLUSTER_NAME exists but does not answer: restarting it"
+			check_recorded_ports
 		else
 			if [[ -n $KUBE_APISERVER_PORT ]]; then
 				[[ $KUBE_APISERVER_PORT =~ ^[0-9]+$ ]] || die "KUBE_APISERVER_PORT must be a port number, got '$KUBE_APISERVER_PORT'"
