@@ -86,7 +86,9 @@ spec:
 }
 
 // TestSmokePodRunsOnKwokNode checks that the scheduler binds a pod to a fake node and kwok
-// reports it Running: the image is never pulled, so any name will do.
+// reports it Running: the image is never pulled, so any name will do. The pod requests what
+// a VM's server does (cpu, memory, ephemeral-storage for the root disk), so the fake nodes
+// must advertise all three.
 func TestSmokePodRunsOnKwokNode(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
@@ -95,16 +97,21 @@ kind: Pod
 metadata: {name: smoke, namespace: `+ns+`}
 spec:
   containers:
-  - {name: main, image: example.invalid/smoke:1}
+  - name: main
+    image: example.invalid/smoke:1
+    resources:
+      requests: {cpu: "2", memory: 4G, ephemeral-storage: 40G}
+      limits: {cpu: "2", memory: 4G, ephemeral-storage: 40G}
 `)
 	var node string
 	eventually(t, 60*time.Second, func() (bool, string) {
-		out, err := kubectlErr("get", "pod", "smoke", "-n", ns, "-o", "jsonpath={.spec.nodeName} {.status.phase}")
+		out, err := kubectlErr("get", "pod", "smoke", "-n", ns, "-o",
+			`jsonpath={.spec.nodeName} {.status.phase} {.status.conditions[?(@.type=="PodScheduled")].message}`)
 		if err != nil {
 			return false, err.Error()
 		}
 		node, _, _ = strings.Cut(out, " ")
-		return strings.HasSuffix(out, " Running"), "nodeName phase = " + out
+		return strings.Contains(out, " Running"), "nodeName phase scheduling-message = " + out
 	})
 	if got := kubectl(t, "get", "node", node, "-o", `jsonpath={.metadata.annotations.kwok\.x-k8s\.io/node}`); got != "fake" {
 		t.Errorf("pod runs on node %s whose kwok.x-k8s.io/node annotation is %q, want fake", node, got)
