@@ -182,12 +182,18 @@ kwokctl_c() {
 
 # ready tells whether the cluster answers /readyz through the repository's kubeconfig.
 ready() {
-	[[ -f $KUBECONFIG_FILE ]] && [[ $(kubectl_c get --raw /readyz 2>/dev/null) == ok ]]
+	owns_kubeconfig && [[ $(kubectl_c get --raw /readyz 2>/dev/null) == ok ]]
 }
 
 # port_taken tells whether something already accepts connections on 127.0.0.1:$1.
 port_taken() {
 	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
+# alive tells whether a process runs; a zombie (exited, not yet reaped) does not count.
+alive() {
+	local state
+	[[ $1 =~ ^[0-9]+$ ]] && state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != Z* ]]
 }
 
 # check_recorded_ports fails fast when a stopped cluster's ports (chosen at creation and
@@ -199,15 +205,43 @@ check_recorded_ports() {
 	for pidfile in "$CLUSTER_DIR"/pids/*.pid; do
 		[[ -f $pidfile ]] || continue
 		pid=$(<"$pidfile")
-		[[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && return 0
+		alive "$pid" && return 0
 	done
 	local ports
 	mapfile -t ports < <(awk '$1 ~ /^[A-Za-z]+Port:$/ && $2 ~ /^[0-9]+$/ && $2 > 0 { print $2 }' "$CLUSTER_DIR/kwok.yaml" | sort -u)
 	for port in "${ports[@]}"; do
 		port_taken "$port" &&
-			die "port $port, recorded for cluster $CLUSTER_NAME in $CLUSTER_DIR/kwok.yaml, is in use by another program; stop it, or start afresh: make cluster-down cluster"
+			die "port $port, recorded for cluster $CLUSTER_NAME in $CLUSTER_DIR/kwok.yaml, is in use by another program; stop it, or start afresh (new ports): $(reset_hint), then up again"
 	done
 	return 0
+}
+
+# dead_components names the cluster's components whose process is gone, so a timeout says
+# which one to look at (a crashed apiserver, say) instead of only "timed out".
+dead_components() {
+	local pidfile pid dead=()
+	for pidfile in "$CLUSTER_DIR"/pids/*.pid; do
+		[[ -f $pidfile ]] || continue
+		pid=$(<"$pidfile")
+		alive "$pid" && continue
+		dead+=("$(basename "$pidfile" .pid)")
+	done
+	((${#dead[@]} == 0)) || printf 'not running: %s; ' "${dead[*]}"
+}
+
+# reset_hint is the command that deletes this cluster, for error messages.
+reset_hint() {
+	if [[ $CLUSTER_NAME == vmc ]]; then
+		echo "make cluster-down"
+	else
+		echo "CLUSTER_NAME=$CLUSTER_NAME cluster/cluster.sh down"
+	fi
+}
+
+# owns_kubeconfig tells whether .cache/kubeconfig belongs to this cluster (kwokctl names the
+# context kwok-NAME); clusters of other names must not delete it.
+owns_kubeconfig() {
+	[[ -f $KUBECONFIG_FILE ]] && grep -qx "current-context: kwok-$CLUSTER_NAME" "$KUBECONFIG_FILE"
 }
 
 # wait_until polls a command until it succeeds or the deadline (in $SECONDS) passes.
@@ -215,7 +249,8 @@ wait_until() {
 	local deadline=$1 what=$2
 	shift 2
 	until "$@" >/dev/null 2>&1; do
-		((SECONDS < deadline)) || die "timed out after ${UP_TIMEOUT}s waiting for $what (UP_TIMEOUT); logs: $CLUSTER_DIR/logs"
+		((SECONDS < deadline)) ||
+			die "timed out after ${UP_TIMEOUT}s waiting for $what (UP_TIMEOUT); $(dead_components)logs: $CLUSTER_DIR/logs; reset: $(reset_hint)"
 		sleep 1
 	done
 }
@@ -270,8 +305,11 @@ cmd_up() {
 		timeout "$UP_TIMEOUT" "$BIN/kwokctl" --name "$CLUSTER_NAME" "${args[@]}" "${extra[@]}" \
 			>"$CACHE/kwokctl-create.log" 2>&1 || rc=$?
 		if ((rc != 0)); then
-			tail -n 20 "$CACHE/kwokctl-create.log" >&2
-			die "kwokctl create cluster failed (exit $rc); full output: $CACHE/kwokctl-create.log, component logs: $CLUSTER_DIR/logs; reset with: make cluster-down"
+			# kwokctl logs JSON; its last "err" is the reason, the rest stays in the file.
+			local reason
+			reason=$(grep -o '"err":"[^"]*"' "$CACHE/kwokctl-create.log" | tail -n 1 | cut -d'"' -f4)
+			((rc == 124)) && reason="not ready within ${UP_TIMEOUT}s (UP_TIMEOUT)"
+			die "kwokctl create cluster failed (exit $rc${reason:+: $reason}); $(dead_components)output: $CACHE/kwokctl-create.log, logs: $CLUSTER_DIR/logs; reset: $(reset_hint)"
 		fi
 		# kwokctl prints the kubeconfig of its admin user with the certificates inline;
 		# writing it through a temporary file never leaves a half-written kubeconfig.
@@ -302,19 +340,19 @@ cmd_up() {
 
 cmd_down() {
 	if [[ ! -d $CLUSTER_DIR ]]; then
-		rm -f "$KUBECONFIG_FILE"
+		if owns_kubeconfig; then rm -f "$KUBECONFIG_FILE"; fi
 		log "no cluster $CLUSTER_NAME: nothing to delete"
 		return 0
 	fi
 	[[ -x $BIN/kwokctl ]] || die "$BIN/kwokctl is missing, so the cluster in $CLUSTER_DIR cannot be stopped; run make tools first"
 	log "deleting cluster $CLUSTER_NAME"
 	local rc=0
-	# delete refuses an empty --kubeconfig; pointing it at our own kubeconfig (deleted just
-	# after) keeps it away from ~/.kube/config and $KUBECONFIG.
-	timeout 120 "$BIN/kwokctl" --name "$CLUSTER_NAME" delete cluster --kubeconfig "$KUBECONFIG_FILE" \
+	# delete refuses an empty --kubeconfig and would edit ~/.kube/config or $KUBECONFIG by
+	# default; a path that does not exist makes it edit nothing (it logs and goes on).
+	timeout 120 "$BIN/kwokctl" --name "$CLUSTER_NAME" delete cluster --kubeconfig "$CACHE/no-kubeconfig" \
 		>"$CACHE/kwokctl-delete.log" 2>&1 || rc=$?
 	((rc == 0)) || die "kwokctl delete cluster failed (exit $rc); see $CACHE/kwokctl-delete.log"
-	rm -f "$KUBECONFIG_FILE"
+	if owns_kubeconfig; then rm -f "$KUBECONFIG_FILE"; fi
 	log "cluster $CLUSTER_NAME deleted"
 }
 
