@@ -7,7 +7,8 @@
 # Usage: cluster/cluster.sh build|up|down|status
 #
 #   build   build the binaries into .cache/bin (skipped when nothing they depend on changed)
-#   up      start the cluster (idempotent) and write .cache/kubeconfig
+#   up      start the cluster (idempotent), with NODES fake nodes, and write .cache/kubeconfig
+#           (context kwok-NAME); all components listen on 127.0.0.1 only
 #   down    stop the cluster and delete its state (fine when there is none)
 #   status  exit 0 when the cluster answers /readyz, 1 otherwise
 #
@@ -41,8 +42,9 @@ BUILD_TIMEOUT=${BUILD_TIMEOUT:-3600}
 KUBE_APISERVER_PORT=${KUBE_APISERVER_PORT:-}
 # kwokctl keeps clusters, its config and its download cache here instead of ~/.kwok.
 export KWOK_WORKDIR=$CACHE/kwok
-# kwokctl runs kubectl itself (readiness checks, scaling); without this it would try to
-# download one when none is on PATH.
+# kwokctl runs kubectl itself (readiness checks, scaling): the first on PATH, else a
+# download. Ours goes first, so it is the same version as the server and nothing is fetched.
+export PATH=$BIN:$PATH
 export KWOK_KUBECTL_BINARY=$BIN/kubectl
 CLUSTER_DIR=$KWOK_WORKDIR/clusters/$CLUSTER_NAME
 
