@@ -1,6 +1,9 @@
 # Thin entry points: the logic lives in cluster/, so CI (.ci/run) and people run the same
 # scripts. See README, "Local cluster".
-.PHONY: help tools cluster cluster-down cluster-status test
+.PHONY: help tools cluster cluster-down cluster-status test build run
+
+# The version stamped into vm-controller: the commit, marked when the tree has changes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 help:
 	@echo 'make tools          build the control-plane binaries into .cache/bin (skipped when current)'
@@ -8,6 +11,8 @@ help:
 	@echo 'make cluster-down   stop the local cluster and delete its state'
 	@echo 'make cluster-status exit 0 when the local cluster answers'
 	@echo 'make test           gofmt, go vet, then go test ./... against a local cluster'
+	@echo 'make build          build bin/vm-controller'
+	@echo 'make run            local cluster + CRD + example VMs, then the controller in the foreground (ARGS=... for more flags)'
 
 tools:
 	cluster/cluster.sh build
@@ -24,5 +29,8 @@ cluster-status:
 test:
 	cluster/test.sh
 
-# make run (start the controller against the local cluster) belongs here; it comes with the
-# controller.
+build:
+	go build -ldflags "-X main.version=$(VERSION)" -o bin/vm-controller .
+
+run: tools
+	cluster/run.sh $(ARGS)

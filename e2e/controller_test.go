@@ -162,7 +162,7 @@ func podOf(ns, vm string) (uid, phase, cpu string) {
 	return f[0], f[1], f[2]
 }
 
-func tutorialVM(t *testing.T, ns string) {
+func exampleVM(t *testing.T, ns string) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "test-vm.yaml"))
 	if err != nil {
@@ -173,14 +173,14 @@ func tutorialVM(t *testing.T, ns string) {
 	}
 }
 
-// TestControllerLifecycle follows the tutorial's test-vm through its life: Active with a
+// TestControllerLifecycle follows the example test-vm (examples/test-vm.yaml) through its life: Active with a
 // running pod, a cpu change that replaces the pod, action inactive and back, and deletion,
 // in which the pod goes before the VM.
 func TestControllerLifecycle(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
 	startController(t, ns)
-	tutorialVM(t, ns)
+	exampleVM(t, ns)
 
 	waitPhase(t, ns, "test-vm", "Active", "ServerReady", 60*time.Second)
 	uid, phase, cpu := podOf(ns, "test-vm")
