@@ -1,0 +1,242 @@
+// The run command: flags, configuration, and the controller's construction.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/cloudnative-czs/vm-controller/backend/pods"
+	"github.com/cloudnative-czs/vm-controller/reconcile"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+func env(name string) []string { return []string{"VMC_" + name} }
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "run",
+		Usage:        "run the controller until SIGINT or SIGTERM",
+		OnUsageError: usageError,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: $KUBECONFIG, ~/.kube/config, or in-cluster config", EnvVars: []string{"VMC_KUBECONFIG", "KUBECONFIG"}},
+			&cli.StringFlag{Name: "context", Usage: "kubeconfig context to use; empty: the current context", EnvVars: env("CONTEXT")},
+			&cli.StringFlag{Name: "namespace", Usage: "watch VMs in this namespace only; empty: all namespaces", EnvVars: env("NAMESPACE")},
+			&cli.StringFlag{Name: "selector", Usage: "manage only VMs matching this label selector (e.g. tier=prod)", EnvVars: env("SELECTOR")},
+			&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version of the VirtualMachine resource", EnvVars: env("API_VERSION")},
+			&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE")},
+			&cli.IntFlag{Name: "workers", Value: 4, Usage: "VMs reconciled in parallel", EnvVars: env("WORKERS")},
+			&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, Usage: "informer resync period (0 disables)", EnvVars: env("RESYNC")},
+			&cli.Float64Flag{Name: "qps", Value: 50, Usage: "API requests per second, sustained", EnvVars: env("QPS")},
+			&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts", EnvVars: env("BURST")},
+			&cli.StringFlag{Name: "server-image", Value: reconcile.DefaultPolicy.DefaultImage, Usage: "container image of server pods", EnvVars: env("SERVER_IMAGE")},
+			&cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: "watch nodes to report servers on lost nodes as Unknown (needs cluster-wide read access to nodes)", EnvVars: env("WATCH_NODES")},
+			&cli.DurationFlag{Name: "restart-backoff", Value: reconcile.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure", EnvVars: env("RESTART_BACKOFF")},
+			&cli.DurationFlag{Name: "max-restart-backoff", Value: reconcile.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server", EnvVars: env("MAX_RESTART_BACKOFF")},
+			&cli.DurationFlag{Name: "retry-base-delay", Value: 5 * time.Millisecond, Usage: "first retry delay of a failed reconcile; doubles per failure of the same VM", EnvVars: env("RETRY_BASE_DELAY")},
+			&cli.DurationFlag{Name: "retry-max-delay", Value: 1000 * time.Second, Usage: "longest retry delay of a failed reconcile", EnvVars: env("RETRY_MAX_DELAY")},
+			&cli.Float64Flag{Name: "retry-qps", Value: 10, Usage: "retries per second over all VMs (overall bucket)", EnvVars: env("RETRY_QPS")},
+			&cli.IntFlag{Name: "retry-burst", Value: 100, Usage: "burst of the overall retry bucket", EnvVars: env("RETRY_BURST")},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight reconciles may take to finish", EnvVars: env("SHUTDOWN_TIMEOUT")},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("LOG_LEVEL")},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT")},
+		},
+		Action: run,
+	}
+}
+
+// options are the validated flags of run.
+type options struct {
+	gvr    k8sschema.GroupVersionResource
+	fields schema.Fields
+	logger *slog.Logger
+}
+
+func parseOptions(c *cli.Context) (options, error) {
+	var o options
+	logger, err := newLogger(os.Stderr, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return o, err
+	}
+	o.logger = logger
+	if o.gvr, err = schema.ParseGVR(c.String("api-version"), c.String("resource")); err != nil {
+		return o, err
+	}
+	if o.fields, err = schema.ForVersion(o.gvr.Version); err != nil {
+		return o, fmt.Errorf("--api-version %s: %w", c.String("api-version"), err)
+	}
+	if _, err := labels.Parse(c.String("selector")); err != nil {
+		return o, fmt.Errorf("--selector: %w", err)
+	}
+	for _, n := range []string{"workers", "burst", "retry-burst"} {
+		if c.Int(n) < 1 {
+			return o, fmt.Errorf("--%s must be at least 1, got %d", n, c.Int(n))
+		}
+	}
+	for _, n := range []string{"qps", "retry-qps"} {
+		if c.Float64(n) <= 0 {
+			return o, fmt.Errorf("--%s must be greater than 0, got %g", n, c.Float64(n))
+		}
+	}
+	if c.Duration("resync") < 0 {
+		return o, fmt.Errorf("--resync must not be negative")
+	}
+	if c.Duration("restart-backoff") <= 0 || c.Duration("max-restart-backoff") < c.Duration("restart-backoff") {
+		return o, fmt.Errorf("--restart-backoff must be positive and at most --max-restart-backoff")
+	}
+	if c.Duration("retry-base-delay") <= 0 || c.Duration("retry-max-delay") < c.Duration("retry-base-delay") {
+		return o, fmt.Errorf("--retry-base-delay must be positive and at most --retry-max-delay")
+	}
+	if c.String("server-image") == "" {
+		return o, fmt.Errorf("--server-image must not be empty")
+	}
+	return o, nil
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	}
+}
+
+// restConfig loads the client configuration the way kubectl does: an explicit file, then
+// $KUBECONFIG, then ~/.kube/config, then the in-cluster service account.
+func restConfig(c *cli.Context) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if p := c.String("kubeconfig"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		rules.ExplicitPath = p
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: c.String("context")}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS = float32(c.Float64("qps"))
+	cfg.Burst = c.Int("burst")
+	cfg.UserAgent = "vm-controller/" + buildVersion()
+	return cfg, nil
+}
+
+// preflight checks, with a bounded wait, that the cluster answers and serves the resource, so
+// that a wrong kubeconfig or a missing CRD is one clear line rather than a stream of retries.
+func preflight(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionResource) error {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 15 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		if strings.Contains(err.Error(), "the server could not find the requested resource") {
+			return fmt.Errorf("the cluster at %s does not serve %s: install the CRD first (vm-controller crds | kubectl apply -f -)", cfg.Host, gvr.GroupVersion())
+		}
+		return fmt.Errorf("cannot reach the cluster at %s: %w", cfg.Host, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return nil
+		}
+	}
+	return fmt.Errorf("the cluster at %s serves %s but no resource %q in it", cfg.Host, gvr.GroupVersion(), gvr.Resource)
+}
+
+func run(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return cli.Exit(fmt.Sprintf("run takes no arguments, got %q (see --help)", c.Args().Slice()), 2)
+	}
+	o, err := parseOptions(c)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	log := o.logger
+	slog.SetDefault(log)
+	klog.SetSlogLogger(log) // client-go's own logs go through the same handler
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := restConfig(c)
+	if err != nil {
+		return err
+	}
+	if err := preflight(ctx, cfg, o.gvr); err != nil {
+		return err
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("events client: %w", err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	broadcaster.StartRecordingToSink(ctx.Done())
+	defer broadcaster.Shutdown()
+
+	policy := reconcile.Policy{
+		DefaultImage:      c.String("server-image"),
+		RestartBackoff:    c.Duration("restart-backoff"),
+		MaxRestartBackoff: c.Duration("max-restart-backoff"),
+	}
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](c.Duration("retry-base-delay"), c.Duration("retry-max-delay")),
+		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(c.Float64("retry-qps")), c.Int("retry-burst"))},
+	)
+	ctrl := reconcile.New(reconcile.Config{
+		Client:    client,
+		GVR:       o.gvr,
+		Fields:    o.fields,
+		Namespace: c.String("namespace"),
+		Selector:  c.String("selector"),
+		Resync:    c.Duration("resync"),
+		Backend: pods.New(pods.Config{Client: client, Namespace: c.String("namespace"), Resync: c.Duration("resync"),
+			WatchNodes: c.Bool("watch-nodes")}),
+		Policy:      policy,
+		Recorder:    broadcaster.NewRecorder(scheme.Scheme, "vm-controller"),
+		Logger:      log,
+		RateLimiter: limiter,
+	})
+	log.Info("Starting vm-controller", "version", buildVersion(), "host", cfg.Host, "resource", o.gvr.String(),
+		"namespace", c.String("namespace"), "workers", c.Int("workers"))
+	if err := ctrl.Run(ctx, c.Int("workers"), c.Duration("shutdown-timeout")); err != nil {
+		return err
+	}
+	log.Info("Stopped")
+	return nil
+}
