@@ -1,4 +1,5 @@
 // The run command: flags, configuration, and the controller's construction.
+
 package main
 
 import (
