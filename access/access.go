@@ -1,0 +1,52 @@
+// Package access lists the API permissions vm-controller uses, each with the reason it is
+// needed. It is the single source for the RBAC rules the manifests command prints and for the
+// access review the check command performs, so the two cannot disagree with the code.
+package access
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Rule is one permission: verbs on a resource of an API group.
+type Rule struct {
+	Group    string   // "" for the core group
+	Resource string   // plural, with "/subresource" when it is one
+	Verbs    []string // exact verbs, never "*"
+	Cluster  bool     // the resource is cluster-scoped (needs a ClusterRole)
+	Why      string   // what the controller does with it
+}
+
+// Needs describes a deployment: which resource it manages and which optional features it
+// runs with.
+type Needs struct {
+	GVR         schema.GroupVersionResource // the VirtualMachine resource
+	WatchNodes  bool                        // --watch-nodes
+	LeaderElect bool                        // --leader-elect
+	WatchCRD    bool                        // follows the CRD (discovery checks, schema reads)
+}
+
+// Rules returns every permission a controller with these needs uses.
+func Rules(n Needs) []Rule {
+	g, r := n.GVR.Group, n.GVR.Resource
+	rules := []Rule{
+		{Group: g, Resource: r, Verbs: []string{"list", "watch"}, Why: "the informer caches the VMs"},
+		{Group: g, Resource: r, Verbs: []string{"patch"}, Why: "adds and removes the cleanup finalizer"},
+		{Group: g, Resource: r + "/status", Verbs: []string{"patch"}, Why: "writes the status"},
+		{Group: g, Resource: r + "/finalizers", Verbs: []string{"update"}, Why: "lets server pods block their VM's deletion (ownerReferences with blockOwnerDeletion)"},
+		{Group: "", Resource: "pods", Verbs: []string{"get", "list", "watch", "create", "delete"}, Why: "creates, watches and deletes the server pods; get reads a pod whose name is taken"},
+		{Group: "events.k8s.io", Resource: "events", Verbs: []string{"create", "patch"}, Why: "records Events on VMs; patch updates a repeating event's series"},
+	}
+	if n.WatchNodes {
+		rules = append(rules, Rule{Group: "", Resource: "nodes", Verbs: []string{"list", "watch"}, Cluster: true,
+			Why: "tells a server on a lost node (node not Ready, or gone) from a running one"})
+	}
+	if n.LeaderElect {
+		rules = append(rules, Rule{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"get", "create", "update"},
+			Why: "leader election: only the holder of the Lease reconciles"})
+	}
+	if n.WatchCRD {
+		rules = append(rules, Rule{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verbs: []string{"get", "list", "watch"}, Cluster: true,
+			Why: "checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back"})
+	}
+	return rules
+}
