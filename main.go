@@ -52,6 +52,8 @@ func app() *cli.App {
 		Version: buildVersion(),
 		Commands: []*cli.Command{
 			runCommand(),
+			checkCommand(),
+			planCommand(),
 			{
 				Name:  "crds",
 				Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -47,6 +45,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "selector", Usage: "manage only VMs matching this label selector (e.g. tier=prod)", EnvVars: env("SELECTOR")},
 			&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version of the VirtualMachine resource", EnvVars: env("API_VERSION")},
 			&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE")},
+			schemaFileFlag(),
 			&cli.IntFlag{Name: "workers", Value: 4, Usage: "VMs reconciled in parallel", EnvVars: env("WORKERS")},
 			&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, Usage: "informer resync period (0 disables)", EnvVars: env("RESYNC")},
 			&cli.Float64Flag{Name: "qps", Value: 50, Usage: "API requests per second, sustained", EnvVars: env("QPS")},
@@ -84,8 +83,8 @@ func parseOptions(c *cli.Context) (options, error) {
 	if o.gvr, err = schema.ParseGVR(c.String("api-version"), c.String("resource")); err != nil {
 		return o, err
 	}
-	if o.fields, err = schema.ForVersion(o.gvr.Version); err != nil {
-		return o, fmt.Errorf("--api-version %s: %w", c.String("api-version"), err)
+	if o.fields, err = loadFields(c, o.gvr.GroupVersion()); err != nil {
+		return o, err
 	}
 	if _, err := labels.Parse(c.String("selector")); err != nil {
 		return o, fmt.Errorf("--selector: %w", err)
@@ -152,30 +151,6 @@ func restConfig(c *cli.Context) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// preflight checks, with a bounded wait, that the cluster answers and serves the resource, so
-// that a wrong kubeconfig or a missing CRD is one clear line rather than a stream of retries.
-func preflight(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionResource) error {
-	c := rest.CopyConfig(cfg)
-	c.Timeout = 15 * time.Second
-	dc, err := discovery.NewDiscoveryClientForConfig(c)
-	if err != nil {
-		return fmt.Errorf("discovery client: %w", err)
-	}
-	list, err := dc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-	if err != nil {
-		if strings.Contains(err.Error(), "the server could not find the requested resource") {
-			return fmt.Errorf("the cluster at %s does not serve %s: install the CRD first (vm-controller crds | kubectl apply -f -)", cfg.Host, gvr.GroupVersion())
-		}
-		return fmt.Errorf("cannot reach the cluster at %s: %w", cfg.Host, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == gvr.Resource {
-			return nil
-		}
-	}
-	return fmt.Errorf("the cluster at %s serves %s but no resource %q in it", cfg.Host, gvr.GroupVersion(), gvr.Resource)
-}
-
 func run(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return cli.Exit(fmt.Sprintf("run takes no arguments, got %q (see --help)", c.Args().Slice()), 2)
@@ -195,7 +170,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := preflight(ctx, cfg, o.gvr); err != nil {
+	if err := preflight(ctx, cfg, checkTarget{gvr: o.gvr, fields: o.fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes")}); err != nil {
 		return err
 	}
 	client, err := dynamic.NewForConfig(cfg)

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/tools/txtar"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"gopkg.in/yaml.v3"
-	"k8s.io/apimachinery/pkg/api/resource"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -70,23 +70,6 @@ func TestDecideGolden(t *testing.T) {
 	}
 }
 
-// serverYAML is how a case writes the observed server.
-type serverYAML struct {
-	Name     string        `yaml:"name"`
-	ID       string        `yaml:"id"`
-	State    backend.State `yaml:"state"`
-	Detail   string        `yaml:"detail"`
-	Message  string        `yaml:"message"`
-	Deleting bool          `yaml:"deleting"`
-	Since    string        `yaml:"since"` // a duration before now, such as 15s
-	Spec     struct {
-		CPU      string `yaml:"cpu"`
-		Memory   string `yaml:"memory"`
-		RootDisk string `yaml:"rootDisk"`
-		Image    string `yaml:"image"`
-	} `yaml:"spec"`
-}
-
 func readCase(t *testing.T, file string) (schema.VirtualMachine, *backend.Server) {
 	t.Helper()
 	ar, err := txtar.ParseFile(file)
@@ -102,30 +85,17 @@ func readCase(t *testing.T, file string) (schema.VirtualMachine, *backend.Server
 			if err != nil {
 				t.Fatalf("vm.yaml: %v", err)
 			}
-			if vm, err = schema.Parse(raw, schema.V1alpha1); err != nil {
+			fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vm, err = schema.Parse(raw, fields); err != nil {
 				t.Fatalf("vm.yaml: %v", err)
 			}
 		case "server.yaml":
-			var s serverYAML
-			if err := yaml.Unmarshal(f.Data, &s); err != nil {
+			// The plan command reads --server with the same code.
+			if srv, err = memory.ParseServer(f.Data, now); err != nil {
 				t.Fatalf("server.yaml: %v", err)
-			}
-			srv = &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
-				Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image}}
-			for _, q := range []struct {
-				dst *resource.Quantity
-				src string
-			}{{&srv.Spec.CPU, s.Spec.CPU}, {&srv.Spec.Memory, s.Spec.Memory}, {&srv.Spec.RootDisk, s.Spec.RootDisk}} {
-				if *q.dst, err = resource.ParseQuantity(q.src); err != nil {
-					t.Fatalf("server.yaml: %v", err)
-				}
-			}
-			if s.Since != "" {
-				d, err := time.ParseDuration(s.Since)
-				if err != nil {
-					t.Fatalf("server.yaml: since: %v", err)
-				}
-				srv.Since = now.Add(-d)
 			}
 		default:
 			t.Fatalf("unknown section %q", f.Name)

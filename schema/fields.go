@@ -1,21 +1,37 @@
 package schema
 
 import (
+	"embed"
 	"fmt"
+	"io/fs"
+	"path"
+	"sort"
 	"strings"
+
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Fields says where each field of a VirtualMachine lives in an object, as dotted paths from
 // the object's root ("spec.resource.cpu"). Path segments are plain keys: no wildcards, no
 // array indices, so that the same path serves gjson for reading and the patch renderer for
 // writing.
+//
+// A Fields value comes from a field-map file (ParseFieldMap), and the built-in ones of this
+// project's versions are such files too (ForVersion), so the controller knows one layout
+// format only.
 type Fields struct {
 	// Spec: what the user asks for.
-	Action   string // "active" or "inactive"
+	Action   string // the action: ActiveValue or InactiveValue
 	CPU      string // resource.Quantity
 	Memory   string // resource.Quantity
 	RootDisk string // resource.Quantity
-	Image    string // optional per-VM server image; empty when the version has none
+	Image    string // optional per-VM server image; empty when the layout has none
+
+	// ActiveValue and InactiveValue are the values of Action that mean "keep a server
+	// running" and "no server, keep the object"; another CRD may say "On" and "Off". Empty
+	// means "active" and "inactive".
+	ActiveValue   string
+	InactiveValue string
 
 	// Status: what the controller reports.
 	Phase               string
@@ -24,57 +40,66 @@ type Fields struct {
 	ServerName          string
 	ServerID            string
 	ServerState         string
-	UsageCPU            string
-	UsageMemory         string
+	UsageCPU            string // optional
+	UsageMemory         string // optional
 	ConsecutiveFailures string
-	LastUpdateTime      string
+	LastUpdateTime      string // optional
 	ObservedGeneration  string
 	Conditions          string
 }
 
-// V1alpha1 is the layout of cloudnative.czs/v1alpha1.
-var V1alpha1 = Fields{
-	Action:   "spec.action",
-	CPU:      "spec.resource.cpu",
-	Memory:   "spec.resource.memory",
-	RootDisk: "spec.resource.rootDisk",
+// Group is the API group of this project's CRD.
+const Group = "cloudnative.czs"
 
-	Phase:               "status.phase",
-	Reason:              "status.reason",
-	Message:             "status.message",
-	ServerName:          "status.server.name",
-	ServerID:            "status.server.id",
-	ServerState:         "status.server.state",
-	UsageCPU:            "status.server.usage.cpu",
-	UsageMemory:         "status.server.usage.memory",
-	ConsecutiveFailures: "status.consecutiveFailures",
-	LastUpdateTime:      "status.lastUpdateTime",
-	ObservedGeneration:  "status.observedGeneration",
-	Conditions:          "status.conditions",
-}
+// builtinMaps holds the field maps of this project's CRD versions, one file per version,
+// in the same format a user writes for another CRD.
+//
+//go:embed fieldmaps/*.yaml
+var builtinMaps embed.FS
 
-// builtin maps a served version of this project's CRD to its layout.
-var builtin = map[string]Fields{
-	"v1alpha1": V1alpha1,
-}
-
-// ForVersion returns the built-in layout of a version of this project's CRD.
-func ForVersion(version string) (Fields, error) {
-	f, ok := builtin[version]
-	if !ok {
-		known := make([]string, 0, len(builtin))
-		for v := range builtin {
-			known = append(known, v)
-		}
-		return Fields{}, fmt.Errorf("no built-in field map for version %q (known: %s)", version, strings.Join(known, ", "))
+// ForVersion returns the built-in layout of a version of this project's CRD
+// (cloudnative.czs). Other groups need a field-map file.
+func ForVersion(gv k8sschema.GroupVersion) (Fields, error) {
+	known := BuiltinVersions()
+	if gv.Group != Group {
+		return Fields{}, fmt.Errorf("no built-in field map for group %q (built in: %s/%s); give one with --schema-file",
+			gv.Group, Group, strings.Join(known, ", "+Group+"/"))
+	}
+	data, err := builtinMaps.ReadFile(path.Join("fieldmaps", gv.Version+".yaml"))
+	if err != nil {
+		return Fields{}, fmt.Errorf("no built-in field map for version %q of %s (built in: %s)", gv.Version, Group, strings.Join(known, ", "))
+	}
+	f, err := ParseFieldMap(data)
+	if err != nil {
+		return Fields{}, fmt.Errorf("built-in field map of %s: %w", gv, err)
 	}
 	return f, nil
 }
 
-// statusPaths lists every status path with its name, in a fixed order, for rendering patches.
-func (f Fields) statusPaths() []string {
-	return []string{f.Phase, f.Reason, f.Message, f.ServerName, f.ServerID, f.ServerState, f.ConsecutiveFailures,
-		f.LastUpdateTime, f.ObservedGeneration, f.Conditions}
+// BuiltinVersions lists the versions of this project's CRD that have a built-in field map.
+func BuiltinVersions() []string {
+	names, _ := fs.Glob(builtinMaps, "fieldmaps/*.yaml")
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, strings.TrimSuffix(path.Base(n), ".yaml"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// activeValue is the value of Action that means ActionActive (and likewise inactiveValue).
+func (f Fields) activeValue() string {
+	if f.ActiveValue == "" {
+		return string(ActionActive)
+	}
+	return f.ActiveValue
+}
+
+func (f Fields) inactiveValue() string {
+	if f.InactiveValue == "" {
+		return string(ActionInactive)
+	}
+	return f.InactiveValue
 }
 
 // gjsonPath turns a dotted path into a gjson path, escaping the characters gjson treats as

@@ -54,7 +54,7 @@ func TestStatusRoundTrip(t *testing.T) {
 	}
 	obj := []byte(`{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"a","resourceVersion":"5"},
 		"status":{"phase":"Creating","stale":"kept by merge","server":{"id":"old"}}}`)
-	patch, err := StatusPatch(V1alpha1, st, "5")
+	patch, err := StatusPatch(builtin(t, "v1alpha1"), st, "5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestStatusRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm, err := Parse(merged, V1alpha1)
+	vm, err := Parse(merged, builtin(t, "v1alpha1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,16 +78,16 @@ func TestStatusRoundTrip(t *testing.T) {
 
 	// A status without a server removes the old server fields rather than leaving them.
 	st.Server, st.Message, st.ConsecutiveFailures = nil, "", 0
-	patch, _ = StatusPatch(V1alpha1, st, "")
+	patch, _ = StatusPatch(builtin(t, "v1alpha1"), st, "")
 	merged, _ = jsonpatch.MergePatch(merged, patch)
-	vm, _ = Parse(merged, V1alpha1)
+	vm, _ = Parse(merged, builtin(t, "v1alpha1"))
 	if s := vm.Status(); s.Server != nil && (s.Server.ID != "" || s.Server.Name != "") || s.Message != "" || s.ConsecutiveFailures != 0 {
 		t.Errorf("stale fields survived: %+v", s)
 	}
 }
 
 func TestStatusPatchCollidingPaths(t *testing.T) {
-	f := V1alpha1
+	f := builtin(t, "v1alpha1")
 	f.Reason = "status.phase.reason" // under a leaf: a broken field map
 	if _, err := StatusPatch(f, Status{Phase: PhaseActive}, ""); err == nil {
 		t.Fatal("colliding paths were accepted")
@@ -110,7 +110,7 @@ func TestSameAsIgnoresTimes(t *testing.T) {
 
 func TestViewMetadata(t *testing.T) {
 	vm, err := Parse([]byte(`{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"n","namespace":"ns","uid":"u",
-		"generation":3,"resourceVersion":"9","deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["a","`+Finalizer+`"]}}`), V1alpha1)
+		"generation":3,"resourceVersion":"9","deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["a","`+Finalizer+`"]}}`), builtin(t, "v1alpha1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestViewMetadata(t *testing.T) {
 		t.Errorf("metadata misread: %s", vm.JSON())
 	}
 	for _, bad := range []string{``, `[]`, `"x"`, `{`} {
-		if _, err := Parse([]byte(bad), V1alpha1); err == nil {
+		if _, err := Parse([]byte(bad), builtin(t, "v1alpha1")); err == nil {
 			t.Errorf("Parse(%q) accepted a non-object", bad)
 		}
 	}
@@ -141,7 +141,7 @@ func TestSpecValid(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			vm, err := Parse([]byte(`{"spec":`+tc.spec+`}`), V1alpha1)
+			vm, err := Parse([]byte(`{"spec":`+tc.spec+`}`), builtin(t, "v1alpha1"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,15 +34,20 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	var errs field.ErrorList
 	var s Spec
 
+	// The action's values are the CRD's own words (Fields.ActiveValue, InactiveValue), so
+	// errors quote those, not this project's.
+	active, inactive := f.activeValue(), f.inactiveValue()
 	switch a := vm.get(f.Action); {
 	case !a.Exists():
-		errs = append(errs, field.Required(fieldPath(f.Action), `must be "active" or "inactive"`))
+		errs = append(errs, field.Required(fieldPath(f.Action), fmt.Sprintf("must be %q or %q", active, inactive)))
 	case a.Type != gjson.String:
 		errs = append(errs, field.Invalid(fieldPath(f.Action), a.Raw, "must be a string"))
-	case Action(a.Str) == ActionActive || Action(a.Str) == ActionInactive:
-		s.Action = Action(a.Str)
+	case a.Str == active:
+		s.Action = ActionActive
+	case a.Str == inactive:
+		s.Action = ActionInactive
 	default:
-		errs = append(errs, field.NotSupported(fieldPath(f.Action), a.Str, []string{string(ActionActive), string(ActionInactive)}))
+		errs = append(errs, field.NotSupported(fieldPath(f.Action), a.Str, []string{active, inactive}))
 	}
 
 	var err *field.Error

@@ -1,0 +1,105 @@
+package memory
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// serverYAML is how a person writes down a server the backend observed: in the golden cases
+// of the decision (testdata/decide) and for the plan command's --server.
+type serverYAML struct {
+	Name     string        `yaml:"name"`
+	ID       string        `yaml:"id"`
+	State    backend.State `yaml:"state"`
+	Detail   string        `yaml:"detail"`
+	Message  string        `yaml:"message"`
+	Deleting bool          `yaml:"deleting"`
+	Since    string        `yaml:"since"` // how long before now it entered its state, such as 15s
+	Spec     specYAML      `yaml:"spec"`
+}
+
+type specYAML struct {
+	CPU      string `yaml:"cpu"`
+	Memory   string `yaml:"memory"`
+	RootDisk string `yaml:"rootDisk"`
+	Image    string `yaml:"image"`
+}
+
+// yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
+var yamlTerms = strings.NewReplacer(
+	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec)",
+	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image)",
+	" into memory.serverYAML", " into a server (want a mapping)",
+	" into memory.specYAML", " into a server's spec (want a mapping)",
+)
+
+// states are the states a written-down server may be in.
+var states = []backend.State{backend.StatePending, backend.StateStarting, backend.StateReady,
+	backend.StateFailed, backend.StateStopped, backend.StateLost}
+
+// ParseServer reads a server written down as YAML:
+//
+//	name: test-vm-server
+//	id: pod-uid-1
+//	state: Failed          # Pending, Starting, Ready, Failed, Stopped or Lost
+//	detail: Failed         # the backend's own word (for pods: the phase)
+//	message: ""            # why, when the backend says
+//	deleting: false
+//	since: 30s             # for Failed and Stopped: how long before now
+//	spec: {cpu: "2", memory: 4G, rootDisk: 40G, image: registry.k8s.io/pause:3.10}
+//
+// Times are relative to now so that a case means the same whatever clock it runs with.
+// Unknown keys, an unknown state and malformed quantities are errors.
+func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
+	var s serverYAML
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the server is empty")
+		}
+		return nil, errors.New(strings.ReplaceAll(yamlTerms.Replace(err.Error()), "\n", " "))
+	}
+	known := false
+	for _, st := range states {
+		known = known || s.State == st
+	}
+	if !known {
+		names := make([]string, len(states))
+		for i, st := range states {
+			names[i] = string(st)
+		}
+		return nil, fmt.Errorf("state %q: want one of %s", s.State, strings.Join(names, ", "))
+	}
+	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
+		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image}}
+	for _, q := range []struct {
+		name string
+		dst  *resource.Quantity
+		src  string
+	}{{"cpu", &srv.Spec.CPU, s.Spec.CPU}, {"memory", &srv.Spec.Memory, s.Spec.Memory}, {"rootDisk", &srv.Spec.RootDisk, s.Spec.RootDisk}} {
+		v, err := resource.ParseQuantity(q.src)
+		if err != nil {
+			return nil, fmt.Errorf("spec.%s %q: %w", q.name, q.src, err)
+		}
+		*q.dst = v
+	}
+	if s.Since != "" {
+		d, err := time.ParseDuration(s.Since)
+		if err != nil {
+			return nil, fmt.Errorf("since: %w", err)
+		}
+		srv.Since = now.Add(-d)
+	}
+	return srv, nil
+}

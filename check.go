@@ -1,0 +1,301 @@
+// The check command, and the same checks run performs before it starts: is the resource
+// served, does its CRD have what the field map says, and may the controller do its work.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cloudnative-czs/vm-controller/access"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// checkTimeout bounds each request of the checks, so that an unreachable cluster is one
+// clear line after a while rather than a hang.
+const checkTimeout = 15 * time.Second
+
+var crdsGVR = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// schemaFileFlag is the --schema-file flag of run, check and plan.
+func schemaFileFlag() cli.Flag {
+	return &cli.StringFlag{Name: "schema-file", Usage: "field-map file: where each field of a VM lives in the resource's CRD; empty: the built-in map of --api-version (cloudnative.czs only)", EnvVars: env("SCHEMA_FILE")}
+}
+
+// loadFields returns the field map the flags ask for: the --schema-file, else the built-in
+// map of the version.
+func loadFields(c *cli.Context, gv k8sschema.GroupVersion) (schema.Fields, error) {
+	if file := c.String("schema-file"); file != "" {
+		return schema.LoadFieldMap(file)
+	}
+	f, err := schema.ForVersion(gv)
+	if err != nil {
+		return schema.Fields{}, fmt.Errorf("--api-version %s: %w", gv, err)
+	}
+	return f, nil
+}
+
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "check",
+		Usage: "check that a cluster serves the resource, its CRD fits the field map, and RBAC allows what the controller does",
+		Description: "Runs the checks run performs before it starts and prints a table of them; exits 1 if one fails.\n" +
+			"Give it the flags you give run: the RBAC checks are those of the identity in the kubeconfig.",
+		OnUsageError: usageError,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: $KUBECONFIG, ~/.kube/config, or in-cluster config", EnvVars: []string{"VMC_KUBECONFIG", "KUBECONFIG"}},
+			&cli.StringFlag{Name: "context", Usage: "kubeconfig context to use; empty: the current context", EnvVars: env("CONTEXT")},
+			&cli.StringFlag{Name: "namespace", Usage: "check access in this namespace only; empty: in all namespaces", EnvVars: env("NAMESPACE")},
+			&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version of the VirtualMachine resource", EnvVars: env("API_VERSION")},
+			&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE")},
+			schemaFileFlag(),
+			&cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: "check read access to nodes, which run needs with --watch-nodes", EnvVars: env("WATCH_NODES")},
+		},
+		Action: checkAction,
+	}
+}
+
+func checkAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return cli.Exit(fmt.Sprintf("check takes no arguments, got %q (see --help)", c.Args().Slice()), 2)
+	}
+	gvr, err := schema.ParseGVR(c.String("api-version"), c.String("resource"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	fields, err := loadFields(c, gvr.GroupVersion())
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	cfg, err := restConfig(c)
+	if err != nil {
+		return err
+	}
+	// check has no --qps: a few dozen requests, none of them worth waiting for a bucket.
+	cfg.QPS, cfg.Burst = 50, 100
+	results := runChecks(c.Context, cfg, checkTarget{gvr: gvr, fields: fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes")})
+
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
+	failed := 0
+	for _, r := range results {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", r.name, r.result(), r.detail)
+		if r.failed() {
+			failed++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return cli.Exit(fmt.Sprintf("%d of %d checks failed", failed, len(results)), 1)
+	}
+	return nil
+}
+
+// preflight runs the checks before run starts anything: a controller that cannot work fails
+// at once, one line per failed check, instead of retrying in the background.
+func preflight(ctx context.Context, cfg *rest.Config, t checkTarget) error {
+	var failed []string
+	for _, r := range runChecks(ctx, cfg, t) {
+		if r.failed() {
+			failed = append(failed, r.detail)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return checkFailures(failed)
+}
+
+// checkFailures is the error of a failed preflight: each failed check's message on a line of
+// its own. main prefixes the first line with the program's name; the others get it here, so
+// every line reads on its own in a log.
+type checkFailures []string
+
+func (f checkFailures) Error() string { return strings.Join(f, "\nvm-controller: ") }
+
+// checkTarget is what the checks look at.
+type checkTarget struct {
+	gvr        k8sschema.GroupVersionResource
+	fields     schema.Fields
+	namespace  string // "" for all namespaces
+	watchNodes bool
+}
+
+// checkResult is one row of the check table.
+type checkResult struct {
+	name    string // discovery, crd, fields, rbac
+	ok      bool
+	skipped bool   // not run because a check it needs failed
+	detail  string // what passed, or why it failed: a sentence that stands alone
+}
+
+func (r checkResult) failed() bool { return !r.ok && !r.skipped }
+
+func (r checkResult) result() string {
+	switch {
+	case r.skipped:
+		return "skip"
+	case r.ok:
+		return "pass"
+	}
+	return "FAIL"
+}
+
+func pass(name, format string, args ...any) checkResult {
+	return checkResult{name: name, ok: true, detail: fmt.Sprintf(format, args...)}
+}
+
+func fail(name, format string, args ...any) checkResult {
+	return checkResult{name: name, detail: fmt.Sprintf(format, args...)}
+}
+
+// runChecks runs every check in order. A check that needs one that failed is skipped, so
+// that one cause gives one failure: no CRD checks on a resource the cluster does not serve,
+// nothing at all on a cluster that does not answer.
+func runChecks(ctx context.Context, cfg *rest.Config, t checkTarget) []checkResult {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = checkTimeout
+	gvr := t.gvr
+	disc, served := checkDiscovery(c, gvr)
+	results := []checkResult{disc}
+	if !disc.ok && !served {
+		for _, n := range []string{"crd", "fields", "rbac"} {
+			results = append(results, checkResult{name: n, skipped: true, detail: "the cluster does not answer"})
+		}
+		return results
+	}
+	if disc.ok {
+		results = append(results, checkCRD(ctx, c, gvr, t.fields)...)
+	} else {
+		results = append(results,
+			checkResult{name: "crd", skipped: true, detail: "the resource is not served"},
+			checkResult{name: "fields", skipped: true, detail: "the resource is not served"})
+	}
+	return append(results, checkAccess(ctx, c, access.Needs{GVR: gvr, WatchNodes: t.watchNodes, WatchCRD: true}, t.namespace)...)
+}
+
+// checkDiscovery checks that the cluster answers (answered) and serves the resource (ok).
+func checkDiscovery(cfg *rest.Config, gvr k8sschema.GroupVersionResource) (r checkResult, answered bool) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fail("discovery", "cannot make a discovery client for %s: %v", cfg.Host, err), false
+	}
+	list, err := dc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		if apierrors.IsNotFound(err) || strings.Contains(err.Error(), "the server could not find the requested resource") {
+			return fail("discovery", "the cluster at %s does not serve %s: install the CRD first (vm-controller crds | kubectl apply -f -)", cfg.Host, gvr.GroupVersion()), true
+		}
+		return fail("discovery", "cannot reach the cluster at %s: %v", cfg.Host, err), false
+	}
+	for _, res := range list.APIResources {
+		if res.Name == gvr.Resource {
+			if !res.Namespaced {
+				return fail("discovery", "%s is cluster-scoped; vm-controller manages namespaced resources", gvr.GroupResource()), true
+			}
+			return pass("discovery", "the cluster at %s serves %s", cfg.Host, gvr), true
+		}
+	}
+	return fail("discovery", "the cluster at %s serves %s but no resource %q in it", cfg.Host, gvr.GroupVersion(), gvr.Resource), true
+}
+
+// checkCRD reads the resource's CRD and checks its status subresource and its schema
+// against the field map.
+func checkCRD(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionResource, f schema.Fields) []checkResult {
+	name := gvr.GroupResource().String()
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return []checkResult{fail("crd", "cannot make a client: %v", err), {name: "fields", skipped: true, detail: "no CRD to read"}}
+	}
+	u, err := client.Resource(crdsGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return []checkResult{fail("crd", "cannot read CRD %s: %v", name, err), {name: "fields", skipped: true, detail: "no CRD to read"}}
+	}
+	crd, err := json.Marshal(u.Object)
+	if err != nil {
+		return []checkResult{fail("crd", "cannot encode CRD %s: %v", name, err), {name: "fields", skipped: true, detail: "no CRD to read"}}
+	}
+	var out []checkResult
+	if err := schema.StatusSubresource(crd, gvr.Version); err != nil {
+		out = append(out, fail("crd", "%v", err))
+	} else {
+		out = append(out, pass("crd", "CRD %s has the status subresource in %s", name, gvr.Version))
+	}
+	n, errs := f.CheckSchema(crd, gvr.Version)
+	for _, err := range errs {
+		out = append(out, fail("fields", "field map: %v", err))
+	}
+	if len(errs) == 0 {
+		out = append(out, pass("fields", "the %d paths of the field map are in the schema of %s", n, gvr.Version))
+	}
+	return out
+}
+
+// checkAccess asks the API server, with a SelfSubjectAccessReview per verb, whether the
+// identity of the kubeconfig may do what the controller does (access.Rules, the same rules
+// the deployment manifests grant): one row per rule.
+func checkAccess(ctx context.Context, cfg *rest.Config, needs access.Needs, namespace string) []checkResult {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return []checkResult{fail("rbac", "cannot make a client: %v", err)}
+	}
+	rules := access.Rules(needs)
+	out := make([]checkResult, len(rules))
+	var wg sync.WaitGroup
+	for i, rule := range rules {
+		wg.Go(func() { out[i] = checkRule(ctx, kube, rule, namespace) })
+	}
+	wg.Wait()
+	return out
+}
+
+func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule, namespace string) checkResult {
+	resource, sub, _ := strings.Cut(rule.Resource, "/")
+	what := resource
+	if rule.Group != "" {
+		what += "." + rule.Group
+	}
+	if sub != "" {
+		what += "/" + sub
+	}
+	ns, where := namespace, "in namespace "+namespace
+	switch {
+	case rule.Cluster:
+		ns, where = "", "cluster-wide"
+	case namespace == "":
+		where = "in all namespaces"
+	}
+	var denied []string
+	for _, verb := range rule.Verbs {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rule.Group, Resource: resource, Subresource: sub},
+		}}
+		res, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return fail("rbac", "cannot review access to %s %s %s: %v", verb, what, where, err)
+		}
+		if !res.Status.Allowed {
+			denied = append(denied, verb)
+		}
+	}
+	if len(denied) > 0 {
+		return fail("rbac", "RBAC denies %s on %s %s (needed: %s)", strings.Join(denied, ", "), what, where, rule.Why)
+	}
+	return pass("rbac", "%s %s %s", strings.Join(rule.Verbs, ", "), what, where)
+}

@@ -1,0 +1,129 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// The checks here read a CustomResourceDefinition as JSON, as the API server returns it, so
+// that the check command can tell before the controller starts whether a CRD can carry what
+// a field map says: the controller would otherwise find out one failed patch at a time.
+
+// crdVersion returns the entry of spec.versions named version.
+func crdVersion(crd []byte, version string) (gjson.Result, error) {
+	if !gjson.ValidBytes(crd) {
+		return gjson.Result{}, fmt.Errorf("the CRD is not valid JSON")
+	}
+	name := gjson.GetBytes(crd, "metadata.name").String()
+	for _, v := range gjson.GetBytes(crd, "spec.versions").Array() {
+		if v.Get("name").String() == version {
+			if !v.Get("served").Bool() {
+				return gjson.Result{}, fmt.Errorf("CRD %s does not serve version %s (served: false)", name, version)
+			}
+			return v, nil
+		}
+	}
+	return gjson.Result{}, fmt.Errorf("CRD %s has no version %s", name, version)
+}
+
+// StatusSubresource checks that version of the CRD has the /status subresource. Without it
+// a status write through /status fails, and the controller writes its status nowhere else:
+// a write to the main resource would race the user's spec changes.
+func StatusSubresource(crd []byte, version string) error {
+	v, err := crdVersion(crd, version)
+	if err != nil {
+		return err
+	}
+	if !v.Get("subresources.status").IsObject() {
+		return fmt.Errorf("CRD %s has no status subresource in version %s (add subresources: {status: {}})",
+			gjson.GetBytes(crd, "metadata.name").String(), version)
+	}
+	return nil
+}
+
+// CheckSchema checks that every path of f exists in the OpenAPI schema of version of the CRD
+// and allows what the controller reads or writes there. It returns how many paths it checked
+// and one error per path that does not fit. A path under a schema node with
+// x-kubernetes-preserve-unknown-fields (or open additionalProperties) exists by definition.
+func (f Fields) CheckSchema(crd []byte, version string) (checked int, errs []error) {
+	v, err := crdVersion(crd, version)
+	if err != nil {
+		return 0, []error{err}
+	}
+	root := v.Get("schema.openAPIV3Schema")
+	if !root.IsObject() {
+		return 0, []error{fmt.Errorf("version %s of the CRD has no schema.openAPIV3Schema", version)}
+	}
+	for _, fi := range f.infos() {
+		if *fi.path == "" {
+			continue
+		}
+		checked++
+		if err := checkNode(root, *fi.path, fi.want); err != nil {
+			errs = append(errs, fmt.Errorf("%s at %s: %w", fi.key, *fi.path, err))
+		}
+	}
+	return checked, errs
+}
+
+// checkNode walks the schema along path and checks the type of what it finds.
+func checkNode(node gjson.Result, path string, want valueType) error {
+	segs := splitPath(path)
+	for i, s := range segs {
+		at := "the top level"
+		if i > 0 {
+			at = strings.Join(segs[:i], ".")
+		}
+		if p := node.Get("properties." + escapeGJSON(s)); p.Exists() {
+			node = p
+			continue
+		}
+		if node.Get("x-kubernetes-preserve-unknown-fields").Bool() {
+			return nil // anything may be stored here
+		}
+		if ap := node.Get("additionalProperties"); ap.IsObject() {
+			node = ap
+			continue
+		} else if ap.Type == gjson.True {
+			return nil
+		}
+		if t := node.Get("type").String(); t != "" && t != "object" {
+			return fmt.Errorf("%s is of type %s in the schema, so it has no field %q", at, t, s)
+		}
+		return fmt.Errorf("the schema has no property %q under %s", s, at)
+	}
+	return checkType(node, want)
+}
+
+// checkType checks that a schema node allows the value a field holds.
+func checkType(node gjson.Result, want valueType) error {
+	t := node.Get("type").String()
+	intOrString := node.Get("x-kubernetes-int-or-string").Bool()
+	if t == "" && (intOrString || node.Get("x-kubernetes-preserve-unknown-fields").Bool()) {
+		if want == typeConditions && intOrString {
+			return fmt.Errorf("the schema says int-or-string; want an array of conditions")
+		}
+		return nil
+	}
+	var ok bool
+	var what string
+	switch want {
+	case typeString:
+		ok, what = t == "string", "string"
+	case typeQuantity:
+		ok, what = t == "string" || t == "integer" || t == "number", "quantity (int-or-string, string or number)"
+	case typeInteger:
+		ok, what = t == "integer" || t == "number", "integer"
+	case typeConditions:
+		ok, what = t == "array", "array of conditions"
+	}
+	if !ok {
+		if t == "" {
+			t = "no type"
+		}
+		return fmt.Errorf("the schema says %s; want %s", t, what)
+	}
+	return nil
+}

@@ -1,0 +1,411 @@
+package schema
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// A field map is a YAML file that says where each field of a VirtualMachine lives in some
+// CRD. Its keys are the fields as this project's own CRD names them, nested the same way;
+// each value is the dotted path of that field in the other CRD. The action also says which
+// of its values mean active and inactive:
+//
+//	spec:
+//	  action: {path: spec.power, active: "On", inactive: "Off"}
+//	  resource: {cpu: spec.shape.cores, memory: spec.shape.ram, rootDisk: spec.disks.boot.size}
+//	  image: spec.bootImage            # optional
+//	status:
+//	  phase: status.state
+//	  ...
+//
+// The built-in maps of this project's versions (fieldmaps/*.yaml) are in the same format.
+
+// fileMap is the document; unknown keys at any level are refused (yaml.v3 KnownFields).
+type fileMap struct {
+	Spec   fileSpec   `yaml:"spec"`
+	Status fileStatus `yaml:"status"`
+}
+
+type fileSpec struct {
+	Action   fileAction   `yaml:"action"`
+	Resource fileResource `yaml:"resource"`
+	Image    scalar       `yaml:"image"`
+}
+
+type fileAction struct {
+	Path     scalar `yaml:"path"`
+	Active   scalar `yaml:"active"`
+	Inactive scalar `yaml:"inactive"`
+}
+
+type fileResource struct {
+	CPU      scalar `yaml:"cpu"`
+	Memory   scalar `yaml:"memory"`
+	RootDisk scalar `yaml:"rootDisk"`
+}
+
+type fileStatus struct {
+	Phase               scalar     `yaml:"phase"`
+	Reason              scalar     `yaml:"reason"`
+	Message             scalar     `yaml:"message"`
+	Server              fileServer `yaml:"server"`
+	ConsecutiveFailures scalar     `yaml:"consecutiveFailures"`
+	ObservedGeneration  scalar     `yaml:"observedGeneration"`
+	LastUpdateTime      scalar     `yaml:"lastUpdateTime"`
+	Conditions          scalar     `yaml:"conditions"`
+}
+
+type fileServer struct {
+	Name  scalar    `yaml:"name"`
+	ID    scalar    `yaml:"id"`
+	State scalar    `yaml:"state"`
+	Usage fileUsage `yaml:"usage"`
+}
+
+type fileUsage struct {
+	CPU    scalar `yaml:"cpu"`
+	Memory scalar `yaml:"memory"`
+}
+
+// scalar is one value of the file, kept with its position so that an error can point at it.
+// Its shape is checked after decoding, where the key it belongs to is known.
+type scalar struct {
+	set   bool
+	kind  yaml.Kind
+	tag   string
+	value string
+	line  int
+}
+
+// UnmarshalYAML records the node; it never fails, so that every problem is reported with
+// the key it belongs to. (yaml.v3 does not call it for null values: those read as unset.)
+func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
+	*s = scalar{set: true, kind: n.Kind, tag: n.ShortTag(), value: n.Value, line: n.Line}
+	return nil
+}
+
+// valueType is what a CRD's schema must allow at a field's path.
+type valueType int
+
+const (
+	typeString     valueType = iota // a string
+	typeQuantity                    // a resource.Quantity: int-or-string, or a number or string
+	typeInteger                     // an integer
+	typeConditions                  // a list of metav1.Condition
+)
+
+// fieldInfo describes one field of a map: its key in a map file, where Fields keeps its
+// path, and what it must be.
+type fieldInfo struct {
+	key      string // as in a map file, e.g. "status.server.name"
+	path     *string
+	status   bool // written through the /status subresource
+	required bool
+	want     valueType
+}
+
+// infos lists every field of f, in the order of a map file.
+//
+// The status fields the decision compares (everything but usage and lastUpdateTime) are
+// required: a status the controller writes and cannot read back would look changed on every
+// reconcile and be written forever.
+func (f *Fields) infos() []fieldInfo {
+	return []fieldInfo{
+		{"spec.action.path", &f.Action, false, true, typeString},
+		{"spec.resource.cpu", &f.CPU, false, true, typeQuantity},
+		{"spec.resource.memory", &f.Memory, false, true, typeQuantity},
+		{"spec.resource.rootDisk", &f.RootDisk, false, true, typeQuantity},
+		{"spec.image", &f.Image, false, false, typeString},
+		{"status.phase", &f.Phase, true, true, typeString},
+		{"status.reason", &f.Reason, true, true, typeString},
+		{"status.message", &f.Message, true, true, typeString},
+		{"status.server.name", &f.ServerName, true, true, typeString},
+		{"status.server.id", &f.ServerID, true, true, typeString},
+		{"status.server.state", &f.ServerState, true, true, typeString},
+		{"status.server.usage.cpu", &f.UsageCPU, true, false, typeQuantity},
+		{"status.server.usage.memory", &f.UsageMemory, true, false, typeQuantity},
+		{"status.consecutiveFailures", &f.ConsecutiveFailures, true, true, typeInteger},
+		{"status.observedGeneration", &f.ObservedGeneration, true, true, typeInteger},
+		{"status.lastUpdateTime", &f.LastUpdateTime, true, false, typeString},
+		{"status.conditions", &f.Conditions, true, true, typeConditions},
+	}
+}
+
+// scalars pairs each key of infos with its value in the file.
+func (m *fileMap) scalars() map[string]*scalar {
+	return map[string]*scalar{
+		"spec.action.path":           &m.Spec.Action.Path,
+		"spec.resource.cpu":          &m.Spec.Resource.CPU,
+		"spec.resource.memory":       &m.Spec.Resource.Memory,
+		"spec.resource.rootDisk":     &m.Spec.Resource.RootDisk,
+		"spec.image":                 &m.Spec.Image,
+		"status.phase":               &m.Status.Phase,
+		"status.reason":              &m.Status.Reason,
+		"status.message":             &m.Status.Message,
+		"status.server.name":         &m.Status.Server.Name,
+		"status.server.id":           &m.Status.Server.ID,
+		"status.server.state":        &m.Status.Server.State,
+		"status.server.usage.cpu":    &m.Status.Server.Usage.CPU,
+		"status.server.usage.memory": &m.Status.Server.Usage.Memory,
+		"status.consecutiveFailures": &m.Status.ConsecutiveFailures,
+		"status.observedGeneration":  &m.Status.ObservedGeneration,
+		"status.lastUpdateTime":      &m.Status.LastUpdateTime,
+		"status.conditions":          &m.Status.Conditions,
+	}
+}
+
+// LoadFieldMap reads and validates a field-map file.
+func LoadFieldMap(file string) (Fields, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Fields{}, fmt.Errorf("read field map: %w", err)
+	}
+	f, err := ParseFieldMap(data)
+	if err != nil {
+		return Fields{}, fmt.Errorf("field map %s: %w", file, err)
+	}
+	return f, nil
+}
+
+// ParseFieldMap decodes and validates a field map. Every problem is reported, with the line
+// it is on where there is one, in one error of one line: unknown keys, missing required
+// fields, values that are not paths, malformed paths, a status path outside the status
+// subtree or a spec path inside it, and two fields at the same or nested paths.
+func ParseFieldMap(data []byte) (Fields, error) {
+	var m fileMap
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Fields{}, errors.New("the field map is empty")
+		}
+		return Fields{}, yamlError(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Fields{}, errors.New("more than one YAML document: a field map is one")
+	}
+
+	var f Fields
+	var errs problems
+	values := m.scalars()
+	for _, fi := range f.infos() {
+		s := values[fi.key]
+		if !s.set {
+			if fi.required {
+				errs.add(0, "%s is required", fi.key)
+			}
+			continue
+		}
+		if s.kind != yaml.ScalarNode || s.tag != "!!str" {
+			errs.add(s.line, "%s: want a path such as %s, got %s", fi.key, strings.TrimSuffix(fi.key, ".path"), describe(*s))
+			continue
+		}
+		if err := checkPath(s.value, fi.status); err != nil {
+			errs.add(s.line, "%s: %v", fi.key, err)
+			continue
+		}
+		*fi.path = s.value
+	}
+	for _, v := range []struct {
+		key string
+		s   scalar
+		dst *string
+	}{{"spec.action.active", m.Spec.Action.Active, &f.ActiveValue}, {"spec.action.inactive", m.Spec.Action.Inactive, &f.InactiveValue}} {
+		switch {
+		case !v.s.set:
+			errs.add(0, "%s is required: the value of the action that means %s", v.key, strings.TrimPrefix(v.key, "spec.action."))
+		case v.s.kind != yaml.ScalarNode || v.s.tag != "!!str" || v.s.value == "":
+			errs.add(v.s.line, "%s: want a non-empty string, got %s (quote it)", v.key, describe(v.s))
+		default:
+			*v.dst = v.s.value
+		}
+	}
+	if f.ActiveValue != "" && f.ActiveValue == f.InactiveValue {
+		errs.add(m.Spec.Action.Inactive.line, "spec.action.inactive: %q is also the active value", f.InactiveValue)
+	}
+	overlaps(&f, values, &errs)
+	if err := errs.err(); err != nil {
+		return Fields{}, err
+	}
+	return f, nil
+}
+
+// segment is what a path segment may hold. It is stricter than what JSON allows on purpose:
+// these keys are used by gjson, by the status patch and by the CRD schema walk, and none of
+// them then needs escaping.
+var segment = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// checkPath validates one path: non-empty segments of letters, digits, '-' and '_', under
+// status for a status field and outside it (and outside metadata) for a spec field.
+func checkPath(p string, status bool) error {
+	if p == "" {
+		return errors.New("the path is empty")
+	}
+	segs := splitPath(p)
+	for i, s := range segs {
+		if s == "" {
+			return fmt.Errorf("path %q has an empty segment (at %d)", p, i+1)
+		}
+		if !segment.MatchString(s) {
+			bad := strings.TrimLeft(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+			return fmt.Errorf("path %q: segment %q has %q; use letters, digits, '-' and '_'", p, s, []rune(bad)[0])
+		}
+	}
+	switch {
+	case status && (segs[0] != "status" || len(segs) < 2):
+		return fmt.Errorf("path %q is outside the status subtree: status fields are written through the /status subresource, which changes nothing else", p)
+	case !status && segs[0] == "status":
+		return fmt.Errorf("path %q is inside the status subtree, which only the controller writes", p)
+	case !status && (segs[0] == "metadata" || segs[0] == "apiVersion" || segs[0] == "kind"):
+		return fmt.Errorf("path %q is in the object's %s, not a spec field", p, segs[0])
+	}
+	return nil
+}
+
+// overlaps reports two fields at the same path, or one inside the other: they would
+// overwrite each other in the object and the status patch.
+func overlaps(f *Fields, values map[string]*scalar, errs *problems) {
+	infos := f.infos()
+	for i, a := range infos {
+		for _, b := range infos[i+1:] {
+			pa, pb := *a.path, *b.path
+			if pa == "" || pb == "" {
+				continue
+			}
+			la, lb := values[a.key].line, values[b.key].line
+			switch {
+			case pa == pb:
+				errs.add(lb, "%s: path %q is also the path of %s (line %d)", b.key, pb, a.key, la)
+			case strings.HasPrefix(pb, pa+"."):
+				errs.add(lb, "%s: path %q is inside %q, the path of %s (line %d)", b.key, pb, pa, a.key, la)
+			case strings.HasPrefix(pa, pb+"."):
+				errs.add(la, "%s: path %q is inside %q, the path of %s (line %d)", a.key, pa, pb, b.key, lb)
+			}
+		}
+	}
+}
+
+// describe names what a value is, for errors: `a mapping`, `the number 5`.
+func describe(s scalar) string {
+	switch s.kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch s.tag {
+	case "!!str":
+		return fmt.Sprintf("%q", s.value)
+	case "!!int", "!!float":
+		return "the number " + s.value
+	case "!!bool":
+		return "the boolean " + s.value
+	}
+	return fmt.Sprintf("%s %s", s.tag, s.value)
+}
+
+// problems collects validation errors and renders them, ordered by line, as one line.
+type problems []struct {
+	line int
+	msg  string
+}
+
+func (p *problems) add(line int, format string, args ...any) {
+	*p = append(*p, struct {
+		line int
+		msg  string
+	}{line, fmt.Sprintf(format, args...)})
+}
+
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	sort.SliceStable(p, func(i, j int) bool { return p[i].line < p[j].line })
+	msgs := make([]string, len(p))
+	for i, e := range p {
+		msgs[i] = e.msg
+		if e.line > 0 {
+			msgs[i] = fmt.Sprintf("line %d: %s", e.line, e.msg)
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// yamlError turns yaml.v3's errors into one line in the file's own terms: its type errors
+// name Go types ("field x not found in type schema.fileSpec") and span several lines.
+func yamlError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("not valid YAML: %s", strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", `\n`))
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		if m := unknownField.FindStringSubmatch(e); m != nil {
+			sec := sections[m[3]]
+			e = fmt.Sprintf("%sunknown key %q in %s (known: %s)", m[1], m[2], sec.name, strings.Join(sec.keys, ", "))
+		} else if m := wrongKind.FindStringSubmatch(e); m != nil {
+			sec := sections[m[4]]
+			got := kindWord[m[2]]
+			if got == "" {
+				got = "a value tagged " + m[2]
+			}
+			if m[3] != "" {
+				got += fmt.Sprintf(" %q", m[3])
+			}
+			e = fmt.Sprintf("%s%s wants a mapping of %s, got %s", m[1], sec.name, strings.Join(sec.keys, ", "), got)
+		}
+		msgs[i] = strings.ReplaceAll(e, "\n", `\n`)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+var (
+	unknownField = regexp.MustCompile("(?s)^(line \\d+: )field (.*) not found in type schema\\.(\\w+)$")
+	wrongKind    = regexp.MustCompile("(?s)^(line \\d+: )cannot unmarshal (!\\S*?)(?: `(.*)`)? into schema\\.(\\w+)$")
+	kindWord     = map[string]string{"!!str": "the string", "!!seq": "a list", "!!int": "the number", "!!float": "the number", "!!bool": "the boolean", "!!map": "a mapping"}
+)
+
+// section is a mapping of a field-map file, for errors about it.
+type section struct {
+	name string
+	keys []string
+}
+
+// sections names each mapping type of the file by its place in the file and lists its keys.
+var sections = func() map[string]section {
+	out := map[string]section{}
+	var walk func(t reflect.Type, name string)
+	walk = func(t reflect.Type, name string) {
+		var keys []string
+		for i := range t.NumField() {
+			fld := t.Field(i)
+			if !fld.IsExported() {
+				continue
+			}
+			key := strings.Split(fld.Tag.Get("yaml"), ",")[0]
+			keys = append(keys, key)
+			if fld.Type.Kind() == reflect.Struct && fld.Type != reflect.TypeOf(scalar{}) {
+				walk(fld.Type, strings.TrimPrefix(name+"."+key, "."))
+			}
+		}
+		if name == "" {
+			name = "the top level"
+		}
+		out[t.Name()] = section{name: name, keys: keys}
+	}
+	walk(reflect.TypeOf(fileMap{}), "")
+	return out
+}()

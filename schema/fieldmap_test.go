@@ -1,0 +1,282 @@
+package schema
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// builtin returns the built-in field map of a version of this project's CRD.
+func builtin(t testing.TB, version string) Fields {
+	t.Helper()
+	f, err := ForVersion(k8sschema.GroupVersion{Group: Group, Version: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// machineMap is the field map of the test CRD of another group.
+func machineMap(t testing.TB) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "machines", "fieldmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestBuiltinMaps(t *testing.T) {
+	if got := strings.Join(BuiltinVersions(), ","); got != "v1alpha1,v1beta1" {
+		t.Fatalf("built-in versions %s", got)
+	}
+	f := builtin(t, "v1alpha1")
+	if f.Action != "spec.action" || f.ActiveValue != "active" || f.InactiveValue != "inactive" || f.CPU != "spec.resource.cpu" ||
+		f.Image != "spec.image" || f.UsageMemory != "status.server.usage.memory" || f.Conditions != "status.conditions" {
+		t.Errorf("v1alpha1 map read as %+v", f)
+	}
+	// Conversion None: one layout, whatever version the controller watches.
+	if b := builtin(t, "v1beta1"); b != f {
+		t.Errorf("v1beta1 map differs from v1alpha1:\n%+v\n%+v", b, f)
+	}
+	for _, gv := range []k8sschema.GroupVersion{{Group: Group, Version: "v2"}, {Group: "compute.example.org", Version: "v1alpha1"}} {
+		if _, err := ForVersion(gv); err == nil {
+			t.Errorf("ForVersion(%s) found a map", gv)
+		}
+	}
+	_, err := ForVersion(k8sschema.GroupVersion{Group: "compute.example.org", Version: "v1"})
+	if want := `no built-in field map for group "compute.example.org" (built in: cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1); give one with --schema-file`; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+}
+
+func TestParseFieldMapMachine(t *testing.T) {
+	f, err := ParseFieldMap(machineMap(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Fields{
+		Action: "spec.power", ActiveValue: "On", InactiveValue: "Off",
+		CPU: "spec.shape.cores", Memory: "spec.shape.ram", RootDisk: "spec.disks.boot.size", Image: "spec.bootImage",
+		Phase: "status.state", Reason: "status.stateReason", Message: "status.detail",
+		ServerName: "status.instance.name", ServerID: "status.instance.uid", ServerState: "status.instance.podPhase",
+		UsageCPU: "status.instance.used.cores", UsageMemory: "status.instance.used.ram",
+		ConsecutiveFailures: "status.restarts", ObservedGeneration: "status.seenGeneration",
+		LastUpdateTime: "status.updatedAt", Conditions: "status.health",
+	}
+	if f != want {
+		t.Errorf("got\n%+v\nwant\n%+v", f, want)
+	}
+
+	// The action's own words are what the spec is read with and what errors quote.
+	for power, want := range map[string]string{`"On"`: "active", `"Off"`: "inactive"} {
+		vm, _ := Parse([]byte(`{"spec":{"power":`+power+`,"shape":{"cores":1,"ram":"1Gi"},"disks":{"boot":{"size":"1Gi"}}}}`), f)
+		s, errs := vm.Spec()
+		if len(errs) > 0 || string(s.Action) != want {
+			t.Errorf("power %s read as %q %v", power, s.Action, errs)
+		}
+	}
+	vm, _ := Parse([]byte(`{"spec":{"power":"active","shape":{"cores":1,"ram":"1Gi"},"disks":{"boot":{"size":"1Gi"}}}}`), f)
+	if _, errs := vm.Spec(); len(errs) != 1 || errs[0].Error() != `spec.power: Unsupported value: "active": supported values: "On", "Off"` {
+		t.Errorf("errors %v", errs)
+	}
+}
+
+// validMap is a complete map; the error cases below change one thing in it.
+const validMap = `spec:
+  action: {path: spec.action, active: active, inactive: inactive}
+  resource: {cpu: spec.resource.cpu, memory: spec.resource.memory, rootDisk: spec.resource.rootDisk}
+status:
+  phase: status.phase
+  reason: status.reason
+  message: status.message
+  server: {name: status.server.name, id: status.server.id, state: status.server.state}
+  consecutiveFailures: status.consecutiveFailures
+  observedGeneration: status.observedGeneration
+  conditions: status.conditions
+`
+
+func TestParseFieldMapErrors(t *testing.T) {
+	tests := map[string]struct {
+		old, new string // replace old with new in validMap; empty old: new is the whole map
+		want     string // the exact error
+	}{
+		"unknown top-level key": {"status:\n", "statu: {}\nstatus:\n",
+			`line 4: unknown key "statu" in the top level (known: spec, status)`},
+		"unknown key in spec": {"  resource:", "  cores: spec.cores\n  resource:",
+			`line 3: unknown key "cores" in spec (known: action, resource, image)`},
+		"unknown key in server": {"state: status.server.state}", "state: status.server.state, ip: status.ip}",
+			`line 8: unknown key "ip" in status.server (known: name, id, state, usage)`},
+		"misspelt key": {"rootDisk: spec", "rootdisk: spec",
+			`line 3: unknown key "rootdisk" in spec.resource (known: cpu, memory, rootDisk)`},
+		"missing required": {"  phase: status.phase\n", "",
+			`status.phase is required`},
+		"missing section": {"status:\n", "statusx:\n",
+			`line 4: unknown key "statusx" in the top level (known: spec, status)`},
+		"missing action values": {"{path: spec.action, active: active, inactive: inactive}", "{path: spec.action}",
+			`spec.action.active is required: the value of the action that means active; spec.action.inactive is required: the value of the action that means inactive`},
+		"action as a string": {"{path: spec.action, active: active, inactive: inactive}", "spec.action",
+			"line 2: spec.action wants a mapping of path, active, inactive, got the string \"spec.ac...\""},
+		"action values equal": {"inactive: inactive}", "inactive: active}",
+			`line 2: spec.action.inactive: "active" is also the active value`},
+		"action value a bool": {"active: active,", "active: true,",
+			`line 2: spec.action.active: want a non-empty string, got the boolean true (quote it)`},
+		"path a number": {"cpu: spec.resource.cpu", "cpu: 5",
+			`line 3: spec.resource.cpu: want a path such as spec.resource.cpu, got the number 5`},
+		"path a mapping": {"  message: status.message", "  message: {path: status.message}",
+			`line 7: status.message: want a path such as status.message, got a mapping`},
+		"path null": {"cpu: spec.resource.cpu", "cpu: ~",
+			`spec.resource.cpu is required`},
+		"empty path": {"cpu: spec.resource.cpu", `cpu: ""`,
+			`line 3: spec.resource.cpu: the path is empty`},
+		"empty segment": {"cpu: spec.resource.cpu", "cpu: spec..cpu",
+			`line 3: spec.resource.cpu: path "spec..cpu" has an empty segment (at 2)`},
+		"trailing dot": {"  reason: status.reason", "  reason: status.reason.",
+			`line 6: status.reason: path "status.reason." has an empty segment (at 3)`},
+		"bad character": {"  reason: status.reason", "  reason: status.re/ason",
+			`line 6: status.reason: path "status.re/ason": segment "re/ason" has '/'; use letters, digits, '-' and '_'`},
+		"wildcard": {"  reason: status.reason", "  reason: status.*",
+			`line 6: status.reason: path "status.*": segment "*" has '*'; use letters, digits, '-' and '_'`},
+		"status path outside status": {"  phase: status.phase", "  phase: spec.phase",
+			`line 5: status.phase: path "spec.phase" is outside the status subtree: status fields are written through the /status subresource, which changes nothing else`},
+		"status path is the subtree": {"  phase: status.phase", "  phase: status",
+			`line 5: status.phase: path "status" is outside the status subtree: status fields are written through the /status subresource, which changes nothing else`},
+		"spec path inside status": {"cpu: spec.resource.cpu", "cpu: status.cpu",
+			`line 3: spec.resource.cpu: path "status.cpu" is inside the status subtree, which only the controller writes`},
+		"spec path in metadata": {"cpu: spec.resource.cpu", "cpu: metadata.labels.cpu",
+			`line 3: spec.resource.cpu: path "metadata.labels.cpu" is in the object's metadata, not a spec field`},
+		"same path twice": {"  message: status.message", "  message: status.reason",
+			`line 7: status.message: path "status.reason" is also the path of status.reason (line 6)`},
+		"nested paths": {"  message: status.message", "  message: status.server.name.text",
+			`line 7: status.message: path "status.server.name.text" is inside "status.server.name", the path of status.server.name (line 8)`},
+		"spec paths nested": {"memory: spec.resource.memory", "memory: spec.resource.cpu.mem",
+			`line 3: spec.resource.memory: path "spec.resource.cpu.mem" is inside "spec.resource.cpu", the path of spec.resource.cpu (line 3)`},
+		"several problems": {"  phase: status.phase\n  reason: status.reason", "  phase: spec.phase\n  reason: status..reason",
+			`line 5: status.phase: path "spec.phase" is outside the status subtree: status fields are written through the /status subresource, which changes nothing else; line 6: status.reason: path "status..reason" has an empty segment (at 2)`},
+		"empty file":     {"", "", `the field map is empty`},
+		"only a comment": {"", "# nothing\n", `the field map is empty`},
+		"a list":         {"", "- spec\n", `line 1: the top level wants a mapping of spec, status, got a list`},
+		"a string":       {"", "spec.cpu\n", "line 1: the top level wants a mapping of spec, status, got the string \"spec.cpu\""},
+		"two documents":  {"", validMap + "---\n" + validMap, `more than one YAML document: a field map is one`},
+		"bad yaml":       {"", "spec: [\n", `not valid YAML: line 1: did not find expected node content`},
+		"tabs":           {"", "spec:\n\taction: x\n", `not valid YAML: line 2: found character that cannot start any token`},
+		"duplicate key":  {"  phase: status.phase\n", "  phase: status.phase\n  phase: status.phase\n", `line 6: mapping key "phase" already defined at line 5`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := tc.new
+			if tc.old != "" {
+				if !strings.Contains(validMap, tc.old) {
+					t.Fatalf("%q is not in the valid map", tc.old)
+				}
+				in = strings.Replace(validMap, tc.old, tc.new, 1)
+			}
+			_, err := ParseFieldMap([]byte(in))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", in)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error\n%s\nwant\n%s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+		})
+	}
+	if _, err := ParseFieldMap([]byte(validMap)); err != nil {
+		t.Fatalf("the valid map is refused: %v", err)
+	}
+}
+
+func TestLoadFieldMap(t *testing.T) {
+	if _, err := LoadFieldMap(filepath.Join(t.TempDir(), "none.yaml")); err == nil || !strings.HasPrefix(err.Error(), "read field map: open ") {
+		t.Errorf("missing file: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("spec: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFieldMap(bad); err == nil || !strings.HasPrefix(err.Error(), "field map "+bad+": spec.action.path is required; ") {
+		t.Errorf("bad file: %v", err)
+	}
+}
+
+// FuzzParseFieldMap: whatever the YAML, ParseFieldMap returns a map or an error of one line,
+// never panics, and a map it accepts renders a status patch.
+func FuzzParseFieldMap(f *testing.F) {
+	f.Add([]byte(validMap))
+	f.Add(machineMap(f))
+	f.Add([]byte("spec: &a\n  action: *a\n"))
+	f.Add([]byte("status: !!binary aGVsbG8=\n"))
+	f.Add([]byte("<<: {spec: {}}\n"))
+	f.Add([]byte("spec: {action: {path: [1, {a: b}]}}\n"))
+	f.Add([]byte("? [a]\n: b\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fields, err := ParseFieldMap(data)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+			return
+		}
+		if _, err := StatusPatch(fields, Status{Phase: PhaseActive, Server: &ServerStatus{Name: "a", Usage: &Usage{CPU: "1"}}}, "1"); err != nil {
+			t.Errorf("accepted map cannot render a status: %v", err)
+		}
+	})
+}
+
+// TestStatusRoundTripMaps: under every kind of map, a status written as a patch reads back as
+// the same status, except the optional fields a map leaves out (usage, lastUpdateTime), which
+// read back empty. Were it otherwise the controller would rewrite the status forever.
+func TestStatusRoundTripMaps(t *testing.T) {
+	machine, err := ParseFieldMap(machineMap(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	minimal, err := ParseFieldMap([]byte(validMap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := Status{
+		Phase: PhaseFailed, Reason: "ServerFailed", Message: "it failed",
+		Server:              &ServerStatus{Name: "vm-server", ID: "uid-1", State: "Failed", Usage: &Usage{CPU: "250m", Memory: "100Mi"}},
+		ConsecutiveFailures: 3, ObservedGeneration: 4, LastUpdateTime: at,
+		Conditions: []Condition{{Type: ConditionReady, Status: ConditionFalse, ObservedGeneration: 4, LastTransitionTime: at, Reason: "ServerFailed", Message: "it failed"}},
+	}
+	for name, f := range map[string]Fields{"v1beta1": builtin(t, "v1beta1"), "machine": machine, "minimal": minimal} {
+		t.Run(name, func(t *testing.T) {
+			patch, err := StatusPatch(f, st, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			merged, err := jsonpatch.MergePatch([]byte(`{"metadata":{"name":"a"}}`), patch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm, err := Parse(merged, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := st
+			if f.UsageCPU == "" {
+				srv := *st.Server
+				srv.Usage = nil
+				want.Server = &srv
+			}
+			if f.LastUpdateTime == "" {
+				want.LastUpdateTime = time.Time{}
+			}
+			got := vm.Status()
+			if !got.SameAs(want) || !got.LastUpdateTime.Equal(want.LastUpdateTime) {
+				t.Errorf("patch %s read back as %+v", patch, got)
+			}
+		})
+	}
+}
