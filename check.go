@@ -209,7 +209,7 @@ func checkDiscovery(cfg *rest.Config, gvr k8sschema.GroupVersionResource) (r che
 			if !res.Namespaced {
 				return fail("discovery", "%s is cluster-scoped; vm-controller manages namespaced resources", gvr.GroupResource()), true
 			}
-			return pass("discovery", "the cluster at %s serves %s", cfg.Host, gvr), true
+			return pass("discovery", "the cluster at %s serves %s in %s", cfg.Host, gvr.Resource, gvr.GroupVersion()), true
 		}
 	}
 	return fail("discovery", "the cluster at %s serves %s but no resource %q in it", cfg.Host, gvr.GroupVersion(), gvr.Resource), true
