@@ -54,6 +54,7 @@ func app() *cli.App {
 			runCommand(),
 			checkCommand(),
 			planCommand(),
+			manifestsCommand(),
 			{
 				Name:  "crds",
 				Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,10 +24,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
+	"github.com/cloudnative-czs/vm-controller/metrics"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -59,6 +62,16 @@ func runCommand() *cli.Command {
 			&cli.Float64Flag{Name: "retry-qps", Value: 10, Usage: "retries per second over all VMs (overall bucket)", EnvVars: env("RETRY_QPS")},
 			&cli.IntFlag{Name: "retry-burst", Value: 100, Usage: "burst of the overall retry bucket", EnvVars: env("RETRY_BURST")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight reconciles may take to finish", EnvVars: env("SHUTDOWN_TIMEOUT")},
+			&cli.BoolFlag{Name: "leader-elect", Usage: "run as one of several replicas: only the holder of a coordination.k8s.io Lease reconciles", EnvVars: env("LEADER_ELECT")},
+			&cli.StringFlag{Name: "lease-name", Value: "vm-controller", Usage: "name of the leader Lease", EnvVars: env("LEASE_NAME")},
+			&cli.StringFlag{Name: "lease-namespace", Usage: "namespace of the leader Lease; empty: the pod's namespace in a cluster, else the kubeconfig context's", EnvVars: env("LEASE_NAMESPACE")},
+			&cli.StringFlag{Name: "holder-identity", Usage: "this replica's name in the Lease; empty: $POD_NAME or the host name, plus a random suffix", EnvVars: env("HOLDER_IDENTITY")},
+			&cli.DurationFlag{Name: "lease-duration", Value: 15 * time.Second, Usage: "how long a Lease lasts without renewal; a crashed leader is replaced after at most this", EnvVars: env("LEASE_DURATION")},
+			&cli.DurationFlag{Name: "renew-deadline", Value: 10 * time.Second, Usage: "how long the leader keeps trying to renew before it gives up leading", EnvVars: env("RENEW_DEADLINE")},
+			&cli.DurationFlag{Name: "retry-period", Value: 500 * time.Millisecond, Usage: "how often replicas try to acquire or renew the Lease (a standby polls every 1-2.2 periods, so this bounds how soon it takes over)", EnvVars: env("RETRY_PERIOD")},
+			&cli.StringFlag{Name: "metrics-addr", Value: ":8080", Usage: "address of the Prometheus /metrics endpoint; empty disables", EnvVars: env("METRICS_ADDR")},
+			&cli.StringFlag{Name: "health-addr", Value: ":8081", Usage: "address of /healthz and /readyz; empty disables", EnvVars: env("HEALTH_ADDR")},
+			&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's runtime profiles under /debug/pprof/ on the metrics address", EnvVars: env("PPROF")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("LOG_LEVEL")},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT")},
 		},
@@ -110,6 +123,9 @@ func parseOptions(c *cli.Context) (options, error) {
 	}
 	if c.String("server-image") == "" {
 		return o, fmt.Errorf("--server-image must not be empty")
+	}
+	if l, r, p := c.Duration("lease-duration"), c.Duration("renew-deadline"), c.Duration("retry-period"); p <= 0 || r <= p || l <= r {
+		return o, fmt.Errorf("want --lease-duration > --renew-deadline > --retry-period > 0, got %s, %s, %s", l, r, p)
 	}
 	return o, nil
 }
@@ -173,6 +189,8 @@ func run(c *cli.Context) error {
 	if err := preflight(ctx, cfg, checkTarget{gvr: o.gvr, fields: o.fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes")}); err != nil {
 		return err
 	}
+	// Before any workqueue or client is built: client-go takes its metrics hooks once.
+	m := metrics.New()
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
@@ -207,12 +225,63 @@ func run(c *cli.Context) error {
 		Recorder:    broadcaster.NewRecorder(scheme.Scheme, "vm-controller"),
 		Logger:      log,
 		RateLimiter: limiter,
+		Observer:    m,
 	})
+	m.CountPhases(ctrl.PhaseCounts)
 	log.Info("Starting vm-controller", "version", buildVersion(), "host", cfg.Host, "resource", o.gvr.String(),
-		"namespace", c.String("namespace"), "workers", c.Int("workers"))
-	if err := ctrl.Run(ctx, c.Int("workers"), c.Duration("shutdown-timeout")); err != nil {
+		"namespace", c.String("namespace"), "workers", c.Int("workers"), "leaderElect", c.Bool("leader-elect"))
+	if err := ctrl.Start(ctx); err != nil {
+		return err
+	}
+
+	// A leader whose renewals are stuck past the lease (plus slack) fails its liveness probe.
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	alive := func(*http.Request) error { return nil }
+	if c.Bool("leader-elect") {
+		alive = watchdog.Check
+	}
+	if err := serve(ctx, "metrics", c.String("metrics-addr"), metricsMux(m.Handler(), c.Bool("pprof")), log); err != nil {
+		return err
+	}
+	if err := serve(ctx, "health", c.String("health-addr"), healthMux(alive, ctrl.HasSynced), log); err != nil {
+		return err
+	}
+
+	work := func(ctx context.Context) error {
+		return ctrl.RunWorkers(ctx, c.Int("workers"), c.Duration("shutdown-timeout"))
+	}
+	if c.Bool("leader-elect") {
+		e := election{name: c.String("lease-name"), namespace: c.String("lease-namespace"), identity: c.String("holder-identity"),
+			lease: c.Duration("lease-duration"), renew: c.Duration("renew-deadline"), retry: c.Duration("retry-period")}
+		if e.namespace == "" {
+			if e.namespace, err = kubeNamespace(c); err != nil {
+				return err
+			}
+		}
+		if e.identity == "" {
+			e.identity = defaultIdentity()
+		}
+		err = lead(ctx, kube, e, leaderCallbacks{setLeader: m.SetLeader, healthz: watchdog}, log, work)
+	} else {
+		m.SetLeader(true)
+		err = work(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	log.Info("Stopped")
 	return nil
+}
+
+// kubeNamespace is the namespace a client would default to: in a pod, the pod's own (from the
+// service account); otherwise the kubeconfig context's, or "default".
+func kubeNamespace(c *cli.Context) (string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = c.String("kubeconfig")
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: c.String("context")}).Namespace()
+	if err != nil {
+		return "", fmt.Errorf("find the lease namespace (set --lease-namespace): %w", err)
+	}
+	return ns, nil
 }

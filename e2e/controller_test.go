@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,8 +82,9 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 func startController(t *testing.T, ns string, args ...string) *controller {
 	t.Helper()
 	installCRDs(t)
+	// Endpoints on free loopback ports: tests run several controllers at once.
 	all := append([]string{"run", "--kubeconfig", kubeconfig, "--namespace", ns, "--log-level", "debug",
-		"--restart-backoff", "1s", "--shutdown-timeout", "10s"}, args...)
+		"--restart-backoff", "1s", "--shutdown-timeout", "10s", "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"}, args...)
 	c := &controller{log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
 	c.cmd = exec.Command(controllerBinary(t), all...)
 	w := lockedWriter{c.mu, c.log}
@@ -117,6 +122,54 @@ func (c *controller) stop(t testing.TB) error {
 func (c *controller) kill() {
 	_ = c.cmd.Process.Kill()
 	<-c.done
+}
+
+// addr returns the address an endpoint ("metrics" or "health") was bound to, from the log.
+func (c *controller) addr(t testing.TB, endpoint string) string {
+	t.Helper()
+	re := regexp.MustCompile(`msg=Serving endpoint=` + endpoint + ` addr=(\S+)`)
+	var addr string
+	eventually(t, 30*time.Second, func() (bool, string) {
+		if m := re.FindStringSubmatch(c.logText()); m != nil {
+			addr = m[1]
+			return true, ""
+		}
+		return false, "no " + endpoint + " address in the log yet"
+	})
+	return addr
+}
+
+// scrape fetches the controller's /metrics.
+func (c *controller) scrape(t testing.TB) string {
+	t.Helper()
+	resp, err := httpGet("http://" + c.addr(t, "metrics") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// httpGet is http.Get with a timeout, so a stuck endpoint fails the test instead of hanging it.
+func httpGet(url string) (*http.Response, error) {
+	return (&http.Client{Timeout: 10 * time.Second}).Get(url)
+}
+
+// metric returns the value of one sample (name with its labels, as exposed), or -1.
+func metric(exposition, sample string) float64 {
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 func (c *controller) logText() string {
@@ -210,6 +263,14 @@ func TestControllerLifecycle(t *testing.T) {
 		return u != "" && u != uid && p == "Running" && c == "3", fmt.Sprintf("pod uid %s phase %s cpu %s", u, p, c)
 	})
 	waitPhase(t, ns, "test-vm", "Active", "ServerReady", 30*time.Second)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		d := kubectl(t, "-n", ns, "describe", "vm", "test-vm")
+		ok := true
+		for _, want := range []string{"CreatingServer", "ServerReady", "ReplacingServer", "Replacing server test-vm-server: cpu 2 -> 3"} {
+			ok = ok && strings.Contains(d, want)
+		}
+		return ok, "kubectl describe vm:\n" + d
+	})
 	if g := vmField(ns, "test-vm", ".status.observedGeneration"); g != "2" {
 		t.Errorf("observedGeneration = %q, want 2", g)
 	}
@@ -326,9 +387,11 @@ func TestControllerServerReplaced(t *testing.T) {
 	waitPhase(t, ns, "vm1", "Active", "ServerReady", 30*time.Second)
 	second, _, _ := podOf(ns, "vm1")
 
-	// A failed server: Failed for the backoff (1s here), then replaced.
-	kubectl(t, "-n", ns, "patch", "pod", "vm1-server", "--subresource=status", "--type=merge",
-		"-p", `{"status":{"phase":"Failed","reason":"Crashed","message":"simulated crash"}}`)
+	// A failed server, as a kubelet reports one (phase Failed, Ready false since now): Failed
+	// for the backoff (1s here), then replaced.
+	now := time.Now().UTC().Format(time.RFC3339)
+	kubectl(t, "-n", ns, "patch", "pod", "vm1-server", "--subresource=status", "--type=merge", "-p",
+		`{"status":{"phase":"Failed","reason":"Crashed","message":"simulated crash","conditions":[{"type":"Ready","status":"False","lastTransitionTime":"`+now+`"}]}}`)
 	eventually(t, 60*time.Second, func() (bool, string) {
 		u, p, _ := podOf(ns, "vm1")
 		return u != "" && u != second && p == "Running", "pod " + u + " " + p
@@ -428,7 +491,7 @@ func TestControllerRestartNoDuplicates(t *testing.T) {
 func TestControllerBurst(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
-	startController(t, ns, "--workers", "8")
+	c := startController(t, ns, "--workers", "8")
 	start := time.Now()
 	if _, _, err := runKubectl(vmList(ns, "b", 100), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
@@ -441,6 +504,24 @@ func TestControllerBurst(t *testing.T) {
 		return c.active == 100 && c.pods == 100, fmt.Sprintf("%d/%d active, %d pods", c.active, c.vms, c.pods)
 	})
 	t.Logf("100 VMs Active %s after the create was sent", time.Since(start).Round(100*time.Millisecond))
+
+	// What the burst shows on /metrics.
+	m := c.scrape(t)
+	for sample, atLeast := range map[string]float64{
+		`workqueue_adds_total{name="virtualmachines"}`:                  100,
+		`workqueue_depth{name="virtualmachines"}`:                       0,
+		`workqueue_work_duration_seconds_count{name="virtualmachines"}`: 100,
+		`vmcontroller_reconcile_total{result="success"}`:                100,
+		`vmcontroller_vms{phase="Active"}`:                              100,
+		`vmcontroller_leader`:                                           1,
+	} {
+		if v := metric(m, sample); v < atLeast {
+			t.Errorf("%s = %v, want at least %v", sample, v, atLeast)
+		}
+	}
+	if !strings.Contains(m, `rest_client_requests_total{code="201",`) {
+		t.Errorf("no API request counts by code in /metrics")
+	}
 }
 
 // TestControllerShutdown: SIGTERM stops the controller cleanly (exit 0) and quickly.

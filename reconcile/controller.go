@@ -41,6 +41,14 @@ type Config struct {
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Observer, if set, is told the result and duration of every reconcile.
+	Observer Observer
+}
+
+// Observer receives the outcome of each reconcile, for metrics.
+type Observer interface {
+	// Reconciled reports one reconcile: result is success, requeue, conflict or error.
+	Reconciled(result string, took time.Duration)
 }
 
 // Controller keeps every watched VirtualMachine's server and status true to its spec.
@@ -51,6 +59,8 @@ type Controller struct {
 	expect  *expectations
 	log     *slog.Logger
 	applier applier
+	// serversSynced is the backend's sync check, set by Start.
+	serversSynced cache.InformerSynced
 }
 
 // New builds a controller; nothing runs until Run.
@@ -79,11 +89,19 @@ func New(cfg Config) *Controller {
 	return c
 }
 
-// Run starts the informers, waits for their caches, and runs workers until ctx is cancelled.
-// Then it stops taking work, lets in-flight reconciles finish for up to drain, and returns.
+// Run starts the informers, waits for their caches, and runs workers until ctx is cancelled;
+// see RunWorkers for the shutdown.
 func (c *Controller) Run(ctx context.Context, workers int, drain time.Duration) error {
-	defer c.queue.ShutDown()
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	return c.RunWorkers(ctx, workers, drain)
+}
 
+// Start starts the informers of the VMs and of their servers; they run until ctx is
+// cancelled. Every replica starts them, leader or not, so that its readiness means "caches
+// synced" and a standby that takes over has its caches (and a queue of every VM) ready.
+func (c *Controller) Start(ctx context.Context) error {
 	if err := c.vms.SetTransform(trim); err != nil {
 		return fmt.Errorf("set transform: %w", err)
 	}
@@ -101,15 +119,22 @@ func (c *Controller) Run(ctx context.Context, workers int, drain time.Duration) 
 	}); err != nil {
 		return fmt.Errorf("watch %s: %w", c.cfg.GVR.Resource, err)
 	}
-	// Informers and the backend stop with ctx; workers finish on their own context below.
 	go c.vms.RunWithContext(ctx)
-	serversSynced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) { c.queue.Add(vm) })
+	synced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) { c.queue.Add(vm) })
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
+	c.serversSynced = synced
+	return nil
+}
 
+// RunWorkers waits for the caches, then runs workers until ctx is cancelled. Then it stops
+// taking work, lets in-flight reconciles finish for up to drain, and returns. Only one
+// replica (the leader) runs workers; the queue cannot be restarted afterwards.
+func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Duration) error {
+	defer c.queue.ShutDown()
 	c.log.Info("Waiting for caches to sync", "resource", c.cfg.GVR.String(), "namespace", c.cfg.Namespace, "selector", c.cfg.Selector)
-	if !cache.WaitForCacheSync(ctx.Done(), c.vms.HasSynced, serversSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -144,11 +169,26 @@ func (c *Controller) Run(ctx context.Context, workers int, drain time.Duration) 
 	return nil
 }
 
-// HasSynced reports whether the VM cache holds a full list; readiness follows it.
-func (c *Controller) HasSynced() bool { return c.vms.HasSynced() }
+// HasSynced reports whether the caches of VMs and servers hold a full list; readiness
+// follows it.
+func (c *Controller) HasSynced() bool {
+	return c.vms.HasSynced() && c.serversSynced != nil && c.serversSynced()
+}
 
-// Queue exposes the workqueue's length for metrics and tests.
-func (c *Controller) Queue() workqueue.TypedRateLimitingInterface[cache.ObjectName] { return c.queue }
+// PhaseCounts counts the cached VMs by status.phase ("None" for a VM without one yet).
+func (c *Controller) PhaseCounts() map[string]int {
+	counts := map[string]int{}
+	for _, obj := range c.vms.GetStore().List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			p := string(schema.PhaseOf(u, c.cfg.Fields))
+			if p == "" {
+				p = "None"
+			}
+			counts[p]++
+		}
+	}
+	return counts
+}
 
 // enqueue adds the key of a VM (or of a deleted VM's tombstone) to the queue.
 func (c *Controller) enqueue(obj any) {
@@ -173,21 +213,29 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	log := c.log.With("vm", key.String(), "reconcileID", string(uuid.NewUUID()))
 	start := time.Now()
 	after, err := c.reconcile(ctx, key, log)
+	took := time.Since(start)
+	result := "success"
 	switch {
 	case apierrors.IsConflict(err):
 		// Expected when the cache lags behind a write: decide again on the newer object.
+		result = "conflict"
 		c.queue.AddRateLimited(key)
 		log.Debug("Conflict; will decide again", "error", err)
 	case err != nil:
+		result = "error"
 		c.queue.AddRateLimited(key)
 		log.Error("Reconcile failed; will retry", "error", err, "retries", c.queue.NumRequeues(key))
 	case after > 0:
+		result = "requeue"
 		c.queue.Forget(key)
 		c.queue.AddAfter(key, after)
-		log.Debug("Reconciled", "requeueAfter", after, "duration", time.Since(start))
+		log.Debug("Reconciled", "requeueAfter", after, "duration", took)
 	default:
 		c.queue.Forget(key)
-		log.Debug("Reconciled", "duration", time.Since(start))
+		log.Debug("Reconciled", "duration", took)
+	}
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Reconciled(result, took)
 	}
 	return true
 }

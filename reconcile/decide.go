@@ -72,6 +72,8 @@ type decision struct {
 	now     time.Time
 	current schema.Status
 	plan    Plan
+	// eventNote, if set, is the note of the transition event instead of the status message.
+	eventNote string
 }
 
 // deleting: the server goes first, then the finalizer, then Kubernetes removes the VM.
@@ -171,14 +173,17 @@ func (p Policy) restart(d *decision) {
 	}
 	n := d.current.ConsecutiveFailures
 	at := srv.Since.UTC().Truncate(time.Second).Add(p.backoff(n))
+	// Event notes leave out what changes from one failure to the next (the time, the count),
+	// so that a server failing again and again makes one event series, not a flood.
+	note := fmt.Sprintf("Server %s %s%s", srv.Name, what, detail)
 	if d.now.Before(at) {
 		d.failures(n)
-		d.report(schema.PhaseFailed, reason,
-			fmt.Sprintf("Server %s %s%s; a new server will be created at %s", srv.Name, what, detail, at.Format(time.RFC3339)), srv)
+		d.eventNote = note + "; a new server will be created after a backoff"
+		d.report(schema.PhaseFailed, reason, fmt.Sprintf("%s; a new server will be created at %s", note, at.Format(time.RFC3339)), srv)
 		d.plan.RequeueAfter = Duration(at.Sub(d.now))
 		return
 	}
-	d.deleteServer(ReasonRestartingServer, fmt.Sprintf("Server %s %s%s; replacing it (consecutive failures: %d)", srv.Name, what, detail, n+1))
+	d.deleteServer(ReasonRestartingServer, note+"; replacing it")
 	d.failures(n + 1)
 	d.report(schema.PhaseCreating, ReasonServerReplacing,
 		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
@@ -310,6 +315,9 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		typ := corev1.EventTypeNormal
 		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown {
 			typ = corev1.EventTypeWarning
+		}
+		if d.eventNote != "" {
+			msg = d.eventNote
 		}
 		d.event(typ, reason, msg)
 	}

@@ -129,6 +129,13 @@ func (vm VirtualMachine) Status() Status {
 	return st
 }
 
+// PhaseOf reads status.phase (at f's path) straight from a cached object, without the
+// serialisation a full view costs: metrics count phases over the whole cache at each scrape.
+func PhaseOf(u *unstructured.Unstructured, f Fields) Phase {
+	p, _, _ := unstructured.NestedString(u.Object, splitPath(f.Phase)...)
+	return Phase(p)
+}
+
 func parseTime(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {

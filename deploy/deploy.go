@@ -1,0 +1,213 @@
+// Package deploy renders what it takes to run vm-controller in a cluster: the CRD, a
+// ServiceAccount, least-privilege RBAC (built from package access, the one list of the
+// permissions the controller uses) and a Deployment of replicas that elect a leader.
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudnative-czs/vm-controller/access"
+)
+
+// Name names every object the manifests create.
+const Name = "vm-controller"
+
+// Ports of the controller's endpoints in the Deployment.
+const (
+	MetricsPort = 8080
+	HealthPort  = 8081
+)
+
+// Options say what to deploy.
+type Options struct {
+	GVR            schema.GroupVersionResource // the VirtualMachine resource
+	Namespace      string                      // where the controller runs
+	WatchNamespace string                      // the one namespace it manages; "" for all
+	Image          string                      // the controller's image
+	Replicas       int32
+	WatchNodes     bool
+	CRD            []byte // the CRD manifest to include; nil to leave it out
+	// Args are more arguments for `vm-controller run` (e.g. --server-image), in order.
+	Args []string
+}
+
+// Render returns the manifests as one YAML stream, in the order kubectl apply needs them.
+func Render(o Options) ([]byte, error) {
+	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: true}
+	var objs []any
+	if o.Namespace != "default" && o.Namespace != "kube-system" {
+		objs = append(objs, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels()}})
+	}
+	objs = append(objs, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(Name, o.Namespace),
+		AutomountServiceAccountToken: ptr(true)})
+	objs = append(objs, rbac(o, access.Rules(needs))...)
+	objs = append(objs, deployment(o))
+
+	var b bytes.Buffer
+	if o.CRD != nil {
+		b.Write(o.CRD)
+		if !bytes.HasSuffix(o.CRD, []byte("\n")) {
+			b.WriteByte('\n')
+		}
+		b.WriteString("---\n")
+	}
+	for i, obj := range objs {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, fmt.Errorf("render %T: %w", obj, err)
+		}
+		delete(u, "status") // written by the cluster, never by a manifest
+		data, err := yaml.Marshal(pruneEmpty(u))
+		if err != nil {
+			return nil, fmt.Errorf("render %T: %w", obj, err)
+		}
+		b.Write(data)
+	}
+	return b.Bytes(), nil
+}
+
+// rbac turns the rules into roles. Cluster-scoped resources need a ClusterRole; namespaced
+// ones go into a ClusterRole only when every namespace is watched, otherwise into a Role in
+// the watched namespace; the leader Lease lives in the controller's own namespace.
+func rbac(o Options, rules []access.Rule) []any {
+	var cluster, watched, own []rbacv1.PolicyRule
+	for _, r := range rules {
+		pr := rbacv1.PolicyRule{APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: r.Verbs}
+		switch {
+		case r.Cluster:
+			cluster = append(cluster, pr)
+		case r.Group == "coordination.k8s.io":
+			own = append(own, pr)
+		case o.WatchNamespace == "":
+			cluster = append(cluster, pr)
+		default:
+			watched = append(watched, pr)
+		}
+	}
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: Name, Namespace: o.Namespace}}
+	var out []any
+	if len(cluster) > 0 {
+		// Cluster-scoped names carry the namespace, so that installs in several namespaces
+		// (one per tenant, say) do not overwrite each other's bindings.
+		name := Name
+		if o.Namespace != Name {
+			name = Name + "-" + o.Namespace
+		}
+		out = append(out,
+			&rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta(name, ""), Rules: cluster},
+			&rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta(name, ""),
+				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}, Subjects: subject})
+	}
+	role := func(ns string, rules []rbacv1.PolicyRule) []any {
+		return []any{
+			&rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(Name, ns), Rules: rules},
+			&rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(Name, ns),
+				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: Name}, Subjects: subject},
+		}
+	}
+	if o.WatchNamespace != "" && o.WatchNamespace == o.Namespace {
+		return append(out, role(o.Namespace, append(watched, own...))...)
+	}
+	if len(watched) > 0 {
+		out = append(out, role(o.WatchNamespace, watched)...)
+	}
+	return append(out, role(o.Namespace, own)...)
+}
+
+func deployment(o Options) *appsv1.Deployment {
+	args := []string{"run", "--leader-elect",
+		"--api-version=" + o.GVR.GroupVersion().String(), "--resource=" + o.GVR.Resource,
+		fmt.Sprintf("--metrics-addr=:%d", MetricsPort), fmt.Sprintf("--health-addr=:%d", HealthPort), "--log-format=json"}
+	if o.WatchNamespace != "" {
+		args = append(args, "--namespace="+o.WatchNamespace)
+	}
+	if !o.WatchNodes {
+		args = append(args, "--watch-nodes=false")
+	}
+	args = append(args, o.Args...)
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	probe := func(path string, period int32) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("health")}},
+			PeriodSeconds: period, FailureThreshold: 3}
+	}
+	res := func(cpu, mem string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   typeMeta("apps/v1", "Deployment"),
+		ObjectMeta: meta(Name, o.Namespace),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(o.Replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": Name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels()},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: Name,
+					// Longer than the default --shutdown-timeout (30s), so a drain completes.
+					TerminationGracePeriodSeconds: ptr(int64(40)),
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)), RunAsGroup: ptr(int64(65532)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					// Replicas on different nodes, so that one node's loss leaves a standby.
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+						Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
+							LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": Name}}}}}}},
+					Containers: []corev1.Container{{
+						Name:           Name,
+						Image:          o.Image,
+						Args:           args,
+						Env:            []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
+						Ports:          []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}, {Name: "health", ContainerPort: HealthPort}},
+						LivenessProbe:  probe("/healthz", 10),
+						ReadinessProbe: probe("/readyz", 5),
+						Resources:      corev1.ResourceRequirements{Requests: res("100m", "128Mi"), Limits: res("1", "512Mi")},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+							RunAsNonRoot: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// pruneEmpty drops empty objects (spec: {}, strategy: {}) that typed structs leave behind,
+// so the manifests show only what is set.
+func pruneEmpty(m map[string]any) map[string]any {
+	for k, v := range m {
+		if child, ok := v.(map[string]any); ok {
+			if len(pruneEmpty(child)) == 0 {
+				delete(m, k)
+			}
+		}
+	}
+	return m
+}
+
+func typeMeta(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
+
+func labels() map[string]string {
+	return map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/component": "controller"}
+}
+
+func meta(name, ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels()}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,63 @@
+package deploy
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+var vms = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
+
+// TestRenderGolden pins the manifests for the deployments README describes.
+func TestRenderGolden(t *testing.T) {
+	cases := map[string]Options{
+		"default": {GVR: vms, Namespace: "vm-controller", Image: "vm-controller:v1", Replicas: 2, WatchNodes: true},
+		// One namespace, no nodes: nothing cluster-scoped but reading the CRD.
+		"namespaced": {GVR: vms, Namespace: "vms", WatchNamespace: "vms", Image: "vm-controller:v1", Replicas: 2},
+		"other-group": {GVR: schema.GroupVersionResource{Group: "compute.example.org", Version: "v1", Resource: "machines"},
+			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true,
+			Args: []string{"--server-image=registry.example.org/server:2"}},
+	}
+	for name, o := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Render(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every document parses as YAML with a kind: kubectl apply -f would take it.
+			for i, doc := range bytes.Split(got, []byte("\n---\n")) {
+				var m map[string]any
+				if err := yaml.Unmarshal(doc, &m); err != nil || m["kind"] == nil {
+					t.Fatalf("document %d is not an object: %v\n%s", i, err, doc)
+				}
+			}
+			if strings.Contains(string(got), `"*"`) || strings.Contains(string(got), "- '*'") {
+				t.Errorf("a wildcard in RBAC")
+			}
+			golden := filepath.Join("..", "testdata", "manifests", name+".golden")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden file (go test ./deploy -update creates it): %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("manifests differ from %s (go test ./deploy -update if intended)\n--- got\n%s", golden, got)
+			}
+		})
+	}
+}

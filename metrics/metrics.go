@@ -1,0 +1,122 @@
+// Package metrics exposes vm-controller's Prometheus metrics: the client-go workqueue's own
+// metrics and API request counts (through the hooks client-go provides for them),
+// reconciles by result and duration, VMs by phase, and whether this replica leads.
+//
+// client-go's hooks are process-wide and take the first provider registered, so a process
+// builds one Metrics, before it builds any workqueue or client.
+package metrics
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/workqueue"
+
+	"net/http"
+)
+
+// Namespace prefixes the controller's own metrics.
+const Namespace = "vmcontroller"
+
+// Metrics holds the registry and the controller's own collectors.
+type Metrics struct {
+	registry          *prometheus.Registry
+	reconciles        *prometheus.CounterVec
+	reconcileDuration *prometheus.HistogramVec
+	leader            prometheus.Gauge
+}
+
+var hooks sync.Once
+
+// New registers every collector on a new registry and installs the workqueue and REST client
+// hooks. Call it once per process, before any workqueue or client exists.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		registry: reg,
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "reconcile_total",
+			Help: "Reconciles by result: success, requeue (success, look again later), conflict (decided on a stale object; retried), error (retried with backoff)."},
+			[]string{"result"}),
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconcile_duration_seconds",
+			Help: "Time to gather, decide and apply one VM, by result.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)},
+			[]string{"result"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "leader",
+			Help: "1 while this replica holds the leader Lease (or runs without leader election), 0 otherwise."}),
+	}
+	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	q := newQueueMetrics()
+	q.register(reg)
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
+		Help: "API requests by HTTP status code, method and host."}, []string{"code", "method", "host"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_request_duration_seconds",
+		Help: "API request latency by verb and host.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"verb", "host"})
+	reg.MustRegister(requests, latency)
+	hooks.Do(func() {
+		workqueue.SetProvider(q)
+		clientmetrics.Register(clientmetrics.RegisterOpts{
+			RequestResult:  requestResult{requests},
+			RequestLatency: requestLatency{latency},
+		})
+	})
+	return m
+}
+
+// Reconciled records one reconcile.
+func (m *Metrics) Reconciled(result string, took time.Duration) {
+	m.reconciles.WithLabelValues(result).Inc()
+	m.reconcileDuration.WithLabelValues(result).Observe(took.Seconds())
+}
+
+// SetLeader records whether this replica leads.
+func (m *Metrics) SetLeader(leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	m.leader.Set(v)
+}
+
+// CountPhases registers a gauge of VMs by phase, counted from count at each scrape, so the
+// figure is as fresh as the cache and costs nothing between scrapes.
+func (m *Metrics) CountPhases(count func() map[string]int) {
+	m.registry.MustRegister(phaseCollector{count: count,
+		desc: prometheus.NewDesc(Namespace+"_vms", "VirtualMachines in the cache by status.phase (None: no status yet).", []string{"phase"}, nil)})
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+type phaseCollector struct {
+	count func() map[string]int
+	desc  *prometheus.Desc
+}
+
+func (c phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
+	for phase, n := range c.count() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), phase)
+	}
+}
+
+type requestResult struct{ v *prometheus.CounterVec }
+
+func (r requestResult) Increment(_ context.Context, code, method, host string) {
+	r.v.WithLabelValues(code, method, host).Inc()
+}
+
+type requestLatency struct{ v *prometheus.HistogramVec }
+
+func (r requestLatency) Observe(_ context.Context, verb string, u url.URL, latency time.Duration) {
+	r.v.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
+}
