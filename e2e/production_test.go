@@ -43,10 +43,12 @@ func TestLeaderElection(t *testing.T) {
 		l1, l2 := metric(r[first].scrape(t), "vmcontroller_leader"), metric(r[second].scrape(t), "vmcontroller_leader")
 		return l1 == 1 && l2 == 0, fmt.Sprintf("vmcontroller_leader: %s=%v %s=%v", first, l1, second, l2)
 	})
+	// A standby is ready too, once its caches have synced.
 	for id, c := range r {
-		if code := httpStatus(t, "http://"+c.addr(t, "health")+"/readyz"); code != 200 {
-			t.Errorf("replica %s /readyz = %d, want 200 (a standby is ready too)", id, code)
-		}
+		eventually(t, 30*time.Second, func() (bool, string) {
+			code := httpStatus(t, "http://"+c.addr(t, "health")+"/readyz")
+			return code == 200, fmt.Sprintf("replica %s /readyz = %d", id, code)
+		})
 	}
 	if _, _, err := runKubectl(vmList(ns, "le", 20), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)

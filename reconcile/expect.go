@@ -33,6 +33,9 @@ func newExpectations() *expectations {
 }
 
 func (e *expectations) created(vm cache.ObjectName, s *backend.Server) {
+	if s.Deleting {
+		return // nothing to wait for: the cache will show it going, or gone
+	}
 	c := *s
 	e.mu.Lock()
 	e.m[vm] = expectation{created: &c, at: time.Now()}

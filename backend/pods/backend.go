@@ -194,6 +194,11 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 		if ref := metav1.GetControllerOf(existing.(*corev1.Pod)); ref == nil || ref.UID != vm.UID {
 			return nil, fmt.Errorf("pod %s already exists and this VM does not control it: %w", pod.Name, backend.ErrRejected)
 		}
+		if existing.(*corev1.Pod).DeletionTimestamp != nil {
+			// The old server is still going (the cache saw its deletion early, or not at
+			// all): a transient error, so the create is retried once it is gone.
+			return nil, fmt.Errorf("pod %s is still being deleted", pod.Name)
+		}
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
 		return nil, fmt.Errorf("create pod %s: %w: %w", pod.Name, backend.ErrRejected, err)
 	default:
