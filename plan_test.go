@@ -9,9 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/tools/txtar"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -101,4 +106,39 @@ func runPlan(t *testing.T, args []string, stdin []byte) string {
 		t.Errorf("error %v with exit code 0", err)
 	}
 	return fmt.Sprintf("%sexit %d\n%s", stdout.String(), code, stderr)
+}
+
+// FuzzPlan: whatever the input, plan decodes it or refuses it with an error, and a VM it
+// accepts gets a plan, with or without a server; nothing panics.
+func FuzzPlan(f *testing.F) {
+	for _, file := range []string{"examples/test-vm.yaml", "testdata/machines/machine.yaml"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"apiVersion":"cloudnative.czs/v1beta1","metadata":{"name":"x","deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["cloudnative.czs/server-cleanup"]},"spec":{"image":7}}`))
+	f.Add([]byte("apiVersion: cloudnative.czs/v1alpha1\nmetadata: {name: x}\nspec: {action: [], resource: {cpu: .5e-3, memory: 1Ei, rootDisk: -0}}\nstatus: {conditions: {a: 1}, server: 5}\n"))
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	srv := &backend.Server{Name: "x-server", ID: "1", State: backend.StateFailed, Since: now.Add(-time.Hour)}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		raw, gv, err := decodeVM(data)
+		if err != nil {
+			return
+		}
+		fields, err := schema.ForVersion(gv)
+		if err != nil {
+			return
+		}
+		vm, err := schema.Parse(raw, fields)
+		if err != nil {
+			return
+		}
+		for _, s := range []*backend.Server{nil, srv} {
+			if _, err := makePlan(reconcile.DefaultPolicy, vm, s, now); err != nil {
+				t.Errorf("plan: %v", err)
+			}
+		}
+	})
 }
