@@ -65,6 +65,9 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE")},
 			schemaFileFlag(),
 			&cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: "check read access to nodes, which run needs with --watch-nodes", EnvVars: env("WATCH_NODES")},
+			&cli.BoolFlag{Name: "watch-crd", Value: true, Usage: "check the resource's CRD and read access to it, which run needs with --watch-crd", EnvVars: env("WATCH_CRD")},
+			&cli.BoolFlag{Name: "leader-elect", Usage: "check access to the leader Lease, which run needs with --leader-elect", EnvVars: env("LEADER_ELECT")},
+			&cli.StringFlag{Name: "lease-namespace", Usage: "namespace of the leader Lease; empty: as run decides it", EnvVars: env("LEASE_NAMESPACE")},
 		},
 		Action: checkAction,
 	}
@@ -88,7 +91,11 @@ func checkAction(c *cli.Context) error {
 	}
 	// check has no --qps: a few dozen requests, none of them worth waiting for a bucket.
 	cfg.QPS, cfg.Burst = 50, 100
-	results := runChecks(c.Context, cfg, checkTarget{gvr: gvr, fields: fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes")})
+	t, err := targetOf(c, gvr, fields)
+	if err != nil {
+		return err
+	}
+	results := runChecks(c.Context, cfg, t)
 
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
@@ -132,10 +139,31 @@ func (f checkFailures) Error() string { return strings.Join(f, "\nvm-controller:
 
 // checkTarget is what the checks look at.
 type checkTarget struct {
-	gvr        k8sschema.GroupVersionResource
-	fields     schema.Fields
-	namespace  string // "" for all namespaces
-	watchNodes bool
+	gvr            k8sschema.GroupVersionResource
+	fields         schema.Fields
+	namespace      string // "" for all namespaces
+	watchNodes     bool
+	watchCRD       bool
+	leaderElect    bool
+	leaseNamespace string // with leaderElect
+}
+
+// targetOf reads the checks' target from the flags that run and check share.
+func targetOf(c *cli.Context, gvr k8sschema.GroupVersionResource, fields schema.Fields) (checkTarget, error) {
+	t := checkTarget{gvr: gvr, fields: fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes"),
+		watchCRD: c.Bool("watch-crd"), leaderElect: c.Bool("leader-elect"), leaseNamespace: c.String("lease-namespace")}
+	if t.leaderElect && t.leaseNamespace == "" {
+		ns, err := kubeNamespace(c)
+		if err != nil {
+			return t, err
+		}
+		t.leaseNamespace = ns
+	}
+	return t, nil
+}
+
+func (t checkTarget) needs() access.Needs {
+	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect}
 }
 
 // checkResult is one row of the check table.
@@ -181,14 +209,19 @@ func runChecks(ctx context.Context, cfg *rest.Config, t checkTarget) []checkResu
 		}
 		return results
 	}
-	if disc.ok {
+	switch {
+	case !t.watchCRD:
+		results = append(results,
+			checkResult{name: "crd", skipped: true, detail: "--watch-crd=false: the CRD is not read"},
+			checkResult{name: "fields", skipped: true, detail: "--watch-crd=false: the CRD is not read"})
+	case disc.ok:
 		results = append(results, checkCRD(ctx, c, gvr, t.fields)...)
-	} else {
+	default:
 		results = append(results,
 			checkResult{name: "crd", skipped: true, detail: "the resource is not served"},
 			checkResult{name: "fields", skipped: true, detail: "the resource is not served"})
 	}
-	return append(results, checkAccess(ctx, c, access.Needs{GVR: gvr, WatchNodes: t.watchNodes, WatchCRD: true}, t.namespace)...)
+	return append(results, checkAccess(ctx, c, t.needs(), t.namespace, t.leaseNamespace)...)
 }
 
 // checkDiscovery checks that the cluster answers (answered) and serves the resource (ok).
@@ -250,7 +283,7 @@ func checkCRD(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionR
 // checkAccess asks the API server, with a SelfSubjectAccessReview per verb, whether the
 // identity of the kubeconfig may do what the controller does (access.Rules, the same rules
 // the deployment manifests grant): one row per rule.
-func checkAccess(ctx context.Context, cfg *rest.Config, needs access.Needs, namespace string) []checkResult {
+func checkAccess(ctx context.Context, cfg *rest.Config, needs access.Needs, namespace, leaseNamespace string) []checkResult {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return []checkResult{fail("rbac", "cannot make a client: %v", err)}
@@ -259,10 +292,22 @@ func checkAccess(ctx context.Context, cfg *rest.Config, needs access.Needs, name
 	out := make([]checkResult, len(rules))
 	var wg sync.WaitGroup
 	for i, rule := range rules {
-		wg.Go(func() { out[i] = checkRule(ctx, kube, rule, namespace) })
+		ns := namespace
+		if rule.Own {
+			ns = leaseNamespace
+		}
+		wg.Go(func() { out[i] = checkRule(ctx, kube, rule, ns) })
 	}
 	wg.Wait()
 	return out
+}
+
+// ruleName is the object a rule is limited to, for the review; "" when it names none.
+func ruleName(r access.Rule) string {
+	if len(r.Names) == 1 {
+		return r.Names[0]
+	}
+	return ""
 }
 
 func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule, namespace string) checkResult {
@@ -284,7 +329,7 @@ func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule,
 	var denied []string
 	for _, verb := range rule.Verbs {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rule.Group, Resource: resource, Subresource: sub},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rule.Group, Resource: resource, Subresource: sub, Name: ruleName(rule)},
 		}}
 		res, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {

@@ -55,6 +55,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts", EnvVars: env("BURST")},
 			&cli.StringFlag{Name: "server-image", Value: reconcile.DefaultPolicy.DefaultImage, Usage: "container image of server pods", EnvVars: env("SERVER_IMAGE")},
 			&cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: "watch nodes to report servers on lost nodes as Unknown (needs cluster-wide read access to nodes)", EnvVars: env("WATCH_NODES")},
+			&cli.BoolFlag{Name: "watch-crd", Value: true, Usage: "check and follow the resource's CRD: say when it is deleted or stops serving the version, resume when it is back (needs read access to that CRD)", EnvVars: env("WATCH_CRD")},
 			&cli.DurationFlag{Name: "restart-backoff", Value: reconcile.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure", EnvVars: env("RESTART_BACKOFF")},
 			&cli.DurationFlag{Name: "max-restart-backoff", Value: reconcile.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server", EnvVars: env("MAX_RESTART_BACKOFF")},
 			&cli.DurationFlag{Name: "retry-base-delay", Value: 5 * time.Millisecond, Usage: "first retry delay of a failed reconcile; doubles per failure of the same VM", EnvVars: env("RETRY_BASE_DELAY")},
@@ -186,7 +187,11 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := preflight(ctx, cfg, checkTarget{gvr: o.gvr, fields: o.fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes")}); err != nil {
+	target, err := targetOf(c, o.gvr, o.fields)
+	if err != nil {
+		return err
+	}
+	if err := preflight(ctx, cfg, target); err != nil {
 		return err
 	}
 	// Before any workqueue or client is built: client-go takes its metrics hooks once.
@@ -226,6 +231,8 @@ func run(c *cli.Context) error {
 		Logger:      log,
 		RateLimiter: limiter,
 		Observer:    m,
+		WatchCRD:    c.Bool("watch-crd"),
+		OnServed:    m.SetServed,
 	})
 	m.CountPhases(ctrl.PhaseCounts)
 	log.Info("Starting vm-controller", "version", buildVersion(), "host", cfg.Host, "resource", o.gvr.String(),
@@ -251,13 +258,8 @@ func run(c *cli.Context) error {
 		return ctrl.RunWorkers(ctx, c.Int("workers"), c.Duration("shutdown-timeout"))
 	}
 	if c.Bool("leader-elect") {
-		e := election{name: c.String("lease-name"), namespace: c.String("lease-namespace"), identity: c.String("holder-identity"),
+		e := election{name: c.String("lease-name"), namespace: target.leaseNamespace, identity: c.String("holder-identity"),
 			lease: c.Duration("lease-duration"), renew: c.Duration("renew-deadline"), retry: c.Duration("retry-period")}
-		if e.namespace == "" {
-			if e.namespace, err = kubeNamespace(c); err != nil {
-				return err
-			}
-		}
 		if e.identity == "" {
 			e.identity = defaultIdentity()
 		}

@@ -12,7 +12,9 @@ type Rule struct {
 	Group    string   // "" for the core group
 	Resource string   // plural, with "/subresource" when it is one
 	Verbs    []string // exact verbs, never "*"
+	Names    []string // the only objects it applies to (RBAC resourceNames); nil: all
 	Cluster  bool     // the resource is cluster-scoped (needs a ClusterRole)
+	Own      bool     // in the controller's own namespace only (the leader Lease)
 	Why      string   // what the controller does with it
 }
 
@@ -22,7 +24,7 @@ type Needs struct {
 	GVR         schema.GroupVersionResource // the VirtualMachine resource
 	WatchNodes  bool                        // --watch-nodes
 	LeaderElect bool                        // --leader-elect
-	WatchCRD    bool                        // follows the CRD (discovery checks, schema reads)
+	WatchCRD    bool                        // --watch-crd: reads and follows the resource's CRD
 }
 
 // Rules returns every permission a controller with these needs uses.
@@ -41,12 +43,13 @@ func Rules(n Needs) []Rule {
 			Why: "tells a server on a lost node (node not Ready, or gone) from a running one"})
 	}
 	if n.LeaderElect {
-		rules = append(rules, Rule{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"get", "create", "update"},
+		rules = append(rules, Rule{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"get", "create", "update"}, Own: true,
 			Why: "leader election: only the holder of the Lease reconciles"})
 	}
 	if n.WatchCRD {
 		rules = append(rules, Rule{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verbs: []string{"get", "list", "watch"}, Cluster: true,
-			Why: "checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back"})
+			Names: []string{n.GVR.Resource + "." + n.GVR.Group},
+			Why:   "checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back; this CRD only"})
 	}
 	return rules
 }

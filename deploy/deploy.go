@@ -37,6 +37,7 @@ type Options struct {
 	Image          string                      // the controller's image
 	Replicas       int32
 	WatchNodes     bool
+	WatchCRD       bool
 	CRD            []byte // the CRD manifest to include; nil to leave it out
 	// Args are more arguments for `vm-controller run` (e.g. --server-image), in order.
 	Args []string
@@ -44,7 +45,7 @@ type Options struct {
 
 // Render returns the manifests as one YAML stream, in the order kubectl apply needs them.
 func Render(o Options) ([]byte, error) {
-	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: true}
+	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: o.WatchCRD}
 	var objs []any
 	if o.Namespace != "default" && o.Namespace != "kube-system" {
 		objs = append(objs, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels()}})
@@ -86,11 +87,11 @@ func Render(o Options) ([]byte, error) {
 func rbac(o Options, rules []access.Rule) []any {
 	var cluster, watched, own []rbacv1.PolicyRule
 	for _, r := range rules {
-		pr := rbacv1.PolicyRule{APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: r.Verbs}
+		pr := rbacv1.PolicyRule{APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: r.Verbs, ResourceNames: r.Names}
 		switch {
 		case r.Cluster:
 			cluster = append(cluster, pr)
-		case r.Group == "coordination.k8s.io":
+		case r.Own:
 			own = append(own, pr)
 		case o.WatchNamespace == "":
 			cluster = append(cluster, pr)
@@ -137,6 +138,9 @@ func deployment(o Options) *appsv1.Deployment {
 	}
 	if !o.WatchNodes {
 		args = append(args, "--watch-nodes=false")
+	}
+	if !o.WatchCRD {
+		args = append(args, "--watch-crd=false")
 	}
 	args = append(args, o.Args...)
 	fieldEnv := func(name, path string) corev1.EnvVar {

@@ -365,7 +365,7 @@ func TestPointCheck(t *testing.T) {
 		fmt.Sprintf("RBAC denies create, delete on pods in namespace %s (needed: creates, watches and deletes the server pods; get reads a pod whose name is taken)", ns),
 		fmt.Sprintf("RBAC denies create, patch on events.events.k8s.io in namespace %s (needed: records Events on VMs; patch updates a repeating event's series)", ns),
 		"RBAC denies list, watch on nodes cluster-wide (needed: tells a server on a lost node (node not Ready, or gone) from a running one)",
-		"RBAC denies get, list, watch on customresourcedefinitions.apiextensions.k8s.io cluster-wide (needed: checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back)",
+		"RBAC denies get, list, watch on customresourcedefinitions.apiextensions.k8s.io cluster-wide (needed: checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back; this CRD only)",
 	}
 	if code != 1 || strings.Join(failed, "\n") != strings.Join(wantFailed, "\n") {
 		t.Errorf("check as a read-only ServiceAccount: exit %d, failed:\n%s\nwant:\n%s", code, strings.Join(failed, "\n"), strings.Join(wantFailed, "\n"))

@@ -30,6 +30,7 @@ type Metrics struct {
 	reconciles        *prometheus.CounterVec
 	reconcileDuration *prometheus.HistogramVec
 	leader            prometheus.Gauge
+	served            prometheus.Gauge
 }
 
 var hooks sync.Once
@@ -48,8 +49,11 @@ func New() *Metrics {
 			[]string{"result"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "leader",
 			Help: "1 while this replica holds the leader Lease (or runs without leader election), 0 otherwise."}),
+		served: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "resource_served",
+			Help: "1 while the API server serves the VM resource (its CRD exists, serves the version and is established), 0 otherwise."}),
 	}
-	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader,
+	m.served.Set(1)
+	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	q := newQueueMetrics()
@@ -82,6 +86,15 @@ func (m *Metrics) SetLeader(leading bool) {
 		v = 1
 	}
 	m.leader.Set(v)
+}
+
+// SetServed records whether the VM resource is served.
+func (m *Metrics) SetServed(served bool) {
+	v := 0.0
+	if served {
+		v = 1
+	}
+	m.served.Set(v)
 }
 
 // CountPhases registers a gauge of VMs by phase, counted from count at each scrape, so the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +44,11 @@ type Config struct {
 	Now func() time.Time
 	// Observer, if set, is told the result and duration of every reconcile.
 	Observer Observer
+	// WatchCRD follows the resource's CustomResourceDefinition: when it is deleted or stops
+	// serving the version, the controller says so and waits; when it is back, it resumes.
+	WatchCRD bool
+	// OnServed, if set, is called when the resource stops or starts being served.
+	OnServed func(served bool)
 }
 
 // Observer receives the outcome of each reconcile, for metrics.
@@ -53,8 +59,11 @@ type Observer interface {
 
 // Controller keeps every watched VirtualMachine's server and status true to its spec.
 type Controller struct {
-	cfg     Config
-	vms     cache.SharedIndexInformer
+	cfg Config
+	// vms is the current informer of the VMs. It is replaced when the resource comes back
+	// after its CRD was deleted or stopped serving the version (see served.go).
+	vms     atomic.Pointer[vmInformer]
+	served  *servedWatch // nil unless Config.WatchCRD
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	expect  *expectations
 	log     *slog.Logger
@@ -74,11 +83,8 @@ func New(cfg Config) *Controller {
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = cfg.Selector }
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Client, cfg.Resync, cfg.Namespace, tweak)
 	c := &Controller{
 		cfg: cfg,
-		vms: f.ForResource(cfg.GVR).Informer(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
 		expect: newExpectations(),
@@ -86,7 +92,70 @@ func New(cfg Config) *Controller {
 	}
 	c.applier = applier{client: cfg.Client.Resource(cfg.GVR), fields: cfg.Fields, backend: cfg.Backend,
 		recorder: cfg.Recorder, expect: c.expect, policy: cfg.Policy, now: cfg.Now}
+	if cfg.WatchCRD {
+		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
+	}
 	return c
+}
+
+// vmInformer is one informer of the VMs and the means to stop it.
+type vmInformer struct {
+	informer cache.SharedIndexInformer
+	stop     context.CancelFunc
+}
+
+// startVMs starts a new informer of the VMs, whose initial list enqueues every VM, and stops
+// the one it replaces.
+func (c *Controller) startVMs(ctx context.Context) error {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
+	inf := f.ForResource(c.cfg.GVR).Informer()
+	if err := inf.SetTransform(trim); err != nil {
+		return fmt.Errorf("set transform: %w", err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, cur any) {
+			// A resync delivers every object again unchanged: the periodic safety net is
+			// the RequeueAfter of each plan, not a storm of no-op reconciles.
+			if old.(*unstructured.Unstructured).GetResourceVersion() == cur.(*unstructured.Unstructured).GetResourceVersion() {
+				return
+			}
+			c.enqueue(cur)
+		},
+		DeleteFunc: c.enqueue,
+	}); err != nil {
+		return fmt.Errorf("watch %s: %w", c.cfg.GVR.Resource, err)
+	}
+	ictx, stop := context.WithCancel(ctx)
+	go inf.RunWithContext(ictx)
+	if old := c.vms.Swap(&vmInformer{informer: inf, stop: stop}); old != nil {
+		old.stop()
+	}
+	return nil
+}
+
+// stopVMs stops the informer of the VMs while the resource is not served, so that its
+// reflector does not retry against a resource that is gone; its cache is dropped with it.
+func (c *Controller) stopVMs() {
+	if old := c.vms.Swap(nil); old != nil {
+		old.stop()
+	}
+}
+
+// onServed follows the resource's CRD: the informer stops when the resource goes and starts
+// afresh when it comes back.
+func (c *Controller) onServed(ctx context.Context, served bool) {
+	if c.cfg.OnServed != nil {
+		c.cfg.OnServed(served)
+	}
+	if !served {
+		c.stopVMs()
+		return
+	}
+	if err := c.startVMs(ctx); err != nil {
+		c.log.Error("Cannot restart the informer of the VMs", "error", err)
+	}
 }
 
 // Run starts the informers, waits for their caches, and runs workers until ctx is cancelled;
@@ -102,24 +171,14 @@ func (c *Controller) Run(ctx context.Context, workers int, drain time.Duration) 
 // cancelled. Every replica starts them, leader or not, so that its readiness means "caches
 // synced" and a standby that takes over has its caches (and a queue of every VM) ready.
 func (c *Controller) Start(ctx context.Context) error {
-	if err := c.vms.SetTransform(trim); err != nil {
-		return fmt.Errorf("set transform: %w", err)
+	if err := c.startVMs(ctx); err != nil {
+		return err
 	}
-	if _, err := c.vms.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
-		UpdateFunc: func(old, cur any) {
-			// A resync delivers every object again unchanged: the periodic safety net is
-			// the RequeueAfter of each plan, not a storm of no-op reconciles.
-			if old.(*unstructured.Unstructured).GetResourceVersion() == cur.(*unstructured.Unstructured).GetResourceVersion() {
-				return
-			}
-			c.enqueue(cur)
-		},
-		DeleteFunc: c.enqueue,
-	}); err != nil {
-		return fmt.Errorf("watch %s: %w", c.cfg.GVR.Resource, err)
+	if c.served != nil {
+		if err := c.served.start(ctx); err != nil {
+			return err
+		}
 	}
-	go c.vms.RunWithContext(ctx)
 	synced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) { c.queue.Add(vm) })
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
@@ -172,13 +231,22 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 // HasSynced reports whether the caches of VMs and servers hold a full list; readiness
 // follows it.
 func (c *Controller) HasSynced() bool {
-	return c.vms.HasSynced() && c.serversSynced != nil && c.serversSynced()
+	vms := c.vms.Load()
+	return vms != nil && vms.informer.HasSynced() && c.serversSynced != nil && c.serversSynced() && c.Served()
 }
+
+// Served reports whether the API server serves the VM resource, as far as the controller
+// knows: always true unless it follows the CRD.
+func (c *Controller) Served() bool { return c.served == nil || c.served.served() }
 
 // PhaseCounts counts the cached VMs by status.phase ("None" for a VM without one yet).
 func (c *Controller) PhaseCounts() map[string]int {
 	counts := map[string]int{}
-	for _, obj := range c.vms.GetStore().List() {
+	vms := c.vms.Load()
+	if vms == nil {
+		return counts
+	}
+	for _, obj := range vms.informer.GetStore().List() {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			p := string(schema.PhaseOf(u, c.cfg.Fields))
 			if p == "" {
@@ -244,7 +312,11 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 // applies the plan. A VM that is gone ends quietly; its server has an owner reference, so the
 // garbage collector removes anything the finalizer did not.
 func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *slog.Logger) (time.Duration, error) {
-	obj, exists, err := c.vms.GetIndexer().GetByKey(key.String())
+	vms := c.vms.Load()
+	if vms == nil {
+		return 0, nil // not served: the informer's first list enqueues it again
+	}
+	obj, exists, err := vms.informer.GetIndexer().GetByKey(key.String())
 	if err != nil {
 		return 0, fmt.Errorf("read cache: %w", err)
 	}

@@ -1,0 +1,113 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+var crdGVR = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// CRDName is the name of the CustomResourceDefinition that defines gvr: plural.group.
+func CRDName(gvr k8sschema.GroupVersionResource) string { return gvr.Resource + "." + gvr.Group }
+
+// servedWatch follows the CustomResourceDefinition of the VM resource and reports whether the
+// watched version is served: the CRD exists, lists the version as served, and is
+// Established. A CRD being deleted still serves its objects (their finalizers must still be
+// released), so it counts as served until it is gone.
+type servedWatch struct {
+	client   dynamic.Interface
+	gvr      k8sschema.GroupVersionResource
+	log      *slog.Logger
+	onChange func(ctx context.Context, served bool)
+
+	mu    sync.Mutex
+	state bool // guarded by mu; true at start: the checks before start found it served
+}
+
+func newServedWatch(client dynamic.Interface, gvr k8sschema.GroupVersionResource, log *slog.Logger, onChange func(context.Context, bool)) *servedWatch {
+	return &servedWatch{client: client, gvr: gvr, log: log, onChange: onChange, state: true}
+}
+
+func (w *servedWatch) served() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state
+}
+
+// start watches the one CRD by name (so RBAC can name it too) until ctx ends.
+func (w *servedWatch) start(ctx context.Context) error {
+	name := CRDName(w.gvr)
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.client, 0, "", func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + name
+	})
+	inf := f.ForResource(crdGVR).Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.set(ctx, servedBy(obj, w.gvr.Version)) },
+		UpdateFunc: func(_, obj any) { w.set(ctx, servedBy(obj, w.gvr.Version)) },
+		DeleteFunc: func(any) { w.set(ctx, "its CustomResourceDefinition "+name+" was deleted") },
+	}); err != nil {
+		return fmt.Errorf("watch the CRD %s: %w", name, err)
+	}
+	go inf.RunWithContext(ctx)
+	return nil
+}
+
+// set records a new state: why is empty when the resource is served, else why not.
+func (w *servedWatch) set(ctx context.Context, why string) {
+	served := why == ""
+	w.mu.Lock()
+	changed := served != w.state
+	w.state = served
+	w.mu.Unlock()
+	if !changed {
+		return
+	}
+	if served {
+		w.log.Info("The VM resource is served again; resuming", "resource", w.gvr.String())
+	} else {
+		w.log.Warn("The VM resource is not served; waiting for it", "resource", w.gvr.String(), "reason", why)
+	}
+	w.onChange(ctx, served)
+}
+
+// servedBy says why a CRD does not serve version, or "" when it does.
+func servedBy(obj any, version string) string {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return "its CustomResourceDefinition cannot be read"
+	}
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	found := false
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if m["name"] == version {
+			found = true
+			if served, _ := m["served"].(bool); !served {
+				return "its CustomResourceDefinition no longer serves version " + version
+			}
+		}
+	}
+	if !found {
+		return "its CustomResourceDefinition has no version " + version
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" {
+			if m["status"] == "True" {
+				return ""
+			}
+			return "its CustomResourceDefinition is not established"
+		}
+	}
+	return "its CustomResourceDefinition is not established"
+}
