@@ -68,6 +68,7 @@ func checkCommand() *cli.Command {
 			&cli.BoolFlag{Name: "watch-crd", Value: true, Usage: "check the resource's CRD and read access to it, which run needs with --watch-crd", EnvVars: env("WATCH_CRD")},
 			&cli.BoolFlag{Name: "leader-elect", Usage: "check access to the leader Lease, which run needs with --leader-elect", EnvVars: env("LEADER_ELECT")},
 			&cli.StringFlag{Name: "lease-namespace", Usage: "namespace of the leader Lease; empty: as run decides it", EnvVars: env("LEASE_NAMESPACE")},
+			&cli.DurationFlag{Name: "usage-interval", Value: time.Minute, Usage: "as run's: unless 0, check read access to metrics.k8s.io pods, which usage sampling needs", EnvVars: env("USAGE_INTERVAL")},
 		},
 		Action: checkAction,
 	}
@@ -146,12 +147,14 @@ type checkTarget struct {
 	watchCRD       bool
 	leaderElect    bool
 	leaseNamespace string // with leaderElect
+	usage          bool
 }
 
 // targetOf reads the checks' target from the flags that run and check share.
 func targetOf(c *cli.Context, gvr k8sschema.GroupVersionResource, fields schema.Fields) (checkTarget, error) {
 	t := checkTarget{gvr: gvr, fields: fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes"),
-		watchCRD: c.Bool("watch-crd"), leaderElect: c.Bool("leader-elect"), leaseNamespace: c.String("lease-namespace")}
+		watchCRD: c.Bool("watch-crd"), leaderElect: c.Bool("leader-elect"), leaseNamespace: c.String("lease-namespace"),
+		usage: c.Duration("usage-interval") > 0}
 	if t.leaderElect && t.leaseNamespace == "" {
 		ns, err := kubeNamespace(c)
 		if err != nil {
@@ -163,7 +166,7 @@ func targetOf(c *cli.Context, gvr k8sschema.GroupVersionResource, fields schema.
 }
 
 func (t checkTarget) needs() access.Needs {
-	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect}
+	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect, Usage: t.usage}
 }
 
 // checkResult is one row of the check table.

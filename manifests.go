@@ -27,6 +27,7 @@ func manifestsCommand() *cli.Command {
 			&cli.StringFlag{Name: "image", Value: "vm-controller:" + imageTag(), Usage: "the controller's container image"},
 			&cli.IntFlag{Name: "replicas", Value: 2, Usage: "replicas; one leads, the others stand by"},
 			&cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: "grant read access to nodes and run with --watch-nodes (lost nodes show as Unknown)"},
+			&cli.BoolFlag{Name: "usage", Value: true, Usage: "grant read access to metrics.k8s.io pods and sample usage (run's --usage-interval); false: --usage-interval=0"},
 			&cli.BoolFlag{Name: "watch-crd", Value: true, Usage: "grant read access to the resource's CRD and run with --watch-crd (follows the CRD's deletion and return)"},
 			&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default"},
 		},
@@ -50,7 +51,7 @@ func manifestsCommand() *cli.Command {
 				return cli.Exit(fmt.Sprintf("--replicas must be at least 1, got %d", c.Int("replicas")), 2)
 			}
 			o := deploy.Options{GVR: gvr, Namespace: c.String("namespace"), WatchNamespace: c.String("watch-namespace"),
-				Image: c.String("image"), Replicas: int32(c.Int("replicas")), WatchNodes: c.Bool("watch-nodes"), WatchCRD: c.Bool("watch-crd")}
+				Image: c.String("image"), Replicas: int32(c.Int("replicas")), WatchNodes: c.Bool("watch-nodes"), WatchCRD: c.Bool("watch-crd"), Usage: c.Bool("usage")}
 			if img := c.String("server-image"); img != "" {
 				o.Args = append(o.Args, "--server-image="+img)
 			}

@@ -70,6 +70,11 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "lease-duration", Value: 15 * time.Second, Usage: "how long a Lease lasts without renewal; a crashed leader is replaced after at most this", EnvVars: env("LEASE_DURATION")},
 			&cli.DurationFlag{Name: "renew-deadline", Value: 10 * time.Second, Usage: "how long the leader keeps trying to renew before it gives up leading", EnvVars: env("RENEW_DEADLINE")},
 			&cli.DurationFlag{Name: "retry-period", Value: 500 * time.Millisecond, Usage: "how often replicas try to acquire or renew the Lease (a standby polls every 1-2.2 periods, so this bounds how soon it takes over)", EnvVars: env("RETRY_PERIOD")},
+			&cli.DurationFlag{Name: "usage-interval", Value: reconcile.DefaultUsagePolicy.Interval, Usage: "how often each Active VM's usage is sampled from metrics.k8s.io (±10% jitter); 0 turns usage reporting off", EnvVars: env("USAGE_INTERVAL")},
+			&cli.Float64Flag{Name: "usage-threshold", Value: reconcile.DefaultUsagePolicy.Threshold, Usage: "relative change of cpu or memory usage worth a status write (0.1: 10%)", EnvVars: env("USAGE_THRESHOLD")},
+			&cli.DurationFlag{Name: "usage-max-interval", Value: reconcile.DefaultUsagePolicy.MaxInterval, Usage: "longest time reported usage goes unwritten, even if it did not move", EnvVars: env("USAGE_MAX_INTERVAL")},
+			&cli.Float64Flag{Name: "usage-qps", Value: 20, Usage: "usage samples per second, sustained (a client of its own, so sampling never delays reconciles)", EnvVars: env("USAGE_QPS")},
+			&cli.IntFlag{Name: "usage-burst", Value: 40, Usage: "usage samples per second, in bursts", EnvVars: env("USAGE_BURST")},
 			&cli.StringFlag{Name: "metrics-addr", Value: ":8080", Usage: "address of the Prometheus /metrics endpoint; empty disables", EnvVars: env("METRICS_ADDR")},
 			&cli.StringFlag{Name: "health-addr", Value: ":8081", Usage: "address of /healthz and /readyz; empty disables", EnvVars: env("HEALTH_ADDR")},
 			&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's runtime profiles under /debug/pprof/ on the metrics address", EnvVars: env("PPROF")},
@@ -124,6 +129,12 @@ func parseOptions(c *cli.Context) (options, error) {
 	}
 	if c.String("server-image") == "" {
 		return o, fmt.Errorf("--server-image must not be empty")
+	}
+	if c.Duration("usage-interval") < 0 || c.Float64("usage-threshold") < 0 || c.Duration("usage-max-interval") < c.Duration("usage-interval") {
+		return o, fmt.Errorf("want --usage-interval >= 0, --usage-threshold >= 0 and --usage-max-interval >= --usage-interval")
+	}
+	if c.Float64("usage-qps") <= 0 || c.Int("usage-burst") < 1 {
+		return o, fmt.Errorf("--usage-qps must be greater than 0 and --usage-burst at least 1")
 	}
 	if l, r, p := c.Duration("lease-duration"), c.Duration("renew-deadline"), c.Duration("retry-period"); p <= 0 || r <= p || l <= r {
 		return o, fmt.Errorf("want --lease-duration > --renew-deadline > --retry-period > 0, got %s, %s, %s", l, r, p)
@@ -204,6 +215,12 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("events client: %w", err)
 	}
+	usageCfg := rest.CopyConfig(cfg)
+	usageCfg.QPS, usageCfg.Burst = float32(c.Float64("usage-qps")), c.Int("usage-burst")
+	usageClient, err := dynamic.NewForConfig(usageCfg)
+	if err != nil {
+		return fmt.Errorf("usage client: %w", err)
+	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
@@ -225,7 +242,7 @@ func run(c *cli.Context) error {
 		Selector:  c.String("selector"),
 		Resync:    c.Duration("resync"),
 		Backend: pods.New(pods.Config{Client: client, Namespace: c.String("namespace"), Resync: c.Duration("resync"),
-			WatchNodes: c.Bool("watch-nodes")}),
+			WatchNodes: c.Bool("watch-nodes"), UsageClient: usageClient, Discovery: kube.Discovery()}),
 		Policy:      policy,
 		Recorder:    broadcaster.NewRecorder(scheme.Scheme, "vm-controller"),
 		Logger:      log,
@@ -233,6 +250,9 @@ func run(c *cli.Context) error {
 		Observer:    m,
 		WatchCRD:    c.Bool("watch-crd"),
 		OnServed:    m.SetServed,
+		Usage: reconcile.UsagePolicy{Interval: c.Duration("usage-interval"), Threshold: c.Float64("usage-threshold"),
+			MaxInterval: c.Duration("usage-max-interval")},
+		UsageObserver: m,
 	})
 	m.CountPhases(ctrl.PhaseCounts)
 	log.Info("Starting vm-controller", "version", buildVersion(), "host", cfg.Host, "resource", o.gvr.String(),

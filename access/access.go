@@ -25,6 +25,7 @@ type Needs struct {
 	WatchNodes  bool                        // --watch-nodes
 	LeaderElect bool                        // --leader-elect
 	WatchCRD    bool                        // --watch-crd: reads and follows the resource's CRD
+	Usage       bool                        // --usage-interval > 0: samples usage from metrics.k8s.io
 }
 
 // Rules returns every permission a controller with these needs uses.
@@ -37,6 +38,10 @@ func Rules(n Needs) []Rule {
 		{Group: g, Resource: r + "/finalizers", Verbs: []string{"update"}, Why: "lets server pods block their VM's deletion (ownerReferences with blockOwnerDeletion)"},
 		{Group: "", Resource: "pods", Verbs: []string{"get", "list", "watch", "create", "delete"}, Why: "creates, watches and deletes the server pods; get reads a pod whose name is taken"},
 		{Group: "events.k8s.io", Resource: "events", Verbs: []string{"create", "patch"}, Why: "records Events on VMs; patch updates a repeating event's series"},
+	}
+	if n.Usage {
+		rules = append(rules, Rule{Group: "metrics.k8s.io", Resource: "pods", Verbs: []string{"get"},
+			Why: "samples the usage of each Active VM's server pod for status.server.usage"})
 	}
 	if n.WatchNodes {
 		rules = append(rules, Rule{Group: "", Resource: "nodes", Verbs: []string{"list", "watch"}, Cluster: true,

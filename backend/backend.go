@@ -95,3 +95,22 @@ type Server struct {
 	Deleting bool      // deletion has been requested and is in progress
 	Since    time.Time // when it entered a terminal state (Failed, Stopped); zero otherwise
 }
+
+// UsageReader is implemented by backends that can tell what a server consumes.
+type UsageReader interface {
+	// Usage returns what vm's server consumes now. ErrNoUsage: the server has no figures
+	// yet (just started); ErrUsageUnavailable: the backend cannot report usage at all.
+	Usage(ctx context.Context, vm Owner) (Usage, error)
+}
+
+// Errors of UsageReader.
+var (
+	ErrNoUsage          = errors.New("no usage figures for the server yet")
+	ErrUsageUnavailable = errors.New("usage figures are not available")
+)
+
+// Usage is what a server consumes: cpu in cores, memory in bytes.
+type Usage struct {
+	CPU    resource.Quantity
+	Memory resource.Quantity
+}

@@ -28,6 +28,9 @@ set -euo pipefail
 # binaries is read from there too, so that file is the one place to change them. kwok is
 # installed from its own module (it has no replace directives, so `go install @version` works).
 KWOK_VERSION=v0.7.0
+# metrics-server serves metrics.k8s.io from kwok's simulated usage, so the controller's
+# usage reporting runs against the real API.
+METRICS_SERVER_VERSION=v0.9.0
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=$REPO/cluster/tools
@@ -50,6 +53,7 @@ CLUSTER_DIR=$KWOK_WORKDIR/clusters/$CLUSTER_NAME
 
 KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
 KWOK_BINS=(kwok kwokctl)
+METRICS_SERVER_BINS=(metrics-server)
 
 # log prints one progress line prefixed with the seconds since the command started, so a
 # slow step is visible without a separate timer.
@@ -72,7 +76,7 @@ need() {
 # need_bins checks that `build` has run, so `up` never falls back to kwokctl's downloads.
 need_bins() {
 	local b
-	for b in "${KUBE_BINS[@]}" "${KWOK_BINS[@]}"; do
+	for b in "${KUBE_BINS[@]}" "${KWOK_BINS[@]}" "${METRICS_SERVER_BINS[@]}"; do
 		[[ -x $BIN/$b ]] || die "$BIN/$b is missing; build the tools first: make tools (cluster/cluster.sh build)"
 	done
 }
@@ -166,6 +170,18 @@ cmd_build() {
 			"sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" \
 			"sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
 		printf '%s\n' "$want" >"$STAMPS/kwok"
+	fi
+
+	want=$(echo "$METRICS_SERVER_VERSION $kwok_ldflags" | stamp)
+	if fresh metrics-server "$want" "${METRICS_SERVER_BINS[@]}"; then
+		log "metrics-server $METRICS_SERVER_VERSION: up to date in $BIN"
+	else
+		rm -f "$STAMPS/metrics-server"
+		log "metrics-server $METRICS_SERVER_VERSION: go install (empty Go caches: about 2 min; warm: seconds)"
+		run_build "metrics-server $METRICS_SERVER_VERSION" \
+			env -C "$REPO" GOBIN="$BIN" go install -trimpath -buildvcs=false -ldflags "$kwok_ldflags" \
+			"sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION"
+		printf '%s\n' "$want" >"$STAMPS/metrics-server"
 	fi
 	log "build: done ($BIN)"
 }
@@ -284,6 +300,8 @@ cmd_up() {
 			--kube-controller-manager-binary "$BIN/kube-controller-manager"
 			--kube-scheduler-binary "$BIN/kube-scheduler"
 			--kwok-controller-binary "$BIN/kwok"
+			--enable metrics-server --metrics-server-binary "$BIN/metrics-server"
+			--enable-crds ClusterResourceUsage,ResourceUsage
 			--kube-authorization=true --kube-admission=true
 			--timeout "${UP_TIMEOUT}s"
 		)
@@ -336,6 +354,8 @@ cmd_up() {
 	# ServiceAccount, so a cluster without it is not usable yet.
 	log "waiting for the default ServiceAccount"
 	wait_until "$deadline" "the default ServiceAccount in namespace default" kubectl_c get serviceaccount default -n default
+	# kwok reports each pod's usage to metrics-server as cluster/usage.yaml says.
+	wait_until "$deadline" "kwok's ClusterResourceUsage API" kubectl_c apply -f "$REPO/cluster/usage.yaml"
 	log "cluster $CLUSTER_NAME is ready: $NODES nodes, kubeconfig $KUBECONFIG_FILE"
 	printf 'export KUBECONFIG=%s\n' "$KUBECONFIG_FILE"
 }

@@ -38,6 +38,7 @@ type Options struct {
 	Replicas       int32
 	WatchNodes     bool
 	WatchCRD       bool
+	Usage          bool   // sample usage from metrics.k8s.io
 	CRD            []byte // the CRD manifest to include; nil to leave it out
 	// Args are more arguments for `vm-controller run` (e.g. --server-image), in order.
 	Args []string
@@ -45,7 +46,7 @@ type Options struct {
 
 // Render returns the manifests as one YAML stream, in the order kubectl apply needs them.
 func Render(o Options) ([]byte, error) {
-	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: o.WatchCRD}
+	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: o.WatchCRD, Usage: o.Usage}
 	var objs []any
 	if o.Namespace != "default" && o.Namespace != "kube-system" {
 		objs = append(objs, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels()}})
@@ -141,6 +142,9 @@ func deployment(o Options) *appsv1.Deployment {
 	}
 	if !o.WatchCRD {
 		args = append(args, "--watch-crd=false")
+	}
+	if !o.Usage {
+		args = append(args, "--usage-interval=0")
 	}
 	args = append(args, o.Args...)
 	fieldEnv := func(name, path string) corev1.EnvVar {

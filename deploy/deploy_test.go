@@ -19,11 +19,11 @@ var vms = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alph
 // TestRenderGolden pins the manifests for the deployments README describes.
 func TestRenderGolden(t *testing.T) {
 	cases := map[string]Options{
-		"default": {GVR: vms, Namespace: "vm-controller", Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true},
+		"default": {GVR: vms, Namespace: "vm-controller", Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true},
 		// One namespace, no nodes, no CRD: nothing cluster-scoped at all.
 		"namespaced": {GVR: vms, Namespace: "vms", WatchNamespace: "vms", Image: "vm-controller:v1", Replicas: 2},
 		"other-group": {GVR: schema.GroupVersionResource{Group: "compute.example.org", Version: "v1", Resource: "machines"},
-			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true, WatchCRD: true,
+			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true, WatchCRD: true, Usage: true,
 			Args: []string{"--server-image=registry.example.org/server:2"}},
 	}
 	for name, o := range cases {

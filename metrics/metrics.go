@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/tools/cache"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
 
@@ -31,6 +32,8 @@ type Metrics struct {
 	reconcileDuration *prometheus.HistogramVec
 	leader            prometheus.Gauge
 	served            prometheus.Gauge
+	cpuUsage          *prometheus.GaugeVec
+	memoryUsage       *prometheus.GaugeVec
 }
 
 var hooks sync.Once
@@ -52,8 +55,13 @@ func New() *Metrics {
 		served: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "resource_served",
 			Help: "1 while the API server serves the VM resource (its CRD exists, serves the version and is established), 0 otherwise."}),
 	}
+	vm := []string{"namespace", "name"}
+	m.cpuUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "vm_cpu_usage_cores",
+		Help: "CPU a VM's server uses, in cores, as last sampled from the metrics API."}, vm)
+	m.memoryUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "vm_memory_usage_bytes",
+		Help: "Memory a VM's server uses, in bytes, as last sampled from the metrics API."}, vm)
 	m.served.Set(1)
-	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served,
+	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served, m.cpuUsage, m.memoryUsage,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	q := newQueueMetrics()
@@ -86,6 +94,18 @@ func (m *Metrics) SetLeader(leading bool) {
 		v = 1
 	}
 	m.leader.Set(v)
+}
+
+// UsageSampled records a VM's usage.
+func (m *Metrics) UsageSampled(vm cache.ObjectName, cpuCores, memoryBytes float64) {
+	m.cpuUsage.WithLabelValues(vm.Namespace, vm.Name).Set(cpuCores)
+	m.memoryUsage.WithLabelValues(vm.Namespace, vm.Name).Set(memoryBytes)
+}
+
+// UsageGone drops a VM's usage series, so that deleted or stopped VMs leave no stale ones.
+func (m *Metrics) UsageGone(vm cache.ObjectName) {
+	m.cpuUsage.DeleteLabelValues(vm.Namespace, vm.Name)
+	m.memoryUsage.DeleteLabelValues(vm.Namespace, vm.Name)
 }
 
 // SetServed records whether the VM resource is served.

@@ -49,6 +49,11 @@ type Config struct {
 	WatchCRD bool
 	// OnServed, if set, is called when the resource stops or starts being served.
 	OnServed func(served bool)
+	// Usage says how to sample the usage of Active VMs; a zero Interval, or a backend that
+	// cannot report usage, turns sampling off.
+	Usage UsagePolicy
+	// UsageObserver, if set, receives each sample.
+	UsageObserver UsageObserver
 }
 
 // Observer receives the outcome of each reconcile, for metrics.
@@ -64,6 +69,7 @@ type Controller struct {
 	// after its CRD was deleted or stopped serving the version (see served.go).
 	vms     atomic.Pointer[vmInformer]
 	served  *servedWatch // nil unless Config.WatchCRD
+	usage   *poller      // nil unless usage is sampled
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	expect  *expectations
 	log     *slog.Logger
@@ -95,7 +101,26 @@ func New(cfg Config) *Controller {
 	if cfg.WatchCRD {
 		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
 	}
+	if reader, ok := cfg.Backend.(backend.UsageReader); ok && cfg.Usage.Interval > 0 {
+		c.usage = &poller{policy: cfg.Usage, reader: reader, client: cfg.Client.Resource(cfg.GVR), fields: cfg.Fields,
+			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
+			get:   c.view, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{}}
+	}
 	return c
+}
+
+// view returns the cached VM of key as a view, if it is there.
+func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
+	vms := c.vms.Load()
+	if vms == nil {
+		return schema.VirtualMachine{}, false
+	}
+	obj, ok, err := vms.informer.GetIndexer().GetByKey(key.String())
+	if err != nil || !ok {
+		return schema.VirtualMachine{}, false
+	}
+	vm, err := schema.Decode(obj.(*unstructured.Unstructured), c.cfg.Fields)
+	return vm, err == nil
 }
 
 // vmInformer is one informer of the VMs and the means to stop it.
@@ -118,7 +143,12 @@ func (c *Controller) startVMs(ctx context.Context) error {
 		UpdateFunc: func(old, cur any) {
 			// A resync delivers every object again unchanged: the periodic safety net is
 			// the RequeueAfter of each plan, not a storm of no-op reconciles.
-			if old.(*unstructured.Unstructured).GetResourceVersion() == cur.(*unstructured.Unstructured).GetResourceVersion() {
+			o, n := old.(*unstructured.Unstructured), cur.(*unstructured.Unstructured)
+			if o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			// The poller's usage writes change nothing a decision reads.
+			if c.usage != nil && schema.OnlyUsageChanged(o, n, c.cfg.Fields) {
 				return
 			}
 			c.enqueue(cur)
@@ -212,9 +242,16 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 			}
 		})
 	}
+	if c.usage != nil {
+		c.log.Info("Sampling usage", "interval", c.cfg.Usage.Interval, "threshold", c.cfg.Usage.Threshold, "maxInterval", c.cfg.Usage.MaxInterval)
+		wg.Go(func() { c.usage.run(workCtx) })
+	}
 	<-ctx.Done()
 	c.log.Info("Shutting down: no new work, draining in-flight reconciles", "timeout", drain)
 	c.queue.ShutDown()
+	if c.usage != nil {
+		c.usage.queue.ShutDown()
+	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -338,6 +375,15 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	}
 	srv = c.expect.adjust(key, srv)
 	plan := c.cfg.Policy.Decide(vm, srv, c.cfg.Now())
+	if c.usage != nil {
+		phase := vm.Status().Phase
+		if plan.Status != nil {
+			phase = plan.Status.Phase
+		}
+		if phase == schema.PhaseActive {
+			c.usage.schedule(key)
+		}
+	}
 	if plan.Empty() {
 		return time.Duration(plan.RequeueAfter), nil
 	}

@@ -132,14 +132,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 	if len(st.Conditions) > 0 {
 		list := make([]map[string]any, 0, len(st.Conditions))
 		for _, c := range st.Conditions {
-			m := map[string]any{
-				"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
-				"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-			}
-			if c.ObservedGeneration != 0 {
-				m["observedGeneration"] = c.ObservedGeneration
-			}
-			list = append(list, m)
+			list = append(list, conditionJSON(c))
 		}
 		conditions = list
 	}
@@ -160,8 +153,11 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.ConsecutiveFailures, failures}, {f.LastUpdateTime, lastUpdate},
 		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
 	}
-	if st.Server != nil && st.Server.Usage != nil {
+	switch {
+	case st.Server != nil && st.Server.Usage != nil:
 		values = append(values, kv{f.UsageCPU, st.Server.Usage.CPU}, kv{f.UsageMemory, st.Server.Usage.Memory})
+	case st.Server == nil:
+		values = append(values, kv{f.UsageCPU, nil}, kv{f.UsageMemory, nil}) // no server, no usage
 	}
 	for _, e := range values {
 		if err := set(e.path, e.v); err != nil {

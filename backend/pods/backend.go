@@ -37,6 +37,11 @@ type Config struct {
 	// runs. It needs cluster-wide read access to nodes; without it only the kubelet's own
 	// "Unknown" pod phase marks a server lost.
 	WatchNodes bool
+	// UsageClient reads usage from metrics.k8s.io; nil: the backend reports no usage. It
+	// should have its own rate limit, so that polling never delays a reconcile.
+	UsageClient dynamic.Interface
+	// Discovery tells a missing metrics API from a pod without figures yet.
+	Discovery discoveryClient
 }
 
 // Backend realises servers as pods. Build it with New, then Start it.

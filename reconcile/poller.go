@@ -1,0 +1,129 @@
+package reconcile
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// UsageObserver receives each VM's usage, for per-VM metrics.
+type UsageObserver interface {
+	// UsageSampled reports a VM's usage: cpu in cores, memory in bytes.
+	UsageSampled(vm cache.ObjectName, cpuCores, memoryBytes float64)
+	// UsageGone says a VM has no usage to report any more (not Active, or deleted).
+	UsageGone(vm cache.ObjectName)
+}
+
+// poller samples the usage of each Active VM on its own schedule: a delaying queue holds
+// one entry per VM, due one jittered interval after its last sample, so that samples spread
+// evenly instead of bunching at resyncs. Its writes touch only usage, which the VM informer
+// ignores (schema.OnlyUsageChanged): reporting usage makes no reconcile.
+type poller struct {
+	policy   UsagePolicy
+	reader   backend.UsageReader
+	client   dynamic.NamespaceableResourceInterface
+	fields   schema.Fields
+	queue    workqueue.TypedDelayingInterface[cache.ObjectName]
+	get      func(cache.ObjectName) (schema.VirtualMachine, bool)
+	observer UsageObserver
+	now      func() time.Time
+	log      logger
+
+	mu        sync.Mutex
+	lastWrite map[cache.ObjectName]time.Time
+}
+
+// logger is the part of slog the poller uses.
+type logger interface {
+	Debug(msg string, args ...any)
+	Warn(msg string, args ...any)
+}
+
+// schedule makes sure vm is sampled within one interval; a VM already waiting keeps its turn.
+func (p *poller) schedule(vm cache.ObjectName) {
+	p.queue.AddAfter(vm, p.jittered())
+}
+
+// jittered is the interval give or take 10%.
+func (p *poller) jittered() time.Duration {
+	return time.Duration(float64(p.policy.Interval) * (0.9 + 0.2*rand.Float64()))
+}
+
+// run samples until the queue shuts down.
+func (p *poller) run(ctx context.Context) {
+	for {
+		key, shutdown := p.queue.Get()
+		if shutdown {
+			return
+		}
+		if p.sample(ctx, key) {
+			p.schedule(key)
+		}
+		p.queue.Done(key)
+	}
+}
+
+// sample takes one sample of vm and writes it if it is worth it. It returns whether vm should
+// be sampled again: only while it is Active with a server.
+func (p *poller) sample(ctx context.Context, key cache.ObjectName) bool {
+	vm, ok := p.get(key)
+	st := vm.Status()
+	if !ok || vm.Deleting() || st.Phase != schema.PhaseActive || st.Server == nil {
+		p.forget(key)
+		return false
+	}
+	usage, err := p.reader.Usage(ctx, ownerOf(vm))
+	if err == nil && p.observer != nil {
+		p.observer.UsageSampled(key, usage.CPU.AsApproximateFloat64(), usage.Memory.AsApproximateFloat64())
+	}
+	p.mu.Lock()
+	last := p.lastWrite[key]
+	p.mu.Unlock()
+	upd, write := p.policy.DecideUsage(st, vm.Generation(), usage, err, last, p.now())
+	if err != nil {
+		p.log.Debug("No usage sample", "vm", key.String(), "error", err)
+	}
+	if !write {
+		return true
+	}
+	patch, err := schema.UsagePatch(p.fields, upd.Usage, upd.Conditions, vm.ResourceVersion())
+	if err != nil {
+		p.log.Warn("Cannot render usage", "vm", key.String(), "error", err)
+		return true
+	}
+	_, err = p.client.Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	switch {
+	case err == nil:
+		p.mu.Lock()
+		p.lastWrite[key] = p.now()
+		p.mu.Unlock()
+	case apierrors.IsNotFound(err):
+		p.forget(key)
+		return false
+	case apierrors.IsConflict(err):
+		// Another write came first; the next sample decides on the newer object.
+	default:
+		p.log.Warn("Cannot write usage", "vm", key.String(), "error", err)
+	}
+	return true
+}
+
+func (p *poller) forget(key cache.ObjectName) {
+	p.mu.Lock()
+	delete(p.lastWrite, key)
+	p.mu.Unlock()
+	if p.observer != nil {
+		p.observer.UsageGone(key)
+	}
+}

@@ -1,0 +1,100 @@
+package reconcile
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// ConditionUsageReported says whether status.server.usage is being reported, and why not.
+const ConditionUsageReported = schema.ConditionUsageReported
+
+// Reasons of the UsageReported condition.
+const (
+	ReasonUsageReported         = "UsageReported"         // True: usage comes from the metrics API
+	ReasonMetricsAPIUnavailable = "MetricsAPIUnavailable" // False: the cluster serves no usage figures
+)
+
+// UsagePolicy says how often a VM's usage is sampled and when a sample is worth a write.
+type UsagePolicy struct {
+	// Interval is the time between two samples of one VM (the poller adds ±10% jitter).
+	Interval time.Duration
+	// Threshold is the relative change of cpu or memory that is worth a status write.
+	Threshold float64
+	// MaxInterval is the longest time reported usage goes unwritten while it is available,
+	// even if it did not move.
+	MaxInterval time.Duration
+}
+
+// DefaultUsagePolicy is the usage policy of a controller started without flags.
+var DefaultUsagePolicy = UsagePolicy{Interval: time.Minute, Threshold: 0.1, MaxInterval: 10 * time.Minute}
+
+// UsageUpdate is what one usage sample asks to write.
+type UsageUpdate struct {
+	// Usage is the usage to report; nil with Clear to remove it.
+	Usage *schema.Usage
+	Clear bool
+	// Conditions is the whole conditions list to write, when UsageReported changes; nil to
+	// leave the conditions alone.
+	Conditions []schema.Condition
+}
+
+// DecideUsage decides, from the status a VM carries, one sample (or why there is none), when
+// usage was last written, and the time, whether to write: only when usage moved by more than
+// the threshold, MaxInterval passed, or the UsageReported condition changes. A server without
+// figures yet, or a failed sample, writes nothing: the next sample will tell.
+func (p UsagePolicy) DecideUsage(current schema.Status, generation int64, sample backend.Usage, sampleErr error, lastWrite, now time.Time) (UsageUpdate, bool) {
+	now = now.UTC().Truncate(time.Second)
+	old := current.Condition(ConditionUsageReported)
+	var have *schema.Usage
+	if current.Server != nil {
+		have = current.Server.Usage
+	}
+	switch {
+	case errors.Is(sampleErr, backend.ErrUsageUnavailable):
+		cond := schema.Condition{Type: ConditionUsageReported, Status: schema.ConditionFalse, Reason: ReasonMetricsAPIUnavailable,
+			Message: "Usage is not reported: " + sampleErr.Error(), ObservedGeneration: generation, LastTransitionTime: now}
+		upd := UsageUpdate{Clear: have != nil}
+		if old == nil || old.Status != cond.Status || old.Reason != cond.Reason || old.Message != cond.Message {
+			if old != nil && old.Status == cond.Status {
+				cond.LastTransitionTime = old.LastTransitionTime
+			}
+			upd.Conditions = setCondition(current.Conditions, cond)
+		}
+		return upd, upd.Clear || upd.Conditions != nil
+	case sampleErr != nil:
+		return UsageUpdate{}, false
+	}
+	// Millicores and whole bytes: metrics APIs report nanocores, which say nothing more to a
+	// reader of the status and would make every sample look new.
+	cpu := resource.NewMilliQuantity(int64(math.Round(sample.CPU.AsApproximateFloat64()*1000)), resource.DecimalSI)
+	mem := resource.NewQuantity(sample.Memory.Value(), resource.BinarySI)
+	got := &schema.Usage{CPU: cpu.String(), Memory: mem.String()}
+	upd := UsageUpdate{Usage: got}
+	if old == nil || old.Status != schema.ConditionTrue {
+		upd.Conditions = setCondition(current.Conditions, schema.Condition{Type: ConditionUsageReported, Status: schema.ConditionTrue,
+			Reason: ReasonUsageReported, Message: "Usage comes from the metrics.k8s.io API", ObservedGeneration: generation, LastTransitionTime: now})
+	}
+	write := upd.Conditions != nil || have == nil || !now.Before(lastWrite.Add(p.MaxInterval)) ||
+		moved(have.CPU, *cpu, p.Threshold) || moved(have.Memory, *mem, p.Threshold)
+	return upd, write
+}
+
+// moved reports whether a quantity changed by more than threshold, relative to the
+// reported value (any change from zero, or from a value that does not parse, counts).
+func moved(reported string, now resource.Quantity, threshold float64) bool {
+	q, err := resource.ParseQuantity(reported)
+	if err != nil {
+		return true
+	}
+	a, b := q.AsApproximateFloat64(), now.AsApproximateFloat64()
+	if a == 0 {
+		return b != 0
+	}
+	return math.Abs(b-a)/math.Abs(a) > threshold
+}
