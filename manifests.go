@@ -30,6 +30,7 @@ func manifestsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "usage", Value: true, Usage: "grant read access to metrics.k8s.io pods and sample usage (run's --usage-interval); false: --usage-interval=0"},
 			&cli.BoolFlag{Name: "watch-crd", Value: true, Usage: "grant read access to the resource's CRD and run with --watch-crd (follows the CRD's deletion and return)"},
 			&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default"},
+			&cli.StringFlag{Name: "schema-file", Usage: "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"},
 		},
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -54,6 +55,15 @@ func manifestsCommand() *cli.Command {
 				Image: c.String("image"), Replicas: int32(c.Int("replicas")), WatchNodes: c.Bool("watch-nodes"), WatchCRD: c.Bool("watch-crd"), Usage: c.Bool("usage")}
 			if img := c.String("server-image"); img != "" {
 				o.Args = append(o.Args, "--server-image="+img)
+			}
+			if file := c.String("schema-file"); file != "" {
+				// Validated as run would, so a broken map fails here and not in the cluster.
+				if _, err := schema.LoadFieldMap(file); err != nil {
+					return cli.Exit(err.Error(), 2)
+				}
+				if o.FieldMap, err = os.ReadFile(file); err != nil {
+					return cli.Exit(err.Error(), 2)
+				}
 			}
 			// The CRD ships only for this project's own group; another group brings its own.
 			if gvr.Group == "cloudnative.czs" {

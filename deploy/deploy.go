@@ -23,6 +23,13 @@ import (
 // Name names every object the manifests create.
 const Name = "vm-controller"
 
+// fieldMapKey and fieldMapDir are where a shipped field map lives in its ConfigMap and in the
+// controller's container.
+const (
+	fieldMapKey = "fieldmap.yaml"
+	fieldMapDir = "/etc/vm-controller"
+)
+
 // Ports of the controller's endpoints in the Deployment.
 const (
 	MetricsPort = 8080
@@ -40,6 +47,9 @@ type Options struct {
 	WatchCRD       bool
 	Usage          bool   // sample usage from metrics.k8s.io
 	CRD            []byte // the CRD manifest to include; nil to leave it out
+	// FieldMap, if set, is a field-map file's content: shipped in a ConfigMap, mounted
+	// read-only, and given to run as --schema-file.
+	FieldMap []byte
 	// Args are more arguments for `vm-controller run` (e.g. --server-image), in order.
 	Args []string
 }
@@ -54,6 +64,10 @@ func Render(o Options) ([]byte, error) {
 	objs = append(objs, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(Name, o.Namespace),
 		AutomountServiceAccountToken: ptr(true)})
 	objs = append(objs, rbac(o, access.Rules(needs))...)
+	if o.FieldMap != nil {
+		objs = append(objs, &corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: meta(Name+"-fieldmap", o.Namespace),
+			Data: map[string]string{fieldMapKey: string(o.FieldMap)}})
+	}
 	objs = append(objs, deployment(o))
 
 	var b bytes.Buffer
@@ -146,6 +160,14 @@ func deployment(o Options) *appsv1.Deployment {
 	if !o.Usage {
 		args = append(args, "--usage-interval=0")
 	}
+	var mounts []corev1.VolumeMount
+	var volumes []corev1.Volume
+	if o.FieldMap != nil {
+		args = append(args, "--schema-file="+fieldMapDir+"/"+fieldMapKey)
+		mounts = []corev1.VolumeMount{{Name: "fieldmap", MountPath: fieldMapDir, ReadOnly: true}}
+		volumes = []corev1.Volume{{Name: "fieldmap", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: Name + "-fieldmap"}}}}}
+	}
 	args = append(args, o.Args...)
 	fieldEnv := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
@@ -167,6 +189,7 @@ func deployment(o Options) *appsv1.Deployment {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels()},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: Name,
+					Volumes:            volumes,
 					// Longer than the default --shutdown-timeout (30s), so a drain completes.
 					TerminationGracePeriodSeconds: ptr(int64(40)),
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)), RunAsGroup: ptr(int64(65532)),
@@ -181,6 +204,7 @@ func deployment(o Options) *appsv1.Deployment {
 						Args:           args,
 						Env:            []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
 						Ports:          []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}, {Name: "health", ContainerPort: HealthPort}},
+						VolumeMounts:   mounts,
 						LivenessProbe:  probe("/healthz", 10),
 						ReadinessProbe: probe("/readyz", 5),
 						Resources:      corev1.ResourceRequirements{Requests: res("100m", "128Mi"), Limits: res("1", "512Mi")},

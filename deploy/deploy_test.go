@@ -24,7 +24,7 @@ func TestRenderGolden(t *testing.T) {
 		"namespaced": {GVR: vms, Namespace: "vms", WatchNamespace: "vms", Image: "vm-controller:v1", Replicas: 2},
 		"other-group": {GVR: schema.GroupVersionResource{Group: "compute.example.org", Version: "v1", Resource: "machines"},
 			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true, WatchCRD: true, Usage: true,
-			Args: []string{"--server-image=registry.example.org/server:2"}},
+			Args: []string{"--server-image=registry.example.org/server:2"}, FieldMap: []byte("# the field map of Machines\nspec: {}\n")},
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
