@@ -1,0 +1,308 @@
+// Command bench measures vm-controller on a real cluster and prints figures (it asserts
+// nothing: the machines it runs on are shared and noisy). Each scenario runs the controller
+// binary it builds from this repository, in a namespace of its own, and removes what it made.
+//
+//	go run ./bench usage --vms 1000        API cost of usage sampling at 1,000 Active VMs
+//
+// See BENCHMARKS.md for the method and the results.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+var vmGVR = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: bench usage [flags] (see BENCHMARKS.md)")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "usage":
+		err = usageScenario(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown scenario %q (usage)", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// env is what every scenario needs: clients, a namespace of its own, the controller binary.
+type env struct {
+	dyn       dynamic.Interface
+	kube      kubernetes.Interface
+	ns        string
+	binary    string
+	kubecfg   string
+	cleanup   []func()
+	startedAt time.Time
+}
+
+func setup(kubeconfig string) (*env, error) {
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	if kubeconfig == "" {
+		kubeconfig = filepath.Join(".cache", "kubeconfig")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000 // the bench's own load must not be what limits it
+	e := &env{kubecfg: kubeconfig, startedAt: time.Now()}
+	if e.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	e.ns = "bench-" + hex.EncodeToString(suffix)
+	ctx := context.Background()
+	if _, err := e.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx,
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": e.ns}}},
+		metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+	e.cleanup = append(e.cleanup, func() {
+		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
+	})
+	dir, err := os.MkdirTemp("", "vm-controller-bench")
+	if err != nil {
+		return nil, err
+	}
+	e.binary = filepath.Join(dir, "vm-controller")
+	if out, err := exec.Command("go", "build", "-o", e.binary, ".").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	for i := len(e.cleanup) - 1; i >= 0; i-- {
+		e.cleanup[i]()
+	}
+}
+
+// controller is a running vm-controller with its metrics address.
+type controller struct {
+	cmd     *exec.Cmd
+	metrics string
+}
+
+// startController runs the controller for the bench's namespace and waits for its metrics
+// endpoint.
+func (e *env) startController(args ...string) (*controller, error) {
+	all := append([]string{"run", "--kubeconfig", e.kubecfg, "--namespace", e.ns, "--metrics-addr", "127.0.0.1:0",
+		"--health-addr", "", "--log-level", "info"}, args...)
+	cmd := exec.Command(e.binary, all...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &controller{cmd: cmd}
+	e.cleanup = append(e.cleanup, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`msg=Serving endpoint=metrics addr=(\S+)`)
+		s := bufio.NewScanner(stderr)
+		for s.Scan() {
+			if m := re.FindStringSubmatch(s.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case c.metrics = <-addr:
+		return c, nil
+	case <-time.After(60 * time.Second):
+		return nil, fmt.Errorf("the controller served no metrics within 60s")
+	}
+}
+
+// scrape returns the controller's metrics as sample -> value.
+func (c *controller) scrape() (map[string]float64, error) {
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + c.metrics + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out, nil
+}
+
+// sum adds the samples whose name and labels contain all of parts.
+func sum(m map[string]float64, parts ...string) float64 {
+	var s float64
+next:
+	for k, v := range m {
+		for _, p := range parts {
+			if !strings.Contains(k, p) {
+				continue next
+			}
+		}
+		s += v
+	}
+	return s
+}
+
+// createVMs creates n small VMs with c requests in flight.
+func (e *env) createVMs(n, c int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, c)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			vm := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+				"metadata": map[string]any{"name": fmt.Sprintf("vm-%05d", i)},
+				"spec":     map[string]any{"action": "active", "resource": map[string]any{"cpu": "10m", "memory": "16Mi", "rootDisk": "100Mi"}},
+			}}
+			if _, err := e.dyn.Resource(vmGVR).Namespace(e.ns).Create(context.Background(), vm, metav1.CreateOptions{}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// waitActive waits until n VMs of the namespace are Active.
+func (e *env) waitActive(n int, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for time.Since(start) < timeout {
+		list, err := e.dyn.Resource(vmGVR).Namespace(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err == nil {
+			active := 0
+			for _, vm := range list.Items {
+				if p, _, _ := unstructured.NestedString(vm.Object, "status", "phase"); p == "Active" {
+					active++
+				}
+			}
+			if active >= n {
+				return time.Since(start), nil
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	return 0, fmt.Errorf("not all %d VMs Active within %s", n, timeout)
+}
+
+// countUsage counts the VMs that report usage.
+func (e *env) countUsage() int {
+	list, err := e.dyn.Resource(vmGVR).Namespace(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, vm := range list.Items {
+		if _, ok, _ := unstructured.NestedString(vm.Object, "status", "server", "usage", "cpu"); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func usageScenario(args []string) error {
+	fs := flag.NewFlagSet("usage", flag.ExitOnError)
+	n := fs.Int("vms", 1000, "Active VMs")
+	interval := fs.Duration("interval", time.Minute, "the controller's --usage-interval")
+	window := fs.Duration("window", 2*time.Minute, "how long requests are counted, once every VM reports usage")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	_ = fs.Parse(args)
+
+	e, err := setup(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	c, err := e.startController("--usage-interval", interval.String(), "--workers", "8")
+	if err != nil {
+		return err
+	}
+	if err := e.createVMs(*n, 32); err != nil {
+		return fmt.Errorf("create VMs: %w", err)
+	}
+	took, err := e.waitActive(*n, 10*time.Minute)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d VMs Active after %s\n", *n, took.Round(time.Second))
+	start := time.Now()
+	for e.countUsage() < *n {
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("only %d of %d VMs report usage after 10m", e.countUsage(), *n)
+		}
+		time.Sleep(5 * time.Second)
+	}
+	fmt.Printf("all report usage %s later\n", time.Since(start).Round(time.Second))
+
+	before, err := c.scrape()
+	if err != nil {
+		return err
+	}
+	time.Sleep(*window)
+	after, err := c.scrape()
+	if err != nil {
+		return err
+	}
+	minutes := window.Minutes()
+	d := func(parts ...string) float64 { return sum(after, parts...) - sum(before, parts...) }
+	gets, patches := d("rest_client_requests_total", `method="GET"`), d("rest_client_requests_total", `method="PATCH"`)
+	other := d("rest_client_requests_total") - gets - patches
+	fmt.Printf("usage sampling at %d Active VMs, --usage-interval %s, over %s:\n", *n, interval, window)
+	fmt.Printf("  GET   %7.0f/min  (%.2f per VM per min; expected %.2f)\n", gets/minutes, gets/minutes/float64(*n), time.Minute.Seconds()/interval.Seconds())
+	fmt.Printf("  PATCH %7.0f/min  (%.3f per VM per min: usage writes past the threshold or max interval)\n", patches/minutes, patches/minutes/float64(*n))
+	fmt.Printf("  other %7.0f/min\n", other/minutes)
+	fmt.Printf("  reconciles %.0f (usage writes must cause none)\n", d("vmcontroller_reconcile_total"))
+	return nil
+}
