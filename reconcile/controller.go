@@ -188,15 +188,6 @@ func (c *Controller) onServed(ctx context.Context, served bool) {
 	}
 }
 
-// Run starts the informers, waits for their caches, and runs workers until ctx is cancelled;
-// see RunWorkers for the shutdown.
-func (c *Controller) Run(ctx context.Context, workers int, drain time.Duration) error {
-	if err := c.Start(ctx); err != nil {
-		return err
-	}
-	return c.RunWorkers(ctx, workers, drain)
-}
-
 // Start starts the informers of the VMs and of their servers; they run until ctx is
 // cancelled. Every replica starts them, leader or not, so that its readiness means "caches
 // synced" and a standby that takes over has its caches (and a queue of every VM) ready.

@@ -68,8 +68,8 @@ func (b *Backend) Create(_ context.Context, vm backend.Owner, spec backend.Spec)
 	return &c, nil
 }
 
-// Delete marks vm's server as being deleted; Finish removes it, as a real backend's graceful
-// deletion would.
+// Delete marks vm's server as being deleted, as a real backend's graceful deletion would;
+// Set(vm, nil) then removes it.
 func (b *Backend) Delete(_ context.Context, vm backend.Owner) error {
 	b.mu.Lock()
 	k := key(vm)
@@ -96,22 +96,6 @@ func (b *Backend) Set(vm backend.Owner, s *backend.Server) {
 	}
 	b.mu.Unlock()
 	b.changed(k)
-}
-
-// Finish completes every deletion in progress.
-func (b *Backend) Finish() {
-	b.mu.Lock()
-	var done []cache.ObjectName
-	for k, s := range b.servers {
-		if s.Deleting {
-			delete(b.servers, k)
-			done = append(done, k)
-		}
-	}
-	b.mu.Unlock()
-	for _, k := range done {
-		b.changed(k)
-	}
 }
 
 func (b *Backend) changed(k cache.ObjectName) {
