@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -101,8 +102,11 @@ func (a applier) record(u *unstructured.Unstructured, evs ...Event) {
 	if a.recorder == nil {
 		return
 	}
+	// The reference leaves out the resourceVersion: with it, every event of a VM would be
+	// about a different object, and repeats would never fold into one series.
+	ref := &corev1.ObjectReference{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID()}
 	for _, e := range evs {
-		a.recorder.Eventf(u, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", e.Message)
+		a.recorder.Eventf(ref, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", e.Message)
 	}
 }
 

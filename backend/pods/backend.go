@@ -84,8 +84,8 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 			obj = t.Obj
 		}
 		if p, ok := obj.(*corev1.Pod); ok {
-			if ref := metav1.GetControllerOf(p); ref != nil {
-				notify(cache.NewObjectName(p.Namespace, ref.Name))
+			if vm := ownerName(p); vm != "" {
+				notify(cache.NewObjectName(p.Namespace, vm))
 			}
 		}
 	}
@@ -155,7 +155,7 @@ func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
 		return nil, nil
 	}
 	pod := obj.(*corev1.Pod)
-	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != vm.UID {
+	if !owns(vm, pod) {
 		if pod.DeletionTimestamp == nil {
 			return nil, nil // not ours: Create reports the clash
 		}
@@ -196,7 +196,7 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 		if err != nil {
 			return nil, err
 		}
-		if ref := metav1.GetControllerOf(existing.(*corev1.Pod)); ref == nil || ref.UID != vm.UID {
+		if !owns(vm, existing.(*corev1.Pod)) {
 			return nil, fmt.Errorf("pod %s already exists and this VM does not control it: %w", pod.Name, backend.ErrRejected)
 		}
 		if existing.(*corev1.Pod).DeletionTimestamp != nil {
@@ -245,7 +245,11 @@ func toPod(obj any) (any, error) {
 		return nil, fmt.Errorf("decode pod %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	pod.ManagedFields = nil
+	vm := pod.Annotations[AnnotationVM]
 	pod.Annotations = nil
+	if vm != "" {
+		pod.Annotations = map[string]string{AnnotationVM: vm}
+	}
 	return pod, nil
 }
 

@@ -23,7 +23,30 @@ const (
 	LabelVM = "cloudnative.czs/vm"
 	// ContainerName is the name of the server's container.
 	ContainerName = "server"
+	// AnnotationVM names the VM in full (a label value cannot hold every name), so that a pod
+	// whose owner reference is gone still leads back to its VM.
+	AnnotationVM = "cloudnative.czs/vm"
 )
+
+// owns reports whether pod is vm's server: vm controls it, or, once the garbage collector has
+// removed the owner reference (a deletion with --cascade=orphan), the pod still carries the
+// label with vm's UID. Without the second, such a pod would look like no VM's, the finalizer
+// would come off, and the pod would be left behind.
+func owns(vm backend.Owner, pod *corev1.Pod) bool {
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return ref.UID == vm.UID
+	}
+	return pod.Labels[LabelVMUID] == string(vm.UID)
+}
+
+// ownerName is the name of the VM a server pod belongs to, from its owner reference or, when
+// that is gone, from its annotation.
+func ownerName(pod *corev1.Pod) string {
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return ref.Name
+	}
+	return pod.Annotations[AnnotationVM]
+}
 
 const nameSuffix = "-server"
 
@@ -54,9 +77,10 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      PodName(vm.Name),
-			Namespace: vm.Namespace,
-			Labels:    labels,
+			Name:        PodName(vm.Name),
+			Namespace:   vm.Namespace,
+			Labels:      labels,
+			Annotations: map[string]string{AnnotationVM: vm.Name},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: vm.APIVersion, Kind: vm.Kind, Name: vm.Name, UID: vm.UID,
 				Controller: &yes, BlockOwnerDeletion: &yes,

@@ -121,3 +121,27 @@ func TestServerOf(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnsAfterOrphaning: a pod whose owner reference the garbage collector removed (a VM
+// deleted with --cascade=orphan) is still its VM's, found by its label and annotation, and
+// never another VM's.
+func TestOwnsAfterOrphaning(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	p := newPod(vm, backend.Spec{})
+	if !owns(vm, p) || ownerName(p) != "a" {
+		t.Fatalf("a fresh pod: owns %v, owner %q", owns(vm, p), ownerName(p))
+	}
+	p.OwnerReferences = nil
+	if !owns(vm, p) || ownerName(p) != "a" {
+		t.Errorf("an orphaned pod: owns %v, owner %q; want true, a", owns(vm, p), ownerName(p))
+	}
+	other := vm
+	other.UID = "u-2" // a new VM of the same name
+	if owns(other, p) {
+		t.Error("an orphaned pod is taken for the server of another VM of the same name")
+	}
+	p = newPod(other, backend.Spec{})
+	if owns(vm, p) {
+		t.Error("a pod another VM controls is taken for this VM's")
+	}
+}
