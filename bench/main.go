@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -37,15 +38,19 @@ var vmGVR = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1al
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench usage [flags] (see BENCHMARKS.md)")
+		fmt.Fprintln(os.Stderr, "usage: bench usage|burst|restart|memory|idle|teardown|ceiling|all [flags] (see BENCHMARKS.md)")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "usage":
 		err = usageScenario(os.Args[2:])
+	case "ceiling":
+		err = ceilingScenario(os.Args[2:])
+	case "burst", "restart", "memory", "idle", "teardown", "all":
+		err = scaleScenario(os.Args[1], os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown scenario %q (usage)", os.Args[1])
+		err = fmt.Errorf("unknown scenario %q (usage, burst, restart, memory, idle, teardown, ceiling, all)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -60,6 +65,7 @@ type env struct {
 	ns        string
 	binary    string
 	kubecfg   string
+	cfg       *rest.Config
 	cleanup   []func()
 	startedAt time.Time
 }
@@ -75,8 +81,8 @@ func setup(kubeconfig string) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
-	cfg.QPS, cfg.Burst = 500, 1000 // the bench's own load must not be what limits it
-	e := &env{kubecfg: kubeconfig, startedAt: time.Now()}
+	cfg.QPS, cfg.Burst = 5000, 10000 // the bench's own load must not be what limits it
+	e := &env{kubecfg: kubeconfig, startedAt: time.Now(), cfg: cfg}
 	if e.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -116,6 +122,9 @@ func (e *env) close() {
 type controller struct {
 	cmd     *exec.Cmd
 	metrics string
+	started time.Time      // when the process was started
+	workers chan time.Time // receives when it logs "Starting workers" (caches synced)
+	exited  chan struct{}  // closed once the process has exited
 }
 
 // startController runs the controller for the bench's namespace and waits for its metrics
@@ -128,26 +137,46 @@ func (e *env) startController(args ...string) (*controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := &controller{cmd: cmd, started: time.Now(), workers: make(chan time.Time, 1), exited: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &controller{cmd: cmd}
-	e.cleanup = append(e.cleanup, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	e.cleanup = append(e.cleanup, func() { c.stop() })
 	addr := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`msg=Serving endpoint=metrics addr=(\S+)`)
+		serving := regexp.MustCompile(`msg=Serving endpoint=metrics addr=(\S+)`)
 		s := bufio.NewScanner(stderr)
 		for s.Scan() {
-			if m := re.FindStringSubmatch(s.Text()); m != nil {
+			line := s.Text()
+			if m := serving.FindStringSubmatch(line); m != nil {
 				addr <- m[1]
 			}
+			if strings.Contains(line, `msg="Starting workers"`) {
+				c.workers <- time.Now()
+			}
+			if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
+				fmt.Fprintln(os.Stderr, "controller:", line)
+			}
 		}
+		_ = cmd.Wait()
+		close(c.exited)
 	}()
 	select {
 	case c.metrics = <-addr:
 		return c, nil
 	case <-time.After(60 * time.Second):
 		return nil, fmt.Errorf("the controller served no metrics within 60s")
+	}
+}
+
+// stop sends SIGTERM and waits for the process to exit (killing it after 60s).
+func (c *controller) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(60 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
 	}
 }
 
@@ -192,6 +221,25 @@ next:
 
 // createVMs creates n small VMs with c requests in flight.
 func (e *env) createVMs(n, c int) error {
+	return parallel(n, c, func(i int) error {
+		_, err := e.dyn.Resource(vmGVR).Namespace(e.ns).Create(context.Background(), newVM(i), metav1.CreateOptions{})
+		return err
+	})
+}
+
+// newVM is the i-th VM of a run: small, so that thousands of servers fit on the kwok nodes.
+func newVM(i int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": vmName(i)},
+		"spec":     map[string]any{"action": "active", "resource": map[string]any{"cpu": "10m", "memory": "16Mi", "rootDisk": "100Mi"}},
+	}}
+}
+
+func vmName(i int) string { return fmt.Sprintf("vm-%05d", i) }
+
+// parallel runs f(0) to f(n-1) with c calls in flight and returns the first error.
+func parallel(n, c int, f func(i int) error) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, c)
@@ -201,12 +249,7 @@ func (e *env) createVMs(n, c int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			vm := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
-				"metadata": map[string]any{"name": fmt.Sprintf("vm-%05d", i)},
-				"spec":     map[string]any{"action": "active", "resource": map[string]any{"cpu": "10m", "memory": "16Mi", "rootDisk": "100Mi"}},
-			}}
-			if _, err := e.dyn.Resource(vmGVR).Namespace(e.ns).Create(context.Background(), vm, metav1.CreateOptions{}); err != nil {
+			if err := f(i); err != nil {
 				errs <- err
 			}
 		}()
@@ -235,74 +278,4 @@ func (e *env) waitActive(n int, timeout time.Duration) (time.Duration, error) {
 		time.Sleep(2 * time.Second)
 	}
 	return 0, fmt.Errorf("not all %d VMs Active within %s", n, timeout)
-}
-
-// countUsage counts the VMs that report usage.
-func (e *env) countUsage() int {
-	list, err := e.dyn.Resource(vmGVR).Namespace(e.ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, vm := range list.Items {
-		if _, ok, _ := unstructured.NestedString(vm.Object, "status", "server", "usage", "cpu"); ok {
-			n++
-		}
-	}
-	return n
-}
-
-func usageScenario(args []string) error {
-	fs := flag.NewFlagSet("usage", flag.ExitOnError)
-	n := fs.Int("vms", 1000, "Active VMs")
-	interval := fs.Duration("interval", time.Minute, "the controller's --usage-interval")
-	window := fs.Duration("window", 2*time.Minute, "how long requests are counted, once every VM reports usage")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
-	_ = fs.Parse(args)
-
-	e, err := setup(*kubeconfig)
-	if err != nil {
-		return err
-	}
-	defer e.close()
-	c, err := e.startController("--usage-interval", interval.String(), "--workers", "8")
-	if err != nil {
-		return err
-	}
-	if err := e.createVMs(*n, 32); err != nil {
-		return fmt.Errorf("create VMs: %w", err)
-	}
-	took, err := e.waitActive(*n, 10*time.Minute)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%d VMs Active after %s\n", *n, took.Round(time.Second))
-	start := time.Now()
-	for e.countUsage() < *n {
-		if time.Since(start) > 10*time.Minute {
-			return fmt.Errorf("only %d of %d VMs report usage after 10m", e.countUsage(), *n)
-		}
-		time.Sleep(5 * time.Second)
-	}
-	fmt.Printf("all report usage %s later\n", time.Since(start).Round(time.Second))
-
-	before, err := c.scrape()
-	if err != nil {
-		return err
-	}
-	time.Sleep(*window)
-	after, err := c.scrape()
-	if err != nil {
-		return err
-	}
-	minutes := window.Minutes()
-	d := func(parts ...string) float64 { return sum(after, parts...) - sum(before, parts...) }
-	gets, patches := d("rest_client_requests_total", `method="GET"`), d("rest_client_requests_total", `method="PATCH"`)
-	other := d("rest_client_requests_total") - gets - patches
-	fmt.Printf("usage sampling at %d Active VMs, --usage-interval %s, over %s:\n", *n, interval, window)
-	fmt.Printf("  GET   %7.0f/min  (%.2f per VM per min; expected %.2f)\n", gets/minutes, gets/minutes/float64(*n), time.Minute.Seconds()/interval.Seconds())
-	fmt.Printf("  PATCH %7.0f/min  (%.3f per VM per min: usage writes past the threshold or max interval)\n", patches/minutes, patches/minutes/float64(*n))
-	fmt.Printf("  other %7.0f/min\n", other/minutes)
-	fmt.Printf("  reconciles %.0f (usage writes must cause none)\n", d("vmcontroller_reconcile_total"))
-	return nil
 }

@@ -1,0 +1,137 @@
+// The ceiling scenario: the API writes that take one VM from created to Active, made by a raw
+// client with nothing in between, so that the controller's convergence can be read as a ratio
+// to what this machine's API server allows at all.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+func ceilingScenario(args []string) error {
+	fs := flag.NewFlagSet("ceiling", flag.ExitOnError)
+	n := fs.Int("vms", 1000, "VMs to take through the writes")
+	c := fs.Int("concurrency", 32, "VMs in flight")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	_ = fs.Parse(args)
+	e, err := setup(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	_, err = ceiling(e, *n, *c)
+	return err
+}
+
+// ceilingNode is where the ceiling's pods are bound: a node that does not exist, so that
+// neither kwok nor a kubelet writes to them (the pod garbage collector deletes pods of a
+// missing node after 40 s; see BENCHMARKS.md).
+const ceilingNode = "bench-ceiling-absent-node"
+
+// ceiling makes, for n VMs with c in flight, the seven writes the cluster makes for one VM to
+// become Active: create the VM, patch its metadata (the finalizer's write), create its pod,
+// bind the pod, patch the pod's status to Running and Ready, and write the VM's status
+// Creating, then Active. It runs in a namespace of its own and returns the time taken.
+func ceiling(e *env, n, c int) (time.Duration, error) {
+	ctx := context.Background()
+	ns := e.ns + "-ceiling"
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return 0, fmt.Errorf("create namespace: %w", err)
+	}
+	e.cleanup = append(e.cleanup, func() { _ = e.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: vmGVR.Group, Version: vmGVR.Version})
+	if err != nil {
+		return 0, err
+	}
+	vms, pods := e.dyn.Resource(vmGVR).Namespace(ns), e.kube.CoreV1().Pods(ns)
+	start := time.Now()
+	err = parallel(n, c, func(i int) error {
+		vm, err := vms.Create(ctx, newVM(i), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create VM: %w", err)
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{"bench": "ceiling"}, "resourceVersion": vm.GetResourceVersion()}})
+		if vm, err = vms.Patch(ctx, vm.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("patch VM: %w", err)
+		}
+		pod, err := pods.Create(ctx, ceilingPod(vm.GetName(), vm.GetUID()), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create pod: %w", err)
+		}
+		if err := pods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name},
+			Target: corev1.ObjectReference{Kind: "Node", Name: ceilingNode}}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("bind pod: %w", err)
+		}
+		now := metav1.Now()
+		podStatus, _ := json.Marshal(map[string]any{"status": corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", HostIP: "10.0.0.2", StartTime: &now,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "server", Ready: true, Image: "registry.k8s.io/pause:3.10",
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}})
+		if _, err := pods.Patch(ctx, pod.Name, types.MergePatchType, podStatus, metav1.PatchOptions{}, "status"); err != nil {
+			return fmt.Errorf("patch pod status: %w", err)
+		}
+		rv := vm.GetResourceVersion()
+		for _, st := range []schema.Status{ceilingStatus(schema.PhaseCreating, "ServerCreating", pod), ceilingStatus(schema.PhaseActive, "ServerReady", pod)} {
+			p, err := schema.StatusPatch(fields, st, rv)
+			if err != nil {
+				return err
+			}
+			out, err := vms.Patch(ctx, vm.GetName(), types.MergePatchType, p, metav1.PatchOptions{}, "status")
+			if err != nil {
+				return fmt.Errorf("patch VM status: %w", err)
+			}
+			rv = out.GetResourceVersion()
+		}
+		return nil
+	})
+	took := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Printf("ceiling: %d VMs x 7 writes with %d VMs in flight in %s: %.0f VMs/s, %.0f writes/s\n",
+		n, c, took.Round(time.Millisecond), float64(n)/took.Seconds(), float64(7*n)/took.Seconds())
+	return took, nil
+}
+
+// ceilingPod is the pod the controller would make for the VM, left to no scheduler.
+func ceilingPod(vm string, uid types.UID) *corev1.Pod {
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("100Mi")}
+	yes, no := true, false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: vm + "-server", Labels: map[string]string{"bench": "ceiling", "cloudnative.czs/vm": vm},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: vmGVR.GroupVersion().String(), Kind: "VirtualMachine", Name: vm, UID: uid,
+				Controller: &yes, BlockOwnerDeletion: &yes}}},
+		Spec: corev1.PodSpec{
+			SchedulerName: "bench-no-scheduler",
+			Containers: []corev1.Container{{Name: "server", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()}}},
+			RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no, EnableServiceLinks: &no,
+		},
+	}
+}
+
+func ceilingStatus(phase schema.Phase, reason string, pod *corev1.Pod) schema.Status {
+	now := time.Now().UTC().Truncate(time.Second)
+	msg := "Server " + pod.Name + " is running and ready"
+	status := schema.ConditionTrue
+	if phase != schema.PhaseActive {
+		msg, status = "Waiting for the server to start", schema.ConditionFalse
+	}
+	return schema.Status{Phase: phase, Reason: reason, Message: msg, ObservedGeneration: 1, LastUpdateTime: now,
+		Server:     &schema.ServerStatus{Name: pod.Name, ID: string(pod.UID), State: "Running"},
+		Conditions: []schema.Condition{{Type: schema.ConditionReady, Status: status, ObservedGeneration: 1, LastTransitionTime: now, Reason: reason, Message: msg}}}
+}

@@ -1,0 +1,491 @@
+// The scale scenarios: a burst of N VMs, the controller's writes, a cold start over them, its
+// memory and idle cost, and teardown. They share one flow, since each needs N Active VMs
+// first; a scenario picks the stages it reports.
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// scaleFlags are the flags of every scale scenario.
+type scaleFlags struct {
+	vms, concurrency, workers int
+	qps                       float64
+	idle, timeout             time.Duration
+	kubeconfig                string
+}
+
+// stagesOf lists what each scenario runs after the burst (which every scenario runs).
+var stagesOf = map[string][]string{
+	"burst":    {},
+	"restart":  {"restart"},
+	"memory":   {"memory", "restart"},
+	"idle":     {"idle"},
+	"teardown": {"teardown"},
+	"all":      {"memory", "restart", "idle", "teardown", "ceiling"},
+}
+
+func scaleScenario(name string, args []string) error {
+	var f scaleFlags
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	fs.IntVar(&f.vms, "vms", 1000, "VMs to create")
+	fs.IntVar(&f.concurrency, "concurrency", 32, "creates in flight (and the ceiling's writers)")
+	fs.IntVar(&f.workers, "workers", 16, "the controller's --workers")
+	fs.Float64Var(&f.qps, "qps", 2000, "the controller's --qps (--burst is twice it): high, so that its client-side limit is not what is measured")
+	fs.DurationVar(&f.idle, "idle-window", time.Minute, "how long the idle controller is watched")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "longest wait for any one stage")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	_ = fs.Parse(args)
+	stages := stagesOf[name]
+	has := func(s string) bool { return slices.Contains(stages, s) }
+
+	e, err := setup(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	ctrlArgs := []string{"--workers", strconv.Itoa(f.workers), "--qps", fmt.Sprint(f.qps), "--burst", fmt.Sprint(int(2 * f.qps)),
+		"--usage-interval", "0", "--pprof"}
+	fmt.Printf("namespace %s, %d VMs, %d creates in flight, controller %s\n", e.ns, f.vms, f.concurrency, strings.Join(ctrlArgs, " "))
+
+	c, err := e.startController(ctrlArgs...)
+	if err != nil {
+		return err
+	}
+	if err := c.waitWorkers(f.timeout); err != nil {
+		return err
+	}
+	var mem0 memory
+	if has("memory") {
+		if mem0, err = c.memory(); err != nil {
+			return err
+		}
+		fmt.Printf("memory at 0 VMs: %s\n", mem0)
+	}
+
+	w, err := e.watchVMs()
+	if err != nil {
+		return err
+	}
+	burstTook, err := burst(e, c, w, f)
+	if err != nil {
+		return err
+	}
+	if has("restart") {
+		if c, err = restart(e, c, f, ctrlArgs); err != nil {
+			return err
+		}
+	}
+	if has("memory") {
+		m, err := c.memory()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("memory at %d VMs: %s\n", f.vms, m)
+		per := func(a, b float64) float64 { return (a - b) / float64(f.vms) }
+		fmt.Printf("  per cached VM (and its server pod): live heap %.2f KB, heap in use %.2f KB, RSS %.2f KB\n",
+			per(m.heapAlloc, mem0.heapAlloc)/1e3, per(m.heapInuse, mem0.heapInuse)/1e3, per(m.rss, mem0.rss)/1e3)
+		fmt.Printf("  per 1,000 VMs: live heap %.1f MB, RSS %.1f MB; heap profile: %s\n",
+			per(m.heapAlloc, mem0.heapAlloc)*1000/1e6, per(m.rss, mem0.rss)*1000/1e6, m.profile)
+	}
+	if has("idle") {
+		if err := idle(c, f); err != nil {
+			return err
+		}
+	}
+	if has("teardown") {
+		if err := teardown(e, w, f); err != nil {
+			return err
+		}
+	}
+	if has("ceiling") {
+		c.stop()
+		took, err := ceiling(e, f.vms, f.concurrency)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("convergence / ceiling: %.2f\n", burstTook.Seconds()/took.Seconds())
+	}
+	return nil
+}
+
+// waitWorkers waits until the controller's caches are synced and its workers run.
+func (c *controller) waitWorkers(timeout time.Duration) error {
+	select {
+	case at := <-c.workers:
+		c.workers <- at
+		return nil
+	case <-c.exited:
+		return fmt.Errorf("the controller exited before its workers started")
+	case <-time.After(timeout):
+		return fmt.Errorf("the controller's caches did not sync within %s", timeout)
+	}
+}
+
+// burst creates the VMs and waits until all are Active, sampling the controller's queue.
+func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, error) {
+	before, err := c.scrape()
+	if err != nil {
+		return 0, err
+	}
+	stopSampling := c.sampleDepth()
+	start := time.Now()
+	err = parallel(f.vms, f.concurrency, func(i int) error {
+		w.created(vmName(i))
+		_, err := e.dyn.Resource(vmGVR).Namespace(e.ns).Create(context.Background(), newVM(i), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create VMs: %w", err)
+	}
+	created := time.Since(start)
+	if err := w.waitActive(f.vms, f.timeout); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	time.Sleep(5 * time.Second) // let the event recorder send what it holds
+	depth := stopSampling()
+	after, err := c.scrape()
+	if err != nil {
+		return 0, err
+	}
+	lat := w.latencies()
+	fmt.Printf("burst: %d VMs created in %s (%.0f/s); all Active after %s (%.0f VMs/s)\n",
+		f.vms, created.Round(time.Millisecond), float64(f.vms)/created.Seconds(), took.Round(time.Millisecond), float64(f.vms)/took.Seconds())
+	fmt.Printf("  create-to-Active: p50 %s, p99 %s, max %s; peak queue depth %.0f\n",
+		pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1), *depth)
+	evs, series, reasons, err := e.countEvents()
+	if err != nil {
+		return 0, err
+	}
+	writes := printRequests("  controller requests, create to Active", before, after, float64(f.vms))
+	fmt.Printf("  events recorded: %d (%d of them a series) %v; writes other than events: %.2f per VM\n",
+		evs, series, reasons, (writes-float64(evs+series))/float64(f.vms))
+	mean := func(name string) time.Duration {
+		return time.Duration(delta(before, after, name+"_sum") / delta(before, after, name+"_count") * float64(time.Second)).Round(time.Millisecond)
+	}
+	fmt.Printf("  mean reconcile %s, mean API request %s, mean wait in the queue %s\n", mean("vmcontroller_reconcile_duration_seconds"),
+		mean("rest_client_request_duration_seconds"), mean("workqueue_queue_duration_seconds"))
+	fmt.Printf("  reconciles: %.0f (%.2f per VM), of them conflicts %.0f, errors %.0f\n",
+		delta(before, after, "vmcontroller_reconcile_total"), delta(before, after, "vmcontroller_reconcile_total")/float64(f.vms),
+		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
+	return took, nil
+}
+
+// restart stops the controller and starts a fresh one over the Active VMs: its time to
+// synced, to every VM reconciled, and the writes it makes (a no-op round: 0 is right).
+func restart(e *env, old *controller, f scaleFlags, args []string) (*controller, error) {
+	old.stop()
+	c, err := e.startController(args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitWorkers(f.timeout); err != nil {
+		return nil, err
+	}
+	at := <-c.workers
+	synced := at.Sub(c.started)
+	var done time.Duration
+	for deadline := time.Now().Add(f.timeout); ; time.Sleep(250 * time.Millisecond) {
+		m, err := c.scrape()
+		if err != nil {
+			return nil, err
+		}
+		if sum(m, "vmcontroller_reconcile_total") >= float64(f.vms) && queueDepth(m) == 0 {
+			done = time.Since(c.started)
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the restarted controller did not reconcile %d VMs within %s", f.vms, f.timeout)
+		}
+	}
+	time.Sleep(5 * time.Second)
+	m, err := c.scrape()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("restart over %d Active VMs: workers start (caches synced) %s after exec, every VM reconciled after %s\n",
+		f.vms, synced.Round(time.Millisecond), done.Round(time.Millisecond))
+	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", sum(m, "vmcontroller_reconcile_total"),
+		sum(m, "vmcontroller_reconcile_total", `result="success"`), sum(m, "vmcontroller_reconcile_total", `result="requeue"`),
+		sum(m, "vmcontroller_reconcile_total", `result="conflict"`), sum(m, "vmcontroller_reconcile_total", `result="error"`))
+	printRequests("  controller requests since exec", map[string]float64{}, m, float64(f.vms))
+	return c, nil
+}
+
+// idle watches a controller with nothing to do: CPU and API requests over the window.
+func idle(c *controller, f scaleFlags) error {
+	before, err := c.scrape()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	time.Sleep(f.idle)
+	after, err := c.scrape()
+	if err != nil {
+		return err
+	}
+	window := time.Since(start)
+	cpu := delta(before, after, "process_cpu_seconds_total")
+	fmt.Printf("idle at %d Active VMs over %s: CPU %.2f millicores (%.3f s), reconciles %.0f\n",
+		f.vms, window.Round(time.Second), cpu/window.Seconds()*1000, cpu, delta(before, after, "vmcontroller_reconcile_total"))
+	printRequests(fmt.Sprintf("  controller requests in %s", window.Round(time.Second)), before, after, 0)
+	return nil
+}
+
+// teardown deletes every VM (one DELETE each, with as many in flight as the burst's creates)
+// and times until all are gone, then counts server pods left.
+func teardown(e *env, w *vmWatch, f scaleFlags) error {
+	start := time.Now()
+	err := parallel(f.vms, f.concurrency, func(i int) error {
+		return e.dyn.Resource(vmGVR).Namespace(e.ns).Delete(context.Background(), vmName(i), metav1.DeleteOptions{})
+	})
+	if err != nil {
+		return fmt.Errorf("delete VMs: %w", err)
+	}
+	deleted := time.Since(start)
+	for w.count() > 0 {
+		if time.Since(start) > f.timeout {
+			return fmt.Errorf("%d VMs left after %s", w.count(), f.timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	took := time.Since(start)
+	pods, err := e.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "cloudnative.czs/vm-uid"})
+	if err != nil {
+		return err
+	}
+	terminating := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			terminating++
+		}
+	}
+	fmt.Printf("teardown of %d VMs: deletes sent in %s; all gone after %s (%.0f/s); server pods left: %d (%d of them terminating)\n",
+		f.vms, deleted.Round(time.Millisecond), took.Round(time.Millisecond), float64(f.vms)/took.Seconds(), len(pods.Items), terminating)
+	return nil
+}
+
+// printRequests prints the controller's API requests between two scrapes, by method, with
+// per-VM figures when perVM > 0 and per-minute figures otherwise; it returns the writes.
+func printRequests(title string, before, after map[string]float64, perVM float64) float64 {
+	fmt.Printf("%s:\n", title)
+	var writes float64
+	for _, method := range []string{"GET", "POST", "PATCH", "PUT", "DELETE"} {
+		n := delta(before, after, "rest_client_requests_total", `method="`+method+`"`)
+		conflicts := delta(before, after, "rest_client_requests_total", `method="`+method+`"`, `code="409"`)
+		if method != "GET" {
+			writes += n
+		}
+		if perVM > 0 {
+			fmt.Printf("    %-6s %8.0f  %6.2f per VM  (409 Conflict: %.0f)\n", method, n, n/perVM, conflicts)
+		} else {
+			fmt.Printf("    %-6s %8.1f\n", method, n)
+		}
+	}
+	if perVM > 0 {
+		fmt.Printf("    writes %8.0f  %6.2f per VM\n", writes, writes/perVM)
+	}
+	return writes
+}
+
+func delta(before, after map[string]float64, parts ...string) float64 {
+	return sum(after, parts...) - sum(before, parts...)
+}
+
+func queueDepth(m map[string]float64) float64 {
+	return sum(m, "workqueue_depth{", `name="virtualmachines"`)
+}
+
+// sampleDepth scrapes the VM queue's depth every second until the returned function is
+// called, which returns the peak.
+func (c *controller) sampleDepth() func() *float64 {
+	var peak float64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if m, err := c.scrape(); err == nil {
+				peak = max(peak, queueDepth(m))
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return func() *float64 { close(stop); <-done; return &peak }
+}
+
+// memory is the controller's memory after a forced garbage collection: the live heap
+// (go_memstats_heap_alloc_bytes), the heap's spans in use (which include free space within
+// them) and the resident set; profile is where the heap profile was saved.
+type memory struct {
+	heapInuse, heapAlloc, rss float64
+	profile                   string
+}
+
+func (m memory) String() string {
+	return fmt.Sprintf("live heap %.1f MB, heap in use %.1f MB, RSS %.1f MB", m.heapAlloc/1e6, m.heapInuse/1e6, m.rss/1e6)
+}
+
+// memory forces a GC (through pprof's heap profile with gc=1), keeps the profile for
+// `go tool pprof`, and reads the Go runtime's and the process's figures from /metrics.
+func (c *controller) memory() (memory, error) {
+	f, err := os.CreateTemp("", "vm-controller-heap-*.pprof")
+	if err != nil {
+		return memory{}, err
+	}
+	defer f.Close()
+	for i := range 2 {
+		resp, err := (&http.Client{Timeout: time.Minute}).Get("http://" + c.metrics + "/debug/pprof/heap?gc=1")
+		if err != nil {
+			return memory{}, fmt.Errorf("force GC: %w", err)
+		}
+		var w io.Writer = io.Discard
+		if i == 1 {
+			w = f
+		}
+		_, _ = io.Copy(w, resp.Body)
+		resp.Body.Close()
+	}
+	m, err := c.scrape()
+	if err != nil {
+		return memory{}, err
+	}
+	return memory{heapInuse: m["go_memstats_heap_inuse_bytes"], heapAlloc: m["go_memstats_heap_alloc_bytes"],
+		rss: m["process_resident_memory_bytes"], profile: f.Name()}, nil
+}
+
+// vmWatch follows the bench's VMs through an informer of its own: when each was created and
+// first seen Active.
+type vmWatch struct {
+	informer cache.SharedIndexInformer
+	mu       sync.Mutex
+	createAt map[string]time.Time
+	activeAt map[string]time.Time
+}
+
+func (e *env) watchVMs() (*vmWatch, error) {
+	w := &vmWatch{createAt: map[string]time.Time{}, activeAt: map[string]time.Time{}}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.dyn, 0, e.ns, nil)
+	w.informer = f.ForResource(vmGVR).Informer()
+	_ = w.informer.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return obj, nil
+	})
+	seen := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		if p, _, _ := unstructured.NestedString(u.Object, "status", "phase"); p == "Active" {
+			w.mu.Lock()
+			if _, ok := w.activeAt[u.GetName()]; !ok {
+				w.activeAt[u.GetName()] = time.Now()
+			}
+			w.mu.Unlock()
+		}
+	}
+	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, cur any) { seen(cur) }}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cleanup = append(e.cleanup, cancel)
+	go w.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+		return nil, fmt.Errorf("the bench's informer did not sync")
+	}
+	return w, nil
+}
+
+func (w *vmWatch) created(name string) {
+	w.mu.Lock()
+	w.createAt[name] = time.Now()
+	w.mu.Unlock()
+}
+
+func (w *vmWatch) count() int { return len(w.informer.GetStore().ListKeys()) }
+
+func (w *vmWatch) waitActive(n int, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		w.mu.Lock()
+		active := len(w.activeAt)
+		w.mu.Unlock()
+		if active >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d VMs Active after %s", active, n, timeout)
+		}
+	}
+}
+
+// latencies are the times from the start of each VM's create call to its first Active, sorted.
+func (w *vmWatch) latencies() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []time.Duration
+	for name, at := range w.activeAt {
+		if c, ok := w.createAt[name]; ok {
+			out = append(out, at.Sub(c))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// pct is the q-quantile of sorted durations (nearest rank).
+func pct(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[int(q*float64(len(d)-1)+0.5)].Round(time.Millisecond)
+}
+
+// countEvents counts the Events the controller recorded in the namespace, and those of them
+// that became a series (a repeat, which the recorder sends as a PATCH).
+func (e *env) countEvents() (events, series int, reasons map[string]int, err error) {
+	reasons = map[string]int{}
+	opts := metav1.ListOptions{Limit: 1000}
+	for {
+		list, err := e.kube.EventsV1().Events(e.ns).List(context.Background(), opts)
+		if err != nil {
+			return 0, 0, nil, fmt.Errorf("list events: %w", err)
+		}
+		for _, ev := range list.Items {
+			if ev.ReportingController != "vm-controller" {
+				continue
+			}
+			events++
+			reasons[ev.Reason]++
+			if ev.Series != nil {
+				series++
+			}
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			return events, series, reasons, nil
+		}
+	}
+}
