@@ -56,6 +56,10 @@ func ceiling(e *env, n, c int) (time.Duration, error) {
 		return 0, err
 	}
 	vms, pods := e.dyn.Resource(vmGVR).Namespace(ns), e.kube.CoreV1().Pods(ns)
+	before, err := e.apiserverMetrics()
+	if err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	err = parallel(n, c, func(i int) error {
 		vm, err := vms.Create(ctx, newVM(i), metav1.CreateOptions{})
@@ -103,6 +107,9 @@ func ceiling(e *env, n, c int) (time.Duration, error) {
 	}
 	fmt.Printf("ceiling: %d VMs x 7 writes with %d VMs in flight in %s: %.0f VMs/s, %.0f writes/s\n",
 		n, c, took.Round(time.Millisecond), float64(n)/took.Seconds(), float64(7*n)/took.Seconds())
+	if after, err := e.apiserverMetrics(); err == nil {
+		printClusterWrites(before, after, float64(n))
+	}
 	return took, nil
 }
 

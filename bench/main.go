@@ -191,6 +191,20 @@ func (c *controller) scrape() (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseMetrics(body), nil
+}
+
+// apiserverMetrics scrapes the API server's own /metrics (the bench's kubeconfig is an admin's).
+func (e *env) apiserverMetrics() (map[string]float64, error) {
+	body, err := e.kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("scrape the API server: %w", err)
+	}
+	return parseMetrics(body), nil
+}
+
+// parseMetrics reads the Prometheus text format as sample (name and labels) -> value.
+func parseMetrics(body []byte) map[string]float64 {
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -201,7 +215,7 @@ func (c *controller) scrape() (map[string]float64, error) {
 			out[line[:i]] = v
 		}
 	}
-	return out, nil
+	return out
 }
 
 // sum adds the samples whose name and labels contain all of parts.

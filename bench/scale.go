@@ -47,12 +47,15 @@ func scaleScenario(name string, args []string) error {
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	fs.IntVar(&f.vms, "vms", 1000, "VMs to create")
 	fs.IntVar(&f.concurrency, "concurrency", 32, "creates in flight (and the ceiling's writers)")
-	fs.IntVar(&f.workers, "workers", 16, "the controller's --workers")
+	fs.IntVar(&f.workers, "workers", 0, "the controller's --workers; 0: as many as --concurrency, so that it and the ceiling have as many writes in flight")
 	fs.Float64Var(&f.qps, "qps", 2000, "the controller's --qps (--burst is twice it): high, so that its client-side limit is not what is measured")
 	fs.DurationVar(&f.idle, "idle-window", time.Minute, "how long the idle controller is watched")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "longest wait for any one stage")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	_ = fs.Parse(args)
+	if f.workers == 0 {
+		f.workers = f.concurrency
+	}
 	stages := stagesOf[name]
 	has := func(s string) bool { return slices.Contains(stages, s) }
 
@@ -145,6 +148,10 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
+	apiBefore, err := e.apiserverMetrics()
+	if err != nil {
+		return 0, err
+	}
 	stopSampling := c.sampleDepth()
 	start := time.Now()
 	err = parallel(f.vms, f.concurrency, func(i int) error {
@@ -166,6 +173,10 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
+	apiAfter, err := e.apiserverMetrics()
+	if err != nil {
+		return 0, err
+	}
 	lat := w.latencies()
 	fmt.Printf("burst: %d VMs created in %s (%.0f/s); all Active after %s (%.0f VMs/s)\n",
 		f.vms, created.Round(time.Millisecond), float64(f.vms)/created.Seconds(), took.Round(time.Millisecond), float64(f.vms)/took.Seconds())
@@ -178,6 +189,7 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 	writes := printRequests("  controller requests, create to Active", before, after, float64(f.vms))
 	fmt.Printf("  events recorded: %d (%d of them a series) %v; writes other than events: %.2f per VM\n",
 		evs, series, reasons, (writes-float64(evs+series))/float64(f.vms))
+	printClusterWrites(apiBefore, apiAfter, float64(f.vms))
 	mean := func(name string) time.Duration {
 		return time.Duration(delta(before, after, name+"_sum") / delta(before, after, name+"_count") * float64(time.Second)).Round(time.Millisecond)
 	}
@@ -304,6 +316,59 @@ func printRequests(title string, before, after map[string]float64, perVM float64
 		fmt.Printf("    writes %8.0f  %6.2f per VM\n", writes, writes/perVM)
 	}
 	return writes
+}
+
+// printClusterWrites prints the writes the API server served between two scrapes of its
+// apiserver_request_total, by resource: everyone's, not only the controller's (the bench's
+// creates, the scheduler's bindings, kwok's pod status, events, leases, ...).
+func printClusterWrites(before, after map[string]float64, perVM float64) {
+	byResource := map[string]float64{}
+	var total float64
+	for k, v := range after {
+		if !strings.HasPrefix(k, "apiserver_request_total{") {
+			continue
+		}
+		verb := label(k, "verb")
+		if verb != "POST" && verb != "PUT" && verb != "PATCH" && verb != "DELETE" && verb != "APPLY" {
+			continue
+		}
+		n := v - before[k]
+		if n == 0 {
+			continue
+		}
+		r := label(k, "resource")
+		if sub := label(k, "subresource"); sub != "" {
+			r += "/" + sub
+		}
+		byResource[r+" "+verb] += n
+		total += n
+	}
+	keys := make([]string, 0, len(byResource))
+	for k := range byResource {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Printf("  the API server's writes (everyone's): %.0f, %.2f per VM:", total, total/perVM)
+	for _, k := range keys {
+		// Below 0.05 per VM: other work, such as the namespace controller emptying the
+		// namespace of an earlier run.
+		if byResource[k]/perVM >= 0.05 {
+			fmt.Printf(" %s %.2f;", k, byResource[k]/perVM)
+		}
+	}
+	fmt.Println()
+}
+
+// label returns the value of a label in a sample's name.
+func label(sample, name string) string {
+	i := strings.Index(sample, ","+name+`="`)
+	if i < 0 {
+		if i = strings.Index(sample, "{"+name+`="`); i < 0 {
+			return ""
+		}
+	}
+	rest := sample[i+len(name)+3:]
+	return rest[:strings.IndexByte(rest, '"')]
 }
 
 func delta(before, after map[string]float64, parts ...string) float64 {
