@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -98,8 +99,21 @@ func setup(kubeconfig string) (*env, error) {
 		metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
+	// Cleanups run in reverse order, so the controller has stopped by now: VMs it has not
+	// deleted keep its finalizer, which only it removes. Drop the finalizers so that the
+	// namespace can go (the garbage collector removes the pods, which the VMs own).
 	e.cleanup = append(e.cleanup, func() {
-		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
+		ctx := context.Background()
+		_ = e.kube.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{})
+		list, err := e.dyn.Resource(vmGVR).Namespace(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		_ = parallel(len(list.Items), 32, func(i int) error {
+			_, _ = e.dyn.Resource(vmGVR).Namespace(e.ns).Patch(ctx, list.Items[i].GetName(), types.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			return nil
+		})
 	})
 	dir, err := os.MkdirTemp("", "vm-controller-bench")
 	if err != nil {
