@@ -374,7 +374,9 @@ func TestControllerUnrunnableSpec(t *testing.T) {
 func TestControllerServerReplaced(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
-	startController(t, ns)
+	// A backoff longer than any lag of the pod cache, so that the Failed state is seen
+	// before the replacement even on a loaded machine.
+	startController(t, ns, "--restart-backoff", "8s")
 	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: vm1, namespace: %s}\nspec: {resource: {cpu: 100m, memory: 64Mi, rootDisk: 1Gi}}\n", ns))
 	waitPhase(t, ns, "vm1", "Active", "ServerReady", 60*time.Second)
 	first, _, _ := podOf(ns, "vm1")
@@ -388,7 +390,7 @@ func TestControllerServerReplaced(t *testing.T) {
 	second, _, _ := podOf(ns, "vm1")
 
 	// A failed server, as a kubelet reports one (phase Failed, Ready false since now): Failed
-	// for the backoff (1s here), then replaced.
+	// for the backoff, then replaced.
 	now := time.Now().UTC().Format(time.RFC3339)
 	kubectl(t, "-n", ns, "patch", "pod", "vm1-server", "--subresource=status", "--type=merge", "-p",
 		`{"status":{"phase":"Failed","reason":"Crashed","message":"simulated crash","conditions":[{"type":"Ready","status":"False","lastTransitionTime":"`+now+`"}]}}`)

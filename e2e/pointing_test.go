@@ -312,7 +312,7 @@ func TestPointCheck(t *testing.T) {
 	ns := testNamespace(t)
 	installCRDs(t)
 	gvr := k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1beta1", Resource: "virtualmachines"}
-	rules := access.Rules(access.Needs{GVR: gvr, WatchNodes: true, WatchCRD: true})
+	rules := access.Rules(access.Needs{GVR: gvr, WatchNodes: true, WatchCRD: true, Usage: true})
 	flags := []string{"--api-version", "cloudnative.czs/v1beta1", "--namespace", ns}
 
 	rows, _, code := checkRows(t, append([]string{"--kubeconfig", kubeconfig}, flags...)...)
@@ -364,6 +364,7 @@ func TestPointCheck(t *testing.T) {
 		fmt.Sprintf("RBAC denies update on virtualmachines.cloudnative.czs/finalizers in namespace %s (needed: lets server pods block their VM's deletion (ownerReferences with blockOwnerDeletion))", ns),
 		fmt.Sprintf("RBAC denies create, delete on pods in namespace %s (needed: creates, watches and deletes the server pods; get reads a pod whose name is taken)", ns),
 		fmt.Sprintf("RBAC denies create, patch on events.events.k8s.io in namespace %s (needed: records Events on VMs; patch updates a repeating event's series)", ns),
+		fmt.Sprintf("RBAC denies get on pods.metrics.k8s.io in namespace %s (needed: samples the usage of each Active VM's server pod for status.server.usage)", ns),
 		"RBAC denies list, watch on nodes cluster-wide (needed: tells a server on a lost node (node not Ready, or gone) from a running one)",
 		"RBAC denies get, list, watch on customresourcedefinitions.apiextensions.k8s.io cluster-wide (needed: checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back; this CRD only)",
 	}
