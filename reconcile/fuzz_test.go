@@ -1,0 +1,286 @@
+package reconcile
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/tools/txtar"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// FuzzDecide feeds Decide arbitrary VMs (any JSON object, as the cache would hold it) and
+// arbitrary observed servers, and checks that every plan is one the controller can carry out
+// without contradicting itself or the world (see checkPlan), that deciding is deterministic,
+// and that a plan carried out leaves nothing more to do. The seeds are the golden cases of
+// testdata/decide and testdata/fuzz/FuzzDecide (which also keeps every input that once
+// failed); plain `go test` runs them. To fuzz for longer (README, Bad input):
+//
+//	go test ./reconcile -run '^$' -fuzz '^FuzzDecide$' -fuzztime 10m
+func FuzzDecide(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no golden cases: %v", err)
+	}
+	for _, file := range files {
+		ar, err := txtar.ParseFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var vm []byte
+		var srv *backend.Server
+		for _, part := range ar.Files {
+			switch part.Name {
+			case "vm.yaml":
+				if vm, err = sigsyaml.YAMLToJSON(part.Data); err != nil {
+					f.Fatalf("%s: %v", file, err)
+				}
+			case "server.yaml":
+				if srv, err = memory.ParseServer(part.Data, now); err != nil {
+					f.Fatalf("%s: %v", file, err)
+				}
+			}
+		}
+		if srv == nil {
+			f.Add(vm, false, "", "", "", false, int64(0), "", "", "", "", "", "")
+			continue
+		}
+		f.Add(vm, true, string(srv.State), srv.Detail, srv.Message, srv.Deleting, int64(now.Sub(srv.Since)/time.Second),
+			srv.Spec.CPU.String(), srv.Spec.Memory.String(), srv.Spec.RootDisk.String(), srv.Spec.Image, srv.Name, srv.ID)
+	}
+	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, hasServer bool, state, detail, message string, deleting bool, since int64,
+		cpu, memory, rootDisk, image, name, id string) {
+		var obj map[string]any
+		if err := utiljson.Unmarshal(data, &obj); err != nil || obj == nil {
+			return // the cache holds objects only
+		}
+		for _, s := range []string{state, detail, message, image, name, id} {
+			if !utf8.ValidString(s) {
+				return // a backend reports text (a pod's fields come from JSON)
+			}
+		}
+		vm, err := schema.Decode(&unstructured.Unstructured{Object: obj}, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var srv *backend.Server
+		if hasServer {
+			srv = &backend.Server{Name: name, ID: id, State: backend.State(state), Detail: detail, Message: message, Deleting: deleting,
+				Spec: backend.Spec{CPU: quantity(cpu), Memory: quantity(memory), RootDisk: quantity(rootDisk), Image: image}}
+			if since != 0 {
+				srv.Since = now.Add(-time.Duration(since) * time.Second)
+			}
+		}
+		plan := DefaultPolicy.Decide(vm, srv, now)
+		checkPlan(t, vm, srv, plan)
+		if again := DefaultPolicy.Decide(vm, srv, now); renderPlan(t, again) != renderPlan(t, plan) {
+			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
+		}
+		vm2, srv2, gone := applyPlan(t, vm, srv, plan)
+		if !gone {
+			if next := DefaultPolicy.Decide(vm2, srv2, now); !next.Empty() {
+				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
+			}
+		}
+		checkRejected(t, vm, message)
+	})
+}
+
+// quantity parses a quantity the way a backend reports one; what does not parse is zero.
+func quantity(s string) resource.Quantity {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return resource.Quantity{}
+	}
+	return q
+}
+
+// checkPlan fails the test if plan contradicts itself or the world it was decided for: it
+// creates a server while one exists, deletes one that is not there (or is already going),
+// moves the finalizer the wrong way, reports Active without a ready server, writes a status
+// that differs from the current one only in its times, or asks to be requeued while it acts
+// on the server.
+func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan Plan) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf("%s\nVM: %s\nserver: %+v\nplan:\n%s", fmt.Sprintf(format, args...), vm.JSON(), srv, renderPlan(t, plan))
+	}
+	spec, specErrs := vm.Spec()
+	current := vm.Status()
+	hasFinalizer := vm.HasFinalizer(schema.Finalizer)
+
+	switch plan.Finalizer {
+	case "":
+	case AddFinalizer:
+		if hasFinalizer || vm.Deleting() {
+			fail("adds the finalizer to a VM that has it or is being deleted")
+		}
+	case RemoveFinalizer:
+		if !hasFinalizer || !vm.Deleting() || srv != nil || plan.Server != nil {
+			fail("removes the finalizer while the VM is not being deleted, lacks it, or has a server")
+		}
+	default:
+		fail("unknown finalizer change %q", plan.Finalizer)
+	}
+
+	if a := plan.Server; a != nil {
+		if a.Event.Reason == "" || a.Event.Message == "" || (a.Event.Type != corev1.EventTypeNormal && a.Event.Type != corev1.EventTypeWarning) {
+			fail("server action without a proper event: %+v", a.Event)
+		}
+		switch a.Op {
+		case CreateServer:
+			switch {
+			case srv != nil:
+				fail("creates a server while one exists")
+			case vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionActive:
+				fail("creates a server for a VM that is being deleted, invalid or inactive")
+			case !hasFinalizer && plan.Finalizer != AddFinalizer:
+				fail("creates a server without the finalizer that guarantees its cleanup")
+			case a.Spec == nil || a.Spec.CPU.Sign() <= 0 || a.Spec.Memory.Sign() <= 0 || a.Spec.RootDisk.Sign() <= 0 || a.Spec.Image == "":
+				fail("creates a server of an impossible spec")
+			case !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: a.Spec.Image}) ||
+				spec.Image != "" && a.Spec.Image != spec.Image:
+				fail("creates a server other than the spec asks for")
+			}
+		case DeleteServer:
+			if srv == nil || srv.Deleting {
+				fail("deletes a server that is not there or already going")
+			}
+		default:
+			fail("unknown server operation %q", a.Op)
+		}
+		if plan.RequeueAfter != 0 {
+			fail("asks to be requeued while it acts on the server")
+		}
+	}
+	if plan.RequeueAfter < 0 {
+		fail("negative requeue")
+	}
+
+	st := plan.Status
+	if st == nil {
+		if len(plan.Events) > 0 {
+			fail("events without a status change")
+		}
+		return
+	}
+	if st.SameAs(current) {
+		fail("writes a status that differs from the current one only in its times")
+	}
+	if !st.LastUpdateTime.Equal(now) {
+		fail("status lastUpdateTime %s, want the decision's time %s", st.LastUpdateTime, now)
+	}
+	if st.ObservedGeneration != vm.Generation() {
+		fail("status observedGeneration %d, want the VM's generation %d", st.ObservedGeneration, vm.Generation())
+	}
+	ready := 0
+	for _, c := range st.Conditions {
+		if c.Type != schema.ConditionReady {
+			continue
+		}
+		ready++
+		want := map[schema.Phase]schema.ConditionStatus{schema.PhaseActive: schema.ConditionTrue, schema.PhaseUnknown: schema.ConditionUnknown}[st.Phase]
+		if want == "" {
+			want = schema.ConditionFalse
+		}
+		if c.Status != want || c.Reason != st.Reason || c.Message != st.Message || c.ObservedGeneration != st.ObservedGeneration {
+			fail("Ready condition %+v does not match phase %s, reason %s", c, st.Phase, st.Reason)
+		}
+	}
+	if ready == 0 {
+		fail("status without a Ready condition")
+	}
+
+	// What the status says about the server must be the server there is (or is being made).
+	creates := plan.Server != nil && plan.Server.Op == CreateServer
+	switch {
+	case creates:
+		if st.Server == nil || st.Server.State != string(corev1.PodPending) {
+			fail("creates a server but the status does not name a pending one")
+		}
+	case srv == nil:
+		if st.Server != nil {
+			fail("status names a server while there is none")
+		}
+	default:
+		if st.Server == nil || st.Server.ID != srv.ID || st.Server.Name != srv.Name {
+			fail("status names a server other than the one there is")
+		}
+	}
+
+	switch st.Phase {
+	case schema.PhaseActive:
+		if srv == nil || srv.State != backend.StateReady || srv.Deleting || plan.Server != nil || st.Reason != ReasonServerReady {
+			fail("Active without a ready server that stays")
+		}
+	case schema.PhaseTerminating:
+		if !vm.Deleting() {
+			fail("Terminating while the VM is not being deleted")
+		}
+	case schema.PhaseInactive:
+		if vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionInactive {
+			fail("Inactive while the VM does not ask for it")
+		}
+	case schema.PhaseCreating, schema.PhaseFailed, schema.PhaseUnknown:
+		if vm.Deleting() {
+			fail("phase %s while the VM is being deleted", st.Phase)
+		}
+	default:
+		fail("unknown phase %q", st.Phase)
+	}
+	if (len(specErrs) > 0 && !vm.Deleting()) != (st.Reason == ReasonInvalidSpec) {
+		fail("reason %s for a spec with errors %v", st.Reason, specErrs)
+	}
+
+	// One event per change of phase or reason, unless the server action's event explains it.
+	changed := st.Phase != current.Phase || st.Reason != current.Reason
+	switch {
+	case plan.Server != nil || !changed:
+		if len(plan.Events) != 0 {
+			fail("events %+v besides the server action's, or without a change of phase or reason", plan.Events)
+		}
+	case len(plan.Events) != 1 || plan.Events[0].Reason != st.Reason:
+		fail("want one event with reason %s for the change of phase or reason", st.Reason)
+	default:
+		warning := st.Phase == schema.PhaseFailed || st.Phase == schema.PhaseUnknown
+		if (plan.Events[0].Type == corev1.EventTypeWarning) != warning || plan.Events[0].Message == "" {
+			fail("event %+v: want a Warning exactly for Failed and Unknown, with a note", plan.Events[0])
+		}
+	}
+	if _, err := schema.StatusPatch(vm.Fields(), *st, vm.ResourceVersion()); err != nil {
+		fail("the status does not render: %v", err)
+	}
+}
+
+// checkRejected checks the plan for a VM whose server the backend refused: Failed with the
+// reason, no other action, and a later look.
+func checkRejected(t *testing.T, vm schema.VirtualMachine, why string) {
+	t.Helper()
+	p := DefaultPolicy.Rejected(vm, why, now)
+	if p.Server != nil || p.Finalizer != "" || p.RequeueAfter != Duration(rejectedRetry) {
+		t.Errorf("Rejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
+	}
+	if p.Status != nil && (p.Status.Phase != schema.PhaseFailed || p.Status.Reason != ReasonServerRejected || p.Status.Server != nil) {
+		t.Errorf("Rejected status %+v", p.Status)
+	}
+	if p.Status == nil && vm.Status().Reason != ReasonServerRejected {
+		t.Errorf("Rejected writes no status for a VM whose status says %s", vm.Status().Reason)
+	}
+}

@@ -1,0 +1,520 @@
+package schema
+
+import (
+	"encoding/json"
+	"math"
+	"math/big"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"golang.org/x/tools/txtar"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// The fuzz targets feed arbitrary objects, quantities and statuses through the views, the
+// validation and the status patch. Their seeds are the VMs of the decision's golden cases,
+// FuzzQuantity's list, and testdata/fuzz/<target>/ (which also keeps every input that once
+// failed); plain `go test` runs all of them. To fuzz one target for longer (README, Bad input):
+//
+//	go test ./schema -run '^$' -fuzz '^FuzzView$' -fuzztime 10m
+
+// fuzzMaps are the layouts every target runs under: the built-in one (both versions share it)
+// and the Machine map of testdata/machines, whose paths and action words differ.
+func fuzzMaps(tb testing.TB) map[string]Fields {
+	tb.Helper()
+	machine, err := ParseFieldMap(machineMap(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return map[string]Fields{"v1alpha1": builtin(tb, "v1alpha1"), "machine": machine}
+}
+
+// goldenVMs returns the VMs of the decision's golden cases (testdata/decide) as JSON.
+func goldenVMs(tb testing.TB) [][]byte {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("no golden cases: %v", err)
+	}
+	var out [][]byte
+	for _, file := range files {
+		ar, err := txtar.ParseFile(file)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, f := range ar.Files {
+			if f.Name == "vm.yaml" {
+				raw, err := sigsyaml.YAMLToJSON(f.Data)
+				if err != nil {
+					tb.Fatalf("%s: %v", file, err)
+				}
+				out = append(out, raw)
+			}
+		}
+	}
+	return out
+}
+
+// asCached returns data as the controller holds an object: decoded the way client-go decodes
+// JSON into an unstructured object (integers as int64, other numbers as float64; the last of
+// duplicate keys; invalid UTF-8 replaced). ok is false when data is not a JSON object.
+func asCached(data []byte) (*unstructured.Unstructured, bool) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(data, &obj); err != nil || obj == nil {
+		return nil, false
+	}
+	return &unstructured.Unstructured{Object: obj}, true
+}
+
+// FuzzView: any bytes are refused by Parse or read without a panic; an object as the cache
+// holds it decodes, its spec is either refused with true reasons at the spec's own paths or
+// accepted as something a server can be made of, and its status survives being written back
+// by the controller: read, rendered as the /status patch and read again, it says the same
+// thing, and the write changes nothing outside the status.
+func FuzzView(f *testing.F) {
+	for _, raw := range goldenVMs(f) {
+		f.Add(raw)
+	}
+	maps := fuzzMaps(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for name, fields := range maps {
+			if vm, err := Parse(data, fields); err == nil {
+				readAll(vm)
+			}
+			u, ok := asCached(data)
+			if !ok {
+				continue
+			}
+			vm, err := Decode(u, fields)
+			if err != nil {
+				t.Fatalf("%s: decode a cached object: %v", name, err)
+			}
+			readAll(vm)
+			checkSpec(t, name, vm)
+			checkStatusWriteBack(t, name, vm)
+		}
+	})
+}
+
+// readAll reads every field a view offers.
+func readAll(vm VirtualMachine) {
+	_, _, _, _, _, _ = vm.APIVersion(), vm.Kind(), vm.Namespace(), vm.Name(), vm.UID(), vm.ResourceVersion()
+	_, _, _, _ = vm.Generation(), vm.Deleting(), vm.Finalizers(), vm.HasFinalizer(Finalizer)
+	_, _ = vm.Spec()
+	_ = vm.Status()
+}
+
+// checkSpec checks the spec's validation: errors only at the map's spec paths, one per field,
+// each refusal of a quantity for a reason that holds; an accepted spec is a server's.
+func checkSpec(t *testing.T, layout string, vm VirtualMachine) {
+	t.Helper()
+	f := vm.Fields()
+	spec, errs := vm.Spec()
+	quantities := rulesOf(f)
+	seen := map[string]bool{}
+	for _, e := range errs {
+		if seen[e.Field] {
+			t.Errorf("%s: two errors for %s: %v", layout, e.Field, errs)
+		}
+		seen[e.Field] = true
+		if rule, ok := quantities[e.Field]; ok {
+			if why := rule.falseRefusal(vm.get(e.Field), e.Detail); why != "" {
+				t.Errorf("%s: %s refused: %v; but %s", layout, e.Field, e, why)
+			}
+			continue
+		}
+		if e.Field != f.Action && (f.Image == "" || e.Field != f.Image) {
+			t.Errorf("%s: error for %s, which is not a spec path of the map: %v", layout, e.Field, e)
+		}
+	}
+	if len(errs) > 0 {
+		return
+	}
+	if spec.Action != ActionActive && spec.Action != ActionInactive {
+		t.Errorf("%s: accepted action %q", layout, spec.Action)
+	}
+	for path, q := range map[string]resource.Quantity{f.CPU: spec.CPU, f.Memory: spec.Memory, f.RootDisk: spec.RootDisk} {
+		if why := quantities[path].wrongAcceptance(q); why != "" {
+			t.Errorf("%s: %s = %s accepted, but %s", layout, path, q.String(), why)
+		}
+	}
+	if img := vm.get(f.Image); f.Image != "" && img.Exists() && spec.Image != img.String() {
+		t.Errorf("%s: image %q read as %q", layout, img.String(), spec.Image)
+	}
+}
+
+// quantityRule is what a quantity field must be: at least min, at most what the resource
+// model holds (Kubernetes counts cpu in int64 millicores and bytes in an int64: beyond that a
+// scheduler or kubelet overflows), and a whole number when it counts bytes.
+type quantityRule struct {
+	min   string
+	bytes bool
+}
+
+var quantityRules = map[bool]quantityRule{false: {"1m", false}, true: {"1", true}}
+
+// rulesOf maps each quantity path of f to its rule.
+func rulesOf(f Fields) map[string]quantityRule {
+	return map[string]quantityRule{f.CPU: quantityRules[false], f.Memory: quantityRules[true], f.RootDisk: quantityRules[true]}
+}
+
+// tooLarge tells whether q is beyond what the resource model holds. Quantities with huge
+// exponents are compared as floats first: comparing them exactly takes seconds.
+func (r quantityRule) tooLarge(q resource.Quantity) bool {
+	f := q.AsApproximateFloat64()
+	switch {
+	case math.IsInf(f, 1) || f > 1e19:
+		return true
+	case f < 9e15:
+		return false
+	case r.bytes:
+		return q.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) > 0
+	default:
+		return q.Cmp(*resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)) > 0
+	}
+}
+
+// tooSmall tells whether q is below the rule's minimum (all minimums are at least 1m).
+func (r quantityRule) tooSmall(q resource.Quantity) bool {
+	if f := q.AsApproximateFloat64(); f < 1e-4 || f > 10 {
+		return f < 1e-4
+	}
+	return q.Cmp(resource.MustParse(r.min)) < 0
+}
+
+// valid tells whether text is a quantity this field takes.
+func (r quantityRule) valid(text string) bool {
+	q, err := resource.ParseQuantity(text)
+	return err == nil && q.Sign() > 0 && !r.tooSmall(q) && !r.tooLarge(q) && (!r.bytes || whole(q))
+}
+
+// wrongAcceptance says what is wrong with an accepted quantity, or "". A server is made of
+// q.String(): the pod carries that text, and the controller compares the pod's quantity with
+// the spec's by value, so the text must read back as the same value or the server would be
+// replaced forever.
+func (r quantityRule) wrongAcceptance(q resource.Quantity) string {
+	switch {
+	case r.tooSmall(q):
+		return "it is below " + r.min
+	case r.tooLarge(q):
+		return "it is beyond what the resource model holds (int64 millicores of cpu, int64 bytes)"
+	case r.bytes && !whole(q):
+		return "it is not a whole number of bytes"
+	}
+	text := q.String()
+	back, err := resource.ParseQuantity(text)
+	if err != nil || back.Cmp(q) != 0 {
+		return "its text " + text + " does not read back as the same value"
+	}
+	data, err := json.Marshal(q)
+	var again resource.Quantity
+	if err != nil || json.Unmarshal(data, &again) != nil || again.Cmp(q) != 0 {
+		return "it does not survive JSON"
+	}
+	return ""
+}
+
+// falseRefusal says why the reason given for refusing the value v is false, or "".
+func (r quantityRule) falseRefusal(v gjson.Result, detail string) string {
+	var text string
+	switch v.Type {
+	case gjson.String:
+		text = v.Str
+	case gjson.Number:
+		text = v.Raw
+	default:
+		return "" // absent, or not a string or number: no quantity to judge
+	}
+	q, err := resource.ParseQuantity(text)
+	switch {
+	case strings.HasPrefix(detail, "not a quantity"):
+		if err == nil {
+			return text + " is a quantity"
+		}
+	case err != nil:
+		return text + " is not a quantity, and the reason does not say so"
+	case detail == "must be greater than zero":
+		if q.Sign() > 0 {
+			return text + " is greater than zero"
+		}
+	case strings.HasPrefix(detail, "must be at least "):
+		if !r.tooSmall(q) {
+			return text + " is at least " + r.min
+		}
+	case detail == "must be a whole number of bytes":
+		if whole(q) {
+			return text + " is a whole number"
+		}
+	case r.valid(text):
+		return text + " is valid"
+	}
+	return ""
+}
+
+// whole reports whether q is an integer, by exact decimal arithmetic. (ParseQuantity keeps at
+// most nine decimal places, so the power of ten stays small.)
+func whole(q resource.Quantity) bool {
+	c := q.DeepCopy()
+	d := c.AsDec()
+	if d.Scale() <= 0 {
+		return true
+	}
+	ten := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d.Scale())), nil)
+	return new(big.Int).Mod(d.UnscaledBig(), ten).Sign() == 0
+}
+
+// checkStatusWriteBack writes the status the view reads back as the controller writes a
+// status, and reads it again.
+func checkStatusWriteBack(t *testing.T, layout string, vm VirtualMachine) {
+	t.Helper()
+	st := vm.Status()
+	if !st.SameAs(st) {
+		t.Fatalf("%s: a status is not the same as itself: %+v", layout, st)
+	}
+	patch, err := StatusPatch(vm.Fields(), st, vm.ResourceVersion())
+	if err != nil {
+		t.Fatalf("%s: render the status: %v", layout, err)
+	}
+	back := writeStatus(t, vm, patch)
+	if got := back.Status(); !got.SameAs(st) {
+		a, _ := json.Marshal(st)
+		b, _ := json.Marshal(got)
+		t.Errorf("%s: status written back reads differently (it would be rewritten forever)\nread  %s\npatch %s\nback  %s", layout, a, patch, b)
+	}
+}
+
+// writeStatus applies a status patch to the view's object as the /status subresource does:
+// a JSON merge patch of which only the status counts. It fails the test if the patch
+// reaches outside the status (and the resourceVersion precondition).
+func writeStatus(t *testing.T, vm VirtualMachine, patch []byte) VirtualMachine {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(patch, &top); err != nil {
+		t.Fatalf("patch %s is not a JSON object: %v", patch, err)
+	}
+	for k, v := range top {
+		switch {
+		case k == "status":
+		case k == "metadata" && string(v) == `{"resourceVersion":`+mustJSON(t, vm.ResourceVersion())+`}`:
+		default:
+			t.Errorf("status patch %s sets %s outside the status", patch, k)
+		}
+	}
+	merged, err := jsonpatch.MergePatch(vm.JSON(), patch)
+	if err != nil {
+		t.Fatalf("merge %s: %v", patch, err)
+	}
+	back, err := Parse(merged, vm.Fields())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, e1 := vm.Spec()
+	s2, e2 := back.Spec()
+	if !sameSpec(s1, s2) || e1.ToAggregate() == nil != (e2.ToAggregate() == nil) ||
+		vm.Name() != back.Name() || vm.Generation() != back.Generation() || vm.Deleting() != back.Deleting() ||
+		strings.Join(vm.Finalizers(), ",") != strings.Join(back.Finalizers(), ",") {
+		t.Errorf("the status patch %s changed what the VM asks for", patch)
+	}
+	return back
+}
+
+func sameSpec(a, b Spec) bool {
+	return a.Action == b.Action && a.Image == b.Image && a.CPU.Cmp(b.CPU) == 0 && a.Memory.Cmp(b.Memory) == 0 && a.RootDisk.Cmp(b.RootDisk) == 0
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// FuzzQuantity puts one text into each quantity field, as a string and, when it is an
+// integer the API server stores as one, as a number: it is accepted exactly when it is a
+// quantity of at least the field's minimum, at most what the resource model holds, and whole
+// for bytes; it is refused for a reason that holds; and an accepted one reads back the same
+// from the text a server is made with.
+func FuzzQuantity(f *testing.F) {
+	for _, s := range []string{"2", "500m", "1m", "0.9m", "0", "-1", "+1", "1Ki", "0.5Ki", "1.5", "1e-3", "1P", "9223372036854775807m", ".5", "5.", "1e", "Ki", "1 Gi", "١", "0x10", "1_000"} {
+		f.Add(s)
+	}
+	maps := fuzzMaps(f)
+	f.Fuzz(func(t *testing.T, text string) {
+		if !utf8.ValidString(text) {
+			return // the API server stores UTF-8 only
+		}
+		values := []string{mustJSON(t, text)}
+		if n, ok := asInteger(text); ok {
+			values = append(values, n)
+		}
+		for name, fields := range maps {
+			for path, rule := range rulesOf(fields) {
+				for _, v := range values {
+					vm := vmWith(t, fields, path, v)
+					spec, errs := vm.Spec()
+					q := map[string]resource.Quantity{fields.CPU: spec.CPU, fields.Memory: spec.Memory, fields.RootDisk: spec.RootDisk}[path]
+					valid := rule.valid(text)
+					switch {
+					case len(errs) == 0:
+						why := rule.wrongAcceptance(q)
+						if why == "" && !valid {
+							why = "it is not a quantity this field takes"
+						}
+						if why != "" {
+							t.Errorf("%s: %s = %s accepted as %s, but %s", name, path, v, q.String(), why)
+						}
+					case len(errs) != 1 || errs[0].Field != path:
+						t.Errorf("%s: %s = %s: errors %v, want one for %s", name, path, v, errs, path)
+					case valid:
+						t.Errorf("%s: %s = %s refused: %v", name, path, v, errs[0])
+					default:
+						if why := rule.falseRefusal(vm.get(path), errs[0].Detail); why != "" {
+							t.Errorf("%s: %s = %s refused: %v; but %s", name, path, v, errs[0], why)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// asInteger returns text as a JSON integer if the API server would store it as one (it fits
+// an int64), in the form the cache holds it.
+func asInteger(text string) (string, bool) {
+	n, ok := new(big.Int).SetString(text, 10)
+	if !ok || !n.IsInt64() || strings.TrimLeft(text, "+-0123456789") != "" {
+		return "", false
+	}
+	return n.String(), true
+}
+
+// vmWith returns a valid VM of the layout with the field at path set to the JSON value v.
+func vmWith(t *testing.T, f Fields, path, v string) VirtualMachine {
+	t.Helper()
+	obj := map[string]any{}
+	set := func(p string, raw string) {
+		var val any
+		if err := utiljson.Unmarshal([]byte(raw), &val); err != nil {
+			t.Fatalf("value %s: %v", raw, err)
+		}
+		if err := setPath(obj, p, val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(f.Action, mustJSON(t, f.activeValue()))
+	for _, p := range []string{f.CPU, f.Memory, f.RootDisk} {
+		if p == path {
+			set(p, v)
+		} else {
+			set(p, `"1Gi"`)
+		}
+	}
+	vm, err := Decode(&unstructured.Unstructured{Object: obj}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}
+
+// FuzzStatusPatch renders arbitrary statuses as the /status patch, under each layout, onto a
+// VM without a status and onto one whose status says otherwise: what is read back is the
+// status written, the patch touches nothing but the status, and a status without a server
+// leaves none behind.
+func FuzzStatusPatch(f *testing.F) {
+	maps := fuzzMaps(f)
+	f.Fuzz(func(t *testing.T, phase, reason, message string, hasServer bool, name, id, state string, hasUsage bool, cpu, memory string,
+		failures int, generation, updated int64, ctype, cstatus, creason, cmessage string, cgeneration, ctime int64, rv string) {
+		for _, s := range []string{phase, reason, message, name, id, state, cpu, memory, ctype, cstatus, creason, cmessage, rv} {
+			if !utf8.ValidString(s) {
+				return // statuses are JSON: UTF-8 only
+			}
+		}
+		st := Status{Phase: Phase(phase), Reason: reason, Message: message, ConsecutiveFailures: failures,
+			ObservedGeneration: generation, LastUpdateTime: time.Unix(updated, 0).UTC()}
+		if hasServer {
+			st.Server = &ServerStatus{Name: name, ID: id, State: state}
+			if hasUsage {
+				st.Server.Usage = &Usage{CPU: cpu, Memory: memory}
+			}
+		}
+		if ctype != "" || cstatus != "" {
+			st.Conditions = []Condition{{Type: ctype, Status: ConditionStatus(cstatus), Reason: creason, Message: cmessage,
+				ObservedGeneration: cgeneration, LastTransitionTime: time.Unix(ctime, 0).UTC()}}
+		}
+		for layout, fields := range maps {
+			patch, err := StatusPatch(fields, st, rv)
+			if err != nil {
+				t.Fatalf("%s: render %+v: %v", layout, st, err)
+			}
+			for base, old := range map[string]Status{"no status": {}, "another status": otherStatus(st)} {
+				vm := withStatus(t, fields, old, rv)
+				back := writeStatus(t, vm, patch).Status()
+				want := st
+				if st.Server != nil && st.Server.Usage == nil && old.Server != nil {
+					// Usage has a writer of its own: a status that carries none leaves the
+					// reported usage as it is.
+					srv := *st.Server
+					srv.Usage = old.Server.Usage
+					want.Server = &srv
+				}
+				if !back.SameAs(want) {
+					a, _ := json.Marshal(want)
+					b, _ := json.Marshal(back)
+					t.Errorf("%s onto %s: wrote %s\nas %s\nread back %s", layout, base, a, patch, b)
+				}
+				if st.Server == nil && back.Server != nil {
+					t.Errorf("%s onto %s: a status without a server read back with %+v", layout, base, back.Server)
+				}
+			}
+		}
+	})
+}
+
+// otherStatus is a status that differs from st in every field, with usage.
+func otherStatus(st Status) Status {
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	return Status{Phase: Phase(string(st.Phase) + "x"), Reason: st.Reason + "x", Message: st.Message + "x",
+		Server:              &ServerStatus{Name: "old-server", ID: "old-id", State: "Old", Usage: &Usage{CPU: "1", Memory: "1Gi"}},
+		ConsecutiveFailures: st.ConsecutiveFailures + 1, ObservedGeneration: st.ObservedGeneration + 1, LastUpdateTime: at,
+		Conditions: []Condition{{Type: "Other", Status: ConditionUnknown, Reason: "Old", Message: "old", LastTransitionTime: at},
+			{Type: ConditionReady, Status: ConditionFalse, Reason: "Old", Message: "old", LastTransitionTime: at}}}
+}
+
+// withStatus is a VM of the layout that carries st, written as the controller writes one.
+func withStatus(t *testing.T, f Fields, st Status, rv string) VirtualMachine {
+	t.Helper()
+	base := map[string]any{"metadata": map[string]any{"name": "vm", "resourceVersion": rv, "generation": int64(1)}}
+	for _, p := range []string{f.CPU, f.Memory, f.RootDisk} {
+		if err := setPath(base, p, "1Gi"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := json.Marshal(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != "" {
+		patch, err := StatusPatch(f, st, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw, err = jsonpatch.MergePatch(raw, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vm, err := Parse(raw, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}
