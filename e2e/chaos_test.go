@@ -219,9 +219,14 @@ func TestChaosKillController(t *testing.T) {
 	c := start()
 	began := time.Now()
 	created := make(chan error, 1)
-	go func() { // kubectl takes a while over 500 creates: the kills come while it goes on
-		_, _, err := k.run(vmList(ns, "vm", n), "create", "-f", "-")
-		created <- err
+	go func() { // the kills come while kubectl still creates VMs, in lists of 100
+		for i := range n / 100 {
+			if _, _, err := k.run(vmList(ns, fmt.Sprintf("vm%d", i), 100), "create", "-f", "-"); err != nil {
+				created <- err
+				return
+			}
+		}
+		created <- nil
 	}()
 	last := 0
 	for i, at := range []int{100, 250, 400} {
@@ -267,8 +272,10 @@ func TestChaosAPIServer(t *testing.T) {
 	t.Run("restart during a burst", func(t *testing.T) {
 		const n = 150
 		ns := k.namespace(t)
-		c := startController(t, ns, "--kubeconfig", k.kubeconfig, "--workers", "8")
+		// All VMs exist before the controller starts: a kubectl still creating them would
+		// fail with the API server, and the burst is the controller's.
 		createVMs(t, k.kube, ns, "vm", n)
+		c := startController(t, ns, "--kubeconfig", k.kubeconfig, "--workers", "8")
 		eventually(t, 2*time.Minute, func() (bool, string) {
 			pods := countPods(k.kube, ns)
 			return pods >= 30, fmt.Sprintf("%d pods", pods)

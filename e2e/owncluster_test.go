@@ -98,6 +98,9 @@ type ownCluster struct {
 	bin  string // .cache/bin
 }
 
+// creating serialises the creation of clusters (see newCluster).
+var creating sync.Mutex
+
 // newCluster starts a cluster with nodes fake nodes and the project's CRD; extra are more
 // `kwokctl create cluster` flags (--extra-args for a component, say).
 func newCluster(t *testing.T, nodes int, extra ...string) *ownCluster {
@@ -123,11 +126,17 @@ func newCluster(t *testing.T, nodes int, extra ...string) *ownCluster {
 		"--kube-scheduler-binary", filepath.Join(bin, "kube-scheduler"),
 		"--kwok-controller-binary", filepath.Join(bin, "kwok"),
 		"--kube-authorization=true", "--kube-admission=true", "--timeout", "120s"}
-	c.kwokctl(t, 150*time.Second, append(args, extra...)...)
-	if err := os.WriteFile(c.kubeconfig, []byte(c.kwokctl(t, 30*time.Second, "get", "kubeconfig")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.waitReady(t)
+	// kwokctl picks free ports when it creates a cluster, and they are taken only once the
+	// cluster runs: two creations at once could pick the same ones.
+	func() {
+		creating.Lock()
+		defer creating.Unlock()
+		c.kwokctl(t, 150*time.Second, append(args, extra...)...)
+		if err := os.WriteFile(c.kubeconfig, []byte(c.kwokctl(t, 30*time.Second, "get", "kubeconfig")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.waitReady(t)
+	}()
 	// kwok's node template advertises no ephemeral-storage, which every server pod requests.
 	c.kwokctl(t, 60*time.Second, "scale", "node", "--replicas", strconv.Itoa(nodes), "--param", `.allocatable["ephemeral-storage"] = "10Ti"`)
 	eventually(t, 60*time.Second, func() (bool, string) {
