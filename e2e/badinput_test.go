@@ -61,7 +61,7 @@ func TestBadInputFlags(t *testing.T) {
 		"environment variable":   {[]string{"run"}, []string{"VMC_WORKERS=abc"}, "", 2, `could not parse "abc" as int value from environment variable "VMC_WORKERS" for flag workers`},
 		"field map missing":      {[]string{"run", "--schema-file", filepath.Join(dir, "none.yaml")}, nil, "", 2, "read field map: open " + filepath.Join(dir, "none.yaml") + ": no such file or directory"},
 		"field map incomplete":   {[]string{"run", "--schema-file", emptyMap}, nil, "", 2, "field map " + emptyMap + ": spec.action.path is required; spec.resource.cpu is required;"},
-		"namespace not a name":   {[]string{"run", "--namespace", "Bad_NS"}, nil, "", 2, `--namespace "Bad_NS"`},
+		"namespace not a name":   {[]string{"run", "--namespace", "Bad_NS", "--metrics-addr", "", "--health-addr", ""}, nil, "", 2, `--namespace "Bad_NS"`},
 		"unknown command":        {[]string{"rnu"}, nil, "", 2, `"rnu"`},
 		"manifests namespace":    {[]string{"manifests", "--namespace", "A_B"}, nil, "", 2, `--namespace "A_B": a lowercase RFC 1123 label must consist of`},
 		"manifests replicas":     {[]string{"manifests", "--replicas", "0"}, nil, "", 2, "--replicas must be at least 1, got 0"},
