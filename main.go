@@ -70,6 +70,11 @@ func app() *cli.App {
 		},
 		OnUsageError:    usageError,
 		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {}, // main prints and exits
+		// An unknown command is a usage error: one line and exit 2, like a bad flag.
+		CommandNotFound: func(_ *cli.Context, name string) {
+			fmt.Fprintf(os.Stderr, "vm-controller: no command %q (see --help)\n", name)
+			os.Exit(2)
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // main prints and exits
 	}
 }

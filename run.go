@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -104,6 +106,11 @@ func parseOptions(c *cli.Context) (options, error) {
 	}
 	if o.fields, err = loadFields(c, o.gvr.GroupVersion()); err != nil {
 		return o, err
+	}
+	if ns := c.String("namespace"); ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return o, fmt.Errorf("--namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
 	}
 	if _, err := labels.Parse(c.String("selector")); err != nil {
 		return o, fmt.Errorf("--selector: %w", err)

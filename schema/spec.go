@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -99,6 +100,15 @@ func (vm VirtualMachine) quantity(path, min string, wholeBytes bool) (resource.Q
 	if q.Sign() <= 0 {
 		return resource.Quantity{}, field.Invalid(fp, text, "must be greater than zero")
 	}
+	// Before any exact comparison: a huge exponent ("1e99999999") passes admission's pattern,
+	// and comparing it exactly would take minutes of a worker's time.
+	if tooLarge(q, wholeBytes) {
+		limit := "9223372036854775807m (int64 millicores)"
+		if wholeBytes {
+			limit = "9223372036854775807 bytes (int64)"
+		}
+		return resource.Quantity{}, field.Invalid(fp, text, "must be at most "+limit)
+	}
 	if m := resource.MustParse(min); q.Cmp(m) < 0 {
 		return resource.Quantity{}, field.Invalid(fp, text, fmt.Sprintf("must be at least %s", min))
 	}
@@ -106,6 +116,23 @@ func (vm VirtualMachine) quantity(path, min string, wholeBytes bool) (resource.Q
 		return resource.Quantity{}, field.Invalid(fp, text, "must be a whole number of bytes")
 	}
 	return q, nil
+}
+
+// tooLarge reports whether q is beyond what the resource model holds: int64 bytes, or int64
+// millicores of cpu. A float comparison settles all but values near the limit, cheaply, and
+// only those are compared exactly.
+func tooLarge(q resource.Quantity, bytes bool) bool {
+	f := q.AsApproximateFloat64()
+	switch {
+	case math.IsInf(f, 1) || math.IsNaN(f) || f > 1e19:
+		return true
+	case f < 9e15:
+		return false
+	case bytes:
+		return q.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) > 0
+	default:
+		return q.Cmp(*resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)) > 0
+	}
 }
 
 func example(bytes bool) string {
