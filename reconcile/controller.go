@@ -375,11 +375,17 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			c.usage.schedule(key)
 		}
 	}
-	if plan.Empty() {
-		return time.Duration(plan.RequeueAfter), nil
+	after := time.Duration(plan.RequeueAfter)
+	if !plan.Empty() {
+		log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events))
+		if after, err = c.applier.apply(ctx, u, vm, owner, srv, plan); err != nil {
+			return 0, err
+		}
 	}
-	log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events))
-	return c.applier.apply(ctx, u, vm, owner, srv, plan)
+	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
+		after = w
+	}
+	return after, nil
 }
 
 func ownerOf(vm schema.VirtualMachine) backend.Owner {

@@ -11,7 +11,7 @@ import (
 
 // expectTimeout bounds how long the controller trusts its own memory over the cache; after
 // it, the cache is believed again (a watch event was lost, or someone else acted).
-const expectTimeout = time.Minute
+const expectTimeout = 30 * time.Second
 
 // expectations remember the server actions this controller took until the backend's cache
 // reflects them, in the manner of kube-controller-manager's ControllerExpectations. Without
@@ -52,6 +52,19 @@ func (e *expectations) forget(vm cache.ObjectName) {
 	e.mu.Lock()
 	delete(e.m, vm)
 	e.mu.Unlock()
+}
+
+// wait returns how long vm's expectation has left, or 0 when it has none. A reconcile that
+// leaned on an expectation looks again when it runs out: if the server it expects never shows
+// (created and deleted before the cache saw it), no event would come to say so.
+func (e *expectations) wait(vm cache.ObjectName) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.m[vm]
+	if !ok {
+		return 0
+	}
+	return max(time.Until(x.at.Add(expectTimeout)), time.Millisecond) + time.Second
 }
 
 // adjust returns what the controller knows of vm's server: the observed one, unless the cache

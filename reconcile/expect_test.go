@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -43,5 +44,23 @@ func TestExpectations(t *testing.T) {
 	e.forget(key)
 	if got := e.adjust(key, nil); got != nil {
 		t.Fatalf("forgotten expectation still applies: %+v", got)
+	}
+}
+
+// TestExpectationsWait: while an expectation stands, a reconcile asks to look again when it
+// runs out, so a server created and gone before the cache saw it is not waited for forever.
+func TestExpectationsWait(t *testing.T) {
+	key := cache.NewObjectName("ns", "vm")
+	e := newExpectations()
+	if w := e.wait(key); w != 0 {
+		t.Fatalf("no expectation: wait %s", w)
+	}
+	e.created(key, &backend.Server{ID: "new"})
+	if w := e.wait(key); w <= 0 || w > expectTimeout+time.Second {
+		t.Fatalf("wait %s, want at most the timeout %s plus a second", w, expectTimeout)
+	}
+	e.adjust(key, &backend.Server{ID: "new"}) // the cache caught up
+	if w := e.wait(key); w != 0 {
+		t.Fatalf("a met expectation still waits %s", w)
 	}
 }
