@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -34,12 +33,12 @@ type applier struct {
 	now      func() time.Time
 }
 
-// apply carries out plan for the VM cached as u (never modified), in the order that keeps
+// apply carries out plan for the VM seen as vm, in the order that keeps
 // the guarantees: the finalizer is on before a server exists, and comes off only after the
 // server is gone. Every write is conditional on the resourceVersion the decision saw (and
 // the ones its own writes produce), so a decision made on a stale view fails with a conflict
 // and is made again, rather than overwriting newer state.
-func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan Plan) (time.Duration, error) {
+func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan Plan) (time.Duration, error) {
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
 	res := a.client.Namespace(owner.Namespace)
 	rv := vm.ResourceVersion()
@@ -62,7 +61,7 @@ func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm sch
 			default:
 				a.expect.created(key, srv)
 				plan.Created(srv)
-				a.record(u, plan.Server.Event)
+				a.record(vm, plan.Server.Event)
 			}
 		case DeleteServer:
 			if err := a.backend.Delete(ctx, owner); err != nil {
@@ -71,7 +70,7 @@ func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm sch
 			if observed != nil {
 				a.expect.deleted(key, observed.ID)
 			}
-			a.record(u, plan.Server.Event)
+			a.record(vm, plan.Server.Event)
 		}
 	}
 	if plan.Status != nil {
@@ -87,7 +86,7 @@ func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm sch
 			return 0, fmt.Errorf("write status: %w", err)
 		}
 		rv = out.GetResourceVersion()
-		a.record(u, plan.Events...)
+		a.record(vm, plan.Events...)
 	}
 	if plan.Finalizer == RemoveFinalizer {
 		if _, err = a.setFinalizer(ctx, res, vm, rv, false); err != nil {
@@ -97,14 +96,14 @@ func (a applier) apply(ctx context.Context, u *unstructured.Unstructured, vm sch
 	return time.Duration(plan.RequeueAfter), nil
 }
 
-// record records events on the VM cached as u.
-func (a applier) record(u *unstructured.Unstructured, evs ...Event) {
+// record records events on vm.
+func (a applier) record(vm schema.VirtualMachine, evs ...Event) {
 	if a.recorder == nil {
 		return
 	}
 	// The reference leaves out the resourceVersion: with it, every event of a VM would be
 	// about a different object, and repeats would never fold into one series.
-	ref := &corev1.ObjectReference{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID()}
+	ref := &corev1.ObjectReference{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
 	for _, e := range evs {
 		a.recorder.Eventf(ref, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", e.Message)
 	}

@@ -119,8 +119,7 @@ func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
 	if err != nil || !ok {
 		return schema.VirtualMachine{}, false
 	}
-	vm, err := schema.Decode(obj.(*unstructured.Unstructured), c.cfg.Fields)
-	return vm, err == nil
+	return obj.(*schema.Object).View(c.cfg.Fields), true
 }
 
 // vmInformer is one informer of the VMs and the means to stop it.
@@ -135,16 +134,17 @@ func (c *Controller) startVMs(ctx context.Context) error {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
 	inf := f.ForResource(c.cfg.GVR).Informer()
-	if err := inf.SetTransform(trim); err != nil {
+	if err := inf.SetTransform(compact); err != nil {
 		return fmt.Errorf("set transform: %w", err)
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, cur any) {
-			// A resync delivers every object again unchanged: the periodic safety net is
+			// A resync delivers every object again unchanged, and a change of labels or
+			// annotations changes nothing a decision reads: the periodic safety net is
 			// the RequeueAfter of each plan, not a storm of no-op reconciles.
-			o, n := old.(*unstructured.Unstructured), cur.(*unstructured.Unstructured)
-			if o.GetResourceVersion() == n.GetResourceVersion() {
+			o, n := old.(*schema.Object), cur.(*schema.Object)
+			if schema.Same(o, n) {
 				return
 			}
 			// The poller's usage writes change nothing a decision reads.
@@ -275,8 +275,8 @@ func (c *Controller) PhaseCounts() map[string]int {
 		return counts
 	}
 	for _, obj := range vms.informer.GetStore().List() {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			p := string(schema.PhaseOf(u, c.cfg.Fields))
+		if o, ok := obj.(*schema.Object); ok {
+			p := string(schema.PhaseOf(o, c.cfg.Fields))
 			if p == "" {
 				p = "None"
 			}
@@ -353,12 +353,8 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		log.Debug("VM is gone")
 		return 0, nil
 	}
-	// Never modify obj: it belongs to the informer's cache. Decode serialises it once.
-	u := obj.(*unstructured.Unstructured)
-	vm, err := schema.Decode(u, c.cfg.Fields)
-	if err != nil {
-		return 0, err
-	}
+	// The view reads the cached bytes in place; nothing modifies them.
+	vm := obj.(*schema.Object).View(c.cfg.Fields)
 	owner := ownerOf(vm)
 	srv, err := c.cfg.Backend.Observe(owner)
 	if err != nil {
@@ -378,7 +374,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	after := time.Duration(plan.RequeueAfter)
 	if !plan.Empty() {
 		log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events))
-		if after, err = c.applier.apply(ctx, u, vm, owner, srv, plan); err != nil {
+		if after, err = c.applier.apply(ctx, vm, owner, srv, plan); err != nil {
 			return 0, err
 		}
 	}
@@ -399,11 +395,12 @@ func serverOp(p Plan) string {
 	return string(p.Server.Op)
 }
 
-// trim drops what the controller never reads from cached VMs: managed fields are often
-// larger than the rest of the object.
-func trim(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		u.SetManagedFields(nil)
+// compact is the VM informer's transform: it keeps each VM as schema.Object, the JSON of what
+// a view reads, instead of a tree of maps (see schema.Object for why). Tombstones pass through.
+func compact(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	return schema.Compact(u)
 }

@@ -75,10 +75,11 @@ func FuzzDecide(f *testing.F) {
 				return // a backend reports text (a pod's fields come from JSON)
 			}
 		}
-		vm, err := schema.Decode(&unstructured.Unstructured{Object: obj}, fields)
+		cached, err := schema.Compact(&unstructured.Unstructured{Object: obj})
 		if err != nil {
 			t.Fatal(err)
 		}
+		vm := cached.View(fields)
 		var srv *backend.Server
 		if hasServer {
 			srv = &backend.Server{Name: name, ID: id, State: backend.State(state), Detail: detail, Message: message, Deleting: deleting,

@@ -74,6 +74,15 @@ func asCached(data []byte) (*unstructured.Unstructured, bool) {
 	return &unstructured.Unstructured{Object: obj}, true
 }
 
+// decode makes a view of u as the controller's informer caches it.
+func decode(u *unstructured.Unstructured, f Fields) (VirtualMachine, error) {
+	o, err := Compact(u)
+	if err != nil {
+		return VirtualMachine{}, err
+	}
+	return o.View(f), nil
+}
+
 // FuzzView: any bytes are refused by Parse or read without a panic; an object as the cache
 // holds it decodes, its spec is either refused with true reasons at the spec's own paths or
 // accepted as something a server can be made of, and its status survives being written back
@@ -93,7 +102,7 @@ func FuzzView(f *testing.F) {
 			if !ok {
 				continue
 			}
-			vm, err := Decode(u, fields)
+			vm, err := decode(u, fields)
 			if err != nil {
 				t.Fatalf("%s: decode a cached object: %v", name, err)
 			}
@@ -419,7 +428,7 @@ func vmWith(t *testing.T, f Fields, path, v string) VirtualMachine {
 			set(p, `"1Gi"`)
 		}
 	}
-	vm, err := Decode(&unstructured.Unstructured{Object: obj}, f)
+	vm, err := decode(&unstructured.Unstructured{Object: obj}, f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,9 @@ package schema
 import (
 	"encoding/json"
 	"reflect"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // ConditionUsageReported is the condition about usage reporting; OnlyUsageChanged ignores
@@ -66,13 +64,13 @@ func conditionJSON(c Condition) map[string]any {
 // OnlyUsageChanged reports whether two versions of a cached VM differ in nothing a decision
 // reads but the reported usage (and its condition). The controller's own usage writes then
 // do not make it reconcile the VM again: usage reporting has no feedback loop.
-func OnlyUsageChanged(old, cur *unstructured.Unstructured, f Fields) bool {
-	if old.GetGeneration() != cur.GetGeneration() || old.GetUID() != cur.GetUID() ||
-		!reflect.DeepEqual(old.GetDeletionTimestamp(), cur.GetDeletionTimestamp()) ||
-		!slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) {
-		return false
+func OnlyUsageChanged(old, cur *Object, f Fields) bool {
+	if Same(old, cur) {
+		return true
 	}
-	return reflect.DeepEqual(statusWithoutUsage(old, f), statusWithoutUsage(cur, f))
+	a, errA := withoutUsage(old, f)
+	b, errB := withoutUsage(cur, f)
+	return errA == nil && errB == nil && reflect.DeepEqual(a, b)
 }
 
 // removePruning removes the field at path and then every map on the way that it left empty,
@@ -92,26 +90,21 @@ func removePruning(m map[string]any, path []string) {
 	}
 }
 
-// statusWithoutUsage copies the status subtree without the usage fields and the
-// UsageReported condition.
-func statusWithoutUsage(u *unstructured.Unstructured, f Fields) any {
-	status, ok := u.Object["status"]
-	if !ok {
-		return nil
+// withoutUsage decodes a cached object without the usage fields and the UsageReported
+// condition.
+func withoutUsage(o *Object, f Fields) (map[string]any, error) {
+	var obj map[string]any
+	if err := json.Unmarshal(o.raw, &obj); err != nil {
+		return nil, err
 	}
-	st, ok := runtime.DeepCopyJSONValue(status).(map[string]any)
-	if !ok {
-		return status
-	}
-	copied := map[string]any{"status": st}
 	for _, p := range []string{f.UsageCPU, f.UsageMemory} {
 		if p != "" {
-			removePruning(copied, splitPath(p))
+			removePruning(obj, splitPath(p))
 		}
 	}
 	if f.Conditions != "" {
 		path := splitPath(f.Conditions)
-		if list, found, _ := unstructured.NestedSlice(copied, path...); found {
+		if list, found, _ := unstructured.NestedSlice(obj, path...); found {
 			kept := list[:0]
 			for _, c := range list {
 				if m, ok := c.(map[string]any); ok && m["type"] == ConditionUsageReported {
@@ -119,8 +112,8 @@ func statusWithoutUsage(u *unstructured.Unstructured, f Fields) any {
 				}
 				kept = append(kept, c)
 			}
-			_ = unstructured.SetNestedSlice(copied, kept, path...)
+			_ = unstructured.SetNestedSlice(obj, kept, path...)
 		}
 	}
-	return copied
+	return obj, nil
 }

@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-func obj(t *testing.T, y string) *unstructured.Unstructured {
+func obj(t *testing.T, y string) *Object {
 	t.Helper()
 	// Through JSON, as objects reach the cache: integers stay integers.
 	j, err := yaml.YAMLToJSON([]byte(y))
@@ -18,7 +18,11 @@ func obj(t *testing.T, y string) *unstructured.Unstructured {
 	if err := u.UnmarshalJSON(j); err != nil {
 		t.Fatal(err)
 	}
-	return u
+	o, err := Compact(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 // TestOnlyUsageChanged: the controller's usage writes must not look like a change worth a

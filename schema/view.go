@@ -1,12 +1,10 @@
 package schema
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/tidwall/gjson"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -17,31 +15,26 @@ import (
 type VirtualMachine struct {
 	raw    []byte
 	fields Fields
+	// resourceVersion is kept apart from raw: a cached Object's JSON leaves it out, so that
+	// two versions that differ in nothing else compare equal byte for byte.
+	resourceVersion string
 }
 
-// Decode makes a view of an unstructured object (typically from an informer's cache). The
-// object is serialised once; the cached object is not modified.
-func Decode(obj *unstructured.Unstructured, f Fields) (VirtualMachine, error) {
-	raw, err := json.Marshal(obj.Object)
-	if err != nil {
-		return VirtualMachine{}, fmt.Errorf("encode %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
-	}
-	return VirtualMachine{raw: raw, fields: f}, nil
-}
-
-// Parse makes a view of a JSON object. It fails only when raw is not a JSON object; field
-// problems are reported by Spec.
+// Parse makes a view of a JSON object (a file, an API response). It fails only when raw is not
+// a JSON object; field problems are reported by Spec. Views of cached objects come from
+// Object.View.
 func Parse(raw []byte, f Fields) (VirtualMachine, error) {
 	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
 		return VirtualMachine{}, fmt.Errorf("not a JSON object")
 	}
-	return VirtualMachine{raw: raw, fields: f}, nil
+	return VirtualMachine{raw: raw, fields: f, resourceVersion: gjson.GetBytes(raw, "metadata.resourceVersion").String()}, nil
 }
 
 // Fields returns the layout this view reads with.
 func (vm VirtualMachine) Fields() Fields { return vm.fields }
 
-// JSON returns the object as JSON. Callers must not modify it.
+// JSON returns the object as JSON (for a cached object: the part of it the view reads, without
+// resourceVersion). Callers must not modify it.
 func (vm VirtualMachine) JSON() []byte { return vm.raw }
 
 func (vm VirtualMachine) get(path string) gjson.Result {
@@ -67,7 +60,7 @@ func (vm VirtualMachine) UID() types.UID { return types.UID(vm.str("metadata.uid
 
 // ResourceVersion is the version of the object this view was made from; writes use it as a
 // precondition so that a decision made on a stale view is refused, not applied.
-func (vm VirtualMachine) ResourceVersion() string { return vm.str("metadata.resourceVersion") }
+func (vm VirtualMachine) ResourceVersion() string { return vm.resourceVersion }
 
 // Generation is metadata.generation: it moves with every spec change.
 func (vm VirtualMachine) Generation() int64 { return vm.get("metadata.generation").Int() }
@@ -129,11 +122,10 @@ func (vm VirtualMachine) Status() Status {
 	return st
 }
 
-// PhaseOf reads status.phase (at f's path) straight from a cached object, without the
-// serialisation a full view costs: metrics count phases over the whole cache at each scrape.
-func PhaseOf(u *unstructured.Unstructured, f Fields) Phase {
-	p, _, _ := unstructured.NestedString(u.Object, splitPath(f.Phase)...)
-	return Phase(p)
+// PhaseOf reads status.phase (at f's path) of a cached object: metrics count phases over the
+// whole cache at each scrape.
+func PhaseOf(o *Object, f Fields) Phase {
+	return Phase(gjson.GetBytes(o.raw, gjsonPath(f.Phase)).String())
 }
 
 func parseTime(s string) time.Time {

@@ -68,12 +68,12 @@ func New(cfg Config) *Backend {
 // Start watches the server pods (and nodes) and calls notify with the owning VM of each pod that
 // changes, and of each pod on a node whose readiness changes.
 func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cache.InformerSynced, error) {
-	if err := b.pods.SetTransform(toPod); err != nil {
+	if err := b.pods.SetTransform(toCachedPod); err != nil {
 		return nil, fmt.Errorf("set pod transform: %w", err)
 	}
 	if err := b.pods.AddIndexers(cache.Indexers{byNode: func(obj any) ([]string, error) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			return []string{p.Spec.NodeName}, nil
+		if p, ok := obj.(*cachedPod); ok && p.node != "" {
+			return []string{p.node}, nil
 		}
 		return nil, nil
 	}}); err != nil {
@@ -83,16 +83,14 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if p, ok := obj.(*corev1.Pod); ok {
-			if vm := ownerName(p); vm != "" {
-				notify(cache.NewObjectName(p.Namespace, vm))
-			}
+		if p, ok := obj.(*cachedPod); ok && p.ownerName != "" {
+			notify(cache.NewObjectName(p.Namespace, p.ownerName))
 		}
 	}
 	if _, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: owner,
 		UpdateFunc: func(old, cur any) {
-			if old.(*corev1.Pod).ResourceVersion != cur.(*corev1.Pod).ResourceVersion {
+			if old.(*cachedPod).ResourceVersion != cur.(*cachedPod).ResourceVersion {
 				owner(cur)
 			}
 		},
@@ -154,18 +152,18 @@ func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
 	if !ok {
 		return nil, nil
 	}
-	pod := obj.(*corev1.Pod)
-	if !owns(vm, pod) {
-		if pod.DeletionTimestamp == nil {
+	pod := obj.(*cachedPod)
+	if !pod.owns(vm) {
+		if !pod.server.Deleting {
 			return nil, nil // not ours: Create reports the clash
 		}
-		return &backend.Server{Name: pod.Name, ID: string(pod.UID), State: backend.StatePending, Detail: string(pod.Status.Phase), Deleting: true}, nil
+		return &backend.Server{Name: pod.Name, ID: string(pod.UID), State: backend.StatePending, Detail: pod.server.Detail, Deleting: true}, nil
 	}
 	var ready func(string) (bool, bool)
 	if b.nodes != nil {
 		ready = b.nodeReady
 	}
-	return serverOf(pod, ready), nil
+	return pod.observed(ready), nil
 }
 
 func (b *Backend) nodeReady(name string) (ready, known bool) {
@@ -196,10 +194,10 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 		if err != nil {
 			return nil, err
 		}
-		if !owns(vm, existing.(*corev1.Pod)) {
+		if !cachePod(existing).owns(vm) {
 			return nil, fmt.Errorf("pod %s already exists and this VM does not control it: %w", pod.Name, backend.ErrRejected)
 		}
-		if existing.(*corev1.Pod).DeletionTimestamp != nil {
+		if existing.DeletionTimestamp != nil {
 			// The old server is still going (the cache saw its deletion early, or not at
 			// all): a transient error, so the create is retried once it is gone.
 			return nil, fmt.Errorf("pod %s is still being deleted", pod.Name)
@@ -213,7 +211,8 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 	if err != nil {
 		return nil, err
 	}
-	return serverOf(created.(*corev1.Pod), nil), nil
+	s := serverOf(created)
+	return &s, nil
 }
 
 // Delete deletes vm's pod, on the condition that it is still the pod the cache shows, so that
@@ -231,26 +230,6 @@ func (b *Backend) Delete(ctx context.Context, vm backend.Owner) error {
 		return fmt.Errorf("delete pod %s: %w", srv.Name, err)
 	}
 	return nil
-}
-
-// toPod converts an informer's unstructured pod to a typed one, dropping what the controller
-// never reads (managed fields, most annotations) to keep the cache small.
-func toPod(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil // tombstones and already-converted objects pass through
-	}
-	pod := &corev1.Pod{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pod); err != nil {
-		return nil, fmt.Errorf("decode pod %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-	}
-	pod.ManagedFields = nil
-	vm := pod.Annotations[AnnotationVM]
-	pod.Annotations = nil
-	if vm != "" {
-		pod.Annotations = map[string]string{AnnotationVM: vm}
-	}
-	return pod, nil
 }
 
 // toNode keeps only a node's name and Ready condition.

@@ -28,26 +28,6 @@ const (
 	AnnotationVM = "cloudnative.czs/vm"
 )
 
-// owns reports whether pod is vm's server: vm controls it, or, once the garbage collector has
-// removed the owner reference (a deletion with --cascade=orphan), the pod still carries the
-// label with vm's UID. Without the second, such a pod would look like no VM's, the finalizer
-// would come off, and the pod would be left behind.
-func owns(vm backend.Owner, pod *corev1.Pod) bool {
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return ref.UID == vm.UID
-	}
-	return pod.Labels[LabelVMUID] == string(vm.UID)
-}
-
-// ownerName is the name of the VM a server pod belongs to, from its owner reference or, when
-// that is gone, from its annotation.
-func ownerName(pod *corev1.Pod) string {
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return ref.Name
-	}
-	return pod.Annotations[AnnotationVM]
-}
-
 const nameSuffix = "-server"
 
 // PodName is the name of the pod that serves the VM called vm. Names too long for the suffix
@@ -99,10 +79,10 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 	}
 }
 
-// serverOf reports a pod as a backend.Server. nodeReady says whether the pod's node is known
-// to be up (nil when nodes are not watched).
-func serverOf(pod *corev1.Pod, nodeReady func(name string) (ready bool, known bool)) *backend.Server {
-	s := &backend.Server{
+// serverOf reads a pod as a backend.Server, as far as the pod itself tells (its node's
+// readiness is cachedPod.observed's).
+func serverOf(pod *corev1.Pod) backend.Server {
+	s := backend.Server{
 		Name:     pod.Name,
 		ID:       string(pod.UID),
 		Detail:   string(pod.Status.Phase),
@@ -134,13 +114,6 @@ func serverOf(pod *corev1.Pod, nodeReady func(name string) (ready bool, known bo
 		s.State, s.Since, s.Message = backend.StateFailed, finishedAt(pod), terminatedMessage(pod)
 	default: // Unknown: the kubelet cannot be reached
 		s.State, s.Message = backend.StateLost, pod.Status.Message
-	}
-	if (s.State == backend.StateReady || s.State == backend.StateStarting) && nodeReady != nil && pod.Spec.NodeName != "" {
-		if ready, known := nodeReady(pod.Spec.NodeName); !known {
-			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is gone", pod.Spec.NodeName)
-		} else if !ready {
-			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is not ready", pod.Spec.NodeName)
-		}
 	}
 	return s
 }

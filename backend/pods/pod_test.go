@@ -8,7 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -64,7 +67,7 @@ func TestNewPod(t *testing.T) {
 		t.Errorf("pod spec: image %s restart %s automount %v", c.Image, p.Spec.RestartPolicy, *p.Spec.AutomountServiceAccountToken)
 	}
 	// The server reads back the spec it was created with.
-	if got := serverOf(p, nil).Spec; !got.Equal(spec) {
+	if got := serverOf(p).Spec; !got.Equal(spec) {
 		t.Errorf("round trip spec %+v, want %+v", got, spec)
 	}
 	// A name that is no valid label value is left out of the label, not truncated.
@@ -111,7 +114,7 @@ func TestServerOf(t *testing.T) {
 				now := metav1.Now()
 				p.DeletionTimestamp = &now
 			}
-			s := serverOf(p, tc.nodes)
+			s := cachePod(p).observed(tc.nodes)
 			if s.State != tc.state || !strings.Contains(s.Message, tc.message) || s.ID != "pod-uid" || s.Detail != string(tc.status.Phase) || s.Deleting != tc.deleted {
 				t.Errorf("got %+v", s)
 			}
@@ -128,20 +131,58 @@ func TestServerOf(t *testing.T) {
 func TestOwnsAfterOrphaning(t *testing.T) {
 	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
 	p := newPod(vm, backend.Spec{})
-	if !owns(vm, p) || ownerName(p) != "a" {
-		t.Fatalf("a fresh pod: owns %v, owner %q", owns(vm, p), ownerName(p))
+	if c := cachePod(p); !c.owns(vm) || c.ownerName != "a" {
+		t.Fatalf("a fresh pod: owns %v, owner %q", c.owns(vm), c.ownerName)
 	}
 	p.OwnerReferences = nil
-	if !owns(vm, p) || ownerName(p) != "a" {
-		t.Errorf("an orphaned pod: owns %v, owner %q; want true, a", owns(vm, p), ownerName(p))
+	if c := cachePod(p); !c.owns(vm) || c.ownerName != "a" {
+		t.Errorf("an orphaned pod: owns %v, owner %q; want true, a", c.owns(vm), c.ownerName)
 	}
 	other := vm
 	other.UID = "u-2" // a new VM of the same name
-	if owns(other, p) {
+	if cachePod(p).owns(other) {
 		t.Error("an orphaned pod is taken for the server of another VM of the same name")
 	}
 	p = newPod(other, backend.Spec{})
-	if owns(vm, p) {
+	if cachePod(p).owns(vm) {
 		t.Error("a pod another VM controls is taken for this VM's")
+	}
+	// A pod some other controller controls is not the VM's, whatever its label says.
+	p = newPod(vm, backend.Spec{})
+	p.OwnerReferences[0].UID = "someone-else"
+	if cachePod(p).owns(vm) {
+		t.Error("a pod another controller controls is taken for this VM's by its label")
+	}
+}
+
+// TestCachedPod: the informer's transform keeps what Observe, the node index and the event
+// handlers read, through the unstructured form the informer decodes, and nothing of the
+// pod's own maps; tombstones pass through.
+func TestCachedPod(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	spec := backend.Spec{CPU: resource.MustParse("250m"), Memory: resource.MustParse("1Gi"), RootDisk: resource.MustParse("10Gi"), Image: "img:1"}
+	p := newPod(vm, spec)
+	p.UID, p.ResourceVersion, p.Spec.NodeName = "pod-uid", "7", "n1"
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := toCachedPod(&unstructured.Unstructured{Object: obj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.(*cachedPod)
+	if c.Namespace != "ns" || c.Name != PodName("a") || c.UID != "pod-uid" || c.ResourceVersion != "7" || c.node != "n1" ||
+		c.ownerName != "a" || !c.owns(vm) || c.Labels != nil || c.Annotations != nil || c.OwnerReferences != nil {
+		t.Errorf("cached pod %+v", c)
+	}
+	s := c.observed(nil)
+	if s.State != backend.StateReady || s.ID != "pod-uid" || s.Name != PodName("a") || !s.Spec.Equal(spec) {
+		t.Errorf("observed %+v", s)
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/x", Obj: c}
+	if again, err := toCachedPod(tomb); err != nil || again != tomb {
+		t.Errorf("a tombstone did not pass through: %v, %v", again, err)
 	}
 }

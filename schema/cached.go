@@ -1,0 +1,79 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Object is a VM as the controller's informer caches it: the object's JSON, cut down to what
+// a view reads, plus the few metadata fields the informer itself needs (namespace and name
+// for its keys, resourceVersion for its update checks, UID for tombstones).
+//
+// Why not unstructured.Unstructured: a decoded tree of maps costs several times the bytes of
+// its JSON, and every reconcile had to serialise it again for the gjson view. An Object is
+// kept as bytes once, when the informer stores it, and a view reads those bytes in place.
+//
+// An Object is immutable once made, so it is shared, never copied: DeepCopyObject returns it.
+type Object struct {
+	metav1.ObjectMeta // Namespace, Name, UID and ResourceVersion only
+	raw               []byte
+}
+
+var _ runtime.Object = (*Object)(nil)
+
+// keptMetadata is what a view reads of metadata. Everything else there (labels, annotations
+// such as kubectl's last-applied copy of the object, managedFields, owner references) is
+// dropped, and so is resourceVersion, which Object keeps apart (see Same).
+var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionTimestamp", "finalizers"}
+
+// Compact makes the cached form of an object the informer has just decoded. u is read, not
+// changed.
+func Compact(u *unstructured.Unstructured) (*Object, error) {
+	top := make(map[string]any, len(u.Object))
+	for k, v := range u.Object {
+		if k != "metadata" {
+			top[k] = v
+		}
+	}
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		kept := make(map[string]any, len(keptMetadata))
+		for _, k := range keptMetadata {
+			if v, ok := md[k]; ok {
+				kept[k] = v
+			}
+		}
+		top["metadata"] = kept
+	}
+	raw, err := json.Marshal(top)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return &Object{
+		ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion()},
+		raw:        raw,
+	}, nil
+}
+
+// View is a view of the cached object; it shares the object's bytes, which nobody changes.
+func (o *Object) View(f Fields) VirtualMachine {
+	return VirtualMachine{raw: o.raw, fields: f, resourceVersion: o.ResourceVersion}
+}
+
+// Same reports whether two versions of a cached object differ in nothing a view reads: a
+// resync, or a change of labels or annotations only.
+func Same(a, b *Object) bool { return bytes.Equal(a.raw, b.raw) }
+
+// Size is the number of bytes of JSON the object keeps.
+func (o *Object) Size() int { return len(o.raw) }
+
+// GetObjectKind has nothing to tell: apiVersion and kind are in the JSON, read by the view.
+func (o *Object) GetObjectKind() k8sschema.ObjectKind { return k8sschema.EmptyObjectKind }
+
+// DeepCopyObject returns o itself: an Object is never modified after Compact.
+func (o *Object) DeepCopyObject() runtime.Object { return o }

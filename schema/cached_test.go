@@ -1,0 +1,112 @@
+package schema
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// reads is everything a view offers, for comparing two views.
+type reads struct {
+	APIVersion, Kind, Namespace, Name, UID, ResourceVersion string
+	Generation                                              int64
+	Deleting                                                bool
+	Finalizers                                              []string
+	Spec                                                    Spec
+	SpecErrs                                                string
+	Status                                                  Status
+}
+
+func readOf(vm VirtualMachine) reads {
+	spec, errs := vm.Spec()
+	return reads{vm.APIVersion(), vm.Kind(), vm.Namespace(), vm.Name(), string(vm.UID()), vm.ResourceVersion(),
+		vm.Generation(), vm.Deleting(), vm.Finalizers(), spec, fmt.Sprint(errs), vm.Status()}
+}
+
+// TestCompactReadsTheSame: a view of the cached form reads exactly what a view of the whole
+// object reads, for every golden VM under every layout, while what no view reads is gone.
+func TestCompactReadsTheSame(t *testing.T) {
+	for i, raw := range goldenVMs(t) {
+		var obj map[string]any
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			t.Fatal(err)
+		}
+		md, _ := obj["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			obj["metadata"] = md
+		}
+		// What the API server adds and no view reads.
+		md["resourceVersion"] = "4711"
+		md["labels"] = map[string]any{"team": "a"}
+		md["annotations"] = map[string]any{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 2000)}
+		md["managedFields"] = []any{map[string]any{"manager": "kubectl", "fieldsV1": map[string]any{"f:spec": map[string]any{}}}}
+		md["creationTimestamp"] = "2026-01-01T00:00:00Z"
+		whole, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, f := range fuzzMaps(t) {
+			want, err := Parse(whole, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := Compact(&unstructured.Unstructured{Object: obj})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := readOf(o.View(f)), readOf(want); !reflect.DeepEqual(got, want) {
+				t.Errorf("VM %d, %s: the cached form reads\n%+v\nthe object reads\n%+v", i, name, got, want)
+			}
+			for _, gone := range []string{"metadata.labels", "metadata.annotations", "metadata.managedFields", "metadata.creationTimestamp", "metadata.resourceVersion"} {
+				if gjson.GetBytes(o.raw, gone).Exists() {
+					t.Errorf("VM %d: the cached form keeps %s", i, gone)
+				}
+			}
+			if o.Size() >= len(whole)/2 {
+				t.Errorf("VM %d: cached form is %d bytes of the object's %d", i, o.Size(), len(whole))
+			}
+			if o.GetName() != want.Name() || o.GetNamespace() != want.Namespace() || o.GetResourceVersion() != "4711" || string(o.GetUID()) != string(want.UID()) {
+				t.Errorf("VM %d: the informer's metadata is %+v", i, o.ObjectMeta)
+			}
+		}
+	}
+}
+
+// TestSame: versions that differ in resourceVersion, labels or annotations only are the
+// same to the controller; any change a view reads is not.
+func TestSame(t *testing.T) {
+	base := `
+apiVersion: cloudnative.czs/v1alpha1
+kind: VirtualMachine
+metadata: {name: a, uid: u1, generation: 1, resourceVersion: "1", labels: {x: y}, finalizers: [x]}
+spec: {action: active}
+status: {phase: Active}
+`
+	tests := map[string]struct {
+		cur  string
+		same bool
+	}{
+		"resync":            {base, true},
+		"new version only":  {replace(base, `resourceVersion: "1"`, `resourceVersion: "2"`), true},
+		"labels changed":    {replace(base, "labels: {x: y}", "labels: {x: z}"), true},
+		"annotation added":  {replace(base, "labels: {x: y}", "labels: {x: y}, annotations: {a: b}"), true},
+		"spec changed":      {replace(base, "action: active", "action: inactive"), false},
+		"status changed":    {replace(base, "phase: Active", "phase: Creating"), false},
+		"finalizer removed": {replace(base, "finalizers: [x]", "finalizers: []"), false},
+		"deletion":          {replace(base, "finalizers: [x]", `finalizers: [x], deletionTimestamp: "2026-01-01T00:00:00Z"`), false},
+		"generation":        {replace(base, "generation: 1", "generation: 2"), false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := Same(obj(t, base), obj(t, tc.cur)); got != tc.same {
+				t.Errorf("Same = %v, want %v", got, tc.same)
+			}
+		})
+	}
+}
