@@ -12,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +26,7 @@ func ceilingScenario(args []string) error {
 	fs := flag.NewFlagSet("ceiling", flag.ExitOnError)
 	n := fs.Int("vms", 1000, "VMs to take through the writes")
 	c := fs.Int("concurrency", 32, "VMs in flight")
+	events := fs.Bool("events", false, "also write the three Events the cluster records per VM (10 writes per VM)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	_ = fs.Parse(args)
 	e, err := setup(*kubeconfig)
@@ -31,7 +34,7 @@ func ceilingScenario(args []string) error {
 		return err
 	}
 	defer e.close()
-	_, err = ceiling(e, *n, *c)
+	_, err = ceiling(e, *n, *c, *events)
 	return err
 }
 
@@ -43,14 +46,48 @@ const ceilingNode = "bench-ceiling-absent-node"
 // ceiling makes, for n VMs with c in flight, the seven writes the cluster makes for one VM to
 // become Active: create the VM, patch its metadata (the finalizer's write), create its pod,
 // bind the pod, patch the pod's status to Running and Ready, and write the VM's status
-// Creating, then Active. It runs in a namespace of its own and returns the time taken.
-func ceiling(e *env, n, c int) (time.Duration, error) {
+// Creating, then Active. With events, it also creates the three Events the cluster records
+// for a VM on the way (the controller's CreatingServer and ServerReady, the scheduler's
+// Scheduled), each where the cluster records it. It runs in a namespace of its own, which it
+// deletes (and waits for) before it returns the time taken.
+func ceiling(e *env, n, c int, events bool) (time.Duration, error) {
 	ctx := context.Background()
-	ns := e.ns + "-ceiling"
+	ns, writes := e.ns+"-ceiling", 7
+	if events {
+		ns, writes = e.ns+"-ceiling-events", 10
+	}
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return 0, fmt.Errorf("create namespace: %w", err)
 	}
-	e.cleanup = append(e.cleanup, func() { _ = e.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	defer func() {
+		// The next stage (or run) should not share the API server with this one's objects.
+		start := time.Now()
+		if err := e.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+			return
+		}
+		for time.Since(start) < 15*time.Minute {
+			if _, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				fmt.Printf("  namespace %s removed in %s\n", ns, time.Since(start).Round(time.Second))
+				return
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}()
+	record := func(regarding corev1.ObjectReference, controller, reason, action, note string) error {
+		if !events {
+			return nil
+		}
+		now := metav1.NowMicro()
+		_, err := e.kube.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: regarding.Name + "."}, EventTime: now,
+			ReportingController: controller, ReportingInstance: controller + "-bench", Action: action, Reason: reason,
+			Regarding: regarding, Note: note, Type: corev1.EventTypeNormal,
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create event: %w", err)
+		}
+		return nil
+	}
 	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: vmGVR.Group, Version: vmGVR.Version})
 	if err != nil {
 		return 0, err
@@ -74,9 +111,17 @@ func ceiling(e *env, n, c int) (time.Duration, error) {
 		if err != nil {
 			return fmt.Errorf("create pod: %w", err)
 		}
+		vmRef := corev1.ObjectReference{APIVersion: vmGVR.GroupVersion().String(), Kind: "VirtualMachine", Namespace: ns, Name: vm.GetName(), UID: vm.GetUID()}
+		if err := record(vmRef, "vm-controller", "CreatingServer", "CreateServer", "Creating server "+pod.Name); err != nil {
+			return err
+		}
 		if err := pods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name},
 			Target: corev1.ObjectReference{Kind: "Node", Name: ceilingNode}}, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("bind pod: %w", err)
+		}
+		podRef := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID}
+		if err := record(podRef, "default-scheduler", "Scheduled", "Binding", "Successfully assigned "+ns+"/"+pod.Name+" to "+ceilingNode); err != nil {
+			return err
 		}
 		now := metav1.Now()
 		podStatus, _ := json.Marshal(map[string]any{"status": corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", HostIP: "10.0.0.2", StartTime: &now,
@@ -99,14 +144,14 @@ func ceiling(e *env, n, c int) (time.Duration, error) {
 			}
 			rv = out.GetResourceVersion()
 		}
-		return nil
+		return record(vmRef, "vm-controller", "ServerReady", "UpdateStatus", "Server "+pod.Name+" is running and ready")
 	})
 	took := time.Since(start)
 	if err != nil {
 		return 0, err
 	}
-	fmt.Printf("ceiling: %d VMs x 7 writes with %d VMs in flight in %s: %.0f VMs/s, %.0f writes/s\n",
-		n, c, took.Round(time.Millisecond), float64(n)/took.Seconds(), float64(7*n)/took.Seconds())
+	fmt.Printf("ceiling: %d VMs x %d writes with %d VMs in flight in %s: %.0f VMs/s, %.0f writes/s\n",
+		n, writes, c, took.Round(time.Millisecond), float64(n)/took.Seconds(), float64(writes*n)/took.Seconds())
 	if after, err := e.apiserverMetrics(); err == nil {
 		printClusterWrites(before, after, float64(n))
 	}
