@@ -9,11 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Object is a VM as the controller's informer caches it: the object's JSON, cut down to what
 // a view reads, plus the few metadata fields the informer itself needs (namespace and name
-// for its keys, resourceVersion for its update checks, UID for tombstones).
+// for its keys, resourceVersion for its update checks, UID for tombstones), which it reads
+// through GetObjectMeta.
 //
 // Why not unstructured.Unstructured: a decoded tree of maps costs several times the bytes of
 // its JSON, and every reconcile had to serialise it again for the gjson view. An Object is
@@ -21,11 +23,15 @@ import (
 //
 // An Object is immutable once made, so it is shared, never copied: DeepCopyObject returns it.
 type Object struct {
-	metav1.ObjectMeta // Namespace, Name, UID and ResourceVersion only
-	raw               []byte
+	namespace, name, resourceVersion string
+	uid                              types.UID
+	raw                              []byte
 }
 
-var _ runtime.Object = (*Object)(nil)
+var (
+	_ runtime.Object            = (*Object)(nil)
+	_ metav1.ObjectMetaAccessor = (*Object)(nil)
+)
 
 // keptMetadata is what a view reads of metadata. Everything else there (labels, annotations
 // such as kubectl's last-applied copy of the object, managedFields, owner references) is
@@ -54,16 +60,32 @@ func Compact(u *unstructured.Unstructured) (*Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
-	return &Object{
-		ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion()},
-		raw:        raw,
-	}, nil
+	return &Object{namespace: u.GetNamespace(), name: u.GetName(), uid: u.GetUID(), resourceVersion: u.GetResourceVersion(), raw: raw}, nil
 }
 
 // View is a view of the cached object; it shares the object's bytes, which nobody changes.
 func (o *Object) View(f Fields) VirtualMachine {
-	return VirtualMachine{raw: o.raw, fields: f, resourceVersion: o.ResourceVersion}
+	return VirtualMachine{raw: o.raw, fields: f, resourceVersion: o.resourceVersion}
 }
+
+// GetObjectMeta is how client-go (meta.Accessor) reads the object's keys and version. The
+// ObjectMeta is made on each call rather than kept: it would be most of an Object's own
+// bytes, for four strings.
+func (o *Object) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion}
+}
+
+// GetNamespace, GetName, GetUID and GetResourceVersion read the object's metadata.
+func (o *Object) GetNamespace() string { return o.namespace }
+
+// GetName is the object's name.
+func (o *Object) GetName() string { return o.name }
+
+// GetUID is the object's UID.
+func (o *Object) GetUID() types.UID { return o.uid }
+
+// GetResourceVersion is the object's resourceVersion.
+func (o *Object) GetResourceVersion() string { return o.resourceVersion }
 
 // Same reports whether two versions of a cached object differ in nothing a view reads: a
 // resync, or a change of labels or annotations only.

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
 )
 
 // reads is everything a view offers, for comparing two views.
@@ -71,8 +73,8 @@ func TestCompactReadsTheSame(t *testing.T) {
 			if o.Size() >= len(whole)/2 {
 				t.Errorf("VM %d: cached form is %d bytes of the object's %d", i, o.Size(), len(whole))
 			}
-			if o.GetName() != want.Name() || o.GetNamespace() != want.Namespace() || o.GetResourceVersion() != "4711" || string(o.GetUID()) != string(want.UID()) {
-				t.Errorf("VM %d: the informer's metadata is %+v", i, o.ObjectMeta)
+			if o.GetName() != want.Name() || o.GetNamespace() != want.Namespace() || o.GetResourceVersion() != "4711" || o.GetUID() != want.UID() {
+				t.Errorf("VM %d: the informer's metadata is %+v", i, o.GetObjectMeta())
 			}
 		}
 	}
@@ -108,5 +110,24 @@ status: {phase: Active}
 				t.Errorf("Same = %v, want %v", got, tc.same)
 			}
 		})
+	}
+}
+
+// TestObjectKeys: client-go's informer keys, indexes and tombstones read an Object's metadata
+// through meta.Accessor.
+func TestObjectKeys(t *testing.T) {
+	o := obj(t, `{apiVersion: v1, kind: VirtualMachine, metadata: {name: a, namespace: ns, uid: u1, resourceVersion: "5"}}`)
+	if key, err := cache.MetaNamespaceKeyFunc(o); err != nil || key != "ns/a" {
+		t.Errorf("key %q, %v", key, err)
+	}
+	if ns, err := cache.MetaNamespaceIndexFunc(o); err != nil || len(ns) != 1 || ns[0] != "ns" {
+		t.Errorf("namespace index %v, %v", ns, err)
+	}
+	if name, err := cache.DeletionHandlingObjectToName(cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: o}); err != nil || name.String() != "ns/a" {
+		t.Errorf("tombstone %v, %v", name, err)
+	}
+	m, err := meta.Accessor(o)
+	if err != nil || m.GetResourceVersion() != "5" || m.GetUID() != "u1" {
+		t.Errorf("accessor %v, %v", m, err)
 	}
 }

@@ -84,13 +84,13 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 			obj = t.Obj
 		}
 		if p, ok := obj.(*cachedPod); ok && p.ownerName != "" {
-			notify(cache.NewObjectName(p.Namespace, p.ownerName))
+			notify(cache.NewObjectName(p.namespace, p.ownerName))
 		}
 	}
 	if _, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: owner,
 		UpdateFunc: func(old, cur any) {
-			if old.(*cachedPod).ResourceVersion != cur.(*cachedPod).ResourceVersion {
+			if old.(*cachedPod).resourceVersion != cur.(*cachedPod).resourceVersion {
 				owner(cur)
 			}
 		},
@@ -157,7 +157,7 @@ func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
 		if !pod.server.Deleting {
 			return nil, nil // not ours: Create reports the clash
 		}
-		return &backend.Server{Name: pod.Name, ID: string(pod.UID), State: backend.StatePending, Detail: pod.server.Detail, Deleting: true}, nil
+		return &backend.Server{Name: pod.name, ID: string(pod.uid), State: backend.StatePending, Detail: pod.server.Detail, Deleting: true}, nil
 	}
 	var ready func(string) (bool, bool)
 	if b.nodes != nil {

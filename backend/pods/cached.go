@@ -22,7 +22,8 @@ import (
 //
 // A cachedPod is immutable once made, so it is shared, never copied: DeepCopyObject returns it.
 type cachedPod struct {
-	metav1.ObjectMeta // Namespace, Name, UID and ResourceVersion only
+	namespace, name, resourceVersion string
+	uid                              types.UID
 	// ownerUID is the UID of the VM that controls the pod or, once the garbage collector
 	// has removed the owner reference (a deletion with --cascade=orphan), the VM UID of its
 	// label; ownerName is that VM's name, from the reference or the annotation.
@@ -33,7 +34,16 @@ type cachedPod struct {
 	server backend.Server
 }
 
-var _ runtime.Object = (*cachedPod)(nil)
+var (
+	_ runtime.Object            = (*cachedPod)(nil)
+	_ metav1.ObjectMetaAccessor = (*cachedPod)(nil)
+)
+
+// GetObjectMeta is how client-go (meta.Accessor) reads the pod's keys and version; it is made
+// on each call rather than kept, since it would be the larger part of a cachedPod.
+func (p *cachedPod) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, UID: p.uid, ResourceVersion: p.resourceVersion}
+}
 
 // GetObjectKind has nothing to tell: every cachedPod is a pod.
 func (p *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -44,11 +54,11 @@ func (p *cachedPod) DeepCopyObject() runtime.Object { return p }
 // cachePod makes the cached form of a pod.
 func cachePod(pod *corev1.Pod) *cachedPod {
 	p := &cachedPod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion},
-		ownerUID:   types.UID(pod.Labels[LabelVMUID]),
-		ownerName:  pod.Annotations[AnnotationVM],
-		node:       pod.Spec.NodeName,
-		server:     serverOf(pod),
+		namespace: pod.Namespace, name: pod.Name, uid: pod.UID, resourceVersion: pod.ResourceVersion,
+		ownerUID:  types.UID(pod.Labels[LabelVMUID]),
+		ownerName: pod.Annotations[AnnotationVM],
+		node:      pod.Spec.NodeName,
+		server:    serverOf(pod),
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		p.ownerUID, p.ownerName = ref.UID, ref.Name

@@ -173,9 +173,12 @@ func TestCachedPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := out.(*cachedPod)
-	if c.Namespace != "ns" || c.Name != PodName("a") || c.UID != "pod-uid" || c.ResourceVersion != "7" || c.node != "n1" ||
-		c.ownerName != "a" || !c.owns(vm) || c.Labels != nil || c.Annotations != nil || c.OwnerReferences != nil {
+	if c.namespace != "ns" || c.name != PodName("a") || c.uid != "pod-uid" || c.resourceVersion != "7" || c.node != "n1" ||
+		c.ownerName != "a" || !c.owns(vm) {
 		t.Errorf("cached pod %+v", c)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != "ns/"+PodName("a") {
+		t.Errorf("informer key %q, %v", key, err)
 	}
 	s := c.observed(nil)
 	if s.State != backend.StateReady || s.ID != "pod-uid" || s.Name != PodName("a") || !s.Spec.Equal(spec) {
