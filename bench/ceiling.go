@@ -79,7 +79,8 @@ func ceiling(e *env, n, c int, events bool) (time.Duration, error) {
 		}
 		now := metav1.NowMicro()
 		_, err := e.kube.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: regarding.Name + "."}, EventTime: now,
+			// Named as client-go's recorder names events: the object's name and the time.
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", regarding.Name, now.UnixNano())}, EventTime: now,
 			ReportingController: controller, ReportingInstance: controller + "-bench", Action: action, Reason: reason,
 			Regarding: regarding, Note: note, Type: corev1.EventTypeNormal,
 		}, metav1.CreateOptions{})
@@ -97,6 +98,7 @@ func ceiling(e *env, n, c int, events bool) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	cpuBefore := takeCPU()
 	start := time.Now()
 	err = parallel(n, c, func(i int) error {
 		vm, err := vms.Create(ctx, newVM(i), metav1.CreateOptions{})
@@ -147,6 +149,7 @@ func ceiling(e *env, n, c int, events bool) (time.Duration, error) {
 		return record(vmRef, "vm-controller", "ServerReady", "UpdateStatus", "Server "+pod.Name+" is running and ready")
 	})
 	took := time.Since(start)
+	cpuAfter := takeCPU()
 	if err != nil {
 		return 0, err
 	}
@@ -155,6 +158,7 @@ func ceiling(e *env, n, c int, events bool) (time.Duration, error) {
 	if after, err := e.apiserverMetrics(); err == nil {
 		printClusterWrites(before, after, float64(n))
 	}
+	printCPU("  CPU by process", cpuBefore, cpuAfter)
 	return took, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -157,11 +158,13 @@ func (e *env) startController(args ...string) (*controller, error) {
 	}
 	e.cleanup = append(e.cleanup, func() { c.stop() })
 	addr := make(chan string, 1)
+	var last atomic.Value // the controller's last line, to say why it exited
 	go func() {
 		serving := regexp.MustCompile(`msg=Serving endpoint=metrics addr=(\S+)`)
 		s := bufio.NewScanner(stderr)
 		for s.Scan() {
 			line := s.Text()
+			last.Store(line)
 			if m := serving.FindStringSubmatch(line); m != nil {
 				addr <- m[1]
 			}
@@ -178,6 +181,8 @@ func (e *env) startController(args ...string) (*controller, error) {
 	select {
 	case c.metrics = <-addr:
 		return c, nil
+	case <-c.exited:
+		return nil, fmt.Errorf("the controller exited: %v", last.Load())
 	case <-time.After(60 * time.Second):
 		return nil, fmt.Errorf("the controller served no metrics within 60s")
 	}

@@ -162,6 +162,7 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 		return 0, err
 	}
 	stopSampling := c.sampleDepth()
+	cpuBefore := takeCPU()
 	start := time.Now()
 	err = parallel(f.vms, f.concurrency, func(i int) error {
 		w.created(vmName(i))
@@ -176,6 +177,7 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 		return 0, err
 	}
 	took := time.Since(start)
+	cpuAfter := takeCPU()
 	time.Sleep(5 * time.Second) // let the event recorder send what it holds
 	depth := stopSampling()
 	after, err := c.scrape()
@@ -207,6 +209,7 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 	fmt.Printf("  reconciles: %.0f (%.2f per VM), of them conflicts %.0f, errors %.0f\n",
 		delta(before, after, "vmcontroller_reconcile_total"), delta(before, after, "vmcontroller_reconcile_total")/float64(f.vms),
 		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
+	printCPU("  CPU by process, first create to all Active", cpuBefore, cpuAfter)
 	return took, nil
 }
 
