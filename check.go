@@ -238,6 +238,9 @@ func checkDiscovery(cfg *rest.Config, gvr k8sschema.GroupVersionResource) (r che
 		if apierrors.IsNotFound(err) || strings.Contains(err.Error(), "the server could not find the requested resource") {
 			return fail("discovery", "the cluster at %s does not serve %s: install the CRD first (vm-controller crds | kubectl apply -f -)", cfg.Host, gvr.GroupVersion()), true
 		}
+		if apierrors.IsUnauthorized(err) {
+			return fail("discovery", "the cluster at %s refused the credentials (401 Unauthorized): check the kubeconfig's user, token or certificate", cfg.Host), false
+		}
 		return fail("discovery", "cannot reach the cluster at %s: %v", cfg.Host, err), false
 	}
 	for _, res := range list.APIResources {

@@ -69,7 +69,7 @@ func TestBadInputFlags(t *testing.T) {
 		"check api version":      {[]string{"check", "--api-version", "v1"}, nil, "", 2, `api version "v1": want group/version, such as cloudnative.czs/v1alpha1`},
 		"kubeconfig not YAML":    {[]string{"run", "--kubeconfig", notYAML}, nil, "", 1, `kubeconfig: error loading config file "` + notYAML + `": yaml: line 1:`},
 		"no kubeconfig":          {[]string{"run"}, []string{"HOME=" + dir}, "", 1, "kubeconfig: invalid configuration: no configuration has been provided"},
-		"credentials refused":    {[]string{"run", "--kubeconfig", refused}, nil, "", 1, ": Unauthorized"},
+		"credentials refused":    {[]string{"run", "--kubeconfig", refused}, nil, "", 1, "refused the credentials (401 Unauthorized)"},
 		"check without a config": {[]string{"check"}, []string{"HOME=" + dir}, "", 1, "kubeconfig: invalid configuration: no configuration has been provided"},
 		"group not served": {[]string{"run", "--api-version", "absent.example.org/v1", "--schema-file", machineMap}, nil, "", 1,
 			"does not serve absent.example.org/v1: install the CRD first (vm-controller crds | kubectl apply -f -)"},
