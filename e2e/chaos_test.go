@@ -543,8 +543,8 @@ func TestChaosStatusConflicts(t *testing.T) {
 
 // TestChaosServersDeleted deletes the servers of Active VMs behind the controller's back,
 // three times, by force (gone at once, as when a node is drained without grace): each time
-// every VM gets a new server and is Active again, and each VM's events say a server was
-// created again.
+// every VM gets a new server and is Active again, and each VM's events say the server went
+// missing and a new one was created.
 func TestChaosServersDeleted(t *testing.T) {
 	t.Parallel()
 	const n = 10
@@ -597,5 +597,13 @@ func TestChaosServersDeleted(t *testing.T) {
 	}
 	if len(separate) > 0 {
 		t.Errorf("the recreations are separate CreatingServer events with the same note, not one series: %s", strings.Join(separate, "; "))
+	}
+	// And each says why: a Warning that the server went without the controller deleting it.
+	for _, vm := range names("vm", 0, n) {
+		eventually(t, 30*time.Second, func() (bool, string) {
+			out := k.must(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "reason=ServerMissing,type=Warning,regarding.name="+vm,
+				"-o", `jsonpath={range .items[*]}{.note}{"\n"}{end}`)
+			return strings.Contains(out, "Server "+vm+"-server is gone without the controller deleting it"), fmt.Sprintf("%s: ServerMissing events %q", vm, out)
+		})
 	}
 }

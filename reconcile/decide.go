@@ -76,6 +76,21 @@ type decision struct {
 	eventNote string
 }
 
+// missingServer is the name of the server the status last reported as running or on its way,
+// when the controller did not delete it (not a replacement, a restart after a failure or a
+// stop): someone else did, or its node went with it. "" otherwise.
+func (d *decision) missingServer() string {
+	cur := d.current
+	if cur.Server == nil || cur.Server.Name == "" {
+		return ""
+	}
+	switch cur.Reason {
+	case ReasonServerReady, ReasonServerStarting, ReasonServerCreating, ReasonNodeLost:
+		return cur.Server.Name
+	}
+	return ""
+}
+
 // deleting: the server goes first, then the finalizer, then Kubernetes removes the VM.
 func (d *decision) deleting() {
 	if !d.vm.HasFinalizer(schema.Finalizer) {
@@ -116,6 +131,10 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 		d.failures(d.current.ConsecutiveFailures)
 		d.report(schema.PhaseCreating, ReasonServerCreating, pendingMessage,
 			&backend.Server{State: backend.StatePending, Detail: string(corev1.PodPending)})
+		if gone := d.missingServer(); gone != "" && d.plan.Status != nil {
+			d.event(corev1.EventTypeWarning, ReasonServerMissing,
+				fmt.Sprintf("Server %s is gone without the controller deleting it; creating a new one", gone))
+		}
 		return
 	}
 	if srv.Deleting {

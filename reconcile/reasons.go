@@ -21,4 +21,5 @@ const (
 	ReasonDeletingServer   = "DeletingServer"
 	ReasonReplacingServer  = "ReplacingServer"
 	ReasonRestartingServer = "RestartingServer"
+	ReasonServerMissing    = "ServerMissing" // Warning: the server went without the controller deleting it
 )
