@@ -603,7 +603,7 @@ func TestChaosServersDeleted(t *testing.T) {
 		eventually(t, 30*time.Second, func() (bool, string) {
 			out := k.must(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "reason=ServerMissing,type=Warning,regarding.name="+vm,
 				"-o", `jsonpath={range .items[*]}{.note}{"\n"}{end}`)
-			return strings.Contains(out, "Server "+vm+"-server is gone without the controller deleting it"), fmt.Sprintf("%s: ServerMissing events %q", vm, out)
+			return strings.Contains(out, "Server "+vm+"-server ") && strings.Contains(out, ", not by the controller;"), fmt.Sprintf("%s: ServerMissing events %q", vm, out)
 		})
 	}
 }

@@ -77,8 +77,9 @@ type decision struct {
 }
 
 // missingServer is the name of the server the status last reported as running or on its way,
-// when the controller did not delete it (not a replacement, a restart after a failure or a
-// stop): someone else did, or its node went with it. "" otherwise.
+// for a decision that finds it gone or going: the controller did not delete it (that would be
+// a replacement, a restart after a failure or a stop, each with a reason of its own), so
+// someone else did, or its node went with it. "" when the status names no such server.
 func (d *decision) missingServer() string {
 	cur := d.current
 	if cur.Server == nil || cur.Server.Name == "" {
@@ -133,13 +134,18 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 			&backend.Server{State: backend.StatePending, Detail: string(corev1.PodPending)})
 		if gone := d.missingServer(); gone != "" && d.plan.Status != nil {
 			d.event(corev1.EventTypeWarning, ReasonServerMissing,
-				fmt.Sprintf("Server %s is gone without the controller deleting it; creating a new one", gone))
+				fmt.Sprintf("Server %s was deleted, not by the controller; creating a new one", gone))
 		}
 		return
 	}
 	if srv.Deleting {
 		d.report(schema.PhaseCreating, ReasonServerReplacing,
 			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), srv)
+		if gone := d.missingServer(); gone != "" && len(d.plan.Events) == 1 {
+			// Not a replacement of the controller's: say so, instead of the transition.
+			d.plan.Events = []Event{{Type: corev1.EventTypeWarning, Reason: ReasonServerMissing,
+				Message: fmt.Sprintf("Server %s is being deleted, not by the controller; a new one follows once it is gone", gone)}}
+		}
 		return
 	}
 	have := srv.Spec

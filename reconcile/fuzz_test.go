@@ -251,25 +251,34 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 	}
 
 	// One event per change of phase or reason, unless the server action's event explains it.
+	// A server that went without the controller deleting it (only one the status named) is a
+	// Warning ServerMissing: beside the action that replaces it, or instead of the transition
+	// to waiting for it to go.
 	changed := st.Phase != current.Phase || st.Reason != current.Reason
+	evs := plan.Events
+	if len(evs) == 1 && evs[0].Reason == ReasonServerMissing {
+		named := current.Server != nil && current.Server.Name != ""
+		creates := plan.Server != nil && plan.Server.Op == CreateServer
+		if evs[0].Type != corev1.EventTypeWarning || !named || !(creates || st.Reason == ReasonServerReplacing) || !changed {
+			fail("event %+v: ServerMissing only as a Warning about a server the status named, when it is replaced", evs[0])
+		}
+		if creates {
+			evs = nil
+		} else {
+			evs = []Event{{Type: corev1.EventTypeNormal, Reason: st.Reason, Message: evs[0].Message}}
+		}
+	}
 	switch {
 	case plan.Server != nil || !changed:
-		evs := plan.Events
-		// The one event beside a server action: the server it replaces went missing, which
-		// only a server the status named can.
-		if plan.Server != nil && plan.Server.Op == CreateServer && len(evs) == 1 && evs[0].Reason == ReasonServerMissing &&
-			current.Server != nil && current.Server.Name != "" && evs[0].Type == corev1.EventTypeWarning {
-			evs = nil
-		}
 		if len(evs) != 0 {
 			fail("events %+v besides the server action's, or without a change of phase or reason", plan.Events)
 		}
-	case len(plan.Events) != 1 || plan.Events[0].Reason != st.Reason:
+	case len(evs) != 1 || evs[0].Reason != st.Reason:
 		fail("want one event with reason %s for the change of phase or reason", st.Reason)
 	default:
 		warning := st.Phase == schema.PhaseFailed || st.Phase == schema.PhaseUnknown
-		if (plan.Events[0].Type == corev1.EventTypeWarning) != warning || plan.Events[0].Message == "" {
-			fail("event %+v: want a Warning exactly for Failed and Unknown, with a note", plan.Events[0])
+		if (evs[0].Type == corev1.EventTypeWarning) != warning || evs[0].Message == "" {
+			fail("event %+v: want a Warning exactly for Failed and Unknown, with a note", evs[0])
 		}
 	}
 	if _, err := schema.StatusPatch(vm.Fields(), *st, vm.ResourceVersion()); err != nil {
