@@ -77,6 +77,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "usage-max-interval", Value: reconcile.DefaultUsagePolicy.MaxInterval, Usage: "longest time reported usage goes unwritten, even if it did not move", EnvVars: env("USAGE_MAX_INTERVAL")},
 			&cli.Float64Flag{Name: "usage-qps", Value: 20, Usage: "usage samples per second, sustained (a client of its own, so sampling never delays reconciles)", EnvVars: env("USAGE_QPS")},
 			&cli.IntFlag{Name: "usage-burst", Value: 40, Usage: "usage samples per second, in bursts", EnvVars: env("USAGE_BURST")},
+			&cli.StringFlag{Name: "events", Value: "all", Usage: "which Events to record: all, or warnings (drops the Normal ones, such as CreatingServer and ServerReady, to spare the API server at many VMs)", EnvVars: env("EVENTS")},
 			&cli.StringFlag{Name: "metrics-addr", Value: ":8080", Usage: "address of the Prometheus /metrics endpoint; empty disables", EnvVars: env("METRICS_ADDR")},
 			&cli.StringFlag{Name: "health-addr", Value: ":8081", Usage: "address of /healthz and /readyz; empty disables", EnvVars: env("HEALTH_ADDR")},
 			&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's runtime profiles under /debug/pprof/ on the metrics address", EnvVars: env("PPROF")},
@@ -127,6 +128,9 @@ func parseOptions(c *cli.Context) (options, error) {
 	}
 	if c.Duration("resync") < 0 {
 		return o, fmt.Errorf("--resync must not be negative")
+	}
+	if e := c.String("events"); e != "all" && e != "warnings" {
+		return o, fmt.Errorf("--events %q: want all or warnings", e)
 	}
 	if c.Duration("restart-backoff") <= 0 || c.Duration("max-restart-backoff") < c.Duration("restart-backoff") {
 		return o, fmt.Errorf("--restart-backoff must be positive and at most --max-restart-backoff")
@@ -232,6 +236,11 @@ func run(c *cli.Context) error {
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
 
+	var recorder events.EventRecorder = broadcaster.NewRecorder(scheme.Scheme, "vm-controller")
+	if c.String("events") == "warnings" {
+		recorder = reconcile.WarningsOnly(recorder)
+	}
+
 	policy := reconcile.Policy{
 		DefaultImage:      c.String("server-image"),
 		RestartBackoff:    c.Duration("restart-backoff"),
@@ -251,7 +260,7 @@ func run(c *cli.Context) error {
 		Backend: pods.New(pods.Config{Client: client, Namespace: c.String("namespace"), Resync: c.Duration("resync"),
 			WatchNodes: c.Bool("watch-nodes"), UsageClient: usageClient, Discovery: kube.Discovery()}),
 		Policy:      policy,
-		Recorder:    broadcaster.NewRecorder(scheme.Scheme, "vm-controller"),
+		Recorder:    recorder,
 		Logger:      log,
 		RateLimiter: limiter,
 		Observer:    m,

@@ -30,6 +30,7 @@ type scaleFlags struct {
 	qps                       float64
 	idle, timeout             time.Duration
 	ceilingEvents             bool
+	events                    string
 	kubeconfig                string
 }
 
@@ -52,6 +53,7 @@ func scaleScenario(name string, args []string) error {
 	fs.Float64Var(&f.qps, "qps", 2000, "the controller's --qps (--burst is twice it): high, so that its client-side limit is not what is measured")
 	fs.DurationVar(&f.idle, "idle-window", time.Minute, "how long the idle controller is watched")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "longest wait for any one stage")
+	fs.StringVar(&f.events, "events", "all", "the controller's --events: all, or warnings")
 	fs.BoolVar(&f.ceilingEvents, "ceiling-events", true, "after the ceiling, run it again with the three Events per VM the cluster also writes")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	_ = fs.Parse(args)
@@ -67,7 +69,7 @@ func scaleScenario(name string, args []string) error {
 	}
 	defer e.close()
 	ctrlArgs := []string{"--workers", strconv.Itoa(f.workers), "--qps", fmt.Sprint(f.qps), "--burst", fmt.Sprint(int(2 * f.qps)),
-		"--usage-interval", "0", "--pprof"}
+		"--usage-interval", "0", "--pprof", "--events", f.events}
 	fmt.Printf("namespace %s, %d VMs, %d creates in flight, controller %s\n", e.ns, f.vms, f.concurrency, strings.Join(ctrlArgs, " "))
 
 	c, err := e.startController(ctrlArgs...)

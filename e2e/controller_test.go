@@ -369,6 +369,28 @@ func TestControllerUnrunnableSpec(t *testing.T) {
 	waitPhase(t, ns, "zero", "Active", "ServerReady", 60*time.Second)
 }
 
+// TestControllerWarningsOnly: with --events warnings, a VM brought to Active leaves no Normal
+// events, and an invalid one still gets its Warning.
+func TestControllerWarningsOnly(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	startController(t, ns, "--events", "warnings")
+	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: good, namespace: %s}\nspec: {action: active, resource: {cpu: 10m, memory: 16Mi, rootDisk: 100Mi}}\n", ns))
+	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: zero, namespace: %s}\nspec: {action: active, resource: {cpu: 1, memory: \"0\", rootDisk: 1G}}\n", ns))
+	waitPhase(t, ns, "good", "Active", "ServerReady", 60*time.Second)
+	waitPhase(t, ns, "zero", "Failed", "InvalidSpec", 30*time.Second)
+	eventually(t, 20*time.Second, func() (bool, string) {
+		out, _ := kubectlErr("-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name=zero,reason=InvalidSpec,type=Warning", "-o", "name")
+		return out != "", "no InvalidSpec Warning for zero"
+	})
+	// The recorder sends what it holds at once; give it the time it took the Warning anyway.
+	time.Sleep(2 * time.Second)
+	if out := kubectl(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "reportingController=vm-controller,type=Normal",
+		"-o", `jsonpath={range .items[*]}{.reason} {.regarding.name}{"\n"}{end}`); strings.TrimSpace(out) != "" {
+		t.Errorf("Normal events recorded with --events warnings:\n%s", out)
+	}
+}
+
 // TestControllerServerReplaced: a server pod deleted by someone else, or one that fails, is
 // replaced while the VM's action is active.
 func TestControllerServerReplaced(t *testing.T) {
@@ -570,6 +592,7 @@ current-context: c
 		"bad api version":      {[]string{"run", "--api-version", "nogroup"}, 2, "want group/version"},
 		"bad selector":         {[]string{"run", "--selector", "a in (("}, 2, "--selector"},
 		"zero workers":         {[]string{"run", "--workers", "0"}, 2, "--workers"},
+		"bad events":           {[]string{"run", "--events", "normal"}, 2, "--events \"normal\": want all or warnings"},
 		"missing kubeconfig":   {[]string{"run", "--kubeconfig", "/nonexistent/kubeconfig"}, 1, "no such file"},
 		"unknown context":      {[]string{"run", "--kubeconfig", kubeconfig, "--context", "nope"}, 1, `context "nope"`},
 		"unreachable cluster":  {[]string{"run", "--kubeconfig", unreachable}, 1, "cannot reach the cluster at https://127.0.0.1:1"},
