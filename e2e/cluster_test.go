@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -189,8 +190,27 @@ func testNamespace(t testing.TB) string {
 		if _, err := kubectlErr("delete", "namespace", ns, "--wait=false", "--ignore-not-found"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
+		releaseFinalizers(ns, "virtualmachines.cloudnative.czs")
 	})
 	return ns
+}
+
+// releaseFinalizers removes the finalizers of every object of resource in ns. A test's
+// controller has stopped by its cleanup, so nothing else removes the controller's finalizer:
+// without this, the namespace (or the CRD) would stay Terminating on a cluster that outlives
+// the run. The objects' pods go with them, by owner reference.
+func releaseFinalizers(ns, resource string) {
+	out, _ := kubectlErr("-n", ns, "get", resource, "-o", "name")
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 8)
+	for _, obj := range strings.Fields(out) {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			_, _ = kubectlErr("-n", ns, "patch", obj, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		})
+	}
+	wg.Wait()
 }
 
 // isNotFound tells whether a kubectl error is the apiserver's NotFound, which after a

@@ -39,7 +39,10 @@ func TestCRDLife(t *testing.T) {
 		kubectl(t, "wait", "--for=condition=Established", "crd/"+name, "--timeout=60s")
 	}
 	create()
-	t.Cleanup(func() { _, _ = kubectlErr("delete", "crd", name, "--ignore-not-found", "--wait=false") })
+	t.Cleanup(func() {
+		releaseFinalizers(ns, name)
+		_, _ = kubectlErr("delete", "crd", name, "--ignore-not-found", "--wait=false")
+	})
 
 	// v1beta1 (not the storage version, so it can stop being served) with its field map.
 	c := startController(t, ns, "--api-version", group+"/v1beta1",

@@ -120,10 +120,7 @@ func installMachineCRD(t *testing.T, ns string) {
 	t.Helper()
 	kubectl(t, "apply", "-f", filepath.Join(repoRoot(), "testdata", "machines", "crd.yaml"))
 	t.Cleanup(func() {
-		names, _ := kubectlErr("-n", ns, "get", "machines.compute.example.org", "-o", "name")
-		for _, n := range strings.Fields(names) {
-			_, _ = kubectlErr("-n", ns, "patch", n, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
-		}
+		releaseFinalizers(ns, "machines.compute.example.org")
 		if _, err := kubectlErr("delete", "crd", "machines.compute.example.org", "--wait=false", "--ignore-not-found"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
