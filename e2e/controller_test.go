@@ -391,8 +391,8 @@ func TestControllerWarningsOnly(t *testing.T) {
 	}
 }
 
-// TestControllerServerReplaced: a server pod deleted by someone else, or one that fails, is
-// replaced while the VM's action is active.
+// TestControllerServerReplaced: a server pod deleted by someone else (a Warning ServerMissing
+// says so), or one that fails, is replaced while the VM's action is active.
 func TestControllerServerReplaced(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
@@ -422,10 +422,15 @@ func TestControllerServerReplaced(t *testing.T) {
 	})
 	waitPhase(t, ns, "vm1", "Active", "ServerReady", 30*time.Second)
 	reasons := kubectl(t, "-n", ns, "get", "events", "--field-selector", "involvedObject.name=vm1", "-o", "jsonpath={.items[*].reason}")
-	for _, want := range []string{"ServerFailed", "RestartingServer", "CreatingServer"} {
+	for _, want := range []string{"ServerMissing", "ServerFailed", "RestartingServer", "CreatingServer"} {
 		if !strings.Contains(reasons, want) {
 			t.Errorf("events %q lack %s", reasons, want)
 		}
+	}
+	// The deletion by someone else is a ServerMissing; the controller's own replacement of
+	// the failed server is not.
+	if n := strings.Count(reasons, "ServerMissing"); n != 1 {
+		t.Errorf("%d ServerMissing events in %q; want 1, for the deleted pod", n, reasons)
 	}
 }
 
