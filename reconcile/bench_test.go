@@ -4,10 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/tools/txtar"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -60,37 +58,107 @@ func benchCase(b *testing.B, name string) (schema.VirtualMachine, *backend.Serve
 
 // benchCached reads testdata/decide/<name>.txtar as TestDecideGolden does, and compacts the
 // VM as the informer does.
-func benchCached(b *testing.B, name string) (*schema.Object, *backend.Server, schema.Fields) {
+func benchCached(b *testing.B, name string) (*Object, *backend.Server, schema.Fields) {
 	b.Helper()
-	ar, err := txtar.ParseFile(filepath.Join("..", "testdata", "decide", name+".txtar"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	raw, server := caseInput(b, filepath.Join("..", "testdata", "decide", name+".txtar"))
 	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var o *schema.Object
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		b.Fatal(err)
+	}
+	o, err := Compact(u)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var srv *backend.Server
-	for _, f := range ar.Files {
-		switch f.Name {
-		case "vm.yaml":
-			raw, err := sigsyaml.YAMLToJSON(f.Data)
-			if err != nil {
-				b.Fatal(err)
-			}
-			u := &unstructured.Unstructured{}
-			if err := u.UnmarshalJSON(raw); err != nil {
-				b.Fatal(err)
-			}
-			if o, err = schema.Compact(u); err != nil {
-				b.Fatal(err)
-			}
-		case "server.yaml":
-			if srv, err = memory.ParseServer(f.Data, now); err != nil {
-				b.Fatal(err)
-			}
+	if server != nil {
+		if srv, err = memory.ParseServer(server, now); err != nil {
+			b.Fatal(err)
 		}
 	}
 	return o, srv, fields
+}
+
+// activeVM is an Active VM as the API server sends it, managedFields left out (Compact drops
+// them anyway): what the informer compacts, and every reconcile and usage sample reads.
+const activeVM = `{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine",
+"metadata":{"name":"vm-00042","namespace":"bench-1a2b3c","uid":"0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f",
+ "resourceVersion":"123456","generation":1,"creationTimestamp":"2026-11-21T20:00:00Z",
+ "finalizers":["cloudnative.czs/server-cleanup"]},
+"spec":{"action":"active","resource":{"cpu":"10m","memory":"16Mi","rootDisk":"100Mi"}},
+"status":{"phase":"Active","reason":"ServerReady","message":"Server vm-00042-server is running and ready",
+ "server":{"name":"vm-00042-server","id":"7c433542-8907-45fe-887a-7813523dba9e","state":"Running",
+  "usage":{"cpu":"10m","memory":"32Mi"}},
+ "consecutiveFailures":0,"observedGeneration":1,"lastUpdateTime":"2026-11-21T20:00:03Z",
+ "conditions":[{"type":"Ready","status":"True","observedGeneration":1,"lastTransitionTime":"2026-11-21T20:00:03Z",
+  "reason":"ServerReady","message":"Server vm-00042-server is running and ready"},
+  {"type":"UsageReported","status":"True","lastTransitionTime":"2026-11-21T20:01:03Z","reason":"UsageReported",
+  "message":"Usage read from metrics.k8s.io"}]}}`
+
+func activeUnstructured(b *testing.B) *unstructured.Unstructured {
+	b.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(activeVM)); err != nil {
+		b.Fatal(err)
+	}
+	return u
+}
+
+func v1alpha1(tb testing.TB) schema.Fields {
+	tb.Helper()
+	f, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// BenchmarkCompact is what the informer's transform costs per stored object: one
+// json.Marshal of the decoded object, cut down to what a view reads.
+func BenchmarkCompact(b *testing.B) {
+	u := activeUnstructured(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Compact(u); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkViewSpecStatus is what a reconcile reads of a cached VM before it decides: the
+// view, the validated spec and the current status.
+func BenchmarkViewSpecStatus(b *testing.B) {
+	o, err := Compact(activeUnstructured(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := v1alpha1(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		vm := o.View(f)
+		if _, errs := vm.Spec(); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+		if vm.Status().Phase != schema.PhaseActive {
+			b.Fatal("not Active")
+		}
+	}
+}
+
+// BenchmarkPhase is the per-VM cost of the vmcontroller_vms gauge at each scrape.
+func BenchmarkPhase(b *testing.B) {
+	o, err := Compact(activeUnstructured(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := v1alpha1(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if o.View(f).Phase() != schema.PhaseActive {
+			b.Fatal("not Active")
+		}
+	}
 }

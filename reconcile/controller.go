@@ -119,7 +119,7 @@ func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
 	if err != nil || !ok {
 		return schema.VirtualMachine{}, false
 	}
-	return obj.(*schema.Object).View(c.cfg.Fields), true
+	return obj.(*Object).View(c.cfg.Fields), true
 }
 
 // vmInformer is one informer of the VMs and the means to stop it.
@@ -143,12 +143,12 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			// A resync delivers every object again unchanged, and a change of labels or
 			// annotations changes nothing a decision reads: the periodic safety net is
 			// the RequeueAfter of each plan, not a storm of no-op reconciles.
-			o, n := old.(*schema.Object), cur.(*schema.Object)
-			if schema.Same(o, n) {
+			o, n := old.(*Object), cur.(*Object)
+			if Same(o, n) {
 				return
 			}
 			// The poller's usage writes change nothing a decision reads.
-			if c.usage != nil && schema.OnlyUsageChanged(o, n, c.cfg.Fields) {
+			if c.usage != nil && OnlyUsageChanged(o, n, c.cfg.Fields) {
 				return
 			}
 			c.enqueue(cur)
@@ -275,8 +275,8 @@ func (c *Controller) PhaseCounts() map[string]int {
 		return counts
 	}
 	for _, obj := range vms.informer.GetStore().List() {
-		if o, ok := obj.(*schema.Object); ok {
-			p := string(schema.PhaseOf(o, c.cfg.Fields))
+		if o, ok := obj.(*Object); ok {
+			p := string(o.View(c.cfg.Fields).Phase())
 			if p == "" {
 				p = "None"
 			}
@@ -354,7 +354,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		return 0, nil
 	}
 	// The view reads the cached bytes in place; nothing modifies them.
-	vm := obj.(*schema.Object).View(c.cfg.Fields)
+	vm := obj.(*Object).View(c.cfg.Fields)
 	owner := ownerOf(vm)
 	srv, err := c.cfg.Backend.Observe(owner)
 	if err != nil {
@@ -395,12 +395,12 @@ func serverOp(p Plan) string {
 	return string(p.Server.Op)
 }
 
-// compact is the VM informer's transform: it keeps each VM as schema.Object, the JSON of what
-// a view reads, instead of a tree of maps (see schema.Object for why). Tombstones pass through.
+// compact is the VM informer's transform: it keeps each VM as an Object, the JSON of what
+// a view reads, instead of a tree of maps (see Object for why). Tombstones pass through.
 func compact(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
 	}
-	return schema.Compact(u)
+	return Compact(u)
 }

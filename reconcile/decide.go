@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -127,24 +126,26 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 	d.ensureFinalizer(true)
 	srv := d.srv
 	if srv == nil {
-		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: corev1.EventTypeNormal, Reason: ReasonCreatingServer,
+		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingServer,
 			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), want.RootDisk.String())}}
 		d.failures(d.current.ConsecutiveFailures)
-		d.report(schema.PhaseCreating, ReasonServerCreating, pendingMessage,
-			&backend.Server{State: backend.StatePending, Detail: string(corev1.PodPending)})
-		if gone := d.missingServer(); gone != "" && d.plan.Status != nil {
-			d.event(corev1.EventTypeWarning, ReasonServerMissing,
+		// The backend's own word for a new server is not known until it is created; the
+		// apply step puts it in (Plan.Created). The neutral word stands in for it meanwhile.
+		r := d.report(schema.PhaseCreating, ReasonServerCreating, pendingMessage,
+			&backend.Server{State: backend.StatePending, Detail: string(backend.StatePending)})
+		if gone := d.missingServer(); gone != "" && r.status {
+			d.event(EventWarning, ReasonServerMissing,
 				fmt.Sprintf("Server %s was deleted, not by the controller; creating a new one", gone))
 		}
 		return
 	}
 	if srv.Deleting {
-		d.report(schema.PhaseCreating, ReasonServerReplacing,
+		r := d.report(schema.PhaseCreating, ReasonServerReplacing,
 			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), srv)
-		if gone := d.missingServer(); gone != "" && len(d.plan.Events) == 1 {
+		if gone := d.missingServer(); gone != "" && r.event {
 			// Not a replacement of the controller's: say so, instead of the transition.
-			d.plan.Events = []Event{{Type: corev1.EventTypeWarning, Reason: ReasonServerMissing,
-				Message: fmt.Sprintf("Server %s is being deleted, not by the controller; a new one follows once it is gone", gone)}}
+			d.plan.Events[len(d.plan.Events)-1] = Event{Type: EventWarning, Reason: ReasonServerMissing,
+				Message: fmt.Sprintf("Server %s is being deleted, not by the controller; a new one follows once it is gone", gone)}
 		}
 		return
 	}
@@ -179,7 +180,7 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 	case backend.StateFailed, backend.StateStopped:
 		p.restart(d)
 	default:
-		d.report(schema.PhaseUnknown, "ServerStateUnknown", fmt.Sprintf("Server %s is in state %q", srv.Name, srv.State), srv)
+		d.report(schema.PhaseUnknown, ReasonServerStateUnknown, fmt.Sprintf("Server %s is in state %q", srv.Name, srv.State), srv)
 	}
 }
 
@@ -277,7 +278,7 @@ func (d *decision) ensureFinalizer(needed bool) {
 }
 
 func (d *decision) deleteServer(reason, msg string) {
-	d.plan.Server = &ServerAction{Op: DeleteServer, Event: Event{Type: corev1.EventTypeNormal, Reason: reason, Message: msg}}
+	d.plan.Server = &ServerAction{Op: DeleteServer, Event: Event{Type: EventNormal, Reason: reason, Message: msg}}
 }
 
 // deletingServer is the observed server as it will be once a delete has been asked for.
@@ -303,10 +304,17 @@ func (d *decision) next() *schema.Status {
 	return d.plan.Status
 }
 
+// reported is what one report decided, so that a caller that adds to it (a Warning in place
+// of the transition event) does not have to infer it from the plan.
+type reported struct {
+	status bool // the status changes: the plan writes it
+	event  bool // the change of phase or reason is an Event, the plan's last
+}
+
 // report sets the phase, reason and message, the server and the Ready condition, then keeps
 // the new status in the plan only if it says something the current one does not. A change of
 // phase or reason is also recorded as an Event, unless the plan's action already explains it.
-func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.Server) {
+func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.Server) reported {
 	st := d.next()
 	st.Phase, st.Reason, st.Message = phase, reason, msg
 	st.ObservedGeneration = d.vm.Generation()
@@ -326,43 +334,24 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	case schema.PhaseUnknown:
 		ready.Status = schema.ConditionUnknown
 	}
-	if old := d.current.Condition(schema.ConditionReady); old != nil && old.Status == ready.Status {
-		ready.LastTransitionTime = old.LastTransitionTime
-	}
-	st.Conditions = setCondition(d.current.Conditions, ready)
+	// The transition time stays when the status does (meta.SetStatusCondition's rule).
+	st.Conditions = schema.SetCondition(d.current.Conditions, ready)
 
 	if st.SameAs(d.current) {
 		d.plan.Status = nil
-		return
+		return reported{}
 	}
 	st.LastUpdateTime = d.now
 	if d.plan.Server == nil && (d.current.Phase != phase || d.current.Reason != reason) {
-		typ := corev1.EventTypeNormal
+		typ := EventNormal
 		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown {
-			typ = corev1.EventTypeWarning
+			typ = EventWarning
 		}
 		if d.eventNote != "" {
 			msg = d.eventNote
 		}
 		d.event(typ, reason, msg)
+		return reported{status: true, event: true}
 	}
-}
-
-// setCondition returns conds with c put in place of the condition of its type (or appended),
-// without touching conditions other writers may own.
-func setCondition(conds []schema.Condition, c schema.Condition) []schema.Condition {
-	out := make([]schema.Condition, 0, len(conds)+1)
-	done := false
-	for _, o := range conds {
-		if o.Type == c.Type {
-			out = append(out, c)
-			done = true
-			continue
-		}
-		out = append(out, o)
-	}
-	if !done {
-		out = append(out, c)
-	}
-	return out
+	return reported{status: true}
 }

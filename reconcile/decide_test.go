@@ -27,8 +27,8 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // now is the clock of every golden case; times in the inputs are written relative to it.
 var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// TestDecideGolden feeds each testdata/decide/<case>.txtar (a VM, and optionally the server the
-// backend observed) to Decide and compares the plan, as YAML, with <case>.golden. It then
+// TestDecideGolden feeds each testdata/decide/<case>.txtar (a VM as a patch of the shared
+// base.yaml, and optionally the server the backend observed) to Decide and compares the plan, as YAML, with <case>.golden. It then
 // applies the plan to an in-memory world and decides again: a correct decision leaves nothing
 // more to do.
 func TestDecideGolden(t *testing.T) {
@@ -72,39 +72,66 @@ func TestDecideGolden(t *testing.T) {
 
 func readCase(t *testing.T, file string) (schema.VirtualMachine, *backend.Server) {
 	t.Helper()
-	ar, err := txtar.ParseFile(file)
+	raw, server := caseInput(t, file)
+	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vm schema.VirtualMachine
+	vm, err := schema.Parse(raw, fields)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
 	var srv *backend.Server
+	if server != nil {
+		// The plan command reads --server with the same code.
+		if srv, err = memory.ParseServer(server, now); err != nil {
+			t.Fatalf("%s: server.yaml: %v", file, err)
+		}
+	}
+	return vm, srv
+}
+
+// caseInput reads a case of testdata/decide: its VM as JSON, which is testdata/decide/base.yaml
+// with the case's vm.patch.yaml (a JSON merge patch, RFC 7386) applied, or the case's whole
+// vm.yaml where a merge patch cannot say it (an explicit null); and its server.yaml, nil when
+// the case has no server.
+func caseInput(tb testing.TB, file string) (vm, server []byte) {
+	tb.Helper()
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	for _, f := range ar.Files {
 		switch f.Name {
 		case "vm.yaml":
-			raw, err := sigsyaml.YAMLToJSON(f.Data)
-			if err != nil {
-				t.Fatalf("vm.yaml: %v", err)
+			if vm, err = sigsyaml.YAMLToJSON(f.Data); err != nil {
+				tb.Fatalf("%s: vm.yaml: %v", file, err)
 			}
-			fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
+		case "vm.patch.yaml":
+			base, err := os.ReadFile(filepath.Join(filepath.Dir(file), "base.yaml"))
 			if err != nil {
-				t.Fatal(err)
+				tb.Fatal(err)
 			}
-			if vm, err = schema.Parse(raw, fields); err != nil {
-				t.Fatalf("vm.yaml: %v", err)
+			if vm, err = sigsyaml.YAMLToJSON(base); err != nil {
+				tb.Fatalf("base.yaml: %v", err)
+			}
+			patch, err := sigsyaml.YAMLToJSON(f.Data)
+			if err != nil {
+				tb.Fatalf("%s: vm.patch.yaml: %v", file, err)
+			}
+			if vm, err = jsonpatch.MergePatch(vm, patch); err != nil {
+				tb.Fatalf("%s: vm.patch.yaml: %v", file, err)
 			}
 		case "server.yaml":
-			// The plan command reads --server with the same code.
-			if srv, err = memory.ParseServer(f.Data, now); err != nil {
-				t.Fatalf("server.yaml: %v", err)
-			}
+			server = f.Data
 		default:
-			t.Fatalf("unknown section %q", f.Name)
+			tb.Fatalf("%s: unknown section %q", file, f.Name)
 		}
 	}
-	if vm.JSON() == nil {
-		t.Fatal("case has no vm.yaml")
+	if vm == nil {
+		tb.Fatalf("%s: no vm.yaml or vm.patch.yaml", file)
 	}
-	return vm, srv
+	return vm, server
 }
 
 func renderPlan(t *testing.T, p Plan) string {

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 )
@@ -16,7 +15,7 @@ func WarningsOnly(r events.EventRecorder) events.EventRecorder { return warnings
 type warningsOnly struct{ r events.EventRecorder }
 
 func (w warningsOnly) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	if eventtype == corev1.EventTypeWarning {
+	if eventtype == EventWarning {
 		w.r.Eventf(regarding, related, eventtype, reason, action, note, args...)
 	}
 }

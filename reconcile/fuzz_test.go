@@ -7,9 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/tools/txtar"
-	sigsyaml "sigs.k8s.io/yaml"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,22 +32,11 @@ func FuzzDecide(f *testing.F) {
 		f.Fatalf("no golden cases: %v", err)
 	}
 	for _, file := range files {
-		ar, err := txtar.ParseFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var vm []byte
+		vm, server := caseInput(f, file)
 		var srv *backend.Server
-		for _, part := range ar.Files {
-			switch part.Name {
-			case "vm.yaml":
-				if vm, err = sigsyaml.YAMLToJSON(part.Data); err != nil {
-					f.Fatalf("%s: %v", file, err)
-				}
-			case "server.yaml":
-				if srv, err = memory.ParseServer(part.Data, now); err != nil {
-					f.Fatalf("%s: %v", file, err)
-				}
+		if server != nil {
+			if srv, err = memory.ParseServer(server, now); err != nil {
+				f.Fatalf("%s: %v", file, err)
 			}
 		}
 		if srv == nil {
@@ -75,7 +61,7 @@ func FuzzDecide(f *testing.F) {
 				return // a backend reports text (a pod's fields come from JSON)
 			}
 		}
-		cached, err := schema.Compact(&unstructured.Unstructured{Object: obj})
+		cached, err := Compact(&unstructured.Unstructured{Object: obj})
 		if err != nil {
 			t.Fatal(err)
 		}

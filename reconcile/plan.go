@@ -58,9 +58,16 @@ type ServerAction struct {
 	Event Event `yaml:"event"`
 }
 
+// The types of Event, as Kubernetes spells them (corev1.EventTypeNormal and
+// EventTypeWarning); the decision names them without importing the core API.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
+
 // Event is a Kubernetes Event to record on the VM.
 type Event struct {
-	Type    string `yaml:"type"`   // Normal or Warning
+	Type    string `yaml:"type"`   // EventNormal or EventWarning
 	Reason  string `yaml:"reason"` // one of the Reason constants
 	Message string `yaml:"message"`
 }

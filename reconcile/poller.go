@@ -28,7 +28,7 @@ type UsageObserver interface {
 // poller samples the usage of each Active VM on its own schedule: a delaying queue holds
 // one entry per VM, due one jittered interval after its last sample, so that samples spread
 // evenly instead of bunching at resyncs. Its writes touch only usage, which the VM informer
-// ignores (schema.OnlyUsageChanged): reporting usage makes no reconcile.
+// ignores (OnlyUsageChanged): reporting usage makes no reconcile.
 type poller struct {
 	policy   UsagePolicy
 	reader   backend.UsageReader

@@ -15,6 +15,8 @@ const (
 	ReasonServerRejected  = "ServerRejected"  // Failed: the backend refused to create the server
 	ReasonServerDeleting  = "ServerDeleting"  // Terminating: the server is being deleted, then the VM goes
 	ReasonNodeLost        = "NodeLost"        // Unknown: the server's node does not answer
+	// Unknown: the backend reports a state this controller does not know (a newer backend).
+	ReasonServerStateUnknown = "ServerStateUnknown"
 
 	// Events only: what the controller did and why.
 	ReasonCreatingServer   = "CreatingServer"

@@ -61,10 +61,7 @@ func (p UsagePolicy) DecideUsage(current schema.Status, generation int64, sample
 			Message: "Usage is not reported: " + sampleErr.Error(), ObservedGeneration: generation, LastTransitionTime: now}
 		upd := UsageUpdate{Clear: have != nil}
 		if old == nil || old.Status != cond.Status || old.Reason != cond.Reason || old.Message != cond.Message {
-			if old != nil && old.Status == cond.Status {
-				cond.LastTransitionTime = old.LastTransitionTime
-			}
-			upd.Conditions = setCondition(current.Conditions, cond)
+			upd.Conditions = schema.SetCondition(current.Conditions, cond)
 		}
 		return upd, upd.Clear || upd.Conditions != nil
 	case sampleErr != nil:
@@ -77,7 +74,7 @@ func (p UsagePolicy) DecideUsage(current schema.Status, generation int64, sample
 	got := &schema.Usage{CPU: cpu.String(), Memory: mem.String()}
 	upd := UsageUpdate{Usage: got}
 	if old == nil || old.Status != schema.ConditionTrue {
-		upd.Conditions = setCondition(current.Conditions, schema.Condition{Type: ConditionUsageReported, Status: schema.ConditionTrue,
+		upd.Conditions = schema.SetCondition(current.Conditions, schema.Condition{Type: ConditionUsageReported, Status: schema.ConditionTrue,
 			Reason: ReasonUsageReported, Message: "Usage comes from the metrics.k8s.io API", ObservedGeneration: generation, LastTransitionTime: now})
 	}
 	write := upd.Conditions != nil || have == nil || !now.Before(lastWrite.Add(p.MaxInterval)) ||

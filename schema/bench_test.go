@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// activeVM is an Active VM as the API server sends it, managedFields left out (Compact drops
-// them anyway): what the informer compacts, and every reconcile and usage sample reads.
+// activeVM is an Active VM as the API server sends it, managedFields left out (the
+// informer's cached form drops them anyway): what every reconcile and usage sample reads.
 const activeVM = `{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine",
 "metadata":{"name":"vm-00042","namespace":"bench-1a2b3c","uid":"0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f",
  "resourceVersion":"123456","generation":1,"creationTimestamp":"2026-11-21T20:00:00Z",
@@ -30,43 +30,6 @@ func cachedVM(b *testing.B) *unstructured.Unstructured {
 		b.Fatal(err)
 	}
 	return &unstructured.Unstructured{Object: obj}
-}
-
-func compacted(b *testing.B) *Object {
-	b.Helper()
-	o, err := Compact(cachedVM(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return o
-}
-
-// BenchmarkCompact is what the informer's transform costs per stored object: one
-// json.Marshal of the decoded object, cut down to what a view reads.
-func BenchmarkCompact(b *testing.B) {
-	u := cachedVM(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Compact(u); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkViewSpecStatus is what a reconcile reads of a cached VM before it decides: the
-// view, the validated spec and the current status.
-func BenchmarkViewSpecStatus(b *testing.B) {
-	o, f := compacted(b), builtin(b, "v1alpha1")
-	b.ReportAllocs()
-	for b.Loop() {
-		vm := o.View(f)
-		if _, errs := vm.Spec(); len(errs) > 0 {
-			b.Fatal(errs)
-		}
-		if vm.Status().Phase != PhaseActive {
-			b.Fatal("not Active")
-		}
-	}
 }
 
 // BenchmarkSpec and BenchmarkStatus split the reads of an existing view.
@@ -91,17 +54,6 @@ func BenchmarkStatus(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if vm.Status().Phase != PhaseActive {
-			b.Fatal("not Active")
-		}
-	}
-}
-
-// BenchmarkPhaseOf is the per-VM cost of the vmcontroller_vms gauge at each scrape.
-func BenchmarkPhaseOf(b *testing.B) {
-	o, f := compacted(b), builtin(b, "v1alpha1")
-	b.ReportAllocs()
-	for b.Loop() {
-		if PhaseOf(o, f) != PhaseActive {
 			b.Fatal("not Active")
 		}
 	}

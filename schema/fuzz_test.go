@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/big"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,12 +38,23 @@ func fuzzMaps(tb testing.TB) map[string]Fields {
 	return map[string]Fields{"v1alpha1": builtin(tb, "v1alpha1"), "machine": machine}
 }
 
-// goldenVMs returns the VMs of the decision's golden cases (testdata/decide) as JSON.
+// goldenVMs returns the VMs of the decision's golden cases (testdata/decide) as JSON: base.yaml
+// with each case's vm.patch.yaml (a JSON merge patch) applied, or a case's whole vm.yaml. The
+// reconcile tests read the cases the same way (caseInput).
 func goldenVMs(tb testing.TB) [][]byte {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
+	dir := filepath.Join("..", "testdata", "decide")
+	files, err := filepath.Glob(filepath.Join(dir, "*.txtar"))
 	if err != nil || len(files) == 0 {
 		tb.Fatalf("no golden cases: %v", err)
+	}
+	baseYAML, err := os.ReadFile(filepath.Join(dir, "base.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	base, err := sigsyaml.YAMLToJSON(baseYAML)
+	if err != nil {
+		tb.Fatalf("base.yaml: %v", err)
 	}
 	var out [][]byte
 	for _, file := range files {
@@ -51,13 +63,19 @@ func goldenVMs(tb testing.TB) [][]byte {
 			tb.Fatal(err)
 		}
 		for _, f := range ar.Files {
-			if f.Name == "vm.yaml" {
-				raw, err := sigsyaml.YAMLToJSON(f.Data)
-				if err != nil {
+			if f.Name != "vm.yaml" && f.Name != "vm.patch.yaml" {
+				continue
+			}
+			raw, err := sigsyaml.YAMLToJSON(f.Data)
+			if err != nil {
+				tb.Fatalf("%s: %v", file, err)
+			}
+			if f.Name == "vm.patch.yaml" {
+				if raw, err = jsonpatch.MergePatch(base, raw); err != nil {
 					tb.Fatalf("%s: %v", file, err)
 				}
-				out = append(out, raw)
 			}
+			out = append(out, raw)
 		}
 	}
 	return out
@@ -74,13 +92,15 @@ func asCached(data []byte) (*unstructured.Unstructured, bool) {
 	return &unstructured.Unstructured{Object: obj}, true
 }
 
-// decode makes a view of u as the controller's informer caches it.
+// decode makes a view of u from its JSON as encoding/json writes it, which is how the
+// controller's informer caches it (reconcile.Compact: the same encoding, cut down to what a
+// view reads, which reconcile's TestCompactReadsTheSame shows reads the same).
 func decode(u *unstructured.Unstructured, f Fields) (VirtualMachine, error) {
-	o, err := Compact(u)
+	raw, err := json.Marshal(u.Object)
 	if err != nil {
 		return VirtualMachine{}, err
 	}
-	return o.View(f), nil
+	return ViewOf(raw, u.GetResourceVersion(), f), nil
 }
 
 // FuzzView: any bytes are refused by Parse or read without a panic; an object as the cache

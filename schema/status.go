@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Phase is the one-word summary of a VirtualMachine's state, status.phase.
@@ -72,14 +75,59 @@ type Condition struct {
 	Message            string          `json:"message" yaml:"message"`
 }
 
-// Condition returns the condition of the given type, or nil.
+// ConditionUsageReported says whether status.server.usage is being reported, and why not. The
+// usage poller owns it; reconciles keep it as they find it.
+const ConditionUsageReported = "UsageReported"
+
+// Condition returns a copy of the first condition of the given type, or nil
+// (apimachinery's meta.FindStatusCondition).
 func (s Status) Condition(t string) *Condition {
-	for i := range s.Conditions {
-		if s.Conditions[i].Type == t {
-			return &s.Conditions[i]
-		}
+	c := meta.FindStatusCondition(toMeta(s.Conditions), t)
+	if c == nil {
+		return nil
 	}
-	return nil
+	out := fromMeta(*c)
+	return &out
+}
+
+// SetCondition returns a new list: conds with c in place of the condition of its type, or c
+// appended, by apimachinery's rules (meta.SetStatusCondition): the transition time moves only
+// when the status changes, and conditions of other types, which other writers may own, stay
+// as they are. Further conditions of c's type, which only a damaged status holds, are dropped:
+// conditions are a map keyed by type. conds itself is not changed.
+func SetCondition(conds []Condition, c Condition) []Condition {
+	m := toMeta(conds)
+	meta.SetStatusCondition(&m, c.meta())
+	out := make([]Condition, 0, len(m))
+	seen := false
+	for i := range m {
+		if m[i].Type == c.Type {
+			if seen {
+				continue
+			}
+			seen = true
+		}
+		out = append(out, fromMeta(m[i]))
+	}
+	return out
+}
+
+func (c Condition) meta() metav1.Condition {
+	return metav1.Condition{Type: c.Type, Status: metav1.ConditionStatus(c.Status), ObservedGeneration: c.ObservedGeneration,
+		LastTransitionTime: metav1.NewTime(c.LastTransitionTime), Reason: c.Reason, Message: c.Message}
+}
+
+func toMeta(conds []Condition) []metav1.Condition {
+	m := make([]metav1.Condition, len(conds))
+	for i, c := range conds {
+		m[i] = c.meta()
+	}
+	return m
+}
+
+func fromMeta(c metav1.Condition) Condition {
+	return Condition{Type: c.Type, Status: ConditionStatus(c.Status), ObservedGeneration: c.ObservedGeneration,
+		LastTransitionTime: c.LastTransitionTime.Time, Reason: c.Reason, Message: c.Message}
 }
 
 // SameAs reports whether two statuses say the same thing, ignoring when they were written:
@@ -197,4 +245,55 @@ func setPath(root map[string]any, path string, v any) error {
 	}
 	m[last] = v
 	return nil
+}
+
+// UsagePatch renders a usage report as a JSON merge patch for the /status subresource: the
+// usage paths (null with u nil), and the conditions when conds is not nil. Only a patch that
+// replaces the conditions list carries resourceVersion, so that it cannot undo a concurrent
+// change of another condition; a usage-only patch touches nothing else and needs none.
+func UsagePatch(f Fields, u *Usage, conds []Condition, resourceVersion string) ([]byte, error) {
+	root := map[string]any{}
+	var cpu, mem any
+	if u != nil {
+		cpu, mem = u.CPU, u.Memory
+	}
+	for _, kv := range []struct {
+		path string
+		v    any
+	}{{f.UsageCPU, cpu}, {f.UsageMemory, mem}} {
+		if kv.path == "" {
+			continue
+		}
+		if err := setPath(root, kv.path, kv.v); err != nil {
+			return nil, err
+		}
+	}
+	if conds != nil {
+		list := make([]map[string]any, 0, len(conds))
+		for _, c := range conds {
+			list = append(list, conditionJSON(c))
+		}
+		if err := setPath(root, f.Conditions, list); err != nil {
+			return nil, err
+		}
+		if resourceVersion != "" {
+			if err := setPath(root, "metadata.resourceVersion", resourceVersion); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return json.Marshal(root)
+}
+
+// conditionJSON is a condition as the API stores it: RFC 3339 seconds, observedGeneration
+// left out when zero.
+func conditionJSON(c Condition) map[string]any {
+	m := map[string]any{
+		"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
+		"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+	}
+	if c.ObservedGeneration != 0 {
+		m["observedGeneration"] = c.ObservedGeneration
+	}
+	return m
 }

@@ -21,13 +21,21 @@ type VirtualMachine struct {
 }
 
 // Parse makes a view of a JSON object (a file, an API response). It fails only when raw is not
-// a JSON object; field problems are reported by Spec. Views of cached objects come from
-// Object.View.
+// a JSON object; field problems are reported by Spec. Views of the informer's cached objects
+// come from ViewOf.
 func Parse(raw []byte, f Fields) (VirtualMachine, error) {
 	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
 		return VirtualMachine{}, fmt.Errorf("not a JSON object")
 	}
 	return VirtualMachine{raw: raw, fields: f, resourceVersion: gjson.GetBytes(raw, "metadata.resourceVersion").String()}, nil
+}
+
+// ViewOf makes a view of JSON the caller made itself and vouches for, without the check Parse
+// makes: the informer's cached form (reconcile's Object) marshals each object once and then
+// reads it on every reconcile. resourceVersion is passed apart because that form leaves it out
+// of raw (see VirtualMachine.resourceVersion). raw is shared, not copied: nobody may change it.
+func ViewOf(raw []byte, resourceVersion string, f Fields) VirtualMachine {
+	return VirtualMachine{raw: raw, fields: f, resourceVersion: resourceVersion}
 }
 
 // Fields returns the layout this view reads with.
@@ -122,11 +130,9 @@ func (vm VirtualMachine) Status() Status {
 	return st
 }
 
-// PhaseOf reads status.phase (at f's path) of a cached object: metrics count phases over the
-// whole cache at each scrape.
-func PhaseOf(o *Object, f Fields) Phase {
-	return Phase(gjson.GetBytes(o.raw, gjsonPath(f.Phase)).String())
-}
+// Phase reads status.phase alone, without decoding the rest of the status: metrics count
+// phases over the whole cache at each scrape.
+func (vm VirtualMachine) Phase() Phase { return Phase(vm.str(vm.fields.Phase)) }
 
 func parseTime(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -53,7 +54,6 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 	if len(validation.IsValidLabelValue(vm.Name)) == 0 {
 		labels[LabelVM] = vm.Name
 	}
-	yes, no := true, false
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -63,7 +63,7 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 			Annotations: map[string]string{AnnotationVM: vm.Name},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: vm.APIVersion, Kind: vm.Kind, Name: vm.Name, UID: vm.UID,
-				Controller: &yes, BlockOwnerDeletion: &yes,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
 		},
 		Spec: corev1.PodSpec{
@@ -73,8 +73,8 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 				Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
 			}},
 			RestartPolicy:                corev1.RestartPolicyNever,
-			AutomountServiceAccountToken: &no,
-			EnableServiceLinks:           &no,
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
 		},
 	}
 }

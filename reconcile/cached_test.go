@@ -1,8 +1,10 @@
-package schema
+package reconcile
 
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // reads is everything a view offers, for comparing two views.
@@ -19,12 +23,12 @@ type reads struct {
 	Generation                                              int64
 	Deleting                                                bool
 	Finalizers                                              []string
-	Spec                                                    Spec
+	Spec                                                    schema.Spec
 	SpecErrs                                                string
-	Status                                                  Status
+	Status                                                  schema.Status
 }
 
-func readOf(vm VirtualMachine) reads {
+func readOf(vm schema.VirtualMachine) reads {
 	spec, errs := vm.Spec()
 	return reads{vm.APIVersion(), vm.Kind(), vm.Namespace(), vm.Name(), string(vm.UID()), vm.ResourceVersion(),
 		vm.Generation(), vm.Deleting(), vm.Finalizers(), spec, fmt.Sprint(errs), vm.Status()}
@@ -33,7 +37,21 @@ func readOf(vm VirtualMachine) reads {
 // TestCompactReadsTheSame: a view of the cached form reads exactly what a view of the whole
 // object reads, for every golden VM under every layout, while what no view reads is gone.
 func TestCompactReadsTheSame(t *testing.T) {
-	for i, raw := range goldenVMs(t) {
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden cases: %v", err)
+	}
+	machine, err := os.ReadFile(filepath.Join("..", "testdata", "machines", "fieldmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	machineFields, err := schema.ParseFieldMap(machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layouts := map[string]schema.Fields{"v1alpha1": v1alpha1(t), "machine": machineFields}
+	for i, file := range files {
+		raw, _ := caseInput(t, file)
 		var obj map[string]any
 		if err := json.Unmarshal(raw, &obj); err != nil {
 			t.Fatal(err)
@@ -53,8 +71,8 @@ func TestCompactReadsTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, f := range fuzzMaps(t) {
-			want, err := Parse(whole, f)
+		for name, f := range layouts {
+			want, err := schema.Parse(whole, f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +124,7 @@ status: {phase: Active}
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := Same(obj(t, base), obj(t, tc.cur)); got != tc.same {
+			if got := Same(cachedObj(t, base), cachedObj(t, tc.cur)); got != tc.same {
 				t.Errorf("Same = %v, want %v", got, tc.same)
 			}
 		})
@@ -116,7 +134,7 @@ status: {phase: Active}
 // TestObjectKeys: client-go's informer keys, indexes and tombstones read an Object's metadata
 // through meta.Accessor.
 func TestObjectKeys(t *testing.T) {
-	o := obj(t, `{apiVersion: v1, kind: VirtualMachine, metadata: {name: a, namespace: ns, uid: u1, resourceVersion: "5"}}`)
+	o := cachedObj(t, `{apiVersion: v1, kind: VirtualMachine, metadata: {name: a, namespace: ns, uid: u1, resourceVersion: "5"}}`)
 	if key, err := cache.MetaNamespaceKeyFunc(o); err != nil || key != "ns/a" {
 		t.Errorf("key %q, %v", key, err)
 	}

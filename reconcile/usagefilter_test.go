@@ -1,4 +1,4 @@
-package schema
+package reconcile
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-func obj(t *testing.T, y string) *Object {
+func cachedObj(t *testing.T, y string) *Object {
 	t.Helper()
 	// Through JSON, as objects reach the cache: integers stay integers.
 	j, err := yaml.YAMLToJSON([]byte(y))
@@ -66,7 +66,7 @@ status:
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := OnlyUsageChanged(obj(t, tc.old), obj(t, tc.cur), builtin(t, "v1alpha1")); got != tc.want {
+			if got := OnlyUsageChanged(cachedObj(t, tc.old), cachedObj(t, tc.cur), v1alpha1(t)); got != tc.want {
 				t.Errorf("OnlyUsageChanged = %v, want %v", got, tc.want)
 			}
 		})

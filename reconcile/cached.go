@@ -1,4 +1,4 @@
-package schema
+package reconcile
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // Object is a VM as the controller's informer caches it: the object's JSON, cut down to what
@@ -64,8 +66,8 @@ func Compact(u *unstructured.Unstructured) (*Object, error) {
 }
 
 // View is a view of the cached object; it shares the object's bytes, which nobody changes.
-func (o *Object) View(f Fields) VirtualMachine {
-	return VirtualMachine{raw: o.raw, fields: f, resourceVersion: o.resourceVersion}
+func (o *Object) View(f schema.Fields) schema.VirtualMachine {
+	return schema.ViewOf(o.raw, o.resourceVersion, f)
 }
 
 // GetObjectMeta is how client-go (meta.Accessor) reads the object's keys and version. The
