@@ -1,6 +1,8 @@
 // Package memory is a backend that keeps servers in a table in memory. It serves the golden
-// tests and offline planning: it creates and deletes instantly and lets a test set a server's
-// state, so every decision can be exercised without a cluster.
+// tests, the unit tests of the controller's loop and offline planning: it creates and deletes
+// instantly and lets a test set a server's state, its usage and the errors Create and Delete
+// return, so every decision and every way of carrying it out can be exercised without a
+// cluster.
 package memory
 
 import (
@@ -15,16 +17,30 @@ import (
 
 // Backend is an in-memory backend.Backend. It is safe for concurrent use.
 type Backend struct {
-	mu      sync.Mutex
-	servers map[cache.ObjectName]*backend.Server
-	created int
-	notify  func(cache.ObjectName)
+	mu        sync.Mutex
+	servers   map[cache.ObjectName]*backend.Server
+	usage     map[cache.ObjectName]usage
+	created   int
+	notify    func(cache.ObjectName)
+	createErr error
+	deleteErr error
+}
+
+// usage is what Usage reports for one VM.
+type usage struct {
+	u   backend.Usage
+	err error
 }
 
 // New returns an empty in-memory backend.
-func New() *Backend { return &Backend{servers: map[cache.ObjectName]*backend.Server{}} }
+func New() *Backend {
+	return &Backend{servers: map[cache.ObjectName]*backend.Server{}, usage: map[cache.ObjectName]usage{}}
+}
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend     = (*Backend)(nil)
+	_ backend.UsageReader = (*Backend)(nil)
+)
 
 func key(vm backend.Owner) cache.ObjectName { return cache.NewObjectName(vm.Namespace, vm.Name) }
 
@@ -52,6 +68,10 @@ func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
 // replacement is told apart from the server it replaces.
 func (b *Backend) Create(_ context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
 	b.mu.Lock()
+	if err := b.createErr; err != nil {
+		b.mu.Unlock()
+		return nil, err
+	}
 	k := key(vm)
 	if s, ok := b.servers[k]; ok {
 		c := *s
@@ -60,7 +80,7 @@ func (b *Backend) Create(_ context.Context, vm backend.Owner, spec backend.Spec)
 	}
 	b.created++
 	s := &backend.Server{Name: vm.Name + "-server", ID: fmt.Sprintf("mem-%d", b.created),
-		State: backend.StatePending, Detail: "Pending", Spec: spec}
+		State: backend.StatePending, Detail: string(backend.StatePending), Spec: spec}
 	b.servers[k] = s
 	c := *s
 	b.mu.Unlock()
@@ -72,6 +92,10 @@ func (b *Backend) Create(_ context.Context, vm backend.Owner, spec backend.Spec)
 // Set(vm, nil) then removes it.
 func (b *Backend) Delete(_ context.Context, vm backend.Owner) error {
 	b.mu.Lock()
+	if err := b.deleteErr; err != nil {
+		b.mu.Unlock()
+		return err
+	}
 	k := key(vm)
 	s, ok := b.servers[k]
 	if ok {
@@ -96,6 +120,40 @@ func (b *Backend) Set(vm backend.Owner, s *backend.Server) {
 	}
 	b.mu.Unlock()
 	b.changed(k)
+}
+
+// FailCreate makes every Create return err, until it is called again with nil: a refusal
+// (wrap backend.ErrRejected) or a transient failure of the backend.
+func (b *Backend) FailCreate(err error) {
+	b.mu.Lock()
+	b.createErr = err
+	b.mu.Unlock()
+}
+
+// FailDelete makes every Delete return err, until it is called again with nil.
+func (b *Backend) FailDelete(err error) {
+	b.mu.Lock()
+	b.deleteErr = err
+	b.mu.Unlock()
+}
+
+// SetUsage sets what Usage reports for vm's server: a sample, or (err not nil) why there is
+// none.
+func (b *Backend) SetUsage(vm backend.Owner, u backend.Usage, err error) {
+	b.mu.Lock()
+	b.usage[key(vm)] = usage{u, err}
+	b.mu.Unlock()
+}
+
+// Usage reports what SetUsage set for vm; backend.ErrNoUsage when it set nothing.
+func (b *Backend) Usage(_ context.Context, vm backend.Owner) (backend.Usage, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u, ok := b.usage[key(vm)]
+	if !ok {
+		return backend.Usage{}, fmt.Errorf("server of %s: %w", key(vm), backend.ErrNoUsage)
+	}
+	return u.u, u.err
 }
 
 func (b *Backend) changed(k cache.ObjectName) {

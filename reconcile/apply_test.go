@@ -1,0 +1,226 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+func (w *world) applier() applier {
+	return applier{client: w.client.Resource(vmGVR), fields: w.fields, backend: w.servers, recorder: w.recorder,
+		expect: newExpectations(), policy: DefaultPolicy, now: func() time.Time { return now }}
+}
+
+// TestApplyCreate: a new VM gets the finalizer before its server exists, then the server,
+// then the status naming the server that was made; each write is conditional on the
+// resourceVersion the one before produced, and the events follow the writes they report.
+func TestApplyCreate(t *testing.T) {
+	w := newWorld(t, "create-new")
+	vm := w.view(t, "create-new")
+	plan := DefaultPolicy.Decide(vm, nil, now)
+	a := w.applier()
+	after, err := a.apply(context.Background(), vm, ownerOf(vm), nil, plan)
+	if err != nil || after != 0 {
+		t.Fatalf("apply = %v, %v", after, err)
+	}
+	writes := w.writes()
+	if len(writes) != 2 {
+		t.Fatalf("writes %+v, want the finalizer then the status", writes)
+	}
+	fin, st := writes[0], writes[1]
+	if fin.subresource != "" || fin.serverExisted || !reflect.DeepEqual(at(fin.body, "metadata", "finalizers"), []any{schema.Finalizer}) {
+		t.Errorf("first write %+v: want the finalizer, before any server", fin)
+	}
+	if rv := at(fin.body, "metadata", "resourceVersion"); rv != "1000" {
+		t.Errorf("finalizer patch is conditional on resourceVersion %v, want the decision's 1000", rv)
+	}
+	if st.subresource != "status" || !st.serverExisted {
+		t.Errorf("second write %+v: want the status, once the server exists", st)
+	}
+	if rv := at(st.body, "metadata", "resourceVersion"); rv != "1001" {
+		t.Errorf("status patch is conditional on resourceVersion %v, want 1001, the finalizer write's", rv)
+	}
+	srv, _ := w.servers.Observe(ownerOf(vm))
+	if srv == nil {
+		t.Fatal("no server was created")
+	}
+	got := w.vm(t, "default", "test-vm")
+	if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != string(schema.PhaseCreating) {
+		t.Errorf("status.phase = %q, want Creating", phase)
+	}
+	if id, _, _ := unstructured.NestedString(got.Object, "status", "server", "id"); id != srv.ID {
+		t.Errorf("status.server.id = %q, want the created server's %q", id, srv.ID)
+	}
+	if evs := w.events(); len(evs) != 1 || !strings.HasPrefix(evs[0], "Normal CreatingServer ") {
+		t.Errorf("events %q, want one CreatingServer", evs)
+	}
+	if x := a.expect.adjust(cache.NewObjectName("default", "test-vm"), nil); x == nil || x.ID != srv.ID {
+		t.Errorf("no expectation of the created server: %+v", x)
+	}
+}
+
+// TestApplyRejected: a server the backend refuses switches the plan to the Rejected one:
+// status Failed with the backend's reason, a Warning, no event of a creation, and a later try.
+func TestApplyRejected(t *testing.T) {
+	w := newWorld(t, "create-new")
+	vm := w.view(t, "create-new")
+	w.servers.FailCreate(fmt.Errorf("quota exceeded: %w", backend.ErrRejected))
+	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, DefaultPolicy.Decide(vm, nil, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != rejectedRetry {
+		t.Errorf("requeue after %v, want %v", after, rejectedRetry)
+	}
+	got := w.vm(t, "default", "test-vm")
+	phase, _, _ := unstructured.NestedString(got.Object, "status", "phase")
+	reason, _, _ := unstructured.NestedString(got.Object, "status", "reason")
+	msg, _, _ := unstructured.NestedString(got.Object, "status", "message")
+	if phase != string(schema.PhaseFailed) || reason != ReasonServerRejected || !strings.Contains(msg, "quota exceeded") {
+		t.Errorf("status %s/%s %q, want Failed/ServerRejected with the backend's reason", phase, reason, msg)
+	}
+	if evs := w.events(); len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning ServerRejected ") {
+		t.Errorf("events %q, want one ServerRejected Warning", evs)
+	}
+	if !reflect.DeepEqual(got.GetFinalizers(), []string{schema.Finalizer}) {
+		t.Errorf("finalizers %v: the finalizer added before the attempt stays", got.GetFinalizers())
+	}
+}
+
+// TestApplyErrors: a transient failure of any step is returned (wrapped, so that the queue
+// backs off and a conflict is told apart) and stops the plan there; a VM that is gone ends it
+// quietly.
+func TestApplyErrors(t *testing.T) {
+	conflict := apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("changed"))
+	notFound := apierrors.NewNotFound(vmGVR.GroupResource(), "test-vm")
+	boom := errors.New("boom")
+	tests := map[string]struct {
+		vm, server string // the case whose VM and server the plan is for
+		setup      func(w *world)
+		err        error  // wrapped in the returned error; nil: none returned
+		errText    string // the returned error starts with it
+		created    bool   // a server exists afterwards (and was not going)
+		writes     int    // patches the API received
+	}{
+		"finalizer conflict: no server": {vm: "create-new", setup: func(w *world) { w.failNext("main", conflict) },
+			err: conflict, errText: "add finalizer", writes: 1},
+		"create fails: no status": {vm: "create-new", setup: func(w *world) { w.servers.FailCreate(boom) },
+			err: boom, errText: "create server", writes: 1},
+		"status conflict": {vm: "create-new", setup: func(w *world) { w.failNext("status", conflict) },
+			err: conflict, errText: "write status", created: true, writes: 2},
+		"status of a VM gone": {vm: "create-new", setup: func(w *world) { w.failNext("status", notFound) },
+			created: true, writes: 2},
+		"delete fails": {vm: "delete-with-server", server: "delete-with-server", setup: func(w *world) { w.servers.FailDelete(boom) },
+			err: boom, errText: "delete server", created: true},
+		"finalizer removal on a VM gone": {vm: "delete-without-server", setup: func(w *world) { w.failNext("main", notFound) },
+			writes: 1},
+		"finalizer removal conflict": {vm: "delete-without-server", setup: func(w *world) { w.failNext("main", conflict) },
+			err: conflict, errText: "remove finalizer", writes: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, tc.vm)
+			vm := w.view(t, tc.vm)
+			var srv *backend.Server
+			if tc.server != "" {
+				_, srv = readCase(t, caseFile(tc.server))
+				w.servers.Set(ownerOf(vm), srv)
+			}
+			tc.setup(w)
+			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, DefaultPolicy.Decide(vm, srv, now))
+			switch {
+			case tc.err == nil && err != nil:
+				t.Fatalf("apply: %v, want no error", err)
+			case tc.err != nil && (!errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), tc.errText)):
+				t.Fatalf("apply: %v, want %q wrapping %v", err, tc.errText, tc.err)
+			}
+			s, _ := w.servers.Observe(ownerOf(vm))
+			if created := s != nil && !s.Deleting; created != tc.created {
+				t.Errorf("server %+v, want created %v", s, tc.created)
+			}
+			if n := len(w.writes()); n != tc.writes {
+				t.Errorf("%d writes, want %d: %+v", n, tc.writes, w.writes())
+			}
+		})
+	}
+}
+
+// TestApplyDelete: deleting a VM with a server asks the backend to delete it, expects the
+// deletion, reports Terminating with the finalizer kept, and records why.
+func TestApplyDelete(t *testing.T) {
+	w := newWorld(t, "delete-with-server")
+	vm := w.view(t, "delete-with-server")
+	_, srv := readCase(t, caseFile("delete-with-server"))
+	w.servers.Set(ownerOf(vm), srv)
+	a := w.applier()
+	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, DefaultPolicy.Decide(vm, srv, now)); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := w.servers.Observe(ownerOf(vm)); s == nil || !s.Deleting {
+		t.Errorf("server %+v, want it going", s)
+	}
+	if x := a.expect.adjust(cache.NewObjectName(vm.Namespace(), vm.Name()), srv); x == nil || !x.Deleting {
+		t.Errorf("the deletion is not expected: %+v", x)
+	}
+	got := w.vm(t, vm.Namespace(), vm.Name())
+	if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != string(schema.PhaseTerminating) {
+		t.Errorf("phase %q, want Terminating", phase)
+	}
+	if !reflect.DeepEqual(got.GetFinalizers(), []string{schema.Finalizer}) {
+		t.Errorf("finalizers %v: kept until the server is gone", got.GetFinalizers())
+	}
+	if evs := w.events(); len(evs) == 0 || !strings.HasPrefix(evs[0], "Normal DeletingServer ") {
+		t.Errorf("events %q, want DeletingServer first", evs)
+	}
+}
+
+// TestApplyReleases: a VM being deleted whose server is gone loses the controller's
+// finalizer and keeps everyone else's.
+func TestApplyReleases(t *testing.T) {
+	w := newWorld(t, "delete-without-server")
+	obj := w.vm(t, "default", "test-vm")
+	obj.SetFinalizers(append(obj.GetFinalizers(), "example.com/other"))
+	if err := w.client.Tracker().Update(vmGVR, obj, "default"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Compact(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := o.View(w.fields)
+	plan := DefaultPolicy.Decide(vm, nil, now)
+	if plan.Finalizer != RemoveFinalizer {
+		t.Fatalf("plan %+v does not release the VM", plan)
+	}
+	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, plan); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.vm(t, "default", "test-vm").GetFinalizers(); !reflect.DeepEqual(got, []string{"example.com/other"}) {
+		t.Errorf("finalizers %v, want only the other one", got)
+	}
+}
+
+// TestEventAction: the action of an Event says what the controller did.
+func TestEventAction(t *testing.T) {
+	for reason, want := range map[string]string{
+		ReasonCreatingServer: "CreateServer", ReasonDeletingServer: "DeleteServer", ReasonReplacingServer: "DeleteServer",
+		ReasonRestartingServer: "DeleteServer", ReasonServerReady: "UpdateStatus", ReasonServerMissing: "UpdateStatus",
+	} {
+		if got := eventAction(reason); got != want {
+			t.Errorf("eventAction(%s) = %s, want %s", reason, got, want)
+		}
+	}
+}
+
+func caseFile(name string) string { return "../testdata/decide/" + name + ".txtar" }

@@ -1,0 +1,193 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The unit tests of the I/O half run against client-go's dynamic fake (the API), the memory
+// backend (the servers) and the events fake (Events). A world holds the three and keeps one
+// log of what happened to the VM and its server, in order.
+
+var vmGVR = k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+
+type world struct {
+	client   *dynamicfake.FakeDynamicClient
+	servers  *memory.Backend
+	recorder *events.FakeRecorder
+	fields   schema.Fields
+
+	mu sync.Mutex
+	// fail holds errors to return for the next patches of a kind ("main" or "status"),
+	// instead of carrying them out.
+	fail map[string][]error
+	// log is every write to a VM ("patch <name>" or "patch <name>/status") with whether a
+	// server existed for the VM at that moment, in order.
+	log []write
+}
+
+// write is one patch the fake API server received.
+type write struct {
+	name, subresource string
+	body              map[string]any
+	serverExisted     bool
+}
+
+// newWorld starts a world holding the VMs of the given testdata/decide cases.
+func newWorld(t *testing.T, cases ...string) *world {
+	t.Helper()
+	var objs []runtime.Object
+	for _, name := range cases {
+		objs = append(objs, caseObject(t, name))
+	}
+	w := &world{
+		client: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[k8sschema.GroupVersionResource]string{vmGVR: "VirtualMachineList"}, objs...),
+		servers:  memory.New(),
+		recorder: events.NewFakeRecorder(100),
+		fields:   v1alpha1(t),
+		fail:     map[string][]error{},
+	}
+	w.client.PrependReactor("patch", "virtualmachines", w.patch)
+	return w
+}
+
+// failNext makes the next patch of the VM (kind "main") or of its status ("status") fail
+// with err.
+func (w *world) failNext(kind string, err error) {
+	w.mu.Lock()
+	w.fail[kind] = append(w.fail[kind], err)
+	w.mu.Unlock()
+}
+
+// patch logs a merge patch and carries it out as the API server would, which the fake's
+// tracker does not: a resourceVersion in the patch must be the object's (else Conflict), and
+// every write gives the object a new resourceVersion.
+func (w *world) patch(a k8stesting.Action) (bool, runtime.Object, error) {
+	p := a.(k8stesting.PatchAction)
+	var body map[string]any
+	if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+		return true, nil, fmt.Errorf("patch of %s is not JSON: %w", p.GetName(), err)
+	}
+	srv, _ := w.servers.Observe(backend.Owner{Namespace: p.GetNamespace(), Name: p.GetName()})
+	kind := "main"
+	if p.GetSubresource() != "" {
+		kind = p.GetSubresource()
+	}
+	w.mu.Lock()
+	w.log = append(w.log, write{name: p.GetName(), subresource: p.GetSubresource(), body: body, serverExisted: srv != nil})
+	var injected error
+	if errs := w.fail[kind]; len(errs) > 0 {
+		injected, w.fail[kind] = errs[0], errs[1:]
+	}
+	w.mu.Unlock()
+	if injected != nil {
+		return true, nil, injected
+	}
+	obj, err := w.client.Tracker().Get(vmGVR, p.GetNamespace(), p.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	cur := obj.(*unstructured.Unstructured)
+	if rv, ok := at(body, "metadata", "resourceVersion").(string); ok && rv != cur.GetResourceVersion() {
+		return true, nil, apierrors.NewConflict(vmGVR.GroupResource(), p.GetName(), fmt.Errorf("resourceVersion %s is not %s", rv, cur.GetResourceVersion()))
+	}
+	raw, err := cur.MarshalJSON()
+	if err != nil {
+		return true, nil, err
+	}
+	if raw, err = jsonpatch.MergePatch(raw, p.GetPatch()); err != nil {
+		return true, nil, err
+	}
+	next := &unstructured.Unstructured{}
+	if err := next.UnmarshalJSON(raw); err != nil {
+		return true, nil, err
+	}
+	n, _ := strconv.Atoi(cur.GetResourceVersion())
+	next.SetResourceVersion(strconv.Itoa(n + 1))
+	if err := w.client.Tracker().Update(vmGVR, next, p.GetNamespace()); err != nil {
+		return true, nil, err
+	}
+	return true, next, nil
+}
+
+// caseObject is the VM of testdata/decide/<name>.txtar as the API server would hold it.
+func caseObject(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	raw, _ := caseInput(t, filepath.Join("..", "testdata", "decide", name+".txtar"))
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// writes returns the patches received so far.
+func (w *world) writes() []write {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]write(nil), w.log...)
+}
+
+// vm reads a VM back from the fake API server; nil when it is gone.
+func (w *world) vm(t *testing.T, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := w.client.Tracker().Get(vmGVR, namespace, name)
+	if err != nil {
+		return nil
+	}
+	return obj.(*unstructured.Unstructured)
+}
+
+// events drains the events recorded so far, as "Type Reason Note".
+func (w *world) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-w.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// view is the VM of a case as a reconcile sees it.
+func (w *world) view(t *testing.T, name string) schema.VirtualMachine {
+	t.Helper()
+	o, err := Compact(caseObject(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.View(w.fields)
+}
+
+// at reads a dotted path of a decoded JSON object; nil when it is not there.
+func at(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
