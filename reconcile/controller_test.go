@@ -1,0 +1,305 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// results records what the controller tells its Observer and UsageObserver.
+type results struct {
+	mu       sync.Mutex
+	outcomes []string
+	samples  []string
+	gone     []string
+}
+
+func (r *results) Reconciled(result string, _ time.Duration) {
+	r.mu.Lock()
+	r.outcomes = append(r.outcomes, result)
+	r.mu.Unlock()
+}
+
+func (r *results) UsageSampled(vm cache.ObjectName, _, _ float64) {
+	r.mu.Lock()
+	r.samples = append(r.samples, vm.String())
+	r.mu.Unlock()
+}
+
+func (r *results) UsageGone(vm cache.ObjectName) {
+	r.mu.Lock()
+	r.gone = append(r.gone, vm.String())
+	r.mu.Unlock()
+}
+
+func (r *results) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.outcomes) == 0 {
+		return ""
+	}
+	return r.outcomes[len(r.outcomes)-1]
+}
+
+// newController builds a controller over w; its retries come after a millisecond.
+func newController(t *testing.T, w *world, usage UsagePolicy) (*Controller, *results) {
+	t.Helper()
+	r := &results{}
+	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: DefaultPolicy,
+		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
+		Observer:    r, Usage: usage, UsageObserver: r})
+	return c, r
+}
+
+// start starts c's informers and waits for their first list.
+func start(t *testing.T, c *Controller) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
+		t.Fatal("caches did not sync")
+	}
+	return ctx
+}
+
+// eventually waits until cond holds. The informer delivers writes asynchronously; this is the
+// barrier for that. The limit only stops a test that would otherwise hang.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// cachedAt waits until the controller's cache holds the VM as the API server does.
+func cachedAt(t *testing.T, c *Controller, w *world, key cache.ObjectName) {
+	t.Helper()
+	eventually(t, "the cache catches up with the API", func() bool {
+		vm, ok := c.view(key)
+		cur := w.vm(t, key.Namespace, key.Name)
+		return ok && cur != nil && vm.ResourceVersion() == cur.GetResourceVersion()
+	})
+}
+
+func status(t *testing.T, w *world, key cache.ObjectName, path ...string) string {
+	t.Helper()
+	obj := w.vm(t, key.Namespace, key.Name)
+	if obj == nil {
+		return ""
+	}
+	s, _, _ := unstructured.NestedString(obj.Object, append([]string{"status"}, path...)...)
+	return s
+}
+
+var testVM = cache.NewObjectName("default", "test-vm")
+
+// TestControllerReconciles: a VM the informer lists is reconciled: finalizer, server, status
+// written. The server it created is expected until the backend shows it, and the reconcile
+// asks to look again when that expectation would run out; once the backend shows the server,
+// the expectation is gone and nothing is left to do.
+func TestControllerReconciles(t *testing.T) {
+	w := newWorld(t, "create-new")
+	c, r := newController(t, w, UsagePolicy{})
+	ctx := start(t, c)
+
+	if !c.processNextItem(ctx) {
+		t.Fatal("queue shut down")
+	}
+	if got := r.last(); got != "requeue" {
+		t.Errorf("first reconcile: %q, want requeue (the expectation's deadline)", got)
+	}
+	if phase := status(t, w, testVM, "phase"); phase != string(schema.PhaseCreating) {
+		t.Errorf("phase %q, want Creating", phase)
+	}
+	if evs := w.events(); len(evs) != 1 {
+		t.Errorf("events %q, want one", evs)
+	}
+	if c.expect.wait(testVM) == 0 {
+		t.Error("the created server is not expected")
+	}
+
+	cachedAt(t, c, w, testVM)
+	n := len(w.writes())
+	c.processNextItem(ctx)
+	if got := r.last(); got != "success" {
+		t.Errorf("second reconcile: %q, want success", got)
+	}
+	if len(w.writes()) != n {
+		t.Errorf("second reconcile wrote %+v", w.writes()[n:])
+	}
+	if c.expect.wait(testVM) != 0 {
+		t.Error("the expectation outlived the server showing up")
+	}
+	if got := c.PhaseCounts(); !reflect.DeepEqual(got, map[string]int{string(schema.PhaseCreating): 1}) {
+		t.Errorf("PhaseCounts = %v", got)
+	}
+}
+
+// TestControllerGone: a key whose VM is not in the cache ends quietly: no write, no event,
+// no retry, and what the controller expected of it is forgotten.
+func TestControllerGone(t *testing.T) {
+	w := newWorld(t)
+	c, r := newController(t, w, UsagePolicy{})
+	ctx := start(t, c)
+	gone := cache.NewObjectName("default", "gone")
+	c.expect.deleted(gone, "old")
+	c.queue.Add(gone)
+	c.processNextItem(ctx)
+	if got := r.last(); got != "success" {
+		t.Errorf("result %q, want success", got)
+	}
+	if n := c.queue.NumRequeues(gone); n != 0 || c.queue.Len() != 0 {
+		t.Errorf("requeued %d times, queue length %d", n, c.queue.Len())
+	}
+	if len(w.writes()) != 0 || len(w.events()) != 0 {
+		t.Errorf("writes %+v, events %q", w.writes(), w.events())
+	}
+	if c.expect.wait(gone) != 0 {
+		t.Error("the expectation of a VM that is gone is kept")
+	}
+}
+
+// TestControllerRetries: a transient error and a conflict are retried through the rate
+// limiter; once the cause is gone, the next try succeeds and the failures are forgotten.
+func TestControllerRetries(t *testing.T) {
+	tests := map[string]struct {
+		fail   func(w *world)
+		heal   func(w *world)
+		result string
+	}{
+		"backend down": {func(w *world) { w.servers.FailCreate(errors.New("backend down")) }, func(w *world) { w.servers.FailCreate(nil) }, "error"},
+		"conflict": {func(w *world) {
+			w.failNext("status", apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("changed")))
+		}, func(*world) {}, "conflict"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "create-new")
+			c, r := newController(t, w, UsagePolicy{})
+			ctx := start(t, c)
+			tc.fail(w)
+			c.processNextItem(ctx)
+			if got := r.last(); got != tc.result {
+				t.Fatalf("result %q, want %q", got, tc.result)
+			}
+			if n := c.queue.NumRequeues(testVM); n != 1 {
+				t.Fatalf("NumRequeues = %d, want 1", n)
+			}
+			tc.heal(w)
+			for status(t, w, testVM, "phase") != string(schema.PhaseCreating) {
+				cachedAt(t, c, w, testVM)
+				c.processNextItem(ctx)
+			}
+			if n := c.queue.NumRequeues(testVM); n != 0 {
+				t.Errorf("NumRequeues = %d after success, want 0", n)
+			}
+		})
+	}
+}
+
+// TestControllerRuns: RunWorkers reconciles until the context ends; the backend's changes
+// bring the VM to Active, the usage poller reports its usage without a reconcile, and the
+// workers drain and return.
+func TestControllerRuns(t *testing.T) {
+	w := newWorld(t, "create-new")
+	c, r := newController(t, w, UsagePolicy{Interval: time.Millisecond, Threshold: 0.1, MaxInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- c.RunWorkers(ctx, 2, time.Minute) }()
+
+	eventually(t, "a server is created", func() bool { s, _ := w.servers.Observe(ownerOf(w.view(t, "create-new"))); return s != nil })
+	owner := ownerOf(w.view(t, "create-new"))
+	srv, _ := w.servers.Observe(owner)
+	srv.State, srv.Detail = backend.StateReady, "Running"
+	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("250m"), Memory: resource.MustParse("64Mi")}, nil)
+	w.servers.Set(owner, srv)
+	eventually(t, "the VM is Active", func() bool { return status(t, w, testVM, "phase") == string(schema.PhaseActive) })
+	eventually(t, "usage is reported", func() bool { return status(t, w, testVM, "server", "usage", "cpu") == "250m" })
+	eventually(t, "the phase is counted", func() bool {
+		return reflect.DeepEqual(c.PhaseCounts(), map[string]int{string(schema.PhaseActive): 1})
+	})
+	r.mu.Lock()
+	sampled := slices.Contains(r.samples, testVM.String())
+	r.mu.Unlock()
+	if !sampled {
+		t.Error("the usage observer saw no sample")
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	if c.processNextItem(context.Background()) {
+		t.Error("the queue takes work after RunWorkers returned")
+	}
+}
+
+// TestControllerNotServed: while the resource is not served the informer is stopped, the
+// controller is not ready and a key ends without a read; when it is back, the informer lists
+// every VM again.
+func TestControllerNotServed(t *testing.T) {
+	w := newWorld(t, "create-new")
+	var told []bool
+	c, r := newController(t, w, UsagePolicy{})
+	c.cfg.OnServed = func(s bool) { told = append(told, s) }
+	ctx := start(t, c)
+	c.onServed(ctx, false)
+	if c.HasSynced() || len(c.PhaseCounts()) != 0 {
+		t.Error("ready without an informer")
+	}
+	if _, ok := c.view(testVM); ok {
+		t.Error("a view without an informer")
+	}
+	c.processNextItem(ctx) // the key the first list enqueued
+	if got := r.last(); got != "success" || len(w.writes()) != 0 {
+		t.Errorf("result %q, writes %+v: want success without a write", got, w.writes())
+	}
+	c.onServed(ctx, true)
+	if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
+		t.Fatal("caches did not sync again")
+	}
+	c.processNextItem(ctx)
+	if phase := status(t, w, testVM, "phase"); phase != string(schema.PhaseCreating) {
+		t.Errorf("phase %q after the resource came back, want Creating", phase)
+	}
+	if !reflect.DeepEqual(told, []bool{false, true}) {
+		t.Errorf("OnServed told %v", told)
+	}
+}
+
+// TestCompactTransform: the informer's transform keeps tombstones and other objects as they
+// are and makes an Object of an unstructured one.
+func TestCompactTransform(t *testing.T) {
+	tomb := cache.DeletedFinalStateUnknown{Key: "default/test-vm"}
+	if got, err := compact(tomb); err != nil || got != any(tomb) {
+		t.Errorf("compact(tombstone) = %v, %v", got, err)
+	}
+	got, err := compact(caseObject(t, "create-new"))
+	if o, ok := got.(*Object); err != nil || !ok || o.GetName() != "test-vm" || o.DeepCopyObject() != o || !o.GetObjectKind().GroupVersionKind().Empty() {
+		t.Errorf("compact(vm) = %#v, %v", got, err)
+	}
+}

@@ -1,0 +1,141 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// newPoller is a poller over w's API and backend that reads the VMs of the given cases, with
+// a clock at now.
+func newPoller(t *testing.T, w *world, r *results, cases ...string) *poller {
+	t.Helper()
+	vms := map[cache.ObjectName]schema.VirtualMachine{}
+	for _, name := range cases {
+		vm := w.view(t, name)
+		vms[cache.NewObjectName(vm.Namespace(), vm.Name())] = vm
+	}
+	return &poller{policy: UsagePolicy{Interval: time.Minute, Threshold: 0.1, MaxInterval: 10 * time.Minute}, reader: w.servers,
+		client: w.client.Resource(vmGVR), fields: w.fields,
+		queue: workqueue.NewTypedDelayingQueue[cache.ObjectName](),
+		get: func(k cache.ObjectName) (schema.VirtualMachine, bool) {
+			vm, ok := vms[k]
+			return vm, ok
+		},
+		observer: r, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler), lastWrite: map[cache.ObjectName]time.Time{}}
+}
+
+// TestPollerSample: a sample of an Active VM is written to its status without a
+// precondition, unless only usage changes hands with the condition; a VM that is not Active,
+// or gone from the API, is sampled no more and its metric goes; a conflict or an error leaves
+// the next sample to try again.
+func TestPollerSample(t *testing.T) {
+	sample := backend.Usage{CPU: resource.MustParse("250m"), Memory: resource.MustParse("64Mi")}
+	tests := map[string]struct {
+		vm       string // the case whose VM is sampled
+		usage    error  // the backend's error instead of the sample
+		patchErr error
+		again    bool   // sampled again
+		cpu      string // status.server.usage.cpu afterwards
+		rv       bool   // the patch carries a resourceVersion
+		gone     bool   // the usage observer was told the VM has no usage any more
+	}{
+		"active: written":             {vm: "active-steady", again: true, cpu: "250m", rv: true},
+		"not active: not sampled":     {vm: "create-new", gone: true},
+		"being deleted: not sampled":  {vm: "delete-with-server", gone: true},
+		"no figures yet":              {vm: "active-steady", usage: fmt.Errorf("new: %w", backend.ErrNoUsage), again: true},
+		"VM gone from the API":        {vm: "active-steady", patchErr: apierrors.NewNotFound(vmGVR.GroupResource(), "test-vm"), gone: true},
+		"conflict: next sample tells": {vm: "active-steady", patchErr: apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("x")), again: true},
+		"write fails: next sample":    {vm: "active-steady", patchErr: errors.New("timeout"), again: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, tc.vm)
+			r := &results{}
+			p := newPoller(t, w, r, tc.vm)
+			w.servers.SetUsage(ownerOf(w.view(t, tc.vm)), sample, tc.usage)
+			if tc.patchErr != nil {
+				w.failNext("status", tc.patchErr)
+			}
+			if again := p.sample(context.Background(), testVM); again != tc.again {
+				t.Errorf("sample again = %v, want %v", again, tc.again)
+			}
+			if cpu := status(t, w, testVM, "server", "usage", "cpu"); cpu != tc.cpu {
+				t.Errorf("usage cpu %q, want %q", cpu, tc.cpu)
+			}
+			if ws := w.writes(); tc.rv && (len(ws) != 1 || at(ws[0].body, "metadata", "resourceVersion") != "1000") {
+				t.Errorf("writes %+v: want one, conditional on resourceVersion 1000 (it sets the UsageReported condition)", ws)
+			}
+			if gone := slices.Contains(r.gone, testVM.String()); gone != tc.gone {
+				t.Errorf("UsageGone told: %v, want %v", gone, tc.gone)
+			}
+		})
+	}
+}
+
+// TestPollerQuiet: a sample that moved less than the threshold since the last write is not
+// written; one that moved more is, without a precondition, since it touches usage alone.
+func TestPollerQuiet(t *testing.T) {
+	w := newWorld(t, "active-steady")
+	r := &results{}
+	p := newPoller(t, w, r, "active-steady")
+	owner := ownerOf(w.view(t, "active-steady"))
+	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("250m"), Memory: resource.MustParse("64Mi")}, nil)
+	p.sample(context.Background(), testVM)
+	p.get = func(cache.ObjectName) (schema.VirtualMachine, bool) { // the cache caught up
+		o, err := Compact(w.vm(t, "default", "test-vm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.View(w.fields), true
+	}
+	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("260m"), Memory: resource.MustParse("64Mi")}, nil)
+	p.sample(context.Background(), testVM)
+	if n := len(w.writes()); n != 1 {
+		t.Errorf("%d writes, want the first sample's only", n)
+	}
+	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("500m"), Memory: resource.MustParse("64Mi")}, nil)
+	p.sample(context.Background(), testVM)
+	ws := w.writes()
+	if len(ws) != 2 || at(ws[1].body, "metadata", "resourceVersion") != nil {
+		t.Fatalf("writes %+v: want a second one, without a precondition", ws)
+	}
+	if cpu := status(t, w, testVM, "server", "usage", "cpu"); cpu != "500m" {
+		t.Errorf("usage cpu %q, want 500m", cpu)
+	}
+}
+
+// TestPollerRun: run samples what is scheduled and schedules it again while it is Active,
+// until its queue shuts down.
+func TestPollerRun(t *testing.T) {
+	w := newWorld(t, "active-steady")
+	r := &results{}
+	p := newPoller(t, w, r, "active-steady")
+	p.policy.Interval = time.Millisecond
+	w.servers.SetUsage(ownerOf(w.view(t, "active-steady")), backend.Usage{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}, nil)
+	done := make(chan struct{})
+	go func() { p.run(context.Background()); close(done) }()
+	p.schedule(testVM)
+	eventually(t, "two samples", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.samples) >= 2
+	})
+	p.queue.ShutDown()
+	<-done
+	if j := p.jittered(); j < 900*time.Microsecond || j > 1100*time.Microsecond {
+		t.Errorf("jittered interval %v, want within 10%% of 1ms", j)
+	}
+}
