@@ -22,7 +22,10 @@ import (
 // fieldManager names the controller in managedFields.
 const fieldManager = "vm-controller"
 
-// applier carries out plans. It is the only code that writes to the API for a VM.
+// applier carries out plans: it is the only code that acts on servers and the only writer of a
+// VM's finalizers and of the status a decision makes. The usage poller (poller.go) is the one
+// other writer of a VM: it patches the usage fields and the UsageReported condition, nothing
+// else.
 type applier struct {
 	client   dynamic.NamespaceableResourceInterface
 	fields   schema.Fields

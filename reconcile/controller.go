@@ -78,7 +78,8 @@ type Controller struct {
 	serversSynced cache.InformerSynced
 }
 
-// New builds a controller; nothing runs until Run.
+// New builds a controller; nothing runs until Start (the informers, on every replica) and
+// RunWorkers (the workers and the usage poller, on the leader).
 func New(cfg Config) *Controller {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
