@@ -15,8 +15,9 @@ import (
 type VirtualMachine struct {
 	raw    []byte
 	fields Fields
-	// resourceVersion is kept apart from raw: a cached Object's JSON leaves it out, so that
-	// two versions that differ in nothing else compare equal byte for byte.
+	// resourceVersion is kept apart from raw: the informer's cached form (reconcile.Object)
+	// leaves it out of its JSON, so that two versions that differ in nothing else compare
+	// equal byte for byte.
 	resourceVersion string
 }
 
