@@ -23,14 +23,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cloudnative-czs/vm-controller/access"
+	"github.com/cloudnative-czs/vm-controller/crd"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // checkTimeout bounds each request of the checks, so that an unreachable cluster is one
 // clear line after a while rather than a hang.
 const checkTimeout = 15 * time.Second
-
-var crdsGVR = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // schemaFileFlag is the --schema-file flag of run, check and plan.
 func schemaFileFlag() cli.Flag {
@@ -254,29 +253,33 @@ func checkDiscovery(cfg *rest.Config, gvr k8sschema.GroupVersionResource) (r che
 	return fail("discovery", "the cluster at %s serves %s but no resource %q in it", cfg.Host, gvr.GroupVersion(), gvr.Resource), true
 }
 
-// checkCRD reads the resource's CRD and checks its status subresource and its schema
-// against the field map.
+// checkCRD reads the resource's CRD and checks that it serves the version (as the
+// controller's CRD watch will judge it), its status subresource, and its schema against the
+// field map.
 func checkCRD(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionResource, f schema.Fields) []checkResult {
-	name := gvr.GroupResource().String()
+	name := crd.Name(gvr)
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return []checkResult{fail("crd", "cannot make a client: %v", err), {name: "fields", skipped: true, detail: "no CRD to read"}}
 	}
-	u, err := client.Resource(crdsGVR).Get(ctx, name, metav1.GetOptions{})
+	u, err := client.Resource(crd.GVR).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return []checkResult{fail("crd", "cannot read CRD %s: %v", name, err), {name: "fields", skipped: true, detail: "no CRD to read"}}
 	}
-	crd, err := json.Marshal(u.Object)
+	def, err := json.Marshal(u.Object)
 	if err != nil {
 		return []checkResult{fail("crd", "cannot encode CRD %s: %v", name, err), {name: "fields", skipped: true, detail: "no CRD to read"}}
 	}
+	if err := crd.Served(def, gvr.Version); err != nil {
+		return []checkResult{fail("crd", "%v", err), {name: "fields", skipped: true, detail: "the CRD does not serve the version"}}
+	}
 	var out []checkResult
-	if err := schema.StatusSubresource(crd, gvr.Version); err != nil {
+	if err := crd.StatusSubresource(def, gvr.Version); err != nil {
 		out = append(out, fail("crd", "%v", err))
 	} else {
 		out = append(out, pass("crd", "CRD %s has the status subresource in %s", name, gvr.Version))
 	}
-	n, errs := f.CheckSchema(crd, gvr.Version)
+	n, errs := crd.CheckSchema(def, gvr.Version, f)
 	for _, err := range errs {
 		out = append(out, fail("fields", "field map: %v", err))
 	}
