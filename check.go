@@ -31,73 +31,76 @@ import (
 // clear line after a while rather than a hang.
 const checkTimeout = 15 * time.Second
 
-// schemaFileFlag is the --schema-file flag of run, check and plan.
-func schemaFileFlag() cli.Flag {
-	return &cli.StringFlag{Name: "schema-file", Usage: "field-map file: where each field of a VM lives in the resource's CRD; empty: the built-in map of --api-version (cloudnative.czs only)", EnvVars: env("SCHEMA_FILE")}
-}
-
-// loadFields returns the field map the flags ask for: the --schema-file, else the built-in
-// map of the version.
-func loadFields(c *cli.Context, gv k8sschema.GroupVersion) (schema.Fields, error) {
-	if file := c.String("schema-file"); file != "" {
-		return schema.LoadFieldMap(file)
-	}
-	f, err := schema.ForVersion(gv)
-	if err != nil {
-		return schema.Fields{}, fmt.Errorf("--api-version %s: %w", gv, err)
-	}
-	return f, nil
+// checkConfig is the check command's configuration: the flags of run that say what run
+// needs, read the same way.
+type checkConfig struct {
+	clusterFlags
+	resourceFlags
+	accessFlags
 }
 
 func checkCommand() *cli.Command {
+	c := &checkConfig{}
+	flags := c.clusterFlags.flags()
+	flags = append(flags, namespaceFlag(&c.Namespace, "check access in this namespace only; empty: in all namespaces"))
+	flags = append(flags, c.resourceFlags.flags(schemaFileUsage)...)
+	flags = append(flags,
+		watchNodesFlag(&c.WatchNodes, "check read access to nodes, which run needs with --watch-nodes"),
+		watchCRDFlag(&c.WatchCRD, "check the resource's CRD and read access to it, which run needs with --watch-crd"),
+		leaderElectFlag(&c.LeaderElect, "check access to the leader Lease, which run needs with --leader-elect"),
+		leaseNamespaceFlag(&c.LeaseNamespace, "namespace of the leader Lease; empty: as run decides it"),
+		usageIntervalFlag(&c.UsageInterval, "as run's: unless 0, check read access to metrics.k8s.io pods, which usage sampling needs"),
+	)
 	return &cli.Command{
 		Name:  "check",
 		Usage: "check that a cluster serves the resource, its CRD fits the field map, and RBAC allows what the controller does",
 		Description: "Runs the checks run performs before it starts and prints a table of them; exits 1 if one fails.\n" +
 			"Give it the flags you give run: the RBAC checks are those of the identity in the kubeconfig.",
 		OnUsageError: usageError,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: $KUBECONFIG, ~/.kube/config, or in-cluster config", EnvVars: []string{"VMC_KUBECONFIG", "KUBECONFIG"}},
-			&cli.StringFlag{Name: "context", Usage: "kubeconfig context to use; empty: the current context", EnvVars: env("CONTEXT")},
-			&cli.StringFlag{Name: "namespace", Usage: "check access in this namespace only; empty: in all namespaces", EnvVars: env("NAMESPACE")},
-			&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version of the VirtualMachine resource", EnvVars: env("API_VERSION")},
-			&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE")},
-			schemaFileFlag(),
-			&cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: "check read access to nodes, which run needs with --watch-nodes", EnvVars: env("WATCH_NODES")},
-			&cli.BoolFlag{Name: "watch-crd", Value: true, Usage: "check the resource's CRD and read access to it, which run needs with --watch-crd", EnvVars: env("WATCH_CRD")},
-			&cli.BoolFlag{Name: "leader-elect", Usage: "check access to the leader Lease, which run needs with --leader-elect", EnvVars: env("LEADER_ELECT")},
-			&cli.StringFlag{Name: "lease-namespace", Usage: "namespace of the leader Lease; empty: as run decides it", EnvVars: env("LEASE_NAMESPACE")},
-			&cli.DurationFlag{Name: "usage-interval", Value: time.Minute, Usage: "as run's: unless 0, check read access to metrics.k8s.io pods, which usage sampling needs", EnvVars: env("USAGE_INTERVAL")},
+		Flags:        flags,
+		Action: func(ctx *cli.Context) error {
+			if err := noArgs(ctx); err != nil {
+				return err
+			}
+			if err := c.Validate(); err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			return checkAction(ctx, *c)
 		},
-		Action: checkAction,
 	}
 }
 
-func checkAction(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return cli.Exit(fmt.Sprintf("check takes no arguments, got %q (see --help)", c.Args().Slice()), 2)
+// Validate checks the flags that can be checked without reading a file or asking the
+// cluster.
+func (c checkConfig) Validate() error {
+	if _, err := c.gvr(); err != nil {
+		return err
 	}
-	gvr, err := schema.ParseGVR(c.String("api-version"), c.String("resource"))
+	return c.accessFlags.validate()
+}
+
+func checkAction(cc *cli.Context, c checkConfig) error {
+	gvr, err := c.gvr()
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	fields, err := loadFields(c, gvr.GroupVersion())
+	fields, err := loadFields(c.SchemaFile, gvr.GroupVersion())
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	cfg, err := restConfig(c)
+	cfg, err := c.restConfig()
 	if err != nil {
 		return err
 	}
 	// check has no --qps: a few dozen requests, none of them worth waiting for a bucket.
-	cfg.QPS, cfg.Burst = 50, 100
-	t, err := targetOf(c, gvr, fields)
+	limitQPS(cfg, 50, 100)
+	t, err := targetOf(c.clusterFlags, c.accessFlags, gvr, fields)
 	if err != nil {
 		return err
 	}
-	results := runChecks(c.Context, cfg, t)
+	results := runChecks(cc.Context, cfg, t)
 
-	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
 	failed := 0
 	for _, r := range results {
@@ -150,12 +153,12 @@ type checkTarget struct {
 }
 
 // targetOf reads the checks' target from the flags that run and check share.
-func targetOf(c *cli.Context, gvr k8sschema.GroupVersionResource, fields schema.Fields) (checkTarget, error) {
-	t := checkTarget{gvr: gvr, fields: fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes"),
-		watchCRD: c.Bool("watch-crd"), leaderElect: c.Bool("leader-elect"), leaseNamespace: c.String("lease-namespace"),
-		usage: c.Duration("usage-interval") > 0}
+func targetOf(cluster clusterFlags, a accessFlags, gvr k8sschema.GroupVersionResource, fields schema.Fields) (checkTarget, error) {
+	t := checkTarget{gvr: gvr, fields: fields, namespace: a.Namespace, watchNodes: a.WatchNodes,
+		watchCRD: a.WatchCRD, leaderElect: a.LeaderElect, leaseNamespace: a.LeaseNamespace,
+		usage: a.UsageInterval > 0}
 	if t.leaderElect && t.leaseNamespace == "" {
-		ns, err := kubeNamespace(c)
+		ns, err := cluster.namespace()
 		if err != nil {
 			return t, err
 		}

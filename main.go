@@ -40,11 +40,6 @@ func buildVersion() string {
 	return "(devel)"
 }
 
-// usageError turns a flag problem into one line and exit code 2, instead of a page of help.
-func usageError(_ *cli.Context, err error, _ bool) error {
-	return cli.Exit(fmt.Sprintf("%v (see --help)", err), 2)
-}
-
 func app() *cli.App {
 	return &cli.App{
 		Name:    "vm-controller",
