@@ -39,8 +39,7 @@ type checkConfig struct {
 	accessFlags
 }
 
-func checkCommand() *cli.Command {
-	c := &checkConfig{}
+func checkCommand(c *checkConfig) *cli.Command {
 	flags := c.clusterFlags.flags()
 	flags = append(flags, namespaceFlag(&c.Namespace, "check access in this namespace only; empty: in all namespaces"))
 	flags = append(flags, c.resourceFlags.flags(schemaFileUsage)...)

@@ -46,10 +46,11 @@ func app() *cli.App {
 		Usage:   "keep a server running for every VirtualMachine custom resource",
 		Version: buildVersion(),
 		Commands: []*cli.Command{
-			runCommand(),
-			checkCommand(),
-			planCommand(),
-			manifestsCommand(),
+			// Each command fills a configuration of its own, new for every app.
+			runCommand(&runConfig{}),
+			checkCommand(&checkConfig{}),
+			planCommand(&planConfig{}),
+			manifestsCommand(&manifestsConfig{}),
 			{
 				Name:  "crds",
 				Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",

@@ -29,8 +29,7 @@ type manifestsConfig struct {
 	ServerImage    string
 }
 
-func manifestsCommand() *cli.Command {
-	c := &manifestsConfig{}
+func manifestsCommand(c *manifestsConfig) *cli.Command {
 	flags := c.resourceFlags.flags("field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version")
 	schemaFile := flags[2]
 	flags = append(flags[:2],

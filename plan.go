@@ -33,8 +33,7 @@ type planConfig struct {
 	Now        string
 }
 
-func planCommand() *cli.Command {
-	c := &planConfig{}
+func planCommand(c *planConfig) *cli.Command {
 	pol := c.policyFlags.flags("container image of servers of VMs that name none")
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion", EnvVars: env("API_VERSION"), Destination: &c.APIVersion},

@@ -65,8 +65,7 @@ type runConfig struct {
 	LogFormat        string
 }
 
-func runCommand() *cli.Command {
-	c := &runConfig{}
+func runCommand(c *runConfig) *cli.Command {
 	res, pol := c.resourceFlags.flags(schemaFileUsage), c.policyFlags.flags("container image of server pods")
 	flags := c.clusterFlags.flags()
 	flags = append(flags,
