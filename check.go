@@ -323,10 +323,7 @@ func ruleName(r access.Rule) string {
 
 func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule, namespace string) checkResult {
 	resource, sub, _ := strings.Cut(rule.Resource, "/")
-	what := resource
-	if rule.Group != "" {
-		what += "." + rule.Group
-	}
+	what := k8sschema.GroupResource{Group: rule.Group, Resource: resource}.String()
 	if sub != "" {
 		what += "/" + sub
 	}
