@@ -98,10 +98,14 @@ const schemaFileUsage = "field-map file: where each field of a VM lives in the r
 
 // flags are the three flags; schemaFile says what --schema-file does for the command.
 func (f *resourceFlags) flags(schemaFile string) []cli.Flag {
+	return append(f.gvrFlags(), schemaFileFlag(&f.SchemaFile, schemaFile))
+}
+
+// gvrFlags are --api-version and --resource.
+func (f *resourceFlags) gvrFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version of the VirtualMachine resource", EnvVars: env("API_VERSION"), Destination: &f.APIVersion},
 		&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE"), Destination: &f.Resource},
-		schemaFileFlag(&f.SchemaFile, schemaFile),
 	}
 }
 
@@ -184,10 +188,14 @@ type policyFlags struct {
 	MaxRestartBackoff time.Duration
 }
 
-// flags are the three flags; serverImage says what --server-image is for the command.
-func (p *policyFlags) flags(serverImage string) []cli.Flag {
+// serverImageFlag is --server-image; usage says what it is for the command.
+func (p *policyFlags) serverImageFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "server-image", Value: reconcile.DefaultPolicy.DefaultImage, Usage: usage, EnvVars: env("SERVER_IMAGE"), Destination: &p.ServerImage}
+}
+
+// backoffFlags are --restart-backoff and --max-restart-backoff.
+func (p *policyFlags) backoffFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "server-image", Value: reconcile.DefaultPolicy.DefaultImage, Usage: serverImage, EnvVars: env("SERVER_IMAGE"), Destination: &p.ServerImage},
 		&cli.DurationFlag{Name: "restart-backoff", Value: reconcile.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure",
 			EnvVars: env("RESTART_BACKOFF"), Destination: &p.RestartBackoff},
 		&cli.DurationFlag{Name: "max-restart-backoff", Value: reconcile.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server",

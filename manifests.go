@@ -30,9 +30,7 @@ type manifestsConfig struct {
 }
 
 func manifestsCommand(c *manifestsConfig) *cli.Command {
-	flags := c.resourceFlags.flags("field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version")
-	schemaFile := flags[2]
-	flags = append(flags[:2],
+	flags := append(c.resourceFlags.gvrFlags(),
 		&cli.StringFlag{Name: "namespace", Value: deploy.Name, Usage: "namespace the controller runs in (created unless default or kube-system)", Destination: &c.Namespace},
 		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces", Destination: &c.WatchNamespace},
 		&cli.StringFlag{Name: "image", Value: Image + ":" + imageTag(), Usage: "the controller's container image", Destination: &c.Image},
@@ -41,7 +39,7 @@ func manifestsCommand(c *manifestsConfig) *cli.Command {
 		&cli.BoolFlag{Name: "usage", Value: true, Usage: "grant read access to metrics.k8s.io pods and sample usage (run's --usage-interval); false: --usage-interval=0", Destination: &c.Usage},
 		watchCRDFlag(&c.WatchCRD, "grant read access to the resource's CRD and run with --watch-crd (follows the CRD's deletion and return)"),
 		&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default", Destination: &c.ServerImage},
-		schemaFile,
+		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
 	)
 	return &cli.Command{
 		Name:         "manifests",

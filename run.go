@@ -66,22 +66,23 @@ type runConfig struct {
 }
 
 func runCommand(c *runConfig) *cli.Command {
-	res, pol := c.resourceFlags.flags(schemaFileUsage), c.policyFlags.flags("container image of server pods")
 	flags := c.clusterFlags.flags()
 	flags = append(flags,
 		namespaceFlag(&c.Namespace, "watch VMs in this namespace only; empty: all namespaces"),
 		&cli.StringFlag{Name: "selector", Usage: "manage only VMs matching this label selector (e.g. tier=prod)", EnvVars: env("SELECTOR"), Destination: &c.Selector},
 	)
-	flags = append(flags, res...)
+	flags = append(flags, c.resourceFlags.flags(schemaFileUsage)...)
 	flags = append(flags,
 		&cli.IntFlag{Name: "workers", Value: 4, Usage: "VMs reconciled in parallel", EnvVars: env("WORKERS"), Destination: &c.Workers},
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, Usage: "informer resync period (0 disables)", EnvVars: env("RESYNC"), Destination: &c.Resync},
 		&cli.Float64Flag{Name: "qps", Value: 0, Usage: "API requests per second, sustained; 0: no client-side limit; API Priority and Fairness protects the server", EnvVars: env("QPS"), Destination: &c.QPS},
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
-		pol[0],
+		c.serverImageFlag("container image of server pods"),
 		watchNodesFlag(&c.WatchNodes, "watch nodes to report servers on lost nodes as Unknown (needs cluster-wide read access to nodes)"),
 		watchCRDFlag(&c.WatchCRD, "check and follow the resource's CRD: say when it is deleted or stops serving the version, resume when it is back (needs read access to that CRD)"),
-		pol[1], pol[2],
+	)
+	flags = append(flags, c.backoffFlags()...)
+	flags = append(flags,
 		&cli.DurationFlag{Name: "retry-base-delay", Value: 5 * time.Millisecond, Usage: "first retry delay of a failed reconcile; doubles per failure of the same VM", EnvVars: env("RETRY_BASE_DELAY"), Destination: &c.RetryBaseDelay},
 		&cli.DurationFlag{Name: "retry-max-delay", Value: 1000 * time.Second, Usage: "longest retry delay of a failed reconcile", EnvVars: env("RETRY_MAX_DELAY"), Destination: &c.RetryMaxDelay},
 		&cli.Float64Flag{Name: "retry-qps", Value: 10, Usage: "retries per second over all VMs (overall bucket)", EnvVars: env("RETRY_QPS"), Destination: &c.RetryQPS},
