@@ -40,7 +40,7 @@ func (f *clusterFlags) flags() []cli.Flag {
 	}
 }
 
-// loadingRules find the kubeconfig the way kubectl does: an explicit file, then $KUBECONFIG,
+// clientConfig finds the kubeconfig the way kubectl does: an explicit file, then $KUBECONFIG,
 // then ~/.kube/config (and the in-cluster service account when there is none).
 func (f clusterFlags) clientConfig() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()

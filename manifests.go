@@ -13,8 +13,8 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
-// Image is the repository of the controller's image, as `make image` names it.
-const Image = "ghcr.io/cloudnative-czs/vm-controller"
+// imageRepository is the repository of the controller's image, as `make image` names it.
+const imageRepository = "ghcr.io/cloudnative-czs/vm-controller"
 
 // manifestsConfig is the manifests command's configuration.
 type manifestsConfig struct {
@@ -33,7 +33,7 @@ func manifestsCommand(c *manifestsConfig) *cli.Command {
 	flags := append(c.resourceFlags.gvrFlags(),
 		&cli.StringFlag{Name: "namespace", Value: deploy.Name, Usage: "namespace the controller runs in (created unless default or kube-system)", Destination: &c.Namespace},
 		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces", Destination: &c.WatchNamespace},
-		&cli.StringFlag{Name: "image", Value: Image + ":" + imageTag(), Usage: "the controller's container image", Destination: &c.Image},
+		&cli.StringFlag{Name: "image", Value: imageRepository + ":" + imageTag(), Usage: "the controller's container image", Destination: &c.Image},
 		&cli.IntFlag{Name: "replicas", Value: 2, Usage: "replicas; one leads, the others stand by", Destination: &c.Replicas},
 		watchNodesFlag(&c.WatchNodes, "grant read access to nodes and run with --watch-nodes (lost nodes show as Unknown)"),
 		&cli.BoolFlag{Name: "usage", Value: true, Usage: "grant read access to metrics.k8s.io pods and sample usage (run's --usage-interval); false: --usage-interval=0", Destination: &c.Usage},
