@@ -27,6 +27,11 @@ type servedWatch struct {
 	log      *slog.Logger
 	onChange func(ctx context.Context, served bool)
 
+	// handled, if set, is called after each CRD event has been handled (after onChange, if
+	// the event changed anything), with the reason it is not served ("" when it is): the
+	// point up to which a test knows the watch has caught up.
+	handled func(why string)
+
 	mu    sync.Mutex
 	state bool // guarded by mu; true at start: the checks before start found it served
 }
@@ -61,6 +66,9 @@ func (w *servedWatch) start(ctx context.Context) error {
 
 // set records a new state: why is empty when the resource is served, else why not.
 func (w *servedWatch) set(ctx context.Context, why string) {
+	if w.handled != nil {
+		defer w.handled(why)
+	}
 	served := why == ""
 	w.mu.Lock()
 	changed := served != w.state

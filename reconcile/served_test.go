@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -42,11 +43,10 @@ func servedCRD(gvr k8sschema.GroupVersionResource, served, established bool) *un
 	}}
 }
 
-// TestServedWatch drives the CRD watch through the life of a CRD with the dynamic fake: each
-// change of "served" calls onChange exactly once, in order, and events that change nothing
-// (an unrelated update, a CRD being deleted) call it not at all. Every step that should not
-// call onChange is followed by one that should, so a stray call shows up as the wrong value
-// in the sequence.
+// TestServedWatch drives the CRD watch through the life of a CRD with the dynamic fake. After
+// each change to the CRD the test waits until the watch has handled that event, then asserts
+// whether it is served, why not, and whether onChange was called: exactly once for a change
+// of "served", never for an event that changes nothing.
 func TestServedWatch(t *testing.T) {
 	gvr := k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
@@ -72,7 +72,9 @@ func TestServedWatch(t *testing.T) {
 	defer cancel()
 
 	changes := make(chan bool, 16)
+	handled := make(chan string, 16)
 	w := newServedWatch(client, gvr, slog.New(slog.DiscardHandler), func(_ context.Context, served bool) { changes <- served })
+	w.handled = func(why string) { handled <- why }
 	if !w.served() {
 		t.Fatal("not served at start; the checks before start found it served")
 	}
@@ -80,59 +82,83 @@ func TestServedWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-watching
-	expect := func(step string, want bool) {
-		t.Helper()
-		if got := <-changes; got != want {
-			t.Fatalf("%s: onChange(%t), want onChange(%t)", step, got, want)
+
+	name := crd.Name(gvr)
+	steps := []struct {
+		name   string
+		do     func() error
+		why    string // the reason the watch gives; "" for served
+		change *bool  // the onChange call the event makes; nil for none
+	}{
+		{name: "created, not Established", do: func() error {
+			_, err := crds.Create(ctx, servedCRD(gvr, true, false), metav1.CreateOptions{})
+			return err
+		}, why: "CRD " + name + " is not Established", change: onChange(false)},
+		{name: "Established", do: func() error {
+			_, err := crds.Update(ctx, servedCRD(gvr, true, true), metav1.UpdateOptions{})
+			return err
+		}, change: onChange(true)},
+		{name: "an update that changes nothing", do: func() error {
+			u := servedCRD(gvr, true, true)
+			u.SetLabels(map[string]string{"team": "vms"})
+			_, err := crds.Update(ctx, u, metav1.UpdateOptions{})
+			return err
+		}},
+		{name: "version no longer served", do: func() error {
+			_, err := crds.Update(ctx, servedCRD(gvr, false, true), metav1.UpdateOptions{})
+			return err
+		}, why: "CRD " + name + " does not serve version v1alpha1 (served: false)", change: onChange(false)},
+		{name: "version served again", do: func() error {
+			_, err := crds.Update(ctx, servedCRD(gvr, true, true), metav1.UpdateOptions{})
+			return err
+		}, change: onChange(true)},
+		{name: "being deleted: still served", do: func() error {
+			u := servedCRD(gvr, true, true)
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+			_, err := crds.Update(ctx, u, metav1.UpdateOptions{})
+			return err
+		}},
+		{name: "deleted", do: func() error {
+			return crds.Delete(ctx, name, metav1.DeleteOptions{})
+		}, why: "CRD " + name + " was deleted", change: onChange(false)},
+		{name: "created again", do: func() error {
+			_, err := crds.Create(ctx, servedCRD(gvr, true, true), metav1.CreateOptions{})
+			return err
+		}, change: onChange(true)},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
 		}
-		if got := w.served(); got != want {
-			t.Fatalf("%s: served() = %t after onChange(%t)", step, got, want)
+		if why := <-handled; why != s.why {
+			t.Errorf("%s: the watch says %q, want %q", s.name, why, s.why)
+		}
+		if got := w.served(); got != (s.why == "") {
+			t.Errorf("%s: served() = %t", s.name, got)
+		}
+		// onChange runs before the event counts as handled, so its call is in the channel now.
+		select {
+		case got := <-changes:
+			if s.change == nil || got != *s.change {
+				t.Errorf("%s: onChange(%t), want %s", s.name, got, describeChange(s.change))
+			}
+		default:
+			if s.change != nil {
+				t.Errorf("%s: no onChange, want onChange(%t)", s.name, *s.change)
+			}
 		}
 	}
-	update := func(obj *unstructured.Unstructured) {
-		t.Helper()
-		if _, err := crds.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+}
 
-	// Created but not yet Established: not served.
-	if _, err := crds.Create(ctx, servedCRD(gvr, true, false), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	expect("created, not Established", false)
-	update(servedCRD(gvr, true, true))
-	expect("Established", true)
+// onChange is the call a step expects.
+func onChange(served bool) *bool { return &served }
 
-	// An update that leaves it served changes nothing; the next change is the first call.
-	labelled := servedCRD(gvr, true, true)
-	labelled.SetLabels(map[string]string{"team": "vms"})
-	update(labelled)
-	update(servedCRD(gvr, false, true))
-	expect("version no longer served", false)
-	update(servedCRD(gvr, true, true))
-	expect("version served again", true)
-
-	// A CRD being deleted still serves its objects; only its removal ends that.
-	deleting := servedCRD(gvr, true, true)
-	now := metav1.Now()
-	deleting.SetDeletionTimestamp(&now)
-	update(deleting)
-	if err := crds.Delete(ctx, crd.Name(gvr), metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+func describeChange(c *bool) string {
+	if c == nil {
+		return "no call"
 	}
-	expect("deleted", false)
-
-	// Back again.
-	if _, err := crds.Create(ctx, servedCRD(gvr, true, true), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	expect("created again", true)
-	select {
-	case got := <-changes:
-		t.Errorf("an extra onChange(%t) after the last change", got)
-	default:
-	}
+	return fmt.Sprintf("onChange(%t)", *c)
 }
 
 // TestServedBy: the watch reads a CRD through crd.Served, so it agrees with the check
