@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cloudnative-czs/vm-controller/access"
+	"github.com/cloudnative-czs/vm-controller/crd"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -30,75 +31,75 @@ import (
 // clear line after a while rather than a hang.
 const checkTimeout = 15 * time.Second
 
-var crdsGVR = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// schemaFileFlag is the --schema-file flag of run, check and plan.
-func schemaFileFlag() cli.Flag {
-	return &cli.StringFlag{Name: "schema-file", Usage: "field-map file: where each field of a VM lives in the resource's CRD; empty: the built-in map of --api-version (cloudnative.czs only)", EnvVars: env("SCHEMA_FILE")}
+// checkConfig is the check command's configuration: the flags of run that say what run
+// needs, read the same way.
+type checkConfig struct {
+	clusterFlags
+	resourceFlags
+	accessFlags
 }
 
-// loadFields returns the field map the flags ask for: the --schema-file, else the built-in
-// map of the version.
-func loadFields(c *cli.Context, gv k8sschema.GroupVersion) (schema.Fields, error) {
-	if file := c.String("schema-file"); file != "" {
-		return schema.LoadFieldMap(file)
-	}
-	f, err := schema.ForVersion(gv)
-	if err != nil {
-		return schema.Fields{}, fmt.Errorf("--api-version %s: %w", gv, err)
-	}
-	return f, nil
-}
-
-func checkCommand() *cli.Command {
+func checkCommand(c *checkConfig) *cli.Command {
+	flags := c.clusterFlags.flags()
+	flags = append(flags, namespaceFlag(&c.Namespace, "check access in this namespace only; empty: in all namespaces"))
+	flags = append(flags, c.resourceFlags.flags(schemaFileUsage)...)
+	flags = append(flags,
+		watchNodesFlag(&c.WatchNodes, "check read access to nodes, which run needs with --watch-nodes"),
+		watchCRDFlag(&c.WatchCRD, "check the resource's CRD and read access to it, which run needs with --watch-crd"),
+		leaderElectFlag(&c.LeaderElect, "check access to the leader Lease, which run needs with --leader-elect"),
+		leaseNamespaceFlag(&c.LeaseNamespace, "namespace of the leader Lease; empty: as run decides it"),
+		usageIntervalFlag(&c.UsageInterval, "as run's: unless 0, check read access to metrics.k8s.io pods, which usage sampling needs"),
+	)
 	return &cli.Command{
 		Name:  "check",
 		Usage: "check that a cluster serves the resource, its CRD fits the field map, and RBAC allows what the controller does",
 		Description: "Runs the checks run performs before it starts and prints a table of them; exits 1 if one fails.\n" +
 			"Give it the flags you give run: the RBAC checks are those of the identity in the kubeconfig.",
 		OnUsageError: usageError,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: $KUBECONFIG, ~/.kube/config, or in-cluster config", EnvVars: []string{"VMC_KUBECONFIG", "KUBECONFIG"}},
-			&cli.StringFlag{Name: "context", Usage: "kubeconfig context to use; empty: the current context", EnvVars: env("CONTEXT")},
-			&cli.StringFlag{Name: "namespace", Usage: "check access in this namespace only; empty: in all namespaces", EnvVars: env("NAMESPACE")},
-			&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version of the VirtualMachine resource", EnvVars: env("API_VERSION")},
-			&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE")},
-			schemaFileFlag(),
-			&cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: "check read access to nodes, which run needs with --watch-nodes", EnvVars: env("WATCH_NODES")},
-			&cli.BoolFlag{Name: "watch-crd", Value: true, Usage: "check the resource's CRD and read access to it, which run needs with --watch-crd", EnvVars: env("WATCH_CRD")},
-			&cli.BoolFlag{Name: "leader-elect", Usage: "check access to the leader Lease, which run needs with --leader-elect", EnvVars: env("LEADER_ELECT")},
-			&cli.StringFlag{Name: "lease-namespace", Usage: "namespace of the leader Lease; empty: as run decides it", EnvVars: env("LEASE_NAMESPACE")},
-			&cli.DurationFlag{Name: "usage-interval", Value: time.Minute, Usage: "as run's: unless 0, check read access to metrics.k8s.io pods, which usage sampling needs", EnvVars: env("USAGE_INTERVAL")},
+		Flags:        flags,
+		Action: func(ctx *cli.Context) error {
+			if err := noArgs(ctx); err != nil {
+				return err
+			}
+			if err := c.Validate(); err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			return checkAction(ctx, *c)
 		},
-		Action: checkAction,
 	}
 }
 
-func checkAction(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return cli.Exit(fmt.Sprintf("check takes no arguments, got %q (see --help)", c.Args().Slice()), 2)
+// Validate checks the flags that can be checked without reading a file or asking the
+// cluster.
+func (c checkConfig) Validate() error {
+	if _, err := c.gvr(); err != nil {
+		return err
 	}
-	gvr, err := schema.ParseGVR(c.String("api-version"), c.String("resource"))
+	return c.accessFlags.validate()
+}
+
+func checkAction(cc *cli.Context, c checkConfig) error {
+	gvr, err := c.gvr()
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	fields, err := loadFields(c, gvr.GroupVersion())
+	fields, err := loadFields(c.SchemaFile, gvr.GroupVersion())
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	cfg, err := restConfig(c)
+	cfg, err := c.restConfig()
 	if err != nil {
 		return err
 	}
 	// check has no --qps: a few dozen requests, none of them worth waiting for a bucket.
-	cfg.QPS, cfg.Burst = 50, 100
-	t, err := targetOf(c, gvr, fields)
+	limitQPS(cfg, 50, 100)
+	t, err := targetOf(c.clusterFlags, c.accessFlags, gvr, fields)
 	if err != nil {
 		return err
 	}
-	results := runChecks(c.Context, cfg, t)
+	results := runChecks(cc.Context, cfg, t)
 
-	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
 	failed := 0
 	for _, r := range results {
@@ -151,12 +152,12 @@ type checkTarget struct {
 }
 
 // targetOf reads the checks' target from the flags that run and check share.
-func targetOf(c *cli.Context, gvr k8sschema.GroupVersionResource, fields schema.Fields) (checkTarget, error) {
-	t := checkTarget{gvr: gvr, fields: fields, namespace: c.String("namespace"), watchNodes: c.Bool("watch-nodes"),
-		watchCRD: c.Bool("watch-crd"), leaderElect: c.Bool("leader-elect"), leaseNamespace: c.String("lease-namespace"),
-		usage: c.Duration("usage-interval") > 0}
+func targetOf(cluster clusterFlags, a accessFlags, gvr k8sschema.GroupVersionResource, fields schema.Fields) (checkTarget, error) {
+	t := checkTarget{gvr: gvr, fields: fields, namespace: a.Namespace, watchNodes: a.WatchNodes,
+		watchCRD: a.WatchCRD, leaderElect: a.LeaderElect, leaseNamespace: a.LeaseNamespace,
+		usage: a.UsageInterval > 0}
 	if t.leaderElect && t.leaseNamespace == "" {
-		ns, err := kubeNamespace(c)
+		ns, err := cluster.namespace()
 		if err != nil {
 			return t, err
 		}
@@ -254,29 +255,33 @@ func checkDiscovery(cfg *rest.Config, gvr k8sschema.GroupVersionResource) (r che
 	return fail("discovery", "the cluster at %s serves %s but no resource %q in it", cfg.Host, gvr.GroupVersion(), gvr.Resource), true
 }
 
-// checkCRD reads the resource's CRD and checks its status subresource and its schema
-// against the field map.
+// checkCRD reads the resource's CRD and checks that it serves the version (as the
+// controller's CRD watch will judge it), its status subresource, and its schema against the
+// field map.
 func checkCRD(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionResource, f schema.Fields) []checkResult {
-	name := gvr.GroupResource().String()
+	name := crd.Name(gvr)
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return []checkResult{fail("crd", "cannot make a client: %v", err), {name: "fields", skipped: true, detail: "no CRD to read"}}
 	}
-	u, err := client.Resource(crdsGVR).Get(ctx, name, metav1.GetOptions{})
+	u, err := client.Resource(crd.GVR).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return []checkResult{fail("crd", "cannot read CRD %s: %v", name, err), {name: "fields", skipped: true, detail: "no CRD to read"}}
 	}
-	crd, err := json.Marshal(u.Object)
+	def, err := json.Marshal(u.Object)
 	if err != nil {
 		return []checkResult{fail("crd", "cannot encode CRD %s: %v", name, err), {name: "fields", skipped: true, detail: "no CRD to read"}}
 	}
+	if err := crd.Served(def, gvr.Version); err != nil {
+		return []checkResult{fail("crd", "%v", err), {name: "fields", skipped: true, detail: "the CRD does not serve the version"}}
+	}
 	var out []checkResult
-	if err := schema.StatusSubresource(crd, gvr.Version); err != nil {
+	if err := crd.StatusSubresource(def, gvr.Version); err != nil {
 		out = append(out, fail("crd", "%v", err))
 	} else {
 		out = append(out, pass("crd", "CRD %s has the status subresource in %s", name, gvr.Version))
 	}
-	n, errs := f.CheckSchema(crd, gvr.Version)
+	n, errs := crd.CheckSchema(def, gvr.Version, f)
 	for _, err := range errs {
 		out = append(out, fail("fields", "field map: %v", err))
 	}
@@ -318,10 +323,7 @@ func ruleName(r access.Rule) string {
 
 func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule, namespace string) checkResult {
 	resource, sub, _ := strings.Cut(rule.Resource, "/")
-	what := resource
-	if rule.Group != "" {
-		what += "." + rule.Group
-	}
+	what := k8sschema.GroupResource{Group: rule.Group, Resource: resource}.String()
 	if sub != "" {
 		what += "/" + sub
 	}

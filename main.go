@@ -40,21 +40,17 @@ func buildVersion() string {
 	return "(devel)"
 }
 
-// usageError turns a flag problem into one line and exit code 2, instead of a page of help.
-func usageError(_ *cli.Context, err error, _ bool) error {
-	return cli.Exit(fmt.Sprintf("%v (see --help)", err), 2)
-}
-
 func app() *cli.App {
 	return &cli.App{
 		Name:    "vm-controller",
 		Usage:   "keep a server running for every VirtualMachine custom resource",
 		Version: buildVersion(),
 		Commands: []*cli.Command{
-			runCommand(),
-			checkCommand(),
-			planCommand(),
-			manifestsCommand(),
+			// Each command fills a configuration of its own, new for every app.
+			runCommand(&runConfig{}),
+			checkCommand(&checkConfig{}),
+			planCommand(&planConfig{}),
+			manifestsCommand(&manifestsConfig{}),
 			{
 				Name:  "crds",
 				Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",

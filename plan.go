@@ -24,7 +24,24 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
-func planCommand() *cli.Command {
+// planConfig is the plan command's configuration.
+type planConfig struct {
+	policyFlags
+	APIVersion string
+	SchemaFile string
+	Server     string
+	Now        string
+}
+
+func planCommand(c *planConfig) *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion", EnvVars: env("API_VERSION"), Destination: &c.APIVersion},
+		schemaFileFlag(&c.SchemaFile, schemaFileUsage),
+		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec); empty: none", Destination: &c.Server},
+		&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now", Destination: &c.Now},
+	}
+	flags = append(flags, c.serverImageFlag("container image of servers of VMs that name none"))
+	flags = append(flags, c.backoffFlags()...)
 	return &cli.Command{
 		Name:      "plan",
 		Usage:     "print what the controller would do for a VM (a file, or - or nothing for stdin), without a cluster",
@@ -34,17 +51,54 @@ func planCommand() *cli.Command {
 			"JSON merge patch sent to /status, the events and when it would look again. An empty plan ({}) means\n" +
 			"there is nothing to do. A server the plan creates is made by the in-memory backend (ID mem-1).",
 		OnUsageError: usageError,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion", EnvVars: env("API_VERSION")},
-			schemaFileFlag(),
-			&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec); empty: none"},
-			&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now"},
-			&cli.StringFlag{Name: "server-image", Value: reconcile.DefaultPolicy.DefaultImage, Usage: "container image of servers of VMs that name none", EnvVars: env("SERVER_IMAGE")},
-			&cli.DurationFlag{Name: "restart-backoff", Value: reconcile.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure", EnvVars: env("RESTART_BACKOFF")},
-			&cli.DurationFlag{Name: "max-restart-backoff", Value: reconcile.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server", EnvVars: env("MAX_RESTART_BACKOFF")},
+		Flags:        flags,
+		Action: func(ctx *cli.Context) error {
+			if ctx.NArg() > 1 {
+				return cli.Exit(fmt.Sprintf("plan takes one VM file, got %q (see --help)", ctx.Args().Slice()), 2)
+			}
+			if err := c.Validate(); err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			return planAction(ctx, *c)
 		},
-		Action: planAction,
 	}
+}
+
+// Validate checks the flags that can be checked without reading a file; each error names
+// the flag.
+func (c planConfig) Validate() error {
+	if _, err := c.now(); err != nil {
+		return err
+	}
+	if err := c.policyFlags.validate(); err != nil {
+		return err
+	}
+	_, err := c.groupVersion()
+	return err
+}
+
+// now is the time to decide at: --now, else the clock's.
+func (c planConfig) now() (time.Time, error) {
+	if c.Now == "" {
+		return time.Now(), nil
+	}
+	t, err := time.Parse(time.RFC3339, c.Now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--now %q: want a time such as 2026-06-01T12:00:00Z", c.Now)
+	}
+	return t, nil
+}
+
+// groupVersion is --api-version, or the empty GroupVersion when it is not set.
+func (c planConfig) groupVersion() (k8sschema.GroupVersion, error) {
+	if c.APIVersion == "" {
+		return k8sschema.GroupVersion{}, nil
+	}
+	gv, err := k8sschema.ParseGroupVersion(c.APIVersion)
+	if err != nil || gv.Group == "" {
+		return k8sschema.GroupVersion{}, fmt.Errorf("--api-version %q: want group/version, such as %s", c.APIVersion, schema.DefaultAPIVersion)
+	}
+	return gv, nil
 }
 
 // planOutput is the plan as printed. It is reconcile.Plan with the status written twice:
@@ -62,28 +116,16 @@ type planOutput struct {
 	RequeueAfter reconcile.Duration `yaml:"requeueAfter,omitempty"`
 }
 
-func planAction(c *cli.Context) error {
-	usage := func(format string, args ...any) error { return cli.Exit(fmt.Sprintf(format, args...), 2) }
-	if c.NArg() > 1 {
-		return usage("plan takes one VM file, got %q (see --help)", c.Args().Slice())
+func planAction(cc *cli.Context, c planConfig) error {
+	now, err := c.now()
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
 	}
-	now := time.Now()
-	if s := c.String("now"); s != "" {
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			return usage("--now %q: want a time such as 2026-06-01T12:00:00Z", s)
-		}
-		now = t
+	want, err := c.groupVersion()
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
 	}
-	policy := reconcile.Policy{DefaultImage: c.String("server-image"), RestartBackoff: c.Duration("restart-backoff"), MaxRestartBackoff: c.Duration("max-restart-backoff")}
-	if policy.DefaultImage == "" {
-		return usage("--server-image must not be empty")
-	}
-	if policy.RestartBackoff <= 0 || policy.MaxRestartBackoff < policy.RestartBackoff {
-		return usage("--restart-backoff must be positive and at most --max-restart-backoff")
-	}
-
-	name, data, err := readInput(c)
+	name, data, err := readInput(cc)
 	if err != nil {
 		return err
 	}
@@ -91,25 +133,19 @@ func planAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if s := c.String("api-version"); s != "" {
-		want, err := k8sschema.ParseGroupVersion(s)
-		if err != nil || want.Group == "" {
-			return usage("--api-version %q: want group/version, such as %s", s, schema.DefaultAPIVersion)
-		}
-		if want != gv {
-			return fmt.Errorf("%s: the VM is %s, not --api-version %s", name, gv, want)
-		}
+	if !want.Empty() && want != gv {
+		return fmt.Errorf("%s: the VM is %s, not --api-version %s", name, gv, want)
 	}
-	fields, err := loadFields(c, gv)
+	fields, err := loadFields(c.SchemaFile, gv)
 	if err != nil {
-		return usage("%v", err)
+		return cli.Exit(err.Error(), 2)
 	}
 	vm, err := schema.Parse(raw, fields)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	var srv *backend.Server
-	if file := c.String("server"); file != "" {
+	if file := c.Server; file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return fmt.Errorf("read --server: %w", err)
@@ -119,7 +155,7 @@ func planAction(c *cli.Context) error {
 		}
 	}
 
-	out, err := makePlan(policy, vm, srv, now)
+	out, err := makePlan(c.policy(), vm, srv, now)
 	if err != nil {
 		return err
 	}
@@ -129,7 +165,7 @@ func planAction(c *cli.Context) error {
 	if err := enc.Encode(out); err != nil {
 		return fmt.Errorf("render plan: %w", err)
 	}
-	_, err = c.App.Writer.Write(b.Bytes())
+	_, err = cc.App.Writer.Write(b.Bytes())
 	return err
 }
 

@@ -5,6 +5,8 @@ package access
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cloudnative-czs/vm-controller/crd"
 )
 
 // Rule is one permission: verbs on a resource of an API group.
@@ -52,8 +54,8 @@ func Rules(n Needs) []Rule {
 			Why: "leader election: only the holder of the Lease reconciles"})
 	}
 	if n.WatchCRD {
-		rules = append(rules, Rule{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verbs: []string{"get", "list", "watch"}, Cluster: true,
-			Names: []string{n.GVR.Resource + "." + n.GVR.Group},
+		rules = append(rules, Rule{Group: crd.GVR.Group, Resource: crd.GVR.Resource, Verbs: []string{"get", "list", "watch"}, Cluster: true,
+			Names: []string{crd.Name(n.GVR)},
 			Why:   "checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back; this CRD only"})
 	}
 	return rules

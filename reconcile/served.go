@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,22 +13,24 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/crd"
 )
 
-var crdGVR = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// CRDName is the name of the CustomResourceDefinition that defines gvr: plural.group.
-func CRDName(gvr k8sschema.GroupVersionResource) string { return gvr.Resource + "." + gvr.Group }
-
 // servedWatch follows the CustomResourceDefinition of the VM resource and reports whether the
-// watched version is served: the CRD exists, lists the version as served, and is
-// Established. A CRD being deleted still serves its objects (their finalizers must still be
-// released), so it counts as served until it is gone.
+// watched version is served: the CRD exists and crd.Served says so (the version is listed as
+// served and the CRD is Established). A CRD being deleted still serves its objects (their
+// finalizers must still be released), so it counts as served until it is gone.
 type servedWatch struct {
 	client   dynamic.Interface
 	gvr      k8sschema.GroupVersionResource
 	log      *slog.Logger
 	onChange func(ctx context.Context, served bool)
+
+	// handled, if set, is called after each CRD event has been handled (after onChange, if
+	// the event changed anything), with the reason it is not served ("" when it is): the
+	// point up to which a test knows the watch has caught up.
+	handled func(why string)
 
 	mu    sync.Mutex
 	state bool // guarded by mu; true at start: the checks before start found it served
@@ -45,15 +48,15 @@ func (w *servedWatch) served() bool {
 
 // start watches the one CRD by name (so RBAC can name it too) until ctx ends.
 func (w *servedWatch) start(ctx context.Context) error {
-	name := CRDName(w.gvr)
+	name := crd.Name(w.gvr)
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.client, 0, "", func(o *metav1.ListOptions) {
 		o.FieldSelector = "metadata.name=" + name
 	})
-	inf := f.ForResource(crdGVR).Informer()
+	inf := f.ForResource(crd.GVR).Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.set(ctx, servedBy(obj, w.gvr.Version)) },
 		UpdateFunc: func(_, obj any) { w.set(ctx, servedBy(obj, w.gvr.Version)) },
-		DeleteFunc: func(any) { w.set(ctx, "its CustomResourceDefinition "+name+" was deleted") },
+		DeleteFunc: func(any) { w.set(ctx, "CRD "+name+" was deleted") },
 	}); err != nil {
 		return fmt.Errorf("watch the CRD %s: %w", name, err)
 	}
@@ -63,6 +66,9 @@ func (w *servedWatch) start(ctx context.Context) error {
 
 // set records a new state: why is empty when the resource is served, else why not.
 func (w *servedWatch) set(ctx context.Context, why string) {
+	if w.handled != nil {
+		defer w.handled(why)
+	}
 	served := why == ""
 	w.mu.Lock()
 	changed := served != w.state
@@ -83,31 +89,14 @@ func (w *servedWatch) set(ctx context.Context, why string) {
 func servedBy(obj any, version string) string {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return "its CustomResourceDefinition cannot be read"
+		return fmt.Sprintf("the CRD cannot be read (a %T)", obj)
 	}
-	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
-	found := false
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		if m["name"] == version {
-			found = true
-			if served, _ := m["served"].(bool); !served {
-				return "its CustomResourceDefinition no longer serves version " + version
-			}
-		}
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return fmt.Sprintf("the CRD cannot be read: %v", err)
 	}
-	if !found {
-		return "its CustomResourceDefinition has no version " + version
+	if err := crd.Served(data, version); err != nil {
+		return err.Error()
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Established" {
-			if m["status"] == "True" {
-				return ""
-			}
-			return "its CustomResourceDefinition is not established"
-		}
-	}
-	return "its CustomResourceDefinition is not established"
+	return ""
 }

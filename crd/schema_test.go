@@ -1,4 +1,4 @@
-package schema
+package crd
 
 import (
 	"os"
@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 func crdJSON(t *testing.T, yamlDoc []byte) []byte {
@@ -30,6 +32,26 @@ func projectCRD(t *testing.T) []byte {
 	return crdJSON(t, data)
 }
 
+// builtin returns the built-in field map of a version of this project's CRD.
+func builtin(t *testing.T, version string) schema.Fields {
+	t.Helper()
+	f, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// machineFields is the field map of the test CRD of another group.
+func machineFields(t *testing.T) schema.Fields {
+	t.Helper()
+	f, err := schema.LoadFieldMap(filepath.Join("..", "testdata", "machines", "fieldmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func machineCRD(t *testing.T) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "testdata", "machines", "crd.yaml"))
@@ -43,11 +65,11 @@ func machineCRD(t *testing.T) []byte {
 // CRD of another group fits its map; this is what the check command verifies on a cluster.
 func TestCRDFitsMaps(t *testing.T) {
 	crd := projectCRD(t)
-	for _, v := range BuiltinVersions() {
+	for _, v := range schema.BuiltinVersions() {
 		if err := StatusSubresource(crd, v); err != nil {
 			t.Error(err)
 		}
-		n, errs := builtin(t, v).CheckSchema(crd, v)
+		n, errs := CheckSchema(crd, v, builtin(t, v))
 		if len(errs) > 0 || n != 17 {
 			t.Errorf("%s: %d paths checked, errors %v", v, n, errs)
 		}
@@ -59,39 +81,33 @@ func TestCRDFitsMaps(t *testing.T) {
 		t.Errorf("the versions' schemas differ:\n%s\n%s", a, b)
 	}
 
-	f, err := ParseFieldMap(machineMap(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := machineFields(t)
 	mc := machineCRD(t)
 	if err := StatusSubresource(mc, "v1"); err != nil {
 		t.Error(err)
 	}
-	if n, errs := f.CheckSchema(mc, "v1"); len(errs) > 0 || n != 17 {
+	if n, errs := CheckSchema(mc, "v1", f); len(errs) > 0 || n != 17 {
 		t.Errorf("machines: %d paths checked, errors %v", n, errs)
 	}
 	// The Machine map does not fit the VirtualMachine CRD, and the other way round.
-	if _, errs := f.CheckSchema(crd, "v1beta1"); len(errs) != 17 {
+	if _, errs := CheckSchema(crd, "v1beta1", f); len(errs) != 17 {
 		t.Errorf("machine map on the VM CRD: %d errors, want 17: %v", len(errs), errs)
 	}
 }
 
 func TestCheckSchemaErrors(t *testing.T) {
 	base := string(machineCRD(t))
-	f, err := ParseFieldMap(machineMap(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := machineFields(t)
 	tests := map[string]struct {
 		old, new string // replace old with new in the Machine CRD's JSON
-		fields   func(*Fields)
+		fields   func(*schema.Fields)
 		want     string // the errors, joined by "; "
 	}{
 		"missing property": {old: `"restarts":{"type":"integer"}`, new: `"restart":{"type":"integer"}`,
 			want: `status.consecutiveFailures at status.restarts: the schema has no property "restarts" under status`},
-		"missing parent": {fields: func(f *Fields) { f.UsageCPU = "status.instance.usage.cores" },
+		"missing parent": {fields: func(f *schema.Fields) { f.UsageCPU = "status.instance.usage.cores" },
 			want: `status.server.usage.cpu at status.instance.usage.cores: the schema has no property "usage" under status.instance`},
-		"through a scalar": {fields: func(f *Fields) { f.Message = "status.state.text" },
+		"through a scalar": {fields: func(f *schema.Fields) { f.Message = "status.state.text" },
 			want: `status.message at status.state.text: status.state is of type string in the schema, so it has no field "text"`},
 		"wrong type": {old: `"restarts":{"type":"integer"}`, new: `"restarts":{"type":"string"}`,
 			want: `status.consecutiveFailures at status.restarts: the schema says string; want integer`},
@@ -99,14 +115,12 @@ func TestCheckSchemaErrors(t *testing.T) {
 			want: `status.conditions at status.health: the schema says object; want array of conditions`},
 		"quantity a bool": {old: `"cores":{"anyOf":[{"type":"integer"},{"type":"string"}],"x-kubernetes-int-or-string":true}`, new: `"cores":{"type":"boolean"}`,
 			want: `spec.resource.cpu at spec.shape.cores: the schema says boolean; want quantity (int-or-string, string or number)`},
-		"top-level path": {fields: func(f *Fields) { f.Image = "bootImage" },
+		"top-level path": {fields: func(f *schema.Fields) { f.Image = "bootImage" },
 			want: `spec.image at bootImage: the schema has no property "bootImage" under the top level`},
 		"preserved unknown fields": {old: `"status":{"properties"`, new: `"status":{"x-kubernetes-preserve-unknown-fields":true,"properties"`,
-			fields: func(f *Fields) { f.Reason = "status.anything.goes" }},
+			fields: func(f *schema.Fields) { f.Reason = "status.anything.goes" }},
 		"open map": {old: `"status":{"properties"`, new: `"status":{"additionalProperties":{"type":"string"},"properties"`,
-			fields: func(f *Fields) { f.Reason = "status.why" }},
-		"version not served": {old: `"served":true`, new: `"served":false`,
-			want: `CRD machines.compute.example.org does not serve version v1 (served: false)`},
+			fields: func(f *schema.Fields) { f.Reason = "status.why" }},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -121,7 +135,7 @@ func TestCheckSchemaErrors(t *testing.T) {
 			if tc.fields != nil {
 				tc.fields(&fields)
 			}
-			_, errs := fields.CheckSchema([]byte(crd), "v1")
+			_, errs := CheckSchema([]byte(crd), "v1", fields)
 			var got []string
 			for _, e := range errs {
 				got = append(got, e.Error())

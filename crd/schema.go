@@ -1,32 +1,18 @@
-package schema
+package crd
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // The checks here read a CustomResourceDefinition as JSON, as the API server returns it, so
 // that the check command can tell before the controller starts whether a CRD can carry what
 // a field map says: the controller would otherwise find out one failed patch at a time.
-
-// crdVersion returns the entry of spec.versions named version.
-func crdVersion(crd []byte, version string) (gjson.Result, error) {
-	if !gjson.ValidBytes(crd) {
-		return gjson.Result{}, fmt.Errorf("the CRD is not valid JSON")
-	}
-	name := gjson.GetBytes(crd, "metadata.name").String()
-	for _, v := range gjson.GetBytes(crd, "spec.versions").Array() {
-		if v.Get("name").String() == version {
-			if !v.Get("served").Bool() {
-				return gjson.Result{}, fmt.Errorf("CRD %s does not serve version %s (served: false)", name, version)
-			}
-			return v, nil
-		}
-	}
-	return gjson.Result{}, fmt.Errorf("CRD %s has no version %s", name, version)
-}
+// Whether the version is served is Served's question, asked first by the caller.
 
 // StatusSubresource checks that version of the CRD has the /status subresource. Without it
 // a status write through /status fails, and the controller writes its status nowhere else:
@@ -47,7 +33,7 @@ func StatusSubresource(crd []byte, version string) error {
 // and allows what the controller reads or writes there. It returns how many paths it checked
 // and one error per path that does not fit. A path under a schema node with
 // x-kubernetes-preserve-unknown-fields (or open additionalProperties) exists by definition.
-func (f Fields) CheckSchema(crd []byte, version string) (checked int, errs []error) {
+func CheckSchema(crd []byte, version string, f schema.Fields) (checked int, errs []error) {
 	v, err := crdVersion(crd, version)
 	if err != nil {
 		return 0, []error{err}
@@ -56,27 +42,27 @@ func (f Fields) CheckSchema(crd []byte, version string) (checked int, errs []err
 	if !root.IsObject() {
 		return 0, []error{fmt.Errorf("version %s of the CRD has no schema.openAPIV3Schema", version)}
 	}
-	for _, fi := range f.infos() {
-		if *fi.path == "" {
+	for _, p := range f.Paths() {
+		if p.Path == "" {
 			continue
 		}
 		checked++
-		if err := checkNode(root, *fi.path, fi.want); err != nil {
-			errs = append(errs, fmt.Errorf("%s at %s: %w", fi.key, *fi.path, err))
+		if err := checkNode(root, p.Path, p.Type); err != nil {
+			errs = append(errs, fmt.Errorf("%s at %s: %w", p.Key, p.Path, err))
 		}
 	}
 	return checked, errs
 }
 
 // checkNode walks the schema along path and checks the type of what it finds.
-func checkNode(node gjson.Result, path string, want valueType) error {
-	segs := splitPath(path)
+func checkNode(node gjson.Result, path string, want schema.ValueType) error {
+	segs := strings.Split(path, ".")
 	for i, s := range segs {
 		at := "the top level"
 		if i > 0 {
 			at = strings.Join(segs[:i], ".")
 		}
-		if p := node.Get("properties." + escapeGJSON(s)); p.Exists() {
+		if p := property(node, s); p.Exists() {
 			node = p
 			continue
 		}
@@ -98,11 +84,11 @@ func checkNode(node gjson.Result, path string, want valueType) error {
 }
 
 // checkType checks that a schema node allows the value a field holds.
-func checkType(node gjson.Result, want valueType) error {
+func checkType(node gjson.Result, want schema.ValueType) error {
 	t := node.Get("type").String()
 	intOrString := node.Get("x-kubernetes-int-or-string").Bool()
 	if t == "" && (intOrString || node.Get("x-kubernetes-preserve-unknown-fields").Bool()) {
-		if want == typeConditions && intOrString {
+		if want == schema.TypeConditions && intOrString {
 			return fmt.Errorf("the schema says int-or-string; want an array of conditions")
 		}
 		return nil
@@ -110,13 +96,13 @@ func checkType(node gjson.Result, want valueType) error {
 	var ok bool
 	var what string
 	switch want {
-	case typeString:
+	case schema.TypeString:
 		ok, what = t == "string", "string"
-	case typeQuantity:
+	case schema.TypeQuantity:
 		ok, what = t == "string" || t == "integer" || t == "number", "quantity (int-or-string, string or number)"
-	case typeInteger:
+	case schema.TypeInteger:
 		ok, what = t == "integer" || t == "number", "integer"
-	case typeConditions:
+	case schema.TypeConditions:
 		ok, what = t == "array", "array of conditions"
 	}
 	if !ok {
@@ -126,4 +112,18 @@ func checkType(node gjson.Result, want valueType) error {
 		return fmt.Errorf("the schema says %s; want %s", t, what)
 	}
 	return nil
+}
+
+// property returns the schema of node's property named key. It compares keys rather than
+// building a gjson path, so that no character of a key is read as path syntax.
+func property(node gjson.Result, key string) gjson.Result {
+	var found gjson.Result
+	node.Get("properties").ForEach(func(k, v gjson.Result) bool {
+		if k.String() == key {
+			found = v
+			return false
+		}
+		return true
+	})
+	return found
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// flagsDoc is the flag reference, docs/reference/flags.md.
+var flagsDoc = filepath.Join("docs", "reference", "flags.md")
+
+// TestFlagsDoc renders the flag reference from the commands' own flag declarations and
+// fails when docs/reference/flags.md says something else, so the reference cannot drift from
+// the binary. With -update it rewrites the file.
+func TestFlagsDoc(t *testing.T) {
+	got := renderFlagsDoc(t, app())
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(flagsDoc), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(flagsDoc, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(flagsDoc)
+	if err != nil {
+		t.Fatalf("read %s (go test . -run TestFlagsDoc -update writes it): %v", flagsDoc, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is stale: the flag declarations changed; run go test . -run TestFlagsDoc -update\n--- got\n%s", flagsDoc, got)
+	}
+}
+
+// renderFlagsDoc writes one section per command: what it does, and a table of its flags with
+// their environment variables, defaults and usage, in the order of --help.
+func renderFlagsDoc(t *testing.T, a *cli.App) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	b.WriteString("# Flag reference\n\n")
+	b.WriteString("<!-- Generated from the flag declarations by `go test . -run TestFlagsDoc -update`; do not edit. -->\n\n")
+	b.WriteString("Every command of `vm-controller` and every flag it takes. A flag's environment variable sets it\n" +
+		"when the flag is not given on the command line. `vm-controller COMMAND --help` prints the same;\n" +
+		"`vm-controller --version` prints the version.\n")
+	for _, cmd := range a.Commands {
+		fmt.Fprintf(&b, "\n## vm-controller %s\n\n", cmd.Name)
+		if cmd.ArgsUsage != "" {
+			fmt.Fprintf(&b, "`vm-controller %s [flags] %s`\n\n", cmd.Name, cmd.ArgsUsage)
+		}
+		fmt.Fprintf(&b, "%s.\n", upperFirst(cmd.Usage))
+		if cmd.Description != "" {
+			fmt.Fprintf(&b, "\n%s\n", strings.ReplaceAll(cmd.Description, "\n", " "))
+		}
+		if len(cmd.Flags) == 0 {
+			b.WriteString("\nNo flags.\n")
+			continue
+		}
+		b.WriteString("\n| Flag | Environment | Default | Usage |\n| --- | --- | --- | --- |\n")
+		for _, f := range cmd.Flags {
+			df, ok := f.(cli.DocGenerationFlag)
+			if !ok {
+				t.Fatalf("%s: flag %v has no usage to document", cmd.Name, f.Names())
+			}
+			var envs []string
+			for _, e := range df.GetEnvVars() {
+				envs = append(envs, "`"+e+"`")
+			}
+			fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Names()[0], strings.Join(envs, ", "),
+				cell(flagDefault(t, f)), cell(df.GetUsage()))
+		}
+	}
+	return b.Bytes()
+}
+
+// flagDefault is a flag's declared default as a user would type it; "" when it has none.
+func flagDefault(t *testing.T, f cli.Flag) string {
+	t.Helper()
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		if f.Value == "" {
+			return ""
+		}
+		return "`" + f.Value + "`"
+	case *cli.BoolFlag:
+		return "`" + strconv.FormatBool(f.Value) + "`"
+	case *cli.IntFlag:
+		return "`" + strconv.Itoa(f.Value) + "`"
+	case *cli.Float64Flag:
+		return "`" + strconv.FormatFloat(f.Value, 'g', -1, 64) + "`"
+	case *cli.DurationFlag:
+		return "`" + f.Value.String() + "`"
+	}
+	t.Fatalf("flag %v: no default rendering for %T", f.Names(), f)
+	return ""
+}
+
+// cell keeps text inside one Markdown table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
