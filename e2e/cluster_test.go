@@ -26,8 +26,9 @@ import (
 
 // kubectlTimeout bounds every kubectl call, so a stuck apiserver fails a test instead of
 // hanging it until go test's global timeout. It stops a hung call; it is not a measure of
-// speed, so it is long enough for a loaded machine.
-const kubectlTimeout = 2 * time.Minute
+// speed, so it is long enough for a loaded machine and longer than any --timeout the tests
+// give kubectl (3m).
+const kubectlTimeout = 5 * time.Minute
 
 var (
 	// kubeconfig is the kubeconfig every kubectl call uses: $KUBECONFIG, else the one
