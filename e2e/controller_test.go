@@ -148,13 +148,13 @@ func startController(t *testing.T, ns string, args ...string) *controller {
 			close(c.exited)
 			c.done <- err
 		}()
+		t.Cleanup(func() {
+			c.stop(t)
+			if t.Failed() {
+				t.Logf("controller log (last 60 lines, %s):\n%s", c.healthAddr, c.tail(60))
+			}
+		})
 		if c.waitServing(t) {
-			t.Cleanup(func() {
-				c.stop(t)
-				if t.Failed() {
-					t.Logf("controller log (last 60 lines):\n%s", c.tail(60))
-				}
-			})
 			return c
 		}
 		if !strings.Contains(c.logText(), "address already in use") || attempt == 3 {
