@@ -211,9 +211,11 @@ current-context: c
 	if u, _, _ := podOf(vms, "test-vm"); u != "" {
 		t.Errorf("pod %s left after the VM was deleted", u)
 	}
-	if e := kubectl(t, "-n", vms, "get", "events", "--field-selector", "involvedObject.name=zero", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(e, "InvalidSpec") {
-		t.Errorf("no InvalidSpec event recorded with the ServiceAccount's token: %q", e)
-	}
+	// Events are posted in the background: the wait is for it to be stored.
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		e := kubectl(t, "-n", vms, "get", "events", "--field-selector", "involvedObject.name=zero", "-o", "jsonpath={.items[*].reason}")
+		return strings.Contains(e, "InvalidSpec"), fmt.Sprintf("no InvalidSpec event recorded with the ServiceAccount's token: %q", e)
+	})
 }
 
 func httpStatus(t testing.TB, url string) int {
