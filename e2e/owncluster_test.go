@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -74,7 +76,7 @@ func (k kube) namespace(t *testing.T) string {
 // would be refused for a moment, and the controller's retries blur what a test looks at.
 func (k kube) waitDefaultServiceAccount(t *testing.T, ns string) {
 	t.Helper()
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		_, err := k.try("-n", ns, "get", "serviceaccount", "default")
 		return err == nil, fmt.Sprintf("no default ServiceAccount in %s: %v", ns, err)
 	})
@@ -146,7 +148,7 @@ func newCluster(t *testing.T, nodes int, extra ...string) *ownCluster {
 	// idempotent, so it is asked for again before the wait gives up.
 	for try := 1; ; try++ {
 		c.kwokctl(t, 60*time.Second, "scale", "node", "--replicas", strconv.Itoa(nodes), "--param", `.allocatable["ephemeral-storage"] = "10Ti"`)
-		deadline := time.Now().Add(45 * time.Second)
+		deadline := time.Now().Add(90 * time.Second)
 		ok := false
 		for !ok && time.Now().Before(deadline) {
 			if ok, _ = ready(); !ok {
@@ -162,7 +164,7 @@ func newCluster(t *testing.T, nodes int, extra ...string) *ownCluster {
 		}
 	}
 	c.must(t, "apply", "-f", filepath.Join(repoRoot(), "crds"))
-	c.must(t, "wait", "--for=condition=Established", "crd/virtualmachines.cloudnative.czs", "--timeout=60s")
+	c.must(t, "wait", "--for=condition=Established", "crd/virtualmachines.cloudnative.czs", "--timeout=3m")
 	t.Logf("cluster %s up with %d nodes in %s", c.name, nodes, time.Since(start).Round(100*time.Millisecond))
 	return c
 }
@@ -187,7 +189,7 @@ func (c *ownCluster) kwokctl(t testing.TB, timeout time.Duration, args ...string
 // waitReady waits until the API server answers /readyz.
 func (c *ownCluster) waitReady(t testing.TB) {
 	t.Helper()
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		out, err := c.try("get", "--raw", "/readyz", "--request-timeout=5s")
 		return err == nil && out == "ok", fmt.Sprintf("/readyz: %q %v", out, err)
 	})
@@ -244,7 +246,7 @@ func (c *ownCluster) restartAPIServer(t *testing.T, down time.Duration) {
 		t.Fatalf("kill the API server (pid %d): %v", pid, err)
 	}
 	// kwokctl starts only what does not run, so the old process must be gone first.
-	eventually(t, 30*time.Second, func() (bool, string) { return !running(pid), fmt.Sprintf("API server pid %d still there", pid) })
+	eventually(t, 3*time.Minute, func() (bool, string) { return !running(pid), fmt.Sprintf("API server pid %d still there", pid) })
 	time.Sleep(down)
 	c.kwokctl(t, 150*time.Second, "start", "cluster")
 	c.waitReady(t)

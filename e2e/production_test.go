@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -5,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,93 +19,133 @@ import (
 
 // leaderOf returns the Lease's holder.
 func leaderOf(ns, lease string) string {
-	out, _ := kubectlErr("-n", ns, "get", "lease", lease, "-o", "jsonpath={.spec.holderIdentity}")
-	return out
+	holder, _ := leaseOf(ns, lease)
+	return holder
 }
 
-// TestLeaderElection runs replicas of the controller: exactly one leads; SIGTERM of the
-// leader hands over within 2 s, kill -9 within the lease duration plus 2 s; VMs created
-// across both handoffs end Active with one pod each.
+// leaseOf returns the Lease's holder and how many times it has changed hands
+// (spec.leaseTransitions); "" and -1 if there is no such Lease.
+func leaseOf(ns, lease string) (holder string, transitions int) {
+	out, err := kubectlErr("-n", ns, "get", "lease", lease, "-o", "jsonpath={.spec.leaseTransitions}/{.spec.holderIdentity}")
+	if err != nil {
+		return "", -1
+	}
+	n, holder, _ := strings.Cut(out, "/")
+	transitions, _ = strconv.Atoi(n) // absent before the first transition: 0
+	return holder, transitions
+}
+
+// waitExit waits for a controller that was told to stop to exit, and returns its exit error.
+// The deadline only stops a hung process.
+func waitExit(t *testing.T, c *controller) error {
+	t.Helper()
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the controller did not exit within 3m\n%s", c.tail(20))
+		return nil
+	}
+}
+
+// TestLeaderElection runs replicas of the controller: exactly one leads. SIGTERM of the leader
+// hands the Lease over: the old leader releases it before it exits, and the standby takes it
+// and makes Active the VMs created after the old leader stopped. kill -9 of the new leader
+// leaves the Lease to expire: a third replica takes it and makes Active the VMs created after
+// the kill. Each handoff is a new holder and one more leaseTransitions; no VM ever has two
+// pods. How long the handoffs take is measured by the bench, not asserted here; the test
+// logs what it saw.
 func TestLeaderElection(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
-	const leaseDuration = 6 * time.Second
+	const lease = "vm-controller"
 	replica := func(id string) *controller {
-		return startController(t, ns, "--leader-elect", "--lease-namespace", ns, "--holder-identity", id,
-			"--lease-duration", leaseDuration.String(), "--renew-deadline", "4s")
+		return startController(t, ns, "--leader-elect", "--lease-namespace", ns, "--holder-identity", id)
 	}
+	leads := func(c *controller) float64 { return metric(c.scrape(t), "vmcontroller_leader") }
+	allActive := func(n int) {
+		t.Helper()
+		eventually(t, 3*time.Minute, func() (bool, string) {
+			c := countActive(t, ns)
+			if len(c.dup) > 0 {
+				t.Fatalf("VMs with more than one pod: %v", c.dup)
+			}
+			return c.active == n && c.pods == n, fmt.Sprintf("%d/%d active, %d pods", c.active, c.vms, c.pods)
+		})
+	}
+	create := func(prefix string) {
+		t.Helper()
+		if _, _, err := runKubectl(vmList(ns, prefix, 20), "apply", "-f", "-"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	r := map[string]*controller{"a": replica("a"), "b": replica("b")}
 	var first string
-	eventually(t, 30*time.Second, func() (bool, string) {
-		first = leaderOf(ns, "vm-controller")
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		first = leaderOf(ns, lease)
 		return first == "a" || first == "b", "lease holder " + first
 	})
 	second := map[string]string{"a": "b", "b": "a"}[first]
-	// Exactly one leads, as each replica's own metric says; both are ready (caches synced).
-	eventually(t, 10*time.Second, func() (bool, string) {
-		l1, l2 := metric(r[first].scrape(t), "vmcontroller_leader"), metric(r[second].scrape(t), "vmcontroller_leader")
+	// Exactly one leads, as each replica's own metric says; both are ready (caches synced),
+	// the standby too.
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		l1, l2 := leads(r[first]), leads(r[second])
 		return l1 == 1 && l2 == 0, fmt.Sprintf("vmcontroller_leader: %s=%v %s=%v", first, l1, second, l2)
 	})
-	// A standby is ready too, once its caches have synced.
-	for id, c := range r {
-		eventually(t, 30*time.Second, func() (bool, string) {
-			code := httpStatus(t, "http://"+c.addr(t, "health")+"/readyz")
-			return code == 200, fmt.Sprintf("replica %s /readyz = %d", id, code)
-		})
+	for _, c := range r {
+		c.waitReady(t)
 	}
-	if _, _, err := runKubectl(vmList(ns, "le", 20), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, func() (bool, string) {
-		c := countActive(t, ns)
-		return c.active == 20, fmt.Sprintf("%d/%d active", c.active, c.vms)
-	})
+	create("le")
+	allActive(20)
 
 	// Graceful handoff: SIGTERM the leader while VMs are being created.
-	if _, _, err := runKubectl(vmList(ns, "g", 20), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
+	create("g")
+	_, before := leaseOf(ns, lease)
 	start := time.Now()
 	if err := r[first].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		return strings.Contains(r[second].logText(), "Became the leader"), "no takeover yet"
-	})
-	graceful := time.Since(start)
-	if err := <-r[first].done; err != nil {
+	if err := waitExit(t, r[first]); err != nil {
 		t.Errorf("the old leader exited with %v after SIGTERM, want 0", err)
 	}
-	if graceful > 2*time.Second {
-		t.Errorf("SIGTERM handoff took %s, want at most 2s", graceful)
+	// It released the Lease before it exited; one that merely stopped renewing would still
+	// be named in it until it expired.
+	if holder, _ := leaseOf(ns, lease); holder == first {
+		t.Errorf("the Lease still names %s after it exited: it was not released", first)
 	}
-
-	// Crash: a third replica stands by, then the leader is killed with SIGKILL.
-	r["c"] = replica("c")
-	eventually(t, 30*time.Second, func() (bool, string) {
-		return strings.Contains(r["c"].logText(), "standing by"), "c not campaigning yet"
+	create("h") // after the old leader stopped: only the new one can make these Active
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		holder, _ := leaseOf(ns, lease)
+		return holder == second && leads(r[second]) == 1, fmt.Sprintf("lease holder %q, vmcontroller_leader of %s %v", holder, second, leads(r[second]))
 	})
-	if _, _, err := runKubectl(vmList(ns, "k", 20), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
+	graceful := time.Since(start)
+	if _, after := leaseOf(ns, lease); after <= before {
+		t.Errorf("leaseTransitions %d -> %d across the SIGTERM handoff, want it to grow", before, after)
 	}
+	allActive(60)
+
+	// Crash: a third replica stands by (ready, not leading), then the leader is killed with
+	// SIGKILL and cannot release the Lease.
+	r["c"] = replica("c")
+	r["c"].waitReady(t)
+	if l := leads(r["c"]); l != 0 {
+		t.Fatalf("replica c leads (vmcontroller_leader %v) while %s holds the Lease", l, second)
+	}
+	_, before = leaseOf(ns, lease)
 	start = time.Now()
 	r[second].kill()
-	eventually(t, leaseDuration+5*time.Second, func() (bool, string) {
-		return strings.Contains(r["c"].logText(), "Became the leader"), "no takeover yet"
+	create("k") // after the leader died: only c can make these Active
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		holder, _ := leaseOf(ns, lease)
+		return holder == "c" && leads(r["c"]) == 1, fmt.Sprintf("lease holder %q, vmcontroller_leader of c %v", holder, leads(r["c"]))
 	})
 	crash := time.Since(start)
-	if crash > leaseDuration+2*time.Second {
-		t.Errorf("takeover after SIGKILL took %s, want at most the lease duration (%s) + 2s", crash, leaseDuration)
+	if _, after := leaseOf(ns, lease); after <= before {
+		t.Errorf("leaseTransitions %d -> %d across the takeover after SIGKILL, want it to grow", before, after)
 	}
-	t.Logf("handoff after SIGTERM %s, after SIGKILL %s (lease %s)", graceful.Round(time.Millisecond), crash.Round(time.Millisecond), leaseDuration)
-
-	eventually(t, 90*time.Second, func() (bool, string) {
-		c := countActive(t, ns)
-		if len(c.dup) > 0 {
-			t.Fatalf("VMs with more than one pod: %v", c.dup)
-		}
-		return c.active == 60 && c.pods == 60, fmt.Sprintf("%d/%d active, %d pods", c.active, c.vms, c.pods)
-	})
+	allActive(80)
+	t.Logf("seen by polling: new leader %s after SIGTERM, %s after SIGKILL (lease duration 15s, the default)", graceful.Round(time.Millisecond), crash.Round(time.Millisecond))
 }
 
 // TestServiceAccountRBAC applies what `vm-controller manifests` prints, takes a token of its
@@ -155,22 +198,24 @@ current-context: c
 
 	startController(t, vms, "--kubeconfig", saConfig, "--leader-elect", "--lease-namespace", ctl)
 	exampleVM(t, vms)
-	waitPhase(t, vms, "test-vm", "Active", "ServerReady", 60*time.Second)
+	waitPhase(t, vms, "test-vm", "Active", "ServerReady", 3*time.Minute)
 	kubectl(t, "-n", vms, "patch", "vm", "test-vm", "--type=merge", "-p", `{"spec":{"resource":{"cpu":3}}}`)
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		_, p, c := podOf(vms, "test-vm")
 		return p == "Running" && c == "3", "pod " + p + " cpu " + c
 	})
-	waitPhase(t, vms, "test-vm", "Active", "ServerReady", 30*time.Second)
+	waitPhase(t, vms, "test-vm", "Active", "ServerReady", 3*time.Minute)
 	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: zero, namespace: %s}\nspec: {resource: {cpu: 1, memory: \"0\", rootDisk: 1G}}\n", vms))
-	waitPhase(t, vms, "zero", "Failed", "InvalidSpec", 30*time.Second)
-	kubectl(t, "-n", vms, "delete", "vm", "test-vm", "--timeout=60s")
+	waitPhase(t, vms, "zero", "Failed", "InvalidSpec", 3*time.Minute)
+	kubectl(t, "-n", vms, "delete", "vm", "test-vm", "--timeout=3m")
 	if u, _, _ := podOf(vms, "test-vm"); u != "" {
 		t.Errorf("pod %s left after the VM was deleted", u)
 	}
-	if e := kubectl(t, "-n", vms, "get", "events", "--field-selector", "involvedObject.name=zero", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(e, "InvalidSpec") {
-		t.Errorf("no InvalidSpec event recorded with the ServiceAccount's token: %q", e)
-	}
+	// Events are posted in the background: the wait is for it to be stored.
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		e := kubectl(t, "-n", vms, "get", "events", "--field-selector", "involvedObject.name=zero", "-o", "jsonpath={.items[*].reason}")
+		return strings.Contains(e, "InvalidSpec"), fmt.Sprintf("no InvalidSpec event recorded with the ServiceAccount's token: %q", e)
+	})
 }
 
 func httpStatus(t testing.TB, url string) int {

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -90,7 +92,7 @@ func TestSecurityNamespaceScoped(t *testing.T) {
 	}
 
 	// The Deployment's pods exist only if the restricted profile admitted them.
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		pods, _ := kubectlErr("-n", a, "get", "pods", "-l", "app.kubernetes.io/name=vm-controller", "-o",
 			`jsonpath={range .items[*]}{.spec.securityContext.runAsNonRoot}/{.spec.securityContext.runAsUser}{" "}{end}`)
 		rs, _ := kubectlErr("-n", a, "get", "events", "--field-selector", "reason=FailedCreate", "-o", "jsonpath={.items[*].message}")
@@ -124,15 +126,15 @@ func TestSecurityNamespaceScoped(t *testing.T) {
 
 	c := startController(t, b, "--kubeconfig", sa, "--watch-nodes=false", "--watch-crd=false", "--leader-elect", "--lease-namespace", a)
 	exampleVM(t, b)
-	waitPhase(t, b, "test-vm", "Active", "ServerReady", 60*time.Second)
+	waitPhase(t, b, "test-vm", "Active", "ServerReady", 3*time.Minute)
 	first, _, _ := podOf(b, "test-vm")
 	kubectl(t, "-n", b, "patch", "vm", "test-vm", "--type=merge", "-p", `{"spec":{"resource":{"cpu":3}}}`)
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		uid, phase, cpu := podOf(b, "test-vm")
 		return uid != first && phase == "Running" && cpu == "3", fmt.Sprintf("pod %s %s cpu %s", uid, phase, cpu)
 	})
-	waitPhase(t, b, "test-vm", "Active", "ServerReady", 30*time.Second)
-	kubectl(t, "-n", b, "delete", "vm", "test-vm", "--timeout=60s")
+	waitPhase(t, b, "test-vm", "Active", "ServerReady", 3*time.Minute)
+	kubectl(t, "-n", b, "delete", "vm", "test-vm", "--timeout=3m")
 	if uid, _, _ := podOf(b, "test-vm"); uid != "" {
 		t.Errorf("pod %s left after the VM was deleted", uid)
 	}

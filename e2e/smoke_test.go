@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -66,7 +68,7 @@ func TestSmokeCustomResource(t *testing.T) {
 	// Applying is idempotent, so this is safe next to other tests that install the CRD too;
 	// it stays installed afterwards because they may still be using it.
 	kubectl(t, "apply", "-f", filepath.Join(repoRoot(), "crds"))
-	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/virtualmachines.cloudnative.czs")
+	kubectl(t, "wait", "--for=condition=Established", "--timeout=3m", "crd/virtualmachines.cloudnative.czs")
 
 	apply(t, `apiVersion: cloudnative.czs/v1alpha1
 kind: VirtualMachine
@@ -79,7 +81,7 @@ spec:
 	if got := kubectl(t, "get", res, "smoke", "-n", ns, "-o", "jsonpath={.spec.resource.memory}"); got != "64Mi" {
 		t.Fatalf("spec.resource.memory = %q, want 64Mi", got)
 	}
-	kubectl(t, "delete", res, "smoke", "-n", ns, "--timeout=30s")
+	kubectl(t, "delete", res, "smoke", "-n", ns, "--timeout=3m")
 	if _, err := kubectlErr("get", res, "smoke", "-n", ns); !isNotFound(err) {
 		t.Fatalf("after delete: want NotFound, got %v", err)
 	}
@@ -104,7 +106,7 @@ spec:
       limits: {cpu: "2", memory: 4G, ephemeral-storage: 40G}
 `)
 	var node string
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		out, err := kubectlErr("get", "pod", "smoke", "-n", ns, "-o",
 			`jsonpath={.spec.nodeName} {.status.phase} {.status.conditions[?(@.type=="PodScheduled")].message}`)
 		if err != nil {
@@ -138,7 +140,7 @@ metadata:
   - {apiVersion: v1, kind: ConfigMap, name: owner, uid: `+uid+`}
 `)
 	kubectl(t, "delete", "configmap", "owner", "-n", ns)
-	eventually(t, 60*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		out, err := kubectlErr("get", "configmap", "dependent", "-n", ns, "-o", "name")
 		if isNotFound(err) {
 			return true, ""

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -29,32 +31,41 @@ spec:
 func TestUsage(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
-	c := startController(t, ns, "--usage-interval", "2s", "--usage-threshold", "0.1", "--usage-max-interval", "1m")
+	c := startController(t, ns, "--workers", "1", "--usage-interval", "2s", "--usage-threshold", "0.1", "--usage-max-interval", "1m")
 	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: busy, namespace: %s}\nspec: {resource: {cpu: 1, memory: 1Gi, rootDisk: 1Gi}}\n", ns))
-	waitPhase(t, ns, "busy", "Active", "ServerReady", 60*time.Second)
+	waitPhase(t, ns, "busy", "Active", "ServerReady", 3*time.Minute)
 	setUsage(t, ns, "busy-server", "250m", "100Mi")
 
 	usage := func() string {
 		return vmField(ns, "busy", ".status.server.usage.cpu") + "/" + vmField(ns, "busy", ".status.server.usage.memory")
 	}
 	// metrics-server scrapes kwok every few seconds; the first figures take up to a minute.
-	eventually(t, 120*time.Second, func() (bool, string) { u := usage(); return u == "250m/100Mi", "usage " + u })
+	eventually(t, 3*time.Minute, func() (bool, string) { u := usage(); return u == "250m/100Mi", "usage " + u })
 	if r := vmField(ns, "busy", `.status.conditions[?(@.type=="UsageReported")].status`); r != "True" {
 		t.Errorf("UsageReported condition = %q, want True", r)
 	}
 
 	// The usage changes over time; the status follows, and the controller, whose own
-	// usage writes are the only change to the VM, reconciles it no more.
-	reconciles := regexp.MustCompile(`msg=Reconciled vm=` + regexp.QuoteMeta(ns+"/busy") + ` `)
-	before := len(reconciles.FindAllString(c.logText(), -1))
+	// usage writes are the only change to the VM, reconciles it no more. Reconciles of busy
+	// are counted (its "Reconciled" debug lines) at two barriers, one before the change and
+	// one after its write: with one worker, a reconcile the write caused would have logged
+	// before the second barrier's status was written.
+	busyLine := regexp.MustCompile(`msg=Reconciled vm=` + regexp.QuoteMeta(ns+"/busy") + ` `)
+	reconciled := func() int {
+		c.barrier(t)
+		return len(busyLine.FindAllString(c.logText(), -1))
+	}
+	before := reconciled()
+	if before == 0 {
+		t.Fatalf("no Reconciled line for busy in the log, so counting them would prove nothing:\n%s", c.tail(20))
+	}
 	rv := vmField(ns, "busy", ".metadata.resourceVersion")
 	setUsage(t, ns, "busy-server", "600m", "300Mi")
-	eventually(t, 120*time.Second, func() (bool, string) { u := usage(); return u == "600m/300Mi", "usage " + u })
+	eventually(t, 3*time.Minute, func() (bool, string) { u := usage(); return u == "600m/300Mi", "usage " + u })
 	if now := vmField(ns, "busy", ".metadata.resourceVersion"); now == rv {
 		t.Fatalf("the usage change wrote nothing")
 	}
-	time.Sleep(3 * time.Second) // a reconcile caused by the write would show by now
-	if after := len(reconciles.FindAllString(c.logText(), -1)); after != before {
+	if after := reconciled(); after != before {
 		t.Errorf("usage writes made the controller reconcile the VM %d more times", after-before)
 	}
 	m := c.scrape(t)
@@ -68,11 +79,11 @@ func TestUsage(t *testing.T) {
 
 	// Inactive: no server, no usage, no gauge.
 	kubectl(t, "-n", ns, "patch", "vm", "busy", "--type=merge", "-p", `{"spec":{"action":"inactive"}}`)
-	waitPhase(t, ns, "busy", "Inactive", "ServerStopped", 60*time.Second)
+	waitPhase(t, ns, "busy", "Inactive", "ServerStopped", 3*time.Minute)
 	if u := usage(); u != "/" {
 		t.Errorf("an Inactive VM still reports usage %s", u)
 	}
-	eventually(t, 15*time.Second, func() (bool, string) {
+	eventually(t, 3*time.Minute, func() (bool, string) {
 		m := c.scrape(t)
 		return !strings.Contains(m, "vmcontroller_vm_cpu_usage_cores"+labels), "gauge still there"
 	})
