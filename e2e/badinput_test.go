@@ -53,7 +53,7 @@ func TestBadInputFlags(t *testing.T) {
 		"log level":              {[]string{"run", "--log-level", "loud"}, nil, "", 2, `--log-level "loud": want debug, info, warn or error`},
 		"resource not a name":    {[]string{"run", "--resource", "Virtual.Machines"}, nil, "", 2, `resource "Virtual.Machines": a DNS-1035 label must consist of`},
 		"group without a map":    {[]string{"run", "--api-version", "compute.example.org/v1"}, nil, "", 2, `--api-version compute.example.org/v1: no built-in field map for group "compute.example.org"`},
-		"qps":                    {[]string{"run", "--qps", "0"}, nil, "", 2, "--qps must be greater than 0, got 0"},
+		"qps":                    {[]string{"run", "--qps", "-1"}, nil, "", 2, "--qps must not be negative, got -1"},
 		"negative resync":        {[]string{"run", "--resync", "-1s"}, nil, "", 2, "--resync must not be negative"},
 		"restart backoff":        {[]string{"run", "--restart-backoff", "10m"}, nil, "", 2, "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"retry delays":           {[]string{"run", "--retry-base-delay", "2s", "--retry-max-delay", "1s"}, nil, "", 2, "--retry-base-delay must be positive and at most --retry-max-delay"},
