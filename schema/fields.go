@@ -126,3 +126,29 @@ func escapeGJSON(s string) string {
 
 // splitPath splits a dotted path into its keys.
 func splitPath(path string) []string { return strings.Split(path, ".") }
+
+// FieldPath is one field of a layout: its key in a field-map file ("spec.resource.cpu") and
+// its path in the object, empty when the layout leaves an optional field out.
+type FieldPath struct {
+	Key  string
+	Path string
+}
+
+// Paths lists every field f places, in the order of a field-map file. Conversion between two
+// versions (package convert) pairs the paths of one layout with the other's by Key; the action's
+// values are the layout's ActiveValue and InactiveValue.
+func (f Fields) Paths() []FieldPath {
+	infos := f.infos()
+	out := make([]FieldPath, len(infos))
+	for i, fi := range infos {
+		out[i] = FieldPath{Key: fi.key, Path: *fi.path}
+	}
+	return out
+}
+
+// ActionKey is the Key of the action in Paths: the one field whose values differ between
+// layouts (ActiveValue, InactiveValue).
+const ActionKey = "spec.action.path"
+
+// ActionValues returns the layout's words for active and inactive.
+func (f Fields) ActionValues() (active, inactive string) { return f.activeValue(), f.inactiveValue() }
