@@ -94,6 +94,13 @@ func flagDefault(t *testing.T, f cli.Flag) string {
 		return "`" + strconv.FormatFloat(f.Value, 'g', -1, 64) + "`"
 	case *cli.DurationFlag:
 		return "`" + f.Value.String() + "`"
+	case *cli.Int64Flag:
+		return "`" + strconv.FormatInt(f.Value, 10) + "`"
+	case *cli.StringSliceFlag:
+		if f.Value == nil || len(f.Value.Value()) == 0 {
+			return ""
+		}
+		return "`" + strings.Join(f.Value.Value(), ",") + "`"
 	}
 	t.Fatalf("flag %v: no default rendering for %T", f.Names(), f)
 	return ""

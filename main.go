@@ -11,8 +11,6 @@ import (
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; otherwise the module
@@ -51,18 +49,9 @@ func app() *cli.App {
 			checkCommand(&checkConfig{}),
 			planCommand(&planConfig{}),
 			manifestsCommand(&manifestsConfig{}),
-			{
-				Name:  "crds",
-				Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",
-				Action: func(*cli.Context) error {
-					data, err := crds.YAML()
-					if err != nil {
-						return fmt.Errorf("read embedded CRDs: %w", err)
-					}
-					_, err = os.Stdout.Write(data)
-					return err
-				},
-			},
+			crdsCommand(),
+			webhookCommand(),
+			migrateCommand(),
 		},
 		OnUsageError:    usageError,
 		HideHelpCommand: true,

@@ -23,9 +23,10 @@ func crdJSON(t *testing.T, yamlDoc []byte) []byte {
 	return data
 }
 
+// projectCRD is the CRD with every version (the webhook form: v1 is served only there).
 func projectCRD(t *testing.T) []byte {
 	t.Helper()
-	data, err := crds.YAML()
+	data, err := crds.WithWebhook(crds.Webhook{Namespace: "vm-controller"})
 	if err != nil {
 		t.Fatal(err)
 	}

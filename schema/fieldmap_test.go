@@ -33,7 +33,7 @@ func machineMap(t testing.TB) []byte {
 }
 
 func TestBuiltinMaps(t *testing.T) {
-	if got := strings.Join(BuiltinVersions(), ","); got != "v1alpha1,v1beta1" {
+	if got := strings.Join(BuiltinVersions(), ","); got != "v1,v1alpha1,v1beta1" {
 		t.Fatalf("built-in versions %s", got)
 	}
 	f := builtin(t, "v1alpha1")
@@ -45,13 +45,28 @@ func TestBuiltinMaps(t *testing.T) {
 	if b := builtin(t, "v1beta1"); b != f {
 		t.Errorf("v1beta1 map differs from v1alpha1:\n%+v\n%+v", b, f)
 	}
+	// v1 has its own shape (docs/versions.md): the same fields at other paths, and KubeVirt's
+	// run strategies for the action. Its status is where v1alpha1 has it.
+	v1 := builtin(t, "v1")
+	if v1.Action != "spec.runStrategy" || v1.ActiveValue != "Always" || v1.InactiveValue != "Halted" ||
+		v1.CPU != "spec.resources.requests.cpu" || v1.Memory != "spec.resources.requests.memory" || v1.RootDisk != "spec.rootDisk.size" ||
+		v1.Image != "spec.image" {
+		t.Errorf("v1 map read as %+v", v1)
+	}
+	spec := func(f Fields) Fields {
+		f.Action, f.ActiveValue, f.InactiveValue, f.CPU, f.Memory, f.RootDisk, f.Image = "", "", "", "", "", "", ""
+		return f
+	}
+	if spec(v1) != spec(f) {
+		t.Errorf("v1 status paths differ from v1alpha1's:\n%+v\n%+v", v1, f)
+	}
 	for _, gv := range []k8sschema.GroupVersion{{Group: Group, Version: "v2"}, {Group: "compute.example.org", Version: "v1alpha1"}} {
 		if _, err := ForVersion(gv); err == nil {
 			t.Errorf("ForVersion(%s) found a map", gv)
 		}
 	}
 	_, err := ForVersion(k8sschema.GroupVersion{Group: "compute.example.org", Version: "v1"})
-	if want := `no built-in field map for group "compute.example.org" (built in: cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1); give one with --schema-file`; err == nil || err.Error() != want {
+	if want := `no built-in field map for group "compute.example.org" (built in: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1); give one with --schema-file`; err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
 	}
 }
@@ -250,7 +265,7 @@ func TestStatusRoundTripMaps(t *testing.T) {
 		ConsecutiveFailures: 3, ObservedGeneration: 4, LastUpdateTime: at,
 		Conditions: []Condition{{Type: ConditionReady, Status: ConditionFalse, ObservedGeneration: 4, LastTransitionTime: at, Reason: "ServerFailed", Message: "it failed"}},
 	}
-	for name, f := range map[string]Fields{"v1beta1": builtin(t, "v1beta1"), "machine": machine, "minimal": minimal} {
+	for name, f := range map[string]Fields{"v1beta1": builtin(t, "v1beta1"), "v1": builtin(t, "v1"), "machine": machine, "minimal": minimal} {
 		t.Run(name, func(t *testing.T) {
 			patch, err := StatusPatch(f, st, "")
 			if err != nil {

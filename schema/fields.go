@@ -126,3 +126,10 @@ func escapeGJSON(s string) string {
 
 // splitPath splits a dotted path into its keys.
 func splitPath(path string) []string { return strings.Split(path, ".") }
+
+// ActionKey is the Key of the action in Paths: the one field whose values differ between
+// layouts (ActiveValue, InactiveValue).
+const ActionKey = "spec.action.path"
+
+// ActionValues returns the layout's words for active and inactive.
+func (f Fields) ActionValues() (active, inactive string) { return f.activeValue(), f.inactiveValue() }

@@ -1,7 +1,8 @@
 package schema
 
 // The CRD-schema checker (package crd) needs every path of a field map and what the CRD's
-// schema must allow there; this is its one view of the map's internals.
+// schema must allow there; conversion between two versions (package convert) pairs the paths
+// of one layout with the other's by Key. This is their one view of the map's internals.
 
 // ValueType is what a CRD's schema must allow at a field's path.
 type ValueType = valueType

@@ -1,0 +1,330 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// FieldsAnnotation is the annotation that keeps, on an object converted from version gv, what
+// gv had and the object's version has no place for: "cloudnative.czs/v1-fields".
+func FieldsAnnotation(gv k8sschema.GroupVersion) string {
+	return gv.Group + "/" + gv.Version + "-fields"
+}
+
+// Converter converts between the versions it knows the layouts of. The zero value knows
+// none; Builtin knows this project's.
+type Converter struct {
+	layouts map[k8sschema.GroupVersion]schema.Fields
+}
+
+// Builtin returns a Converter for every version of cloudnative.czs with a built-in field map.
+func Builtin() (*Converter, error) {
+	c := &Converter{}
+	for _, v := range schema.BuiltinVersions() {
+		gv := k8sschema.GroupVersion{Group: schema.Group, Version: v}
+		f, err := schema.ForVersion(gv)
+		if err != nil {
+			return nil, fmt.Errorf("load the field map of %s: %w", gv, err)
+		}
+		c.Add(gv, f)
+	}
+	return c, nil
+}
+
+// Add makes c know gv's layout, replacing what it knew of gv.
+func (c *Converter) Add(gv k8sschema.GroupVersion, f schema.Fields) {
+	if c.layouts == nil {
+		c.layouts = map[k8sschema.GroupVersion]schema.Fields{}
+	}
+	c.layouts[gv] = f
+}
+
+// Versions lists the versions c converts between, sorted.
+func (c *Converter) Versions() []string {
+	out := make([]string, 0, len(c.layouts))
+	for gv := range c.layouts {
+		out = append(out, gv.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Convert returns the object obj (JSON, with apiVersion and kind) in version to. An object
+// already in version to is returned as it is. Numbers pass through as they are written.
+func (c *Converter) Convert(obj []byte, to k8sschema.GroupVersion) ([]byte, error) {
+	m, err := decode(obj)
+	if err != nil {
+		return nil, err
+	}
+	av, ok := m["apiVersion"].(string)
+	if !ok {
+		return nil, errors.New("the object has no apiVersion")
+	}
+	from, err := k8sschema.ParseGroupVersion(av)
+	if err != nil {
+		return nil, fmt.Errorf("parse apiVersion: %w", err)
+	}
+	if from == to {
+		return obj, nil
+	}
+	src, ok := c.layouts[from]
+	if !ok {
+		return nil, fmt.Errorf("no field map for %s (known: %s)", from, strings.Join(c.Versions(), ", "))
+	}
+	dst, ok := c.layouts[to]
+	if !ok {
+		return nil, fmt.Errorf("no field map for %s (known: %s)", to, strings.Join(c.Versions(), ", "))
+	}
+	out, err := convert(m, from, src, to, dst)
+	if err != nil {
+		return nil, err
+	}
+	return encode(out)
+}
+
+// convert moves each field from src's path to dst's, keeps the rest of the object in the
+// annotation of from, and restores what an earlier conversion kept in the annotation of to.
+func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, to k8sschema.GroupVersion, dst schema.Fields) (map[string]any, error) {
+	meta, err := metadata(m)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"apiVersion": to.String()}
+	if k, ok := m["kind"]; ok {
+		out["kind"] = k
+	}
+	// rest is everything but the object's identity; each field moved leaves it.
+	rest := map[string]any{}
+	for k, v := range m {
+		if k != "apiVersion" && k != "kind" && k != "metadata" {
+			rest[k] = v
+		}
+	}
+
+	dstPaths := map[string]string{}
+	for _, p := range dst.Paths() {
+		dstPaths[p.Key] = p.Path
+	}
+	srcActive, srcInactive := src.ActionValues()
+	dstActive, dstInactive := dst.ActionValues()
+	for _, p := range src.Paths() {
+		target := dstPaths[p.Key]
+		if p.Path == "" || target == "" {
+			continue
+		}
+		v, ok := lookup(rest, p.Path)
+		if !ok {
+			continue
+		}
+		if p.Key == schema.ActionKey {
+			// The action's words are each version's own; a value the source has no meaning
+			// for has none in the target either, and stays behind with the rest.
+			switch v {
+			case srcActive:
+				v = dstActive
+			case srcInactive:
+				v = dstInactive
+			default:
+				continue
+			}
+		}
+		remove(rest, p.Path)
+		if err := set(out, target, v); err != nil {
+			return nil, fmt.Errorf("write %s at %s: %w", p.Key, target, err)
+		}
+	}
+
+	annotations, err := annotationsOf(meta)
+	if err != nil {
+		return nil, err
+	}
+	changed := false
+	// What the target version had when it was last converted away comes back where the
+	// fields moved here left room for it; a field set since wins over the kept value.
+	if kept, ok := annotations[FieldsAnnotation(to)]; ok {
+		var restore map[string]any
+		if s, isString := kept.(string); isString {
+			if r, err := decode([]byte(s)); err == nil {
+				restore = r
+			}
+		}
+		if restore != nil {
+			delete(restore, "apiVersion")
+			delete(restore, "kind")
+			delete(restore, "metadata")
+			merge(out, restore)
+			delete(annotations, FieldsAnnotation(to))
+			changed = true
+		}
+	}
+	if _, ok := annotations[FieldsAnnotation(from)]; ok {
+		delete(annotations, FieldsAnnotation(from))
+		changed = true
+	}
+	if len(rest) > 0 {
+		data, err := encode(rest)
+		if err != nil {
+			return nil, err
+		}
+		annotations[FieldsAnnotation(from)] = string(data)
+		changed = true
+	}
+
+	switch {
+	case !changed && meta != nil:
+		out["metadata"] = meta
+	case changed && (meta != nil || len(annotations) > 0):
+		md := map[string]any{}
+		for k, v := range meta {
+			md[k] = v
+		}
+		if len(annotations) > 0 {
+			md["annotations"] = annotations
+		} else {
+			// Left only by what conversion took out: the API server never stores an empty
+			// map of annotations (it is omitted), so nothing is lost.
+			delete(md, "annotations")
+		}
+		out["metadata"] = md
+	}
+	return out, nil
+}
+
+// metadata returns the object's metadata, nil when it has none.
+func metadata(m map[string]any) (map[string]any, error) {
+	v, ok := m["metadata"]
+	if !ok {
+		return nil, nil
+	}
+	md, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("metadata is not an object")
+	}
+	return md, nil
+}
+
+// annotationsOf returns a copy of the annotations, which it checks are strings: those of an
+// object the API server holds always are.
+func annotationsOf(md map[string]any) (map[string]any, error) {
+	out := map[string]any{}
+	v, ok := md["annotations"]
+	if !ok || v == nil {
+		return out, nil
+	}
+	a, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("metadata.annotations is not an object")
+	}
+	for k, v := range a {
+		if _, ok := v.(string); !ok {
+			return nil, fmt.Errorf("annotation %q is not a string", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// lookup returns the value at a dotted path.
+func lookup(m map[string]any, path string) (any, bool) {
+	segs := strings.Split(path, ".")
+	cur := m
+	for _, s := range segs[:len(segs)-1] {
+		next, ok := cur[s].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		cur = next
+	}
+	v, ok := cur[segs[len(segs)-1]]
+	return v, ok
+}
+
+// remove deletes the value at a dotted path, and each object above it that this leaves empty:
+// those existed only to hold it. An object that was empty before stays.
+func remove(m map[string]any, path string) {
+	segs := strings.Split(path, ".")
+	parents := []map[string]any{m}
+	for _, s := range segs[:len(segs)-1] {
+		next, ok := parents[len(parents)-1][s].(map[string]any)
+		if !ok {
+			return
+		}
+		parents = append(parents, next)
+	}
+	delete(parents[len(parents)-1], segs[len(segs)-1])
+	for i := len(parents) - 1; i > 0 && len(parents[i]) == 0; i-- {
+		delete(parents[i-1], segs[i-1])
+	}
+}
+
+// set writes v at a dotted path, making the objects on the way.
+func set(m map[string]any, path string, v any) error {
+	segs := strings.Split(path, ".")
+	cur := m
+	for i, s := range segs[:len(segs)-1] {
+		next, ok := cur[s]
+		if !ok {
+			n := map[string]any{}
+			cur[s] = n
+			cur = n
+			continue
+		}
+		if cur, ok = next.(map[string]any); !ok {
+			return fmt.Errorf("%s is not an object", strings.Join(segs[:i+1], "."))
+		}
+	}
+	cur[segs[len(segs)-1]] = v
+	return nil
+}
+
+// merge adds src's values to dst where dst has none; where both hold objects it merges them.
+// A value dst has wins: it was set since src was kept.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		cur, ok := dst[k]
+		if !ok {
+			dst[k] = v
+			continue
+		}
+		cm, ok1 := cur.(map[string]any)
+		vm, ok2 := v.(map[string]any)
+		if ok1 && ok2 {
+			merge(cm, vm)
+		}
+	}
+}
+
+// decode reads a JSON object, numbers as json.Number so that they pass through unchanged.
+func decode(data []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode the object: %w", err)
+	}
+	if m == nil {
+		return nil, errors.New("decode the object: not a JSON object")
+	}
+	if dec.More() {
+		return nil, errors.New("decode the object: more than one JSON value")
+	}
+	return m, nil
+}
+
+func encode(m map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("encode the object: %w", err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,151 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/txtar"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var update = flag.Bool("update", false, "rewrite the output.json of testdata/convert/*.txtar")
+
+func builtin(t testing.TB) *Converter {
+	t.Helper()
+	c, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func gv(t testing.TB, s string) k8sschema.GroupVersion {
+	t.Helper()
+	g, err := k8sschema.ParseGroupVersion(strings.TrimSpace(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// sameJSON reports whether a and b are the same JSON value, numbers compared as written.
+func sameJSON(t testing.TB, a, b []byte) bool {
+	t.Helper()
+	da, err := decode(a)
+	if err != nil {
+		t.Fatalf("%v: %s", err, a)
+	}
+	db, err := decode(b)
+	if err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return reflect.DeepEqual(da, db)
+}
+
+func indent(t testing.TB, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Indent(&b, data, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteByte('\n')
+	return b.Bytes()
+}
+
+// TestGolden converts each testdata/convert/*.txtar's input.json to the version in its "to"
+// section and compares with its output.json (go test ./convert -update rewrites them). Unless
+// the case has a "lossy" section saying why, converting the output back gives the input.
+func TestGolden(t *testing.T) {
+	c := builtin(t)
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "convert", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			ar, err := txtar.ParseFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sections := map[string][]byte{}
+			for _, f := range ar.Files {
+				sections[f.Name] = f.Data
+			}
+			in := sections["input.json"]
+			got, err := c.Convert(in, gv(t, string(sections["to"])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = indent(t, got)
+			if *update {
+				var files []txtar.File
+				for _, f := range ar.Files {
+					if f.Name != "output.json" {
+						files = append(files, f)
+					}
+				}
+				ar.Files = append(files, txtar.File{Name: "output.json", Data: got})
+				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if want, ok := sections["output.json"]; !ok || !bytes.Equal(got, want) {
+				t.Errorf("got:\n%s\nwant:\n%s\n(go test ./convert -update rewrites the golden files)", got, want)
+			}
+			var from struct{ APIVersion string }
+			if err := json.Unmarshal(in, &from); err != nil {
+				t.Fatal(err)
+			}
+			back, err := c.Convert(got, gv(t, from.APIVersion))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, lossy := sections["lossy"]; lossy == sameJSON(t, back, in) {
+				t.Errorf("lossy case: %v; back:\n%s\ninput:\n%s", lossy, back, in)
+			}
+		})
+	}
+}
+
+func TestConvertErrors(t *testing.T) {
+	c := builtin(t)
+	v1 := k8sschema.GroupVersion{Group: "cloudnative.czs", Version: "v1"}
+	for name, tc := range map[string]struct {
+		obj  string
+		to   k8sschema.GroupVersion
+		want string // the error
+	}{
+		"not JSON":         {`{"apiVersion":`, v1, "decode the object: unexpected EOF"},
+		"not an object":    {`[1]`, v1, "decode the object: json: cannot unmarshal array into Go value of type map[string]interface {}"},
+		"null":             {`null`, v1, "decode the object: not a JSON object"},
+		"two values":       {`{} {}`, v1, "decode the object: more than one JSON value"},
+		"no apiVersion":    {`{"kind":"VirtualMachine"}`, v1, "the object has no apiVersion"},
+		"unknown source":   {`{"apiVersion":"cloudnative.czs/v9"}`, v1, "no field map for cloudnative.czs/v9 (known: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1)"},
+		"unknown target":   {`{"apiVersion":"cloudnative.czs/v1alpha1"}`, k8sschema.GroupVersion{Group: "x.org", Version: "v1"}, "no field map for x.org/v1 (known: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1)"},
+		"metadata":         {`{"apiVersion":"cloudnative.czs/v1alpha1","metadata":3}`, v1, "metadata is not an object"},
+		"annotations":      {`{"apiVersion":"cloudnative.czs/v1alpha1","metadata":{"annotations":[]}}`, v1, "metadata.annotations is not an object"},
+		"annotation value": {`{"apiVersion":"cloudnative.czs/v1alpha1","metadata":{"annotations":{"a":1}}}`, v1, `annotation "a" is not a string`},
+		"bad apiVersion":   {`{"apiVersion":"a/b/c"}`, v1, "parse apiVersion: unexpected GroupVersion string: a/b/c"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := c.Convert([]byte(tc.obj), tc.to)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error %v, want %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSameVersion: an object already in the target version is returned untouched.
+func TestSameVersion(t *testing.T) {
+	in := []byte(`{"apiVersion":"cloudnative.czs/v1","spec":{"anything":1}}`)
+	got, err := builtin(t).Convert(in, k8sschema.GroupVersion{Group: "cloudnative.czs", Version: "v1"})
+	if err != nil || !bytes.Equal(got, in) {
+		t.Errorf("got %s, %v", got, err)
+	}
+}

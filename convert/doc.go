@@ -1,0 +1,15 @@
+// Package convert converts VirtualMachine objects between API versions whose layouts field
+// maps describe: it reads an object with the source version's map and writes it with the
+// target's. Conversion is data, not code: a new version needs a field map, not a converter.
+//
+// Conversion is lossless in both directions. What has no home in the target version (a field
+// the target's map does not place, an action value the target has no word for, any field no
+// map knows) is kept, as JSON, in the annotation FieldsAnnotation(source version) of the
+// converted object, and restored from it when the object is converted back, as Kubernetes
+// keeps autoscaling/v2's metrics in an annotation of autoscaling/v1's objects. So
+// v1alpha1 -> v1 -> v1alpha1 gives back the object it started from, and so does
+// v1 -> v1alpha1 -> v1.
+//
+// The annotations FieldsAnnotation(v) are reserved for this: an object carrying the one of its
+// own version loses it on conversion.
+package convert

@@ -1,0 +1,172 @@
+// Package migrate moves every stored VirtualMachine to the CRD's storage version and then
+// trims the CRD's status.storedVersions to it, the step after changing the storage version
+// that lets a version be removed from the CRD later.
+//
+// It rewrites each object with a no-op update: the API server reads the object, converts it
+// to the storage version and writes it back in that version. The update carries the
+// resourceVersion it read, so it never overwrites a change made meanwhile; a conflict means
+// someone else wrote the object, which stored it in the storage version as well. Running it
+// again, or resuming it from a continue token, rewrites what it rewrote before and changes
+// nothing, so it is safe to interrupt.
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// CRDs is the resource of CustomResourceDefinitions.
+var CRDs = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// Migrator rewrites the objects of one CRD.
+type Migrator struct {
+	Client   dynamic.Interface
+	CRD      string // e.g. virtualmachines.cloudnative.czs
+	PageSize int64  // objects per list page; 0: 500
+	Log      *slog.Logger
+}
+
+// Result says what a run did.
+type Result struct {
+	StorageVersion string   // the version everything is stored in now
+	Rewritten      int      // objects written back
+	Conflicts      int      // objects someone else wrote meanwhile (stored in the storage version by that write)
+	Gone           int      // objects deleted between the list and the update
+	StoredBefore   []string // status.storedVersions before the run
+	Trimmed        bool     // whether status.storedVersions was changed
+}
+
+// Run migrates every object, starting from the page continueToken names ("" for the first),
+// and trims status.storedVersions once all are done. Each page's token is logged: a run that
+// stops can be resumed from the last one.
+func (m *Migrator) Run(ctx context.Context, continueToken string) (Result, error) {
+	crd, err := m.Client.Resource(CRDs).Get(ctx, m.CRD, metav1.GetOptions{})
+	if err != nil {
+		return Result{}, fmt.Errorf("read CRD %s: %w", m.CRD, err)
+	}
+	gvr, err := storageResource(crd)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{StorageVersion: gvr.Version}
+	res.StoredBefore, _, _ = unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+
+	limit := m.PageSize
+	if limit <= 0 {
+		limit = 500
+	}
+	for page := 1; ; page++ {
+		list, err := m.Client.Resource(gvr).List(ctx, metav1.ListOptions{Limit: limit, Continue: continueToken})
+		if apierrors.IsResourceExpired(err) && continueToken != "" {
+			// The token outlived the list's snapshot: start again from the beginning, which
+			// rewrites some objects twice and changes nothing.
+			m.log().Warn("continue token expired; listing from the start", "page", page)
+			continueToken = ""
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("list %s: %w", gvr.GroupResource(), err)
+		}
+		for i := range list.Items {
+			if err := m.rewrite(ctx, gvr, &list.Items[i], &res); err != nil {
+				return res, err
+			}
+		}
+		if next := list.GetContinue(); next != "" && next == continueToken {
+			return res, fmt.Errorf("list %s: the server returned the continue token it was given", gvr.GroupResource())
+		} else {
+			continueToken = next
+		}
+		m.log().Info("migrated page", "page", page, "objects", len(list.Items), "continue", continueToken)
+		if continueToken == "" {
+			break
+		}
+	}
+	trimmed, err := m.trim(ctx, gvr.Version)
+	res.Trimmed = trimmed
+	return res, err
+}
+
+// rewrite writes obj back unchanged, at the resourceVersion it was read at.
+func (m *Migrator) rewrite(ctx context.Context, gvr k8sschema.GroupVersionResource, obj *unstructured.Unstructured, res *Result) error {
+	_, err := m.Client.Resource(gvr).Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		res.Rewritten++
+	case apierrors.IsConflict(err):
+		res.Conflicts++
+	case apierrors.IsNotFound(err):
+		res.Gone++
+	default:
+		return fmt.Errorf("rewrite %s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// trim sets status.storedVersions to the storage version alone, with the CRD's
+// resourceVersion as a precondition; a conflict is retried on a fresh read. It refuses when
+// the storage version changed since the run began: the objects were written in another one.
+func (m *Migrator) trim(ctx context.Context, version string) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		crd, err := m.Client.Resource(CRDs).Get(ctx, m.CRD, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("read CRD %s: %w", m.CRD, err)
+		}
+		gvr, err := storageResource(crd)
+		if err != nil {
+			return false, err
+		}
+		if gvr.Version != version {
+			return false, fmt.Errorf("the storage version of CRD %s changed from %s to %s during the migration; run it again", m.CRD, version, gvr.Version)
+		}
+		stored, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+		if slices.Equal(stored, []string{version}) {
+			return false, nil
+		}
+		if err := unstructured.SetNestedStringSlice(crd.Object, []string{version}, "status", "storedVersions"); err != nil {
+			return false, fmt.Errorf("set storedVersions: %w", err)
+		}
+		_, err = m.Client.Resource(CRDs).UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("trim storedVersions of CRD %s: %w", m.CRD, err)
+		}
+		m.log().Info("trimmed storedVersions", "crd", m.CRD, "before", stored, "after", version)
+		return true, nil
+	}
+}
+
+// storageResource is the CRD's resource in its storage version.
+func storageResource(crd *unstructured.Unstructured) (k8sschema.GroupVersionResource, error) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		vm, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		if storage, _ := vm["storage"].(bool); storage {
+			name, _ := vm["name"].(string)
+			return k8sschema.GroupVersionResource{Group: group, Version: name, Resource: plural}, nil
+		}
+	}
+	return k8sschema.GroupVersionResource{}, fmt.Errorf("CRD %s has no storage version", crd.GetName())
+}
+
+func (m *Migrator) log() *slog.Logger {
+	if m.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return m.Log
+}

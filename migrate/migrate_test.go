@@ -1,0 +1,232 @@
+package migrate
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+const crdName = "virtualmachines.cloudnative.czs"
+
+var vms = k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1", Resource: "virtualmachines"}
+
+func crd(storage string, stored ...string) *unstructured.Unstructured {
+	var versions []any
+	for _, v := range []string{"v1alpha1", "v1beta1", "v1"} {
+		versions = append(versions, map[string]any{"name": v, "served": true, "storage": v == storage})
+	}
+	storedAny := make([]any, len(stored))
+	for i, s := range stored {
+		storedAny[i] = s
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": crdName, "resourceVersion": "7"},
+		"spec":     map[string]any{"group": "cloudnative.czs", "names": map[string]any{"plural": "virtualmachines"}, "versions": versions},
+		"status":   map[string]any{"storedVersions": storedAny},
+	}}
+}
+
+func vm(ns, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cloudnative.czs/v1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "1" + name},
+		"spec":     map[string]any{"runStrategy": "Always"},
+	}}
+}
+
+// fakeCluster is the dynamic fake holding the CRD and five VMs.
+func fakeCluster(t *testing.T, c *unstructured.Unstructured) *dynamicfake.FakeDynamicClient {
+	t.Helper()
+	objs := []runtime.Object{c, vm("a", "v1"), vm("a", "v2"), vm("b", "v3"), vm("b", "v4"), vm("c", "v5")}
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{
+		vms: "VirtualMachineList", CRDs: "CustomResourceDefinitionList"}, objs...)
+}
+
+// paged cuts the fake's lists of VMs into pages, as the API server does: the fake ignores
+// Limit and Continue (its list action drops them before a reactor could see them). The
+// continue token is the index of the next object; the token "stale" has expired, as a real
+// one does after the compaction window. Everything else is the fake's.
+type paged struct {
+	*dynamicfake.FakeDynamicClient
+}
+
+func (p paged) Resource(gvr k8sschema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	r := p.FakeDynamicClient.Resource(gvr)
+	if gvr != vms {
+		return r
+	}
+	return pagedResource{r}
+}
+
+type pagedResource struct {
+	dynamic.NamespaceableResourceInterface
+}
+
+func (r pagedResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	if opts.Continue == "stale" {
+		return nil, apierrors.NewResourceExpired("the continue token is too old")
+	}
+	all, err := r.NamespaceableResourceInterface.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	from := 0
+	if opts.Continue != "" {
+		from, _ = strconv.Atoi(opts.Continue)
+	}
+	to := min(from+int(opts.Limit), len(all.Items))
+	page := &unstructured.UnstructuredList{Object: all.Object, Items: all.Items[from:to]}
+	if to < len(all.Items) {
+		page.SetContinue(strconv.Itoa(to))
+	}
+	return page, nil
+}
+
+// updates lists the objects updated, in order, with the resourceVersion each update carried.
+func updates(dyn *dynamicfake.FakeDynamicClient, resource string) []string {
+	var out []string
+	for _, a := range dyn.Actions() {
+		if u, ok := a.(k8stesting.UpdateActionImpl); ok && a.GetResource().Resource == resource && a.GetSubresource() == "" {
+			o := u.GetObject().(*unstructured.Unstructured)
+			out = append(out, o.GetNamespace()+"/"+o.GetName()+"@"+o.GetResourceVersion())
+		}
+	}
+	return out
+}
+
+func storedVersions(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []string {
+	t.Helper()
+	c, err := dyn.Resource(CRDs).Get(context.Background(), crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, _ := unstructured.NestedStringSlice(c.Object, "status", "storedVersions")
+	return s
+}
+
+func TestMigrate(t *testing.T) {
+	all := []string{"a/v1@1v1", "a/v2@1v2", "b/v3@1v3", "b/v4@1v4", "c/v5@1v5"}
+	for name, tc := range map[string]struct {
+		continueToken string
+		conflict      string // the object whose update conflicts, if any
+		wantUpdates   []string
+		want          Result
+	}{
+		"all pages": {"", "", all,
+			Result{StorageVersion: "v1", Rewritten: 5, StoredBefore: []string{"v1alpha1", "v1"}, Trimmed: true}},
+		"resumed": {"4", "", all[4:],
+			Result{StorageVersion: "v1", Rewritten: 1, StoredBefore: []string{"v1alpha1", "v1"}, Trimmed: true}},
+		"expired token": {"stale", "", all,
+			Result{StorageVersion: "v1", Rewritten: 5, StoredBefore: []string{"v1alpha1", "v1"}, Trimmed: true}},
+		"a conflict is someone else's write": {"", "v3", all,
+			Result{StorageVersion: "v1", Rewritten: 4, Conflicts: 1, StoredBefore: []string{"v1alpha1", "v1"}, Trimmed: true}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dyn := fakeCluster(t, crd("v1", "v1alpha1", "v1"))
+			if tc.conflict != "" {
+				dyn.PrependReactor("update", "virtualmachines", func(a k8stesting.Action) (bool, runtime.Object, error) {
+					if a.(k8stesting.UpdateActionImpl).GetObject().(*unstructured.Unstructured).GetName() == tc.conflict {
+						return true, nil, apierrors.NewConflict(vms.GroupResource(), tc.conflict, nil)
+					}
+					return false, nil, nil
+				})
+			}
+			m := &Migrator{Client: paged{dyn}, CRD: crdName, PageSize: 2}
+			res, err := m.Run(context.Background(), tc.continueToken)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := updates(dyn, "virtualmachines"); !equal(got, tc.wantUpdates) {
+				t.Errorf("updates %v, want %v", got, tc.wantUpdates)
+			}
+			if !equal(res.StoredBefore, tc.want.StoredBefore) || res.StorageVersion != tc.want.StorageVersion || res.Rewritten != tc.want.Rewritten ||
+				res.Conflicts != tc.want.Conflicts || res.Gone != tc.want.Gone || res.Trimmed != tc.want.Trimmed {
+				t.Errorf("result %+v, want %+v", res, tc.want)
+			}
+			if got := storedVersions(t, dyn); !equal(got, []string{"v1"}) {
+				t.Errorf("storedVersions %v", got)
+			}
+		})
+	}
+}
+
+// TestMigrateTwice: a second run rewrites the objects again, which changes nothing, and
+// leaves storedVersions as the first left it.
+func TestMigrateTwice(t *testing.T) {
+	dyn := fakeCluster(t, crd("v1", "v1alpha1", "v1"))
+	m := &Migrator{Client: paged{dyn}, CRD: crdName, PageSize: 2}
+	if _, err := m.Run(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Run(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Trimmed || res.Rewritten != 5 || !equal(res.StoredBefore, []string{"v1"}) {
+		t.Errorf("second run %+v", res)
+	}
+	if got := updates(dyn, "customresourcedefinitions"); len(got) != 0 {
+		t.Errorf("the CRD was updated through the main resource: %v", got)
+	}
+}
+
+func TestMigrateErrors(t *testing.T) {
+	t.Run("no CRD", func(t *testing.T) {
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{CRDs: "CustomResourceDefinitionList"})
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crdName}).Run(context.Background(), "")
+		if want := `read CRD virtualmachines.cloudnative.czs: customresourcedefinitions.apiextensions.k8s.io "virtualmachines.cloudnative.czs" not found`; err == nil || err.Error() != want {
+			t.Errorf("error %v", err)
+		}
+	})
+	t.Run("update fails", func(t *testing.T) {
+		dyn := fakeCluster(t, crd("v1", "v1alpha1", "v1"))
+		dyn.PrependReactor("update", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewInternalError(errString("conversion webhook unreachable"))
+		})
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crdName}).Run(context.Background(), "")
+		if want := "rewrite virtualmachines a/v1: Internal error occurred: conversion webhook unreachable"; err == nil || err.Error() != want {
+			t.Errorf("error %v", err)
+		}
+		// Nothing may be trimmed while an object may still be stored in an old version.
+		if got := storedVersions(t, dyn); !equal(got, []string{"v1alpha1", "v1"}) {
+			t.Errorf("storedVersions %v", got)
+		}
+	})
+	t.Run("storage version changed", func(t *testing.T) {
+		dyn := fakeCluster(t, crd("v1", "v1alpha1", "v1"))
+		dyn.PrependReactor("update", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
+			// Someone applies the CRD with another storage version mid-run.
+			return false, nil, dyn.Tracker().Update(CRDs, crd("v1alpha1", "v1alpha1", "v1"), "")
+		})
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crdName}).Run(context.Background(), "")
+		if want := "the storage version of CRD virtualmachines.cloudnative.czs changed from v1 to v1alpha1 during the migration; run it again"; err == nil || err.Error() != want {
+			t.Errorf("error %v", err)
+		}
+	})
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,262 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cloudnative-czs/vm-controller/convert"
+)
+
+const crdName = "virtualmachines.cloudnative.czs"
+
+// cluster is a fake API: the Secret's client and a CRD with webhook conversion.
+func cluster(t *testing.T, strategy string) (*fake.Clientset, *dynamicfake.FakeDynamicClient) {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": crdName},
+		"spec":     map[string]any{"conversion": map[string]any{"strategy": strategy}},
+	}}
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{CRDs: "CustomResourceDefinitionList"}, crd)
+	return fake.NewClientset(), dyn
+}
+
+func newCerts(client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, now *time.Time) *Certs {
+	return &Certs{Service: "vm-controller-webhook", Namespace: "ops", Secret: "vm-controller-webhook-tls", CRD: crdName,
+		Client: client, Dynamic: dyn, Now: func() time.Time { return *now },
+		CAValidity: 365 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour}
+}
+
+func caBundle(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []byte {
+	t.Helper()
+	crd, err := dyn.Resource(CRDs).Get(context.Background(), crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+	data, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// serve starts the handler over TLS with the Certs' certificate and returns a client that
+// trusts only the CRD's caBundle and checks the Service's DNS name, as the API server does.
+func serve(t *testing.T, c *Certs, bundle []byte) (*httptest.Server, *http.Client) {
+	t.Helper()
+	conv, err := convert.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(Handler{Converter: conv})
+	srv.TLS = &tls.Config{GetCertificate: c.GetCertificate, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		t.Fatal("empty caBundle")
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: c.DNSNames()[0], MinVersion: tls.VersionTLS12}}}
+	return srv, client
+}
+
+func review(t *testing.T, client *http.Client, url string, body string) (int, apiextensionsv1.ConversionReview) {
+	t.Helper()
+	resp, err := client.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out apiextensionsv1.ConversionReview
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, &out); err != nil {
+			t.Fatalf("%v: %s", err, data)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+const vmV1alpha1 = `{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"web","namespace":"default"},` +
+	`"spec":{"action":"inactive","resource":{"cpu":2,"memory":"4Gi","rootDisk":"40G"}}}`
+
+// TestConversionOverTLS: the self-managed certificate verifies against the injected caBundle
+// under the Service's name, and a review converts its objects in order.
+func TestConversionOverTLS(t *testing.T) {
+	client, dyn := cluster(t, "Webhook")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	c := newCerts(client, dyn, &now)
+	if err := c.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv, hc := serve(t, c, caBundle(t, dyn))
+
+	body := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"r1","desiredAPIVersion":"cloudnative.czs/v1","objects":[` +
+		vmV1alpha1 + `,{"apiVersion":"cloudnative.czs/v1beta1","kind":"VirtualMachine","metadata":{"name":"b"},"spec":{"action":"active"}}]}}`
+	code, out := review(t, hc, srv.URL+"/convert", body)
+	if code != http.StatusOK || out.Response == nil || out.Response.UID != "r1" || out.Response.Result.Status != metav1.StatusSuccess {
+		t.Fatalf("code %d, review %+v", code, out.Response)
+	}
+	want := []string{
+		`{"apiVersion":"cloudnative.czs/v1","kind":"VirtualMachine","metadata":{"name":"web","namespace":"default"},"spec":{"resources":{"requests":{"cpu":2,"memory":"4Gi"}},"rootDisk":{"size":"40G"},"runStrategy":"Halted"}}`,
+		`{"apiVersion":"cloudnative.czs/v1","kind":"VirtualMachine","metadata":{"name":"b"},"spec":{"runStrategy":"Always"}}`,
+	}
+	if len(out.Response.ConvertedObjects) != len(want) {
+		t.Fatalf("converted %d objects", len(out.Response.ConvertedObjects))
+	}
+	for i, w := range want {
+		if got := string(out.Response.ConvertedObjects[i].Raw); got != w {
+			t.Errorf("object %d:\n got %s\nwant %s", i, got, w)
+		}
+	}
+	if out.APIVersion != "apiextensions.k8s.io/v1" || out.Kind != "ConversionReview" {
+		t.Errorf("review typed %s %s", out.APIVersion, out.Kind)
+	}
+}
+
+func TestReviewErrors(t *testing.T) {
+	client, dyn := cluster(t, "Webhook")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	c := newCerts(client, dyn, &now)
+	if err := c.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv, hc := serve(t, c, caBundle(t, dyn))
+	for name, tc := range map[string]struct {
+		body    string
+		code    int
+		message string // of a Failure result
+	}{
+		"not JSON":     {`{`, http.StatusBadRequest, ""},
+		"not a review": {`{"apiVersion":"v1","kind":"Pod"}`, http.StatusBadRequest, ""},
+		"no request":   {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest, ""},
+		"unknown target": {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v9","objects":[` + vmV1alpha1 + `]}}`,
+			http.StatusOK, "convert object 0 (cloudnative.czs/v1alpha1 default/web) to cloudnative.czs/v9: no field map for cloudnative.czs/v9 (known: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1)"},
+		"bad target": {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"a/b/c","objects":[]}}`,
+			http.StatusOK, `desiredAPIVersion "a/b/c": unexpected GroupVersion string: a/b/c`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out := review(t, hc, srv.URL+"/convert", tc.body)
+			if code != tc.code {
+				t.Fatalf("code %d, want %d", code, tc.code)
+			}
+			if tc.message == "" {
+				return
+			}
+			if r := out.Response; r == nil || r.UID != "u" || r.Result.Status != metav1.StatusFailure || r.Result.Message != tc.message || len(r.ConvertedObjects) != 0 {
+				t.Errorf("response %+v", out.Response)
+			}
+		})
+	}
+}
+
+// TestRotation: a second replica takes the first one's certificate from the Secret; the
+// serving certificate is renewed under the same CA once two thirds of its life are gone;
+// the CA is renewed before it expires, and the CRD then trusts the new and the old CA.
+func TestRotation(t *testing.T) {
+	client, dyn := cluster(t, "Webhook")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	a, b := newCerts(client, dyn, &now), newCerts(client, dyn, &now)
+	leaf := func(c *Certs) *x509.Certificate {
+		t.Helper()
+		cert, err := c.GetCertificate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	if _, err := a.GetCertificate(nil); err == nil {
+		t.Fatal("a certificate before Ensure")
+	}
+	if err := a.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := leaf(a)
+	if !leaf(b).Equal(first) {
+		t.Fatal("the replicas serve different certificates")
+	}
+	bundle1 := caBundle(t, dyn)
+
+	now = now.Add(19 * 24 * time.Hour) // 11 days of 30 left: keep
+	if err := a.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !leaf(a).Equal(first) {
+		t.Fatal("renewed with more than a third of its life left")
+	}
+	now = now.Add(2 * 24 * time.Hour) // 9 days left: renew, same CA
+	if err := a.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := leaf(a)
+	if second.Equal(first) || !bytes.Equal(caBundle(t, dyn), bundle1) {
+		t.Fatal("the serving certificate was not renewed, or the CA changed with it")
+	}
+	if err := b.Ensure(ctx); err != nil || !leaf(b).Equal(second) {
+		t.Fatalf("the other replica did not take the renewed certificate: %v", err)
+	}
+
+	now = now.Add(230 * 24 * time.Hour) // the CA has less than a third of a year left
+	if err := a.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bundle2 := caBundle(t, dyn)
+	if bytes.Equal(bundle2, bundle1) || !bytes.HasSuffix(bundle2, bundle1) {
+		t.Fatalf("the CA was not renewed with the old one kept in the bundle:\n%s", bundle2)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(bundle2)
+	for _, c := range []*x509.Certificate{second, leaf(a)} {
+		if _, err := c.Verify(x509.VerifyOptions{DNSName: a.DNSNames()[1], Roots: pool, CurrentTime: c.NotBefore.Add(2 * time.Hour)}); err != nil {
+			t.Errorf("certificate %s does not verify with the bundle: %v", c.SerialNumber, err)
+		}
+	}
+}
+
+// TestNoWebhookConversion: a CRD with conversion None keeps its spec; serving goes on.
+func TestNoWebhookConversion(t *testing.T) {
+	client, dyn := cluster(t, "None")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	c := newCerts(client, dyn, &now)
+	if err := c.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	crd, err := dyn.Resource(CRDs).Get(context.Background(), crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(crd.Object, "spec", "conversion", "webhook"); found {
+		t.Error("caBundle set on a CRD without webhook conversion")
+	}
+	if _, err := c.GetCertificate(nil); err != nil {
+		t.Error(err)
+	}
+}
