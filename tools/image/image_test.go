@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -89,15 +90,15 @@ func TestImage(t *testing.T) {
 			t.Errorf("image holds %s; it must have no shell", shell)
 		}
 	}
-	if h, ok := files["home/nonroot/"]; !ok || h.Uid != NonRoot {
-		t.Errorf("home/nonroot/ missing or not owned by %d: %+v", NonRoot, h)
+	if h, ok := files["home/nonroot"]; !ok || h.Typeflag != tar.TypeDir || h.Uid != NonRoot {
+		t.Errorf("home/nonroot missing, not a directory or not owned by %d: %+v", NonRoot, h)
 	}
-	got, err := exec.Command(filepath.Join(dir, "rootfs", Binary), "--version").CombinedOutput()
+	printed, err := exec.Command(filepath.Join(dir, "rootfs", Binary), "--version").CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s --version: %v\n%s", Binary, err, got)
+		t.Fatalf("%s --version: %v\n%s", Binary, err, printed)
 	}
-	if want := "vm-controller version " + version; strings.TrimSpace(string(got)) != want {
-		t.Errorf("%s --version printed %q, want %q", Binary, strings.TrimSpace(string(got)), want)
+	if want := "vm-controller version " + version; strings.TrimSpace(string(printed)) != want {
+		t.Errorf("%s --version printed %q, want %q", Binary, strings.TrimSpace(string(printed)), want)
 	}
 
 	// The OCI layout's index holds the same image for the platform.
@@ -121,13 +122,28 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := img.Digest()
+	if len(im.Manifests) != 1 || im.Manifests[0].Platform == nil || im.Manifests[0].Platform.Architecture != runtime.GOARCH {
+		t.Fatalf("multi-platform index = %+v, want one linux/%s entry", im.Manifests, runtime.GOARCH)
+	}
+	// The docker tarball keeps the config and the layers, not the OCI manifest (docker load
+	// writes its own), so the images are compared by their config.
+	ociImg, err := idx.Image(im.Manifests[0].Digest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(im.Manifests) != 1 || im.Manifests[0].Digest != want || im.Manifests[0].Platform.Architecture != runtime.GOARCH {
-		t.Errorf("multi-platform index = %+v, want one %s entry %s", im.Manifests, runtime.GOARCH, want)
+	got, want := configName(t, ociImg), configName(t, img)
+	if got != want {
+		t.Errorf("the OCI layout's image has config %s, the tarball's %s", got, want)
 	}
+}
+
+func configName(t *testing.T, img v1.Image) v1.Hash {
+	t.Helper()
+	h, err := img.ConfigName()
+	if err != nil {
+		t.Fatalf("config digest: %v", err)
+	}
+	return h
 }
 
 // extract writes the image's flattened filesystem under dir/rootfs (regular files only)
@@ -146,7 +162,7 @@ func extract(t *testing.T, img v1.Image, dir string) map[string]*tar.Header {
 		if err != nil {
 			t.Fatalf("read layers: %v", err)
 		}
-		headers[h.Name] = h
+		headers[path.Clean(h.Name)] = h
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
