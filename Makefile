@@ -1,17 +1,28 @@
-# Thin entry points: the logic lives in cluster/, so CI (.ci/run) and people run the same
-# scripts. See README, "Local cluster".
-.PHONY: help tools cluster cluster-down cluster-status test build run
+# Thin entry points: the logic lives in cluster/ and tools/, so CI (.ci/run) and people run
+# the same scripts. See docs/dev/local-cluster.md and CONTRIBUTING.md.
+.PHONY: help tools cluster cluster-down cluster-status test test-image build run image release
 
 # The version stamped into vm-controller: the commit, marked when the tree has changes.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# Static, reproducible binaries for the image and releases: no cgo, no local paths.
+STATIC := CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)"
+# The image's platforms (linux/<arch>); IMAGE_ARCHS=amd64 builds one only.
+IMAGE_ARCHS ?= amd64 arm64
+# Shipped in the image as /etc/ssl/certs/ca-certificates.crt when the host has it (Debian's
+# ca-certificates); the controller itself trusts the cluster's CA from its ServiceAccount.
+CA_BUNDLE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
+# Unix time stamped into the image and its files; the last commit's, so rebuilds are identical.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 help:
 	@echo 'make tools          build the control-plane binaries into .cache/bin (skipped when current)'
 	@echo 'make cluster        build the tools if needed, then start the local cluster (.cache/kubeconfig)'
 	@echo 'make cluster-down   stop the local cluster and delete its state'
 	@echo 'make cluster-status exit 0 when the local cluster answers'
-	@echo 'make test           gofmt, go vet, then go test ./... against a local cluster'
+	@echo 'make test           gofmt, go vet, then go test ./... against a local cluster, then the image test'
 	@echo 'make build          build bin/vm-controller'
+	@echo 'make image          build the container image into bin/image/ (no Docker daemon needed; IMAGE_ARCHS=amd64 for one)'
+	@echo 'make release        build linux and darwin, amd64 and arm64 binaries with sha256 checksums into dist/'
 	@echo 'make run            local cluster + CRD + example VMs, then the controller in the foreground (ARGS=... for more flags)'
 
 tools:
@@ -28,9 +39,27 @@ cluster-status:
 
 test:
 	cluster/test.sh
+	$(MAKE) test-image
+
+# The image test builds the binary and the image, unpacks it and runs its entrypoint with
+# --version. tools/image is its own module, which `go test ./...` at the root does not enter.
+test-image:
+	cd tools/image && go vet ./... && go test ./...
 
 build:
 	go build -ldflags "-X main.version=$(VERSION)" -o bin/vm-controller .
 
 run: tools
 	cluster/run.sh $(ARGS)
+
+image:
+	@for arch in $(IMAGE_ARCHS); do \
+		echo "go build linux/$$arch"; \
+		GOOS=linux GOARCH=$$arch $(STATIC) -o bin/image/linux-$$arch/vm-controller . || exit 1; \
+	done
+	cd tools/image && go run . -version '$(VERSION)' -out ../../bin/image -created '$(SOURCE_DATE_EPOCH)' \
+		$(if $(CA_BUNDLE),-ca-bundle '$(CA_BUNDLE)') \
+		$(foreach a,$(IMAGE_ARCHS),-binary $(a)=../../bin/image/linux-$(a)/vm-controller)
+
+release:
+	VERSION='$(VERSION)' tools/release/release.sh

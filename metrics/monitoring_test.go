@@ -1,0 +1,310 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"gopkg.in/yaml.v3"
+	"k8s.io/client-go/tools/cache"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// The alerting rules and the dashboard users install from docs/monitoring.
+var (
+	rulesFile     = filepath.Join("..", "docs", "monitoring", "prometheus-rules.yaml")
+	dashboardFile = filepath.Join("..", "docs", "monitoring", "grafana-dashboard.json")
+)
+
+// TestMonitoringNamesExportedMetrics fails when an alerting rule or a dashboard query names a
+// metric the controller does not export, as happens when a metric is renamed or dropped:
+// the alert would then never fire and the panel stay empty, silently. The exported names
+// come from the registry New builds, not from a list kept beside this test.
+func TestMonitoringNamesExportedMetrics(t *testing.T) {
+	exported := exportedMetrics(t)
+
+	exprs := map[string]string{} // where -> PromQL
+	for where, e := range ruleExprs(t) {
+		exprs[where] = e
+	}
+	for where, e := range dashboardExprs(t) {
+		exprs[where] = e
+	}
+	if len(exprs) == 0 {
+		t.Fatal("found no PromQL in the rules or the dashboard")
+	}
+	for where, e := range exprs {
+		names := metricNames(e)
+		if len(names) == 0 {
+			t.Errorf("%s: %q names no metric", where, e)
+		}
+		for _, n := range names {
+			if err := exported.check(n); err != "" {
+				t.Errorf("%s: %s (in %q)", where, err, e)
+			}
+		}
+	}
+}
+
+// exported is what the controller's registry exports: every metric name it describes,
+// and the type of those that have samples after exercise.
+type exported struct {
+	names map[string]bool
+	types map[string]dto.MetricType
+}
+
+// check says why a name is not exported, or "" when it is. A histogram's series carry the
+// suffixes _bucket, _sum and _count; a summary's _sum and _count.
+func (e exported) check(name string) string {
+	if e.names[name] {
+		return ""
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		base, ok := strings.CutSuffix(name, suffix)
+		if !ok || !e.names[base] {
+			continue
+		}
+		typ, known := e.types[base]
+		switch {
+		case !known:
+			return "metric " + base + " has no sample after exercise, so its type is unknown: record one in exercise"
+		case typ == dto.MetricType_HISTOGRAM || (typ == dto.MetricType_SUMMARY && suffix != "_bucket"):
+			return ""
+		default:
+			return "metric " + name + ": " + base + " is a " + typ.String() + ", which has no " + suffix + " series"
+		}
+	}
+	return "metric " + name + " is not exported by the controller"
+}
+
+func exportedMetrics(t *testing.T) exported {
+	t.Helper()
+	m := New()
+	m.CountPhases(func() map[string]int { return map[string]int{"Active": 1} })
+	exercise(m)
+
+	e := exported{names: map[string]bool{}, types: map[string]dto.MetricType{}}
+	descs := make(chan *prometheus.Desc)
+	go func() {
+		m.registry.Describe(descs)
+		close(descs)
+	}()
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		match := fqName.FindStringSubmatch(d.String())
+		if match == nil {
+			t.Fatalf("cannot read the name of %s", d)
+		}
+		e.names[match[1]] = true
+	}
+	families, err := m.registry.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range families {
+		e.names[f.GetName()] = true
+		e.types[f.GetName()] = f.GetType()
+	}
+	if !e.names[Namespace+"_reconcile_total"] || !e.names["workqueue_depth"] {
+		t.Fatalf("the registry describes %d metrics without the controller's own: %v", len(e.names), e.names)
+	}
+	return e
+}
+
+// exercise records one sample through each of the controller's paths, so that every vector
+// has a series and Gather reports its type. The workqueue and REST client metrics arrive
+// through client-go's process-wide hooks, which the first New of the process installs: this
+// test must be the first in its package to call New.
+func exercise(m *Metrics) {
+	m.Reconciled("success", time.Millisecond)
+	m.SetLeader(true)
+	m.SetServed(true)
+	m.UsageSampled(cache.ObjectName{Namespace: "ns", Name: "vm"}, 0.25, 1<<20)
+
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "monitoring_test"})
+	defer q.ShutDown()
+	q.AddRateLimited("a")
+	q.Add("a")
+	item, _ := q.Get()
+	q.Done(item)
+
+	clientmetrics.RequestResult.Increment(context.Background(), "200", "GET", "apiserver")
+	clientmetrics.RequestLatency.Observe(context.Background(), "GET", url.URL{Host: "apiserver"}, time.Millisecond)
+}
+
+// ruleExprs returns the expr of every alerting and recording rule, by group and rule name.
+func ruleExprs(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatalf("read rules: %v", err)
+	}
+	var file struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Record      string            `yaml:"record"`
+				Expr        string            `yaml:"expr"`
+				For         string            `yaml:"for"`
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
+		t.Fatalf("parse %s: %v", rulesFile, err)
+	}
+	exprs := map[string]string{}
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			name := r.Alert + r.Record
+			where := rulesFile + ": " + g.Name + "/" + name
+			if name == "" || strings.TrimSpace(r.Expr) == "" {
+				t.Errorf("%s: a rule needs a name and an expr", where)
+			}
+			if r.Alert != "" && (r.Labels["severity"] == "" || r.Annotations["summary"] == "") {
+				t.Errorf("%s: an alert needs a severity label and a summary annotation", where)
+			}
+			exprs[where] = r.Expr
+		}
+	}
+	return exprs
+}
+
+// dashboardExprs returns the query of every panel target and query variable.
+func dashboardExprs(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatalf("read dashboard: %v", err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var dash struct {
+		Panels     []json.RawMessage `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string          `json:"name"`
+				Type  string          `json:"type"`
+				Query json.RawMessage `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("parse %s: %v", dashboardFile, err)
+	}
+	exprs := map[string]string{}
+	var walk func(raw []json.RawMessage)
+	walk = func(raw []json.RawMessage) {
+		for _, r := range raw {
+			var p panel
+			if err := json.Unmarshal(r, &p); err != nil {
+				t.Fatalf("parse a panel of %s: %v", dashboardFile, err)
+			}
+			for i, tg := range p.Targets {
+				exprs[dashboardFile+": panel "+p.Title+" #"+string(rune('A'+i))] = tg.Expr
+			}
+			walk(p.Panels) // a collapsed row holds its panels
+		}
+	}
+	walk(dash.Panels)
+	labelValues := regexp.MustCompile(`^label_values\((.+),\s*[A-Za-z_]\w*\)$`)
+	for _, v := range dash.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		var q struct {
+			Query string `json:"query"`
+		}
+		if err := json.Unmarshal(v.Query, &q); err != nil {
+			if err := json.Unmarshal(v.Query, &q.Query); err != nil {
+				t.Fatalf("parse the query of variable %s: %v", v.Name, err)
+			}
+		}
+		e := strings.TrimSpace(q.Query)
+		if m := labelValues.FindStringSubmatch(e); m != nil {
+			e = m[1] // label_values(series, label): the label is no metric
+		}
+		exprs[dashboardFile+": variable "+v.Name] = e
+	}
+	return exprs
+}
+
+var (
+	promqlStrings  = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`")
+	promqlMatchers = regexp.MustCompile(`\{[^}]*\}`)
+	promqlRanges   = regexp.MustCompile(`\[[^\]]*\]`)
+	promqlLabels   = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	promqlVars     = regexp.MustCompile(`\$\w+`)
+	promqlNumbers  = regexp.MustCompile(`\b\d[\w.]*`) // numbers and durations
+	promqlIdents   = regexp.MustCompile(`[A-Za-z_:][A-Za-z0-9_:]*(\s*\()?`)
+	promqlKeywords = []string{"and", "or", "unless", "bool", "offset", "inf", "nan", "by", "without", "on", "ignoring", "group_left", "group_right", "atan2"}
+)
+
+// metricNames returns the metric names a PromQL expression selects: the identifiers left
+// once label matchers, strings, ranges, grouping clauses and numbers are removed that are
+// neither a function or aggregation (followed by a parenthesis) nor a keyword. It reads the
+// expressions this repository writes; it is not a PromQL parser.
+func metricNames(expr string) []string {
+	s := promqlStrings.ReplaceAllString(expr, `""`)
+	s = promqlMatchers.ReplaceAllString(s, " ")
+	s = promqlRanges.ReplaceAllString(s, " ")
+	s = promqlLabels.ReplaceAllString(s, " ")
+	s = promqlVars.ReplaceAllString(s, " ")
+	s = promqlNumbers.ReplaceAllString(s, " ")
+	var names []string
+	for _, m := range promqlIdents.FindAllStringSubmatch(s, -1) {
+		id := strings.TrimRight(strings.TrimSuffix(strings.TrimSpace(m[0]), "("), " \t\n")
+		if m[1] != "" || slices.Contains(promqlKeywords, strings.ToLower(id)) {
+			continue
+		}
+		names = append(names, id)
+	}
+	return names
+}
+
+func TestMetricNames(t *testing.T) {
+	tests := map[string]struct {
+		expr string
+		want []string
+	}{
+		"plain":     {"vmcontroller_leader", []string{"vmcontroller_leader"}},
+		"matchers":  {`vmcontroller_vms{phase="Failed",job=~"$job"} > 0`, []string{"vmcontroller_vms"}},
+		"functions": {`absent(vmcontroller_leader)`, []string{"vmcontroller_leader"}},
+		"histogram": {
+			`histogram_quantile(0.99, sum by (le) (rate(vmcontroller_reconcile_duration_seconds_bucket[$__rate_interval])))`,
+			[]string{"vmcontroller_reconcile_duration_seconds_bucket"}},
+		"binary": {
+			"sum(rate(a_total{code=~\"5..|<error>\"}[5m]))\n  / sum(rate(b_total[5m])) > 0.05",
+			[]string{"a_total", "b_total"}},
+		"keywords":  {`a > bool 1 and on (name) b unless c offset 5m`, []string{"a", "b", "c"}},
+		"aggregate": {`topk(10, max by (namespace, name) (x))`, []string{"x"}},
+		"none":      {`vector(1)`, nil},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := metricNames(tt.expr); !slices.Equal(got, tt.want) {
+				t.Errorf("metricNames(%q) = %q, want %q", tt.expr, got, tt.want)
+			}
+		})
+	}
+}
