@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 var vms = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
 
-// TestRenderGolden pins the manifests for the deployments README describes.
+// TestRenderGolden pins the manifests for the deployments docs/deploying.md describes.
 func TestRenderGolden(t *testing.T) {
 	cases := map[string]Options{
 		"default": {GVR: vms, Namespace: "vm-controller", Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true},

@@ -18,7 +18,7 @@ import (
 	"github.com/cloudnative-czs/vm-controller/access"
 )
 
-// The bad-input tests cover the rows of README's "Bad input" table that the other tests do
+// The bad-input tests cover the rows of the table in docs/reference/bad-input.md that the other tests do
 // not (TestControllerBadInput, TestControllerAdmission, TestControllerUnrunnableSpec,
 // TestPointCheck, the plan command's golden cases, schema's field-map tests): each kind of
 // bad flag, kubeconfig or environment gives one line on stderr and its exit code, and a

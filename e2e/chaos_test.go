@@ -581,7 +581,7 @@ func TestChaosServersDeleted(t *testing.T) {
 		})
 	}
 	// kubectl get events: each creation of a server is on record. Repeats of an event with the
-	// same note are one events.k8s.io series with a count (README, Events: "rather than a
+	// same note are one events.k8s.io series with a count (docs/reference/phases-reasons-events.md, Events: "rather than a
 	// flood"); the second occurrence is written at once, later ones in batches.
 	var separate []string
 	for _, vm := range names("vm", 0, n) {

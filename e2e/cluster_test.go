@@ -3,7 +3,7 @@
 // Package e2e tests vm-controller against the real local control plane that
 // cluster/cluster.sh starts (etcd, kube-apiserver, controller manager, scheduler, kwok nodes).
 //
-// Tests talk to the cluster through the kubectl binary, as a user and the README do, so they
+// Tests talk to the cluster through the kubectl binary, as a user and the docs do, so they
 // exercise the same paths (discovery, apply, RBAC, admission) and need no client library.
 // They never skip: without a cluster they fail at once with the command that starts one.
 package e2e

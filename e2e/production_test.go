@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The production tests deploy as README says: replicas that elect a leader, and a controller
+// The production tests deploy as docs/deploying.md says: replicas that elect a leader, and a controller
 // that holds only the permissions `vm-controller manifests` grants.
 
 // leaderOf returns the Lease's holder.

@@ -8,7 +8,7 @@ import (
 // WarningsOnly records the Warning events of r and drops the Normal ones (CreatingServer,
 // ServerReady and the like). Every event is an object the API server writes to etcd; at many
 // VMs, two Normal events per VM brought to Active are a measurable part of what the API server
-// does (BENCHMARKS.md), while the status already says the same. What went wrong (a failed or
+// does (docs/dev/benchmarks.md), while the status already says the same. What went wrong (a failed or
 // missing server, an invalid spec, a lost node) is still recorded.
 func WarningsOnly(r events.EventRecorder) events.EventRecorder { return warningsOnly{r} }
 

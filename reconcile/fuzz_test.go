@@ -23,7 +23,7 @@ import (
 // without contradicting itself or the world (see checkPlan), that deciding is deterministic,
 // and that a plan carried out leaves nothing more to do. The seeds are the golden cases of
 // testdata/decide and testdata/fuzz/FuzzDecide (which also keeps every input that once
-// failed); plain `go test` runs them. To fuzz for longer (README, Bad input):
+// failed); plain `go test` runs them. To fuzz for longer (docs/reference/bad-input.md, Fuzzing):
 //
 //	go test ./reconcile -run '^$' -fuzz '^FuzzDecide$' -fuzztime 10m
 func FuzzDecide(f *testing.F) {

@@ -1,7 +1,7 @@
 package reconcile
 
 // Reasons, in status.reason, in the Ready condition and on Events. They are machine-readable
-// CamelCase words; what a user should do about each is in README.
+// CamelCase words; what a user should do about each is in docs/reference/phases-reasons-events.md.
 const (
 	ReasonServerCreating  = "ServerCreating"  // Creating: a server was asked for and is not running yet
 	ReasonServerStarting  = "ServerStarting"  // Creating: the server runs and is not ready yet

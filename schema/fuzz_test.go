@@ -23,7 +23,7 @@ import (
 // The fuzz targets feed arbitrary objects, quantities and statuses through the views, the
 // validation and the status patch. Their seeds are the VMs of the decision's golden cases,
 // FuzzQuantity's list, and testdata/fuzz/<target>/ (which also keeps every input that once
-// failed); plain `go test` runs all of them. To fuzz one target for longer (README, Bad input):
+// failed); plain `go test` runs all of them. To fuzz one target for longer (docs/reference/bad-input.md, Fuzzing):
 //
 //	go test ./schema -run '^$' -fuzz '^FuzzView$' -fuzztime 10m
 
