@@ -232,6 +232,7 @@ func (e *env) startProcess(binary string, args []string) (*controller, error) {
 	go func() {
 		serving := regexp.MustCompile(`msg=Serving endpoint=(\S+) addr=(\S+)`)
 		s := bufio.NewScanner(stderr)
+		repeated := 0
 		for s.Scan() {
 			line := s.Text()
 			c.last.Store(line)
@@ -244,8 +245,14 @@ func (e *env) startProcess(binary string, args []string) (*controller, error) {
 			if strings.Contains(line, `msg="Became the leader"`) {
 				c.leading <- time.Now()
 			}
+			// The first few warnings and errors say what went wrong; a flood (Events refused
+			// by a namespace being deleted) would bury the figures.
 			if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
-				fmt.Fprintln(os.Stderr, filepath.Base(binary)+":", line)
+				if repeated++; repeated <= 5 {
+					fmt.Fprintln(os.Stderr, filepath.Base(binary)+":", line)
+				} else if repeated == 6 {
+					fmt.Fprintln(os.Stderr, filepath.Base(binary)+": (further warnings and errors not shown)")
+				}
 			}
 		}
 		_ = cmd.Wait()
