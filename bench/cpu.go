@@ -77,3 +77,40 @@ func printCPU(title string, before, after cpuSnapshot) {
 	}
 	fmt.Println()
 }
+
+// processCPU is the user and system CPU seconds process pid has used so far.
+func processCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read CPU of process %d: %w", pid, err)
+	}
+	line := string(b)
+	fields := strings.Fields(line[strings.LastIndexByte(line, ')')+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("read CPU of process %d: short stat line", pid)
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("read CPU of process %d: bad stat line", pid)
+	}
+	return (utime + stime) / clockTick, nil
+}
+
+// peakRSS is the largest resident set process pid has had so far (VmHWM), in MB.
+func peakRSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read memory of process %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return 0, fmt.Errorf("read VmHWM of process %d: %w", pid, err)
+			}
+			return kb * 1024 / 1e6, nil
+		}
+	}
+	return 0, fmt.Errorf("process %d has no VmHWM", pid)
+}

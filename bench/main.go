@@ -3,8 +3,10 @@
 // binary it builds from this repository, in a namespace of its own, and removes what it made.
 //
 //	go run ./bench usage --vms 1000        API cost of usage sampling at 1,000 Active VMs
+//	go run ./bench compare --vms 2000       vm-controller against the controller-runtime peer
+//	go run ./bench leader --reps 3          leader handoff after SIGTERM and SIGKILL
 //
-// See BENCHMARKS.md for the method and the results.
+// See docs/dev/benchmarks.md for the method and the results.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +43,7 @@ var vmGVR = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1al
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench usage|burst|restart|memory|idle|teardown|ceiling|all [flags] (see BENCHMARKS.md)")
+		fmt.Fprintln(os.Stderr, "usage: bench usage|burst|restart|memory|idle|teardown|ceiling|all|compare|leader [flags] (see docs/dev/benchmarks.md)")
 		os.Exit(2)
 	}
 	var err error
@@ -49,10 +52,14 @@ func main() {
 		err = usageScenario(os.Args[2:])
 	case "ceiling":
 		err = ceilingScenario(os.Args[2:])
+	case "compare":
+		err = compareScenario(os.Args[2:])
+	case "leader":
+		err = leaderScenario(os.Args[2:])
 	case "burst", "restart", "memory", "idle", "teardown", "all":
 		err = scaleScenario(os.Args[1], os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown scenario %q (usage, burst, restart, memory, idle, teardown, ceiling, all)", os.Args[1])
+		err = fmt.Errorf("unknown scenario %q (usage, burst, restart, memory, idle, teardown, ceiling, all, compare, leader)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -73,6 +80,25 @@ type env struct {
 }
 
 func setup(kubeconfig string) (*env, error) {
+	e, err := connect(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "vm-controller-bench")
+	if err != nil {
+		return nil, err
+	}
+	if e.binary, err = buildBinary(dir, "vm-controller", "."); err != nil {
+		return nil, err
+	}
+	if err := e.newNamespace(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// connect makes the bench's clients; the env has no namespace yet.
+func connect(kubeconfig string) (*env, error) {
 	if kubeconfig == "" {
 		kubeconfig = os.Getenv("KUBECONFIG")
 	}
@@ -91,6 +117,37 @@ func setup(kubeconfig string) (*env, error) {
 	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
+	return e, nil
+}
+
+// buildBinary builds the main package in dir pkg (a module of its own when it has a go.mod)
+// into out/name and returns its path.
+func buildBinary(out, name, pkg string) (string, error) {
+	bin, err := filepath.Abs(filepath.Join(out, name))
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = pkg
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// fork is a copy of e in a fresh namespace of its own, with cleanups of its own.
+func (e *env) fork() (*env, error) {
+	f := *e
+	f.cleanup = nil
+	f.startedAt = time.Now()
+	if err := f.newNamespace(); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// newNamespace creates a namespace with a random name for e, removed by e.close.
+func (e *env) newNamespace() error {
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	e.ns = "bench-" + hex.EncodeToString(suffix)
@@ -98,7 +155,7 @@ func setup(kubeconfig string) (*env, error) {
 	if _, err := e.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx,
 		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": e.ns}}},
 		metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("create namespace: %w", err)
+		return fmt.Errorf("create namespace: %w", err)
 	}
 	// Cleanups run in reverse order, so the controller has stopped by now: VMs it has not
 	// deleted keep its finalizer, which only it removes. Drop the finalizers so that the
@@ -116,15 +173,7 @@ func setup(kubeconfig string) (*env, error) {
 			return nil
 		})
 	})
-	dir, err := os.MkdirTemp("", "vm-controller-bench")
-	if err != nil {
-		return nil, err
-	}
-	e.binary = filepath.Join(dir, "vm-controller")
-	if out, err := exec.Command("go", "build", "-o", e.binary, ".").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %w\n%s", err, out)
-	}
-	return e, nil
+	return nil
 }
 
 func (e *env) close() {
@@ -133,59 +182,104 @@ func (e *env) close() {
 	}
 }
 
-// controller is a running vm-controller with its metrics address.
+// controller is a running controller process (vm-controller or the peer) with the
+// endpoints it serves.
 type controller struct {
 	cmd     *exec.Cmd
-	metrics string
+	metrics string         // vm-controller's metrics address; empty for the peer
+	health  string         // vm-controller's health address, when the bench asked for one
 	started time.Time      // when the process was started
 	workers chan time.Time // receives when it logs "Starting workers" (caches synced)
+	leading chan time.Time // receives when it logs "Became the leader"
 	exited  chan struct{}  // closed once the process has exited
+
+	endpoints chan [2]string // endpoint name and address, as logged
+	last      atomic.Value   // the last line logged, to say why it exited
 }
 
-// startController runs the controller for the bench's namespace and waits for its metrics
-// endpoint.
+// startController runs vm-controller for the bench's namespace and waits for its metrics
+// endpoint (and its health endpoint, when args give --health-addr).
 func (e *env) startController(args ...string) (*controller, error) {
-	all := append([]string{"run", "--kubeconfig", e.kubecfg, "--namespace", e.ns, "--metrics-addr", "127.0.0.1:0",
-		"--health-addr", "", "--log-level", "info"}, args...)
-	cmd := exec.Command(e.binary, all...)
+	all := []string{"run", "--kubeconfig", e.kubecfg, "--namespace", e.ns, "--metrics-addr", "127.0.0.1:0", "--log-level", "info"}
+	wantHealth := slices.Contains(args, "--health-addr")
+	if !wantHealth {
+		all = append(all, "--health-addr", "")
+	}
+	c, err := e.startProcess(e.binary, append(all, args...))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitEndpoints(wantHealth); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// startProcess runs binary with args and follows its log (slog text on stderr): the lines
+// the bench waits for, and warnings and errors, which it repeats.
+func (e *env) startProcess(binary string, args []string) (*controller, error) {
+	cmd := exec.Command(binary, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
 	}
-	c := &controller{cmd: cmd, started: time.Now(), workers: make(chan time.Time, 1), exited: make(chan struct{})}
+	c := &controller{cmd: cmd, started: time.Now(), workers: make(chan time.Time, 1), leading: make(chan time.Time, 1),
+		exited: make(chan struct{}), endpoints: make(chan [2]string, 2)}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	e.cleanup = append(e.cleanup, func() { c.stop() })
-	addr := make(chan string, 1)
-	var last atomic.Value // the controller's last line, to say why it exited
 	go func() {
-		serving := regexp.MustCompile(`msg=Serving endpoint=metrics addr=(\S+)`)
+		serving := regexp.MustCompile(`msg=Serving endpoint=(\S+) addr=(\S+)`)
 		s := bufio.NewScanner(stderr)
+		repeated := 0
 		for s.Scan() {
 			line := s.Text()
-			last.Store(line)
+			c.last.Store(line)
 			if m := serving.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
+				c.endpoints <- [2]string{m[1], m[2]}
 			}
 			if strings.Contains(line, `msg="Starting workers"`) {
 				c.workers <- time.Now()
 			}
+			if strings.Contains(line, `msg="Became the leader"`) {
+				c.leading <- time.Now()
+			}
+			// The first few warnings and errors say what went wrong; a flood (Events refused
+			// by a namespace being deleted) would bury the figures.
 			if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
-				fmt.Fprintln(os.Stderr, "controller:", line)
+				if repeated++; repeated <= 5 {
+					fmt.Fprintln(os.Stderr, filepath.Base(binary)+":", line)
+				} else if repeated == 6 {
+					fmt.Fprintln(os.Stderr, filepath.Base(binary)+": (further warnings and errors not shown)")
+				}
 			}
 		}
 		_ = cmd.Wait()
 		close(c.exited)
 	}()
-	select {
-	case c.metrics = <-addr:
-		return c, nil
-	case <-c.exited:
-		return nil, fmt.Errorf("the controller exited: %v", last.Load())
-	case <-time.After(60 * time.Second):
-		return nil, fmt.Errorf("the controller served no metrics within 60s")
+	return c, nil
+}
+
+// waitEndpoints waits until vm-controller serves metrics (and health, if asked).
+func (c *controller) waitEndpoints(health bool) error {
+	timeout := time.After(60 * time.Second)
+	for c.metrics == "" || (health && c.health == "") {
+		select {
+		case ep := <-c.endpoints:
+			switch ep[0] {
+			case "metrics":
+				c.metrics = ep[1]
+			case "health":
+				c.health = ep[1]
+			}
+		case <-c.exited:
+			return fmt.Errorf("the controller exited: %v", c.last.Load())
+		case <-timeout:
+			return fmt.Errorf("the controller served no metrics within 60s")
+		}
 	}
+	return nil
 }
 
 // stop sends SIGTERM and waits for the process to exit (killing it after 60s).

@@ -1,0 +1,359 @@
+// The compare scenario: vm-controller and the controller-runtime peer (bench/peer) doing the
+// same burst on the same cluster, alternating, each in a fresh namespace, so that the noise
+// of a shared machine falls on both alike.
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// compareFlags are the compare scenario's flags.
+type compareFlags struct {
+	vms, clients, workers, reps int
+	events                      []string
+	timeout                     time.Duration
+	kubeconfig                  string
+}
+
+// contender is one controller of the comparison and how to start it in a namespace.
+type contender struct {
+	name  string
+	start func(e *env) (*controller, error)
+}
+
+// runResult is one burst of one contender.
+type runResult struct {
+	contender string
+	rep       int // 0: a median
+	vms       int
+	vmsPerSec float64
+	p50, p99  time.Duration
+	cpuSec    float64 // the controller process's user and system CPU, first create to all Active
+	hwmMB     float64 // the process's peak RSS (VmHWM) at all Active
+	writes    map[string]float64
+	conflicts float64       // 409 answers to the controller's writes, per VM
+	events    float64       // Events the controller recorded, per VM
+	teardown  time.Duration // namespace delete to gone, the controller releasing its finalizers
+}
+
+// The API server's writes that the controller makes on a VM's way to Active (the bench's
+// own VM creates, the scheduler's bindings and kwok's pod status are left out), in the
+// order of the table's columns.
+var controllerWrites = []string{"virtualmachines PATCH", "virtualmachines/status PATCH", "pods POST",
+	"virtualmachines PUT", "virtualmachines/status PUT", "pods DELETE"}
+
+func compareScenario(args []string) error {
+	var f compareFlags
+	fs := flag.NewFlagSet("compare", flag.ExitOnError)
+	fs.IntVar(&f.vms, "vms", 2000, "VMs each burst creates")
+	fs.IntVar(&f.clients, "clients", 32, "concurrent clients creating the VMs")
+	fs.IntVar(&f.workers, "workers", 16, "workers of both controllers (vm-controller --workers, the peer's MaxConcurrentReconciles)")
+	fs.IntVar(&f.reps, "reps", 3, "repetitions; each runs every contender once, in the same order")
+	events := fs.String("events", "warnings", "vm-controller's --events, or a comma-separated list to run each variant (e.g. warnings,all)")
+	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	_ = fs.Parse(args)
+	for _, ev := range strings.Split(*events, ",") {
+		if ev != "all" && ev != "warnings" {
+			return fmt.Errorf("--events %q: want all, warnings, or both separated by a comma", *events)
+		}
+		f.events = append(f.events, ev)
+	}
+
+	base, err := connect(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "vm-controller-compare")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if base.binary, err = buildBinary(dir, "vm-controller", "."); err != nil {
+		return err
+	}
+	peer, err := buildBinary(dir, "vm-peer", filepath.Join("bench", "peer"))
+	if err != nil {
+		return err
+	}
+
+	workers := strconv.Itoa(f.workers)
+	var contenders []contender
+	for _, ev := range f.events {
+		contenders = append(contenders, contender{name: "vm-controller --events " + ev, start: func(e *env) (*controller, error) {
+			// QPS so high that the client-side limiter never waits: the peer has none.
+			// Usage sampling is off: the peer has none, and it is not part of a burst.
+			c, err := e.startController("--workers", workers, "--qps", "1000000", "--burst", "1000000", "--usage-interval", "0", "--events", ev)
+			if err != nil {
+				return nil, err
+			}
+			return c, c.waitWorkers(f.timeout)
+		}})
+	}
+	contenders = append(contenders, contender{name: "controller-runtime peer", start: func(e *env) (*controller, error) {
+		c, err := e.startProcess(peer, []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers})
+		if err != nil {
+			return nil, err
+		}
+		return c, c.waitWorkers(f.timeout)
+	}})
+
+	fmt.Printf("compare: %d VMs per burst created by %d clients, %d workers each, %d repetitions; %d cores\n",
+		f.vms, f.clients, f.workers, f.reps, runtime.NumCPU())
+	var results []runResult
+	for rep := 1; rep <= f.reps; rep++ {
+		for _, c := range contenders {
+			r, err := compareRun(base, c, f)
+			if err != nil {
+				return fmt.Errorf("%s, repetition %d: %w", c.name, rep, err)
+			}
+			r.rep = rep
+			results = append(results, r)
+			printRunHeader()
+			printRun(r)
+		}
+	}
+	fmt.Println()
+	fmt.Println("all runs:")
+	printRunHeader()
+	for _, r := range results {
+		printRun(r)
+	}
+	fmt.Printf("\nmedian of %d:\n", f.reps)
+	printRunHeader()
+	for _, c := range contenders {
+		printRun(medianOf(c.name, results))
+	}
+	return nil
+}
+
+// compareRun starts one contender in a fresh namespace, creates the VMs, waits until all are
+// Active, then deletes the namespace with the controller running and waits until it is gone.
+func compareRun(base *env, c contender, f compareFlags) (runResult, error) {
+	r := runResult{contender: c.name, vms: f.vms}
+	e, err := base.fork()
+	if err != nil {
+		return r, err
+	}
+	defer e.close()
+	ctrl, err := c.start(e)
+	if err != nil {
+		return r, err
+	}
+	pid := ctrl.cmd.Process.Pid
+	w, err := e.watchVMs()
+	if err != nil {
+		return r, err
+	}
+	apiBefore, err := e.apiserverMetrics()
+	if err != nil {
+		return r, err
+	}
+	cpuBefore, err := processCPU(pid)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	err = parallel(f.vms, f.clients, func(i int) error {
+		w.created(vmName(i))
+		_, err := e.dyn.Resource(vmGVR).Namespace(e.ns).Create(context.Background(), compareVM(i), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return r, fmt.Errorf("create VMs: %w", err)
+	}
+	if err := w.waitActive(f.vms, f.timeout); err != nil {
+		return r, err
+	}
+	took := time.Since(start)
+	cpuAfter, err := processCPU(pid)
+	if err != nil {
+		return r, err
+	}
+	if r.hwmMB, err = peakRSS(pid); err != nil {
+		return r, err
+	}
+	time.Sleep(5 * time.Second) // writes still on their way (vm-controller's Events are sent in the background)
+	apiAfter, err := e.apiserverMetrics()
+	if err != nil {
+		return r, err
+	}
+	n := float64(f.vms)
+	lat := w.latencies()
+	r.vmsPerSec, r.p50, r.p99, r.cpuSec = n/took.Seconds(), pct(lat, 0.50), pct(lat, 0.99), cpuAfter-cpuBefore
+	r.writes = map[string]float64{}
+	for k, v := range writesByResource(apiBefore, apiAfter, "") {
+		r.writes[k] = v / n
+	}
+	for _, v := range writesByResource(apiBefore, apiAfter, "409") {
+		r.conflicts += v / n
+	}
+	// The pods' resource is shared with the scheduler (bindings are pods/binding) and kwok
+	// (pods/status), so these counts are the controller's; the bench's creates are the
+	// virtualmachines POSTs, left out of the table.
+	if r.conflicts > 0 {
+		fmt.Printf("  %s: 409 Conflict on writes, per VM: %v\n", c.name, formatPerVM(writesByResource(apiBefore, apiAfter, "409"), n))
+	}
+	evs, err := e.controllerEvents()
+	if err != nil {
+		return r, err
+	}
+	r.events = float64(evs) / n
+	printClusterWrites(apiBefore, apiAfter, n)
+
+	start = time.Now()
+	if err := e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}); err != nil {
+		return r, fmt.Errorf("delete namespace: %w", err)
+	}
+	for {
+		_, err := e.kube.CoreV1().Namespaces().Get(context.Background(), e.ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Since(start) > f.timeout {
+			return r, fmt.Errorf("namespace %s still there %s after its delete", e.ns, f.timeout)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	r.teardown = time.Since(start)
+	ctrl.stop()
+	return r, nil
+}
+
+// compareVM is the i-th VM of a compare burst: cpu 100m, small enough for thousands of pods on
+// the kwok nodes.
+func compareVM(i int) *unstructured.Unstructured {
+	vm := newVM(i)
+	_ = unstructured.SetNestedField(vm.Object, "100m", "spec", "resource", "cpu")
+	return vm
+}
+
+// writesByResource is the writes the API server answered between two scrapes, by "resource
+// verb" (resource with its subresource), for the controller's kinds of write; code, if set,
+// counts only answers with that code.
+func writesByResource(before, after map[string]float64, code string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if !strings.HasPrefix(k, "apiserver_request_total{") || (code != "" && label(k, "code") != code) {
+			continue
+		}
+		r := label(k, "resource")
+		if sub := label(k, "subresource"); sub != "" {
+			r += "/" + sub
+		}
+		key := r + " " + label(k, "verb")
+		if !slices.Contains(controllerWrites, key) {
+			continue
+		}
+		if d := v - before[k]; d > 0 {
+			out[key] += d
+		}
+	}
+	return out
+}
+
+func formatPerVM(m map[string]float64, n float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.3f", k, m[k]/n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// controllerEvents counts the Events in the namespace recorded by anyone but the scheduler
+// (which records one Scheduled per pod, whichever controller made it).
+func (e *env) controllerEvents() (int, error) {
+	n := 0
+	opts := metav1.ListOptions{Limit: 1000}
+	for {
+		list, err := e.kube.EventsV1().Events(e.ns).List(context.Background(), opts)
+		if err != nil {
+			return 0, fmt.Errorf("list events: %w", err)
+		}
+		for _, ev := range list.Items {
+			if ev.ReportingController != "default-scheduler" {
+				n++
+			}
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			return n, nil
+		}
+	}
+}
+
+func printRunHeader() {
+	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | other writes/VM | 409/VM | Events/VM | teardown |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+}
+
+func printRun(r runResult) {
+	rep := strconv.Itoa(r.rep)
+	if r.rep == 0 {
+		rep = "median"
+	}
+	var other float64
+	for _, k := range controllerWrites[3:] {
+		other += r.writes[k]
+	}
+	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s |\n",
+		r.contender, rep, r.vmsPerSec, r.p50, r.p99, r.cpuSec, r.cpuSec*1000/float64(r.vms), r.hwmMB,
+		r.writes["virtualmachines PATCH"], r.writes["virtualmachines/status PATCH"], r.writes["pods POST"], other,
+		r.conflicts, r.events, r.teardown.Round(100*time.Millisecond))
+}
+
+// medianOf is the median, figure by figure, of a contender's runs.
+func medianOf(name string, all []runResult) runResult {
+	var runs []runResult
+	for _, r := range all {
+		if r.contender == name {
+			runs = append(runs, r)
+		}
+	}
+	med := func(f func(runResult) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	dur := func(f func(runResult) time.Duration) time.Duration {
+		return time.Duration(med(func(r runResult) float64 { return float64(f(r)) })).Round(time.Millisecond)
+	}
+	m := runResult{contender: name, vms: runs[0].vms, writes: map[string]float64{}}
+	m.vmsPerSec = med(func(r runResult) float64 { return r.vmsPerSec })
+	m.p50 = dur(func(r runResult) time.Duration { return r.p50 })
+	m.p99 = dur(func(r runResult) time.Duration { return r.p99 })
+	m.cpuSec = med(func(r runResult) float64 { return r.cpuSec })
+	m.hwmMB = med(func(r runResult) float64 { return r.hwmMB })
+	for _, k := range controllerWrites {
+		m.writes[k] = med(func(r runResult) float64 { return r.writes[k] })
+	}
+	m.conflicts = med(func(r runResult) float64 { return r.conflicts })
+	m.events = med(func(r runResult) float64 { return r.events })
+	m.teardown = dur(func(r runResult) time.Duration { return r.teardown })
+	return m
+}
