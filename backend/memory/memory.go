@@ -19,6 +19,7 @@ type Backend struct {
 	servers map[cache.ObjectName]*backend.Server
 	created int
 	notify  func(cache.ObjectName)
+	resize  ResizeAnswer // how Resize answers (resize.go)
 }
 
 // New returns an empty in-memory backend.
