@@ -51,6 +51,9 @@ func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spe
 	if srv.Spec.RootDisk.Cmp(spec.RootDisk) != 0 || srv.Spec.Image != spec.Image {
 		return nil, fmt.Errorf("resize pod %s: only cpu and memory change in place: %w", srv.Name, backend.ErrResizeInfeasible)
 	}
+	if srv.Spec.Equal(spec) {
+		return srv, nil // asked already: the kubelet's answer is in srv.Resize
+	}
 	patch, err := resizePatch(types.UID(srv.ID), spec)
 	if err != nil {
 		return nil, fmt.Errorf("render resize of pod %s: %w", srv.Name, err)

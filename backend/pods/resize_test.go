@@ -308,6 +308,24 @@ func TestResizeRefused(t *testing.T) {
 	}
 }
 
+// TestResizeAskedAlready: a resize to the size the pod already asks for sends nothing.
+func TestResizeAskedAlready(t *testing.T) {
+	pod := resized(runningPod("2", "4G"), "3", "4G")
+	client := fakeClient(t, pod)
+	resizingAPIServer(t, client, nil)
+	b := cachedBackend(t, client, pod)
+	srv, err := b.Resize(context.Background(), resizeOwner, backend.Spec{CPU: resource.MustParse("3"), Memory: resource.MustParse("4G"), RootDisk: resource.MustParse("40G"), Image: "img:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(client.Actions()); n != 0 {
+		t.Errorf("%d requests, want none: %v", n, client.Actions())
+	}
+	if srv.ID != "pod-uid" || srv.Spec.CPU.String() != "3" {
+		t.Errorf("server %s with cpu %s, want the cached pod-uid with 3", srv.ID, srv.Spec.CPU.String())
+	}
+}
+
 // TestResizeOtherPod: the cache still shows a pod that has since been replaced by one of the
 // same name; the patch names the old pod's UID, so the new pod is left alone.
 func TestResizeOtherPod(t *testing.T) {
