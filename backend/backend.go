@@ -94,6 +94,7 @@ type Server struct {
 	Spec     Spec      // what it was created with
 	Deleting bool      // deletion has been requested and is in progress
 	Since    time.Time // when it entered a terminal state (Failed, Stopped); zero otherwise
+	Resize   Resize    // how far a change of cpu and memory in place has got (resize.go)
 }
 
 // UsageReader is implemented by backends that can tell what a server consumes.

@@ -8,8 +8,10 @@
 #
 #   build   build the binaries into .cache/bin (skipped when nothing they depend on changed)
 #   up      start the cluster (idempotent), with NODES fake nodes, and write .cache/kubeconfig
-#           (context kwok-NAME); all components listen on 127.0.0.1 only
-#   down    stop the cluster and delete its state (fine when there is none)
+#           (context kwok-NAME); all components listen on 127.0.0.1 only; then the resizer,
+#           which plays the kubelet's part of in-place pod resize on kwok's nodes
+#           (cluster/resizer; log in the cluster's logs/resizer.log)
+#   down    stop the resizer and the cluster and delete its state (fine when there is none)
 #   status  exit 0 when the cluster answers /readyz, 1 otherwise
 #
 # Environment:
@@ -20,6 +22,9 @@
 #   KWOKCTL_EXTRA        extra arguments for `kwokctl create cluster`, word-split
 #                        (e.g. KWOKCTL_EXTRA=--disable-qps-limits)
 #   UP_TIMEOUT           seconds `up` may take before it gives up (default 180)
+#   RESIZER              1 (default): `up` starts the resizer; 0: it does not, and pods on kwok
+#                        nodes cannot be resized (the resizer writes every running pod's status
+#                        once, which a benchmark may want to leave out)
 #   BUILD_TIMEOUT        seconds one build step may take before it gives up (default 3600)
 set -euo pipefail
 
@@ -41,6 +46,7 @@ KUBECONFIG_FILE=$CACHE/kubeconfig
 CLUSTER_NAME=${CLUSTER_NAME:-vmc}
 NODES=${NODES:-3}
 UP_TIMEOUT=${UP_TIMEOUT:-180}
+RESIZER=${RESIZER:-1}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-3600}
 KUBE_APISERVER_PORT=${KUBE_APISERVER_PORT:-}
 # kwokctl keeps clusters, its config and its download cache here instead of ~/.kwok.
@@ -53,6 +59,8 @@ CLUSTER_DIR=$KWOK_WORKDIR/clusters/$CLUSTER_NAME
 
 KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
 KWOK_BINS=(kwok kwokctl)
+# Built from this repository's own module, so it follows the code (go build caches it).
+RESIZER_BIN=$BIN/kwok-resizer
 METRICS_SERVER_BINS=(metrics-server)
 
 # log prints one progress line prefixed with the seconds since the command started, so a
@@ -69,7 +77,7 @@ die() {
 need() {
 	local tool
 	for tool in "$@"; do
-		command -v "$tool" >/dev/null 2>&1 || die "$tool not found in PATH; install it (see README, Local cluster)"
+		command -v "$tool" >/dev/null 2>&1 || die "$tool not found in PATH; install it (see docs/dev/local-cluster.md)"
 	done
 }
 
@@ -79,6 +87,50 @@ need_bins() {
 	for b in "${KUBE_BINS[@]}" "${KWOK_BINS[@]}" "${METRICS_SERVER_BINS[@]}"; do
 		[[ -x $BIN/$b ]] || die "$BIN/$b is missing; build the tools first: make tools (cluster/cluster.sh build)"
 	done
+	if [[ $RESIZER == 1 ]]; then
+		[[ -x $RESIZER_BIN ]] || die "$RESIZER_BIN is missing; build the tools first: make tools (cluster/cluster.sh build)"
+	fi
+	return 0
+}
+
+# The resizer runs beside the cluster's components, its pid and log in the cluster's directory
+# (outside kwokctl's pids/, which lists kwokctl's own components), so that down finds it.
+RESIZER_PID=$CLUSTER_DIR/resizer.pid
+RESIZER_LOG=$CLUSTER_DIR/logs/resizer.log
+
+# start_resizer starts the resizer unless it runs already, and checks that it got its caches.
+start_resizer() {
+	if [[ -f $RESIZER_PID ]] && alive "$(<"$RESIZER_PID")"; then
+		log "resizer: already running (pid $(<"$RESIZER_PID"))"
+		return 0
+	fi
+	mkdir -p "$(dirname "$RESIZER_LOG")"
+	# The previous run's log is kept once; a fresh log lets resizer_started read this run's.
+	[[ -f $RESIZER_LOG ]] && mv -f "$RESIZER_LOG" "$RESIZER_LOG.1"
+	nohup "$RESIZER_BIN" --kubeconfig "$KUBECONFIG_FILE" >>"$RESIZER_LOG" 2>&1 </dev/null &
+	echo $! >"$RESIZER_PID"
+	log "resizer: started (pid $!, log $RESIZER_LOG)"
+}
+
+# stop_resizer stops the resizer this cluster started, by its recorded pid.
+stop_resizer() {
+	[[ -f $RESIZER_PID ]] || return 0
+	local pid
+	pid=$(<"$RESIZER_PID")
+	if alive "$pid" && [[ $(ps -o comm= -p "$pid") == kwok-resizer ]]; then
+		kill "$pid" 2>/dev/null || true
+		local i
+		for ((i = 0; i < 50; i++)); do
+			alive "$pid" || break
+			sleep 0.1
+		done
+	fi
+	rm -f "$RESIZER_PID"
+}
+
+# resizer_started tells whether the resizer has synced its caches and logged so.
+resizer_started() {
+	grep -q 'msg="Resizer started"' "$RESIZER_LOG" 2>/dev/null && alive "$(<"$RESIZER_PID")"
 }
 
 # stamp hashes what a group of binaries is built from (given on stdin) together with the
@@ -183,6 +235,8 @@ cmd_build() {
 			"sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION"
 		printf '%s\n' "$want" >"$STAMPS/metrics-server"
 	fi
+	log "resizer: go build ./cluster/resizer"
+	run_build "the resizer" env -C "$REPO" go build -trimpath -buildvcs=false -o "$RESIZER_BIN" ./cluster/resizer
 	log "build: done ($BIN)"
 }
 
@@ -356,6 +410,10 @@ cmd_up() {
 	wait_until "$deadline" "the default ServiceAccount in namespace default" kubectl_c get serviceaccount default -n default
 	# kwok reports each pod's usage to metrics-server as cluster/usage.yaml says.
 	wait_until "$deadline" "kwok's ClusterResourceUsage API" kubectl_c apply -f "$REPO/cluster/usage.yaml"
+	if [[ $RESIZER == 1 ]]; then
+		start_resizer
+		wait_until "$deadline" "the resizer's caches (log: $RESIZER_LOG)" resizer_started
+	fi
 	log "cluster $CLUSTER_NAME is ready: $NODES nodes, kubeconfig $KUBECONFIG_FILE"
 	printf 'export KUBECONFIG=%s\n' "$KUBECONFIG_FILE"
 }
@@ -367,6 +425,7 @@ cmd_down() {
 		return 0
 	fi
 	[[ -x $BIN/kwokctl ]] || die "$BIN/kwokctl is missing, so the cluster in $CLUSTER_DIR cannot be stopped; run make tools first"
+	stop_resizer
 	log "deleting cluster $CLUSTER_NAME"
 	local rc=0
 	# delete refuses an empty --kubeconfig and would edit ~/.kube/config or $KUBECONFIG by

@@ -24,6 +24,7 @@ type Backend struct {
 	notify    func(cache.ObjectName)
 	createErr error
 	deleteErr error
+	resize    ResizeAnswer // how Resize answers (resize.go)
 }
 
 // usage is what Usage reports for one VM.

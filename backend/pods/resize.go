@@ -1,0 +1,210 @@
+package pods
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// A pod's cpu and memory change in place through its resize subresource (Kubernetes 1.33+, GA
+// in 1.35): the API server takes the new resources into the pod's spec, and the node's kubelet
+// then grants them (or reports PodResizePending with reason Deferred or Infeasible), applies
+// them (PodResizeInProgress) and reports them in status.containerStatuses[].resources.
+//
+// The server pod's restartPolicy is Never, for which Kubernetes allows only the resizePolicy
+// NotRequired (the default): no resize restarts the container. A memory decrease is then
+// applied only once the container uses less than the new limit; until then the kubelet keeps
+// the resize in progress with an error and retries.
+
+var _ backend.Resizer = (*Backend)(nil)
+
+// resizeSubresource is the pod subresource that takes resource changes.
+const resizeSubresource = "resize"
+
+// Causes of the Forbidden answer of the API server's PodResizeValidator admission (Kubernetes
+// 1.36+), which refuses at once what a kubelet would mark Infeasible.
+const (
+	causeNodeCapacity        metav1.CauseType = "NodeCapacity"
+	causeUnsupportedPlatform metav1.CauseType = "UnsupportedPlatform"
+)
+
+// Resize patches the cpu and memory of vm's pod through the resize subresource and returns the
+// pod as the API server stored it. The patch names the pod's UID, so a pod that replaced the
+// one in the cache is never resized by a decision made about the old one.
+func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
+	srv, err := b.Observe(vm)
+	if err != nil {
+		return nil, err
+	}
+	if srv == nil || srv.Deleting {
+		return nil, fmt.Errorf("resize server of %s/%s: no server pod to resize", vm.Namespace, vm.Name)
+	}
+	if srv.Spec.RootDisk.Cmp(spec.RootDisk) != 0 || srv.Spec.Image != spec.Image {
+		return nil, fmt.Errorf("resize pod %s: only cpu and memory change in place: %w", srv.Name, backend.ErrResizeInfeasible)
+	}
+	if srv.Spec.Equal(spec) {
+		return srv, nil // asked already: the kubelet's answer is in srv.Resize
+	}
+	patch, err := resizePatch(types.UID(srv.ID), spec)
+	if err != nil {
+		return nil, fmt.Errorf("render resize of pod %s: %w", srv.Name, err)
+	}
+	out, err := b.cfg.Client.Resource(podsGVR).Namespace(vm.Namespace).Patch(ctx, srv.Name, types.StrategicMergePatchType,
+		patch, metav1.PatchOptions{FieldManager: "vm-controller"}, resizeSubresource)
+	if err != nil {
+		return nil, resizeError(srv.Name, err)
+	}
+	pod, err := toPod(out)
+	if err != nil {
+		return nil, err
+	}
+	s := serverOf(pod)
+	s.Resize = resizeOf(pod)
+	return &s, nil
+}
+
+// resizePatch is the strategic merge patch that sets the server container's cpu and memory,
+// requests equal to limits so that the pod stays Guaranteed (a resize may not change the QoS
+// class). The container is matched by name, so its other resources (ephemeral-storage) stay.
+// metadata.uid makes the patch fail on any other pod of the same name.
+func resizePatch(uid types.UID, spec backend.Spec) ([]byte, error) {
+	res := corev1.ResourceList{corev1.ResourceCPU: spec.CPU, corev1.ResourceMemory: spec.Memory}
+	type container struct {
+		Name      string                      `json:"name"`
+		Resources corev1.ResourceRequirements `json:"resources"`
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": uid},
+		"spec": map[string]any{"containers": []container{{
+			Name:      ContainerName,
+			Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+		}}},
+	})
+}
+
+// resizeError sorts the API server's refusals: what no retry changes is ErrResizeInfeasible
+// (the node's allocatable, a platform without resize, a change validation forbids, an API
+// server without the subresource); a pod that is not the one asked about, a conflict or a
+// missing permission is returned as it is, to be retried.
+func resizeError(pod string, err error) error {
+	var status apierrors.APIStatus
+	details := (*metav1.StatusDetails)(nil)
+	if errors.As(err, &status) {
+		details = status.Status().Details
+	}
+	switch {
+	case apierrors.IsForbidden(err) && hasCause(details, func(c metav1.StatusCause) bool {
+		return c.Type == causeNodeCapacity || c.Type == causeUnsupportedPlatform
+	}):
+		return fmt.Errorf("resize pod %s: %w: %w", pod, backend.ErrResizeInfeasible, err)
+	case apierrors.IsInvalid(err) && hasCause(details, func(c metav1.StatusCause) bool { return c.Field == "metadata.uid" }):
+		return fmt.Errorf("resize pod %s: the pod was replaced: %w", pod, err)
+	case apierrors.IsInvalid(err):
+		return fmt.Errorf("resize pod %s: %w: %w", pod, backend.ErrResizeInfeasible, err)
+	case apierrors.IsNotFound(err) && (details == nil || details.Name == ""):
+		// No object named: the path itself is unknown, so the API server predates pods/resize.
+		return fmt.Errorf("resize pod %s: the API server has no pods/resize (Kubernetes 1.33+): %w: %w", pod, backend.ErrResizeInfeasible, err)
+	}
+	return fmt.Errorf("resize pod %s: %w", pod, err)
+}
+
+func hasCause(d *metav1.StatusDetails, match func(metav1.StatusCause) bool) bool {
+	if d == nil {
+		return false
+	}
+	for _, c := range d.Causes {
+		if match(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// resizeOf reads from a pod how far the resize of its server container has got and what cpu
+// and memory are in effect. It is pure: serverOf's caller, the informer's transform, can keep
+// the result in the cached form.
+//
+// The kubelet's conditions say it when present: PodResizePending (Infeasible, or Deferred for
+// any other reason) and PodResizeInProgress. Without them, a container whose reported
+// resources differ from its spec has a resize the kubelet has not taken up yet. A
+// PodResizePending that answers an earlier generation of the pod than the current one is about
+// an earlier request, so the current one is still pending.
+func resizeOf(pod *corev1.Pod) backend.Resize {
+	var r backend.Resize
+	if pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
+		return r // a finished pod resizes nothing
+	}
+	var want *corev1.Container
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == ContainerName {
+			want = &pod.Spec.Containers[i]
+		}
+	}
+	if want == nil {
+		return r
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == ContainerName && cs.Resources != nil {
+			r.CPU = limitOrRequest(*cs.Resources, corev1.ResourceCPU)
+			r.Memory = limitOrRequest(*cs.Resources, corev1.ResourceMemory)
+		}
+	}
+	var pending, progress *corev1.PodCondition
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case corev1.PodResizePending:
+			pending = c
+		case corev1.PodResizeInProgress:
+			progress = c
+		}
+	}
+	differs := func() bool {
+		wantCPU, wantMem := limitOrRequest(want.Resources, corev1.ResourceCPU), limitOrRequest(want.Resources, corev1.ResourceMemory)
+		return (!r.CPU.IsZero() && r.CPU.Cmp(wantCPU) != 0) || (!r.Memory.IsZero() && r.Memory.Cmp(wantMem) != 0)
+	}
+	switch {
+	case pending != nil && pending.ObservedGeneration != 0 && pending.ObservedGeneration < pod.Generation:
+		r.State = backend.ResizePending
+	case pending != nil:
+		// Both conditions: a new resize came while one was being applied; the pending one
+		// is about the latest request.
+		r.State, r.Message = backend.ResizeDeferred, pending.Message
+		if pending.Reason == corev1.PodReasonInfeasible {
+			r.State = backend.ResizeInfeasible
+		}
+	case progress != nil:
+		r.State, r.Message = backend.ResizeInProgress, progress.Message
+		if progress.Reason == corev1.PodReasonError && progress.Message == "" {
+			r.Message = progress.Reason
+		}
+	case differs():
+		r.State = backend.ResizePending
+	case pod.Status.ObservedGeneration != 0 && pod.Status.ObservedGeneration < pod.Generation &&
+		pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil:
+		// The kubelet has not seen the latest spec yet; of a running server pod that is not
+		// being deleted, only a resize changes the spec (and so the generation).
+		r.State = backend.ResizePending
+	}
+	return r
+}
+
+// limitOrRequest is a resource's limit, or its request when it has no limit.
+func limitOrRequest(rr corev1.ResourceRequirements, name corev1.ResourceName) resource.Quantity {
+	if v, ok := rr.Limits[name]; ok {
+		return v
+	}
+	return quantity(rr.Requests, name)
+}
