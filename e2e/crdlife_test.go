@@ -98,7 +98,7 @@ func TestCRDLife(t *testing.T) {
 		s, r := state()
 		return s == 0 && r == 503, fmt.Sprintf("resource_served %v, /readyz %d", s, r)
 	})
-	if !strings.Contains(c.logText(), "no longer serves version v1beta1") {
+	if !strings.Contains(c.logText(), "does not serve version v1beta1") {
 		t.Errorf("the log does not say the version stopped being served:\n%s", c.tail(10))
 	}
 	setServed(true)
