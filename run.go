@@ -231,6 +231,10 @@ func run(c runConfig) error {
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
+	vmREST, err := reconcile.RESTClientFor(cfg)
+	if err != nil {
+		return err
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("events client: %w", err)
@@ -256,6 +260,7 @@ func run(c runConfig) error {
 	)
 	ctrl := reconcile.New(reconcile.Config{
 		Client:    client,
+		REST:      vmREST,
 		GVR:       gvr,
 		Fields:    fields,
 		Namespace: c.Namespace,

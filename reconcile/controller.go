@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -27,7 +28,12 @@ import (
 
 // Config is what a Controller is built from.
 type Config struct {
-	Client    dynamic.Interface
+	Client dynamic.Interface
+	// REST, if set, is what the VM informer lists and watches with (see RESTClientFor): each
+	// VM is decoded once, from the wire into its cached form. Nil: the dynamic informer over
+	// Client, whose objects are compacted by a transform (what unit tests with the dynamic
+	// fake use).
+	REST      rest.Interface
 	GVR       k8sschema.GroupVersionResource
 	Fields    schema.Fields
 	Namespace string // "" for all namespaces
@@ -132,11 +138,9 @@ type vmInformer struct {
 // startVMs starts a new informer of the VMs, whose initial list enqueues every VM, and stops
 // the one it replaces.
 func (c *Controller) startVMs(ctx context.Context) error {
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
-	inf := f.ForResource(c.cfg.GVR).Informer()
-	if err := inf.SetTransform(compact); err != nil {
-		return fmt.Errorf("set transform: %w", err)
+	inf, err := c.newVMInformer()
+	if err != nil {
+		return err
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -164,6 +168,22 @@ func (c *Controller) startVMs(ctx context.Context) error {
 		old.stop()
 	}
 	return nil
+}
+
+// newVMInformer makes an informer of the VMs whose cache holds Objects.
+func (c *Controller) newVMInformer() (cache.SharedIndexInformer, error) {
+	if c.cfg.REST != nil {
+		lw := &vmListerWatcher{client: c.cfg.REST, gvr: c.cfg.GVR, namespace: c.cfg.Namespace, selector: c.cfg.Selector}
+		return cache.NewSharedIndexInformer(lw, &Object{}, c.cfg.Resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}), nil
+	}
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
+	inf := f.ForResource(c.cfg.GVR).Informer()
+	if err := inf.SetTransform(compact); err != nil {
+		return nil, fmt.Errorf("set transform: %w", err)
+	}
+	return inf, nil
 }
 
 // stopVMs stops the informer of the VMs while the resource is not served, so that its
