@@ -239,6 +239,15 @@ func run(c runConfig) error {
 	if err != nil {
 		return fmt.Errorf("events client: %w", err)
 	}
+	// Pods and nodes go over protobuf: a typed informer decodes them several times faster
+	// than JSON.
+	protoCfg := rest.CopyConfig(cfg)
+	protoCfg.ContentType = "application/vnd.kubernetes.protobuf"
+	protoCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	podClient, err := kubernetes.NewForConfig(protoCfg)
+	if err != nil {
+		return fmt.Errorf("pods client: %w", err)
+	}
 	usageCfg := rest.CopyConfig(cfg)
 	limitQPS(usageCfg, c.UsageQPS, c.UsageBurst)
 	usageClient, err := dynamic.NewForConfig(usageCfg)
@@ -266,7 +275,7 @@ func run(c runConfig) error {
 		Namespace: c.Namespace,
 		Selector:  c.Selector,
 		Resync:    c.Resync,
-		Backend: pods.New(pods.Config{Client: client, Namespace: c.Namespace, Resync: c.Resync,
+		Backend: pods.New(pods.Config{Client: podClient, Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: usageClient, Discovery: kube.Discovery()}),
 		Policy:        c.policy(),
 		Recorder:      recorder,
