@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -218,6 +219,11 @@ func run(c runConfig) error {
 		return err
 	}
 	limitQPS(cfg, c.QPS, c.Burst)
+	if cfg.QPS > 0 {
+		// One bucket for the VM, pod and events clients, so that --qps is what the
+		// controller sends in all, not a limit per client.
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
 	target, err := targetOf(c.clusterFlags, c.accessFlags, gvr, fields)
 	if err != nil {
 		return err
@@ -249,6 +255,7 @@ func run(c runConfig) error {
 		return fmt.Errorf("pods client: %w", err)
 	}
 	usageCfg := rest.CopyConfig(cfg)
+	usageCfg.RateLimiter = nil // a bucket of its own
 	limitQPS(usageCfg, c.UsageQPS, c.UsageBurst)
 	usageClient, err := dynamic.NewForConfig(usageCfg)
 	if err != nil {
