@@ -334,3 +334,6 @@ func run(c runConfig) error {
 	log.Info("Stopped")
 	return nil
 }
+
+// The metrics record passes to Active (reconcile.PassObserver) as well as reconciles.
+var _ reconcile.PassObserver = (*metrics.Metrics)(nil)

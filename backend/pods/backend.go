@@ -3,6 +3,7 @@ package pods
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,9 @@ type Backend struct {
 	cfg   Config
 	pods  cache.SharedIndexInformer
 	nodes cache.SharedIndexInformer // nil unless cfg.WatchNodes
+	// created maps the key of each pod Create made to the resourceVersion it returned, until
+	// the informer brings the pod back (see echo).
+	created sync.Map
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -84,13 +88,25 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 		}
 	}
 	if _, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: owner,
+		AddFunc: func(obj any) {
+			if !b.echo(obj) {
+				owner(obj)
+			}
+		},
 		UpdateFunc: func(old, cur any) {
+			b.echo(cur)
 			if old.(*cachedPod).resourceVersion != cur.(*cachedPod).resourceVersion {
 				owner(cur)
 			}
 		},
-		DeleteFunc: owner,
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				b.created.Delete(t.Key)
+			} else {
+				b.echo(obj)
+			}
+			owner(obj)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
@@ -135,6 +151,19 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 		}
 		return true
 	}, nil
+}
+
+// echo reports whether obj is the pod a Create of this backend made, exactly as the create
+// returned it: the reconcile that created it already decided on that pod (the controller's
+// expectations hold it), so its arrival in the cache brings nothing new and the VM is not
+// queued again for it. Any event of the pod ends what is remembered of its create.
+func (b *Backend) echo(obj any) bool {
+	p, ok := obj.(*cachedPod)
+	if !ok {
+		return false
+	}
+	rv, ok := b.created.LoadAndDelete(p.namespace + "/" + p.name)
+	return ok && rv.(string) == p.resourceVersion
 }
 
 // Observe returns vm's pod from the cache as a server; a pod of the same name that another VM
@@ -197,6 +226,7 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 	default:
 		return nil, fmt.Errorf("create pod %s: %w", pod.Name, err)
 	}
+	b.created.Store(out.Namespace+"/"+out.Name, out.ResourceVersion)
 	s := serverOf(out)
 	return &s, nil
 }
