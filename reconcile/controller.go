@@ -415,7 +415,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	// The view reads the cached bytes in place; nothing modifies them.
 	vm := obj.(*Object).View(c.cfg.Fields)
 	passes := 0
-	if vm.Status().Phase != schema.PhaseActive {
+	if vm.Phase() != schema.PhaseActive {
 		passes = c.passes.add(key)
 	}
 	var written []string
@@ -428,7 +428,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		srv = c.expect.adjust(key, srv)
 		plan := c.cfg.Policy.Decide(vm, srv, c.cfg.Now())
-		phase := vm.Status().Phase
+		phase := vm.Phase()
 		becomesActive := false
 		if plan.Status != nil {
 			becomesActive = plan.Status.Phase == schema.PhaseActive && phase != schema.PhaseActive

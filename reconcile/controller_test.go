@@ -56,7 +56,7 @@ func (r *results) last() string {
 }
 
 // newController builds a controller over w; its retries come after a millisecond.
-func newController(t *testing.T, w *world, usage UsagePolicy) (*Controller, *results) {
+func newController(t testing.TB, w *world, usage UsagePolicy) (*Controller, *results) {
 	t.Helper()
 	r := &results{}
 	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: DefaultPolicy,
@@ -67,7 +67,7 @@ func newController(t *testing.T, w *world, usage UsagePolicy) (*Controller, *res
 }
 
 // start starts c's informers and waits for their first list.
-func start(t *testing.T, c *Controller) context.Context {
+func start(t testing.TB, c *Controller) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
