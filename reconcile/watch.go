@@ -171,8 +171,24 @@ func (d *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	// The event's bytes are read in place and overwritten by the next event: everything kept
 	// (the compact JSON, the metadata strings) is copied out by the compactor.
 	ev := gjson.Parse(unsafeString(event))
-	typ := watch.EventType(ev.Get("type").String())
 	obj := ev.Get("object")
+	// The type is one of client-go's constants, never a string cut from the event's bytes,
+	// which the next event overwrites while this one is still on its way to the reflector.
+	var typ watch.EventType
+	switch t := ev.Get("type").Str; t {
+	case string(watch.Added):
+		typ = watch.Added
+	case string(watch.Modified):
+		typ = watch.Modified
+	case string(watch.Deleted):
+		typ = watch.Deleted
+	case string(watch.Bookmark):
+		typ = watch.Bookmark
+	case string(watch.Error):
+		typ = watch.Error
+	default:
+		return "", nil, fmt.Errorf("decode event: unknown type %q", t)
+	}
 	switch typ {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
 		o, err := d.c.object(obj, typ == watch.Bookmark)
@@ -186,9 +202,8 @@ func (d *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
 			return "", nil, fmt.Errorf("decode error event: %w", err)
 		}
 		return typ, st, nil
-	default:
-		return "", nil, fmt.Errorf("decode event: unknown type %q", typ)
 	}
+	return "", nil, fmt.Errorf("decode event: unknown type %q", typ)
 }
 
 // Close closes the stream.

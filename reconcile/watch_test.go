@@ -153,22 +153,30 @@ func decodeAll(t *testing.T, r io.Reader) []string {
 	t.Helper()
 	d := newWatchDecoder(io.NopCloser(r))
 	defer d.Close()
-	var got []string
+	// Every event is decoded before any is read, as the reflector may read one while the
+	// decoder is on the next: nothing an event holds may share the decoder's buffer.
+	var events []watch.Event
 	for {
 		typ, obj, err := d.Decode()
 		if err == io.EOF {
-			return got
+			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch o := obj.(type) {
+		events = append(events, watch.Event{Type: typ, Object: obj})
+	}
+	var got []string
+	for _, e := range events {
+		typ := e.Type
+		switch o := e.Object.(type) {
 		case *Object:
 			got = append(got, fmt.Sprintf("%s %s/%s rv=%s end=%v", typ, o.namespace, o.name, o.resourceVersion, o.GetObjectMeta().GetAnnotations()[metav1.InitialEventsAnnotationKey]))
 		case *metav1.Status:
 			got = append(got, fmt.Sprintf("%s %s %d", typ, o.Reason, o.Code))
 		}
 	}
+	return got
 }
 
 // apiServer speaks the API server's list and watch JSON for one resource: a list of the
