@@ -105,7 +105,7 @@ func New(cfg Config) *Controller {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
 		expect: newExpectations(),
-		echoes: &echoes{m: map[cache.ObjectName]*pendingEchoes{}},
+		echoes: &echoes{m: map[cache.ObjectName][]string{}},
 		passes: &passCounter{m: map[cache.ObjectName]int{}},
 		log:    cfg.Logger,
 	}
@@ -411,15 +411,6 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			log.Debug("VM is gone")
 		}
 		return 0, nil
-	}
-	if c.echoes.pending(key) {
-		// The cache has yet to bring back this VM's last write: a decision now would be made
-		// on an older VM and end in a conflict. The echo is queued when it comes; the
-		// requeue is the net under it.
-		if debug {
-			log.Debug("Waiting for the cache to bring back the last write")
-		}
-		return echoWait, nil
 	}
 	// The view reads the cached bytes in place; nothing modifies them.
 	vm := obj.(*Object).View(c.cfg.Fields)

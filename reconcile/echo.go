@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"sync"
-	"time"
 
 	"k8s.io/client-go/tools/cache"
 )
@@ -11,28 +10,14 @@ import (
 // twice per decision, and echoes that never come (a relist folded them) must not pile up.
 const maxEchoes = 8
 
-// echoWait bounds how long a reconcile waits for the echo of its VM's last write rather than
-// decide on the older cached VM (see echoes.pending).
-const echoWait = 10 * time.Second
-
 // echoes remember the resourceVersions this controller's writes returned, for reconciles
 // that decided on the VM as those writes left it (see Controller.reconcile). The informer
 // brings each write back as an update; one whose resourceVersion is remembered brings nothing
 // that was not decided on, and is dropped rather than queued: without this, every VM went
 // through the queue once more for each of its writes, behind every other key in a burst.
-//
-// While a VM's writes are not back, its cached VM is older than what the API server holds: a
-// reconcile then (a change of its server, say) would decide on it and fail with a conflict.
-// It waits instead, and the echo it waits for is queued rather than dropped.
 type echoes struct {
 	mu sync.Mutex
-	m  map[cache.ObjectName]*pendingEchoes
-}
-
-type pendingEchoes struct {
-	rvs    []string
-	at     time.Time // of the last write noted
-	wanted bool      // a reconcile waits for the last one
+	m  map[cache.ObjectName][]string
 }
 
 // expect notes the resourceVersions of writes whose result has been decided on.
@@ -42,58 +27,33 @@ func (e *echoes) expect(key cache.ObjectName, rvs []string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := e.m[key]
-	if p == nil {
-		p = &pendingEchoes{}
-		e.m[key] = p
+	l := append(e.m[key], rvs...)
+	if len(l) > maxEchoes {
+		l = append([]string(nil), l[len(l)-maxEchoes:]...)
 	}
-	p.rvs = append(p.rvs, rvs...)
-	if len(p.rvs) > maxEchoes {
-		p.rvs = append([]string(nil), p.rvs[len(p.rvs)-maxEchoes:]...)
-	}
-	p.at = time.Now()
+	e.m[key] = l
 }
 
-// seen reports whether an update that brings rv is the echo of a noted write that nobody
-// waits for, and forgets it and every older one (a version newer than them has arrived: they
-// will not). An update that is not an echo ends what is noted of the VM: it is news, queued
-// anyway, and the writes still to come back can no longer be told from the ones before them.
+// seen reports whether rv is the echo of a noted write, and forgets it and every older one
+// (a version newer than them has arrived: they will not).
 func (e *echoes) seen(key cache.ObjectName, rv string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p, ok := e.m[key]
+	l, ok := e.m[key]
 	if !ok {
 		return false
 	}
-	for i, v := range p.rvs {
+	for i, v := range l {
 		if v == rv {
-			if i == len(p.rvs)-1 {
+			if i == len(l)-1 {
 				delete(e.m, key)
-				return !p.wanted
+			} else {
+				e.m[key] = l[i+1:]
 			}
-			p.rvs = p.rvs[i+1:]
 			return true
 		}
 	}
-	delete(e.m, key)
 	return false
-}
-
-// pending reports whether the VM's last noted write has yet to come back, not long ago; if
-// so, its echo will be queued.
-func (e *echoes) pending(key cache.ObjectName) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, ok := e.m[key]
-	if !ok {
-		return false
-	}
-	if time.Since(p.at) > echoWait {
-		delete(e.m, key)
-		return false
-	}
-	p.wanted = true
-	return true
 }
 
 // forget drops what is noted of a VM that is gone.
