@@ -34,6 +34,7 @@ type Metrics struct {
 	served            prometheus.Gauge
 	cpuUsage          *prometheus.GaugeVec
 	memoryUsage       *prometheus.GaugeVec
+	passesToActive    prometheus.Histogram
 }
 
 var hooks sync.Once
@@ -60,8 +61,11 @@ func New() *Metrics {
 		Help: "CPU a VM's server uses, in cores, as last sampled from the metrics API."}, vm)
 	m.memoryUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "vm_memory_usage_bytes",
 		Help: "Memory a VM's server uses, in bytes, as last sampled from the metrics API."}, vm)
+	m.passesToActive = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconcile_passes_to_active",
+		Help:    "Reconciles a VM took through the queue, from its first to the one that made it Active. The wait of each in the queue is workqueue_queue_duration_seconds{name=\"virtualmachines\"}.",
+		Buckets: []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}})
 	m.served.Set(1)
-	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served, m.cpuUsage, m.memoryUsage,
+	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served, m.cpuUsage, m.memoryUsage, m.passesToActive,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	q := newQueueMetrics()
@@ -80,6 +84,9 @@ func New() *Metrics {
 	})
 	return m
 }
+
+// PassesToActive records how many reconciles a VM took to become Active.
+func (m *Metrics) PassesToActive(passes int) { m.passesToActive.Observe(float64(passes)) }
 
 // Reconciled records one reconcile.
 func (m *Metrics) Reconciled(result string, took time.Duration) {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -42,15 +43,33 @@ type applier struct {
 // the ones its own writes produce), so a decision made on a stale view fails with a conflict
 // and is made again, rather than overwriting newer state.
 func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan Plan) (time.Duration, error) {
+	out, err := a.applyPlan(ctx, vm, owner, observed, plan)
+	return out.after, err
+}
+
+// applied is what carrying out a plan left: when to look again, the VM as the last write
+// returned it (nil when there was no write of the VM, or the VM may be gone), and the
+// resourceVersion of each write of the VM, in order.
+type applied struct {
+	after   time.Duration
+	last    *unstructured.Unstructured
+	written []string
+}
+
+// applyPlan is apply, with what the writes returned, so that the caller can carry on from the
+// VM as it now is instead of waiting for the informer to bring it back.
+func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan Plan) (applied, error) {
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
 	res := a.client.Namespace(owner.Namespace)
 	rv := vm.ResourceVersion()
-	var err error
-
+	var out applied
 	if plan.Finalizer == AddFinalizer {
-		if rv, err = a.setFinalizer(ctx, res, vm, rv, true); err != nil {
-			return 0, err
+		u, err := a.setFinalizer(ctx, res, vm, rv, true)
+		if err != nil {
+			return out, err
 		}
+		rv = u.GetResourceVersion()
+		out.last, out.written = u, append(out.written, rv)
 	}
 	if plan.Server != nil {
 		switch plan.Server.Op {
@@ -60,7 +79,7 @@ func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner back
 			case errors.Is(err, backend.ErrRejected):
 				plan = a.policy.Rejected(vm, err.Error(), a.now())
 			case err != nil:
-				return 0, fmt.Errorf("create server: %w", err)
+				return out, fmt.Errorf("create server: %w", err)
 			default:
 				a.expect.created(key, srv)
 				plan.Created(srv)
@@ -68,7 +87,7 @@ func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner back
 			}
 		case DeleteServer:
 			if err := a.backend.Delete(ctx, owner); err != nil {
-				return 0, fmt.Errorf("delete server: %w", err)
+				return out, fmt.Errorf("delete server: %w", err)
 			}
 			if observed != nil {
 				a.expect.deleted(key, observed.ID)
@@ -79,24 +98,28 @@ func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner back
 	if plan.Status != nil {
 		patch, err := schema.StatusPatch(a.fields, *plan.Status, rv)
 		if err != nil {
-			return 0, fmt.Errorf("render status: %w", err)
+			return out, fmt.Errorf("render status: %w", err)
 		}
-		out, err := res.Patch(ctx, owner.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+		u, err := res.Patch(ctx, owner.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
 		if apierrors.IsNotFound(err) {
-			return 0, nil
+			return applied{}, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("write status: %w", err)
+			return out, fmt.Errorf("write status: %w", err)
 		}
-		rv = out.GetResourceVersion()
+		rv = u.GetResourceVersion()
+		out.last, out.written = u, append(out.written, rv)
 		a.record(vm, plan.Events...)
 	}
 	if plan.Finalizer == RemoveFinalizer {
-		if _, err = a.setFinalizer(ctx, res, vm, rv, false); err != nil {
-			return 0, err
+		// The VM may be gone once its last finalizer is: nothing to carry on from.
+		out.last = nil
+		if _, err := a.setFinalizer(ctx, res, vm, rv, false); err != nil {
+			return out, err
 		}
 	}
-	return time.Duration(plan.RequeueAfter), nil
+	out.after = time.Duration(plan.RequeueAfter)
+	return out, nil
 }
 
 // record records events on vm.
@@ -112,34 +135,45 @@ func (a applier) record(vm schema.VirtualMachine, evs ...Event) {
 	}
 }
 
+// finalizerPatch is a merge patch of the finalizers, conditional on a resourceVersion: a
+// struct rather than nested maps, so that rendering it allocates little.
+type finalizerPatch struct {
+	Metadata struct {
+		Finalizers      []string `json:"finalizers"`
+		ResourceVersion string   `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
 // setFinalizer adds or removes the controller's finalizer, keeping everyone else's, and
-// returns the new resourceVersion.
-func (a applier) setFinalizer(ctx context.Context, res dynamic.ResourceInterface, vm schema.VirtualMachine, rv string, add bool) (string, error) {
-	fins := []string{}
+// returns the VM as the write left it (nil when it was already gone).
+func (a applier) setFinalizer(ctx context.Context, res dynamic.ResourceInterface, vm schema.VirtualMachine, rv string, add bool) (*unstructured.Unstructured, error) {
+	var p finalizerPatch
+	p.Metadata.Finalizers = []string{}
 	for _, f := range vm.Finalizers() {
 		if f != schema.Finalizer {
-			fins = append(fins, f)
+			p.Metadata.Finalizers = append(p.Metadata.Finalizers, f)
 		}
 	}
 	if add {
-		fins = append(fins, schema.Finalizer)
+		p.Metadata.Finalizers = append(p.Metadata.Finalizers, schema.Finalizer)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": fins, "resourceVersion": rv}})
+	p.Metadata.ResourceVersion = rv
+	patch, err := json.Marshal(&p)
 	if err != nil {
-		return "", fmt.Errorf("render finalizers: %w", err)
+		return nil, fmt.Errorf("render finalizers: %w", err)
 	}
 	out, err := res.Patch(ctx, vm.Name(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 	if apierrors.IsNotFound(err) && !add {
-		return rv, nil
+		return nil, nil
 	}
 	if err != nil {
 		verb := "remove"
 		if add {
 			verb = "add"
 		}
-		return "", fmt.Errorf("%s finalizer: %w", verb, err)
+		return nil, fmt.Errorf("%s finalizer: %w", verb, err)
 	}
-	return out.GetResourceVersion(), nil
+	return out, nil
 }
 
 // eventAction is the action field of an events.k8s.io Event: what the controller did.

@@ -28,6 +28,9 @@ type Object struct {
 	namespace, name, resourceVersion string
 	uid                              types.UID
 	raw                              []byte
+	// initialEventsEnd marks the bookmark that ends a watch list's initial events; the
+	// reflector reads it as an annotation (see GetObjectMeta). Only bookmarks carry it.
+	initialEventsEnd bool
 }
 
 var (
@@ -74,7 +77,11 @@ func (o *Object) View(f schema.Fields) schema.VirtualMachine {
 // ObjectMeta is made on each call rather than kept: it would be most of an Object's own
 // bytes, for four strings.
 func (o *Object) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion}
+	m := &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion}
+	if o.initialEventsEnd {
+		m.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	}
+	return m
 }
 
 // GetNamespace, GetName, GetUID and GetResourceVersion read the object's metadata.

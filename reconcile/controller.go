@@ -12,9 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -27,7 +27,12 @@ import (
 
 // Config is what a Controller is built from.
 type Config struct {
-	Client    dynamic.Interface
+	Client dynamic.Interface
+	// REST, if set, is what the VM informer lists and watches with (see RESTClientFor): each
+	// VM is decoded once, from the wire into its cached form. Nil: the dynamic informer over
+	// Client, whose objects are compacted by a transform (what unit tests with the dynamic
+	// fake use).
+	REST      rest.Interface
 	GVR       k8sschema.GroupVersionResource
 	Fields    schema.Fields
 	Namespace string // "" for all namespaces
@@ -76,6 +81,11 @@ type Controller struct {
 	applier applier
 	// serversSynced is the backend's sync check, set by Start.
 	serversSynced cache.InformerSynced
+	// echoes are the resourceVersions of this controller's own writes that the informer has
+	// yet to bring back; passes counts each VM's reconciles until it is Active.
+	echoes     *echoes
+	passes     *passCounter
+	reconciles atomic.Uint64
 }
 
 // New builds a controller; nothing runs until Start (the informers, on every replica) and
@@ -95,6 +105,8 @@ func New(cfg Config) *Controller {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
 		expect: newExpectations(),
+		echoes: &echoes{m: map[cache.ObjectName][]string{}},
+		passes: &passCounter{m: map[cache.ObjectName]int{}},
 		log:    cfg.Logger,
 	}
 	c.applier = applier{client: cfg.Client.Resource(cfg.GVR), fields: cfg.Fields, backend: cfg.Backend,
@@ -132,11 +144,9 @@ type vmInformer struct {
 // startVMs starts a new informer of the VMs, whose initial list enqueues every VM, and stops
 // the one it replaces.
 func (c *Controller) startVMs(ctx context.Context) error {
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
-	inf := f.ForResource(c.cfg.GVR).Informer()
-	if err := inf.SetTransform(compact); err != nil {
-		return fmt.Errorf("set transform: %w", err)
+	inf, err := c.newVMInformer()
+	if err != nil {
+		return err
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -145,6 +155,10 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			// annotations changes nothing a decision reads: the periodic safety net is
 			// the RequeueAfter of each plan, not a storm of no-op reconciles.
 			o, n := old.(*Object), cur.(*Object)
+			// The echo of a write this controller made and had decided on already.
+			if c.echoes.seen(cache.NewObjectName(n.namespace, n.name), n.resourceVersion) {
+				return
+			}
 			if Same(o, n) {
 				return
 			}
@@ -164,6 +178,22 @@ func (c *Controller) startVMs(ctx context.Context) error {
 		old.stop()
 	}
 	return nil
+}
+
+// newVMInformer makes an informer of the VMs whose cache holds Objects.
+func (c *Controller) newVMInformer() (cache.SharedIndexInformer, error) {
+	if c.cfg.REST != nil {
+		lw := &vmListerWatcher{client: c.cfg.REST, gvr: c.cfg.GVR, namespace: c.cfg.Namespace, selector: c.cfg.Selector}
+		return cache.NewSharedIndexInformer(lw, &Object{}, c.cfg.Resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}), nil
+	}
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
+	inf := f.ForResource(c.cfg.GVR).Informer()
+	if err := inf.SetTransform(compact); err != nil {
+		return nil, fmt.Errorf("set transform: %w", err)
+	}
+	return inf, nil
 }
 
 // stopVMs stops the informer of the VMs while the resource is not served, so that its
@@ -307,9 +337,17 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 
-	log := c.log.With("vm", key.String(), "reconcileID", string(uuid.NewUUID()))
+	// A reconcile's ID is a counter, and its logger carries the VM only when debug logs are
+	// on: under a burst, a UUID and a logger per reconcile were a visible share of the
+	// allocations, for logs nobody reads at the default level.
+	id := c.reconciles.Add(1)
+	debug := c.log.Enabled(ctx, slog.LevelDebug)
+	log := c.log
+	if debug {
+		log = log.With("vm", key.String(), "reconcileID", id)
+	}
 	start := time.Now()
-	after, err := c.reconcile(ctx, key, log)
+	after, err := c.reconcile(ctx, key, log, debug)
 	took := time.Since(start)
 	result := "success"
 	switch {
@@ -321,15 +359,22 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	case err != nil:
 		result = "error"
 		c.queue.AddRateLimited(key)
+		if !debug {
+			log = log.With("vm", key.String(), "reconcileID", id)
+		}
 		log.Error("Reconcile failed; will retry", "error", err, "retries", c.queue.NumRequeues(key))
 	case after > 0:
 		result = "requeue"
 		c.queue.Forget(key)
 		c.queue.AddAfter(key, after)
-		log.Debug("Reconciled", "requeueAfter", after, "duration", took)
+		if debug {
+			log.Debug("Reconciled", "requeueAfter", after, "duration", took)
+		}
 	default:
 		c.queue.Forget(key)
-		log.Debug("Reconciled", "duration", took)
+		if debug {
+			log.Debug("Reconciled", "duration", took)
+		}
 	}
 	if c.cfg.Observer != nil {
 		c.cfg.Observer.Reconciled(result, took)
@@ -337,10 +382,19 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	return true
 }
 
+// maxDecisions bounds the decisions of one reconcile: the first, on the cached VM, and those
+// on the VM as each round of writes returned it.
+const maxDecisions = 3
+
 // reconcile gathers the VM from the cache and its server from the backend, decides, and
-// applies the plan. A VM that is gone ends quietly; its server has an owner reference, so the
-// garbage collector removes anything the finalizer did not.
-func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *slog.Logger) (time.Duration, error) {
+// applies the plan; then it decides again on the VM as its last write returned it, instead of
+// waiting for the informer to bring that back through the queue, until there is nothing left
+// to do. A VM that is gone ends quietly; its server has an owner reference, so the garbage
+// collector removes anything the finalizer did not.
+//
+// When the last decision finds nothing to do, the informer's echoes of this reconcile's
+// writes bring nothing new: they are noted, and the event handler drops them (see echoes).
+func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *slog.Logger, debug bool) (time.Duration, error) {
 	vms := c.vms.Load()
 	if vms == nil {
 		return 0, nil // not served: the informer's first list enqueues it again
@@ -351,33 +405,64 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	}
 	if !exists {
 		c.expect.forget(key)
-		log.Debug("VM is gone")
+		c.echoes.forget(key)
+		c.passes.forget(key)
+		if debug {
+			log.Debug("VM is gone")
+		}
 		return 0, nil
 	}
 	// The view reads the cached bytes in place; nothing modifies them.
 	vm := obj.(*Object).View(c.cfg.Fields)
-	owner := ownerOf(vm)
-	srv, err := c.cfg.Backend.Observe(owner)
-	if err != nil {
-		return 0, fmt.Errorf("observe server: %w", err)
+	passes := 0
+	if vm.Phase() != schema.PhaseActive {
+		passes = c.passes.add(key)
 	}
-	srv = c.expect.adjust(key, srv)
-	plan := c.cfg.Policy.Decide(vm, srv, c.cfg.Now())
-	if c.usage != nil {
-		phase := vm.Status().Phase
+	var written []string
+	var after time.Duration
+	for decision := 1; ; decision++ {
+		owner := ownerOf(vm)
+		srv, err := c.cfg.Backend.Observe(owner)
+		if err != nil {
+			return 0, fmt.Errorf("observe server: %w", err)
+		}
+		srv = c.expect.adjust(key, srv)
+		plan := c.cfg.Policy.Decide(vm, srv, c.cfg.Now())
+		phase := vm.Phase()
+		becomesActive := false
 		if plan.Status != nil {
+			becomesActive = plan.Status.Phase == schema.PhaseActive && phase != schema.PhaseActive
 			phase = plan.Status.Phase
 		}
-		if phase == schema.PhaseActive {
+		if c.usage != nil && phase == schema.PhaseActive {
 			c.usage.schedule(key)
 		}
-	}
-	after := time.Duration(plan.RequeueAfter)
-	if !plan.Empty() {
-		log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events))
-		if after, err = c.applier.apply(ctx, vm, owner, srv, plan); err != nil {
+		after = time.Duration(plan.RequeueAfter)
+		if plan.Empty() {
+			// Settled: every write of this reconcile was decided on already.
+			c.echoes.expect(key, written)
+			break
+		}
+		if debug {
+			log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events), "decision", decision)
+		}
+		out, err := c.applier.applyPlan(ctx, vm, owner, srv, plan)
+		if err != nil {
 			return 0, err
 		}
+		if becomesActive && passes > 0 {
+			c.passes.active(key, passes, c.cfg.Observer)
+		}
+		after = out.after
+		written = append(written, out.written...)
+		if out.last == nil || decision == maxDecisions {
+			break
+		}
+		next, err := Compact(out.last)
+		if err != nil {
+			return 0, err
+		}
+		vm = next.View(c.cfg.Fields)
 	}
 	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w

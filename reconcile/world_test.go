@@ -51,7 +51,7 @@ type write struct {
 }
 
 // newWorld starts a world holding the VMs of the given testdata/decide cases.
-func newWorld(t *testing.T, cases ...string) *world {
+func newWorld(t testing.TB, cases ...string) *world {
 	t.Helper()
 	var objs []runtime.Object
 	for _, name := range cases {
@@ -129,7 +129,7 @@ func (w *world) patch(a k8stesting.Action) (bool, runtime.Object, error) {
 }
 
 // caseObject is the VM of testdata/decide/<name>.txtar as the API server would hold it.
-func caseObject(t *testing.T, name string) *unstructured.Unstructured {
+func caseObject(t testing.TB, name string) *unstructured.Unstructured {
 	t.Helper()
 	raw, _ := caseInput(t, filepath.Join("..", "testdata", "decide", name+".txtar"))
 	u := &unstructured.Unstructured{}

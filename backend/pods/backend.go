@@ -3,25 +3,19 @@ package pods
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
-)
-
-var (
-	podsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 )
 
 // byNode indexes server pods by the node they are bound to, so that a node's change reaches
@@ -30,7 +24,11 @@ const byNode = "node"
 
 // Config says where the backend looks.
 type Config struct {
-	Client    dynamic.Interface
+	// Client is a typed clientset; the pods and nodes are watched and pods written through
+	// it. Give it a rest.Config whose ContentType is protobuf (see run.go): a typed
+	// protobuf informer decodes a pod several times faster than JSON into unstructured maps
+	// and the reflection-based converter.
+	Client    kubernetes.Interface
 	Namespace string        // "" for all namespaces
 	Resync    time.Duration // informer resync period; 0 disables
 	// WatchNodes tells a lost node (Ready not True, or the node gone) from a pod that merely
@@ -49,6 +47,9 @@ type Backend struct {
 	cfg   Config
 	pods  cache.SharedIndexInformer
 	nodes cache.SharedIndexInformer // nil unless cfg.WatchNodes
+	// created maps the key of each pod Create made to the resourceVersion it returned, until
+	// the informer brings the pod back (see echo).
+	created sync.Map
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -56,11 +57,10 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns a pod backend; nothing is watched until Start.
 func New(cfg Config) *Backend {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = LabelVMUID }
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Client, cfg.Resync, cfg.Namespace, tweak)
-	b := &Backend{cfg: cfg, pods: f.ForResource(podsGVR).Informer()}
+	b := &Backend{cfg: cfg, pods: coreinformers.NewFilteredPodInformer(cfg.Client, cfg.Namespace, cfg.Resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak)}
 	if cfg.WatchNodes {
-		nf := dynamicinformer.NewDynamicSharedInformerFactory(cfg.Client, cfg.Resync)
-		b.nodes = nf.ForResource(nodesGVR).Informer()
+		b.nodes = coreinformers.NewNodeInformer(cfg.Client, cfg.Resync, cache.Indexers{})
 	}
 	return b
 }
@@ -88,13 +88,25 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 		}
 	}
 	if _, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: owner,
+		AddFunc: func(obj any) {
+			if !b.echo(obj) {
+				owner(obj)
+			}
+		},
 		UpdateFunc: func(old, cur any) {
+			b.echo(cur)
 			if old.(*cachedPod).resourceVersion != cur.(*cachedPod).resourceVersion {
 				owner(cur)
 			}
 		},
-		DeleteFunc: owner,
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				b.created.Delete(t.Key)
+			} else {
+				b.echo(obj)
+			}
+			owner(obj)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
@@ -141,6 +153,19 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 	}, nil
 }
 
+// echo reports whether obj is the pod a Create of this backend made, exactly as the create
+// returned it: the reconcile that created it already decided on that pod (the controller's
+// expectations hold it), so its arrival in the cache brings nothing new and the VM is not
+// queued again for it. Any event of the pod ends what is remembered of its create.
+func (b *Backend) echo(obj any) bool {
+	p, ok := obj.(*cachedPod)
+	if !ok {
+		return false
+	}
+	rv, ok := b.created.LoadAndDelete(p.namespace + "/" + p.name)
+	return ok && rv.(string) == p.resourceVersion
+}
+
 // Observe returns vm's pod from the cache as a server; a pod of the same name that another VM
 // (or an earlier VM of the same name) controls is reported only while it is being deleted, so
 // that the controller waits for it rather than adopting it.
@@ -178,21 +203,14 @@ func (b *Backend) nodeReady(name string) (ready, known bool) {
 // that it does not control, and a pod the API server refuses, are ErrRejected.
 func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
 	pod := newPod(vm, spec)
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
-	if err != nil {
-		return nil, fmt.Errorf("encode pod %s: %w", pod.Name, err)
-	}
-	client := b.cfg.Client.Resource(podsGVR).Namespace(vm.Namespace)
-	out, err := client.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{FieldManager: "vm-controller"})
+	client := b.cfg.Client.CoreV1().Pods(vm.Namespace)
+	out, err := client.Create(ctx, pod, metav1.CreateOptions{FieldManager: "vm-controller"})
 	switch {
 	case err == nil:
 	case apierrors.IsAlreadyExists(err):
-		if out, err = client.Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
-			return nil, fmt.Errorf("get existing pod %s: %w", pod.Name, err)
-		}
-		existing, err := toPod(out)
+		existing, err := client.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("get existing pod %s: %w", pod.Name, err)
 		}
 		if !cachePod(existing).owns(vm) {
 			return nil, fmt.Errorf("pod %s already exists and this VM does not control it: %w", pod.Name, backend.ErrRejected)
@@ -202,16 +220,14 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 			// all): a transient error, so the create is retried once it is gone.
 			return nil, fmt.Errorf("pod %s is still being deleted", pod.Name)
 		}
+		out = existing
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
 		return nil, fmt.Errorf("create pod %s: %w: %w", pod.Name, backend.ErrRejected, err)
 	default:
 		return nil, fmt.Errorf("create pod %s: %w", pod.Name, err)
 	}
-	created, err := toPod(out)
-	if err != nil {
-		return nil, err
-	}
-	s := serverOf(created)
+	b.created.Store(out.Namespace+"/"+out.Name, out.ResourceVersion)
+	s := serverOf(out)
 	return &s, nil
 }
 
@@ -223,7 +239,7 @@ func (b *Backend) Delete(ctx context.Context, vm backend.Owner) error {
 		return err
 	}
 	uid := srv.ID
-	err = b.cfg.Client.Resource(podsGVR).Namespace(vm.Namespace).Delete(ctx, srv.Name, metav1.DeleteOptions{
+	err = b.cfg.Client.CoreV1().Pods(vm.Namespace).Delete(ctx, srv.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: (*types.UID)(&uid)},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -232,15 +248,11 @@ func (b *Backend) Delete(ctx context.Context, vm backend.Owner) error {
 	return nil
 }
 
-// toNode keeps only a node's name and Ready condition.
+// toNode keeps only a node's name and Ready condition. Tombstones pass through.
 func toNode(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
+	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
-	}
-	n := &corev1.Node{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, n); err != nil {
-		return nil, fmt.Errorf("decode node %s: %w", u.GetName(), err)
 	}
 	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
 	for _, c := range n.Status.Conditions {

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,24 +67,11 @@ func cachePod(pod *corev1.Pod) *cachedPod {
 
 // toCachedPod is the pod informer's transform. Tombstones and cached pods pass through.
 func toCachedPod(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
+	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	pod, err := toPod(u)
-	if err != nil {
-		return nil, err
-	}
 	return cachePod(pod), nil
-}
-
-// toPod decodes an unstructured pod.
-func toPod(u *unstructured.Unstructured) (*corev1.Pod, error) {
-	pod := &corev1.Pod{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pod); err != nil {
-		return nil, fmt.Errorf("decode pod %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-	}
-	return pod, nil
 }
 
 // owns reports whether p is vm's server: vm controls it, or, once the garbage collector has

@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 
@@ -156,19 +154,15 @@ func TestOwnsAfterOrphaning(t *testing.T) {
 }
 
 // TestCachedPod: the informer's transform keeps what Observe, the node index and the event
-// handlers read, through the unstructured form the informer decodes, and nothing of the
-// pod's own maps; tombstones pass through.
+// handlers read of the typed pod the informer decodes, and nothing of the pod's own maps;
+// tombstones pass through.
 func TestCachedPod(t *testing.T) {
 	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
 	spec := backend.Spec{CPU: resource.MustParse("250m"), Memory: resource.MustParse("1Gi"), RootDisk: resource.MustParse("10Gi"), Image: "img:1"}
 	p := newPod(vm, spec)
 	p.UID, p.ResourceVersion, p.Spec.NodeName = "pod-uid", "7", "n1"
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := toCachedPod(&unstructured.Unstructured{Object: obj})
+	out, err := toCachedPod(p)
 	if err != nil {
 		t.Fatal(err)
 	}

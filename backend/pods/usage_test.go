@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -50,9 +51,9 @@ func TestUsage(t *testing.T) {
 				}
 			}
 			disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.apis}}
-			b := New(Config{Client: client, UsageClient: client, Discovery: disc})
+			b := New(Config{Client: kubefake.NewClientset(), UsageClient: client, Discovery: disc})
 			if name == "no usage client" {
-				b = New(Config{Client: client, Discovery: disc})
+				b = New(Config{Client: kubefake.NewClientset(), Discovery: disc})
 			}
 			u, err := b.Usage(context.Background(), vm)
 			if tc.err != nil {

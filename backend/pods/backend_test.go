@@ -1,0 +1,126 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// TestBackendTyped runs the backend over the typed clientset: Create writes the pod, the
+// informer brings it back, a change of it names its VM, Observe reads it as a server (lost once its node
+// is not ready), a pod of the same name that another VM controls is rejected, and Delete
+// removes the pod.
+func TestBackendTyped(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	client := kubefake.NewClientset(node)
+	b := New(Config{Client: client, WatchNodes: true})
+	notified := make(chan cache.ObjectName, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	synced, err := b.Start(ctx, func(vm cache.ObjectName) { notified <- vm })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		t.Fatal("not synced")
+	}
+
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	spec := backend.Spec{CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi"), RootDisk: resource.MustParse("1Gi"), Image: "img:1"}
+	created, err := b.Create(ctx, vm, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Name != PodName("a") || !created.Spec.Equal(spec) {
+		t.Errorf("created %+v", created)
+	}
+	// The informer brings the pod back as created: the VM is not notified of it (see echo).
+	for {
+		srv, err := b.Observe(vm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if srv != nil {
+			if srv.Name != PodName("a") {
+				t.Fatalf("observed %+v", srv)
+			}
+			break
+		}
+		runtime.Gosched()
+	}
+
+	// The pod runs on n1, which then stops being ready.
+	pod, err := client.CoreV1().Pods("ns").Get(ctx, PodName("a"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.NodeName, pod.ResourceVersion = "n1", "2"
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-notified
+	if srv, _ := b.Observe(vm); srv.State != backend.StateReady {
+		t.Errorf("state %s, want Ready", srv.State)
+	}
+	node = node.DeepCopy()
+	node.ResourceVersion, node.Status.Conditions[0].Status = "2", corev1.ConditionFalse
+	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-notified; got != cache.NewObjectName("ns", "a") {
+		t.Errorf("node change notified %v, want ns/a", got)
+	}
+	if srv, _ := b.Observe(vm); srv.State != backend.StateLost {
+		t.Errorf("state %s on a node not ready, want Lost", srv.State)
+	}
+
+	other := vm
+	other.UID = "u-2"
+	if _, err := b.Create(ctx, other, spec); !errors.Is(err, backend.ErrRejected) {
+		t.Errorf("create over another VM's pod: %v, want ErrRejected", err)
+	}
+
+	if err := b.Delete(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	<-notified
+	if srv, err := b.Observe(vm); err != nil || srv != nil {
+		t.Errorf("after delete: %+v, %v", srv, err)
+	}
+}
+
+// TestEcho: the informer's add of a pod exactly as Create returned it is an echo, once; any
+// other version, or a pod this backend did not create, is news.
+func TestEcho(t *testing.T) {
+	b := New(Config{Client: kubefake.NewClientset()})
+	b.created.Store("ns/p", "5")
+	b.created.Store("ns/q", "7")
+	pod := func(name, rv string) *cachedPod { return &cachedPod{namespace: "ns", name: name, resourceVersion: rv} }
+	steps := []struct {
+		obj  any
+		want bool
+	}{
+		{pod("p", "5"), true},
+		{pod("p", "5"), false}, // once only
+		{pod("q", "8"), false}, // a newer version: news, and q is forgotten
+		{pod("q", "7"), false},
+		{pod("r", "1"), false}, // not created here
+		{cache.DeletedFinalStateUnknown{Key: "ns/p"}, false},
+	}
+	for i, s := range steps {
+		if got := b.echo(s.obj); got != s.want {
+			t.Errorf("step %d: echo = %v, want %v", i, got, s.want)
+		}
+	}
+}

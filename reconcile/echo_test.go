@@ -1,0 +1,73 @@
+package reconcile
+
+import (
+	"testing"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+// TestEchoes: a noted write's echo is seen once, older noted ones go with it, a version
+// never noted is not an echo, and what is noted stays bounded.
+func TestEchoes(t *testing.T) {
+	a, b := cache.NewObjectName("ns", "a"), cache.NewObjectName("ns", "b")
+	e := &echoes{m: map[cache.ObjectName][]string{}}
+	e.expect(a, []string{"10", "11", "12"})
+	e.expect(b, nil)
+	steps := []struct {
+		key  cache.ObjectName
+		rv   string
+		want bool
+	}{
+		{a, "9", false},  // someone else's write
+		{a, "11", true},  // ours; 10 will not come now
+		{a, "10", false}, // forgotten with 11
+		{b, "11", false}, // another VM's
+		{a, "12", true},
+		{a, "12", false}, // seen once only
+	}
+	for i, s := range steps {
+		if got := e.seen(s.key, s.rv); got != s.want {
+			t.Errorf("step %d: seen(%v, %s) = %v, want %v", i, s.key, s.rv, got, s.want)
+		}
+	}
+	if len(e.m) != 0 {
+		t.Errorf("left %v", e.m)
+	}
+	for i := range 20 {
+		e.expect(a, []string{string(rune('a' + i))})
+	}
+	if n := len(e.m[a]); n != maxEchoes {
+		t.Errorf("noted %d, want at most %d", n, maxEchoes)
+	}
+	e.forget(a)
+	if e.seen(a, "t") {
+		t.Error("a forgotten VM's write is still an echo")
+	}
+}
+
+type passRecorder struct {
+	results
+	passes []int
+}
+
+func (p *passRecorder) PassesToActive(n int) { p.passes = append(p.passes, n) }
+
+// TestPassCounter: passes are counted per VM until it becomes Active, then start again.
+func TestPassCounter(t *testing.T) {
+	a, b := cache.NewObjectName("ns", "a"), cache.NewObjectName("ns", "b")
+	p := &passCounter{m: map[cache.ObjectName]int{}}
+	o := &passRecorder{}
+	p.add(a)
+	p.add(b)
+	p.active(a, p.add(a), o)
+	p.active(b, p.add(b), o)
+	p.active(a, p.add(a), o)
+	if want := []int{2, 2, 1}; len(o.passes) != 3 || o.passes[0] != want[0] || o.passes[1] != want[1] || o.passes[2] != want[2] {
+		t.Errorf("passes %v, want %v", o.passes, want)
+	}
+	p.add(a)
+	p.forget(a)
+	if len(p.m) != 0 {
+		t.Errorf("left %v", p.m)
+	}
+}

@@ -1,0 +1,338 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+
+	"github.com/tidwall/gjson"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// goldenVMs are the VMs of every golden case, as JSON, with a resourceVersion and some of what
+// the API server adds that no view reads (labels, annotations, managedFields).
+func goldenVMs(t testing.TB) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden cases: %v", err)
+	}
+	out := map[string][]byte{}
+	for i, f := range files {
+		raw, _ := caseInput(t, f)
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		u.SetResourceVersion(fmt.Sprint(100 + i))
+		u.SetLabels(map[string]string{"team": "a<b>&c"})
+		u.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": string(raw)})
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1"}})
+		b, err := u.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".txtar")] = b
+	}
+	return out
+}
+
+// viaUnstructured is the cached form the old path made: client-go's unstructured decode, then
+// Compact.
+func viaUnstructured(t testing.TB, raw []byte) *Object {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Compact(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func viaWire(t testing.TB, raw []byte) *Object {
+	t.Helper()
+	var c compactor
+	o, err := c.object(gjson.ParseBytes(raw), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// sameObject fails unless a and b have the same metadata and the same JSON, read as values
+// (the two paths may order keys or escape characters differently, which no view sees).
+func sameObject(t *testing.T, name string, a, b *Object) {
+	t.Helper()
+	if a.namespace != b.namespace || a.name != b.name || a.uid != b.uid || a.resourceVersion != b.resourceVersion {
+		t.Errorf("%s: metadata %q/%q/%q/%q, want %q/%q/%q/%q", name, a.namespace, a.name, a.uid, a.resourceVersion,
+			b.namespace, b.name, b.uid, b.resourceVersion)
+	}
+	var av, bv any
+	if err := json.Unmarshal(a.raw, &av); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if err := json.Unmarshal(b.raw, &bv); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if !reflect.DeepEqual(av, bv) {
+		t.Errorf("%s: JSON\n%s\nwant\n%s", name, a.raw, b.raw)
+	}
+}
+
+// TestWireMatchesCompact: for every golden VM, the object decoded from the wire is the one the
+// old path (unstructured, then Compact) made, and every view of it reads the same.
+func TestWireMatchesCompact(t *testing.T) {
+	f := v1alpha1(t)
+	for name, raw := range goldenVMs(t) {
+		got, want := viaWire(t, raw), viaUnstructured(t, raw)
+		sameObject(t, name, got, want)
+		if g, w := readOf(got.View(f)), readOf(want.View(f)); !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: view reads\n%+v\nwant\n%+v", name, g, w)
+		}
+		if bytes.Contains(got.raw, []byte("managedFields")) || bytes.Contains(got.raw, []byte("last-applied")) {
+			t.Errorf("%s: kept what no view reads: %s", name, got.raw)
+		}
+	}
+}
+
+// TestWatchDecoder reads a stream of every kind of event.
+func TestWatchDecoder(t *testing.T) {
+	vms := goldenVMs(t)
+	vm := vms["create-new"]
+	stream := fmt.Sprintf(`{"type":"ADDED","object":%s}
+{"type":"MODIFIED","object":%s}{"type":"BOOKMARK","object":{"kind":"VirtualMachine","metadata":{"resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}}
+{"type":"DELETED","object":%s}
+{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410,"message":"too old"}}
+`, vm, vms["active-steady"], vm)
+	// Read whole, and one byte at a time: an event cut across reads decodes the same.
+	for _, r := range []io.Reader{strings.NewReader(stream), iotest.OneByteReader(strings.NewReader(stream))} {
+		got := decodeAll(t, r)
+		want := []string{
+			"ADDED default/test-vm rv=" + viaUnstructured(t, vm).resourceVersion + " end=",
+			"MODIFIED default/test-vm rv=" + viaUnstructured(t, vms["active-steady"]).resourceVersion + " end=",
+			"BOOKMARK / rv=7 end=true",
+			"DELETED default/test-vm rv=" + viaUnstructured(t, vm).resourceVersion + " end=",
+			"ERROR Expired 410",
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("events\n%q\nwant\n%q", got, want)
+		}
+	}
+	// A stream cut inside an event ends with an error, not a silent end.
+	d := newWatchDecoder(io.NopCloser(strings.NewReader(stream[:40])))
+	if _, _, err := d.Decode(); err != io.ErrUnexpectedEOF {
+		t.Errorf("cut stream: %v, want %v", err, io.ErrUnexpectedEOF)
+	}
+}
+
+// decodeAll decodes a watch stream to its end, one line per event.
+func decodeAll(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	d := newWatchDecoder(io.NopCloser(r))
+	defer d.Close()
+	// Every event is decoded before any is read, as the reflector may read one while the
+	// decoder is on the next: nothing an event holds may share the decoder's buffer.
+	var events []watch.Event
+	for {
+		typ, obj, err := d.Decode()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, watch.Event{Type: typ, Object: obj})
+	}
+	var got []string
+	for _, e := range events {
+		typ := e.Type
+		switch o := e.Object.(type) {
+		case *Object:
+			got = append(got, fmt.Sprintf("%s %s/%s rv=%s end=%v", typ, o.namespace, o.name, o.resourceVersion, o.GetObjectMeta().GetAnnotations()[metav1.InitialEventsAnnotationKey]))
+		case *metav1.Status:
+			got = append(got, fmt.Sprintf("%s %s %d", typ, o.Reason, o.Code))
+		}
+	}
+	return got
+}
+
+// apiServer speaks the API server's list and watch JSON for one resource: a list of the
+// initial VMs, or a watch that (with sendInitialEvents) sends them as ADDED events and the
+// bookmark that ends them, then whatever the test sends.
+type apiServer struct {
+	t       *testing.T
+	initial [][]byte
+	rv      string
+	events  chan string
+	mu      sync.Mutex
+	asked   []string // "list" or "watch" or "watchlist", in order
+}
+
+func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/apis/"+schema.Group+"/v1alpha1/namespaces/default/virtualmachines" {
+		http.NotFound(w, r)
+		return
+	}
+	if got := r.URL.Query().Get("labelSelector"); got != "team=a" {
+		s.t.Errorf("labelSelector %q", got)
+	}
+	q := r.URL.Query()
+	kind := "list"
+	if q.Get("watch") == "true" {
+		kind = "watch"
+		if q.Get("sendInitialEvents") == "true" {
+			kind = "watchlist"
+		}
+	}
+	s.mu.Lock()
+	s.asked = append(s.asked, kind)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if kind == "list" {
+		items := bytes.Join(s.initial, []byte(","))
+		fmt.Fprintf(w, `{"apiVersion":"%s/v1alpha1","kind":"VirtualMachineList","metadata":{"resourceVersion":%q},"items":[%s]}`, schema.Group, s.rv, items)
+		return
+	}
+	fl := w.(http.Flusher)
+	if kind == "watchlist" {
+		for _, vm := range s.initial {
+			fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", vm)
+		}
+		fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"apiVersion":"%s/v1alpha1","kind":"VirtualMachine","metadata":{"resourceVersion":%q,"annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", schema.Group, s.rv)
+	}
+	fl.Flush()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case e, ok := <-s.events:
+			if !ok {
+				return
+			}
+			fmt.Fprintln(w, e)
+			fl.Flush()
+		}
+	}
+}
+
+// TestInformerOverWire runs client-go's informer over the VM ListerWatcher against a server
+// speaking the real JSON, with and without watch lists: the cache fills from the first list,
+// then follows updates and deletes, each object the compact form.
+func TestInformerOverWire(t *testing.T) {
+	for _, watchList := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watchList=%v", watchList), func(t *testing.T) {
+			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
+			vms := goldenVMs(t)
+			first, second := rename(t, vms["create-new"], "vm1", "150"), rename(t, vms["active-steady"], "vm2", "200")
+			s := &apiServer{t: t, initial: [][]byte{first, second}, rv: "200", events: make(chan string)}
+			srv := httptest.NewServer(s)
+			defer srv.Close()
+			defer close(s.events)
+			client, err := RESTClientFor(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+			lw := &vmListerWatcher{client: client, gvr: gvr, namespace: "default", selector: "team=a"}
+			inf := cache.NewSharedIndexInformer(lw, &Object{}, 0, cache.Indexers{})
+			seen := make(chan string, 10)
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: func(o any) { seen <- "add " + o.(*Object).name + " " + o.(*Object).resourceVersion },
+				UpdateFunc: func(_, o any) {
+					seen <- "update " + o.(*Object).name + " " + o.(*Object).resourceVersion
+				},
+				DeleteFunc: func(o any) { seen <- "delete " + o.(*Object).name },
+			}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go inf.RunWithContext(ctx)
+			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				t.Fatal("not synced")
+			}
+			// The initial adds come in no promised order.
+			adds := []string{<-seen, <-seen}
+			slices.Sort(adds)
+			wantAdds := []string{"add vm1 150", "add vm2 200"}
+			if !reflect.DeepEqual(adds, wantAdds) {
+				t.Errorf("adds %q, want %q", adds, wantAdds)
+			}
+			for _, raw := range [][]byte{first, second} {
+				want := viaUnstructured(t, raw)
+				got, ok, err := inf.GetStore().GetByKey("default/" + want.name)
+				if err != nil || !ok {
+					t.Fatalf("%s not cached: %v", want.name, err)
+				}
+				sameObject(t, want.name, got.(*Object), want)
+			}
+
+			updated := rename(t, first, "vm1", "201")
+			s.events <- fmt.Sprintf(`{"type":"MODIFIED","object":%s}`, updated)
+			if got := <-seen; got != "update vm1 201" {
+				t.Errorf("got %q, want the update", got)
+			}
+			s.events <- fmt.Sprintf(`{"type":"DELETED","object":%s}`, rename(t, second, "vm2", "202"))
+			if got := <-seen; got != "delete vm2" {
+				t.Errorf("got %q, want the delete", got)
+			}
+			if keys := inf.GetStore().ListKeys(); !reflect.DeepEqual(keys, []string{"default/vm1"}) {
+				t.Errorf("cached %q", keys)
+			}
+			got, _, _ := inf.GetStore().GetByKey("default/vm1")
+			sameObject(t, "vm1", got.(*Object), viaUnstructured(t, updated))
+
+			s.mu.Lock()
+			asked := s.asked[0]
+			s.mu.Unlock()
+			want := "list"
+			if watchList {
+				want = "watchlist"
+			}
+			if asked != want {
+				t.Errorf("first request %s, want %s", asked, want)
+			}
+		})
+	}
+}
+
+// rename sets a VM's name and resourceVersion.
+func rename(t testing.TB, raw []byte, name, rv string) []byte {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		t.Fatal(err)
+	}
+	u.SetName(name)
+	u.SetResourceVersion(rv)
+	b, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var _ watch.Decoder = (*watchDecoder)(nil)
