@@ -139,7 +139,9 @@ func rbac(account string, lbl map[string]string, namespace, watchNamespace strin
 		}
 	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: namespace}}
-	m := func(name, ns string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl} }
+	m := func(name, ns string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}
+	}
 	var out []any
 	if len(cluster) > 0 {
 		// Cluster-scoped names carry the namespace, so that installs in several namespaces
