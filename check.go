@@ -83,21 +83,29 @@ func checkAction(cc *cli.Context, c checkConfig) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	fields, err := loadFields(c.SchemaFile, gvr.GroupVersion())
-	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
 	cfg, err := c.restConfig()
 	if err != nil {
 		return err
 	}
 	// check has no --qps: a few dozen requests, none of them worth waiting for a bucket.
 	limitQPS(cfg, 50, 100)
+	fields, why, err := c.clusterFields(cc.Context, cfg, gvr)
+	switch {
+	case err != nil && (c.SchemaFile != "" || gvr.Group == schema.Group):
+		return cli.Exit(err.Error(), 2) // a bad file or version: the flags are wrong
+	case err != nil:
+		return cli.Exit(err.Error(), 1) // the cluster's CRD has no layout to choose
+	}
 	t, err := targetOf(c.clusterFlags, c.accessFlags, gvr, fields)
 	if err != nil {
 		return err
 	}
-	results := runChecks(cc.Context, cfg, t)
+	var results []checkResult
+	if why != "" {
+		// The map was chosen by the CRD's schema: say which, before the checks that use it.
+		results = append(results, pass("fieldmap", "%s", why))
+	}
+	results = append(results, runChecks(cc.Context, cfg, t)...)
 
 	w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
