@@ -8,17 +8,22 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cloudnative-czs/vm-controller/crd"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -94,7 +99,7 @@ type resourceFlags struct {
 }
 
 // schemaFileUsage is what --schema-file means to the commands that read the map themselves.
-const schemaFileUsage = "field-map file: where each field of a VM lives in the resource's CRD; empty: the built-in map of --api-version (cloudnative.czs only)"
+const schemaFileUsage = "field-map file: where each field of a VM lives in the resource's CRD; empty: the built-in map of --api-version, or for another group the built-in layout its CRD's schema has"
 
 // flags are the three flags; schemaFile says what --schema-file does for the command.
 func (f *resourceFlags) flags(schemaFile string) []cli.Flag {
@@ -128,6 +133,36 @@ func loadFields(schemaFile string, gv k8sschema.GroupVersion) (schema.Fields, er
 		return schema.Fields{}, fmt.Errorf("--api-version %s: %w", gv, err)
 	}
 	return f, nil
+}
+
+// clusterFields returns the field map for run and check, which reach the cluster: as
+// loadFields, except that a CRD of another group without --schema-file is read from the
+// cluster and given the built-in layout its schema has (crd.ChooseLayout). why says which map
+// was chosen and why, for check's table and run's log; it is empty unless a layout was chosen.
+func (f resourceFlags) clusterFields(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionResource) (fields schema.Fields, why string, err error) {
+	if f.SchemaFile != "" || gvr.Group == schema.Group {
+		fields, err = loadFields(f.SchemaFile, gvr.GroupVersion())
+		return fields, "", err
+	}
+	name := crd.Name(gvr)
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return schema.Fields{}, "", fmt.Errorf("make client: %w", err)
+	}
+	u, err := client.Resource(crd.GVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		_, noMap := loadFields("", gvr.GroupVersion())
+		return schema.Fields{}, "", fmt.Errorf("%w (and CRD %s, whose schema could choose a built-in layout, cannot be read: %w)", noMap, name, err)
+	}
+	def, err := json.Marshal(u.Object)
+	if err != nil {
+		return schema.Fields{}, "", fmt.Errorf("encode CRD %s: %w", name, err)
+	}
+	l, err := crd.ChooseLayout(def, gvr.Version)
+	if err != nil {
+		return schema.Fields{}, "", fmt.Errorf("--api-version %s without --schema-file: CRD %s: %w", gvr.GroupVersion(), name, err)
+	}
+	return l.Fields, l.Why, nil
 }
 
 // accessFlags are what the controller touches besides VMs and pods, so what the checks and

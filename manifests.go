@@ -19,14 +19,16 @@ const imageRepository = "ghcr.io/cloudnative-czs/vm-controller"
 // manifestsConfig is the manifests command's configuration.
 type manifestsConfig struct {
 	resourceFlags
-	Namespace      string
-	WatchNamespace string
-	Image          string
-	Replicas       int
-	WatchNodes     bool
-	Usage          bool
-	WatchCRD       bool
-	ServerImage    string
+	Namespace       string
+	WatchNamespace  string
+	Image           string
+	Replicas        int
+	WatchNodes      bool
+	Usage           bool
+	WatchCRD        bool
+	ServerImage     string
+	Conversion      string // none or webhook
+	WebhookReplicas int
 }
 
 func manifestsCommand(c *manifestsConfig) *cli.Command {
@@ -40,6 +42,8 @@ func manifestsCommand(c *manifestsConfig) *cli.Command {
 		watchCRDFlag(&c.WatchCRD, "grant read access to the resource's CRD and run with --watch-crd (follows the CRD's deletion and return)"),
 		&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default", Destination: &c.ServerImage},
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
+		&cli.StringFlag{Name: "conversion", Value: "none", Usage: "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)", Destination: &c.Conversion},
+		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve", Destination: &c.WebhookReplicas},
 	)
 	return &cli.Command{
 		Name:         "manifests",
@@ -73,6 +77,23 @@ func (c manifestsConfig) Validate() error {
 	if c.Replicas < 1 {
 		return fmt.Errorf("--replicas must be at least 1, got %d", c.Replicas)
 	}
+	gvr, _ := c.gvr()
+	switch c.Conversion {
+	case "none":
+		// The plain CRD serves no v1: a controller on it would find nothing to watch.
+		if gvr.Group == schema.Group && gvr.Version == "v1" {
+			return fmt.Errorf("--api-version %s needs --conversion webhook: the plain CRD does not serve v1", gvr.GroupVersion())
+		}
+	case "webhook":
+		if gvr.Group != schema.Group {
+			return fmt.Errorf("--conversion webhook renders the CRD of %s; the CRD of %s is its owner's to ship", schema.Group, gvr.Group)
+		}
+		if c.WebhookReplicas < 1 {
+			return fmt.Errorf("--webhook-replicas must be at least 1, got %d", c.WebhookReplicas)
+		}
+	default:
+		return fmt.Errorf("--conversion %q: want none or webhook", c.Conversion)
+	}
 	return nil
 }
 
@@ -96,7 +117,14 @@ func manifestsAction(c manifestsConfig) error {
 		}
 	}
 	// The CRD ships only for this project's own group; another group brings its own.
-	if gvr.Group == schema.Group {
+	switch {
+	case c.Conversion == "webhook":
+		if o.CRD, err = crds.WithWebhook(crds.Webhook{Namespace: c.Namespace}); err != nil {
+			return fmt.Errorf("render the CRD: %w", err)
+		}
+		o.Webhook = &deploy.Webhook{Replicas: int32(c.WebhookReplicas), Service: crds.WebhookService, Port: crds.WebhookPort,
+			Secret: crds.WebhookService + "-tls", CRD: crds.Name}
+	case gvr.Group == schema.Group:
 		if o.CRD, err = crds.YAML(); err != nil {
 			return fmt.Errorf("read embedded CRDs: %w", err)
 		}

@@ -204,10 +204,6 @@ func run(c runConfig) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	fields, err := loadFields(c.SchemaFile, gvr.GroupVersion())
-	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
 	slog.SetDefault(log)
 	klog.SetSlogLogger(log) // client-go's own logs go through the same handler
 
@@ -223,6 +219,14 @@ func run(c runConfig) error {
 		// One bucket for the VM, pod and events clients, so that --qps is what the
 		// controller sends in all, not a limit per client.
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
+	// Another group without --schema-file: the CRD's schema chooses a built-in layout.
+	fields, why, err := c.clusterFields(ctx, cfg, gvr)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if why != "" {
+		log.Info("Chose the field map", "resource", gvr.String(), "why", why)
 	}
 	target, err := targetOf(c.clusterFlags, c.accessFlags, gvr, fields)
 	if err != nil {

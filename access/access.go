@@ -60,3 +60,28 @@ func Rules(n Needs) []Rule {
 	}
 	return rules
 }
+
+// Webhook describes the conversion webhook (`vm-controller webhook`) with self-managed
+// certificates: the one Secret it keeps them in, in its own namespace, and the one CRD whose
+// caBundle it sets. Its permissions are a set of their own, granted to its own
+// ServiceAccount, so that the controller never holds a Secret and the webhook never holds a
+// VM or a pod.
+type Webhook struct {
+	Secret string // name of the Secret with the CA and serving certificate
+	CRD    string // name of the CRD whose spec.conversion.webhook.clientConfig.caBundle it sets
+}
+
+// WebhookRules returns every permission the webhook uses. Its Secret rules are Own: they
+// apply in the webhook's own namespace, where its Service is.
+func WebhookRules(w Webhook) []Rule {
+	return []Rule{
+		{Group: "", Resource: "secrets", Verbs: []string{"get", "update"}, Own: true, Names: []string{w.Secret},
+			Why: "reads the CA and serving certificate the replicas share, and renews them with a resourceVersion precondition; this Secret only"},
+		// RBAC cannot limit create to a name: the authoriser sees a create before the object
+		// has one. The rule is as narrow as RBAC allows: Secrets of the webhook's namespace.
+		{Group: "", Resource: "secrets", Verbs: []string{"create"}, Own: true,
+			Why: "creates the certificates' Secret the first time a replica starts (RBAC cannot limit create to a name)"},
+		{Group: crd.GVR.Group, Resource: crd.GVR.Resource, Verbs: []string{"get", "patch"}, Cluster: true, Names: []string{w.CRD},
+			Why: "reads the CRD's conversion settings and sets its caBundle before a new certificate is served; this CRD only"},
+	}
+}

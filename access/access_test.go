@@ -39,3 +39,39 @@ func TestCRDRule(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookRules: the webhook may touch its one Secret by name (create excepted, which RBAC
+// cannot limit by name) and its one CRD by name, nothing cluster-wide but that CRD, and no
+// resource of the controller's.
+func TestWebhookRules(t *testing.T) {
+	rules := WebhookRules(Webhook{Secret: "vm-controller-webhook-tls", CRD: "virtualmachines.cloudnative.czs"})
+	type grant struct{ resource, verb, name string }
+	var got []grant
+	for _, r := range rules {
+		if r.Why == "" {
+			t.Errorf("rule %+v gives no reason", r)
+		}
+		if r.Cluster != (r.Resource == crd.GVR.Resource) || (!r.Cluster && !r.Own) {
+			t.Errorf("rule %+v: only the CRD rule may be cluster-wide, and the others must be in the webhook's namespace", r)
+		}
+		for _, v := range r.Verbs {
+			name := ""
+			if len(r.Names) == 1 {
+				name = r.Names[0]
+			} else if len(r.Names) > 1 {
+				t.Errorf("rule %+v names %d objects, want at most one", r, len(r.Names))
+			}
+			got = append(got, grant{r.Resource, v, name})
+		}
+	}
+	want := []grant{
+		{"secrets", "get", "vm-controller-webhook-tls"},
+		{"secrets", "update", "vm-controller-webhook-tls"},
+		{"secrets", "create", ""},
+		{"customresourcedefinitions", "get", "virtualmachines.cloudnative.czs"},
+		{"customresourcedefinitions", "patch", "virtualmachines.cloudnative.czs"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("webhook grants\n%v\nwant\n%v", got, want)
+	}
+}

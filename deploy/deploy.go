@@ -52,7 +52,28 @@ type Options struct {
 	FieldMap []byte
 	// Args are more arguments for `vm-controller run` (e.g. --server-image), in order.
 	Args []string
+	// Webhook, if set, deploys the conversion webhook too. CRD should then be the CRD's
+	// webhook form (crds.WithWebhook), which names the Service rendered here.
+	Webhook *Webhook
 }
+
+// Webhook says how to deploy the conversion webhook (`vm-controller webhook`, self-managed
+// certificates). It runs in a Deployment of its own, not as a second container of the
+// controller's pods: the API server needs it on every replica that is up, while only the
+// leader of the controller's replicas works and a controller's readiness waits for its caches,
+// which, on a version other than the stored one, wait for the webhook; its own ServiceAccount
+// keeps the Secret out of the controller's reach and VMs and pods out of the webhook's.
+type Webhook struct {
+	Replicas int32
+	Service  string // the Service the CRD's conversion names; the Deployment, ServiceAccount and roles take its name too
+	Port     int32  // the Service's port, as the CRD names it
+	Secret   string // the Secret of the self-managed certificates
+	CRD      string // the name of the CRD whose caBundle the webhook sets
+}
+
+// WebhookListenPort is the port `vm-controller webhook` serves on in its pods (its --listen
+// default); the Service maps Webhook.Port to it.
+const WebhookListenPort = 9443
 
 // Render returns the manifests as one YAML stream, in the order kubectl apply needs them.
 func Render(o Options) ([]byte, error) {
@@ -63,12 +84,15 @@ func Render(o Options) ([]byte, error) {
 	}
 	objs = append(objs, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(Name, o.Namespace),
 		AutomountServiceAccountToken: ptr(true)})
-	objs = append(objs, rbac(o, access.Rules(needs))...)
+	objs = append(objs, rbac(Name, labels(), o.Namespace, o.WatchNamespace, access.Rules(needs))...)
 	if o.FieldMap != nil {
 		objs = append(objs, &corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: meta(Name+"-fieldmap", o.Namespace),
 			Data: map[string]string{fieldMapKey: string(o.FieldMap)}})
 	}
 	objs = append(objs, deployment(o))
+	if w := o.Webhook; w != nil {
+		objs = append(objs, webhookObjects(o.Namespace, o.Image, *w)...)
+	}
 
 	var b bytes.Buffer
 	if o.CRD != nil {
@@ -99,7 +123,7 @@ func Render(o Options) ([]byte, error) {
 // rbac turns the rules into roles. Cluster-scoped resources need a ClusterRole; namespaced
 // ones go into a ClusterRole only when every namespace is watched, otherwise into a Role in
 // the watched namespace; the leader Lease lives in the controller's own namespace.
-func rbac(o Options, rules []access.Rule) []any {
+func rbac(account string, lbl map[string]string, namespace, watchNamespace string, rules []access.Rule) []any {
 	var cluster, watched, own []rbacv1.PolicyRule
 	for _, r := range rules {
 		pr := rbacv1.PolicyRule{APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: r.Verbs, ResourceNames: r.Names}
@@ -108,40 +132,46 @@ func rbac(o Options, rules []access.Rule) []any {
 			cluster = append(cluster, pr)
 		case r.Own:
 			own = append(own, pr)
-		case o.WatchNamespace == "":
+		case watchNamespace == "":
 			cluster = append(cluster, pr)
 		default:
 			watched = append(watched, pr)
 		}
 	}
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: Name, Namespace: o.Namespace}}
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: namespace}}
+	m := func(name, ns string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}
+	}
 	var out []any
 	if len(cluster) > 0 {
 		// Cluster-scoped names carry the namespace, so that installs in several namespaces
 		// (one per tenant, say) do not overwrite each other's bindings.
-		name := Name
-		if o.Namespace != Name {
-			name = Name + "-" + o.Namespace
+		name := account
+		if namespace != Name {
+			name = account + "-" + namespace
 		}
 		out = append(out,
-			&rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta(name, ""), Rules: cluster},
-			&rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta(name, ""),
+			&rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: m(name, ""), Rules: cluster},
+			&rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: m(name, ""),
 				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}, Subjects: subject})
 	}
 	role := func(ns string, rules []rbacv1.PolicyRule) []any {
 		return []any{
-			&rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(Name, ns), Rules: rules},
-			&rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(Name, ns),
-				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: Name}, Subjects: subject},
+			&rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: m(account, ns), Rules: rules},
+			&rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: m(account, ns),
+				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: account}, Subjects: subject},
 		}
 	}
-	if o.WatchNamespace != "" && o.WatchNamespace == o.Namespace {
-		return append(out, role(o.Namespace, append(watched, own...))...)
+	if watchNamespace != "" && watchNamespace == namespace {
+		return append(out, role(namespace, append(watched, own...))...)
 	}
 	if len(watched) > 0 {
-		out = append(out, role(o.WatchNamespace, watched)...)
+		out = append(out, role(watchNamespace, watched)...)
 	}
-	return append(out, role(o.Namespace, own)...)
+	if len(own) == 0 {
+		return out
+	}
+	return append(out, role(namespace, own)...)
 }
 
 func deployment(o Options) *appsv1.Deployment {
@@ -215,6 +245,65 @@ func deployment(o Options) *appsv1.Deployment {
 			},
 		},
 	}
+}
+
+// webhookObjects are the conversion webhook's ServiceAccount, RBAC (access.WebhookRules),
+// Service and Deployment, in the namespace of the controller and from the same image. Its
+// objects carry labels of their own (app.kubernetes.io/name: the Service's name), so that
+// neither Deployment's selector matches the other's pods.
+func webhookObjects(ns, image string, w Webhook) []any {
+	lbl := webhookLabels(w.Service)
+	m := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl} }
+	selector := map[string]string{"app.kubernetes.io/name": w.Service}
+	objs := []any{&corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: m(w.Service), AutomountServiceAccountToken: ptr(true)}}
+	// Own rules (the Secret) land in a Role of ns; the CRD rule in a ClusterRole.
+	objs = append(objs, rbac(w.Service, lbl, ns, ns, access.WebhookRules(access.Webhook{Secret: w.Secret, CRD: w.CRD}))...)
+	objs = append(objs, &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: m(w.Service),
+		Spec: corev1.ServiceSpec{Selector: selector, Ports: []corev1.ServicePort{{Name: "https", Port: w.Port, TargetPort: intstr.FromString("https")}}}})
+	probe := func(period int32) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
+			PeriodSeconds: period, FailureThreshold: 3}
+	}
+	res := func(cpu, mem string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+	}
+	return append(objs, &appsv1.Deployment{
+		TypeMeta:   typeMeta("apps/v1", "Deployment"),
+		ObjectMeta: m(w.Service),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(w.Replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: w.Service,
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)), RunAsGroup: ptr(int64(65532)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					// Every read in a version other than the stored one goes through a
+					// replica: spread them, so that one node's loss leaves one serving.
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+						Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
+							LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}}}}},
+					Containers: []corev1.Container{{
+						Name:  "webhook",
+						Image: image,
+						Args: []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--namespace=" + ns,
+							"--secret=" + w.Secret, "--crd=" + w.CRD},
+						Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: WebhookListenPort}},
+						LivenessProbe:  probe(10),
+						ReadinessProbe: probe(5),
+						Resources:      corev1.ResourceRequirements{Requests: res("50m", "64Mi"), Limits: res("500m", "256Mi")},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+							RunAsNonRoot: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+					}},
+				},
+			},
+		},
+	})
+}
+
+func webhookLabels(name string) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/component": "webhook", "app.kubernetes.io/part-of": Name}
 }
 
 // pruneEmpty drops empty objects (spec: {}, strategy: {}) that typed structs leave behind,

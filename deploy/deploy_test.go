@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -26,6 +28,13 @@ func TestRenderGolden(t *testing.T) {
 			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true, WatchCRD: true, Usage: true,
 			Args: []string{"--server-image=registry.example.org/server:2"}, FieldMap: []byte("# the field map of Machines\nspec: {}\n")},
 	}
+	// The webhook form: the CRD with webhook conversion and the webhook's own objects.
+	crd, err := crds.WithWebhook(crds.Webhook{Namespace: "vm-controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases["webhook"] = Options{GVR: vms, Namespace: "vm-controller", Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true,
+		CRD: crd, Webhook: &Webhook{Replicas: 2, Service: crds.WebhookService, Port: crds.WebhookPort, Secret: crds.WebhookService + "-tls", CRD: crds.Name}}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, err := Render(o)

@@ -1,0 +1,65 @@
+package crd
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// Layout is a built-in field map chosen for a CRD of another group by its schema.
+type Layout struct {
+	Fields schema.Fields
+	Of     k8sschema.GroupVersion // the version of this project's CRD whose map it is
+	Why    string                 // why this one: a sentence for check's table and run's log
+}
+
+// ChooseLayout picks, for version of a CRD of another group, the built-in layout (one per
+// shape: v1alpha1's, which v1beta1 shares, and v1's) whose every path its schema accepts, so
+// that a CRD of the project's shape under another group needs no field-map file. It refuses
+// when none fits (the paths that do not, per layout) and when more than one does (a schema
+// that keeps unknown fields accepts any layout, so it cannot tell which one its objects use).
+func ChooseLayout(crd []byte, version string) (Layout, error) {
+	var fit []Layout
+	var misses []string
+	seen := map[schema.Fields]bool{}
+	for _, v := range schema.BuiltinVersions() {
+		gv := k8sschema.GroupVersion{Group: schema.Group, Version: v}
+		f, err := schema.ForVersion(gv)
+		if err != nil {
+			return Layout{}, err
+		}
+		if seen[f] {
+			continue // v1beta1 is v1alpha1's shape: tried once, named by the first
+		}
+		seen[f] = true
+		n, errs := CheckSchema(crd, version, f)
+		if len(errs) == 0 {
+			fit = append(fit, Layout{Fields: f, Of: gv,
+				Why: fmt.Sprintf("built-in layout of %s: the CRD's schema has every path (%d)", gv, n)})
+			continue
+		}
+		if n == 0 {
+			return Layout{}, errors.Join(errs...) // no such version, or no schema at all
+		}
+		misses = append(misses, fmt.Sprintf("not %s's (%s)", gv, errs[0]))
+	}
+	switch len(fit) {
+	case 1:
+		if len(misses) > 0 {
+			fit[0].Why += "; " + strings.Join(misses, "; ")
+		}
+		return fit[0], nil
+	case 0:
+		return Layout{}, fmt.Errorf("the schema of %s has no built-in layout: %s; give a field map with --schema-file", version, strings.Join(misses, "; "))
+	}
+	var names []string
+	for _, l := range fit {
+		names = append(names, l.Of.String())
+	}
+	return Layout{}, fmt.Errorf("the schema of %s accepts the layouts of %s alike (it keeps unknown fields), so it cannot say which its objects use; give a field map with --schema-file",
+		version, strings.Join(names, " and "))
+}

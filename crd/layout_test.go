@@ -1,0 +1,54 @@
+package crd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestChooseLayout: a CRD of another group gets the built-in layout its schema has, and
+// none when its schema has none or accepts more than one.
+func TestChooseLayout(t *testing.T) {
+	tests := map[string]struct {
+		file, version string
+		want          string // the version whose layout is chosen; "" for an error
+		why, err      string // in the reason, or in the error
+	}{
+		"v1alpha1 shape": {file: "same-shape.yaml", version: "v1alpha1", want: "cloudnative.czs/v1alpha1",
+			why: "built-in layout of cloudnative.czs/v1alpha1: the CRD's schema has every path"},
+		"v1beta1 of that shape": {file: "same-shape.yaml", version: "v1beta1", want: "cloudnative.czs/v1alpha1",
+			why: "not cloudnative.czs/v1's (spec.action.path at spec.runStrategy: the schema has no property \"runStrategy\" under spec)"},
+		"v1 shape": {file: "v1-shape.yaml", version: "v1", want: "cloudnative.czs/v1",
+			why: "built-in layout of cloudnative.czs/v1: the CRD's schema has every path"},
+		"fields elsewhere": {file: "../machines/crd.yaml", version: "v1",
+			err: "has no built-in layout: not cloudnative.czs/v1's"},
+		"open schema": {file: "open.yaml", version: "v1alpha1",
+			err: "accepts the layouts of cloudnative.czs/v1 and cloudnative.czs/v1alpha1 alike"},
+		"no such version": {file: "same-shape.yaml", version: "v2", err: "has no version v2"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("..", "testdata", "crds", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ChooseLayout(crdJSON(t, data), tc.version)
+			if tc.want == "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one containing %q (chose %s)", err, tc.err, l.Of)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Of.String() != tc.want || !strings.Contains(l.Why, tc.why) {
+				t.Errorf("chose %s because %q; want %s because of %q", l.Of, l.Why, tc.want, tc.why)
+			}
+			if l.Fields != builtin(t, l.Of.Version) {
+				t.Errorf("the layout's fields are not the built-in map of %s", l.Of)
+			}
+		})
+	}
+}
