@@ -19,13 +19,34 @@ type Policy struct {
 	// replacement; each further consecutive failure doubles it, up to MaxRestartBackoff.
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
+	// Resize says what a change of a running server's size does (docs/lifecycle.md).
+	Resize ResizeMode
+	// CanResize: the backend changes a server's cpu and memory in place (backend.Resizer).
+	CanResize bool
 }
 
-// DefaultPolicy is the policy of a controller started without flags.
+// ResizeMode is how a running server takes a new spec: --resize.
+type ResizeMode string
+
+// The resize modes.
+const (
+	// ResizeInPlace resizes the running server where it can, and replaces it where it
+	// cannot. The zero mode means the same.
+	ResizeInPlace ResizeMode = "in-place"
+	// ResizeReplace replaces the server on every change, as before in-place resize existed.
+	ResizeReplace ResizeMode = "replace"
+	// ResizeManual resizes in place where it can; otherwise it keeps the server and sets the
+	// RestartRequired condition until the user asks for a restart.
+	ResizeManual ResizeMode = "manual"
+)
+
+// DefaultPolicy is the policy of a controller started without flags (its pod backend resizes).
 var DefaultPolicy = Policy{
 	DefaultImage:      "registry.k8s.io/pause:3.10",
 	RestartBackoff:    10 * time.Second,
 	MaxRestartBackoff: 5 * time.Minute,
+	Resize:            ResizeInPlace,
+	CanResize:         true,
 }
 
 // Decide returns what vm needs, given the server the backend observed for it (nil: none) and
