@@ -48,7 +48,14 @@ type Status struct {
 	ObservedGeneration  int64         `json:"observedGeneration" yaml:"observedGeneration"`
 	LastUpdateTime      time.Time     `json:"lastUpdateTime" yaml:"lastUpdateTime"`
 	Conditions          []Condition   `json:"conditions,omitempty" yaml:"conditions,omitempty"`
+	// RestartedAt is the value of the restart annotation (AnnotationRestartedAt) that the
+	// controller last acted on, so that no value restarts a server twice.
+	RestartedAt string `json:"restartedAt,omitempty" yaml:"restartedAt,omitempty"`
 }
+
+// AnnotationRestartedAt asks for a restart of the VM's server, in the convention of kubectl
+// rollout restart: each new value (a time, by convention) replaces the server once.
+const AnnotationRestartedAt = "cloudnative.czs/restartedAt"
 
 // ServerStatus identifies the server behind a VM and repeats the backend's word for its state.
 type ServerStatus struct {
@@ -184,9 +191,12 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		}
 		conditions = list
 	}
-	var message, failures any
+	var message, failures, restartedAt any
 	if st.Message != "" {
 		message = st.Message
+	}
+	if st.RestartedAt != "" {
+		restartedAt = st.RestartedAt
 	}
 	if st.ConsecutiveFailures != 0 {
 		failures = st.ConsecutiveFailures
@@ -200,6 +210,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.ServerName, name}, {f.ServerID, id}, {f.ServerState, state},
 		{f.ConsecutiveFailures, failures}, {f.LastUpdateTime, lastUpdate},
 		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
+		{f.RestartedAt, restartedAt},
 	}
 	switch {
 	case st.Server != nil && st.Server.Usage != nil:
