@@ -155,6 +155,8 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p Pl
 	if srv != nil {
 		servers.Set(owner, srv)
 	}
+	// A resize is taken and left pending, where the plan's status says it is.
+	servers.AnswerResizes(memory.ResizeAnswer{State: backend.ResizePending})
 	if p.Server != nil {
 		switch p.Server.Op {
 		case CreateServer:
@@ -171,6 +173,10 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p Pl
 				t.Fatalf("plan deletes a server that does not exist")
 			}
 			if err := servers.Delete(context.Background(), owner); err != nil {
+				t.Fatal(err)
+			}
+		case ResizeServer:
+			if _, err := servers.Resize(context.Background(), owner, *p.Server.Spec); err != nil {
 				t.Fatal(err)
 			}
 		}

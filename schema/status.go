@@ -36,6 +36,15 @@ const (
 // ConditionReady is the condition that says whether the VM's server runs and is ready.
 const ConditionReady = "Ready"
 
+// Conditions of a VM's lifecycle, present (True) only while they hold (docs/lifecycle.md).
+const (
+	// ConditionResizing: the server is being resized in place; its reason says how far.
+	ConditionResizing = "Resizing"
+	// ConditionRestartRequired: the spec asks for what the running server cannot take in
+	// place (--resize manual); a restart applies it.
+	ConditionRestartRequired = "RestartRequired"
+)
+
 // Status is what the controller reports about a VirtualMachine. It mirrors the object's
 // status fields and is written back through Fields, so its shape does not depend on where
 // the fields sit.
