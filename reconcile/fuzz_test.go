@@ -266,6 +266,13 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 			evs = []Event{{Type: corev1.EventTypeNormal, Reason: st.Reason, Message: evs[0].Message}}
 		}
 	}
+	// ServerResized comes last, once, with the Resizing condition going away.
+	if n := len(evs); n > 0 && evs[n-1].Reason == ReasonServerResized {
+		if current.Condition(schema.ConditionResizing) == nil || st.Condition(schema.ConditionResizing) != nil || plan.Server != nil {
+			fail("event %+v without the Resizing condition going away", evs[n-1])
+		}
+		evs = evs[:n-1]
+	}
 	switch {
 	case plan.Server != nil || !changed:
 		if len(evs) != 0 {
