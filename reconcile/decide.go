@@ -315,12 +315,11 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		p.replace(d, msg)
 		return
 	}
-	reason := ReasonSpecChangeNeedsRestart
-	if refused != nil {
-		reason = ReasonResizeInfeasible
-	}
-	d.restartRequired = &lifecycleCondition{reason, fmt.Sprintf("Server %s runs with the old spec: %s needs a new server (%s); %s",
+	d.restartRequired = &lifecycleCondition{ReasonSpecChangeNeedsRestart, fmt.Sprintf("Server %s runs with the old spec: %s needs a new server (%s); %s",
 		srv.Name, what, why, fmt.Sprintf(restartHint, d.vm.Name()))}
+	if refused != nil && refused.Type == schema.ConditionRestartRequired {
+		d.restartRequired = &lifecycleCondition{refused.Reason, refused.Message} // as ResizeRefused recorded it
+	}
 	p.serverState(d)
 }
 
