@@ -226,6 +226,18 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		values = append(values, kv{f.UsageCPU, st.Server.Usage.CPU}, kv{f.UsageMemory, st.Server.Usage.Memory})
 	case st.Server == nil:
 		values = append(values, kv{f.UsageCPU, nil}, kv{f.UsageMemory, nil}) // no server, no usage
+		// Nulling the leaves one by one would leave their parents behind as empty objects
+		// (status.server: {usage: {}}); where the server's fields have a parent of their
+		// own, that parent goes instead.
+		if parent := serverParent(f); parent != "" {
+			kept := values[:0]
+			for _, e := range values {
+				if e.path != "" && !strings.HasPrefix(e.path, parent+".") {
+					kept = append(kept, e)
+				}
+			}
+			values = append(kept, kv{parent, nil})
+		}
 	}
 	for _, e := range values {
 		if err := set(e.path, e.v); err != nil {
@@ -238,6 +250,38 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		}
 	}
 	return json.Marshal(root)
+}
+
+// serverParent is the deepest path under status that holds every server field of f and no
+// other status field, or "" when there is none (the server's fields sit beside others).
+func serverParent(f Fields) string {
+	server := []string{f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory}
+	var common []string
+	for i, p := range server {
+		if p == "" {
+			continue
+		}
+		segs := splitPath(p)
+		if i == 0 || common == nil {
+			common = segs[:len(segs)-1]
+			continue
+		}
+		n := 0
+		for n < len(common) && n < len(segs)-1 && common[n] == segs[n] {
+			n++
+		}
+		common = common[:n]
+	}
+	if len(common) < 2 { // "status" itself, or nothing shared
+		return ""
+	}
+	parent := strings.Join(common, ".")
+	for _, p := range []string{f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.LastUpdateTime, f.ObservedGeneration, f.Conditions, f.RestartedAt} {
+		if p == parent || strings.HasPrefix(p, parent+".") {
+			return ""
+		}
+	}
+	return parent
 }
 
 // setPath sets a dotted path in a nested map, creating the maps on the way. Two paths that
