@@ -221,6 +221,7 @@ type policyFlags struct {
 	ServerImage       string
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
+	Resize            string
 }
 
 // serverImageFlag is --server-image; usage says what it is for the command.
@@ -228,13 +229,17 @@ func (p *policyFlags) serverImageFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: "server-image", Value: reconcile.DefaultPolicy.DefaultImage, Usage: usage, EnvVars: env("SERVER_IMAGE"), Destination: &p.ServerImage}
 }
 
-// backoffFlags are --restart-backoff and --max-restart-backoff.
+// backoffFlags are --restart-backoff, --max-restart-backoff and --resize: when and how a
+// server is replaced.
 func (p *policyFlags) backoffFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "restart-backoff", Value: reconcile.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure",
 			EnvVars: env("RESTART_BACKOFF"), Destination: &p.RestartBackoff},
 		&cli.DurationFlag{Name: "max-restart-backoff", Value: reconcile.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server",
 			EnvVars: env("MAX_RESTART_BACKOFF"), Destination: &p.MaxRestartBackoff},
+		&cli.StringFlag{Name: "resize", Value: string(reconcile.ResizeInPlace),
+			Usage:   "a change of cpu or memory: in-place (resize the running server, replace it where that is impossible), replace (always replace), manual (resize in place, else set RestartRequired and wait for a restart)",
+			EnvVars: env("RESIZE"), Destination: &p.Resize},
 	}
 }
 
@@ -245,11 +250,19 @@ func (p policyFlags) validate() error {
 	if p.ServerImage == "" {
 		return fmt.Errorf("--server-image must not be empty")
 	}
+	switch reconcile.ResizeMode(p.Resize) {
+	case reconcile.ResizeInPlace, reconcile.ResizeReplace, reconcile.ResizeManual:
+	default:
+		return fmt.Errorf("--resize %q: want in-place, replace or manual", p.Resize)
+	}
 	return nil
 }
 
 func (p policyFlags) policy() reconcile.Policy {
-	return reconcile.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff}
+	// CanResize: both backends the commands use (pods for run, memory for plan) resize in
+	// place; run says so again from its backend.
+	return reconcile.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
+		Resize: reconcile.ResizeMode(p.Resize), CanResize: true}
 }
 
 // usageError turns a flag problem into one line and exit code 2, instead of a page of help.

@@ -386,7 +386,7 @@ func exampleVM(t *testing.T, ns string) {
 func TestControllerLifecycle(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
-	startController(t, ns)
+	startController(t, ns, "--resize", "replace") // the replacement path; resize in place: lifecycle_test.go
 	exampleVM(t, ns)
 
 	waitPhase(t, ns, "test-vm", "Active", "ServerReady", 3*time.Minute)
@@ -410,7 +410,7 @@ func TestControllerLifecycle(t *testing.T) {
 		t.Errorf("kubectl get vm row = %q", lines[1])
 	}
 
-	// A cpu change the pod cannot take in place: a new pod with the new cpu.
+	// A cpu change under --resize replace: a new pod with the new cpu.
 	kubectl(t, "-n", ns, "patch", "vm", "test-vm", "--type=merge", "-p", `{"spec":{"resource":{"cpu":3}}}`)
 	eventually(t, 3*time.Minute, func() (bool, string) {
 		u, p, c := podOf(ns, "test-vm")

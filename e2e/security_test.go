@@ -124,7 +124,7 @@ func TestSecurityNamespaceScoped(t *testing.T) {
 		}
 	}
 
-	c := startController(t, b, "--kubeconfig", sa, "--watch-nodes=false", "--watch-crd=false", "--leader-elect", "--lease-namespace", a)
+	c := startController(t, b, "--kubeconfig", sa, "--watch-nodes=false", "--watch-crd=false", "--leader-elect", "--lease-namespace", a, "--resize", "replace")
 	exampleVM(t, b)
 	waitPhase(t, b, "test-vm", "Active", "ServerReady", 3*time.Minute)
 	first, _, _ := podOf(b, "test-vm")

@@ -93,6 +93,20 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				a.expect.deleted(key, observed.ID)
 			}
 			a.record(vm, plan.Server.Event)
+		case ResizeServer:
+			r, ok := a.backend.(backend.Resizer)
+			if !ok {
+				return 0, errors.New("resize server: the backend cannot resize in place")
+			}
+			_, err := r.Resize(ctx, owner, *plan.Server.Spec)
+			switch {
+			case errors.Is(err, backend.ErrResizeInfeasible):
+				plan = a.policy.ResizeRefused(vm, observed, err.Error(), a.now())
+			case err != nil:
+				return 0, fmt.Errorf("resize server: %w", err)
+			default:
+				a.record(vm, plan.Server.Event)
+			}
 		}
 	}
 	if plan.Status != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -224,3 +225,69 @@ func TestEventAction(t *testing.T) {
 }
 
 func caseFile(name string) string { return "../testdata/decide/" + name + ".txtar" }
+
+// TestApplyResize: a resize the backend takes keeps the server (same ID, new cpu) and records
+// ResizingServer; one it refuses outright is recorded at this generation instead, and the
+// next decision replaces the server under --resize in-place, or leaves it with
+// RestartRequired under manual and asks for nothing more.
+func TestApplyResize(t *testing.T) {
+	tests := map[string]struct {
+		mode      ResizeMode
+		refuse    string
+		condition string // the lifecycle condition the status then carries, as Type/Reason
+		next      ServerOp
+		event     string // the event's "Type Reason" prefix
+	}{
+		"taken":             {mode: ResizeInPlace, condition: "Resizing/ResizePending", event: "Normal ResizingServer "},
+		"refused, in-place": {mode: ResizeInPlace, refuse: "node capacity", condition: "Resizing/ResizeInfeasible", next: DeleteServer},
+		"refused, manual":   {mode: ResizeManual, refuse: "node capacity", condition: "RestartRequired/ResizeInfeasible"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "cpu-resize-requested")
+			vm := w.view(t, "cpu-resize-requested")
+			_, srv := readCase(t, "../testdata/decide/cpu-resize-requested.txtar")
+			owner := ownerOf(vm)
+			w.servers.Set(owner, srv)
+			w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: tc.refuse, State: backend.ResizePending})
+			a := w.applier()
+			a.policy.Resize = tc.mode
+			plan := a.policy.Decide(vm, srv, now)
+			if plan.Server == nil || plan.Server.Op != ResizeServer {
+				t.Fatalf("plan %+v, want a resize", plan.Server)
+			}
+			if _, err := a.apply(context.Background(), vm, owner, srv, plan); err != nil {
+				t.Fatal(err)
+			}
+			after, _ := w.servers.Observe(owner)
+			if after.ID != srv.ID || (tc.refuse == "") != (after.Spec.CPU.String() == "4") {
+				t.Errorf("server %s cpu %s after the resize", after.ID, after.Spec.CPU.String())
+			}
+			evs := w.events()
+			if tc.event != "" && (len(evs) != 1 || !strings.HasPrefix(evs[0], tc.event)) {
+				t.Errorf("events %q, want one %s", evs, tc.event)
+			}
+			obj := w.vm(t, "default", "test-vm")
+			raw, err := obj.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm2, err := schema.Parse(raw, w.fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := vm2.Status()
+			typ, reason, _ := strings.Cut(tc.condition, "/")
+			if c := st.Condition(typ); c == nil || c.Reason != reason || c.ObservedGeneration != vm.Generation() {
+				t.Errorf("condition %s: %+v, want reason %s at generation %d", typ, c, reason, vm.Generation())
+			}
+			next := a.policy.Decide(vm2, after, now)
+			switch {
+			case tc.next == "" && !next.Empty():
+				t.Errorf("next plan %+v, want nothing", next)
+			case tc.next != "" && (next.Server == nil || next.Server.Op != tc.next):
+				t.Errorf("next plan %+v, want %s", next.Server, tc.next)
+			}
+		})
+	}
+}

@@ -38,9 +38,10 @@ var (
 	_ metav1.ObjectMetaAccessor = (*Object)(nil)
 )
 
-// keptMetadata is what a view reads of metadata. Everything else there (labels, annotations
-// such as kubectl's last-applied copy of the object, managedFields, owner references) is
-// dropped, and so is resourceVersion, which Object keeps apart (see Same).
+// keptMetadata is what a view reads of metadata, with the one annotation it reads
+// (schema.AnnotationRestartedAt). Everything else there (labels, other annotations such as
+// kubectl's last-applied copy of the object, managedFields, owner references) is dropped, and
+// so is resourceVersion, which Object keeps apart (see Same).
 var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionTimestamp", "finalizers"}
 
 // Compact makes the cached form of an object the informer has just decoded. u is read, not
@@ -57,6 +58,11 @@ func Compact(u *unstructured.Unstructured) (*Object, error) {
 		for _, k := range keptMetadata {
 			if v, ok := md[k]; ok {
 				kept[k] = v
+			}
+		}
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			if v, ok := ann[schema.AnnotationRestartedAt]; ok {
+				kept["annotations"] = map[string]any{schema.AnnotationRestartedAt: v}
 			}
 		}
 		top["metadata"] = kept
@@ -97,7 +103,7 @@ func (o *Object) GetUID() types.UID { return o.uid }
 func (o *Object) GetResourceVersion() string { return o.resourceVersion }
 
 // Same reports whether two versions of a cached object differ in nothing a view reads: a
-// resync, or a change of labels or annotations only.
+// resync, or a change of labels or of annotations other than the restart request.
 func Same(a, b *Object) bool { return bytes.Equal(a.raw, b.raw) }
 
 // Size is the number of bytes of JSON the object keeps.

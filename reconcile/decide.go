@@ -19,13 +19,34 @@ type Policy struct {
 	// replacement; each further consecutive failure doubles it, up to MaxRestartBackoff.
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
+	// Resize says what a change of a running server's size does (docs/lifecycle.md).
+	Resize ResizeMode
+	// CanResize: the backend changes a server's cpu and memory in place (backend.Resizer).
+	CanResize bool
 }
 
-// DefaultPolicy is the policy of a controller started without flags.
+// ResizeMode is how a running server takes a new spec: --resize.
+type ResizeMode string
+
+// The resize modes.
+const (
+	// ResizeInPlace resizes the running server where it can, and replaces it where it
+	// cannot. The zero mode means the same.
+	ResizeInPlace ResizeMode = "in-place"
+	// ResizeReplace replaces the server on every change, as before in-place resize existed.
+	ResizeReplace ResizeMode = "replace"
+	// ResizeManual resizes in place where it can; otherwise it keeps the server and sets the
+	// RestartRequired condition until the user asks for a restart.
+	ResizeManual ResizeMode = "manual"
+)
+
+// DefaultPolicy is the policy of a controller started without flags (its pod backend resizes).
 var DefaultPolicy = Policy{
 	DefaultImage:      "registry.k8s.io/pause:3.10",
 	RestartBackoff:    10 * time.Second,
 	MaxRestartBackoff: 5 * time.Minute,
+	Resize:            ResizeInPlace,
+	CanResize:         true,
 }
 
 // Decide returns what vm needs, given the server the backend observed for it (nil: none) and
@@ -73,7 +94,17 @@ type decision struct {
 	plan    Plan
 	// eventNote, if set, is the note of the transition event instead of the status message.
 	eventNote string
+	// resizing and restartRequired are the lifecycle conditions the status is to carry;
+	// nil drops them.
+	resizing, restartRequired *lifecycleCondition
 }
+
+// lifecycleCondition is the reason and message of a condition that is present only while
+// it holds (status True).
+type lifecycleCondition struct{ reason, message string }
+
+// restartHint is how a user asks for a restart; RestartRequired messages end with it.
+const restartHint = "restart it with: kubectl annotate vm %s " + schema.AnnotationRestartedAt + "=$(date -u +%%FT%%TZ) --overwrite"
 
 // missingServer is the name of the server the status last reported as running or on its way,
 // for a decision that finds it gone or going: the controller did not delete it (that would be
@@ -109,6 +140,9 @@ func (d *decision) deleting() {
 
 // inactive: the user wants no server but keeps the object.
 func (d *decision) inactive() {
+	if r := d.newRestart(); r != "" {
+		d.next().RestartedAt = r // nothing to restart; a later start makes a new server anyway
+	}
 	if d.srv == nil {
 		d.report(schema.PhaseInactive, ReasonServerStopped, "The VM has no server (action is inactive)", nil)
 		return
@@ -125,7 +159,11 @@ func (d *decision) inactive() {
 func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 	d.ensureFinalizer(true)
 	srv := d.srv
+	restart := d.newRestart()
 	if srv == nil {
+		if restart != "" {
+			d.next().RestartedAt = restart // the server about to be created is the restart
+		}
 		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingServer,
 			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), want.RootDisk.String())}}
 		d.failures(d.current.ConsecutiveFailures)
@@ -140,6 +178,9 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 		return
 	}
 	if srv.Deleting {
+		if restart != "" {
+			d.next().RestartedAt = restart // the server that follows is the restart; no second delete
+		}
 		r := d.report(schema.PhaseCreating, ReasonServerReplacing,
 			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), srv)
 		if gone := d.missingServer(); gone != "" && r.event {
@@ -149,16 +190,170 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 		}
 		return
 	}
+	if restart != "" {
+		// Asked for by the user: now, whatever state the server is in (a Failed one does
+		// not wait for its backoff). The value is recorded in the same write, so the
+		// restart happens once however often the VM is looked at again.
+		d.next().RestartedAt = restart
+		d.plan.Server = &ServerAction{Op: DeleteServer, Event: Event{Type: EventNormal, Reason: ReasonServerRestarted,
+			Message: fmt.Sprintf("Restarting server %s: restart requested at %s", srv.Name, restart)}}
+		d.report(schema.PhaseCreating, ReasonServerReplacing,
+			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+		return
+	}
 	have := srv.Spec
 	if !imageSet {
 		have.Image = want.Image // a new default image applies to new servers only
 	}
 	if !have.Equal(want) {
-		d.deleteServer(ReasonReplacingServer, fmt.Sprintf("Replacing server %s: %s", srv.Name, specChange(srv.Spec, want, imageSet)))
-		d.report(schema.PhaseCreating, ReasonServerReplacing,
-			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+		p.specChanged(d, have, want, imageSet)
 		return
 	}
+	if running(srv) {
+		switch srv.Resize.State {
+		case backend.ResizePending, backend.ResizeDeferred, backend.ResizeInProgress:
+			d.resizing = &lifecycleCondition{resizeReasons[srv.Resize.State], resizeMessage(srv.Name, srv.Spec, srv.Resize)}
+		case backend.ResizeInfeasible:
+			why := "the node cannot resize it in place"
+			if srv.Resize.Message != "" {
+				why += ": " + srv.Resize.Message
+			}
+			if p.Resize != ResizeManual {
+				p.replace(d, fmt.Sprintf("Replacing server %s: %s", srv.Name, why))
+				return
+			}
+			now := inEffect(srv)
+			d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
+				fmt.Sprintf("Server %s keeps cpu %s, memory %s: %s; %s", srv.Name, now.CPU.String(), now.Memory.String(),
+					why, fmt.Sprintf(restartHint, d.vm.Name()))}
+		case backend.ResizeNone:
+			if d.current.Condition(schema.ConditionResizing) != nil {
+				defer d.event(EventNormal, ReasonServerResized, fmt.Sprintf("Server %s now runs with cpu %s, memory %s",
+					srv.Name, srv.Spec.CPU.String(), srv.Spec.Memory.String()))
+			}
+		}
+	}
+	p.serverState(d)
+}
+
+// running reports whether a server runs, so that it can be resized in place.
+func running(srv *backend.Server) bool {
+	return srv.State == backend.StateReady || srv.State == backend.StateStarting
+}
+
+// resizeReasons are the Resizing condition's reasons for the states of a resize under way.
+var resizeReasons = map[backend.ResizeState]string{
+	backend.ResizePending:    ReasonResizePending,
+	backend.ResizeDeferred:   ReasonResizeDeferred,
+	backend.ResizeInProgress: ReasonResizeInProgress,
+}
+
+// resizeMessage is the Resizing condition's message: the size asked for and what the host
+// says. It depends on the target size, not on the one in effect, so that the status a resize
+// plan writes equals the one observing the resized server produces.
+func resizeMessage(name string, to backend.Spec, r backend.Resize) string {
+	msg := fmt.Sprintf("Resizing server %s to cpu %s, memory %s", name, to.CPU.String(), to.Memory.String())
+	switch r.State {
+	case backend.ResizePending:
+		msg += ": waiting for the node to answer"
+	case backend.ResizeDeferred:
+		msg += ": deferred by the node"
+	case backend.ResizeInProgress:
+		msg += ": in progress"
+	}
+	if r.Message != "" {
+		msg += " (" + r.Message + ")"
+	}
+	return msg
+}
+
+// inEffect is the cpu and memory a server runs with: what its resize reports, else its spec.
+func inEffect(srv *backend.Server) backend.Spec {
+	s := srv.Spec
+	if !srv.Resize.CPU.IsZero() {
+		s.CPU = srv.Resize.CPU
+	}
+	if !srv.Resize.Memory.IsZero() {
+		s.Memory = srv.Resize.Memory
+	}
+	return s
+}
+
+// specChanged: the server runs with another spec than the VM asks for. A change of cpu and
+// memory only is made in place where the backend, the policy and the server allow it; any
+// other change replaces the server, or under --resize manual waits for a restart.
+func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool) {
+	srv := d.srv
+	what := specChange(srv.Spec, want, imageSet)
+	why := ""
+	refused := d.refused()
+	switch {
+	case !backend.ResizeOnly(have, want):
+		why = "only cpu and memory change in place"
+	case p.Resize == ResizeReplace:
+	case !p.CanResize:
+		why = "the backend cannot resize a server in place"
+	case !running(srv):
+		why = "the server is not running"
+	case refused != nil:
+		why = refused.Message
+	default:
+		spec := want
+		spec.Image, spec.RootDisk = srv.Spec.Image, srv.Spec.RootDisk // a resize changes nothing else
+		d.plan.Server = &ServerAction{Op: ResizeServer, Spec: &spec,
+			Event: Event{Type: EventNormal, Reason: ReasonResizingServer, Message: fmt.Sprintf("Resizing server %s: %s", srv.Name, what)}}
+		d.resizing = &lifecycleCondition{ReasonResizePending, resizeMessage(srv.Name, spec, backend.Resize{State: backend.ResizePending})}
+		p.serverState(d)
+		return
+	}
+	if p.Resize != ResizeManual || srv.State == backend.StateFailed || srv.State == backend.StateStopped {
+		// A server that ended has nothing to keep: it is replaced at once under every policy.
+		msg := fmt.Sprintf("Replacing server %s: %s", srv.Name, what)
+		if why != "" {
+			msg += " (" + why + ")"
+		}
+		p.replace(d, msg)
+		return
+	}
+	d.restartRequired = &lifecycleCondition{ReasonSpecChangeNeedsRestart, fmt.Sprintf("Server %s runs with the old spec: %s needs a new server (%s); %s",
+		srv.Name, what, why, fmt.Sprintf(restartHint, d.vm.Name()))}
+	if refused != nil && refused.Type == schema.ConditionRestartRequired {
+		d.restartRequired = &lifecycleCondition{refused.Reason, refused.Message} // as ResizeRefused recorded it
+	}
+	p.serverState(d)
+}
+
+// replace deletes the server so that a new one with the wanted spec follows.
+func (p Policy) replace(d *decision, note string) {
+	d.deleteServer(ReasonReplacingServer, note)
+	d.report(schema.PhaseCreating, ReasonServerReplacing,
+		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", d.srv.Name), d.deletingServer())
+}
+
+// refused is the record of a resize the host refused for this generation of the spec (by
+// ResizeRefused), so that the same resize is not asked for again; nil when there is none.
+func (d *decision) refused() *schema.Condition {
+	for _, t := range []string{schema.ConditionRestartRequired, schema.ConditionResizing} {
+		if c := d.current.Condition(t); c != nil && c.Reason == ReasonResizeInfeasible && c.ObservedGeneration == d.vm.Generation() {
+			return c
+		}
+	}
+	return nil
+}
+
+// newRestart is the value of the restart annotation when the controller has not acted on it
+// yet, else "".
+func (d *decision) newRestart() string {
+	if r := d.vm.RestartRequested(); r != "" && r != d.current.RestartedAt {
+		return r
+	}
+	return ""
+}
+
+// serverState reports the VM by the state of its server, which has the wanted spec (or is
+// kept with another one on purpose).
+func (p Policy) serverState(d *decision) {
+	srv := d.srv
 	switch srv.State {
 	case backend.StatePending:
 		msg := pendingMessage
@@ -225,6 +420,23 @@ func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Pl
 	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status()}
 	d.report(schema.PhaseFailed, ReasonServerRejected, "The server was refused: "+why, nil)
 	d.plan.RequeueAfter = Duration(rejectedRetry)
+	return d.plan
+}
+
+// ResizeRefused is the plan for a VM whose server's resize the backend refused outright
+// (backend.ErrResizeInfeasible): the server is kept as it is, and the refusal is recorded at
+// this generation so that the next decision does not ask again. Under --resize manual that is
+// RestartRequired; otherwise the condition Resizing says why, and the next decision replaces
+// the server (specChanged).
+func (p Policy) ResizeRefused(vm schema.VirtualMachine, srv *backend.Server, why string, now time.Time) Plan {
+	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status()}
+	if p.Resize == ResizeManual {
+		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
+			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}
+	} else {
+		d.resizing = &lifecycleCondition{ReasonResizeInfeasible, "the node cannot resize it in place: " + why}
+	}
+	p.serverState(&d)
 	return d.plan
 }
 
@@ -304,6 +516,21 @@ func (d *decision) next() *schema.Status {
 	return d.plan.Status
 }
 
+// lifecycle sets the condition of type t to c (True), or drops it when c is nil.
+func (d *decision) lifecycle(conds []schema.Condition, t string, c *lifecycleCondition, gen int64) []schema.Condition {
+	if c != nil {
+		return schema.SetCondition(conds, schema.Condition{Type: t, Status: schema.ConditionTrue, Reason: c.reason, Message: c.message,
+			ObservedGeneration: gen, LastTransitionTime: d.now})
+	}
+	out := conds[:0:0]
+	for _, x := range conds {
+		if x.Type != t {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // reported is what one report decided, so that a caller that adds to it (a Warning in place
 // of the transition event) does not have to infer it from the plan.
 type reported struct {
@@ -336,6 +563,8 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	}
 	// The transition time stays when the status does (meta.SetStatusCondition's rule).
 	st.Conditions = schema.SetCondition(d.current.Conditions, ready)
+	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionResizing, d.resizing, st.ObservedGeneration)
+	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionRestartRequired, d.restartRequired, st.ObservedGeneration)
 
 	if st.SameAs(d.current) {
 		d.plan.Status = nil

@@ -40,9 +40,10 @@ func TestDecideGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
 		t.Run(name, func(t *testing.T) {
 			vm, srv := readCase(t, file)
-			plan := DefaultPolicy.Decide(vm, srv, now)
+			policy := casePolicy(t, file)
+			plan := policy.Decide(vm, srv, now)
 			got := renderPlan(t, plan)
-			if again := renderPlan(t, DefaultPolicy.Decide(vm, srv, now)); again != got {
+			if again := renderPlan(t, policy.Decide(vm, srv, now)); again != got {
 				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
 			}
 			golden := strings.TrimSuffix(file, ".txtar") + ".golden"
@@ -63,7 +64,7 @@ func TestDecideGolden(t *testing.T) {
 			if gone {
 				return
 			}
-			if next := DefaultPolicy.Decide(vm2, srv2, now); !next.Empty() {
+			if next := policy.Decide(vm2, srv2, now); !next.Empty() {
 				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))
 			}
 		})
@@ -124,6 +125,7 @@ func caseInput(tb testing.TB, file string) (vm, server []byte) {
 			}
 		case "server.yaml":
 			server = f.Data
+		case "policy.yaml": // casePolicy's
 		default:
 			tb.Fatalf("%s: unknown section %q", file, f.Name)
 		}
@@ -132,6 +134,40 @@ func caseInput(tb testing.TB, file string) (vm, server []byte) {
 		tb.Fatalf("%s: no vm.yaml or vm.patch.yaml", file)
 	}
 	return vm, server
+}
+
+// casePolicy is DefaultPolicy with the settings of the case's policy.yaml, if it has one:
+//
+//	resize: manual     # --resize
+//	canResize: false   # a backend that cannot resize in place
+func casePolicy(t *testing.T, file string) Policy {
+	t.Helper()
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := DefaultPolicy
+	for _, f := range ar.Files {
+		if f.Name != "policy.yaml" {
+			continue
+		}
+		var in struct {
+			Resize    ResizeMode `yaml:"resize"`
+			CanResize *bool      `yaml:"canResize"`
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(f.Data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&in); err != nil {
+			t.Fatalf("%s: policy.yaml: %v", file, err)
+		}
+		if in.Resize != "" {
+			p.Resize = in.Resize
+		}
+		if in.CanResize != nil {
+			p.CanResize = *in.CanResize
+		}
+	}
+	return p
 }
 
 func renderPlan(t *testing.T, p Plan) string {
@@ -155,6 +191,8 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p Pl
 	if srv != nil {
 		servers.Set(owner, srv)
 	}
+	// A resize is taken and left pending, where the plan's status says it is.
+	servers.AnswerResizes(memory.ResizeAnswer{State: backend.ResizePending})
 	if p.Server != nil {
 		switch p.Server.Op {
 		case CreateServer:
@@ -171,6 +209,10 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p Pl
 				t.Fatalf("plan deletes a server that does not exist")
 			}
 			if err := servers.Delete(context.Background(), owner); err != nil {
+				t.Fatal(err)
+			}
+		case ResizeServer:
+			if _, err := servers.Resize(context.Background(), owner, *p.Server.Spec); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -150,6 +150,17 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 			if srv == nil || srv.Deleting {
 				fail("deletes a server that is not there or already going")
 			}
+		case ResizeServer:
+			switch {
+			case srv == nil || srv.Deleting || (srv.State != backend.StateReady && srv.State != backend.StateStarting):
+				fail("resizes a server that is not there, going or not running")
+			case vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionActive:
+				fail("resizes the server of a VM that is being deleted, invalid or inactive")
+			case a.Spec == nil || !backend.ResizeOnly(srv.Spec, *a.Spec):
+				fail("resizes a server to a spec that differs in more than cpu and memory, or in nothing")
+			case a.Spec.CPU.Cmp(spec.CPU) != 0 || a.Spec.Memory.Cmp(spec.Memory) != 0:
+				fail("resizes a server to other cpu and memory than the spec asks for")
+			}
 		default:
 			fail("unknown server operation %q", a.Op)
 		}
@@ -214,7 +225,8 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 
 	switch st.Phase {
 	case schema.PhaseActive:
-		if srv == nil || srv.State != backend.StateReady || srv.Deleting || plan.Server != nil || st.Reason != ReasonServerReady {
+		stays := plan.Server == nil || plan.Server.Op == ResizeServer // a resize keeps the server
+		if srv == nil || srv.State != backend.StateReady || srv.Deleting || !stays || st.Reason != ReasonServerReady {
 			fail("Active without a ready server that stays")
 		}
 	case schema.PhaseTerminating:
@@ -253,6 +265,13 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 		} else {
 			evs = []Event{{Type: corev1.EventTypeNormal, Reason: st.Reason, Message: evs[0].Message}}
 		}
+	}
+	// ServerResized comes last, once, with the Resizing condition going away.
+	if n := len(evs); n > 0 && evs[n-1].Reason == ReasonServerResized {
+		if current.Condition(schema.ConditionResizing) == nil || st.Condition(schema.ConditionResizing) != nil || plan.Server != nil {
+			fail("event %+v without the Resizing condition going away", evs[n-1])
+		}
+		evs = evs[:n-1]
 	}
 	switch {
 	case plan.Server != nil || !changed:

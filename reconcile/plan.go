@@ -46,12 +46,15 @@ type ServerOp string
 const (
 	CreateServer ServerOp = "create"
 	DeleteServer ServerOp = "delete"
+	// ResizeServer changes the running server's cpu and memory in place (backend.Resizer).
+	ResizeServer ServerOp = "resize"
 )
 
 // ServerAction is one operation on the VM's server.
 type ServerAction struct {
 	Op ServerOp `yaml:"op"`
-	// Spec is what to create; set for create only.
+	// Spec is what to create, or for resize what the server is to become (its own image and
+	// rootDisk, the new cpu and memory); nil for delete.
 	Spec *backend.Spec `yaml:"spec,omitempty"`
 	// Event says why; it is recorded as soon as the operation succeeds, whatever happens to
 	// the rest of the plan.

@@ -23,5 +23,20 @@ const (
 	ReasonDeletingServer   = "DeletingServer"
 	ReasonReplacingServer  = "ReplacingServer"
 	ReasonRestartingServer = "RestartingServer"
-	ReasonServerMissing    = "ServerMissing" // Warning: the server went without the controller deleting it
+	ReasonServerMissing    = "ServerMissing"   // Warning: the server went without the controller deleting it
+	ReasonResizingServer   = "ResizingServer"  // a resize in place was asked for
+	ReasonServerResized    = "ServerResized"   // the new cpu and memory are in effect
+	ReasonServerRestarted  = "ServerRestarted" // the server is replaced on request (the restart annotation)
+
+	// Reasons of the Resizing condition: how far a resize in place has got.
+	ReasonResizePending    = "ResizePending"    // asked for; the host has not answered
+	ReasonResizeDeferred   = "ResizeDeferred"   // the host cannot take it now and retries by itself
+	ReasonResizeInProgress = "ResizeInProgress" // granted and being applied (or failing and retried)
+	// ResizeInfeasible: the host will never take it. Reason of RestartRequired under --resize
+	// manual, and of Resizing for the moment between a refusal and the replacement under
+	// in-place.
+	ReasonResizeInfeasible = "ResizeInfeasible"
+	// Reason of RestartRequired: the change (rootDisk, image, a server that cannot resize)
+	// needs a new server and --resize manual leaves that to the user.
+	ReasonSpecChangeNeedsRestart = "SpecChangeNeedsRestart"
 )

@@ -62,6 +62,7 @@ type fileStatus struct {
 	ObservedGeneration  scalar     `yaml:"observedGeneration"`
 	LastUpdateTime      scalar     `yaml:"lastUpdateTime"`
 	Conditions          scalar     `yaml:"conditions"`
+	RestartedAt         scalar     `yaml:"restartedAt"`
 }
 
 type fileServer struct {
@@ -137,6 +138,7 @@ func (f *Fields) infos() []fieldInfo {
 		{"status.observedGeneration", &f.ObservedGeneration, true, true, typeInteger},
 		{"status.lastUpdateTime", &f.LastUpdateTime, true, false, typeString},
 		{"status.conditions", &f.Conditions, true, true, typeConditions},
+		{"status.restartedAt", &f.RestartedAt, true, false, typeString},
 	}
 }
 
@@ -160,6 +162,7 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"status.observedGeneration":  &m.Status.ObservedGeneration,
 		"status.lastUpdateTime":      &m.Status.LastUpdateTime,
 		"status.conditions":          &m.Status.Conditions,
+		"status.restartedAt":         &m.Status.RestartedAt,
 	}
 }
 

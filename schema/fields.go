@@ -46,6 +46,10 @@ type Fields struct {
 	LastUpdateTime      string // optional
 	ObservedGeneration  string
 	Conditions          string
+	// RestartedAt is optional: the value of the restart annotation last acted on. A layout
+	// without it cannot record a restart, so the annotation means nothing there (acting on
+	// it without a record would restart the server on every reconcile).
+	RestartedAt string
 }
 
 // Group is the API group of this project's CRD.

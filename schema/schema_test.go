@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 )
 
@@ -81,8 +82,12 @@ func TestStatusRoundTrip(t *testing.T) {
 	patch, _ = StatusPatch(builtin(t, "v1alpha1"), st, "")
 	merged, _ = jsonpatch.MergePatch(merged, patch)
 	vm, _ = Parse(merged, builtin(t, "v1alpha1"))
-	if s := vm.Status(); s.Server != nil && (s.Server.ID != "" || s.Server.Name != "") || s.Message != "" || s.ConsecutiveFailures != 0 {
+	if s := vm.Status(); s.Server != nil || s.Message != "" || s.ConsecutiveFailures != 0 {
 		t.Errorf("stale fields survived: %+v", s)
+	}
+	// Nor is an empty shell of the server left behind ({server: {usage: {}}}).
+	if s := gjson.GetBytes(merged, "status.server"); s.Exists() {
+		t.Errorf("status.server is %s, want it gone", s.Raw)
 	}
 }
 

@@ -36,6 +36,15 @@ const (
 // ConditionReady is the condition that says whether the VM's server runs and is ready.
 const ConditionReady = "Ready"
 
+// Conditions of a VM's lifecycle, present (True) only while they hold (docs/lifecycle.md).
+const (
+	// ConditionResizing: the server is being resized in place; its reason says how far.
+	ConditionResizing = "Resizing"
+	// ConditionRestartRequired: the spec asks for what the running server cannot take in
+	// place (--resize manual); a restart applies it.
+	ConditionRestartRequired = "RestartRequired"
+)
+
 // Status is what the controller reports about a VirtualMachine. It mirrors the object's
 // status fields and is written back through Fields, so its shape does not depend on where
 // the fields sit.
@@ -48,7 +57,14 @@ type Status struct {
 	ObservedGeneration  int64         `json:"observedGeneration" yaml:"observedGeneration"`
 	LastUpdateTime      time.Time     `json:"lastUpdateTime" yaml:"lastUpdateTime"`
 	Conditions          []Condition   `json:"conditions,omitempty" yaml:"conditions,omitempty"`
+	// RestartedAt is the value of the restart annotation (AnnotationRestartedAt) that the
+	// controller last acted on, so that no value restarts a server twice.
+	RestartedAt string `json:"restartedAt,omitempty" yaml:"restartedAt,omitempty"`
 }
+
+// AnnotationRestartedAt asks for a restart of the VM's server, in the convention of kubectl
+// rollout restart: each new value (a time, by convention) replaces the server once.
+const AnnotationRestartedAt = "cloudnative.czs/restartedAt"
 
 // ServerStatus identifies the server behind a VM and repeats the backend's word for its state.
 type ServerStatus struct {
@@ -184,9 +200,12 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		}
 		conditions = list
 	}
-	var message, failures any
+	var message, failures, restartedAt any
 	if st.Message != "" {
 		message = st.Message
+	}
+	if st.RestartedAt != "" {
+		restartedAt = st.RestartedAt
 	}
 	if st.ConsecutiveFailures != 0 {
 		failures = st.ConsecutiveFailures
@@ -200,12 +219,25 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.ServerName, name}, {f.ServerID, id}, {f.ServerState, state},
 		{f.ConsecutiveFailures, failures}, {f.LastUpdateTime, lastUpdate},
 		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
+		{f.RestartedAt, restartedAt},
 	}
 	switch {
 	case st.Server != nil && st.Server.Usage != nil:
 		values = append(values, kv{f.UsageCPU, st.Server.Usage.CPU}, kv{f.UsageMemory, st.Server.Usage.Memory})
 	case st.Server == nil:
 		values = append(values, kv{f.UsageCPU, nil}, kv{f.UsageMemory, nil}) // no server, no usage
+		// Nulling the leaves one by one would leave their parents behind as empty objects
+		// (status.server: {usage: {}}); where the server's fields have a parent of their
+		// own, that parent goes instead.
+		if parent := serverParent(f); parent != "" {
+			kept := values[:0]
+			for _, e := range values {
+				if e.path != "" && !strings.HasPrefix(e.path, parent+".") {
+					kept = append(kept, e)
+				}
+			}
+			values = append(kept, kv{parent, nil})
+		}
 	}
 	for _, e := range values {
 		if err := set(e.path, e.v); err != nil {
@@ -218,6 +250,38 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		}
 	}
 	return json.Marshal(root)
+}
+
+// serverParent is the deepest path under status that holds every server field of f and no
+// other status field, or "" when there is none (the server's fields sit beside others).
+func serverParent(f Fields) string {
+	server := []string{f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory}
+	var common []string
+	for i, p := range server {
+		if p == "" {
+			continue
+		}
+		segs := splitPath(p)
+		if i == 0 || common == nil {
+			common = segs[:len(segs)-1]
+			continue
+		}
+		n := 0
+		for n < len(common) && n < len(segs)-1 && common[n] == segs[n] {
+			n++
+		}
+		common = common[:n]
+	}
+	if len(common) < 2 { // "status" itself, or nothing shared
+		return ""
+	}
+	parent := strings.Join(common, ".")
+	for _, p := range []string{f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.LastUpdateTime, f.ObservedGeneration, f.Conditions, f.RestartedAt} {
+		if p == parent || strings.HasPrefix(p, parent+".") {
+			return ""
+		}
+	}
+	return parent
 }
 
 // setPath sets a dotted path in a nested map, creating the maps on the way. Two paths that

@@ -109,6 +109,9 @@ func (vm VirtualMachine) Status() Status {
 		ObservedGeneration:  vm.get(f.ObservedGeneration).Int(),
 		LastUpdateTime:      parseTime(vm.str(f.LastUpdateTime)),
 	}
+	if f.RestartedAt != "" {
+		st.RestartedAt = vm.str(f.RestartedAt)
+	}
 	if name, id, state := vm.get(f.ServerName), vm.get(f.ServerID), vm.get(f.ServerState); name.Exists() || id.Exists() || state.Exists() {
 		st.Server = &ServerStatus{Name: name.String(), ID: id.String(), State: state.String()}
 	}
@@ -129,6 +132,15 @@ func (vm VirtualMachine) Status() Status {
 		})
 	}
 	return st
+}
+
+// RestartRequested is the value of the restart annotation, or "" when it is not set or the
+// layout has no status field to record a restart in (Fields.RestartedAt).
+func (vm VirtualMachine) RestartRequested() string {
+	if vm.fields.RestartedAt == "" {
+		return ""
+	}
+	return gjson.GetBytes(vm.raw, "metadata.annotations."+escapeGJSON(AnnotationRestartedAt)).String()
 }
 
 // Phase reads status.phase alone, without decoding the rest of the status: metrics count

@@ -25,6 +25,7 @@ type serverYAML struct {
 	Deleting bool          `yaml:"deleting"`
 	Since    string        `yaml:"since"` // how long before now it entered its state, such as 15s
 	Spec     specYAML      `yaml:"spec"`
+	Resize   resizeYAML    `yaml:"resize"` // a resize under way, if any
 }
 
 type specYAML struct {
@@ -37,10 +38,12 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
+	" not found in type memory.resizeYAML", " is not a key of a server's resize (state, message, cpu, memory)",
+	" into memory.resizeYAML", " into a server's resize (want a mapping)",
 )
 
 // states are the states a written-down server may be in.
@@ -57,6 +60,7 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	deleting: false
 //	since: 30s             # for Failed and Stopped: how long before now
 //	spec: {cpu: "2", memory: 4G, rootDisk: 40G, image: registry.k8s.io/pause:3.10}
+//	resize: {state: InProgress, message: "", cpu: "1", memory: 4G}  # optional: cpu and memory in effect
 //
 // Times are relative to now so that a case means the same whatever clock it runs with.
 // Unknown keys, an unknown state and malformed quantities are errors.
@@ -94,6 +98,11 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		}
 		*q.dst = v
 	}
+	r, err := s.Resize.parse()
+	if err != nil {
+		return nil, err
+	}
+	srv.Resize = r
 	if s.Since != "" {
 		d, err := time.ParseDuration(s.Since)
 		if err != nil {

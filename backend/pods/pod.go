@@ -87,6 +87,7 @@ func serverOf(pod *corev1.Pod) backend.Server {
 		ID:       string(pod.UID),
 		Detail:   string(pod.Status.Phase),
 		Deleting: pod.DeletionTimestamp != nil,
+		Resize:   resizeOf(pod),
 	}
 	for _, c := range pod.Spec.Containers {
 		if c.Name != ContainerName {

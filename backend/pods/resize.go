@@ -68,7 +68,6 @@ func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spe
 		return nil, err
 	}
 	s := serverOf(pod)
-	s.Resize = resizeOf(pod)
 	return &s, nil
 }
 
