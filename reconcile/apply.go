@@ -96,14 +96,14 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		case ResizeServer:
 			r, ok := a.backend.(backend.Resizer)
 			if !ok {
-				return 0, errors.New("resize server: the backend cannot resize in place")
+				return out, errors.New("resize server: the backend cannot resize in place")
 			}
 			_, err := r.Resize(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrResizeInfeasible):
 				plan = a.policy.ResizeRefused(vm, observed, err.Error(), a.now())
 			case err != nil:
-				return 0, fmt.Errorf("resize server: %w", err)
+				return out, fmt.Errorf("resize server: %w", err)
 			default:
 				a.record(vm, plan.Server.Event)
 			}
@@ -195,8 +195,10 @@ func eventAction(reason string) string {
 	switch reason {
 	case ReasonCreatingServer:
 		return "CreateServer"
-	case ReasonDeletingServer, ReasonReplacingServer, ReasonRestartingServer:
+	case ReasonDeletingServer, ReasonReplacingServer, ReasonRestartingServer, ReasonServerRestarted:
 		return "DeleteServer"
+	case ReasonResizingServer:
+		return "ResizeServer"
 	default:
 		return "UpdateStatus"
 	}

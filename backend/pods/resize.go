@@ -58,14 +58,10 @@ func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spe
 	if err != nil {
 		return nil, fmt.Errorf("render resize of pod %s: %w", srv.Name, err)
 	}
-	out, err := b.cfg.Client.Resource(podsGVR).Namespace(vm.Namespace).Patch(ctx, srv.Name, types.StrategicMergePatchType,
+	pod, err := b.cfg.Client.CoreV1().Pods(vm.Namespace).Patch(ctx, srv.Name, types.StrategicMergePatchType,
 		patch, metav1.PatchOptions{FieldManager: "vm-controller"}, resizeSubresource)
 	if err != nil {
 		return nil, resizeError(srv.Name, err)
-	}
-	pod, err := toPod(out)
-	if err != nil {
-		return nil, err
 	}
 	s := serverOf(pod)
 	return &s, nil

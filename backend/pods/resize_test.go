@@ -11,13 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -124,7 +123,7 @@ func nonZero(q resource.Quantity) string {
 // resizingAPIServer makes client answer PATCH pods/resize as the API server does: a strategic
 // merge patch applied to the typed pod, the pod's UID immutable, the generation counted up.
 // refuse, when not nil, answers instead.
-func resizingAPIServer(t *testing.T, client *dynamicfake.FakeDynamicClient, refuse error) {
+func resizingAPIServer(t *testing.T, client *kubefake.Clientset, refuse error) {
 	client.PrependReactor("patch", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		patch := action.(clienttesting.PatchAction)
 		if patch.GetSubresource() != resizeSubresource {
@@ -157,18 +156,13 @@ func resizingAPIServer(t *testing.T, client *dynamicfake.FakeDynamicClient, refu
 				field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), after.UID, "field is immutable")})
 		}
 		after.Generation++
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&after)
-		if err != nil {
-			return true, nil, err
-		}
-		out := &unstructured.Unstructured{Object: u}
-		return true, out, client.Tracker().Update(podsGVR, out, patch.GetNamespace())
+		return true, &after, client.Tracker().Update(podsGVR, &after, patch.GetNamespace())
 	})
 }
 
 // cachedBackend is a pod backend over client whose cache holds pods, as its informer would
 // have them (the informer itself is not run: the test decides what the cache shows).
-func cachedBackend(t *testing.T, client *dynamicfake.FakeDynamicClient, pods ...*corev1.Pod) *Backend {
+func cachedBackend(t *testing.T, client *kubefake.Clientset, pods ...*corev1.Pod) *Backend {
 	t.Helper()
 	b := New(Config{Client: client})
 	for _, p := range pods {
@@ -179,19 +173,17 @@ func cachedBackend(t *testing.T, client *dynamicfake.FakeDynamicClient, pods ...
 	return b
 }
 
-func fakeClient(t *testing.T, pods ...*corev1.Pod) *dynamicfake.FakeDynamicClient {
+func fakeClient(t *testing.T, pods ...*corev1.Pod) *kubefake.Clientset {
 	t.Helper()
 	var objs []runtime.Object
 	for _, p := range pods {
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: u})
+		objs = append(objs, p.DeepCopy())
 	}
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList"}, objs...)
+	return kubefake.NewClientset(objs...)
 }
+
+// podsGVR is where the fake's tracker keeps pods.
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 // TestResizePatch checks the one request a resize makes: a strategic merge patch of the
 // resize subresource that names the pod's UID and sets the server container's cpu and memory,
@@ -238,10 +230,7 @@ func TestResizePatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := toPod(obj.(*unstructured.Unstructured))
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := obj.(*corev1.Pod)
 	c := stored.Spec.Containers[0]
 	if q := c.Resources.Limits[corev1.ResourceEphemeralStorage]; q.String() != "40G" || c.Image != "img:1" {
 		t.Errorf("stored container lost its root disk (%s) or image (%s)", q.String(), c.Image)
@@ -342,10 +331,7 @@ func TestResizeOtherPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := toPod(obj.(*unstructured.Unstructured))
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := obj.(*corev1.Pod)
 	if cpu := stored.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]; stored.UID != "pod-uid-2" || cpu.String() != "2" {
 		t.Errorf("the newer pod %s was changed: cpu %s", stored.UID, cpu.String())
 	}
