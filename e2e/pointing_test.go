@@ -171,7 +171,8 @@ spec: {bootImage: %q, shape: {cores: 1, ram: 64Mi}, disks: {boot: {size: 1Gi}}}
 	kubectl(t, "-n", ns, "patch", "machines.compute.example.org", "box", "--type=merge", "-p", `{"spec":{"shape":{"cores":2}}}`)
 	eventually(t, 3*time.Minute, func() (bool, string) {
 		u, _, c, _ := podSpecOf(ns, "box-server")
-		return u != "" && u != uid && c == "2", fmt.Sprintf("pod %s cpu %s", u, c)
+		// A cpu change is a resize in place (--resize in-place, the default): same pod.
+		return u == uid && c == "2", fmt.Sprintf("pod %s cpu %s", u, c)
 	})
 	waitState("Active", "ServerReady")
 	if g := field(".status.seenGeneration"); g != "2" {
@@ -362,6 +363,7 @@ func TestPointCheck(t *testing.T) {
 		fmt.Sprintf("RBAC denies patch on virtualmachines.cloudnative.czs/status in namespace %s (needed: writes the status)", ns),
 		fmt.Sprintf("RBAC denies update on virtualmachines.cloudnative.czs/finalizers in namespace %s (needed: lets server pods block their VM's deletion (ownerReferences with blockOwnerDeletion))", ns),
 		fmt.Sprintf("RBAC denies create, delete on pods in namespace %s (needed: creates, watches and deletes the server pods; get reads a pod whose name is taken)", ns),
+		fmt.Sprintf("RBAC denies patch on pods/resize in namespace %s (needed: changes a running server's cpu and memory in place (in-place pod resize))", ns),
 		fmt.Sprintf("RBAC denies create, patch on events.events.k8s.io in namespace %s (needed: records Events on VMs; patch updates a repeating event's series)", ns),
 		fmt.Sprintf("RBAC denies get on pods.metrics.k8s.io in namespace %s (needed: samples the usage of each Active VM's server pod for status.server.usage)", ns),
 		"RBAC denies list, watch on nodes cluster-wide (needed: tells a server on a lost node (node not Ready, or gone) from a running one)",

@@ -26,12 +26,13 @@ type reads struct {
 	Spec                                                    schema.Spec
 	SpecErrs                                                string
 	Status                                                  schema.Status
+	RestartRequested                                        string
 }
 
 func readOf(vm schema.VirtualMachine) reads {
 	spec, errs := vm.Spec()
 	return reads{vm.APIVersion(), vm.Kind(), vm.Namespace(), vm.Name(), string(vm.UID()), vm.ResourceVersion(),
-		vm.Generation(), vm.Deleting(), vm.Finalizers(), spec, fmt.Sprint(errs), vm.Status()}
+		vm.Generation(), vm.Deleting(), vm.Finalizers(), spec, fmt.Sprint(errs), vm.Status(), vm.RestartRequested()}
 }
 
 // TestCompactReadsTheSame: a view of the cached form reads exactly what a view of the whole

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -21,6 +22,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // RESTClientFor makes the REST client the VM informer lists and watches with: JSON, with no
@@ -330,7 +333,29 @@ func (c *compactor) object(v gjson.Result, bookmark bool) (*Object, error) {
 						}
 						return true
 					})
+					return true
 				}
+				// The one annotation a view reads (see keptMetadata).
+				var kept gjson.Result
+				mv.ForEach(func(ak, av gjson.Result) bool {
+					if ak.Str == schema.AnnotationRestartedAt {
+						kept = av
+						return false
+					}
+					return true
+				})
+				if !kept.Exists() {
+					return true
+				}
+				if n > 0 {
+					b = append(b, ',')
+				}
+				n++
+				b = append(b, `"annotations":{`...)
+				b = strconv.AppendQuote(b, schema.AnnotationRestartedAt)
+				b = append(b, ':')
+				b = append(b, kept.Raw...)
+				b = append(b, '}')
 				return true
 			case "generation", "deletionTimestamp", "finalizers":
 			default:

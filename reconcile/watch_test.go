@@ -46,7 +46,12 @@ func goldenVMs(t testing.TB) map[string][]byte {
 		}
 		u.SetResourceVersion(fmt.Sprint(100 + i))
 		u.SetLabels(map[string]string{"team": "a<b>&c"})
-		u.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": string(raw)})
+		ann := u.GetAnnotations() // the case's own (the restart annotation) stay
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann["kubectl.kubernetes.io/last-applied-configuration"] = string(raw)
+		u.SetAnnotations(ann)
 		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1"}})
 		b, err := u.MarshalJSON()
 		if err != nil {
