@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -69,21 +70,15 @@ func TestBackendTyped(t *testing.T) {
 	if _, err := client.CoreV1().Pods("ns").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	<-notified
-	if srv, _ := b.Observe(vm); srv.State != backend.StateReady {
-		t.Errorf("state %s, want Ready", srv.State)
-	}
+	// The informer may also deliver the create's add as news, when its watch event outruns
+	// Create's record of the echo; so read notifications until the one that shows the update.
+	await(t, notified, func() bool { srv, _ := b.Observe(vm); return srv != nil && srv.State == backend.StateReady })
 	node = node.DeepCopy()
 	node.ResourceVersion, node.Status.Conditions[0].Status = "2", corev1.ConditionFalse
 	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-notified; got != cache.NewObjectName("ns", "a") {
-		t.Errorf("node change notified %v, want ns/a", got)
-	}
-	if srv, _ := b.Observe(vm); srv.State != backend.StateLost {
-		t.Errorf("state %s on a node not ready, want Lost", srv.State)
-	}
+	await(t, notified, func() bool { srv, _ := b.Observe(vm); return srv != nil && srv.State == backend.StateLost })
 
 	other := vm
 	other.UID = "u-2"
@@ -94,9 +89,30 @@ func TestBackendTyped(t *testing.T) {
 	if err := b.Delete(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
-	<-notified
-	if srv, err := b.Observe(vm); err != nil || srv != nil {
-		t.Errorf("after delete: %+v, %v", srv, err)
+	await(t, notified, func() bool { srv, err := b.Observe(vm); return err == nil && srv == nil })
+}
+
+// await reads notifications until done holds after one of them. Every notification must name
+// VM ns/a; when the test's deadline comes first, it fails instead of hanging.
+func await(t *testing.T, notified <-chan cache.ObjectName, done func() bool) {
+	t.Helper()
+	deadline, ok := t.Deadline()
+	if !ok {
+		deadline = time.Now().Add(time.Minute)
+	}
+	timeout := time.After(time.Until(deadline) - time.Second)
+	for {
+		select {
+		case got := <-notified:
+			if got != cache.NewObjectName("ns", "a") {
+				t.Fatalf("notified %v, want ns/a", got)
+			}
+			if done() {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no notification brought the expected state")
+		}
 	}
 }
 
