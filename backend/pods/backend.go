@@ -200,7 +200,8 @@ func (b *Backend) nodeReady(name string) (ready, known bool) {
 }
 
 // Create creates vm's pod. A pod of that name that vm already controls is returned as is; one
-// that it does not control, and a pod the API server refuses, are ErrRejected.
+// that it does not control, and a pod the API server refuses, are ErrRejected, except when
+// the refusal is only that the namespace is being deleted (a transient error).
 func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
 	pod := newPod(vm, spec)
 	client := b.cfg.Client.CoreV1().Pods(vm.Namespace)
@@ -221,6 +222,10 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 			return nil, fmt.Errorf("pod %s is still being deleted", pod.Name)
 		}
 		out = existing
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The namespace is being deleted, and the VM with it: not a refusal of this server,
+		// so no Failed phase or Event; the VM's deletion comes next and ends the retries.
+		return nil, fmt.Errorf("create pod %s: namespace %s is being deleted: %w", pod.Name, vm.Namespace, err)
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
 		return nil, fmt.Errorf("create pod %s: %w: %w", pod.Name, backend.ErrRejected, err)
 	default:

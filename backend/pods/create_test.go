@@ -1,0 +1,53 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// TestCreateRefused: a pod the API server refuses is ErrRejected (the VM fails with a reason),
+// unless the refusal is that the namespace is being deleted: the VM goes with it, so that is
+// a transient error and no failure.
+func TestCreateRefused(t *testing.T) {
+	podGR := schema.GroupResource{Resource: "pods"}
+	terminating := apierrors.NewForbidden(podGR, "vm-server", errors.New("unable to create new content in namespace ns because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace ns is being terminated", Field: "metadata.namespace"}}
+	tests := map[string]struct {
+		answer   error
+		rejected bool
+	}{
+		"namespace terminating": {terminating, false},
+		"quota":                 {apierrors.NewForbidden(podGR, "vm-server", errors.New("exceeded quota: compute")), true},
+		"invalid":               {apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "vm-server", field.ErrorList{field.Invalid(field.NewPath("spec"), "x", "bad")}), true},
+		"unavailable":           {apierrors.NewServiceUnavailable("etcd"), false},
+	}
+	spec := backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1G"), RootDisk: resource.MustParse("1G"), Image: "img:1"}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			client := fakeClient(t)
+			client.PrependReactor("create", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tc.answer
+			})
+			b := cachedBackend(t, client)
+			_, err := b.Create(context.Background(), resizeOwner, spec)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := errors.Is(err, backend.ErrRejected); got != tc.rejected {
+				t.Errorf("rejected %v, want %v: %v", got, tc.rejected, err)
+			}
+		})
+	}
+}
