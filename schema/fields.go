@@ -107,8 +107,13 @@ func (f Fields) inactiveValue() string {
 }
 
 // gjsonPath turns a dotted path into a gjson path, escaping the characters gjson treats as
-// syntax so that a key such as "cloudnative.czs/x" could never be misread.
+// syntax so that a key such as "cloudnative.czs/x" could never be misread. A path without
+// them (every built-in one) is its own gjson path: every field read goes through here, so
+// that case allocates nothing.
 func gjsonPath(path string) string {
+	if !strings.ContainsAny(path, `*?|#@\!=<>%`) {
+		return path
+	}
 	segs := splitPath(path)
 	for i, s := range segs {
 		segs[i] = escapeGJSON(s)

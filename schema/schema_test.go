@@ -160,3 +160,28 @@ func TestSpecValid(t *testing.T) {
 		})
 	}
 }
+
+// TestGJSONPath: a dotted path reads the key it names, also when a key holds characters that
+// gjson treats as syntax; a plain path is used as it is.
+func TestGJSONPath(t *testing.T) {
+	doc := `{"spec":{"cpu":"1","a*b":"star","x#":"hash","w|v":"pipe","k@1":"at","q?":"ask","e=1":"eq","n!":"bang","p%":"pct"}}`
+	tests := map[string]string{
+		"spec.cpu": "1",
+		"spec.a*b": "star",
+		"spec.x#":  "hash",
+		"spec.w|v": "pipe",
+		"spec.k@1": "at",
+		"spec.q?":  "ask",
+		"spec.e=1": "eq",
+		"spec.n!":  "bang",
+		"spec.p%":  "pct",
+	}
+	for path, want := range tests {
+		if got := gjson.Get(doc, gjsonPath(path)).String(); got != want {
+			t.Errorf("%s: got %q, want %q", path, got, want)
+		}
+	}
+	if got := gjsonPath("spec.resource.cpu"); got != "spec.resource.cpu" {
+		t.Errorf("plain path became %q", got)
+	}
+}
