@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -9,24 +10,19 @@ import (
 
 // activeVM is an Active VM as the API server sends it, managedFields left out (the
 // informer's cached form drops them anyway): what every reconcile and usage sample reads.
-const activeVM = `{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine",
-"metadata":{"name":"vm-00042","namespace":"bench-1a2b3c","uid":"0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f",
- "resourceVersion":"123456","generation":1,"creationTimestamp":"2026-11-21T20:00:00Z",
- "finalizers":["cloudnative.czs/server-cleanup"]},
-"spec":{"action":"active","resource":{"cpu":"10m","memory":"16Mi","rootDisk":"100Mi"}},
-"status":{"phase":"Active","reason":"ServerReady","message":"Server vm-00042-server is running and ready",
- "server":{"name":"vm-00042-server","id":"7c433542-8907-45fe-887a-7813523dba9e","state":"Running",
-  "usage":{"cpu":"10m","memory":"32Mi"}},
- "consecutiveFailures":0,"observedGeneration":1,"lastUpdateTime":"2026-11-21T20:00:03Z",
- "conditions":[{"type":"Ready","status":"True","observedGeneration":1,"lastTransitionTime":"2026-11-21T20:00:03Z",
-  "reason":"ServerReady","message":"Server vm-00042-server is running and ready"},
-  {"type":"UsageReported","status":"True","lastTransitionTime":"2026-11-21T20:01:03Z","reason":"UsageReported",
-  "message":"Usage read from metrics.k8s.io"}]}}`
+// The reconcile package's benchmarks read the same file.
+var activeVM = func() []byte {
+	b, err := os.ReadFile("../testdata/bench/active-vm.json")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 func cachedVM(b *testing.B) *unstructured.Unstructured {
 	b.Helper()
 	var obj map[string]any
-	if err := json.Unmarshal([]byte(activeVM), &obj); err != nil {
+	if err := json.Unmarshal(activeVM, &obj); err != nil {
 		b.Fatal(err)
 	}
 	return &unstructured.Unstructured{Object: obj}
