@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -28,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
+	"github.com/cloudnative-czs/vm-controller/crd"
 	"github.com/cloudnative-czs/vm-controller/metrics"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 )
@@ -241,6 +245,7 @@ func run(c runConfig) error {
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
+	noStatus := statusSubresourceMissing(ctx, client, gvr, c.WatchCRD, log)
 	vmREST, err := reconcile.RESTClientFor(cfg)
 	if err != nil {
 		return err
@@ -297,6 +302,8 @@ func run(c runConfig) error {
 		OnServed:      m.SetServed,
 		Usage:         reconcile.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
 		UsageObserver: m,
+		// Without the subresource, status goes through the main resource.
+		NoStatusSubresource: noStatus,
 	})
 	m.CountPhases(ctrl.PhaseCounts)
 	log.Info("Starting vm-controller", "version", buildVersion(), "host", cfg.Host, "resource", gvr.String(),
@@ -337,6 +344,36 @@ func run(c runConfig) error {
 	}
 	log.Info("Stopped")
 	return nil
+}
+
+// statusSubresourceMissing reads the resource's CRD and reports whether its version lacks
+// the /status subresource, so that the controller writes status through the main resource
+// instead (reconcile.Config.NoStatusSubresource). A CRD that is not read (--watch-crd=false,
+// whose RBAC grants no access to it) or cannot be read keeps the subresource, as before, and
+// the log says so.
+func statusSubresourceMissing(ctx context.Context, client dynamic.Interface, gvr k8sschema.GroupVersionResource, read bool, log *slog.Logger) bool {
+	name := crd.Name(gvr)
+	if !read {
+		log.Info("CRD not read (--watch-crd=false); writing status through the status subresource", "crd", name, "version", gvr.Version)
+		return false
+	}
+	u, err := client.Resource(crd.GVR).Get(ctx, name, metav1.GetOptions{})
+	var def []byte
+	if err == nil {
+		def, err = json.Marshal(u.Object)
+	}
+	if err == nil {
+		err = crd.Served(def, gvr.Version) // the version is there: what follows is about it
+	}
+	if err != nil {
+		log.Warn("Cannot read the CRD; writing status through the status subresource", "crd", name, "version", gvr.Version, "error", err)
+		return false
+	}
+	if crd.StatusSubresource(def, gvr.Version) != nil {
+		log.Warn("Status subresource missing; writing status through the main resource", "crd", name, "version", gvr.Version)
+		return true
+	}
+	return false
 }
 
 // The metrics record passes to Active (reconcile.PassObserver) as well as reconciles.

@@ -35,6 +35,8 @@ type applier struct {
 	expect   *expectations
 	policy   Policy
 	now      func() time.Time
+	// route says where status writes go: /status, or the main resource (statusroute.go).
+	route statusRoute
 }
 
 // apply carries out plan for the VM seen as vm, in the order that keeps
@@ -110,11 +112,13 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		}
 	}
 	if plan.Status != nil {
-		patch, err := schema.StatusPatch(a.fields, *plan.Status, rv)
+		// The patch holds the status and the resourceVersion precondition only, so that
+		// through the main resource too it cannot touch the spec or the finalizers.
+		patch, err := a.route.statusPatch(a.fields, vm, *plan.Status, rv)
 		if err != nil {
 			return out, fmt.Errorf("render status: %w", err)
 		}
-		u, err := res.Patch(ctx, owner.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+		u, err := res.Patch(ctx, owner.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, a.route.subresources()...)
 		if apierrors.IsNotFound(err) {
 			return applied{}, nil
 		}

@@ -59,6 +59,11 @@ type Config struct {
 	Usage UsagePolicy
 	// UsageObserver, if set, receives each sample.
 	UsageObserver UsageObserver
+	// NoStatusSubresource says the CRD version has no /status subresource (crd.StatusSubresource):
+	// status and usage are then written through the main resource, conditional on the
+	// resourceVersion decided on, and each write claims the generation it makes
+	// (statusroute.go). False, the zero value: through /status.
+	NoStatusSubresource bool
 }
 
 // Observer receives the outcome of each reconcile, for metrics.
@@ -109,15 +114,17 @@ func New(cfg Config) *Controller {
 		passes: &passCounter{m: map[cache.ObjectName]int{}},
 		log:    cfg.Logger,
 	}
+	route := statusRoute{main: cfg.NoStatusSubresource}
 	c.applier = applier{client: cfg.Client.Resource(cfg.GVR), fields: cfg.Fields, backend: cfg.Backend,
-		recorder: cfg.Recorder, expect: c.expect, policy: cfg.Policy, now: cfg.Now}
+		recorder: cfg.Recorder, expect: c.expect, policy: cfg.Policy, now: cfg.Now, route: route}
 	if cfg.WatchCRD {
 		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
 	}
 	if reader, ok := cfg.Backend.(backend.UsageReader); ok && cfg.Usage.Interval > 0 {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, client: cfg.Client.Resource(cfg.GVR), fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
-			get:   c.view, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{}}
+			get:   c.view, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
+			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}) }}
 	}
 	return c
 }

@@ -28,7 +28,8 @@ type UsageObserver interface {
 // poller samples the usage of each Active VM on its own schedule: a delaying queue holds
 // one entry per VM, due one jittered interval after its last sample, so that samples spread
 // evenly instead of bunching at resyncs. Its writes touch only usage, which the VM informer
-// ignores (OnlyUsageChanged): reporting usage makes no reconcile.
+// ignores (OnlyUsageChanged; through the main resource, where they make a generation, by
+// their echo): reporting usage makes no reconcile.
 type poller struct {
 	policy   UsagePolicy
 	reader   backend.UsageReader
@@ -39,6 +40,13 @@ type poller struct {
 	observer UsageObserver
 	now      func() time.Time
 	log      logger
+	// route says where usage writes go: /status, or the main resource (statusroute.go).
+	route statusRoute
+	// echo, if set, is told the resourceVersion of each usage write through the main
+	// resource. Such a write makes a generation, which OnlyUsageChanged does not let pass;
+	// the informer drops its echo instead (see echoes), as the write claims the generation
+	// and leaves a decision nothing to do.
+	echo func(vm cache.ObjectName, resourceVersion string)
 
 	mu        sync.Mutex
 	lastWrite map[cache.ObjectName]time.Time
@@ -97,17 +105,20 @@ func (p *poller) sample(ctx context.Context, key cache.ObjectName) bool {
 	if !write {
 		return true
 	}
-	patch, err := schema.UsagePatch(p.fields, upd.Usage, upd.Conditions, vm.ResourceVersion())
+	patch, err := p.route.usagePatch(p.fields, vm, st, upd)
 	if err != nil {
 		p.log.Warn("Cannot render usage", "vm", key.String(), "error", err)
 		return true
 	}
-	_, err = p.client.Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	u, err := p.client.Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, p.route.subresources()...)
 	switch {
 	case err == nil:
 		p.mu.Lock()
 		p.lastWrite[key] = p.now()
 		p.mu.Unlock()
+		if p.route.main && p.echo != nil {
+			p.echo(key, u.GetResourceVersion())
+		}
 	case apierrors.IsNotFound(err):
 		p.forget(key)
 		return false
