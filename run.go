@@ -78,7 +78,7 @@ func runCommand(c *runConfig) *cli.Command {
 	)
 	flags = append(flags, c.resourceFlags.flags(schemaFileUsage)...)
 	flags = append(flags,
-		&cli.IntFlag{Name: "workers", Value: 4, Usage: "VMs reconciled in parallel", EnvVars: env("WORKERS"), Destination: &c.Workers},
+		&cli.IntFlag{Name: "workers", Value: 16, Usage: "VMs reconciled in parallel (16 keeps a burst at the API server's pace; see docs/dev/benchmarks.md)", EnvVars: env("WORKERS"), Destination: &c.Workers},
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, Usage: "informer resync period (0 disables)", EnvVars: env("RESYNC"), Destination: &c.Resync},
 		&cli.Float64Flag{Name: "qps", Value: 0, Usage: "API requests per second, sustained; 0: no client-side limit; API Priority and Fairness protects the server", EnvVars: env("QPS"), Destination: &c.QPS},
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
