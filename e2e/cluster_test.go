@@ -230,3 +230,17 @@ func releaseFinalizers(ns, resource string) {
 func isNotFound(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "NotFound") || strings.Contains(err.Error(), "not found"))
 }
+
+// applyCRD applies the CRD of testdata/crds/file, named res, waits until it is Established,
+// and on cleanup releases the finalizers of its objects in ns and deletes it.
+func applyCRD(t *testing.T, ns, file, res string) {
+	t.Helper()
+	kubectl(t, "apply", "-f", filepath.Join(repoRoot(), "testdata", "crds", file))
+	t.Cleanup(func() {
+		releaseFinalizers(ns, res)
+		if _, err := kubectlErr("delete", "crd", res, "--wait=false", "--ignore-not-found"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	kubectl(t, "wait", "--for=condition=Established", "crd/"+res, "--timeout=3m")
+}

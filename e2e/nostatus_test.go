@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,14 +22,7 @@ func TestNoStatusSubresource(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
 	const group, res = "nostatus.example.org", "virtualmachines.nostatus.example.org"
-	kubectl(t, "apply", "-f", filepath.Join(repoRoot(), "testdata", "crds", "no-status.yaml"))
-	t.Cleanup(func() {
-		releaseFinalizers(ns, res)
-		if _, err := kubectlErr("delete", "crd", res, "--wait=false", "--ignore-not-found"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	kubectl(t, "wait", "--for=condition=Established", "crd/"+res, "--timeout=3m")
+	applyCRD(t, ns, "no-status.yaml", res)
 
 	flags := []string{"--kubeconfig", kubeconfig, "--api-version", group + "/v1alpha1", "--namespace", ns}
 	rows, failed, code := checkRows(t, flags...)

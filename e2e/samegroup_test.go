@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +16,7 @@ func TestSameGroupShape(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
 	const group, res = "other.example.org", "virtualmachines.other.example.org"
-	kubectl(t, "apply", "-f", filepath.Join(repoRoot(), "testdata", "crds", "same-shape.yaml"))
-	t.Cleanup(func() {
-		releaseFinalizers(ns, res)
-		if _, err := kubectlErr("delete", "crd", res, "--wait=false", "--ignore-not-found"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	kubectl(t, "wait", "--for=condition=Established", "crd/"+res, "--timeout=3m")
+	applyCRD(t, ns, "same-shape.yaml", res)
 
 	flags := []string{"--kubeconfig", kubeconfig, "--api-version", group + "/v1alpha1", "--namespace", ns}
 	rows, failed, code := checkRows(t, flags...)
