@@ -321,10 +321,21 @@ func (c *controller) barrier(t *testing.T) {
 	}
 	// The first barrier VM must come after the initial list, which enqueues every VM there was.
 	c.waitReady(t)
-	gen, err := kubectlErr("-n", c.ns, "get", "vm", barrierVM, "-o", "jsonpath={.metadata.generation}")
+	touchBarrier(t, c.ns, "vm", "cloudnative.czs/v1alpha1")
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		f := strings.Fields(vmField(c.ns, barrierVM, ".metadata.generation} {.status.observedGeneration"))
+		return len(f) == 2 && f[0] == f[1], fmt.Sprintf("barrier VM generation/observedGeneration %v", f)
+	})
+}
+
+// touchBarrier creates the Inactive VM "barrier" of apiVersion in ns, or changes its spec
+// (a new generation) when it is there; resource names the VMs' resource for kubectl.
+func touchBarrier(t *testing.T, ns, resource, apiVersion string) {
+	t.Helper()
+	gen, err := kubectlErr("-n", ns, "get", resource, barrierVM, "-o", "jsonpath={.metadata.generation}")
 	switch {
 	case isNotFound(err):
-		apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: %s, namespace: %s}\nspec: {action: inactive, resource: {cpu: 1m, memory: 16Mi, rootDisk: 100Mi}}\n", barrierVM, c.ns))
+		apply(t, fmt.Sprintf("apiVersion: %s\nkind: VirtualMachine\nmetadata: {name: %s, namespace: %s}\nspec: {action: inactive, resource: {cpu: 1m, memory: 16Mi, rootDisk: 100Mi}}\n", apiVersion, barrierVM, ns))
 	case err != nil:
 		t.Fatal(err)
 	default:
@@ -332,12 +343,8 @@ func (c *controller) barrier(t *testing.T) {
 		if err != nil {
 			t.Fatalf("barrier VM generation %q: %v", gen, err)
 		}
-		kubectl(t, "-n", c.ns, "patch", "vm", barrierVM, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"resource":{"cpu":"%dm"}}}`, n+1))
+		kubectl(t, "-n", ns, "patch", resource, barrierVM, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"resource":{"cpu":"%dm"}}}`, n+1))
 	}
-	eventually(t, 3*time.Minute, func() (bool, string) {
-		f := strings.Fields(vmField(c.ns, barrierVM, ".metadata.generation} {.status.observedGeneration"))
-		return len(f) == 2 && f[0] == f[1], fmt.Sprintf("barrier VM generation/observedGeneration %v", f)
-	})
 }
 
 // vmField reads one field of a VM with a JSONPath; "" if the VM or field is missing.

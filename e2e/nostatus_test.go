@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,19 +54,7 @@ func TestNoStatusSubresource(t *testing.T) {
 	// Inactive VM "barrier" and waits until its status has caught up.
 	barrier := func() {
 		t.Helper()
-		gen, err := kubectlErr("-n", ns, "get", res, barrierVM, "-o", "jsonpath={.metadata.generation}")
-		switch {
-		case isNotFound(err):
-			apply(t, fmt.Sprintf("apiVersion: %s/v1alpha1\nkind: VirtualMachine\nmetadata: {name: %s, namespace: %s}\nspec: {action: inactive, resource: {cpu: 1m, memory: 16Mi, rootDisk: 100Mi}}\n", group, barrierVM, ns))
-		case err != nil:
-			t.Fatal(err)
-		default:
-			n, err := strconv.Atoi(gen)
-			if err != nil {
-				t.Fatalf("barrier VM generation %q: %v", gen, err)
-			}
-			kubectl(t, "-n", ns, "patch", res, barrierVM, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"resource":{"cpu":"%dm"}}}`, n+1))
-		}
+		touchBarrier(t, ns, res, group+"/v1alpha1")
 		eventually(t, 3*time.Minute, func() (bool, string) { return caughtUp(barrierVM) })
 	}
 

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -53,23 +52,8 @@ func withoutStatusSubresource(w *world) {
 		if injected != nil {
 			return true, nil, injected
 		}
-		obj, err := w.client.Tracker().Get(vmGVR, p.GetNamespace(), p.GetName())
+		cur, next, err := w.merge(p, body)
 		if err != nil {
-			return true, nil, err
-		}
-		cur := obj.(*unstructured.Unstructured)
-		if rv, ok := at(body, "metadata", "resourceVersion").(string); ok && rv != cur.GetResourceVersion() {
-			return true, nil, apierrors.NewConflict(vmGVR.GroupResource(), p.GetName(), fmt.Errorf("resourceVersion %s is not %s", rv, cur.GetResourceVersion()))
-		}
-		raw, err := cur.MarshalJSON()
-		if err != nil {
-			return true, nil, err
-		}
-		if raw, err = jsonpatch.MergePatch(raw, p.GetPatch()); err != nil {
-			return true, nil, err
-		}
-		next := &unstructured.Unstructured{}
-		if err := next.UnmarshalJSON(raw); err != nil {
 			return true, nil, err
 		}
 		if equality.Semantic.DeepEqual(cur.Object, next.Object) {
@@ -78,12 +62,8 @@ func withoutStatusSubresource(w *world) {
 		if !equality.Semantic.DeepEqual(outsideMetadata(cur), outsideMetadata(next)) {
 			next.SetGeneration(cur.GetGeneration() + 1)
 		}
-		n, _ := strconv.Atoi(cur.GetResourceVersion())
-		next.SetResourceVersion(strconv.Itoa(n + 1))
-		if err := w.client.Tracker().Update(vmGVR, next, p.GetNamespace()); err != nil {
-			return true, nil, err
-		}
-		return true, next, nil
+		next, err = w.store(p, cur, next)
+		return true, next, err
 	})
 }
 

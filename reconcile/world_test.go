@@ -101,31 +101,47 @@ func (w *world) patch(a k8stesting.Action) (bool, runtime.Object, error) {
 	if injected != nil {
 		return true, nil, injected
 	}
-	obj, err := w.client.Tracker().Get(vmGVR, p.GetNamespace(), p.GetName())
+	cur, next, err := w.merge(p, body)
 	if err != nil {
 		return true, nil, err
 	}
-	cur := obj.(*unstructured.Unstructured)
+	next, err = w.store(p, cur, next)
+	return true, next, err
+}
+
+// merge carries out the merge patch p (whose JSON is body) on the stored VM, without
+// storing the result: a resourceVersion in the patch must be the object's, else Conflict.
+func (w *world) merge(p k8stesting.PatchAction, body map[string]any) (cur, next *unstructured.Unstructured, err error) {
+	obj, err := w.client.Tracker().Get(vmGVR, p.GetNamespace(), p.GetName())
+	if err != nil {
+		return nil, nil, err
+	}
+	cur = obj.(*unstructured.Unstructured)
 	if rv, ok := at(body, "metadata", "resourceVersion").(string); ok && rv != cur.GetResourceVersion() {
-		return true, nil, apierrors.NewConflict(vmGVR.GroupResource(), p.GetName(), fmt.Errorf("resourceVersion %s is not %s", rv, cur.GetResourceVersion()))
+		return nil, nil, apierrors.NewConflict(vmGVR.GroupResource(), p.GetName(), fmt.Errorf("resourceVersion %s is not %s", rv, cur.GetResourceVersion()))
 	}
 	raw, err := cur.MarshalJSON()
 	if err != nil {
-		return true, nil, err
+		return nil, nil, err
 	}
 	if raw, err = jsonpatch.MergePatch(raw, p.GetPatch()); err != nil {
-		return true, nil, err
+		return nil, nil, err
 	}
-	next := &unstructured.Unstructured{}
+	next = &unstructured.Unstructured{}
 	if err := next.UnmarshalJSON(raw); err != nil {
-		return true, nil, err
+		return nil, nil, err
 	}
+	return cur, next, nil
+}
+
+// store stores next, the patched cur, under a new resourceVersion.
+func (w *world) store(p k8stesting.PatchAction, cur, next *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	n, _ := strconv.Atoi(cur.GetResourceVersion())
 	next.SetResourceVersion(strconv.Itoa(n + 1))
 	if err := w.client.Tracker().Update(vmGVR, next, p.GetNamespace()); err != nil {
-		return true, nil, err
+		return nil, err
 	}
-	return true, next, nil
+	return next, nil
 }
 
 // caseObject is the VM of testdata/decide/<name>.txtar as the API server would hold it.
