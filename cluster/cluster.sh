@@ -17,6 +17,9 @@
 # Environment:
 #   CLUSTER_NAME         kwok cluster name (default vmc)
 #   NODES                number of fake nodes `up` makes sure exist (default 3)
+#   MAX_PODS             pods each fake node takes (its allocatable pods; default 110, the
+#                        kubelet's default); raise it for a scale run of more than 110*NODES
+#                        pods instead of adding nodes, whose heartbeats load the API server
 #   KUBE_APISERVER_PORT  pin the apiserver's port; by default kwokctl picks free ports
 #                        (counting down from 32767) and records them in the cluster's state
 #   KWOKCTL_EXTRA        extra arguments for `kwokctl create cluster`, word-split
@@ -45,6 +48,7 @@ STAMPS=$CACHE/stamps
 KUBECONFIG_FILE=$CACHE/kubeconfig
 CLUSTER_NAME=${CLUSTER_NAME:-vmc}
 NODES=${NODES:-3}
+MAX_PODS=${MAX_PODS:-110}
 UP_TIMEOUT=${UP_TIMEOUT:-180}
 RESIZER=${RESIZER:-1}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-3600}
@@ -340,6 +344,7 @@ cmd_up() {
 	need timeout
 	need_bins
 	[[ $NODES =~ ^[0-9]+$ ]] || die "NODES must be a number, got '$NODES'"
+	[[ $MAX_PODS =~ ^[1-9][0-9]*$ ]] || die "MAX_PODS must be a positive number, got '$MAX_PODS'"
 	[[ $UP_TIMEOUT =~ ^[0-9]+$ ]] || die "UP_TIMEOUT must be a number of seconds, got '$UP_TIMEOUT'"
 	local deadline=$((SECONDS + UP_TIMEOUT))
 	mkdir -p "$CACHE"
@@ -401,7 +406,7 @@ cmd_up() {
 	# "Insufficient ephemeral-storage". The parameter applies to nodes scale creates.
 	timeout $((deadline - SECONDS > 0 ? deadline - SECONDS : 1)) \
 		"$BIN/kwokctl" --name "$CLUSTER_NAME" scale node --replicas "$NODES" \
-		--param '.allocatable["ephemeral-storage"] = "10Ti"' >"$CACHE/kwokctl-scale.log" 2>&1 ||
+		--param '.allocatable["ephemeral-storage"] = "10Ti"' --param ".allocatable.pods = \"$MAX_PODS\"" >"$CACHE/kwokctl-scale.log" 2>&1 ||
 		die "kwokctl scale node --replicas $NODES failed; see $CACHE/kwokctl-scale.log"
 	wait_until "$deadline" "$NODES Ready nodes" nodes_ready
 	# Pods are refused until the controller manager has made the namespace's default
