@@ -195,11 +195,11 @@ func TestApplyReleases(t *testing.T) {
 	if err := w.client.Tracker().Update(vmGVR, obj, "default"); err != nil {
 		t.Fatal(err)
 	}
-	o, err := Compact(obj)
+	o, err := Compact(obj, v1alpha1(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := o.View(w.fields)
+	vm := mustView(t, o, w.fields)
 	plan := DefaultPolicy.Decide(vm, nil, now)
 	if plan.Finalizer != RemoveFinalizer {
 		t.Fatalf("plan %+v does not release the VM", plan)

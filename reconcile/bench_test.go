@@ -48,7 +48,7 @@ func BenchmarkViewDecide(b *testing.B) {
 	o, srv, fields := benchCached(b, "active-steady")
 	b.ReportAllocs()
 	for b.Loop() {
-		if p := DefaultPolicy.Decide(o.View(fields), srv, now); !p.Empty() {
+		if p := DefaultPolicy.Decide(mustView(b, o, fields), srv, now); !p.Empty() {
 			b.Fatal("active-steady asks for something")
 		}
 	}
@@ -57,7 +57,7 @@ func BenchmarkViewDecide(b *testing.B) {
 // benchCase is a golden case's VM as a reconcile sees it, and its server.
 func benchCase(b *testing.B, name string) (schema.VirtualMachine, *backend.Server) {
 	o, srv, fields := benchCached(b, name)
-	return o.View(fields), srv
+	return mustView(b, o, fields), srv
 }
 
 // benchCached reads testdata/decide/<name>.txtar as TestDecideGolden does, and compacts the
@@ -73,7 +73,7 @@ func benchCached(b *testing.B, name string) (*Object, *backend.Server, schema.Fi
 	if err := u.UnmarshalJSON(raw); err != nil {
 		b.Fatal(err)
 	}
-	o, err := Compact(u)
+	o, err := Compact(u, v1alpha1(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func BenchmarkCompact(b *testing.B) {
 	u := activeUnstructured(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Compact(u); err != nil {
+		if _, err := Compact(u, v1alpha1(b)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -130,14 +130,14 @@ func BenchmarkCompact(b *testing.B) {
 // BenchmarkViewSpecStatus is what a reconcile reads of a cached VM before it decides: the
 // view, the validated spec and the current status.
 func BenchmarkViewSpecStatus(b *testing.B) {
-	o, err := Compact(activeUnstructured(b))
+	o, err := Compact(activeUnstructured(b), v1alpha1(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	f := v1alpha1(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		vm := o.View(f)
+		vm := mustView(b, o, f)
 		if _, errs := vm.Spec(); len(errs) > 0 {
 			b.Fatal(errs)
 		}
@@ -149,14 +149,13 @@ func BenchmarkViewSpecStatus(b *testing.B) {
 
 // BenchmarkPhase is the per-VM cost of the vmcontroller_vms gauge at each scrape.
 func BenchmarkPhase(b *testing.B) {
-	o, err := Compact(activeUnstructured(b))
+	o, err := Compact(activeUnstructured(b), v1alpha1(b))
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := v1alpha1(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if o.View(f).Phase() != schema.PhaseActive {
+		if o.Phase() != schema.PhaseActive {
 			b.Fatal("not Active")
 		}
 	}
@@ -219,13 +218,13 @@ func BenchmarkDecodeVM(b *testing.B) {
 			if err := u.UnmarshalJSON(ev.Object.Raw); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := Compact(u); err != nil {
+			if _, err := Compact(u, v1alpha1(b)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("wire", func(b *testing.B) {
-		d := newWatchDecoder(io.NopCloser(&repeat{b: event}))
+		d := newWatchDecoder(io.NopCloser(&repeat{b: event}), v1alpha1(b))
 		b.ReportAllocs()
 		b.SetBytes(int64(len(event)))
 		for b.Loop() {

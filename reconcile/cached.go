@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,19 +17,24 @@ import (
 )
 
 // Object is a VM as the controller's informer caches it: the object's JSON, cut down to what
-// a view reads, plus the few metadata fields the informer itself needs (namespace and name
-// for its keys, resourceVersion for its update checks, UID for tombstones), which it reads
-// through GetObjectMeta.
+// a view reads and packed (see pack.go), its phase, and the few metadata fields the informer
+// itself needs (namespace and name for its keys, resourceVersion for its update checks, UID
+// for tombstones), which it reads through GetObjectMeta.
 //
 // Why not unstructured.Unstructured: a decoded tree of maps costs several times the bytes of
 // its JSON, and every reconcile had to serialise it again for the gjson view. An Object is
-// kept as bytes once, when the informer stores it, and a view reads those bytes in place.
+// kept as bytes once, when the informer stores it, and a view reads them once unpacked.
 //
 // An Object is immutable once made, so it is shared, never copied: DeepCopyObject returns it.
 type Object struct {
-	namespace, name, resourceVersion string
-	uid                              types.UID
-	raw                              []byte
+	// namespace is interned: every VM of a namespace shares one copy of its name.
+	namespace             unique.Handle[string]
+	name, resourceVersion string
+	uid                   types.UID
+	packed                []byte
+	// phase is status.phase in the layout the object was compacted in, read once here so
+	// that counting VMs by phase does not unpack every VM at each scrape.
+	phase schema.Phase
 	// initialEventsEnd marks the bookmark that ends a watch list's initial events; the
 	// reflector reads it as an annotation (see GetObjectMeta). Only bookmarks carry it.
 	initialEventsEnd bool
@@ -44,9 +51,20 @@ var (
 // so is resourceVersion, which Object keeps apart (see Same).
 var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionTimestamp", "finalizers"}
 
-// Compact makes the cached form of an object the informer has just decoded. u is read, not
-// changed.
-func Compact(u *unstructured.Unstructured) (*Object, error) {
+// Compact makes the cached form, in layout f, of an object the informer has just decoded. u
+// is read, not changed.
+func Compact(u *unstructured.Unstructured, f schema.Fields) (*Object, error) {
+	raw, err := compactJSON(u)
+	if err != nil {
+		return nil, err
+	}
+	var scratch []byte
+	return &Object{namespace: unique.Make(u.GetNamespace()), name: u.GetName(), uid: u.GetUID(), resourceVersion: u.GetResourceVersion(),
+		packed: pack(&scratch, raw), phase: phaseOf(raw, f)}, nil
+}
+
+// compactJSON is the JSON of u that a view reads (see keptMetadata).
+func compactJSON(u *unstructured.Unstructured) ([]byte, error) {
 	top := make(map[string]any, len(u.Object))
 	for k, v := range u.Object {
 		if k != "metadata" {
@@ -71,19 +89,61 @@ func Compact(u *unstructured.Unstructured) (*Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
-	return &Object{namespace: u.GetNamespace(), name: u.GetName(), uid: u.GetUID(), resourceVersion: u.GetResourceVersion(), raw: raw}, nil
+	return raw, nil
 }
 
-// View is a view of the cached object; it shares the object's bytes, which nobody changes.
-func (o *Object) View(f schema.Fields) schema.VirtualMachine {
-	return schema.ViewOf(o.raw, o.resourceVersion, f)
+// viewOf is the view of an object the API server has just returned, in its compact form
+// without packing it: a reconcile that carries on from its own write reads it once.
+func viewOf(u *unstructured.Unstructured, f schema.Fields) (schema.VirtualMachine, error) {
+	raw, err := compactJSON(u)
+	if err != nil {
+		return schema.VirtualMachine{}, err
+	}
+	return schema.ViewOf(raw, u.GetResourceVersion(), f), nil
 }
+
+// phaseOf reads the phase of raw in layout f. The phases this project writes are shared
+// constants; another value (written by someone else) is copied out of raw.
+func phaseOf(raw []byte, f schema.Fields) schema.Phase {
+	switch p := schema.ViewOf(raw, "", f).Phase(); p {
+	case schema.PhaseCreating:
+		return schema.PhaseCreating
+	case schema.PhaseActive:
+		return schema.PhaseActive
+	case schema.PhaseInactive:
+		return schema.PhaseInactive
+	case schema.PhaseFailed:
+		return schema.PhaseFailed
+	case schema.PhaseTerminating:
+		return schema.PhaseTerminating
+	case schema.PhaseUnknown:
+		return schema.PhaseUnknown
+	default:
+		return schema.Phase(strings.Clone(string(p)))
+	}
+}
+
+// View is a view of the cached object, in layout f; it unpacks the object's JSON into a
+// slice of its own.
+func (o *Object) View(f schema.Fields) (schema.VirtualMachine, error) {
+	raw, err := o.JSON()
+	if err != nil {
+		return schema.VirtualMachine{}, fmt.Errorf("%s/%s: %w", o.GetNamespace(), o.name, err)
+	}
+	return schema.ViewOf(raw, o.resourceVersion, f), nil
+}
+
+// JSON is the object's compact JSON, unpacked into a slice of its own.
+func (o *Object) JSON() ([]byte, error) { return unpack(o.packed) }
+
+// Phase is the VM's status.phase, in the layout the object was compacted in.
+func (o *Object) Phase() schema.Phase { return o.phase }
 
 // GetObjectMeta is how client-go (meta.Accessor) reads the object's keys and version. The
 // ObjectMeta is made on each call rather than kept: it would be most of an Object's own
 // bytes, for four strings.
 func (o *Object) GetObjectMeta() metav1.Object {
-	m := &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion}
+	m := &metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion}
 	if o.initialEventsEnd {
 		m.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 	}
@@ -91,7 +151,12 @@ func (o *Object) GetObjectMeta() metav1.Object {
 }
 
 // GetNamespace, GetName, GetUID and GetResourceVersion read the object's metadata.
-func (o *Object) GetNamespace() string { return o.namespace }
+func (o *Object) GetNamespace() string {
+	if o.namespace == (unique.Handle[string]{}) { // a bookmark, or the informer's example object
+		return ""
+	}
+	return o.namespace.Value()
+}
 
 // GetName is the object's name.
 func (o *Object) GetName() string { return o.name }
@@ -103,11 +168,12 @@ func (o *Object) GetUID() types.UID { return o.uid }
 func (o *Object) GetResourceVersion() string { return o.resourceVersion }
 
 // Same reports whether two versions of a cached object differ in nothing a view reads: a
-// resync, or a change of labels or of annotations other than the restart request.
-func Same(a, b *Object) bool { return bytes.Equal(a.raw, b.raw) }
+// resync, or a change of labels or of annotations other than the restart request. Equal
+// JSON packs to equal bytes (one dictionary, one encoder), so the packed bytes are compared.
+func Same(a, b *Object) bool { return bytes.Equal(a.packed, b.packed) }
 
-// Size is the number of bytes of JSON the object keeps.
-func (o *Object) Size() int { return len(o.raw) }
+// Size is the number of bytes the object keeps of its JSON, packed.
+func (o *Object) Size() int { return len(o.packed) }
 
 // GetObjectKind has nothing to tell: apiVersion and kind are in the JSON, read by the view.
 func (o *Object) GetObjectKind() k8sschema.ObjectKind { return k8sschema.EmptyObjectKind }

@@ -77,20 +77,23 @@ func TestCompactReadsTheSame(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, err := Compact(&unstructured.Unstructured{Object: obj})
+			o, err := Compact(&unstructured.Unstructured{Object: obj}, f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := readOf(o.View(f)), readOf(want); !reflect.DeepEqual(got, want) {
+			if got, want := readOf(mustView(t, o, f)), readOf(want); !reflect.DeepEqual(got, want) {
 				t.Errorf("VM %d, %s: the cached form reads\n%+v\nthe object reads\n%+v", i, name, got, want)
 			}
 			for _, gone := range []string{"metadata.labels", "metadata.annotations", "metadata.managedFields", "metadata.creationTimestamp", "metadata.resourceVersion"} {
-				if gjson.GetBytes(o.raw, gone).Exists() {
+				if gjson.GetBytes(rawOf(t, o), gone).Exists() {
 					t.Errorf("VM %d: the cached form keeps %s", i, gone)
 				}
 			}
 			if o.Size() >= len(whole)/2 {
 				t.Errorf("VM %d: cached form is %d bytes of the object's %d", i, o.Size(), len(whole))
+			}
+			if o.Phase() != want.Phase() {
+				t.Errorf("VM %d, %s: the cached phase is %q, the object's %q", i, name, o.Phase(), want.Phase())
 			}
 			if o.GetName() != want.Name() || o.GetNamespace() != want.Namespace() || o.GetResourceVersion() != "4711" || o.GetUID() != want.UID() {
 				t.Errorf("VM %d: the informer's metadata is %+v", i, o.GetObjectMeta())
@@ -149,4 +152,24 @@ func TestObjectKeys(t *testing.T) {
 	if err != nil || m.GetResourceVersion() != "5" || m.GetUID() != "u1" {
 		t.Errorf("accessor %v, %v", m, err)
 	}
+}
+
+// mustView is o's view in layout f; the test fails when o does not unpack.
+func mustView(tb testing.TB, o *Object, f schema.Fields) schema.VirtualMachine {
+	tb.Helper()
+	vm, err := o.View(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return vm
+}
+
+// rawOf is o's compact JSON, unpacked.
+func rawOf(tb testing.TB, o *Object) []byte {
+	tb.Helper()
+	raw, err := o.JSON()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return raw
 }

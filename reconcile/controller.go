@@ -139,7 +139,11 @@ func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
 	if err != nil || !ok {
 		return schema.VirtualMachine{}, false
 	}
-	return obj.(*Object).View(c.cfg.Fields), true
+	vm, err := obj.(*Object).View(c.cfg.Fields)
+	if err != nil {
+		return schema.VirtualMachine{}, false
+	}
+	return vm, true
 }
 
 // vmInformer is one informer of the VMs and the means to stop it.
@@ -163,7 +167,7 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			// the RequeueAfter of each plan, not a storm of no-op reconciles.
 			o, n := old.(*Object), cur.(*Object)
 			// The echo of a write this controller made and had decided on already.
-			if c.echoes.seen(cache.NewObjectName(n.namespace, n.name), n.resourceVersion) {
+			if c.echoes.seen(cache.NewObjectName(n.GetNamespace(), n.name), n.resourceVersion) {
 				return
 			}
 			if Same(o, n) {
@@ -190,14 +194,14 @@ func (c *Controller) startVMs(ctx context.Context) error {
 // newVMInformer makes an informer of the VMs whose cache holds Objects.
 func (c *Controller) newVMInformer() (cache.SharedIndexInformer, error) {
 	if c.cfg.REST != nil {
-		lw := &vmListerWatcher{client: c.cfg.REST, gvr: c.cfg.GVR, namespace: c.cfg.Namespace, selector: c.cfg.Selector}
+		lw := &vmListerWatcher{client: c.cfg.REST, gvr: c.cfg.GVR, namespace: c.cfg.Namespace, selector: c.cfg.Selector, fields: c.cfg.Fields}
 		return cache.NewSharedIndexInformer(lw, &Object{}, c.cfg.Resync,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}), nil
 	}
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
 	inf := f.ForResource(c.cfg.GVR).Informer()
-	if err := inf.SetTransform(compact); err != nil {
+	if err := inf.SetTransform(compact(c.cfg.Fields)); err != nil {
 		return nil, fmt.Errorf("set transform: %w", err)
 	}
 	return inf, nil
@@ -314,7 +318,7 @@ func (c *Controller) PhaseCounts() map[string]int {
 	}
 	for _, obj := range vms.informer.GetStore().List() {
 		if o, ok := obj.(*Object); ok {
-			p := string(o.View(c.cfg.Fields).Phase())
+			p := string(o.Phase())
 			if p == "" {
 				p = "None"
 			}
@@ -419,8 +423,10 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		return 0, nil
 	}
-	// The view reads the cached bytes in place; nothing modifies them.
-	vm := obj.(*Object).View(c.cfg.Fields)
+	vm, err := obj.(*Object).View(c.cfg.Fields)
+	if err != nil {
+		return 0, err
+	}
 	passes := 0
 	if vm.Phase() != schema.PhaseActive {
 		passes = c.passes.add(key)
@@ -465,11 +471,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if out.last == nil || decision == maxDecisions {
 			break
 		}
-		next, err := Compact(out.last)
-		if err != nil {
+		if vm, err = viewOf(out.last, c.cfg.Fields); err != nil {
 			return 0, err
 		}
-		vm = next.View(c.cfg.Fields)
 	}
 	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w
@@ -488,12 +492,15 @@ func serverOp(p Plan) string {
 	return string(p.Server.Op)
 }
 
-// compact is the VM informer's transform: it keeps each VM as an Object, the JSON of what
-// a view reads, instead of a tree of maps (see Object for why). Tombstones pass through.
-func compact(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
+// compact is the VM informer's transform, for VMs in layout f: it keeps each VM as an
+// Object, the JSON of what a view reads, instead of a tree of maps (see Object for why).
+// Tombstones pass through.
+func compact(f schema.Fields) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		return Compact(u, f)
 	}
-	return Compact(u)
 }

@@ -299,10 +299,10 @@ func TestControllerNotServed(t *testing.T) {
 // are and makes an Object of an unstructured one.
 func TestCompactTransform(t *testing.T) {
 	tomb := cache.DeletedFinalStateUnknown{Key: "default/test-vm"}
-	if got, err := compact(tomb); err != nil || got != any(tomb) {
+	if got, err := compact(v1alpha1(t))(tomb); err != nil || got != any(tomb) {
 		t.Errorf("compact(tombstone) = %v, %v", got, err)
 	}
-	got, err := compact(caseObject(t, "create-new"))
+	got, err := compact(v1alpha1(t))(caseObject(t, "create-new"))
 	if o, ok := got.(*Object); err != nil || !ok || o.GetName() != "test-vm" || o.DeepCopyObject() != o || !o.GetObjectKind().GroupVersionKind().Empty() {
 		t.Errorf("compact(vm) = %#v, %v", got, err)
 	}

@@ -61,11 +61,11 @@ func FuzzDecide(f *testing.F) {
 				return // a backend reports text (a pod's fields come from JSON)
 			}
 		}
-		cached, err := Compact(&unstructured.Unstructured{Object: obj})
+		cached, err := Compact(&unstructured.Unstructured{Object: obj}, fields)
 		if err != nil {
 			t.Fatal(err)
 		}
-		vm := cached.View(fields)
+		vm := mustView(t, cached, fields)
 		var srv *backend.Server
 		if hasServer {
 			srv = &backend.Server{Name: name, ID: id, State: backend.State(state), Detail: detail, Message: message, Deleting: deleting,

@@ -95,11 +95,11 @@ func TestPollerQuiet(t *testing.T) {
 	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("250m"), Memory: resource.MustParse("64Mi")}, nil)
 	p.sample(context.Background(), testVM)
 	p.get = func(cache.ObjectName) (schema.VirtualMachine, bool) { // the cache caught up
-		o, err := Compact(w.vm(t, "default", "test-vm"))
+		o, err := Compact(w.vm(t, "default", "test-vm"), w.fields)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return o.View(w.fields), true
+		return mustView(t, o, w.fields), true
 	}
 	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("260m"), Memory: resource.MustParse("64Mi")}, nil)
 	p.sample(context.Background(), testVM)

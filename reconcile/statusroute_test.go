@@ -222,11 +222,11 @@ func TestStatusRouteConflict(t *testing.T) {
 func TestStatusRoutePatch(t *testing.T) {
 	f := v1alpha1(t)
 	view := func(u *unstructured.Unstructured) schema.VirtualMachine {
-		o, err := Compact(u)
+		o, err := Compact(u, v1alpha1(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return o.View(f)
+		return mustView(t, o, f)
 	}
 	steady := view(caseObject(t, "active-steady")) // generation 1, all observed at 1
 	cur := steady.Status()
@@ -435,11 +435,11 @@ func TestStatusRoutePoller(t *testing.T) {
 				if !slices.Equal(echoes, wantEchoes) {
 					t.Errorf("echoes %v, want %v", echoes, wantEchoes)
 				}
-				o, err := Compact(w.vm(t, "default", "test-vm"))
+				o, err := Compact(w.vm(t, "default", "test-vm"), w.fields)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if plan := DefaultPolicy.Decide(o.View(w.fields), srv, now); !plan.Empty() {
+				if plan := DefaultPolicy.Decide(mustView(t, o, w.fields), srv, now); !plan.Empty() {
 					t.Errorf("a decision on the VM as the report left it: %+v, want nothing", plan)
 				}
 			})

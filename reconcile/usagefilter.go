@@ -43,8 +43,12 @@ func removePruning(m map[string]any, path []string) {
 // withoutUsage decodes a cached object without the usage fields and the UsageReported
 // condition. Field-map paths are dotted paths, as schema reads them.
 func withoutUsage(o *Object, f schema.Fields) (map[string]any, error) {
+	raw, err := o.JSON()
+	if err != nil {
+		return nil, err
+	}
 	var obj map[string]any
-	if err := json.Unmarshal(o.raw, &obj); err != nil {
+	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, err
 	}
 	for _, p := range []string{f.UsageCPU, f.UsageMemory} {

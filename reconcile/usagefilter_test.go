@@ -18,7 +18,7 @@ func cachedObj(t *testing.T, y string) *Object {
 	if err := u.UnmarshalJSON(j); err != nil {
 		t.Fatal(err)
 	}
-	o, err := Compact(u)
+	o, err := Compact(u, v1alpha1(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unique"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -67,6 +67,8 @@ type vmListerWatcher struct {
 	gvr       k8sschema.GroupVersionResource
 	namespace string
 	selector  string
+	// fields is the VMs' layout, for the phase each cached Object keeps.
+	fields schema.Fields
 }
 
 var (
@@ -93,7 +95,7 @@ func (lw *vmListerWatcher) ListWithContext(ctx context.Context, opts metav1.List
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", lw.gvr.Resource, err)
 	}
-	return decodeList(body)
+	return decodeList(body, lw.fields)
 }
 
 // WatchWithContext watches the VMs; each event's object is an *Object (a *metav1.Status for
@@ -104,7 +106,7 @@ func (lw *vmListerWatcher) WatchWithContext(ctx context.Context, opts metav1.Lis
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", lw.gvr.Resource, err)
 	}
-	return watch.NewStreamWatcher(newWatchDecoder(body),
+	return watch.NewStreamWatcher(newWatchDecoder(body, lw.fields),
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding")), nil
 }
 
@@ -119,7 +121,7 @@ func (lw *vmListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, erro
 }
 
 // decodeList reads a list response: its metadata and each item's cached form.
-func decodeList(body []byte) (*ObjectList, error) {
+func decodeList(body []byte, f schema.Fields) (*ObjectList, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, errors.New("decode list: not valid JSON")
 	}
@@ -135,7 +137,7 @@ func decodeList(body []byte) (*ObjectList, error) {
 	}
 	items := top.Get("items")
 	l.Items = make([]*Object, 0, len(items.Array()))
-	var c compactor
+	c := compactor{fields: f}
 	var err error
 	items.ForEach(func(_, v gjson.Result) bool {
 		var o *Object
@@ -158,8 +160,8 @@ type watchDecoder struct {
 	c      compactor
 }
 
-func newWatchDecoder(body io.ReadCloser) *watchDecoder {
-	return &watchDecoder{body: body, frames: frameReader{r: body}}
+func newWatchDecoder(body io.ReadCloser, f schema.Fields) *watchDecoder {
+	return &watchDecoder{body: body, frames: frameReader{r: body}, c: compactor{fields: f}}
 }
 
 // Decode reads the next event. io.EOF ends the stream.
@@ -288,9 +290,11 @@ func (f *frameReader) next() ([]byte, error) {
 }
 
 // compactor makes cached objects from JSON read in place, through a scratch buffer it reuses,
-// so that each Object's bytes are allocated once at their exact size.
+// and packs them (pack.go) through a second, so that each Object's bytes are allocated once,
+// packed, at their exact size.
 type compactor struct {
-	buf []byte
+	buf, packed []byte
+	fields      schema.Fields
 }
 
 // object makes the cached form of the JSON object v: every top-level field but metadata as
@@ -320,7 +324,7 @@ func (c *compactor) object(v gjson.Result, bookmark bool) (*Object, error) {
 				o.resourceVersion = strings.Clone(mv.String())
 				return true
 			case "namespace":
-				o.namespace = strings.Clone(mv.String())
+				o.namespace = unique.Make(mv.String())
 			case "name":
 				o.name = strings.Clone(mv.String())
 			case "uid":
@@ -375,7 +379,8 @@ func (c *compactor) object(v gjson.Result, bookmark bool) (*Object, error) {
 	})
 	b = append(b, '}')
 	c.buf = b
-	o.raw = bytes.Clone(b)
+	o.packed = pack(&c.packed, b)
+	o.phase = phaseOf(b, c.fields)
 	return o, nil
 }
 

@@ -188,11 +188,11 @@ func (w *world) events() []string {
 // view is the VM of a case as a reconcile sees it.
 func (w *world) view(t *testing.T, name string) schema.VirtualMachine {
 	t.Helper()
-	o, err := Compact(caseObject(t, name))
+	o, err := Compact(caseObject(t, name), w.fields)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return o.View(w.fields)
+	return mustView(t, o, w.fields)
 }
 
 // at reads a dotted path of a decoded JSON object; nil when it is not there.

@@ -1,0 +1,100 @@
+package reconcile
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The VM cache keeps each VM's compact JSON compressed with S2 against a dictionary of what
+// VMs look like.
+//
+// Why: the compact JSON was most of what the controller holds per VM (about 0.87 KB of 2.5 KB
+// at 10,000 VMs), and most of it is the same in every VM: the layout's keys, apiVersion, the
+// finalizer, phases, reasons, condition types, the messages built around the server's name.
+// Against a dictionary of a sample VM only each VM's own names, UIDs and times are left to
+// store: the Active VM of the benchmarks packs from 870 bytes to under 200. Unpacking costs
+// well under a microsecond per view, against tens of microseconds of a reconcile; nothing reads
+// the cache without a reason to (the phase gauge reads the phase the Object keeps apart).
+//
+// The dictionary is built once, from samples in this project's built-in layouts, and shared by
+// every Object of the process: Same compares packed bytes, which is exact because the encoding
+// of equal input against one dictionary is the same. A VM in another layout (a field-map file)
+// packs less tightly (the keys it shares with the samples still match), never wrongly.
+
+// vmDictionary returns the dictionary every cached VM is packed against.
+var vmDictionary = sync.OnceValue(func() *s2.Dict {
+	data, err := dictionaryData()
+	if err != nil {
+		// The samples are rendered from the embedded field maps, which tests load: an error
+		// here is a bug in this package, not in anything a user gave.
+		panic(fmt.Sprintf("VM cache dictionary: %v", err))
+	}
+	return s2.MakeDict(data, []byte(`{"apiVersion":"`))
+})
+
+// dictionaryData renders the samples the dictionary is made of: in each built-in layout, a
+// VM whose server is being created and one that is Active with its usage reported (the two
+// states a VM spends its life in). The Active VM goes last: S2 finds the nearest match
+// first, and most cached VMs are Active.
+func dictionaryData() ([]byte, error) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	server := "vm-00000-server"
+	creating := schema.Status{
+		Phase: schema.PhaseCreating, Reason: ReasonServerCreating, Message: "Server " + server + " is being created",
+		Server:             &schema.ServerStatus{Name: server, ID: "00000000-0000-0000-0000-000000000000", State: "Pending"},
+		ObservedGeneration: 1, LastUpdateTime: at,
+		Conditions: []schema.Condition{{Type: schema.ConditionReady, Status: schema.ConditionFalse, ObservedGeneration: 1,
+			LastTransitionTime: at, Reason: ReasonServerCreating, Message: "Server " + server + " is being created"}},
+	}
+	active := schema.Status{
+		Phase: schema.PhaseActive, Reason: ReasonServerReady, Message: "Server " + server + " is running and ready",
+		Server: &schema.ServerStatus{Name: server, ID: "00000000-0000-0000-0000-000000000000", State: "Running",
+			Usage: &schema.Usage{CPU: "100m", Memory: "64Mi"}},
+		ObservedGeneration: 1, LastUpdateTime: at,
+		Conditions: []schema.Condition{
+			{Type: schema.ConditionReady, Status: schema.ConditionTrue, ObservedGeneration: 1,
+				LastTransitionTime: at, Reason: ReasonServerReady, Message: "Server " + server + " is running and ready"},
+			{Type: schema.ConditionUsageReported, Status: schema.ConditionTrue, LastTransitionTime: at,
+				Reason: ReasonUsageReported, Message: "Usage read from metrics.k8s.io"},
+		},
+	}
+	spec := schema.SampleSpec{CPU: "100m", Memory: "1Gi", RootDisk: "10Gi"}
+	var data []byte
+	for _, st := range []schema.Status{creating, active} {
+		for _, v := range schema.BuiltinVersions() {
+			gv := k8sschema.GroupVersion{Group: schema.Group, Version: v}
+			f, err := schema.ForVersion(gv)
+			if err != nil {
+				return nil, err
+			}
+			sample, err := schema.Sample(f, gv.String(), "VirtualMachine", spec, st)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", gv, err)
+			}
+			data = append(data, sample...)
+		}
+	}
+	return data, nil
+}
+
+// pack compresses a VM's compact JSON into a new slice of its own; scratch is reused.
+func pack(scratch *[]byte, raw []byte) []byte {
+	*scratch = vmDictionary().Encode((*scratch)[:0], raw)
+	return bytes.Clone(*scratch)
+}
+
+// unpack returns the compact JSON of packed, in a new slice.
+func unpack(packed []byte) ([]byte, error) {
+	raw, err := vmDictionary().Decode(nil, packed)
+	if err != nil {
+		return nil, fmt.Errorf("unpack cached VM: %w", err)
+	}
+	return raw, nil
+}
