@@ -72,8 +72,8 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 		return nil, fmt.Errorf("set pod transform: %w", err)
 	}
 	if err := b.pods.AddIndexers(cache.Indexers{byNode: func(obj any) ([]string, error) {
-		if p, ok := obj.(*cachedPod); ok && p.node != "" {
-			return []string{p.node}, nil
+		if p, ok := obj.(*cachedPod); ok && p.node != (interned{}) {
+			return []string{p.node.String()}, nil
 		}
 		return nil, nil
 	}}); err != nil {
@@ -83,8 +83,8 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if p, ok := obj.(*cachedPod); ok && p.ownerName != "" {
-			notify(cache.NewObjectName(p.namespace, p.ownerName))
+		if p, ok := obj.(*cachedPod); ok && p.ownerName() != "" {
+			notify(cache.NewObjectName(p.namespace.String(), p.ownerName()))
 		}
 	}
 	if _, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -95,7 +95,7 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 		},
 		UpdateFunc: func(old, cur any) {
 			b.echo(cur)
-			if old.(*cachedPod).resourceVersion != cur.(*cachedPod).resourceVersion {
+			if !old.(*cachedPod).sameVersion(cur.(*cachedPod)) {
 				owner(cur)
 			}
 		},
@@ -162,8 +162,8 @@ func (b *Backend) echo(obj any) bool {
 	if !ok {
 		return false
 	}
-	rv, ok := b.created.LoadAndDelete(p.namespace + "/" + p.name)
-	return ok && rv.(string) == p.resourceVersion
+	rv, ok := b.created.LoadAndDelete(p.namespace.String() + "/" + p.name)
+	return ok && p.hasVersion(rv.(string))
 }
 
 // Observe returns vm's pod from the cache as a server; a pod of the same name that another VM
@@ -179,10 +179,10 @@ func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
 	}
 	pod := obj.(*cachedPod)
 	if !pod.owns(vm) {
-		if !pod.server.Deleting {
+		if !pod.deleting() {
 			return nil, nil // not ours: Create reports the clash
 		}
-		return &backend.Server{Name: pod.name, ID: string(pod.uid), State: backend.StatePending, Detail: pod.server.Detail, Deleting: true}, nil
+		return &backend.Server{Name: pod.name, ID: string(pod.podUID()), State: backend.StatePending, Detail: pod.detail(), Deleting: true}, nil
 	}
 	var ready func(string) (bool, bool)
 	if b.nodes != nil {

@@ -122,7 +122,9 @@ func TestEcho(t *testing.T) {
 	b := New(Config{Client: kubefake.NewClientset()})
 	b.created.Store("ns/p", "5")
 	b.created.Store("ns/q", "7")
-	pod := func(name, rv string) *cachedPod { return &cachedPod{namespace: "ns", name: name, resourceVersion: rv} }
+	pod := func(name, rv string) *cachedPod {
+		return cachePod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}})
+	}
 	steps := []struct {
 		obj  any
 		want bool

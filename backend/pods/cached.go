@@ -2,8 +2,12 @@ package pods
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,20 +21,73 @@ import (
 //
 // Why not the typed pod: with the spec defaults, tolerations and status a kubelet writes, a
 // corev1.Pod holds about 4 KB per server, of which Observe reads a few fields. Reading the pod
-// once, when the informer stores it, keeps the cache to a few hundred bytes per server.
+// once, when the informer stores it, keeps the cache small.
+//
+// Why not a backend.Server either: with its five resource.Quantity values (each with its own
+// text), a time, and strings the decoder allocates for each pod, a pod cached as a Server took
+// some 800 bytes of heap (BenchmarkCachedPodHeap). The cache holds every server pod for the
+// life of the controller, so its form is compact (under 150 bytes for a running pod) and the
+// Server is made again on each Observe, which costs a few small allocations per reconcile:
+//   - what many pods share (namespace, node, image, messages) is interned;
+//   - UIDs are 16 bytes, the resourceVersion a number, the owner's name a part of the pod's;
+//   - quantities are whole numbers of millicores or bytes with the code of their format; the
+//     states and the phase are codes into tables (compact.go);
+//   - what a running, ready pod with nothing under way does not have is behind one pointer
+//     (notes), nil for such a pod.
+//
+// Each compact field reads back exactly what the pod had: cachePod keeps what would not (a UID
+// a test made up, a quantity written "+1Gi") as it was read, behind another pointer (exact).
 //
 // A cachedPod is immutable once made, so it is shared, never copied: DeepCopyObject returns it.
 type cachedPod struct {
-	namespace, name, resourceVersion string
-	uid                              types.UID
+	name                   string
+	namespace, node, image interned
+	version                uint64 // resourceVersion, unless exact has it
+	uid                    uuid   // unless exact has it
 	// ownerUID is the UID of the VM that controls the pod or, once the garbage collector
 	// has removed the owner reference (a deletion with --cascade=orphan), the VM UID of its
-	// label; ownerName is that VM's name, from the reference or the annotation.
-	ownerUID  types.UID
-	ownerName string
-	node      string
-	// server is the pod read as a server, before its node's readiness is taken into account.
-	server backend.Server
+	// label; the owner's name, from the reference or the annotation, is the pod's name
+	// without its suffix (PodName) unless exact has it.
+	ownerUID uuid
+	// cpu (in millicores), memory and rootDisk (in bytes) are the server's spec, each with
+	// its format in formats, unless exact has the server.
+	cpu, memory, rootDisk int64
+	formats               [3]uint8
+	state, phase, resize  uint8 // codes in serverStates, podPhases, resizeStates
+	flags                 podFlags
+	notes                 *podNotes // nil when the server has nothing more to say
+	exact                 *podExact // nil when all is in the compact fields
+}
+
+type podFlags uint8
+
+const (
+	podDeleting podFlags = 1 << iota
+	// cpuInEffect, memoryInEffect: the resources in effect are the spec's.
+	cpuInEffect
+	memoryInEffect
+	// The fields exact holds.
+	exactUID
+	exactOwnerUID
+	exactOwnerName
+	exactVersion
+	exactServer
+)
+
+// podNotes are the parts of a server that a running, ready pod with nothing under way does
+// not have.
+type podNotes struct {
+	message, resizeMessage interned
+	since                  time.Time
+	// cpu and memory in effect, when they are set and not the spec's.
+	cpu, memory resource.Quantity
+}
+
+// podExact holds, as read, what the compact fields could not hold exactly; flags say which.
+type podExact struct {
+	uid, ownerUID              types.UID
+	ownerName, resourceVersion string
+	server                     backend.Server
 }
 
 var (
@@ -41,7 +98,7 @@ var (
 // GetObjectMeta is how client-go (meta.Accessor) reads the pod's keys and version; it is made
 // on each call rather than kept, since it would be the larger part of a cachedPod.
 func (p *cachedPod) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, UID: p.uid, ResourceVersion: p.resourceVersion}
+	return &metav1.ObjectMeta{Namespace: p.namespace.String(), Name: p.name, UID: p.podUID(), ResourceVersion: p.resourceVersion()}
 }
 
 // GetObjectKind has nothing to tell: every cachedPod is a pod.
@@ -52,17 +109,82 @@ func (p *cachedPod) DeepCopyObject() runtime.Object { return p }
 
 // cachePod makes the cached form of a pod.
 func cachePod(pod *corev1.Pod) *cachedPod {
-	p := &cachedPod{
-		namespace: pod.Namespace, name: pod.Name, uid: pod.UID, resourceVersion: pod.ResourceVersion,
-		ownerUID:  types.UID(pod.Labels[LabelVMUID]),
-		ownerName: pod.Annotations[AnnotationVM],
-		node:      pod.Spec.NodeName,
-		server:    serverOf(pod),
-	}
+	p := &cachedPod{name: pod.Name, namespace: intern(pod.Namespace), node: intern(pod.Spec.NodeName)}
+	ownerUID, ownerName := types.UID(pod.Labels[LabelVMUID]), pod.Annotations[AnnotationVM]
 	if ref := metav1.GetControllerOf(pod); ref != nil {
-		p.ownerUID, p.ownerName = ref.UID, ref.Name
+		ownerUID, ownerName = ref.UID, ref.Name
+	}
+	var ok bool
+	if p.uid, ok = parseUUID(string(pod.UID)); !ok {
+		p.exactly().uid, p.flags = pod.UID, p.flags|exactUID
+	}
+	if p.ownerUID, ok = parseUUID(string(ownerUID)); !ok {
+		p.exactly().ownerUID, p.flags = ownerUID, p.flags|exactOwnerUID
+	}
+	if p.version, ok = parseVersion(pod.ResourceVersion); !ok {
+		p.exactly().resourceVersion, p.flags = pod.ResourceVersion, p.flags|exactVersion
+	}
+	if base, ok := strings.CutSuffix(pod.Name, nameSuffix); !ok || base != ownerName || ownerName == "" {
+		p.exactly().ownerName, p.flags = ownerName, p.flags|exactOwnerName
+	}
+	if s := serverOf(pod); !p.compact(s) {
+		p.exactly().server, p.flags = s, p.flags|exactServer
 	}
 	return p
+}
+
+// compact puts s, which serverOf made of the pod p is made of, into p's compact fields if they
+// make s again exactly, and reports whether they do. s.Name and s.ID are the pod's name and
+// UID, which p has already.
+func (p *cachedPod) compact(s backend.Server) bool {
+	state, okState := index(serverStates[:], s.State)
+	phase, okPhase := index(podPhases[:], s.Detail)
+	resize, okResize := index(resizeStates[:], s.Resize.State)
+	var scratch [32]byte
+	cpu, cpuFormat, okCPU := compactQuantity(s.Spec.CPU, cpuScale, scratch[:0])
+	memory, memoryFormat, okMemory := compactQuantity(s.Spec.Memory, bytesScale, scratch[:0])
+	rootDisk, rootDiskFormat, okRootDisk := compactQuantity(s.Spec.RootDisk, bytesScale, scratch[:0])
+	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk {
+		return false
+	}
+	p.state, p.phase, p.resize = state, phase, resize
+	p.cpu, p.memory, p.rootDisk = cpu, memory, rootDisk
+	p.formats = [3]uint8{cpuFormat, memoryFormat, rootDiskFormat}
+	p.image = intern(s.Spec.Image)
+	if s.Deleting {
+		p.flags |= podDeleting
+	}
+	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since}
+	// The resources in effect cost nothing when they are unset or the spec's, as they are
+	// when no resize is under way (a kubelet that reports them does so for every pod).
+	switch unset, same := inEffect(s.Resize.CPU, s.Spec.CPU, p.cpu, p.formats[0], cpuScale, scratch[:0]); {
+	case same:
+		p.flags |= cpuInEffect
+	case !unset:
+		notes.cpu = s.Resize.CPU
+	}
+	switch unset, same := inEffect(s.Resize.Memory, s.Spec.Memory, p.memory, p.formats[1], bytesScale, scratch[:0]); {
+	case same:
+		p.flags |= memoryInEffect
+	case !unset:
+		notes.memory = s.Resize.Memory
+	}
+	if notes != (podNotes{}) {
+		kept := notes // only a pod with notes pays for them
+		p.notes = &kept
+	}
+	return true
+}
+
+// inEffect tells how q, the cpu or memory in effect, stands to spec, the one asked for, which
+// the compact fields hold as v and format: unset, or the same (quantityOf(v, format) makes q
+// again), or neither.
+func inEffect(q, spec resource.Quantity, v int64, format uint8, scale resource.Scale, scratch []byte) (unset, same bool) {
+	if q == spec { // as decoded from the same text: no need to look further
+		return format == 0, format != 0
+	}
+	qv, qf, ok := compactQuantity(q, scale, scratch)
+	return ok && qf == 0, ok && qf != 0 && qv == v && qf == format
 }
 
 // toCachedPod is the pod informer's transform. Tombstones and cached pods pass through.
@@ -74,21 +196,126 @@ func toCachedPod(obj any) (any, error) {
 	return cachePod(pod), nil
 }
 
+// exactly returns p's exact part, made on first use.
+func (p *cachedPod) exactly() *podExact {
+	if p.exact == nil {
+		p.exact = &podExact{}
+	}
+	return p.exact
+}
+
+// podUID is the pod's UID.
+func (p *cachedPod) podUID() types.UID {
+	if p.flags&exactUID != 0 {
+		return p.exact.uid
+	}
+	return types.UID(p.uid.String())
+}
+
+// resourceVersion is the pod's resourceVersion.
+func (p *cachedPod) resourceVersion() string {
+	if p.flags&exactVersion != 0 {
+		return p.exact.resourceVersion
+	}
+	return strconv.FormatUint(p.version, 10)
+}
+
+// hasVersion reports whether rv is p's resourceVersion, without making its text.
+func (p *cachedPod) hasVersion(rv string) bool {
+	if p.flags&exactVersion != 0 {
+		return p.exact.resourceVersion == rv
+	}
+	v, ok := parseVersion(rv)
+	return ok && v == p.version
+}
+
+// sameVersion reports whether p and o are the same version of a pod (the informer's no-op
+// updates of a resync).
+func (p *cachedPod) sameVersion(o *cachedPod) bool {
+	if (p.flags|o.flags)&exactVersion != 0 {
+		return p.resourceVersion() == o.resourceVersion()
+	}
+	return p.version == o.version
+}
+
+// ownerName is the name of the VM whose server p is ("" when the pod names none).
+func (p *cachedPod) ownerName() string {
+	if p.flags&exactOwnerName != 0 {
+		return p.exact.ownerName
+	}
+	return p.name[:len(p.name)-len(nameSuffix)]
+}
+
+// deleting reports whether the pod's deletion has begun.
+func (p *cachedPod) deleting() bool {
+	if p.flags&exactServer != 0 {
+		return p.exact.server.Deleting
+	}
+	return p.flags&podDeleting != 0
+}
+
+// detail is the server's Detail, the pod's phase.
+func (p *cachedPod) detail() string {
+	if p.flags&exactServer != 0 {
+		return p.exact.server.Detail
+	}
+	return podPhases[p.phase]
+}
+
 // owns reports whether p is vm's server: vm controls it, or, once the garbage collector has
 // removed the owner reference (a deletion with --cascade=orphan), the pod still carries the
 // label with vm's UID. Without the second, such a pod would look like no VM's, the finalizer
 // would come off, and the pod would be left behind.
-func (p *cachedPod) owns(vm backend.Owner) bool { return p.ownerUID == vm.UID }
+func (p *cachedPod) owns(vm backend.Owner) bool {
+	if p.flags&exactOwnerUID != 0 {
+		return p.exact.ownerUID == vm.UID
+	}
+	return p.ownerUID.String() == string(vm.UID)
+}
+
+// server is p read as a server, before its node's readiness is taken into account: serverOf
+// of the pod it was made from.
+func (p *cachedPod) server() backend.Server {
+	if p.flags&exactServer != 0 {
+		return p.exact.server
+	}
+	s := backend.Server{
+		Name:     p.name,
+		ID:       string(p.podUID()),
+		State:    serverStates[p.state],
+		Detail:   podPhases[p.phase],
+		Deleting: p.flags&podDeleting != 0,
+		Spec: backend.Spec{
+			CPU:      quantityOf(p.cpu, p.formats[0], cpuScale),
+			Memory:   quantityOf(p.memory, p.formats[1], bytesScale),
+			RootDisk: quantityOf(p.rootDisk, p.formats[2], bytesScale),
+			Image:    p.image.String(),
+		},
+		Resize: backend.Resize{State: resizeStates[p.resize]},
+	}
+	if n := p.notes; n != nil {
+		s.Message, s.Since = n.message.String(), n.since
+		s.Resize.Message, s.Resize.CPU, s.Resize.Memory = n.resizeMessage.String(), n.cpu, n.memory
+	}
+	if p.flags&cpuInEffect != 0 {
+		s.Resize.CPU = s.Spec.CPU
+	}
+	if p.flags&memoryInEffect != 0 {
+		s.Resize.Memory = s.Spec.Memory
+	}
+	return s
+}
 
 // observed is p as a server now: a ready or starting server on a node that is gone or not
 // ready is lost. nodeReady is nil when nodes are not watched.
 func (p *cachedPod) observed(nodeReady func(name string) (ready bool, known bool)) *backend.Server {
-	s := p.server
-	if (s.State == backend.StateReady || s.State == backend.StateStarting) && nodeReady != nil && p.node != "" {
-		if ready, known := nodeReady(p.node); !known {
-			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is gone", p.node)
+	s := p.server()
+	node := p.node.String()
+	if (s.State == backend.StateReady || s.State == backend.StateStarting) && nodeReady != nil && node != "" {
+		if ready, known := nodeReady(node); !known {
+			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is gone", node)
 		} else if !ready {
-			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is not ready", p.node)
+			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is not ready", node)
 		}
 	}
 	return &s

@@ -129,12 +129,12 @@ func TestServerOf(t *testing.T) {
 func TestOwnsAfterOrphaning(t *testing.T) {
 	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
 	p := newPod(vm, backend.Spec{})
-	if c := cachePod(p); !c.owns(vm) || c.ownerName != "a" {
-		t.Fatalf("a fresh pod: owns %v, owner %q", c.owns(vm), c.ownerName)
+	if c := cachePod(p); !c.owns(vm) || c.ownerName() != "a" {
+		t.Fatalf("a fresh pod: owns %v, owner %q", c.owns(vm), c.ownerName())
 	}
 	p.OwnerReferences = nil
-	if c := cachePod(p); !c.owns(vm) || c.ownerName != "a" {
-		t.Errorf("an orphaned pod: owns %v, owner %q; want true, a", c.owns(vm), c.ownerName)
+	if c := cachePod(p); !c.owns(vm) || c.ownerName() != "a" {
+		t.Errorf("an orphaned pod: owns %v, owner %q; want true, a", c.owns(vm), c.ownerName())
 	}
 	other := vm
 	other.UID = "u-2" // a new VM of the same name
@@ -167,8 +167,8 @@ func TestCachedPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := out.(*cachedPod)
-	if c.namespace != "ns" || c.name != PodName("a") || c.uid != "pod-uid" || c.resourceVersion != "7" || c.node != "n1" ||
-		c.ownerName != "a" || !c.owns(vm) {
+	if c.namespace.String() != "ns" || c.name != PodName("a") || c.podUID() != "pod-uid" || c.resourceVersion() != "7" || c.node.String() != "n1" ||
+		c.ownerName() != "a" || !c.owns(vm) {
 		t.Errorf("cached pod %+v", c)
 	}
 	if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != "ns/"+PodName("a") {

@@ -1,0 +1,283 @@
+package pods
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// TestCachedPodReadsBack: for a pod in every state serverOf tells apart, and quantities in every
+// form, the cached pod makes exactly the server serverOf makes of the pod (quantities of the
+// same value, format and text), and answers for the pod's identity as the pod does; both for
+// the pod as built and as the informer decodes it from protobuf. Pods in the API server's
+// usual form are kept in the compact fields alone; the rest partly as read.
+func TestCachedPodReadsBack(t *testing.T) {
+	const (
+		podUID = "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"
+		vmUID  = "7c433542-8907-45fe-887a-7813523dba9e"
+	)
+	started := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC))
+	finished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC))
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC))
+	ready := func(s corev1.ConditionStatus) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.PodReady, Status: s, LastTransitionTime: started}
+	}
+	running := func(p *corev1.Pod) {
+		p.Status.Phase, p.Status.StartTime = corev1.PodRunning, &started
+		p.Status.Conditions = []corev1.PodCondition{ready(corev1.ConditionTrue)}
+	}
+	// inEffect has the kubelet report cpu and memory in effect (as written: "" leaves one out).
+	inEffect := func(cpu, memory string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			running(p)
+			res := corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}
+			for name, q := range map[corev1.ResourceName]string{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory} {
+				if q != "" {
+					res.Limits[name], res.Requests[name] = resource.MustParse(q), resource.MustParse(q)
+				}
+			}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, Ready: true, Resources: &res,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
+		}
+	}
+	// resizing is a running pod whose spec asks for 3 cpus while 2 are in effect.
+	resizing := func(conditions ...corev1.PodCondition) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			inEffect("2", "4Gi")(p)
+			p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("3")
+			p.Generation, p.Status.ObservedGeneration = 2, 2
+			p.Status.Conditions = append(p.Status.Conditions, conditions...)
+		}
+	}
+	terminated := func(phase corev1.PodPhase, reason string, code int32, message string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.StartTime = phase, &started
+			p.Status.Conditions = []corev1.PodCondition{ready(corev1.ConditionFalse)}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{Reason: reason, ExitCode: code, Message: message, StartedAt: started, FinishedAt: finished}}}}
+		}
+	}
+	tests := map[string]struct {
+		limits []string          // cpu, memory, rootDisk as written ("" leaves one out); nil: 1500m, 1Gi, 1G
+		edit   func(*corev1.Pod) // the pod's state
+		exact  bool              // some part of the pod is kept as read
+	}{
+		"pending":      {edit: func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }},
+		"no phase yet": {edit: func(p *corev1.Pod) {}},
+		"unschedulable": {edit: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: "Unschedulable", Message: "0/100 nodes are available: 100 Insufficient cpu."}}
+		}},
+		"container waiting": {edit: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
+		}},
+		"container creating": {edit: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+		}},
+		"running not ready": {edit: func(p *corev1.Pod) {
+			running(p)
+			p.Status.Conditions = []corev1.PodCondition{ready(corev1.ConditionFalse)}
+		}},
+		"ready":                          {edit: running},
+		"ready, resources in effect":     {edit: inEffect("1500m", "1Gi")},
+		"ready, in effect as 1073741824": {edit: inEffect("1500m", "1073741824")},
+		"ready, in effect as 1500e-3":    {edit: inEffect("1500e-3", "1Gi")},
+		"succeeded":                      {edit: terminated(corev1.PodSucceeded, "Completed", 0, "")},
+		"failed":                         {edit: terminated(corev1.PodFailed, "Error", 3, "out of disk")},
+		"evicted": {edit: func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+			p.Status.StartTime = &started
+		}},
+		"failed before it started": {edit: func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }},
+		"unknown phase": {edit: func(p *corev1.Pod) {
+			running(p)
+			p.Status.Phase, p.Status.Message = corev1.PodUnknown, "kubelet unreachable"
+		}},
+		"deleting": {edit: func(p *corev1.Pod) {
+			running(p)
+			p.DeletionTimestamp = &now
+		}},
+		"deleting pending": {edit: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.DeletionTimestamp = &now
+		}},
+		"resize pending, not seen yet": {edit: func(p *corev1.Pod) {
+			inEffect("1500m", "1Gi")(p)
+			p.Generation, p.Status.ObservedGeneration = 2, 1
+		}},
+		"resize pending, in effect differs": {edit: resizing()},
+		"resize pending, answer to an earlier one": {edit: resizing(corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonDeferred, Message: "earlier", ObservedGeneration: 1})},
+		"resize deferred": {edit: resizing(corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonDeferred, Message: "Node didn't have enough capacity: cpu, requested: 3000, capacity: 2000", ObservedGeneration: 2})},
+		"resize infeasible": {edit: resizing(corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonInfeasible, Message: "Node didn't have enough capacity"})},
+		"resize in progress": {edit: resizing(corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue})},
+		"resize in progress, failing": {edit: resizing(corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonError})},
+		"resize done": {edit: func(p *corev1.Pod) {
+			inEffect("3", "4Gi")(p)
+			p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("3")
+			p.Generation, p.Status.ObservedGeneration = 2, 2
+		}},
+
+		// Quantities as they may be written.
+		"0.5, 100Mi, 1G":          {limits: []string{"0.5", "100Mi", "1G"}, edit: inEffect("0.5", "100Mi")},
+		"2000m, 1024Mi, 40e9":     {limits: []string{"2000m", "1024Mi", "40e9"}, edit: inEffect("2", "1Gi")},
+		"absent limits":           {limits: []string{"", "", ""}, edit: running},
+		"absent limit, in effect": {limits: []string{"", "1Gi", ""}, edit: inEffect("250m", "1Gi")},
+		"zero":                    {limits: []string{"0", "0", "0"}, edit: running},
+		"+1Gi":                    {limits: []string{"1500m", "+1Gi", "1G"}, edit: running, exact: true},
+		"1E3":                     {limits: []string{"1500m", "1Gi", "1E3"}, edit: running, exact: true},
+		"a fraction of a byte":    {limits: []string{"1500m", "1.5", "1G"}, edit: running, exact: true},
+		"a microcore":             {limits: []string{"100u", "1Gi", "1G"}, edit: running, exact: true},
+		"in effect as +1Gi":       {edit: inEffect("1500m", "+1Gi")},
+
+		// Identities not in the API server's form, and a phase Kubernetes does not have.
+		"made-up UIDs": {edit: func(p *corev1.Pod) {
+			running(p)
+			p.UID, p.OwnerReferences[0].UID = "pod-uid", "VM-UID"
+		}, exact: true},
+		"uppercase UID":            {edit: func(p *corev1.Pod) { p.UID = "0B6F1C1E-5D5E-4C6A-9D7E-1A2B3C4D5E6F" }, exact: true},
+		"no resourceVersion":       {edit: func(p *corev1.Pod) { p.ResourceVersion = "" }, exact: true},
+		"resourceVersion 0042":     {edit: func(p *corev1.Pod) { p.ResourceVersion = "0042" }, exact: true},
+		"opaque resourceVersion":   {edit: func(p *corev1.Pod) { p.ResourceVersion = "rv-1" }, exact: true},
+		"orphaned, by label":       {edit: func(p *corev1.Pod) { p.OwnerReferences = nil }},
+		"orphaned, no annotation":  {edit: func(p *corev1.Pod) { p.OwnerReferences, p.Annotations = nil, nil }, exact: true},
+		"no owner at all":          {edit: func(p *corev1.Pod) { p.OwnerReferences, p.Annotations, p.Labels = nil, nil, nil }, exact: true},
+		"another controller's":     {edit: func(p *corev1.Pod) { p.OwnerReferences[0].Name = "other" }, exact: true},
+		"a phase Kubernetes lacks": {edit: func(p *corev1.Pod) { p.Status.Phase = "Hibernating" }, exact: true},
+		"no server container":      {edit: func(p *corev1.Pod) { p.Spec.Containers[0].Name = "sidecar"; running(p) }},
+		"no node":                  {edit: func(p *corev1.Pod) { p.Spec.NodeName = "" }},
+	}
+	seen := map[any]bool{} // the states of the servers, and of their resizes
+	for name, tc := range tests {
+		for _, decoded := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/decoded=%v", name, decoded), func(t *testing.T) {
+				vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "vm-1", UID: vmUID}
+				limits := tc.limits
+				if limits == nil {
+					limits = []string{"1500m", "1Gi", "1G"}
+				}
+				pod := newPod(vm, backend.Spec{Image: "registry.k8s.io/pause:3.10"})
+				res := &pod.Spec.Containers[0].Resources
+				for i, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+					delete(res.Limits, r)
+					delete(res.Requests, r)
+					if limits[i] != "" {
+						res.Limits[r], res.Requests[r] = resource.MustParse(limits[i]), resource.MustParse(limits[i])
+					}
+				}
+				pod.UID, pod.ResourceVersion, pod.Spec.NodeName = podUID, "123456", "kwok-node-17"
+				pod.CreationTimestamp = started
+				tc.edit(pod)
+				if decoded {
+					raw, err := pod.Marshal()
+					if err != nil {
+						t.Fatal(err)
+					}
+					pod = &corev1.Pod{}
+					if err := pod.Unmarshal(raw); err != nil {
+						t.Fatal(err)
+					}
+				}
+
+				c, want := cachePod(pod), serverOf(pod)
+				seen[want.State], seen[want.Resize.State] = true, true
+				if diff := serverDiff(*c.observed(nil), want); diff != "" {
+					t.Errorf("observed: %s", diff)
+				}
+				if (c.exact != nil) != tc.exact {
+					t.Errorf("kept as read: %+v, want %v", c.exact, tc.exact)
+				}
+
+				ownerUID, ownerName := types.UID(pod.Labels[LabelVMUID]), pod.Annotations[AnnotationVM]
+				if ref := metav1.GetControllerOf(pod); ref != nil {
+					ownerUID, ownerName = ref.UID, ref.Name
+				}
+				meta := c.GetObjectMeta()
+				if meta.GetNamespace() != pod.Namespace || meta.GetName() != pod.Name || meta.GetUID() != pod.UID || meta.GetResourceVersion() != pod.ResourceVersion {
+					t.Errorf("object meta %s/%s %s %s, want %s/%s %s %s", meta.GetNamespace(), meta.GetName(), meta.GetUID(), meta.GetResourceVersion(),
+						pod.Namespace, pod.Name, pod.UID, pod.ResourceVersion)
+				}
+				if !c.hasVersion(pod.ResourceVersion) || c.hasVersion(pod.ResourceVersion+"1") || !c.sameVersion(cachePod(pod)) {
+					t.Errorf("resourceVersion %q is not the pod's %q", c.resourceVersion(), pod.ResourceVersion)
+				}
+				if c.ownerName() != ownerName || c.node.String() != pod.Spec.NodeName {
+					t.Errorf("owner %q, node %q; want %q, %q", c.ownerName(), c.node.String(), ownerName, pod.Spec.NodeName)
+				}
+				other := vm
+				other.UID = "7c433542-8907-45fe-887a-7813523dba9f"
+				if c.owns(vm) != (ownerUID == vm.UID) || c.owns(other) || c.owns(backend.Owner{UID: ownerUID + "x"}) {
+					t.Errorf("owns %s: %v, another: %v; the pod names %s", vm.UID, c.owns(vm), c.owns(other), ownerUID)
+				}
+				if c.deleting() != (pod.DeletionTimestamp != nil) || c.detail() != string(pod.Status.Phase) {
+					t.Errorf("deleting %v, detail %q", c.deleting(), c.detail())
+				}
+			})
+		}
+	}
+	for _, s := range serverStates {
+		if !seen[s] {
+			t.Errorf("no case of a server %s", s)
+		}
+	}
+	for _, s := range resizeStates {
+		if !seen[s] {
+			t.Errorf("no case of a resize %q", s)
+		}
+	}
+}
+
+// TestCachedPodCostsLittle: a running, ready pod with nothing under way, in the API server's
+// form, is kept in the compact fields alone, with the resources in effect and without.
+func TestCachedPodCostsLittle(t *testing.T) {
+	for _, withResources := range []bool{false, true} {
+		p := benchPod()
+		if withResources {
+			res := p.Spec.Containers[0].Resources.DeepCopy()
+			delete(res.Limits, corev1.ResourceEphemeralStorage)
+			delete(res.Requests, corev1.ResourceEphemeralStorage)
+			p.Status.ContainerStatuses[0].Resources = res
+		}
+		if c := cachePod(p); c.notes != nil || c.exact != nil {
+			t.Errorf("resources in effect %v: notes %+v, exact %+v; want neither", withResources, c.notes, c.exact)
+		}
+	}
+}
+
+// serverDiff says how got differs from want, "" when it does not: quantities in value, format
+// or text, anything else in any way.
+func serverDiff(got, want backend.Server) string {
+	var diff string
+	for _, q := range []struct {
+		name      string
+		got, want *resource.Quantity
+	}{
+		{"spec cpu", &got.Spec.CPU, &want.Spec.CPU}, {"spec memory", &got.Spec.Memory, &want.Spec.Memory},
+		{"spec rootDisk", &got.Spec.RootDisk, &want.Spec.RootDisk},
+		{"cpu in effect", &got.Resize.CPU, &want.Resize.CPU}, {"memory in effect", &got.Resize.Memory, &want.Resize.Memory},
+	} {
+		if q.got.Cmp(*q.want) != 0 || q.got.Format != q.want.Format || q.got.String() != q.want.String() || q.got.IsZero() != q.want.IsZero() {
+			diff += fmt.Sprintf("%s %s (%s), want %s (%s); ", q.name, q.got.String(), q.got.Format, q.want.String(), q.want.Format)
+		}
+		*q.got, *q.want = resource.Quantity{}, resource.Quantity{}
+	}
+	if !reflect.DeepEqual(got, want) {
+		diff += fmt.Sprintf("server %+v, want %+v", got, want)
+	}
+	return diff
+}

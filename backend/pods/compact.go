@@ -1,0 +1,130 @@
+package pods
+
+import (
+	"strconv"
+	"unique"
+
+	googleuuid "github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// The compact encodings of cachedPod's fields. Each encoder reports whether its encoding reads
+// back exactly what it was given (the same string; a quantity of the same value, format and
+// text); cachePod keeps what does not as it was read.
+
+// interned is a string kept once for all the pods that have it: a namespace, a node's name, an
+// image, a scheduler's message are the same for many pods, and the decoder gives each pod its
+// own copy. The zero value is "".
+//
+// The table is the unique package's, which drops a string once no cached pod refers to it, so
+// that a long-running controller does not collect every message and node name it ever saw.
+type interned struct{ h unique.Handle[string] }
+
+func intern(s string) interned {
+	if s == "" {
+		return interned{}
+	}
+	return interned{unique.Make(s)}
+}
+
+func (i interned) String() string {
+	if i == (interned{}) {
+		return ""
+	}
+	return i.h.Value()
+}
+
+// uuid is a UID in the form the API server gives them, lowercase 8-4-4-4-12 hexadecimal, in
+// 16 bytes instead of a 36-byte string.
+type uuid = googleuuid.UUID
+
+// parseUUID reads a UID in the API server's form; any other text (uppercase, braces, a UID a
+// test made up) is not one, so that a uuid always writes back the text it was read from.
+func parseUUID(s string) (uuid, bool) {
+	u, err := googleuuid.Parse(s)
+	return u, err == nil && u.String() == s
+}
+
+// parseVersion reads a resourceVersion that is a decimal number, as etcd's revisions are, and
+// writes back the same text (no sign, no leading zero). A resourceVersion is opaque to clients:
+// any other one is kept as text.
+func parseVersion(s string) (uint64, bool) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	var buf [20]byte
+	return v, string(strconv.AppendUint(buf[:0], v, 10)) == s
+}
+
+// A quantity is kept as a whole number of a unit fixed per resource and the code of its
+// format; the code 0 stands for a resource the container does not set.
+const (
+	cpuScale   = resource.Milli // cpu in milli-units
+	bytesScale = resource.Scale(0)
+)
+
+// quantityFormats are the formats a quantity can have, by code; "" first, for a quantity that
+// is not set.
+var quantityFormats = [...]resource.Format{"", resource.DecimalSI, resource.BinarySI, resource.DecimalExponent}
+
+// compactQuantity returns q as a count of 10^scale units and its format's code, and whether
+// quantityOf makes of them a quantity with q's value, format and text. It does not when q is
+// not a whole number of such units (fractions of a byte or millicore), when q's text is not
+// the canonical one (the decoder keeps the text as written when it looks canonical: "+1Gi",
+// "1E3"), or when q is beyond the int64 range.
+//
+// scratch is room for a quantity's text, so that checking it allocates nothing.
+func compactQuantity(q resource.Quantity, scale resource.Scale, scratch []byte) (v int64, format uint8, ok bool) {
+	format, ok = index(quantityFormats[:], q.Format)
+	if !ok {
+		return 0, 0, false
+	}
+	if format == 0 {
+		return 0, 0, q.IsZero() // not set: the zero Quantity
+	}
+	v = q.ScaledValue(scale)
+	back := quantityOf(v, format, scale)
+	if back == q { // as the decoder makes a quantity whose text it does not keep ("64Mi")
+		return v, format, true
+	}
+	if back.Cmp(q) != 0 {
+		return 0, 0, false
+	}
+	n, suffix := back.CanonicalizeBytes(scratch)
+	text := q.String() // q is a copy: what String caches stays here
+	return v, format, len(text) == len(n)+len(suffix) && text[:len(n)] == string(n) && text[len(n):] == string(suffix)
+}
+
+// quantityOf is the quantity compactQuantity encoded as v and format.
+func quantityOf(v int64, format uint8, scale resource.Scale) resource.Quantity {
+	if format == 0 {
+		return resource.Quantity{}
+	}
+	q := resource.NewScaledQuantity(v, scale)
+	q.Format = quantityFormats[format]
+	return *q
+}
+
+// The words of a server that have few values, by code.
+var (
+	serverStates = [...]backend.State{backend.StatePending, backend.StateStarting, backend.StateReady,
+		backend.StateFailed, backend.StateStopped, backend.StateLost}
+	resizeStates = [...]backend.ResizeState{backend.ResizeNone, backend.ResizePending, backend.ResizeDeferred,
+		backend.ResizeInfeasible, backend.ResizeInProgress}
+	podPhases = [...]string{"", string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded),
+		string(corev1.PodFailed), string(corev1.PodUnknown)}
+)
+
+// index is v's code in table.
+func index[T comparable](table []T, v T) (uint8, bool) {
+	for i, t := range table {
+		if t == v {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
