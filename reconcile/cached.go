@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unique"
 
@@ -102,25 +103,19 @@ func viewOf(u *unstructured.Unstructured, f schema.Fields) (schema.VirtualMachin
 	return schema.ViewOf(raw, u.GetResourceVersion(), f), nil
 }
 
-// phaseOf reads the phase of raw in layout f. The phases this project writes are shared
-// constants; another value (written by someone else) is copied out of raw.
+// knownPhases are the phases this project writes.
+var knownPhases = []schema.Phase{schema.PhaseCreating, schema.PhaseActive, schema.PhaseInactive,
+	schema.PhaseFailed, schema.PhaseTerminating, schema.PhaseUnknown}
+
+// phaseOf reads the phase of raw in layout f. A phase this project writes is the shared
+// constant; another value (written by someone else) is copied out of raw, which the caller
+// reuses.
 func phaseOf(raw []byte, f schema.Fields) schema.Phase {
-	switch p := schema.ViewOf(raw, "", f).Phase(); p {
-	case schema.PhaseCreating:
-		return schema.PhaseCreating
-	case schema.PhaseActive:
-		return schema.PhaseActive
-	case schema.PhaseInactive:
-		return schema.PhaseInactive
-	case schema.PhaseFailed:
-		return schema.PhaseFailed
-	case schema.PhaseTerminating:
-		return schema.PhaseTerminating
-	case schema.PhaseUnknown:
-		return schema.PhaseUnknown
-	default:
-		return schema.Phase(strings.Clone(string(p)))
+	p := schema.ViewOf(raw, "", f).Phase()
+	if i := slices.Index(knownPhases, p); i >= 0 {
+		return knownPhases[i]
 	}
+	return schema.Phase(strings.Clone(string(p)))
 }
 
 // View is a view of the cached object, in layout f; it unpacks the object's JSON into a
