@@ -9,8 +9,9 @@
 #   build   build the binaries into .cache/bin (skipped when nothing they depend on changed)
 #   up      start the cluster (idempotent), with NODES fake nodes, and write .cache/kubeconfig
 #           (context kwok-NAME); all components listen on 127.0.0.1 only; then the resizer,
-#           which plays the kubelet's part of in-place pod resize on kwok's nodes
-#           (cluster/resizer; log in the cluster's logs/resizer.log)
+#           which plays the kubelet's part of in-place pod resize on kwok's nodes and ends
+#           terminating pods on their UID (cluster/resizer; log in the cluster's
+#           logs/resizer.log)
 #   down    stop the resizer and the cluster and delete its state (fine when there is none)
 #   status  exit 0 when the cluster answers /readyz, 1 otherwise
 #
@@ -25,9 +26,11 @@
 #   KWOKCTL_EXTRA        extra arguments for `kwokctl create cluster`, word-split
 #                        (e.g. KWOKCTL_EXTRA=--disable-qps-limits)
 #   UP_TIMEOUT           seconds `up` may take before it gives up (default 180)
-#   RESIZER              1 (default): `up` starts the resizer; 0: it does not, and pods on kwok
-#                        nodes cannot be resized (the resizer writes every running pod's status
-#                        once, which a benchmark may want to leave out)
+#   RESIZER              1 (default): `up` starts the resizer, which also ends terminating pods
+#                        in place of kwok's pod-delete stage (see kwok_stages); 0: it does not,
+#                        pods on kwok nodes cannot be resized, and kwok deletes terminating pods
+#                        by name (the resizer writes every running pod's status once, which a
+#                        benchmark may want to leave out)
 #   BUILD_TIMEOUT        seconds one build step may take before it gives up (default 3600)
 set -euo pipefail
 
@@ -65,6 +68,8 @@ KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
 KWOK_BINS=(kwok kwokctl)
 # Built from this repository's own module, so it follows the code (go build caches it).
 RESIZER_BIN=$BIN/kwok-resizer
+# The kwok Stages used beside the resizer (see kwok_stages).
+KWOK_STAGES=$CACHE/kwok-stages.yaml
 METRICS_SERVER_BINS=(metrics-server)
 
 # log prints one progress line prefixed with the seconds since the command started, so a
@@ -92,7 +97,7 @@ need_bins() {
 		[[ -x $BIN/$b ]] || die "$BIN/$b is missing; build the tools first: make tools (cluster/cluster.sh build)"
 	done
 	if [[ $RESIZER == 1 ]]; then
-		[[ -x $RESIZER_BIN ]] || die "$RESIZER_BIN is missing; build the tools first: make tools (cluster/cluster.sh build)"
+		[[ -x $RESIZER_BIN && -f $KWOK_STAGES ]] || die "$RESIZER_BIN or $KWOK_STAGES is missing; build the tools first: make tools (cluster/cluster.sh build)"
 	fi
 	return 0
 }
@@ -239,9 +244,36 @@ cmd_build() {
 			"sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION"
 		printf '%s\n' "$want" >"$STAMPS/metrics-server"
 	fi
+	kwok_stages
 	log "resizer: go build ./cluster/resizer"
 	run_build "the resizer" env -C "$REPO" go build -trimpath -buildvcs=false -o "$RESIZER_BIN" ./cluster/resizer
 	log "build: done ($BIN)"
+}
+
+# kwok_stages writes the kwok Stages the cluster runs with when the resizer runs: kwok's own
+# defaults, read from its module source, without pod-delete. That stage deletes a terminating
+# pod by name, so a delete it queued for a pod that has since gone can remove the new pod of the
+# same name that vm-controller creates in its place; the resizer ends terminating pods as a
+# kubelet does instead, with the pod's UID as a precondition (cluster/resizer). kwok takes its
+# defaults only when no Stage is configured, so the node stages are listed too, as kwokctl
+# would configure them for the binary runtime.
+kwok_stages() {
+	local dir
+	dir=$(cd "${TMPDIR:-/tmp}" && GOFLAGS= go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p') ||
+		die "go mod download sigs.k8s.io/kwok@$KWOK_VERSION failed (error above)"
+	[[ -d $dir/kustomize/stage ]] || die "kwok's stages are not in its module source ($dir/kustomize/stage)"
+	local f first=1
+	{
+		echo "# kwok $KWOK_VERSION's default Stages without pod-delete; written by cluster/cluster.sh build."
+		for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+			pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml; do
+			((first)) || echo ---
+			first=0
+			cat "$dir/kustomize/stage/$f" || exit 1
+		done
+	} >"$KWOK_STAGES.tmp" || die "could not read kwok's stages from $dir/kustomize/stage"
+	mv "$KWOK_STAGES.tmp" "$KWOK_STAGES"
+	log "kwok stages: $KWOK_STAGES (kwok's defaults without pod-delete)"
 }
 
 # kubectl_c runs kubectl against the local cluster with a per-request bound, so no wait in
@@ -364,6 +396,8 @@ cmd_up() {
 			--kube-authorization=true --kube-admission=true
 			--timeout "${UP_TIMEOUT}s"
 		)
+		# With the resizer, kwok runs without its pod-delete stage (see kwok_stages).
+		if [[ $RESIZER == 1 ]]; then args+=(--config "$KWOK_STAGES"); fi
 		if [[ -f $CLUSTER_DIR/kwok.yaml ]]; then
 			# The state is there but the processes are not (a reboot, a kill): kwokctl
 			# restarts them on the ports it recorded.

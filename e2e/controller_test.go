@@ -621,7 +621,9 @@ func TestControllerServerReplaced(t *testing.T) {
 		occurrences += max(n, 1)
 	}
 	if occurrences != 1 {
-		t.Errorf("ServerMissing occurred %d times (series counts %q); want 1, for the deleted pod", occurrences, out)
+		all := kubectl(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name=vm1", "--sort-by", ".metadata.creationTimestamp",
+			"-o", `jsonpath={range .items[*]}{.eventTime}{" "}{.reason}{" x"}{.series.count}{": "}{.note}{"\n"}{end}`)
+		t.Errorf("ServerMissing occurred %d times (series counts %q); want 1, for the deleted pod; the VM's Events:\n%s", occurrences, out, all)
 	}
 }
 

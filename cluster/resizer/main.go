@@ -7,6 +7,9 @@
 // the condition cleared. A pod's annotation resize.kwok.cloudnative.czs/answer (Infeasible,
 // Deferred or Error) makes it answer so for tests.
 //
+// It also ends terminating pods on those nodes, as a kubelet does, with the pod's UID as a
+// precondition, in place of kwok's pod-delete stage, which deletes by name (see removal).
+//
 // Why not kwok Stages: a Stage selects on one object's fields and renders its status from that
 // object alone, so it cannot weigh a resize against the node's allocatable and the other pods
 // on the node (Deferred), nor compare quantities by value ("1" and "1000m").
@@ -37,6 +40,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 )
 
 // kwokNodeAnnotation marks the nodes kwok manages (kwokctl scale node sets it).
@@ -178,6 +182,9 @@ func (r *resizer) handle(ctx context.Context, key cache.ObjectName) (time.Durati
 	if node.Annotations[kwokNodeAnnotation] != "fake" {
 		return 0, nil // a real kubelet's pod
 	}
+	if pod.DeletionTimestamp != nil {
+		return 0, r.remove(ctx, pod)
+	}
 	s := kubelet(pod, r.room(node, pod), time.Now(), r.actuate)
 	if s.what == "" {
 		return s.after, nil
@@ -196,6 +203,33 @@ func (r *resizer) handle(ctx context.Context, key cache.ObjectName) (time.Durati
 	}
 	r.log.Info("Resize step", "pod", key.String(), "step", s.what)
 	return s.after, nil
+}
+
+// remove ends a terminating pod as a kubelet does once its containers have stopped: deleted
+// at once, on the condition that it is still the same pod (see removal).
+func (r *resizer) remove(ctx context.Context, pod *corev1.Pod) error {
+	err := r.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, removal(pod))
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // gone already
+	case apierrors.IsConflict(err):
+		return nil // the name is a newer pod's now: not this one to delete
+	case err != nil:
+		return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	r.log.Info("Deleted pod", "pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID)
+	return nil
+}
+
+// removal is how a kubelet deletes a pod it has stopped: at once (grace period 0), and only
+// if the name still belongs to the pod of that UID. kwok's own pod-delete stage deletes by
+// name alone, so a delete it queued for a pod that has since gone can remove a new pod of the
+// same name, such as the server vm-controller creates in place of a deleted one (the kubelet
+// has used the UID since kubernetes/kubernetes#25224 for the same reason). cluster/cluster.sh
+// leaves that stage out of kwok's configuration when this program runs.
+func removal(pod *corev1.Pod) metav1.DeleteOptions {
+	uid := pod.UID
+	return metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
 // room is what node has for pod: its allocatable, and what its other pods that still run
