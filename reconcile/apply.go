@@ -9,10 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
@@ -28,7 +24,7 @@ const fieldManager = "vm-controller"
 // other writer of a VM: it patches the usage fields and the UsageReported condition, nothing
 // else.
 type applier struct {
-	client   dynamic.NamespaceableResourceInterface
+	writer   vmWriter
 	fields   schema.Fields
 	backend  backend.Backend
 	recorder events.EventRecorder
@@ -54,7 +50,7 @@ func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner back
 // resourceVersion of each write of the VM, in order.
 type applied struct {
 	after   time.Duration
-	last    *unstructured.Unstructured
+	last    *written
 	written []string
 }
 
@@ -62,16 +58,15 @@ type applied struct {
 // VM as it now is instead of waiting for the informer to bring it back.
 func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan Plan) (applied, error) {
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
-	res := a.client.Namespace(owner.Namespace)
 	rv := vm.ResourceVersion()
 	var out applied
 	if plan.Finalizer == AddFinalizer {
-		u, err := a.setFinalizer(ctx, res, vm, rv, true)
+		w, err := a.setFinalizer(ctx, vm, rv, true)
 		if err != nil {
 			return out, err
 		}
-		rv = u.GetResourceVersion()
-		out.last, out.written = u, append(out.written, rv)
+		rv = w.rv
+		out.last, out.written = w, append(out.written, rv)
 	}
 	if plan.Server != nil {
 		switch plan.Server.Op {
@@ -118,21 +113,21 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		if err != nil {
 			return out, fmt.Errorf("render status: %w", err)
 		}
-		u, err := res.Patch(ctx, owner.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, a.route.subresources()...)
+		w, err := a.writer.patch(ctx, owner.Namespace, owner.Name, patch, a.route.subresources()...)
 		if apierrors.IsNotFound(err) {
 			return applied{}, nil
 		}
 		if err != nil {
 			return out, fmt.Errorf("write status: %w", err)
 		}
-		rv = u.GetResourceVersion()
-		out.last, out.written = u, append(out.written, rv)
+		rv = w.rv
+		out.last, out.written = &w, append(out.written, rv)
 		a.record(vm, plan.Events...)
 	}
 	if plan.Finalizer == RemoveFinalizer {
 		// The VM may be gone once its last finalizer is: nothing to carry on from.
 		out.last = nil
-		if _, err := a.setFinalizer(ctx, res, vm, rv, false); err != nil {
+		if _, err := a.setFinalizer(ctx, vm, rv, false); err != nil {
 			return out, err
 		}
 	}
@@ -164,7 +159,7 @@ type finalizerPatch struct {
 
 // setFinalizer adds or removes the controller's finalizer, keeping everyone else's, and
 // returns the VM as the write left it (nil when it was already gone).
-func (a applier) setFinalizer(ctx context.Context, res dynamic.ResourceInterface, vm schema.VirtualMachine, rv string, add bool) (*unstructured.Unstructured, error) {
+func (a applier) setFinalizer(ctx context.Context, vm schema.VirtualMachine, rv string, add bool) (*written, error) {
 	var p finalizerPatch
 	p.Metadata.Finalizers = []string{}
 	for _, f := range vm.Finalizers() {
@@ -180,7 +175,7 @@ func (a applier) setFinalizer(ctx context.Context, res dynamic.ResourceInterface
 	if err != nil {
 		return nil, fmt.Errorf("render finalizers: %w", err)
 	}
-	out, err := res.Patch(ctx, vm.Name(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	out, err := a.writer.patch(ctx, vm.Namespace(), vm.Name(), patch)
 	if apierrors.IsNotFound(err) && !add {
 		return nil, nil
 	}
@@ -191,7 +186,7 @@ func (a applier) setFinalizer(ctx context.Context, res dynamic.ResourceInterface
 		}
 		return nil, fmt.Errorf("%s finalizer: %w", verb, err)
 	}
-	return out, nil
+	return &out, nil
 }
 
 // eventAction is the action field of an events.k8s.io Event: what the controller did.

@@ -19,7 +19,7 @@ import (
 )
 
 func (w *world) applier() applier {
-	return applier{client: w.client.Resource(vmGVR), fields: w.fields, backend: w.servers, recorder: w.recorder,
+	return applier{writer: dynamicWriter{client: w.client.Resource(vmGVR)}, fields: w.fields, backend: w.servers, recorder: w.recorder,
 		expect: newExpectations(), policy: DefaultPolicy, now: func() time.Time { return now }}
 }
 

@@ -93,16 +93,6 @@ func compactJSON(u *unstructured.Unstructured) ([]byte, error) {
 	return raw, nil
 }
 
-// viewOf is the view of an object the API server has just returned, in its compact form
-// without packing it: a reconcile that carries on from its own write reads it once.
-func viewOf(u *unstructured.Unstructured, f schema.Fields) (schema.VirtualMachine, error) {
-	raw, err := compactJSON(u)
-	if err != nil {
-		return schema.VirtualMachine{}, err
-	}
-	return schema.ViewOf(raw, u.GetResourceVersion(), f), nil
-}
-
 // knownPhases are the phases this project writes.
 var knownPhases = []schema.Phase{schema.PhaseCreating, schema.PhaseActive, schema.PhaseInactive,
 	schema.PhaseFailed, schema.PhaseTerminating, schema.PhaseUnknown}

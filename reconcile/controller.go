@@ -28,10 +28,11 @@ import (
 // Config is what a Controller is built from.
 type Config struct {
 	Client dynamic.Interface
-	// REST, if set, is what the VM informer lists and watches with (see RESTClientFor): each
-	// VM is decoded once, from the wire into its cached form. Nil: the dynamic informer over
-	// Client, whose objects are compacted by a transform (what unit tests with the dynamic
-	// fake use).
+	// REST, if set, is what the VM informer lists and watches with and what VMs are written
+	// through (see RESTClientFor and restWriter): each VM, watched or written, is decoded
+	// once, from the wire into its compact form. Nil: the dynamic informer over Client, whose
+	// objects are compacted by a transform, and writes through Client (what unit tests with
+	// the dynamic fake use).
 	REST      rest.Interface
 	GVR       k8sschema.GroupVersionResource
 	Fields    schema.Fields
@@ -115,13 +116,18 @@ func New(cfg Config) *Controller {
 		log:    cfg.Logger,
 	}
 	route := statusRoute{main: cfg.NoStatusSubresource}
-	c.applier = applier{client: cfg.Client.Resource(cfg.GVR), fields: cfg.Fields, backend: cfg.Backend,
+	// Writes go through the REST client when there is one (see restWriter).
+	var writer vmWriter = dynamicWriter{client: cfg.Client.Resource(cfg.GVR)}
+	if cfg.REST != nil {
+		writer = restWriter{client: cfg.REST, gvr: cfg.GVR}
+	}
+	c.applier = applier{writer: writer, fields: cfg.Fields, backend: cfg.Backend,
 		recorder: cfg.Recorder, expect: c.expect, policy: cfg.Policy, now: cfg.Now, route: route}
 	if cfg.WatchCRD {
 		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
 	}
 	if reader, ok := cfg.Backend.(backend.UsageReader); ok && cfg.Usage.Interval > 0 {
-		c.usage = &poller{policy: cfg.Usage, reader: reader, client: cfg.Client.Resource(cfg.GVR), fields: cfg.Fields,
+		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
 			get:   c.view, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
 			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}) }}
@@ -471,9 +477,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if out.last == nil || decision == maxDecisions {
 			break
 		}
-		if vm, err = viewOf(out.last, c.cfg.Fields); err != nil {
-			return 0, err
-		}
+		vm = out.last.view(c.cfg.Fields)
 	}
 	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w

@@ -7,9 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -33,7 +30,7 @@ type UsageObserver interface {
 type poller struct {
 	policy   UsagePolicy
 	reader   backend.UsageReader
-	client   dynamic.NamespaceableResourceInterface
+	writer   vmWriter
 	fields   schema.Fields
 	queue    workqueue.TypedDelayingInterface[cache.ObjectName]
 	get      func(cache.ObjectName) (schema.VirtualMachine, bool)
@@ -110,14 +107,14 @@ func (p *poller) sample(ctx context.Context, key cache.ObjectName) bool {
 		p.log.Warn("Cannot render usage", "vm", key.String(), "error", err)
 		return true
 	}
-	u, err := p.client.Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, p.route.subresources()...)
+	w, err := p.writer.patch(ctx, key.Namespace, key.Name, patch, p.route.subresources()...)
 	switch {
 	case err == nil:
 		p.mu.Lock()
 		p.lastWrite[key] = p.now()
 		p.mu.Unlock()
 		if p.route.main && p.echo != nil {
-			p.echo(key, u.GetResourceVersion())
+			p.echo(key, w.rv)
 		}
 	case apierrors.IsNotFound(err):
 		p.forget(key)

@@ -28,7 +28,7 @@ func newPoller(t *testing.T, w *world, r *results, cases ...string) *poller {
 		vms[cache.NewObjectName(vm.Namespace(), vm.Name())] = vm
 	}
 	return &poller{policy: UsagePolicy{Interval: time.Minute, Threshold: 0.1, MaxInterval: 10 * time.Minute}, reader: w.servers,
-		client: w.client.Resource(vmGVR), fields: w.fields,
+		writer: dynamicWriter{client: w.client.Resource(vmGVR)}, fields: w.fields,
 		queue: workqueue.NewTypedDelayingQueue[cache.ObjectName](),
 		get: func(k cache.ObjectName) (schema.VirtualMachine, bool) {
 			vm, ok := vms[k]

@@ -78,15 +78,7 @@ var (
 
 func (lw *vmListerWatcher) request(opts *metav1.ListOptions) *rest.Request {
 	opts.LabelSelector = lw.selector
-	segs := []string{"/apis", lw.gvr.Group, lw.gvr.Version}
-	if lw.gvr.Group == "" {
-		segs = []string{"/api", lw.gvr.Version}
-	}
-	if lw.namespace != "" {
-		segs = append(segs, "namespaces", lw.namespace)
-	}
-	segs = append(segs, lw.gvr.Resource)
-	return lw.client.Get().AbsPath(segs...).SpecificallyVersionedParams(opts, metav1.ParameterCodec, metav1.SchemeGroupVersion)
+	return lw.client.Get().AbsPath(resourcePath(lw.gvr, lw.namespace)...).SpecificallyVersionedParams(opts, metav1.ParameterCodec, metav1.SchemeGroupVersion)
 }
 
 // ListWithContext lists the VMs into an ObjectList.
@@ -301,10 +293,22 @@ type compactor struct {
 // it is, and of metadata only keptMetadata (see Compact, which makes the same form from an
 // unstructured object). For a bookmark it also notes the end of a watch list's initial events.
 func (c *compactor) object(v gjson.Result, bookmark bool) (*Object, error) {
+	o := &Object{}
+	b, err := c.compact(v, o, bookmark)
+	if err != nil {
+		return nil, err
+	}
+	o.packed = pack(&c.packed, b)
+	o.phase = phaseOf(b, c.fields)
+	return o, nil
+}
+
+// compact writes the compact JSON of v into the compactor's scratch buffer and returns it
+// (valid until the next call), and sets o's namespace, name, UID and resourceVersion.
+func (c *compactor) compact(v gjson.Result, o *Object, bookmark bool) ([]byte, error) {
 	if !v.IsObject() {
 		return nil, errors.New("not a JSON object")
 	}
-	o := &Object{}
 	b := append(c.buf[:0], '{')
 	v.ForEach(func(k, val gjson.Result) bool {
 		if len(b) > 1 {
@@ -379,9 +383,7 @@ func (c *compactor) object(v gjson.Result, bookmark bool) (*Object, error) {
 	})
 	b = append(b, '}')
 	c.buf = b
-	o.packed = pack(&c.packed, b)
-	o.phase = phaseOf(b, c.fields)
-	return o, nil
+	return b, nil
 }
 
 // unsafeString reads b as a string without copying it; b must not change while the string
