@@ -28,7 +28,21 @@ spec:
   resource: {cpu: 1, memory: 64Mi, rootDisk: 1Gi}
 `)
 	waitPhase(t, ns, name, "Active", "", 2*time.Minute)
+	waitResizable(t, ns, name+"-server")
 	return podUID(t, ns, name)
+}
+
+// waitResizable waits until pod's node reports its container's resources, without which the
+// API server refuses a resize of the running pod (the node does not support it) and the
+// controller, rightly, replaces the server instead. A kubelet reports them as it starts the
+// container; on kwok's nodes the local cluster's stand-in (cluster/resizer) does so a moment
+// after kwok marks the pod running, and a test that resizes in place waits for that moment.
+func waitResizable(t *testing.T, ns, pod string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		cpu, _ := kubectlErr("get", "pod", pod, "-n", ns, "-o", "jsonpath={.status.containerStatuses[0].resources.limits.cpu}")
+		return cpu != "", "pod " + pod + " without the resources of its container in its status"
+	})
 }
 
 func podUID(t *testing.T, ns, name string) string {

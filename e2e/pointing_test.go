@@ -168,6 +168,7 @@ spec: {bootImage: %q, shape: {cores: 1, ram: 64Mi}, disks: {boot: {size: 1Gi}}}
 		t.Errorf("status at the map's paths: %q, want %q", got, want)
 	}
 
+	waitResizable(t, ns, "box-server")
 	kubectl(t, "-n", ns, "patch", "machines.compute.example.org", "box", "--type=merge", "-p", `{"spec":{"shape":{"cores":2}}}`)
 	eventually(t, 3*time.Minute, func() (bool, string) {
 		u, _, c, _ := podSpecOf(ns, "box-server")

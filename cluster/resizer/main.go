@@ -52,7 +52,7 @@ const byNode = "node"
 func main() {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
 	actuate := flag.Duration("actuate-after", time.Second, "how long a resize stays in progress before its resources are in effect")
-	workers := flag.Int("workers", 2, "pods handled at once")
+	workers := flag.Int("workers", 4, "pods handled at once")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(*kubeconfig, *actuate, *workers, log); err != nil {
