@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -67,6 +68,7 @@ func compareScenario(args []string) error {
 	events := fs.String("events", "warnings", "vm-controller's --events, or a comma-separated list to run each variant (e.g. warnings,all)")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	baseline := fs.String("baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF) to run as one more contender, after this checkout's, with the same flags")
 	_ = fs.Parse(args)
 	for _, ev := range strings.Split(*events, ",") {
 		if ev != "all" && ev != "warnings" {
@@ -91,19 +93,29 @@ func compareScenario(args []string) error {
 	if err != nil {
 		return err
 	}
+	builds := []struct{ name, binary string }{{"vm-controller", base.binary}}
+	if *baseline != "" {
+		bin, err := buildBinary(dir, "vm-controller-baseline", *baseline)
+		if err != nil {
+			return fmt.Errorf("--baseline: %w", err)
+		}
+		builds = append(builds, struct{ name, binary string }{"vm-controller@" + describeCheckout(*baseline), bin})
+	}
 
 	workers := strconv.Itoa(f.workers)
 	var contenders []contender
 	for _, ev := range f.events {
-		contenders = append(contenders, contender{name: "vm-controller --events " + ev, start: func(e *env) (*controller, error) {
-			// QPS so high that the client-side limiter never waits: the peer has none.
-			// Usage sampling is off: the peer has none, and it is not part of a burst.
-			c, err := e.startController("--workers", workers, "--qps", "1000000", "--burst", "1000000", "--usage-interval", "0", "--events", ev)
-			if err != nil {
-				return nil, err
-			}
-			return c, c.waitWorkers(f.timeout)
-		}})
+		for _, b := range builds {
+			contenders = append(contenders, contender{name: b.name + " --events " + ev, start: func(e *env) (*controller, error) {
+				// QPS so high that the client-side limiter never waits: the peer has none.
+				// Usage sampling is off: the peer has none, and it is not part of a burst.
+				c, err := e.startControllerBinary(b.binary, "--workers", workers, "--qps", "1000000", "--burst", "1000000", "--usage-interval", "0", "--events", ev)
+				if err != nil {
+					return nil, err
+				}
+				return c, c.waitWorkers(f.timeout)
+			}})
+		}
 	}
 	contenders = append(contenders, contender{name: "controller-runtime peer", start: func(e *env) (*controller, error) {
 		c, err := e.startProcess(peer, []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers})
@@ -356,4 +368,14 @@ func medianOf(name string, all []runResult) runResult {
 	m.events = med(func(r runResult) float64 { return r.events })
 	m.teardown = dur(func(r runResult) time.Duration { return r.teardown })
 	return m
+}
+
+// describeCheckout names the commit checked out in dir (its short hash), or dir itself when
+// git cannot tell.
+func describeCheckout(dir string) string {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return dir
+	}
+	return strings.TrimSpace(string(out))
 }

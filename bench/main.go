@@ -200,12 +200,18 @@ type controller struct {
 // startController runs vm-controller for the bench's namespace and waits for its metrics
 // endpoint (and its health endpoint, when args give --health-addr).
 func (e *env) startController(args ...string) (*controller, error) {
+	return e.startControllerBinary(e.binary, args...)
+}
+
+// startControllerBinary is startController with another build of vm-controller (compare's
+// --baseline).
+func (e *env) startControllerBinary(binary string, args ...string) (*controller, error) {
 	all := []string{"run", "--kubeconfig", e.kubecfg, "--namespace", e.ns, "--metrics-addr", "127.0.0.1:0", "--log-level", "info"}
 	wantHealth := slices.Contains(args, "--health-addr")
 	if !wantHealth {
 		all = append(all, "--health-addr", "")
 	}
-	c, err := e.startProcess(e.binary, append(all, args...))
+	c, err := e.startProcess(binary, append(all, args...))
 	if err != nil {
 		return nil, err
 	}
