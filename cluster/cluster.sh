@@ -263,7 +263,8 @@ kwok_stages() {
 		die "go mod download sigs.k8s.io/kwok@$KWOK_VERSION failed (error above)"
 	[[ -d $dir/kustomize/stage ]] || die "kwok's stages are not in its module source ($dir/kustomize/stage)"
 	local f first=1
-	{
+	# A subshell, so that a failed cat ends it and not the script, and die says why.
+	(
 		echo "# kwok $KWOK_VERSION's default Stages without pod-delete; written by cluster/cluster.sh build."
 		for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 			pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml; do
@@ -271,7 +272,7 @@ kwok_stages() {
 			first=0
 			cat "$dir/kustomize/stage/$f" || exit 1
 		done
-	} >"$KWOK_STAGES.tmp" || die "could not read kwok's stages from $dir/kustomize/stage"
+	) >"$KWOK_STAGES.tmp" || die "could not read kwok's stages from $dir/kustomize/stage"
 	mv "$KWOK_STAGES.tmp" "$KWOK_STAGES"
 	log "kwok stages: $KWOK_STAGES (kwok's defaults without pod-delete)"
 }
