@@ -29,6 +29,11 @@ type compareFlags struct {
 	events                      []string
 	timeout                     time.Duration
 	kubeconfig                  string
+	// profile, if set, is a directory for a CPU profile of each vm-controller run, taken over
+	// the first profileFor of its burst. Profiling costs the process CPU of its own, so a run
+	// with profiles is for reading where the time goes, not for the CPU column.
+	profile    string
+	profileFor time.Duration
 }
 
 // contender is one controller of the comparison and how to start it in a namespace.
@@ -68,6 +73,8 @@ func compareScenario(args []string) error {
 	events := fs.String("events", "warnings", "vm-controller's --events, or a comma-separated list to run each variant (e.g. warnings,all)")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each vm-controller run (go tool pprof FILE); its CPU figures then include the profiler's")
+	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
 	baseline := fs.String("baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF) to run as one more contender, after this checkout's, with the same flags")
 	_ = fs.Parse(args)
 	for _, ev := range strings.Split(*events, ",") {
@@ -77,6 +84,11 @@ func compareScenario(args []string) error {
 		f.events = append(f.events, ev)
 	}
 
+	if f.profile != "" {
+		if err := os.MkdirAll(f.profile, 0o755); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+	}
 	base, err := connect(f.kubeconfig)
 	if err != nil {
 		return err
@@ -109,7 +121,11 @@ func compareScenario(args []string) error {
 			contenders = append(contenders, contender{name: b.name + " --events " + ev, start: func(e *env) (*controller, error) {
 				// QPS so high that the client-side limiter never waits: the peer has none.
 				// Usage sampling is off: the peer has none, and it is not part of a burst.
-				c, err := e.startControllerBinary(b.binary, "--workers", workers, "--qps", "1000000", "--burst", "1000000", "--usage-interval", "0", "--events", ev)
+				args := []string{"--workers", workers, "--qps", "1000000", "--burst", "1000000", "--usage-interval", "0", "--events", ev}
+				if f.profile != "" {
+					args = append(args, "--pprof")
+				}
+				c, err := e.startControllerBinary(b.binary, args...)
 				if err != nil {
 					return nil, err
 				}
@@ -130,7 +146,7 @@ func compareScenario(args []string) error {
 	var results []runResult
 	for rep := 1; rep <= f.reps; rep++ {
 		for _, c := range contenders {
-			r, err := compareRun(base, c, f)
+			r, err := compareRun(base, c, f, rep)
 			if err != nil {
 				return fmt.Errorf("%s, repetition %d: %w", c.name, rep, err)
 			}
@@ -156,7 +172,7 @@ func compareScenario(args []string) error {
 
 // compareRun starts one contender in a fresh namespace, creates the VMs, waits until all are
 // Active, then deletes the namespace with the controller running and waits until it is gone.
-func compareRun(base *env, c contender, f compareFlags) (runResult, error) {
+func compareRun(base *env, c contender, f compareFlags, rep int) (runResult, error) {
 	r := runResult{contender: c.name, vms: f.vms}
 	e, err := base.fork()
 	if err != nil {
@@ -180,6 +196,14 @@ func compareRun(base *env, c contender, f compareFlags) (runResult, error) {
 	if err != nil {
 		return r, err
 	}
+	profiled := make(chan error, 1)
+	if f.profile != "" && ctrl.metrics != "" {
+		go func() {
+			profiled <- ctrl.cpuProfile(f.profileFor, filepath.Join(f.profile, profileName(c.name, rep)))
+		}()
+	} else {
+		profiled <- nil
+	}
 	start := time.Now()
 	err = parallel(f.vms, f.clients, func(i int) error {
 		w.created(vmName(i))
@@ -198,6 +222,9 @@ func compareRun(base *env, c contender, f compareFlags) (runResult, error) {
 		return r, err
 	}
 	if r.hwmMB, err = peakRSS(pid); err != nil {
+		return r, err
+	}
+	if err := <-profiled; err != nil {
 		return r, err
 	}
 	time.Sleep(5 * time.Second) // writes still on their way (vm-controller's Events are sent in the background)
@@ -245,6 +272,17 @@ func compareRun(base *env, c contender, f compareFlags) (runResult, error) {
 	r.teardown = time.Since(start)
 	ctrl.stop()
 	return r, nil
+}
+
+// profileName is the file of a contender's CPU profile in one repetition.
+func profileName(contender string, rep int) string {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, strings.TrimPrefix(strings.ReplaceAll(contender, " --", "-"), " "))
+	return fmt.Sprintf("%s-rep%d.pprof", name, rep)
 }
 
 // compareVM is the i-th VM of a compare burst: cpu 100m, small enough for thousands of pods on

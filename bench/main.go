@@ -322,6 +322,28 @@ func (e *env) apiserverMetrics() (map[string]float64, error) {
 	return parseMetrics(body), nil
 }
 
+// cpuProfile records the controller's CPU profile (--pprof) for d and writes it to file.
+func (c *controller) cpuProfile(d time.Duration, file string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", c.metrics, int(d.Seconds()))
+	resp, err := (&http.Client{Timeout: d + time.Minute}).Get(url)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile: %s", resp.Status)
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return fmt.Errorf("CPU profile %s: %w", file, err)
+	}
+	return out.Close()
+}
+
 // parseMetrics reads the Prometheus text format as sample (name and labels) -> value.
 func parseMetrics(body []byte) map[string]float64 {
 	out := map[string]float64{}
