@@ -408,10 +408,10 @@ func medianOf(name string, all []runResult) runResult {
 	return m
 }
 
-// describeCheckout names the commit checked out in dir (its short hash), or dir itself when
-// git cannot tell.
+// describeCheckout names the commit checked out in dir (its short hash, "+changes" when the
+// checkout has uncommitted changes), or dir itself when git cannot tell.
 func describeCheckout(dir string) string {
-	out, err := exec.Command("git", "-C", dir, "rev-parse", "--short", "HEAD").Output()
+	out, err := exec.Command("git", "-C", dir, "describe", "--always", "--dirty=+changes").Output()
 	if err != nil {
 		return dir
 	}
