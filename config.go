@@ -79,6 +79,30 @@ func (f clusterFlags) namespace() (string, error) {
 	return ns, nil
 }
 
+// writeConfig is cfg for the clients that write (VMs, pods, Events, usage): over HTTP/1.1
+// connections of their own unless http2, one per request in flight and kept for the next
+// (client-go keeps up to 25 idle). In a burst, each write over HTTP/2 cost the controller and
+// the API server more CPU than over HTTP/1.1: header compression into a shared table, a
+// goroutine and two flushes per request, flow-control frames (docs/dev/benchmarks.md). The
+// watches stay on cfg's HTTP/2 connection, whose health check notices a dead connection
+// within a minute, where HTTP/1.1 would leave a watch to TCP keep-alive.
+func writeConfig(cfg *rest.Config, http2 bool) *rest.Config {
+	w := rest.CopyConfig(cfg)
+	if !http2 {
+		w.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
+	return w
+}
+
+// protobufConfig is cfg speaking protobuf, for the typed clients of built-in kinds (pods,
+// nodes): a typed informer decodes a pod several times faster than from JSON.
+func protobufConfig(cfg *rest.Config) *rest.Config {
+	p := rest.CopyConfig(cfg)
+	p.ContentType = "application/vnd.kubernetes.protobuf"
+	p.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return p
+}
+
 // limitQPS sets the client-side rate limit: qps 0 turns client-go's limiter off (a negative
 // rest.Config.QPS does; 0 there would mean client-go's own default of 5), leaving the
 // protection of the API server to its API Priority and Fairness.

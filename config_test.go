@@ -1,15 +1,23 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
 	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // parseFlags fills a command's configuration from args the way the command line does: every
@@ -190,6 +198,66 @@ func TestLimitQPS(t *testing.T) {
 			}
 			if limited := client.GetRateLimiter() != nil; limited != (tc.qps > 0) {
 				t.Errorf("client-go rate limiter present: %t, want %t", limited, tc.qps > 0)
+			}
+		})
+	}
+}
+
+// TestWriteConfig: against a server that speaks both, the watches' configuration speaks
+// HTTP/2 and the writes' HTTP/1.1, unless --http2-writes; the writes share the watches'
+// rate limiter and leave their configuration as it was.
+func TestWriteConfig(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Success","message":%q}`, r.Proto)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	limiter := flowcontrol.NewTokenBucketRateLimiter(1000, 1000)
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}, RateLimiter: limiter}
+
+	// proto is the protocol a client of c spoke to the server.
+	proto := func(c *rest.Config) string {
+		t.Helper()
+		c = rest.CopyConfig(c)
+		c.ContentConfig = rest.ContentConfig{GroupVersion: &k8sschema.GroupVersion{Version: "v1"}, NegotiatedSerializer: scheme.Codecs.WithoutConversion()}
+		client, err := rest.RESTClientFor(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := client.Get().AbsPath("/proto").DoRaw(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status metav1.Status
+		if err := json.Unmarshal(body, &status); err != nil {
+			t.Fatal(err)
+		}
+		return status.Message
+	}
+	tests := map[string]struct {
+		http2 bool
+		want  string
+	}{
+		"default":        {false, "HTTP/1.1"},
+		"--http2-writes": {true, "HTTP/2.0"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := writeConfig(cfg, tc.http2)
+			if got := proto(w); got != tc.want {
+				t.Errorf("writes over %s, want %s", got, tc.want)
+			}
+			if got := proto(cfg); got != "HTTP/2.0" {
+				t.Errorf("watches over %s, want HTTP/2.0", got)
+			}
+			if w.RateLimiter != limiter {
+				t.Error("the writes have a rate limiter of their own, not the one --qps sets for all")
+			}
+			if len(cfg.NextProtos) != 0 {
+				t.Errorf("the watches' configuration changed: NextProtos %v", cfg.NextProtos)
 			}
 		})
 	}
