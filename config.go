@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -79,28 +80,20 @@ func (f clusterFlags) namespace() (string, error) {
 	return ns, nil
 }
 
-// writeConfig is cfg for the clients that write (VMs, pods, Events, usage): over HTTP/1.1
-// connections of their own unless http2, one per request in flight and kept for the next
-// (client-go keeps up to 25 idle). In a burst, each write over HTTP/2 cost the controller and
-// the API server more CPU than over HTTP/1.1: header compression into a shared table, a
-// goroutine and two flushes per request, flow-control frames (docs/dev/benchmarks.md). The
-// watches stay on cfg's HTTP/2 connection, whose health check notices a dead connection
-// within a minute, where HTTP/1.1 would leave a watch to TCP keep-alive.
-func writeConfig(cfg *rest.Config, http2 bool) *rest.Config {
-	w := rest.CopyConfig(cfg)
-	if !http2 {
-		w.TLSClientConfig.NextProtos = []string{"http/1.1"}
-	}
-	return w
-}
-
-// protobufConfig is cfg speaking protobuf, for the typed clients of built-in kinds (pods,
-// nodes): a typed informer decodes a pod several times faster than from JSON.
-func protobufConfig(cfg *rest.Config) *rest.Config {
-	p := rest.CopyConfig(cfg)
-	p.ContentType = "application/vnd.kubernetes.protobuf"
-	p.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	return p
+// http1 makes cfg's clients speak HTTP/1.1: a connection per request in flight, kept for the
+// next (client-go keeps up to 25 idle per client), instead of client-go's one HTTP/2
+// connection. In a burst, a request over HTTP/2 cost the controller and the API server more
+// CPU: header compression into a shared table, a goroutine and two flushes per request,
+// flow-control frames for every watch event (docs/dev/benchmarks.md). HTTP/2's health check
+// pings a silent connection after 30 s and drops it 15 s later; in its place, TCP keep-alive
+// probes start after 15 s of silence and give up on a dead connection, and so on a watch
+// stuck on it, after 3 unanswered probes 5 s apart.
+func http1(cfg *rest.Config) {
+	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	cfg.Dial = (&net.Dialer{
+		Timeout:         30 * time.Second, // client-go's own dialer's
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3},
+	}).DialContext
 }
 
 // limitQPS sets the client-side rate limit: qps 0 turns client-go's limiter off (a negative

@@ -17,7 +17,6 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 )
 
 // parseFlags fills a command's configuration from args the way the command line does: every
@@ -203,10 +202,9 @@ func TestLimitQPS(t *testing.T) {
 	}
 }
 
-// TestWriteConfig: against a server that speaks both, the watches' configuration speaks
-// HTTP/2 and the writes' HTTP/1.1, unless --http2-writes; the writes share the watches'
-// rate limiter and leave their configuration as it was.
-func TestWriteConfig(t *testing.T) {
+// TestHTTP1: against a server that speaks both, a client of the configuration http1 made
+// speaks HTTP/1.1 (through the keep-alive dialer), and one of client-go's own HTTP/2.
+func TestHTTP1(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Success","message":%q}`, r.Proto)
@@ -215,15 +213,12 @@ func TestWriteConfig(t *testing.T) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	limiter := flowcontrol.NewTokenBucketRateLimiter(1000, 1000)
-	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}, RateLimiter: limiter}
 
-	// proto is the protocol a client of c spoke to the server.
-	proto := func(c *rest.Config) string {
+	// proto is the protocol a client of cfg spoke to the server.
+	proto := func(cfg *rest.Config) string {
 		t.Helper()
-		c = rest.CopyConfig(c)
-		c.ContentConfig = rest.ContentConfig{GroupVersion: &k8sschema.GroupVersion{Version: "v1"}, NegotiatedSerializer: scheme.Codecs.WithoutConversion()}
-		client, err := rest.RESTClientFor(c)
+		cfg.ContentConfig = rest.ContentConfig{GroupVersion: &k8sschema.GroupVersion{Version: "v1"}, NegotiatedSerializer: scheme.Codecs.WithoutConversion()}
+		client, err := rest.RESTClientFor(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,23 +236,17 @@ func TestWriteConfig(t *testing.T) {
 		http2 bool
 		want  string
 	}{
-		"default":        {false, "HTTP/1.1"},
-		"--http2-writes": {true, "HTTP/2.0"},
+		"default": {false, "HTTP/1.1"},
+		"--http2": {true, "HTTP/2.0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			w := writeConfig(cfg, tc.http2)
-			if got := proto(w); got != tc.want {
-				t.Errorf("writes over %s, want %s", got, tc.want)
+			cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+			if !tc.http2 {
+				http1(cfg)
 			}
-			if got := proto(cfg); got != "HTTP/2.0" {
-				t.Errorf("watches over %s, want HTTP/2.0", got)
-			}
-			if w.RateLimiter != limiter {
-				t.Error("the writes have a rate limiter of their own, not the one --qps sets for all")
-			}
-			if len(cfg.NextProtos) != 0 {
-				t.Errorf("the watches' configuration changed: NextProtos %v", cfg.NextProtos)
+			if got := proto(cfg); got != tc.want {
+				t.Errorf("spoke %s, want %s", got, tc.want)
 			}
 		})
 	}

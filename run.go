@@ -48,7 +48,7 @@ type runConfig struct {
 	Resync           time.Duration
 	QPS              float64
 	Burst            int
-	HTTP2Writes      bool
+	HTTP2            bool
 	RetryBaseDelay   time.Duration
 	RetryMaxDelay    time.Duration
 	RetryQPS         float64
@@ -83,7 +83,7 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, Usage: "informer resync period (0 disables)", EnvVars: env("RESYNC"), Destination: &c.Resync},
 		&cli.Float64Flag{Name: "qps", Value: 0, Usage: "API requests per second, sustained; 0: no client-side limit; API Priority and Fairness protects the server", EnvVars: env("QPS"), Destination: &c.QPS},
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
-		&cli.BoolFlag{Name: "http2-writes", Usage: "send writes over the watches' HTTP/2 connection; default: over HTTP/1.1 connections of their own, which costs the controller and the API server less CPU per write (see docs/dev/benchmarks.md)", EnvVars: env("HTTP2_WRITES"), Destination: &c.HTTP2Writes},
+		&cli.BoolFlag{Name: "http2", Usage: "speak HTTP/2 to the API server, one multiplexed connection, as client-go does by default; default: HTTP/1.1, a connection per request in flight, which costs the controller and the API server less CPU per request (see docs/deploying.md)", EnvVars: env("HTTP2"), Destination: &c.HTTP2},
 		c.serverImageFlag("container image of server pods"),
 		watchNodesFlag(&c.WatchNodes, "watch nodes to report servers on lost nodes as Unknown (needs cluster-wide read access to nodes)"),
 		watchCRDFlag(&c.WatchCRD, "check and follow the resource's CRD: say when it is deleted or stops serving the version, resume when it is back (needs read access to that CRD)"),
@@ -220,6 +220,9 @@ func run(c runConfig) error {
 	if err != nil {
 		return err
 	}
+	if !c.HTTP2 {
+		http1(cfg)
+	}
 	limitQPS(cfg, c.QPS, c.Burst)
 	if cfg.QPS > 0 {
 		// One bucket for the VM, pod and events clients, so that --qps is what the
@@ -248,31 +251,24 @@ func run(c runConfig) error {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
 	noStatus := statusSubresourceMissing(ctx, client, gvr, c.WatchCRD, log)
-	// The watches go over cfg (HTTP/2); the writes over writeCfg (see writeConfig).
-	writeCfg := writeConfig(cfg, c.HTTP2Writes)
 	vmREST, err := reconcile.RESTClientFor(cfg)
 	if err != nil {
 		return err
 	}
-	vmWrites, err := reconcile.RESTClientFor(writeCfg)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(writeCfg)
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("events client: %w", err)
 	}
 	// Pods and nodes go over protobuf: a typed informer decodes them several times faster
 	// than JSON.
-	podClient, err := kubernetes.NewForConfig(protobufConfig(cfg))
+	protoCfg := rest.CopyConfig(cfg)
+	protoCfg.ContentType = "application/vnd.kubernetes.protobuf"
+	protoCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	podClient, err := kubernetes.NewForConfig(protoCfg)
 	if err != nil {
 		return fmt.Errorf("pods client: %w", err)
 	}
-	podWrites, err := kubernetes.NewForConfig(protobufConfig(writeCfg))
-	if err != nil {
-		return fmt.Errorf("pods client: %w", err)
-	}
-	usageCfg := rest.CopyConfig(writeCfg)
+	usageCfg := rest.CopyConfig(cfg)
 	usageCfg.RateLimiter = nil // a bucket of its own
 	limitQPS(usageCfg, c.UsageQPS, c.UsageBurst)
 	usageClient, err := dynamic.NewForConfig(usageCfg)
@@ -295,13 +291,12 @@ func run(c runConfig) error {
 	ctrl := reconcile.New(reconcile.Config{
 		Client:    client,
 		REST:      vmREST,
-		Writes:    vmWrites,
 		GVR:       gvr,
 		Fields:    fields,
 		Namespace: c.Namespace,
 		Selector:  c.Selector,
 		Resync:    c.Resync,
-		Backend: pods.New(pods.Config{Client: podClient, Writes: podWrites, Namespace: c.Namespace, Resync: c.Resync,
+		Backend: pods.New(pods.Config{Client: podClient, Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: usageClient, Discovery: kube.Discovery()}),
 		Policy:        c.policy(),
 		Recorder:      recorder,

@@ -33,11 +33,7 @@ type Config struct {
 	// once, from the wire into its compact form. Nil: the dynamic informer over Client, whose
 	// objects are compacted by a transform, and writes through Client (what unit tests with
 	// the dynamic fake use).
-	REST rest.Interface
-	// Writes, if set, is the REST client VMs are written through instead of REST: a client
-	// of the same API whose transport suits writes (run.go sends them over HTTP/1.1, the
-	// watch over HTTP/2).
-	Writes    rest.Interface
+	REST      rest.Interface
 	GVR       k8sschema.GroupVersionResource
 	Fields    schema.Fields
 	Namespace string // "" for all namespaces
@@ -122,10 +118,7 @@ func New(cfg Config) *Controller {
 	route := statusRoute{main: cfg.NoStatusSubresource}
 	// Writes go through the REST client when there is one (see restWriter).
 	var writer vmWriter = dynamicWriter{client: cfg.Client.Resource(cfg.GVR)}
-	switch {
-	case cfg.Writes != nil:
-		writer = restWriter{client: cfg.Writes, gvr: cfg.GVR}
-	case cfg.REST != nil:
+	if cfg.REST != nil {
 		writer = restWriter{client: cfg.REST, gvr: cfg.GVR}
 	}
 	c.applier = applier{writer: writer, fields: cfg.Fields, backend: cfg.Backend,

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -150,31 +149,4 @@ func BenchmarkWriteResponse(b *testing.B) {
 			}
 		}
 	})
-}
-
-// TestWritesClient: a controller with Config.Writes writes VMs through it, not through the
-// REST client its informer watches with; without it, through REST.
-func TestWritesClient(t *testing.T) {
-	watches, err := RESTClientFor(&rest.Config{Host: "https://watches.invalid"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writes, err := RESTClientFor(&rest.Config{Host: "https://writes.invalid"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, tc := range map[string]struct {
-		writes, want rest.Interface
-	}{
-		"Writes set": {writes, writes},
-		"no Writes":  {nil, watches},
-	} {
-		t.Run(name, func(t *testing.T) {
-			c := New(Config{REST: watches, Writes: tc.writes, GVR: vmGVR, Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())})
-			w, ok := c.applier.writer.(restWriter)
-			if !ok || w.client != tc.want {
-				t.Errorf("the applier writes through %#v", c.applier.writer)
-			}
-		})
-	}
 }

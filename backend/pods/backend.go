@@ -28,11 +28,7 @@ type Config struct {
 	// it. Give it a rest.Config whose ContentType is protobuf (see run.go): a typed
 	// protobuf informer decodes a pod several times faster than JSON into unstructured maps
 	// and the reflection-based converter.
-	Client kubernetes.Interface
-	// Writes, if set, is the clientset pods are created, read after a conflict, deleted and
-	// resized through instead of Client: the same API over a transport that suits writes
-	// (run.go sends them over HTTP/1.1, the watches over HTTP/2).
-	Writes    kubernetes.Interface
+	Client    kubernetes.Interface
 	Namespace string        // "" for all namespaces
 	Resync    time.Duration // informer resync period; 0 disables
 	// WatchNodes tells a lost node (Ready not True, or the node gone) from a pod that merely
@@ -60,9 +56,6 @@ var _ backend.Backend = (*Backend)(nil)
 
 // New returns a pod backend; nothing is watched until Start.
 func New(cfg Config) *Backend {
-	if cfg.Writes == nil {
-		cfg.Writes = cfg.Client
-	}
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = LabelVMUID }
 	b := &Backend{cfg: cfg, pods: coreinformers.NewFilteredPodInformer(cfg.Client, cfg.Namespace, cfg.Resync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak)}
@@ -211,7 +204,7 @@ func (b *Backend) nodeReady(name string) (ready, known bool) {
 // the refusal is only that the namespace is being deleted (a transient error).
 func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
 	pod := newPod(vm, spec)
-	client := b.cfg.Writes.CoreV1().Pods(vm.Namespace)
+	client := b.cfg.Client.CoreV1().Pods(vm.Namespace)
 	out, err := client.Create(ctx, pod, metav1.CreateOptions{FieldManager: "vm-controller"})
 	switch {
 	case err == nil:
@@ -251,7 +244,7 @@ func (b *Backend) Delete(ctx context.Context, vm backend.Owner) error {
 		return err
 	}
 	uid := srv.ID
-	err = b.cfg.Writes.CoreV1().Pods(vm.Namespace).Delete(ctx, srv.Name, metav1.DeleteOptions{
+	err = b.cfg.Client.CoreV1().Pods(vm.Namespace).Delete(ctx, srv.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: (*types.UID)(&uid)},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

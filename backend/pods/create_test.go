@@ -3,7 +3,6 @@ package pods
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,44 +49,5 @@ func TestCreateRefused(t *testing.T) {
 				t.Errorf("rejected %v, want %v: %v", got, tc.rejected, err)
 			}
 		})
-	}
-}
-
-// TestWritesClient: with Config.Writes set, a server's create and delete go through it, and the watch's clientset, Client, sees none of them.
-func TestWritesClient(t *testing.T) {
-	watches, writes := fakeClient(t), fakeClient(t)
-	b := New(Config{Client: watches, Writes: writes})
-	spec := backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1G"), RootDisk: resource.MustParse("1G"), Image: "img:1"}
-	srv, err := b.Create(context.Background(), resizeOwner, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verbs := func() []string {
-		var v []string
-		for _, a := range writes.Actions() {
-			v = append(v, a.GetVerb())
-		}
-		writes.ClearActions()
-		return v
-	}
-	if got, want := verbs(), []string{"create"}; !slices.Equal(got, want) {
-		t.Errorf("Writes saw %v, want %v", got, want)
-	}
-	pod, err := writes.CoreV1().Pods(resizeOwner.Namespace).Get(context.Background(), srv.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the create did not go through Writes: %v", err)
-	}
-	writes.ClearActions()
-	if err := b.pods.GetIndexer().Add(cachePod(pod)); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Delete(context.Background(), resizeOwner); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := verbs(), []string{"delete"}; !slices.Equal(got, want) {
-		t.Errorf("Writes saw %v, want %v", got, want)
-	}
-	if got := watches.Actions(); len(got) != 0 {
-		t.Errorf("Client saw %d requests, want none: %v", len(got), got)
 	}
 }

@@ -58,7 +58,7 @@ func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spe
 	if err != nil {
 		return nil, fmt.Errorf("render resize of pod %s: %w", srv.Name, err)
 	}
-	pod, err := b.cfg.Writes.CoreV1().Pods(vm.Namespace).Patch(ctx, srv.Name, types.StrategicMergePatchType,
+	pod, err := b.cfg.Client.CoreV1().Pods(vm.Namespace).Patch(ctx, srv.Name, types.StrategicMergePatchType,
 		patch, metav1.PatchOptions{FieldManager: "vm-controller"}, resizeSubresource)
 	if err != nil {
 		return nil, resizeError(srv.Name, err)
