@@ -69,7 +69,7 @@ func compareScenario(args []string) error {
 	fs.IntVar(&f.vms, "vms", 2000, "VMs each burst creates")
 	fs.IntVar(&f.clients, "clients", 32, "concurrent clients creating the VMs")
 	fs.IntVar(&f.workers, "workers", 16, "workers of both controllers (vm-controller --workers, the peer's MaxConcurrentReconciles)")
-	fs.IntVar(&f.reps, "reps", 3, "repetitions; each runs every contender once, in the same order")
+	fs.IntVar(&f.reps, "reps", 3, "repetitions; each runs every contender once, each starting one contender further along")
 	events := fs.String("events", "warnings", "vm-controller's --events, or a comma-separated list to run each variant (e.g. warnings,all)")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
@@ -145,7 +145,7 @@ func compareScenario(args []string) error {
 		f.vms, f.clients, f.workers, f.reps, runtime.NumCPU())
 	var results []runResult
 	for rep := 1; rep <= f.reps; rep++ {
-		for _, c := range contenders {
+		for _, c := range rotated(contenders, rep-1) {
 			r, err := compareRun(base, c, f, rep)
 			if err != nil {
 				return fmt.Errorf("%s, repetition %d: %w", c.name, rep, err)
@@ -272,6 +272,15 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (runResult, err
 	r.teardown = time.Since(start)
 	ctrl.stop()
 	return r, nil
+}
+
+// rotated is the contenders in the order of repetition rep (from 0): each repetition starts
+// one further along, so that with as many repetitions as contenders each runs once in each
+// position, and none always runs right after the same other one (whose namespace the
+// cluster may still be cleaning up, or whose load the machine may still be shedding).
+func rotated(contenders []contender, rep int) []contender {
+	k := rep % len(contenders)
+	return append(slices.Clone(contenders[k:]), contenders[:k]...)
 }
 
 // profileName is the file of a contender's CPU profile in one repetition.
