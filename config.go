@@ -81,13 +81,14 @@ func (f clusterFlags) namespace() (string, error) {
 }
 
 // http1 makes cfg's clients speak HTTP/1.1: a connection per request in flight, kept for the
-// next (client-go keeps up to 25 idle per client), instead of client-go's one HTTP/2
-// connection. In a burst, a request over HTTP/2 cost the controller and the API server more
-// CPU: header compression into a shared table, a goroutine and two flushes per request,
-// flow-control frames for every watch event (docs/dev/benchmarks.md). HTTP/2's health check
-// pings a silent connection after 30 s and drops it 15 s later; in its place, TCP keep-alive
-// probes start after 15 s of silence and give up on a dead connection, and so on a watch
-// stuck on it, after 3 unanswered probes 5 s apart.
+// next (client-go keeps up to 25 idle per client), instead of client-go's one multiplexed
+// HTTP/2 connection, whose per-request costs (header compression into a shared table, a
+// goroutine and two flushes per request, flow-control frames) showed in the controller's
+// profile. In side-by-side bursts the same writes over HTTP/1.1 made VMs Active sooner: the
+// API server, which bounds a burst, got through them faster (docs/dev/benchmarks.md). In
+// place of HTTP/2's health check (a ping after 30 s of silence), TCP keep-alive probes start
+// after 15 s of silence and give up on a dead connection, and so on a watch stuck on it,
+// after 3 unanswered probes 5 s apart.
 func http1(cfg *rest.Config) {
 	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	cfg.Dial = (&net.Dialer{
