@@ -276,8 +276,8 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (runResult, err
 
 // rotated is the contenders in the order of repetition rep (from 0): each repetition starts
 // one further along, so that with as many repetitions as contenders each runs once in each
-// position, and none always runs right after the same other one (whose namespace the
-// cluster may still be cleaning up, or whose load the machine may still be shedding).
+// position, rather than one of them always first (right after the previous repetition's
+// last, whose namespace the cluster may still be cleaning up) and another always last.
 func rotated(contenders []contender, rep int) []contender {
 	k := rep % len(contenders)
 	return append(slices.Clone(contenders[k:]), contenders[:k]...)
