@@ -75,7 +75,7 @@ func compareScenario(args []string) error {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each vm-controller run (go tool pprof FILE); its CPU figures then include the profiler's")
 	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
-	baseline := fs.String("baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF) to run as one more contender, after this checkout's, with the same flags")
+	baseline := fs.String("baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF) to run as one more contender beside this checkout's, with the same flags")
 	_ = fs.Parse(args)
 	for _, ev := range strings.Split(*events, ",") {
 		if ev != "all" && ev != "warnings" {
