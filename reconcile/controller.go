@@ -172,8 +172,16 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			// annotations changes nothing a decision reads: the periodic safety net is
 			// the RequeueAfter of each plan, not a storm of no-op reconciles.
 			o, n := old.(*Object), cur.(*Object)
+			key := cache.NewObjectName(n.GetNamespace(), n.name)
+			// The poller samples a VM as the cache shows it, and lets go of one that is not
+			// Active there. The reconcile that makes a VM Active schedules it before the
+			// cache has the write, so a sample may come too early: schedule it again once
+			// the cache shows it Active, even when this is the echo of that write.
+			if c.usage != nil && n.Phase() == schema.PhaseActive && o.Phase() != schema.PhaseActive {
+				c.usage.schedule(key)
+			}
 			// The echo of a write this controller made and had decided on already.
-			if c.echoes.seen(cache.NewObjectName(n.GetNamespace(), n.name), n.resourceVersion) {
+			if c.echoes.seen(key, n.resourceVersion) {
 				return
 			}
 			if Same(o, n) {
