@@ -97,6 +97,16 @@ type Server struct {
 	Resize   Resize    // how far a change of cpu and memory in place has got (resize.go)
 }
 
+// Reader is implemented by backends that can read a server from its source, past the cache
+// Observe reads. The controller asks it only when a VM's status names a server the cache does
+// not hold: the cache of servers may lag the cache of VMs (a restore that writes VMs before
+// their servers, a watch that restarted), and a server that is only not seen yet must not be
+// reported missing and created again.
+type Reader interface {
+	// Get returns vm's server as the backend holds it now, or nil when it has none.
+	Get(ctx context.Context, vm Owner) (*Server, error)
+}
+
 // UsageReader is implemented by backends that can tell what a server consumes.
 type UsageReader interface {
 	// Usage returns what vm's server consumes now. ErrNoUsage: the server has no figures

@@ -454,6 +454,11 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, fmt.Errorf("observe server: %w", err)
 		}
 		srv = c.expect.adjust(key, srv)
+		if srv == nil && decision == 1 {
+			if srv, err = c.confirmMissing(ctx, vm, owner, log); err != nil {
+				return 0, err
+			}
+		}
 		plan := c.cfg.Policy.Decide(vm, srv, c.cfg.Now())
 		phase := vm.Phase()
 		becomesActive := false
@@ -491,6 +496,30 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		after = w
 	}
 	return after, nil
+}
+
+// confirmMissing reads vm's server past the cache when vm's status says it has one and the
+// cache shows none. The cache of servers may lag the cache of VMs (VMs restored before their
+// servers, a watch of servers that restarted): deciding on it would report the server missing,
+// flip the VM to Creating and create the server again. A server that is really gone costs one
+// read. Backends without backend.Reader are taken at their cache's word.
+func (c *Controller) confirmMissing(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, log *slog.Logger) (*backend.Server, error) {
+	r, ok := c.cfg.Backend.(backend.Reader)
+	if !ok {
+		return nil, nil
+	}
+	name := claimedServer(vm.Status())
+	if name == "" {
+		return nil, nil
+	}
+	srv, err := r.Get(ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("confirm server %s is missing: %w", name, err)
+	}
+	if srv != nil {
+		log.Debug("Server not in the cache yet, but there", "server", name)
+	}
+	return srv, nil
 }
 
 func ownerOf(vm schema.VirtualMachine) backend.Owner {

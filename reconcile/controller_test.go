@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -305,5 +308,89 @@ func TestCompactTransform(t *testing.T) {
 	got, err := compact(v1alpha1(t))(caseObject(t, "create-new"))
 	if o, ok := got.(*Object); err != nil || !ok || o.GetName() != "test-vm" || o.DeepCopyObject() != o || !o.GetObjectKind().GroupVersionKind().Empty() {
 		t.Errorf("compact(vm) = %#v, %v", got, err)
+	}
+}
+
+// laggingBackend is the memory backend behind a cache of servers that can fall behind: while
+// hidden, Observe (the cache) shows no server and Get (a read past it) the real one.
+type laggingBackend struct {
+	*memory.Backend
+	hidden atomic.Bool
+	gets   atomic.Int32
+}
+
+func (b *laggingBackend) Observe(vm backend.Owner) (*backend.Server, error) {
+	if b.hidden.Load() {
+		return nil, nil
+	}
+	return b.Backend.Observe(vm)
+}
+
+func (b *laggingBackend) Get(_ context.Context, vm backend.Owner) (*backend.Server, error) {
+	b.gets.Add(1)
+	return b.Backend.Observe(vm)
+}
+
+// TestControllerServerNotCachedYet: an Active VM whose server the cache of servers does not
+// show yet (VMs restored before their servers, a watch of servers that restarted) is not
+// reported missing: the controller reads the server past the cache and finds it, so nothing
+// is written and no Event recorded. A server that is really gone is recreated, with the
+// ServerMissing warning, after the same one read.
+func TestControllerServerNotCachedYet(t *testing.T) {
+	w := newWorld(t, "create-new")
+	lag := &laggingBackend{Backend: w.servers}
+	c, _ := newController(t, w, UsagePolicy{})
+	c.cfg.Backend = lag
+	ctx := start(t, c)
+
+	// To Active: the server is created, then runs.
+	c.processNextItem(ctx)
+	owner := ownerOf(w.view(t, "create-new"))
+	srv, _ := w.servers.Observe(owner)
+	srv.State, srv.Detail = backend.StateReady, "Running"
+	w.servers.Set(owner, srv)
+	for status(t, w, testVM, "phase") != string(schema.PhaseActive) {
+		cachedAt(t, c, w, testVM)
+		c.processNextItem(ctx)
+	}
+	cachedAt(t, c, w, testVM)
+	for c.queue.Len() > 0 {
+		c.processNextItem(ctx)
+	}
+	if n := lag.gets.Load(); n != 0 {
+		t.Fatalf("%d reads past the cache while it showed the server, want 0", n)
+	}
+	writes := len(w.writes())
+	w.events() // drained: what follows is new
+
+	lag.hidden.Store(true)
+	c.queue.Add(testVM)
+	c.processNextItem(ctx)
+	if n := lag.gets.Load(); n != 1 {
+		t.Errorf("%d reads past the cache, want 1", n)
+	}
+	if got := w.writes()[writes:]; len(got) != 0 {
+		t.Errorf("a server only not cached yet brought writes %+v", got)
+	}
+	if got := w.events(); len(got) != 0 {
+		t.Errorf("a server only not cached yet brought events %q", got)
+	}
+	if phase := status(t, w, testVM, "phase"); phase != string(schema.PhaseActive) {
+		t.Errorf("phase %q, want Active", phase)
+	}
+
+	// Really gone: the read past the cache finds nothing either.
+	w.servers.Set(owner, nil)
+	for c.queue.Len() > 0 { // the backend's notice of the change
+		c.processNextItem(ctx)
+	}
+	if n := lag.gets.Load(); n != 2 {
+		t.Errorf("%d reads past the cache, want 2", n)
+	}
+	if got := w.events(); len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), ReasonServerMissing) {
+		t.Errorf("events %q, want ServerMissing and CreatingServer", got)
+	}
+	if phase := status(t, w, testVM, "phase"); phase != string(schema.PhaseCreating) {
+		t.Errorf("phase %q, want Creating", phase)
 	}
 }

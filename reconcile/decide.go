@@ -110,8 +110,11 @@ const restartHint = "restart it with: kubectl annotate vm %s " + schema.Annotati
 // for a decision that finds it gone or going: the controller did not delete it (that would be
 // a replacement, a restart after a failure or a stop, each with a reason of its own), so
 // someone else did, or its node went with it. "" when the status names no such server.
-func (d *decision) missingServer() string {
-	cur := d.current
+func (d *decision) missingServer() string { return claimedServer(d.current) }
+
+// claimedServer is the name of the server a status says is there (being made, starting,
+// running, or on a node that does not answer); empty when it claims none.
+func claimedServer(cur schema.Status) string {
 	if cur.Server == nil || cur.Server.Name == "" {
 		return ""
 	}

@@ -177,18 +177,34 @@ func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
 	if !ok {
 		return nil, nil
 	}
-	pod := obj.(*cachedPod)
+	return b.observed(obj.(*cachedPod), vm), nil
+}
+
+// Get reads vm's pod from the API server, past the cache (backend.Reader).
+func (b *Backend) Get(ctx context.Context, vm backend.Owner) (*backend.Server, error) {
+	pod, err := b.cfg.Client.CoreV1().Pods(vm.Namespace).Get(ctx, PodName(vm.Name), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get pod %s: %w", PodName(vm.Name), err)
+	}
+	return b.observed(cachePod(pod), vm), nil
+}
+
+// observed is vm's server as pod shows it; nil when the pod is another's and not going away.
+func (b *Backend) observed(pod *cachedPod, vm backend.Owner) *backend.Server {
 	if !pod.owns(vm) {
 		if !pod.deleting() {
-			return nil, nil // not ours: Create reports the clash
+			return nil // not ours: Create reports the clash
 		}
-		return &backend.Server{Name: pod.name, ID: string(pod.podUID()), State: backend.StatePending, Detail: pod.detail(), Deleting: true}, nil
+		return &backend.Server{Name: pod.name, ID: string(pod.podUID()), State: backend.StatePending, Detail: pod.detail(), Deleting: true}
 	}
 	var ready func(string) (bool, bool)
 	if b.nodes != nil {
 		ready = b.nodeReady
 	}
-	return pod.observed(ready), nil
+	return pod.observed(ready)
 }
 
 func (b *Backend) nodeReady(name string) (ready, known bool) {

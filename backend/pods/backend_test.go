@@ -142,3 +142,35 @@ func TestEcho(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendGet: Get reads the pod from the API server whether or not the cache has it yet,
+// as Observe would show it; no pod, or another VM's, is no server.
+func TestBackendGet(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	spec := backend.Spec{CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi"), RootDisk: resource.MustParse("1Gi"), Image: "img:1"}
+	pod := newPod(vm, spec)
+	pod.UID, pod.Spec.NodeName = "pod-1", "n1"
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	b := New(Config{Client: kubefake.NewClientset(pod)}) // not started: its cache is empty
+
+	if srv, err := b.Observe(vm); err != nil || srv != nil {
+		t.Fatalf("Observe = %+v, %v; want nothing from an empty cache", srv, err)
+	}
+	srv, err := b.Get(context.Background(), vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv == nil || srv.Name != PodName("a") || srv.ID != "pod-1" || srv.State != backend.StateReady || !srv.Spec.Equal(spec) {
+		t.Errorf("Get = %+v, want the running pod", srv)
+	}
+
+	other := vm
+	other.Name, other.UID = "b", "u-2"
+	if srv, err := b.Get(context.Background(), other); err != nil || srv != nil {
+		t.Errorf("Get of a VM without a pod = %+v, %v; want nil, nil", srv, err)
+	}
+	other.Name = "a"
+	if srv, err := b.Get(context.Background(), other); err != nil || srv != nil {
+		t.Errorf("Get of another VM's pod = %+v, %v; want nil, nil", srv, err)
+	}
+}
