@@ -32,6 +32,8 @@ type scaleFlags struct {
 	ceiling, ceilingEvents    bool
 	events                    string
 	kubeconfig                string
+	seed                      int
+	etcd                      string
 }
 
 // stagesOf lists what each scenario runs after the burst (which every scenario runs).
@@ -57,11 +59,20 @@ func scaleScenario(name string, args []string) error {
 	fs.BoolVar(&f.ceiling, "ceiling", true, "run the ceiling after the other stages (all only); false leaves it out, as at 100,000 VMs, where it would take hours more")
 	fs.BoolVar(&f.ceilingEvents, "ceiling-events", true, "after the ceiling, run it again with the three Events per VM the cluster also writes")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	fs.IntVar(&f.seed, "seed", 0, "burst only this many VMs through the controller and write the rest of --vms straight into etcd, "+
+		"as copies of the first VM and its pod (for cold start, memory and idle at a scale whose burst would take hours); 0: burst all")
+	fs.StringVar(&f.etcd, "etcd", "", "etcd's client URL for --seed; empty: the local cluster's (kwok-NAME in the kubeconfig)")
 	_ = fs.Parse(args)
 	if f.workers == 0 {
 		f.workers = f.concurrency
 	}
 	stages := stagesOf[name]
+	seeding := f.seed > 0 && f.seed < f.vms
+	if seeding {
+		// Teardown and the ceiling measure N VMs' worth of the controller's writes, which is
+		// what seeding leaves out.
+		stages = slices.DeleteFunc(slices.Clone(stages), func(s string) bool { return s == "teardown" || s == "ceiling" })
+	}
 	has := func(s string) bool { return slices.Contains(stages, s) }
 
 	e, err := setup(f.kubeconfig)
@@ -69,6 +80,14 @@ func scaleScenario(name string, args []string) error {
 		return err
 	}
 	defer e.close()
+	var kv etcdKV
+	if seeding {
+		if kv.url = f.etcd; kv.url == "" {
+			if kv, err = kwokEtcd(e.kubecfg); err != nil {
+				return err
+			}
+		}
+	}
 	ctrlArgs := []string{"--workers", strconv.Itoa(f.workers), "--qps", fmt.Sprint(f.qps), "--burst", fmt.Sprint(int(2 * f.qps)),
 		"--usage-interval", "0", "--pprof", "--events", f.events}
 	fmt.Printf("namespace %s, %d VMs, %d creates in flight, controller %s\n", e.ns, f.vms, f.concurrency, strings.Join(ctrlArgs, " "))
@@ -92,9 +111,18 @@ func scaleScenario(name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	burstTook, err := burst(e, c, w, f)
+	bf := f
+	if seeding {
+		bf.vms = f.seed
+	}
+	burstTook, err := burst(e, c, w, bf)
 	if err != nil {
 		return err
+	}
+	if seeding {
+		if err := seedStage(kv, e, c, w, f); err != nil {
+			return err
+		}
 	}
 	if has("restart") {
 		if c, err = restart(e, c, f, ctrlArgs); err != nil {
@@ -214,6 +242,54 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
 	printCPU("  CPU by process, first create to all Active", cpuBefore, cpuAfter)
 	return took, nil
+}
+
+// seedStage writes VMs --seed to --vms straight into etcd and waits until the bench's watch
+// has seen each Active and the running controller has reconciled each with its queue empty:
+// what it wrote for them is a no-op round of its own (0 is right).
+func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error {
+	before, err := c.scrape()
+	if err != nil {
+		return err
+	}
+	n := f.vms - f.seed
+	cpuBefore := takeCPU()
+	start := time.Now()
+	if err := seed(kv, e, f.seed, f.vms); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	written := time.Since(start)
+	if err := w.waitActive(f.vms, f.timeout); err != nil {
+		return err
+	}
+	seen := time.Since(start)
+	for deadline := time.Now().Add(f.timeout); ; time.Sleep(250 * time.Millisecond) {
+		m, err := c.scrape()
+		if err != nil {
+			return err
+		}
+		if delta(before, m, "vmcontroller_reconcile_total") >= float64(n) && queueDepth(m) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the controller did not reconcile the %d seeded VMs within %s", n, f.timeout)
+		}
+	}
+	reconciled := time.Since(start)
+	cpuAfter := takeCPU()
+	time.Sleep(5 * time.Second)
+	after, err := c.scrape()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("seed: %d more VMs and their pods written into etcd (%s) in %s (%.0f VMs/s); the bench's watch saw all %d Active after %s; the controller reconciled them after %s\n",
+		n, kv.url, written.Round(time.Millisecond), float64(n)/written.Seconds(), f.vms, seen.Round(time.Millisecond), reconciled.Round(time.Millisecond))
+	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", delta(before, after, "vmcontroller_reconcile_total"),
+		delta(before, after, "vmcontroller_reconcile_total", `result="success"`), delta(before, after, "vmcontroller_reconcile_total", `result="requeue"`),
+		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
+	printRequests("  controller requests while the seeded VMs arrived", before, after, float64(n))
+	printCPU("  CPU by process, seeding to all reconciled", cpuBefore, cpuAfter)
+	return nil
 }
 
 // restart stops the controller and starts a fresh one over the Active VMs: its time to
