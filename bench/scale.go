@@ -32,7 +32,7 @@ type scaleFlags struct {
 	ceiling, ceilingEvents    bool
 	events                    string
 	kubeconfig                string
-	seed                      int
+	seed, restarts            int
 	etcd                      string
 }
 
@@ -61,6 +61,7 @@ func scaleScenario(name string, args []string) error {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	fs.IntVar(&f.seed, "seed", 0, "burst only this many VMs through the controller and write the rest of --vms straight into etcd, "+
 		"as copies of the first VM and its pod (for cold start, memory and idle at a scale whose burst would take hours); 0: burst all")
+	fs.IntVar(&f.restarts, "restarts", 1, "cold starts in a row (restart, memory and all): the first after a burst or --seed may share the machine with the cluster still catching up")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd's client URL for --seed; empty: the local cluster's (kwok-NAME in the kubeconfig)")
 	_ = fs.Parse(args)
 	if f.workers == 0 {
@@ -124,7 +125,7 @@ func scaleScenario(name string, args []string) error {
 			return err
 		}
 	}
-	if has("restart") {
+	for i := 0; has("restart") && i < max(f.restarts, 1); i++ {
 		if c, err = restart(e, c, f, ctrlArgs); err != nil {
 			return err
 		}
@@ -296,6 +297,7 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error
 // synced, to every VM reconciled, and the writes it makes (a no-op round: 0 is right).
 func restart(e *env, old *controller, f scaleFlags, args []string) (*controller, error) {
 	old.stop()
+	cpuBefore := takeCPU()
 	c, err := e.startController(args...)
 	if err != nil {
 		return nil, err
@@ -306,6 +308,7 @@ func restart(e *env, old *controller, f scaleFlags, args []string) (*controller,
 	at := <-c.workers
 	synced := at.Sub(c.started)
 	var done time.Duration
+	var cpuAfter cpuSnapshot
 	for deadline := time.Now().Add(f.timeout); ; time.Sleep(250 * time.Millisecond) {
 		m, err := c.scrape()
 		if err != nil {
@@ -313,6 +316,7 @@ func restart(e *env, old *controller, f scaleFlags, args []string) (*controller,
 		}
 		if sum(m, "vmcontroller_reconcile_total") >= float64(f.vms) && queueDepth(m) == 0 {
 			done = time.Since(c.started)
+			cpuAfter = takeCPU()
 			break
 		}
 		if time.Now().After(deadline) {
@@ -330,6 +334,7 @@ func restart(e *env, old *controller, f scaleFlags, args []string) (*controller,
 		sum(m, "vmcontroller_reconcile_total", `result="success"`), sum(m, "vmcontroller_reconcile_total", `result="requeue"`),
 		sum(m, "vmcontroller_reconcile_total", `result="conflict"`), sum(m, "vmcontroller_reconcile_total", `result="error"`))
 	printRequests("  controller requests since exec", map[string]float64{}, m, float64(f.vms))
+	printCPU("  CPU by process, exec to every VM reconciled", cpuBefore, cpuAfter)
 	return c, nil
 }
 
