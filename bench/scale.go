@@ -28,7 +28,7 @@ import (
 type scaleFlags struct {
 	vms, concurrency, workers int
 	qps                       float64
-	idle, timeout             time.Duration
+	idle, timeout, settle     time.Duration
 	ceiling, ceilingEvents    bool
 	events                    string
 	kubeconfig                string
@@ -62,6 +62,7 @@ func scaleScenario(name string, args []string) error {
 	fs.IntVar(&f.seed, "seed", 0, "burst only this many VMs through the controller and write the rest of --vms straight into etcd, "+
 		"as copies of the first VM and its pod (for cold start, memory and idle at a scale whose burst would take hours); 0: burst all")
 	fs.IntVar(&f.restarts, "restarts", 1, "cold starts in a row (restart, memory and all): the first after a burst or --seed may share the machine with the cluster still catching up")
+	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than the lease renewals, for 30 s); 0: do not wait")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd's client URL for --seed; empty: the local cluster's (kwok-NAME in the kubeconfig)")
 	_ = fs.Parse(args)
 	if f.workers == 0 {
@@ -122,6 +123,11 @@ func scaleScenario(name string, args []string) error {
 	}
 	if seeding {
 		if err := seedStage(kv, e, c, w, f); err != nil {
+			return err
+		}
+	}
+	if has("restart") && f.settle > 0 {
+		if err := settle(e, f.settle); err != nil {
 			return err
 		}
 	}
@@ -291,6 +297,43 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error
 	printRequests("  controller requests while the seeded VMs arrived", before, after, float64(n))
 	printCPU("  CPU by process, seeding to all reconciled", cpuBefore, cpuAfter)
 	return nil
+}
+
+// settle waits until the API server answers fewer than 10 requests a second other than lease
+// renewals over 30 s, or until limit. After a burst or a seed, the cluster's own controllers
+// (the garbage collector checks each new pod's owner) and kwok go on working for a while, and a
+// cold start measured meanwhile shares the machine with them.
+func settle(e *env, limit time.Duration) error {
+	const window, quiet = 30 * time.Second, 10.0
+	start := time.Now()
+	requests := func() (float64, error) {
+		m, err := e.apiserverMetrics()
+		if err != nil {
+			return 0, err
+		}
+		return sum(m, "apiserver_request_total") - sum(m, "apiserver_request_total", `resource="leases"`), nil
+	}
+	last, err := requests()
+	if err != nil {
+		return err
+	}
+	for {
+		time.Sleep(window)
+		cur, err := requests()
+		if err != nil {
+			return err
+		}
+		rate := (cur - last) / window.Seconds()
+		last = cur
+		if rate < quiet {
+			fmt.Printf("settled: the API server answered %.1f requests/s (leases aside) over %s, %s after the wait began\n", rate, window, time.Since(start).Round(time.Second))
+			return nil
+		}
+		if time.Since(start) > limit {
+			fmt.Printf("not settled after %s: the API server answers %.1f requests/s (leases aside); going on\n", limit, rate)
+			return nil
+		}
+	}
 }
 
 // restart stops the controller and starts a fresh one over the Active VMs: its time to
