@@ -317,6 +317,7 @@ type laggingBackend struct {
 	*memory.Backend
 	hidden atomic.Bool
 	gets   atomic.Int32
+	getErr atomic.Pointer[error]
 }
 
 func (b *laggingBackend) Observe(vm backend.Owner) (*backend.Server, error) {
@@ -328,18 +329,22 @@ func (b *laggingBackend) Observe(vm backend.Owner) (*backend.Server, error) {
 
 func (b *laggingBackend) Get(_ context.Context, vm backend.Owner) (*backend.Server, error) {
 	b.gets.Add(1)
+	if err := b.getErr.Load(); err != nil {
+		return nil, *err
+	}
 	return b.Backend.Observe(vm)
 }
 
 // TestControllerServerNotCachedYet: an Active VM whose server the cache of servers does not
 // show yet (VMs restored before their servers, a watch of servers that restarted) is not
 // reported missing: the controller reads the server past the cache and finds it, so nothing
-// is written and no Event recorded. A server that is really gone is recreated, with the
-// ServerMissing warning, after the same one read.
+// is written and no Event recorded; when that read fails, the reconcile is retried without a
+// write. A server that is really gone is recreated, with the ServerMissing warning, after the
+// same one read.
 func TestControllerServerNotCachedYet(t *testing.T) {
 	w := newWorld(t, "create-new")
 	lag := &laggingBackend{Backend: w.servers}
-	c, _ := newController(t, w, UsagePolicy{})
+	c, r := newController(t, w, UsagePolicy{})
 	c.cfg.Backend = lag
 	ctx := start(t, c)
 
@@ -363,11 +368,20 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 	writes := len(w.writes())
 	w.events() // drained: what follows is new
 
+	// The read past the cache fails: the reconcile is retried, having written nothing.
 	lag.hidden.Store(true)
+	down := errors.New("API server down")
+	lag.getErr.Store(&down)
 	c.queue.Add(testVM)
 	c.processNextItem(ctx)
-	if n := lag.gets.Load(); n != 1 {
-		t.Errorf("%d reads past the cache, want 1", n)
+	if got := r.last(); got != "error" {
+		t.Errorf("reconcile with the read failing: %q, want error", got)
+	}
+	lag.getErr.Store(nil)
+
+	c.processNextItem(ctx) // the retry
+	if n := lag.gets.Load(); n != 2 {
+		t.Errorf("%d reads past the cache, want 2", n)
 	}
 	if got := w.writes()[writes:]; len(got) != 0 {
 		t.Errorf("a server only not cached yet brought writes %+v", got)
@@ -384,8 +398,8 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 	for c.queue.Len() > 0 { // the backend's notice of the change
 		c.processNextItem(ctx)
 	}
-	if n := lag.gets.Load(); n != 2 {
-		t.Errorf("%d reads past the cache, want 2", n)
+	if n := lag.gets.Load(); n != 3 {
+		t.Errorf("%d reads past the cache, want 3", n)
 	}
 	if got := w.events(); len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), ReasonServerMissing) {
 		t.Errorf("events %q, want ServerMissing and CreatingServer", got)
