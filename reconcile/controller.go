@@ -454,9 +454,14 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, fmt.Errorf("observe server: %w", err)
 		}
 		srv = c.expect.adjust(key, srv)
-		if srv == nil && decision == 1 {
-			if srv, err = c.confirmMissing(ctx, vm, owner, log); err != nil {
+		if srv == nil {
+			uncached, err := c.serverNotCached(ctx, vm, owner, log)
+			if err != nil {
 				return 0, err
+			}
+			if uncached {
+				after = notCachedWait // the server's add in the cache brings the VM back sooner
+				break
 			}
 		}
 		plan := c.cfg.Policy.Decide(vm, srv, c.cfg.Now())
@@ -498,28 +503,36 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	return after, nil
 }
 
-// confirmMissing reads vm's server past the cache when vm's status says it has one and the
-// cache shows none. The cache of servers may lag the cache of VMs (VMs restored before their
-// servers, a watch of servers that restarted): deciding on it would report the server missing,
-// flip the VM to Creating and create the server again. A server that is really gone costs one
-// read. Backends without backend.Reader are taken at their cache's word.
-func (c *Controller) confirmMissing(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, log *slog.Logger) (*backend.Server, error) {
+// notCachedWait is how long a VM whose server is not in the cache yet waits before it is
+// looked at again, should the cache's add of the server not bring it back first.
+const notCachedWait = 5 * time.Second
+
+// serverNotCached reports whether vm's status names a server that the cache of servers does not
+// show but the backend has: the cache of servers lags the cache of VMs (VMs restored before
+// their servers, a watch of servers that restarted). Deciding on that cache would report the
+// server missing, flip the VM to Creating and create the server again, and the backend's
+// Delete and Resize act on what its cache shows; so nothing is decided until the cache has the
+// server. It reads past the cache only when the status names a server the cache lacks: a
+// server really gone costs one read. Backends without backend.Reader are taken at their
+// cache's word.
+func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, log *slog.Logger) (bool, error) {
 	r, ok := c.cfg.Backend.(backend.Reader)
 	if !ok {
-		return nil, nil
+		return false, nil
 	}
 	name := claimedServer(vm.Status())
 	if name == "" {
-		return nil, nil
+		return false, nil
 	}
 	srv, err := r.Get(ctx, owner)
 	if err != nil {
-		return nil, fmt.Errorf("confirm server %s is missing: %w", name, err)
+		return false, fmt.Errorf("confirm server %s is missing: %w", name, err)
 	}
-	if srv != nil {
-		log.Debug("Server not in the cache yet, but there", "server", name)
+	if srv == nil {
+		return false, nil
 	}
-	return srv, nil
+	log.Debug("Server not in the cache yet: waiting for it", "server", name)
+	return true, nil
 }
 
 func ownerOf(vm schema.VirtualMachine) backend.Owner {

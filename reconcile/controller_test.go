@@ -337,10 +337,10 @@ func (b *laggingBackend) Get(_ context.Context, vm backend.Owner) (*backend.Serv
 
 // TestControllerServerNotCachedYet: an Active VM whose server the cache of servers does not
 // show yet (VMs restored before their servers, a watch of servers that restarted) is not
-// reported missing: the controller reads the server past the cache and finds it, so nothing
-// is written and no Event recorded; when that read fails, the reconcile is retried without a
-// write. A server that is really gone is recreated, with the ServerMissing warning, after the
-// same one read.
+// reported missing: the controller reads the server past the cache, finds it, and waits for
+// the cache without a write or an Event; when that read fails, the reconcile is retried
+// without a write. A server that is really gone is recreated, with the ServerMissing warning,
+// after the same one read.
 func TestControllerServerNotCachedYet(t *testing.T) {
 	w := newWorld(t, "create-new")
 	lag := &laggingBackend{Backend: w.servers}
@@ -380,6 +380,9 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 	lag.getErr.Store(nil)
 
 	c.processNextItem(ctx) // the retry
+	if got := r.last(); got != "requeue" {
+		t.Errorf("reconcile of a server not cached yet: %q, want requeue", got)
+	}
 	if n := lag.gets.Load(); n != 2 {
 		t.Errorf("%d reads past the cache, want 2", n)
 	}
@@ -393,7 +396,16 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 		t.Errorf("phase %q, want Active", phase)
 	}
 
+	// The cache catches up: nothing to do, and no read past it.
+	lag.hidden.Store(false)
+	c.queue.Add(testVM)
+	c.processNextItem(ctx)
+	if got := r.last(); got != "success" || lag.gets.Load() != 2 || len(w.writes()) != writes {
+		t.Errorf("with the server cached: %q, %d reads past the cache, writes %+v", got, lag.gets.Load(), w.writes()[writes:])
+	}
+
 	// Really gone: the read past the cache finds nothing either.
+	lag.hidden.Store(true)
 	w.servers.Set(owner, nil)
 	for c.queue.Len() > 0 { // the backend's notice of the change
 		c.processNextItem(ctx)
