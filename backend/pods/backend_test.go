@@ -174,3 +174,54 @@ func TestBackendGet(t *testing.T) {
 		t.Errorf("Get of another VM's pod = %+v, %v; want nil, nil", srv, err)
 	}
 }
+
+// TestBackendSameServer: an update of a pod that leaves the VM's server as it was (the
+// scheduler's binding) names no VM; the update after it that changes the server (running and
+// ready) does, and is the one notification of the two. The informer delivers in order, so a
+// notification of the binding would come before it.
+func TestBackendSameServer(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	spec := backend.Spec{CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi"), RootDisk: resource.MustParse("1Gi"), Image: "img:1"}
+	pod := newPod(vm, spec)
+	pod.UID, pod.ResourceVersion, pod.Status.Phase = "pod-1", "1", corev1.PodPending
+	client := kubefake.NewClientset(node, pod)
+	b := New(Config{Client: client, WatchNodes: true})
+	notified := make(chan cache.ObjectName, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	synced, err := b.Start(ctx, func(vm cache.ObjectName) { notified <- vm })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		t.Fatal("not synced")
+	}
+	await(t, notified, func() bool { return true }) // the pod's add
+	before, _ := b.Observe(vm)
+
+	bound := pod.DeepCopy()
+	bound.ResourceVersion, bound.Spec.NodeName = "2", "n1"
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running := bound.DeepCopy()
+	running.ResourceVersion = "3"
+	running.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, running, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	await(t, notified, func() bool {
+		n++
+		srv, _ := b.Observe(vm)
+		return srv != nil && srv.State == backend.StateReady
+	})
+	if n != 1 {
+		t.Errorf("%d notifications for the binding and the start, want 1 (the start's)", n)
+	}
+	if before == nil || before.State != backend.StatePending {
+		t.Errorf("before the binding: %+v, want a pending server", before)
+	}
+}
