@@ -62,14 +62,17 @@ func scaleScenario(name string, args []string) error {
 	fs.IntVar(&f.seed, "seed", 0, "burst only this many VMs through the controller and write the rest of --vms straight into etcd, "+
 		"as copies of the first VM and its pod (for cold start, memory and idle at a scale whose burst would take hours); 0: burst all")
 	fs.IntVar(&f.restarts, "restarts", 1, "cold starts in a row (restart, memory and all): the first after a burst or --seed may share the machine with the cluster still catching up")
-	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than the lease renewals, for 30 s); 0: do not wait")
+	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, over 30 s); 0: do not wait")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd's client URL for --seed; empty: the local cluster's (kwok-NAME in the kubeconfig)")
 	_ = fs.Parse(args)
+	if err := f.validate(name); err != nil {
+		return err
+	}
 	if f.workers == 0 {
 		f.workers = f.concurrency
 	}
 	stages := stagesOf[name]
-	seeding := f.seed > 0 && f.seed < f.vms
+	seeding := f.seed > 0
 	if seeding {
 		// Teardown and the ceiling measure N VMs' worth of the controller's writes, which is
 		// what seeding leaves out.
@@ -176,6 +179,32 @@ func scaleScenario(name string, args []string) error {
 	return nil
 }
 
+// validate refuses flags that would measure something other than what they say: a seed that
+// leaves nothing to seed, an etcd or a settling that nothing uses.
+func (f scaleFlags) validate(scenario string) error {
+	switch {
+	case f.vms < 1:
+		return fmt.Errorf("--vms must be at least 1, got %d", f.vms)
+	case f.concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1, got %d", f.concurrency)
+	case f.workers < 0:
+		return fmt.Errorf("--workers must not be negative, got %d", f.workers)
+	case f.restarts < 1:
+		return fmt.Errorf("--restarts must be at least 1, got %d", f.restarts)
+	case f.seed < 0 || f.seed > 0 && f.seed >= f.vms:
+		return fmt.Errorf("--seed must be from 1 to --vms - 1 (%d), or 0 for no seeding; got %d", f.vms-1, f.seed)
+	case f.etcd != "" && f.seed == 0:
+		return fmt.Errorf("--etcd is for --seed, which is not set")
+	case f.settle < 0:
+		return fmt.Errorf("--settle must not be negative, got %s", f.settle)
+	case f.settle > 0 && !slices.Contains(stagesOf[scenario], "restart"):
+		return fmt.Errorf("--settle waits before the cold starts, which %s does not make (restart, memory and all do)", scenario)
+	case f.events != "all" && f.events != "warnings":
+		return fmt.Errorf("--events must be all or warnings, got %q", f.events)
+	}
+	return nil
+}
+
 // waitWorkers waits until the controller's caches are synced and its workers run.
 func (c *controller) waitWorkers(timeout time.Duration) error {
 	select {
@@ -252,8 +281,9 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 }
 
 // seedStage writes VMs --seed to --vms straight into etcd and waits until the bench's watch
-// has seen each Active and the running controller has reconciled each with its queue empty:
-// what it wrote for them is a no-op round of its own (0 is right).
+// has seen each Active and the running controller's cache holds each Active with its queue
+// empty (so every VM's add has been reconciled). What the controller wrote meanwhile is a no-op
+// round of its own, but for a VM it saw in the moment before its pod was written.
 func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error {
 	before, err := c.scrape()
 	if err != nil {
@@ -275,7 +305,7 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error
 		if err != nil {
 			return err
 		}
-		if delta(before, m, "vmcontroller_reconcile_total") >= float64(n) && queueDepth(m) == 0 {
+		if sum(m, "vmcontroller_vms", `phase="Active"`) >= float64(f.vms) && queueDepth(m) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -299,8 +329,8 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error
 	return nil
 }
 
-// settle waits until the API server answers fewer than 10 requests a second other than lease
-// renewals over 30 s, or until limit. After a burst or a seed, the cluster's own controllers
+// settle waits until the API server answers fewer than 10 requests a second other than those
+// for leases over 30 s, or until limit. After a burst or a seed, the cluster's own controllers
 // (the garbage collector checks each new pod's owner) and kwok go on working for a while, and a
 // cold start measured meanwhile shares the machine with them.
 func settle(e *env, limit time.Duration) error {

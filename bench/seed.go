@@ -32,6 +32,9 @@ import (
 // local cluster), so that the bench needs no etcd client library.
 type etcdKV struct{ url string }
 
+// etcdClient keeps a connection for each of the seed's writes in flight (Go's default keeps 2).
+var etcdClient = &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
 // kwokEtcd finds the etcd of the local cluster the kubeconfig points at: its context is
 // kwok-NAME, and cluster.sh keeps NAME's kwokctl state under .cache/kwok/clusters/NAME.
 func kwokEtcd(kubeconfig string) (etcdKV, error) {
@@ -69,7 +72,7 @@ func (k etcdKV) call(method string, req, resp any) error {
 	if err != nil {
 		return err
 	}
-	r, err := (&http.Client{Timeout: 2 * time.Minute}).Post(k.url+"/v3/kv/"+method, "application/json", bytes.NewReader(body))
+	r, err := etcdClient.Post(k.url+"/v3/kv/"+method, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("etcd %s: %w", method, err)
 	}
@@ -157,7 +160,7 @@ type seeder struct {
 	vmPrefix, podDir string
 }
 
-// newSeeder reads the template, VM name, and its server pod from etcd.
+// newSeeder reads the VM called name and its server pod from etcd, as the templates of the copies.
 func newSeeder(kv etcdKV, e *env, name string) (*seeder, error) {
 	ctx := context.Background()
 	vm, err := e.dyn.Resource(vmGVR).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
@@ -201,7 +204,8 @@ func newSeeder(kv etcdKV, e *env, name string) (*seeder, error) {
 }
 
 // copyOf is the i-th copy: the VM, named vmName(i), and its pod, each with a uid of its own,
-// the pod on the i-th node in turn; keys and values as etcd holds them.
+// the pod on the i-th node in turn; keys and values as etcd holds them. The pod keeps the
+// template's status, IP addresses included (kwok's stages leave a pod with an IP alone).
 func (s *seeder) copyOf(i int) (vm, pod [2]string, err error) {
 	name, vmUID, podUID := vmName(i), googleuuid.NewString(), googleuuid.NewString()
 	v := bytes.ReplaceAll(s.vm, []byte(s.vmUID), []byte(vmUID))
@@ -240,16 +244,18 @@ func (s *seeder) copyOf(i int) (vm, pod [2]string, err error) {
 	return [2]string{s.vmPrefix + name, string(v)}, [2]string{s.podDir + p.Name, buf.String()}, nil
 }
 
-// seed writes VMs from..n-1 as copies of vmName(0) and its pod, each VM before its pod, 32
-// in flight, and registers their removal (straight from etcd, since no controller is left to
-// release the finalizers of so many) with e's cleanups.
+// seed writes VMs from..n-1 as copies of vmName(0) and its pod, each VM before its pod (its
+// owner, so that the garbage collector finds it), 32 in flight. It registers with e's cleanups
+// the removal, straight from etcd, of every VM and pod in e's namespace (burst ones included):
+// a controller may still run then, and releasing so many finalizers through the API server
+// would take hours. The VMs go first: a pod removed before its VM would be created again.
 func seed(kv etcdKV, e *env, from, n int) error {
 	s, err := newSeeder(kv, e, vmName(0))
 	if err != nil {
 		return fmt.Errorf("seed: the template: %w", err)
 	}
 	e.cleanup = append(e.cleanup, func() {
-		for _, prefix := range []string{s.podDir, s.vmPrefix} {
+		for _, prefix := range []string{s.vmPrefix, s.podDir} {
 			if err := kv.deletePrefix(prefix); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: remove the seeded objects:", err)
 			}

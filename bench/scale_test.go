@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScaleFlagsValidate: flags that would measure something else than they say are refused,
+// with the flag named.
+func TestScaleFlagsValidate(t *testing.T) {
+	ok := scaleFlags{vms: 100000, concurrency: 32, restarts: 1, events: "all"}
+	tests := []struct {
+		name     string
+		scenario string
+		change   func(*scaleFlags)
+		want     string // "" for valid
+	}{
+		{"defaults", "all", func(*scaleFlags) {}, ""},
+		{"seeded, settled", "all", func(f *scaleFlags) {
+			f.seed, f.settle, f.restarts, f.etcd = 1000, time.Minute, 3, "http://127.0.0.1:2379"
+		}, ""},
+		{"seed every VM", "all", func(f *scaleFlags) { f.seed = 100000 }, "--seed"},
+		{"negative seed", "all", func(f *scaleFlags) { f.seed = -1 }, "--seed"},
+		{"etcd without seed", "all", func(f *scaleFlags) { f.etcd = "http://127.0.0.1:2379" }, "--etcd"},
+		{"no restarts", "restart", func(f *scaleFlags) { f.restarts = 0 }, "--restarts"},
+		{"settle without a cold start", "idle", func(f *scaleFlags) { f.settle = time.Minute }, "--settle"},
+		{"settle before the memory's cold start", "memory", func(f *scaleFlags) { f.settle = time.Minute }, ""},
+		{"no VMs", "burst", func(f *scaleFlags) { f.vms = 0 }, "--vms"},
+		{"no creates in flight", "burst", func(f *scaleFlags) { f.concurrency = 0 }, "--concurrency"},
+		{"negative workers", "burst", func(f *scaleFlags) { f.workers = -1 }, "--workers"},
+		{"unknown events", "burst", func(f *scaleFlags) { f.events = "none" }, "--events"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ok
+			tc.change(&f)
+			err := f.validate(tc.scenario)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("validate: %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("validate: %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
