@@ -95,7 +95,7 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 		},
 		UpdateFunc: func(old, cur any) {
 			b.echo(cur)
-			if o, c := old.(*cachedPod), cur.(*cachedPod); !o.sameVersion(c) && !b.sameToOwner(o, c) {
+			if !old.(*cachedPod).sameVersion(cur.(*cachedPod)) {
 				owner(cur)
 			}
 		},
@@ -205,20 +205,6 @@ func (b *Backend) observed(pod *cachedPod, vm backend.Owner) *backend.Server {
 		ready = b.nodeReady
 	}
 	return pod.observed(ready)
-}
-
-// sameToOwner reports whether o and c, two versions of a pod, show its VM the same server: the
-// same owner, and Observe would return the same. An update that changes nothing the decision
-// reads (the scheduler's binding, in a burst one update of every pod) then costs no reconcile.
-func (b *Backend) sameToOwner(o, c *cachedPod) bool {
-	if o.ownerName() != c.ownerName() || o.ownerUIDString() != c.ownerUIDString() {
-		return false
-	}
-	var ready func(string) (bool, bool)
-	if b.nodes != nil {
-		ready = b.nodeReady
-	}
-	return o.observed(ready).Same(c.observed(ready))
 }
 
 func (b *Backend) nodeReady(name string) (ready, known bool) {

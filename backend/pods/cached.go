@@ -262,14 +262,6 @@ func (p *cachedPod) detail() string {
 	return podPhases[p.phase]
 }
 
-// ownerUIDString is the UID of the VM whose server p is, as owns compares it.
-func (p *cachedPod) ownerUIDString() string {
-	if p.flags&exactOwnerUID != 0 {
-		return string(p.exact.ownerUID)
-	}
-	return p.ownerUID.String()
-}
-
 // owns reports whether p is vm's server: vm controls it, or, once the garbage collector has
 // removed the owner reference (a deletion with --cascade=orphan), the pod still carries the
 // label with vm's UID. Without the second, such a pod would look like no VM's, the finalizer
