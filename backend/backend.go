@@ -97,20 +97,6 @@ type Server struct {
 	Resize   Resize    // how far a change of cpu and memory in place has got (resize.go)
 }
 
-// Same reports whether s and o say the same of a server, field for field (quantities as they
-// render, not only their values): a change of the backend's record that leaves it the same
-// gives the controller nothing new to decide on.
-func (s *Server) Same(o *Server) bool {
-	if s == nil || o == nil {
-		return s == o
-	}
-	q := func(a, b resource.Quantity) bool { return a.String() == b.String() }
-	return s.Name == o.Name && s.ID == o.ID && s.State == o.State && s.Detail == o.Detail && s.Message == o.Message &&
-		s.Deleting == o.Deleting && s.Since.Equal(o.Since) &&
-		q(s.Spec.CPU, o.Spec.CPU) && q(s.Spec.Memory, o.Spec.Memory) && q(s.Spec.RootDisk, o.Spec.RootDisk) && s.Spec.Image == o.Spec.Image &&
-		s.Resize.State == o.Resize.State && s.Resize.Message == o.Resize.Message && q(s.Resize.CPU, o.Resize.CPU) && q(s.Resize.Memory, o.Resize.Memory)
-}
-
 // Reader is implemented by backends that can read a server from its source, past the cache
 // Observe reads. The controller asks it only when a VM's status names a server the cache does
 // not hold: the cache of servers may lag the cache of VMs (a restore that writes VMs before
