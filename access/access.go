@@ -38,7 +38,7 @@ func Rules(n Needs) []Rule {
 		{Group: g, Resource: r, Verbs: []string{"patch"}, Why: "adds and removes the cleanup finalizer"},
 		{Group: g, Resource: r + "/status", Verbs: []string{"patch"}, Why: "writes the status"},
 		{Group: g, Resource: r + "/finalizers", Verbs: []string{"update"}, Why: "lets server pods block their VM's deletion (ownerReferences with blockOwnerDeletion)"},
-		{Group: "", Resource: "pods", Verbs: []string{"get", "list", "watch", "create", "delete"}, Why: "creates, watches and deletes the server pods; get reads a pod whose name is taken"},
+		{Group: "", Resource: "pods", Verbs: []string{"get", "list", "watch", "create", "delete"}, Why: "creates, watches and deletes the server pods; get reads a pod whose name is taken, or that the cache does not show yet"},
 		{Group: "", Resource: "pods/resize", Verbs: []string{"patch"}, Why: "changes a running server's cpu and memory in place (in-place pod resize)"},
 		{Group: "events.k8s.io", Resource: "events", Verbs: []string{"create", "patch"}, Why: "records Events on VMs; patch updates a repeating event's series"},
 	}
