@@ -242,6 +242,11 @@ func (c *ownCluster) restartAPIServer(t *testing.T, down time.Duration) {
 	if err != nil {
 		t.Fatalf("%s: %v", pidFile, err)
 	}
+	// While it is down its port is free, and a cluster another test creates meanwhile could
+	// pick it (kwokctl picks free ports): seen once, the restart then failed with "address
+	// already in use". Creations wait until it listens again.
+	creating.Lock()
+	defer creating.Unlock()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill the API server (pid %d): %v", pid, err)
 	}
