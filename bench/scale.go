@@ -134,7 +134,7 @@ func scaleScenario(name string, args []string) error {
 			return err
 		}
 	}
-	for i := 0; has("restart") && i < max(f.restarts, 1); i++ {
+	for i := 0; has("restart") && i < f.restarts; i++ {
 		if c, err = restart(e, c, f, ctrlArgs); err != nil {
 			return err
 		}
