@@ -420,3 +420,28 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 		t.Errorf("phase %q, want Creating", phase)
 	}
 }
+
+// heldRegistration is a handler registration whose initial list has not been handed over yet.
+type heldRegistration struct{ cache.ResourceEventHandlerRegistration }
+
+func (heldRegistration) HasSynced() bool { return false }
+
+// TestControllerSyncedAfterHandlers: the controller is synced only once its handler of the
+// VMs has queued the initial list, not when the informer has merely stored it; workers started
+// earlier would reconcile a VM that its server's add then queues again.
+func TestControllerSyncedAfterHandlers(t *testing.T) {
+	w := newWorld(t, "active-steady")
+	c, _ := newController(t, w, UsagePolicy{})
+	start(t, c)
+	vms := c.vms.Load()
+	held := *vms
+	held.handled = heldRegistration{vms.handled}
+	c.vms.Store(&held)
+	if !vms.informer.HasSynced() || c.HasSynced() {
+		t.Errorf("informer synced %t, controller synced %t: want the controller to wait for its handler", vms.informer.HasSynced(), c.HasSynced())
+	}
+	c.vms.Store(vms)
+	if !c.HasSynced() {
+		t.Error("not synced once the handler has the list")
+	}
+}

@@ -87,7 +87,10 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 			notify(cache.NewObjectName(p.namespace.String(), p.ownerName()))
 		}
 	}
-	if _, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// synced are the handlers' registrations, not the informers: a registration has synced
+	// once the initial list has been handed to its handler, so every VM with a pod has been
+	// notified by the time the caller starts its workers.
+	podsHandled, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if !b.echo(obj) {
 				owner(obj)
@@ -107,11 +110,12 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 			}
 			owner(obj)
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
 	go b.pods.RunWithContext(ctx)
-	synced := []cache.InformerSynced{b.pods.HasSynced}
+	synced := []cache.InformerSynced{podsHandled.HasSynced}
 
 	if b.nodes != nil {
 		if err := b.nodes.SetTransform(toNode); err != nil {
@@ -130,18 +134,19 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 				owner(o)
 			}
 		}
-		if _, err := b.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		nodesHandled, err := b.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, cur any) {
 				if nodeReady(old.(*corev1.Node)) != nodeReady(cur.(*corev1.Node)) {
 					onNode(cur)
 				}
 			},
 			DeleteFunc: onNode,
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, fmt.Errorf("watch nodes: %w", err)
 		}
 		go b.nodes.RunWithContext(ctx)
-		synced = append(synced, b.nodes.HasSynced)
+		synced = append(synced, nodesHandled.HasSynced)
 	}
 	return func() bool {
 		for _, s := range synced {

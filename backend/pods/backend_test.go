@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
@@ -172,5 +174,46 @@ func TestBackendGet(t *testing.T) {
 	other.Name = "a"
 	if srv, err := b.Get(context.Background(), other); err != nil || srv != nil {
 		t.Errorf("Get of another VM's pod = %+v, %v; want nil, nil", srv, err)
+	}
+}
+
+// TestSyncedAfterHandlers: Start's synced holds only once every pod of the initial list has
+// named its VM, not when the informer has merely stored the list. A notification held up
+// keeps synced false while the informer itself reports synced; once it is let through, synced
+// follows with every VM notified.
+func TestSyncedAfterHandlers(t *testing.T) {
+	spec := backend.Spec{CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi"), RootDisk: resource.MustParse("1Gi"), Image: "img:1"}
+	var objs []k8sruntime.Object
+	for _, name := range []string{"a", "b", "c"} {
+		objs = append(objs, newPod(backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: name, UID: types.UID("u-" + name)}, spec))
+	}
+	b := New(Config{Client: kubefake.NewClientset(objs...)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	notified := make(chan cache.ObjectName, len(objs))
+	synced, err := b.Start(ctx, func(vm cache.ObjectName) {
+		<-release
+		notified <- vm
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), b.pods.HasSynced) {
+		t.Fatal("the pod informer did not sync")
+	}
+	if synced() {
+		t.Fatal("synced while the handler still holds the initial list")
+	}
+	close(release)
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		t.Fatal("not synced after the handler was let through")
+	}
+	got := map[string]bool{}
+	for range objs {
+		got[(<-notified).Name] = true
+	}
+	if len(got) != len(objs) {
+		t.Errorf("notified %v, want a, b and c", got)
 	}
 }
