@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,7 @@ func FuzzView(f *testing.F) {
 		for name, fields := range maps {
 			if vm, err := Parse(data, fields); err == nil {
 				readAll(vm)
+				checkOnePass(t, name, vm)
 			}
 			u, ok := asCached(data)
 			if !ok {
@@ -139,6 +141,67 @@ func readAll(vm VirtualMachine) {
 	_, _, _, _ = vm.Generation(), vm.Deleting(), vm.Finalizers(), vm.HasFinalizer(Finalizer)
 	_, _ = vm.Spec()
 	_ = vm.Status()
+}
+
+// checkOnePass checks the reads made in one pass over the object against gjson's, path by
+// path: getAll against get for every path of the map (and some that end or pass through
+// arrays, objects and absent keys), Status against the status read field by field.
+func checkOnePass(t *testing.T, layout string, vm VirtualMachine) {
+	t.Helper()
+	f := vm.Fields()
+	paths := []string{f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.Phase, f.Reason, f.Message, f.ServerName, f.ServerID,
+		f.ServerState, f.UsageCPU, f.UsageMemory, f.ConsecutiveFailures, f.LastUpdateTime, f.ObservedGeneration, f.Conditions,
+		f.RestartedAt, "metadata", "metadata.finalizers.0", "status", "status.conditions.0.type", "spec.x.y.z", "kind.x", ""}
+	got := vm.getAll(paths...)
+	for i, p := range paths {
+		want := gjson.Result{}
+		if p != "" {
+			want = vm.get(p)
+		}
+		if got[i].Type != want.Type || got[i].Raw != want.Raw || got[i].Str != want.Str || got[i].Num != want.Num {
+			t.Errorf("%s: %q read in one pass as %#v, path by path as %#v", layout, p, got[i], want)
+		}
+	}
+	if got, want := vm.Status(), statusByPath(vm); !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: status read in one pass:\n%#v\npath by path:\n%#v", layout, got, want)
+	}
+}
+
+// statusByPath reads the status one gjson Get per field, as Status did before it read them
+// in one pass: the reference that Status is checked against.
+func statusByPath(vm VirtualMachine) Status {
+	f := vm.fields
+	st := Status{
+		Phase:               Phase(vm.str(f.Phase)),
+		Reason:              vm.str(f.Reason),
+		Message:             vm.str(f.Message),
+		ConsecutiveFailures: int(vm.get(f.ConsecutiveFailures).Int()),
+		ObservedGeneration:  vm.get(f.ObservedGeneration).Int(),
+		LastUpdateTime:      parseTime(vm.str(f.LastUpdateTime)),
+	}
+	if f.RestartedAt != "" {
+		st.RestartedAt = vm.str(f.RestartedAt)
+	}
+	if name, id, state := vm.get(f.ServerName), vm.get(f.ServerID), vm.get(f.ServerState); name.Exists() || id.Exists() || state.Exists() {
+		st.Server = &ServerStatus{Name: name.String(), ID: id.String(), State: state.String()}
+	}
+	if cpu, mem := vm.get(f.UsageCPU), vm.get(f.UsageMemory); cpu.Exists() || mem.Exists() {
+		if st.Server == nil {
+			st.Server = &ServerStatus{}
+		}
+		st.Server.Usage = &Usage{CPU: cpu.String(), Memory: mem.String()}
+	}
+	for _, c := range vm.get(f.Conditions).Array() {
+		st.Conditions = append(st.Conditions, Condition{
+			Type:               c.Get("type").String(),
+			Status:             ConditionStatus(c.Get("status").String()),
+			ObservedGeneration: c.Get("observedGeneration").Int(),
+			LastTransitionTime: parseTime(c.Get("lastTransitionTime").String()),
+			Reason:             c.Get("reason").String(),
+			Message:            c.Get("message").String(),
+		})
+	}
+	return st
 }
 
 // checkSpec checks the spec's validation: errors only at the map's spec paths, one per field,

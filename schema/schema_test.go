@@ -113,6 +113,46 @@ func TestSameAsIgnoresTimes(t *testing.T) {
 	}
 }
 
+// TestSameAsFields: a change of any field but the times makes a different status, a server
+// present but empty included.
+func TestSameAsFields(t *testing.T) {
+	base := func() Status {
+		return Status{Phase: PhaseActive, Reason: "ServerReady", Message: "m", ConsecutiveFailures: 1, ObservedGeneration: 2,
+			RestartedAt: "r", Server: &ServerStatus{Name: "n", ID: "i", State: "Running", Usage: &Usage{CPU: "1m", Memory: "1Mi"}},
+			Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, Reason: "ServerReady"}}}
+	}
+	for name, change := range map[string]func(*Status){
+		"phase":               func(s *Status) { s.Phase = PhaseFailed },
+		"reason":              func(s *Status) { s.Reason = "Other" },
+		"message":             func(s *Status) { s.Message = "" },
+		"consecutiveFailures": func(s *Status) { s.ConsecutiveFailures = 0 },
+		"observedGeneration":  func(s *Status) { s.ObservedGeneration = 3 },
+		"restartedAt":         func(s *Status) { s.RestartedAt = "" },
+		"no server":           func(s *Status) { s.Server = nil },
+		"empty server":        func(s *Status) { s.Server = &ServerStatus{} },
+		"server name":         func(s *Status) { s.Server.Name = "m" },
+		"server id":           func(s *Status) { s.Server.ID = "j" },
+		"server state":        func(s *Status) { s.Server.State = "Pending" },
+		"no usage":            func(s *Status) { s.Server.Usage = nil },
+		"usage cpu":           func(s *Status) { s.Server.Usage.CPU = "2m" },
+		"usage memory":        func(s *Status) { s.Server.Usage.Memory = "2Mi" },
+		"no conditions":       func(s *Status) { s.Conditions = nil },
+		"condition reason":    func(s *Status) { s.Conditions[0].Reason = "Other" },
+		"condition message":   func(s *Status) { s.Conditions[0].Message = "x" },
+	} {
+		a, b := base(), base()
+		change(&b)
+		if a.SameAs(b) || b.SameAs(a) {
+			t.Errorf("%s: a change went unnoticed", name)
+		}
+	}
+	a, b := base(), base()
+	a.Server, b.Server = nil, nil
+	if !a.SameAs(b) {
+		t.Error("two statuses without a server differ")
+	}
+}
+
 func TestViewMetadata(t *testing.T) {
 	vm, err := Parse([]byte(`{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"n","namespace":"ns","uid":"u",
 		"generation":3,"resourceVersion":"9","deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["a","`+Finalizer+`"]}}`), builtin(t, "v1alpha1"))

@@ -38,7 +38,8 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	// The action's values are the CRD's own words (Fields.ActiveValue, InactiveValue), so
 	// errors quote those, not this project's.
 	active, inactive := f.activeValue(), f.inactiveValue()
-	switch a := vm.get(f.Action); {
+	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image)
+	switch a := v[0]; {
 	case !a.Exists():
 		errs = append(errs, field.Required(fieldPath(f.Action), fmt.Sprintf("must be %q or %q", active, inactive)))
 	case a.Type != gjson.String:
@@ -52,18 +53,18 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	}
 
 	var err *field.Error
-	if s.CPU, err = vm.quantity(f.CPU, "1m", false); err != nil {
+	if s.CPU, err = quantity(f.CPU, v[1], "1m", false); err != nil {
 		errs = append(errs, err)
 	}
-	if s.Memory, err = vm.quantity(f.Memory, "1", true); err != nil {
+	if s.Memory, err = quantity(f.Memory, v[2], "1", true); err != nil {
 		errs = append(errs, err)
 	}
-	if s.RootDisk, err = vm.quantity(f.RootDisk, "1", true); err != nil {
+	if s.RootDisk, err = quantity(f.RootDisk, v[3], "1", true); err != nil {
 		errs = append(errs, err)
 	}
 
 	if f.Image != "" {
-		switch img := vm.get(f.Image); {
+		switch img := v[4]; {
 		case !img.Exists():
 		case img.Type != gjson.String:
 			errs = append(errs, field.Invalid(fieldPath(f.Image), img.Raw, "must be a string"))
@@ -74,11 +75,11 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	return s, errs
 }
 
-// quantity reads a resource.Quantity written either as a JSON number (2) or a string ("500m")
-// and requires it to be at least min; bytes quantities must also be whole numbers.
-func (vm VirtualMachine) quantity(path, min string, wholeBytes bool) (resource.Quantity, *field.Error) {
+// quantity reads a resource.Quantity, the value v at path, written either as a JSON number (2)
+// or a string ("500m"), and requires it to be at least min; bytes quantities must also be
+// whole numbers.
+func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resource.Quantity, *field.Error) {
 	fp := fieldPath(path)
-	v := vm.get(path)
 	var text string
 	switch v.Type {
 	case gjson.Null:

@@ -150,10 +150,9 @@ func fromMeta(c metav1.Condition) Condition {
 // lastUpdateTime, and the transition times of conditions whose status did not change. A
 // controller that writes only when this is false never writes a status that changes nothing.
 func (s Status) SameAs(o Status) bool {
-	a, b := s, o
-	a.LastUpdateTime, b.LastUpdateTime = time.Time{}, time.Time{}
-	a.Conditions, b.Conditions = nil, nil
-	if !equalJSON(a, b) || len(s.Conditions) != len(o.Conditions) {
+	if s.Phase != o.Phase || s.Reason != o.Reason || s.Message != o.Message || s.ConsecutiveFailures != o.ConsecutiveFailures ||
+		s.ObservedGeneration != o.ObservedGeneration || s.RestartedAt != o.RestartedAt || !s.Server.same(o.Server) ||
+		len(s.Conditions) != len(o.Conditions) {
 		return false
 	}
 	for i := range s.Conditions {
@@ -166,10 +165,16 @@ func (s Status) SameAs(o Status) bool {
 	return true
 }
 
-func equalJSON(a, b any) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && string(x) == string(y)
+// same reports whether two server statuses say the same: both absent, or both present with
+// the same fields and usage (absent or the same).
+func (s *ServerStatus) same(o *ServerStatus) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	if s.Name != o.Name || s.ID != o.ID || s.State != o.State || (s.Usage == nil) != (o.Usage == nil) {
+		return false
+	}
+	return s.Usage == nil || *s.Usage == *o.Usage
 }
 
 // StatusPatch renders st as a JSON merge patch for the /status subresource: every status path

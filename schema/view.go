@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -52,6 +53,62 @@ func (vm VirtualMachine) get(path string) gjson.Result {
 
 func (vm VirtualMachine) str(path string) string { return vm.get(path).String() }
 
+// getAll reads several paths in one pass over the object, each as get would read it; an empty
+// path reads as absent. A reconcile reads a dozen status fields, and gjson, asked for each
+// apart, scans the object from its start every time: most of a no-op reconcile's CPU before.
+func (vm VirtualMachine) getAll(paths ...string) []gjson.Result {
+	out := make([]gjson.Result, len(paths))
+	pending := make([]wanted, 0, len(paths))
+	for i, p := range paths {
+		if p != "" {
+			pending = append(pending, wanted{i, p})
+		}
+	}
+	collect(gjson.ParseBytes(vm.raw), pending, out)
+	return out
+}
+
+// wanted is a path of getAll still to be found: its place in the answer, and its keys below
+// the object being walked.
+type wanted struct {
+	i    int
+	rest string
+}
+
+// collect hands each member of obj to the pending paths whose next key it is: a member that
+// ends a path is its value, one that does not is walked in turn. As gjson does, the first
+// member of a key is the one read. What is not an object is left to gjson.
+func collect(obj gjson.Result, pending []wanted, out []gjson.Result) {
+	if len(pending) == 0 {
+		return
+	}
+	if !obj.IsObject() {
+		for _, w := range pending {
+			out[w.i] = obj.Get(gjsonPath(w.rest))
+		}
+		return
+	}
+	obj.ForEach(func(key, value gjson.Result) bool {
+		var deeper []wanted
+		n := 0
+		k := key.Str
+		for _, w := range pending {
+			switch {
+			case !strings.HasPrefix(w.rest, k) || len(w.rest) > len(k) && w.rest[len(k)] != '.':
+				pending[n] = w
+				n++
+			case len(w.rest) > len(k):
+				deeper = append(deeper, wanted{w.i, w.rest[len(k)+1:]})
+			default:
+				out[w.i] = value
+			}
+		}
+		pending = pending[:n]
+		collect(value, deeper, out)
+		return n > 0
+	})
+}
+
 // APIVersion is the object's apiVersion.
 func (vm VirtualMachine) APIVersion() string { return vm.str("apiVersion") }
 
@@ -101,37 +158,68 @@ func (vm VirtualMachine) HasFinalizer(name string) bool {
 // is simply rewritten.
 func (vm VirtualMachine) Status() Status {
 	f := vm.fields
+	v := vm.getAll(f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
+		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions)
 	st := Status{
-		Phase:               Phase(vm.str(f.Phase)),
-		Reason:              vm.str(f.Reason),
-		Message:             vm.str(f.Message),
-		ConsecutiveFailures: int(vm.get(f.ConsecutiveFailures).Int()),
-		ObservedGeneration:  vm.get(f.ObservedGeneration).Int(),
-		LastUpdateTime:      parseTime(vm.str(f.LastUpdateTime)),
+		Phase:               Phase(v[0].String()),
+		Reason:              v[1].String(),
+		Message:             v[2].String(),
+		ConsecutiveFailures: int(v[3].Int()),
+		ObservedGeneration:  v[4].Int(),
+		LastUpdateTime:      parseTime(v[5].String()),
+		RestartedAt:         v[6].String(),
 	}
-	if f.RestartedAt != "" {
-		st.RestartedAt = vm.str(f.RestartedAt)
-	}
-	if name, id, state := vm.get(f.ServerName), vm.get(f.ServerID), vm.get(f.ServerState); name.Exists() || id.Exists() || state.Exists() {
+	if name, id, state := v[7], v[8], v[9]; name.Exists() || id.Exists() || state.Exists() {
 		st.Server = &ServerStatus{Name: name.String(), ID: id.String(), State: state.String()}
 	}
-	if cpu, mem := vm.get(f.UsageCPU), vm.get(f.UsageMemory); cpu.Exists() || mem.Exists() {
+	if cpu, mem := v[10], v[11]; cpu.Exists() || mem.Exists() {
 		if st.Server == nil {
 			st.Server = &ServerStatus{}
 		}
 		st.Server.Usage = &Usage{CPU: cpu.String(), Memory: mem.String()}
 	}
-	for _, c := range vm.get(f.Conditions).Array() {
-		st.Conditions = append(st.Conditions, Condition{
-			Type:               c.Get("type").String(),
-			Status:             ConditionStatus(c.Get("status").String()),
-			ObservedGeneration: c.Get("observedGeneration").Int(),
-			LastTransitionTime: parseTime(c.Get("lastTransitionTime").String()),
-			Reason:             c.Get("reason").String(),
-			Message:            c.Get("message").String(),
-		})
+	for _, c := range v[12].Array() {
+		st.Conditions = append(st.Conditions, conditionOf(c))
 	}
 	return st
+}
+
+// conditionOf reads one condition of the list, in one pass over it. The first member of a key
+// counts, as with gjson's Get.
+func conditionOf(c gjson.Result) Condition {
+	var out Condition
+	var seen [6]bool
+	first := func(i int) bool { f := !seen[i]; seen[i] = true; return f }
+	c.ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "type":
+			if first(0) {
+				out.Type = value.String()
+			}
+		case "status":
+			if first(1) {
+				out.Status = ConditionStatus(value.String())
+			}
+		case "observedGeneration":
+			if first(2) {
+				out.ObservedGeneration = value.Int()
+			}
+		case "lastTransitionTime":
+			if first(3) {
+				out.LastTransitionTime = parseTime(value.String())
+			}
+		case "reason":
+			if first(4) {
+				out.Reason = value.String()
+			}
+		case "message":
+			if first(5) {
+				out.Message = value.String()
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // RestartRequested is the value of the restart annotation, or "" when it is not set or the
