@@ -422,7 +422,9 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 }
 
 // heldRegistration is a handler registration whose initial list has not been handed over yet.
-type heldRegistration struct{ cache.ResourceEventHandlerRegistration }
+type heldRegistration struct {
+	cache.ResourceEventHandlerRegistration
+}
 
 func (heldRegistration) HasSynced() bool { return false }
 
