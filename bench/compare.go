@@ -233,7 +233,7 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (runResult, err
 		return r, err
 	}
 	n := float64(f.vms)
-	lat := w.latencies()
+	lat := w.latencies(0, f.vms)
 	r.vmsPerSec, r.p50, r.p99, r.cpuSec = n/took.Seconds(), pct(lat, 0.50), pct(lat, 0.99), cpuAfter-cpuBefore
 	r.writes = map[string]float64{}
 	for k, v := range writesByResource(apiBefore, apiAfter, "") {

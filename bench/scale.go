@@ -18,10 +18,13 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	podspkg "github.com/cloudnative-czs/vm-controller/backend/pods"
 )
 
 // scaleFlags are the flags of every scale scenario.
@@ -32,7 +35,7 @@ type scaleFlags struct {
 	ceiling, ceilingEvents    bool
 	events                    string
 	kubeconfig                string
-	seed, restarts            int
+	seed, tail, restarts      int
 	etcd                      string
 }
 
@@ -61,6 +64,8 @@ func scaleScenario(name string, args []string) error {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	fs.IntVar(&f.seed, "seed", 0, "burst only this many VMs through the controller and write the rest of --vms straight into etcd, "+
 		"as copies of the first VM and its pod (for cold start, memory and idle at a scale whose burst would take hours); 0: burst all")
+	fs.IntVar(&f.tail, "tail", 0, "with --seed: after the seed, burst the last T of --vms through the controller, over a cluster that holds the others already, "+
+		"and tear those T down at the end (teardown and all): the burst and the teardown at that scale, where a whole one would take hours")
 	fs.IntVar(&f.restarts, "restarts", 1, "cold starts in a row (restart, memory and all): the first after a burst or --seed may share the machine with the cluster still catching up")
 	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, over 30 s); 0: do not wait")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd's client URL for --seed; empty: the local cluster's (kwok-NAME in the kubeconfig)")
@@ -75,8 +80,8 @@ func scaleScenario(name string, args []string) error {
 	seeding := f.seed > 0
 	if seeding {
 		// Teardown and the ceiling measure N VMs' worth of the controller's writes, which is
-		// what seeding leaves out.
-		stages = slices.DeleteFunc(slices.Clone(stages), func(s string) bool { return s == "teardown" || s == "ceiling" })
+		// what seeding leaves out; --tail brings back the teardown of the VMs it bursts.
+		stages = slices.DeleteFunc(slices.Clone(stages), func(s string) bool { return s == "ceiling" || s == "teardown" && f.tail == 0 })
 	}
 	has := func(s string) bool { return slices.Contains(stages, s) }
 
@@ -116,16 +121,23 @@ func scaleScenario(name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	bf := f
+	// Without seeding, one burst of every VM. With it: a burst of the first --seed, the seed up
+	// to --vms less --tail, then a burst of the tail, which the teardown removes at the end.
+	first, tailFrom := f.vms, f.vms
 	if seeding {
-		bf.vms = f.seed
+		first, tailFrom = f.seed, f.vms-f.tail
 	}
-	burstTook, err := burst(e, c, w, bf)
+	burstTook, err := burst(e, c, w, f, 0, first)
 	if err != nil {
 		return err
 	}
 	if seeding {
-		if err := seedStage(kv, e, c, w, f); err != nil {
+		if err := seedStage(kv, e, c, w, f, tailFrom); err != nil {
+			return err
+		}
+	}
+	if f.tail > 0 {
+		if _, err := burst(e, c, w, f, tailFrom, f.tail); err != nil {
 			return err
 		}
 	}
@@ -157,7 +169,7 @@ func scaleScenario(name string, args []string) error {
 		}
 	}
 	if has("teardown") {
-		if err := teardown(e, w, f); err != nil {
+		if err := teardown(e, w, f, tailFrom, f.vms-tailFrom); err != nil {
 			return err
 		}
 	}
@@ -195,6 +207,10 @@ func (f scaleFlags) validate(scenario string) error {
 		return fmt.Errorf("--seed must be from 1 to --vms - 1 (%d), or 0 for no seeding; got %d", f.vms-1, f.seed)
 	case f.etcd != "" && f.seed == 0:
 		return fmt.Errorf("--etcd is for --seed, which is not set")
+	case f.tail < 0 || f.tail > 0 && f.seed == 0:
+		return fmt.Errorf("--tail must be 0, or from 1 with --seed; got %d", f.tail)
+	case f.seed > 0 && f.seed+f.tail >= f.vms:
+		return fmt.Errorf("--seed (%d) and --tail (%d) must leave VMs of --vms (%d) to seed", f.seed, f.tail, f.vms)
 	case f.settle < 0:
 		return fmt.Errorf("--settle must not be negative, got %s", f.settle)
 	case f.settle > 0 && !slices.Contains(stagesOf[scenario], "restart"):
@@ -218,8 +234,9 @@ func (c *controller) waitWorkers(timeout time.Duration) error {
 	}
 }
 
-// burst creates the VMs and waits until all are Active, sampling the controller's queue.
-func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, error) {
+// burst creates n VMs, from the from-th on, and waits until all are Active, sampling the
+// controller's queue; the VMs before from are there already (a first burst, a seed).
+func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.Duration, error) {
 	before, err := c.scrape()
 	if err != nil {
 		return 0, err
@@ -228,19 +245,23 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
+	evsBefore, seriesBefore, reasonsBefore, err := e.countEvents()
+	if err != nil {
+		return 0, err
+	}
 	stopSampling := c.sampleDepth()
 	cpuBefore := takeCPU()
 	start := time.Now()
-	err = parallel(f.vms, f.concurrency, func(i int) error {
-		w.created(vmName(i))
-		_, err := e.dyn.Resource(vmGVR).Namespace(e.ns).Create(context.Background(), newVM(i), metav1.CreateOptions{})
+	err = parallel(n, f.concurrency, func(i int) error {
+		w.created(vmName(from + i))
+		_, err := e.dyn.Resource(vmGVR).Namespace(e.ns).Create(context.Background(), newVM(from+i), metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("create VMs: %w", err)
 	}
 	created := time.Since(start)
-	if err := w.waitActive(f.vms, f.timeout); err != nil {
+	if err := w.waitActive(from+n, f.timeout); err != nil {
 		return 0, err
 	}
 	took := time.Since(start)
@@ -255,48 +276,58 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
-	lat := w.latencies()
-	fmt.Printf("burst: %d VMs created in %s (%.0f/s); all Active after %s (%.0f VMs/s)\n",
-		f.vms, created.Round(time.Millisecond), float64(f.vms)/created.Seconds(), took.Round(time.Millisecond), float64(f.vms)/took.Seconds())
+	lat := w.latencies(from, n)
+	over := ""
+	if from > 0 {
+		over = fmt.Sprintf(" (over %d VMs there already)", from)
+	}
+	fmt.Printf("burst%s: %d VMs created in %s (%.0f/s); all Active after %s (%.0f VMs/s)\n",
+		over, n, created.Round(time.Millisecond), float64(n)/created.Seconds(), took.Round(time.Millisecond), float64(n)/took.Seconds())
 	fmt.Printf("  create-to-Active: p50 %s, p99 %s, max %s; peak queue depth %.0f\n",
 		pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1), *depth)
 	evs, series, reasons, err := e.countEvents()
 	if err != nil {
 		return 0, err
 	}
-	writes := printRequests("  controller requests, create to Active", before, after, float64(f.vms))
+	evs, series = evs-evsBefore, series-seriesBefore
+	for r, k := range reasonsBefore {
+		if reasons[r] -= k; reasons[r] == 0 {
+			delete(reasons, r)
+		}
+	}
+	writes := printRequests("  controller requests, create to Active", before, after, float64(n))
 	fmt.Printf("  events recorded: %d (%d of them a series) %v; writes other than events: %.2f per VM\n",
-		evs, series, reasons, (writes-float64(evs+series))/float64(f.vms))
-	printClusterWrites(apiBefore, apiAfter, float64(f.vms))
+		evs, series, reasons, (writes-float64(evs+series))/float64(n))
+	printClusterWrites(apiBefore, apiAfter, float64(n))
 	mean := func(name string) time.Duration {
 		return time.Duration(delta(before, after, name+"_sum") / delta(before, after, name+"_count") * float64(time.Second)).Round(time.Millisecond)
 	}
 	fmt.Printf("  mean reconcile %s, mean API request %s, mean wait in the queue %s\n", mean("vmcontroller_reconcile_duration_seconds"),
 		mean("rest_client_request_duration_seconds"), mean("workqueue_queue_duration_seconds"))
 	fmt.Printf("  reconciles: %.0f (%.2f per VM), of them conflicts %.0f, errors %.0f\n",
-		delta(before, after, "vmcontroller_reconcile_total"), delta(before, after, "vmcontroller_reconcile_total")/float64(f.vms),
+		delta(before, after, "vmcontroller_reconcile_total"), delta(before, after, "vmcontroller_reconcile_total")/float64(n),
 		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
 	printCPU("  CPU by process, first create to all Active", cpuBefore, cpuAfter)
 	return took, nil
 }
 
-// seedStage writes VMs --seed to --vms straight into etcd and waits until the bench's watch
+// seedStage writes VMs --seed to upto straight into etcd and waits until the bench's watch
 // has seen each Active and the running controller's cache holds each Active with its queue
 // empty (so every VM's add has been reconciled). What the controller wrote meanwhile is a no-op
 // round of its own, but for a VM it saw in the moment before its pod was written.
-func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error {
+func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto int) error {
 	before, err := c.scrape()
 	if err != nil {
 		return err
 	}
-	n := f.vms - f.seed
+	n := upto - f.seed
 	cpuBefore := takeCPU()
 	start := time.Now()
-	if err := seed(kv, e, f.seed, f.vms); err != nil {
+	if err := seed(kv, e, f.seed, upto); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	written := time.Since(start)
-	if err := w.waitActive(f.vms, f.timeout); err != nil {
+	if err := w.waitActive(upto, f.timeout); err != nil {
 		return err
 	}
 	seen := time.Since(start)
@@ -305,7 +336,7 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error
 		if err != nil {
 			return err
 		}
-		if sum(m, "vmcontroller_vms", `phase="Active"`) >= float64(f.vms) && queueDepth(m) == 0 {
+		if sum(m, "vmcontroller_vms", `phase="Active"`) >= float64(upto) && queueDepth(m) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -320,7 +351,7 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags) error
 		return err
 	}
 	fmt.Printf("seed: %d more VMs and their pods written into etcd (%s) in %s (%.0f VMs/s); the bench's watch saw all %d Active after %s; the controller reconciled them after %s\n",
-		n, kv.url, written.Round(time.Millisecond), float64(n)/written.Seconds(), f.vms, seen.Round(time.Millisecond), reconciled.Round(time.Millisecond))
+		n, kv.url, written.Round(time.Millisecond), float64(n)/written.Seconds(), upto, seen.Round(time.Millisecond), reconciled.Round(time.Millisecond))
 	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", delta(before, after, "vmcontroller_reconcile_total"),
 		delta(before, after, "vmcontroller_reconcile_total", `result="success"`), delta(before, after, "vmcontroller_reconcile_total", `result="requeue"`),
 		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
@@ -431,36 +462,52 @@ func idle(c *controller, f scaleFlags) error {
 	return nil
 }
 
-// teardown deletes every VM (one DELETE each, with as many in flight as the burst's creates)
-// and times until all are gone, then counts server pods left.
-func teardown(e *env, w *vmWatch, f scaleFlags) error {
+// teardown deletes n VMs from the from-th on (one DELETE each, with as many in flight as the
+// burst's creates), times until all are gone, then counts their server pods left.
+func teardown(e *env, w *vmWatch, f scaleFlags, from, n int) error {
+	left := w.count() - n
 	start := time.Now()
-	err := parallel(f.vms, f.concurrency, func(i int) error {
-		return e.dyn.Resource(vmGVR).Namespace(e.ns).Delete(context.Background(), vmName(i), metav1.DeleteOptions{})
+	err := parallel(n, f.concurrency, func(i int) error {
+		return e.dyn.Resource(vmGVR).Namespace(e.ns).Delete(context.Background(), vmName(from+i), metav1.DeleteOptions{})
 	})
 	if err != nil {
 		return fmt.Errorf("delete VMs: %w", err)
 	}
 	deleted := time.Since(start)
-	for w.count() > 0 {
+	for w.count() > left {
 		if time.Since(start) > f.timeout {
-			return fmt.Errorf("%d VMs left after %s", w.count(), f.timeout)
+			return fmt.Errorf("%d of the %d VMs deleted left after %s", w.count()-left, n, f.timeout)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	took := time.Since(start)
-	pods, err := e.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "cloudnative.czs/vm-uid"})
-	if err != nil {
-		return err
-	}
-	terminating := 0
-	for _, p := range pods.Items {
+	var mu sync.Mutex
+	pods, terminating := 0, 0
+	err = parallel(n, f.concurrency, func(i int) error {
+		p, err := e.kube.CoreV1().Pods(e.ns).Get(context.Background(), podspkg.PodName(vmName(from+i)), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		pods++
 		if p.DeletionTimestamp != nil {
 			terminating++
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the server pods: %w", err)
 	}
-	fmt.Printf("teardown of %d VMs: deletes sent in %s; all gone after %s (%.0f/s); server pods left: %d (%d of them terminating)\n",
-		f.vms, deleted.Round(time.Millisecond), took.Round(time.Millisecond), float64(f.vms)/took.Seconds(), len(pods.Items), terminating)
+	over := ""
+	if left > 0 {
+		over = fmt.Sprintf(" (%d VMs stay)", left)
+	}
+	fmt.Printf("teardown of %d VMs%s: deletes sent in %s; all gone after %s (%.0f/s); their server pods left: %d (%d of them terminating)\n",
+		n, over, deleted.Round(time.Millisecond), took.Round(time.Millisecond), float64(n)/took.Seconds(), pods, terminating)
 	return nil
 }
 
@@ -676,13 +723,16 @@ func (w *vmWatch) waitActive(n int, timeout time.Duration) error {
 	}
 }
 
-// latencies are the times from the start of each VM's create call to its first Active, sorted.
-func (w *vmWatch) latencies() []time.Duration {
+// latencies are the times from the start of each create call of n VMs from the from-th on to
+// the VM's first Active, sorted.
+func (w *vmWatch) latencies(from, n int) []time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []time.Duration
-	for name, at := range w.activeAt {
-		if c, ok := w.createAt[name]; ok {
+	for i := from; i < from+n; i++ {
+		c, created := w.createAt[vmName(i)]
+		at, active := w.activeAt[vmName(i)]
+		if created && active {
 			out = append(out, at.Sub(c))
 		}
 	}
