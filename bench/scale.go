@@ -67,7 +67,8 @@ func scaleScenario(name string, args []string) error {
 	fs.IntVar(&f.tail, "tail", 0, "with --seed: after the seed, burst the last T of --vms through the controller, over a cluster that holds the others already, "+
 		"and tear those T down at the end (teardown and all): the burst and the teardown at that scale, where a whole one would take hours")
 	fs.IntVar(&f.restarts, "restarts", 1, "cold starts in a row (restart, memory and all): the first after a burst or --seed may share the machine with the cluster still catching up")
-	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, over 30 s); 0: do not wait")
+	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, "+
+		"and the machine's processes using less than 0.2 cores, over 30 s); 0: do not wait")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd's client URL for --seed; empty: the local cluster's (kwok-NAME in the kubeconfig)")
 	_ = fs.Parse(args)
 	if err := f.validate(name); err != nil {
@@ -360,12 +361,14 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto 
 	return nil
 }
 
-// settle waits until the API server answers fewer than 10 requests a second other than those
-// for leases over 30 s, or until limit. After a burst or a seed, the cluster's own controllers
-// (the garbage collector checks each new pod's owner) and kwok go on working for a while, and a
-// cold start measured meanwhile shares the machine with them.
+// settle waits until the cluster is quiet over 30 s, or until limit: the API server answering
+// fewer than 10 requests a second other than those for leases, and the machine's processes
+// (the bench's own aside) using less than a fifth of a core. After a burst or a seed, the
+// cluster's own controllers (the garbage collector checks each new pod's owner) and kwok (it
+// goes through every new pod) work on for many minutes, and a cold start measured meanwhile
+// shares the machine with them.
 func settle(e *env, limit time.Duration) error {
-	const window, quiet = 30 * time.Second, 10.0
+	const window, quietRequests, quietCores = 30 * time.Second, 10.0, 0.2
 	start := time.Now()
 	requests := func() (float64, error) {
 		m, err := e.apiserverMetrics()
@@ -378,20 +381,34 @@ func settle(e *env, limit time.Duration) error {
 	if err != nil {
 		return err
 	}
+	lastCPU := takeCPU()
 	for {
 		time.Sleep(window)
 		cur, err := requests()
 		if err != nil {
 			return err
 		}
+		curCPU := takeCPU()
 		rate := (cur - last) / window.Seconds()
-		last = cur
-		if rate < quiet {
-			fmt.Printf("settled: the API server answered %.1f requests/s (leases aside) over %s, %s after the wait began\n", rate, window, time.Since(start).Round(time.Second))
+		busiest, busiestSec, total := "", 0.0, 0.0
+		for name, sec := range curCPU.sec {
+			if d := sec - lastCPU.sec[name]; name != "bench" && d > 0 {
+				total += d
+				if d > busiestSec {
+					busiest, busiestSec = name, d
+				}
+			}
+		}
+		cores := total / curCPU.at.Sub(lastCPU.at).Seconds()
+		last, lastCPU = cur, curCPU
+		state := fmt.Sprintf("the API server answered %.1f requests/s (leases aside) and the machine used %.2f cores (the bench aside; most: %s %.1f CPU-s) over %s",
+			rate, cores, busiest, busiestSec, window)
+		if rate < quietRequests && cores < quietCores {
+			fmt.Printf("settled: %s, %s after the wait began\n", state, time.Since(start).Round(time.Second))
 			return nil
 		}
 		if time.Since(start) > limit {
-			fmt.Printf("not settled after %s: the API server answers %.1f requests/s (leases aside); going on\n", limit, rate)
+			fmt.Printf("not settled after %s: %s; going on\n", limit, state)
 			return nil
 		}
 	}
