@@ -21,7 +21,8 @@ import (
 // Backend creates, observes and deletes the servers of VirtualMachines.
 type Backend interface {
 	// Start begins watching servers and calls notify with the owning VM whenever one changes.
-	// The returned function reports whether the first full view of the servers is in.
+	// The returned function reports whether the first full view of the servers is in and
+	// notify has been called for each server of it: workers start on it.
 	Start(ctx context.Context, notify func(vm cache.ObjectName)) (synced cache.InformerSynced, err error)
 	// Observe returns the server of vm as last seen, or nil when it has none. It must be cheap
 	// (a cache read): it runs on every reconcile.
