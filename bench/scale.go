@@ -122,9 +122,10 @@ func scaleScenario(name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Without seeding, one burst of every VM. With it: a burst of the first --seed, the seed up
-	// to --vms less --tail, then a burst of the tail, which the teardown removes at the end.
-	first, tailFrom := f.vms, f.vms
+	// Without seeding, one burst of every VM, and the teardown removes them all. With it: a
+	// burst of the first --seed, the seed up to --vms less --tail, then a burst of the tail,
+	// which the teardown removes at the end.
+	first, tailFrom := f.vms, 0
 	if seeding {
 		first, tailFrom = f.seed, f.vms-f.tail
 	}
