@@ -87,9 +87,9 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 			notify(cache.NewObjectName(p.namespace.String(), p.ownerName()))
 		}
 	}
-	// synced are the handlers' registrations, not the informers: a registration has synced
-	// once the initial list has been handed to its handler, so every VM with a pod has been
-	// notified by the time the caller starts its workers.
+	// synced follows the handlers' registrations, not the informers: a registration has
+	// synced once the initial list has been handed to its handler, so every VM with a pod has
+	// been notified by the time the caller starts its workers.
 	podsHandled, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if !b.echo(obj) {
