@@ -34,6 +34,10 @@ type compareFlags struct {
 	// with profiles is for reading where the time goes, not for the CPU column.
 	profile    string
 	profileFor time.Duration
+	// gomaxprocs is vm-controller's GOMAXPROCS, and peerGOMAXPROCS the peer's, one run of the
+	// peer for each; 0 leaves Go's default (the machine's CPUs, at least 2 under a CPU limit).
+	gomaxprocs     int
+	peerGOMAXPROCS []int
 }
 
 // contender is one controller of the comparison and how to start it in a namespace.
@@ -63,6 +67,38 @@ type runResult struct {
 var controllerWrites = []string{"virtualmachines PATCH", "virtualmachines/status PATCH", "pods POST",
 	"virtualmachines PUT", "virtualmachines/status PUT", "pods DELETE"}
 
+// parse fills the lists from their flags' values and checks the flags, naming the one at
+// fault.
+func (f *compareFlags) parse(events, peerProcs string) error {
+	switch {
+	case f.vms < 1:
+		return fmt.Errorf("--vms must be at least 1, got %d", f.vms)
+	case f.clients < 1:
+		return fmt.Errorf("--clients must be at least 1, got %d", f.clients)
+	case f.workers < 1:
+		return fmt.Errorf("--workers must be at least 1, got %d", f.workers)
+	case f.reps < 1:
+		return fmt.Errorf("--reps must be at least 1, got %d", f.reps)
+	case f.gomaxprocs < 0:
+		return fmt.Errorf("--gomaxprocs %d: want 0 (Go's default) or more", f.gomaxprocs)
+	}
+	f.events, f.peerGOMAXPROCS = nil, nil
+	for _, ev := range strings.Split(events, ",") {
+		if ev != "all" && ev != "warnings" {
+			return fmt.Errorf("--events %q: want all, warnings, or both separated by a comma", events)
+		}
+		f.events = append(f.events, ev)
+	}
+	for _, p := range strings.Split(peerProcs, ",") {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return fmt.Errorf("--peer-gomaxprocs %q: want numbers of 0 or more separated by commas", peerProcs)
+		}
+		f.peerGOMAXPROCS = append(f.peerGOMAXPROCS, n)
+	}
+	return nil
+}
+
 func compareScenario(args []string) error {
 	var f compareFlags
 	fs := flag.NewFlagSet("compare", flag.ExitOnError)
@@ -75,13 +111,12 @@ func compareScenario(args []string) error {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each vm-controller run (go tool pprof FILE); its CPU figures then include the profiler's")
 	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
+	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0, "vm-controller's GOMAXPROCS; 0: Go's default")
+	peerProcs := fs.String("peer-gomaxprocs", "0", "the peer's GOMAXPROCS, or a comma-separated list to run the peer once with each (e.g. 0,1); 0: Go's default")
 	baseline := fs.String("baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF) to run as one more contender beside this checkout's, with the same flags")
 	_ = fs.Parse(args)
-	for _, ev := range strings.Split(*events, ",") {
-		if ev != "all" && ev != "warnings" {
-			return fmt.Errorf("--events %q: want all, warnings, or both separated by a comma", *events)
-		}
-		f.events = append(f.events, ev)
+	if err := f.parse(*events, *peerProcs); err != nil {
+		return err
 	}
 
 	if f.profile != "" {
@@ -118,14 +153,14 @@ func compareScenario(args []string) error {
 	var contenders []contender
 	for _, ev := range f.events {
 		for _, b := range builds {
-			contenders = append(contenders, contender{name: b.name + " --events " + ev, start: func(e *env) (*controller, error) {
+			contenders = append(contenders, contender{name: b.name + " --events " + ev + procsSuffix(f.gomaxprocs, false), start: func(e *env) (*controller, error) {
 				// QPS so high that the client-side limiter never waits: the peer has none.
 				// Usage sampling is off: the peer has none, and it is not part of a burst.
 				args := []string{"--workers", workers, "--qps", "1000000", "--burst", "1000000", "--usage-interval", "0", "--events", ev}
 				if f.profile != "" {
 					args = append(args, "--pprof")
 				}
-				c, err := e.startControllerBinary(b.binary, args...)
+				c, err := e.startControllerBinary(b.binary, gomaxprocsEnv(f.gomaxprocs), args...)
 				if err != nil {
 					return nil, err
 				}
@@ -133,13 +168,15 @@ func compareScenario(args []string) error {
 			}})
 		}
 	}
-	contenders = append(contenders, contender{name: "controller-runtime peer", start: func(e *env) (*controller, error) {
-		c, err := e.startProcess(peer, []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers})
-		if err != nil {
-			return nil, err
-		}
-		return c, c.waitWorkers(f.timeout)
-	}})
+	for _, procs := range f.peerGOMAXPROCS {
+		contenders = append(contenders, contender{name: "controller-runtime peer" + procsSuffix(procs, len(f.peerGOMAXPROCS) > 1), start: func(e *env) (*controller, error) {
+			c, err := e.startProcess(peer, gomaxprocsEnv(procs), []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers})
+			if err != nil {
+				return nil, err
+			}
+			return c, c.waitWorkers(f.timeout)
+		}})
+	}
 
 	fmt.Printf("compare: %d VMs per burst created by %d clients, %d workers each, %d repetitions; %d cores\n",
 		f.vms, f.clients, f.workers, f.reps, runtime.NumCPU())
@@ -286,7 +323,7 @@ func rotated(contenders []contender, rep int) []contender {
 // profileName is the file of a contender's CPU profile in one repetition.
 func profileName(contender string, rep int) string {
 	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '=' {
 			return r
 		}
 		return '_'
@@ -425,4 +462,26 @@ func describeCheckout(dir string) string {
 		return dir
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// gomaxprocsEnv is the environment that sets a contender's GOMAXPROCS. For 0 it is empty,
+// which Go reads as unset: the runtime picks its default, whatever the bench's own
+// environment says.
+func gomaxprocsEnv(n int) []string {
+	if n == 0 {
+		return []string{"GOMAXPROCS="}
+	}
+	return []string{"GOMAXPROCS=" + strconv.Itoa(n)}
+}
+
+// procsSuffix shows a contender's GOMAXPROCS in its name: when it is not Go's default, or
+// always when the same controller runs with several.
+func procsSuffix(n int, always bool) string {
+	switch {
+	case n > 0:
+		return " GOMAXPROCS=" + strconv.Itoa(n)
+	case always:
+		return " GOMAXPROCS=default"
+	}
+	return ""
 }

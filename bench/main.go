@@ -200,18 +200,18 @@ type controller struct {
 // startController runs vm-controller for the bench's namespace and waits for its metrics
 // endpoint (and its health endpoint, when args give --health-addr).
 func (e *env) startController(args ...string) (*controller, error) {
-	return e.startControllerBinary(e.binary, args...)
+	return e.startControllerBinary(e.binary, nil, args...)
 }
 
 // startControllerBinary is startController with another build of vm-controller (compare's
-// --baseline).
-func (e *env) startControllerBinary(binary string, args ...string) (*controller, error) {
+// --baseline) and environ added to the bench's environment (compare's GOMAXPROCS).
+func (e *env) startControllerBinary(binary string, environ []string, args ...string) (*controller, error) {
 	all := []string{"run", "--kubeconfig", e.kubecfg, "--namespace", e.ns, "--metrics-addr", "127.0.0.1:0", "--log-level", "info"}
 	wantHealth := slices.Contains(args, "--health-addr")
 	if !wantHealth {
 		all = append(all, "--health-addr", "")
 	}
-	c, err := e.startProcess(binary, append(all, args...))
+	c, err := e.startProcess(binary, environ, append(all, args...))
 	if err != nil {
 		return nil, err
 	}
@@ -221,10 +221,14 @@ func (e *env) startControllerBinary(binary string, args ...string) (*controller,
 	return c, nil
 }
 
-// startProcess runs binary with args and follows its log (slog text on stderr): the lines
+// startProcess runs binary with args, and environ added to the bench's environment, and
+// follows its log (slog text on stderr): the lines
 // the bench waits for, and warnings and errors, which it repeats.
-func (e *env) startProcess(binary string, args []string) (*controller, error) {
+func (e *env) startProcess(binary string, environ, args []string) (*controller, error) {
 	cmd := exec.Command(binary, args...)
+	if len(environ) > 0 {
+		cmd.Env = append(os.Environ(), environ...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
