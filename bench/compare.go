@@ -89,14 +89,22 @@ func (f *compareFlags) parse(events, peerProcs string) error {
 		}
 		f.events = append(f.events, ev)
 	}
-	for _, p := range strings.Split(peerProcs, ",") {
+	var err error
+	f.peerGOMAXPROCS, err = parseProcs("--peer-gomaxprocs", peerProcs)
+	return err
+}
+
+// parseProcs reads a flag's comma-separated list of GOMAXPROCS values (0: Go's default).
+func parseProcs(flag, list string) ([]int, error) {
+	var procs []int
+	for _, p := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 0 {
-			return fmt.Errorf("--peer-gomaxprocs %q: want numbers of 0 or more separated by commas", peerProcs)
+			return nil, fmt.Errorf("%s %q: want numbers of 0 or more separated by commas", flag, list)
 		}
-		f.peerGOMAXPROCS = append(f.peerGOMAXPROCS, n)
+		procs = append(procs, n)
 	}
-	return nil
+	return procs, nil
 }
 
 func compareScenario(args []string) error {

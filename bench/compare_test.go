@@ -85,3 +85,16 @@ func TestProfileName(t *testing.T) {
 		}
 	}
 }
+
+// TestParseProcs: a GOMAXPROCS list is numbers of 0 or more; anything else names the flag.
+func TestParseProcs(t *testing.T) {
+	for list, want := range map[string][]int{"0": {0}, "0,1": {0, 1}, "1,0,4": {1, 0, 4}, "": nil, "1,": nil, "-1": nil, "one": nil} {
+		got, err := parseProcs("--restart-gomaxprocs", list)
+		switch {
+		case want == nil && (err == nil || !strings.Contains(err.Error(), "--restart-gomaxprocs")):
+			t.Errorf("parseProcs(%q) = %v, %v; want an error naming the flag", list, got, err)
+		case want != nil && (err != nil || !slices.Equal(got, want)):
+			t.Errorf("parseProcs(%q) = %v, %v; want %v", list, got, err, want)
+		}
+	}
+}

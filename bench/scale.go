@@ -37,6 +37,8 @@ type scaleFlags struct {
 	kubeconfig                string
 	seed, tail, restarts      int
 	etcd                      string
+	// restartProcs are the cold starts' GOMAXPROCS, taken in turn (0: Go's default).
+	restartProcs []int
 }
 
 // stagesOf lists what each scenario runs after the burst (which every scenario runs).
@@ -70,7 +72,13 @@ func scaleScenario(name string, args []string) error {
 	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, "+
 		"and the machine's processes using less than 0.5 cores, over 30 s); 0: do not wait")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd's client URL for --seed; empty: the local cluster's (kwok-NAME in the kubeconfig)")
+	restartProcs := fs.String("restart-gomaxprocs", "0", "the cold starts' GOMAXPROCS, or a comma-separated list taken in turn (e.g. 0,1 with --restarts 6: "+
+		"three cold starts with each, alternating); 0: Go's default")
 	_ = fs.Parse(args)
+	var err error
+	if f.restartProcs, err = parseProcs("--restart-gomaxprocs", *restartProcs); err != nil {
+		return err
+	}
 	if err := f.validate(name); err != nil {
 		return err
 	}
@@ -149,7 +157,7 @@ func scaleScenario(name string, args []string) error {
 		}
 	}
 	for i := 0; has("restart") && i < f.restarts; i++ {
-		if c, err = restart(e, c, f, ctrlArgs); err != nil {
+		if c, err = restart(e, c, f, f.restartProcs[i%len(f.restartProcs)], ctrlArgs); err != nil {
 			return err
 		}
 	}
@@ -416,12 +424,13 @@ func settle(e *env, limit time.Duration) error {
 	}
 }
 
-// restart stops the controller and starts a fresh one over the Active VMs: its time to
-// synced, to every VM reconciled, and the writes it makes (a no-op round: 0 is right).
-func restart(e *env, old *controller, f scaleFlags, args []string) (*controller, error) {
+// restart stops the controller and starts a fresh one over the Active VMs, with procs as its
+// GOMAXPROCS: its time to synced, to every VM reconciled, and the writes it makes (a no-op
+// round: 0 is right).
+func restart(e *env, old *controller, f scaleFlags, procs int, args []string) (*controller, error) {
 	old.stop()
 	cpuBefore := takeCPU()
-	c, err := e.startController(args...)
+	c, err := e.startControllerBinary(e.binary, gomaxprocsEnv(procs), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -451,8 +460,8 @@ func restart(e *env, old *controller, f scaleFlags, args []string) (*controller,
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("restart over %d Active VMs: workers start (caches synced) %s after exec, every VM reconciled after %s\n",
-		f.vms, synced.Round(time.Millisecond), done.Round(time.Millisecond))
+	fmt.Printf("restart over %d Active VMs%s: workers start (caches synced) %s after exec, every VM reconciled after %s\n",
+		f.vms, procsSuffix(procs, len(f.restartProcs) > 1), synced.Round(time.Millisecond), done.Round(time.Millisecond))
 	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", sum(m, "vmcontroller_reconcile_total"),
 		sum(m, "vmcontroller_reconcile_total", `result="success"`), sum(m, "vmcontroller_reconcile_total", `result="requeue"`),
 		sum(m, "vmcontroller_reconcile_total", `result="conflict"`), sum(m, "vmcontroller_reconcile_total", `result="error"`))
