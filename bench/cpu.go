@@ -18,40 +18,79 @@ import (
 // clockTick is the unit of utime and stime in /proc/PID/stat: USER_HZ, 100 on Linux.
 const clockTick = 100
 
-// cpuSnapshot is the CPU seconds (user and system) of every process, summed by command name.
+// cpuSnapshot is the CPU seconds (user and system) of every process, by process.
 type cpuSnapshot struct {
-	at  time.Time
-	sec map[string]float64
+	at    time.Time
+	procs map[procKey]procCPU
+}
+
+// procKey tells processes apart over time: a pid, and when it started (a pid is reused).
+type procKey struct {
+	pid   int
+	start uint64 // clock ticks after boot
+}
+
+// procCPU is one process's name (its comm) and the CPU seconds it has used.
+type procCPU struct {
+	name string
+	sec  float64
 }
 
 // takeCPU reads /proc. Processes that end between two snapshots leave their CPU out.
 func takeCPU() cpuSnapshot {
-	s := cpuSnapshot{at: time.Now(), sec: map[string]float64{}}
+	s := cpuSnapshot{at: time.Now(), procs: map[procKey]procCPU{}}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, p := range stats {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses, so split at the
-		// last ')'.
-		line := string(b)
-		open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
-		if open < 0 || end < open {
-			continue
+		if k, c, ok := parseStat(string(b)); ok {
+			s.procs[k] = c
 		}
-		fields := strings.Fields(line[end+1:])
-		if len(fields) < 13 {
-			continue
-		}
-		utime, err1 := strconv.ParseFloat(fields[11], 64)
-		stime, err2 := strconv.ParseFloat(fields[12], 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		s.sec[line[open+1:end]] += (utime + stime) / clockTick
 	}
 	return s
+}
+
+// parseStat reads a /proc/PID/stat line: pid (comm) state ppid ... utime stime ... starttime.
+// comm may hold spaces and parentheses, so the fields after it start at the last ')'.
+func parseStat(line string) (procKey, procCPU, bool) {
+	open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
+	if open < 0 || end < open {
+		return procKey{}, procCPU{}, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line[:open]))
+	fields := strings.Fields(line[end+1:])
+	if err != nil || len(fields) < 20 {
+		return procKey{}, procCPU{}, false
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	start, err3 := strconv.ParseUint(fields[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return procKey{}, procCPU{}, false
+	}
+	return procKey{pid, start}, procCPU{line[open+1 : end], (utime + stime) / clockTick}, true
+}
+
+// since is the CPU used between before and s, summed by command name. It is taken process by
+// process, and a process started in between counts whole. By name alone, a kernel worker
+// that renamed itself after its current work item (kworker/1:1-events) counted as new, with
+// all the CPU of its life. Kernel workers are summed as one name, kworker.
+func (s cpuSnapshot) since(before cpuSnapshot) map[string]float64 {
+	used := map[string]float64{}
+	for k, p := range s.procs {
+		d := p.sec - before.procs[k].sec
+		if d <= 0 {
+			continue
+		}
+		name := p.name
+		if strings.HasPrefix(name, "kworker/") {
+			name = "kworker"
+		}
+		used[name] += d
+	}
+	return used
 }
 
 // printCPU prints the CPU each process used between two snapshots, largest first, with the
@@ -64,8 +103,8 @@ func printCPU(title string, before, after cpuSnapshot) {
 	}
 	var uses []use
 	var total float64
-	for name, sec := range after.sec {
-		if d := sec - before.sec[name]; d >= 0.05 {
+	for name, d := range after.since(before) {
+		if d >= 0.05 {
 			uses = append(uses, use{name, d})
 			total += d
 		}

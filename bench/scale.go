@@ -401,8 +401,8 @@ func settle(e *env, limit time.Duration) error {
 		curCPU := takeCPU()
 		rate := (cur - last) / window.Seconds()
 		busiest, busiestSec, total := "", 0.0, 0.0
-		for name, sec := range curCPU.sec {
-			if d := sec - lastCPU.sec[name]; name != "bench" && d > 0 {
+		for name, d := range curCPU.since(lastCPU) {
+			if name != "bench" {
 				total += d
 				if d > busiestSec {
 					busiest, busiestSec = name, d
