@@ -376,7 +376,8 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto 
 // cluster's own controllers (the garbage collector checks each new pod's owner) and kwok (it
 // goes through every new pod) work on for many minutes, and a cold start measured meanwhile
 // shares the machine with them. Half a core, not less: at 100,000 pods, with the seed's work
-// done, kwok, the scheduler and the API server still kept 0.17 to 0.29 of a core busy.
+// done, the machine still used 0.17 to 0.29 of a core, as the bench counted it before 5788af4
+// (which may have counted a kernel worker's whole life too; see cpuSnapshot.since).
 func settle(e *env, limit time.Duration) error {
 	const window, quietRequests, quietCores = 30 * time.Second, 10.0, 0.5
 	start := time.Now()
