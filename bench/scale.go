@@ -37,6 +37,8 @@ type scaleFlags struct {
 	kubeconfig                string
 	seed, tail, restarts      int
 	etcd                      string
+	// teardownAll, with seed, makes the teardown remove every VM, the seeded ones too.
+	teardownAll bool
 	// restartProcs are the cold starts' GOMAXPROCS, taken in turn (0: Go's default).
 	restartProcs []int
 }
@@ -68,6 +70,8 @@ func scaleScenario(name string, args []string) error {
 		"as copies of the first VM and its pod (for cold start, memory and idle at a scale whose burst would take hours); 0: burst all")
 	fs.IntVar(&f.tail, "tail", 0, "with --seed: after the seed, burst the last T of --vms through the controller, over a cluster that holds the others already, "+
 		"and tear those T down at the end (teardown and all): the burst and the teardown at that scale, where a whole one would take hours")
+	fs.BoolVar(&f.teardownAll, "teardown-all", false, "with --seed: the teardown (teardown and all) removes all of --vms, the seeded VMs included, not only the --tail; "+
+		"about 50 minutes at 100,000 VMs on the 2-core machine")
 	fs.IntVar(&f.restarts, "restarts", 1, "cold starts in a row (restart, memory and all): the first after a burst or --seed may share the machine with the cluster still catching up")
 	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, "+
 		"and the machine's processes using less than 0.5 cores, over 30 s); 0: do not wait")
@@ -85,13 +89,8 @@ func scaleScenario(name string, args []string) error {
 	if f.workers == 0 {
 		f.workers = f.concurrency
 	}
-	stages := stagesOf[name]
+	stages := f.stages(name)
 	seeding := f.seed > 0
-	if seeding {
-		// Teardown and the ceiling measure N VMs' worth of the controller's writes, which is
-		// what seeding leaves out; --tail brings back the teardown of the VMs it bursts.
-		stages = slices.DeleteFunc(slices.Clone(stages), func(s string) bool { return s == "ceiling" || s == "teardown" && f.tail == 0 })
-	}
 	has := func(s string) bool { return slices.Contains(stages, s) }
 
 	e, err := setup(f.kubeconfig)
@@ -179,7 +178,11 @@ func scaleScenario(name string, args []string) error {
 		}
 	}
 	if has("teardown") {
-		if err := teardown(e, w, f, tailFrom, f.vms-tailFrom); err != nil {
+		from := tailFrom
+		if f.teardownAll {
+			from = 0
+		}
+		if err := teardown(e, c, w, f, from, f.vms-from); err != nil {
 			return err
 		}
 	}
@@ -203,6 +206,18 @@ func scaleScenario(name string, args []string) error {
 
 // validate refuses flags that would measure something other than what they say: a seed that
 // leaves nothing to seed, an etcd or a settling that nothing uses.
+// stages lists what scenario runs after the burst with these flags. Teardown and the ceiling
+// measure N VMs' worth of the controller's writes, which is what seeding leaves out; --tail
+// brings back the teardown of the VMs it bursts, and --teardown-all that of every VM.
+func (f scaleFlags) stages(scenario string) []string {
+	if f.seed == 0 {
+		return stagesOf[scenario]
+	}
+	return slices.DeleteFunc(slices.Clone(stagesOf[scenario]), func(s string) bool {
+		return s == "ceiling" || s == "teardown" && f.tail == 0 && !f.teardownAll
+	})
+}
+
 func (f scaleFlags) validate(scenario string) error {
 	switch {
 	case f.vms < 1:
@@ -221,6 +236,8 @@ func (f scaleFlags) validate(scenario string) error {
 		return fmt.Errorf("--tail must be 0, or from 1 with --seed; got %d", f.tail)
 	case f.seed > 0 && f.seed+f.tail >= f.vms:
 		return fmt.Errorf("--seed (%d) and --tail (%d) must leave VMs of --vms (%d) to seed", f.seed, f.tail, f.vms)
+	case f.teardownAll && f.seed == 0:
+		return fmt.Errorf("--teardown-all is for --seed, which is not set (without it the teardown removes every VM)")
 	case f.settle < 0:
 		return fmt.Errorf("--settle must not be negative, got %s", f.settle)
 	case f.settle > 0 && !slices.Contains(stagesOf[scenario], "restart"):
@@ -492,11 +509,17 @@ func idle(c *controller, f scaleFlags) error {
 }
 
 // teardown deletes n VMs from the from-th on (one DELETE each, with as many in flight as the
-// burst's creates), times until all are gone, then counts their server pods left.
-func teardown(e *env, w *vmWatch, f scaleFlags, from, n int) error {
+// burst's creates), times until all are gone, then counts their server pods left. It prints
+// the controller's requests and the CPU each process used, to say what bounded it.
+func teardown(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) error {
+	before, err := c.scrape()
+	if err != nil {
+		return err
+	}
 	left := w.count() - n
+	cpuBefore := takeCPU()
 	start := time.Now()
-	err := parallel(n, f.concurrency, func(i int) error {
+	err = parallel(n, f.concurrency, func(i int) error {
 		return e.dyn.Resource(vmGVR).Namespace(e.ns).Delete(context.Background(), vmName(from+i), metav1.DeleteOptions{})
 	})
 	if err != nil {
@@ -510,10 +533,46 @@ func teardown(e *env, w *vmWatch, f scaleFlags, from, n int) error {
 		time.Sleep(250 * time.Millisecond)
 	}
 	took := time.Since(start)
+	cpuAfter := takeCPU()
+	after, err := c.scrape()
+	if err != nil {
+		return err
+	}
+	pods, terminating, err := e.podsLeft(f, left, from, n)
+	if err != nil {
+		return fmt.Errorf("read the server pods: %w", err)
+	}
+	over := ""
+	if left > 0 {
+		over = fmt.Sprintf(" (%d VMs stay)", left)
+	}
+	fmt.Printf("teardown of %d VMs%s: deletes sent in %s; all gone after %s (%.0f/s); their server pods left: %d (%d of them terminating)\n",
+		n, over, deleted.Round(time.Millisecond), took.Round(time.Millisecond), float64(n)/took.Seconds(), pods, terminating)
+	printRequests("  controller requests, first delete to all gone", before, after, float64(n))
+	printCPU("  CPU by process, first delete to all gone", cpuBefore, cpuAfter)
+	return nil
+}
+
+// podsLeft counts the server pods of VMs from to from+n-1 still there, and of them those
+// terminating. With no VM left, one list of the namespace does; otherwise a GET of each.
+func (e *env) podsLeft(f scaleFlags, left, from, n int) (pods, terminating int, err error) {
+	ctx := context.Background()
+	if left == 0 {
+		list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, p := range list.Items {
+			pods++
+			if p.DeletionTimestamp != nil {
+				terminating++
+			}
+		}
+		return pods, terminating, nil
+	}
 	var mu sync.Mutex
-	pods, terminating := 0, 0
 	err = parallel(n, f.concurrency, func(i int) error {
-		p, err := e.kube.CoreV1().Pods(e.ns).Get(context.Background(), podspkg.PodName(vmName(from+i)), metav1.GetOptions{})
+		p, err := e.kube.CoreV1().Pods(e.ns).Get(ctx, podspkg.PodName(vmName(from+i)), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil
@@ -528,16 +587,7 @@ func teardown(e *env, w *vmWatch, f scaleFlags, from, n int) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("read the server pods: %w", err)
-	}
-	over := ""
-	if left > 0 {
-		over = fmt.Sprintf(" (%d VMs stay)", left)
-	}
-	fmt.Printf("teardown of %d VMs%s: deletes sent in %s; all gone after %s (%.0f/s); their server pods left: %d (%d of them terminating)\n",
-		n, over, deleted.Round(time.Millisecond), took.Round(time.Millisecond), float64(n)/took.Seconds(), pods, terminating)
-	return nil
+	return pods, terminating, err
 }
 
 // printRequests prints the controller's API requests between two scrapes, by method, with

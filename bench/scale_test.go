@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ func TestScaleFlagsValidate(t *testing.T) {
 		{"tail without seed", "teardown", func(f *scaleFlags) { f.tail = 10 }, "--tail"},
 		{"negative tail", "all", func(f *scaleFlags) { f.seed, f.tail = 1000, -1 }, "--tail"},
 		{"nothing left to seed", "all", func(f *scaleFlags) { f.seed, f.tail = 1000, 99000 }, "--tail"},
+		{"seeded, all torn down", "all", func(f *scaleFlags) { f.seed, f.teardownAll = 1000, true }, ""},
+		{"teardown-all without seed", "all", func(f *scaleFlags) { f.teardownAll = true }, "--teardown-all"},
 		{"etcd without seed", "all", func(f *scaleFlags) { f.etcd = "http://127.0.0.1:2379" }, "--etcd"},
 		{"no restarts", "restart", func(f *scaleFlags) { f.restarts = 0 }, "--restarts"},
 		{"settle without a cold start", "idle", func(f *scaleFlags) { f.settle = time.Minute }, "--settle"},
@@ -45,6 +48,31 @@ func TestScaleFlagsValidate(t *testing.T) {
 				t.Errorf("validate: %v, want nil", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Errorf("validate: %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestScaleStages: seeding leaves out the stages that need every VM's writes, unless --tail or
+// --teardown-all brings the teardown back.
+func TestScaleStages(t *testing.T) {
+	tests := []struct {
+		name     string
+		scenario string
+		f        scaleFlags
+		want     []string
+	}{
+		{"all, no seed", "all", scaleFlags{}, []string{"memory", "restart", "idle", "teardown", "ceiling"}},
+		{"all, seeded", "all", scaleFlags{seed: 1000}, []string{"memory", "restart", "idle"}},
+		{"all, seeded with a tail", "all", scaleFlags{seed: 1000, tail: 10000}, []string{"memory", "restart", "idle", "teardown"}},
+		{"all, seeded, all torn down", "all", scaleFlags{seed: 1000, teardownAll: true}, []string{"memory", "restart", "idle", "teardown"}},
+		{"teardown, seeded", "teardown", scaleFlags{seed: 1000}, []string{}},
+		{"teardown, seeded, all torn down", "teardown", scaleFlags{seed: 1000, teardownAll: true}, []string{"teardown"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.f.stages(tc.scenario); !slices.Equal(got, tc.want) {
+				t.Errorf("stages(%q) = %v, want %v", tc.scenario, got, tc.want)
 			}
 		})
 	}
