@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -39,6 +40,10 @@ type scaleFlags struct {
 	etcd                      string
 	// teardownAll, with seed, makes the teardown remove every VM, the seeded ones too.
 	teardownAll bool
+	// apiserverProfile is a directory for a CPU profile of the API server over each cold
+	// start, of apiserverProfileFor each; empty: none.
+	apiserverProfile    string
+	apiserverProfileFor time.Duration
 	// restartProcs are the cold starts' GOMAXPROCS, taken in turn (0: Go's default).
 	restartProcs []int
 }
@@ -76,6 +81,9 @@ func scaleScenario(name string, args []string) error {
 	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, "+
 		"and the machine's processes using less than 0.5 cores, over 30 s); 0: do not wait")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd's client URL for --seed; empty: the local cluster's (kwok-NAME in the kubeconfig)")
+	fs.StringVar(&f.apiserverProfile, "apiserver-profile", "", "a directory: take a CPU profile of the API server (its /debug/pprof/profile) over each cold start, "+
+		"from just before the exec, into DIR/kube-apiserver-restart<N>.pprof; empty: none")
+	fs.DurationVar(&f.apiserverProfileFor, "apiserver-profile-for", time.Minute, "how long each --apiserver-profile runs (whole seconds)")
 	restartProcs := fs.String("restart-gomaxprocs", "0", "the cold starts' GOMAXPROCS, or a comma-separated list taken in turn (e.g. 0,1 with --restarts 6: "+
 		"three cold starts with each, alternating); 0: Go's default")
 	_ = fs.Parse(args)
@@ -156,7 +164,7 @@ func scaleScenario(name string, args []string) error {
 		}
 	}
 	for i := 0; has("restart") && i < f.restarts; i++ {
-		if c, err = restart(e, c, f, f.restartProcs[i%len(f.restartProcs)], ctrlArgs); err != nil {
+		if c, err = restart(e, c, f, i, ctrlArgs); err != nil {
 			return err
 		}
 	}
@@ -238,6 +246,10 @@ func (f scaleFlags) validate(scenario string) error {
 		return fmt.Errorf("--seed (%d) and --tail (%d) must leave VMs of --vms (%d) to seed", f.seed, f.tail, f.vms)
 	case f.teardownAll && f.seed == 0:
 		return fmt.Errorf("--teardown-all is for --seed, which is not set (without it the teardown removes every VM)")
+	case f.apiserverProfile != "" && !slices.Contains(stagesOf[scenario], "restart"):
+		return fmt.Errorf("--apiserver-profile profiles the cold starts, which %s does not make (restart, memory and all do)", scenario)
+	case f.apiserverProfile != "" && f.apiserverProfileFor < time.Second:
+		return fmt.Errorf("--apiserver-profile-for must be at least 1s, got %s", f.apiserverProfileFor)
 	case f.settle < 0:
 		return fmt.Errorf("--settle must not be negative, got %s", f.settle)
 	case f.settle > 0 && !slices.Contains(stagesOf[scenario], "restart"):
@@ -445,8 +457,15 @@ func settle(e *env, limit time.Duration) error {
 // restart stops the controller and starts a fresh one over the Active VMs, with procs as its
 // GOMAXPROCS: its time to synced, to every VM reconciled, and the writes it makes (a no-op
 // round: 0 is right).
-func restart(e *env, old *controller, f scaleFlags, procs int, args []string) (*controller, error) {
+func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*controller, error) {
+	procs := f.restartProcs[i%len(f.restartProcs)]
 	old.stop()
+	var profile string
+	profiled := func() error { return nil }
+	if f.apiserverProfile != "" {
+		profile = filepath.Join(f.apiserverProfile, fmt.Sprintf("kube-apiserver-restart%d.pprof", i+1))
+		profiled = e.profileAPIServer(profile, f.apiserverProfileFor)
+	}
 	cpuBefore := takeCPU()
 	c, err := e.startControllerBinary(e.binary, gomaxprocsEnv(procs), args...)
 	if err != nil {
@@ -485,7 +504,29 @@ func restart(e *env, old *controller, f scaleFlags, procs int, args []string) (*
 		sum(m, "vmcontroller_reconcile_total", `result="conflict"`), sum(m, "vmcontroller_reconcile_total", `result="error"`))
 	printRequests("  controller requests since exec", map[string]float64{}, m, float64(f.vms))
 	printCPU("  CPU by process, exec to every VM reconciled", cpuBefore, cpuAfter)
+	if profile != "" {
+		if err := profiled(); err != nil {
+			return nil, fmt.Errorf("the API server's CPU profile: %w", err)
+		}
+		fmt.Printf("  kube-apiserver CPU profile, %s from just before the exec: %s\n", f.apiserverProfileFor, profile)
+	}
 	return c, nil
+}
+
+// profileAPIServer starts a CPU profile of the API server (its /debug/pprof/profile, which
+// kube-apiserver serves by default to a client allowed the nonResourceURL) over d, written to
+// path; the function it returns waits for the profile to be written.
+func (e *env) profileAPIServer(path string, d time.Duration) func() error {
+	done := make(chan error, 1)
+	go func() {
+		body, err := e.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(context.Background())
+		if err == nil {
+			err = os.WriteFile(path, body, 0o644)
+		}
+		done <- err
+	}()
+	return func() error { return <-done }
 }
 
 // idle watches a controller with nothing to do: CPU and API requests over the window.
