@@ -76,7 +76,7 @@ func scaleScenario(name string, args []string) error {
 	fs.IntVar(&f.tail, "tail", 0, "with --seed: after the seed, burst the last T of --vms through the controller, over a cluster that holds the others already, "+
 		"and tear those T down at the end (teardown and all): the burst and the teardown at that scale, where a whole one would take hours")
 	fs.BoolVar(&f.teardownAll, "teardown-all", false, "with --seed: the teardown (teardown and all) removes all of --vms, the seeded VMs included, not only the --tail; "+
-		"about 50 minutes at 100,000 VMs on the 2-core machine")
+		"over an hour at 100,000 VMs on the 2-core machine")
 	fs.IntVar(&f.restarts, "restarts", 1, "cold starts in a row (restart, memory and all): the first after a burst or --seed may share the machine with the cluster still catching up")
 	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, "+
 		"and the machine's processes using less than 0.5 cores, over 30 s); 0: do not wait")
@@ -212,8 +212,6 @@ func scaleScenario(name string, args []string) error {
 	return nil
 }
 
-// validate refuses flags that would measure something other than what they say: a seed that
-// leaves nothing to seed, an etcd or a settling that nothing uses.
 // stages lists what scenario runs after the burst with these flags. Teardown and the ceiling
 // measure N VMs' worth of the controller's writes, which is what seeding leaves out; --tail
 // brings back the teardown of the VMs it bursts, and --teardown-all that of every VM.
@@ -226,6 +224,8 @@ func (f scaleFlags) stages(scenario string) []string {
 	})
 }
 
+// validate refuses flags that would measure something other than what they say: a seed that
+// leaves nothing to seed, an etcd or a settling that nothing uses.
 func (f scaleFlags) validate(scenario string) error {
 	switch {
 	case f.vms < 1:
