@@ -33,11 +33,13 @@ type scaleFlags struct {
 	vms, concurrency, workers int
 	qps                       float64
 	idle, timeout, settle     time.Duration
-	ceiling, ceilingEvents    bool
-	events                    string
-	kubeconfig                string
-	seed, tail, restarts      int
-	etcd                      string
+	// progress is how often a burst prints how far it has come; 0: never.
+	progress               time.Duration
+	ceiling, ceilingEvents bool
+	events                 string
+	kubeconfig             string
+	seed, tail, restarts   int
+	etcd                   string
 	// teardownAll, with seed, makes the teardown remove every VM, the seeded ones too.
 	teardownAll bool
 	// apiserverProfile is a directory for a CPU profile of the API server over each cold
@@ -67,6 +69,8 @@ func scaleScenario(name string, args []string) error {
 	fs.Float64Var(&f.qps, "qps", 2000, "the controller's --qps (--burst is twice it): high, so that its client-side limit is not what is measured")
 	fs.DurationVar(&f.idle, "idle-window", time.Minute, "how long the idle controller is watched")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "longest wait for any one stage")
+	fs.DurationVar(&f.progress, "progress", 0, "every this long, a burst prints the VMs created and Active so far, the controller's queue, "+
+		"the CPU by process over the interval and the memory of the largest processes; 0: only the burst's summary")
 	fs.StringVar(&f.events, "events", "all", "the controller's --events: all, or warnings")
 	fs.BoolVar(&f.ceiling, "ceiling", true, "run the ceiling after the other stages (all only); false leaves it out, as at 100,000 VMs, where it would take hours more")
 	fs.BoolVar(&f.ceilingEvents, "ceiling-events", true, "after the ceiling, run it again with the three Events per VM the cluster also writes")
@@ -250,6 +254,8 @@ func (f scaleFlags) validate(scenario string) error {
 		return fmt.Errorf("--apiserver-profile profiles the cold starts, which %s does not make (restart, memory and all do)", scenario)
 	case f.apiserverProfile != "" && f.apiserverProfileFor < time.Second:
 		return fmt.Errorf("--apiserver-profile-for must be at least 1s, got %s", f.apiserverProfileFor)
+	case f.progress < 0:
+		return fmt.Errorf("--progress must not be negative, got %s", f.progress)
 	case f.settle < 0:
 		return fmt.Errorf("--settle must not be negative, got %s", f.settle)
 	case f.settle > 0 && !slices.Contains(stagesOf[scenario], "restart"):
@@ -289,6 +295,9 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.D
 		return 0, err
 	}
 	stopSampling := c.sampleDepth()
+	if f.progress > 0 {
+		defer w.progress(c, f.progress)()
+	}
 	cpuBefore := takeCPU()
 	start := time.Now()
 	err = parallel(n, f.concurrency, func(i int) error {

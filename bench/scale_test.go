@@ -40,6 +40,8 @@ func TestScaleFlagsValidate(t *testing.T) {
 		{"no creates in flight", "burst", func(f *scaleFlags) { f.concurrency = 0 }, "--concurrency"},
 		{"negative workers", "burst", func(f *scaleFlags) { f.workers = -1 }, "--workers"},
 		{"unknown events", "burst", func(f *scaleFlags) { f.events = "none" }, "--events"},
+		{"progress every minute", "burst", func(f *scaleFlags) { f.progress = time.Minute }, ""},
+		{"negative progress", "burst", func(f *scaleFlags) { f.progress = -time.Second }, "--progress"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
