@@ -82,7 +82,6 @@ type Controller struct {
 	served  *servedWatch // nil unless Config.WatchCRD
 	usage   *poller      // nil unless usage is sampled
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	lanes   *lanes // the queue's storage: the VMs whose server changed go first
 	expect  *expectations
 	log     *slog.Logger
 	applier applier
@@ -107,20 +106,10 @@ func New(cfg Config) *Controller {
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
-	// The queue is client-go's, with its metrics and rate limiting, over lanes of our own:
-	// a VM whose server changed goes before VMs not yet started (lanes.go).
-	lanes := newLanes()
-	name := cfg.GVR.Resource
 	c := &Controller{
-		cfg:   cfg,
-		lanes: lanes,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
-			Name: name,
-			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
-				Name:  name,
-				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: name, Queue: lanes}),
-			}),
-		}),
+		cfg: cfg,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
 		expect: newExpectations(),
 		echoes: &echoes{m: map[cache.ObjectName][]string{}},
 		passes: &passCounter{m: map[cache.ObjectName]int{}},
@@ -271,10 +260,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	synced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) {
-		c.lanes.prefer(vm)
-		c.queue.Add(vm)
-	})
+	synced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) { c.queue.Add(vm) })
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
