@@ -82,7 +82,6 @@ type Controller struct {
 	served  *servedWatch // nil unless Config.WatchCRD
 	usage   *poller      // nil unless usage is sampled
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	lanes   *lanes // the queue's storage: the VMs whose server changed go first
 	expect  *expectations
 	log     *slog.Logger
 	applier applier
@@ -107,22 +106,12 @@ func New(cfg Config) *Controller {
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
-	// The queue is client-go's, with its metrics and rate limiting, over lanes of our own:
-	// a VM whose server changed goes before VMs not yet started (lanes.go).
-	lanes := newLanes()
-	name := cfg.GVR.Resource
 	c := &Controller{
-		cfg:   cfg,
-		lanes: lanes,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
-			Name: name,
-			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
-				Name:  name,
-				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{Name: name, Queue: lanes}),
-			}),
-		}),
+		cfg: cfg,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
 		expect: newExpectations(),
-		echoes: newEchoes(),
+		echoes: &echoes{m: map[cache.ObjectName][]string{}},
 		passes: &passCounter{m: map[cache.ObjectName]int{}},
 		log:    cfg.Logger,
 	}
@@ -194,14 +183,8 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			if c.usage != nil && n.Phase() == schema.PhaseActive && o.Phase() != schema.PhaseActive {
 				c.usage.schedule(key)
 			}
-			// The echo of a write this controller made and had decided on already; or the
-			// version a reconcile waits for (see echoes.behind), queued whatever it changed.
-			echo, wake := c.echoes.arrived(key, n.resourceVersion)
-			if wake {
-				c.enqueue(cur)
-				return
-			}
-			if echo {
+			// The echo of a write this controller made and had decided on already.
+			if c.echoes.seen(key, n.resourceVersion) {
 				return
 			}
 			if Same(o, n) {
@@ -277,10 +260,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	synced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) {
-		c.lanes.prefer(vm)
-		c.queue.Add(vm)
-	})
+	synced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) { c.queue.Add(vm) })
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
@@ -464,17 +444,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		return 0, nil
 	}
-	cached := obj.(*Object)
-	// The cache is behind this controller's own last write of the VM: a decision on it would
-	// write conditional on a version the API server has moved past. The write's echo brings
-	// the VM back (echoes.behind); the queue's first lane makes this common under a burst.
-	if c.echoes.behind(key, cached.resourceVersion) {
-		if debug {
-			log.Debug("Cache behind the controller's own write; waiting for its echo")
-		}
-		return 0, nil
-	}
-	vm, err := cached.View(c.cfg.Fields)
+	vm, err := obj.(*Object).View(c.cfg.Fields)
 	if err != nil {
 		return 0, err
 	}
