@@ -142,14 +142,27 @@ func peakRSS(pid int) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read memory of process %d: %w", pid, err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+	bytes, found, err := kBField(string(b), "VmHWM:")
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read VmHWM of process %d: %w", pid, err)
+	case !found:
+		return 0, fmt.Errorf("process %d has no VmHWM", pid)
+	}
+	return bytes / 1e6, nil
+}
+
+// kBField reads the first line of a /proc status or meminfo text that starts with name (such
+// as "VmRSS:"), a value in kB, as bytes; found is false when no line does.
+func kBField(text, name string) (bytes float64, found bool, err error) {
+	for line := range strings.SplitSeq(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			if err != nil {
-				return 0, fmt.Errorf("read VmHWM of process %d: %w", pid, err)
+				return 0, true, err
 			}
-			return kb * 1024 / 1e6, nil
+			return kb * 1024, true, nil
 		}
 	}
-	return 0, fmt.Errorf("process %d has no VmHWM", pid)
+	return 0, false, nil
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,20 +96,17 @@ func memoryByProcess(top int) string {
 // parseRSS reads a process's name and resident memory (VmRSS, in MB) from its
 // /proc/PID/status; a kernel thread has no VmRSS.
 func parseRSS(status string) (name string, mb float64, ok bool) {
-	var rss bool
 	for line := range strings.SplitSeq(status, "\n") {
 		if rest, found := strings.CutPrefix(line, "Name:"); found {
 			name = strings.TrimSpace(rest)
-		}
-		if rest, found := strings.CutPrefix(line, "VmRSS:"); found {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				return "", 0, false
-			}
-			mb, rss = kb*1024/1e6, true
+			break
 		}
 	}
-	return name, mb, rss && name != ""
+	bytes, found, err := kBField(status, "VmRSS:")
+	if name == "" || !found || err != nil {
+		return "", 0, false
+	}
+	return name, bytes / 1e6, true
 }
 
 // memAvailable is MemAvailable of /proc/meminfo, in GB, or "?" where it cannot be read.
@@ -119,14 +115,9 @@ func memAvailable() string {
 	if err != nil {
 		return "?"
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				return "?"
-			}
-			return fmt.Sprintf("%.1f GB", kb*1024/1e9)
-		}
+	bytes, found, err := kBField(string(b), "MemAvailable:")
+	if !found || err != nil {
+		return "?"
 	}
-	return "?"
+	return fmt.Sprintf("%.1f GB", bytes/1e9)
 }
