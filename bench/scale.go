@@ -48,6 +48,15 @@ type scaleFlags struct {
 	apiserverProfileFor time.Duration
 	// restartProcs are the cold starts' GOMAXPROCS, taken in turn (0: Go's default).
 	restartProcs []int
+	// restartBaseline is a checkout of another commit whose build takes every other cold
+	// start, this checkout's build the first; empty: this build only.
+	restartBaseline string
+	// restartProfile is a directory for a CPU profile of the controller over each cold
+	// start, of restartProfileFor each; empty: none.
+	restartProfile    string
+	restartProfileFor time.Duration
+	// baselineBinary is the build of restartBaseline, once built.
+	baselineBinary string
 }
 
 // stagesOf lists what each scenario runs after the burst (which every scenario runs).
@@ -88,6 +97,11 @@ func scaleScenario(name string, args []string) error {
 	fs.StringVar(&f.apiserverProfile, "apiserver-profile", "", "a directory: take a CPU profile of the API server (its /debug/pprof/profile) over each cold start, "+
 		"from just before the exec, into DIR/kube-apiserver-restart<N>.pprof; empty: none")
 	fs.DurationVar(&f.apiserverProfileFor, "apiserver-profile-for", time.Minute, "how long each --apiserver-profile runs (whole seconds)")
+	fs.StringVar(&f.restartBaseline, "restart-baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF): the cold starts alternate "+
+		"this checkout's build (the first) and that one's, over the same VMs; empty: this build only")
+	fs.StringVar(&f.restartProfile, "restart-profile", "", "a directory: take a CPU profile of the restarted controller (its --pprof) over each cold start, "+
+		"from when it serves its endpoints, into DIR/vm-controller-restart<N>.pprof; empty: none")
+	fs.DurationVar(&f.restartProfileFor, "restart-profile-for", 30*time.Second, "how long each --restart-profile runs (whole seconds)")
 	restartProcs := fs.String("restart-gomaxprocs", "0", "the cold starts' GOMAXPROCS, or a comma-separated list taken in turn (e.g. 0,1 with --restarts 6: "+
 		"three cold starts with each, alternating); 0: Go's default")
 	_ = fs.Parse(args)
@@ -110,6 +124,21 @@ func scaleScenario(name string, args []string) error {
 		return err
 	}
 	defer e.close()
+	if f.restartBaseline != "" {
+		dir, err := os.MkdirTemp("", "vm-controller-bench-baseline")
+		if err != nil {
+			return err
+		}
+		if f.baselineBinary, err = buildBinary(dir, "vm-controller-baseline", f.restartBaseline); err != nil {
+			return fmt.Errorf("--restart-baseline: %w", err)
+		}
+		fmt.Printf("cold starts alternate this build and %s\n", describeCheckout(f.restartBaseline))
+	}
+	if f.restartProfile != "" {
+		if err := os.MkdirAll(f.restartProfile, 0o755); err != nil {
+			return fmt.Errorf("--restart-profile: %w", err)
+		}
+	}
 	var kv etcdKV
 	if seeding {
 		if kv.url = f.etcd; kv.url == "" {
@@ -254,6 +283,16 @@ func (f scaleFlags) validate(scenario string) error {
 		return fmt.Errorf("--apiserver-profile profiles the cold starts, which %s does not make (restart, memory and all do)", scenario)
 	case f.apiserverProfile != "" && f.apiserverProfileFor < time.Second:
 		return fmt.Errorf("--apiserver-profile-for must be at least 1s, got %s", f.apiserverProfileFor)
+	case f.restartProfile != "" && !slices.Contains(stagesOf[scenario], "restart"):
+		return fmt.Errorf("--restart-profile profiles the cold starts, which %s does not make (restart, memory and all do)", scenario)
+	case f.restartProfile != "" && f.restartProfileFor < time.Second:
+		return fmt.Errorf("--restart-profile-for must be at least 1s, got %s", f.restartProfileFor)
+	case f.restartBaseline != "" && !slices.Contains(stagesOf[scenario], "restart"):
+		return fmt.Errorf("--restart-baseline takes turns in the cold starts, which %s does not make (restart, memory and all do)", scenario)
+	case f.restartBaseline != "" && f.restarts < 2:
+		return fmt.Errorf("--restart-baseline needs --restarts of at least 2, one cold start of each build; got %d", f.restarts)
+	case f.restartBaseline != "" && len(f.restartProcs) > 1:
+		return fmt.Errorf("--restart-baseline and a list of --restart-gomaxprocs would both take turns; choose one")
 	case f.progress < 0:
 		return fmt.Errorf("--progress must not be negative, got %s", f.progress)
 	case f.settle < 0:
@@ -479,10 +518,25 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 		profile = filepath.Join(f.apiserverProfile, fmt.Sprintf("kube-apiserver-restart%d.pprof", i+1))
 		profiled = e.profileAPIServer(profile, f.apiserverProfileFor)
 	}
+	binary, build := e.binary, ""
+	if f.baselineBinary != "" {
+		build = " (this build)"
+		if i%2 == 1 {
+			binary, build = f.baselineBinary, " (baseline "+describeCheckout(f.restartBaseline)+")"
+		}
+	}
 	cpuBefore := takeCPU()
-	c, err := e.startControllerBinary(e.binary, gomaxprocsEnv(procs), args...)
+	c, err := e.startControllerBinary(binary, gomaxprocsEnv(procs), args...)
 	if err != nil {
 		return nil, err
+	}
+	var ctrlProfile string
+	ctrlProfiled := make(chan error, 1)
+	if f.restartProfile != "" {
+		ctrlProfile = filepath.Join(f.restartProfile, fmt.Sprintf("vm-controller-restart%d.pprof", i+1))
+		go func() { ctrlProfiled <- c.cpuProfile(f.restartProfileFor, ctrlProfile) }()
+	} else {
+		ctrlProfiled <- nil
 	}
 	if err := c.waitWorkers(f.timeout); err != nil {
 		return nil, err
@@ -510,8 +564,8 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("restart over %d Active VMs%s: workers start (caches synced) %s after exec, every VM reconciled after %s\n",
-		f.vms, procsSuffix(procs, len(f.restartProcs) > 1), synced.Round(time.Millisecond), done.Round(time.Millisecond))
+	fmt.Printf("restart over %d Active VMs%s%s: workers start (caches synced) %s after exec, every VM reconciled after %s\n",
+		f.vms, build, procsSuffix(procs, len(f.restartProcs) > 1), synced.Round(time.Millisecond), done.Round(time.Millisecond))
 	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", sum(m, "vmcontroller_reconcile_total"),
 		sum(m, "vmcontroller_reconcile_total", `result="success"`), sum(m, "vmcontroller_reconcile_total", `result="requeue"`),
 		sum(m, "vmcontroller_reconcile_total", `result="conflict"`), sum(m, "vmcontroller_reconcile_total", `result="error"`))
@@ -522,6 +576,12 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 			return nil, fmt.Errorf("the API server's CPU profile: %w", err)
 		}
 		fmt.Printf("  kube-apiserver CPU profile, %s from just before the exec: %s\n", f.apiserverProfileFor, profile)
+	}
+	if err := <-ctrlProfiled; err != nil {
+		return nil, fmt.Errorf("the controller's CPU profile: %w", err)
+	}
+	if ctrlProfile != "" {
+		fmt.Printf("  vm-controller CPU profile, %s from when it served its endpoints: %s\n", f.restartProfileFor, ctrlProfile)
 	}
 	return c, nil
 }

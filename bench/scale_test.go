@@ -32,6 +32,15 @@ func TestScaleFlagsValidate(t *testing.T) {
 		{"API server profiled over the cold starts", "restart", func(f *scaleFlags) { f.apiserverProfile, f.apiserverProfileFor = "/tmp/p", time.Minute }, ""},
 		{"API server profiled without a cold start", "idle", func(f *scaleFlags) { f.apiserverProfile, f.apiserverProfileFor = "/tmp/p", time.Minute }, "--apiserver-profile"},
 		{"API server profiled for less than a second", "all", func(f *scaleFlags) { f.apiserverProfile = "/tmp/p" }, "--apiserver-profile-for"},
+		{"controller profiled over the cold starts", "restart", func(f *scaleFlags) { f.restartProfile, f.restartProfileFor = "/tmp/p", time.Minute }, ""},
+		{"controller profiled without a cold start", "burst", func(f *scaleFlags) { f.restartProfile, f.restartProfileFor = "/tmp/p", time.Minute }, "--restart-profile"},
+		{"controller profiled for less than a second", "restart", func(f *scaleFlags) { f.restartProfile = "/tmp/p" }, "--restart-profile-for"},
+		{"cold starts alternating with a baseline", "restart", func(f *scaleFlags) { f.restartBaseline, f.restarts = "/tmp/base", 6 }, ""},
+		{"baseline without a cold start", "teardown", func(f *scaleFlags) { f.restartBaseline, f.restarts = "/tmp/base", 6 }, "--restart-baseline"},
+		{"baseline with one cold start", "restart", func(f *scaleFlags) { f.restartBaseline = "/tmp/base" }, "--restart-baseline"},
+		{"baseline and GOMAXPROCS both taking turns", "restart", func(f *scaleFlags) {
+			f.restartBaseline, f.restarts, f.restartProcs = "/tmp/base", 6, []int{0, 1}
+		}, "--restart-baseline"},
 		{"etcd without seed", "all", func(f *scaleFlags) { f.etcd = "http://127.0.0.1:2379" }, "--etcd"},
 		{"no restarts", "restart", func(f *scaleFlags) { f.restarts = 0 }, "--restarts"},
 		{"settle without a cold start", "idle", func(f *scaleFlags) { f.settle = time.Minute }, "--settle"},

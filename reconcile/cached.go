@@ -14,13 +14,14 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cloudnative-czs/vm-controller/cachemeta"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // Object is a VM as the controller's informer caches it: the object's JSON, cut down to what
 // a view reads and packed (see pack.go), its phase, and the few metadata fields the informer
 // itself needs (namespace and name for its keys, resourceVersion for its update checks, UID
-// for tombstones), which it reads through GetObjectMeta.
+// for tombstones), which it reads in place: an Object is a metav1.Object (cachemeta).
 //
 // Why not unstructured.Unstructured: a decoded tree of maps costs several times the bytes of
 // its JSON, and every reconcile had to serialise it again for the gjson view. An Object is
@@ -28,6 +29,7 @@ import (
 //
 // An Object is immutable once made, so it is shared, never copied: DeepCopyObject returns it.
 type Object struct {
+	cachemeta.Unkept
 	// namespace is interned: every VM of a namespace shares one copy of its name.
 	namespace             unique.Handle[string]
 	name, resourceVersion string
@@ -37,13 +39,13 @@ type Object struct {
 	// that counting VMs by phase does not unpack every VM at each scrape.
 	phase schema.Phase
 	// initialEventsEnd marks the bookmark that ends a watch list's initial events; the
-	// reflector reads it as an annotation (see GetObjectMeta). Only bookmarks carry it.
+	// reflector reads it as an annotation (see GetAnnotations). Only bookmarks carry it.
 	initialEventsEnd bool
 }
 
 var (
-	_ runtime.Object            = (*Object)(nil)
-	_ metav1.ObjectMetaAccessor = (*Object)(nil)
+	_ runtime.Object = (*Object)(nil)
+	_ metav1.Object  = (*Object)(nil)
 )
 
 // keptMetadata is what a view reads of metadata, with the one annotation it reads
@@ -124,15 +126,13 @@ func (o *Object) JSON() ([]byte, error) { return unpack(o.packed) }
 // Phase is the VM's status.phase, in the layout the object was compacted in.
 func (o *Object) Phase() schema.Phase { return o.phase }
 
-// GetObjectMeta is how client-go (meta.Accessor) reads the object's keys and version. The
-// ObjectMeta is made on each call rather than kept: it would be most of an Object's own
-// bytes, for four strings.
-func (o *Object) GetObjectMeta() metav1.Object {
-	m := &metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.name, UID: o.uid, ResourceVersion: o.resourceVersion}
+// GetAnnotations is nil but for the bookmark that ends a watch list's initial events, which
+// the reflector knows by its annotation.
+func (o *Object) GetAnnotations() map[string]string {
 	if o.initialEventsEnd {
-		m.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+		return map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 	}
-	return m
+	return nil
 }
 
 // GetNamespace, GetName, GetUID and GetResourceVersion read the object's metadata.

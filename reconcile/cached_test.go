@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
@@ -96,7 +97,7 @@ func TestCompactReadsTheSame(t *testing.T) {
 				t.Errorf("VM %d, %s: the cached phase is %q, the object's %q", i, name, o.Phase(), want.Phase())
 			}
 			if o.GetName() != want.Name() || o.GetNamespace() != want.Namespace() || o.GetResourceVersion() != "4711" || o.GetUID() != want.UID() {
-				t.Errorf("VM %d: the informer's metadata is %+v", i, o.GetObjectMeta())
+				t.Errorf("VM %d: the informer's metadata is %s/%s %s %s", i, o.GetNamespace(), o.GetName(), o.GetUID(), o.GetResourceVersion())
 			}
 		}
 	}
@@ -149,8 +150,15 @@ func TestObjectKeys(t *testing.T) {
 		t.Errorf("tombstone %v, %v", name, err)
 	}
 	m, err := meta.Accessor(o)
-	if err != nil || m.GetResourceVersion() != "5" || m.GetUID() != "u1" {
+	if err != nil || m.GetResourceVersion() != "5" || m.GetUID() != "u1" || m.GetAnnotations() != nil {
 		t.Errorf("accessor %v, %v", m, err)
+	}
+	// Read in place, with no ObjectMeta made for it.
+	if m != metav1.Object(o) {
+		t.Errorf("meta.Accessor made %T, want the Object itself", m)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = cache.MetaNamespaceKeyFunc(o) }); n > 1 {
+		t.Errorf("a key costs %v allocations, want at most 1 (the key's string)", n)
 	}
 }
 

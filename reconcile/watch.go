@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -212,6 +213,8 @@ func (d *watchDecoder) Close() { _ = d.body.Close() }
 // Why not json.Decoder: it scans each event twice (to find its end, then again to copy it into
 // a RawMessage) with encoding/json's general scanner, which was most of the decoder's time.
 // Finding the end of an object needs only its braces and strings; gjson validates it after.
+// Most of an event's bytes are inside strings (managedFields above all), so a string is
+// skipped with bytes.IndexByte to its closing quote rather than byte by byte.
 type frameReader struct {
 	r          io.Reader
 	buf        []byte
@@ -220,22 +223,30 @@ type frameReader struct {
 
 // next returns the next object's bytes, which are valid until the following call.
 func (f *frameReader) next() ([]byte, error) {
-	depth, inString, escaped := 0, false, false
+	depth, inString := 0, false
 	i := f.start
 	for {
-		for ; i < f.end; i++ {
-			c := f.buf[i]
+		for i < f.end {
 			if inString {
-				switch {
-				case escaped:
-					escaped = false
-				case c == '\\':
-					escaped = true
-				case c == '"':
-					inString = false
+				q := bytes.IndexByte(f.buf[i:f.end], '"')
+				if q < 0 {
+					i = f.end
+					break
 				}
+				i += q
+				// A quote ends the string unless an odd run of backslashes escapes it. The
+				// run stops at the string's opening quote at the latest, which is in this
+				// frame, so it never reaches before f.start.
+				n := 0
+				for j := i - 1; f.buf[j] == '\\'; j-- {
+					n++
+				}
+				inString = n%2 == 1
+				i++
 				continue
 			}
+			c := f.buf[i]
+			i++
 			switch c {
 			case '"':
 				inString = true
@@ -244,13 +255,13 @@ func (f *frameReader) next() ([]byte, error) {
 			case '}', ']':
 				depth--
 				if depth == 0 {
-					frame := f.buf[f.start : i+1]
-					f.start = i + 1
+					frame := f.buf[f.start:i]
+					f.start = i
 					return frame, nil
 				}
 			case ' ', '\t', '\r', '\n':
 				if depth == 0 {
-					f.start = i + 1 // whitespace between objects
+					f.start = i // whitespace between objects
 				}
 			default:
 				if depth == 0 {

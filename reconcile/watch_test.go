@@ -176,7 +176,7 @@ func decodeAll(t *testing.T, r io.Reader) []string {
 		typ := e.Type
 		switch o := e.Object.(type) {
 		case *Object:
-			got = append(got, fmt.Sprintf("%s %s/%s rv=%s end=%v", typ, o.GetNamespace(), o.name, o.resourceVersion, o.GetObjectMeta().GetAnnotations()[metav1.InitialEventsAnnotationKey]))
+			got = append(got, fmt.Sprintf("%s %s/%s rv=%s end=%v", typ, o.GetNamespace(), o.name, o.resourceVersion, o.GetAnnotations()[metav1.InitialEventsAnnotationKey]))
 		case *metav1.Status:
 			got = append(got, fmt.Sprintf("%s %s %d", typ, o.Reason, o.Code))
 		}
@@ -341,3 +341,84 @@ func rename(t testing.TB, raw []byte, name, rv string) []byte {
 }
 
 var _ watch.Decoder = (*watchDecoder)(nil)
+
+// TestFrameReader cuts streams whose strings hold what could end a frame early: braces,
+// escaped quotes, backslashes before a closing quote, read whole and one byte at a time.
+func TestFrameReader(t *testing.T) {
+	for _, tc := range []struct {
+		name, stream string
+		want         []string
+	}{
+		{"two objects on lines", "{\"a\":1}\n{\"b\":2}\n", []string{`{"a":1}`, `{"b":2}`}},
+		{"no space between", `{"a":1}{"b":[1,{"c":2}]}`, []string{`{"a":1}`, `{"b":[1,{"c":2}]}`}},
+		{"whitespace around", " \t\r\n{\"a\":1} \n ", []string{`{"a":1}`}},
+		{"braces in a string", `{"a":"}{]["}{"b":"{"}`, []string{`{"a":"}{]["}`, `{"b":"{"}`}},
+		{"escaped quote", `{"a":"x\"}y"}{"b":1}`, []string{`{"a":"x\"}y"}`, `{"b":1}`}},
+		{"backslash before the closing quote", `{"a":"x\\"}{"b":"\\\\"}`, []string{`{"a":"x\\"}`, `{"b":"\\\\"}`}},
+		{"escaped backslash then escaped quote", `{"a":"\\\"}"}`, []string{`{"a":"\\\"}"}`}},
+		{"empty string and key", `{"":""}{"a":""}`, []string{`{"":""}`, `{"a":""}`}},
+	} {
+		for _, one := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(tc.stream)
+			if one {
+				r = iotest.OneByteReader(r)
+			}
+			f := frameReader{r: r}
+			var got []string
+			for {
+				b, err := f.next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("%s (one byte at a time: %v): %v", tc.name, one, err)
+				}
+				got = append(got, string(b))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s (one byte at a time: %v):\n got %q\nwant %q", tc.name, one, got, tc.want)
+			}
+		}
+	}
+	for _, bad := range []string{`{"a":1}x`, `{"a":"}`} {
+		f := frameReader{r: strings.NewReader(bad)}
+		_, err := f.next()
+		if err == nil {
+			_, err = f.next()
+		}
+		if err == nil || err == io.EOF {
+			t.Errorf("%q: got %v, want an error", bad, err)
+		}
+	}
+}
+
+// FuzzFrameReader checks the frame reader against encoding/json's own framing: for a stream
+// of valid JSON objects, both cut the same frames.
+func FuzzFrameReader(f *testing.F) {
+	f.Add(`{"a":"x\\"}`, `{"b":["}",{"c":"\""}]}`)
+	f.Add(`{}`, `{"":"\\\\\\"}`)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		var want []string
+		for _, s := range []string{a, b} {
+			var v map[string]any
+			if !strings.HasPrefix(strings.TrimSpace(s), "{") || json.Unmarshal([]byte(s), &v) != nil {
+				return // not an object (null unmarshals into a map too)
+			}
+			want = append(want, s)
+		}
+		stream := want[0] + "\n" + want[1]
+		fr := frameReader{r: iotest.HalfReader(strings.NewReader(stream))}
+		for i, w := range want {
+			got, err := fr.next()
+			if err != nil {
+				t.Fatalf("frame %d of %q: %v", i, stream, err)
+			}
+			if !json.Valid(got) || string(bytes.TrimSpace(got)) != strings.TrimSpace(w) {
+				t.Fatalf("frame %d of %q: got %q, want %q", i, stream, got, w)
+			}
+		}
+		if _, err := fr.next(); err != io.EOF {
+			t.Fatalf("after the frames of %q: %v, want EOF", stream, err)
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/cachemeta"
 )
 
 // cachedPod is a server pod as the backend's informer keeps it: the pod already read as a
@@ -40,6 +41,7 @@ import (
 //
 // A cachedPod is immutable once made, so it is shared, never copied: DeepCopyObject returns it.
 type cachedPod struct {
+	cachemeta.Unkept       // client-go reads the keys and version below in place
 	name                   string
 	namespace, node, image interned
 	version                uint64 // resourceVersion, unless exact has it
@@ -91,15 +93,22 @@ type podExact struct {
 }
 
 var (
-	_ runtime.Object            = (*cachedPod)(nil)
-	_ metav1.ObjectMetaAccessor = (*cachedPod)(nil)
+	_ runtime.Object = (*cachedPod)(nil)
+	_ metav1.Object  = (*cachedPod)(nil)
 )
 
-// GetObjectMeta is how client-go (meta.Accessor) reads the pod's keys and version; it is made
-// on each call rather than kept, since it would be the larger part of a cachedPod.
-func (p *cachedPod) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: p.namespace.String(), Name: p.name, UID: p.podUID(), ResourceVersion: p.resourceVersion()}
-}
+// GetNamespace, GetName, GetUID and GetResourceVersion are how client-go (meta.Accessor)
+// reads the pod's keys and version, in place (cachemeta).
+func (p *cachedPod) GetNamespace() string { return p.namespace.String() }
+
+// GetName is the pod's name.
+func (p *cachedPod) GetName() string { return p.name }
+
+// GetUID is the pod's UID.
+func (p *cachedPod) GetUID() types.UID { return p.podUID() }
+
+// GetResourceVersion is the pod's resourceVersion.
+func (p *cachedPod) GetResourceVersion() string { return p.resourceVersion() }
 
 // GetObjectKind has nothing to tell: every cachedPod is a pod.
 func (p *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

@@ -2,6 +2,7 @@ package pods
 
 import (
 	"fmt"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"reflect"
 	"testing"
 	"time"
@@ -208,7 +209,10 @@ func TestCachedPodReadsBack(t *testing.T) {
 				if ref := metav1.GetControllerOf(pod); ref != nil {
 					ownerUID, ownerName = ref.UID, ref.Name
 				}
-				meta := c.GetObjectMeta()
+				meta, err := apimeta.Accessor(c)
+				if err != nil || meta != metav1.Object(c) {
+					t.Fatalf("meta.Accessor: %v, %v: want the cached pod itself, read in place", meta, err)
+				}
 				if meta.GetNamespace() != pod.Namespace || meta.GetName() != pod.Name || meta.GetUID() != pod.UID || meta.GetResourceVersion() != pod.ResourceVersion {
 					t.Errorf("object meta %s/%s %s %s, want %s/%s %s %s", meta.GetNamespace(), meta.GetName(), meta.GetUID(), meta.GetResourceVersion(),
 						pod.Namespace, pod.Name, pod.UID, pod.ResourceVersion)
