@@ -296,7 +296,7 @@ func run(c runConfig) error {
 		Namespace: c.Namespace,
 		Selector:  c.Selector,
 		Resync:    c.Resync,
-		Backend: pods.New(pods.Config{Client: podClient, Namespace: c.Namespace, Resync: c.Resync,
+		Backend: pods.New(pods.Config{Client: podClient, REST: podClient.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: usageClient, Discovery: kube.Discovery()}),
 		Policy:        c.policy(),
 		Recorder:      recorder,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -28,7 +29,11 @@ type Config struct {
 	// it. Give it a rest.Config whose ContentType is protobuf (see run.go): a typed
 	// protobuf informer decodes a pod several times faster than JSON into unstructured maps
 	// and the reflection-based converter.
-	Client    kubernetes.Interface
+	Client kubernetes.Interface
+	// REST is the REST client of Client's protobuf config (CoreV1().RESTClient()), over which
+	// the pods are watched and each event read in place (wire.go); nil: Client's typed
+	// informer (the unit tests' fake clientset).
+	REST      rest.Interface
 	Namespace string        // "" for all namespaces
 	Resync    time.Duration // informer resync period; 0 disables
 	// WatchNodes tells a lost node (Ready not True, or the node gone) from a pod that merely
@@ -57,8 +62,14 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns a pod backend; nothing is watched until Start.
 func New(cfg Config) *Backend {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = LabelVMUID }
-	b := &Backend{cfg: cfg, pods: coreinformers.NewFilteredPodInformer(cfg.Client, cfg.Namespace, cfg.Resync,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak)}
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	b := &Backend{cfg: cfg}
+	if cfg.REST != nil {
+		lw := &podListerWatcher{client: cfg.Client, rest: cfg.REST, namespace: cfg.Namespace, selector: LabelVMUID}
+		b.pods = cache.NewSharedIndexInformer(lw, &corev1.Pod{}, cfg.Resync, indexers)
+	} else {
+		b.pods = coreinformers.NewFilteredPodInformer(cfg.Client, cfg.Namespace, cfg.Resync, indexers, tweak)
+	}
 	if cfg.WatchNodes {
 		b.nodes = coreinformers.NewNodeInformer(cfg.Client, cfg.Resync, cache.Indexers{})
 	}
