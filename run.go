@@ -268,6 +268,15 @@ func run(c runConfig) error {
 	if err != nil {
 		return fmt.Errorf("pods client: %w", err)
 	}
+	// The pod watch streams over a client of its own without the rate limiter: a watch is
+	// not rate limited in client-go (Request.Watch), and a watch opened behind a burst of
+	// writes would leave the pod cache behind.
+	watchCfg := rest.CopyConfig(protoCfg)
+	watchCfg.RateLimiter, watchCfg.QPS = nil, -1
+	podWatch, err := kubernetes.NewForConfig(watchCfg)
+	if err != nil {
+		return fmt.Errorf("pod watch client: %w", err)
+	}
 	usageCfg := rest.CopyConfig(cfg)
 	usageCfg.RateLimiter = nil // a bucket of its own
 	limitQPS(usageCfg, c.UsageQPS, c.UsageBurst)
@@ -296,7 +305,7 @@ func run(c runConfig) error {
 		Namespace: c.Namespace,
 		Selector:  c.Selector,
 		Resync:    c.Resync,
-		Backend: pods.New(pods.Config{Client: podClient, REST: podClient.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
+		Backend: pods.New(pods.Config{Client: podClient, REST: podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: usageClient, Discovery: kube.Discovery()}),
 		Policy:        c.policy(),
 		Recorder:      recorder,

@@ -98,9 +98,9 @@ func scaleScenario(name string, args []string) error {
 		"from just before the exec, into DIR/kube-apiserver-restart<N>.pprof; empty: none")
 	fs.DurationVar(&f.apiserverProfileFor, "apiserver-profile-for", time.Minute, "how long each --apiserver-profile runs (whole seconds)")
 	fs.StringVar(&f.restartBaseline, "restart-baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF): the cold starts alternate "+
-		"this checkout's build (the first) and that one's, over the same VMs; empty: this build only")
+		"this checkout's build (the first) and that one's, over the same VMs (restart only); empty: this build only")
 	fs.StringVar(&f.restartProfile, "restart-profile", "", "a directory: take a CPU profile of the restarted controller (its --pprof) over each cold start, "+
-		"from when it serves its endpoints, into DIR/vm-controller-restart<N>.pprof; empty: none")
+		"from when it serves its endpoints, into DIR/vm-controller-restart<N>.pprof (the cold starts' CPU figures then include the profiler's); empty: none")
 	fs.DurationVar(&f.restartProfileFor, "restart-profile-for", 30*time.Second, "how long each --restart-profile runs (whole seconds)")
 	restartProcs := fs.String("restart-gomaxprocs", "0", "the cold starts' GOMAXPROCS, or a comma-separated list taken in turn (e.g. 0,1 with --restarts 6: "+
 		"three cold starts with each, alternating); 0: Go's default")
@@ -287,8 +287,10 @@ func (f scaleFlags) validate(scenario string) error {
 		return fmt.Errorf("--restart-profile profiles the cold starts, which %s does not make (restart, memory and all do)", scenario)
 	case f.restartProfile != "" && f.restartProfileFor < time.Second:
 		return fmt.Errorf("--restart-profile-for must be at least 1s, got %s", f.restartProfileFor)
-	case f.restartBaseline != "" && !slices.Contains(stagesOf[scenario], "restart"):
-		return fmt.Errorf("--restart-baseline takes turns in the cold starts, which %s does not make (restart, memory and all do)", scenario)
+	case f.restartBaseline != "" && scenario != "restart":
+		// In memory and all the stages after the cold starts would measure whichever build
+		// ran last.
+		return fmt.Errorf("--restart-baseline is for the restart scenario, whose only stage after the burst is the cold starts; got %s", scenario)
 	case f.restartBaseline != "" && f.restarts < 2:
 		return fmt.Errorf("--restart-baseline needs --restarts of at least 2, one cold start of each build; got %d", f.restarts)
 	case f.restartBaseline != "" && len(f.restartProcs) > 1:

@@ -37,6 +37,7 @@ func TestScaleFlagsValidate(t *testing.T) {
 		{"controller profiled for less than a second", "restart", func(f *scaleFlags) { f.restartProfile = "/tmp/p" }, "--restart-profile-for"},
 		{"cold starts alternating with a baseline", "restart", func(f *scaleFlags) { f.restartBaseline, f.restarts = "/tmp/base", 6 }, ""},
 		{"baseline without a cold start", "teardown", func(f *scaleFlags) { f.restartBaseline, f.restarts = "/tmp/base", 6 }, "--restart-baseline"},
+		{"baseline before the memory stage", "all", func(f *scaleFlags) { f.restartBaseline, f.restarts = "/tmp/base", 6 }, "--restart-baseline"},
 		{"baseline with one cold start", "restart", func(f *scaleFlags) { f.restartBaseline = "/tmp/base" }, "--restart-baseline"},
 		{"baseline and GOMAXPROCS both taking turns", "restart", func(f *scaleFlags) {
 			f.restartBaseline, f.restarts, f.restartProcs = "/tmp/base", 6, []int{0, 1}

@@ -392,8 +392,8 @@ func TestFrameReader(t *testing.T) {
 	}
 }
 
-// FuzzFrameReader checks the frame reader against encoding/json's own framing: for a stream
-// of valid JSON objects, both cut the same frames.
+// FuzzFrameReader: for a stream of two JSON objects that encoding/json accepts, the frame
+// reader cuts exactly those two frames.
 func FuzzFrameReader(f *testing.F) {
 	f.Add(`{"a":"x\\"}`, `{"b":["}",{"c":"\""}]}`)
 	f.Add(`{}`, `{"":"\\\\\\"}`)

@@ -30,9 +30,9 @@ type Config struct {
 	// protobuf informer decodes a pod several times faster than JSON into unstructured maps
 	// and the reflection-based converter.
 	Client kubernetes.Interface
-	// REST is the REST client of Client's protobuf config (CoreV1().RESTClient()), over which
-	// the pods are watched and each event read in place (wire.go); nil: Client's typed
-	// informer (the unit tests' fake clientset).
+	// REST is a REST client of Client's protobuf config without a rate limiter (watches are
+	// not rate limited; see run.go), over which the pods are watched and each event read in
+	// place (wire.go); nil: Client's typed informer (the unit tests' fake clientset).
 	REST      rest.Interface
 	Namespace string        // "" for all namespaces
 	Resync    time.Duration // informer resync period; 0 disables

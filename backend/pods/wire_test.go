@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,6 +131,85 @@ func TestPodWatchDecoder(t *testing.T) {
 	}
 }
 
+// TestUnmarshalPodInRuns: fields in any order, the skipped ones between others, decode as the
+// generated Unmarshal decodes the whole pod, managedFields aside. The API server writes
+// fields in order (metadata first, managedFields last in it), so a run is never split there;
+// another encoder may, and the merge of runs must still hold.
+func TestUnmarshalPodInRuns(t *testing.T) {
+	pod := wirePod()
+	b, err := pod.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each field of m as its own record, in order.
+	records := func(m []byte) [][]byte {
+		var out [][]byte
+		for len(m) > 0 {
+			num, typ, n := protowire.ConsumeTag(m)
+			l := protowire.ConsumeFieldValue(num, typ, m[n:])
+			if n < 0 || l < 0 {
+				t.Fatalf("bad record at %d", len(m))
+			}
+			out = append(out, m[:n+l])
+			m = m[n+l:]
+		}
+		return out
+	}
+	var meta []byte
+	var others [][]byte
+	for _, r := range records(b) {
+		num, _, n := protowire.ConsumeTag(r)
+		if num != podMetadata {
+			others = append(others, r)
+			continue
+		}
+		v, _ := protowire.ConsumeBytes(r[n:])
+		meta = v
+	}
+	// Metadata with its managedFields first and between the other fields, reversed.
+	var managed, rest [][]byte
+	for _, r := range records(meta) {
+		if num, _, _ := protowire.ConsumeTag(r); num == objectMetaManagedFields {
+			managed = append(managed, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	if len(managed) == 0 || len(rest) < 3 || len(others) < 2 {
+		t.Fatalf("the pod has too few fields to reorder: %d managed, %d metadata, %d others", len(managed), len(rest), len(others))
+	}
+	var m2 []byte
+	m2 = append(m2, managed[0]...)
+	for i := len(rest) - 1; i >= 0; i-- {
+		m2 = append(m2, rest[i]...)
+		if i == len(rest)/2 {
+			for _, r := range managed[1:] {
+				m2 = append(m2, r...)
+			}
+		}
+	}
+	// The pod: status, metadata, spec.
+	var b2 []byte
+	b2 = append(b2, others[len(others)-1]...)
+	b2 = protowire.AppendTag(b2, podMetadata, protowire.BytesType)
+	b2 = protowire.AppendBytes(b2, m2)
+	for _, r := range others[:len(others)-1] {
+		b2 = append(b2, r...)
+	}
+	want := &corev1.Pod{}
+	if err := want.Unmarshal(b2); err != nil {
+		t.Fatal(err)
+	}
+	want.ManagedFields = nil
+	got := &corev1.Pod{}
+	if err := unmarshalPod(b2, got); err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(got, want) || len(got.Labels) != len(pod.Labels) || len(got.Annotations) != len(pod.Annotations) {
+		t.Errorf("reordered pod:\n got %+v\nwant %+v", got, want)
+	}
+}
+
 // oneByteReader reads one byte at a time, as a slow connection may deliver a frame.
 type oneByteReader struct{ r io.Reader }
 
@@ -155,7 +235,7 @@ func TestPodWatchDecoderErrors(t *testing.T) {
 		{"a JSON stream", []byte(`{"type":"ADDED","object":{}}` + "\n"), "is the stream protobuf?"},
 		{"an object outside the envelope", frameOf(bytes.Replace(frame, protobufMagic, []byte("k9s\x00"), 1)), "not in the protobuf envelope"},
 		{"an unknown event type", frameOf(bytes.Replace(frame, []byte("ADDED"), []byte("ADDEX"), 1)), `unknown type "ADDEX"`},
-		{"a truncated message", frameOf(frame[:len(frame)/2]), "decode pod"},
+		{"a truncated message", frameOf(frame[:len(frame)/2]), "decode pod watch event"},
 	} {
 		d := &podWatchDecoder{body: io.NopCloser(bytes.NewReader(tc.stream))}
 		_, _, err := d.Decode()
