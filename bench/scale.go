@@ -129,6 +129,7 @@ func scaleScenario(name string, args []string) error {
 		if err != nil {
 			return err
 		}
+		e.cleanup = append(e.cleanup, func() { _ = os.RemoveAll(dir) })
 		if f.baselineBinary, err = buildBinary(dir, "vm-controller-baseline", f.restartBaseline); err != nil {
 			return fmt.Errorf("--restart-baseline: %w", err)
 		}
