@@ -163,13 +163,15 @@ func (d *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if !gjson.ValidBytes(event) {
-		return "", nil, errors.New("decode event: not valid JSON")
-	}
 	// The event's bytes are read in place and overwritten by the next event: everything kept
-	// (the compact JSON, the metadata strings) is copied out by the compactor.
+	// (the compact JSON, the metadata strings) is copied out by the compactor, which checks
+	// that what it keeps is valid JSON. The rest (managedFields above all, most of an event's
+	// bytes) is only skipped over, as the frame reader delimits it.
 	ev := gjson.Parse(unsafeString(event))
-	obj := ev.Get("object")
+	obj, ok := d.frames.object(event)
+	if !ok {
+		obj = ev.Get("object")
+	}
 	// The type is one of client-go's constants, never a string cut from the event's bytes,
 	// which the next event overwrites while this one is still on its way to the reflector.
 	var typ watch.EventType
@@ -195,6 +197,9 @@ func (d *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
 		}
 		return typ, o, nil
 	case watch.Error:
+		if !gjson.Valid(obj.Raw) {
+			return "", nil, errors.New("decode error event: not valid JSON")
+		}
 		st := &metav1.Status{}
 		if err := json.Unmarshal([]byte(obj.Raw), st); err != nil {
 			return "", nil, fmt.Errorf("decode error event: %w", err)
@@ -212,19 +217,56 @@ func (d *watchDecoder) Close() { _ = d.body.Close() }
 //
 // Why not json.Decoder: it scans each event twice (to find its end, then again to copy it into
 // a RawMessage) with encoding/json's general scanner, which was most of the decoder's time.
-// Finding the end of an object needs only its braces and strings; gjson validates it after.
-// Most of an event's bytes are inside strings (managedFields above all), so a string is
-// skipped with bytes.IndexByte to its closing quote rather than byte by byte.
+// Finding the end of an object needs only its braces and strings. Most of an event's bytes
+// are inside strings (managedFields above all), so a string is skipped with bytes.IndexByte
+// to its closing quote rather than byte by byte.
+//
+// On the way it notes where each object directly inside the frame starts and ends: a watch
+// event has one, its "object", which the decoder then reads without gjson scanning the whole
+// event once more to find it (see object).
 type frameReader struct {
 	r          io.Reader
 	buf        []byte
 	start, end int // buf[start:end] is read but not yet returned
+	// inner is the span, in the last frame returned, of its last object value at depth 1,
+	// and inners how many such objects it held.
+	inner  [2]int
+	inners int
 }
+
+// object returns the value of the frame's "object" field as the frame reader found it: the
+// frame's only object one level down, behind the key "object". ok is false when the frame
+// does not have exactly that shape, and the caller asks gjson instead.
+func (f *frameReader) object(frame []byte) (gjson.Result, bool) {
+	if f.inners != 1 {
+		return gjson.Result{}, false
+	}
+	from, to := f.inner[0], f.inner[1]
+	i := from - 1
+	for i >= 0 && isSpace(frame[i]) {
+		i--
+	}
+	if i < 0 || frame[i] != ':' {
+		return gjson.Result{}, false
+	}
+	i--
+	for i >= 0 && isSpace(frame[i]) {
+		i--
+	}
+	const key = `"object"`
+	if i < len(key) || string(frame[i-len(key)+1:i+1]) != key || frame[i-len(key)] == '\\' {
+		return gjson.Result{}, false
+	}
+	return gjson.Result{Type: gjson.JSON, Raw: unsafeString(frame[from:to])}, true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // next returns the next object's bytes, which are valid until the following call.
 func (f *frameReader) next() ([]byte, error) {
 	depth, inString := 0, false
 	i := f.start
+	f.inners = 0
 	for {
 		for i < f.end {
 			if inString {
@@ -251,9 +293,16 @@ func (f *frameReader) next() ([]byte, error) {
 			case '"':
 				inString = true
 			case '{', '[':
+				if depth == 1 && c == '{' {
+					f.inner[0] = i - 1 - f.start
+					f.inners++
+				}
 				depth++
 			case '}', ']':
 				depth--
+				if depth == 1 && c == '}' {
+					f.inner[1] = i - f.start
+				}
 				if depth == 0 {
 					frame := f.buf[f.start:i]
 					f.start = i
@@ -321,6 +370,7 @@ func (c *compactor) compact(v gjson.Result, o *Object, bookmark bool) ([]byte, e
 		return nil, errors.New("not a JSON object")
 	}
 	b := append(c.buf[:0], '{')
+	bad := false
 	v.ForEach(func(k, val gjson.Result) bool {
 		if len(b) > 1 {
 			b = append(b, ',')
@@ -336,7 +386,11 @@ func (c *compactor) compact(v gjson.Result, o *Object, bookmark bool) ([]byte, e
 		val.ForEach(func(mk, mv gjson.Result) bool {
 			switch mk.Str {
 			case "resourceVersion":
-				o.resourceVersion = strings.Clone(mv.String())
+				if mv.Type != gjson.String {
+					bad = true
+					return false
+				}
+				o.resourceVersion = strings.Clone(mv.Str)
 				return true
 			case "namespace":
 				o.namespace = unique.Make(mv.String())
@@ -394,6 +448,11 @@ func (c *compactor) compact(v gjson.Result, o *Object, bookmark bool) ([]byte, e
 	})
 	b = append(b, '}')
 	c.buf = b
+	// What is kept must be JSON a view can read: the API server sends nothing else, but
+	// a cache holding less would decide on garbage.
+	if bad || !gjson.ValidBytes(b) {
+		return nil, errors.New("not valid JSON")
+	}
 	return b, nil
 }
 

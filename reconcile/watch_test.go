@@ -151,6 +151,18 @@ func TestWatchDecoder(t *testing.T) {
 	if _, _, err := d.Decode(); err != io.ErrUnexpectedEOF {
 		t.Errorf("cut stream: %v, want %v", err, io.ErrUnexpectedEOF)
 	}
+	// What the cache would keep must be valid JSON, the resourceVersion a string.
+	for _, bad := range []string{
+		`{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"},"spec":{"cpu":tru}}}`,
+		`{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"},"spec":{"cpu":"1",}}}`,
+		`{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":1},"spec":{}}}`,
+		`{"type":"ERROR","object":{"code":41x}}`,
+	} {
+		d := newWatchDecoder(io.NopCloser(strings.NewReader(bad)), v1alpha1(t))
+		if _, _, err := d.Decode(); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+			t.Errorf("%s: %v, want not valid JSON", bad, err)
+		}
+	}
 }
 
 // decodeAll decodes a watch stream to its end, one line per event.
@@ -188,7 +200,7 @@ func decodeAll(t *testing.T, r io.Reader) []string {
 // initial VMs, or a watch that (with sendInitialEvents) sends them as ADDED events and the
 // bookmark that ends them, then whatever the test sends.
 type apiServer struct {
-	t       *testing.T
+	t       testing.TB
 	initial [][]byte
 	rv      string
 	events  chan string
@@ -392,11 +404,44 @@ func TestFrameReader(t *testing.T) {
 	}
 }
 
+// TestFrameReaderObject: the frame reader finds a watch event's "object" where the event has
+// exactly one object behind that key, and leaves any other shape to gjson.
+func TestFrameReaderObject(t *testing.T) {
+	for _, tc := range []struct {
+		frame, want string
+		ok          bool
+	}{
+		{`{"type":"ADDED","object":{"a":{"b":[{"c":1}]}}}`, `{"a":{"b":[{"c":1}]}}`, true},
+		{`{"object" :` + "\n" + ` {"a":"}"} ,"type":"DELETED"}`, `{"a":"}"}`, true},
+		{`{"type":"BOOKMARK","object":{},"x":[{"y":{}}]}`, `{}`, true},
+		{`{"type":"ADDED","x":{},"object":{}}`, "", false}, // two objects
+		{`{"type":"ADDED","objects":{}}`, "", false},       // another key
+		{`{"type":"ADDED","a\"object":{}}`, "", false},     // a key that ends in it
+		{`{"type":"ADDED","object":[{}]}`, "", false},      // not an object
+		{`{"type":"ERROR","object":{"code":410}}`, `{"code":410}`, true},
+	} {
+		f := frameReader{r: strings.NewReader(tc.frame)}
+		frame, err := f.next()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.frame, err)
+		}
+		got, ok := f.object(frame)
+		if ok != tc.ok || got.Raw != tc.want {
+			t.Errorf("%s: got %q %v, want %q %v", tc.frame, got.Raw, ok, tc.want, tc.ok)
+		}
+		if ok && got.Raw != gjson.GetBytes(frame, "object").Raw {
+			t.Errorf("%s: got %q, gjson finds %q", tc.frame, got.Raw, gjson.GetBytes(frame, "object").Raw)
+		}
+	}
+}
+
 // FuzzFrameReader: for a stream of two JSON objects that encoding/json accepts, the frame
 // reader cuts exactly those two frames.
 func FuzzFrameReader(f *testing.F) {
 	f.Add(`{"a":"x\\"}`, `{"b":["}",{"c":"\""}]}`)
 	f.Add(`{}`, `{"":"\\\\\\"}`)
+	f.Add(`{"type":"ADDED","object":{"a":{"b":[{}]}}}`, `{"object" : {"x":"\\"}, "a\\\"object":{}}`)
+	f.Add(`{"type":"ADDED","object":{}}`, `{"x":{},"object":{}}`)
 	f.Fuzz(func(t *testing.T, a, b string) {
 		var want []string
 		for _, s := range []string{a, b} {
@@ -415,6 +460,25 @@ func FuzzFrameReader(f *testing.F) {
 			}
 			if !json.Valid(got) || string(bytes.TrimSpace(got)) != strings.TrimSpace(w) {
 				t.Fatalf("frame %d of %q: got %q, want %q", i, stream, got, w)
+			}
+			// The "object" the frame reader finds is the one encoding/json finds.
+			obj, ok := fr.object(got)
+			if !ok {
+				continue
+			}
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal(got, &fields); err != nil {
+				t.Fatalf("frame %d of %q: %v", i, stream, err)
+			}
+			keys := 0
+			gjson.ParseBytes(got).ForEach(func(k, _ gjson.Result) bool {
+				if k.String() == "object" {
+					keys++
+				}
+				return true
+			})
+			if keys == 1 && string(fields["object"]) != obj.Raw {
+				t.Fatalf("frame %d of %q: object %q, want %q", i, stream, obj.Raw, fields["object"])
 			}
 		}
 		if _, err := fr.next(); err != io.EOF {
