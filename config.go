@@ -295,3 +295,12 @@ func noArgs(c *cli.Context) error {
 	}
 	return nil
 }
+
+// unlimited is a copy of cfg without a client-side rate limit, for the watches: client-go does
+// not rate limit a watch (Request.Watch), and the informers stream theirs (Request.Stream),
+// which would take from the bucket the writes share.
+func unlimited(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.RateLimiter, c.QPS = nil, -1
+	return c
+}

@@ -17,6 +17,7 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // parseFlags fills a command's configuration from args the way the command line does: every
@@ -249,5 +250,26 @@ func TestHTTP1(t *testing.T) {
 				t.Errorf("spoke %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestUnlimited: the watches' copy of a rate-limited config has no limiter, and the config
+// the writes use keeps its own.
+func TestUnlimited(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1", ContentConfig: rest.ContentConfig{GroupVersion: &k8sschema.GroupVersion{Version: "v1"},
+		NegotiatedSerializer: scheme.Codecs.WithoutConversion()}}
+	limitQPS(cfg, 50, 100)
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	for name, tc := range map[string]struct {
+		cfg     *rest.Config
+		limited bool
+	}{"writes": {cfg, true}, "watches": {unlimited(cfg), false}} {
+		client, err := rest.RESTClientFor(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := client.GetRateLimiter() != nil; got != tc.limited {
+			t.Errorf("%s: rate limiter present: %t, want %t", name, got, tc.limited)
+		}
 	}
 }

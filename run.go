@@ -255,25 +255,27 @@ func run(c runConfig) error {
 	if err != nil {
 		return err
 	}
+	vmWatch, err := reconcile.RESTClientFor(unlimited(cfg))
+	if err != nil {
+		return err
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("events client: %w", err)
+		return fmt.Errorf("discovery client: %w", err)
 	}
-	// Pods and nodes go over protobuf: a typed informer decodes them several times faster
-	// than JSON.
+	// Pods, nodes and Events go over protobuf: a typed informer decodes them several times
+	// faster than JSON.
 	protoCfg := rest.CopyConfig(cfg)
 	protoCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	protoCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	podClient, err := kubernetes.NewForConfig(protoCfg)
+	protoClient, err := kubernetes.NewForConfig(protoCfg)
 	if err != nil {
-		return fmt.Errorf("pods client: %w", err)
+		return fmt.Errorf("protobuf client: %w", err)
 	}
-	// The pod watch streams over a client of its own without the rate limiter: a watch is
-	// not rate limited in client-go (Request.Watch), and a watch opened behind a burst of
-	// writes would leave the pod cache behind.
-	watchCfg := rest.CopyConfig(protoCfg)
-	watchCfg.RateLimiter, watchCfg.QPS = nil, -1
-	podWatch, err := kubernetes.NewForConfig(watchCfg)
+	// The VM and pod watches stream over clients of their own without the rate limiter: a
+	// watch is not rate limited in client-go (Request.Watch), and a watch opened behind a
+	// burst of writes would leave the cache behind.
+	podWatch, err := kubernetes.NewForConfig(unlimited(protoCfg))
 	if err != nil {
 		return fmt.Errorf("pod watch client: %w", err)
 	}
@@ -284,7 +286,9 @@ func run(c runConfig) error {
 	if err != nil {
 		return fmt.Errorf("usage client: %w", err)
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	// Events go over protobuf as well: two Event creates per VM by default, each decoded and
+	// answered by the API server, which reads and writes protobuf without JSON's reflection.
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: protoClient.EventsV1()})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
 
@@ -300,12 +304,13 @@ func run(c runConfig) error {
 	ctrl := reconcile.New(reconcile.Config{
 		Client:    client,
 		REST:      vmREST,
+		WatchREST: vmWatch,
 		GVR:       gvr,
 		Fields:    fields,
 		Namespace: c.Namespace,
 		Selector:  c.Selector,
 		Resync:    c.Resync,
-		Backend: pods.New(pods.Config{Client: podClient, REST: podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
+		Backend: pods.New(pods.Config{Client: protoClient, REST: podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: usageClient, Discovery: kube.Discovery()}),
 		Policy:        c.policy(),
 		Recorder:      recorder,

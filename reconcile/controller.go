@@ -33,7 +33,11 @@ type Config struct {
 	// once, from the wire into its compact form. Nil: the dynamic informer over Client, whose
 	// objects are compacted by a transform, and writes through Client (what unit tests with
 	// the dynamic fake use).
-	REST      rest.Interface
+	REST rest.Interface
+	// WatchREST, if set, is what the VM informer watches with instead of REST: a client
+	// without REST's rate limiter, as client-go leaves watches unlimited, so that a watch
+	// (or a watch list, the informer's first fill) never waits behind a burst of writes.
+	WatchREST rest.Interface
 	GVR       k8sschema.GroupVersionResource
 	Fields    schema.Fields
 	Namespace string // "" for all namespaces
@@ -212,7 +216,8 @@ func (c *Controller) startVMs(ctx context.Context) error {
 // newVMInformer makes an informer of the VMs whose cache holds Objects.
 func (c *Controller) newVMInformer() (cache.SharedIndexInformer, error) {
 	if c.cfg.REST != nil {
-		lw := &vmListerWatcher{client: c.cfg.REST, gvr: c.cfg.GVR, namespace: c.cfg.Namespace, selector: c.cfg.Selector, fields: c.cfg.Fields}
+		lw := &vmListerWatcher{client: c.cfg.REST, watchClient: c.cfg.WatchREST, gvr: c.cfg.GVR, namespace: c.cfg.Namespace,
+			selector: c.cfg.Selector, fields: c.cfg.Fields}
 		return cache.NewSharedIndexInformer(lw, &Object{}, c.cfg.Resync,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}), nil
 	}

@@ -59,4 +59,11 @@ func BenchmarkColdSync(b *testing.B) {
 		c.queue.ShutDown()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*syncVMs), "ns/VM")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, asked := range s.asked {
+		if asked != "watchlist" {
+			b.Fatalf("asked %q: each cold start is to be one watch list", s.asked)
+		}
+	}
 }

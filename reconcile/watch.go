@@ -64,10 +64,12 @@ func (l *ObjectList) DeepCopyObject() runtime.Object {
 // under a burst that double decode was the largest part of the controller's CPU. Here each
 // object is read once, in place, with gjson, and only the bytes a view reads are copied.
 type vmListerWatcher struct {
-	client    rest.Interface
-	gvr       k8sschema.GroupVersionResource
-	namespace string
-	selector  string
+	client rest.Interface
+	// watchClient, if set, is what watches go through (see Config.WatchREST).
+	watchClient rest.Interface
+	gvr         k8sschema.GroupVersionResource
+	namespace   string
+	selector    string
 	// fields is the VMs' layout, for the phase each cached Object keeps.
 	fields schema.Fields
 }
@@ -77,14 +79,14 @@ var (
 	_ cache.ListerWatcherWithContext = (*vmListerWatcher)(nil)
 )
 
-func (lw *vmListerWatcher) request(opts *metav1.ListOptions) *rest.Request {
+func (lw *vmListerWatcher) request(client rest.Interface, opts *metav1.ListOptions) *rest.Request {
 	opts.LabelSelector = lw.selector
-	return lw.client.Get().AbsPath(resourcePath(lw.gvr, lw.namespace)...).SpecificallyVersionedParams(opts, metav1.ParameterCodec, metav1.SchemeGroupVersion)
+	return client.Get().AbsPath(resourcePath(lw.gvr, lw.namespace)...).SpecificallyVersionedParams(opts, metav1.ParameterCodec, metav1.SchemeGroupVersion)
 }
 
 // ListWithContext lists the VMs into an ObjectList.
 func (lw *vmListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	body, err := lw.request(&opts).Do(ctx).Raw()
+	body, err := lw.request(lw.client, &opts).Do(ctx).Raw()
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", lw.gvr.Resource, err)
 	}
@@ -95,7 +97,11 @@ func (lw *vmListerWatcher) ListWithContext(ctx context.Context, opts metav1.List
 // an error event).
 func (lw *vmListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	body, err := lw.request(&opts).Stream(ctx)
+	client := lw.client
+	if lw.watchClient != nil {
+		client = lw.watchClient
+	}
+	body, err := lw.request(client, &opts).Stream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", lw.gvr.Resource, err)
 	}

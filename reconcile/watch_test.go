@@ -25,6 +25,7 @@ import (
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -485,4 +486,49 @@ func FuzzFrameReader(f *testing.F) {
 			t.Fatalf("after the frames of %q: %v, want EOF", stream, err)
 		}
 	})
+}
+
+// TestWatchClient: with a client of its own for watches, the VM ListerWatcher lists through
+// its client and watches (a watch list too) through the other.
+func TestWatchClient(t *testing.T) {
+	s := &apiServer{t: t, initial: [][]byte{rename(t, goldenVMs(t)["create-new"], "vm1", "150")}, rv: "150", events: make(chan string)}
+	watches := httptest.NewServer(s)
+	defer watches.Close()
+	defer close(s.events)
+	lists := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			t.Errorf("a watch through the list client: %s", r.URL)
+		}
+		s.ServeHTTP(w, r)
+	}))
+	defer lists.Close()
+	listClient, err := RESTClientFor(&rest.Config{Host: lists.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchClient, err := RESTClientFor(&rest.Config{Host: watches.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	lw := &vmListerWatcher{client: listClient, watchClient: watchClient, gvr: gvr, namespace: "default", selector: "team=a"}
+	l, err := lw.List(metav1.ListOptions{})
+	if err != nil || len(l.(*ObjectList).Items) != 1 {
+		t.Fatalf("list: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if e := <-w.ResultChan(); e.Type != watch.Added || e.Object.(*Object).name != "vm1" {
+		t.Errorf("first event %s %v, want vm1 added", e.Type, e.Object)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if want := []string{"list", "watchlist"}; !slices.Equal(s.asked, want) {
+		t.Errorf("asked %q, want %q", s.asked, want)
+	}
 }
