@@ -364,6 +364,26 @@ wait_until() {
 	done
 }
 
+# metrics_ready tells whether metrics-server serves metrics.k8s.io. kwokctl starts it beside
+# the API server, and it exits at once if the API server does not answer yet (seen on a busy
+# machine: "unable to load configmap based request-header-client-ca-file ... connection
+# refused"); then it is started again. Until it serves, usage has no source, and the
+# controller manager, whose discovery of metrics.k8s.io fails, never finishes deleting a
+# namespace.
+metrics_ready() {
+	local available pid=
+	available=$(kubectl_c get apiservice v1beta1.metrics.k8s.io \
+		-o jsonpath='{.status.conditions[?(@.type=="Available")].status}' 2>/dev/null) || true
+	[[ $available == True ]] && return 0
+	[[ -f $CLUSTER_DIR/pids/metrics-server.pid ]] && pid=$(<"$CLUSTER_DIR/pids/metrics-server.pid")
+	if [[ -n $pid ]] && ! alive "$pid"; then
+		printf '[%4ds] metrics-server had exited (log: %s): kwokctl start cluster\n' "$SECONDS" \
+			"$CLUSTER_DIR/logs/metrics-server.log" >>"$CACHE/kwokctl-start.log"
+		kwokctl_c start cluster >>"$CACHE/kwokctl-start.log" 2>&1 || true
+	fi
+	return 1
+}
+
 # nodes_ready is true when at least $NODES nodes exist and all of them are Ready.
 nodes_ready() {
 	local out total ready
@@ -450,6 +470,7 @@ cmd_up() {
 	wait_until "$deadline" "the default ServiceAccount in namespace default" kubectl_c get serviceaccount default -n default
 	# kwok reports each pod's usage to metrics-server as cluster/usage.yaml says.
 	wait_until "$deadline" "kwok's ClusterResourceUsage API" kubectl_c apply -f "$REPO/cluster/usage.yaml"
+	wait_until "$deadline" "metrics-server serving metrics.k8s.io (restarts: $CACHE/kwokctl-start.log)" metrics_ready
 	if [[ $RESIZER == 1 ]]; then
 		start_resizer
 		wait_until "$deadline" "the resizer's caches (log: $RESIZER_LOG)" resizer_started
