@@ -98,3 +98,28 @@ func TestParseProcs(t *testing.T) {
 		}
 	}
 }
+
+// TestMedianOf: each figure's median is taken over the named contender's runs alone, figure
+// by figure (a median run need not be any one run), and an even count averages the middle two.
+func TestMedianOf(t *testing.T) {
+	run := func(name string, vmsPerSec, cpu, api, machine float64) runResult {
+		return runResult{contender: name, vms: 2000, vmsPerSec: vmsPerSec, cpuSec: cpu, apiCPUSec: api, machineCPUSec: machine,
+			writes: map[string]float64{"pods POST": 1}}
+	}
+	all := []runResult{
+		run("a", 80, 3.0, 20, 40),
+		run("b", 10, 9.0, 90, 99),
+		run("a", 90, 2.0, 24, 38),
+		run("a", 70, 4.0, 22, 44),
+		run("c", 60, 5.0, 30, 50),
+		run("c", 62, 7.0, 34, 56),
+	}
+	m := medianOf("a", all)
+	if m.contender != "a" || m.rep != 0 || m.vms != 2000 || m.vmsPerSec != 80 || m.cpuSec != 3.0 || m.apiCPUSec != 22 ||
+		m.machineCPUSec != 40 || m.writes["pods POST"] != 1 {
+		t.Errorf("medianOf(a) = %+v, want 80 VMs/s, 3.0 CPU-s, API server 22, machine 40, 1 pod create", m)
+	}
+	if m := medianOf("c", all); m.vmsPerSec != 61 || m.cpuSec != 6.0 || m.apiCPUSec != 32 || m.machineCPUSec != 53 {
+		t.Errorf("medianOf(c) = %+v, want the middle two averaged: 61 VMs/s, 6.0, 32, 53", m)
+	}
+}
