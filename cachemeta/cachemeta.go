@@ -17,8 +17,8 @@ import (
 // Unkept is the metadata a cached form does not keep: each getter returns the zero value,
 // and each setter does nothing, since a cached form is immutable once made (client-go's
 // informers never set metadata on what they store). It has no fields, so embedding it as the
-// first field costs a form nothing (a zero-size last field would be padded). A form embeds it and defines GetNamespace, GetName, GetUID and
-// GetResourceVersion, and whatever else it keeps.
+// first field costs a form nothing (a zero-size last field would be padded). A form embeds it
+// and defines GetNamespace, GetName, GetUID and GetResourceVersion, and whatever else it keeps.
 type Unkept struct{}
 
 var _ metav1.Object = Unkept{}
