@@ -13,6 +13,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/tools/txtar"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"gopkg.in/yaml.v3"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
@@ -24,8 +27,10 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // TestPlanGolden runs `vm-controller plan` on each testdata/plan/<case>.txtar and compares
 // what it prints with <case>.golden. A case holds the command's arguments (args, in which
 // $DIR is where the case's other files are written and $ROOT the repository), optionally its
-// stdin, and the files the arguments name. A failing command's golden file holds its exit
-// code and its stderr, which must be one line.
+// stdin, and the files the arguments name. A file NAME.patch.yaml is written as NAME.yaml:
+// testdata/plan/NAME.base.yaml with that JSON merge patch applied (caseFile), so that a case
+// shows only what sets it apart; a case whose point is the raw input holds it whole. A failing
+// command's golden file holds its exit code and its stderr, which must be one line.
 func TestPlanGolden(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "plan", "*.txtar"))
 	if err != nil || len(files) == 0 {
@@ -53,7 +58,8 @@ func TestPlanGolden(t *testing.T) {
 				case "stdin":
 					stdin = f.Data
 				default:
-					if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+					name, data := caseFile(t, file, f)
+					if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -79,6 +85,49 @@ func TestPlanGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// caseFile is the name and content of the file a plan case's section f is written as: the
+// section itself, or for NAME.patch.yaml the file NAME.yaml, which is testdata/plan/NAME.base.yaml
+// with the section applied as a JSON merge patch (RFC 7386), written as JSON. A duplicate key
+// in the base or the patch is an error, not a key silently lost.
+func caseFile(tb testing.TB, file string, f txtar.File) (string, []byte) {
+	tb.Helper()
+	name, ok := strings.CutSuffix(f.Name, ".patch.yaml")
+	if !ok {
+		return f.Name, f.Data
+	}
+	baseFile := filepath.Join(filepath.Dir(file), name+".base.yaml")
+	base, err := os.ReadFile(baseFile)
+	if err != nil {
+		tb.Fatalf("%s: %s needs a base: %v", file, f.Name, err)
+	}
+	baseJSON, err := mappingJSON(base)
+	if err != nil {
+		tb.Fatalf("%s: %v", baseFile, err)
+	}
+	patch, err := mappingJSON(f.Data)
+	if err != nil {
+		tb.Fatalf("%s: %s: %v", file, f.Name, err)
+	}
+	merged, err := jsonpatch.MergePatch(baseJSON, patch)
+	if err != nil {
+		tb.Fatalf("%s: %s: %v", file, f.Name, err)
+	}
+	return name + ".yaml", merged
+}
+
+// mappingJSON turns a YAML mapping into JSON. It decodes with yaml.v3 first, which refuses a
+// key given twice; sigs.k8s.io/yaml would keep the last one.
+func mappingJSON(data []byte) ([]byte, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("want a YAML mapping: %s", oneLine(err))
+	}
+	if m == nil {
+		return nil, errors.New("want a YAML mapping, got nothing")
+	}
+	return sigsyaml.YAMLToJSON(data)
 }
 
 // runPlan runs the plan command in-process and renders what a user would see: stdout, and
