@@ -37,7 +37,7 @@ func planCommand(c *planConfig) *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion", EnvVars: env("API_VERSION"), Destination: &c.APIVersion},
 		schemaFileFlag(&c.SchemaFile, schemaFileUsage),
-		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec); empty: none", Destination: &c.Server},
+		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize); empty: none", Destination: &c.Server},
 		&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now", Destination: &c.Now},
 	}
 	flags = append(flags, c.serverImageFlag("container image of servers of VMs that name none"))
