@@ -191,3 +191,130 @@ func FuzzPlan(f *testing.F) {
 		}
 	})
 }
+
+// planDoc is the guide whose plan examples TestPlanDoc runs.
+var planDoc = filepath.Join("docs", "plan-and-check.md")
+
+// TestPlanDoc runs the examples of docs/plan-and-check.md and fails when one shows another
+// output than the command prints, so the guide cannot drift from the binary. An example is a
+// ```console block of commands, each a line "$ COMMAND" followed by its output: `vm-controller
+// plan ARGS`, run in-process from the repository's root, or `cat FILE`, a file of the
+// repository. Every other block that names `vm-controller plan` is an error: it would not be
+// checked. With -update the test rewrites the outputs in the guide.
+func TestPlanDoc(t *testing.T) {
+	doc, err := os.ReadFile(planDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, n := renderPlanDoc(t, string(doc))
+	if n == 0 {
+		t.Fatalf("%s: no ```console block runs vm-controller plan", planDoc)
+	}
+	if *update {
+		if err := os.WriteFile(planDoc, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got != string(doc) {
+		t.Errorf("%s shows another output than its commands print (run go test . -run TestPlanDoc -update if the change is intended)\n%s", planDoc, lineDiff(string(doc), got))
+	}
+}
+
+// renderPlanDoc is the guide with each console block's outputs replaced by what its commands
+// print, and the number of plan commands it ran.
+func renderPlanDoc(t *testing.T, doc string) (string, int) {
+	t.Helper()
+	lines := strings.SplitAfter(doc, "\n")
+	var out strings.Builder
+	plans := 0
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		out.WriteString(line)
+		fence := strings.TrimRight(line, "\n")
+		if !strings.HasPrefix(fence, "```") {
+			continue
+		}
+		// The block's body: up to the closing fence.
+		end := i + 1
+		for end < len(lines) && strings.TrimRight(lines[end], "\n") != "```" {
+			end++
+		}
+		if end == len(lines) {
+			t.Fatalf("%s:%d: the block is not closed", planDoc, i+1)
+		}
+		body := lines[i+1 : end]
+		if fence != "```console" {
+			if strings.Contains(strings.Join(body, ""), "vm-controller plan") {
+				t.Errorf("%s:%d: a %s block runs vm-controller plan: make it a ```console block, which TestPlanDoc checks", planDoc, i+1, fence)
+			}
+			for _, l := range body {
+				out.WriteString(l)
+			}
+		} else {
+			for j, l := range body {
+				cmd, ok := strings.CutPrefix(strings.TrimRight(l, "\n"), "$ ")
+				if !ok {
+					if j == 0 {
+						t.Errorf("%s:%d: a console block starts with a command, \"$ ...\"", planDoc, i+2)
+					}
+					continue // the output, rendered anew
+				}
+				out.WriteString(l)
+				text, isPlan := docCommand(t, fmt.Sprintf("%s:%d", planDoc, i+2+j), cmd)
+				out.WriteString(text)
+				if isPlan {
+					plans++
+				}
+			}
+		}
+		out.WriteString(lines[end])
+		i = end
+	}
+	return out.String(), plans
+}
+
+// docCommand runs one command of the guide and returns what it prints.
+func docCommand(t *testing.T, where, cmd string) (output string, isPlan bool) {
+	t.Helper()
+	args := strings.Fields(cmd)
+	for _, a := range args {
+		if strings.Contains(a, "/") && !filepath.IsLocal(a) {
+			t.Errorf("%s: %s is outside the repository: an example reads only the repository's files", where, a)
+		}
+	}
+	switch {
+	case len(args) >= 2 && args[0] == "vm-controller" && args[1] == "plan":
+		return runPlan(t, args[2:], nil), true
+	case len(args) == 2 && args[0] == "cat":
+		data, err := os.ReadFile(args[1])
+		if err != nil {
+			t.Errorf("%s: %v", where, err)
+			return "", false
+		}
+		if !bytes.HasSuffix(data, []byte("\n")) {
+			t.Errorf("%s: %s does not end in a newline", where, args[1])
+		}
+		return string(data), false
+	}
+	t.Errorf("%s: %q: a console block runs only vm-controller plan and cat FILE", where, cmd)
+	return "", false
+}
+
+// lineDiff names the first line at which got differs from want, with both lines.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl || i >= len(w) || i >= len(g) {
+			return fmt.Sprintf("line %d:\n--- shown\n%s\n--- printed\n%s", i+1, wl, gl)
+		}
+	}
+	return "(no line differs)"
+}
