@@ -20,6 +20,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/convert"
 	"github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/deploy"
 	"github.com/cloudnative-czs/vm-controller/schema"
 	"github.com/cloudnative-czs/vm-controller/webhook"
 )
@@ -79,10 +80,6 @@ func parseFieldMapFlag(s string) (k8sschema.GroupVersion, string, error) {
 
 func webhookCommand() *cli.Command {
 	var cfg webhookConfig
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = "vm-controller"
-	}
 	return &cli.Command{
 		Name:  "webhook",
 		Usage: "serve the CRD's conversion webhook (ConversionReview v1 over HTTPS) between the versions field maps describe",
@@ -90,7 +87,9 @@ func webhookCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: ":9443", Usage: "address to serve HTTPS on", Destination: &cfg.Listen},
 			&cli.StringFlag{Name: "tls-cert-file", Usage: "serving certificate (PEM); empty: a CA and certificate the webhook manages itself", Destination: &cfg.TLSCertFile},
 			&cli.StringFlag{Name: "tls-key-file", Usage: "key of --tls-cert-file (PEM)", Destination: &cfg.TLSKeyFile},
-			&cli.StringFlag{Name: "namespace", Value: ns, Usage: "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)", Destination: &cfg.Namespace},
+			// In a pod, POD_NAMESPACE (from the downward API) is the pod's own namespace.
+			&cli.StringFlag{Name: "namespace", Value: deploy.Name, Usage: "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)",
+				EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.Namespace},
 			&cli.StringFlag{Name: "secret", Value: crds.WebhookService + "-tls", Usage: "Secret that keeps the self-managed CA and certificate, shared by the replicas", Destination: &cfg.Secret},
 			&cli.StringFlag{Name: "crd", Value: crds.Name, Usage: "CRD whose conversion caBundle the webhook sets (self-managed certificates); empty: none", Destination: &cfg.CRD},
 			&cli.StringSliceFlag{Name: "field-map", Usage: "group/version=file: convert that version too, with that field map (repeatable); the versions of cloudnative.czs are built in", Destination: &cfg.FieldMaps},
