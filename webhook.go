@@ -62,6 +62,9 @@ func (c *webhookConfig) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if _, err := parseLogLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -95,7 +98,7 @@ func webhookCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "field-map", Usage: "group/version=file: convert that version too, with that field map (repeatable); the versions of cloudnative.czs are built in", Destination: &cfg.FieldMaps},
 			&cli.DurationFlag{Name: "ca-validity", Value: 365 * 24 * time.Hour, Usage: "lifetime of a self-managed CA; renewed with a third left", Destination: &cfg.CAValidity},
 			&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", Destination: &cfg.CertValidity},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Destination: &cfg.LogLevel},
+			logLevelFlag(&cfg.LogLevel),
 		}...),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -108,9 +111,9 @@ func webhookCommand() *cli.Command {
 }
 
 func runWebhook(parent context.Context, cfg *webhookConfig) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return cli.Exit(fmt.Sprintf("--log-level %q: want debug, info, warn or error", cfg.LogLevel), 2)
+	level, err := parseLogLevel(cfg.LogLevel)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
