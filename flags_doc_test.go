@@ -62,6 +62,19 @@ func TestFlagsDocIgnoresEnvironment(t *testing.T) {
 	}
 }
 
+// TestFlagUsageHasNoBackquotes: urfave/cli takes a backquoted word of a flag's usage for the
+// placeholder of its value (--conversion `vm-controller webhook`) and drops the quotes from
+// the usage, so --help would read wrong.
+func TestFlagUsageHasNoBackquotes(t *testing.T) {
+	for _, cmd := range app().Commands {
+		for _, f := range cmd.Flags {
+			if df, ok := f.(cli.DocGenerationFlag); ok && strings.Contains(df.GetUsage(), "`") {
+				t.Errorf("%s --%s: usage %q has a backquote", cmd.Name, f.Names()[0], df.GetUsage())
+			}
+		}
+	}
+}
+
 // renderFlagsDoc writes one section per command: what it does, and a table of its flags with
 // their environment variables, defaults and usage, in the order of --help.
 func renderFlagsDoc(t *testing.T, a *cli.App) []byte {

@@ -220,7 +220,7 @@ func crdsCommand() *cli.Command {
 		Name:  "crds",
 		Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "conversion", Value: "none", Usage: "none: v1alpha1 and v1beta1, one schema; webhook: v1 as well, converted by `vm-controller webhook`", Destination: &cfg.Conversion},
+			&cli.StringFlag{Name: "conversion", Value: "none", Usage: "none: v1alpha1 and v1beta1, one schema; webhook: v1 as well, converted by vm-controller webhook", Destination: &cfg.Conversion},
 			&cli.StringFlag{Name: "namespace", Value: "vm-controller", Usage: "namespace of the webhook's Service (--conversion webhook)", Destination: &cfg.Namespace},
 			&cli.StringFlag{Name: "storage-version", Usage: "version to store objects in (--conversion webhook); empty: v1alpha1", Destination: &cfg.StorageVersion},
 		},
