@@ -230,15 +230,20 @@ func deployment(o Options) *appsv1.Deployment {
 						Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
 							LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": Name}}}}}}},
 					Containers: []corev1.Container{{
-						Name:           Name,
-						Image:          o.Image,
-						Args:           args,
-						Env:            []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
-						Ports:          []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}, {Name: "health", ContainerPort: HealthPort}},
-						VolumeMounts:   mounts,
-						LivenessProbe:  probe("/healthz", 10),
-						ReadinessProbe: probe("/readyz", 5),
-						Resources:      corev1.ResourceRequirements{Requests: res("100m", "128Mi"), Limits: res("1", "512Mi")},
+						Name:  Name,
+						Image: o.Image,
+						// Said, not left to the kubelet, whose default for a :latest image is
+						// Always: an image loaded onto the nodes (kind load image-archive) runs
+						// whatever its tag. The default image's tag names a release or a
+						// commit, which a pull would not change.
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Args:            args,
+						Env:             []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
+						Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}, {Name: "health", ContainerPort: HealthPort}},
+						VolumeMounts:    mounts,
+						LivenessProbe:   probe("/healthz", 10),
+						ReadinessProbe:  probe("/readyz", 5),
+						Resources:       corev1.ResourceRequirements{Requests: res("100m", "128Mi"), Limits: res("1", "512Mi")},
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							RunAsNonRoot: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 					}},
@@ -286,8 +291,9 @@ func webhookObjects(ns, image string, w Webhook) []any {
 						Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
 							LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}}}}},
 					Containers: []corev1.Container{{
-						Name:  "webhook",
-						Image: image,
+						Name:            "webhook",
+						Image:           image,
+						ImagePullPolicy: corev1.PullIfNotPresent, // as the controller's
 						Args: []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--namespace=" + ns,
 							"--secret=" + w.Secret, "--crd=" + w.CRD},
 						Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: WebhookListenPort}},
