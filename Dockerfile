@@ -1,7 +1,10 @@
 # The Dockerfile equivalent of `make image`, for those who build with a container engine:
 #
-#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
-#     -t ghcr.io/cloudnative-czs/vm-controller:$(git describe --tags --always --dirty) .
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty --abbrev=7) \
+#     -t ghcr.io/cloudnative-czs/vm-controller:<tag> .
+#
+# where <tag> is the tag `make image` gives the same commit, the one `vm-controller manifests`
+# names (docs/deploying.md): for a commit without a tag, the version above.
 #
 # Both give a static binary, stamped with VERSION, as /vm-controller on a distroless static
 # base, running as uid 65532 (nonroot), with no shell and the same OCI labels. `make image`

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -281,6 +282,20 @@ func (p policyFlags) policy() reconcile.Policy {
 	// place; run says so again from its backend.
 	return reconcile.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
 		Resize: reconcile.ResizeMode(p.Resize), CanResize: true}
+}
+
+// logLevelFlag is --log-level: run and webhook.
+func logLevelFlag(dst *string) cli.Flag {
+	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("LOG_LEVEL"), Destination: dst}
+}
+
+// parseLogLevel reads --log-level's value.
+func parseLogLevel(level string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return l, nil
 }
 
 // usageError turns a flag problem into one line and exit code 2, instead of a page of help.

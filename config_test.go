@@ -75,6 +75,7 @@ func TestRunConfigValidate(t *testing.T) {
 		"qps 0 is no limit":        {args: []string{"--qps", "0"}},
 		"a qps limit":              {args: []string{"--qps", "50", "--burst", "100"}},
 		"usage off":                {args: []string{"--usage-interval", "0"}},
+		"log level debug":          {args: []string{"--log-level", "debug"}},
 		"log level":                {[]string{"--log-level", "loud"}, "--log-level", `--log-level "loud": want debug, info, warn or error`},
 		"log format":               {[]string{"--log-format", "xml"}, "--log-format", `--log-format "xml": want text or json`},
 		"api version":              {[]string{"--api-version", "nogroup"}, "api version", `api version "nogroup": want group/version, such as cloudnative.czs/v1alpha1`},

@@ -37,6 +37,44 @@ func TestFlagsDoc(t *testing.T) {
 	}
 }
 
+// TestFlagsDocIgnoresEnvironment renders the reference with every variable a flag reads set
+// (and those of a pod's downward API), and without any: a default taken from the
+// environment would make the reference, and --help, depend on where they were made.
+func TestFlagsDocIgnoresEnvironment(t *testing.T) {
+	names := []string{"POD_NAME", "POD_NAMESPACE"}
+	for _, cmd := range app().Commands {
+		for _, f := range cmd.Flags {
+			if df, ok := f.(cli.DocGenerationFlag); ok {
+				names = append(names, df.GetEnvVars()...)
+			}
+		}
+	}
+	for _, name := range names {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+	without := renderFlagsDoc(t, app())
+	for _, name := range names {
+		t.Setenv(name, "from-the-environment")
+	}
+	if with := renderFlagsDoc(t, app()); !bytes.Equal(with, without) {
+		t.Errorf("the flag reference depends on the environment; with %s set it reads\n%s", strings.Join(names, ", "), with)
+	}
+}
+
+// TestFlagUsageHasNoBackquotes: urfave/cli takes a backquoted word of a flag's usage for the
+// placeholder of its value (--conversion `vm-controller webhook`) and drops the quotes from
+// the usage, so --help would read wrong.
+func TestFlagUsageHasNoBackquotes(t *testing.T) {
+	for _, cmd := range app().Commands {
+		for _, f := range cmd.Flags {
+			if df, ok := f.(cli.DocGenerationFlag); ok && strings.Contains(df.GetUsage(), "`") {
+				t.Errorf("%s --%s: usage %q has a backquote", cmd.Name, f.Names()[0], df.GetUsage())
+			}
+		}
+	}
+}
+
 // renderFlagsDoc writes one section per command: what it does, and a table of its flags with
 // their environment variables, defaults and usage, in the order of --help.
 func renderFlagsDoc(t *testing.T, a *cli.App) []byte {

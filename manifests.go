@@ -5,6 +5,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"regexp"
+	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -137,12 +140,70 @@ func manifestsAction(c manifestsConfig) error {
 	return err
 }
 
-// imageTag is the image tag matching this build: its version, or latest for a development
-// build.
+// imageTag is the tag of this build's image: the one `make image` gives the image it builds
+// from the same commit, so that the default --image names it however this binary was built.
 func imageTag() string {
-	v := buildVersion()
-	if v == "(devel)" || v == "" {
+	var revision string
+	var modified bool
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				revision = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	return imageTagOf(buildVersion(), revision, modified)
+}
+
+var (
+	// pseudoVersion is a Go pseudo-version, the version go build and go install give a
+	// commit that no release tag names (v0.0.0-20261124213112-e4239af6be4a, or after a
+	// release v1.2.4-0.20261124213112-e4239af6be4a), with the +dirty go build adds for a
+	// modified tree; the group is the commit's 12 hex digits.
+	pseudoVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+-(?:[0-9A-Za-z.-]*\.)?[0-9]{14}-([0-9a-f]{12})(\+dirty)?$`)
+	// describedVersion is what git describe --tags prints for a commit after a tag
+	// (v1.2.3-4-ge4239af, -dirty for a modified tree); the group is the abbreviated commit.
+	describedVersion = regexp.MustCompile(`^.+-[0-9]+-g([0-9a-f]{7,})(-dirty)?$`)
+)
+
+// imageTagOf is the image tag of a build of version (buildVersion: the Makefile's VERSION,
+// stamped with -ldflags, else Go's version of the module) from revision (vcs.revision; empty:
+// unknown), modified or not (vcs.modified). A commit has one tag however it was built:
+//
+//   - a release is its version (v1.2.3; v1.2.3-dirty from a modified tree, as git describe
+//     --dirty says where Go says v1.2.3+dirty);
+//   - any other commit, which Go calls by a pseudo-version or (devel) and git describe by an
+//     abbreviation, alone or after the last tag, is the commit's first 7 hex digits, with
+//     -dirty from a modified tree (e4239af, e4239af-dirty);
+//   - a build whose commit nothing records is latest.
+//
+// Any other "+" becomes "_", which a tag allows. revision and modified count only for a
+// pseudo-version or no version; for the rest the version alone decides, as it does for
+// tools/image's Tag, which `make image` tags with: testdata/image-tags.txt holds the cases,
+// and the tests of both read it.
+func imageTagOf(version, revision string, modified bool) string {
+	dirty := ""
+	if m := pseudoVersion.FindStringSubmatch(version); m != nil {
+		if revision == "" {
+			revision, modified = m[1], m[2] != ""
+		}
+	} else if version != "" && version != "devel" && version != "(devel)" {
+		if m := describedVersion.FindStringSubmatch(version); m != nil {
+			return m[1][:7] + m[2]
+		}
+		if v, ok := strings.CutSuffix(version, "+dirty"); ok {
+			version, dirty = v, "-dirty"
+		}
+		return strings.ReplaceAll(version, "+", "_") + dirty
+	}
+	if len(revision) < 7 {
 		return "latest"
 	}
-	return v
+	if modified {
+		dirty = "-dirty"
+	}
+	return revision[:7] + dirty
 }

@@ -111,7 +111,7 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.StringFlag{Name: "metrics-addr", Value: ":8080", Usage: "address of the Prometheus /metrics endpoint; empty disables", EnvVars: env("METRICS_ADDR"), Destination: &c.MetricsAddr},
 		&cli.StringFlag{Name: "health-addr", Value: ":8081", Usage: "address of /healthz and /readyz; empty disables", EnvVars: env("HEALTH_ADDR"), Destination: &c.HealthAddr},
 		&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's runtime profiles under /debug/pprof/ on the metrics address", EnvVars: env("PPROF"), Destination: &c.Pprof},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("LOG_LEVEL"), Destination: &c.LogLevel},
+		logLevelFlag(&c.LogLevel),
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT"), Destination: &c.LogFormat},
 	)
 	return &cli.Command{
@@ -185,9 +185,9 @@ func (c runConfig) Validate() error {
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	l, err := parseLogLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: l}
 	switch format {

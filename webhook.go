@@ -20,6 +20,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/convert"
 	"github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/deploy"
 	"github.com/cloudnative-czs/vm-controller/schema"
 	"github.com/cloudnative-czs/vm-controller/webhook"
 )
@@ -61,6 +62,9 @@ func (c *webhookConfig) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if _, err := parseLogLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -79,10 +83,6 @@ func parseFieldMapFlag(s string) (k8sschema.GroupVersion, string, error) {
 
 func webhookCommand() *cli.Command {
 	var cfg webhookConfig
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = "vm-controller"
-	}
 	return &cli.Command{
 		Name:  "webhook",
 		Usage: "serve the CRD's conversion webhook (ConversionReview v1 over HTTPS) between the versions field maps describe",
@@ -90,13 +90,15 @@ func webhookCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: ":9443", Usage: "address to serve HTTPS on", Destination: &cfg.Listen},
 			&cli.StringFlag{Name: "tls-cert-file", Usage: "serving certificate (PEM); empty: a CA and certificate the webhook manages itself", Destination: &cfg.TLSCertFile},
 			&cli.StringFlag{Name: "tls-key-file", Usage: "key of --tls-cert-file (PEM)", Destination: &cfg.TLSKeyFile},
-			&cli.StringFlag{Name: "namespace", Value: ns, Usage: "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)", Destination: &cfg.Namespace},
+			// In a pod, POD_NAMESPACE (from the downward API) is the pod's own namespace.
+			&cli.StringFlag{Name: "namespace", Value: deploy.Name, Usage: "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)",
+				EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.Namespace},
 			&cli.StringFlag{Name: "secret", Value: crds.WebhookService + "-tls", Usage: "Secret that keeps the self-managed CA and certificate, shared by the replicas", Destination: &cfg.Secret},
 			&cli.StringFlag{Name: "crd", Value: crds.Name, Usage: "CRD whose conversion caBundle the webhook sets (self-managed certificates); empty: none", Destination: &cfg.CRD},
 			&cli.StringSliceFlag{Name: "field-map", Usage: "group/version=file: convert that version too, with that field map (repeatable); the versions of cloudnative.czs are built in", Destination: &cfg.FieldMaps},
 			&cli.DurationFlag{Name: "ca-validity", Value: 365 * 24 * time.Hour, Usage: "lifetime of a self-managed CA; renewed with a third left", Destination: &cfg.CAValidity},
 			&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", Destination: &cfg.CertValidity},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Destination: &cfg.LogLevel},
+			logLevelFlag(&cfg.LogLevel),
 		}...),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
@@ -109,9 +111,9 @@ func webhookCommand() *cli.Command {
 }
 
 func runWebhook(parent context.Context, cfg *webhookConfig) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return cli.Exit(fmt.Sprintf("--log-level %q: want debug, info, warn or error", cfg.LogLevel), 2)
+	level, err := parseLogLevel(cfg.LogLevel)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
@@ -218,7 +220,7 @@ func crdsCommand() *cli.Command {
 		Name:  "crds",
 		Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "conversion", Value: "none", Usage: "none: v1alpha1 and v1beta1, one schema; webhook: v1 as well, converted by `vm-controller webhook`", Destination: &cfg.Conversion},
+			&cli.StringFlag{Name: "conversion", Value: "none", Usage: "none: v1alpha1 and v1beta1, one schema; webhook: v1 as well, converted by vm-controller webhook", Destination: &cfg.Conversion},
 			&cli.StringFlag{Name: "namespace", Value: "vm-controller", Usage: "namespace of the webhook's Service (--conversion webhook)", Destination: &cfg.Namespace},
 			&cli.StringFlag{Name: "storage-version", Usage: "version to store objects in (--conversion webhook); empty: v1alpha1", Destination: &cfg.StorageVersion},
 		},

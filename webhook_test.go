@@ -9,7 +9,7 @@ import (
 
 func TestWebhookConfigValidate(t *testing.T) {
 	ok := func() webhookConfig {
-		return webhookConfig{Listen: ":9443", Namespace: "ops", Secret: "s", CAValidity: 365 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour}
+		return webhookConfig{Listen: ":9443", Namespace: "ops", Secret: "s", CAValidity: 365 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour, LogLevel: "info"}
 	}
 	for name, tc := range map[string]struct {
 		edit func(*webhookConfig)
@@ -23,6 +23,8 @@ func TestWebhookConfigValidate(t *testing.T) {
 		"no listen":        {func(c *webhookConfig) { c.Listen = "" }, "--listen is empty"},
 		"no namespace":     {func(c *webhookConfig) { c.Namespace = "" }, "self-managed certificates need --namespace and --secret"},
 		"cert outlives CA": {func(c *webhookConfig) { c.CertValidity = 400 * 24 * time.Hour }, "want 0 < --cert-validity (9600h0m0s) <= --ca-validity (8760h0m0s)"},
+		"log level debug":  {func(c *webhookConfig) { c.LogLevel = "debug" }, ""},
+		"log level":        {func(c *webhookConfig) { c.LogLevel = "loud" }, `--log-level "loud": want debug, info, warn or error`},
 		"field maps": {func(c *webhookConfig) {
 			c.FieldMaps = *cli.NewStringSlice("compute.example.org/v1=map.yaml", "v1=map.yaml", "x.org/v1")
 		},

@@ -19,6 +19,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // The files: the top-level *.yaml are whole CRDs (`kubectl apply -f crds/` applies them as
@@ -27,8 +29,9 @@ import (
 //go:embed *.yaml versions/*.yaml
 var files embed.FS
 
-// Name is the name of this project's CRD.
-const Name = "virtualmachines.cloudnative.czs"
+// Name is the name of this project's CRD: plural.group, as crd.Name makes it from the default
+// resource (TestName ties it to that and to the embedded YAML).
+const Name = schema.DefaultResource + "." + schema.Group
 
 // The conversion webhook's Service and path, as the webhook form of the CRD names them and
 // `manifests --conversion webhook` creates them.

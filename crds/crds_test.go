@@ -6,6 +6,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 func decodeCRD(t *testing.T, data []byte) apiextensionsv1.CustomResourceDefinition {
@@ -15,6 +18,35 @@ func decodeCRD(t *testing.T, data []byte) apiextensionsv1.CustomResourceDefiniti
 		t.Fatal(err)
 	}
 	return crd
+}
+
+// TestName: Name is the name the API server requires of the CRD of the default resource, and
+// the name both forms of the embedded CRD carry, for the group and plural they declare.
+func TestName(t *testing.T) {
+	gvr, err := schema.ParseGVR(schema.DefaultAPIVersion, schema.DefaultResource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := crd.Name(gvr); Name != want {
+		t.Errorf("Name = %q, crd.Name of the default resource %q", Name, want)
+	}
+	plain, err := YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhook, err := WithWebhook(Webhook{Namespace: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for form, data := range map[string][]byte{"plain": plain, "webhook": webhook} {
+		def := decodeCRD(t, data)
+		if def.Name != Name {
+			t.Errorf("%s: metadata.name %q, want %q", form, def.Name, Name)
+		}
+		if got := def.Spec.Names.Plural + "." + def.Spec.Group; got != Name {
+			t.Errorf("%s: spec.names.plural.spec.group %q, want %q", form, got, Name)
+		}
+	}
 }
 
 // TestPlain: the plain form is what `crds` printed before v1 existed: conversion None and the

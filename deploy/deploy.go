@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/access"
@@ -83,7 +84,7 @@ func Render(o Options) ([]byte, error) {
 		objs = append(objs, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels()}})
 	}
 	objs = append(objs, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(Name, o.Namespace),
-		AutomountServiceAccountToken: ptr(true)})
+		AutomountServiceAccountToken: ptr.To(true)})
 	objs = append(objs, rbac(Name, labels(), o.Namespace, o.WatchNamespace, access.Rules(needs))...)
 	if o.FieldMap != nil {
 		objs = append(objs, &corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: meta(Name+"-fieldmap", o.Namespace),
@@ -213,7 +214,7 @@ func deployment(o Options) *appsv1.Deployment {
 		TypeMeta:   typeMeta("apps/v1", "Deployment"),
 		ObjectMeta: meta(Name, o.Namespace),
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(o.Replicas),
+			Replicas: ptr.To(o.Replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": Name}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels()},
@@ -221,25 +222,30 @@ func deployment(o Options) *appsv1.Deployment {
 					ServiceAccountName: Name,
 					Volumes:            volumes,
 					// Longer than the default --shutdown-timeout (30s), so a drain completes.
-					TerminationGracePeriodSeconds: ptr(int64(40)),
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)), RunAsGroup: ptr(int64(65532)),
+					TerminationGracePeriodSeconds: ptr.To(int64(40)),
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					// Replicas on different nodes, so that one node's loss leaves a standby.
 					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
 						Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
 							LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": Name}}}}}}},
 					Containers: []corev1.Container{{
-						Name:           Name,
-						Image:          o.Image,
-						Args:           args,
-						Env:            []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
-						Ports:          []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}, {Name: "health", ContainerPort: HealthPort}},
-						VolumeMounts:   mounts,
-						LivenessProbe:  probe("/healthz", 10),
-						ReadinessProbe: probe("/readyz", 5),
-						Resources:      corev1.ResourceRequirements{Requests: res("100m", "128Mi"), Limits: res("1", "512Mi")},
-						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
-							RunAsNonRoot: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						Name:  Name,
+						Image: o.Image,
+						// Said, not left to the kubelet, whose default for a :latest image is
+						// Always: an image loaded onto the nodes (kind load image-archive) runs
+						// whatever its tag. The default image's tag names a release or a
+						// commit, which a pull would not change.
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Args:            args,
+						Env:             []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
+						Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}, {Name: "health", ContainerPort: HealthPort}},
+						VolumeMounts:    mounts,
+						LivenessProbe:   probe("/healthz", 10),
+						ReadinessProbe:  probe("/readyz", 5),
+						Resources:       corev1.ResourceRequirements{Requests: res("100m", "128Mi"), Limits: res("1", "512Mi")},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							RunAsNonRoot: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 					}},
 				},
 			},
@@ -255,7 +261,7 @@ func webhookObjects(ns, image string, w Webhook) []any {
 	lbl := webhookLabels(w.Service)
 	m := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl} }
 	selector := map[string]string{"app.kubernetes.io/name": w.Service}
-	objs := []any{&corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: m(w.Service), AutomountServiceAccountToken: ptr(true)}}
+	objs := []any{&corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: m(w.Service), AutomountServiceAccountToken: ptr.To(true)}}
 	// Own rules (the Secret) land in a Role of ns; the CRD rule in a ClusterRole.
 	objs = append(objs, rbac(w.Service, lbl, ns, ns, access.WebhookRules(access.Webhook{Secret: w.Secret, CRD: w.CRD}))...)
 	objs = append(objs, &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: m(w.Service),
@@ -271,13 +277,13 @@ func webhookObjects(ns, image string, w Webhook) []any {
 		TypeMeta:   typeMeta("apps/v1", "Deployment"),
 		ObjectMeta: m(w.Service),
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(w.Replicas),
+			Replicas: ptr.To(w.Replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: w.Service,
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)), RunAsGroup: ptr(int64(65532)),
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					// Every read in a version other than the stored one goes through a
 					// replica: spread them, so that one node's loss leaves one serving.
@@ -285,16 +291,17 @@ func webhookObjects(ns, image string, w Webhook) []any {
 						Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
 							LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}}}}},
 					Containers: []corev1.Container{{
-						Name:  "webhook",
-						Image: image,
+						Name:            "webhook",
+						Image:           image,
+						ImagePullPolicy: corev1.PullIfNotPresent, // as the controller's
 						Args: []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--namespace=" + ns,
 							"--secret=" + w.Secret, "--crd=" + w.CRD},
 						Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: WebhookListenPort}},
 						LivenessProbe:  probe(10),
 						ReadinessProbe: probe(5),
 						Resources:      corev1.ResourceRequirements{Requests: res("50m", "64Mi"), Limits: res("500m", "256Mi")},
-						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
-							RunAsNonRoot: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							RunAsNonRoot: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 					}},
 				},
 			},
@@ -330,5 +337,3 @@ func labels() map[string]string {
 func meta(name, ns string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels()}
 }
-
-func ptr[T any](v T) *T { return &v }

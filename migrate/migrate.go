@@ -21,10 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-)
 
-// CRDs is the resource of CustomResourceDefinitions.
-var CRDs = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	"github.com/cloudnative-czs/vm-controller/crd"
+)
 
 // Migrator rewrites the objects of one CRD.
 type Migrator struct {
@@ -48,16 +47,16 @@ type Result struct {
 // and trims status.storedVersions once all are done. Each page's token is logged: a run that
 // stops can be resumed from the last one.
 func (m *Migrator) Run(ctx context.Context, continueToken string) (Result, error) {
-	crd, err := m.Client.Resource(CRDs).Get(ctx, m.CRD, metav1.GetOptions{})
+	def, err := m.Client.Resource(crd.GVR).Get(ctx, m.CRD, metav1.GetOptions{})
 	if err != nil {
 		return Result{}, fmt.Errorf("read CRD %s: %w", m.CRD, err)
 	}
-	gvr, err := storageResource(crd)
+	gvr, err := storageResource(def)
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{StorageVersion: gvr.Version}
-	res.StoredBefore, _, _ = unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+	res.StoredBefore, _, _ = unstructured.NestedStringSlice(def.Object, "status", "storedVersions")
 
 	limit := m.PageSize
 	if limit <= 0 {
@@ -116,25 +115,25 @@ func (m *Migrator) rewrite(ctx context.Context, gvr k8sschema.GroupVersionResour
 // the storage version changed since the run began: the objects were written in another one.
 func (m *Migrator) trim(ctx context.Context, version string) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		crd, err := m.Client.Resource(CRDs).Get(ctx, m.CRD, metav1.GetOptions{})
+		def, err := m.Client.Resource(crd.GVR).Get(ctx, m.CRD, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("read CRD %s: %w", m.CRD, err)
 		}
-		gvr, err := storageResource(crd)
+		gvr, err := storageResource(def)
 		if err != nil {
 			return false, err
 		}
 		if gvr.Version != version {
 			return false, fmt.Errorf("the storage version of CRD %s changed from %s to %s during the migration; run it again", m.CRD, version, gvr.Version)
 		}
-		stored, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+		stored, _, _ := unstructured.NestedStringSlice(def.Object, "status", "storedVersions")
 		if slices.Equal(stored, []string{version}) {
 			return false, nil
 		}
-		if err := unstructured.SetNestedStringSlice(crd.Object, []string{version}, "status", "storedVersions"); err != nil {
+		if err := unstructured.SetNestedStringSlice(def.Object, []string{version}, "status", "storedVersions"); err != nil {
 			return false, fmt.Errorf("set storedVersions: %w", err)
 		}
-		_, err = m.Client.Resource(CRDs).UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+		_, err = m.Client.Resource(crd.GVR).UpdateStatus(ctx, def, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue
 		}
@@ -147,10 +146,10 @@ func (m *Migrator) trim(ctx context.Context, version string) (bool, error) {
 }
 
 // storageResource is the CRD's resource in its storage version.
-func storageResource(crd *unstructured.Unstructured) (k8sschema.GroupVersionResource, error) {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+func storageResource(def *unstructured.Unstructured) (k8sschema.GroupVersionResource, error) {
+	group, _, _ := unstructured.NestedString(def.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(def.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(def.Object, "spec", "versions")
 	for _, v := range versions {
 		vm, ok := v.(map[string]any)
 		if !ok {
@@ -161,7 +160,7 @@ func storageResource(crd *unstructured.Unstructured) (k8sschema.GroupVersionReso
 			return k8sschema.GroupVersionResource{Group: group, Version: name, Resource: plural}, nil
 		}
 	}
-	return k8sschema.GroupVersionResource{}, fmt.Errorf("CRD %s has no storage version", crd.GetName())
+	return k8sschema.GroupVersionResource{}, fmt.Errorf("CRD %s has no storage version", def.GetName())
 }
 
 func (m *Migrator) log() *slog.Logger {

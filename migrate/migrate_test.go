@@ -13,13 +13,15 @@ import (
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/cloudnative-czs/vm-controller/crd"
 )
 
 const crdName = "virtualmachines.cloudnative.czs"
 
 var vms = k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1", Resource: "virtualmachines"}
 
-func crd(storage string, stored ...string) *unstructured.Unstructured {
+func crdObject(storage string, stored ...string) *unstructured.Unstructured {
 	var versions []any
 	for _, v := range []string{"v1alpha1", "v1beta1", "v1"} {
 		versions = append(versions, map[string]any{"name": v, "served": true, "storage": v == storage})
@@ -49,7 +51,7 @@ func fakeCluster(t *testing.T, c *unstructured.Unstructured) *dynamicfake.FakeDy
 	t.Helper()
 	objs := []runtime.Object{c, vm("a", "v1"), vm("a", "v2"), vm("b", "v3"), vm("b", "v4"), vm("c", "v5")}
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{
-		vms: "VirtualMachineList", CRDs: "CustomResourceDefinitionList"}, objs...)
+		vms: "VirtualMachineList", crd.GVR: "CustomResourceDefinitionList"}, objs...)
 }
 
 // paged cuts the fake's lists of VMs into pages, as the API server does: the fake ignores
@@ -106,7 +108,7 @@ func updates(dyn *dynamicfake.FakeDynamicClient, resource string) []string {
 
 func storedVersions(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []string {
 	t.Helper()
-	c, err := dyn.Resource(CRDs).Get(context.Background(), crdName, metav1.GetOptions{})
+	c, err := dyn.Resource(crd.GVR).Get(context.Background(), crdName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func TestMigrate(t *testing.T) {
 			Result{StorageVersion: "v1", Rewritten: 4, Conflicts: 1, StoredBefore: []string{"v1alpha1", "v1"}, Trimmed: true}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			dyn := fakeCluster(t, crd("v1", "v1alpha1", "v1"))
+			dyn := fakeCluster(t, crdObject("v1", "v1alpha1", "v1"))
 			if tc.conflict != "" {
 				dyn.PrependReactor("update", "virtualmachines", func(a k8stesting.Action) (bool, runtime.Object, error) {
 					if a.(k8stesting.UpdateActionImpl).GetObject().(*unstructured.Unstructured).GetName() == tc.conflict {
@@ -163,7 +165,7 @@ func TestMigrate(t *testing.T) {
 // TestMigrateTwice: a second run rewrites the objects again, which changes nothing, and
 // leaves storedVersions as the first left it.
 func TestMigrateTwice(t *testing.T) {
-	dyn := fakeCluster(t, crd("v1", "v1alpha1", "v1"))
+	dyn := fakeCluster(t, crdObject("v1", "v1alpha1", "v1"))
 	m := &Migrator{Client: paged{dyn}, CRD: crdName, PageSize: 2}
 	if _, err := m.Run(context.Background(), ""); err != nil {
 		t.Fatal(err)
@@ -182,14 +184,14 @@ func TestMigrateTwice(t *testing.T) {
 
 func TestMigrateErrors(t *testing.T) {
 	t.Run("no CRD", func(t *testing.T) {
-		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{CRDs: "CustomResourceDefinitionList"})
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{crd.GVR: "CustomResourceDefinitionList"})
 		_, err := (&Migrator{Client: paged{dyn}, CRD: crdName}).Run(context.Background(), "")
 		if want := `read CRD virtualmachines.cloudnative.czs: customresourcedefinitions.apiextensions.k8s.io "virtualmachines.cloudnative.czs" not found`; err == nil || err.Error() != want {
 			t.Errorf("error %v", err)
 		}
 	})
 	t.Run("update fails", func(t *testing.T) {
-		dyn := fakeCluster(t, crd("v1", "v1alpha1", "v1"))
+		dyn := fakeCluster(t, crdObject("v1", "v1alpha1", "v1"))
 		dyn.PrependReactor("update", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewInternalError(errString("conversion webhook unreachable"))
 		})
@@ -203,10 +205,10 @@ func TestMigrateErrors(t *testing.T) {
 		}
 	})
 	t.Run("storage version changed", func(t *testing.T) {
-		dyn := fakeCluster(t, crd("v1", "v1alpha1", "v1"))
+		dyn := fakeCluster(t, crdObject("v1", "v1alpha1", "v1"))
 		dyn.PrependReactor("update", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
 			// Someone applies the CRD with another storage version mid-run.
-			return false, nil, dyn.Tracker().Update(CRDs, crd("v1alpha1", "v1alpha1", "v1"), "")
+			return false, nil, dyn.Tracker().Update(crd.GVR, crdObject("v1alpha1", "v1alpha1", "v1"), "")
 		})
 		_, err := (&Migrator{Client: paged{dyn}, CRD: crdName}).Run(context.Background(), "")
 		if want := "the storage version of CRD virtualmachines.cloudnative.czs changed from v1 to v1alpha1 during the migration; run it again"; err == nil || err.Error() != want {

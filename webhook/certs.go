@@ -22,10 +22,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/cloudnative-czs/vm-controller/crd"
 )
 
 // Keys of the Secret that holds the self-managed certificates.
@@ -37,9 +38,6 @@ const (
 	keyPrivate   = corev1.TLSPrivateKeyKey
 	organisation = "vm-controller"
 )
-
-// CRDs is the resource of CustomResourceDefinitions, whose conversion config gets the CA.
-var CRDs = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // Certs manages the webhook's own CA and serving certificate. Every replica runs Ensure on a
 // timer; the Secret is the one copy they share, written with a resourceVersion precondition
@@ -248,27 +246,27 @@ func (c *Certs) inject(ctx context.Context, pemBundle []byte) error {
 	if c.CRD == "" {
 		return nil
 	}
-	crd, err := c.Dynamic.Resource(CRDs).Get(ctx, c.CRD, metav1.GetOptions{})
+	def, err := c.Dynamic.Resource(crd.GVR).Get(ctx, c.CRD, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read CRD %s: %w", c.CRD, err)
 	}
-	strategy, _, _ := unstructuredString(crd.Object, "spec", "conversion", "strategy")
+	strategy, _, _ := unstructuredString(def.Object, "spec", "conversion", "strategy")
 	if strategy != "Webhook" {
 		c.log().Warn("CRD does not use webhook conversion; caBundle not set", "crd", c.CRD, "strategy", strategy)
 		return nil
 	}
 	want := base64.StdEncoding.EncodeToString(pemBundle)
-	if got, _, _ := unstructuredString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle"); got == want {
+	if got, _, _ := unstructuredString(def.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle"); got == want {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": crd.GetResourceVersion()},
+		"metadata": map[string]any{"resourceVersion": def.GetResourceVersion()},
 		"spec":     map[string]any{"conversion": map[string]any{"webhook": map[string]any{"clientConfig": map[string]any{"caBundle": want}}}},
 	})
 	if err != nil {
 		return fmt.Errorf("encode caBundle patch: %w", err)
 	}
-	if _, err := c.Dynamic.Resource(CRDs).Patch(ctx, c.CRD, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.Dynamic.Resource(crd.GVR).Patch(ctx, c.CRD, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("set caBundle of CRD %s: %w", c.CRD, err)
 	}
 	c.log().Info("set CRD caBundle", "crd", c.CRD)

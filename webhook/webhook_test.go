@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cloudnative-czs/vm-controller/convert"
+	"github.com/cloudnative-czs/vm-controller/crd"
 )
 
 const crdName = "virtualmachines.cloudnative.czs"
@@ -30,13 +31,13 @@ const crdName = "virtualmachines.cloudnative.czs"
 // cluster is a fake API: the Secret's client and a CRD with webhook conversion.
 func cluster(t *testing.T, strategy string) (*fake.Clientset, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
-	crd := &unstructured.Unstructured{Object: map[string]any{
+	def := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": crdName},
 		"spec":     map[string]any{"conversion": map[string]any{"strategy": strategy}},
 	}}
 	scheme := runtime.NewScheme()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{CRDs: "CustomResourceDefinitionList"}, crd)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{crd.GVR: "CustomResourceDefinitionList"}, def)
 	return fake.NewClientset(), dyn
 }
 
@@ -48,11 +49,11 @@ func newCerts(client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, now *t
 
 func caBundle(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []byte {
 	t.Helper()
-	crd, err := dyn.Resource(CRDs).Get(context.Background(), crdName, metav1.GetOptions{})
+	def, err := dyn.Resource(crd.GVR).Get(context.Background(), crdName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+	s, _, _ := unstructured.NestedString(def.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
 	data, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
 		t.Fatal(err)
@@ -249,11 +250,11 @@ func TestNoWebhookConversion(t *testing.T) {
 	if err := c.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	crd, err := dyn.Resource(CRDs).Get(context.Background(), crdName, metav1.GetOptions{})
+	def, err := dyn.Resource(crd.GVR).Get(context.Background(), crdName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, found, _ := unstructured.NestedFieldNoCopy(crd.Object, "spec", "conversion", "webhook"); found {
+	if _, found, _ := unstructured.NestedFieldNoCopy(def.Object, "spec", "conversion", "webhook"); found {
 		t.Error("caBundle set on a CRD without webhook conversion")
 	}
 	if _, err := c.GetCertificate(nil); err != nil {

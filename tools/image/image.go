@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -62,14 +63,40 @@ type Options struct {
 	OCILayout bool // also write an OCI layout with a multi-platform index
 }
 
-// Tag is the image tag for a version: the version itself, or latest for a development
-// build, the same rule `vm-controller manifests` applies to its default image.
+var (
+	// pseudoVersion is a Go pseudo-version (v0.0.0-20261124213112-e4239af6be4a, or after a
+	// release v1.2.4-0.20261124213112-e4239af6be4a), +dirty for a modified tree; the group is
+	// the commit's 12 hex digits.
+	pseudoVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+-(?:[0-9A-Za-z.-]*\.)?[0-9]{14}-([0-9a-f]{12})(\+dirty)?$`)
+	// describedVersion is what git describe --tags prints for a commit after a tag
+	// (v1.2.3-4-ge4239af, -dirty for a modified tree); the group is the abbreviated commit.
+	describedVersion = regexp.MustCompile(`^.+-[0-9]+-g([0-9a-f]{7,})(-dirty)?$`)
+)
+
+// Tag is the image tag for a version, by the rule `vm-controller manifests` applies to its
+// default image (imageTagOf, in the main module, which this module cannot import): a release
+// is its version (-dirty for Go's +dirty); any other commit, named by a Go pseudo-version or
+// by git describe after a tag, is its first 7 hex digits (-dirty); devel is latest. Another
+// "+" becomes "_", which a tag allows. TestTag checks it against the cases imageTagOf's test
+// reads, testdata/image-tags.txt at the root.
 func Tag(version string) string {
 	if version == "" || version == "devel" || version == "(devel)" {
 		return "latest"
 	}
-	// A tag allows [A-Za-z0-9_.-]; Go's pseudo-versions and build metadata may carry "+".
-	return strings.ReplaceAll(version, "+", "_")
+	if m := pseudoVersion.FindStringSubmatch(version); m != nil {
+		if m[2] != "" {
+			return m[1][:7] + "-dirty"
+		}
+		return m[1][:7]
+	}
+	if m := describedVersion.FindStringSubmatch(version); m != nil {
+		return m[1][:7] + m[2]
+	}
+	dirty := ""
+	if v, ok := strings.CutSuffix(version, "+dirty"); ok {
+		version, dirty = v, "-dirty"
+	}
+	return strings.ReplaceAll(version, "+", "_") + dirty
 }
 
 // Build writes the tarballs (and the OCI layout) and returns the tarballs' paths.
@@ -226,7 +253,7 @@ func main() {
 	var o Options
 	var bins binaries
 	var epoch int64
-	flag.StringVar(&o.Version, "version", "devel", "the version stamped into the binaries; the tag is this version, or latest for devel")
+	flag.StringVar(&o.Version, "version", "devel", "the version stamped into the binaries, which the tag derives from (Tag); devel: latest")
 	flag.Var(&bins, "binary", "arch=path of a static linux binary; repeat per platform (amd64=bin/image/linux-amd64/vm-controller)")
 	flag.StringVar(&o.CABundle, "ca-bundle", "", "PEM CA bundle to ship as /etc/ssl/certs/ca-certificates.crt; empty: none")
 	flag.Int64Var(&epoch, "created", 0, "creation time in Unix seconds (SOURCE_DATE_EPOCH); 0: the Unix epoch, for reproducible images")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"bufio"
 	"errors"
 	"io"
 	"os"
@@ -180,5 +181,44 @@ func extract(t *testing.T, img v1.Image, dir string) map[string]*tar.Header {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestTag: the cases of the main module's testdata/image-tags.txt that are a version alone
+// (no revision, not modified), what `make image` passes as -version: Tag gives them the tag
+// `vm-controller manifests` of the same build names.
+func TestTag(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "image-tags.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cases := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 4 {
+			t.Fatalf("image-tags.txt: %q: want version revision modified tag", line)
+		}
+		if fields[1] != "-" || fields[2] != "false" {
+			continue
+		}
+		version, want := fields[0], fields[3]
+		if version == "-" {
+			version = ""
+		}
+		if got := Tag(version); got != want {
+			t.Errorf("Tag(%q) = %q, want %q", version, got, want)
+		}
+		if _, err := name.NewTag(Repository + ":" + Tag(version)); err != nil {
+			t.Errorf("Tag(%q): %v", version, err)
+		}
+		cases++
+	}
+	if cases == 0 {
+		t.Fatal("image-tags.txt holds no version alone")
 	}
 }
