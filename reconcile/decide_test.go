@@ -143,7 +143,7 @@ func caseInput(tb testing.TB, file string) (vm, server []byte) {
 //
 //	resize: manual     # --resize
 //	canResize: false   # a backend that cannot resize in place
-func casePolicy(t *testing.T, file string) Policy {
+func casePolicy(t testing.TB, file string) Policy {
 	t.Helper()
 	ar, err := txtar.ParseFile(file)
 	if err != nil {
