@@ -544,13 +544,7 @@ func (d *decision) lifecycle(conds []schema.Condition, t string, c *lifecycleCon
 		return schema.SetCondition(conds, schema.Condition{Type: t, Status: schema.ConditionTrue, Reason: c.reason, Message: c.message,
 			ObservedGeneration: gen, LastTransitionTime: d.now})
 	}
-	out := conds[:0:0]
-	for _, x := range conds {
-		if x.Type != t {
-			out = append(out, x)
-		}
-	}
-	return out
+	return schema.RemoveCondition(conds, t)
 }
 
 // reported is what one report decided, so that a caller that adds to it (a Warning in place
