@@ -339,8 +339,14 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 	}
 	d.restartRequired = &lifecycleCondition{ReasonSpecChangeNeedsRestart, fmt.Sprintf("Server %s runs with the old spec: %s needs a new server (%s); %s",
 		srv.Name, what, why, fmt.Sprintf(restartHint, d.vm.Name()))}
-	if refused != nil && refused.Type == schema.ConditionRestartRequired {
+	switch {
+	case refused == nil:
+	case refused.Type == schema.ConditionRestartRequired:
 		d.restartRequired = &lifecycleCondition{refused.Reason, refused.Message} // as ResizeRefused recorded it
+	default:
+		// Refused under another policy, on record in Resizing, which goes: the refusal stays
+		// on record here, so that the same resize is not asked for again.
+		d.restartRequired.reason = ReasonResizeInfeasible
 	}
 	p.serverState(d)
 }
