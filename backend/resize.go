@@ -60,7 +60,9 @@ type Resize struct {
 }
 
 // Done reports whether the server runs with the cpu and memory of spec: nothing is under way
-// and the resources in effect, where the backend reports them, are spec's.
+// and the resources in effect, where the backend reports them, are spec's. The decision calls a
+// resize done (Event ServerResized) only then; with nothing under way and other resources in
+// effect, the host has not taken the resize up yet.
 func (r Resize) Done(spec Spec) bool {
 	if r.State != ResizeNone {
 		return false

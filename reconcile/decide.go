@@ -213,9 +213,15 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 		return
 	}
 	if running(srv) {
-		switch srv.Resize.State {
+		r := srv.Resize
+		if r.State == backend.ResizeNone && !r.Done(srv.Spec) {
+			// No resize reported, yet the resources in effect are not the spec's: the host
+			// has not taken the change up yet.
+			r.State = backend.ResizePending
+		}
+		switch r.State {
 		case backend.ResizePending, backend.ResizeDeferred, backend.ResizeInProgress:
-			d.resizing = &lifecycleCondition{resizeReasons[srv.Resize.State], resizeMessage(srv.Name, srv.Spec, srv.Resize)}
+			d.resizing = &lifecycleCondition{resizeReasons[r.State], resizeMessage(srv.Name, srv.Spec, r)}
 		case backend.ResizeInfeasible:
 			why := "the node cannot resize it in place"
 			if srv.Resize.Message != "" {
@@ -230,7 +236,10 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 				fmt.Sprintf("Server %s keeps cpu %s, memory %s: %s; %s", srv.Name, now.CPU.String(), now.Memory.String(),
 					why, fmt.Sprintf(restartHint, d.vm.Name()))}
 		case backend.ResizeNone:
-			if d.current.Condition(schema.ConditionResizing) != nil {
+			// Done: the resize the Resizing condition followed is in effect. A Resizing that
+			// recorded a refusal (ResizeInfeasible) and goes because the spec went back to
+			// the server's size is no resize done.
+			if c := d.current.Condition(schema.ConditionResizing); c != nil && underWay(c.Reason) {
 				defer d.event(EventNormal, ReasonServerResized, fmt.Sprintf("Server %s now runs with cpu %s, memory %s",
 					srv.Name, srv.Spec.CPU.String(), srv.Spec.Memory.String()))
 			}
@@ -249,6 +258,16 @@ var resizeReasons = map[backend.ResizeState]string{
 	backend.ResizePending:    ReasonResizePending,
 	backend.ResizeDeferred:   ReasonResizeDeferred,
 	backend.ResizeInProgress: ReasonResizeInProgress,
+}
+
+// underWay reports whether reason is the Resizing condition's for a resize the host took.
+func underWay(reason string) bool {
+	for _, r := range resizeReasons {
+		if r == reason {
+			return true
+		}
+	}
+	return false
 }
 
 // resizeMessage is the Resizing condition's message: the size asked for and what the host
@@ -320,8 +339,14 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 	}
 	d.restartRequired = &lifecycleCondition{ReasonSpecChangeNeedsRestart, fmt.Sprintf("Server %s runs with the old spec: %s needs a new server (%s); %s",
 		srv.Name, what, why, fmt.Sprintf(restartHint, d.vm.Name()))}
-	if refused != nil && refused.Type == schema.ConditionRestartRequired {
+	switch {
+	case refused == nil:
+	case refused.Type == schema.ConditionRestartRequired:
 		d.restartRequired = &lifecycleCondition{refused.Reason, refused.Message} // as ResizeRefused recorded it
+	default:
+		// Refused under another policy, on record in Resizing, which goes: the refusal stays
+		// on record here, so that the same resize is not asked for again.
+		d.restartRequired.reason = ReasonResizeInfeasible
 	}
 	p.serverState(d)
 }
@@ -525,13 +550,7 @@ func (d *decision) lifecycle(conds []schema.Condition, t string, c *lifecycleCon
 		return schema.SetCondition(conds, schema.Condition{Type: t, Status: schema.ConditionTrue, Reason: c.reason, Message: c.message,
 			ObservedGeneration: gen, LastTransitionTime: d.now})
 	}
-	out := conds[:0:0]
-	for _, x := range conds {
-		if x.Type != t {
-			out = append(out, x)
-		}
-	}
-	return out
+	return schema.RemoveCondition(conds, t)
 }
 
 // reported is what one report decided, so that a caller that adds to it (a Warning in place

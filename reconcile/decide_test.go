@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +97,8 @@ func readCase(t *testing.T, file string) (schema.VirtualMachine, *backend.Server
 // caseInput reads a case of testdata/decide: its VM as JSON, which is testdata/decide/base.yaml
 // with the case's vm.patch.yaml (a JSON merge patch, RFC 7386) applied, or the case's whole
 // vm.yaml where a merge patch cannot say it (an explicit null); and its server.yaml, nil when
-// the case has no server.
+// the case has no server. A key written twice in one mapping fails the case: converted to JSON
+// the YAML would keep only the last, and the case would silently test something else.
 func caseInput(tb testing.TB, file string) (vm, server []byte) {
 	tb.Helper()
 	ar, err := txtar.ParseFile(file)
@@ -105,7 +108,7 @@ func caseInput(tb testing.TB, file string) (vm, server []byte) {
 	for _, f := range ar.Files {
 		switch f.Name {
 		case "vm.yaml":
-			if vm, err = sigsyaml.YAMLToJSON(f.Data); err != nil {
+			if vm, err = sigsyaml.YAMLToJSONStrict(f.Data); err != nil {
 				tb.Fatalf("%s: vm.yaml: %v", file, err)
 			}
 		case "vm.patch.yaml":
@@ -113,10 +116,10 @@ func caseInput(tb testing.TB, file string) (vm, server []byte) {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			if vm, err = sigsyaml.YAMLToJSON(base); err != nil {
+			if vm, err = sigsyaml.YAMLToJSONStrict(base); err != nil {
 				tb.Fatalf("base.yaml: %v", err)
 			}
-			patch, err := sigsyaml.YAMLToJSON(f.Data)
+			patch, err := sigsyaml.YAMLToJSONStrict(f.Data)
 			if err != nil {
 				tb.Fatalf("%s: vm.patch.yaml: %v", file, err)
 			}
@@ -140,7 +143,7 @@ func caseInput(tb testing.TB, file string) (vm, server []byte) {
 //
 //	resize: manual     # --resize
 //	canResize: false   # a backend that cannot resize in place
-func casePolicy(t *testing.T, file string) Policy {
+func casePolicy(t testing.TB, file string) Policy {
 	t.Helper()
 	ar, err := txtar.ParseFile(file)
 	if err != nil {
@@ -268,4 +271,65 @@ func mergePatch(t *testing.T, raw []byte, patch map[string]any) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// fatalTB records the first Fatal of a helper run under it and ends the goroutine there, as
+// testing.T does.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestCaseInputDuplicateKey: a case whose VM writes a key twice is refused, so that no case
+// tests the last of two blocks while its author meant both.
+func TestCaseInputDuplicateKey(t *testing.T) {
+	dir := t.TempDir()
+	base, err := os.ReadFile(filepath.Join("..", "testdata", "decide", "base.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "base.yaml"), base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		section, body, want string
+	}{
+		"patch, duplicate": {"vm.patch.yaml", "metadata:\n  generation: 2\nmetadata:\n  labels: {a: b}\n", `key "metadata" already set`},
+		"whole, duplicate": {"vm.yaml", string(base) + "spec:\n  action: inactive\n", `key "spec" already set`},
+		"patch, one block": {"vm.patch.yaml", "metadata:\n  generation: 2\n  labels: {a: b}\n", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(name, ", ", "-")+".txtar")
+			ar := &txtar.Archive{Files: []txtar.File{{Name: tc.section, Data: []byte(tc.body)}}}
+			if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tb := &fatalTB{TB: t}
+			var vm []byte
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				vm, _ = caseInput(tb, file)
+			}()
+			<-done
+			switch {
+			case tc.want == "" && tb.msg != "":
+				t.Fatalf("caseInput failed: %s", tb.msg)
+			case tc.want == "" && !strings.Contains(string(vm), `"generation":2`):
+				t.Fatalf("the patch was not applied: %s", vm)
+			case tc.want != "" && !strings.Contains(tb.msg, tc.want):
+				t.Fatalf("caseInput failed with %q, want it to name %q (vm: %s)", tb.msg, tc.want, vm)
+			}
+		})
+	}
 }

@@ -8,11 +8,16 @@
 // decision. UsagePolicy.DecideUsage is the same for usage samples. Every reason it writes is a
 // constant in reasons.go.
 //
-// Around it, Controller is the loop in the shape of sample-controller: a dynamic informer,
-// whose transform keeps each VM as a compact Object (cached.go), feeds keys into a
-// rate-limited workqueue; workers gather the VM from the cache and the server from the
-// backend, decide, and apply the plan (apply.go) through the dynamic client, writing only what
-// changed. A poller (poller.go) samples the usage of Active VMs and writes it; the informer
-// ignores those writes (usagefilter.go). Expectations (expect.go) cover the window between
-// the controller's own creates and deletes and the backend's cache showing them.
+// Around it, Controller is the loop in the shape of sample-controller: an informer of the VMs,
+// which keeps each VM as a compact Object (cached.go), feeds keys into a rate-limited
+// workqueue; workers gather the VM from the cache and the server from the backend, decide, and
+// apply the plan (apply.go), writing only what changed. With a REST client (Config.REST, as
+// the controller runs) the informer lists and watches through it and reads each VM from the
+// wire into its Object in place (watch.go), and the writes go through it too, each answer read
+// the same way (write.go, restWriter). Without one (the unit tests, over client-go's dynamic
+// fake) the informer is a dynamic one whose transform compacts each object, and the writes go
+// through the dynamic client (dynamicWriter). A poller (poller.go) samples the usage of Active
+// VMs and writes it; the informer ignores those writes (usagefilter.go). Expectations
+// (expect.go) cover the window between the controller's own creates and deletes and the
+// backend's cache showing them.
 package reconcile

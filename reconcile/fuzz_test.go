@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -18,14 +19,20 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
-// FuzzDecide feeds Decide arbitrary VMs (any JSON object, as the cache would hold it) and
-// arbitrary observed servers, and checks that every plan is one the controller can carry out
-// without contradicting itself or the world (see checkPlan), that deciding is deterministic,
-// and that a plan carried out leaves nothing more to do. The seeds are the golden cases of
-// testdata/decide and testdata/fuzz/FuzzDecide (which also keeps every input that once
-// failed); plain `go test` runs them. To fuzz for longer (docs/reference/bad-input.md, Fuzzing):
+// FuzzDecide feeds Decide arbitrary VMs (any JSON object, as the cache would hold it),
+// arbitrary observed servers (a resize of theirs included) and every resize policy, and checks
+// that every plan is one the controller can carry out without contradicting itself or the
+// world (see checkPlan), that deciding is deterministic, that a plan carried out leaves nothing
+// more to do, and that a resize the backend refuses is not asked for again (checkRefused). The
+// seeds are the golden cases of testdata/decide, each under its own policy and every other, and
+// testdata/fuzz/FuzzDecide (which also keeps every input that once failed); plain `go test`
+// runs them. To fuzz for longer (docs/reference/bad-input.md, Fuzzing):
 //
 //	go test ./reconcile -run '^$' -fuzz '^FuzzDecide$' -fuzztime 10m
+//
+// The server's resize is its state (an index into fuzzResizeStates), the host's message and
+// the cpu and memory in effect; the policy is its --resize mode (an index into fuzzResizeModes)
+// and whether the backend can resize.
 func FuzzDecide(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
 	if err != nil || len(files) == 0 {
@@ -39,24 +46,40 @@ func FuzzDecide(f *testing.F) {
 				f.Fatalf("%s: %v", file, err)
 			}
 		}
-		if srv == nil {
-			f.Add(vm, false, "", "", "", false, int64(0), "", "", "", "", "", "")
-			continue
+		// The case's own policy first, then every other one.
+		own := casePolicy(f, file)
+		policies := []Policy{own}
+		for _, mode := range fuzzResizeModes[1:] {
+			for _, can := range []bool{true, false} {
+				if mode != own.Resize || can != own.CanResize {
+					policies = append(policies, Policy{Resize: mode, CanResize: can})
+				}
+			}
 		}
-		f.Add(vm, true, string(srv.State), srv.Detail, srv.Message, srv.Deleting, int64(now.Sub(srv.Since)/time.Second),
-			srv.Spec.CPU.String(), srv.Spec.Memory.String(), srv.Spec.RootDisk.String(), srv.Spec.Image, srv.Name, srv.ID)
+		for _, p := range policies {
+			mode := uint8(slices.Index(fuzzResizeModes, p.Resize))
+			if srv == nil {
+				f.Add(vm, false, "", "", "", false, int64(0), "", "", "", "", "", "", uint8(0), "", "", "", mode, p.CanResize)
+				continue
+			}
+			f.Add(vm, true, string(srv.State), srv.Detail, srv.Message, srv.Deleting, int64(now.Sub(srv.Since)/time.Second),
+				srv.Spec.CPU.String(), srv.Spec.Memory.String(), srv.Spec.RootDisk.String(), srv.Spec.Image, srv.Name, srv.ID,
+				uint8(slices.Index(fuzzResizeStates, srv.Resize.State)), srv.Resize.Message,
+				quantityString(srv.Resize.CPU), quantityString(srv.Resize.Memory), mode, p.CanResize)
+		}
 	}
 	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, hasServer bool, state, detail, message string, deleting bool, since int64,
-		cpu, memory, rootDisk, image, name, id string) {
+		cpu, memory, rootDisk, image, name, id string,
+		resizeState uint8, resizeMessage, resizeCPU, resizeMemory string, mode uint8, canResize bool) {
 		var obj map[string]any
 		if err := utiljson.Unmarshal(data, &obj); err != nil || obj == nil {
 			return // the cache holds objects only
 		}
-		for _, s := range []string{state, detail, message, image, name, id} {
+		for _, s := range []string{state, detail, message, image, name, id, resizeMessage} {
 			if !utf8.ValidString(s) {
 				return // a backend reports text (a pod's fields come from JSON)
 			}
@@ -69,24 +92,49 @@ func FuzzDecide(f *testing.F) {
 		var srv *backend.Server
 		if hasServer {
 			srv = &backend.Server{Name: name, ID: id, State: backend.State(state), Detail: detail, Message: message, Deleting: deleting,
-				Spec: backend.Spec{CPU: quantity(cpu), Memory: quantity(memory), RootDisk: quantity(rootDisk), Image: image}}
+				Spec: backend.Spec{CPU: quantity(cpu), Memory: quantity(memory), RootDisk: quantity(rootDisk), Image: image},
+				Resize: backend.Resize{State: fuzzResizeStates[int(resizeState)%len(fuzzResizeStates)], Message: resizeMessage,
+					CPU: quantity(resizeCPU), Memory: quantity(resizeMemory)}}
 			if since != 0 {
 				srv.Since = now.Add(-time.Duration(since) * time.Second)
 			}
 		}
-		plan := DefaultPolicy.Decide(vm, srv, now)
-		checkPlan(t, vm, srv, plan)
-		if again := DefaultPolicy.Decide(vm, srv, now); renderPlan(t, again) != renderPlan(t, plan) {
+		policy := DefaultPolicy
+		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
+		plan := policy.Decide(vm, srv, now)
+		checkPlan(t, policy, vm, srv, plan)
+		if again := policy.Decide(vm, srv, now); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
 		vm2, srv2, gone := applyPlan(t, vm, srv, plan)
 		if !gone {
-			if next := DefaultPolicy.Decide(vm2, srv2, now); !next.Empty() {
+			if next := policy.Decide(vm2, srv2, now); !next.Empty() {
 				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
 			}
 		}
-		checkRejected(t, vm, message)
+		if plan.Server != nil && plan.Server.Op == ResizeServer {
+			checkRefused(t, policy, vm, srv, resizeMessage)
+		}
+		checkRejected(t, policy, vm, message)
 	})
+}
+
+// fuzzResizeStates are the resize states FuzzDecide gives a server: the five a backend
+// reports, and one it may report in the future, which the decision must bear.
+var fuzzResizeStates = []backend.ResizeState{backend.ResizeNone, backend.ResizePending, backend.ResizeDeferred,
+	backend.ResizeInfeasible, backend.ResizeInProgress, "Paused"}
+
+// fuzzResizeModes are the --resize modes FuzzDecide decides under; the zero mode means
+// in-place.
+var fuzzResizeModes = []ResizeMode{"", ResizeInPlace, ResizeReplace, ResizeManual}
+
+// quantityString is q as a backend would write it; "" for zero, which a Resize uses for "not
+// told".
+func quantityString(q resource.Quantity) string {
+	if q.IsZero() {
+		return ""
+	}
+	return q.String()
 }
 
 // quantity parses a quantity the way a backend reports one; what does not parse is zero.
@@ -98,12 +146,14 @@ func quantity(s string) resource.Quantity {
 	return q
 }
 
-// checkPlan fails the test if plan contradicts itself or the world it was decided for: it
-// creates a server while one exists, deletes one that is not there (or is already going),
-// moves the finalizer the wrong way, reports Active without a ready server, writes a status
-// that differs from the current one only in its times, or asks to be requeued while it acts
-// on the server.
-func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan Plan) {
+// checkPlan fails the test if plan contradicts itself, the world it was decided for or the
+// policy p: it creates a server while one exists, deletes one that is not there (or is
+// already going), resizes in place where p or the server does not allow it, replaces a running
+// server under --resize manual, moves the finalizer the wrong way, reports Active without a
+// ready server, reports a resize of a server that is not being resized, writes a status that
+// differs from the current one only in its times, or asks to be requeued while it acts on the
+// server.
+func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Server, plan Plan) {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -147,11 +197,17 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 				fail("creates a server other than the spec asks for")
 			}
 		case DeleteServer:
-			if srv == nil || srv.Deleting {
+			switch {
+			case srv == nil || srv.Deleting:
 				fail("deletes a server that is not there or already going")
+			case p.Resize == ResizeManual && a.Event.Reason == ReasonReplacingServer &&
+				srv.State != backend.StateFailed && srv.State != backend.StateStopped:
+				fail("replaces a server that has not ended under --resize manual")
 			}
 		case ResizeServer:
 			switch {
+			case !p.CanResize || p.Resize == ResizeReplace:
+				fail("resizes in place under --resize %q with canResize %v", p.Resize, p.CanResize)
 			case srv == nil || srv.Deleting || (srv.State != backend.StateReady && srv.State != backend.StateStarting):
 				fail("resizes a server that is not there, going or not running")
 			case vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionActive:
@@ -204,6 +260,23 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 	}
 	if ready == 0 {
 		fail("status without a Ready condition")
+	}
+
+	// Resizing follows a resize of a running server that stays; RestartRequired, under
+	// --resize manual, a server kept as it is. Never both.
+	resizing, restartRequired := st.Condition(schema.ConditionResizing), st.Condition(schema.ConditionRestartRequired)
+	if c := resizing; c != nil {
+		stays := plan.Server == nil || plan.Server.Op == ResizeServer
+		if !underWay(c.Reason) || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
+			srv == nil || srv.Deleting || !running(srv) || !stays {
+			fail("Resizing condition %+v without a resize under way of a running server that stays", *c)
+		}
+	}
+	if c := restartRequired; c != nil {
+		if p.Resize != ResizeManual || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
+			srv == nil || srv.Deleting || plan.Server != nil || resizing != nil {
+			fail("RestartRequired condition %+v other than for a server kept under --resize manual", *c)
+		}
 	}
 
 	// What the status says about the server must be the server there is (or is being made).
@@ -266,10 +339,12 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 			evs = []Event{{Type: corev1.EventTypeNormal, Reason: st.Reason, Message: evs[0].Message}}
 		}
 	}
-	// ServerResized comes last, once, with the Resizing condition going away.
+	// ServerResized comes last, once, with the Resizing condition of a resize the host took
+	// going away, and the new size in effect.
 	if n := len(evs); n > 0 && evs[n-1].Reason == ReasonServerResized {
-		if current.Condition(schema.ConditionResizing) == nil || st.Condition(schema.ConditionResizing) != nil || plan.Server != nil {
-			fail("event %+v without the Resizing condition going away", evs[n-1])
+		was := current.Condition(schema.ConditionResizing)
+		if was == nil || !underWay(was.Reason) || resizing != nil || plan.Server != nil || srv == nil || !srv.Resize.Done(srv.Spec) {
+			fail("event %+v without a resize under way done and its Resizing condition going away", evs[n-1])
 		}
 		evs = evs[:n-1]
 	}
@@ -291,11 +366,36 @@ func checkPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, plan
 	}
 }
 
+// checkRefused checks what follows a resize in place the backend refuses
+// (backend.ErrResizeInfeasible): the refusal's plan writes a status and nothing else; carried
+// out, the next decision does not ask for the same resize again but falls back on the policy,
+// a replacement, or under --resize manual nothing (the refusal's RestartRequired stands); and
+// that decision carried out leaves nothing more to do.
+func checkRefused(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Server, why string) {
+	t.Helper()
+	refused := p.ResizeRefused(vm, srv, why, now)
+	if refused.Server != nil || refused.Finalizer != "" || refused.Status == nil {
+		t.Errorf("ResizeRefused plans other than a status:\n%s", renderPlan(t, refused))
+		return
+	}
+	vm2, srv2, _ := applyPlan(t, vm, srv, refused)
+	next := p.Decide(vm2, srv2, now)
+	checkPlan(t, p, vm2, srv2, next)
+	if manual := p.Resize == ResizeManual; manual && !next.Empty() || !manual && (next.Server == nil || next.Server.Op != DeleteServer) {
+		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
+	}
+	if vm3, srv3, gone := applyPlan(t, vm2, srv2, next); !gone {
+		if again := p.Decide(vm3, srv3, now); !again.Empty() {
+			t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, next), renderPlan(t, again))
+		}
+	}
+}
+
 // checkRejected checks the plan for a VM whose server the backend refused: Failed with the
 // reason, no other action, and a later look.
-func checkRejected(t *testing.T, vm schema.VirtualMachine, why string) {
+func checkRejected(t *testing.T, policy Policy, vm schema.VirtualMachine, why string) {
 	t.Helper()
-	p := DefaultPolicy.Rejected(vm, why, now)
+	p := policy.Rejected(vm, why, now)
 	if p.Server != nil || p.Finalizer != "" || p.RequeueAfter != Duration(rejectedRetry) {
 		t.Errorf("Rejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
 	}

@@ -1,7 +1,8 @@
 package reconcile
 
-// Reasons, in status.reason, in the Ready condition and on Events. They are machine-readable
-// CamelCase words; what a user should do about each is in docs/reference/phases-reasons-events.md.
+// Reasons, in status.reason, in the conditions and on Events: every reason the controller
+// writes is one of these. They are machine-readable CamelCase words; what a user should do
+// about each is in docs/reference/phases-reasons-events.md (TestReasonsDocumented).
 const (
 	ReasonServerCreating  = "ServerCreating"  // Creating: a server was asked for and is not running yet
 	ReasonServerStarting  = "ServerStarting"  // Creating: the server runs and is not ready yet
@@ -39,4 +40,8 @@ const (
 	// Reason of RestartRequired: the change (rootDisk, image, a server that cannot resize)
 	// needs a new server and --resize manual leaves that to the user.
 	ReasonSpecChangeNeedsRestart = "SpecChangeNeedsRestart"
+
+	// Reasons of the UsageReported condition (DecideUsage).
+	ReasonUsageReported         = "UsageReported"         // True: usage comes from the metrics API
+	ReasonMetricsAPIUnavailable = "MetricsAPIUnavailable" // False: the cluster serves no usage figures
 )

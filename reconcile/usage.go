@@ -14,12 +14,6 @@ import (
 // ConditionUsageReported says whether status.server.usage is being reported, and why not.
 const ConditionUsageReported = schema.ConditionUsageReported
 
-// Reasons of the UsageReported condition.
-const (
-	ReasonUsageReported         = "UsageReported"         // True: usage comes from the metrics API
-	ReasonMetricsAPIUnavailable = "MetricsAPIUnavailable" // False: the cluster serves no usage figures
-)
-
 // UsagePolicy says how often a VM's usage is sampled and when a sample is worth a write.
 type UsagePolicy struct {
 	// Interval is the time between two samples of one VM (the poller adds ±10% jitter).

@@ -41,7 +41,7 @@ func fuzzMaps(tb testing.TB) map[string]Fields {
 
 // goldenVMs returns the VMs of the decision's golden cases (testdata/decide) as JSON: base.yaml
 // with each case's vm.patch.yaml (a JSON merge patch) applied, or a case's whole vm.yaml. The
-// reconcile tests read the cases the same way (caseInput).
+// reconcile tests read the cases the same way (caseInput), refusing a key written twice.
 func goldenVMs(tb testing.TB) [][]byte {
 	tb.Helper()
 	dir := filepath.Join("..", "testdata", "decide")
@@ -53,7 +53,7 @@ func goldenVMs(tb testing.TB) [][]byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	base, err := sigsyaml.YAMLToJSON(baseYAML)
+	base, err := sigsyaml.YAMLToJSONStrict(baseYAML)
 	if err != nil {
 		tb.Fatalf("base.yaml: %v", err)
 	}
@@ -67,7 +67,7 @@ func goldenVMs(tb testing.TB) [][]byte {
 			if f.Name != "vm.yaml" && f.Name != "vm.patch.yaml" {
 				continue
 			}
-			raw, err := sigsyaml.YAMLToJSON(f.Data)
+			raw, err := sigsyaml.YAMLToJSONStrict(f.Data)
 			if err != nil {
 				tb.Fatalf("%s: %v", file, err)
 			}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,26 @@ func TestSameAsIgnoresTimes(t *testing.T) {
 	b.Conditions[0].Status = ConditionFalse
 	if a.SameAs(b) {
 		t.Error("a changed condition status went unnoticed")
+	}
+}
+
+// TestRemoveCondition: every condition of the type goes (a damaged status may hold two), the
+// others stay in their order with their times, and the list given is left as it was.
+func TestRemoveCondition(t *testing.T) {
+	at := time.Date(2026, 6, 1, 11, 0, 0, 0, time.UTC)
+	ready := Condition{Type: ConditionReady, Status: ConditionTrue, ObservedGeneration: 2, LastTransitionTime: at, Reason: "R", Message: "m"}
+	resizing := Condition{Type: ConditionResizing, Status: ConditionTrue, LastTransitionTime: at, Reason: "ResizePending"}
+	usage := Condition{Type: ConditionUsageReported, Status: ConditionFalse, LastTransitionTime: at.Add(time.Hour)}
+	conds := []Condition{resizing, ready, resizing, usage}
+	got := RemoveCondition(conds, ConditionResizing)
+	if want := []Condition{ready, usage}; !slices.Equal(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if want := []Condition{resizing, ready, resizing, usage}; !slices.Equal(conds, want) {
+		t.Errorf("the list given became %+v", conds)
+	}
+	if got := RemoveCondition(conds, ConditionRestartRequired); !slices.Equal(got, conds) {
+		t.Errorf("removing a type the list lacks gave %+v", got)
 	}
 }
 

@@ -128,6 +128,19 @@ func SetCondition(conds []Condition, c Condition) []Condition {
 	return out
 }
 
+// RemoveCondition returns a new list: conds without the conditions of type t, by
+// apimachinery's meta.RemoveStatusCondition (every one of that type goes). conds itself is not
+// changed.
+func RemoveCondition(conds []Condition, t string) []Condition {
+	m := toMeta(conds)
+	meta.RemoveStatusCondition(&m, t)
+	out := make([]Condition, 0, len(m))
+	for i := range m {
+		out = append(out, fromMeta(m[i]))
+	}
+	return out
+}
+
 func (c Condition) meta() metav1.Condition {
 	return metav1.Condition{Type: c.Type, Status: metav1.ConditionStatus(c.Status), ObservedGeneration: c.ObservedGeneration,
 		LastTransitionTime: metav1.NewTime(c.LastTransitionTime), Reason: c.Reason, Message: c.Message}
