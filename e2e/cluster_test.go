@@ -50,6 +50,12 @@ func TestMain(m *testing.M) {
 	if kubeconfig == "" {
 		kubeconfig = filepath.Join(root, ".cache", "kubeconfig")
 		source = "KUBECONFIG is unset; the default"
+		// The controllers and commands the tests start find the cluster the same way as
+		// kubectl, without a --kubeconfig of their own.
+		if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: FAIL: set KUBECONFIG: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	noCluster := func(why string) {
 		fmt.Fprintf(os.Stderr, "e2e: FAIL: no cluster at %s (%s): %s; start one with `make cluster` or run `make test`\n", kubeconfig, source, why)
