@@ -2,11 +2,12 @@
 # the same scripts. See docs/dev/local-cluster.md and CONTRIBUTING.md.
 .PHONY: help tools cluster cluster-down cluster-status test test-image build run image release
 
-# The version stamped into vm-controller: the tag on the commit, else the commit's first 7 hex
-# digits (after a tag, git describe puts it and a count before them), with -dirty when git
-# status lists a change (an untracked file counts, as it does for go build's vcs.modified);
-# devel outside a checkout. The image's tag derives from it by the rule `vm-controller
-# manifests` applies to its default image (testdata/image-tags.txt).
+# The version stamped into vm-controller: the tag on the commit, else the commit's abbreviated
+# hash (7 hex digits, more where 7 would be ambiguous; after a tag, git describe puts the tag
+# and a count before it), with -dirty when git status lists a change (an untracked file counts,
+# as it does for go build's vcs.modified); devel outside a checkout. The image's tag derives
+# from it by the rule `vm-controller manifests` applies to its default image: a release's
+# version, else the commit's first 7 hex digits (testdata/image-tags.txt).
 VERSION ?= $(shell v=$$(git describe --tags --always --abbrev=7 2>/dev/null) && \
 	{ test -z "$$(git status --porcelain 2>/dev/null)" || v=$$v-dirty; echo $$v; } || echo devel)
 # Static, reproducible binaries for the image and releases: no cgo, no local paths.

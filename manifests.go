@@ -167,6 +167,11 @@ var (
 	// describedVersion is what git describe --tags prints for a commit after a tag
 	// (v1.2.3-4-ge4239af, -dirty for a modified tree); the group is the abbreviated commit.
 	describedVersion = regexp.MustCompile(`^.+-[0-9]+-g([0-9a-f]{7,})(-dirty)?$`)
+	// hashVersion is what git describe --always prints for a commit no tag precedes: the
+	// abbreviated commit, 7 hex digits or more where 7 would be ambiguous (e4239af6), -dirty
+	// for a modified tree; the group is the abbreviation. A release starts with v, so it is
+	// never taken for one.
+	hashVersion = regexp.MustCompile(`^([0-9a-f]{7,40})(-dirty)?$`)
 )
 
 // imageTagOf is the image tag of a build of version (buildVersion: the Makefile's VERSION,
@@ -176,8 +181,8 @@ var (
 //   - a release is its version (v1.2.3; v1.2.3-dirty from a modified tree, as git describe
 //     --dirty says where Go says v1.2.3+dirty);
 //   - any other commit, which Go calls by a pseudo-version or (devel) and git describe by an
-//     abbreviation, alone or after the last tag, is the commit's first 7 hex digits, with
-//     -dirty from a modified tree (e4239af, e4239af-dirty);
+//     abbreviation (7 hex digits or more), alone or after the last tag, is the commit's first
+//     7 hex digits, with -dirty from a modified tree (e4239af, e4239af-dirty);
 //   - a build whose commit nothing records is latest.
 //
 // Any other "+" becomes "_", which a tag allows. revision and modified count only for a
@@ -192,6 +197,9 @@ func imageTagOf(version, revision string, modified bool) string {
 		}
 	} else if version != "" && version != "devel" && version != "(devel)" {
 		if m := describedVersion.FindStringSubmatch(version); m != nil {
+			return m[1][:7] + m[2]
+		}
+		if m := hashVersion.FindStringSubmatch(version); m != nil {
 			return m[1][:7] + m[2]
 		}
 		if v, ok := strings.CutSuffix(version, "+dirty"); ok {

@@ -71,12 +71,17 @@ var (
 	// describedVersion is what git describe --tags prints for a commit after a tag
 	// (v1.2.3-4-ge4239af, -dirty for a modified tree); the group is the abbreviated commit.
 	describedVersion = regexp.MustCompile(`^.+-[0-9]+-g([0-9a-f]{7,})(-dirty)?$`)
+	// hashVersion is what git describe --always prints for a commit no tag precedes: the
+	// abbreviated commit, 7 hex digits or more where 7 would be ambiguous (e4239af6), -dirty
+	// for a modified tree; the group is the abbreviation. A release starts with v.
+	hashVersion = regexp.MustCompile(`^([0-9a-f]{7,40})(-dirty)?$`)
 )
 
 // Tag is the image tag for a version, by the rule `vm-controller manifests` applies to its
 // default image (imageTagOf, in the main module, which this module cannot import): a release
 // is its version (-dirty for Go's +dirty); any other commit, named by a Go pseudo-version or
-// by git describe after a tag, is its first 7 hex digits (-dirty); devel is latest. Another
+// by git describe's abbreviation (alone or after a tag, 7 hex digits or more), is its first 7
+// hex digits (-dirty); devel is latest. Another
 // "+" becomes "_", which a tag allows. TestTag checks it against the cases imageTagOf's test
 // reads, testdata/image-tags.txt at the root.
 func Tag(version string) string {
@@ -90,6 +95,9 @@ func Tag(version string) string {
 		return m[1][:7]
 	}
 	if m := describedVersion.FindStringSubmatch(version); m != nil {
+		return m[1][:7] + m[2]
+	}
+	if m := hashVersion.FindStringSubmatch(version); m != nil {
 		return m[1][:7] + m[2]
 	}
 	dirty := ""
