@@ -1,10 +1,17 @@
-# The Dockerfile equivalent of `make image`, for those who build with a container engine:
+# The Dockerfile equivalent of `make image`, for those who build with a container engine. From
+# the checkout, this stamps the version the Makefile's VERSION would and tags the image as
+# `make image` does, with the tag `vm-controller manifests` names by default
+# (docs/deploying.md):
 #
-#   docker build --build-arg VERSION=$(git describe --tags --always --dirty --abbrev=7) \
-#     -t ghcr.io/cloudnative-czs/vm-controller:<tag> .
+#   version=$(git describe --tags --always --abbrev=7)
+#   tag=$({ git describe --tags --exact-match 2>/dev/null || git rev-parse HEAD | cut -c1-7; } | tr + _)
+#   test -z "$(git status --porcelain)" || { version=$version-dirty; tag=$tag-dirty; }
+#   docker build --build-arg VERSION=$version -t ghcr.io/cloudnative-czs/vm-controller:$tag .
 #
-# where <tag> is the tag `make image` gives the same commit, the one `vm-controller manifests`
-# names (docs/deploying.md): for a commit without a tag, the version above.
+# The tag is the release on a tagged commit ("+", which a tag does not allow, as "_"), else the
+# commit's first 7 hex digits, not git describe's output (v1.2.3-4-ge4239af after a tag, and
+# more than 7 digits where 7 would be ambiguous); -dirty when git status lists a change, as an
+# untracked file does, which git describe --dirty does not see.
 #
 # Both give a static binary, stamped with VERSION, as /vm-controller on a distroless static
 # base, running as uid 65532 (nonroot), with no shell and the same OCI labels. `make image`
