@@ -36,7 +36,7 @@ type manifestsConfig struct {
 
 func manifestsCommand(c *manifestsConfig) *cli.Command {
 	flags := append(c.resourceFlags.gvrFlags(),
-		&cli.StringFlag{Name: "namespace", Value: deploy.Name, Usage: "namespace the controller runs in (created unless default or kube-system)", Destination: &c.Namespace},
+		&cli.StringFlag{Name: "namespace", Value: deploy.DefaultNamespace, Usage: "namespace the controller runs in (created unless default or kube-system)", Destination: &c.Namespace},
 		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces", Destination: &c.WatchNamespace},
 		&cli.StringFlag{Name: "image", Value: imageRepository + ":" + imageTag(), Usage: "the controller's container image", Destination: &c.Image},
 		&cli.IntFlag{Name: "replicas", Value: 2, Usage: "replicas; one leads, the others stand by", Destination: &c.Replicas},

@@ -90,8 +90,9 @@ func webhookCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: ":9443", Usage: "address to serve HTTPS on", Destination: &cfg.Listen},
 			&cli.StringFlag{Name: "tls-cert-file", Usage: "serving certificate (PEM); empty: a CA and certificate the webhook manages itself", Destination: &cfg.TLSCertFile},
 			&cli.StringFlag{Name: "tls-key-file", Usage: "key of --tls-cert-file (PEM)", Destination: &cfg.TLSKeyFile},
-			// In a pod, POD_NAMESPACE (from the downward API) is the pod's own namespace.
-			&cli.StringFlag{Name: "namespace", Value: deploy.Name, Usage: "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)",
+			// POD_NAMESPACE is the pod's own namespace where the pod sets it from the downward
+			// API (metadata.namespace), as the Deployment of `vm-controller manifests` does.
+			&cli.StringFlag{Name: "namespace", Value: deploy.DefaultNamespace, Usage: "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)",
 				EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.Namespace},
 			&cli.StringFlag{Name: "secret", Value: crds.WebhookService + "-tls", Usage: "Secret that keeps the self-managed CA and certificate, shared by the replicas", Destination: &cfg.Secret},
 			&cli.StringFlag{Name: "crd", Value: crds.Name, Usage: "CRD whose conversion caBundle the webhook sets (self-managed certificates); empty: none", Destination: &cfg.CRD},
@@ -221,7 +222,7 @@ func crdsCommand() *cli.Command {
 		Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "conversion", Value: "none", Usage: "none: v1alpha1 and v1beta1, one schema; webhook: v1 as well, converted by vm-controller webhook", Destination: &cfg.Conversion},
-			&cli.StringFlag{Name: "namespace", Value: "vm-controller", Usage: "namespace of the webhook's Service (--conversion webhook)", Destination: &cfg.Namespace},
+			&cli.StringFlag{Name: "namespace", Value: deploy.DefaultNamespace, Usage: "namespace of the webhook's Service (--conversion webhook)", Destination: &cfg.Namespace},
 			&cli.StringFlag{Name: "storage-version", Usage: "version to store objects in (--conversion webhook); empty: v1alpha1", Destination: &cfg.StorageVersion},
 		},
 		OnUsageError: usageError,

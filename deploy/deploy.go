@@ -24,6 +24,10 @@ import (
 // Name names every object the manifests create.
 const Name = "vm-controller"
 
+// DefaultNamespace is the namespace the manifests install into unless told otherwise, and so
+// the one the webhook and the CRD's webhook form assume for the webhook's Service.
+const DefaultNamespace = "vm-controller"
+
 // fieldMapKey and fieldMapDir are where a shipped field map lives in its ConfigMap and in the
 // controller's container.
 const (
@@ -148,7 +152,7 @@ func rbac(account string, lbl map[string]string, namespace, watchNamespace strin
 		// Cluster-scoped names carry the namespace, so that installs in several namespaces
 		// (one per tenant, say) do not overwrite each other's bindings.
 		name := account
-		if namespace != Name {
+		if namespace != DefaultNamespace {
 			name = account + "-" + namespace
 		}
 		out = append(out,
@@ -200,9 +204,6 @@ func deployment(o Options) *appsv1.Deployment {
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: Name + "-fieldmap"}}}}}
 	}
 	args = append(args, o.Args...)
-	fieldEnv := func(name, path string) corev1.EnvVar {
-		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
-	}
 	probe := func(path string, period int32) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("health")}},
 			PeriodSeconds: period, FailureThreshold: 3}
@@ -294,8 +295,10 @@ func webhookObjects(ns, image string, w Webhook) []any {
 						Name:            "webhook",
 						Image:           image,
 						ImagePullPolicy: corev1.PullIfNotPresent, // as the controller's
-						Args: []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--namespace=" + ns,
-							"--secret=" + w.Secret, "--crd=" + w.CRD},
+						// Its namespace (of the Service and the Secret) is the pod's own, from
+						// the downward API, so it follows the objects wherever they are applied.
+						Args:           []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--secret=" + w.Secret, "--crd=" + w.CRD},
+						Env:            []corev1.EnvVar{fieldEnv("POD_NAMESPACE", "metadata.namespace")},
 						Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: WebhookListenPort}},
 						LivenessProbe:  probe(10),
 						ReadinessProbe: probe(5),
@@ -307,6 +310,11 @@ func webhookObjects(ns, image string, w Webhook) []any {
 			},
 		},
 	})
+}
+
+// fieldEnv is an environment variable set from the pod's own fields (the downward API).
+func fieldEnv(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 }
 
 func webhookLabels(name string) map[string]string {
