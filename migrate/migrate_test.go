@@ -15,9 +15,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
-
-const crdName = "virtualmachines.cloudnative.czs"
 
 var vms = k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1", Resource: "virtualmachines"}
 
@@ -32,7 +31,7 @@ func crdObject(storage string, stored ...string) *unstructured.Unstructured {
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": crdName, "resourceVersion": "7"},
+		"metadata": map[string]any{"name": crds.Name, "resourceVersion": "7"},
 		"spec":     map[string]any{"group": "cloudnative.czs", "names": map[string]any{"plural": "virtualmachines"}, "versions": versions},
 		"status":   map[string]any{"storedVersions": storedAny},
 	}}
@@ -108,7 +107,7 @@ func updates(dyn *dynamicfake.FakeDynamicClient, resource string) []string {
 
 func storedVersions(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []string {
 	t.Helper()
-	c, err := dyn.Resource(crd.GVR).Get(context.Background(), crdName, metav1.GetOptions{})
+	c, err := dyn.Resource(crd.GVR).Get(context.Background(), crds.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +142,7 @@ func TestMigrate(t *testing.T) {
 					return false, nil, nil
 				})
 			}
-			m := &Migrator{Client: paged{dyn}, CRD: crdName, PageSize: 2}
+			m := &Migrator{Client: paged{dyn}, CRD: crds.Name, PageSize: 2}
 			res, err := m.Run(context.Background(), tc.continueToken)
 			if err != nil {
 				t.Fatal(err)
@@ -166,7 +165,7 @@ func TestMigrate(t *testing.T) {
 // leaves storedVersions as the first left it.
 func TestMigrateTwice(t *testing.T) {
 	dyn := fakeCluster(t, crdObject("v1", "v1alpha1", "v1"))
-	m := &Migrator{Client: paged{dyn}, CRD: crdName, PageSize: 2}
+	m := &Migrator{Client: paged{dyn}, CRD: crds.Name, PageSize: 2}
 	if _, err := m.Run(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +184,7 @@ func TestMigrateTwice(t *testing.T) {
 func TestMigrateErrors(t *testing.T) {
 	t.Run("no CRD", func(t *testing.T) {
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{crd.GVR: "CustomResourceDefinitionList"})
-		_, err := (&Migrator{Client: paged{dyn}, CRD: crdName}).Run(context.Background(), "")
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.Name}).Run(context.Background(), "")
 		if want := `read CRD virtualmachines.cloudnative.czs: customresourcedefinitions.apiextensions.k8s.io "virtualmachines.cloudnative.czs" not found`; err == nil || err.Error() != want {
 			t.Errorf("error %v", err)
 		}
@@ -195,7 +194,7 @@ func TestMigrateErrors(t *testing.T) {
 		dyn.PrependReactor("update", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewInternalError(errString("conversion webhook unreachable"))
 		})
-		_, err := (&Migrator{Client: paged{dyn}, CRD: crdName}).Run(context.Background(), "")
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.Name}).Run(context.Background(), "")
 		if want := "rewrite virtualmachines a/v1: Internal error occurred: conversion webhook unreachable"; err == nil || err.Error() != want {
 			t.Errorf("error %v", err)
 		}
@@ -210,7 +209,7 @@ func TestMigrateErrors(t *testing.T) {
 			// Someone applies the CRD with another storage version mid-run.
 			return false, nil, dyn.Tracker().Update(crd.GVR, crdObject("v1alpha1", "v1alpha1", "v1"), "")
 		})
-		_, err := (&Migrator{Client: paged{dyn}, CRD: crdName}).Run(context.Background(), "")
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.Name}).Run(context.Background(), "")
 		if want := "the storage version of CRD virtualmachines.cloudnative.czs changed from v1 to v1alpha1 during the migration; run it again"; err == nil || err.Error() != want {
 			t.Errorf("error %v", err)
 		}

@@ -24,16 +24,15 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/convert"
 	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
-
-const crdName = "virtualmachines.cloudnative.czs"
 
 // cluster is a fake API: the Secret's client and a CRD with webhook conversion.
 func cluster(t *testing.T, strategy string) (*fake.Clientset, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	def := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": crdName},
+		"metadata": map[string]any{"name": crds.Name},
 		"spec":     map[string]any{"conversion": map[string]any{"strategy": strategy}},
 	}}
 	scheme := runtime.NewScheme()
@@ -42,14 +41,14 @@ func cluster(t *testing.T, strategy string) (*fake.Clientset, *dynamicfake.FakeD
 }
 
 func newCerts(client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, now *time.Time) *Certs {
-	return &Certs{Service: "vm-controller-webhook", Namespace: "ops", Secret: "vm-controller-webhook-tls", CRD: crdName,
+	return &Certs{Service: "vm-controller-webhook", Namespace: "ops", Secret: "vm-controller-webhook-tls", CRD: crds.Name,
 		Client: client, Dynamic: dyn, Now: func() time.Time { return *now },
 		CAValidity: 365 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour}
 }
 
 func caBundle(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []byte {
 	t.Helper()
-	def, err := dyn.Resource(crd.GVR).Get(context.Background(), crdName, metav1.GetOptions{})
+	def, err := dyn.Resource(crd.GVR).Get(context.Background(), crds.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +249,7 @@ func TestNoWebhookConversion(t *testing.T) {
 	if err := c.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	def, err := dyn.Resource(crd.GVR).Get(context.Background(), crdName, metav1.GetOptions{})
+	def, err := dyn.Resource(crd.GVR).Get(context.Background(), crds.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
