@@ -7,7 +7,14 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO"
-VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo devel)}
+# Without make: the Makefile's VERSION, the same rule (an untracked file makes the tree dirty).
+if [[ -z ${VERSION:-} ]]; then
+	if VERSION=$(git describe --tags --always --abbrev=7 2>/dev/null); then
+		[[ -z $(git status --porcelain 2>/dev/null) ]] || VERSION=$VERSION-dirty
+	else
+		VERSION=devel
+	fi
+fi
 PLATFORMS=${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
 DIST=${DIST:-dist}
 
