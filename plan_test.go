@@ -14,7 +14,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/tools/txtar"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	"gopkg.in/yaml.v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -117,17 +116,38 @@ func caseFile(tb testing.TB, file string, f txtar.File) (string, []byte) {
 	return name + ".yaml", merged
 }
 
-// mappingJSON turns a YAML mapping into JSON. It decodes with yaml.v3 first, which refuses a
-// key given twice; sigs.k8s.io/yaml would keep the last one.
+// mappingJSON turns a YAML mapping into JSON, as the decide and schema tests read their cases:
+// YAMLToJSONStrict refuses a key given twice, which the JSON would otherwise hold only once.
 func mappingJSON(data []byte) ([]byte, error) {
-	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
+	j, err := sigsyaml.YAMLToJSONStrict(data)
+	if err != nil {
 		return nil, fmt.Errorf("want a YAML mapping: %s", oneLine(err))
 	}
-	if m == nil {
-		return nil, errors.New("want a YAML mapping, got nothing")
+	if !bytes.HasPrefix(j, []byte("{")) {
+		return nil, fmt.Errorf("want a YAML mapping, got %s", j)
 	}
-	return sigsyaml.YAMLToJSON(data)
+	return j, nil
+}
+
+// TestMappingJSON: a plan case's base or patch written with a key twice is refused, so that no
+// case tests the last of two blocks while its author meant both; so is anything but a mapping.
+func TestMappingJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		"metadata:\n  name: a\nspec:\n  action: active\n": `{"metadata":{"name":"a"},"spec":{"action":"active"}}`,
+		"metadata:\n  name: a\nmetadata:\n  uid: b\n":     `key "metadata" already set`,
+		"spec:\n  action: active\n  action: inactive\n":   `key "action" already set`,
+		"- a\n":  "want a YAML mapping",
+		"":       "want a YAML mapping",
+		"a: [\n": "want a YAML mapping",
+	} {
+		got, err := mappingJSON([]byte(in))
+		switch {
+		case err != nil && !strings.Contains(err.Error(), want):
+			t.Errorf("%q: error %v, want %q", in, err, want)
+		case err == nil && string(got) != want:
+			t.Errorf("%q: %s, want %s", in, got, want)
+		}
+	}
 }
 
 // runPlan runs the plan command in-process and renders what a user would see: stdout, and

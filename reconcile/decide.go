@@ -337,16 +337,21 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		p.replace(d, msg)
 		return
 	}
-	d.restartRequired = &lifecycleCondition{ReasonSpecChangeNeedsRestart, fmt.Sprintf("Server %s runs with the old spec: %s needs a new server (%s); %s",
-		srv.Name, what, why, fmt.Sprintf(restartHint, d.vm.Name()))}
+	needsRestart := func(why string) string {
+		return fmt.Sprintf("Server %s runs with the old spec: %s needs a new server (%s); %s",
+			srv.Name, what, why, fmt.Sprintf(restartHint, d.vm.Name()))
+	}
 	switch {
 	case refused == nil:
+		d.restartRequired = &lifecycleCondition{ReasonSpecChangeNeedsRestart, needsRestart(why)}
 	case refused.Type == schema.ConditionRestartRequired:
 		d.restartRequired = &lifecycleCondition{refused.Reason, refused.Message} // as ResizeRefused recorded it
 	default:
 		// Refused under another policy, on record in Resizing, which goes: the refusal stays
-		// on record here, so that the same resize is not asked for again.
-		d.restartRequired.reason = ReasonResizeInfeasible
+		// on record here, so that the same resize is not asked for again. Its message gives
+		// the refusal's cause, not why this decision would not resize (a server not running,
+		// say): the condition is kept word for word from now on, also once the server runs.
+		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible, needsRestart(refused.Message)}
 	}
 	p.serverState(d)
 }

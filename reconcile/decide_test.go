@@ -333,3 +333,43 @@ func TestCaseInputDuplicateKey(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalThroughNodeLost: a resize refused under --resize in-place, met under manual
+// while the server's node does not answer, and decided again once it answers. The refusal
+// stays on record through both decisions, and RestartRequired names the refusal's cause, not
+// the node's state when it was first written.
+func TestRefusalThroughNodeLost(t *testing.T) {
+	file := filepath.Join("..", "testdata", "decide", "resize-refused-then-manual-lost.txtar")
+	vm, srv := readCase(t, file)
+	policy := casePolicy(t, file)
+	if srv.State != backend.StateLost {
+		t.Fatalf("%s: server is %s, want Lost", file, srv.State)
+	}
+	refusal := vm.Status().Condition(schema.ConditionResizing)
+	if refusal == nil || refusal.Reason != ReasonResizeInfeasible {
+		t.Fatalf("%s: no refusal on record: %+v", file, refusal)
+	}
+	vm, srv, _ = applyPlan(t, vm, srv, policy.Decide(vm, srv, now))
+
+	back := *srv
+	back.State, back.Message = backend.StateReady, ""
+	plan := policy.Decide(vm, &back, now.Add(time.Minute))
+	if plan.Server != nil {
+		t.Fatalf("the refused resize is asked for again: %+v", plan.Server)
+	}
+	vm, _, _ = applyPlan(t, vm, &back, plan)
+
+	st := vm.Status()
+	if st.Phase != schema.PhaseActive {
+		t.Errorf("phase %s, want %s", st.Phase, schema.PhaseActive)
+	}
+	c := st.Condition(schema.ConditionRestartRequired)
+	switch {
+	case c == nil:
+		t.Fatalf("no RestartRequired: %+v", st.Conditions)
+	case c.Reason != ReasonResizeInfeasible:
+		t.Errorf("RestartRequired reason %s, want %s", c.Reason, ReasonResizeInfeasible)
+	case !strings.Contains(c.Message, refusal.Message) || strings.Contains(c.Message, "not running"):
+		t.Errorf("RestartRequired message does not give the refusal's cause (%q): %q", refusal.Message, c.Message)
+	}
+}
