@@ -81,9 +81,8 @@ var (
 // default image (imageTagOf, in the main module, which this module cannot import): a release
 // is its version (-dirty for Go's +dirty); any other commit, named by a Go pseudo-version or
 // by git describe's abbreviation (alone or after a tag, 7 hex digits or more), is its first 7
-// hex digits (-dirty); devel is latest. Another
-// "+" becomes "_", which a tag allows. TestTag checks it against the cases imageTagOf's test
-// reads, testdata/image-tags.txt at the root.
+// hex digits (-dirty); devel is latest. Another "+" becomes "_", which a tag allows. TestTag
+// checks it against the cases imageTagOf's test reads, testdata/image-tags.txt at the root.
 func Tag(version string) string {
 	if version == "" || version == "devel" || version == "(devel)" {
 		return "latest"
