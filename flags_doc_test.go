@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloudnative-czs/vm-controller/internal/golden"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -20,21 +22,7 @@ var flagsDoc = filepath.Join("docs", "reference", "flags.md")
 // the binary. With -update it rewrites the file.
 func TestFlagsDoc(t *testing.T) {
 	got := renderFlagsDoc(t, app())
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(flagsDoc), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(flagsDoc, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(flagsDoc)
-	if err != nil {
-		t.Fatalf("read %s (go test . -run TestFlagsDoc -update writes it): %v", flagsDoc, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale: the flag declarations changed; run go test . -run TestFlagsDoc -update\n--- got\n%s", flagsDoc, got)
-	}
+	golden.Check(t, flagsDoc, got)
 }
 
 // TestFlagsDocIgnoresEnvironment renders the reference with every variable a flag reads set

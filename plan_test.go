@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cloudnative-czs/vm-controller/internal/golden"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/tools/txtar"
@@ -20,8 +21,6 @@ import (
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // TestPlanGolden runs `vm-controller plan` on each testdata/plan/<case>.txtar and compares
 // what it prints with <case>.golden. A case holds the command's arguments (args, in which
@@ -69,19 +68,7 @@ func TestPlanGolden(t *testing.T) {
 			if again := strings.NewReplacer(dir, "$DIR", root, "$ROOT").Replace(runPlan(t, args, stdin)); again != got {
 				t.Fatalf("plan is not deterministic:\n%s\nthen\n%s", got, again)
 			}
-			golden := strings.TrimSuffix(file, ".txtar") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden file (run go test . -run TestPlanGolden -update to create it): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (run go test . -run TestPlanGolden -update if the change is intended)\n--- want\n%s\n--- got\n%s", golden, want, got)
-			}
+			golden.Check(t, strings.TrimSuffix(file, ".txtar")+".golden", []byte(got))
 		})
 	}
 }
@@ -230,15 +217,7 @@ func TestPlanDoc(t *testing.T) {
 	if n == 0 {
 		t.Fatalf("%s: no ```console block runs vm-controller plan", planDoc)
 	}
-	if *update {
-		if err := os.WriteFile(planDoc, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if got != string(doc) {
-		t.Errorf("%s shows another output than its commands print (run go test . -run TestPlanDoc -update if the change is intended)\n%s", planDoc, lineDiff(string(doc), got))
-	}
+	golden.Check(t, planDoc, []byte(got))
 }
 
 // renderPlanDoc is the guide with each console block's outputs replaced by what its commands
@@ -319,22 +298,4 @@ func docCommand(t *testing.T, where, cmd string) (output string, isPlan bool) {
 	}
 	t.Errorf("%s: %q: a console block runs only vm-controller plan and cat FILE", where, cmd)
 	return "", false
-}
-
-// lineDiff names the first line at which got differs from want, with both lines.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl || i >= len(w) || i >= len(g) {
-			return fmt.Sprintf("line %d:\n--- shown\n%s\n--- printed\n%s", i+1, wl, gl)
-		}
-	}
-	return "(no line differs)"
 }

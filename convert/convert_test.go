@@ -3,18 +3,16 @@ package convert
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/cloudnative-czs/vm-controller/internal/golden"
+
 	"golang.org/x/tools/txtar"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-var update = flag.Bool("update", false, "rewrite the output.json of testdata/convert/*.txtar")
 
 func builtin(t testing.TB) *Converter {
 	t.Helper()
@@ -83,20 +81,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = indent(t, got)
-			if *update {
-				var files []txtar.File
-				for _, f := range ar.Files {
-					if f.Name != "output.json" {
-						files = append(files, f)
-					}
-				}
-				ar.Files = append(files, txtar.File{Name: "output.json", Data: got})
-				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			} else if want, ok := sections["output.json"]; !ok || !bytes.Equal(got, want) {
-				t.Errorf("got:\n%s\nwant:\n%s\n(go test ./convert -update rewrites the golden files)", got, want)
-			}
+			golden.CheckSection(t, file, "output.json", got)
 			var from struct{ APIVersion string }
 			if err := json.Unmarshal(in, &from); err != nil {
 				t.Fatal(err)

@@ -2,19 +2,17 @@ package deploy
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cloudnative-czs/vm-controller/internal/golden"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/crds"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 var vms = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
 
@@ -51,22 +49,7 @@ func TestRenderGolden(t *testing.T) {
 			if strings.Contains(string(got), `"*"`) || strings.Contains(string(got), "- '*'") {
 				t.Errorf("a wildcard in RBAC")
 			}
-			golden := filepath.Join("..", "testdata", "manifests", name+".golden")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden file (go test ./deploy -update creates it): %v", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("manifests differ from %s (go test ./deploy -update if intended)\n--- got\n%s", golden, got)
-			}
+			golden.Check(t, filepath.Join("..", "testdata", "manifests", name+".golden"), got)
 		})
 	}
 }

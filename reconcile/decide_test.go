@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cloudnative-czs/vm-controller/internal/golden"
 
 	"golang.org/x/tools/txtar"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -23,8 +24,6 @@ import (
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // now is the clock of every golden case; times in the inputs are written relative to it.
 var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -48,19 +47,7 @@ func TestDecideGolden(t *testing.T) {
 			if again := renderPlan(t, policy.Decide(vm, srv, now)); again != got {
 				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
 			}
-			golden := strings.TrimSuffix(file, ".txtar") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden file (run go test ./reconcile -update to create it): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("plan differs from %s (run go test ./reconcile -update if the change is intended)\n--- want\n%s\n--- got\n%s", golden, want, got)
-			}
+			golden.Check(t, strings.TrimSuffix(file, ".txtar")+".golden", []byte(got))
 
 			vm2, srv2, gone := applyPlan(t, vm, srv, plan)
 			if gone {
