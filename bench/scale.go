@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	podspkg "github.com/cloudnative-czs/vm-controller/backend/pods"
+	"github.com/cloudnative-czs/vm-controller/bench/record"
 )
 
 // scaleFlags are the flags of every scale scenario.
@@ -934,6 +935,47 @@ func (w *vmWatch) latencies(from, n int) []time.Duration {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// activeTimes are when each of n VMs from the from-th on was first seen Active, in
+// milliseconds from start, sorted (VMs not Active left out).
+func (w *vmWatch) activeTimes(from, n int, start time.Time) []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []int64
+	for i := from; i < from+n; i++ {
+		if at, ok := w.activeAt[vmName(i)]; ok {
+			out = append(out, at.Sub(start).Milliseconds())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// burstRecord is a burst's figures for the results file: n VMs from the from-th on, the first
+// created at start, all Active after took; the controller's CPU and every process's (by name)
+// over that span, and the API server's metrics scraped before the first create and after the
+// last Active.
+func (w *vmWatch) burstRecord(from, n int, start time.Time, took time.Duration, ctrlCPU float64, machine map[string]float64,
+	apiBefore, apiAfter map[string]float64) *record.Burst {
+	lat := w.latencies(from, n)
+	b := &record.Burst{VMs: n, Seconds: took.Seconds(), VMsPerSec: float64(n) / took.Seconds(),
+		P50: pct(lat, 0.50).Seconds(), P99: pct(lat, 0.99).Seconds(), Max: pct(lat, 1).Seconds(),
+		ControllerCPU: ctrlCPU, APIServerCPU: machine["kube-apiserver"], CPUByProcess: machine,
+		WritesPerVM: map[string]float64{}, ActiveMS: w.activeTimes(from, n, start)}
+	for _, sec := range machine {
+		b.MachineCPU += sec
+	}
+	for _, d := range lat {
+		b.LatenciesMS = append(b.LatenciesMS, d.Milliseconds())
+	}
+	for k, v := range writesByResource(apiBefore, apiAfter, "") {
+		b.WritesPerVM[k] = v / float64(n)
+	}
+	for _, v := range writesByResource(apiBefore, apiAfter, "409") {
+		b.ConflictsPerVM += v / float64(n)
+	}
+	return b
 }
 
 // pct is the q-quantile of sorted durations (nearest rank).
