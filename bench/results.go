@@ -33,8 +33,9 @@ func resultsFlag(fs *flag.FlagSet) *string {
 
 // recording is one run's results, filled as the scenario goes and written when it ends.
 type recording struct {
-	run record.Run
-	dir string // "": not written
+	run  record.Run
+	dir  string // "": not written
+	last int    // the contender whose repetition was recorded last
 }
 
 // newRecording starts the record of a run of scenario, whose flags fs has parsed from args;
@@ -58,20 +59,35 @@ func (r *recording) add(name string, peer bool, rep record.Repetition) {
 	for i := range r.run.Contenders {
 		if r.run.Contenders[i].Name == name {
 			r.run.Contenders[i].Repetitions = append(r.run.Contenders[i].Repetitions, rep)
+			r.last = i
 			return
 		}
 	}
 	r.run.Contenders = append(r.run.Contenders, record.Contender{Name: name, Peer: peer, Repetitions: []record.Repetition{rep}})
+	r.last = len(r.run.Contenders) - 1
 }
 
-// figure adds a named figure to the last repetition of the last contender recorded.
-func (r *recording) figure(name string, value float64, unit string) {
+// lastRep is the repetition recorded last, nil before the first.
+func (r *recording) lastRep() *record.Repetition {
 	if len(r.run.Contenders) == 0 {
-		return
+		return nil
 	}
-	c := &r.run.Contenders[len(r.run.Contenders)-1]
-	rep := &c.Repetitions[len(c.Repetitions)-1]
-	rep.Figures = append(rep.Figures, record.Figure{Name: name, Value: value, Unit: unit})
+	c := &r.run.Contenders[r.last]
+	return &c.Repetitions[len(c.Repetitions)-1]
+}
+
+// setBurst sets the burst of the repetition recorded last.
+func (r *recording) setBurst(b *record.Burst) {
+	if rep := r.lastRep(); rep != nil {
+		rep.Burst = b
+	}
+}
+
+// figure adds a named figure to the repetition recorded last.
+func (r *recording) figure(name string, value float64, unit string) {
+	if rep := r.lastRep(); rep != nil {
+		rep.Figures = append(rep.Figures, record.Figure{Name: name, Value: value, Unit: unit})
+	}
 }
 
 // finish takes each contender's medians and writes the results file and its charts, unless

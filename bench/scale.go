@@ -103,6 +103,7 @@ func scaleScenario(name string, args []string) error {
 	fs.StringVar(&f.restartProfile, "restart-profile", "", "a directory: take a CPU profile of the restarted controller (its --pprof) over each cold start, "+
 		"from when it serves its endpoints, into DIR/vm-controller-restart<N>.pprof (the cold starts' CPU figures then include the profiler's); empty: none")
 	fs.DurationVar(&f.restartProfileFor, "restart-profile-for", 30*time.Second, "how long each --restart-profile runs (whole seconds)")
+	resultsDir := resultsFlag(fs)
 	restartProcs := fs.String("restart-gomaxprocs", "0", "the cold starts' GOMAXPROCS, or a comma-separated list taken in turn (e.g. 0,1 with --restarts 6: "+
 		"three cold starts with each, alternating); 0: Go's default")
 	_ = fs.Parse(args)
@@ -116,6 +117,7 @@ func scaleScenario(name string, args []string) error {
 	if f.workers == 0 {
 		f.workers = f.concurrency
 	}
+	rec := newRecording(name, fs, args, *resultsDir)
 	stages := f.stages(name)
 	seeding := f.seed > 0
 	has := func(s string) bool { return slices.Contains(stages, s) }
@@ -160,6 +162,7 @@ func scaleScenario(name string, args []string) error {
 	if err := c.waitWorkers(f.timeout); err != nil {
 		return err
 	}
+	rec.add("vm-controller", false, record.Repetition{Rep: 1, Started: time.Now()})
 	var mem0 memory
 	if has("memory") {
 		if mem0, err = c.memory(); err != nil {
@@ -179,19 +182,27 @@ func scaleScenario(name string, args []string) error {
 	if seeding {
 		first, tailFrom = f.seed, f.vms-f.tail
 	}
-	burstTook, err := burst(e, c, w, f, 0, first)
+	firstBurst, err := burst(e, c, w, f, 0, first)
 	if err != nil {
 		return err
 	}
+	rec.setBurst(firstBurst)
 	if seeding {
-		if err := seedStage(kv, e, c, w, f, tailFrom); err != nil {
+		if err := seedStage(kv, e, c, w, f, tailFrom, rec); err != nil {
 			return err
 		}
 	}
 	if f.tail > 0 {
-		if _, err := burst(e, c, w, f, tailFrom, f.tail); err != nil {
+		b, err := burst(e, c, w, f, tailFrom, f.tail)
+		if err != nil {
 			return err
 		}
+		// The results file's burst is the first; the tail's, over a cluster that holds the
+		// others, is a few named figures.
+		rec.figure("tail burst: all Active", b.Seconds, "s")
+		rec.figure("tail burst: VMs/s", b.VMsPerSec, "VMs/s")
+		rec.figure("tail burst: p50 create->Active", b.P50, "s")
+		rec.figure("tail burst: controller CPU per VM", b.ControllerCPU*1000/float64(b.VMs), "ms")
 	}
 	if has("restart") && f.settle > 0 {
 		if err := settle(e, f.settle); err != nil {
@@ -199,7 +210,7 @@ func scaleScenario(name string, args []string) error {
 		}
 	}
 	for i := 0; has("restart") && i < f.restarts; i++ {
-		if c, err = restart(e, c, f, i, ctrlArgs); err != nil {
+		if c, err = restart(e, c, f, i, ctrlArgs, rec); err != nil {
 			return err
 		}
 	}
@@ -214,9 +225,13 @@ func scaleScenario(name string, args []string) error {
 			per(m.heapAlloc, mem0.heapAlloc)/1e3, per(m.heapInuse, mem0.heapInuse)/1e3, per(m.rss, mem0.rss)/1e3)
 		fmt.Printf("  per 1,000 VMs: live heap %.1f MB, RSS %.1f MB; heap profile: %s\n",
 			per(m.heapAlloc, mem0.heapAlloc)*1000/1e6, per(m.rss, mem0.rss)*1000/1e6, m.profile)
+		rec.figure("memory: live heap per cached VM", per(m.heapAlloc, mem0.heapAlloc)/1e3, "KB")
+		rec.figure("memory: heap in use per cached VM", per(m.heapInuse, mem0.heapInuse)/1e3, "KB")
+		rec.figure("memory: RSS per cached VM", per(m.rss, mem0.rss)/1e3, "KB")
+		rec.figure("memory: live heap at N VMs", m.heapAlloc/1e6, "MB")
 	}
 	if has("idle") {
-		if err := idle(c, f); err != nil {
+		if err := idle(c, f, rec); err != nil {
 			return err
 		}
 	}
@@ -225,7 +240,7 @@ func scaleScenario(name string, args []string) error {
 		if f.teardownAll {
 			from = 0
 		}
-		if err := teardown(e, c, w, f, from, f.vms-from); err != nil {
+		if err := teardown(e, c, w, f, from, f.vms-from, rec); err != nil {
 			return err
 		}
 	}
@@ -235,16 +250,20 @@ func scaleScenario(name string, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("convergence / ceiling: %.2f\n", burstTook.Seconds()/took.Seconds())
+		fmt.Printf("convergence / ceiling: %.2f\n", firstBurst.Seconds/took.Seconds())
+		rec.figure("ceiling of 7 writes per VM", took.Seconds(), "s")
+		rec.figure("burst / ceiling of 7 writes", firstBurst.Seconds/took.Seconds(), "ratio")
 		if f.ceilingEvents {
 			took, err := ceiling(e, f.vms, f.concurrency, true)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("convergence / ceiling with the Events: %.2f\n", burstTook.Seconds()/took.Seconds())
+			fmt.Printf("convergence / ceiling with the Events: %.2f\n", firstBurst.Seconds/took.Seconds())
+			rec.figure("ceiling of 10 writes per VM (with the Events)", took.Seconds(), "s")
+			rec.figure("burst / ceiling of 10 writes", firstBurst.Seconds/took.Seconds(), "ratio")
 		}
 	}
-	return nil
+	return rec.finish()
 }
 
 // stages lists what scenario runs after the burst with these flags. Teardown and the ceiling
@@ -324,22 +343,27 @@ func (c *controller) waitWorkers(timeout time.Duration) error {
 
 // burst creates n VMs, from the from-th on, and waits until all are Active, sampling the
 // controller's queue; the VMs before from are there already (a first burst, a seed).
-func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.Duration, error) {
+func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (*record.Burst, error) {
 	before, err := c.scrape()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	apiBefore, err := e.apiserverMetrics()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	evsBefore, seriesBefore, reasonsBefore, err := e.countEvents()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	stopSampling := c.sampleDepth()
 	if f.progress > 0 {
 		defer w.progress(c, f.progress)()
+	}
+	pid := c.cmd.Process.Pid
+	ctrlBefore, err := processCPU(pid)
+	if err != nil {
+		return nil, err
 	}
 	cpuBefore := takeCPU()
 	start := time.Now()
@@ -349,23 +373,31 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.D
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("create VMs: %w", err)
+		return nil, fmt.Errorf("create VMs: %w", err)
 	}
 	created := time.Since(start)
 	if err := w.waitActive(from+n, f.timeout); err != nil {
-		return 0, err
+		return nil, err
 	}
 	took := time.Since(start)
 	cpuAfter := takeCPU()
+	ctrlAfter, err := processCPU(pid)
+	if err != nil {
+		return nil, err
+	}
+	rss, err := peakRSS(pid)
+	if err != nil {
+		return nil, err
+	}
 	time.Sleep(5 * time.Second) // let the event recorder send what it holds
 	depth := stopSampling()
 	after, err := c.scrape()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	apiAfter, err := e.apiserverMetrics()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	lat := w.latencies(from, n)
 	over := ""
@@ -378,7 +410,7 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.D
 		pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1), *depth)
 	evs, series, reasons, err := e.countEvents()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	evs, series = evs-evsBefore, series-seriesBefore
 	for r, k := range reasonsBefore {
@@ -403,14 +435,16 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.D
 		delta(before, after, "vmcontroller_reconcile_total"), delta(before, after, "vmcontroller_reconcile_total")/float64(n),
 		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
 	printCPU("  CPU by process, first create to all Active", cpuBefore, cpuAfter)
-	return took, nil
+	b := w.burstRecord(from, n, start, took, ctrlAfter-ctrlBefore, cpuAfter.since(cpuBefore), apiBefore, apiAfter)
+	b.PeakRSSMB, b.EventsPerVM = rss, float64(evs)/float64(n)
+	return b, nil
 }
 
 // seedStage writes VMs --seed to upto straight into etcd and waits until the bench's watch
 // has seen each Active and the running controller's cache holds each Active with its queue
 // empty (so every VM's add has been reconciled). What the controller wrote meanwhile is a no-op
 // round of its own, but for a VM it saw in the moment before its pod was written.
-func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto int) error {
+func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto int, rec *recording) error {
 	before, err := c.scrape()
 	if err != nil {
 		return err
@@ -450,7 +484,11 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto 
 	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", delta(before, after, "vmcontroller_reconcile_total"),
 		delta(before, after, "vmcontroller_reconcile_total", `result="success"`), delta(before, after, "vmcontroller_reconcile_total", `result="requeue"`),
 		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
-	printRequests("  controller requests while the seeded VMs arrived", before, after, float64(n))
+	writes := printRequests("  controller requests while the seeded VMs arrived", before, after, float64(n))
+	rec.figure("seed: VMs written into etcd", float64(n), "VMs")
+	rec.figure("seed: all Active in the bench's watch", seen.Seconds(), "s")
+	rec.figure("seed: all reconciled by the running controller", reconciled.Seconds(), "s")
+	rec.figure("seed: the running controller's writes", writes, "writes")
 	printCPU("  CPU by process, seeding to all reconciled", cpuBefore, cpuAfter)
 	return nil
 }
@@ -513,7 +551,7 @@ func settle(e *env, limit time.Duration) error {
 // restart stops the controller and starts a fresh one over the Active VMs, with procs as its
 // GOMAXPROCS: its time to synced, to every VM reconciled, and the writes it makes (a no-op
 // round: 0 is right).
-func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*controller, error) {
+func restart(e *env, old *controller, f scaleFlags, i int, args []string, rec *recording) (*controller, error) {
 	procs := f.restartProcs[i%len(f.restartProcs)]
 	old.stop()
 	var profile string
@@ -549,6 +587,7 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 	synced := at.Sub(c.started)
 	var done time.Duration
 	var cpuAfter cpuSnapshot
+	var ctrlCPU float64 // the new process's, from its exec
 	for deadline := time.Now().Add(f.timeout); ; time.Sleep(250 * time.Millisecond) {
 		m, err := c.scrape()
 		if err != nil {
@@ -557,6 +596,9 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 		if sum(m, "vmcontroller_reconcile_total") >= float64(f.vms) && queueDepth(m) == 0 {
 			done = time.Since(c.started)
 			cpuAfter = takeCPU()
+			if ctrlCPU, err = processCPU(c.cmd.Process.Pid); err != nil {
+				return nil, err
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -573,8 +615,15 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", sum(m, "vmcontroller_reconcile_total"),
 		sum(m, "vmcontroller_reconcile_total", `result="success"`), sum(m, "vmcontroller_reconcile_total", `result="requeue"`),
 		sum(m, "vmcontroller_reconcile_total", `result="conflict"`), sum(m, "vmcontroller_reconcile_total", `result="error"`))
-	printRequests("  controller requests since exec", map[string]float64{}, m, float64(f.vms))
+	writes := printRequests("  controller requests since exec", map[string]float64{}, m, float64(f.vms))
 	printCPU("  CPU by process, exec to every VM reconciled", cpuBefore, cpuAfter)
+	name := fmt.Sprintf("cold start %d%s%s: ", i+1, build, procsSuffix(procs, len(f.restartProcs) > 1))
+	used := cpuAfter.since(cpuBefore)
+	rec.figure(name+"exec to caches synced", synced.Seconds(), "s")
+	rec.figure(name+"exec to every VM reconciled", done.Seconds(), "s")
+	rec.figure(name+"writes", writes, "writes")
+	rec.figure(name+"vm-controller CPU", ctrlCPU, "CPU-s")
+	rec.figure(name+"kube-apiserver CPU", used["kube-apiserver"], "CPU-s")
 	if profile != "" {
 		if err := profiled(); err != nil {
 			return nil, fmt.Errorf("the API server's CPU profile: %w", err)
@@ -607,7 +656,7 @@ func (e *env) profileAPIServer(path string, d time.Duration) func() error {
 }
 
 // idle watches a controller with nothing to do: CPU and API requests over the window.
-func idle(c *controller, f scaleFlags) error {
+func idle(c *controller, f scaleFlags, rec *recording) error {
 	before, err := c.scrape()
 	if err != nil {
 		return err
@@ -623,13 +672,16 @@ func idle(c *controller, f scaleFlags) error {
 	fmt.Printf("idle at %d Active VMs over %s: CPU %.2f millicores (%.3f s), reconciles %.0f\n",
 		f.vms, window.Round(time.Second), cpu/window.Seconds()*1000, cpu, delta(before, after, "vmcontroller_reconcile_total"))
 	printRequests(fmt.Sprintf("  controller requests in %s", window.Round(time.Second)), before, after, 0)
+	rec.figure("idle: CPU", cpu/window.Seconds()*1000, "millicores")
+	rec.figure("idle: API requests per minute", delta(before, after, "rest_client_requests_total")/window.Minutes(), "requests")
+	rec.figure("idle: reconciles", delta(before, after, "vmcontroller_reconcile_total"), "reconciles")
 	return nil
 }
 
 // teardown deletes n VMs from the from-th on (one DELETE each, with as many in flight as the
 // burst's creates), times until all are gone, then counts their server pods left. It prints
 // the controller's requests and the CPU each process used, to say what bounded it.
-func teardown(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) error {
+func teardown(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int, rec *recording) error {
 	before, err := c.scrape()
 	if err != nil {
 		return err
@@ -666,8 +718,12 @@ func teardown(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) erro
 	}
 	fmt.Printf("teardown of %d VMs%s: deletes sent in %s; all gone after %s (%.0f/s); their server pods left: %d (%d of them terminating)\n",
 		n, over, deleted.Round(time.Millisecond), took.Round(time.Millisecond), float64(n)/took.Seconds(), pods, terminating)
-	printRequests("  controller requests, first delete to all gone", before, after, float64(n))
+	writes := printRequests("  controller requests, first delete to all gone", before, after, float64(n))
 	printCPU("  CPU by process, first delete to all gone", cpuBefore, cpuAfter)
+	rec.figure("teardown: VMs deleted", float64(n), "VMs")
+	rec.figure("teardown: all gone", took.Seconds(), "s")
+	rec.figure("teardown: controller writes per VM", writes/float64(n), "writes")
+	rec.figure("teardown: server pods left", float64(pods), "pods")
 	return nil
 }
 
