@@ -49,7 +49,7 @@ func ceilingScenario(args []string) error {
 
 // ceilingNode is where the ceiling's pods are bound: a node that does not exist, so that
 // neither kwok nor a kubelet writes to them (the pod garbage collector deletes pods of a
-// missing node after 40 s; see docs/dev/benchmarks.md).
+// missing node after 40 s, so a long ceiling shares the API server with those deletes).
 const ceilingNode = "bench-ceiling-absent-node"
 
 // ceiling makes, for n VMs with c in flight, the seven writes the cluster makes for one VM to

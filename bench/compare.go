@@ -309,7 +309,7 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 	}
 	r.TeardownSeconds = time.Since(start).Seconds()
 	ctrl.stop()
-	return nil, nil
+	return r, nil
 }
 
 // rotated is the contenders in the order of repetition rep (from 0): each repetition starts

@@ -106,7 +106,7 @@ func writeBurstTables(w io.Writer, run *record.Run, reps int) {
 	if peer == nil {
 		return
 	}
-	fmt.Fprintln(w, "\nAgainst the peer (medians):")
+	fmt.Fprintf(w, "\nAgainst the peer (%s):\n", medianOf(reps))
 	fmt.Fprintln(w)
 	for _, c := range run.Contenders {
 		if b := medians[c.Name]; b != nil && !c.Peer {

@@ -84,6 +84,7 @@ func Latency(run *record.Run) ([]byte, error) {
 	if i == 0 {
 		return nil, record.ErrNoBursts
 	}
+	p.Y.Max = 1 + headroom(i)
 	return render(p)
 }
 
@@ -93,7 +94,7 @@ func Latency(run *record.Run) ([]byte, error) {
 func Active(run *record.Run) ([]byte, error) {
 	p := newPlot(run, "VMs Active over the burst (each contender's median repetition)", "seconds from the first create", "VMs Active")
 	p.Y.Min = 0
-	i := 0
+	i, most := 0, 0
 	for _, c := range run.Contenders {
 		rep := c.MedianRep()
 		if rep == nil {
@@ -105,6 +106,7 @@ func Active(run *record.Run) ([]byte, error) {
 		for j, ms := range b.ActiveMS {
 			xys = append(xys, plotter.XY{X: float64(ms) / 1000, Y: float64(j + 1)})
 		}
+		most = max(most, len(b.ActiveMS))
 		label := fmt.Sprintf("%s (rep %d: %.1f VMs/s)", c.Name, rep.Rep, b.VMsPerSec)
 		if err := addLine(p, i, label, thin(xys)); err != nil {
 			return nil, err
@@ -114,8 +116,14 @@ func Active(run *record.Run) ([]byte, error) {
 	if i == 0 {
 		return nil, record.ErrNoBursts
 	}
+	p.Y.Max = float64(most) * (1 + headroom(i))
 	return render(p)
 }
+
+// headroom is the share of the y axis kept free above the highest point for the legend of n
+// series, which sits in the top left: the fastest contender's line reaches the top while
+// the others still rise, and would run through the legend.
+func headroom(n int) float64 { return 0.05 * float64(n+1) }
 
 // newPlot is a plot titled with the chart and the run: scenario, VMs per burst, commit,
 // date and machine, so that a picture found on its own still says what it shows.
