@@ -90,15 +90,14 @@ func (r *recording) figure(name string, value float64, unit string) {
 	}
 }
 
-// finish takes each contender's medians and writes the results file and its charts, unless
+// finish takes each contender's medians (of one repetition too, so that a reader of the file
+// finds them in one place whatever the count) and writes the results file and its charts, unless
 // --results was empty; it prints where they went.
 func (r *recording) finish() error {
 	r.run.Finished = time.Now()
 	for i := range r.run.Contenders {
 		c := &r.run.Contenders[i]
-		if len(c.Repetitions) > 1 {
-			c.Median = new(record.Median(c.Repetitions))
-		}
+		c.Median = new(record.Median(c.Repetitions))
 	}
 	if r.dir == "" {
 		return nil

@@ -70,7 +70,8 @@ type Contender struct {
 	Peer        bool         `json:"peer,omitempty"`
 	Repetitions []Repetition `json:"repetitions"`
 	// Median is each figure's median over the repetitions, figure by figure (so it need
-	// not be any one repetition), without the per-VM times.
+	// not be any one repetition), without the per-VM times; with one repetition, its
+	// figures.
 	Median *Repetition `json:"median,omitempty"`
 }
 
