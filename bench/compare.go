@@ -21,6 +21,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cloudnative-czs/vm-controller/bench/record"
 )
 
 // compareFlags are the compare scenario's flags.
@@ -40,30 +42,12 @@ type compareFlags struct {
 	peerGOMAXPROCS []int
 }
 
-// contender is one controller of the comparison and how to start it in a namespace.
+// contender is one controller of the comparison and how to start it in a namespace; peer
+// marks the controller-runtime peer, which the others are compared with.
 type contender struct {
 	name  string
+	peer  bool
 	start func(e *env) (*controller, error)
-}
-
-// runResult is one burst of one contender.
-type runResult struct {
-	contender string
-	rep       int // 0: a median
-	vms       int
-	vmsPerSec float64
-	p50, p99  time.Duration
-	cpuSec    float64 // the controller process's user and system CPU, first create to all Active
-	// apiCPUSec and machineCPUSec are the API server's CPU and every process's on the
-	// machine (the controller's, etcd's, kwok's and the bench's own among them) over the
-	// same span: on a machine whose cores they share, what a VM costs them all bounds VMs/s.
-	apiCPUSec     float64
-	machineCPUSec float64
-	hwmMB         float64 // the process's peak RSS (VmHWM) at all Active
-	writes        map[string]float64
-	conflicts     float64       // 409 answers to the controller's writes, per VM
-	events        float64       // Events the controller recorded, per VM
-	teardown      time.Duration // namespace delete to gone, the controller releasing its finalizers
 }
 
 // The API server's writes that the controller makes on a VM's way to Active (the bench's
@@ -127,10 +111,12 @@ func compareScenario(args []string) error {
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0, "vm-controller's GOMAXPROCS; 0: Go's default")
 	peerProcs := fs.String("peer-gomaxprocs", "0", "the peer's GOMAXPROCS, or a comma-separated list to run the peer once with each (e.g. 0,1); 0: Go's default")
 	baseline := fs.String("baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF) to run as one more contender beside this checkout's, with the same flags")
+	resultsDir := resultsFlag(fs)
 	_ = fs.Parse(args)
 	if err := f.parse(*events, *peerProcs); err != nil {
 		return err
 	}
+	rec := newRecording("compare", fs, args, *resultsDir)
 
 	if f.profile != "" {
 		if err := os.MkdirAll(f.profile, 0o755); err != nil {
@@ -182,7 +168,7 @@ func compareScenario(args []string) error {
 		}
 	}
 	for _, procs := range f.peerGOMAXPROCS {
-		contenders = append(contenders, contender{name: "controller-runtime peer" + procsSuffix(procs, len(f.peerGOMAXPROCS) > 1), start: func(e *env) (*controller, error) {
+		contenders = append(contenders, contender{name: "controller-runtime peer" + procsSuffix(procs, len(f.peerGOMAXPROCS) > 1), peer: true, start: func(e *env) (*controller, error) {
 			c, err := e.startProcess(peer, gomaxprocsEnv(procs), []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers})
 			if err != nil {
 				return nil, err
@@ -193,58 +179,63 @@ func compareScenario(args []string) error {
 
 	fmt.Printf("compare: %d VMs per burst created by %d clients, %d workers each, %d repetitions; %d cores\n",
 		f.vms, f.clients, f.workers, f.reps, runtime.NumCPU())
-	var results []runResult
+	type result struct {
+		name string
+		rep  record.Repetition
+	}
+	var results []result
 	for rep := 1; rep <= f.reps; rep++ {
-		for _, c := range rotated(contenders, rep-1) {
-			r, err := compareRun(base, c, f, rep)
+		for pos, c := range rotated(contenders, rep-1) {
+			started := time.Now()
+			b, err := compareRun(base, c, f, rep)
 			if err != nil {
 				return fmt.Errorf("%s, repetition %d: %w", c.name, rep, err)
 			}
-			r.rep = rep
-			results = append(results, r)
+			r := record.Repetition{Rep: rep, Position: pos + 1, Started: started, Burst: b}
+			results = append(results, result{c.name, r})
+			rec.add(c.name, c.peer, r)
 			printRunHeader()
-			printRun(r)
+			printRun(c.name, rep, b)
 		}
 	}
 	fmt.Println()
 	fmt.Println("all runs:")
 	printRunHeader()
 	for _, r := range results {
-		printRun(r)
+		printRun(r.name, r.rep.Rep, r.rep.Burst)
 	}
 	fmt.Printf("\nmedian of %d:\n", f.reps)
 	printRunHeader()
-	for _, c := range contenders {
-		printRun(medianOf(c.name, results))
+	for _, c := range rec.run.Contenders {
+		printRun(c.Name, 0, record.Median(c.Repetitions).Burst)
 	}
-	return nil
+	return rec.finish()
 }
 
 // compareRun starts one contender in a fresh namespace, creates the VMs, waits until all are
 // Active, then deletes the namespace with the controller running and waits until it is gone.
-func compareRun(base *env, c contender, f compareFlags, rep int) (runResult, error) {
-	r := runResult{contender: c.name, vms: f.vms}
+func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst, error) {
 	e, err := base.fork()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	defer e.close()
 	ctrl, err := c.start(e)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	pid := ctrl.cmd.Process.Pid
 	w, err := e.watchVMs()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	apiBefore, err := e.apiserverMetrics()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	cpuBefore, err := processCPU(pid)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	profiled := make(chan error, 1)
 	if f.profile != "" && ctrl.metrics != "" {
@@ -262,61 +253,49 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (runResult, err
 		return err
 	})
 	if err != nil {
-		return r, fmt.Errorf("create VMs: %w", err)
+		return nil, fmt.Errorf("create VMs: %w", err)
 	}
 	if err := w.waitActive(f.vms, f.timeout); err != nil {
-		return r, err
+		return nil, err
 	}
 	took := time.Since(start)
 	cpuAfter, err := processCPU(pid)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	machineAfter := takeCPU()
-	for name, sec := range machineAfter.since(machineBefore) {
-		r.machineCPUSec += sec
-		if name == "kube-apiserver" {
-			r.apiCPUSec = sec
-		}
-	}
 	printCPU("  "+c.name+": CPU by process, first create to all Active", machineBefore, machineAfter)
-	if r.hwmMB, err = peakRSS(pid); err != nil {
-		return r, err
+	rss, err := peakRSS(pid)
+	if err != nil {
+		return nil, err
 	}
 	if err := <-profiled; err != nil {
-		return r, err
+		return nil, err
 	}
 	time.Sleep(5 * time.Second) // writes still on their way (vm-controller's Events are sent in the background)
 	apiAfter, err := e.apiserverMetrics()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	n := float64(f.vms)
-	lat := w.latencies(0, f.vms)
-	r.vmsPerSec, r.p50, r.p99, r.cpuSec = n/took.Seconds(), pct(lat, 0.50), pct(lat, 0.99), cpuAfter-cpuBefore
-	r.writes = map[string]float64{}
-	for k, v := range writesByResource(apiBefore, apiAfter, "") {
-		r.writes[k] = v / n
-	}
-	for _, v := range writesByResource(apiBefore, apiAfter, "409") {
-		r.conflicts += v / n
-	}
+	r := w.burstRecord(0, f.vms, start, took, cpuAfter-cpuBefore, machineAfter.since(machineBefore), apiBefore, apiAfter)
+	r.PeakRSSMB = rss
 	// The pods' resource is shared with the scheduler (bindings are pods/binding) and kwok
 	// (pods/status), so these counts are the controller's; the bench's creates are the
 	// virtualmachines POSTs, left out of the table.
-	if r.conflicts > 0 {
+	if r.ConflictsPerVM > 0 {
 		fmt.Printf("  %s: 409 Conflict on writes, per VM: %v\n", c.name, formatPerVM(writesByResource(apiBefore, apiAfter, "409"), n))
 	}
 	evs, err := e.controllerEvents()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	r.events = float64(evs) / n
+	r.EventsPerVM = float64(evs) / n
 	printClusterWrites(apiBefore, apiAfter, n)
 
 	start = time.Now()
 	if err := e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}); err != nil {
-		return r, fmt.Errorf("delete namespace: %w", err)
+		return nil, fmt.Errorf("delete namespace: %w", err)
 	}
 	for {
 		_, err := e.kube.CoreV1().Namespaces().Get(context.Background(), e.ns, metav1.GetOptions{})
@@ -324,11 +303,11 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (runResult, err
 			break
 		}
 		if time.Since(start) > f.timeout {
-			return r, fmt.Errorf("namespace %s still there %s after its delete", e.ns, f.timeout)
+			return nil, fmt.Errorf("namespace %s still there %s after its delete", e.ns, f.timeout)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	r.teardown = time.Since(start)
+	r.TeardownSeconds = time.Since(start).Seconds()
 	ctrl.stop()
 	return r, nil
 }
@@ -424,60 +403,27 @@ func printRunHeader() {
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 }
 
-func printRun(r runResult) {
-	rep := strconv.Itoa(r.rep)
-	if r.rep == 0 {
-		rep = "median"
+// printRun prints one burst of a contender as a row of printRunHeader's table; rep 0 is a
+// median.
+func printRun(name string, rep int, b *record.Burst) {
+	r := strconv.Itoa(rep)
+	if rep == 0 {
+		r = "median"
 	}
 	var other float64
 	for _, k := range controllerWrites[3:] {
-		other += r.writes[k]
+		other += b.WritesPerVM[k]
 	}
-	perVM := func(sec float64) float64 { return sec * 1000 / float64(r.vms) }
+	perVM := func(sec float64) float64 { return sec * 1000 / float64(b.VMs) }
 	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s |\n",
-		r.contender, rep, r.vmsPerSec, r.p50, r.p99, r.cpuSec, perVM(r.cpuSec), perVM(r.apiCPUSec), perVM(r.machineCPUSec), r.hwmMB,
-		r.writes["virtualmachines PATCH"], r.writes["virtualmachines/status PATCH"], r.writes["pods POST"], other,
-		r.conflicts, r.events, r.teardown.Round(100*time.Millisecond))
+		name, r, b.VMsPerSec, seconds(b.P50).Round(time.Millisecond), seconds(b.P99).Round(time.Millisecond), b.ControllerCPU,
+		perVM(b.ControllerCPU), perVM(b.APIServerCPU), perVM(b.MachineCPU), b.PeakRSSMB,
+		b.WritesPerVM["virtualmachines PATCH"], b.WritesPerVM["virtualmachines/status PATCH"], b.WritesPerVM["pods POST"], other,
+		b.ConflictsPerVM, b.EventsPerVM, seconds(b.TeardownSeconds).Round(100*time.Millisecond))
 }
 
-// medianOf is the median, figure by figure, of a contender's runs.
-func medianOf(name string, all []runResult) runResult {
-	var runs []runResult
-	for _, r := range all {
-		if r.contender == name {
-			runs = append(runs, r)
-		}
-	}
-	med := func(f func(runResult) float64) float64 {
-		v := make([]float64, len(runs))
-		for i, r := range runs {
-			v[i] = f(r)
-		}
-		sort.Float64s(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	dur := func(f func(runResult) time.Duration) time.Duration {
-		return time.Duration(med(func(r runResult) float64 { return float64(f(r)) })).Round(time.Millisecond)
-	}
-	m := runResult{contender: name, vms: runs[0].vms, writes: map[string]float64{}}
-	m.vmsPerSec = med(func(r runResult) float64 { return r.vmsPerSec })
-	m.p50 = dur(func(r runResult) time.Duration { return r.p50 })
-	m.p99 = dur(func(r runResult) time.Duration { return r.p99 })
-	m.cpuSec = med(func(r runResult) float64 { return r.cpuSec })
-	m.apiCPUSec = med(func(r runResult) float64 { return r.apiCPUSec })
-	m.machineCPUSec = med(func(r runResult) float64 { return r.machineCPUSec })
-	m.hwmMB = med(func(r runResult) float64 { return r.hwmMB })
-	for _, k := range controllerWrites {
-		m.writes[k] = med(func(r runResult) float64 { return r.writes[k] })
-	}
-	m.conflicts = med(func(r runResult) float64 { return r.conflicts })
-	m.events = med(func(r runResult) float64 { return r.events })
-	m.teardown = dur(func(r runResult) time.Duration { return r.teardown })
-	return m
-}
+// seconds is a figure in seconds as a duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // describeCheckout names the commit checked out in dir (its short hash, "+changes" when the
 // checkout has uncommitted changes), or dir itself when git cannot tell.

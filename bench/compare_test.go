@@ -1,9 +1,11 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCompareFlagsParse: the lists become one contender each, and flags that would measure
@@ -99,27 +101,45 @@ func TestParseProcs(t *testing.T) {
 	}
 }
 
-// TestMedianOf: each figure's median is taken over the named contender's runs alone, figure
-// by figure (a median run need not be any one run), and an even count averages the middle two.
-func TestMedianOf(t *testing.T) {
-	run := func(name string, vmsPerSec, cpu, api, machine float64) runResult {
-		return runResult{contender: name, vms: 2000, vmsPerSec: vmsPerSec, cpuSec: cpu, apiCPUSec: api, machineCPUSec: machine,
-			writes: map[string]float64{"pods POST": 1}}
+// TestBurstRecord: a burst's record takes the per-VM times from the watch (from the start of
+// each create to its first Active, and from the first create), the CPU by process, and the
+// API server's writes of the controller's kinds per VM, 409s among them and counted apart.
+func TestBurstRecord(t *testing.T) {
+	start := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	w := &vmWatch{createAt: map[string]time.Time{}, activeAt: map[string]time.Time{}}
+	for i, created := range []time.Duration{0, 10, 20, 30} {
+		w.createAt[vmName(i)] = start.Add(created * time.Millisecond)
 	}
-	all := []runResult{
-		run("a", 80, 3.0, 20, 40),
-		run("b", 10, 9.0, 90, 99),
-		run("a", 90, 2.0, 24, 38),
-		run("a", 70, 4.0, 22, 44),
-		run("c", 60, 5.0, 30, 50),
-		run("c", 62, 7.0, 34, 56),
+	for i, active := range []time.Duration{1500, 900, 2000} { // vm-00003 never Active
+		w.activeAt[vmName(i)] = start.Add(active * time.Millisecond)
 	}
-	m := medianOf("a", all)
-	if m.contender != "a" || m.rep != 0 || m.vms != 2000 || m.vmsPerSec != 80 || m.cpuSec != 3.0 || m.apiCPUSec != 22 ||
-		m.machineCPUSec != 40 || m.writes["pods POST"] != 1 {
-		t.Errorf("medianOf(a) = %+v, want 80 VMs/s, 3.0 CPU-s, API server 22, machine 40, 1 pod create", m)
+	sample := func(resource, sub, verb, code string) string {
+		return `apiserver_request_total{code="` + code + `",component="apiserver",group="",resource="` + resource +
+			`",scope="resource",subresource="` + sub + `",verb="` + verb + `",version="v1"}`
 	}
-	if m := medianOf("c", all); m.vmsPerSec != 61 || m.cpuSec != 6.0 || m.apiCPUSec != 32 || m.machineCPUSec != 53 {
-		t.Errorf("medianOf(c) = %+v, want the middle two averaged: 61 VMs/s, 6.0, 32, 53", m)
+	before := map[string]float64{sample("pods", "", "POST", "201"): 10}
+	after := map[string]float64{
+		sample("pods", "", "POST", "201"):                   14,
+		sample("pods", "", "POST", "409"):                   2,
+		sample("virtualmachines", "status", "PATCH", "200"): 8,
+		sample("virtualmachines", "", "POST", "201"):        4, // the bench's own creates: not the controller's
+		sample("pods", "binding", "POST", "201"):            4, // the scheduler's
+		`apiserver_request_total{code="200",verb="PATCH"}`:  99,
+	}
+	b := w.burstRecord(0, 4, start, 2*time.Second, 0.5, map[string]float64{"kube-apiserver": 3, "etcd": 1}, before, after)
+	if b.VMs != 4 || b.VMsPerSec != 2 || b.ControllerCPU != 0.5 || b.APIServerCPU != 3 || b.MachineCPU != 4 {
+		t.Errorf("burst = %+v, want 4 VMs, 2 VMs/s, CPU 0.5 / 3 / 4", b)
+	}
+	if want := []int64{890, 1500, 1980}; !slices.Equal(b.LatenciesMS, want) {
+		t.Errorf("latencies %v, want %v", b.LatenciesMS, want)
+	}
+	if want := []int64{900, 1500, 2000}; !slices.Equal(b.ActiveMS, want) {
+		t.Errorf("Active times %v, want %v", b.ActiveMS, want)
+	}
+	if b.P50 != 1.5 || b.Max != 1.98 {
+		t.Errorf("p50 %v s, max %v s; want 1.5, 1.98", b.P50, b.Max)
+	}
+	if want := map[string]float64{"pods POST": 1.5, "virtualmachines/status PATCH": 2}; !maps.Equal(b.WritesPerVM, want) || b.ConflictsPerVM != 0.5 {
+		t.Errorf("writes per VM %v, conflicts %v; want %v, 0.5", b.WritesPerVM, b.ConflictsPerVM, want)
 	}
 }

@@ -18,6 +18,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloudnative-czs/vm-controller/bench/record"
 )
 
 // leaderFlags are the leader scenario's flags; empty durations leave vm-controller's defaults.
@@ -43,7 +45,9 @@ func leaderScenario(args []string) error {
 	fs.StringVar(&f.retry, "retry-period", "", "the replicas' --retry-period; empty: vm-controller's default")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "longest wait for any one step")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	resultsDir := resultsFlag(fs)
 	_ = fs.Parse(args)
+	rec := newRecording("leader", fs, args, *resultsDir)
 
 	base, err := connect(f.kubeconfig)
 	if err != nil {
@@ -59,6 +63,7 @@ func leaderScenario(args []string) error {
 	}
 	var graceful, crash []handoff
 	for rep := 1; rep <= f.reps; rep++ {
+		started := time.Now()
 		g, c, err := leaderRun(base, f, rep)
 		if err != nil {
 			return fmt.Errorf("repetition %d: %w", rep, err)
@@ -66,6 +71,12 @@ func leaderScenario(args []string) error {
 		fmt.Printf("rep %d: SIGTERM: new leader after %s, first VM Active after %s; SIGKILL: new leader after %s, first VM Active after %s\n",
 			rep, g.lease.Round(time.Millisecond), g.active.Round(time.Millisecond), c.lease.Round(time.Millisecond), c.active.Round(time.Millisecond))
 		graceful, crash = append(graceful, g), append(crash, c)
+		rec.add("vm-controller", false, record.Repetition{Rep: rep, Started: started, Figures: []record.Figure{
+			{Name: "SIGTERM: signal to new leader", Value: g.lease.Seconds(), Unit: "s"},
+			{Name: "SIGTERM: signal to that VM Active", Value: g.active.Seconds(), Unit: "s"},
+			{Name: "SIGKILL: signal to new leader", Value: c.lease.Seconds(), Unit: "s"},
+			{Name: "SIGKILL: signal to that VM Active", Value: c.active.Seconds(), Unit: "s"},
+		}})
 	}
 	fmt.Printf("\nmedian of %d (lease duration %s, renew deadline %s, retry period %s):\n", f.reps,
 		orDefault(f.lease), orDefault(f.renew), orDefault(f.retry))
@@ -78,7 +89,7 @@ func leaderScenario(args []string) error {
 		fmt.Printf("| %s | %s | %s |\n", row.name, medianDuration(row.h, func(h handoff) time.Duration { return h.lease }),
 			medianDuration(row.h, func(h handoff) time.Duration { return h.active }))
 	}
-	return nil
+	return rec.finish()
 }
 
 // leaderRun runs two replicas in a fresh namespace, stops the leader with SIGTERM, then

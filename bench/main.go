@@ -1,12 +1,16 @@
 // Command bench measures vm-controller on a real cluster and prints figures (it asserts
 // nothing: the machines it runs on are shared and noisy). Each scenario runs the controller
-// binary it builds from this repository, in a namespace of its own, and removes what it made.
+// binary it builds from this repository, in a namespace of its own, and removes what it made,
+// and writes what it measured to a results file under bench/results (--results), with charts
+// of the bursts beside it.
 //
 //	go run ./bench usage --vms 1000        API cost of usage sampling at 1,000 Active VMs
 //	go run ./bench compare --vms 2000       vm-controller against the controller-runtime peer
 //	go run ./bench leader --reps 3          leader handoff after SIGTERM and SIGKILL
+//	go run ./bench report FILE              a results file as the benchmarks page's markdown
+//	go run ./bench chart FILE               re-draw a results file's charts
 //
-// See docs/dev/benchmarks.md for the method and the results.
+// See docs/dev/benchmarks.md for every scenario, its flags and the method.
 package main
 
 import (
@@ -43,7 +47,7 @@ var vmGVR = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1al
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench usage|burst|restart|memory|idle|teardown|ceiling|all|compare|leader [flags] (see docs/dev/benchmarks.md)")
+		fmt.Fprintln(os.Stderr, "usage: bench usage|burst|restart|memory|idle|teardown|ceiling|all|compare|leader [flags], or bench report|chart FILE... (see docs/dev/benchmarks.md)")
 		os.Exit(2)
 	}
 	var err error
@@ -58,8 +62,12 @@ func main() {
 		err = leaderScenario(os.Args[2:])
 	case "burst", "restart", "memory", "idle", "teardown", "all":
 		err = scaleScenario(os.Args[1], os.Args[2:])
+	case "report":
+		err = reportCommand(os.Args[2:], os.Stdout)
+	case "chart":
+		err = chartCommand(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown scenario %q (usage, burst, restart, memory, idle, teardown, ceiling, all, compare, leader)", os.Args[1])
+		err = fmt.Errorf("unknown scenario %q (usage, burst, restart, memory, idle, teardown, ceiling, all, compare, leader; report, chart)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -1,5 +1,5 @@
-// Progress of a long burst: at 100,000 VMs a burst runs for an hour or more, and its one
-// closing line says neither where it slowed nor why. A line every --progress shows the curve
+// Progress of a long burst: a burst of as many VMs as the machine can hold runs for an hour or
+// more, and its one closing line says neither where it slowed nor why. A line every --progress shows the curve
 // and what the machine spent on each stretch of it, and a burst cut short by --timeout still
 // leaves what it got through.
 

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	podspkg "github.com/cloudnative-czs/vm-controller/backend/pods"
+	"github.com/cloudnative-czs/vm-controller/bench/record"
 )
 
 // scaleFlags are the flags of every scale scenario.
@@ -81,7 +82,7 @@ func scaleScenario(name string, args []string) error {
 	fs.DurationVar(&f.progress, "progress", 0, "every this long, a burst prints the VMs created and Active so far, the controller's queue, "+
 		"the CPU by process over the interval and the memory of the largest processes; 0: only the burst's summary")
 	fs.StringVar(&f.events, "events", "all", "the controller's --events: all, or warnings")
-	fs.BoolVar(&f.ceiling, "ceiling", true, "run the ceiling after the other stages (all only); false leaves it out, as at 100,000 VMs, where it would take hours more")
+	fs.BoolVar(&f.ceiling, "ceiling", true, "run the ceiling after the other stages (all only); false leaves it out, as at a scale where it would take hours more")
 	fs.BoolVar(&f.ceilingEvents, "ceiling-events", true, "after the ceiling, run it again with the three Events per VM the cluster also writes")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	fs.IntVar(&f.seed, "seed", 0, "burst only this many VMs through the controller and write the rest of --vms straight into etcd, "+
@@ -89,7 +90,7 @@ func scaleScenario(name string, args []string) error {
 	fs.IntVar(&f.tail, "tail", 0, "with --seed: after the seed, burst the last T of --vms through the controller, over a cluster that holds the others already, "+
 		"and tear those T down at the end (teardown and all): the burst and the teardown at that scale, where a whole one would take hours")
 	fs.BoolVar(&f.teardownAll, "teardown-all", false, "with --seed: the teardown (teardown and all) removes all of --vms, the seeded VMs included, not only the --tail; "+
-		"over an hour at 100,000 VMs on the 2-core machine")
+		"slow at a large --vms: every VM's delete goes through the API server and every pod's removal through kwok")
 	fs.IntVar(&f.restarts, "restarts", 1, "cold starts in a row (restart, memory and all): the first after a burst or --seed may share the machine with the cluster still catching up")
 	fs.DurationVar(&f.settle, "settle", 0, "before the restarts, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, "+
 		"and the machine's processes using less than 0.5 cores, over 30 s); 0: do not wait")
@@ -102,6 +103,7 @@ func scaleScenario(name string, args []string) error {
 	fs.StringVar(&f.restartProfile, "restart-profile", "", "a directory: take a CPU profile of the restarted controller (its --pprof) over each cold start, "+
 		"from when it serves its endpoints, into DIR/vm-controller-restart<N>.pprof (the cold starts' CPU figures then include the profiler's); empty: none")
 	fs.DurationVar(&f.restartProfileFor, "restart-profile-for", 30*time.Second, "how long each --restart-profile runs (whole seconds)")
+	resultsDir := resultsFlag(fs)
 	restartProcs := fs.String("restart-gomaxprocs", "0", "the cold starts' GOMAXPROCS, or a comma-separated list taken in turn (e.g. 0,1 with --restarts 6: "+
 		"three cold starts with each, alternating); 0: Go's default")
 	_ = fs.Parse(args)
@@ -115,6 +117,7 @@ func scaleScenario(name string, args []string) error {
 	if f.workers == 0 {
 		f.workers = f.concurrency
 	}
+	rec := newRecording(name, fs, args, *resultsDir)
 	stages := f.stages(name)
 	seeding := f.seed > 0
 	has := func(s string) bool { return slices.Contains(stages, s) }
@@ -159,6 +162,7 @@ func scaleScenario(name string, args []string) error {
 	if err := c.waitWorkers(f.timeout); err != nil {
 		return err
 	}
+	rec.add("vm-controller", false, record.Repetition{Rep: 1, Started: time.Now()})
 	var mem0 memory
 	if has("memory") {
 		if mem0, err = c.memory(); err != nil {
@@ -178,19 +182,27 @@ func scaleScenario(name string, args []string) error {
 	if seeding {
 		first, tailFrom = f.seed, f.vms-f.tail
 	}
-	burstTook, err := burst(e, c, w, f, 0, first)
+	firstBurst, err := burst(e, c, w, f, 0, first)
 	if err != nil {
 		return err
 	}
+	rec.setBurst(firstBurst)
 	if seeding {
-		if err := seedStage(kv, e, c, w, f, tailFrom); err != nil {
+		if err := seedStage(kv, e, c, w, f, tailFrom, rec); err != nil {
 			return err
 		}
 	}
 	if f.tail > 0 {
-		if _, err := burst(e, c, w, f, tailFrom, f.tail); err != nil {
+		b, err := burst(e, c, w, f, tailFrom, f.tail)
+		if err != nil {
 			return err
 		}
+		// The results file's burst is the first; the tail's, over a cluster that holds the
+		// others, is a few named figures.
+		rec.figure("tail burst: all Active", b.Seconds, "s")
+		rec.figure("tail burst: VMs/s", b.VMsPerSec, "VMs/s")
+		rec.figure("tail burst: p50 create->Active", b.P50, "s")
+		rec.figure("tail burst: controller CPU per VM", b.ControllerCPU*1000/float64(b.VMs), "ms")
 	}
 	if has("restart") && f.settle > 0 {
 		if err := settle(e, f.settle); err != nil {
@@ -198,7 +210,7 @@ func scaleScenario(name string, args []string) error {
 		}
 	}
 	for i := 0; has("restart") && i < f.restarts; i++ {
-		if c, err = restart(e, c, f, i, ctrlArgs); err != nil {
+		if c, err = restart(e, c, f, i, ctrlArgs, rec); err != nil {
 			return err
 		}
 	}
@@ -213,9 +225,13 @@ func scaleScenario(name string, args []string) error {
 			per(m.heapAlloc, mem0.heapAlloc)/1e3, per(m.heapInuse, mem0.heapInuse)/1e3, per(m.rss, mem0.rss)/1e3)
 		fmt.Printf("  per 1,000 VMs: live heap %.1f MB, RSS %.1f MB; heap profile: %s\n",
 			per(m.heapAlloc, mem0.heapAlloc)*1000/1e6, per(m.rss, mem0.rss)*1000/1e6, m.profile)
+		rec.figure("memory: live heap per cached VM", per(m.heapAlloc, mem0.heapAlloc)/1e3, "KB")
+		rec.figure("memory: heap in use per cached VM", per(m.heapInuse, mem0.heapInuse)/1e3, "KB")
+		rec.figure("memory: RSS per cached VM", per(m.rss, mem0.rss)/1e3, "KB")
+		rec.figure("memory: live heap at N VMs", m.heapAlloc/1e6, "MB")
 	}
 	if has("idle") {
-		if err := idle(c, f); err != nil {
+		if err := idle(c, f, rec); err != nil {
 			return err
 		}
 	}
@@ -224,7 +240,7 @@ func scaleScenario(name string, args []string) error {
 		if f.teardownAll {
 			from = 0
 		}
-		if err := teardown(e, c, w, f, from, f.vms-from); err != nil {
+		if err := teardown(e, c, w, f, from, f.vms-from, rec); err != nil {
 			return err
 		}
 	}
@@ -234,16 +250,20 @@ func scaleScenario(name string, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("convergence / ceiling: %.2f\n", burstTook.Seconds()/took.Seconds())
+		fmt.Printf("convergence / ceiling: %.2f\n", firstBurst.Seconds/took.Seconds())
+		rec.figure("ceiling of 7 writes per VM", took.Seconds(), "s")
+		rec.figure("burst / ceiling of 7 writes", firstBurst.Seconds/took.Seconds(), "ratio")
 		if f.ceilingEvents {
 			took, err := ceiling(e, f.vms, f.concurrency, true)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("convergence / ceiling with the Events: %.2f\n", burstTook.Seconds()/took.Seconds())
+			fmt.Printf("convergence / ceiling with the Events: %.2f\n", firstBurst.Seconds/took.Seconds())
+			rec.figure("ceiling of 10 writes per VM (with the Events)", took.Seconds(), "s")
+			rec.figure("burst / ceiling of 10 writes", firstBurst.Seconds/took.Seconds(), "ratio")
 		}
 	}
-	return nil
+	return rec.finish()
 }
 
 // stages lists what scenario runs after the burst with these flags. Teardown and the ceiling
@@ -323,22 +343,27 @@ func (c *controller) waitWorkers(timeout time.Duration) error {
 
 // burst creates n VMs, from the from-th on, and waits until all are Active, sampling the
 // controller's queue; the VMs before from are there already (a first burst, a seed).
-func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.Duration, error) {
+func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (*record.Burst, error) {
 	before, err := c.scrape()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	apiBefore, err := e.apiserverMetrics()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	evsBefore, seriesBefore, reasonsBefore, err := e.countEvents()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	stopSampling := c.sampleDepth()
 	if f.progress > 0 {
 		defer w.progress(c, f.progress)()
+	}
+	pid := c.cmd.Process.Pid
+	ctrlBefore, err := processCPU(pid)
+	if err != nil {
+		return nil, err
 	}
 	cpuBefore := takeCPU()
 	start := time.Now()
@@ -348,23 +373,31 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.D
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("create VMs: %w", err)
+		return nil, fmt.Errorf("create VMs: %w", err)
 	}
 	created := time.Since(start)
 	if err := w.waitActive(from+n, f.timeout); err != nil {
-		return 0, err
+		return nil, err
 	}
 	took := time.Since(start)
 	cpuAfter := takeCPU()
+	ctrlAfter, err := processCPU(pid)
+	if err != nil {
+		return nil, err
+	}
+	rss, err := peakRSS(pid)
+	if err != nil {
+		return nil, err
+	}
 	time.Sleep(5 * time.Second) // let the event recorder send what it holds
 	depth := stopSampling()
 	after, err := c.scrape()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	apiAfter, err := e.apiserverMetrics()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	lat := w.latencies(from, n)
 	over := ""
@@ -377,7 +410,7 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.D
 		pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1), *depth)
 	evs, series, reasons, err := e.countEvents()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	evs, series = evs-evsBefore, series-seriesBefore
 	for r, k := range reasonsBefore {
@@ -402,14 +435,16 @@ func burst(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) (time.D
 		delta(before, after, "vmcontroller_reconcile_total"), delta(before, after, "vmcontroller_reconcile_total")/float64(n),
 		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
 	printCPU("  CPU by process, first create to all Active", cpuBefore, cpuAfter)
-	return took, nil
+	b := w.burstRecord(from, n, start, took, ctrlAfter-ctrlBefore, cpuAfter.since(cpuBefore), apiBefore, apiAfter)
+	b.PeakRSSMB, b.EventsPerVM = rss, float64(evs)/float64(n)
+	return b, nil
 }
 
 // seedStage writes VMs --seed to upto straight into etcd and waits until the bench's watch
 // has seen each Active and the running controller's cache holds each Active with its queue
 // empty (so every VM's add has been reconciled). What the controller wrote meanwhile is a no-op
 // round of its own, but for a VM it saw in the moment before its pod was written.
-func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto int) error {
+func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto int, rec *recording) error {
 	before, err := c.scrape()
 	if err != nil {
 		return err
@@ -449,7 +484,11 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto 
 	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", delta(before, after, "vmcontroller_reconcile_total"),
 		delta(before, after, "vmcontroller_reconcile_total", `result="success"`), delta(before, after, "vmcontroller_reconcile_total", `result="requeue"`),
 		delta(before, after, "vmcontroller_reconcile_total", `result="conflict"`), delta(before, after, "vmcontroller_reconcile_total", `result="error"`))
-	printRequests("  controller requests while the seeded VMs arrived", before, after, float64(n))
+	writes := printRequests("  controller requests while the seeded VMs arrived", before, after, float64(n))
+	rec.figure("seed: VMs written into etcd", float64(n), "VMs")
+	rec.figure("seed: all Active in the bench's watch", seen.Seconds(), "s")
+	rec.figure("seed: all reconciled by the running controller", reconciled.Seconds(), "s")
+	rec.figure("seed: the running controller's writes", writes, "writes")
 	printCPU("  CPU by process, seeding to all reconciled", cpuBefore, cpuAfter)
 	return nil
 }
@@ -459,9 +498,9 @@ func seedStage(kv etcdKV, e *env, c *controller, w *vmWatch, f scaleFlags, upto 
 // (the bench's own aside) using less than half a core. After a burst or a seed, the
 // cluster's own controllers (the garbage collector checks each new pod's owner) and kwok (it
 // goes through every new pod) work on for many minutes, and a cold start measured meanwhile
-// shares the machine with them. Half a core, not less: at 100,000 pods, with the seed's work
-// done, the machine still used 0.17 to 0.29 of a core, as the bench counted it before 5788af4
-// (which may have counted a kernel worker's whole life too; see cpuSnapshot.since).
+// shares the machine with them. Half a core, not less: with a seed's work done, kwok, the
+// scheduler and the API server keep a fraction of a core busy for as long as the pods are
+// there, and a lower bar may never be met.
 func settle(e *env, limit time.Duration) error {
 	const window, quietRequests, quietCores = 30 * time.Second, 10.0, 0.5
 	start := time.Now()
@@ -512,7 +551,7 @@ func settle(e *env, limit time.Duration) error {
 // restart stops the controller and starts a fresh one over the Active VMs, with procs as its
 // GOMAXPROCS: its time to synced, to every VM reconciled, and the writes it makes (a no-op
 // round: 0 is right).
-func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*controller, error) {
+func restart(e *env, old *controller, f scaleFlags, i int, args []string, rec *recording) (*controller, error) {
 	procs := f.restartProcs[i%len(f.restartProcs)]
 	old.stop()
 	var profile string
@@ -548,6 +587,7 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 	synced := at.Sub(c.started)
 	var done time.Duration
 	var cpuAfter cpuSnapshot
+	var ctrlCPU float64 // the new process's, from its exec
 	for deadline := time.Now().Add(f.timeout); ; time.Sleep(250 * time.Millisecond) {
 		m, err := c.scrape()
 		if err != nil {
@@ -556,6 +596,9 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 		if sum(m, "vmcontroller_reconcile_total") >= float64(f.vms) && queueDepth(m) == 0 {
 			done = time.Since(c.started)
 			cpuAfter = takeCPU()
+			if ctrlCPU, err = processCPU(c.cmd.Process.Pid); err != nil {
+				return nil, err
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -572,8 +615,15 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string) (*cont
 	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", sum(m, "vmcontroller_reconcile_total"),
 		sum(m, "vmcontroller_reconcile_total", `result="success"`), sum(m, "vmcontroller_reconcile_total", `result="requeue"`),
 		sum(m, "vmcontroller_reconcile_total", `result="conflict"`), sum(m, "vmcontroller_reconcile_total", `result="error"`))
-	printRequests("  controller requests since exec", map[string]float64{}, m, float64(f.vms))
+	writes := printRequests("  controller requests since exec", map[string]float64{}, m, float64(f.vms))
 	printCPU("  CPU by process, exec to every VM reconciled", cpuBefore, cpuAfter)
+	name := fmt.Sprintf("cold start %d%s%s: ", i+1, build, procsSuffix(procs, len(f.restartProcs) > 1))
+	used := cpuAfter.since(cpuBefore)
+	rec.figure(name+"exec to caches synced", synced.Seconds(), "s")
+	rec.figure(name+"exec to every VM reconciled", done.Seconds(), "s")
+	rec.figure(name+"writes", writes, "writes")
+	rec.figure(name+"vm-controller CPU", ctrlCPU, "CPU-s")
+	rec.figure(name+"kube-apiserver CPU", used["kube-apiserver"], "CPU-s")
 	if profile != "" {
 		if err := profiled(); err != nil {
 			return nil, fmt.Errorf("the API server's CPU profile: %w", err)
@@ -606,7 +656,7 @@ func (e *env) profileAPIServer(path string, d time.Duration) func() error {
 }
 
 // idle watches a controller with nothing to do: CPU and API requests over the window.
-func idle(c *controller, f scaleFlags) error {
+func idle(c *controller, f scaleFlags, rec *recording) error {
 	before, err := c.scrape()
 	if err != nil {
 		return err
@@ -622,13 +672,16 @@ func idle(c *controller, f scaleFlags) error {
 	fmt.Printf("idle at %d Active VMs over %s: CPU %.2f millicores (%.3f s), reconciles %.0f\n",
 		f.vms, window.Round(time.Second), cpu/window.Seconds()*1000, cpu, delta(before, after, "vmcontroller_reconcile_total"))
 	printRequests(fmt.Sprintf("  controller requests in %s", window.Round(time.Second)), before, after, 0)
+	rec.figure("idle: CPU", cpu/window.Seconds()*1000, "millicores")
+	rec.figure("idle: API requests per minute", delta(before, after, "rest_client_requests_total")/window.Minutes(), "requests")
+	rec.figure("idle: reconciles", delta(before, after, "vmcontroller_reconcile_total"), "reconciles")
 	return nil
 }
 
 // teardown deletes n VMs from the from-th on (one DELETE each, with as many in flight as the
 // burst's creates), times until all are gone, then counts their server pods left. It prints
 // the controller's requests and the CPU each process used, to say what bounded it.
-func teardown(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) error {
+func teardown(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int, rec *recording) error {
 	before, err := c.scrape()
 	if err != nil {
 		return err
@@ -665,8 +718,12 @@ func teardown(e *env, c *controller, w *vmWatch, f scaleFlags, from, n int) erro
 	}
 	fmt.Printf("teardown of %d VMs%s: deletes sent in %s; all gone after %s (%.0f/s); their server pods left: %d (%d of them terminating)\n",
 		n, over, deleted.Round(time.Millisecond), took.Round(time.Millisecond), float64(n)/took.Seconds(), pods, terminating)
-	printRequests("  controller requests, first delete to all gone", before, after, float64(n))
+	writes := printRequests("  controller requests, first delete to all gone", before, after, float64(n))
 	printCPU("  CPU by process, first delete to all gone", cpuBefore, cpuAfter)
+	rec.figure("teardown: VMs deleted", float64(n), "VMs")
+	rec.figure("teardown: all gone", took.Seconds(), "s")
+	rec.figure("teardown: controller writes per VM", writes/float64(n), "writes")
+	rec.figure("teardown: server pods left", float64(pods), "pods")
 	return nil
 }
 
@@ -936,6 +993,47 @@ func (w *vmWatch) latencies(from, n int) []time.Duration {
 	return out
 }
 
+// activeTimes are when each of n VMs from the from-th on was first seen Active, in
+// milliseconds from start, sorted (VMs not Active left out).
+func (w *vmWatch) activeTimes(from, n int, start time.Time) []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []int64
+	for i := from; i < from+n; i++ {
+		if at, ok := w.activeAt[vmName(i)]; ok {
+			out = append(out, at.Sub(start).Milliseconds())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// burstRecord is a burst's figures for the results file: n VMs from the from-th on, the first
+// created at start, all Active after took; the controller's CPU and every process's (by name)
+// over that span, and the API server's metrics scraped before the first create and after the
+// last Active.
+func (w *vmWatch) burstRecord(from, n int, start time.Time, took time.Duration, ctrlCPU float64, machine map[string]float64,
+	apiBefore, apiAfter map[string]float64) *record.Burst {
+	lat := w.latencies(from, n)
+	b := &record.Burst{VMs: n, Seconds: took.Seconds(), VMsPerSec: float64(n) / took.Seconds(),
+		P50: pct(lat, 0.50).Seconds(), P99: pct(lat, 0.99).Seconds(), Max: pct(lat, 1).Seconds(),
+		ControllerCPU: ctrlCPU, APIServerCPU: machine["kube-apiserver"], CPUByProcess: machine,
+		WritesPerVM: map[string]float64{}, ActiveMS: w.activeTimes(from, n, start)}
+	for _, sec := range machine {
+		b.MachineCPU += sec
+	}
+	for _, d := range lat {
+		b.LatenciesMS = append(b.LatenciesMS, d.Milliseconds())
+	}
+	for k, v := range writesByResource(apiBefore, apiAfter, "") {
+		b.WritesPerVM[k] = v / float64(n)
+	}
+	for _, v := range writesByResource(apiBefore, apiAfter, "409") {
+		b.ConflictsPerVM += v / float64(n)
+	}
+	return b
+}
+
 // pct is the q-quantile of sorted durations (nearest rank).
 func pct(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
@@ -945,8 +1043,8 @@ func pct(d []time.Duration, q float64) time.Duration {
 }
 
 // eventTTL is how long the API server keeps an Event by default (its --event-ttl). A burst
-// that takes longer finds fewer Events in its namespace than were recorded: at 100,000 VMs
-// (1 h 19 min) 156,075 of 200,000.
+// that takes longer finds fewer Events in its namespace than were recorded: the first ones
+// have expired.
 const eventTTL = time.Hour
 
 // countEvents counts the Events the controller recorded in the namespace, and those of them

@@ -104,9 +104,10 @@ func (k etcdKV) get(key string) ([]byte, error) {
 	return base64.StdEncoding.DecodeString(resp.Kvs[0].Value)
 }
 
-// put writes value at key. Each key is a write of its own, as the API server makes them: with
-// 128 keys to a transaction (one etcd revision for all), a first try left 521 of 2,900 seeded
-// VMs out of the controller's cache for good.
+// put writes value at key. Each key is a write of its own, as the API server makes them: the
+// API server's watch cache expects one object per etcd revision, and with many keys to a
+// transaction (one revision for all) a first try left seeded VMs out of the controller's cache
+// for good.
 func (k etcdKV) put(key, value string) error {
 	return k.call("put", map[string]string{"key": b64(key), "value": b64(value)}, nil)
 }

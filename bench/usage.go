@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cloudnative-czs/vm-controller/bench/record"
 )
 
 // countUsage counts the VMs that report usage.
@@ -33,7 +35,9 @@ func usageScenario(args []string) error {
 	interval := fs.Duration("interval", time.Minute, "the controller's --usage-interval")
 	window := fs.Duration("window", 2*time.Minute, "how long requests are counted, once every VM reports usage")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	resultsDir := resultsFlag(fs)
 	_ = fs.Parse(args)
+	rec := newRecording("usage", fs, args, *resultsDir)
 
 	e, err := setup(*kubeconfig)
 	if err != nil {
@@ -52,6 +56,8 @@ func usageScenario(args []string) error {
 		return err
 	}
 	fmt.Printf("%d VMs Active after %s\n", *n, took.Round(time.Second))
+	rec.add("vm-controller", false, record.Repetition{Rep: 1, Started: time.Now()})
+	rec.figure("all Active after the first create", took.Seconds(), "s")
 	start := time.Now()
 	for e.countUsage() < *n {
 		if time.Since(start) > 10*time.Minute {
@@ -60,6 +66,7 @@ func usageScenario(args []string) error {
 		time.Sleep(5 * time.Second)
 	}
 	fmt.Printf("all report usage %s later\n", time.Since(start).Round(time.Second))
+	rec.figure("all report usage, after all Active", time.Since(start).Seconds(), "s")
 
 	before, err := c.scrape()
 	if err != nil {
@@ -79,5 +86,9 @@ func usageScenario(args []string) error {
 	fmt.Printf("  PATCH %7.0f/min  (%.3f per VM per min: usage writes past the threshold or max interval)\n", patches/minutes, patches/minutes/float64(*n))
 	fmt.Printf("  other %7.0f/min\n", other/minutes)
 	fmt.Printf("  reconciles %.0f (usage writes must cause none)\n", d("vmcontroller_reconcile_total"))
-	return nil
+	rec.figure("GET per VM per minute", gets/minutes/float64(*n), "requests")
+	rec.figure("PATCH per VM per minute", patches/minutes/float64(*n), "requests")
+	rec.figure("other requests per minute", other/minutes, "requests")
+	rec.figure("reconciles in the window", d("vmcontroller_reconcile_total"), "reconciles")
+	return rec.finish()
 }
