@@ -8,11 +8,14 @@
 #
 #   build   build the binaries into .cache/bin (skipped when nothing they depend on changed)
 #   up      start the cluster (idempotent), with NODES fake nodes, and write .cache/kubeconfig
-#           (context kwok-NAME); all components listen on 127.0.0.1 only; then the resizer,
-#           which plays the kubelet's part of in-place pod resize on kwok's nodes and ends
-#           terminating pods on their UID (cluster/resizer; log in the cluster's
-#           logs/resizer.log)
-#   down    stop the resizer and the cluster and delete its state (fine when there is none)
+#           (context kwok-NAME); all components listen on 127.0.0.1 only; apply the
+#           StorageClasses (cluster/storage.yaml; kube-controller-manager provisions their
+#           claims as host-path volumes, cluster/kwokctl.yaml); then the resizer, which plays the
+#           kubelet's part of in-place pod resize on kwok's nodes, ends terminating pods on
+#           their UID, and grows claims as a CSI driver and the kubelet would (cluster/resizer;
+#           log in the cluster's logs/resizer.log)
+#   down    stop the resizer and the cluster and delete its state, the directories of its
+#           host-path volumes included (fine when there is none)
 #   status  exit 0 when the cluster answers /readyz, 1 otherwise
 #
 # Environment:
@@ -28,8 +31,9 @@
 #   UP_TIMEOUT           seconds `up` may take before it gives up (default 180)
 #   RESIZER              1 (default): `up` starts the resizer, which also ends terminating pods
 #                        in place of kwok's pod-delete stage (see kwok_stages); 0: it does not,
-#                        pods on kwok nodes cannot be resized, and kwok deletes terminating pods
-#                        by name (the resizer writes every running pod's status once, which a
+#                        pods on kwok nodes cannot be resized, claims cannot grow (the API server
+#                        admits it, nothing carries it out), and kwok deletes terminating pods by
+#                        name (the resizer writes every running pod's status once, which a
 #                        benchmark may want to leave out)
 #   BUILD_TIMEOUT        seconds one build step may take before it gives up (default 3600)
 set -euo pipefail
@@ -489,6 +493,21 @@ cmd_up() {
 	printf 'export KUBECONFIG=%s\n' "$KUBECONFIG_FILE"
 }
 
+# remove_hostpath_volumes removes the directories of the cluster's host-path volumes, which
+# kube-controller-manager's provisioner made under /tmp/hostpath_pv and would remove only with
+# their claims. Other clusters on the machine (of other checkouts, or CLUSTER_NAMEs) keep theirs
+# there too, so it removes only the paths this cluster's volumes name, and only while the
+# cluster answers; a cluster that does not leaves its (empty) directories behind.
+remove_hostpath_volumes() {
+	ready || return 0
+	local paths path
+	paths=$(kubectl_c get persistentvolumes -o jsonpath='{range .items[*]}{.spec.hostPath.path}{"\n"}{end}' 2>/dev/null) || return 0
+	while read -r path; do
+		[[ $path =~ ^/tmp/hostpath_pv/[0-9a-f-]+$ ]] && rm -rf -- "$path"
+	done <<<"$paths"
+	return 0
+}
+
 cmd_down() {
 	if [[ ! -d $CLUSTER_DIR ]]; then
 		if owns_kubeconfig; then rm -f "$KUBECONFIG_FILE"; fi
@@ -497,6 +516,7 @@ cmd_down() {
 	fi
 	[[ -x $BIN/kwokctl ]] || die "$BIN/kwokctl is missing, so the cluster in $CLUSTER_DIR cannot be stopped; run make tools first"
 	stop_resizer
+	remove_hostpath_volumes
 	log "deleting cluster $CLUSTER_NAME"
 	local rc=0
 	# delete refuses an empty --kubeconfig and would edit ~/.kube/config or $KUBECONFIG by
