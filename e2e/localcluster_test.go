@@ -35,17 +35,11 @@ func claimYAML(ns, name, class, size string, annotations ...string) string {
 	return y
 }
 
-// podYAML is a pod of restartPolicy Never in ns with one container, server, of image, that
-// mounts claim (none if ""); extra is more of its spec (two-space indented, as onNode's), and
-// annotations are "key: value" lines.
-func podYAML(ns, name, image, claim, extra string, annotations ...string) string {
+// podYAML is a pod of restartPolicy Never in ns, labelled app: NAME, with one container,
+// server, of image, that mounts claim (none if ""); extra is more of its spec (two-space
+// indented, as onNode's).
+func podYAML(ns, name, image, claim, extra string) string {
 	y := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\n  labels: {app: " + name + "}\n"
-	if len(annotations) > 0 {
-		y += "  annotations:\n"
-		for _, a := range annotations {
-			y += "    " + a + "\n"
-		}
-	}
 	y += "spec:\n  restartPolicy: Never\n  containers:\n  - name: server\n    image: " + image + "\n"
 	if claim != "" {
 		y += "    volumeMounts: [{name: disk, mountPath: /disk}]\n  volumes:\n  - {name: disk, persistentVolumeClaim: {claimName: " + claim + "}}\n"
