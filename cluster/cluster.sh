@@ -8,11 +8,14 @@
 #
 #   build   build the binaries into .cache/bin (skipped when nothing they depend on changed)
 #   up      start the cluster (idempotent), with NODES fake nodes, and write .cache/kubeconfig
-#           (context kwok-NAME); all components listen on 127.0.0.1 only; then the resizer,
-#           which plays the kubelet's part of in-place pod resize on kwok's nodes and ends
-#           terminating pods on their UID (cluster/resizer; log in the cluster's
-#           logs/resizer.log)
-#   down    stop the resizer and the cluster and delete its state (fine when there is none)
+#           (context kwok-NAME); all components listen on 127.0.0.1 only; apply the
+#           StorageClasses (cluster/storage.yaml; kube-controller-manager provisions their
+#           claims as host-path volumes, cluster/kwokctl.yaml); then the resizer, which plays the
+#           kubelet's part of in-place pod resize on kwok's nodes, ends terminating pods on
+#           their UID, and grows claims as a CSI driver and the kubelet would (cluster/resizer;
+#           log in the cluster's logs/resizer.log)
+#   down    stop the resizer and the cluster and delete its state, the directories of its
+#           host-path volumes included (fine when there is none)
 #   status  exit 0 when the cluster answers /readyz, 1 otherwise
 #
 # Environment:
@@ -28,8 +31,9 @@
 #   UP_TIMEOUT           seconds `up` may take before it gives up (default 180)
 #   RESIZER              1 (default): `up` starts the resizer, which also ends terminating pods
 #                        in place of kwok's pod-delete stage (see kwok_stages); 0: it does not,
-#                        pods on kwok nodes cannot be resized, and kwok deletes terminating pods
-#                        by name (the resizer writes every running pod's status once, which a
+#                        pods on kwok nodes cannot be resized, claims cannot grow (the API server
+#                        admits it, nothing carries it out), and kwok deletes terminating pods by
+#                        name (the resizer writes every running pod's status once, which a
 #                        benchmark may want to leave out)
 #   BUILD_TIMEOUT        seconds one build step may take before it gives up (default 3600)
 set -euo pipefail
@@ -68,8 +72,10 @@ KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
 KWOK_BINS=(kwok kwokctl)
 # Built from this repository's own module, so it follows the code (go build caches it).
 RESIZER_BIN=$BIN/kwok-resizer
-# The kwok Stages used beside the resizer (see kwok_stages).
+# The kwok Stages the cluster runs with, and kwok's pod-delete stage, added to them when the
+# resizer does not run (see kwok_stages).
 KWOK_STAGES=$CACHE/kwok-stages.yaml
+KWOK_POD_DELETE=$CACHE/kwok-pod-delete.yaml
 METRICS_SERVER_BINS=(metrics-server)
 
 # log prints one progress line prefixed with the seconds since the command started, so a
@@ -96,8 +102,9 @@ need_bins() {
 	for b in "${KUBE_BINS[@]}" "${KWOK_BINS[@]}" "${METRICS_SERVER_BINS[@]}"; do
 		[[ -x $BIN/$b ]] || die "$BIN/$b is missing; build the tools first: make tools (cluster/cluster.sh build)"
 	done
+	[[ -f $KWOK_STAGES && -f $KWOK_POD_DELETE ]] || die "$KWOK_STAGES is missing; build the tools first: make tools (cluster/cluster.sh build)"
 	if [[ $RESIZER == 1 ]]; then
-		[[ -x $RESIZER_BIN && -f $KWOK_STAGES ]] || die "$RESIZER_BIN or $KWOK_STAGES is missing; build the tools first: make tools (cluster/cluster.sh build)"
+		[[ -x $RESIZER_BIN ]] || die "$RESIZER_BIN is missing; build the tools first: make tools (cluster/cluster.sh build)"
 	fi
 	return 0
 }
@@ -250,31 +257,35 @@ cmd_build() {
 	log "build: done ($BIN)"
 }
 
-# kwok_stages writes the kwok Stages the cluster runs with when the resizer runs: kwok's own
-# defaults, read from its module source, without pod-delete. That stage deletes a terminating
-# pod by name, so a delete it queued for a pod that has since gone can remove the new pod of the
-# same name that vm-controller creates in its place; the resizer ends terminating pods as a
-# kubelet does instead, with the pod's UID as a precondition (cluster/resizer). kwok takes its
-# defaults only when no Stage is configured, so the node stages are listed too, as kwokctl
-# would configure them for the binary runtime.
+# kwok_stages writes the kwok Stages the cluster runs with: kwok's own defaults, read from its
+# module source, without pod-delete, followed by this project's (cluster/stages.yaml: pods that
+# end on purpose, images that fail to pull). pod-delete deletes a terminating pod by name, so a
+# delete it queued for a pod that has since gone can remove the new pod of the same name that
+# vm-controller creates in its place; the resizer ends terminating pods as a kubelet does
+# instead, with the pod's UID as a precondition (cluster/resizer). pod-delete goes to a file of
+# its own, which up adds when the resizer does not run (RESIZER=0). kwok takes its defaults
+# only when no Stage is configured, so the node stages are listed too, as kwokctl would
+# configure them for the binary runtime.
 kwok_stages() {
 	local dir
 	dir=$(cd "${TMPDIR:-/tmp}" && GOFLAGS= go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p') ||
 		die "go mod download sigs.k8s.io/kwok@$KWOK_VERSION failed (error above)"
 	[[ -d $dir/kustomize/stage ]] || die "kwok's stages are not in its module source ($dir/kustomize/stage)"
-	local f first=1
+	local f
 	# A subshell, so that a failed cat ends it and not the script, and die says why.
 	(
-		echo "# kwok $KWOK_VERSION's default Stages without pod-delete; written by cluster/cluster.sh build."
+		echo "# kwok $KWOK_VERSION's default Stages without pod-delete, then cluster/stages.yaml; written by cluster/cluster.sh build."
 		for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 			pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml; do
-			((first)) || echo ---
-			first=0
 			cat "$dir/kustomize/stage/$f" || exit 1
+			echo ---
 		done
-	) >"$KWOK_STAGES.tmp" || die "could not read kwok's stages from $dir/kustomize/stage"
+		cat "$REPO/cluster/stages.yaml" || exit 1
+	) >"$KWOK_STAGES.tmp" || die "could not read kwok's stages from $dir/kustomize/stage or cluster/stages.yaml"
 	mv "$KWOK_STAGES.tmp" "$KWOK_STAGES"
-	log "kwok stages: $KWOK_STAGES (kwok's defaults without pod-delete)"
+	cp "$dir/kustomize/stage/pod/fast/pod-delete.yaml" "$KWOK_POD_DELETE.tmp" || die "could not read kwok's pod-delete stage from $dir/kustomize/stage"
+	mv "$KWOK_POD_DELETE.tmp" "$KWOK_POD_DELETE"
+	log "kwok stages: $KWOK_STAGES (kwok's defaults without pod-delete, and cluster/stages.yaml)"
 }
 
 # kubectl_c runs kubectl against the local cluster with a per-request bound, so no wait in
@@ -418,7 +429,8 @@ cmd_up() {
 			--timeout "${UP_TIMEOUT}s"
 		)
 		# With the resizer, kwok runs without its pod-delete stage (see kwok_stages).
-		if [[ $RESIZER == 1 ]]; then args+=(--config "$KWOK_STAGES"); fi
+		args+=(--config "$KWOK_STAGES")
+		if [[ $RESIZER != 1 ]]; then args+=(--config "$KWOK_POD_DELETE"); fi
 		if [[ -f $CLUSTER_DIR/kwok.yaml ]]; then
 			# The state is there but the processes are not (a reboot, a kill): kwokctl
 			# restarts them on the ports it recorded.
@@ -468,6 +480,8 @@ cmd_up() {
 	# ServiceAccount, so a cluster without it is not usable yet.
 	log "waiting for the default ServiceAccount"
 	wait_until "$deadline" "the default ServiceAccount in namespace default" kubectl_c get serviceaccount default -n default
+	# The StorageClasses claims are provisioned with (see cluster/storage.yaml).
+	wait_until "$deadline" "the StorageClasses of cluster/storage.yaml" kubectl_c apply -f "$REPO/cluster/storage.yaml"
 	# kwok reports each pod's usage to metrics-server as cluster/usage.yaml says.
 	wait_until "$deadline" "kwok's ClusterResourceUsage API" kubectl_c apply -f "$REPO/cluster/usage.yaml"
 	wait_until "$deadline" "metrics-server serving metrics.k8s.io (restarts: $CACHE/kwokctl-start.log)" metrics_ready
@@ -479,6 +493,21 @@ cmd_up() {
 	printf 'export KUBECONFIG=%s\n' "$KUBECONFIG_FILE"
 }
 
+# remove_hostpath_volumes removes the directories of the cluster's host-path volumes, which
+# kube-controller-manager's provisioner made under /tmp/hostpath_pv and would remove only with
+# their claims. Other clusters on the machine (of other checkouts, or CLUSTER_NAMEs) keep theirs
+# there too, so it removes only the paths this cluster's volumes name, and only while the
+# cluster answers; a cluster that does not leaves its (empty) directories behind.
+remove_hostpath_volumes() {
+	ready || return 0
+	local paths path
+	paths=$(kubectl_c get persistentvolumes -o jsonpath='{range .items[*]}{.spec.hostPath.path}{"\n"}{end}' 2>/dev/null) || return 0
+	while read -r path; do
+		[[ $path =~ ^/tmp/hostpath_pv/[0-9a-f-]+$ ]] && rm -rf -- "$path"
+	done <<<"$paths"
+	return 0
+}
+
 cmd_down() {
 	if [[ ! -d $CLUSTER_DIR ]]; then
 		if owns_kubeconfig; then rm -f "$KUBECONFIG_FILE"; fi
@@ -487,6 +516,7 @@ cmd_down() {
 	fi
 	[[ -x $BIN/kwokctl ]] || die "$BIN/kwokctl is missing, so the cluster in $CLUSTER_DIR cannot be stopped; run make tools first"
 	stop_resizer
+	remove_hostpath_volumes
 	log "deleting cluster $CLUSTER_NAME"
 	local rc=0
 	# delete refuses an empty --kubeconfig and would edit ~/.kube/config or $KUBECONFIG by

@@ -5,7 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,14 +18,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// newTestResizer is a resizer over a fake clientset whose caches hold pods and nodes as given;
-// its informers never run.
+// newTestResizer is a resizer over a fake clientset whose caches hold the pods, nodes, Leases,
+// claims and volumes given; its informers never run.
 func newTestResizer(t *testing.T, objs ...runtime.Object) (*resizer, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	r := &resizer{client: client, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		pods:  cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Pod{}, 0, cache.Indexers{}),
-		nodes: cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Node{}, 0, cache.Indexers{})}
+	r := newResizer(client, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, o := range objs {
 		var err error
 		switch o := o.(type) {
@@ -31,6 +31,12 @@ func newTestResizer(t *testing.T, objs ...runtime.Object) (*resizer, *fake.Clien
 			err = r.pods.GetIndexer().Add(o)
 		case *corev1.Node:
 			err = r.nodes.GetIndexer().Add(o)
+		case *coordinationv1.Lease:
+			err = r.leases.GetIndexer().Add(o)
+		case *corev1.PersistentVolumeClaim:
+			err = r.claims.GetIndexer().Add(o)
+		case *corev1.PersistentVolume:
+			err = r.volumes.GetIndexer().Add(o)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -63,24 +69,37 @@ func deletes(c *fake.Clientset) []k8stesting.DeleteActionImpl {
 	return out
 }
 
+// nodeLease is the Lease of node in kube-node-lease, held by holder.
+func nodeLease(node, holder string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+}
+
 // TestRemove: a terminating pod on a kwok node is deleted at once, on the condition of its UID;
-// a running pod, or one on a node a real kubelet runs, is not.
+// a running pod, one on a node a real kubelet runs, or one on a node a test has lost, is not.
 func TestRemove(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "vm-server"}
 	for _, tc := range []struct {
 		name    string
 		pod     *corev1.Pod
-		manager string
+		manager string // the node's kwok annotation
+		holder  string // the holder of the node's Lease; "": no Lease
 		deleted bool
 	}{
-		{"terminating on a kwok node", terminating(kwokPod("1", "1G")), "fake", true},
-		{"running on a kwok node", kwokPod("1", "1G"), "fake", false},
-		{"terminating on a real node", terminating(kwokPod("1", "1G")), "", false},
+		{"terminating on a kwok node", terminating(kwokPod("1", "1G")), "fake", "kwok-1", true},
+		{"terminating on a new kwok node without a Lease", terminating(kwokPod("1", "1G")), "fake", "", true},
+		{"running on a kwok node", kwokPod("1", "1G"), "fake", "kwok-1", false},
+		{"terminating on a real node", terminating(kwokPod("1", "1G")), "", "", false},
+		{"terminating on a lost node", terminating(kwokPod("1", "1G")), "fake", LostHolder, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, client := newTestResizer(t, tc.pod, kwokNode(tc.pod.Spec.NodeName, tc.manager))
+			objs := []runtime.Object{tc.pod, kwokNode(tc.pod.Spec.NodeName, tc.manager)}
+			if tc.holder != "" {
+				objs = append(objs, nodeLease(tc.pod.Spec.NodeName, tc.holder))
+			}
+			r, client := newTestResizer(t, objs...)
 			client.ClearActions()
-			if _, err := r.handle(context.Background(), key); err != nil {
+			if _, err := r.handlePod(context.Background(), key); err != nil {
 				t.Fatal(err)
 			}
 			got := deletes(client)
@@ -119,7 +138,7 @@ func TestRemoveNewerPod(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	after, err := r.handle(context.Background(), cache.ObjectName{Namespace: "ns", Name: "vm-server"})
+	after, err := r.handlePod(context.Background(), cache.ObjectName{Namespace: "ns", Name: "vm-server"})
 	if err != nil || after != 0 {
 		t.Fatalf("handle: %v, %v; want no error and nothing to look at again", after, err)
 	}
