@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cloudnative-czs/vm-controller/access"
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -270,12 +270,12 @@ func checkDiscovery(cfg *rest.Config, gvr k8sschema.GroupVersionResource) (r che
 // controller's CRD watch will judge it), its status subresource, and its schema against the
 // field map.
 func checkCRD(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionResource, f schema.Fields) []checkResult {
-	name := crd.Name(gvr)
+	name := crds.Name(gvr)
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return []checkResult{fail("crd", "cannot make a client: %v", err), {name: "fields", skipped: true, detail: "no CRD to read"}}
 	}
-	u, err := client.Resource(crd.GVR).Get(ctx, name, metav1.GetOptions{})
+	u, err := client.Resource(crds.GVR).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return []checkResult{fail("crd", "cannot read CRD %s: %v", name, err), {name: "fields", skipped: true, detail: "no CRD to read"}}
 	}
@@ -288,11 +288,11 @@ func checkCRD(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionR
 
 // judgeCRD is checkCRD's verdict on the CRD read, as JSON.
 func judgeCRD(name string, def []byte, version string, f schema.Fields) []checkResult {
-	if err := crd.Served(def, version); err != nil {
+	if err := crds.Served(def, version); err != nil {
 		return []checkResult{fail("crd", "%v", err), {name: "fields", skipped: true, detail: "the CRD does not serve the version"}}
 	}
 	var out []checkResult
-	if err := crd.StatusSubresource(def, version); err != nil {
+	if err := crds.StatusSubresource(def, version); err != nil {
 		// Workable (the original tutorial's CRD had none): status goes through the main
 		// resource, conditional on its resourceVersion, so a status write and a user's spec
 		// edit made at once conflict and one of them is retried.
@@ -302,7 +302,7 @@ func judgeCRD(name string, def []byte, version string, f schema.Fields) []checkR
 	} else {
 		out = append(out, pass("crd", "CRD %s has the status subresource in %s", name, version))
 	}
-	n, errs := crd.CheckSchema(def, version, f)
+	n, errs := crds.CheckSchema(def, version, f)
 	for _, err := range errs {
 		out = append(out, fail("fields", "field map: %v", err))
 	}

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -156,19 +156,19 @@ func loadFields(schemaFile string, gv k8sschema.GroupVersion) (schema.Fields, er
 
 // clusterFields returns the field map for run and check, which reach the cluster: as
 // loadFields, except that a CRD of another group without --schema-file is read from the
-// cluster and given the built-in layout its schema has (crd.ChooseLayout). why says which map
+// cluster and given the built-in layout its schema has (crds.ChooseLayout). why says which map
 // was chosen and why, for check's table and run's log; it is empty unless a layout was chosen.
 func (f resourceFlags) clusterFields(ctx context.Context, cfg *rest.Config, gvr k8sschema.GroupVersionResource) (fields schema.Fields, why string, err error) {
 	if f.SchemaFile != "" || gvr.Group == schema.Group {
 		fields, err = loadFields(f.SchemaFile, gvr.GroupVersion())
 		return fields, "", err
 	}
-	name := crd.Name(gvr)
+	name := crds.Name(gvr)
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return schema.Fields{}, "", fmt.Errorf("make client: %w", err)
 	}
-	u, err := client.Resource(crd.GVR).Get(ctx, name, metav1.GetOptions{})
+	u, err := client.Resource(crds.GVR).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		_, noMap := loadFields("", gvr.GroupVersion())
 		return schema.Fields{}, "", fmt.Errorf("%w (and CRD %s, whose schema could choose a built-in layout, cannot be read: %w)", noMap, name, err)
@@ -177,7 +177,7 @@ func (f resourceFlags) clusterFields(ctx context.Context, cfg *rest.Config, gvr 
 	if err != nil {
 		return schema.Fields{}, "", fmt.Errorf("encode CRD %s: %w", name, err)
 	}
-	l, err := crd.ChooseLayout(def, gvr.Version)
+	l, err := crds.ChooseLayout(def, gvr.Version)
 	if err != nil {
 		return schema.Fields{}, "", fmt.Errorf("--api-version %s without --schema-file: CRD %s: %w", gvr.GroupVersion(), name, err)
 	}

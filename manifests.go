@@ -126,7 +126,7 @@ func manifestsAction(c manifestsConfig) error {
 			return fmt.Errorf("render the CRD: %w", err)
 		}
 		o.Webhook = &deploy.Webhook{Replicas: int32(c.WebhookReplicas), Service: crds.WebhookService, Port: crds.WebhookPort,
-			Secret: crds.WebhookService + "-tls", CRD: crds.Name}
+			Secret: crds.WebhookService + "-tls", CRD: crds.DefaultName}
 	case gvr.Group == schema.Group:
 		if o.CRD, err = crds.YAML(); err != nil {
 			return fmt.Errorf("read embedded CRDs: %w", err)

@@ -42,7 +42,7 @@ func migrateCommand() *cli.Command {
 		Name:  "migrate",
 		Usage: "rewrite every VirtualMachine in the CRD's storage version, then trim status.storedVersions (safe to run again)",
 		Flags: append(cfg.flags(), []cli.Flag{
-			&cli.StringFlag{Name: "crd", Value: crds.Name, Usage: "the CRD whose objects to migrate", Destination: &cfg.CRD},
+			&cli.StringFlag{Name: "crd", Value: crds.DefaultName, Usage: "the CRD whose objects to migrate", Destination: &cfg.CRD},
 			&cli.Int64Flag{Name: "page-size", Value: 500, Usage: "objects per list page", Destination: &cfg.PageSize},
 			&cli.StringFlag{Name: "continue", Usage: "resume from this continue token (the last one a run logged); empty: from the start", Destination: &cfg.Continue},
 		}...),

@@ -31,7 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/metrics"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 )
@@ -371,24 +371,24 @@ func run(c runConfig) error {
 // whose RBAC grants no access to it) or cannot be read keeps the subresource, as before, and
 // the log says so.
 func statusSubresourceMissing(ctx context.Context, client dynamic.Interface, gvr k8sschema.GroupVersionResource, read bool, log *slog.Logger) bool {
-	name := crd.Name(gvr)
+	name := crds.Name(gvr)
 	if !read {
 		log.Info("CRD not read (--watch-crd=false); writing status through the status subresource", "crd", name, "version", gvr.Version)
 		return false
 	}
-	u, err := client.Resource(crd.GVR).Get(ctx, name, metav1.GetOptions{})
+	u, err := client.Resource(crds.GVR).Get(ctx, name, metav1.GetOptions{})
 	var def []byte
 	if err == nil {
 		def, err = json.Marshal(u.Object)
 	}
 	if err == nil {
-		err = crd.Served(def, gvr.Version) // the version is there: what follows is about it
+		err = crds.Served(def, gvr.Version) // the version is there: what follows is about it
 	}
 	if err != nil {
 		log.Warn("Cannot read the CRD; writing status through the status subresource", "crd", name, "version", gvr.Version, "error", err)
 		return false
 	}
-	if crd.StatusSubresource(def, gvr.Version) != nil {
+	if crds.StatusSubresource(def, gvr.Version) != nil {
 		log.Warn("Status subresource missing; writing status through the main resource", "crd", name, "version", gvr.Version)
 		return true
 	}

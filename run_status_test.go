@@ -12,7 +12,7 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // TestStatusSubresourceMissing: run writes status through the main resource only when it read
@@ -45,7 +45,7 @@ func TestStatusSubresourceMissing(t *testing.T) {
 				objs = append(objs, u)
 			}
 			client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[k8sschema.GroupVersionResource]string{crd.GVR: "CustomResourceDefinitionList"}, objs...)
+				map[k8sschema.GroupVersionResource]string{crds.GVR: "CustomResourceDefinitionList"}, objs...)
 			var buf bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&buf, nil))
 			gvr := k8sschema.GroupVersionResource{Group: tc.group, Version: "v1alpha1", Resource: "virtualmachines"}

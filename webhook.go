@@ -95,7 +95,7 @@ func webhookCommand() *cli.Command {
 			&cli.StringFlag{Name: "namespace", Value: deploy.DefaultNamespace, Usage: "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)",
 				EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.Namespace},
 			&cli.StringFlag{Name: "secret", Value: crds.WebhookService + "-tls", Usage: "Secret that keeps the self-managed CA and certificate, shared by the replicas", Destination: &cfg.Secret},
-			&cli.StringFlag{Name: "crd", Value: crds.Name, Usage: "CRD whose conversion caBundle the webhook sets (self-managed certificates); empty: none", Destination: &cfg.CRD},
+			&cli.StringFlag{Name: "crd", Value: crds.DefaultName, Usage: "CRD whose conversion caBundle the webhook sets (self-managed certificates); empty: none", Destination: &cfg.CRD},
 			&cli.StringSliceFlag{Name: "field-map", Usage: "group/version=file: convert that version too, with that field map (repeatable); the versions of cloudnative.czs are built in", Destination: &cfg.FieldMaps},
 			&cli.DurationFlag{Name: "ca-validity", Value: 365 * 24 * time.Hour, Usage: "lifetime of a self-managed CA; renewed with a third left", Destination: &cfg.CAValidity},
 			&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", Destination: &cfg.CertValidity},
