@@ -147,7 +147,7 @@ func newAPIClients(cfg *rest.Config) (apiClients, error) {
 // runClients are the controller's clients. All but the watches' and usage's share cfg's rate
 // limiter, so that run's --qps is what the controller sends in all, not a limit per client.
 type runClients struct {
-	apiClients                      // JSON: the CRD watch (and the VMs where there is no REST client), discovery, the leader Lease
+	apiClients                      // dynamic: the CRD watch; typed: discovery, the leader Lease
 	vmREST     rest.Interface       // VMs: the list and every write, each answer read in place
 	vmWatch    rest.Interface       // VMs: the watch, unlimited
 	proto      kubernetes.Interface // protobuf: pods, nodes, Events

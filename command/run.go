@@ -200,11 +200,11 @@ func run(cc *cli.Context, c runConfig) error {
 	if err != nil {
 		return err
 	}
-	checks, err := newAPIClients(checked(cfg))
+	checkClients, err := newAPIClients(checked(cfg))
 	if err != nil {
 		return err
 	}
-	f, err := gather(ctx, checks, cfg.Host, t)
+	f, err := gather(ctx, checkClients, cfg.Host, t)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
