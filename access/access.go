@@ -6,7 +6,7 @@ package access
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // Rule is one permission: verbs on a resource of an API group.
@@ -55,8 +55,8 @@ func Rules(n Needs) []Rule {
 			Why: "leader election: only the holder of the Lease reconciles"})
 	}
 	if n.WatchCRD {
-		rules = append(rules, Rule{Group: crd.GVR.Group, Resource: crd.GVR.Resource, Verbs: []string{"get", "list", "watch"}, Cluster: true,
-			Names: []string{crd.Name(n.GVR)},
+		rules = append(rules, Rule{Group: crds.GVR.Group, Resource: crds.GVR.Resource, Verbs: []string{"get", "list", "watch"}, Cluster: true,
+			Names: []string{crds.Name(n.GVR)},
 			Why:   "checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back; this CRD only"})
 	}
 	return rules
@@ -82,7 +82,7 @@ func WebhookRules(w Webhook) []Rule {
 		// has one. The rule is as narrow as RBAC allows: Secrets of the webhook's namespace.
 		{Group: "", Resource: "secrets", Verbs: []string{"create"}, Own: true,
 			Why: "creates the certificates' Secret the first time a replica starts (RBAC cannot limit create to a name)"},
-		{Group: crd.GVR.Group, Resource: crd.GVR.Resource, Verbs: []string{"get", "patch"}, Cluster: true, Names: []string{w.CRD},
+		{Group: crds.GVR.Group, Resource: crds.GVR.Resource, Verbs: []string{"get", "patch"}, Cluster: true, Names: []string{w.CRD},
 			Why: "reads the CRD's conversion settings and sets its caBundle before a new certificate is served; this CRD only"},
 	}
 }

@@ -6,10 +6,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
-// TestCRDRule: with --watch-crd the controller may read its own CRD, named as package crd
+// TestCRDRule: with --watch-crd the controller may read its own CRD, named as package crds
 // names it, and no other; without it, no CRD at all.
 func TestCRDRule(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "compute.example.org", Version: "v1", Resource: "machines"}
@@ -25,7 +25,7 @@ func TestCRDRule(t *testing.T) {
 			var got []string
 			found := 0
 			for _, r := range Rules(Needs{GVR: gvr, WatchCRD: tc.watchCRD}) {
-				if r.Group == crd.GVR.Group && r.Resource == crd.GVR.Resource {
+				if r.Group == crds.GVR.Group && r.Resource == crds.GVR.Resource {
 					found++
 					got = r.Names
 					if !r.Cluster || !slices.Equal(r.Verbs, []string{"get", "list", "watch"}) {
@@ -51,7 +51,7 @@ func TestWebhookRules(t *testing.T) {
 		if r.Why == "" {
 			t.Errorf("rule %+v gives no reason", r)
 		}
-		if r.Cluster != (r.Resource == crd.GVR.Resource) || (!r.Cluster && !r.Own) {
+		if r.Cluster != (r.Resource == crds.GVR.Resource) || (!r.Cluster && !r.Own) {
 			t.Errorf("rule %+v: only the CRD rule may be cluster-wide, and the others must be in the webhook's namespace", r)
 		}
 		for _, v := range r.Verbs {

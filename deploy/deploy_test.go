@@ -32,7 +32,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases["webhook"] = Options{GVR: vms, Namespace: DefaultNamespace, Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true,
-		CRD: crd, Webhook: &Webhook{Replicas: 2, Service: crds.WebhookService, Port: crds.WebhookPort, Secret: crds.WebhookService + "-tls", CRD: crds.Name}}
+		CRD: crd, Webhook: &Webhook{Replicas: 2, Service: crds.WebhookService, Port: crds.WebhookPort, Secret: crds.WebhookService + "-tls", CRD: crds.DefaultName}}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, err := Render(o)

@@ -22,7 +22,7 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // Migrator rewrites the objects of one CRD.
@@ -47,7 +47,7 @@ type Result struct {
 // and trims status.storedVersions once all are done. Each page's token is logged: a run that
 // stops can be resumed from the last one.
 func (m *Migrator) Run(ctx context.Context, continueToken string) (Result, error) {
-	def, err := m.Client.Resource(crd.GVR).Get(ctx, m.CRD, metav1.GetOptions{})
+	def, err := m.Client.Resource(crds.GVR).Get(ctx, m.CRD, metav1.GetOptions{})
 	if err != nil {
 		return Result{}, fmt.Errorf("read CRD %s: %w", m.CRD, err)
 	}
@@ -115,7 +115,7 @@ func (m *Migrator) rewrite(ctx context.Context, gvr k8sschema.GroupVersionResour
 // the storage version changed since the run began: the objects were written in another one.
 func (m *Migrator) trim(ctx context.Context, version string) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		def, err := m.Client.Resource(crd.GVR).Get(ctx, m.CRD, metav1.GetOptions{})
+		def, err := m.Client.Resource(crds.GVR).Get(ctx, m.CRD, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("read CRD %s: %w", m.CRD, err)
 		}
@@ -133,7 +133,7 @@ func (m *Migrator) trim(ctx context.Context, version string) (bool, error) {
 		if err := unstructured.SetNestedStringSlice(def.Object, []string{version}, "status", "storedVersions"); err != nil {
 			return false, fmt.Errorf("set storedVersions: %w", err)
 		}
-		_, err = m.Client.Resource(crd.GVR).UpdateStatus(ctx, def, metav1.UpdateOptions{})
+		_, err = m.Client.Resource(crds.GVR).UpdateStatus(ctx, def, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue
 		}

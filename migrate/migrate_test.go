@@ -14,7 +14,6 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
 	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
@@ -31,7 +30,7 @@ func crdObject(storage string, stored ...string) *unstructured.Unstructured {
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": crds.Name, "resourceVersion": "7"},
+		"metadata": map[string]any{"name": crds.DefaultName, "resourceVersion": "7"},
 		"spec":     map[string]any{"group": "cloudnative.czs", "names": map[string]any{"plural": "virtualmachines"}, "versions": versions},
 		"status":   map[string]any{"storedVersions": storedAny},
 	}}
@@ -50,7 +49,7 @@ func fakeCluster(t *testing.T, c *unstructured.Unstructured) *dynamicfake.FakeDy
 	t.Helper()
 	objs := []runtime.Object{c, vm("a", "v1"), vm("a", "v2"), vm("b", "v3"), vm("b", "v4"), vm("c", "v5")}
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{
-		vms: "VirtualMachineList", crd.GVR: "CustomResourceDefinitionList"}, objs...)
+		vms: "VirtualMachineList", crds.GVR: "CustomResourceDefinitionList"}, objs...)
 }
 
 // paged cuts the fake's lists of VMs into pages, as the API server does: the fake ignores
@@ -107,7 +106,7 @@ func updates(dyn *dynamicfake.FakeDynamicClient, resource string) []string {
 
 func storedVersions(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []string {
 	t.Helper()
-	c, err := dyn.Resource(crd.GVR).Get(context.Background(), crds.Name, metav1.GetOptions{})
+	c, err := dyn.Resource(crds.GVR).Get(context.Background(), crds.DefaultName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +141,7 @@ func TestMigrate(t *testing.T) {
 					return false, nil, nil
 				})
 			}
-			m := &Migrator{Client: paged{dyn}, CRD: crds.Name, PageSize: 2}
+			m := &Migrator{Client: paged{dyn}, CRD: crds.DefaultName, PageSize: 2}
 			res, err := m.Run(context.Background(), tc.continueToken)
 			if err != nil {
 				t.Fatal(err)
@@ -165,7 +164,7 @@ func TestMigrate(t *testing.T) {
 // leaves storedVersions as the first left it.
 func TestMigrateTwice(t *testing.T) {
 	dyn := fakeCluster(t, crdObject("v1", "v1alpha1", "v1"))
-	m := &Migrator{Client: paged{dyn}, CRD: crds.Name, PageSize: 2}
+	m := &Migrator{Client: paged{dyn}, CRD: crds.DefaultName, PageSize: 2}
 	if _, err := m.Run(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +182,8 @@ func TestMigrateTwice(t *testing.T) {
 
 func TestMigrateErrors(t *testing.T) {
 	t.Run("no CRD", func(t *testing.T) {
-		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{crd.GVR: "CustomResourceDefinitionList"})
-		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.Name}).Run(context.Background(), "")
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{crds.GVR: "CustomResourceDefinitionList"})
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.DefaultName}).Run(context.Background(), "")
 		if want := `read CRD virtualmachines.cloudnative.czs: customresourcedefinitions.apiextensions.k8s.io "virtualmachines.cloudnative.czs" not found`; err == nil || err.Error() != want {
 			t.Errorf("error %v", err)
 		}
@@ -194,7 +193,7 @@ func TestMigrateErrors(t *testing.T) {
 		dyn.PrependReactor("update", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewInternalError(errString("conversion webhook unreachable"))
 		})
-		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.Name}).Run(context.Background(), "")
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.DefaultName}).Run(context.Background(), "")
 		if want := "rewrite virtualmachines a/v1: Internal error occurred: conversion webhook unreachable"; err == nil || err.Error() != want {
 			t.Errorf("error %v", err)
 		}
@@ -207,9 +206,9 @@ func TestMigrateErrors(t *testing.T) {
 		dyn := fakeCluster(t, crdObject("v1", "v1alpha1", "v1"))
 		dyn.PrependReactor("update", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
 			// Someone applies the CRD with another storage version mid-run.
-			return false, nil, dyn.Tracker().Update(crd.GVR, crdObject("v1alpha1", "v1alpha1", "v1"), "")
+			return false, nil, dyn.Tracker().Update(crds.GVR, crdObject("v1alpha1", "v1alpha1", "v1"), "")
 		})
-		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.Name}).Run(context.Background(), "")
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.DefaultName}).Run(context.Background(), "")
 		if want := "the storage version of CRD virtualmachines.cloudnative.czs changed from v1 to v1alpha1 during the migration; run it again"; err == nil || err.Error() != want {
 			t.Errorf("error %v", err)
 		}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
+	crd "github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // servedWatch follows the CustomResourceDefinition of the VM resource and reports whether the

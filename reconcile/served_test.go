@@ -15,7 +15,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
+	crd "github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // servedCRD is the CRD of gvr with its one version served or not, and Established or not.

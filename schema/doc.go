@@ -1,7 +1,7 @@
 // Package schema knows what a VirtualMachine looks like: where each field lives in each CRD
 // version (field maps), typed views decoded on demand from the raw object with gjson, spec
 // validation, and the status rendered as a merge patch (StatusPatch, UsagePatch) with its
-// conditions. It does not know where the resource is served (package crd), how the informer
+// conditions. It does not know where the resource is served (package crds), how the informer
 // caches it, or what to decide (package reconcile).
 //
 // Nothing here is generated. Every field path the controller reads or writes is declared once

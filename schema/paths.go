@@ -1,6 +1,6 @@
 package schema
 
-// The CRD-schema checker (package crd) needs every path of a field map and what the CRD's
+// The CRD-schema checker (package crds) needs every path of a field map and what the CRD's
 // schema must allow there; conversion between two versions (package convert) pairs the paths
 // of one layout with the other's by Key. This is their one view of the map's internals.
 

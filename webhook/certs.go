@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // Keys of the Secret that holds the self-managed certificates.
@@ -246,7 +246,7 @@ func (c *Certs) inject(ctx context.Context, pemBundle []byte) error {
 	if c.CRD == "" {
 		return nil
 	}
-	def, err := c.Dynamic.Resource(crd.GVR).Get(ctx, c.CRD, metav1.GetOptions{})
+	def, err := c.Dynamic.Resource(crds.GVR).Get(ctx, c.CRD, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read CRD %s: %w", c.CRD, err)
 	}
@@ -266,7 +266,7 @@ func (c *Certs) inject(ctx context.Context, pemBundle []byte) error {
 	if err != nil {
 		return fmt.Errorf("encode caBundle patch: %w", err)
 	}
-	if _, err := c.Dynamic.Resource(crd.GVR).Patch(ctx, c.CRD, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.Dynamic.Resource(crds.GVR).Patch(ctx, c.CRD, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("set caBundle of CRD %s: %w", c.CRD, err)
 	}
 	c.log().Info("set CRD caBundle", "crd", c.CRD)

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cloudnative-czs/vm-controller/convert"
-	"github.com/cloudnative-czs/vm-controller/crd"
 	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
@@ -32,23 +31,23 @@ func cluster(t *testing.T, strategy string) (*fake.Clientset, *dynamicfake.FakeD
 	t.Helper()
 	def := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": crds.Name},
+		"metadata": map[string]any{"name": crds.DefaultName},
 		"spec":     map[string]any{"conversion": map[string]any{"strategy": strategy}},
 	}}
 	scheme := runtime.NewScheme()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{crd.GVR: "CustomResourceDefinitionList"}, def)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{crds.GVR: "CustomResourceDefinitionList"}, def)
 	return fake.NewClientset(), dyn
 }
 
 func newCerts(client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, now *time.Time) *Certs {
-	return &Certs{Service: "vm-controller-webhook", Namespace: "ops", Secret: "vm-controller-webhook-tls", CRD: crds.Name,
+	return &Certs{Service: "vm-controller-webhook", Namespace: "ops", Secret: "vm-controller-webhook-tls", CRD: crds.DefaultName,
 		Client: client, Dynamic: dyn, Now: func() time.Time { return *now },
 		CAValidity: 365 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour}
 }
 
 func caBundle(t *testing.T, dyn *dynamicfake.FakeDynamicClient) []byte {
 	t.Helper()
-	def, err := dyn.Resource(crd.GVR).Get(context.Background(), crds.Name, metav1.GetOptions{})
+	def, err := dyn.Resource(crds.GVR).Get(context.Background(), crds.DefaultName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +248,7 @@ func TestNoWebhookConversion(t *testing.T) {
 	if err := c.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	def, err := dyn.Resource(crd.GVR).Get(context.Background(), crds.Name, metav1.GetOptions{})
+	def, err := dyn.Resource(crds.GVR).Get(context.Background(), crds.DefaultName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,11 +78,12 @@ var (
 )
 
 // Tag is the image tag for a version, by the rule `vm-controller manifests` applies to its
-// default image (imageTagOf, in the main module, which this module cannot import): a release
-// is its version (-dirty for Go's +dirty); any other commit, named by a Go pseudo-version or
-// by git describe's abbreviation (alone or after a tag, 7 hex digits or more), is its first 7
-// hex digits (-dirty); devel is latest. Another "+" becomes "_", which a tag allows. TestTag
-// checks it against the cases imageTagOf's test reads, testdata/image-tags.txt at the root.
+// default image (imageTagOf, in the main module's command/, which this module cannot import):
+// a release is its version (-dirty for Go's +dirty); any other commit, named by a Go
+// pseudo-version or by git describe's abbreviation (alone or after a tag, 7 hex digits or
+// more), is its first 7 hex digits (-dirty); devel is latest. Another "+" becomes "_", which a
+// tag allows. TestTag checks it against the cases imageTagOf's test reads,
+// testdata/image-tags.txt at the root.
 func Tag(version string) string {
 	if version == "" || version == "devel" || version == "(devel)" {
 		return "latest"

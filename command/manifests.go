@@ -1,6 +1,6 @@
 // The manifests command: everything to deploy vm-controller, printed for the flags given.
 
-package main
+package command
 
 import (
 	"fmt"
@@ -34,34 +34,28 @@ type manifestsConfig struct {
 	WebhookReplicas int
 }
 
-func manifestsCommand(c *manifestsConfig) *cli.Command {
+// manifestsCommand is the manifests command; version is this build's, whose image --image
+// names by default.
+func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 	flags := append(c.resourceFlags.gvrFlags(),
-		&cli.StringFlag{Name: "namespace", Value: deploy.DefaultNamespace, Usage: "namespace the controller runs in (created unless default or kube-system)", Destination: &c.Namespace},
-		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces", Destination: &c.WatchNamespace},
-		&cli.StringFlag{Name: "image", Value: imageRepository + ":" + imageTag(), Usage: "the controller's container image", Destination: &c.Image},
-		&cli.IntFlag{Name: "replicas", Value: 2, Usage: "replicas; one leads, the others stand by", Destination: &c.Replicas},
+		installNamespaceFlag(&c.Namespace, "namespace the controller runs in (created unless default or kube-system)"),
+		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces", EnvVars: env("WATCH_NAMESPACE"), Destination: &c.WatchNamespace},
+		&cli.StringFlag{Name: "image", Value: imageRepository + ":" + imageTag(version), Usage: "the controller's container image", EnvVars: env("IMAGE"), Destination: &c.Image},
+		&cli.IntFlag{Name: "replicas", Value: 2, Usage: "replicas; one leads, the others stand by", EnvVars: env("REPLICAS"), Destination: &c.Replicas},
 		watchNodesFlag(&c.WatchNodes, "grant read access to nodes and run with --watch-nodes (lost nodes show as Unknown)"),
-		&cli.BoolFlag{Name: "usage", Value: true, Usage: "grant read access to metrics.k8s.io pods and sample usage (run's --usage-interval); false: --usage-interval=0", Destination: &c.Usage},
+		&cli.BoolFlag{Name: "usage", Value: true, Usage: "grant read access to metrics.k8s.io pods and sample usage (run's --usage-interval); false: --usage-interval=0", EnvVars: env("USAGE"), Destination: &c.Usage},
 		watchCRDFlag(&c.WatchCRD, "grant read access to the resource's CRD and run with --watch-crd (follows the CRD's deletion and return)"),
-		&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default", Destination: &c.ServerImage},
+		&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default", EnvVars: env("SERVER_IMAGE"), Destination: &c.ServerImage},
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
-		&cli.StringFlag{Name: "conversion", Value: "none", Usage: "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)", Destination: &c.Conversion},
-		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve", Destination: &c.WebhookReplicas},
+		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)"),
+		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve", EnvVars: env("WEBHOOK_REPLICAS"), Destination: &c.WebhookReplicas},
 	)
 	return &cli.Command{
 		Name:         "manifests",
 		Usage:        "print the CRD, ServiceAccount, RBAC and Deployment to run vm-controller in a cluster (vm-controller manifests | kubectl apply -f -)",
 		Flags:        flags,
 		OnUsageError: usageError,
-		Action: func(ctx *cli.Context) error {
-			if err := noArgs(ctx); err != nil {
-				return err
-			}
-			if err := c.Validate(); err != nil {
-				return cli.Exit(err.Error(), 2)
-			}
-			return manifestsAction(*c)
-		},
+		Action:       action(c, noArgs, func(cc *cli.Context) error { return printManifests(cc, *c) }),
 	}
 }
 
@@ -80,6 +74,9 @@ func (c manifestsConfig) Validate() error {
 	if c.Replicas < 1 {
 		return fmt.Errorf("--replicas must be at least 1, got %d", c.Replicas)
 	}
+	if err := validConversion(c.Conversion); err != nil {
+		return err
+	}
 	gvr, _ := c.gvr()
 	switch c.Conversion {
 	case "none":
@@ -94,13 +91,12 @@ func (c manifestsConfig) Validate() error {
 		if c.WebhookReplicas < 1 {
 			return fmt.Errorf("--webhook-replicas must be at least 1, got %d", c.WebhookReplicas)
 		}
-	default:
-		return fmt.Errorf("--conversion %q: want none or webhook", c.Conversion)
 	}
 	return nil
 }
 
-func manifestsAction(c manifestsConfig) error {
+// printManifests renders everything to deploy and prints it.
+func printManifests(cc *cli.Context, c manifestsConfig) error {
 	gvr, err := c.gvr()
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
@@ -126,7 +122,7 @@ func manifestsAction(c manifestsConfig) error {
 			return fmt.Errorf("render the CRD: %w", err)
 		}
 		o.Webhook = &deploy.Webhook{Replicas: int32(c.WebhookReplicas), Service: crds.WebhookService, Port: crds.WebhookPort,
-			Secret: crds.WebhookService + "-tls", CRD: crds.Name}
+			Secret: crds.WebhookService + "-tls", CRD: crds.DefaultName}
 	case gvr.Group == schema.Group:
 		if o.CRD, err = crds.YAML(); err != nil {
 			return fmt.Errorf("read embedded CRDs: %w", err)
@@ -136,13 +132,14 @@ func manifestsAction(c manifestsConfig) error {
 	if err != nil {
 		return err
 	}
-	_, err = os.Stdout.Write(out)
+	_, err = cc.App.Writer.Write(out)
 	return err
 }
 
-// imageTag is the tag of this build's image: the one `make image` gives the image it builds
-// from the same commit, so that the default --image names it however this binary was built.
-func imageTag() string {
+// imageTag is the tag of the image of this build of version: the one `make image` gives the
+// image it builds from the same commit, so that the default --image names it however this
+// binary was built.
+func imageTag(version string) string {
 	var revision string
 	var modified bool
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -155,7 +152,7 @@ func imageTag() string {
 			}
 		}
 	}
-	return imageTagOf(buildVersion(), revision, modified)
+	return imageTagOf(version, revision, modified)
 }
 
 var (

@@ -1,12 +1,3 @@
-// Package crds embeds the project's CustomResourceDefinitions so that the binary can print
-// them (vm-controller crds | kubectl apply -f -) and tests can apply exactly what ships.
-//
-// The CRD comes in two forms. The plain one (YAML) serves v1alpha1 and v1beta1, which share
-// one schema, with conversion None: the API server converts between them by rewriting
-// apiVersion, and nothing else has to run. The webhook form (WithWebhook) adds v1, whose shape
-// differs, and names the conversion webhook that `vm-controller webhook` serves; the API server
-// then calls that webhook for every read or write in a version other than the stored one, so
-// this form is only safe where the webhook runs. docs/versions.md says when to use which.
 package crds
 
 import (
@@ -29,9 +20,9 @@ import (
 //go:embed *.yaml versions/*.yaml
 var files embed.FS
 
-// Name is the name of this project's CRD: plural.group, as crd.Name makes it from the default
-// resource (TestName ties it to that and to the embedded YAML).
-const Name = schema.DefaultResource + "." + schema.Group
+// DefaultName is the name of this project's CRD, the one of the default resource: plural.group,
+// as Name makes it (TestDefaultName ties it to that and to the embedded YAML).
+const DefaultName = schema.DefaultResource + "." + schema.Group
 
 // The conversion webhook's Service and path, as the webhook form of the CRD names them and
 // `manifests --conversion webhook` creates them.
@@ -137,7 +128,7 @@ func WithWebhook(w Webhook) ([]byte, error) {
 
 // webhookCRD is the plain CRD with the versions of versions/ appended.
 func webhookCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
-	data, err := files.ReadFile(Name + ".yaml")
+	data, err := files.ReadFile(DefaultName + ".yaml")
 	if err != nil {
 		return nil, fmt.Errorf("read the CRD: %w", err)
 	}

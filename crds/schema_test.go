@@ -1,4 +1,4 @@
-package crd
+package crds
 
 import (
 	"os"
@@ -10,7 +10,6 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -26,7 +25,7 @@ func crdJSON(t *testing.T, yamlDoc []byte) []byte {
 // projectCRD is the CRD with every version (the webhook form: v1 is served only there).
 func projectCRD(t *testing.T) []byte {
 	t.Helper()
-	data, err := crds.WithWebhook(crds.Webhook{Namespace: "vm-controller"})
+	data, err := WithWebhook(Webhook{Namespace: "vm-controller"})
 	if err != nil {
 		t.Fatal(err)
 	}

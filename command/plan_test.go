@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"bytes"
@@ -22,6 +22,25 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
+func TestPlanConfigValidate(t *testing.T) {
+	tests := map[string]validateCase{
+		"defaults":            {},
+		"a time":              {args: []string{"--now", "2026-06-01T12:00:00Z"}},
+		"an api version":      {args: []string{"--api-version", "compute.example.org/v1"}},
+		"now":                 {[]string{"--now", "yesterday"}, "--now", `--now "yesterday": want a time such as 2026-06-01T12:00:00Z`},
+		"server image":        {[]string{"--server-image", ""}, "--server-image", "--server-image must not be empty"},
+		"resize":              {[]string{"--resize", "in_place"}, "--resize", `--resize "in_place": want in-place, replace or manual`},
+		"restart backoff":     {[]string{"--restart-backoff", "-1s"}, "--restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
+		"max restart backoff": {[]string{"--max-restart-backoff", "1s"}, "--max-restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
+		"api version":         {[]string{"--api-version", "v1"}, "--api-version", `--api-version "v1": want group/version, such as cloudnative.czs/v1alpha1`},
+	}
+	checkValidate(t, tests, func(args []string) error {
+		c := &planConfig{}
+		parseFlags(t, planCommand(c), args...)
+		return c.Validate()
+	})
+}
+
 // TestPlanGolden runs `vm-controller plan` on each testdata/plan/<case>.txtar and compares
 // what it prints with <case>.golden. A case holds the command's arguments (args, in which
 // $DIR is where the case's other files are written and $ROOT the repository), optionally its
@@ -30,11 +49,11 @@ import (
 // shows only what sets it apart; a case whose point is the raw input holds it whole. A failing
 // command's golden file holds its exit code and its stderr, which must be one line.
 func TestPlanGolden(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "plan", "*.txtar"))
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "plan", "*.txtar"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no plan cases found: %v", err)
 	}
-	root, err := os.Getwd()
+	root, err := filepath.Abs("..") // the repository's
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +161,7 @@ func TestMappingJSON(t *testing.T) {
 func runPlan(t *testing.T, args []string, stdin []byte) string {
 	t.Helper()
 	var stdout bytes.Buffer
-	a := app()
+	a := App("")
 	a.Writer, a.ErrWriter, a.Reader = &stdout, &stdout, bytes.NewReader(stdin)
 	err := a.Run(append([]string{"vm-controller", "plan"}, args...))
 	if err == nil {
@@ -167,7 +186,7 @@ func runPlan(t *testing.T, args []string, stdin []byte) string {
 // FuzzPlan: whatever the input, plan decodes it or refuses it with an error, and a VM it
 // accepts gets a plan, with or without a server; nothing panics.
 func FuzzPlan(f *testing.F) {
-	for _, file := range []string{"examples/test-vm.yaml", "testdata/machines/machine.yaml"} {
+	for _, file := range []string{"../examples/test-vm.yaml", "../testdata/machines/machine.yaml"} {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
@@ -209,15 +228,21 @@ var planDoc = filepath.Join("docs", "plan-and-check.md")
 // repository. Every other block that names `vm-controller plan` is an error: it would not be
 // checked. With -update the test rewrites the outputs in the guide.
 func TestPlanDoc(t *testing.T) {
-	doc, err := os.ReadFile(planDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, n := renderPlanDoc(t, string(doc))
+	var got string
+	var n int
+	// The guide's commands name files as a reader types them, from the repository's root.
+	t.Run("from the root", func(t *testing.T) {
+		t.Chdir("..")
+		doc, err := os.ReadFile(planDoc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, n = renderPlanDoc(t, string(doc))
+	})
 	if n == 0 {
 		t.Fatalf("%s: no ```console block runs vm-controller plan", planDoc)
 	}
-	golden.Check(t, planDoc, []byte(got))
+	golden.Check(t, filepath.Join("..", planDoc), []byte(got))
 }
 
 // renderPlanDoc is the guide with each console block's outputs replaced by what its commands

@@ -1,10 +1,4 @@
-// Package crd knows the CustomResourceDefinition behind the VM resource: where CRDs are
-// served (GVR), the name of the one that defines a resource (Name), whether it serves a
-// version (Served), and whether its schema can carry what a field map says
-// (StatusSubresource, CheckSchema). The check command, the controller's CRD watch, the RBAC
-// rules, the manifests, the conversion webhook's caBundle and the storage migration all ask
-// here, so that they cannot disagree on any of it.
-package crd
+package crds
 
 import (
 	"fmt"

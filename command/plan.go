@@ -1,7 +1,7 @@
 // The plan command: what the controller would do for one VM, decided offline by the same
 // code as the live reconcile.
 
-package main
+package command
 
 import (
 	"bytes"
@@ -37,8 +37,8 @@ func planCommand(c *planConfig) *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion", EnvVars: env("API_VERSION"), Destination: &c.APIVersion},
 		schemaFileFlag(&c.SchemaFile, schemaFileUsage),
-		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize); empty: none", Destination: &c.Server},
-		&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now", Destination: &c.Now},
+		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize); empty: none", EnvVars: env("SERVER"), Destination: &c.Server},
+		&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now", EnvVars: env("NOW"), Destination: &c.Now},
 	}
 	flags = append(flags, c.serverImageFlag("container image of servers of VMs that name none"))
 	flags = append(flags, c.backoffFlags()...)
@@ -52,16 +52,16 @@ func planCommand(c *planConfig) *cli.Command {
 			"there is nothing to do. A server the plan creates is made by the in-memory backend (ID mem-1).",
 		OnUsageError: usageError,
 		Flags:        flags,
-		Action: func(ctx *cli.Context) error {
-			if ctx.NArg() > 1 {
-				return cli.Exit(fmt.Sprintf("plan takes one VM file, got %q (see --help)", ctx.Args().Slice()), 2)
-			}
-			if err := c.Validate(); err != nil {
-				return cli.Exit(err.Error(), 2)
-			}
-			return planAction(ctx, *c)
-		},
+		Action:       action(c, oneFile, func(cc *cli.Context) error { return printPlan(cc, *c) }),
 	}
+}
+
+// oneFile refuses more than the one VM file plan reads, as a usage error.
+func oneFile(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return cli.Exit(fmt.Sprintf("plan takes one VM file, got %q (see --help)", c.Args().Slice()), 2)
+	}
+	return nil
 }
 
 // Validate checks the flags that can be checked without reading a file; each error names
@@ -116,7 +116,8 @@ type planOutput struct {
 	RequeueAfter reconcile.Duration `yaml:"requeueAfter,omitempty"`
 }
 
-func planAction(cc *cli.Context, c planConfig) error {
+// printPlan decides for the VM read and prints the plan.
+func printPlan(cc *cli.Context, c planConfig) error {
 	now, err := c.now()
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

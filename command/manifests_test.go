@@ -1,12 +1,51 @@
-package main
+package command
 
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
+
+func TestManifestsConfigValidate(t *testing.T) {
+	tests := map[string]validateCase{
+		"defaults":        {},
+		"one namespace":   {args: []string{"--namespace", "vms", "--watch-namespace", "vms"}},
+		"api version":     {[]string{"--api-version", "v1"}, "api version", `api version "v1": want group/version, such as cloudnative.czs/v1alpha1`},
+		"namespace":       {[]string{"--namespace", "A_B"}, "--namespace", `--namespace "A_B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
+		"watch namespace": {[]string{"--watch-namespace", "A_B"}, "--watch-namespace", `--watch-namespace "A_B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
+		"replicas":        {[]string{"--replicas", "0"}, "--replicas", "--replicas must be at least 1, got 0"},
+	}
+	checkValidate(t, tests, func(args []string) error {
+		c := &manifestsConfig{}
+		parseFlags(t, manifestsCommand(c, "(devel)"), args...)
+		return c.Validate()
+	})
+}
+
+// TestManifestsImage: the default image is the one `make image` builds from the same commit,
+// for the version the app was given (main's) and, without one, for the version Go recorded.
+func TestManifestsImage(t *testing.T) {
+	for version, want := range map[string]string{
+		"v1.2.3": "ghcr.io/cloudnative-czs/vm-controller:v1.2.3",
+		"":       "ghcr.io/cloudnative-czs/vm-controller:" + imageTag(buildVersion("")),
+	} {
+		var image string
+		for _, cmd := range App(version).Commands {
+			if cmd.Name == "manifests" {
+				image = cmd.Flags[slices.IndexFunc(cmd.Flags, func(f cli.Flag) bool { return f.Names()[0] == "image" })].(*cli.StringFlag).Value
+			}
+		}
+		if image != want {
+			t.Errorf("App(%q): --image defaults to %q, want %q", version, image, want)
+		}
+	}
+}
 
 // TestManifestsConversion: --conversion webhook renders this project's CRD with v1, so it
 // refuses another group; v1 is only served by that form.
@@ -21,7 +60,7 @@ func TestManifestsConversion(t *testing.T) {
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &manifestsConfig{}
-		parseFlags(t, manifestsCommand(c), args...)
+		parseFlags(t, manifestsCommand(c, "(devel)"), args...)
 		return c.Validate()
 	})
 }
@@ -32,7 +71,7 @@ var tagSyntax = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 // TestImageTagOf: every case of testdata/image-tags.txt, which tools/image's TestTag reads too,
 // so that `make image` and the default --image agree on the tag of a build.
 func TestImageTagOf(t *testing.T) {
-	f, err := os.Open("testdata/image-tags.txt")
+	f, err := os.Open(filepath.Join("..", "testdata", "image-tags.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

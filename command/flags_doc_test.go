@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"bytes"
@@ -15,13 +15,13 @@ import (
 )
 
 // flagsDoc is the flag reference, docs/reference/flags.md.
-var flagsDoc = filepath.Join("docs", "reference", "flags.md")
+var flagsDoc = filepath.Join("..", "docs", "reference", "flags.md")
 
 // TestFlagsDoc renders the flag reference from the commands' own flag declarations and
 // fails when docs/reference/flags.md says something else, so the reference cannot drift from
 // the binary. With -update it rewrites the file.
 func TestFlagsDoc(t *testing.T) {
-	got := renderFlagsDoc(t, app())
+	got := renderFlagsDoc(t, App(""))
 	golden.Check(t, flagsDoc, got)
 }
 
@@ -30,7 +30,7 @@ func TestFlagsDoc(t *testing.T) {
 // environment would make the reference, and --help, depend on where they were made.
 func TestFlagsDocIgnoresEnvironment(t *testing.T) {
 	names := []string{"POD_NAME", "POD_NAMESPACE"}
-	for _, cmd := range app().Commands {
+	for _, cmd := range App("").Commands {
 		for _, f := range cmd.Flags {
 			if df, ok := f.(cli.DocGenerationFlag); ok {
 				names = append(names, df.GetEnvVars()...)
@@ -41,11 +41,11 @@ func TestFlagsDocIgnoresEnvironment(t *testing.T) {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}
-	without := renderFlagsDoc(t, app())
+	without := renderFlagsDoc(t, App(""))
 	for _, name := range names {
 		t.Setenv(name, "from-the-environment")
 	}
-	if with := renderFlagsDoc(t, app()); !bytes.Equal(with, without) {
+	if with := renderFlagsDoc(t, App("")); !bytes.Equal(with, without) {
 		t.Errorf("the flag reference depends on the environment; with %s set it reads\n%s", strings.Join(names, ", "), with)
 	}
 }
@@ -54,7 +54,7 @@ func TestFlagsDocIgnoresEnvironment(t *testing.T) {
 // placeholder of its value (--conversion `vm-controller webhook`) and drops the quotes from
 // the usage, so --help would read wrong.
 func TestFlagUsageHasNoBackquotes(t *testing.T) {
-	for _, cmd := range app().Commands {
+	for _, cmd := range App("").Commands {
 		for _, f := range cmd.Flags {
 			if df, ok := f.(cli.DocGenerationFlag); ok && strings.Contains(df.GetUsage(), "`") {
 				t.Errorf("%s --%s: usage %q has a backquote", cmd.Name, f.Names()[0], df.GetUsage())
@@ -69,7 +69,7 @@ func renderFlagsDoc(t *testing.T, a *cli.App) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	b.WriteString("# Flag reference\n\n")
-	b.WriteString("<!-- Generated from the flag declarations by `go test . -run TestFlagsDoc -update`; do not edit. -->\n\n")
+	b.WriteString("<!-- Generated from the flag declarations by `go test ./command -run TestFlagsDoc -update`; do not edit. -->\n\n")
 	b.WriteString("Every command of `vm-controller` and every flag it takes. A flag's environment variable sets it\n" +
 		"when the flag is not given on the command line. `vm-controller COMMAND --help` prints the same;\n" +
 		"`vm-controller --version` prints the version.\n")

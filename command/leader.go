@@ -1,6 +1,6 @@
 // Leader election: every replica fills its caches; only the holder of the Lease reconciles.
 
-package main
+package command
 
 import (
 	"context"

@@ -7,7 +7,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cloudnative-czs/vm-controller/crd"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -20,15 +19,16 @@ func decodeCRD(t *testing.T, data []byte) apiextensionsv1.CustomResourceDefiniti
 	return crd
 }
 
-// TestName: Name is the name the API server requires of the CRD of the default resource, and
-// the name both forms of the embedded CRD carry, for the group and plural they declare.
-func TestName(t *testing.T) {
+// TestDefaultName: DefaultName is the name the API server requires of the CRD of the default
+// resource, and the name both forms of the embedded CRD carry, for the group and plural they
+// declare.
+func TestDefaultName(t *testing.T) {
 	gvr, err := schema.ParseGVR(schema.DefaultAPIVersion, schema.DefaultResource)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := crd.Name(gvr); Name != want {
-		t.Errorf("Name = %q, crd.Name of the default resource %q", Name, want)
+	if want := Name(gvr); DefaultName != want {
+		t.Errorf("DefaultName = %q, Name of the default resource %q", DefaultName, want)
 	}
 	plain, err := YAML()
 	if err != nil {
@@ -40,11 +40,11 @@ func TestName(t *testing.T) {
 	}
 	for form, data := range map[string][]byte{"plain": plain, "webhook": webhook} {
 		def := decodeCRD(t, data)
-		if def.Name != Name {
-			t.Errorf("%s: metadata.name %q, want %q", form, def.Name, Name)
+		if def.Name != DefaultName {
+			t.Errorf("%s: metadata.name %q, want %q", form, def.Name, DefaultName)
 		}
-		if got := def.Spec.Names.Plural + "." + def.Spec.Group; got != Name {
-			t.Errorf("%s: spec.names.plural.spec.group %q, want %q", form, got, Name)
+		if got := def.Spec.Names.Plural + "." + def.Spec.Group; got != DefaultName {
+			t.Errorf("%s: spec.names.plural.spec.group %q, want %q", form, got, DefaultName)
 		}
 	}
 }

@@ -1,37 +1,30 @@
-// The run command: flags, configuration, and the controller's construction.
+// The run command: its configuration, and the controller's start from top to bottom: the
+// clients, the cluster facts (facts.go), then the controller, its endpoints, and leader
+// election.
 
-package main
+package command
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/time/rate"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
-	"github.com/cloudnative-czs/vm-controller/crd"
+	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/metrics"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 )
@@ -67,8 +60,7 @@ type runConfig struct {
 	MetricsAddr      string
 	HealthAddr       string
 	Pprof            bool
-	LogLevel         string
-	LogFormat        string
+	logFlags
 }
 
 func runCommand(c *runConfig) *cli.Command {
@@ -111,30 +103,21 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.StringFlag{Name: "metrics-addr", Value: ":8080", Usage: "address of the Prometheus /metrics endpoint; empty disables", EnvVars: env("METRICS_ADDR"), Destination: &c.MetricsAddr},
 		&cli.StringFlag{Name: "health-addr", Value: ":8081", Usage: "address of /healthz and /readyz; empty disables", EnvVars: env("HEALTH_ADDR"), Destination: &c.HealthAddr},
 		&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's runtime profiles under /debug/pprof/ on the metrics address", EnvVars: env("PPROF"), Destination: &c.Pprof},
-		logLevelFlag(&c.LogLevel),
-		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT"), Destination: &c.LogFormat},
 	)
+	flags = append(flags, c.logFlags.flags("text")...)
 	return &cli.Command{
 		Name:         "run",
 		Usage:        "run the controller until SIGINT or SIGTERM",
 		OnUsageError: usageError,
 		Flags:        flags,
-		Action: func(ctx *cli.Context) error {
-			if err := noArgs(ctx); err != nil {
-				return err
-			}
-			if err := c.Validate(); err != nil {
-				return cli.Exit(err.Error(), 2)
-			}
-			return run(*c)
-		},
+		Action:       action(c, noArgs, func(cc *cli.Context) error { return run(cc, *c) }),
 	}
 }
 
 // Validate checks the flags that can be checked without reading a file or asking the
 // cluster; each error names the flag.
 func (c runConfig) Validate() error {
-	if _, err := newLogger(io.Discard, c.LogLevel, c.LogFormat); err != nil {
+	if err := c.logFlags.validate(); err != nil {
 		return err
 	}
 	if _, err := c.gvr(); err != nil {
@@ -184,39 +167,20 @@ func (c runConfig) Validate() error {
 	return nil
 }
 
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	l, err := parseLogLevel(level)
-	if err != nil {
-		return nil, err
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	default:
-		return nil, fmt.Errorf("--log-format %q: want text or json", format)
-	}
-}
-
 // run starts the controller with a validated configuration and runs it until a signal.
-func run(c runConfig) error {
-	log, err := newLogger(os.Stderr, c.LogLevel, c.LogFormat)
+func run(cc *cli.Context, c runConfig) error {
+	log, err := c.logFlags.setUp(cc.App.ErrWriter)
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return err
 	}
 	gvr, err := c.gvr()
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	slog.SetDefault(log)
-	klog.SetSlogLogger(log) // client-go's own logs go through the same handler
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	cfg, err := c.restConfig()
+	cfg, err := c.restConfig(cc.App.Version)
 	if err != nil {
 		return err
 	}
@@ -229,69 +193,41 @@ func run(c runConfig) error {
 		// controller sends in all, not a limit per client.
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	}
-	// Another group without --schema-file: the CRD's schema chooses a built-in layout.
-	fields, why, err := c.clusterFields(ctx, cfg, gvr)
+
+	// What the cluster says, asked once: the field map (another group without --schema-file:
+	// the CRD's schema chooses a built-in layout), then the checks, which must all pass.
+	t, err := targetOf(c.clusterFlags, c.resourceFlags, c.accessFlags, gvr)
+	if err != nil {
+		return err
+	}
+	checkClients, err := newAPIClients(checked(cfg))
+	if err != nil {
+		return err
+	}
+	f, err := gather(ctx, checkClients, cfg.Host, t)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	if why != "" {
-		log.Info("Chose the field map", "resource", gvr.String(), "why", why)
+	if f.layout != "" {
+		log.Info("Chose the field map", "resource", gvr.String(), "why", f.layout)
 	}
-	target, err := targetOf(c.clusterFlags, c.accessFlags, gvr, fields)
-	if err != nil {
+	if err := f.failures(); err != nil {
 		return err
 	}
-	if err := preflight(ctx, cfg, target); err != nil {
-		return err
-	}
-	// Before any workqueue or client is built: client-go takes its metrics hooks once.
+	noStatus := statusRoute(f, t, log)
+
+	// Before any workqueue is built or the controller makes a request: client-go takes its
+	// metrics hooks once.
 	m := metrics.New()
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("dynamic client: %w", err)
-	}
-	noStatus := statusSubresourceMissing(ctx, client, gvr, c.WatchCRD, log)
-	vmREST, err := reconcile.RESTClientFor(cfg)
+	cl, err := newRunClients(cfg, c.UsageQPS, c.UsageBurst)
 	if err != nil {
 		return err
 	}
-	vmWatch, err := reconcile.RESTClientFor(unlimited(cfg))
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("discovery client: %w", err)
-	}
-	// Pods, nodes and Events go over protobuf: a typed informer decodes pods and nodes several
-	// times faster than JSON (Events: see the broadcaster).
-	protoCfg := rest.CopyConfig(cfg)
-	protoCfg.ContentType = "application/vnd.kubernetes.protobuf"
-	protoCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	protoClient, err := kubernetes.NewForConfig(protoCfg)
-	if err != nil {
-		return fmt.Errorf("protobuf client: %w", err)
-	}
-	// The VM and pod watches stream over clients of their own without the rate limiter: a
-	// watch is not rate limited in client-go (Request.Watch), and a watch opened behind a
-	// burst of writes would leave the cache behind.
-	podWatch, err := kubernetes.NewForConfig(unlimited(protoCfg))
-	if err != nil {
-		return fmt.Errorf("pod watch client: %w", err)
-	}
-	usageCfg := rest.CopyConfig(cfg)
-	usageCfg.RateLimiter = nil // a bucket of its own
-	limitQPS(usageCfg, c.UsageQPS, c.UsageBurst)
-	usageClient, err := dynamic.NewForConfig(usageCfg)
-	if err != nil {
-		return fmt.Errorf("usage client: %w", err)
-	}
-	// Events go over protobuf as well: two Event creates per VM by default, each decoded and
+	// Events go over protobuf: two Event creates per VM by default, each decoded and
 	// answered by the API server, which reads and writes protobuf without JSON's reflection.
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: protoClient.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl.proto.EventsV1()})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
-
 	var recorder events.EventRecorder = broadcaster.NewRecorder(scheme.Scheme, "vm-controller")
 	if c.Events == "warnings" {
 		recorder = reconcile.WarningsOnly(recorder)
@@ -302,16 +238,16 @@ func run(c runConfig) error {
 		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(c.RetryQPS), c.RetryBurst)},
 	)
 	ctrl := reconcile.New(reconcile.Config{
-		Client:    client,
-		REST:      vmREST,
-		WatchREST: vmWatch,
+		Client:    cl.dynamic,
+		REST:      cl.vmREST,
+		WatchREST: cl.vmWatch,
 		GVR:       gvr,
-		Fields:    fields,
+		Fields:    f.fields,
 		Namespace: c.Namespace,
 		Selector:  c.Selector,
 		Resync:    c.Resync,
-		Backend: pods.New(pods.Config{Client: protoClient, REST: podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
-			WatchNodes: c.WatchNodes, UsageClient: usageClient, Discovery: kube.Discovery()}),
+		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
+			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery()}),
 		Policy:        c.policy(),
 		Recorder:      recorder,
 		Logger:        log,
@@ -325,7 +261,7 @@ func run(c runConfig) error {
 		NoStatusSubresource: noStatus,
 	})
 	m.CountPhases(ctrl.PhaseCounts)
-	log.Info("Starting vm-controller", "version", buildVersion(), "host", cfg.Host, "resource", gvr.String(),
+	log.Info("Starting vm-controller", "version", cc.App.Version, "host", cfg.Host, "resource", gvr.String(),
 		"namespace", c.Namespace, "workers", c.Workers, "leaderElect", c.LeaderElect)
 	if err := ctrl.Start(ctx); err != nil {
 		return err
@@ -348,12 +284,12 @@ func run(c runConfig) error {
 		return ctrl.RunWorkers(ctx, c.Workers, c.ShutdownTimeout)
 	}
 	if c.LeaderElect {
-		e := election{name: c.LeaseName, namespace: target.leaseNamespace, identity: c.HolderIdentity,
+		e := election{name: c.LeaseName, namespace: t.leaseNamespace, identity: c.HolderIdentity,
 			lease: c.LeaseDuration, renew: c.RenewDeadline, retry: c.RetryPeriod}
 		if e.identity == "" {
 			e.identity = defaultIdentity()
 		}
-		err = lead(ctx, kube, e, leaderCallbacks{setLeader: m.SetLeader, healthz: watchdog}, log, work)
+		err = lead(ctx, cl.kube, e, leaderCallbacks{setLeader: m.SetLeader, healthz: watchdog}, log, work)
 	} else {
 		m.SetLeader(true)
 		err = work(ctx)
@@ -365,34 +301,18 @@ func run(c runConfig) error {
 	return nil
 }
 
-// statusSubresourceMissing reads the resource's CRD and reports whether its version lacks
-// the /status subresource, so that the controller writes status through the main resource
-// instead (reconcile.Config.NoStatusSubresource). A CRD that is not read (--watch-crd=false,
-// whose RBAC grants no access to it) or cannot be read keeps the subresource, as before, and
-// the log says so.
-func statusSubresourceMissing(ctx context.Context, client dynamic.Interface, gvr k8sschema.GroupVersionResource, read bool, log *slog.Logger) bool {
-	name := crd.Name(gvr)
-	if !read {
-		log.Info("CRD not read (--watch-crd=false); writing status through the status subresource", "crd", name, "version", gvr.Version)
-		return false
+// statusRoute says whether the controller writes status through the main resource
+// (reconcile.Config.NoStatusSubresource), from the CRD the facts read, and logs why. A CRD
+// that is not read (--watch-crd=false, whose RBAC grants no access to it) keeps the
+// subresource.
+func statusRoute(f facts, t target, log *slog.Logger) (noStatus bool) {
+	switch {
+	case !t.watchCRD:
+		log.Info("CRD not read (--watch-crd=false); writing status through the status subresource", "crd", crds.Name(t.gvr), "version", t.gvr.Version)
+	case f.noStatus:
+		log.Warn("Status subresource missing; writing status through the main resource", "crd", crds.Name(t.gvr), "version", t.gvr.Version)
 	}
-	u, err := client.Resource(crd.GVR).Get(ctx, name, metav1.GetOptions{})
-	var def []byte
-	if err == nil {
-		def, err = json.Marshal(u.Object)
-	}
-	if err == nil {
-		err = crd.Served(def, gvr.Version) // the version is there: what follows is about it
-	}
-	if err != nil {
-		log.Warn("Cannot read the CRD; writing status through the status subresource", "crd", name, "version", gvr.Version, "error", err)
-		return false
-	}
-	if crd.StatusSubresource(def, gvr.Version) != nil {
-		log.Warn("Status subresource missing; writing status through the main resource", "crd", name, "version", gvr.Version)
-		return true
-	}
-	return false
+	return f.noStatus
 }
 
 // The metrics record passes to Active (reconcile.PassObserver) as well as reconciles.

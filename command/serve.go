@@ -1,6 +1,6 @@
 // The HTTP endpoints: metrics (and pprof, when asked for) and health.
 
-package main
+package command
 
 import (
 	"context"

@@ -1,0 +1,174 @@
+package command
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudnative-czs/vm-controller/crds"
+)
+
+// fakeAPIServer answers what the start-up of run and check asks an API server (discovery of
+// the VM resource's group/version, its CRD, SelfSubjectAccessReviews) and counts every
+// request, so that a test can tell how often the CRD was read. Anything else gets a 404.
+type fakeAPIServer struct {
+	*httptest.Server
+	gvr  k8sschema.GroupVersionResource
+	crd  []byte // the CRD as JSON; nil: it does not exist
+	deny string // a verb every review denies; empty: all allowed
+
+	mu       sync.Mutex
+	requests []string // "METHOD path", in order
+	// onRequest, when set, sees every request's "METHOD path" first (outside mu).
+	onRequest func(string)
+}
+
+func newFakeAPIServer(t *testing.T, gvr k8sschema.GroupVersionResource, crd []byte) *fakeAPIServer {
+	t.Helper()
+	s := &fakeAPIServer{gvr: gvr, crd: crd}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
+	req := r.Method + " " + r.URL.Path
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	on := s.onRequest
+	s.mu.Unlock()
+	if on != nil {
+		on(req)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/apis/"+s.gvr.GroupVersion().String():
+		fmt.Fprintf(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":%q,"resources":[{"name":%q,"namespaced":true,"kind":"VirtualMachine","verbs":["get","list","watch","patch"]}]}`,
+			s.gvr.GroupVersion().String(), s.gvr.Resource)
+	case r.Method == http.MethodGet && r.URL.Path == s.crdPath():
+		if s.crd == nil {
+			notFound(w, crds.GVR.GroupResource(), crds.Name(s.gvr))
+			return
+		}
+		_, _ = w.Write(s.crd)
+	case r.Method == http.MethodPost && r.URL.Path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+		// client-go sends built-in types as protobuf: decode as the API server would.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		review, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
+		if err != nil || !ok || review.Spec.ResourceAttributes == nil {
+			http.Error(w, fmt.Sprintf("not a SelfSubjectAccessReview: %v", err), http.StatusBadRequest)
+			return
+		}
+		allowed := review.Spec.ResourceAttributes.Verb != s.deny
+		fmt.Fprintf(w, `{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":%t}}`, allowed)
+	default:
+		notFound(w, k8sschema.GroupResource{Resource: r.URL.Path}, "")
+	}
+}
+
+// notFound answers as the API server does for an object or a path it does not have.
+func notFound(w http.ResponseWriter, gr k8sschema.GroupResource, name string) {
+	status := apierrors.NewNotFound(gr, name).Status()
+	status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	w.WriteHeader(http.StatusNotFound)
+	_ = json.NewEncoder(w).Encode(status)
+}
+
+// crdPath is where the CRD of the VM resource is read by name.
+func (s *fakeAPIServer) crdPath() string {
+	return "/apis/" + crds.GVR.GroupVersion().String() + "/" + crds.GVR.Resource + "/" + crds.Name(s.gvr)
+}
+
+// count is how many requests were "METHOD path".
+func (s *fakeAPIServer) count(req string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.requests {
+		if r == req {
+			n++
+		}
+	}
+	return n
+}
+
+// crdReads is how many times the CRD was read by name.
+func (s *fakeAPIServer) crdReads() int { return s.count("GET " + s.crdPath()) }
+
+// kubeconfig writes a kubeconfig for the server and returns its path.
+func (s *fakeAPIServer) kubeconfig(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	data := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: fake, cluster: {server: %q}}]
+users: [{name: fake, user: {token: fake}}]
+contexts: [{name: fake, context: {cluster: fake, user: fake, namespace: default}}]
+current-context: fake
+`, s.URL)
+	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// establishedCRD reads a CRD file of the repository as the API server would return it once
+// Established, as JSON.
+func establishedCRD(t *testing.T, file string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": "True"}}}
+	def, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return def
+}
+
+// lockedBuffer is a log destination that goroutines still running after a command returned
+// (an informer's last words) can write to while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

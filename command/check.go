@@ -1,0 +1,95 @@
+// The check command: the checks run performs before it starts (facts.go), printed as a table.
+
+package command
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+)
+
+// checkConfig is the check command's configuration: the flags of run that say what run
+// needs, read the same way.
+type checkConfig struct {
+	clusterFlags
+	resourceFlags
+	accessFlags
+}
+
+func checkCommand(c *checkConfig) *cli.Command {
+	flags := c.clusterFlags.flags()
+	flags = append(flags, namespaceFlag(&c.Namespace, "check access in this namespace only; empty: in all namespaces"))
+	flags = append(flags, c.resourceFlags.flags(schemaFileUsage)...)
+	flags = append(flags,
+		watchNodesFlag(&c.WatchNodes, "check read access to nodes, which run needs with --watch-nodes"),
+		watchCRDFlag(&c.WatchCRD, "check the resource's CRD and read access to it, which run needs with --watch-crd"),
+		leaderElectFlag(&c.LeaderElect, "check access to the leader Lease, which run needs with --leader-elect"),
+		leaseNamespaceFlag(&c.LeaseNamespace, "namespace of the leader Lease; empty: as run decides it"),
+		usageIntervalFlag(&c.UsageInterval, "as run's: unless 0, check read access to metrics.k8s.io pods, which usage sampling needs"),
+	)
+	return &cli.Command{
+		Name:  "check",
+		Usage: "check that a cluster serves the resource, its CRD fits the field map, and RBAC allows what the controller does",
+		Description: "Runs the checks run performs before it starts and prints a table of them; exits 1 if one fails.\n" +
+			"Give it the flags you give run: the RBAC checks are those of the identity in the kubeconfig.",
+		OnUsageError: usageError,
+		Flags:        flags,
+		Action:       action(c, noArgs, func(cc *cli.Context) error { return check(cc, *c) }),
+	}
+}
+
+// Validate checks the flags that can be checked without reading a file or asking the
+// cluster.
+func (c checkConfig) Validate() error {
+	if _, err := c.gvr(); err != nil {
+		return err
+	}
+	return c.accessFlags.validate()
+}
+
+// check gathers the facts run would start from and prints them.
+func check(cc *cli.Context, c checkConfig) error {
+	gvr, err := c.gvr()
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	cfg, err := c.restConfig(cc.App.Version)
+	if err != nil {
+		return err
+	}
+	// check has no --qps: a few dozen requests, none of them worth waiting for a bucket.
+	limitQPS(cfg, 50, 100)
+	t, err := targetOf(c.clusterFlags, c.resourceFlags, c.accessFlags, gvr)
+	if err != nil {
+		return err
+	}
+	cl, err := newAPIClients(checked(cfg))
+	if err != nil {
+		return err
+	}
+	f, err := gather(cc.Context, cl, cfg.Host, t)
+	switch {
+	case err != nil && t.fieldsFromFlags():
+		return cli.Exit(err.Error(), 2) // a bad file or version: the flags are wrong
+	case err != nil:
+		return cli.Exit(err.Error(), 1) // the cluster's CRD has no layout to choose
+	}
+
+	w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
+	failed := 0
+	for _, r := range f.checks {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", r.name, r.result(), r.detail)
+		if r.failed() {
+			failed++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return cli.Exit(fmt.Sprintf("%d of %d checks failed", failed, len(f.checks)), 1)
+	}
+	return nil
+}

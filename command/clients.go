@@ -1,0 +1,191 @@
+// How a command reaches the cluster: --kubeconfig and --context, the REST configurations
+// made from them, and every API client of the commands, built here and nowhere else.
+
+package command
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cloudnative-czs/vm-controller/reconcile"
+)
+
+// clusterFlags say how to reach the cluster: run, check, webhook and migrate.
+type clusterFlags struct {
+	Kubeconfig string
+	Context    string
+}
+
+func (f *clusterFlags) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: $KUBECONFIG, ~/.kube/config, or in-cluster config",
+			EnvVars: []string{"VMC_KUBECONFIG", "KUBECONFIG"}, Destination: &f.Kubeconfig},
+		&cli.StringFlag{Name: "context", Usage: "kubeconfig context to use; empty: the current context", EnvVars: env("CONTEXT"), Destination: &f.Context},
+	}
+}
+
+// clientConfig finds the kubeconfig the way kubectl does: an explicit file, then $KUBECONFIG,
+// then ~/.kube/config (and the in-cluster service account when there is none).
+func (f clusterFlags) clientConfig() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.Kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.Context})
+}
+
+// restConfig loads the client configuration, naming this build (version) in the user agent,
+// with client-go's default rate limit: a command that wants another sets it (limitQPS).
+func (f clusterFlags) restConfig(version string) (*rest.Config, error) {
+	if f.Kubeconfig != "" {
+		if _, err := os.Stat(f.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	cfg, err := f.clientConfig().ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "vm-controller/" + version
+	return cfg, nil
+}
+
+// namespace is the namespace a client would default to: in a pod, the pod's own (from the
+// service account); otherwise the kubeconfig context's, or "default".
+func (f clusterFlags) namespace() (string, error) {
+	ns, _, err := f.clientConfig().Namespace()
+	if err != nil {
+		return "", fmt.Errorf("find the lease namespace (set --lease-namespace): %w", err)
+	}
+	return ns, nil
+}
+
+// http1 makes cfg's clients speak HTTP/1.1: a connection per request in flight, kept for the
+// next (client-go keeps up to 25 idle per client), instead of client-go's one multiplexed
+// HTTP/2 connection, whose per-request costs (header compression into a shared table, a
+// goroutine and two flushes per request, flow-control frames) showed in the controller's
+// profile. In side-by-side bursts the same writes over HTTP/1.1 made VMs Active sooner: the
+// API server, which bounds a burst, got through them faster (docs/dev/benchmarks.md). In
+// place of HTTP/2's health check (a ping after 30 s of silence), TCP keep-alive probes start
+// after 15 s of silence and give up on a dead connection, and so on a watch stuck on it,
+// after 3 unanswered probes 5 s apart.
+func http1(cfg *rest.Config) {
+	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	cfg.Dial = (&net.Dialer{
+		Timeout:         30 * time.Second, // client-go's own dialer's
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3},
+	}).DialContext
+}
+
+// limitQPS sets the client-side rate limit: qps 0 turns client-go's limiter off (a negative
+// rest.Config.QPS does; 0 there would mean client-go's own default of 5), leaving the
+// protection of the API server to its API Priority and Fairness.
+func limitQPS(cfg *rest.Config, qps float64, burst int) {
+	if qps == 0 {
+		cfg.QPS, cfg.Burst = -1, burst
+		return
+	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
+}
+
+// unlimited is a copy of cfg without a client-side rate limit, for the watches: client-go does
+// not rate limit a watch (Request.Watch), and the informers stream theirs (Request.Stream),
+// which would take from the bucket the writes share.
+func unlimited(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.RateLimiter, c.QPS = nil, -1
+	return c
+}
+
+// protobuf is a copy of cfg that speaks protobuf, for the built-in types: a typed informer
+// decodes pods and nodes several times faster than JSON, and the API server reads and writes
+// Events without JSON's reflection.
+func protobuf(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return c
+}
+
+// checkTimeout bounds each request of the start-up checks (facts.go), so that an unreachable
+// cluster is one clear line after a while rather than a hang.
+const checkTimeout = 15 * time.Second
+
+// checked is a copy of cfg whose every request is bounded by checkTimeout: the checks'.
+// The discovery client takes no context, so the bound is the configuration's.
+func checked(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = checkTimeout
+	return c
+}
+
+// apiClients are the typed and the dynamic client of one configuration: what the start-up
+// checks, the conversion webhook and the storage migration use.
+type apiClients struct {
+	kube    kubernetes.Interface
+	dynamic dynamic.Interface
+}
+
+func newAPIClients(cfg *rest.Config) (apiClients, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return apiClients{}, fmt.Errorf("make client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return apiClients{}, fmt.Errorf("make dynamic client: %w", err)
+	}
+	return apiClients{kube: kube, dynamic: dyn}, nil
+}
+
+// runClients are the controller's clients. All but the watches' and usage's share cfg's rate
+// limiter, so that run's --qps is what the controller sends in all, not a limit per client.
+type runClients struct {
+	apiClients                      // dynamic: the CRD watch; typed: discovery, the leader Lease
+	vmREST     rest.Interface       // VMs: the list and every write, each answer read in place
+	vmWatch    rest.Interface       // VMs: the watch, unlimited
+	proto      kubernetes.Interface // protobuf: pods, nodes, Events
+	podWatch   kubernetes.Interface // protobuf: the pod watch, unlimited
+	usage      dynamic.Interface    // metrics.k8s.io, with a bucket of its own (--usage-qps, --usage-burst)
+}
+
+// newRunClients makes the controller's clients from cfg, its rate-limited configuration:
+// the VM and pod watches stream over clients of their own without the rate limiter (a watch
+// opened behind a burst of writes would leave the cache behind), and usage sampling has a
+// bucket of its own, so that it never delays a reconcile.
+func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int) (runClients, error) {
+	api, err := newAPIClients(cfg)
+	if err != nil {
+		return runClients{}, err
+	}
+	vmREST, err := reconcile.RESTClientFor(cfg)
+	if err != nil {
+		return runClients{}, err
+	}
+	vmWatch, err := reconcile.RESTClientFor(unlimited(cfg))
+	if err != nil {
+		return runClients{}, err
+	}
+	proto, err := kubernetes.NewForConfig(protobuf(cfg))
+	if err != nil {
+		return runClients{}, fmt.Errorf("make protobuf client: %w", err)
+	}
+	podWatch, err := kubernetes.NewForConfig(unlimited(protobuf(cfg)))
+	if err != nil {
+		return runClients{}, fmt.Errorf("make pod watch client: %w", err)
+	}
+	usageCfg := rest.CopyConfig(cfg)
+	usageCfg.RateLimiter = nil // a bucket of its own
+	limitQPS(usageCfg, usageQPS, usageBurst)
+	usage, err := dynamic.NewForConfig(usageCfg)
+	if err != nil {
+		return runClients{}, fmt.Errorf("make usage client: %w", err)
+	}
+	return runClients{apiClients: api, vmREST: vmREST, vmWatch: vmWatch, proto: proto, podWatch: podWatch, usage: usage}, nil
+}

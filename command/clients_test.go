@@ -1,0 +1,122 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// TestLimitQPS: --qps 0 turns client-go's limiter off (QPS 0 in a rest.Config would mean 5);
+// a --qps above 0 is the limit, with --burst.
+func TestLimitQPS(t *testing.T) {
+	tests := map[string]struct {
+		qps       float64
+		burst     int
+		wantQPS   float32
+		wantBurst int
+	}{
+		"no limit":  {0, 100, -1, 100},
+		"a limit":   {50, 100, 50, 100},
+		"a trickle": {0.5, 1, 0.5, 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var cfg rest.Config
+			limitQPS(&cfg, tc.qps, tc.burst)
+			if cfg.QPS != tc.wantQPS || cfg.Burst != tc.wantBurst {
+				t.Errorf("QPS %g, burst %d; want %g, %d", cfg.QPS, cfg.Burst, tc.wantQPS, tc.wantBurst)
+			}
+			// What client-go makes of it: a limiter exactly when there is a limit.
+			client, err := rest.RESTClientFor(&rest.Config{Host: "https://127.0.0.1:1", QPS: cfg.QPS, Burst: cfg.Burst,
+				ContentConfig: rest.ContentConfig{GroupVersion: &k8sschema.GroupVersion{Version: "v1"}, NegotiatedSerializer: scheme.Codecs.WithoutConversion()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if limited := client.GetRateLimiter() != nil; limited != (tc.qps > 0) {
+				t.Errorf("client-go rate limiter present: %t, want %t", limited, tc.qps > 0)
+			}
+		})
+	}
+}
+
+// TestHTTP1: against a server that speaks both, a client of the configuration http1 made
+// speaks HTTP/1.1 (through the keep-alive dialer), and one of client-go's own HTTP/2.
+func TestHTTP1(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Success","message":%q}`, r.Proto)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+
+	// proto is the protocol a client of cfg spoke to the server.
+	proto := func(cfg *rest.Config) string {
+		t.Helper()
+		cfg.ContentConfig = rest.ContentConfig{GroupVersion: &k8sschema.GroupVersion{Version: "v1"}, NegotiatedSerializer: scheme.Codecs.WithoutConversion()}
+		client, err := rest.RESTClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := client.Get().AbsPath("/proto").DoRaw(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status metav1.Status
+		if err := json.Unmarshal(body, &status); err != nil {
+			t.Fatal(err)
+		}
+		return status.Message
+	}
+	tests := map[string]struct {
+		http2 bool
+		want  string
+	}{
+		"default": {false, "HTTP/1.1"},
+		"--http2": {true, "HTTP/2.0"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+			if !tc.http2 {
+				http1(cfg)
+			}
+			if got := proto(cfg); got != tc.want {
+				t.Errorf("spoke %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnlimited: the watches' copy of a rate-limited config has no limiter, and the config
+// the writes use keeps its own.
+func TestUnlimited(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1", ContentConfig: rest.ContentConfig{GroupVersion: &k8sschema.GroupVersion{Version: "v1"},
+		NegotiatedSerializer: scheme.Codecs.WithoutConversion()}}
+	limitQPS(cfg, 50, 100)
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	for name, tc := range map[string]struct {
+		cfg     *rest.Config
+		limited bool
+	}{"writes": {cfg, true}, "watches": {unlimited(cfg), false}} {
+		client, err := rest.RESTClientFor(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := client.GetRateLimiter() != nil; got != tc.limited {
+			t.Errorf("%s: rate limiter present: %t, want %t", name, got, tc.limited)
+		}
+	}
+}

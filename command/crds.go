@@ -1,0 +1,70 @@
+// The crds command: the CustomResourceDefinition, printed.
+
+package command
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cloudnative-czs/vm-controller/crds"
+)
+
+// crdsConfig is the crds command's configuration.
+type crdsConfig struct {
+	Conversion     string // none or webhook
+	Namespace      string // of the webhook's Service
+	StorageVersion string
+}
+
+// crdsCommand prints the CRD. The default is the plain form (conversion None, no v1), so that
+// `vm-controller crds | kubectl apply -f -` never makes every read depend on a webhook that is
+// not running; --conversion webhook prints the form with v1 (docs/versions.md).
+func crdsCommand(c *crdsConfig) *cli.Command {
+	return &cli.Command{
+		Name:  "crds",
+		Usage: "print the CustomResourceDefinitions (vm-controller crds | kubectl apply -f -)",
+		Flags: []cli.Flag{
+			conversionFlag(&c.Conversion, "none: v1alpha1 and v1beta1, one schema; webhook: v1 as well, converted by vm-controller webhook"),
+			installNamespaceFlag(&c.Namespace, "namespace of the webhook's Service (--conversion webhook)"),
+			&cli.StringFlag{Name: "storage-version", Usage: "version to store objects in (--conversion webhook); empty: v1alpha1", EnvVars: env("STORAGE_VERSION"), Destination: &c.StorageVersion},
+		},
+		OnUsageError: usageError,
+		Action:       action(c, noArgs, func(cc *cli.Context) error { return printCRDs(cc, *c) }),
+	}
+}
+
+// Validate refuses a conversion other than none or webhook, and webhook options without it.
+func (c crdsConfig) Validate() error {
+	if err := validConversion(c.Conversion); err != nil {
+		return err
+	}
+	switch c.Conversion {
+	case "none":
+		if c.StorageVersion != "" && c.StorageVersion != "v1alpha1" {
+			return fmt.Errorf("--storage-version %s needs --conversion webhook: the plain CRD stores v1alpha1", c.StorageVersion)
+		}
+	case "webhook":
+		if c.Namespace == "" {
+			return errors.New("--conversion webhook needs --namespace, the webhook Service's")
+		}
+	}
+	return nil
+}
+
+// printCRDs prints the CRD in the form asked for.
+func printCRDs(cc *cli.Context, c crdsConfig) error {
+	var data []byte
+	var err error
+	if c.Conversion == "webhook" {
+		data, err = crds.WithWebhook(crds.Webhook{Namespace: c.Namespace, StorageVersion: c.StorageVersion})
+	} else {
+		data, err = crds.YAML()
+	}
+	if err != nil {
+		return fmt.Errorf("render CRDs: %w", err)
+	}
+	_, err = cc.App.Writer.Write(data)
+	return err
+}

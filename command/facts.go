@@ -1,0 +1,331 @@
+// The cluster facts: what run and check learn from the cluster before the controller starts,
+// gathered in one pass into one value. check prints them as a table; run stops on a failed
+// one (its preflight) and starts from the rest. Each is asked once: the resource's CRD is
+// read at most once per start, by whichever fact needs it first (the field map a CRD of
+// another group's schema chooses, then the CRD check), and the status route comes from the
+// same read.
+
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cloudnative-czs/vm-controller/access"
+	"github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// target is what the facts are about: the flags run and check share.
+type target struct {
+	gvr            k8sschema.GroupVersionResource
+	schemaFile     string // --schema-file; empty: built in, or chosen by the CRD's schema
+	namespace      string // "" for all namespaces
+	watchNodes     bool
+	watchCRD       bool
+	leaderElect    bool
+	leaseNamespace string // with leaderElect
+	usage          bool
+}
+
+// targetOf reads the target from the flags run and check share. Without --lease-namespace
+// the Lease is in the namespace a client of the kubeconfig defaults to.
+func targetOf(cluster clusterFlags, r resourceFlags, a accessFlags, gvr k8sschema.GroupVersionResource) (target, error) {
+	t := target{gvr: gvr, schemaFile: r.SchemaFile, namespace: a.Namespace, watchNodes: a.WatchNodes,
+		watchCRD: a.WatchCRD, leaderElect: a.LeaderElect, leaseNamespace: a.LeaseNamespace,
+		usage: a.UsageInterval > 0}
+	if t.leaderElect && t.leaseNamespace == "" {
+		ns, err := cluster.namespace()
+		if err != nil {
+			return t, err
+		}
+		t.leaseNamespace = ns
+	}
+	return t, nil
+}
+
+// fieldsFromFlags says whether the field map comes from the flags alone (a file, or the
+// built-in map of this project's group), so that failing to get it is the flags' fault.
+func (t target) fieldsFromFlags() bool { return t.schemaFile != "" || t.gvr.Group == schema.Group }
+
+func (t target) needs() access.Needs {
+	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect, Usage: t.usage}
+}
+
+// facts are what the cluster says about the target.
+type facts struct {
+	fields schema.Fields
+	// layout says which built-in layout the CRD's schema chose and why, for check's table and
+	// run's log; empty unless the schema chose one.
+	layout string
+	// noStatus: the CRD was read and judged (--watch-crd), and its version has no /status
+	// subresource, so the controller writes status through the main resource.
+	noStatus bool
+	// checks are check's rows, in order: the layout (when chosen), discovery, crd, fields,
+	// and one per RBAC rule.
+	checks []checkResult
+}
+
+// failures is run's preflight: nil when no check failed, else every failed check's message.
+// A controller that cannot work fails at once rather than retrying in the background.
+func (f facts) failures() error {
+	var failed checkFailures
+	for _, r := range f.checks {
+		if r.failed() {
+			failed = append(failed, r.detail)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return failed
+}
+
+// checkFailures is the error of a failed preflight: each failed check's message on a line of
+// its own. main prefixes the first line with the program's name; the others get it here, so
+// every line reads on its own in a log.
+type checkFailures []string
+
+func (f checkFailures) Error() string { return strings.Join(f, "\nvm-controller: ") }
+
+// gather asks the cluster at host, through clients whose requests are bounded (checked), for
+// the facts of t. A check that needs one that failed is skipped, so that one cause gives one
+// failure: no CRD checks on a resource the cluster does not serve, nothing at all on a
+// cluster that does not answer. The error is a field map that cannot be had, without which
+// nothing can be checked.
+func gather(ctx context.Context, cl apiClients, host string, t target) (facts, error) {
+	g := &gatherer{cl: cl, t: t}
+	var f facts
+	var err error
+	if f.fields, f.layout, err = g.fieldMap(ctx); err != nil {
+		return facts{}, err
+	}
+	if f.layout != "" {
+		// The map was chosen by the CRD's schema: say which, before the checks that use it.
+		f.checks = append(f.checks, pass("fieldmap", "%s", f.layout))
+	}
+	disc, answered := checkDiscovery(cl.kube, host, t.gvr)
+	f.checks = append(f.checks, disc)
+	if !disc.ok && !answered {
+		for _, n := range []string{"crd", "fields", "rbac"} {
+			f.checks = append(f.checks, checkResult{name: n, skipped: true, detail: "the cluster does not answer"})
+		}
+		return f, nil
+	}
+	switch {
+	case !t.watchCRD:
+		f.checks = append(f.checks,
+			checkResult{name: "crd", skipped: true, detail: "--watch-crd=false: the CRD is not read"},
+			checkResult{name: "fields", skipped: true, detail: "--watch-crd=false: the CRD is not read"})
+	case disc.ok:
+		def, err := g.crd(ctx)
+		if err != nil {
+			f.checks = append(f.checks, fail("crd", "cannot read CRD %s: %v", crds.Name(t.gvr), err),
+				checkResult{name: "fields", skipped: true, detail: "no CRD to read"})
+			break
+		}
+		f.checks = append(f.checks, judgeCRD(crds.Name(t.gvr), def, t.gvr.Version, f.fields)...)
+		f.noStatus = crds.Served(def, t.gvr.Version) == nil && crds.StatusSubresource(def, t.gvr.Version) != nil
+	default:
+		f.checks = append(f.checks,
+			checkResult{name: "crd", skipped: true, detail: "the resource is not served"},
+			checkResult{name: "fields", skipped: true, detail: "the resource is not served"})
+	}
+	f.checks = append(f.checks, checkAccess(ctx, cl.kube, t.needs(), t.namespace, t.leaseNamespace)...)
+	return f, nil
+}
+
+// gatherer keeps what one gather has read, so that the CRD is read once.
+type gatherer struct {
+	cl  apiClients
+	t   target
+	def []byte // the CRD as JSON, once read
+	err error  // why it could not be read
+	got bool   // read (or tried)
+}
+
+// crd returns the target's CRD as JSON, as the API server returned it, reading it the first
+// time only.
+func (g *gatherer) crd(ctx context.Context) ([]byte, error) {
+	if g.got {
+		return g.def, g.err
+	}
+	g.got = true
+	u, err := g.cl.dynamic.Resource(crds.GVR).Get(ctx, crds.Name(g.t.gvr), metav1.GetOptions{})
+	if err == nil {
+		g.def, err = json.Marshal(u.Object)
+	}
+	g.err = err
+	return g.def, g.err
+}
+
+// fieldMap returns the field map: --schema-file, else the built-in map of the version, else
+// for a CRD of another group the built-in layout its schema has (crds.ChooseLayout), with
+// why it was chosen.
+func (g *gatherer) fieldMap(ctx context.Context) (fields schema.Fields, why string, err error) {
+	gvr := g.t.gvr
+	if g.t.fieldsFromFlags() {
+		fields, err = loadFields(g.t.schemaFile, gvr.GroupVersion())
+		return fields, "", err
+	}
+	def, err := g.crd(ctx)
+	if err != nil {
+		_, noMap := loadFields("", gvr.GroupVersion())
+		return schema.Fields{}, "", fmt.Errorf("%w (and CRD %s, whose schema could choose a built-in layout, cannot be read: %w)", noMap, crds.Name(gvr), err)
+	}
+	l, err := crds.ChooseLayout(def, gvr.Version)
+	if err != nil {
+		return schema.Fields{}, "", fmt.Errorf("--api-version %s without --schema-file: CRD %s: %w", gvr.GroupVersion(), crds.Name(gvr), err)
+	}
+	return l.Fields, l.Why, nil
+}
+
+// checkResult is one row of the check table.
+type checkResult struct {
+	name    string // fieldmap, discovery, crd, fields, rbac
+	ok      bool
+	warn    bool   // passed, with a caveat the detail names (ok is true)
+	skipped bool   // not run because a check it needs failed
+	detail  string // what passed, or why it failed: a sentence that stands alone
+}
+
+func (r checkResult) failed() bool { return !r.ok && !r.skipped }
+
+func (r checkResult) result() string {
+	switch {
+	case r.skipped:
+		return "skip"
+	case r.warn:
+		return "WARN"
+	case r.ok:
+		return "pass"
+	}
+	return "FAIL"
+}
+
+func pass(name, format string, args ...any) checkResult {
+	return checkResult{name: name, ok: true, detail: fmt.Sprintf(format, args...)}
+}
+
+func fail(name, format string, args ...any) checkResult {
+	return checkResult{name: name, detail: fmt.Sprintf(format, args...)}
+}
+
+// checkDiscovery checks that the cluster at host answers (answered) and serves the resource
+// (ok).
+func checkDiscovery(kube kubernetes.Interface, host string, gvr k8sschema.GroupVersionResource) (r checkResult, answered bool) {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		if apierrors.IsNotFound(err) || strings.Contains(err.Error(), "the server could not find the requested resource") {
+			return fail("discovery", "the cluster at %s does not serve %s: install the CRD first (vm-controller crds | kubectl apply -f -)", host, gvr.GroupVersion()), true
+		}
+		if apierrors.IsUnauthorized(err) {
+			return fail("discovery", "the cluster at %s refused the credentials (401 Unauthorized): check the kubeconfig's user, token or certificate", host), false
+		}
+		return fail("discovery", "cannot reach the cluster at %s: %v", host, err), false
+	}
+	for _, res := range list.APIResources {
+		if res.Name == gvr.Resource {
+			if !res.Namespaced {
+				return fail("discovery", "%s is cluster-scoped; vm-controller manages namespaced resources", gvr.GroupResource()), true
+			}
+			return pass("discovery", "the cluster at %s serves %s in %s", host, gvr.Resource, gvr.GroupVersion()), true
+		}
+	}
+	return fail("discovery", "the cluster at %s serves %s but no resource %q in it", host, gvr.GroupVersion(), gvr.Resource), true
+}
+
+// judgeCRD is the verdict on the CRD read, as JSON: it serves the version (as the
+// controller's CRD watch will judge it), has the status subresource, and its schema has the
+// field map's paths.
+func judgeCRD(name string, def []byte, version string, f schema.Fields) []checkResult {
+	if err := crds.Served(def, version); err != nil {
+		return []checkResult{fail("crd", "%v", err), {name: "fields", skipped: true, detail: "the CRD does not serve the version"}}
+	}
+	var out []checkResult
+	if err := crds.StatusSubresource(def, version); err != nil {
+		// Workable (the original tutorial's CRD had none): status goes through the main
+		// resource, conditional on its resourceVersion, so a status write and a user's spec
+		// edit made at once conflict and one of them is retried.
+		w := pass("crd", "%v: the controller writes status through the main resource, conditional on its resourceVersion, so status writes and spec edits conflict and are retried", err)
+		w.warn = true
+		out = append(out, w)
+	} else {
+		out = append(out, pass("crd", "CRD %s has the status subresource in %s", name, version))
+	}
+	n, errs := crds.CheckSchema(def, version, f)
+	for _, err := range errs {
+		out = append(out, fail("fields", "field map: %v", err))
+	}
+	if len(errs) == 0 {
+		out = append(out, pass("fields", "the %d paths of the field map are in the schema of %s", n, version))
+	}
+	return out
+}
+
+// checkAccess asks the API server, with a SelfSubjectAccessReview per verb, whether the
+// identity of the kubeconfig may do what the controller does (access.Rules, the same rules
+// the deployment manifests grant): one row per rule.
+func checkAccess(ctx context.Context, kube kubernetes.Interface, needs access.Needs, namespace, leaseNamespace string) []checkResult {
+	rules := access.Rules(needs)
+	out := make([]checkResult, len(rules))
+	var wg sync.WaitGroup
+	for i, rule := range rules {
+		ns := namespace
+		if rule.Own {
+			ns = leaseNamespace
+		}
+		wg.Go(func() { out[i] = checkRule(ctx, kube, rule, ns) })
+	}
+	wg.Wait()
+	return out
+}
+
+// ruleName is the object a rule is limited to, for the review; "" when it names none.
+func ruleName(r access.Rule) string {
+	if len(r.Names) == 1 {
+		return r.Names[0]
+	}
+	return ""
+}
+
+func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule, namespace string) checkResult {
+	resource, sub, _ := strings.Cut(rule.Resource, "/")
+	what := k8sschema.GroupResource{Group: rule.Group, Resource: resource}.String()
+	if sub != "" {
+		what += "/" + sub
+	}
+	ns, where := namespace, "in namespace "+namespace
+	switch {
+	case rule.Cluster:
+		ns, where = "", "cluster-wide"
+	case namespace == "":
+		where = "in all namespaces"
+	}
+	var denied []string
+	for _, verb := range rule.Verbs {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rule.Group, Resource: resource, Subresource: sub, Name: ruleName(rule)},
+		}}
+		res, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return fail("rbac", "cannot review access to %s %s %s: %v", verb, what, where, err)
+		}
+		if !res.Status.Allowed {
+			denied = append(denied, verb)
+		}
+	}
+	if len(denied) > 0 {
+		return fail("rbac", "RBAC denies %s on %s %s (needed: %s)", strings.Join(denied, ", "), what, where, rule.Why)
+	}
+	return pass("rbac", "%s %s %s", strings.Join(rule.Verbs, ", "), what, where)
+}

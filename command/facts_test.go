@@ -1,0 +1,246 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The resources of the tests: this project's, and the project's CRD without the status
+// subresource under another group (testdata/crds/no-status.yaml), whose schema chooses the
+// built-in layout of v1alpha1.
+var (
+	ownGVR      = k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	noStatusGVR = k8sschema.GroupVersionResource{Group: "nostatus.example.org", Version: "v1alpha1", Resource: "virtualmachines"}
+)
+
+const (
+	ownCRDFile      = "crds/virtualmachines.cloudnative.czs.yaml"
+	noStatusCRDFile = "testdata/crds/no-status.yaml"
+)
+
+// TestJudgeCRD: a CRD without the status subresource is a warning, which neither fails check
+// nor stops run's preflight; with it, a pass.
+func TestJudgeCRD(t *testing.T) {
+	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		file, name string
+		want       string // the rows' results
+		detail     string // in the crd row
+	}{
+		"status subresource":    {"testdata/crds/same-shape.yaml", "virtualmachines.other.example.org", "crd pass,fields pass", "has the status subresource in v1alpha1"},
+		"no status subresource": {noStatusCRDFile, "virtualmachines.nostatus.example.org", "crd WARN,fields pass", "has no status subresource in version v1alpha1 (add subresources: {status: {}}): the controller writes status through the main resource"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rows := judgeCRD(tc.name, establishedCRD(t, tc.file), "v1alpha1", fields)
+			var got []string
+			for _, r := range rows {
+				got = append(got, r.name+" "+r.result())
+				if r.failed() {
+					t.Errorf("row %s failed: %s", r.name, r.detail)
+				}
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Errorf("rows %v, want %s", got, tc.want)
+			}
+			if !strings.Contains(rows[0].detail, tc.detail) {
+				t.Errorf("crd row %q does not say %q", rows[0].detail, tc.detail)
+			}
+		})
+	}
+}
+
+// TestGather: the facts of each kind of target against a fake API server: the rows, the
+// status route, and how often the CRD was read, which is never more than once.
+func TestGather(t *testing.T) {
+	tests := map[string]struct {
+		gvr      k8sschema.GroupVersionResource
+		crd      string // the CRD file the server holds; "" for none
+		watchCRD bool
+		deny     string // a verb RBAC denies
+		rows     string // the rows' names and results
+		noStatus bool
+		reads    int    // GETs of the CRD
+		err      string // gather's error
+	}{
+		"own group": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true,
+			rows: "discovery pass,crd pass,fields pass,rbac pass", reads: 1},
+		"own group, --watch-crd=false": {gvr: ownGVR, crd: ownCRDFile,
+			rows: "discovery pass,crd skip,fields skip,rbac pass", reads: 0},
+		"another group: the layout and the checks share one read": {gvr: noStatusGVR, crd: noStatusCRDFile, watchCRD: true,
+			rows: "fieldmap pass,discovery pass,crd WARN,fields pass,rbac pass", noStatus: true, reads: 1},
+		"another group, --watch-crd=false: read for the layout": {gvr: noStatusGVR, crd: noStatusCRDFile,
+			rows: "fieldmap pass,discovery pass,crd skip,fields skip,rbac pass", reads: 1},
+		"own group, no CRD": {gvr: ownGVR, watchCRD: true,
+			rows: "discovery pass,crd FAIL,fields skip,rbac pass", reads: 1},
+		"another group, no CRD": {gvr: noStatusGVR, watchCRD: true, reads: 1,
+			err: `--api-version nostatus.example.org/v1alpha1: no built-in field map for group "nostatus.example.org" (built in: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1); give one with --schema-file (and CRD virtualmachines.nostatus.example.org, whose schema could choose a built-in layout, cannot be read: customresourcedefinitions.apiextensions.k8s.io "virtualmachines.nostatus.example.org" not found)`},
+		"RBAC denies a verb": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, deny: "patch",
+			rows: "discovery pass,crd pass,fields pass,rbac FAIL", reads: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var def []byte
+			if tc.crd != "" {
+				def = establishedCRD(t, tc.crd)
+			}
+			srv := newFakeAPIServer(t, tc.gvr, def)
+			srv.deny = tc.deny
+			cfg := checked(&rest.Config{Host: srv.URL})
+			limitQPS(cfg, 50, 100) // as check does
+			cl, err := newAPIClients(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := gather(context.Background(), cl, cfg.Host, target{gvr: tc.gvr, watchCRD: tc.watchCRD})
+			if got := errString(err); got != tc.err {
+				t.Fatalf("error %q, want %q", got, tc.err)
+			}
+			// The rows, with those of RBAC as one: failed if one of them failed.
+			var rows []string
+			rbac := ""
+			for _, r := range f.checks {
+				if r.name != "rbac" {
+					rows = append(rows, r.name+" "+r.result())
+				} else if rbac != "rbac FAIL" {
+					rbac = "rbac " + r.result()
+				}
+			}
+			if rbac != "" {
+				rows = append(rows, rbac)
+			}
+			if tc.err == "" && strings.Join(rows, ",") != tc.rows {
+				t.Errorf("rows %s, want %s", strings.Join(rows, ","), tc.rows)
+			}
+			if f.noStatus != tc.noStatus {
+				t.Errorf("noStatus %v, want %v", f.noStatus, tc.noStatus)
+			}
+			if got := srv.crdReads(); got != tc.reads {
+				t.Errorf("the CRD was read %d times, want %d", got, tc.reads)
+			}
+		})
+	}
+}
+
+// TestStatusRoute: run writes status through the main resource only when the facts say the
+// CRD it read has no status subresource, and says so once; a CRD it does not read keeps the
+// subresource, and the log says why.
+func TestStatusRoute(t *testing.T) {
+	tests := map[string]struct {
+		noStatus bool
+		watchCRD bool
+		log      string // the log; "" for none
+	}{
+		"no status subresource": {noStatus: true, watchCRD: true,
+			log: `level=WARN msg="Status subresource missing; writing status through the main resource" crd=virtualmachines.nostatus.example.org version=v1alpha1`},
+		"status subresource": {watchCRD: true},
+		"CRD not read": {
+			log: `level=INFO msg="CRD not read (--watch-crd=false); writing status through the status subresource" crd=virtualmachines.nostatus.example.org version=v1alpha1`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: dropTime}))
+			got := statusRoute(facts{noStatus: tc.noStatus}, target{gvr: noStatusGVR, watchCRD: tc.watchCRD}, log)
+			if got != tc.noStatus {
+				t.Errorf("through the main resource: %v, want %v", got, tc.noStatus)
+			}
+			if want := tc.log; strings.TrimSuffix(buf.String(), "\n") != want {
+				t.Errorf("log %q, want %q", buf.String(), want)
+			}
+		})
+	}
+}
+
+func dropTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+// TestStartReadsCRDOnce runs the run and check commands whole against a fake API server and
+// counts the reads of the CRD: one per start, whatever needs it (the field map of another
+// group, the CRD check, the status route), and none with --watch-crd=false unless the field
+// map needs it. run is stopped once its controller lists VMs, which it does only after
+// everything it learns from the CRD is decided.
+func TestStartReadsCRDOnce(t *testing.T) {
+	tests := map[string]struct {
+		gvr   k8sschema.GroupVersionResource
+		crd   string
+		args  []string
+		reads int
+		log   []string // in run's log
+	}{
+		"own group": {gvr: ownGVR, crd: ownCRDFile, reads: 1},
+		"another group without the status subresource": {gvr: noStatusGVR, crd: noStatusCRDFile, reads: 1,
+			log: []string{`msg="Chose the field map"`, `msg="Status subresource missing; writing status through the main resource"`}},
+		"own group, --watch-crd=false": {gvr: ownGVR, crd: ownCRDFile, args: []string{"--watch-crd=false"}, reads: 0,
+			log: []string{`msg="CRD not read (--watch-crd=false); writing status through the status subresource"`}},
+		"another group, --watch-crd=false": {gvr: noStatusGVR, crd: noStatusCRDFile, args: []string{"--watch-crd=false"}, reads: 1,
+			log: []string{`msg="Chose the field map"`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for _, cmd := range []string{"check", "run"} {
+				srv := newFakeAPIServer(t, tc.gvr, establishedCRD(t, tc.crd))
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				vms := "/apis/" + tc.gvr.GroupVersion().String() + "/" + tc.gvr.Resource
+				srv.onRequest = func(req string) {
+					if req == "GET "+vms {
+						cancel() // the controller has started: stop it
+					}
+				}
+				args := []string{"vm-controller", cmd, "--kubeconfig", srv.kubeconfig(t), "--api-version", tc.gvr.GroupVersion().String()}
+				if cmd == "run" {
+					args = append(args, "--metrics-addr=", "--health-addr=")
+				}
+				var out bytes.Buffer
+				var log lockedBuffer
+				a := App("")
+				a.Writer, a.ErrWriter = &out, &log
+				if err := a.RunContext(ctx, append(args, tc.args...)); err != nil {
+					t.Fatalf("%s: %v\n%s%s", cmd, err, out.String(), log.String())
+				}
+				if cmd == "run" && ctx.Err() == nil {
+					t.Fatalf("run returned before its controller listed VMs:\n%s", log.String())
+				}
+				if got := srv.crdReads(); got != tc.reads {
+					t.Errorf("%s read the CRD %d times, want %d", cmd, got, tc.reads)
+				}
+				if cmd == "run" {
+					for _, want := range tc.log {
+						if n := strings.Count(log.String(), want); n != 1 {
+							t.Errorf("run logged %s %d times, want once:\n%s", want, n, log.String())
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ee cli.ExitCoder
+	if errors.As(err, &ee) {
+		return ee.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,199 @@
+// The flags that several commands take, each built here once by a function that binds it to
+// a field of the command's configuration: its name, environment variable and default cannot
+// drift apart between commands, and a misspelt field does not compile (a misspelt string name
+// read zero). A command describes a shared flag in its own terms, so most builders take the
+// usage.
+
+package command
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/deploy"
+	"github.com/cloudnative-czs/vm-controller/reconcile"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// env is a flag's environment variable: VMC_ and the flag's name in upper snake case.
+func env(name string) []string { return []string{"VMC_" + name} }
+
+// resourceFlags name the VirtualMachine resource and where its fields are: run, check and
+// manifests.
+type resourceFlags struct {
+	APIVersion string
+	Resource   string
+	SchemaFile string
+}
+
+// schemaFileUsage is what --schema-file means to the commands that read the map themselves.
+const schemaFileUsage = "field-map file: where each field of a VM lives in the resource's CRD; empty: the built-in map of --api-version, or for another group the built-in layout its CRD's schema has"
+
+// flags are the three flags; schemaFile says what --schema-file does for the command.
+func (f *resourceFlags) flags(schemaFile string) []cli.Flag {
+	return append(f.gvrFlags(), schemaFileFlag(&f.SchemaFile, schemaFile))
+}
+
+// gvrFlags are --api-version and --resource.
+func (f *resourceFlags) gvrFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version of the VirtualMachine resource", EnvVars: env("API_VERSION"), Destination: &f.APIVersion},
+		&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE"), Destination: &f.Resource},
+	}
+}
+
+func schemaFileFlag(dst *string, usage string) cli.Flag {
+	return &cli.StringFlag{Name: "schema-file", Usage: usage, EnvVars: env("SCHEMA_FILE"), Destination: dst}
+}
+
+func (f resourceFlags) gvr() (k8sschema.GroupVersionResource, error) {
+	return schema.ParseGVR(f.APIVersion, f.Resource)
+}
+
+// loadFields returns the field map the flags ask for: the schema file, else the built-in map
+// of the version. For a CRD of another group without a file, run and check ask the CRD's
+// schema instead (facts.go).
+func loadFields(schemaFile string, gv k8sschema.GroupVersion) (schema.Fields, error) {
+	if schemaFile != "" {
+		return schema.LoadFieldMap(schemaFile)
+	}
+	f, err := schema.ForVersion(gv)
+	if err != nil {
+		return schema.Fields{}, fmt.Errorf("--api-version %s: %w", gv, err)
+	}
+	return f, nil
+}
+
+// accessFlags are what the controller touches besides VMs and pods, so what the checks and
+// the RBAC rules depend on: run and check. The commands describe them each in their own
+// terms (run does it, check checks the access for it), so each builder takes the usage.
+type accessFlags struct {
+	Namespace      string
+	WatchNodes     bool
+	WatchCRD       bool
+	LeaderElect    bool
+	LeaseNamespace string
+	UsageInterval  time.Duration
+}
+
+// namespaceFlag is --namespace where it names the VMs' namespace: run and check.
+func namespaceFlag(dst *string, usage string) cli.Flag {
+	return &cli.StringFlag{Name: "namespace", Usage: usage, EnvVars: env("NAMESPACE"), Destination: dst}
+}
+
+// watchNodesFlag is --watch-nodes: run, check, manifests.
+func watchNodesFlag(dst *bool, usage string) cli.Flag {
+	return &cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: usage, EnvVars: env("WATCH_NODES"), Destination: dst}
+}
+
+// watchCRDFlag is --watch-crd: run, check, manifests.
+func watchCRDFlag(dst *bool, usage string) cli.Flag {
+	return &cli.BoolFlag{Name: "watch-crd", Value: true, Usage: usage, EnvVars: env("WATCH_CRD"), Destination: dst}
+}
+
+func leaderElectFlag(dst *bool, usage string) cli.Flag {
+	return &cli.BoolFlag{Name: "leader-elect", Usage: usage, EnvVars: env("LEADER_ELECT"), Destination: dst}
+}
+
+func leaseNamespaceFlag(dst *string, usage string) cli.Flag {
+	return &cli.StringFlag{Name: "lease-namespace", Usage: usage, EnvVars: env("LEASE_NAMESPACE"), Destination: dst}
+}
+
+func usageIntervalFlag(dst *time.Duration, usage string) cli.Flag {
+	return &cli.DurationFlag{Name: "usage-interval", Value: reconcile.DefaultUsagePolicy.Interval, Usage: usage, EnvVars: env("USAGE_INTERVAL"), Destination: dst}
+}
+
+func (f accessFlags) validate() error {
+	return validLabel("namespace", f.Namespace)
+}
+
+// validLabel refuses a namespace flag's value that no namespace could have; empty passes.
+func validLabel(flag, value string) error {
+	if value == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Label(value); len(errs) > 0 {
+		return fmt.Errorf("--%s %q: %s", flag, value, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// policyFlags are the decision's settings: run, and plan, which decides as run would.
+type policyFlags struct {
+	ServerImage       string
+	RestartBackoff    time.Duration
+	MaxRestartBackoff time.Duration
+	Resize            string
+}
+
+// serverImageFlag is --server-image; usage says what it is for the command.
+func (p *policyFlags) serverImageFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "server-image", Value: reconcile.DefaultPolicy.DefaultImage, Usage: usage, EnvVars: env("SERVER_IMAGE"), Destination: &p.ServerImage}
+}
+
+// backoffFlags are --restart-backoff, --max-restart-backoff and --resize: when and how a
+// server is replaced.
+func (p *policyFlags) backoffFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "restart-backoff", Value: reconcile.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure",
+			EnvVars: env("RESTART_BACKOFF"), Destination: &p.RestartBackoff},
+		&cli.DurationFlag{Name: "max-restart-backoff", Value: reconcile.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server",
+			EnvVars: env("MAX_RESTART_BACKOFF"), Destination: &p.MaxRestartBackoff},
+		&cli.StringFlag{Name: "resize", Value: string(reconcile.ResizeInPlace),
+			Usage:   "a change of cpu or memory: in-place (resize the running server, replace it where that is impossible), replace (always replace), manual (resize in place, else set RestartRequired and wait for a restart)",
+			EnvVars: env("RESIZE"), Destination: &p.Resize},
+	}
+}
+
+func (p policyFlags) validate() error {
+	if p.RestartBackoff <= 0 || p.MaxRestartBackoff < p.RestartBackoff {
+		return fmt.Errorf("--restart-backoff must be positive and at most --max-restart-backoff")
+	}
+	if p.ServerImage == "" {
+		return fmt.Errorf("--server-image must not be empty")
+	}
+	switch reconcile.ResizeMode(p.Resize) {
+	case reconcile.ResizeInPlace, reconcile.ResizeReplace, reconcile.ResizeManual:
+	default:
+		return fmt.Errorf("--resize %q: want in-place, replace or manual", p.Resize)
+	}
+	return nil
+}
+
+func (p policyFlags) policy() reconcile.Policy {
+	// CanResize: both backends the commands use (pods for run, memory for plan) resize in
+	// place; run says so again from its backend.
+	return reconcile.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
+		Resize: reconcile.ResizeMode(p.Resize), CanResize: true}
+}
+
+// installNamespaceFlag is --namespace where it names the namespace vm-controller is installed
+// in (the controller's, the conversion webhook's Service and Secret): manifests, crds,
+// webhook.
+func installNamespaceFlag(dst *string, usage string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "namespace", Value: deploy.DefaultNamespace, Usage: usage, EnvVars: env("NAMESPACE"), Destination: dst}
+}
+
+// conversionFlag is --conversion, the form of the CRD to print: crds, manifests.
+func conversionFlag(dst *string, usage string) cli.Flag {
+	return &cli.StringFlag{Name: "conversion", Value: "none", Usage: usage, EnvVars: env("CONVERSION"), Destination: dst}
+}
+
+// validConversion refuses a --conversion other than none or webhook.
+func validConversion(conversion string) error {
+	if conversion != "none" && conversion != "webhook" {
+		return fmt.Errorf("--conversion %q: want none or webhook", conversion)
+	}
+	return nil
+}
+
+// crdFlag is --crd, the name of the CRD the command works on: webhook, migrate.
+func crdFlag(dst *string, usage string) cli.Flag {
+	return &cli.StringFlag{Name: "crd", Value: crds.DefaultName, Usage: usage, EnvVars: env("CRD"), Destination: dst}
+}

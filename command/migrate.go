@@ -1,0 +1,84 @@
+// The migrate command: the storage version migration (package migrate), run once.
+
+package command
+
+import (
+	"errors"
+	"fmt"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cloudnative-czs/vm-controller/migrate"
+)
+
+// migrateConfig is the migrate command's configuration.
+type migrateConfig struct {
+	clusterFlags
+	CRD      string
+	PageSize int64
+	Continue string
+	logFlags
+}
+
+func migrateCommand(c *migrateConfig) *cli.Command {
+	flags := append(c.clusterFlags.flags(),
+		crdFlag(&c.CRD, "the CRD whose objects to migrate"),
+		&cli.Int64Flag{Name: "page-size", Value: 500, Usage: "objects per list page", EnvVars: env("PAGE_SIZE"), Destination: &c.PageSize},
+		&cli.StringFlag{Name: "continue", Usage: "resume from this continue token (the last one a run logged); empty: from the start", EnvVars: env("CONTINUE"), Destination: &c.Continue},
+	)
+	flags = append(flags, c.logFlags.flags("text")...)
+	return &cli.Command{
+		Name:         "migrate",
+		Usage:        "rewrite every VirtualMachine in the CRD's storage version, then trim status.storedVersions (safe to run again)",
+		Flags:        flags,
+		OnUsageError: usageError,
+		Action:       action(c, noArgs, func(cc *cli.Context) error { return migrateStorage(cc, *c) }),
+	}
+}
+
+// Validate refuses an empty CRD name and a page size the API server would not honour, every
+// problem at once.
+func (c migrateConfig) Validate() error {
+	var errs []error
+	if c.CRD == "" {
+		errs = append(errs, errors.New("--crd is empty"))
+	}
+	if c.PageSize < 1 || c.PageSize > 10000 {
+		errs = append(errs, fmt.Errorf("--page-size %d: want 1 to 10000", c.PageSize))
+	}
+	if err := c.logFlags.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// migrateStorage runs the migration and prints what it did, also when it stopped half-way.
+func migrateStorage(cc *cli.Context, c migrateConfig) error {
+	log, err := c.logFlags.setUp(cc.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rc, err := c.restConfig(cc.App.Version)
+	if err != nil {
+		return err
+	}
+	cl, err := newAPIClients(rc)
+	if err != nil {
+		return err
+	}
+	m := &migrate.Migrator{Client: cl.dynamic, CRD: c.CRD, PageSize: c.PageSize, Log: log}
+	res, err := m.Run(ctx, c.Continue)
+	out := cc.App.Writer
+	fmt.Fprintf(out, "storage version %s: %d rewritten, %d written by others meanwhile, %d deleted meanwhile; storedVersions %v -> ",
+		res.StorageVersion, res.Rewritten, res.Conflicts, res.Gone, res.StoredBefore)
+	if err != nil {
+		fmt.Fprintln(out, "unchanged")
+		return err
+	}
+	fmt.Fprintf(out, "[%s]\n", res.StorageVersion)
+	return nil
+}

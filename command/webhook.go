@@ -1,0 +1,180 @@
+// The webhook command: the CRD's conversion webhook, served over HTTPS.
+
+package command
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cloudnative-czs/vm-controller/convert"
+	"github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/schema"
+	"github.com/cloudnative-czs/vm-controller/webhook"
+)
+
+// webhookConfig is the webhook command's configuration.
+type webhookConfig struct {
+	clusterFlags
+	Listen       string
+	TLSCertFile  string
+	TLSKeyFile   string
+	Namespace    string // of the Service and the certificates' Secret
+	Secret       string
+	CRD          string // whose caBundle to set; empty: none
+	FieldMaps    cli.StringSlice
+	CAValidity   time.Duration
+	CertValidity time.Duration
+	logFlags
+}
+
+func webhookCommand(c *webhookConfig) *cli.Command {
+	// POD_NAMESPACE is the pod's own namespace where the pod sets it from the downward API
+	// (metadata.namespace), as the Deployment of `vm-controller manifests` does.
+	namespace := installNamespaceFlag(&c.Namespace, "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)")
+	namespace.EnvVars = append(namespace.EnvVars, "POD_NAMESPACE")
+	flags := append(c.clusterFlags.flags(),
+		&cli.StringFlag{Name: "listen", Value: ":9443", Usage: "address to serve HTTPS on", EnvVars: env("LISTEN"), Destination: &c.Listen},
+		&cli.StringFlag{Name: "tls-cert-file", Usage: "serving certificate (PEM); empty: a CA and certificate the webhook manages itself", EnvVars: env("TLS_CERT_FILE"), Destination: &c.TLSCertFile},
+		&cli.StringFlag{Name: "tls-key-file", Usage: "key of --tls-cert-file (PEM)", EnvVars: env("TLS_KEY_FILE"), Destination: &c.TLSKeyFile},
+		namespace,
+		&cli.StringFlag{Name: "secret", Value: crds.WebhookService + "-tls", Usage: "Secret that keeps the self-managed CA and certificate, shared by the replicas", EnvVars: env("SECRET"), Destination: &c.Secret},
+		crdFlag(&c.CRD, "CRD whose conversion caBundle the webhook sets (self-managed certificates); empty: none"),
+		&cli.StringSliceFlag{Name: "field-map", Usage: "group/version=file: convert that version too, with that field map (repeatable); the versions of cloudnative.czs are built in", EnvVars: env("FIELD_MAP"), Destination: &c.FieldMaps},
+		&cli.DurationFlag{Name: "ca-validity", Value: 365 * 24 * time.Hour, Usage: "lifetime of a self-managed CA; renewed with a third left", EnvVars: env("CA_VALIDITY"), Destination: &c.CAValidity},
+		&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", EnvVars: env("CERT_VALIDITY"), Destination: &c.CertValidity},
+	)
+	// JSON by default: the webhook runs only in a cluster, where logs are collected.
+	flags = append(flags, c.logFlags.flags("json")...)
+	return &cli.Command{
+		Name:         "webhook",
+		Usage:        "serve the CRD's conversion webhook (ConversionReview v1 over HTTPS) between the versions field maps describe",
+		Flags:        flags,
+		OnUsageError: usageError,
+		Action:       action(c, noArgs, func(cc *cli.Context) error { return serveWebhook(cc, *c) }),
+	}
+}
+
+// Validate refuses what would fail later, every problem at once.
+func (c webhookConfig) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("--listen is empty"))
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file go together"))
+	}
+	if c.TLSCertFile == "" {
+		if c.Namespace == "" || c.Secret == "" {
+			errs = append(errs, errors.New("self-managed certificates need --namespace and --secret"))
+		}
+		if c.CertValidity <= 0 || c.CAValidity < c.CertValidity {
+			errs = append(errs, fmt.Errorf("want 0 < --cert-validity (%s) <= --ca-validity (%s)", c.CertValidity, c.CAValidity))
+		}
+	}
+	for _, fm := range c.FieldMaps.Value() {
+		if _, _, err := parseFieldMapFlag(fm); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.logFlags.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// parseFieldMapFlag reads "group/version=file".
+func parseFieldMapFlag(s string) (k8sschema.GroupVersion, string, error) {
+	av, file, ok := strings.Cut(s, "=")
+	if !ok || file == "" {
+		return k8sschema.GroupVersion{}, "", fmt.Errorf("--field-map %q: want group/version=file", s)
+	}
+	gv, err := k8sschema.ParseGroupVersion(av)
+	if err != nil || gv.Group == "" || gv.Version == "" {
+		return k8sschema.GroupVersion{}, "", fmt.Errorf("--field-map %q: want group/version=file", s)
+	}
+	return gv, file, nil
+}
+
+// serveWebhook serves conversions until a signal: with the certificate files given, or with a
+// CA and certificate it keeps in a Secret and renews, setting the CRD's caBundle.
+func serveWebhook(cc *cli.Context, c webhookConfig) error {
+	log, err := c.logFlags.setUp(cc.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	conv, err := convert.Builtin()
+	if err != nil {
+		return err
+	}
+	for _, fm := range c.FieldMaps.Value() {
+		gv, file, _ := parseFieldMapFlag(fm)
+		f, err := schema.LoadFieldMap(file)
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		conv.Add(gv, f)
+	}
+
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCertFile != "" {
+		// Read on every handshake so that a renewed file (a cert-manager Secret) is used
+		// without a restart.
+		tlsConfig.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			pair, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("load serving certificate: %w", err)
+			}
+			return &pair, nil
+		}
+		if _, err := tlsConfig.GetCertificate(nil); err != nil {
+			return err
+		}
+	} else {
+		rc, err := c.restConfig(cc.App.Version)
+		if err != nil {
+			return err
+		}
+		cl, err := newAPIClients(rc)
+		if err != nil {
+			return err
+		}
+		certs := &webhook.Certs{Service: crds.WebhookService, Namespace: c.Namespace, Secret: c.Secret, CRD: c.CRD,
+			Client: cl.kube, Dynamic: cl.dynamic, Log: log, CAValidity: c.CAValidity, CertValidity: c.CertValidity}
+		if err := certs.Ensure(ctx); err != nil {
+			return err
+		}
+		// Checked far more often than renewal is due, so a replica takes another's renewal
+		// long before the certificate it serves expires.
+		go certs.Run(ctx, min(c.CertValidity/30, time.Hour))
+		tlsConfig.GetCertificate = certs.GetCertificate
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle(crds.WebhookPath, webhook.Handler{Converter: conv, Log: log})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Addr: c.Listen, Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServeTLS("", "") }()
+	log.Info("serving conversion webhook", "listen", c.Listen, "versions", conv.Versions())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve webhook: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}

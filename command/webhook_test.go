@@ -1,0 +1,29 @@
+package command
+
+import "testing"
+
+func TestWebhookConfigValidate(t *testing.T) {
+	tests := map[string]validateCase{
+		"self-managed":     {},
+		"files":            {args: []string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--namespace", "", "--cert-validity", "0"}},
+		"field maps":       {args: []string{"--field-map", "compute.example.org/v1=map.yaml"}},
+		"log level debug":  {args: []string{"--log-level", "debug"}},
+		"text logs":        {args: []string{"--log-format", "text"}},
+		"cert without key": {[]string{"--tls-cert-file", "c.pem"}, "--tls-key-file", "--tls-cert-file and --tls-key-file go together"},
+		"no listen":        {[]string{"--listen", ""}, "--listen", "--listen is empty"},
+		"no namespace":     {[]string{"--namespace", ""}, "--namespace", "self-managed certificates need --namespace and --secret"},
+		"no secret":        {[]string{"--secret", ""}, "--secret", "self-managed certificates need --namespace and --secret"},
+		"cert outlives CA": {[]string{"--cert-validity", "9600h"}, "--cert-validity", "want 0 < --cert-validity (9600h0m0s) <= --ca-validity (8760h0m0s)"},
+		"log level":        {[]string{"--log-level", "loud"}, "--log-level", `--log-level "loud": want debug, info, warn or error`},
+		"log format":       {[]string{"--log-format", "xml"}, "--log-format", `--log-format "xml": want text or json`},
+		"bad field maps": {[]string{"--field-map", "compute.example.org/v1=map.yaml", "--field-map", "v1=map.yaml", "--field-map", "x.org/v1"}, "--field-map",
+			"--field-map \"v1=map.yaml\": want group/version=file\n--field-map \"x.org/v1\": want group/version=file"},
+		"every problem at once": {[]string{"--listen", "", "--log-level", "loud"}, "--listen",
+			"--listen is empty\n--log-level \"loud\": want debug, info, warn or error"},
+	}
+	checkValidate(t, tests, func(args []string) error {
+		c := &webhookConfig{}
+		parseFlags(t, webhookCommand(c), args...)
+		return c.Validate()
+	})
+}
