@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
@@ -90,7 +91,7 @@ type Controller struct {
 	log     *slog.Logger
 	applier applier
 	// serversSynced is the backend's sync check, set by Start.
-	serversSynced cache.InformerSynced
+	serversSynced func() bool
 	// echoes are the resourceVersions of this controller's own writes that the informer has
 	// yet to bring back; passes counts each VM's reconciles until it is Active.
 	echoes     *echoes
@@ -265,7 +266,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	synced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) { c.queue.Add(vm) })
+	synced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) { c.queue.Add(cache.ObjectName(vm)) })
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
