@@ -1,4 +1,4 @@
-package reconcile
+package decision_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -15,10 +16,10 @@ import (
 // the maximum interval passed, or when the UsageReported condition changes; a missing metrics
 // API removes usage and says why; a server without figures yet writes nothing.
 func TestDecideUsage(t *testing.T) {
-	p := UsagePolicy{Interval: time.Minute, Threshold: 0.1, MaxInterval: 10 * time.Minute}
-	reported := schema.Condition{Type: ConditionUsageReported, Status: schema.ConditionTrue, Reason: ReasonUsageReported,
+	p := decision.UsagePolicy{Interval: time.Minute, Threshold: 0.1, MaxInterval: 10 * time.Minute}
+	reported := schema.Condition{Type: decision.ConditionUsageReported, Status: schema.ConditionTrue, Reason: decision.ReasonUsageReported,
 		Message: "Usage comes from the metrics.k8s.io API", LastTransitionTime: now.Add(-time.Hour)}
-	ready := schema.Condition{Type: schema.ConditionReady, Status: schema.ConditionTrue, Reason: ReasonServerReady, LastTransitionTime: now.Add(-time.Hour)}
+	ready := schema.Condition{Type: schema.ConditionReady, Status: schema.ConditionTrue, Reason: decision.ReasonServerReady, LastTransitionTime: now.Add(-time.Hour)}
 	status := func(u *schema.Usage, conds ...schema.Condition) schema.Status {
 		return schema.Status{Phase: schema.PhaseActive, Server: &schema.ServerStatus{Name: "s", ID: "1", State: "Running", Usage: u}, Conditions: conds}
 	}
@@ -43,9 +44,9 @@ func TestDecideUsage(t *testing.T) {
 		"no figures yet":           {status(nil, ready), backend.Usage{}, fmt.Errorf("pod metrics: %w", backend.ErrNoUsage), time.Time{}, false, "", false, ""},
 		"transient error":          {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), backend.Usage{}, fmt.Errorf("timeout"), time.Time{}, false, "", false, ""},
 		"metrics API gone":         {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), backend.Usage{}, fmt.Errorf("no metrics.k8s.io: %w", backend.ErrUsageUnavailable), now.Add(-time.Minute), true, "", true, "False/MetricsAPIUnavailable"},
-		"metrics API still gone": {status(nil, ready, schema.Condition{Type: ConditionUsageReported, Status: schema.ConditionFalse, Reason: ReasonMetricsAPIUnavailable,
+		"metrics API still gone": {status(nil, ready, schema.Condition{Type: decision.ConditionUsageReported, Status: schema.ConditionFalse, Reason: decision.ReasonMetricsAPIUnavailable,
 			Message: "Usage is not reported: no metrics.k8s.io: usage figures are not available"}), backend.Usage{}, fmt.Errorf("no metrics.k8s.io: %w", backend.ErrUsageUnavailable), now.Add(-time.Hour), false, "", false, ""},
-		"metrics API back": {status(nil, ready, schema.Condition{Type: ConditionUsageReported, Status: schema.ConditionFalse, Reason: ReasonMetricsAPIUnavailable}),
+		"metrics API back": {status(nil, ready, schema.Condition{Type: decision.ConditionUsageReported, Status: schema.ConditionFalse, Reason: decision.ReasonMetricsAPIUnavailable}),
 			sample("10m", "32Mi"), nil, time.Time{}, true, "10m/32Mi", false, "True/UsageReported"},
 	}
 	for name, tc := range tests {
@@ -63,7 +64,7 @@ func TestDecideUsage(t *testing.T) {
 			}
 			cond := ""
 			if upd.Conditions != nil {
-				c := schema.Status{Conditions: upd.Conditions}.Condition(ConditionUsageReported)
+				c := schema.Status{Conditions: upd.Conditions}.Condition(decision.ConditionUsageReported)
 				cond = string(c.Status) + "/" + c.Reason
 				if r := (schema.Status{Conditions: upd.Conditions}).Condition(schema.ConditionReady); r == nil || *r != ready {
 					t.Errorf("the Ready condition was not kept: %+v", upd.Conditions)
