@@ -31,10 +31,10 @@ import (
 type Config struct {
 	Client dynamic.Interface
 	// REST, if set, is what the VM informer lists and watches with and what VMs are written
-	// through (see vmcache.RESTClientFor and restWriter): each VM, watched or written, is decoded
-	// once, from the wire into its compact form. Nil: the dynamic informer over Client, whose
-	// objects are compacted by a transform, and writes through Client (what unit tests with
-	// the dynamic fake use).
+	// through (see vmcache.RESTClientFor and restWriter): each VM, watched or written, is
+	// decoded once, from the wire into its compact form. Nil: the dynamic informer over
+	// Client, whose objects are compacted by a transform, and writes through Client (what unit
+	// tests with the dynamic fake use).
 	REST rest.Interface
 	// WatchREST, if set, is what the VM informer watches with instead of REST: a client
 	// without REST's rate limiter, as client-go leaves watches unlimited, so that a watch
