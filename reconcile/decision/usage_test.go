@@ -36,14 +36,15 @@ func TestDecideUsage(t *testing.T) {
 		clear     bool
 		condition string // UsageReported status/reason written, "" when the conditions are left alone
 	}{
-		"first sample":             {status(nil, ready), sample("250010900n", "100Mi"), nil, time.Time{}, true, "250m/100Mi", false, "True/UsageReported"},
-		"small move":               {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), sample("260m", "104Mi"), nil, now.Add(-time.Minute), false, "", false, ""},
-		"cpu moved past threshold": {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), sample("300m", "100Mi"), nil, now.Add(-time.Minute), true, "300m/100Mi", false, ""},
-		"memory from zero":         {status(&schema.Usage{CPU: "250m", Memory: "0"}, ready, reported), sample("250m", "1Mi"), nil, now.Add(-time.Minute), true, "250m/1Mi", false, ""},
-		"max interval passed":      {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), sample("250m", "100Mi"), nil, now.Add(-10 * time.Minute), true, "250m/100Mi", false, ""},
-		"no figures yet":           {status(nil, ready), backend.Usage{}, fmt.Errorf("pod metrics: %w", backend.ErrNoUsage), time.Time{}, false, "", false, ""},
-		"transient error":          {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), backend.Usage{}, fmt.Errorf("timeout"), time.Time{}, false, "", false, ""},
-		"metrics API gone":         {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), backend.Usage{}, fmt.Errorf("no metrics.k8s.io: %w", backend.ErrUsageUnavailable), now.Add(-time.Minute), true, "", true, "False/MetricsAPIUnavailable"},
+		"first sample":              {status(nil, ready), sample("250010900n", "100Mi"), nil, time.Time{}, true, "250m/100Mi", false, "True/UsageReported"},
+		"small move":                {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), sample("260m", "104Mi"), nil, now.Add(-time.Minute), false, "", false, ""},
+		"cpu moved past threshold":  {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), sample("300m", "100Mi"), nil, now.Add(-time.Minute), true, "300m/100Mi", false, ""},
+		"memory from zero":          {status(&schema.Usage{CPU: "250m", Memory: "0"}, ready, reported), sample("250m", "1Mi"), nil, now.Add(-time.Minute), true, "250m/1Mi", false, ""},
+		"reported usage unreadable": {status(&schema.Usage{CPU: "lots", Memory: "100Mi"}, ready, reported), sample("250m", "100Mi"), nil, now.Add(-time.Minute), true, "250m/100Mi", false, ""},
+		"max interval passed":       {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), sample("250m", "100Mi"), nil, now.Add(-10 * time.Minute), true, "250m/100Mi", false, ""},
+		"no figures yet":            {status(nil, ready), backend.Usage{}, fmt.Errorf("pod metrics: %w", backend.ErrNoUsage), time.Time{}, false, "", false, ""},
+		"transient error":           {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), backend.Usage{}, fmt.Errorf("timeout"), time.Time{}, false, "", false, ""},
+		"metrics API gone":          {status(&schema.Usage{CPU: "250m", Memory: "100Mi"}, ready, reported), backend.Usage{}, fmt.Errorf("no metrics.k8s.io: %w", backend.ErrUsageUnavailable), now.Add(-time.Minute), true, "", true, "False/MetricsAPIUnavailable"},
 		"metrics API still gone": {status(nil, ready, schema.Condition{Type: decision.ConditionUsageReported, Status: schema.ConditionFalse, Reason: decision.ReasonMetricsAPIUnavailable,
 			Message: "Usage is not reported: no metrics.k8s.io: usage figures are not available"}), backend.Usage{}, fmt.Errorf("no metrics.k8s.io: %w", backend.ErrUsageUnavailable), now.Add(-time.Hour), false, "", false, ""},
 		"metrics API back": {status(nil, ready, schema.Condition{Type: decision.ConditionUsageReported, Status: schema.ConditionFalse, Reason: decision.ReasonMetricsAPIUnavailable}),
