@@ -6,6 +6,10 @@
 // The controller decides from what Observe returns and acts through Create and Delete; a
 // backend reports changes by calling the notify function given to Start, which makes the
 // controller look at the owning VM again.
+//
+// The contract speaks apimachinery's types and plain functions, not client-go's: the pure
+// decision (reconcile/decision) reads a Server and its Spec and State, and imports no client
+// through them; and a backend outside the cluster needs none to implement it.
 package backend
 
 import (
@@ -15,7 +19,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 )
 
 // Backend creates, observes and deletes the servers of VirtualMachines.
@@ -23,7 +26,7 @@ type Backend interface {
 	// Start begins watching servers and calls notify with the owning VM whenever one changes.
 	// The returned function reports whether the first full view of the servers is in and
 	// notify has been called for each server of it: workers start on it.
-	Start(ctx context.Context, notify func(vm cache.ObjectName)) (synced cache.InformerSynced, err error)
+	Start(ctx context.Context, notify func(vm types.NamespacedName)) (synced func() bool, err error)
 	// Observe returns the server of vm as last seen, or nil when it has none. It must be cheap
 	// (a cache read): it runs on every reconcile.
 	Observe(vm Owner) (*Server, error)

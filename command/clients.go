@@ -9,13 +9,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/cloudnative-czs/vm-controller/reconcile"
 )
 
 // clusterFlags say how to reach the cluster: run, check, webhook and migrate.
@@ -164,11 +163,11 @@ func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int) (runClien
 	if err != nil {
 		return runClients{}, err
 	}
-	vmREST, err := reconcile.RESTClientFor(cfg)
+	vmREST, err := vmcache.RESTClientFor(cfg)
 	if err != nil {
 		return runClients{}, err
 	}
-	vmWatch, err := reconcile.RESTClientFor(unlimited(cfg))
+	vmWatch, err := vmcache.RESTClientFor(unlimited(cfg))
 	if err != nil {
 		return runClients{}, err
 	}

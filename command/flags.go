@@ -17,7 +17,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/deploy"
-	"github.com/cloudnative-czs/vm-controller/reconcile"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -106,7 +106,7 @@ func leaseNamespaceFlag(dst *string, usage string) cli.Flag {
 }
 
 func usageIntervalFlag(dst *time.Duration, usage string) cli.Flag {
-	return &cli.DurationFlag{Name: "usage-interval", Value: reconcile.DefaultUsagePolicy.Interval, Usage: usage, EnvVars: env("USAGE_INTERVAL"), Destination: dst}
+	return &cli.DurationFlag{Name: "usage-interval", Value: decision.DefaultUsagePolicy.Interval, Usage: usage, EnvVars: env("USAGE_INTERVAL"), Destination: dst}
 }
 
 func (f accessFlags) validate() error {
@@ -134,18 +134,18 @@ type policyFlags struct {
 
 // serverImageFlag is --server-image; usage says what it is for the command.
 func (p *policyFlags) serverImageFlag(usage string) cli.Flag {
-	return &cli.StringFlag{Name: "server-image", Value: reconcile.DefaultPolicy.DefaultImage, Usage: usage, EnvVars: env("SERVER_IMAGE"), Destination: &p.ServerImage}
+	return &cli.StringFlag{Name: "server-image", Value: decision.DefaultPolicy.DefaultImage, Usage: usage, EnvVars: env("SERVER_IMAGE"), Destination: &p.ServerImage}
 }
 
 // backoffFlags are --restart-backoff, --max-restart-backoff and --resize: when and how a
 // server is replaced.
 func (p *policyFlags) backoffFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "restart-backoff", Value: reconcile.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure",
+		&cli.DurationFlag{Name: "restart-backoff", Value: decision.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure",
 			EnvVars: env("RESTART_BACKOFF"), Destination: &p.RestartBackoff},
-		&cli.DurationFlag{Name: "max-restart-backoff", Value: reconcile.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server",
+		&cli.DurationFlag{Name: "max-restart-backoff", Value: decision.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server",
 			EnvVars: env("MAX_RESTART_BACKOFF"), Destination: &p.MaxRestartBackoff},
-		&cli.StringFlag{Name: "resize", Value: string(reconcile.ResizeInPlace),
+		&cli.StringFlag{Name: "resize", Value: string(decision.ResizeInPlace),
 			Usage:   "a change of cpu or memory: in-place (resize the running server, replace it where that is impossible), replace (always replace), manual (resize in place, else set RestartRequired and wait for a restart)",
 			EnvVars: env("RESIZE"), Destination: &p.Resize},
 	}
@@ -158,19 +158,19 @@ func (p policyFlags) validate() error {
 	if p.ServerImage == "" {
 		return fmt.Errorf("--server-image must not be empty")
 	}
-	switch reconcile.ResizeMode(p.Resize) {
-	case reconcile.ResizeInPlace, reconcile.ResizeReplace, reconcile.ResizeManual:
+	switch decision.ResizeMode(p.Resize) {
+	case decision.ResizeInPlace, decision.ResizeReplace, decision.ResizeManual:
 	default:
 		return fmt.Errorf("--resize %q: want in-place, replace or manual", p.Resize)
 	}
 	return nil
 }
 
-func (p policyFlags) policy() reconcile.Policy {
+func (p policyFlags) policy() decision.Policy {
 	// CanResize: both backends the commands use (pods for run, memory for plan) resize in
 	// place; run says so again from its backend.
-	return reconcile.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
-		Resize: reconcile.ResizeMode(p.Resize), CanResize: true}
+	return decision.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
+		Resize: decision.ResizeMode(p.Resize), CanResize: true}
 }
 
 // installNamespaceFlag is --namespace where it names the namespace vm-controller is installed

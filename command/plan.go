@@ -20,7 +20,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
-	"github.com/cloudnative-czs/vm-controller/reconcile"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -101,19 +101,19 @@ func (c planConfig) groupVersion() (k8sschema.GroupVersion, error) {
 	return gv, nil
 }
 
-// planOutput is the plan as printed. It is reconcile.Plan with the status written twice:
+// planOutput is the plan as printed. It is decision.Plan with the status written twice:
 // as the VM's status, and as the exact patch the controller sends, at the paths of the
 // field map.
 type planOutput struct {
-	Finalizer reconcile.FinalizerChange `yaml:"finalizer,omitempty"`
-	Server    *reconcile.ServerAction   `yaml:"server,omitempty"`
-	Status    *schema.Status            `yaml:"status,omitempty"`
+	Finalizer decision.FinalizerChange `yaml:"finalizer,omitempty"`
+	Server    *decision.ServerAction   `yaml:"server,omitempty"`
+	Status    *schema.Status           `yaml:"status,omitempty"`
 	// StatusPatch is the JSON merge patch for /status. It carries the VM's resourceVersion
 	// as a precondition, except after a finalizer is added: the controller then sends the
 	// resourceVersion that write returned, which no offline plan can know.
-	StatusPatch  string             `yaml:"statusPatch,omitempty"`
-	Events       []reconcile.Event  `yaml:"events,omitempty"`
-	RequeueAfter reconcile.Duration `yaml:"requeueAfter,omitempty"`
+	StatusPatch  string            `yaml:"statusPatch,omitempty"`
+	Events       []decision.Event  `yaml:"events,omitempty"`
+	RequeueAfter decision.Duration `yaml:"requeueAfter,omitempty"`
 }
 
 // printPlan decides for the VM read and prints the plan.
@@ -173,9 +173,9 @@ func printPlan(cc *cli.Context, c planConfig) error {
 // makePlan decides as the controller does and completes the plan as its apply step would:
 // a server it creates comes from the in-memory backend, and Plan.Created puts that server's
 // identity into the status.
-func makePlan(policy reconcile.Policy, vm schema.VirtualMachine, srv *backend.Server, now time.Time) (planOutput, error) {
+func makePlan(policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, now time.Time) (planOutput, error) {
 	plan := policy.Decide(vm, srv, now)
-	if plan.Server != nil && plan.Server.Op == reconcile.CreateServer {
+	if plan.Server != nil && plan.Server.Op == decision.CreateServer {
 		owner := backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
 		created, err := memory.New().Create(context.Background(), owner, *plan.Server.Spec)
 		if err != nil {
@@ -186,7 +186,7 @@ func makePlan(policy reconcile.Policy, vm schema.VirtualMachine, srv *backend.Se
 	out := planOutput{Finalizer: plan.Finalizer, Server: plan.Server, Status: plan.Status, Events: plan.Events, RequeueAfter: plan.RequeueAfter}
 	if plan.Status != nil {
 		rv := vm.ResourceVersion()
-		if plan.Finalizer == reconcile.AddFinalizer {
+		if plan.Finalizer == decision.AddFinalizer {
 			rv = ""
 		}
 		patch, err := schema.StatusPatch(vm.Fields(), *plan.Status, rv)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudnative-czs/vm-controller/internal/golden"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/tools/txtar"
@@ -18,7 +19,6 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
-	"github.com/cloudnative-czs/vm-controller/reconcile"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -211,7 +211,7 @@ func FuzzPlan(f *testing.F) {
 			return
 		}
 		for _, s := range []*backend.Server{nil, srv} {
-			if _, err := makePlan(reconcile.DefaultPolicy, vm, s, now); err != nil {
+			if _, err := makePlan(decision.DefaultPolicy, vm, s, now); err != nil {
 				t.Errorf("plan: %v", err)
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/metrics"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
 // runConfig is the run command's configuration.
@@ -95,8 +96,8 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.DurationFlag{Name: "renew-deadline", Value: 10 * time.Second, Usage: "how long the leader keeps trying to renew before it gives up leading", EnvVars: env("RENEW_DEADLINE"), Destination: &c.RenewDeadline},
 		&cli.DurationFlag{Name: "retry-period", Value: 500 * time.Millisecond, Usage: "how often replicas try to acquire or renew the Lease (a standby polls every 1-2.2 periods, so this bounds how soon it takes over)", EnvVars: env("RETRY_PERIOD"), Destination: &c.RetryPeriod},
 		usageIntervalFlag(&c.UsageInterval, "how often each Active VM's usage is sampled from metrics.k8s.io (±10% jitter); 0 turns usage reporting off"),
-		&cli.Float64Flag{Name: "usage-threshold", Value: reconcile.DefaultUsagePolicy.Threshold, Usage: "relative change of cpu or memory usage worth a status write (0.1: 10%)", EnvVars: env("USAGE_THRESHOLD"), Destination: &c.UsageThreshold},
-		&cli.DurationFlag{Name: "usage-max-interval", Value: reconcile.DefaultUsagePolicy.MaxInterval, Usage: "longest time reported usage goes unwritten, even if it did not move", EnvVars: env("USAGE_MAX_INTERVAL"), Destination: &c.UsageMaxInterval},
+		&cli.Float64Flag{Name: "usage-threshold", Value: decision.DefaultUsagePolicy.Threshold, Usage: "relative change of cpu or memory usage worth a status write (0.1: 10%)", EnvVars: env("USAGE_THRESHOLD"), Destination: &c.UsageThreshold},
+		&cli.DurationFlag{Name: "usage-max-interval", Value: decision.DefaultUsagePolicy.MaxInterval, Usage: "longest time reported usage goes unwritten, even if it did not move", EnvVars: env("USAGE_MAX_INTERVAL"), Destination: &c.UsageMaxInterval},
 		&cli.Float64Flag{Name: "usage-qps", Value: 20, Usage: "usage samples per second, sustained (a client of its own, so sampling never delays reconciles)", EnvVars: env("USAGE_QPS"), Destination: &c.UsageQPS},
 		&cli.IntFlag{Name: "usage-burst", Value: 40, Usage: "usage samples per second, in bursts", EnvVars: env("USAGE_BURST"), Destination: &c.UsageBurst},
 		&cli.StringFlag{Name: "events", Value: "all", Usage: "which Events to record: all, or warnings (drops the Normal ones, such as CreatingServer and ServerReady, to spare the API server at many VMs)", EnvVars: env("EVENTS"), Destination: &c.Events},
@@ -255,7 +256,7 @@ func run(cc *cli.Context, c runConfig) error {
 		Observer:      m,
 		WatchCRD:      c.WatchCRD,
 		OnServed:      m.SetServed,
-		Usage:         reconcile.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
+		Usage:         decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
 		UsageObserver: m,
 		// Without the subresource, status goes through the main resource.
 		NoStatusSubresource: noStatus,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -29,7 +30,7 @@ type applier struct {
 	backend  backend.Backend
 	recorder events.EventRecorder
 	expect   *expectations
-	policy   Policy
+	policy   decision.Policy
 	now      func() time.Time
 	// route says where status writes go: /status, or the main resource (statusroute.go).
 	route statusRoute
@@ -40,7 +41,7 @@ type applier struct {
 // server is gone. Every write is conditional on the resourceVersion the decision saw (and
 // the ones its own writes produce), so a decision made on a stale view fails with a conflict
 // and is made again, rather than overwriting newer state.
-func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan Plan) (time.Duration, error) {
+func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan decision.Plan) (time.Duration, error) {
 	out, err := a.applyPlan(ctx, vm, owner, observed, plan)
 	return out.after, err
 }
@@ -56,11 +57,11 @@ type applied struct {
 
 // applyPlan is apply, with what the writes returned, so that the caller can carry on from the
 // VM as it now is instead of waiting for the informer to bring it back.
-func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan Plan) (applied, error) {
+func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan decision.Plan) (applied, error) {
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
 	rv := vm.ResourceVersion()
 	var out applied
-	if plan.Finalizer == AddFinalizer {
+	if plan.Finalizer == decision.AddFinalizer {
 		w, err := a.setFinalizer(ctx, vm, rv, true)
 		if err != nil {
 			return out, err
@@ -70,7 +71,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	if plan.Server != nil {
 		switch plan.Server.Op {
-		case CreateServer:
+		case decision.CreateServer:
 			srv, err := a.backend.Create(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrRejected):
@@ -82,7 +83,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				plan.Created(srv)
 				a.record(vm, plan.Server.Event)
 			}
-		case DeleteServer:
+		case decision.DeleteServer:
 			if err := a.backend.Delete(ctx, owner); err != nil {
 				return out, fmt.Errorf("delete server: %w", err)
 			}
@@ -90,7 +91,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				a.expect.deleted(key, observed.ID)
 			}
 			a.record(vm, plan.Server.Event)
-		case ResizeServer:
+		case decision.ResizeServer:
 			r, ok := a.backend.(backend.Resizer)
 			if !ok {
 				return out, errors.New("resize server: the backend cannot resize in place")
@@ -124,7 +125,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		out.last, out.written = &w, append(out.written, rv)
 		a.record(vm, plan.Events...)
 	}
-	if plan.Finalizer == RemoveFinalizer {
+	if plan.Finalizer == decision.RemoveFinalizer {
 		// The VM may be gone once its last finalizer is: nothing to carry on from.
 		out.last = nil
 		if _, err := a.setFinalizer(ctx, vm, rv, false); err != nil {
@@ -136,7 +137,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 }
 
 // record records events on vm.
-func (a applier) record(vm schema.VirtualMachine, evs ...Event) {
+func (a applier) record(vm schema.VirtualMachine, evs ...decision.Event) {
 	if a.recorder == nil {
 		return
 	}
@@ -192,11 +193,11 @@ func (a applier) setFinalizer(ctx context.Context, vm schema.VirtualMachine, rv 
 // eventAction is the action field of an events.k8s.io Event: what the controller did.
 func eventAction(reason string) string {
 	switch reason {
-	case ReasonCreatingServer:
+	case decision.ReasonCreatingServer:
 		return "CreateServer"
-	case ReasonDeletingServer, ReasonReplacingServer, ReasonRestartingServer, ReasonServerRestarted:
+	case decision.ReasonDeletingServer, decision.ReasonReplacingServer, decision.ReasonRestartingServer, decision.ReasonServerRestarted:
 		return "DeleteServer"
-	case ReasonResizingServer:
+	case decision.ReasonResizingServer:
 		return "ResizeServer"
 	default:
 		return "UpdateStatus"

@@ -15,12 +15,14 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 func (w *world) applier() applier {
 	return applier{writer: dynamicWriter{client: w.client.Resource(vmGVR)}, fields: w.fields, backend: w.servers, recorder: w.recorder,
-		expect: newExpectations(), policy: DefaultPolicy, now: func() time.Time { return now }}
+		expect: newExpectations(), policy: decision.DefaultPolicy, now: func() time.Time { return now }}
 }
 
 // TestApplyCreate: a new VM gets the finalizer before its server exists, then the server,
@@ -29,7 +31,7 @@ func (w *world) applier() applier {
 func TestApplyCreate(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
-	plan := DefaultPolicy.Decide(vm, nil, now)
+	plan := decision.DefaultPolicy.Decide(vm, nil, now)
 	a := w.applier()
 	after, err := a.apply(context.Background(), vm, ownerOf(vm), nil, plan)
 	if err != nil || after != 0 {
@@ -77,18 +79,19 @@ func TestApplyRejected(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
 	w.servers.FailCreate(fmt.Errorf("quota exceeded: %w", backend.ErrRejected))
-	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, DefaultPolicy.Decide(vm, nil, now))
+	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, decision.DefaultPolicy.Decide(vm, nil, now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after != rejectedRetry {
-		t.Errorf("requeue after %v, want %v", after, rejectedRetry)
+	// The try the Rejected plan asks for.
+	if want := time.Duration(decision.DefaultPolicy.Rejected(vm, "", now).RequeueAfter); want == 0 || after != want {
+		t.Errorf("requeue after %v, want %v", after, want)
 	}
 	got := w.vm(t, "default", "test-vm")
 	phase, _, _ := unstructured.NestedString(got.Object, "status", "phase")
 	reason, _, _ := unstructured.NestedString(got.Object, "status", "reason")
 	msg, _, _ := unstructured.NestedString(got.Object, "status", "message")
-	if phase != string(schema.PhaseFailed) || reason != ReasonServerRejected || !strings.Contains(msg, "quota exceeded") {
+	if phase != string(schema.PhaseFailed) || reason != decision.ReasonServerRejected || !strings.Contains(msg, "quota exceeded") {
 		t.Errorf("status %s/%s %q, want Failed/ServerRejected with the backend's reason", phase, reason, msg)
 	}
 	if evs := w.events(); len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning ServerRejected ") {
@@ -135,11 +138,11 @@ func TestApplyErrors(t *testing.T) {
 			vm := w.view(t, tc.vm)
 			var srv *backend.Server
 			if tc.server != "" {
-				_, srv = readCase(t, caseFile(tc.server))
+				_, srv = decidecase.Read(t, caseFile(tc.server))
 				w.servers.Set(ownerOf(vm), srv)
 			}
 			tc.setup(w)
-			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, DefaultPolicy.Decide(vm, srv, now))
+			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, decision.DefaultPolicy.Decide(vm, srv, now))
 			switch {
 			case tc.err == nil && err != nil:
 				t.Fatalf("apply: %v, want no error", err)
@@ -162,10 +165,10 @@ func TestApplyErrors(t *testing.T) {
 func TestApplyDelete(t *testing.T) {
 	w := newWorld(t, "delete-with-server")
 	vm := w.view(t, "delete-with-server")
-	_, srv := readCase(t, caseFile("delete-with-server"))
+	_, srv := decidecase.Read(t, caseFile("delete-with-server"))
 	w.servers.Set(ownerOf(vm), srv)
 	a := w.applier()
-	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, DefaultPolicy.Decide(vm, srv, now)); err != nil {
+	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, decision.DefaultPolicy.Decide(vm, srv, now)); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := w.servers.Observe(ownerOf(vm)); s == nil || !s.Deleting {
@@ -195,13 +198,9 @@ func TestApplyReleases(t *testing.T) {
 	if err := w.client.Tracker().Update(vmGVR, obj, "default"); err != nil {
 		t.Fatal(err)
 	}
-	o, err := Compact(obj, v1alpha1(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := mustView(t, o, w.fields)
-	plan := DefaultPolicy.Decide(vm, nil, now)
-	if plan.Finalizer != RemoveFinalizer {
+	vm := cachedView(t, obj, w.fields)
+	plan := decision.DefaultPolicy.Decide(vm, nil, now)
+	if plan.Finalizer != decision.RemoveFinalizer {
 		t.Fatalf("plan %+v does not release the VM", plan)
 	}
 	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, plan); err != nil {
@@ -215,8 +214,8 @@ func TestApplyReleases(t *testing.T) {
 // TestEventAction: the action of an Event says what the controller did.
 func TestEventAction(t *testing.T) {
 	for reason, want := range map[string]string{
-		ReasonCreatingServer: "CreateServer", ReasonDeletingServer: "DeleteServer", ReasonReplacingServer: "DeleteServer",
-		ReasonRestartingServer: "DeleteServer", ReasonServerReady: "UpdateStatus", ReasonServerMissing: "UpdateStatus",
+		decision.ReasonCreatingServer: "CreateServer", decision.ReasonDeletingServer: "DeleteServer", decision.ReasonReplacingServer: "DeleteServer",
+		decision.ReasonRestartingServer: "DeleteServer", decision.ReasonServerReady: "UpdateStatus", decision.ReasonServerMissing: "UpdateStatus",
 	} {
 		if got := eventAction(reason); got != want {
 			t.Errorf("eventAction(%s) = %s, want %s", reason, got, want)
@@ -224,6 +223,7 @@ func TestEventAction(t *testing.T) {
 	}
 }
 
+// caseFile is the file of the golden case name.
 func caseFile(name string) string { return "../testdata/decide/" + name + ".txtar" }
 
 // TestApplyResize: a resize the backend takes keeps the server (same ID, new cpu) and records
@@ -232,28 +232,28 @@ func caseFile(name string) string { return "../testdata/decide/" + name + ".txta
 // RestartRequired under manual and asks for nothing more.
 func TestApplyResize(t *testing.T) {
 	tests := map[string]struct {
-		mode      ResizeMode
+		mode      decision.ResizeMode
 		refuse    string
 		condition string // the lifecycle condition the status then carries, as Type/Reason
-		next      ServerOp
+		next      decision.ServerOp
 		event     string // the event's "Type Reason" prefix
 	}{
-		"taken":             {mode: ResizeInPlace, condition: "Resizing/ResizePending", event: "Normal ResizingServer "},
-		"refused, in-place": {mode: ResizeInPlace, refuse: "node capacity", condition: "Resizing/ResizeInfeasible", next: DeleteServer},
-		"refused, manual":   {mode: ResizeManual, refuse: "node capacity", condition: "RestartRequired/ResizeInfeasible"},
+		"taken":             {mode: decision.ResizeInPlace, condition: "Resizing/ResizePending", event: "Normal ResizingServer "},
+		"refused, in-place": {mode: decision.ResizeInPlace, refuse: "node capacity", condition: "Resizing/ResizeInfeasible", next: decision.DeleteServer},
+		"refused, manual":   {mode: decision.ResizeManual, refuse: "node capacity", condition: "RestartRequired/ResizeInfeasible"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, "cpu-resize-requested")
 			vm := w.view(t, "cpu-resize-requested")
-			_, srv := readCase(t, "../testdata/decide/cpu-resize-requested.txtar")
+			_, srv := decidecase.Read(t, caseFile("cpu-resize-requested"))
 			owner := ownerOf(vm)
 			w.servers.Set(owner, srv)
 			w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: tc.refuse, State: backend.ResizePending})
 			a := w.applier()
 			a.policy.Resize = tc.mode
 			plan := a.policy.Decide(vm, srv, now)
-			if plan.Server == nil || plan.Server.Op != ResizeServer {
+			if plan.Server == nil || plan.Server.Op != decision.ResizeServer {
 				t.Fatalf("plan %+v, want a resize", plan.Server)
 			}
 			if _, err := a.apply(context.Background(), vm, owner, srv, plan); err != nil {

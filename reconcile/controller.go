@@ -10,8 +10,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -29,10 +31,10 @@ import (
 type Config struct {
 	Client dynamic.Interface
 	// REST, if set, is what the VM informer lists and watches with and what VMs are written
-	// through (see RESTClientFor and restWriter): each VM, watched or written, is decoded
-	// once, from the wire into its compact form. Nil: the dynamic informer over Client, whose
-	// objects are compacted by a transform, and writes through Client (what unit tests with
-	// the dynamic fake use).
+	// through (see vmcache.RESTClientFor and restWriter): each VM, watched or written, is
+	// decoded once, from the wire into its compact form. Nil: the dynamic informer over
+	// Client, whose objects are compacted by a transform, and writes through Client (what unit
+	// tests with the dynamic fake use).
 	REST rest.Interface
 	// WatchREST, if set, is what the VM informer watches with instead of REST: a client
 	// without REST's rate limiter, as client-go leaves watches unlimited, so that a watch
@@ -44,7 +46,7 @@ type Config struct {
 	Selector  string // label selector of the VMs to manage; "" for all
 	Resync    time.Duration
 	Backend   backend.Backend
-	Policy    Policy
+	Policy    decision.Policy
 	Recorder  events.EventRecorder
 	Logger    *slog.Logger
 	// RateLimiter paces retries of failed keys; nil: per-item exponential backoff
@@ -61,10 +63,10 @@ type Config struct {
 	OnServed func(served bool)
 	// Usage says how to sample the usage of Active VMs; a zero Interval, or a backend that
 	// cannot report usage, turns sampling off.
-	Usage UsagePolicy
+	Usage decision.UsagePolicy
 	// UsageObserver, if set, receives each sample.
 	UsageObserver UsageObserver
-	// NoStatusSubresource says the CRD version has no /status subresource (crd.StatusSubresource):
+	// NoStatusSubresource says the CRD version has no /status subresource (crds.StatusSubresource):
 	// status and usage are then written through the main resource, conditional on the
 	// resourceVersion decided on, and each write claims the generation it makes
 	// (statusroute.go). False, the zero value: through /status.
@@ -90,7 +92,7 @@ type Controller struct {
 	log     *slog.Logger
 	applier applier
 	// serversSynced is the backend's sync check, set by Start.
-	serversSynced cache.InformerSynced
+	serversSynced func() bool
 	// echoes are the resourceVersions of this controller's own writes that the informer has
 	// yet to bring back; passes counts each VM's reconciles until it is Active.
 	echoes     *echoes
@@ -149,7 +151,7 @@ func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
 	if err != nil || !ok {
 		return schema.VirtualMachine{}, false
 	}
-	vm, err := obj.(*Object).View(c.cfg.Fields)
+	vm, err := obj.(*vmcache.Object).View(c.cfg.Fields)
 	if err != nil {
 		return schema.VirtualMachine{}, false
 	}
@@ -178,8 +180,8 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			// A resync delivers every object again unchanged, and a change of labels or
 			// annotations changes nothing a decision reads: the periodic safety net is
 			// the RequeueAfter of each plan, not a storm of no-op reconciles.
-			o, n := old.(*Object), cur.(*Object)
-			key := cache.NewObjectName(n.GetNamespace(), n.name)
+			o, n := old.(*vmcache.Object), cur.(*vmcache.Object)
+			key := cache.NewObjectName(n.GetNamespace(), n.GetName())
 			// The poller samples a VM as the cache shows it, and lets go of one that is not
 			// Active there. The reconcile that makes a VM Active schedules it before the
 			// cache has the write, so a sample may come too early: schedule it again once
@@ -188,14 +190,14 @@ func (c *Controller) startVMs(ctx context.Context) error {
 				c.usage.schedule(key)
 			}
 			// The echo of a write this controller made and had decided on already.
-			if c.echoes.seen(key, n.resourceVersion) {
+			if c.echoes.seen(key, n.GetResourceVersion()) {
 				return
 			}
-			if Same(o, n) {
+			if vmcache.Same(o, n) {
 				return
 			}
 			// The poller's usage writes change nothing a decision reads.
-			if c.usage != nil && OnlyUsageChanged(o, n, c.cfg.Fields) {
+			if c.usage != nil && vmcache.OnlyUsageChanged(o, n, c.cfg.Fields) {
 				return
 			}
 			c.enqueue(cur)
@@ -216,15 +218,15 @@ func (c *Controller) startVMs(ctx context.Context) error {
 // newVMInformer makes an informer of the VMs whose cache holds Objects.
 func (c *Controller) newVMInformer() (cache.SharedIndexInformer, error) {
 	if c.cfg.REST != nil {
-		lw := &vmListerWatcher{client: c.cfg.REST, watchClient: c.cfg.WatchREST, gvr: c.cfg.GVR, namespace: c.cfg.Namespace,
-			selector: c.cfg.Selector, fields: c.cfg.Fields}
-		return cache.NewSharedIndexInformer(lw, &Object{}, c.cfg.Resync,
+		lw := &vmcache.ListerWatcher{Client: c.cfg.REST, WatchClient: c.cfg.WatchREST, GVR: c.cfg.GVR, Namespace: c.cfg.Namespace,
+			Selector: c.cfg.Selector, Fields: c.cfg.Fields}
+		return cache.NewSharedIndexInformer(lw, &vmcache.Object{}, c.cfg.Resync,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}), nil
 	}
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
 	inf := f.ForResource(c.cfg.GVR).Informer()
-	if err := inf.SetTransform(compact(c.cfg.Fields)); err != nil {
+	if err := inf.SetTransform(vmcache.Transform(c.cfg.Fields)); err != nil {
 		return nil, fmt.Errorf("set transform: %w", err)
 	}
 	return inf, nil
@@ -265,7 +267,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	synced, err := c.cfg.Backend.Start(ctx, func(vm cache.ObjectName) { c.queue.Add(vm) })
+	synced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) { c.queue.Add(cache.ObjectName(vm)) })
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
@@ -343,7 +345,7 @@ func (c *Controller) PhaseCounts() map[string]int {
 		return counts
 	}
 	for _, obj := range vms.informer.GetStore().List() {
-		if o, ok := obj.(*Object); ok {
+		if o, ok := obj.(*vmcache.Object); ok {
 			p := string(o.Phase())
 			if p == "" {
 				p = "None"
@@ -449,7 +451,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		return 0, nil
 	}
-	vm, err := obj.(*Object).View(c.cfg.Fields)
+	vm, err := obj.(*vmcache.Object).View(c.cfg.Fields)
 	if err != nil {
 		return 0, err
 	}
@@ -459,7 +461,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	}
 	var written []string
 	var after time.Duration
-	for decision := 1; ; decision++ {
+	for round := 1; ; round++ {
 		owner := ownerOf(vm)
 		srv, err := c.cfg.Backend.Observe(owner)
 		if err != nil {
@@ -493,7 +495,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			break
 		}
 		if debug {
-			log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events), "decision", decision)
+			log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
 		out, err := c.applier.applyPlan(ctx, vm, owner, srv, plan)
 		if err != nil {
@@ -504,7 +506,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		after = out.after
 		written = append(written, out.written...)
-		if out.last == nil || decision == maxDecisions {
+		if out.last == nil || round == maxDecisions {
 			break
 		}
 		vm = out.last.view(c.cfg.Fields)
@@ -532,7 +534,7 @@ func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachi
 	if !ok {
 		return false, nil
 	}
-	name := claimedServer(vm.Status())
+	name := decision.ClaimedServer(vm.Status())
 	if name == "" {
 		return false, nil
 	}
@@ -551,22 +553,9 @@ func ownerOf(vm schema.VirtualMachine) backend.Owner {
 	return backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
 }
 
-func serverOp(p Plan) string {
+func serverOp(p decision.Plan) string {
 	if p.Server == nil {
 		return ""
 	}
 	return string(p.Server.Op)
-}
-
-// compact is the VM informer's transform, for VMs in layout f: it keeps each VM as an
-// Object, the JSON of what a view reads, instead of a tree of maps (see Object for why).
-// Tombstones pass through.
-func compact(f schema.Fields) cache.TransformFunc {
-	return func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return obj, nil
-		}
-		return Compact(u, f)
-	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -59,10 +60,10 @@ func (r *results) last() string {
 }
 
 // newController builds a controller over w; its retries come after a millisecond.
-func newController(t testing.TB, w *world, usage UsagePolicy) (*Controller, *results) {
+func newController(t testing.TB, w *world, usage decision.UsagePolicy) (*Controller, *results) {
 	t.Helper()
 	r := &results{}
-	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: DefaultPolicy,
+	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: decision.DefaultPolicy,
 		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
 		Observer:    r, Usage: usage, UsageObserver: r})
@@ -122,7 +123,7 @@ var testVM = cache.NewObjectName("default", "test-vm")
 // of it either). What is queued after it finds nothing to do.
 func TestControllerReconciles(t *testing.T) {
 	w := newWorld(t, "create-new")
-	c, r := newController(t, w, UsagePolicy{})
+	c, r := newController(t, w, decision.UsagePolicy{})
 	ctx := start(t, c)
 
 	if !c.processNextItem(ctx) {
@@ -166,7 +167,7 @@ func TestControllerReconciles(t *testing.T) {
 // no retry, and what the controller expected of it is forgotten.
 func TestControllerGone(t *testing.T) {
 	w := newWorld(t)
-	c, r := newController(t, w, UsagePolicy{})
+	c, r := newController(t, w, decision.UsagePolicy{})
 	ctx := start(t, c)
 	gone := cache.NewObjectName("default", "gone")
 	c.expect.deleted(gone, "old")
@@ -202,7 +203,7 @@ func TestControllerRetries(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, "create-new")
-			c, r := newController(t, w, UsagePolicy{})
+			c, r := newController(t, w, decision.UsagePolicy{})
 			ctx := start(t, c)
 			tc.fail(w)
 			c.processNextItem(ctx)
@@ -229,7 +230,7 @@ func TestControllerRetries(t *testing.T) {
 // workers drain and return.
 func TestControllerRuns(t *testing.T) {
 	w := newWorld(t, "create-new")
-	c, r := newController(t, w, UsagePolicy{Interval: time.Millisecond, Threshold: 0.1, MaxInterval: time.Hour})
+	c, r := newController(t, w, decision.UsagePolicy{Interval: time.Millisecond, Threshold: 0.1, MaxInterval: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := c.Start(ctx); err != nil {
@@ -271,7 +272,7 @@ func TestControllerRuns(t *testing.T) {
 func TestControllerNotServed(t *testing.T) {
 	w := newWorld(t, "create-new")
 	var told []bool
-	c, r := newController(t, w, UsagePolicy{})
+	c, r := newController(t, w, decision.UsagePolicy{})
 	c.cfg.OnServed = func(s bool) { told = append(told, s) }
 	ctx := start(t, c)
 	c.onServed(ctx, false)
@@ -295,19 +296,6 @@ func TestControllerNotServed(t *testing.T) {
 	}
 	if !reflect.DeepEqual(told, []bool{false, true}) {
 		t.Errorf("OnServed told %v", told)
-	}
-}
-
-// TestCompactTransform: the informer's transform keeps tombstones and other objects as they
-// are and makes an Object of an unstructured one.
-func TestCompactTransform(t *testing.T) {
-	tomb := cache.DeletedFinalStateUnknown{Key: "default/test-vm"}
-	if got, err := compact(v1alpha1(t))(tomb); err != nil || got != any(tomb) {
-		t.Errorf("compact(tombstone) = %v, %v", got, err)
-	}
-	got, err := compact(v1alpha1(t))(caseObject(t, "create-new"))
-	if o, ok := got.(*Object); err != nil || !ok || o.GetName() != "test-vm" || o.DeepCopyObject() != o || !o.GetObjectKind().GroupVersionKind().Empty() {
-		t.Errorf("compact(vm) = %#v, %v", got, err)
 	}
 }
 
@@ -344,7 +332,7 @@ func (b *laggingBackend) Get(_ context.Context, vm backend.Owner) (*backend.Serv
 func TestControllerServerNotCachedYet(t *testing.T) {
 	w := newWorld(t, "create-new")
 	lag := &laggingBackend{Backend: w.servers}
-	c, r := newController(t, w, UsagePolicy{})
+	c, r := newController(t, w, decision.UsagePolicy{})
 	c.cfg.Backend = lag
 	ctx := start(t, c)
 
@@ -413,7 +401,7 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 	if n := lag.gets.Load(); n != 3 {
 		t.Errorf("%d reads past the cache, want 3", n)
 	}
-	if got := w.events(); len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), ReasonServerMissing) {
+	if got := w.events(); len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), decision.ReasonServerMissing) {
 		t.Errorf("events %q, want ServerMissing and CreatingServer", got)
 	}
 	if phase := status(t, w, testVM, "phase"); phase != string(schema.PhaseCreating) {
@@ -433,7 +421,7 @@ func (heldRegistration) HasSynced() bool { return false }
 // earlier would reconcile a VM that its server's add then queues again.
 func TestControllerSyncedAfterHandlers(t *testing.T) {
 	w := newWorld(t, "active-steady")
-	c, _ := newController(t, w, UsagePolicy{})
+	c, _ := newController(t, w, decision.UsagePolicy{})
 	start(t, c)
 	vms := c.vms.Load()
 	held := *vms

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 )
@@ -15,7 +16,7 @@ func WarningsOnly(r events.EventRecorder) events.EventRecorder { return warnings
 type warningsOnly struct{ r events.EventRecorder }
 
 func (w warningsOnly) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	if eventtype == EventWarning {
+	if eventtype == decision.EventWarning {
 		w.r.Eventf(regarding, related, eventtype, reason, action, note, args...)
 	}
 }

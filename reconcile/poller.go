@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -25,10 +26,10 @@ type UsageObserver interface {
 // poller samples the usage of each Active VM on its own schedule: a delaying queue holds
 // one entry per VM, due one jittered interval after its last sample, so that samples spread
 // evenly instead of bunching at resyncs. Its writes touch only usage, which the VM informer
-// ignores (OnlyUsageChanged; through the main resource, where they make a generation, by
-// their echo): reporting usage makes no reconcile.
+// ignores (vmcache.OnlyUsageChanged; through the main resource, where they make a generation,
+// by their echo): reporting usage makes no reconcile.
 type poller struct {
-	policy   UsagePolicy
+	policy   decision.UsagePolicy
 	reader   backend.UsageReader
 	writer   vmWriter
 	fields   schema.Fields
@@ -40,9 +41,9 @@ type poller struct {
 	// route says where usage writes go: /status, or the main resource (statusroute.go).
 	route statusRoute
 	// echo, if set, is told the resourceVersion of each usage write through the main
-	// resource. Such a write makes a generation, which OnlyUsageChanged does not let pass;
-	// the informer drops its echo instead (see echoes), as the write claims the generation
-	// and leaves a decision nothing to do.
+	// resource. Such a write makes a generation, which vmcache.OnlyUsageChanged does not let
+	// pass; the informer drops its echo instead (see echoes), as the write claims the
+	// generation and leaves a decision nothing to do.
 	echo func(vm cache.ObjectName, resourceVersion string)
 
 	mu        sync.Mutex

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -27,7 +28,7 @@ func newPoller(t *testing.T, w *world, r *results, cases ...string) *poller {
 		vm := w.view(t, name)
 		vms[cache.NewObjectName(vm.Namespace(), vm.Name())] = vm
 	}
-	return &poller{policy: UsagePolicy{Interval: time.Minute, Threshold: 0.1, MaxInterval: 10 * time.Minute}, reader: w.servers,
+	return &poller{policy: decision.UsagePolicy{Interval: time.Minute, Threshold: 0.1, MaxInterval: 10 * time.Minute}, reader: w.servers,
 		writer: dynamicWriter{client: w.client.Resource(vmGVR)}, fields: w.fields,
 		queue: workqueue.NewTypedDelayingQueue[cache.ObjectName](),
 		get: func(k cache.ObjectName) (schema.VirtualMachine, bool) {
@@ -95,11 +96,7 @@ func TestPollerQuiet(t *testing.T) {
 	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("250m"), Memory: resource.MustParse("64Mi")}, nil)
 	p.sample(context.Background(), testVM)
 	p.get = func(cache.ObjectName) (schema.VirtualMachine, bool) { // the cache caught up
-		o, err := Compact(w.vm(t, "default", "test-vm"), w.fields)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mustView(t, o, w.fields), true
+		return cachedView(t, w.vm(t, "default", "test-vm"), w.fields), true
 	}
 	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("260m"), Memory: resource.MustParse("64Mi")}, nil)
 	p.sample(context.Background(), testVM)

@@ -14,11 +14,11 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	crd "github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // servedWatch follows the CustomResourceDefinition of the VM resource and reports whether the
-// watched version is served: the CRD exists and crd.Served says so (the version is listed as
+// watched version is served: the CRD exists and crds.Served says so (the version is listed as
 // served and the CRD is Established). A CRD being deleted still serves its objects (their
 // finalizers must still be released), so it counts as served until it is gone.
 type servedWatch struct {
@@ -48,11 +48,11 @@ func (w *servedWatch) served() bool {
 
 // start watches the one CRD by name (so RBAC can name it too) until ctx ends.
 func (w *servedWatch) start(ctx context.Context) error {
-	name := crd.Name(w.gvr)
+	name := crds.Name(w.gvr)
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.client, 0, "", func(o *metav1.ListOptions) {
 		o.FieldSelector = "metadata.name=" + name
 	})
-	inf := f.ForResource(crd.GVR).Informer()
+	inf := f.ForResource(crds.GVR).Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.set(ctx, servedBy(obj, w.gvr.Version)) },
 		UpdateFunc: func(_, obj any) { w.set(ctx, servedBy(obj, w.gvr.Version)) },
@@ -95,7 +95,7 @@ func servedBy(obj any, version string) string {
 	if err != nil {
 		return fmt.Sprintf("the CRD cannot be read: %v", err)
 	}
-	if err := crd.Served(data, version); err != nil {
+	if err := crds.Served(data, version); err != nil {
 		return err.Error()
 	}
 	return ""

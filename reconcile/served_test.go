@@ -15,7 +15,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	crd "github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/crds"
 )
 
 // servedCRD is the CRD of gvr with its one version served or not, and Established or not.
@@ -27,7 +27,7 @@ func servedCRD(gvr k8sschema.GroupVersionResource, served, established bool) *un
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": crd.Name(gvr)},
+		"metadata":   map[string]any{"name": crds.Name(gvr)},
 		"spec": map[string]any{
 			"group": gvr.Group,
 			"names": map[string]any{"plural": gvr.Resource, "kind": "VirtualMachine"},
@@ -50,7 +50,7 @@ func servedCRD(gvr k8sschema.GroupVersionResource, served, established bool) *un
 func TestServedWatch(t *testing.T) {
 	gvr := k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[k8sschema.GroupVersionResource]string{crd.GVR: "CustomResourceDefinitionList"})
+		map[k8sschema.GroupVersionResource]string{crds.GVR: "CustomResourceDefinitionList"})
 	// The fake does not replay what happened between the informer's list and its watch, so
 	// the test waits until the watch is registered before it changes anything.
 	watching := make(chan struct{})
@@ -67,7 +67,7 @@ func TestServedWatch(t *testing.T) {
 		once.Do(func() { close(watching) })
 		return true, wi, nil
 	})
-	crds := client.Resource(crd.GVR)
+	crds := client.Resource(crds.GVR)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -83,7 +83,7 @@ func TestServedWatch(t *testing.T) {
 	}
 	<-watching
 
-	name := crd.Name(gvr)
+	name := crds.Name(gvr)
 	steps := []struct {
 		name   string
 		do     func() error
@@ -161,7 +161,7 @@ func describeChange(c *bool) string {
 	return fmt.Sprintf("onChange(%t)", *c)
 }
 
-// TestServedBy: the watch reads a CRD through crd.Served, so it agrees with the check
+// TestServedBy: the watch reads a CRD through crds.Served, so it agrees with the check
 // command on what "served" means.
 func TestServedBy(t *testing.T) {
 	gvr := k8sschema.GroupVersionResource{Group: "compute.example.org", Version: "v1", Resource: "machines"}

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -79,7 +80,7 @@ func (r statusRoute) statusPatch(f schema.Fields, vm schema.VirtualMachine, st s
 // the resourceVersion sampled (UsagePatch adds it to a patch that replaces the conditions,
 // which this one always does), since without that a spec edit made meanwhile would be
 // claimed as observed.
-func (r statusRoute) usagePatch(f schema.Fields, vm schema.VirtualMachine, st schema.Status, upd UsageUpdate) ([]byte, error) {
+func (r statusRoute) usagePatch(f schema.Fields, vm schema.VirtualMachine, st schema.Status, upd decision.UsageUpdate) ([]byte, error) {
 	if !r.main {
 		return schema.UsagePatch(f, upd.Usage, upd.Conditions, vm.ResourceVersion())
 	}

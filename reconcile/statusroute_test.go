@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -138,7 +140,7 @@ func TestStatusRouteApply(t *testing.T) {
 			w := routedWorld(t, main, "create-finalizer-present")
 			vm := w.view(t, "create-finalizer-present")
 			spec, _, _ := unstructured.NestedMap(w.vm(t, "default", "test-vm").Object, "spec")
-			if _, err := routedApplier(w, main).apply(context.Background(), vm, ownerOf(vm), nil, DefaultPolicy.Decide(vm, nil, now)); err != nil {
+			if _, err := routedApplier(w, main).apply(context.Background(), vm, ownerOf(vm), nil, decision.DefaultPolicy.Decide(vm, nil, now)); err != nil {
 				t.Fatal(err)
 			}
 			ws := w.writes()
@@ -198,7 +200,7 @@ func TestStatusRouteConflict(t *testing.T) {
 			w := routedWorld(t, main, "create-finalizer-present")
 			vm := w.view(t, "create-finalizer-present")
 			editSpec(t, w, "3")
-			_, err := routedApplier(w, main).apply(context.Background(), vm, ownerOf(vm), nil, DefaultPolicy.Decide(vm, nil, now))
+			_, err := routedApplier(w, main).apply(context.Background(), vm, ownerOf(vm), nil, decision.DefaultPolicy.Decide(vm, nil, now))
 			if !apierrors.IsConflict(err) || !strings.HasPrefix(err.Error(), "write status") {
 				t.Fatalf("apply: %v, want a conflict writing status", err)
 			}
@@ -220,14 +222,8 @@ func TestStatusRouteConflict(t *testing.T) {
 // would, because someone wrote an observedGeneration ahead of the generation) makes no
 // generation and claims none.
 func TestStatusRoutePatch(t *testing.T) {
-	f := v1alpha1(t)
-	view := func(u *unstructured.Unstructured) schema.VirtualMachine {
-		o, err := Compact(u, v1alpha1(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mustView(t, o, f)
-	}
+	f := decidecase.Fields(t)
+	view := func(u *unstructured.Unstructured) schema.VirtualMachine { return cachedView(t, u, f) }
 	steady := view(caseObject(t, "active-steady")) // generation 1, all observed at 1
 	cur := steady.Status()
 	decided := cur // as a decision at generation 1 writes it, now
@@ -316,7 +312,7 @@ func TestStatusRouteController(t *testing.T) {
 			withoutStatusSubresource(w)
 			owner := ownerOf(w.view(t, "create-new"))
 			if tc.server != "" {
-				_, srv := readCase(t, caseFile(tc.server))
+				_, srv := decidecase.Read(t, caseFile(tc.server))
 				w.servers.Set(owner, srv)
 			}
 			c := newRoutedController(t, w)
@@ -375,10 +371,10 @@ func writeKinds(ws []write) []string {
 // sampling usage (by hand: the interval is long) so that the poller is wired.
 func newRoutedController(t *testing.T, w *world) *Controller {
 	t.Helper()
-	return New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: DefaultPolicy,
+	return New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: decision.DefaultPolicy,
 		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
 		RateLimiter:         workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
-		Usage:               UsagePolicy{Interval: time.Hour, Threshold: 0.1, MaxInterval: time.Hour},
+		Usage:               decision.UsagePolicy{Interval: time.Hour, Threshold: 0.1, MaxInterval: time.Hour},
 		NoStatusSubresource: true})
 }
 
@@ -397,7 +393,7 @@ func TestStatusRoutePoller(t *testing.T) {
 				p.route = statusRoute{main: main}
 				var echoes []string
 				p.echo = func(vm cache.ObjectName, rv string) { echoes = append(echoes, vm.String()+"@"+rv) }
-				vm, srv := readCase(t, caseFile("active-steady"))
+				vm, srv := decidecase.Read(t, caseFile("active-steady"))
 				w.servers.SetUsage(ownerOf(vm), sample, nil)
 				if edited {
 					editSpec(t, w, "3")
@@ -429,17 +425,13 @@ func TestStatusRoutePoller(t *testing.T) {
 				if main {
 					wantGen, wantEchoes = 2, []string{"default/test-vm@1001"}
 				}
-				if gen != wantGen || observed != gen || conds[schema.ConditionReady] != gen || conds[ConditionUsageReported] != gen {
+				if gen != wantGen || observed != gen || conds[schema.ConditionReady] != gen || conds[decision.ConditionUsageReported] != gen {
 					t.Errorf("generation %d, observedGeneration %d, conditions %v: want all %d", gen, observed, conds, wantGen)
 				}
 				if !slices.Equal(echoes, wantEchoes) {
 					t.Errorf("echoes %v, want %v", echoes, wantEchoes)
 				}
-				o, err := Compact(w.vm(t, "default", "test-vm"), w.fields)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if plan := DefaultPolicy.Decide(mustView(t, o, w.fields), srv, now); !plan.Empty() {
+				if plan := decision.DefaultPolicy.Decide(cachedView(t, w.vm(t, "default", "test-vm"), w.fields), srv, now); !plan.Empty() {
 					t.Errorf("a decision on the VM as the report left it: %+v, want nothing", plan)
 				}
 			})

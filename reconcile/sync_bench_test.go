@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -16,6 +17,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache/vmcachetest"
 )
 
 // BenchmarkColdSync is a cold start of the VM informer as the controller runs it: a watch
@@ -26,22 +31,30 @@ import (
 // with -cpuprofile to see where that part goes.
 func BenchmarkColdSync(b *testing.B) {
 	const syncVMs = 20000
+	active, err := os.ReadFile("../testdata/bench/active-vm.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	wireVM, err := vmcachetest.WithManagedFields(active)
+	if err != nil {
+		b.Fatal(err)
+	}
 	initial := make([][]byte, syncVMs)
 	for i := range initial {
-		initial[i] = rename(b, wireVM, fmt.Sprintf("vm-%06d", i), fmt.Sprint(1000+i))
+		initial[i] = vmcachetest.Rename(b, wireVM, fmt.Sprintf("vm-%06d", i), fmt.Sprint(1000+i))
 	}
-	s := &apiServer{t: b, initial: initial, rv: fmt.Sprint(1000 + syncVMs), events: make(chan string)}
+	s := &vmcachetest.APIServer{T: b, Initial: initial, RV: fmt.Sprint(1000 + syncVMs), Events: make(chan string)}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	defer close(s.events)
-	client, err := RESTClientFor(&rest.Config{Host: srv.URL, QPS: -1})
+	defer close(s.Events)
+	client, err := vmcache.RESTClientFor(&rest.Config{Host: srv.URL, QPS: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		c := New(Config{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: v1alpha1(b), Namespace: "default", Selector: "team=a",
-			Backend: memory.New(), Policy: DefaultPolicy, Recorder: events.NewFakeRecorder(1),
+		c := New(Config{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: decidecase.Fields(b), Namespace: "default", Selector: vmcachetest.Selector,
+			Backend: memory.New(), Policy: decision.DefaultPolicy, Recorder: events.NewFakeRecorder(1),
 			Logger:      slog.New(slog.DiscardHandler),
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
 		ctx, cancel := context.WithCancel(b.Context())
@@ -59,11 +72,9 @@ func BenchmarkColdSync(b *testing.B) {
 		c.queue.ShutDown()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*syncVMs), "ns/VM")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, asked := range s.asked {
+	for _, asked := range s.Asked() {
 		if asked != "watchlist" {
-			b.Fatalf("asked %q: each cold start is to be one watch list", s.asked)
+			b.Fatalf("asked %q: each cold start is to be one watch list", s.Asked())
 		}
 	}
 }

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -27,6 +28,9 @@ import (
 // log of what happened to the VM and its server, in order.
 
 var vmGVR = k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+
+// now is the clock of the golden cases, which the worlds hold.
+var now = decidecase.Now
 
 type world struct {
 	client   *dynamicfake.FakeDynamicClient
@@ -62,7 +66,7 @@ func newWorld(t testing.TB, cases ...string) *world {
 			map[k8sschema.GroupVersionResource]string{vmGVR: "VirtualMachineList"}, objs...),
 		servers:  memory.New(),
 		recorder: events.NewFakeRecorder(100),
-		fields:   v1alpha1(t),
+		fields:   decidecase.Fields(t),
 		fail:     map[string][]error{},
 	}
 	w.client.PrependReactor("patch", "virtualmachines", w.patch)
@@ -147,7 +151,7 @@ func (w *world) store(p k8stesting.PatchAction, cur, next *unstructured.Unstruct
 // caseObject is the VM of testdata/decide/<name>.txtar as the API server would hold it.
 func caseObject(t testing.TB, name string) *unstructured.Unstructured {
 	t.Helper()
-	raw, _ := caseInput(t, filepath.Join("..", "testdata", "decide", name+".txtar"))
+	raw, _ := decidecase.Input(t, caseFile(name))
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(raw); err != nil {
 		t.Fatal(err)
@@ -188,11 +192,21 @@ func (w *world) events() []string {
 // view is the VM of a case as a reconcile sees it.
 func (w *world) view(t *testing.T, name string) schema.VirtualMachine {
 	t.Helper()
-	o, err := Compact(caseObject(t, name), w.fields)
+	return cachedView(t, caseObject(t, name), w.fields)
+}
+
+// cachedView is the view of u, in layout f, as the VM informer caches it.
+func cachedView(tb testing.TB, u *unstructured.Unstructured, f schema.Fields) schema.VirtualMachine {
+	tb.Helper()
+	o, err := vmcache.Compact(u, f)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return mustView(t, o, w.fields)
+	vm, err := o.View(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return vm
 }
 
 // at reads a dotted path of a decoded JSON object; nil when it is not there.

@@ -2,10 +2,7 @@ package reconcile
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
-	"github.com/tidwall/gjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,6 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -24,8 +22,8 @@ type vmWriter interface {
 	patch(ctx context.Context, namespace, name string, patch []byte, subresources ...string) (written, error)
 }
 
-// written is a VM as a write returned it: the JSON a view reads (see keptMetadata) and its
-// resourceVersion.
+// written is a VM as a write returned it: the JSON a view reads (cut as the VM cache cuts it)
+// and its resourceVersion.
 type written struct {
 	raw []byte
 	rv  string
@@ -34,8 +32,8 @@ type written struct {
 // view is the view of the written VM in layout f.
 func (w written) view(f schema.Fields) schema.VirtualMachine { return schema.ViewOf(w.raw, w.rv, f) }
 
-// restWriter writes over the REST client the VM informer watches with, and reads each
-// response in place into its compact form, as the watch reads events.
+// restWriter writes over the REST client the VM informer lists with, and reads each response
+// in place into its compact form, as the watch reads events (vmcache.Answer).
 //
 // Why not the dynamic client: it decodes every response into a tree of maps, which the
 // controller then encoded again into the compact JSON; under a burst, decoding the responses
@@ -46,35 +44,18 @@ type restWriter struct {
 }
 
 func (w restWriter) patch(ctx context.Context, namespace, name string, patch []byte, subresources ...string) (written, error) {
-	segs := append(resourcePath(w.gvr, namespace), name)
+	segs := append(vmcache.ResourcePath(w.gvr, namespace), name)
 	segs = append(segs, subresources...)
 	body, err := w.client.Patch(types.MergePatchType).AbsPath(segs...).
 		Param("fieldManager", fieldManager).Body(patch).Do(ctx).Raw()
 	if err != nil {
 		return written{}, err // an API status error as client-go makes it (apierrors.IsConflict and the rest)
 	}
-	if !gjson.ValidBytes(body) {
-		return written{}, errors.New("the response is not valid JSON")
-	}
-	var c compactor
-	var o Object
-	raw, err := c.compact(gjson.ParseBytes(body), &o, false)
+	raw, rv, err := vmcache.Answer(body)
 	if err != nil {
-		return written{}, fmt.Errorf("read the response: %w", err)
+		return written{}, err
 	}
-	return written{raw: raw, rv: o.resourceVersion}, nil
-}
-
-// resourcePath is the path of the resource gvr in namespace ("" for all namespaces).
-func resourcePath(gvr k8sschema.GroupVersionResource, namespace string) []string {
-	segs := []string{"/apis", gvr.Group, gvr.Version}
-	if gvr.Group == "" {
-		segs = []string{"/api", gvr.Version}
-	}
-	if namespace != "" {
-		segs = append(segs, "namespaces", namespace)
-	}
-	return append(segs, gvr.Resource)
+	return written{raw: raw, rv: rv}, nil
 }
 
 // dynamicWriter writes through a dynamic client: for a Controller without a REST client, as
@@ -94,7 +75,7 @@ func (w dynamicWriter) patch(ctx context.Context, namespace, name string, patch 
 
 // writtenOf is u as a write returned it.
 func writtenOf(u *unstructured.Unstructured) (written, error) {
-	raw, err := compactJSON(u)
+	raw, err := vmcache.CompactJSON(u)
 	if err != nil {
 		return written{}, err
 	}

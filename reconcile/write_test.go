@@ -9,12 +9,13 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/tidwall/gjson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -42,7 +43,7 @@ func TestRESTWriter(t *testing.T) {
 		_, _ = io.WriteString(w, answer)
 	}))
 	defer srv.Close()
-	client, err := RESTClientFor(&rest.Config{Host: srv.URL})
+	client, err := vmcache.RESTClientFor(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestRESTWriter(t *testing.T) {
 		t.Errorf("resourceVersion %q; want 4711", out.rv)
 	}
 	// The two forms may order keys differently; what a view reads of them must not differ.
-	f := v1alpha1(t)
+	f := decidecase.Fields(t)
 	if a, b := out.view(f).JSON(), want.view(f).JSON(); !sameJSON(t, a, b) {
 		t.Errorf("view of the REST answer\n%s\nwant, as from the dynamic client,\n%s", a, b)
 	}
@@ -142,9 +143,7 @@ func BenchmarkWriteResponse(b *testing.B) {
 	b.Run("rest", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			var c compactor
-			var o Object
-			if _, err := c.compact(gjson.ParseBytes(body), &o, false); err != nil {
+			if _, _, err := vmcache.Answer(body); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -2,7 +2,7 @@
 // version (field maps), typed views decoded on demand from the raw object with gjson, spec
 // validation, and the status rendered as a merge patch (StatusPatch, UsagePatch) with its
 // conditions. It does not know where the resource is served (package crds), how the informer
-// caches it, or what to decide (package reconcile).
+// caches it (package reconcile/vmcache), or what to decide (package reconcile/decision).
 //
 // Nothing here is generated. Every field path the controller reads or writes is declared once
 // per layout, in a field-map file read into a Fields value: the maps of this project's

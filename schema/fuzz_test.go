@@ -94,8 +94,8 @@ func asCached(data []byte) (*unstructured.Unstructured, bool) {
 }
 
 // decode makes a view of u from its JSON as encoding/json writes it, which is how the
-// controller's informer caches it (reconcile.Compact: the same encoding, cut down to what a
-// view reads, which reconcile's TestCompactReadsTheSame shows reads the same).
+// controller's informer caches it (vmcache.Compact: the same encoding, cut down to what a
+// view reads, which vmcache's TestCompactReadsTheSame shows reads the same).
 func decode(u *unstructured.Unstructured, f Fields) (VirtualMachine, error) {
 	raw, err := json.Marshal(u.Object)
 	if err != nil {

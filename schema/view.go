@@ -16,7 +16,7 @@ import (
 type VirtualMachine struct {
 	raw    []byte
 	fields Fields
-	// resourceVersion is kept apart from raw: the informer's cached form (reconcile.Object)
+	// resourceVersion is kept apart from raw: the informer's cached form (vmcache.Object)
 	// leaves it out of its JSON, so that two versions that differ in nothing else compare
 	// equal byte for byte.
 	resourceVersion string
@@ -33,7 +33,7 @@ func Parse(raw []byte, f Fields) (VirtualMachine, error) {
 }
 
 // ViewOf makes a view of JSON the caller made itself and vouches for, without the check Parse
-// makes: the informer's cached form (reconcile's Object) marshals each object once and then
+// makes: the informer's cached form (vmcache.Object) marshals each object once and then
 // reads it on every reconcile. resourceVersion is passed apart because that form leaves it out
 // of raw (see VirtualMachine.resourceVersion). raw is shared, not copied: nobody may change it.
 func ViewOf(raw []byte, resourceVersion string, f Fields) VirtualMachine {

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"sync"
 
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -18,10 +18,10 @@ import (
 // Backend is an in-memory backend.Backend. It is safe for concurrent use.
 type Backend struct {
 	mu        sync.Mutex
-	servers   map[cache.ObjectName]*backend.Server
-	usage     map[cache.ObjectName]usage
+	servers   map[types.NamespacedName]*backend.Server
+	usage     map[types.NamespacedName]usage
 	created   int
-	notify    func(cache.ObjectName)
+	notify    func(types.NamespacedName)
 	createErr error
 	deleteErr error
 	resize    ResizeAnswer // how Resize answers (resize.go)
@@ -35,7 +35,7 @@ type usage struct {
 
 // New returns an empty in-memory backend.
 func New() *Backend {
-	return &Backend{servers: map[cache.ObjectName]*backend.Server{}, usage: map[cache.ObjectName]usage{}}
+	return &Backend{servers: map[types.NamespacedName]*backend.Server{}, usage: map[types.NamespacedName]usage{}}
 }
 
 var (
@@ -43,10 +43,12 @@ var (
 	_ backend.UsageReader = (*Backend)(nil)
 )
 
-func key(vm backend.Owner) cache.ObjectName { return cache.NewObjectName(vm.Namespace, vm.Name) }
+func key(vm backend.Owner) types.NamespacedName {
+	return types.NamespacedName{Namespace: vm.Namespace, Name: vm.Name}
+}
 
 // Start records notify; the table is always in sync.
-func (b *Backend) Start(_ context.Context, notify func(cache.ObjectName)) (cache.InformerSynced, error) {
+func (b *Backend) Start(_ context.Context, notify func(types.NamespacedName)) (func() bool, error) {
 	b.mu.Lock()
 	b.notify = notify
 	b.mu.Unlock()
@@ -157,7 +159,7 @@ func (b *Backend) Usage(_ context.Context, vm backend.Owner) (backend.Usage, err
 	return u.u, u.err
 }
 
-func (b *Backend) changed(k cache.ObjectName) {
+func (b *Backend) changed(k types.NamespacedName) {
 	b.mu.Lock()
 	n := b.notify
 	b.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -28,7 +28,7 @@ func TestResize(t *testing.T) {
 	vm := backend.Owner{Namespace: "ns", Name: "vm", UID: "u"}
 	b := New()
 	var notified int
-	if _, err := b.Start(ctx, func(cache.ObjectName) { notified++ }); err != nil {
+	if _, err := b.Start(ctx, func(types.NamespacedName) { notified++ }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Create(ctx, vm, spec("2", "4G")); err != nil {

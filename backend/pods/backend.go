@@ -78,7 +78,7 @@ func New(cfg Config) *Backend {
 
 // Start watches the server pods (and nodes) and calls notify with the owning VM of each pod that
 // changes, and of each pod on a node whose readiness changes.
-func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cache.InformerSynced, error) {
+func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) (func() bool, error) {
 	if err := b.pods.SetTransform(toCachedPod); err != nil {
 		return nil, fmt.Errorf("set pod transform: %w", err)
 	}
@@ -95,7 +95,7 @@ func (b *Backend) Start(ctx context.Context, notify func(cache.ObjectName)) (cac
 			obj = t.Obj
 		}
 		if p, ok := obj.(*cachedPod); ok && p.ownerName() != "" {
-			notify(cache.NewObjectName(p.namespace.String(), p.ownerName()))
+			notify(types.NamespacedName{Namespace: p.namespace.String(), Name: p.ownerName()})
 		}
 	}
 	// synced follows the handlers' registrations, not the informers: a registration has

@@ -27,10 +27,10 @@ func TestBackendTyped(t *testing.T) {
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	client := kubefake.NewClientset(node)
 	b := New(Config{Client: client, WatchNodes: true})
-	notified := make(chan cache.ObjectName, 10)
+	notified := make(chan types.NamespacedName, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	synced, err := b.Start(ctx, func(vm cache.ObjectName) { notified <- vm })
+	synced, err := b.Start(ctx, func(vm types.NamespacedName) { notified <- vm })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestBackendTyped(t *testing.T) {
 
 // await reads notifications until done holds after one of them. Every notification must name
 // VM ns/a; when the test's deadline comes first, it fails instead of hanging.
-func await(t *testing.T, notified <-chan cache.ObjectName, done func() bool) {
+func await(t *testing.T, notified <-chan types.NamespacedName, done func() bool) {
 	t.Helper()
 	deadline, ok := t.Deadline()
 	if !ok {
@@ -106,7 +106,7 @@ func await(t *testing.T, notified <-chan cache.ObjectName, done func() bool) {
 	for {
 		select {
 		case got := <-notified:
-			if got != cache.NewObjectName("ns", "a") {
+			if got != (types.NamespacedName{Namespace: "ns", Name: "a"}) {
 				t.Fatalf("notified %v, want ns/a", got)
 			}
 			if done() {
@@ -191,8 +191,8 @@ func TestSyncedAfterHandlers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	release := make(chan struct{})
-	notified := make(chan cache.ObjectName, len(objs))
-	synced, err := b.Start(ctx, func(vm cache.ObjectName) {
+	notified := make(chan types.NamespacedName, len(objs))
+	synced, err := b.Start(ctx, func(vm types.NamespacedName) {
 		<-release
 		notified <- vm
 	})

@@ -12,7 +12,7 @@
 //
 // The pods backend is where Pod phases end: it translates each pod into a backend.State (Pending,
 // Starting, Ready, Failed, Stopped, Lost) and keeps the phase only as the Server's Detail, the
-// word the status repeats; the decision in package reconcile never sees a Pod.
+// word the status repeats; the decision (package reconcile/decision) never sees a Pod.
 //
 // A dynamic informer on the labelled pods (and, optionally, one on nodes to tell a lost node)
 // notifies the controller of every change to a VM's server.

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -19,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/watchframe"
 )
 
 // The pod informer watches over the REST client and reads each protobuf watch event in place.
@@ -31,7 +31,8 @@ import (
 // garbage collector's work with them; the pod itself is still allocated, without reflection. Here the
 // frame is read into one buffer reused from event to event, the envelope is walked with
 // protowire, and the pod is decoded from the buffer with its generated Unmarshal (which copies
-// what it keeps), managedFields left out.
+// what it keeps), managedFields left out. The decoder's skeleton, shared with the VM informer's,
+// is watchframe's; this file holds the protobuf part of it (podFormat).
 
 // watchStreamType is what the pod watch asks for: a stream of length-prefixed protobuf frames.
 const watchStreamType = "application/vnd.kubernetes.protobuf;stream=watch"
@@ -86,8 +87,7 @@ func (lw *podListerWatcher) WatchWithContext(ctx context.Context, opts metav1.Li
 	if err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
-	return watch.NewStreamWatcher(&podWatchDecoder{body: body},
-		apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding")), nil
+	return watchframe.Watch(newPodWatchDecoder(body)), nil
 }
 
 // List is ListWithContext without a context, for client-go's older interface.
@@ -100,89 +100,51 @@ func (lw *podListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, err
 	return lw.WatchWithContext(context.Background(), opts)
 }
 
-// podWatchDecoder reads a protobuf watch stream of pods, one event at a time.
-type podWatchDecoder struct {
-	body io.ReadCloser
+// newPodWatchDecoder reads a protobuf watch stream of pods, one event at a time.
+func newPodWatchDecoder(body io.ReadCloser) *watchframe.Decoder[[]byte] {
+	return watchframe.NewDecoder[[]byte](body, &podFormat{body: body}, "pod")
+}
+
+// podFormat is the protobuf encoding of pod watch events (watchframe.Format): length-prefixed
+// frames, each a metav1.WatchEvent whose object is a pod in the protobuf envelope. An event's
+// object is held as its bytes in the frame.
+type podFormat struct {
+	body io.Reader
 	buf  []byte // the current frame; reused, so nothing kept may point into it
 }
 
-// Decode reads the next event. io.EOF ends the stream.
-func (d *podWatchDecoder) Decode() (watch.EventType, runtime.Object, error) {
-	frame, err := d.frame()
-	if err != nil {
-		return "", nil, err
-	}
-	typ, raw, err := watchEvent(frame)
-	if err != nil {
-		return "", nil, fmt.Errorf("decode pod watch event: %w", err)
-	}
-	switch typ {
-	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
-		pod := &corev1.Pod{}
-		if err := unmarshalPod(raw, pod); err != nil {
-			return "", nil, fmt.Errorf("decode pod %s event: %w", typ, err)
-		}
-		return typ, pod, nil
-	case watch.Error:
-		st := &metav1.Status{}
-		if err := st.Unmarshal(raw); err != nil {
-			return "", nil, fmt.Errorf("decode pod watch error event: %w", err)
-		}
-		return typ, st, nil
-	}
-	return "", nil, fmt.Errorf("decode pod watch event: unknown type %q", typ)
-}
-
-// Close closes the stream.
-func (d *podWatchDecoder) Close() { _ = d.body.Close() }
-
-// frame reads the next length-prefixed frame into d.buf. A stream that ends between frames
+// Frame reads the next length-prefixed frame into f.buf. A stream that ends between frames
 // ends with io.EOF; one cut inside a frame, with io.ErrUnexpectedEOF.
-func (d *podWatchDecoder) frame() ([]byte, error) {
+func (f *podFormat) Frame() ([]byte, error) {
 	var n [4]byte
-	if _, err := io.ReadFull(d.body, n[:]); err != nil {
+	if _, err := io.ReadFull(f.body, n[:]); err != nil {
 		return nil, err
 	}
 	size := binary.BigEndian.Uint32(n[:])
 	if size > maxFrame {
 		return nil, fmt.Errorf("decode pod watch event: a frame of %d bytes is over the limit of %d (is the stream protobuf?)", size, maxFrame)
 	}
-	if cap(d.buf) < int(size) {
-		d.buf = make([]byte, size)
+	if cap(f.buf) < int(size) {
+		f.buf = make([]byte, size)
 	}
-	d.buf = d.buf[:size]
-	if _, err := io.ReadFull(d.body, d.buf); err != nil {
+	f.buf = f.buf[:size]
+	if _, err := io.ReadFull(f.body, f.buf); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
 	}
-	return d.buf, nil
+	return f.buf, nil
 }
 
-// watchEvent reads a metav1.WatchEvent: its type, and its object's bytes out of the
-// protobuf envelope (runtime.Unknown), in place.
-func watchEvent(b []byte) (watch.EventType, []byte, error) {
-	var typ watch.EventType
+// Split reads a metav1.WatchEvent: its type, and its object's bytes out of the protobuf
+// envelope (runtime.Unknown), in place.
+func (f *podFormat) Split(frame []byte) (typ, raw []byte, err error) {
 	var object []byte
-	err := fields(b, func(num protowire.Number, v []byte) error {
+	err = fields(frame, func(num protowire.Number, v []byte) error {
 		switch num {
 		case watchEventType:
-			// One of client-go's constants, never a string of the reused buffer.
-			switch string(v) { // compared only, so not copied
-			case string(watch.Added):
-				typ = watch.Added
-			case string(watch.Modified):
-				typ = watch.Modified
-			case string(watch.Deleted):
-				typ = watch.Deleted
-			case string(watch.Bookmark):
-				typ = watch.Bookmark
-			case string(watch.Error):
-				typ = watch.Error
-			default:
-				return fmt.Errorf("unknown type %q", v)
-			}
+			typ = v
 		case watchEventObject:
 			return fields(v, func(num protowire.Number, v []byte) error {
 				if num == rawExtensionRaw {
@@ -194,13 +156,28 @@ func watchEvent(b []byte) (watch.EventType, []byte, error) {
 		return nil
 	})
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
-	if typ == "" {
-		return "", nil, errors.New("no type")
-	}
-	raw, err := unwrap(object)
+	raw, err = unwrap(object)
 	return typ, raw, err
+}
+
+// Object decodes a pod, without its managedFields.
+func (f *podFormat) Object(_ watch.EventType, raw []byte) (runtime.Object, error) {
+	pod := &corev1.Pod{}
+	if err := unmarshalPod(raw, pod); err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+// Status decodes the Status of an error event.
+func (f *podFormat) Status(raw []byte) (*metav1.Status, error) {
+	st := &metav1.Status{}
+	if err := st.Unmarshal(raw); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // unwrap returns the object's own bytes from the protobuf envelope: the magic, then a

@@ -108,7 +108,7 @@ func TestPodWatchDecoder(t *testing.T) {
 		if oneByte {
 			r = &oneByteReader{r}
 		}
-		d := &podWatchDecoder{body: io.NopCloser(r)}
+		d := newPodWatchDecoder(io.NopCloser(r))
 		var got []watch.Event
 		for {
 			typ, obj, err := d.Decode()
@@ -237,7 +237,7 @@ func TestPodWatchDecoderErrors(t *testing.T) {
 		{"an unknown event type", frameOf(bytes.Replace(frame, []byte("ADDED"), []byte("ADDEX"), 1)), `unknown type "ADDEX"`},
 		{"a truncated message", frameOf(frame[:len(frame)/2]), "decode pod watch event"},
 	} {
-		d := &podWatchDecoder{body: io.NopCloser(bytes.NewReader(tc.stream))}
+		d := newPodWatchDecoder(io.NopCloser(bytes.NewReader(tc.stream)))
 		_, _, err := d.Decode()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
@@ -255,7 +255,7 @@ func FuzzPodWatchDecoder(f *testing.F) {
 	f.Add(watchStream(f, watch.Event{Type: watch.Added, Object: wirePod()}))
 	f.Add([]byte{0, 0, 0, 4, 0x0a, 0x02, 'h', 'i'})
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		d := &podWatchDecoder{body: io.NopCloser(bytes.NewReader(stream))}
+		d := newPodWatchDecoder(io.NopCloser(bytes.NewReader(stream)))
 		for range 100 {
 			if _, _, err := d.Decode(); err != nil {
 				return
@@ -318,7 +318,7 @@ func BenchmarkPodWatchEvent(b *testing.B) {
 	})
 	b.Run("wire", func(b *testing.B) {
 		b.ReportAllocs()
-		d := &podWatchDecoder{body: io.NopCloser(r)}
+		d := newPodWatchDecoder(io.NopCloser(r))
 		for b.Loop() {
 			r.Reset(stream)
 			_, obj, err := d.Decode()

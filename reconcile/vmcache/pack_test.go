@@ -1,4 +1,4 @@
-package reconcile
+package vmcache
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -99,7 +100,7 @@ func BenchmarkCachedVMHeap(b *testing.B) {
 	for i := range events {
 		events[i] = distinctVM(i)
 	}
-	f := v1alpha1(b)
+	f := decidecase.Fields(b)
 	for b.Loop() {
 		c := compactor{fields: f}
 		kept := make([]*Object, n)
@@ -146,7 +147,7 @@ func BenchmarkUnpack(b *testing.B) {
 // TestPhaseOf: a phase this project writes is the shared constant; any other is copied out of
 // the bytes, which the compactor reuses for the next object.
 func TestPhaseOf(t *testing.T) {
-	f := v1alpha1(t)
+	f := decidecase.Fields(t)
 	raw := []byte(`{"status":{"phase":"Active"}}`)
 	if got := phaseOf(raw, f); got != schema.PhaseActive {
 		t.Errorf("phaseOf = %q, want Active", got)

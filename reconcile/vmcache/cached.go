@@ -1,4 +1,4 @@
-package reconcile
+package vmcache
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/cachemeta"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -57,7 +58,7 @@ var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionT
 // Compact makes the cached form, in layout f, of an object the informer has just decoded. u
 // is read, not changed.
 func Compact(u *unstructured.Unstructured, f schema.Fields) (*Object, error) {
-	raw, err := compactJSON(u)
+	raw, err := CompactJSON(u)
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +67,23 @@ func Compact(u *unstructured.Unstructured, f schema.Fields) (*Object, error) {
 		packed: pack(&scratch, raw), phase: phaseOf(raw, f)}, nil
 }
 
-// compactJSON is the JSON of u that a view reads (see keptMetadata).
-func compactJSON(u *unstructured.Unstructured) ([]byte, error) {
+// Transform is the transform of a dynamic informer of VMs in layout f: it keeps each VM as an
+// Object, the JSON of what a view reads, instead of a tree of maps (see Object for why).
+// Tombstones pass through. The loop's informer takes it when it has no REST client to read
+// VMs off the wire with (ListerWatcher), as in the unit tests over client-go's dynamic fake.
+func Transform(f schema.Fields) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		return Compact(u, f)
+	}
+}
+
+// CompactJSON is the JSON of u that a view reads (see keptMetadata): what Compact packs, and
+// what the loop reads of the dynamic client's answer to a write.
+func CompactJSON(u *unstructured.Unstructured) ([]byte, error) {
 	top := make(map[string]any, len(u.Object))
 	for k, v := range u.Object {
 		if k != "metadata" {

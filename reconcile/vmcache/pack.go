@@ -1,4 +1,4 @@
-package reconcile
+package vmcache
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -57,22 +58,22 @@ func dictionaryData() ([]byte, error) {
 	// (BenchmarkCachedVMHeap, on one machine: 420.7 B/VM before, 423.8 after), accepted
 	// because reconcile/ holds no backend's states and the dictionary is not to depend on one.
 	creating := schema.Status{
-		Phase: schema.PhaseCreating, Reason: ReasonServerCreating, Message: pendingMessage,
+		Phase: schema.PhaseCreating, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage,
 		Server:             &schema.ServerStatus{Name: server, ID: "00000000-0000-0000-0000-000000000000", State: string(backend.StatePending)},
 		ObservedGeneration: 1, LastUpdateTime: at,
 		Conditions: []schema.Condition{{Type: schema.ConditionReady, Status: schema.ConditionFalse, ObservedGeneration: 1,
-			LastTransitionTime: at, Reason: ReasonServerCreating, Message: pendingMessage}},
+			LastTransitionTime: at, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage}},
 	}
 	active := schema.Status{
-		Phase: schema.PhaseActive, Reason: ReasonServerReady, Message: "Server " + server + " is running and ready",
+		Phase: schema.PhaseActive, Reason: decision.ReasonServerReady, Message: "Server " + server + " is running and ready",
 		Server: &schema.ServerStatus{Name: server, ID: "00000000-0000-0000-0000-000000000000", State: string(backend.StateReady),
 			Usage: &schema.Usage{CPU: "100m", Memory: "64Mi"}},
 		ObservedGeneration: 1, LastUpdateTime: at,
 		Conditions: []schema.Condition{
 			{Type: schema.ConditionReady, Status: schema.ConditionTrue, ObservedGeneration: 1,
-				LastTransitionTime: at, Reason: ReasonServerReady, Message: "Server " + server + " is running and ready"},
+				LastTransitionTime: at, Reason: decision.ReasonServerReady, Message: "Server " + server + " is running and ready"},
 			{Type: schema.ConditionUsageReported, Status: schema.ConditionTrue, LastTransitionTime: at,
-				Reason: ReasonUsageReported, Message: "Usage read from metrics.k8s.io"},
+				Reason: decision.ReasonUsageReported, Message: "Usage read from metrics.k8s.io"},
 		},
 	}
 	spec := schema.SampleSpec{CPU: "100m", Memory: "1Gi", RootDisk: "10Gi"}

@@ -1,4 +1,4 @@
-package reconcile
+package vmcache
 
 import (
 	"encoding/json"

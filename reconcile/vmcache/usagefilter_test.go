@@ -1,10 +1,12 @@
-package reconcile
+package vmcache
 
 import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 )
 
 func cachedObj(t *testing.T, y string) *Object {
@@ -18,7 +20,7 @@ func cachedObj(t *testing.T, y string) *Object {
 	if err := u.UnmarshalJSON(j); err != nil {
 		t.Fatal(err)
 	}
-	o, err := Compact(u, v1alpha1(t))
+	o, err := Compact(u, decidecase.Fields(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ status:
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := OnlyUsageChanged(cachedObj(t, tc.old), cachedObj(t, tc.cur), v1alpha1(t)); got != tc.want {
+			if got := OnlyUsageChanged(cachedObj(t, tc.old), cachedObj(t, tc.cur), decidecase.Fields(t)); got != tc.want {
 				t.Errorf("OnlyUsageChanged = %v, want %v", got, tc.want)
 			}
 		})

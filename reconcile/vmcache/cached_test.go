@@ -1,4 +1,4 @@
-package reconcile
+package vmcache
 
 import (
 	"encoding/json"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -39,11 +40,8 @@ func readOf(vm schema.VirtualMachine) reads {
 // TestCompactReadsTheSame: a view of the cached form reads exactly what a view of the whole
 // object reads, for every golden VM under every layout, while what no view reads is gone.
 func TestCompactReadsTheSame(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden cases: %v", err)
-	}
-	machine, err := os.ReadFile(filepath.Join("..", "testdata", "machines", "fieldmap.yaml"))
+	files := decidecase.Files(t, filepath.Join("..", "..", "testdata", "decide"))
+	machine, err := os.ReadFile(filepath.Join("..", "..", "testdata", "machines", "fieldmap.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +49,9 @@ func TestCompactReadsTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layouts := map[string]schema.Fields{"v1alpha1": v1alpha1(t), "machine": machineFields}
+	layouts := map[string]schema.Fields{"v1alpha1": decidecase.Fields(t), "machine": machineFields}
 	for i, file := range files {
-		raw, _ := caseInput(t, file)
+		raw, _ := decidecase.Input(t, file)
 		var obj map[string]any
 		if err := json.Unmarshal(raw, &obj); err != nil {
 			t.Fatal(err)
@@ -180,4 +178,23 @@ func rawOf(tb testing.TB, o *Object) []byte {
 		tb.Fatal(err)
 	}
 	return raw
+}
+
+// TestTransform: the informer's transform keeps tombstones and other objects as they are and
+// makes an Object of an unstructured one.
+func TestTransform(t *testing.T) {
+	f := decidecase.Fields(t)
+	tomb := cache.DeletedFinalStateUnknown{Key: "default/test-vm"}
+	if got, err := Transform(f)(tomb); err != nil || got != any(tomb) {
+		t.Errorf("Transform(tombstone) = %v, %v", got, err)
+	}
+	raw, _ := decidecase.Input(t, filepath.Join("..", "..", "testdata", "decide", "create-new.txtar"))
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Transform(f)(u)
+	if o, ok := got.(*Object); err != nil || !ok || o.GetName() != "test-vm" || o.DeepCopyObject() != o || !o.GetObjectKind().GroupVersionKind().Empty() {
+		t.Errorf("Transform(vm) = %#v, %v", got, err)
+	}
 }

@@ -1,4 +1,4 @@
-package reconcile
+package vmcache
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/iotest"
 
@@ -27,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache/vmcachetest"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -34,13 +35,9 @@ import (
 // the API server adds that no view reads (labels, annotations, managedFields).
 func goldenVMs(t testing.TB) map[string][]byte {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden cases: %v", err)
-	}
 	out := map[string][]byte{}
-	for i, f := range files {
-		raw, _ := caseInput(t, f)
+	for i, f := range decidecase.Files(t, filepath.Join("..", "..", "testdata", "decide")) {
+		raw, _ := decidecase.Input(t, f)
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(raw); err != nil {
 			t.Fatalf("%s: %v", f, err)
@@ -71,7 +68,7 @@ func viaUnstructured(t testing.TB, raw []byte) *Object {
 	if err := u.UnmarshalJSON(raw); err != nil {
 		t.Fatal(err)
 	}
-	o, err := Compact(u, v1alpha1(t))
+	o, err := Compact(u, decidecase.Fields(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +77,7 @@ func viaUnstructured(t testing.TB, raw []byte) *Object {
 
 func viaWire(t testing.TB, raw []byte) *Object {
 	t.Helper()
-	c := compactor{fields: v1alpha1(t)}
+	c := compactor{fields: decidecase.Fields(t)}
 	o, err := c.object(gjson.ParseBytes(raw), false)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +108,7 @@ func sameObject(t *testing.T, name string, a, b *Object) {
 // TestWireMatchesCompact: for every golden VM, the object decoded from the wire is the one the
 // old path (unstructured, then Compact) made, and every view of it reads the same.
 func TestWireMatchesCompact(t *testing.T) {
-	f := v1alpha1(t)
+	f := decidecase.Fields(t)
 	for name, raw := range goldenVMs(t) {
 		got, want := viaWire(t, raw), viaUnstructured(t, raw)
 		sameObject(t, name, got, want)
@@ -148,7 +145,7 @@ func TestWatchDecoder(t *testing.T) {
 		}
 	}
 	// A stream cut inside an event ends with an error, not a silent end.
-	d := newWatchDecoder(io.NopCloser(strings.NewReader(stream[:40])), v1alpha1(t))
+	d := newWatchDecoder(io.NopCloser(strings.NewReader(stream[:40])), decidecase.Fields(t))
 	if _, _, err := d.Decode(); err != io.ErrUnexpectedEOF {
 		t.Errorf("cut stream: %v, want %v", err, io.ErrUnexpectedEOF)
 	}
@@ -159,7 +156,7 @@ func TestWatchDecoder(t *testing.T) {
 		`{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":1},"spec":{}}}`,
 		`{"type":"ERROR","object":{"code":41x}}`,
 	} {
-		d := newWatchDecoder(io.NopCloser(strings.NewReader(bad)), v1alpha1(t))
+		d := newWatchDecoder(io.NopCloser(strings.NewReader(bad)), decidecase.Fields(t))
 		if _, _, err := d.Decode(); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
 			t.Errorf("%s: %v, want not valid JSON", bad, err)
 		}
@@ -169,7 +166,7 @@ func TestWatchDecoder(t *testing.T) {
 // decodeAll decodes a watch stream to its end, one line per event.
 func decodeAll(t *testing.T, r io.Reader) []string {
 	t.Helper()
-	d := newWatchDecoder(io.NopCloser(r), v1alpha1(t))
+	d := newWatchDecoder(io.NopCloser(r), decidecase.Fields(t))
 	defer d.Close()
 	// Every event is decoded before any is read, as the reflector may read one while the
 	// decoder is on the next: nothing an event holds may share the decoder's buffer.
@@ -197,65 +194,6 @@ func decodeAll(t *testing.T, r io.Reader) []string {
 	return got
 }
 
-// apiServer speaks the API server's list and watch JSON for one resource: a list of the
-// initial VMs, or a watch that (with sendInitialEvents) sends them as ADDED events and the
-// bookmark that ends them, then whatever the test sends.
-type apiServer struct {
-	t       testing.TB
-	initial [][]byte
-	rv      string
-	events  chan string
-	mu      sync.Mutex
-	asked   []string // "list" or "watch" or "watchlist", in order
-}
-
-func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/apis/"+schema.Group+"/v1alpha1/namespaces/default/virtualmachines" {
-		http.NotFound(w, r)
-		return
-	}
-	if got := r.URL.Query().Get("labelSelector"); got != "team=a" {
-		s.t.Errorf("labelSelector %q", got)
-	}
-	q := r.URL.Query()
-	kind := "list"
-	if q.Get("watch") == "true" {
-		kind = "watch"
-		if q.Get("sendInitialEvents") == "true" {
-			kind = "watchlist"
-		}
-	}
-	s.mu.Lock()
-	s.asked = append(s.asked, kind)
-	s.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if kind == "list" {
-		items := bytes.Join(s.initial, []byte(","))
-		fmt.Fprintf(w, `{"apiVersion":"%s/v1alpha1","kind":"VirtualMachineList","metadata":{"resourceVersion":%q},"items":[%s]}`, schema.Group, s.rv, items)
-		return
-	}
-	fl := w.(http.Flusher)
-	if kind == "watchlist" {
-		for _, vm := range s.initial {
-			fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", vm)
-		}
-		fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"apiVersion":"%s/v1alpha1","kind":"VirtualMachine","metadata":{"resourceVersion":%q,"annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", schema.Group, s.rv)
-	}
-	fl.Flush()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case e, ok := <-s.events:
-			if !ok {
-				return
-			}
-			fmt.Fprintln(w, e)
-			fl.Flush()
-		}
-	}
-}
-
 // TestInformerOverWire runs client-go's informer over the VM ListerWatcher against a server
 // speaking the real JSON, with and without watch lists: the cache fills from the first list,
 // then follows updates and deletes, each object the compact form.
@@ -264,17 +202,17 @@ func TestInformerOverWire(t *testing.T) {
 		t.Run(fmt.Sprintf("watchList=%v", watchList), func(t *testing.T) {
 			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
 			vms := goldenVMs(t)
-			first, second := rename(t, vms["create-new"], "vm1", "150"), rename(t, vms["active-steady"], "vm2", "200")
-			s := &apiServer{t: t, initial: [][]byte{first, second}, rv: "200", events: make(chan string)}
+			first, second := vmcachetest.Rename(t, vms["create-new"], "vm1", "150"), vmcachetest.Rename(t, vms["active-steady"], "vm2", "200")
+			s := &vmcachetest.APIServer{T: t, Initial: [][]byte{first, second}, RV: "200", Events: make(chan string)}
 			srv := httptest.NewServer(s)
 			defer srv.Close()
-			defer close(s.events)
+			defer close(s.Events)
 			client, err := RESTClientFor(&rest.Config{Host: srv.URL})
 			if err != nil {
 				t.Fatal(err)
 			}
 			gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
-			lw := &vmListerWatcher{client: client, gvr: gvr, namespace: "default", selector: "team=a"}
+			lw := &ListerWatcher{Client: client, GVR: gvr, Namespace: "default", Selector: vmcachetest.Selector}
 			inf := cache.NewSharedIndexInformer(lw, &Object{}, 0, cache.Indexers{})
 			seen := make(chan string, 10)
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -308,12 +246,12 @@ func TestInformerOverWire(t *testing.T) {
 				sameObject(t, want.name, got.(*Object), want)
 			}
 
-			updated := rename(t, first, "vm1", "201")
-			s.events <- fmt.Sprintf(`{"type":"MODIFIED","object":%s}`, updated)
+			updated := vmcachetest.Rename(t, first, "vm1", "201")
+			s.Events <- fmt.Sprintf(`{"type":"MODIFIED","object":%s}`, updated)
 			if got := <-seen; got != "update vm1 201" {
 				t.Errorf("got %q, want the update", got)
 			}
-			s.events <- fmt.Sprintf(`{"type":"DELETED","object":%s}`, rename(t, second, "vm2", "202"))
+			s.Events <- fmt.Sprintf(`{"type":"DELETED","object":%s}`, vmcachetest.Rename(t, second, "vm2", "202"))
 			if got := <-seen; got != "delete vm2" {
 				t.Errorf("got %q, want the delete", got)
 			}
@@ -323,9 +261,7 @@ func TestInformerOverWire(t *testing.T) {
 			got, _, _ := inf.GetStore().GetByKey("default/vm1")
 			sameObject(t, "vm1", got.(*Object), viaUnstructured(t, updated))
 
-			s.mu.Lock()
-			asked := s.asked[0]
-			s.mu.Unlock()
+			asked := s.Asked()[0]
 			want := "list"
 			if watchList {
 				want = "watchlist"
@@ -336,24 +272,6 @@ func TestInformerOverWire(t *testing.T) {
 		})
 	}
 }
-
-// rename sets a VM's name and resourceVersion.
-func rename(t testing.TB, raw []byte, name, rv string) []byte {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw); err != nil {
-		t.Fatal(err)
-	}
-	u.SetName(name)
-	u.SetResourceVersion(rv)
-	b, err := u.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-var _ watch.Decoder = (*watchDecoder)(nil)
 
 // TestFrameReader cuts streams whose strings hold what could end a frame early: braces,
 // escaped quotes, backslashes before a closing quote, read whole and one byte at a time.
@@ -491,10 +409,10 @@ func FuzzFrameReader(f *testing.F) {
 // TestWatchClient: with a client of its own for watches, the VM ListerWatcher lists through
 // its client and watches (a watch list too) through the other.
 func TestWatchClient(t *testing.T) {
-	s := &apiServer{t: t, initial: [][]byte{rename(t, goldenVMs(t)["create-new"], "vm1", "150")}, rv: "150", events: make(chan string)}
+	s := &vmcachetest.APIServer{T: t, Initial: [][]byte{vmcachetest.Rename(t, goldenVMs(t)["create-new"], "vm1", "150")}, RV: "150", Events: make(chan string)}
 	watches := httptest.NewServer(s)
 	defer watches.Close()
-	defer close(s.events)
+	defer close(s.Events)
 	lists := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("watch") == "true" {
 			t.Errorf("a watch through the list client: %s", r.URL)
@@ -511,7 +429,7 @@ func TestWatchClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
-	lw := &vmListerWatcher{client: listClient, watchClient: watchClient, gvr: gvr, namespace: "default", selector: "team=a"}
+	lw := &ListerWatcher{Client: listClient, WatchClient: watchClient, GVR: gvr, Namespace: "default", Selector: vmcachetest.Selector}
 	l, err := lw.List(metav1.ListOptions{})
 	if err != nil || len(l.(*ObjectList).Items) != 1 {
 		t.Fatalf("list: %v", err)
@@ -526,9 +444,7 @@ func TestWatchClient(t *testing.T) {
 	if e := <-w.ResultChan(); e.Type != watch.Added || e.Object.(*Object).name != "vm1" {
 		t.Errorf("first event %s %v, want vm1 added", e.Type, e.Object)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if want := []string{"list", "watchlist"}; !slices.Equal(s.asked, want) {
-		t.Errorf("asked %q, want %q", s.asked, want)
+	if asked, want := s.Asked(), []string{"list", "watchlist"}; !slices.Equal(asked, want) {
+		t.Errorf("asked %q, want %q", asked, want)
 	}
 }

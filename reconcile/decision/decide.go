@@ -1,4 +1,4 @@
-package reconcile
+package decision
 
 import (
 	"fmt"
@@ -81,9 +81,10 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, now time.T
 	return d.plan
 }
 
-// pendingMessage does not name the server: a plan that creates one cannot know its name, and
-// the status it writes must equal the one observing the new server produces.
-const pendingMessage = "Waiting for the server to start"
+// PendingMessage is the status message of a VM whose server is on its way. It does not name
+// the server: a plan that creates one cannot know its name, and the status it writes must
+// equal the one observing the new server produces. The VM cache packs against it.
+const PendingMessage = "Waiting for the server to start"
 
 // decision accumulates one plan.
 type decision struct {
@@ -110,11 +111,12 @@ const restartHint = "restart it with: kubectl annotate vm %s " + schema.Annotati
 // for a decision that finds it gone or going: the controller did not delete it (that would be
 // a replacement, a restart after a failure or a stop, each with a reason of its own), so
 // someone else did, or its node went with it. "" when the status names no such server.
-func (d *decision) missingServer() string { return claimedServer(d.current) }
+func (d *decision) missingServer() string { return ClaimedServer(d.current) }
 
-// claimedServer is the name of the server a status says is there (being made, starting,
-// running, or on a node that does not answer); empty when it claims none.
-func claimedServer(cur schema.Status) string {
+// ClaimedServer is the name of the server a status says is there (being made, starting,
+// running, or on a node that does not answer); empty when it claims none. The loop asks the
+// backend past its cache for such a server before a decision may call it missing.
+func ClaimedServer(cur schema.Status) string {
 	if cur.Server == nil || cur.Server.Name == "" {
 		return ""
 	}
@@ -172,7 +174,7 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 		d.failures(d.current.ConsecutiveFailures)
 		// The backend's own word for a new server is not known until it is created; the
 		// apply step puts it in (Plan.Created). The neutral word stands in for it meanwhile.
-		r := d.report(schema.PhaseCreating, ReasonServerCreating, pendingMessage,
+		r := d.report(schema.PhaseCreating, ReasonServerCreating, PendingMessage,
 			&backend.Server{State: backend.StatePending, Detail: string(backend.StatePending)})
 		if gone := d.missingServer(); gone != "" && r.status {
 			d.event(EventWarning, ReasonServerMissing,
@@ -389,7 +391,7 @@ func (p Policy) serverState(d *decision) {
 	srv := d.srv
 	switch srv.State {
 	case backend.StatePending:
-		msg := pendingMessage
+		msg := PendingMessage
 		if srv.Message != "" {
 			msg += ": " + srv.Message
 		}

@@ -1,4 +1,4 @@
-package reconcile
+package decision
 
 // Reasons, in status.reason, in the conditions and on Events: every reason the controller
 // writes is one of these. They are machine-readable CamelCase words; what a user should do

@@ -1,8 +1,7 @@
-package reconcile
+package decision_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -11,11 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -28,31 +29,28 @@ import (
 // testdata/fuzz/FuzzDecide (which also keeps every input that once failed); plain `go test`
 // runs them. To fuzz for longer (docs/reference/bad-input.md, Fuzzing):
 //
-//	go test ./reconcile -run '^$' -fuzz '^FuzzDecide$' -fuzztime 10m
+//	go test ./reconcile/decision -run '^$' -fuzz '^FuzzDecide$' -fuzztime 10m
 //
 // The server's resize is its state (an index into fuzzResizeStates), the host's message and
 // the cpu and memory in effect; the policy is its --resize mode (an index into fuzzResizeModes)
 // and whether the backend can resize.
 func FuzzDecide(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "decide", "*.txtar"))
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no golden cases: %v", err)
-	}
-	for _, file := range files {
-		vm, server := caseInput(f, file)
+	for _, file := range decidecase.Files(f, cases) {
+		vm, server := decidecase.Input(f, file)
 		var srv *backend.Server
 		if server != nil {
+			var err error
 			if srv, err = memory.ParseServer(server, now); err != nil {
 				f.Fatalf("%s: %v", file, err)
 			}
 		}
 		// The case's own policy first, then every other one.
 		own := casePolicy(f, file)
-		policies := []Policy{own}
+		policies := []decision.Policy{own}
 		for _, mode := range fuzzResizeModes[1:] {
 			for _, can := range []bool{true, false} {
 				if mode != own.Resize || can != own.CanResize {
-					policies = append(policies, Policy{Resize: mode, CanResize: can})
+					policies = append(policies, decision.Policy{Resize: mode, CanResize: can})
 				}
 			}
 		}
@@ -68,10 +66,7 @@ func FuzzDecide(f *testing.F) {
 				quantityString(srv.Resize.CPU), quantityString(srv.Resize.Memory), mode, p.CanResize)
 		}
 	}
-	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
-	if err != nil {
-		f.Fatal(err)
-	}
+	fields := decidecase.Fields(f)
 	f.Fuzz(func(t *testing.T, data []byte, hasServer bool, state, detail, message string, deleting bool, since int64,
 		cpu, memory, rootDisk, image, name, id string,
 		resizeState uint8, resizeMessage, resizeCPU, resizeMemory string, mode uint8, canResize bool) {
@@ -84,11 +79,14 @@ func FuzzDecide(f *testing.F) {
 				return // a backend reports text (a pod's fields come from JSON)
 			}
 		}
-		cached, err := Compact(&unstructured.Unstructured{Object: obj}, fields)
+		cached, err := vmcache.Compact(&unstructured.Unstructured{Object: obj}, fields)
 		if err != nil {
 			t.Fatal(err)
 		}
-		vm := mustView(t, cached, fields)
+		vm, err := cached.View(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var srv *backend.Server
 		if hasServer {
 			srv = &backend.Server{Name: name, ID: id, State: backend.State(state), Detail: detail, Message: message, Deleting: deleting,
@@ -99,7 +97,7 @@ func FuzzDecide(f *testing.F) {
 				srv.Since = now.Add(-time.Duration(since) * time.Second)
 			}
 		}
-		policy := DefaultPolicy
+		policy := decision.DefaultPolicy
 		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
 		plan := policy.Decide(vm, srv, now)
 		checkPlan(t, policy, vm, srv, plan)
@@ -112,7 +110,7 @@ func FuzzDecide(f *testing.F) {
 				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
 			}
 		}
-		if plan.Server != nil && plan.Server.Op == ResizeServer {
+		if plan.Server != nil && plan.Server.Op == decision.ResizeServer {
 			checkRefused(t, policy, vm, srv, resizeMessage)
 		}
 		checkRejected(t, policy, vm, message)
@@ -126,7 +124,7 @@ var fuzzResizeStates = []backend.ResizeState{backend.ResizeNone, backend.ResizeP
 
 // fuzzResizeModes are the --resize modes FuzzDecide decides under; the zero mode means
 // in-place.
-var fuzzResizeModes = []ResizeMode{"", ResizeInPlace, ResizeReplace, ResizeManual}
+var fuzzResizeModes = []decision.ResizeMode{"", decision.ResizeInPlace, decision.ResizeReplace, decision.ResizeManual}
 
 // quantityString is q as a backend would write it; "" for zero, which a Resize uses for "not
 // told".
@@ -153,7 +151,7 @@ func quantity(s string) resource.Quantity {
 // ready server, reports a resize of a server that is not being resized, writes a status that
 // differs from the current one only in its times, or asks to be requeued while it acts on the
 // server.
-func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Server, plan Plan) {
+func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, plan decision.Plan) {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -165,11 +163,11 @@ func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Se
 
 	switch plan.Finalizer {
 	case "":
-	case AddFinalizer:
+	case decision.AddFinalizer:
 		if hasFinalizer || vm.Deleting() {
 			fail("adds the finalizer to a VM that has it or is being deleted")
 		}
-	case RemoveFinalizer:
+	case decision.RemoveFinalizer:
 		if !hasFinalizer || !vm.Deleting() || srv != nil || plan.Server != nil {
 			fail("removes the finalizer while the VM is not being deleted, lacks it, or has a server")
 		}
@@ -182,13 +180,13 @@ func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Se
 			fail("server action without a proper event: %+v", a.Event)
 		}
 		switch a.Op {
-		case CreateServer:
+		case decision.CreateServer:
 			switch {
 			case srv != nil:
 				fail("creates a server while one exists")
 			case vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionActive:
 				fail("creates a server for a VM that is being deleted, invalid or inactive")
-			case !hasFinalizer && plan.Finalizer != AddFinalizer:
+			case !hasFinalizer && plan.Finalizer != decision.AddFinalizer:
 				fail("creates a server without the finalizer that guarantees its cleanup")
 			case a.Spec == nil || a.Spec.CPU.Sign() <= 0 || a.Spec.Memory.Sign() <= 0 || a.Spec.RootDisk.Sign() <= 0 || a.Spec.Image == "":
 				fail("creates a server of an impossible spec")
@@ -196,17 +194,17 @@ func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Se
 				spec.Image != "" && a.Spec.Image != spec.Image:
 				fail("creates a server other than the spec asks for")
 			}
-		case DeleteServer:
+		case decision.DeleteServer:
 			switch {
 			case srv == nil || srv.Deleting:
 				fail("deletes a server that is not there or already going")
-			case p.Resize == ResizeManual && a.Event.Reason == ReasonReplacingServer &&
+			case p.Resize == decision.ResizeManual && a.Event.Reason == decision.ReasonReplacingServer &&
 				srv.State != backend.StateFailed && srv.State != backend.StateStopped:
 				fail("replaces a server that has not ended under --resize manual")
 			}
-		case ResizeServer:
+		case decision.ResizeServer:
 			switch {
-			case !p.CanResize || p.Resize == ResizeReplace:
+			case !p.CanResize || p.Resize == decision.ResizeReplace:
 				fail("resizes in place under --resize %q with canResize %v", p.Resize, p.CanResize)
 			case srv == nil || srv.Deleting || (srv.State != backend.StateReady && srv.State != backend.StateStarting):
 				fail("resizes a server that is not there, going or not running")
@@ -266,21 +264,21 @@ func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Se
 	// --resize manual, a server kept as it is. Never both.
 	resizing, restartRequired := st.Condition(schema.ConditionResizing), st.Condition(schema.ConditionRestartRequired)
 	if c := resizing; c != nil {
-		stays := plan.Server == nil || plan.Server.Op == ResizeServer
-		if !underWay(c.Reason) || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
-			srv == nil || srv.Deleting || !running(srv) || !stays {
+		stays := plan.Server == nil || plan.Server.Op == decision.ResizeServer
+		if !decision.UnderWay(c.Reason) || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
+			srv == nil || srv.Deleting || !decision.Running(srv) || !stays {
 			fail("Resizing condition %+v without a resize under way of a running server that stays", *c)
 		}
 	}
 	if c := restartRequired; c != nil {
-		if p.Resize != ResizeManual || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
+		if p.Resize != decision.ResizeManual || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
 			srv == nil || srv.Deleting || plan.Server != nil || resizing != nil {
 			fail("RestartRequired condition %+v other than for a server kept under --resize manual", *c)
 		}
 	}
 
 	// What the status says about the server must be the server there is (or is being made).
-	creates := plan.Server != nil && plan.Server.Op == CreateServer
+	creates := plan.Server != nil && plan.Server.Op == decision.CreateServer
 	switch {
 	case creates:
 		if st.Server == nil || st.Server.State != string(corev1.PodPending) {
@@ -298,8 +296,8 @@ func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Se
 
 	switch st.Phase {
 	case schema.PhaseActive:
-		stays := plan.Server == nil || plan.Server.Op == ResizeServer // a resize keeps the server
-		if srv == nil || srv.State != backend.StateReady || srv.Deleting || !stays || st.Reason != ReasonServerReady {
+		stays := plan.Server == nil || plan.Server.Op == decision.ResizeServer // a resize keeps the server
+		if srv == nil || srv.State != backend.StateReady || srv.Deleting || !stays || st.Reason != decision.ReasonServerReady {
 			fail("Active without a ready server that stays")
 		}
 	case schema.PhaseTerminating:
@@ -317,7 +315,7 @@ func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Se
 	default:
 		fail("unknown phase %q", st.Phase)
 	}
-	if (len(specErrs) > 0 && !vm.Deleting()) != (st.Reason == ReasonInvalidSpec) {
+	if (len(specErrs) > 0 && !vm.Deleting()) != (st.Reason == decision.ReasonInvalidSpec) {
 		fail("reason %s for a spec with errors %v", st.Reason, specErrs)
 	}
 
@@ -327,23 +325,23 @@ func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Se
 	// to waiting for it to go.
 	changed := st.Phase != current.Phase || st.Reason != current.Reason
 	evs := plan.Events
-	if len(evs) == 1 && evs[0].Reason == ReasonServerMissing {
+	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
-		creates := plan.Server != nil && plan.Server.Op == CreateServer
-		if evs[0].Type != corev1.EventTypeWarning || !named || !(creates || st.Reason == ReasonServerReplacing) || !changed {
+		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer
+		if evs[0].Type != corev1.EventTypeWarning || !named || !(creates || st.Reason == decision.ReasonServerReplacing) || !changed {
 			fail("event %+v: ServerMissing only as a Warning about a server the status named, when it is replaced", evs[0])
 		}
 		if creates {
 			evs = nil
 		} else {
-			evs = []Event{{Type: corev1.EventTypeNormal, Reason: st.Reason, Message: evs[0].Message}}
+			evs = []decision.Event{{Type: corev1.EventTypeNormal, Reason: st.Reason, Message: evs[0].Message}}
 		}
 	}
 	// ServerResized comes last, once, with the Resizing condition of a resize the host took
 	// going away, and the new size in effect.
-	if n := len(evs); n > 0 && evs[n-1].Reason == ReasonServerResized {
+	if n := len(evs); n > 0 && evs[n-1].Reason == decision.ReasonServerResized {
 		was := current.Condition(schema.ConditionResizing)
-		if was == nil || !underWay(was.Reason) || resizing != nil || plan.Server != nil || srv == nil || !srv.Resize.Done(srv.Spec) {
+		if was == nil || !decision.UnderWay(was.Reason) || resizing != nil || plan.Server != nil || srv == nil || !srv.Resize.Done(srv.Spec) {
 			fail("event %+v without a resize under way done and its Resizing condition going away", evs[n-1])
 		}
 		evs = evs[:n-1]
@@ -371,7 +369,7 @@ func checkPlan(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Se
 // out, the next decision does not ask for the same resize again but falls back on the policy,
 // a replacement, or under --resize manual nothing (the refusal's RestartRequired stands); and
 // that decision carried out leaves nothing more to do.
-func checkRefused(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend.Server, why string) {
+func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, why string) {
 	t.Helper()
 	refused := p.ResizeRefused(vm, srv, why, now)
 	if refused.Server != nil || refused.Finalizer != "" || refused.Status == nil {
@@ -381,7 +379,7 @@ func checkRefused(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend
 	vm2, srv2, _ := applyPlan(t, vm, srv, refused)
 	next := p.Decide(vm2, srv2, now)
 	checkPlan(t, p, vm2, srv2, next)
-	if manual := p.Resize == ResizeManual; manual && !next.Empty() || !manual && (next.Server == nil || next.Server.Op != DeleteServer) {
+	if manual := p.Resize == decision.ResizeManual; manual && !next.Empty() || !manual && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
 	}
 	if vm3, srv3, gone := applyPlan(t, vm2, srv2, next); !gone {
@@ -393,16 +391,16 @@ func checkRefused(t *testing.T, p Policy, vm schema.VirtualMachine, srv *backend
 
 // checkRejected checks the plan for a VM whose server the backend refused: Failed with the
 // reason, no other action, and a later look.
-func checkRejected(t *testing.T, policy Policy, vm schema.VirtualMachine, why string) {
+func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, why string) {
 	t.Helper()
 	p := policy.Rejected(vm, why, now)
-	if p.Server != nil || p.Finalizer != "" || p.RequeueAfter != Duration(rejectedRetry) {
+	if p.Server != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
 		t.Errorf("Rejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
 	}
-	if p.Status != nil && (p.Status.Phase != schema.PhaseFailed || p.Status.Reason != ReasonServerRejected || p.Status.Server != nil) {
+	if p.Status != nil && (p.Status.Phase != schema.PhaseFailed || p.Status.Reason != decision.ReasonServerRejected || p.Status.Server != nil) {
 		t.Errorf("Rejected status %+v", p.Status)
 	}
-	if p.Status == nil && vm.Status().Reason != ReasonServerRejected {
+	if p.Status == nil && vm.Status().Reason != decision.ReasonServerRejected {
 		t.Errorf("Rejected writes no status for a VM whose status says %s", vm.Status().Reason)
 	}
 }

@@ -1,0 +1,10 @@
+package decision
+
+// What the fuzz checks (package decision_test) ask of the decision's insides.
+var (
+	Running  = running
+	UnderWay = underWay
+)
+
+// RejectedRetry is how long a plan for a refused create waits.
+const RejectedRetry = rejectedRetry

@@ -1,0 +1,73 @@
+package decision_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// TestCreated: the server a create made fills in the status the plan writes, and a plan
+// without a status, or a create that returned nothing, is left as it is.
+func TestCreated(t *testing.T) {
+	srv := &backend.Server{Name: "test-vm-server", ID: "uid-1", Detail: "Pending"}
+	var none decision.Plan
+	none.Created(srv)
+	if none.Status != nil {
+		t.Errorf("a plan without a status got one: %+v", none.Status)
+	}
+	p := decision.Plan{Status: &schema.Status{Server: &schema.ServerStatus{State: "Pending"}}}
+	p.Created(nil)
+	if *p.Status.Server != (schema.ServerStatus{State: "Pending"}) {
+		t.Errorf("no server changed the status: %+v", p.Status.Server)
+	}
+	p.Created(srv)
+	if got := *p.Status.Server; got != (schema.ServerStatus{Name: "test-vm-server", ID: "uid-1", State: "Pending"}) {
+		t.Errorf("status server %+v, want the created one", got)
+	}
+}
+
+// TestReportKeepsUsage: a status the decision writes keeps the usage the poller reported,
+// which is not the decision's to change.
+func TestReportKeepsUsage(t *testing.T) {
+	file := filepath.Join(cases, "ready.txtar")
+	raw, _ := decidecase.Input(t, file)
+	raw, err := jsonpatch.MergePatch(raw, []byte(`{"status":{"server":{"usage":{"cpu":"250m","memory":"64Mi"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := schema.Parse(raw, decidecase.Fields(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := decidecase.Read(t, file)
+	if srv == nil {
+		t.Fatal("the case has no server")
+	}
+	plan := decision.DefaultPolicy.Decide(vm, srv, now)
+	if plan.Status == nil || plan.Status.Server == nil || plan.Status.Server.Usage == nil ||
+		*plan.Status.Server.Usage != (schema.Usage{CPU: "250m", Memory: "64Mi"}) {
+		t.Errorf("status %+v: the usage was not kept", plan.Status)
+	}
+}
+
+// TestSpecChangeNamesEach: a server that differs from the spec in several ways is replaced
+// (or resized) with an event that names each difference.
+func TestSpecChangeNamesEach(t *testing.T) {
+	vm, srv := decidecase.Read(t, filepath.Join(cases, "cpu-changed.txtar"))
+	srv.Spec.Memory = resource.MustParse("3Gi")
+	plan := decision.DefaultPolicy.Decide(vm, srv, now)
+	if plan.Server == nil {
+		t.Fatal("no server action")
+	}
+	if msg := plan.Server.Event.Message; !strings.Contains(msg, "cpu ") || !strings.Contains(msg, ", memory 3Gi -> ") {
+		t.Errorf("event %q does not name both changes", msg)
+	}
+}
