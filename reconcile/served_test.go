@@ -67,7 +67,7 @@ func TestServedWatch(t *testing.T) {
 		once.Do(func() { close(watching) })
 		return true, wi, nil
 	})
-	crds := client.Resource(crds.GVR)
+	crdClient := client.Resource(crds.GVR)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -91,39 +91,39 @@ func TestServedWatch(t *testing.T) {
 		change *bool  // the onChange call the event makes; nil for none
 	}{
 		{name: "created, not Established", do: func() error {
-			_, err := crds.Create(ctx, servedCRD(gvr, true, false), metav1.CreateOptions{})
+			_, err := crdClient.Create(ctx, servedCRD(gvr, true, false), metav1.CreateOptions{})
 			return err
 		}, why: "CRD " + name + " is not Established", change: onChange(false)},
 		{name: "Established", do: func() error {
-			_, err := crds.Update(ctx, servedCRD(gvr, true, true), metav1.UpdateOptions{})
+			_, err := crdClient.Update(ctx, servedCRD(gvr, true, true), metav1.UpdateOptions{})
 			return err
 		}, change: onChange(true)},
 		{name: "an update that changes nothing", do: func() error {
 			u := servedCRD(gvr, true, true)
 			u.SetLabels(map[string]string{"team": "vms"})
-			_, err := crds.Update(ctx, u, metav1.UpdateOptions{})
+			_, err := crdClient.Update(ctx, u, metav1.UpdateOptions{})
 			return err
 		}},
 		{name: "version no longer served", do: func() error {
-			_, err := crds.Update(ctx, servedCRD(gvr, false, true), metav1.UpdateOptions{})
+			_, err := crdClient.Update(ctx, servedCRD(gvr, false, true), metav1.UpdateOptions{})
 			return err
 		}, why: "CRD " + name + " does not serve version v1alpha1 (served: false)", change: onChange(false)},
 		{name: "version served again", do: func() error {
-			_, err := crds.Update(ctx, servedCRD(gvr, true, true), metav1.UpdateOptions{})
+			_, err := crdClient.Update(ctx, servedCRD(gvr, true, true), metav1.UpdateOptions{})
 			return err
 		}, change: onChange(true)},
 		{name: "being deleted: still served", do: func() error {
 			u := servedCRD(gvr, true, true)
 			now := metav1.Now()
 			u.SetDeletionTimestamp(&now)
-			_, err := crds.Update(ctx, u, metav1.UpdateOptions{})
+			_, err := crdClient.Update(ctx, u, metav1.UpdateOptions{})
 			return err
 		}},
 		{name: "deleted", do: func() error {
-			return crds.Delete(ctx, name, metav1.DeleteOptions{})
+			return crdClient.Delete(ctx, name, metav1.DeleteOptions{})
 		}, why: "CRD " + name + " was deleted", change: onChange(false)},
 		{name: "created again", do: func() error {
-			_, err := crds.Create(ctx, servedCRD(gvr, true, true), metav1.CreateOptions{})
+			_, err := crdClient.Create(ctx, servedCRD(gvr, true, true), metav1.CreateOptions{})
 			return err
 		}, change: onChange(true)},
 	}
