@@ -3,8 +3,9 @@
 //
 // Why: client-go reads an object's metadata through meta.Accessor at every step of an
 // informer (the store's key, the namespace index, the resourceVersion of each event). A form
-// that offers only GetObjectMeta makes a new metav1.ObjectMeta each time: in a cold start over
-// 100,000 VMs that was 242 MB of the 1.8 GB the controller allocated before its caches synced.
+// that offers only GetObjectMeta makes a new metav1.ObjectMeta each time, and in a cold start
+// over many VMs those copies were a large share of what the controller allocated before its
+// caches synced (docs/dev/benchmarks.md, "cached forms").
 // A form that is a metav1.Object itself is read in place. It embeds Unkept for the methods
 // of what it does not keep and defines the getters of what it does.
 package cachemeta

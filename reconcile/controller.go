@@ -327,7 +327,7 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 // have queued every VM of it; readiness follows it. An informer's own HasSynced turns true
 // once its list is stored, while its handlers may still be working through it: workers
 // started then reconcile a VM, and the add of its server, handed over a moment later, queues
-// it again (a cold start over 100,000 VMs made up to 166,000 reconciles so).
+// it again (in a cold start over many VMs, many were reconciled twice so).
 func (c *Controller) HasSynced() bool {
 	vms := c.vms.Load()
 	return vms != nil && vms.handled.HasSynced() && c.serversSynced != nil && c.serversSynced() && c.Served()

@@ -21,13 +21,13 @@ import (
 // server, and the little else the backend asks of it (whose it is, where it runs).
 //
 // Why not the typed pod: with the spec defaults, tolerations and status a kubelet writes, a
-// corev1.Pod holds about 4 KB per server, of which Observe reads a few fields. Reading the pod
+// corev1.Pod holds kilobytes per server, of which Observe reads a few fields. Reading the pod
 // once, when the informer stores it, keeps the cache small.
 //
 // Why not a backend.Server either: with its five resource.Quantity values (each with its own
-// text), a time, and strings the decoder allocates for each pod, a pod cached as a Server took
-// some 800 bytes of heap (BenchmarkCachedPodHeap). The cache holds every server pod for the
-// life of the controller, so its form is compact (under 150 bytes for a running pod) and the
+// text), a time, and strings the decoder allocates for each pod, a pod cached as a Server takes
+// several times the heap of the compact form (BenchmarkCachedPodHeap measures it). The cache
+// holds every server pod for the life of the controller, so its form is compact and the
 // Server is made again on each Observe, which costs a few small allocations per reconcile:
 //   - what many pods share (namespace, node, image, messages) is interned;
 //   - UIDs are 16 bytes, the resourceVersion a number, the owner's name a part of the pod's;

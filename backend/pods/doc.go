@@ -14,6 +14,7 @@
 // Starting, Ready, Failed, Stopped, Lost) and keeps the phase only as the Server's Detail, the
 // word the status repeats; the decision (package reconcile/decision) never sees a Pod.
 //
-// A dynamic informer on the labelled pods (and, optionally, one on nodes to tell a lost node)
-// notifies the controller of every change to a VM's server.
+// An informer on the labelled pods, which reads each pod off the protobuf watch stream into a
+// compact cached form (wire.go, cached.go), and optionally one on nodes to tell a lost node,
+// notify the controller of every change to a VM's server.
 package pods

@@ -26,9 +26,9 @@ import (
 // Why not client-go's typed watch: its decoder copies each event's pod twice before decoding
 // it (into the WatchEvent's RawExtension, then into the envelope's runtime.Unknown), makes the
 // pod by reflection through the scheme, and decodes its managedFields, which nothing here
-// reads. In a cold start over 100,000 VMs the two copies and the managedFields were 658 MB
-// (510 and 148) of the 1.8 GB the controller allocated before its caches synced, and the
-// garbage collector's work with them; the pod itself is still allocated, without reflection. Here the
+// reads. In a cold start over many VMs the two copies and the managedFields were about a third
+// of what the controller allocated before its caches synced, and the garbage collector's work
+// with them; the pod itself is still allocated, without reflection. Here the
 // frame is read into one buffer reused from event to event, the envelope is walked with
 // protowire, and the pod is decoded from the buffer with its generated Unmarshal (which copies
 // what it keeps), managedFields left out. The decoder's skeleton, shared with the VM informer's,

@@ -12,8 +12,8 @@
 //     which the informer's handler drops.
 //
 // Why a package of its own: this is the codec and the memory of the controller, measured and
-// tuned for a cold start over 100,000 VMs; the decision (reconcile/decision) does not need
-// it, and the loop (reconcile) needs only its exported forms. Kept apart, each can change
+// tuned for a cold start over many VMs (docs/dev/benchmarks.md); the decision
+// (reconcile/decision) does not need it, and the loop (reconcile) needs only its exported forms. Kept apart, each can change
 // without the others, and the wire's dependencies (client-go's REST client and cache) stay out
 // of the decision.
 package vmcache

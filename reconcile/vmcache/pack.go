@@ -17,15 +17,15 @@ import (
 // The VM cache keeps each VM's compact JSON compressed with S2 against a dictionary of what
 // VMs look like.
 //
-// Why: the compact JSON was most of what the controller holds per VM (about 0.87 KB of 2.5 KB
-// at 10,000 VMs), and most of it is the same in every VM: the layout's keys, apiVersion, the
+// Why: the compact JSON was the largest part of what the controller holds per VM, and most of
+// it is the same in every VM: the layout's keys, apiVersion, the
 // finalizer, phases, reasons, condition types, the messages built around the server's name.
 // Against a dictionary of a sample VM only each VM's own names, UIDs and times, and the
-// backend's word for its server's state, are left to store: the Active VM of the benchmarks
-// packs from 995 bytes to 223 (TestPackedSize). Packing costs
-// about 2.5 µs per watch event and unpacking about 1 µs per view (BenchmarkPack, BenchmarkUnpack),
-// against some 30 µs of CPU for a reconcile that changes nothing; nothing reads the cache without
-// a reason to (the phase gauge reads the phase the Object keeps apart).
+// backend's word for its server's state, are left to store (TestPackedSize holds the Active
+// VM of the benchmarks to a fraction of its size). Packing and unpacking cost a small part of
+// what a reconcile that changes nothing costs (BenchmarkPack, BenchmarkUnpack against
+// BenchmarkReconcileNoop); nothing reads the cache without a reason to (the phase gauge reads
+// the phase the Object keeps apart).
 //
 // The dictionary is built once, from samples in this project's built-in layouts, and shared by
 // every Object of the process: Same compares packed bytes, which is exact because the encoding
@@ -53,9 +53,9 @@ func dictionaryData() ([]byte, error) {
 	server := "vm-00000-server"
 	// status.server.state is the backend's own word (Server.Detail), which reconcile does not
 	// know; the samples carry the neutral states, as a plan that creates a server does.
-	// That is a known, measured cost: the pods backend writes pod phases ("Running"), not
-	// these words, so each of its VMs packs a few bytes larger than against pod phases
-	// (BenchmarkCachedVMHeap, on one machine: 420.7 B/VM before, 423.8 after), accepted
+	// That is a known cost: the pods backend writes pod phases ("Running"), not these words,
+	// so each of its VMs packs a few bytes larger than against pod phases
+	// (BenchmarkCachedVMHeap measures the bytes per VM), accepted
 	// because reconcile/ holds no backend's states and the dictionary is not to depend on one.
 	creating := schema.Status{
 		Phase: schema.PhaseCreating, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage,
