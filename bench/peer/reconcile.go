@@ -75,7 +75,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.setStatus(ctx, vm, report(vm, "Inactive", "ServerStopped", "The VM has no server (action is inactive)", nil, r.now()))
 	case pod == nil:
 		pod = r.newPod(vm, res)
-		if err := r.Create(ctx, pod); err != nil {
+		switch err := r.Create(ctx, pod); {
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// The namespace is being deleted, and the VM with it (a namespace's delete
+			// takes the pods and the VMs in either order): its deletion event brings it
+			// back (vmEvents), and a retry could only fail again. Kubernetes' own
+			// controllers (the ReplicaSet's) give up the create the same way.
+			return ctrl.Result{}, nil
+		case err != nil:
 			// AlreadyExists too: the pod cache is behind. The create's own event is not
 			// watched (podEvents), so a retry, not that event, brings the VM back.
 			return ctrl.Result{}, fmt.Errorf("create pod: %w", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -235,6 +236,36 @@ func TestDeletedWithPodGoing(t *testing.T) {
 	reconcileOnce(t, r)
 	if got := w.take(); len(got) != 0 {
 		t.Errorf("writes %q on the next pass with nothing new, want none", got)
+	}
+}
+
+// TestNamespaceTerminating: a pod gone before its VM's deletion, when the namespace's delete
+// takes both: the create that would replace it is refused, and the VM waits for its deletion
+// event instead of retrying (no error), then releases its finalizer.
+func TestNamespaceTerminating(t *testing.T) {
+	ctx := context.Background()
+	c, w := newFake(t, testVM(activeSpec))
+	reconcileOnce(t, newReconciler(c))
+	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm-1-server"}}); err != nil {
+		t.Fatal(err)
+	}
+	terminating := apierrors.NewForbidden(corev1.Resource("pods"), "vm-1-server", errors.New("unable to create new content in namespace ns because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace ns is being terminated"}}
+	refusing := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			return terminating
+		},
+	})
+	w.take()
+	if _, err := newReconciler(refusing).Reconcile(ctx, req); err != nil {
+		t.Errorf("Reconcile with the namespace terminating: %v, want nil (no retry)", err)
+	}
+	if err := c.Delete(ctx, getVM(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, newReconciler(refusing))
+	if err := c.Get(ctx, req.NamespacedName, newVM()); !apierrors.IsNotFound(err) {
+		t.Errorf("VM after its deletion: %v, want NotFound (finalizer released)", err)
 	}
 }
 
