@@ -169,8 +169,12 @@ func compareScenario(args []string) error {
 	}
 	for _, procs := range f.peerGOMAXPROCS {
 		contenders = append(contenders, contender{name: "controller-runtime peer" + procsSuffix(procs, len(f.peerGOMAXPROCS) > 1), peer: true, start: func(e *env) (*controller, error) {
-			c, err := e.startProcess(peer, gomaxprocsEnv(procs), []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers})
+			c, err := e.startProcess(peer, gomaxprocsEnv(procs), []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers,
+				"--metrics-addr", "127.0.0.1:0"})
 			if err != nil {
+				return nil, err
+			}
+			if err := c.waitEndpoints(false); err != nil {
 				return nil, err
 			}
 			return c, c.waitWorkers(f.timeout)
@@ -238,7 +242,7 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 		return nil, err
 	}
 	profiled := make(chan error, 1)
-	if f.profile != "" && ctrl.metrics != "" {
+	if f.profile != "" && !c.peer {
 		go func() {
 			profiled <- ctrl.cpuProfile(f.profileFor, filepath.Join(f.profile, profileName(c.name, rep)))
 		}()
@@ -293,23 +297,79 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 	r.EventsPerVM = float64(evs) / n
 	printClusterWrites(apiBefore, apiAfter, n)
 
-	start = time.Now()
+	if r.TeardownSeconds, r.Teardown, err = deleteNamespace(e, ctrl, f.vms, f.timeout); err != nil {
+		return nil, err
+	}
+	printTeardown(c.name, r)
+	ctrl.stop()
+	return r, nil
+}
+
+// deleteNamespace deletes e's namespace with the controller running and waits until it is
+// gone. It returns the time that took and what the controller did meanwhile, per VM of n,
+// from the API server's and the controller's metrics scraped before the delete and after.
+func deleteNamespace(e *env, ctrl *controller, n int, timeout time.Duration) (float64, *record.Teardown, error) {
+	apiBefore, err := e.apiserverMetrics()
+	if err != nil {
+		return 0, nil, err
+	}
+	ctrlBefore, err := ctrl.scrape()
+	if err != nil {
+		return 0, nil, fmt.Errorf("scrape the controller: %w", err)
+	}
+	start := time.Now()
 	if err := e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}); err != nil {
-		return nil, fmt.Errorf("delete namespace: %w", err)
+		return 0, nil, fmt.Errorf("delete namespace: %w", err)
 	}
 	for {
 		_, err := e.kube.CoreV1().Namespaces().Get(context.Background(), e.ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			break
 		}
-		if time.Since(start) > f.timeout {
-			return nil, fmt.Errorf("namespace %s still there %s after its delete", e.ns, f.timeout)
+		if time.Since(start) > timeout {
+			return 0, nil, fmt.Errorf("namespace %s still there %s after its delete", e.ns, timeout)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	r.TeardownSeconds = time.Since(start).Seconds()
-	ctrl.stop()
-	return r, nil
+	took := time.Since(start)
+	apiAfter, err := e.apiserverMetrics()
+	if err != nil {
+		return 0, nil, err
+	}
+	ctrlAfter, err := ctrl.scrape()
+	if err != nil {
+		return 0, nil, fmt.Errorf("scrape the controller: %w", err)
+	}
+	return took.Seconds(), teardownRecord(n, apiBefore, apiAfter, ctrlBefore, ctrlAfter), nil
+}
+
+// teardownRecord is a teardown's figures per VM of n: the API server's writes of VMs between
+// its two scrapes (on their way out only the controller writes them; the pods' deletes are
+// the namespace controller's and kwok's too), those answered 409, and the retries the
+// controller's work queues counted between its two (workqueue_retries_total, a name
+// vm-controller's metrics and controller-runtime's share).
+func teardownRecord(n int, apiBefore, apiAfter, ctrlBefore, ctrlAfter map[string]float64) *record.Teardown {
+	t := &record.Teardown{WritesPerVM: map[string]float64{}}
+	for k, v := range writesByResource(apiBefore, apiAfter, "") {
+		if strings.HasPrefix(k, "virtualmachines") {
+			t.WritesPerVM[k] = v / float64(n)
+		}
+	}
+	for k, v := range writesByResource(apiBefore, apiAfter, "409") {
+		if strings.HasPrefix(k, "virtualmachines") {
+			t.ConflictsPerVM += v / float64(n)
+		}
+	}
+	t.RetriesPerVM = delta(ctrlBefore, ctrlAfter, "workqueue_retries_total") / float64(n)
+	return t
+}
+
+// printTeardown prints a run's teardown: its time, the VMs' writes per VM by kind, the 409s
+// among them and the controller's retries.
+func printTeardown(name string, b *record.Burst) {
+	fmt.Printf("  %s: teardown %s; writes of the VMs per VM: %s; 409 per VM %.3f; retries per VM %.3f\n", name,
+		seconds(b.TeardownSeconds).Round(100*time.Millisecond), formatPerVM(b.Teardown.WritesPerVM, 1),
+		b.Teardown.ConflictsPerVM, b.Teardown.RetriesPerVM)
 }
 
 // rotated is the contenders in the order of repetition rep (from 0): each repetition starts
@@ -399,8 +459,8 @@ func (e *env) controllerEvents() (int, error) {
 }
 
 func printRunHeader() {
-	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | API server CPU-ms/VM | machine CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | other writes/VM | 409/VM | Events/VM | teardown |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | API server CPU-ms/VM | machine CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | other writes/VM | 409/VM | Events/VM | teardown | teardown 409/VM | teardown retries/VM |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 }
 
 // printRun prints one burst of a contender as a row of printRunHeader's table; rep 0 is a
@@ -415,11 +475,15 @@ func printRun(name string, rep int, b *record.Burst) {
 		other += b.WritesPerVM[k]
 	}
 	perVM := func(sec float64) float64 { return sec * 1000 / float64(b.VMs) }
-	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s |\n",
+	conflictsOut, retriesOut := "-", "-"
+	if t := b.Teardown; t != nil {
+		conflictsOut, retriesOut = fmt.Sprintf("%.3f", t.ConflictsPerVM), fmt.Sprintf("%.3f", t.RetriesPerVM)
+	}
+	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s | %s | %s |\n",
 		name, r, b.VMsPerSec, seconds(b.P50).Round(time.Millisecond), seconds(b.P99).Round(time.Millisecond), b.ControllerCPU,
 		perVM(b.ControllerCPU), perVM(b.APIServerCPU), perVM(b.MachineCPU), b.PeakRSSMB,
 		b.WritesPerVM["virtualmachines PATCH"], b.WritesPerVM["virtualmachines/status PATCH"], b.WritesPerVM["pods POST"], other,
-		b.ConflictsPerVM, b.EventsPerVM, seconds(b.TeardownSeconds).Round(100*time.Millisecond))
+		b.ConflictsPerVM, b.EventsPerVM, seconds(b.TeardownSeconds).Round(100*time.Millisecond), conflictsOut, retriesOut)
 }
 
 // seconds is a figure in seconds as a duration.
