@@ -297,7 +297,7 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 	r.EventsPerVM = float64(evs) / n
 	printClusterWrites(apiBefore, apiAfter, n)
 
-	if r.TeardownSeconds, r.Teardown, err = deleteNamespace(e, ctrl, f.vms, f.timeout); err != nil {
+	if r.TeardownSeconds, r.Teardown, err = deleteNamespace(e, ctrl, w, f.vms, f.timeout); err != nil {
 		return nil, err
 	}
 	printTeardown(c.name, r)
@@ -307,8 +307,9 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 
 // deleteNamespace deletes e's namespace with the controller running and waits until it is
 // gone. It returns the time that took and what the controller did meanwhile, per VM of n,
-// from the API server's and the controller's metrics scraped before the delete and after.
-func deleteNamespace(e *env, ctrl *controller, n int, timeout time.Duration) (float64, *record.Teardown, error) {
+// from the API server's and the controller's metrics scraped before the delete and after,
+// with the time until w saw the last VM go.
+func deleteNamespace(e *env, ctrl *controller, w *vmWatch, n int, timeout time.Duration) (float64, *record.Teardown, error) {
 	apiBefore, err := e.apiserverMetrics()
 	if err != nil {
 		return 0, nil, err
@@ -321,7 +322,15 @@ func deleteNamespace(e *env, ctrl *controller, n int, timeout time.Duration) (fl
 	if err := e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}); err != nil {
 		return 0, nil, fmt.Errorf("delete namespace: %w", err)
 	}
-	for {
+	var vmsGone time.Duration
+	for asked := start; ; time.Sleep(100 * time.Millisecond) {
+		if vmsGone == 0 && w.count() == 0 {
+			vmsGone = time.Since(start)
+		}
+		if time.Since(asked) < 500*time.Millisecond {
+			continue
+		}
+		asked = time.Now()
 		_, err := e.kube.CoreV1().Namespaces().Get(context.Background(), e.ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			break
@@ -329,9 +338,11 @@ func deleteNamespace(e *env, ctrl *controller, n int, timeout time.Duration) (fl
 		if time.Since(start) > timeout {
 			return 0, nil, fmt.Errorf("namespace %s still there %s after its delete", e.ns, timeout)
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 	took := time.Since(start)
+	if vmsGone == 0 {
+		vmsGone = took // the watch missed the last delete; the namespace's end bounds it
+	}
 	apiAfter, err := e.apiserverMetrics()
 	if err != nil {
 		return 0, nil, err
@@ -340,7 +351,9 @@ func deleteNamespace(e *env, ctrl *controller, n int, timeout time.Duration) (fl
 	if err != nil {
 		return 0, nil, fmt.Errorf("scrape the controller: %w", err)
 	}
-	return took.Seconds(), teardownRecord(n, apiBefore, apiAfter, ctrlBefore, ctrlAfter), nil
+	t := teardownRecord(n, apiBefore, apiAfter, ctrlBefore, ctrlAfter)
+	t.VMsGoneSeconds = vmsGone.Seconds()
+	return took.Seconds(), t, nil
 }
 
 // teardownRecord is a teardown's figures per VM of n: the API server's writes of VMs between
@@ -364,12 +377,12 @@ func teardownRecord(n int, apiBefore, apiAfter, ctrlBefore, ctrlAfter map[string
 	return t
 }
 
-// printTeardown prints a run's teardown: its time, the VMs' writes per VM by kind, the 409s
+// printTeardown prints a run's teardown: its time and the VMs' part of it, the VMs' writes per VM by kind, the 409s
 // among them and the controller's retries.
 func printTeardown(name string, b *record.Burst) {
-	fmt.Printf("  %s: teardown %s; writes of the VMs per VM: %s; 409 per VM %.3f; retries per VM %.3f\n", name,
-		seconds(b.TeardownSeconds).Round(100*time.Millisecond), formatPerVM(b.Teardown.WritesPerVM, 1),
-		b.Teardown.ConflictsPerVM, b.Teardown.RetriesPerVM)
+	fmt.Printf("  %s: teardown %s, the VMs gone in %s; writes of the VMs per VM: %s; 409 per VM %.3f; retries per VM %.3f\n", name,
+		seconds(b.TeardownSeconds).Round(100*time.Millisecond), seconds(b.Teardown.VMsGoneSeconds).Round(100*time.Millisecond),
+		formatPerVM(b.Teardown.WritesPerVM, 1), b.Teardown.ConflictsPerVM, b.Teardown.RetriesPerVM)
 }
 
 // rotated is the contenders in the order of repetition rep (from 0): each repetition starts
@@ -459,8 +472,8 @@ func (e *env) controllerEvents() (int, error) {
 }
 
 func printRunHeader() {
-	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | API server CPU-ms/VM | machine CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | other writes/VM | 409/VM | Events/VM | teardown | teardown 409/VM | teardown retries/VM |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | API server CPU-ms/VM | machine CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | other writes/VM | 409/VM | Events/VM | teardown | VMs gone | teardown 409/VM | teardown retries/VM |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 }
 
 // printRun prints one burst of a contender as a row of printRunHeader's table; rep 0 is a
@@ -475,15 +488,16 @@ func printRun(name string, rep int, b *record.Burst) {
 		other += b.WritesPerVM[k]
 	}
 	perVM := func(sec float64) float64 { return sec * 1000 / float64(b.VMs) }
-	conflictsOut, retriesOut := "-", "-"
+	gone, conflictsOut, retriesOut := "-", "-", "-"
 	if t := b.Teardown; t != nil {
+		gone = seconds(t.VMsGoneSeconds).Round(100 * time.Millisecond).String()
 		conflictsOut, retriesOut = fmt.Sprintf("%.3f", t.ConflictsPerVM), fmt.Sprintf("%.3f", t.RetriesPerVM)
 	}
-	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s | %s | %s |\n",
+	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s | %s | %s | %s |\n",
 		name, r, b.VMsPerSec, seconds(b.P50).Round(time.Millisecond), seconds(b.P99).Round(time.Millisecond), b.ControllerCPU,
 		perVM(b.ControllerCPU), perVM(b.APIServerCPU), perVM(b.MachineCPU), b.PeakRSSMB,
 		b.WritesPerVM["virtualmachines PATCH"], b.WritesPerVM["virtualmachines/status PATCH"], b.WritesPerVM["pods POST"], other,
-		b.ConflictsPerVM, b.EventsPerVM, seconds(b.TeardownSeconds).Round(100*time.Millisecond), conflictsOut, retriesOut)
+		b.ConflictsPerVM, b.EventsPerVM, seconds(b.TeardownSeconds).Round(100*time.Millisecond), gone, conflictsOut, retriesOut)
 }
 
 // seconds is a figure in seconds as a duration.

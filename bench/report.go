@@ -119,8 +119,8 @@ func writeBurstTables(w io.Writer, run *record.Run, reps int) {
 }
 
 // writeTeardownTable writes the teardowns of a comparison (the namespace deleted with the
-// controller running): each contender's median time and each repetition's, and what the
-// controller did on the VMs' way out; "-" where a file from before those were measured has
+// controller running): each contender's median time and each repetition's, the time until
+// the VMs were gone, and what the controller did on their way out; "-" where a file from before those were measured has
 // none.
 func writeTeardownTable(w io.Writer, run *record.Run, reps int, medians map[string]*record.Burst) {
 	measured := false
@@ -131,8 +131,8 @@ func writeTeardownTable(w io.Writer, run *record.Run, reps int, medians map[stri
 		return
 	}
 	fmt.Fprintf(w, "\nTeardown, the namespace deleted with the controller running, until it is gone (%s):\n", medianOf(reps))
-	fmt.Fprintln(w, "\n| controller | teardown | each repetition | VM writes/VM on the way out (VM patch, status patch) | 409/VM | retries/VM |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| controller | teardown | each repetition | VMs gone | VM writes/VM on the way out (VM patch, status patch) | 409/VM | retries/VM |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, c := range run.Contenders {
 		b := medians[c.Name]
 		if b == nil {
@@ -144,12 +144,14 @@ func writeTeardownTable(w io.Writer, run *record.Run, reps int, medians map[stri
 				each = append(each, fmt.Sprintf("%.1f s", r.Burst.TeardownSeconds))
 			}
 		}
-		writes, conflicts, retries := "-", "-", "-"
+		gone, writes, conflicts, retries := "-", "-", "-", "-"
 		if t := b.Teardown; t != nil {
+			gone = fmt.Sprintf("%.1f s", t.VMsGoneSeconds)
 			writes = short(t.WritesPerVM["virtualmachines PATCH"]) + ", " + short(t.WritesPerVM["virtualmachines/status PATCH"])
 			conflicts, retries = short(t.ConflictsPerVM), short(t.RetriesPerVM)
 		}
-		fmt.Fprintf(w, "| %s | %.1f s | %s | %s | %s | %s |\n", c.Name, b.TeardownSeconds, strings.Join(each, ", "), writes, conflicts, retries)
+		fmt.Fprintf(w, "| %s | %.1f s | %s | %s | %s | %s | %s |\n", c.Name, b.TeardownSeconds, strings.Join(each, ", "), gone, writes,
+			conflicts, retries)
 	}
 }
 

@@ -130,6 +130,10 @@ type Burst struct {
 // Teardown is what the controller did while the namespace of its VMs was deleted, from the
 // namespace's delete until it was gone, per VM.
 type Teardown struct {
+	// VMsGoneSeconds is from the namespace's delete until the bench's watch saw the last VM
+	// go: the part of the teardown the controller takes part in. The rest, until the
+	// namespace is gone, is the namespace controller's own backoff between its checks.
+	VMsGoneSeconds float64 `json:"vms_gone_s"`
 	// WritesPerVM are the API server's writes of VMs, by "resource verb" (virtualmachines
 	// PATCH, virtualmachines/status PATCH, ...), answered 409 included: on their way out
 	// only the controller writes them (the namespace controller deletes them).
@@ -277,6 +281,7 @@ func medianTeardown(bursts []*Burst) *Teardown {
 		return median(v)
 	}
 	return &Teardown{
+		VMsGoneSeconds: med(func(t *Teardown) float64 { return t.VMsGoneSeconds }),
 		WritesPerVM:    medianOfMaps(measured, func(b *Burst) map[string]float64 { return b.Teardown.WritesPerVM }),
 		ConflictsPerVM: med(func(t *Teardown) float64 { return t.ConflictsPerVM }),
 		RetriesPerVM:   med(func(t *Teardown) float64 { return t.RetriesPerVM }),
