@@ -297,10 +297,11 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 	r.EventsPerVM = float64(evs) / n
 	printClusterWrites(apiBefore, apiAfter, n)
 
-	if r.TeardownSeconds, r.Teardown, err = deleteNamespace(e, ctrl, w, f.vms, f.timeout); err != nil {
+	var refused map[string]float64
+	if r.TeardownSeconds, r.Teardown, refused, err = deleteNamespace(e, ctrl, w, f.vms, f.timeout); err != nil {
 		return nil, err
 	}
-	printTeardown(c.name, r)
+	printTeardown(c.name, r, refused)
 	ctrl.stop()
 	return r, nil
 }
@@ -308,19 +309,19 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 // deleteNamespace deletes e's namespace with the controller running and waits until it is
 // gone. It returns the time that took and what the controller did meanwhile, per VM of n,
 // from the API server's and the controller's metrics scraped before the delete and after,
-// with the time until w saw the last VM go.
-func deleteNamespace(e *env, ctrl *controller, w *vmWatch, n int, timeout time.Duration) (float64, *record.Teardown, error) {
+// with the time until w saw the last VM go, and the writes refused over it (refusedWrites).
+func deleteNamespace(e *env, ctrl *controller, w *vmWatch, n int, timeout time.Duration) (float64, *record.Teardown, map[string]float64, error) {
 	apiBefore, err := e.apiserverMetrics()
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	ctrlBefore, err := ctrl.scrape()
 	if err != nil {
-		return 0, nil, fmt.Errorf("scrape the controller: %w", err)
+		return 0, nil, nil, fmt.Errorf("scrape the controller: %w", err)
 	}
 	start := time.Now()
 	if err := e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}); err != nil {
-		return 0, nil, fmt.Errorf("delete namespace: %w", err)
+		return 0, nil, nil, fmt.Errorf("delete namespace: %w", err)
 	}
 	var vmsGone time.Duration
 	for asked := start; ; time.Sleep(100 * time.Millisecond) {
@@ -336,7 +337,7 @@ func deleteNamespace(e *env, ctrl *controller, w *vmWatch, n int, timeout time.D
 			break
 		}
 		if time.Since(start) > timeout {
-			return 0, nil, fmt.Errorf("namespace %s still there %s after its delete", e.ns, timeout)
+			return 0, nil, nil, fmt.Errorf("namespace %s still there %s after its delete", e.ns, timeout)
 		}
 	}
 	took := time.Since(start)
@@ -345,15 +346,15 @@ func deleteNamespace(e *env, ctrl *controller, w *vmWatch, n int, timeout time.D
 	}
 	apiAfter, err := e.apiserverMetrics()
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	ctrlAfter, err := ctrl.scrape()
 	if err != nil {
-		return 0, nil, fmt.Errorf("scrape the controller: %w", err)
+		return 0, nil, nil, fmt.Errorf("scrape the controller: %w", err)
 	}
 	t := teardownRecord(n, apiBefore, apiAfter, ctrlBefore, ctrlAfter)
 	t.VMsGoneSeconds = vmsGone.Seconds()
-	return took.Seconds(), t, nil
+	return took.Seconds(), t, refusedWrites(apiBefore, apiAfter), nil
 }
 
 // teardownRecord is a teardown's figures per VM of n: the API server's writes of VMs between
@@ -377,12 +378,36 @@ func teardownRecord(n int, apiBefore, apiAfter, ctrlBefore, ctrlAfter map[string
 	return t
 }
 
-// printTeardown prints a run's teardown: its time and the VMs' part of it, the VMs' writes per VM by kind, the 409s
-// among them and the controller's retries.
-func printTeardown(name string, b *record.Burst) {
+// printTeardown prints a run's teardown: its time and the VMs' part of it, the VMs' writes
+// per VM by kind, the 409s among them and the controller's retries, and the writes of the
+// controller's kinds refused (refusedWrites), which say what the retries were for.
+func printTeardown(name string, b *record.Burst, refused map[string]float64) {
 	fmt.Printf("  %s: teardown %s, the VMs gone in %s; writes of the VMs per VM: %s; 409 per VM %.3f; retries per VM %.3f\n", name,
 		seconds(b.TeardownSeconds).Round(100*time.Millisecond), seconds(b.Teardown.VMsGoneSeconds).Round(100*time.Millisecond),
 		formatPerVM(b.Teardown.WritesPerVM, 1), b.Teardown.ConflictsPerVM, b.Teardown.RetriesPerVM)
+	if len(refused) > 0 {
+		fmt.Printf("  %s: teardown, writes refused per VM: %s\n", name, formatPerVM(refused, float64(b.VMs)))
+	}
+}
+
+// refusedWrites is the writes of the controller's kinds (controllerWrites) that the API server
+// refused between two scrapes, by "resource verb code" for each 4xx code: a pod create in a
+// namespace being deleted (403), a write from a stale view (409). Pods' deletes are the
+// namespace controller's and kwok's too.
+func refusedWrites(before, after map[string]float64) map[string]float64 {
+	codes := map[string]bool{}
+	for k := range after {
+		if code := label(k, "code"); strings.HasPrefix(code, "4") && strings.HasPrefix(k, "apiserver_request_total{") {
+			codes[code] = true
+		}
+	}
+	out := map[string]float64{}
+	for code := range codes {
+		for kind, v := range writesByResource(before, after, code) {
+			out[kind+" "+code] = v
+		}
+	}
+	return out
 }
 
 // rotated is the contenders in the order of repetition rep (from 0): each repetition starts

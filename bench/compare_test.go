@@ -146,7 +146,8 @@ func TestBurstRecord(t *testing.T) {
 
 // TestTeardownRecord: a teardown's figures per VM are the API server's writes of VMs (the
 // controller's alone on their way out; pods are deleted by others too), the 409s among them,
-// and the retries the controller's queues counted, whichever framework labels them.
+// and the retries the controller's queues counted, whichever framework labels them; the
+// refused writes are each kind's 4xx answers, for what the retries were for.
 func TestTeardownRecord(t *testing.T) {
 	sample := func(resource, sub, verb, code string) string {
 		return `apiserver_request_total{code="` + code + `",component="apiserver",group="cloudnative.czs",resource="` + resource +
@@ -164,6 +165,10 @@ func TestTeardownRecord(t *testing.T) {
 	// vm-controller's queue and controller-runtime's, as each labels it.
 	ctrlBefore := map[string]float64{`workqueue_retries_total{name="virtualmachines"}`: 1}
 	ctrlAfter := map[string]float64{`workqueue_retries_total{name="virtualmachines"}`: 5, `workqueue_retries_total{controller="virtualmachine",name="virtualmachine"}`: 2}
+	refused := refusedWrites(apiBefore, apiAfter)
+	if want := map[string]float64{"virtualmachines PATCH 409": 4, "pods DELETE 409": 2}; !maps.Equal(refused, want) {
+		t.Errorf("refused writes %v, want %v", refused, want)
+	}
 	got := teardownRecord(8, apiBefore, apiAfter, ctrlBefore, ctrlAfter)
 	want := map[string]float64{"virtualmachines PATCH": 1.5, "virtualmachines/status PATCH": 1}
 	if !maps.Equal(got.WritesPerVM, want) || got.ConflictsPerVM != 0.5 || got.RetriesPerVM != 0.75 {
