@@ -31,7 +31,7 @@ type compareFlags struct {
 	events                      []string
 	timeout                     time.Duration
 	kubeconfig                  string
-	// profile, if set, is a directory for a CPU profile of each vm-controller run, taken over
+	// profile, if set, is a directory for a CPU profile of each contender's run, taken over
 	// the first profileFor of its burst. Profiling costs the process CPU of its own, so a run
 	// with profiles is for reading where the time goes, not for the CPU column.
 	profile    string
@@ -106,7 +106,7 @@ func compareScenario(args []string) error {
 	events := fs.String("events", "warnings", "vm-controller's --events, or a comma-separated list to run each variant (e.g. warnings,all)")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
-	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each vm-controller run (go tool pprof FILE); its CPU figures then include the profiler's")
+	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each contender's run, the peer's too (go tool pprof FILE); its CPU figures then include the profiler's")
 	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0, "vm-controller's GOMAXPROCS; 0: Go's default")
 	peerProcs := fs.String("peer-gomaxprocs", "0", "the peer's GOMAXPROCS, or a comma-separated list to run the peer once with each (e.g. 0,1); 0: Go's default")
@@ -169,8 +169,11 @@ func compareScenario(args []string) error {
 	}
 	for _, procs := range f.peerGOMAXPROCS {
 		contenders = append(contenders, contender{name: "controller-runtime peer" + procsSuffix(procs, len(f.peerGOMAXPROCS) > 1), peer: true, start: func(e *env) (*controller, error) {
-			c, err := e.startProcess(peer, gomaxprocsEnv(procs), []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers,
-				"--metrics-addr", "127.0.0.1:0"})
+			args := []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers, "--metrics-addr", "127.0.0.1:0"}
+			if f.profile != "" {
+				args = append(args, "--pprof")
+			}
+			c, err := e.startProcess(peer, gomaxprocsEnv(procs), args)
 			if err != nil {
 				return nil, err
 			}
@@ -242,7 +245,7 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 		return nil, err
 	}
 	profiled := make(chan error, 1)
-	if f.profile != "" && !c.peer {
+	if f.profile != "" {
 		go func() {
 			profiled <- ctrl.cpuProfile(f.profileFor, filepath.Join(f.profile, profileName(c.name, rep)))
 		}()

@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -56,16 +57,17 @@ func main() {
 	burst := flag.Int("burst", 0, "client-side burst, with --qps >= 0")
 	image := flag.String("image", "registry.k8s.io/pause:3.10", "server image")
 	metricsAddr := flag.String("metrics-addr", "0", "address of /metrics (controller-runtime's registry), such as 127.0.0.1:0; 0 disables")
+	withPprof := flag.Bool("pprof", false, "also serve Go's runtime profiles under /debug/pprof/ on the metrics address, as vm-controller --pprof")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
-	if err := run(log, *namespace, *workers, *qps, *burst, *image, *metricsAddr); err != nil {
+	if err := run(log, *namespace, *workers, *qps, *burst, *image, *metricsAddr, *withPprof); err != nil {
 		log.Error("Exiting", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger, namespace string, workers int, qps float64, burst int, image, metricsAddr string) error {
+func run(log *slog.Logger, namespace string, workers int, qps float64, burst int, image, metricsAddr string, withPprof bool) error {
 	// controller-runtime declares --kubeconfig on the command line itself and reads it here.
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -109,7 +111,7 @@ func run(log *slog.Logger, namespace string, workers int, qps float64, burst int
 		return fmt.Errorf("create manager: %w", err)
 	}
 	if metricsAddr != "0" {
-		if err := serveMetrics(log, mgr, metricsAddr); err != nil {
+		if err := serveMetrics(log, mgr, metricsAddr, withPprof); err != nil {
 			return err
 		}
 	}
@@ -125,17 +127,25 @@ func run(log *slog.Logger, namespace string, workers int, qps float64, burst int
 }
 
 // serveMetrics serves controller-runtime's metrics registry (its reconcile, workqueue and
-// REST client metrics) at addr for as long as the manager runs, and logs the address it
-// listens on as vm-controller does (msg=Serving endpoint=metrics addr=...), so that the bench
-// can give both 127.0.0.1:0 and scrape each. controller-runtime's own metrics server logs the
-// address it was given, not the port the system chose.
-func serveMetrics(log *slog.Logger, mgr manager.Manager, addr string) error {
+// REST client metrics) at addr for as long as the manager runs, with the runtime profiles if
+// withPprof, and logs the address it listens on as vm-controller does (msg=Serving
+// endpoint=metrics addr=...), so that the bench can give both 127.0.0.1:0 and scrape and
+// profile each. controller-runtime's own metrics server logs the address it was given, not
+// the port the system chose.
+func serveMetrics(log *slog.Logger, mgr manager.Manager, addr string, withPprof bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("serve metrics: %w", err)
 	}
 	log.Info("Serving", "endpoint", "metrics", "addr", ln.Addr().String())
-	srv := &http.Server{Handler: promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		go func() {
 			<-ctx.Done()
