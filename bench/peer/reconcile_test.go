@@ -135,6 +135,36 @@ func reconcileOnce(t *testing.T, r *reconciler) {
 	}
 }
 
+// created is a fake client holding one VM that a first pass has taken to Creating (its
+// writes taken), and the reconciler that did it.
+func created(t *testing.T) (client.Client, *writes, *reconciler) {
+	t.Helper()
+	c, w := newFake(t, testVM(activeSpec))
+	r := newReconciler(c)
+	reconcileOnce(t, r)
+	w.take()
+	return c, w, r
+}
+
+func getPod(t *testing.T, c client.Client) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := c.Get(context.Background(), podKey, pod); err != nil {
+		t.Fatalf("get pod: %v", err)
+	}
+	return pod
+}
+
+// markReady makes the VM's pod running and ready, as kwok does.
+func markReady(t *testing.T, c client.Client) {
+	t.Helper()
+	pod := getPod(t, c)
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := c.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLifecycle takes one VM from created to Active and through its deletion, checking the
 // writes of each reconcile: vm-controller's four on the way to Active (the finalizer patch
 // conditional on the resourceVersion, the pod create, status Creating, status Active), none
@@ -168,11 +198,7 @@ func TestLifecycle(t *testing.T) {
 
 	step("created", `patch vm-1 {"metadata":{"finalizers":["cloudnative.czs/server-cleanup"],"resourceVersion":"RV"}}`,
 		"create *v1.Pod vm-1-server", creating)
-	pod := &corev1.Pod{}
-	if err := c.Get(ctx, podKey, pod); err != nil {
-		t.Fatalf("get pod: %v", err)
-	}
-	vm := getVM(t, c)
+	pod, vm := getPod(t, c), getVM(t, c)
 	if !metav1.IsControlledBy(pod, vm) || pod.Labels[labelVMUID] != "uid-1" || pod.Labels[labelVM] != "vm-1" ||
 		pod.Annotations[labelVM] != "vm-1" || pod.Spec.Containers[0].Image != "img" ||
 		pod.Spec.Containers[0].Resources.Limits.Cpu().String() != "100m" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
@@ -180,10 +206,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	step("nothing changed")
 
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	if err := c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	markReady(t, c)
 	step("pod ready", active)
 	step("nothing changed after Active")
 
@@ -208,13 +231,8 @@ func TestLifecycle(t *testing.T) {
 // delete takes both) reports Terminating and asks for no second delete.
 func TestDeletedWithPodGoing(t *testing.T) {
 	ctx := context.Background()
-	c, w := newFake(t, testVM(activeSpec))
-	r := newReconciler(c)
-	reconcileOnce(t, r)
-	pod := &corev1.Pod{}
-	if err := c.Get(ctx, podKey, pod); err != nil {
-		t.Fatal(err)
-	}
+	c, w, r := created(t)
+	pod := getPod(t, c)
 	// A finalizer of someone else's keeps the deleted pod visible, as a pod is until its
 	// kubelet (kwok) has stopped it.
 	pod.Finalizers = []string{"example.com/hold"}
@@ -244,8 +262,7 @@ func TestDeletedWithPodGoing(t *testing.T) {
 // event instead of retrying (no error), then releases its finalizer.
 func TestNamespaceTerminating(t *testing.T) {
 	ctx := context.Background()
-	c, w := newFake(t, testVM(activeSpec))
-	reconcileOnce(t, newReconciler(c))
+	c, w, _ := created(t)
 	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm-1-server"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -293,22 +310,9 @@ func TestStaleFinalizerPatch(t *testing.T) {
 // client's Get here shares the stored maps with the caller, as the cache does with
 // UnsafeDisableDeepCopy, and the objects are compared with copies taken before.
 func TestCacheNotWritten(t *testing.T) {
-	ctx := context.Background()
-	c, _ := newFake(t, testVM(activeSpec))
-	r := newReconciler(c)
-	reconcileOnce(t, r) // finalizer, pod, Creating
-	pod := &corev1.Pod{}
-	if err := c.Get(ctx, podKey, pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	if err := c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	cachedVM, cachedPod := getVM(t, c), &corev1.Pod{}
-	if err := c.Get(ctx, podKey, cachedPod); err != nil {
-		t.Fatal(err)
-	}
+	c, _, r := created(t)
+	markReady(t, c)
+	cachedVM, cachedPod := getVM(t, c), getPod(t, c)
 	vmBefore, podBefore := cachedVM.DeepCopy(), cachedPod.DeepCopy()
 	shared := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
 		Get: func(ctx context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
@@ -337,14 +341,11 @@ func TestCacheNotWritten(t *testing.T) {
 // TestSpecChange: a new generation is a new status (observedGeneration), and a resource change
 // replaces the pod.
 func TestSpecChange(t *testing.T) {
-	ctx := context.Background()
-	c, w := newFake(t, testVM(activeSpec))
-	r := newReconciler(c)
-	reconcileOnce(t, r)
+	c, w, r := created(t)
 	vm := getVM(t, c)
 	_ = unstructured.SetNestedField(vm.Object, "200m", "spec", "resource", "cpu")
 	vm.SetGeneration(2)
-	if err := c.Update(ctx, vm); err != nil {
+	if err := c.Update(context.Background(), vm); err != nil {
 		t.Fatal(err)
 	}
 	w.take()
