@@ -36,6 +36,7 @@ type runConfig struct {
 	resourceFlags
 	accessFlags
 	policyFlags
+	rootDiskFlags
 
 	Selector         string
 	Workers          int
@@ -249,7 +250,7 @@ func run(cc *cli.Context, c runConfig) error {
 		Resync:    c.Resync,
 		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery()}),
-		Policy:        c.policy(),
+		Policy:        c.policy(c.rootDiskFlags),
 		Recorder:      recorder,
 		Logger:        log,
 		RateLimiter:   limiter,

@@ -37,8 +37,9 @@ type Spec struct {
 	Image    string // empty: the controller's default image
 	// StorageClass is the class of the VM's disk; empty: the cluster's default.
 	StorageClass string
-	// ReclaimPolicy is what becomes of the disk when the VM is deleted; never empty
-	// (ReclaimDelete when the VM does not say).
+	// ReclaimPolicy is what becomes of the disk when the VM is deleted: ReclaimDelete when
+	// the VM does not say; empty when what it says is not a policy (an error), which a
+	// decision must not read as Delete.
 	ReclaimPolicy ReclaimPolicy
 }
 
@@ -98,9 +99,9 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 		}
 		s.StorageClass = class.Str
 	}
-	s.ReclaimPolicy = ReclaimDelete
 	switch p := v[6]; {
 	case f.RootDiskReclaimPolicy == "" || !p.Exists():
+		s.ReclaimPolicy = ReclaimDelete
 	case p.Type != gjson.String:
 		errs = append(errs, field.Invalid(fieldPath(f.RootDiskReclaimPolicy), p.Raw, "must be a string"))
 	case p.Str == string(ReclaimDelete), p.Str == string(ReclaimRetain):

@@ -45,6 +45,11 @@ const (
 	ConditionRestartRequired = "RestartRequired"
 )
 
+// ConditionDiskResizing says the VM's disk does not have the size rootDisk asks for: present
+// (True) while a growth is under way or cannot happen; its reason says which
+// (docs/disks.md).
+const ConditionDiskResizing = "DiskResizing"
+
 // Status is what the controller reports about a VirtualMachine. It mirrors the object's
 // status fields and is written back through Fields, so its shape does not depend on where
 // the fields sit.
