@@ -507,8 +507,9 @@ func formatPerVM(m map[string]float64, n float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// controllerEvents counts the Events in the namespace recorded by anyone but the scheduler
-// (which records one Scheduled per pod, whichever controller made it).
+// controllerEvents counts the Events in the namespace about the VMs: the controller's. The
+// others are the cluster's, whichever controller runs: the scheduler's on the pods (one
+// Scheduled per pod), the persistent-volume controller's on the claims.
 func (e *env) controllerEvents() (int, error) {
 	n := 0
 	opts := metav1.ListOptions{Limit: 1000}
@@ -518,7 +519,7 @@ func (e *env) controllerEvents() (int, error) {
 			return 0, fmt.Errorf("list events: %w", err)
 		}
 		for _, ev := range list.Items {
-			if ev.ReportingController != "default-scheduler" {
+			if ev.Regarding.Kind == "VirtualMachine" {
 				n++
 			}
 		}
