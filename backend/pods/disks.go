@@ -27,7 +27,9 @@ import (
 // claims, for the binder's word on a claim that does not bind (the persistent-volume
 // controller's and the provisioners' Events: "storageclass.storage.k8s.io \"x\" not found",
 // "waiting for first consumer to be created before binding"). The Events' field selector
-// (involvedObject.kind=PersistentVolumeClaim) leaves every other Event out on the API server.
+// leaves every other Event out on the API server (involvedObject.kind=PersistentVolumeClaim),
+// and the one Event of every claim that binds at once, which says its volume was made
+// (reason!=ProvisioningSucceeded): the cache holds the Events of claims that wait.
 
 // Indexes of the disks' caches.
 const (
@@ -49,7 +51,7 @@ type disks struct {
 func newDisks(cfg Config) *disks {
 	labelled := func(o *metav1.ListOptions) { o.LabelSelector = LabelVMUID }
 	aboutClaims := func(o *metav1.ListOptions) {
-		o.FieldSelector = "involvedObject.kind=PersistentVolumeClaim"
+		o.FieldSelector = "involvedObject.kind=PersistentVolumeClaim,reason!=" + provisioned
 	}
 	return &disks{
 		claims: coreinformers.NewFilteredPersistentVolumeClaimInformer(cfg.Client, cfg.Namespace, cfg.Resync,
