@@ -100,38 +100,13 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 	}}); err != nil {
 		return nil, fmt.Errorf("index pods by node: %w", err)
 	}
-	owner := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if p, ok := obj.(*cachedPod); ok && p.ownerName() != "" {
-			notify(types.NamespacedName{Namespace: p.namespace.String(), Name: p.ownerName()})
-		}
-	}
+	owner := func(obj any) { notifyVM(obj, notify) }
 	// synced follows the handlers' registrations, not the informers: a registration has
 	// synced once the initial list has been handed to its handler, so every VM with a pod has
 	// been notified by the time the caller starts its workers.
-	podsHandled, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if !b.echo(obj) {
-				owner(obj)
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			b.echo(cur)
-			if !old.(*cachedPod).sameVersion(cur.(*cachedPod)) {
-				owner(cur)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				b.created.Delete(t.Key)
-			} else {
-				b.echo(obj)
-			}
-			owner(obj)
-		},
-	})
+	podsHandled, err := b.pods.AddEventHandler(b.vmHandlers(notify, func(old, cur any) bool {
+		return !old.(*cachedPod).sameVersion(cur.(*cachedPod))
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
@@ -184,6 +159,49 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 		}
 		return true
 	}, nil
+}
+
+// vmHandlers are the event handlers of an informer of VMs' objects (pods, claims): each object
+// added, changed (changed(old, cur)) or deleted notifies its VM, but the echo of the backend's
+// own write of it.
+func (b *Backend) vmHandlers(notify func(types.NamespacedName), changed func(old, cur any) bool) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if !b.echo(obj) {
+				notifyVM(obj, notify)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if !b.echo(cur) && changed(old, cur) {
+				notifyVM(cur, notify)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				b.created.Delete(t.Key)
+			} else {
+				b.echo(obj)
+			}
+			notifyVM(obj, notify)
+		},
+	}
+}
+
+// notifyVM notifies the VM whose server or disk obj (or its tombstone) is, if it names one.
+func notifyVM(obj any, notify func(types.NamespacedName)) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	var ns, vm string
+	switch o := obj.(type) {
+	case *cachedPod:
+		ns, vm = o.namespace.String(), o.ownerName()
+	case *cachedClaim:
+		ns, vm = o.namespace.String(), o.vmName()
+	}
+	if vm != "" {
+		notify(types.NamespacedName{Namespace: ns, Name: vm})
+	}
 }
 
 // echo reports whether obj is the pod a Create of this backend made (or the claim one of its

@@ -92,34 +92,10 @@ func (b *Backend) startDisks(ctx context.Context, notify func(types.NamespacedNa
 	}}); err != nil {
 		return nil, fmt.Errorf("index events by claim: %w", err)
 	}
-	owner := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if c, ok := obj.(*cachedClaim); ok && c.vmName() != "" {
-			notify(types.NamespacedName{Namespace: c.namespace.String(), Name: c.vmName()})
-		}
-	}
-	claimsHandled, err := d.claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if !b.echo(obj) {
-				owner(obj)
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			if !b.echo(cur) && !old.(*cachedClaim).same(cur.(*cachedClaim)) {
-				owner(cur)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				b.created.Delete(t.Key)
-			} else {
-				b.echo(obj)
-			}
-			owner(obj)
-		},
-	})
+	owner := func(obj any) { notifyVM(obj, notify) }
+	claimsHandled, err := d.claims.AddEventHandler(b.vmHandlers(notify, func(old, cur any) bool {
+		return !old.(*cachedClaim).same(cur.(*cachedClaim))
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("watch claims: %w", err)
 	}
