@@ -28,6 +28,7 @@ type Needs struct {
 	LeaderElect bool                        // --leader-elect
 	WatchCRD    bool                        // --watch-crd: reads and follows the resource's CRD
 	Usage       bool                        // --usage-interval > 0: samples usage from metrics.k8s.io
+	Disks       bool                        // --root-disk claim: a PersistentVolumeClaim per VM
 }
 
 // Rules returns every permission a controller with these needs uses.
@@ -41,6 +42,15 @@ func Rules(n Needs) []Rule {
 		{Group: "", Resource: "pods", Verbs: []string{"get", "list", "watch", "create", "delete"}, Why: "creates, watches and deletes the server pods; get reads a pod whose name is taken, or that the cache does not show yet"},
 		{Group: "", Resource: "pods/resize", Verbs: []string{"patch"}, Why: "changes a running server's cpu and memory in place (in-place pod resize)"},
 		{Group: "events.k8s.io", Resource: "events", Verbs: []string{"create", "patch"}, Why: "records Events on VMs; patch updates a repeating event's series"},
+	}
+	if n.Disks {
+		rules = append(rules,
+			Rule{Group: "", Resource: "persistentvolumeclaims", Verbs: []string{"get", "list", "watch", "create", "patch", "delete"},
+				Why: "creates, watches, grows, keeps and deletes each VM's disk (--root-disk claim); get reads a claim whose name is taken"},
+			Rule{Group: "storage.k8s.io", Resource: "storageclasses", Verbs: []string{"list", "watch"}, Cluster: true,
+				Why: "tells whether a disk's StorageClass lets it grow (allowVolumeExpansion), and which class is the default (check)"},
+			Rule{Group: "", Resource: "events", Verbs: []string{"list", "watch"},
+				Why: "reads the Events on claims (field-selected) to say why a VM's disk is not bound"})
 	}
 	if n.Usage {
 		rules = append(rules, Rule{Group: "metrics.k8s.io", Resource: "pods", Verbs: []string{"get"},

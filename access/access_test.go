@@ -1,7 +1,9 @@
 package access
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,5 +75,37 @@ func TestWebhookRules(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("webhook grants\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestDiskRules: under --root-disk claim the controller may do to claims what a VM's disk
+// needs and no more (no update, no deletecollection), read StorageClasses cluster-wide, and
+// read Events (the binder's); without it, none of these.
+func TestDiskRules(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
+	want := map[string]string{
+		"/persistentvolumeclaims":       "get,list,watch,create,patch,delete namespaced",
+		"storage.k8s.io/storageclasses": "list,watch cluster",
+		"/events":                       "list,watch namespaced",
+	}
+	for _, disks := range []bool{true, false} {
+		got := map[string]string{}
+		for _, r := range Rules(Needs{GVR: gvr, Disks: disks}) {
+			key := r.Group + "/" + r.Resource
+			if _, ok := want[key]; !ok {
+				continue
+			}
+			scope := "namespaced"
+			if r.Cluster {
+				scope = "cluster"
+			}
+			got[key] = strings.Join(r.Verbs, ",") + " " + scope
+		}
+		switch {
+		case disks && !maps.Equal(got, want):
+			t.Errorf("with disks: %v, want %v", got, want)
+		case !disks && len(got) > 0:
+			t.Errorf("without disks: %v", got)
+		}
 	}
 }

@@ -53,26 +53,38 @@ type Owner struct {
 
 // Spec is what a server is asked to be.
 type Spec struct {
-	CPU      resource.Quantity
-	Memory   resource.Quantity
+	CPU    resource.Quantity
+	Memory resource.Quantity
+	// RootDisk is the size of a root disk that lives and dies with the server (for pods:
+	// ephemeral storage); zero when the server mounts its VM's disk instead (Disk).
 	RootDisk resource.Quantity
 	Image    string
+	// Disk says the server mounts its VM's disk (Disks) as its root disk, the one that
+	// outlives every server; the backend names it.
+	Disk bool
 }
 
 // Equal reports whether two specs ask for the same server (quantities compared by value, so
 // "1024Mi" equals "1Gi").
 func (s Spec) Equal(o Spec) bool {
-	return s.CPU.Cmp(o.CPU) == 0 && s.Memory.Cmp(o.Memory) == 0 && s.RootDisk.Cmp(o.RootDisk) == 0 && s.Image == o.Image
+	return s.CPU.Cmp(o.CPU) == 0 && s.Memory.Cmp(o.Memory) == 0 && s.RootDisk.Cmp(o.RootDisk) == 0 && s.Image == o.Image &&
+		s.Disk == o.Disk
 }
 
-// MarshalYAML renders quantities as their canonical strings in plans and golden files.
+// MarshalYAML renders quantities as their canonical strings in plans and golden files; a
+// root disk of the server's own only when it has one.
 func (s Spec) MarshalYAML() (any, error) {
-	return struct {
+	out := struct {
 		CPU      string `yaml:"cpu"`
 		Memory   string `yaml:"memory"`
-		RootDisk string `yaml:"rootDisk"`
+		RootDisk string `yaml:"rootDisk,omitempty"`
 		Image    string `yaml:"image"`
-	}{s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.Image}, nil
+		Disk     bool   `yaml:"disk,omitempty"`
+	}{CPU: s.CPU.String(), Memory: s.Memory.String(), Image: s.Image, Disk: s.Disk}
+	if !s.RootDisk.IsZero() || !s.Disk {
+		out.RootDisk = s.RootDisk.String()
+	}
+	return out, nil
 }
 
 // State is the backend-neutral state of a server.
@@ -99,6 +111,8 @@ type Server struct {
 	Deleting bool      // deletion has been requested and is in progress
 	Since    time.Time // when it entered a terminal state (Failed, Stopped); zero otherwise
 	Resize   Resize    // how far a change of cpu and memory in place has got (resize.go)
+	// Disk is the name of its VM's disk it mounts (Disks); "" for a server without one.
+	Disk string
 }
 
 // Reader is implemented by backends that can read a server from its source, past the cache

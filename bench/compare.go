@@ -29,8 +29,12 @@ import (
 type compareFlags struct {
 	vms, clients, workers, reps int
 	events                      []string
-	timeout                     time.Duration
-	kubeconfig                  string
+	// rootDisks are vm-controller's --root-disk values, one contender for each.
+	rootDisks []string
+	// peer runs the controller-runtime peer as a contender.
+	peer       bool
+	timeout    time.Duration
+	kubeconfig string
 	// profile, if set, is a directory for a CPU profile of each contender's run, taken over
 	// the first profileFor of its burst. Profiling costs the process CPU of its own, so a run
 	// with profiles is for reading where the time goes, not for the CPU column.
@@ -54,11 +58,21 @@ type contender struct {
 // own VM creates, the scheduler's bindings and kwok's pod status are left out), in the
 // order of the table's columns.
 var controllerWrites = []string{"virtualmachines PATCH", "virtualmachines/status PATCH", "pods POST",
-	"virtualmachines PUT", "virtualmachines/status PUT", "pods DELETE"}
+	"persistentvolumeclaims POST", "virtualmachines PUT", "virtualmachines/status PUT", "pods DELETE",
+	"persistentvolumeclaims PATCH", "persistentvolumeclaims DELETE"}
+
+// writesPerVM is every write of the controller's kinds per VM, summed over the kinds.
+func writesPerVM(b *record.Burst) float64 {
+	var sum float64
+	for _, k := range controllerWrites {
+		sum += b.WritesPerVM[k]
+	}
+	return sum
+}
 
 // parse fills the lists from their flags' values and checks the flags, naming the one at
 // fault.
-func (f *compareFlags) parse(events, peerProcs string) error {
+func (f *compareFlags) parse(events, peerProcs, rootDisks string) error {
 	switch {
 	case f.vms < 1:
 		return fmt.Errorf("--vms must be at least 1, got %d", f.vms)
@@ -77,6 +91,13 @@ func (f *compareFlags) parse(events, peerProcs string) error {
 			return fmt.Errorf("--events %q: want all, warnings, or both separated by a comma", events)
 		}
 		f.events = append(f.events, ev)
+	}
+	f.rootDisks = nil
+	for _, d := range strings.Split(rootDisks, ",") {
+		if d != "claim" && d != "ephemeral" {
+			return fmt.Errorf("--root-disk %q: want claim, ephemeral, or both separated by a comma", rootDisks)
+		}
+		f.rootDisks = append(f.rootDisks, d)
 	}
 	var err error
 	f.peerGOMAXPROCS, err = parseProcs("--peer-gomaxprocs", peerProcs)
@@ -104,6 +125,8 @@ func compareScenario(args []string) error {
 	fs.IntVar(&f.workers, "workers", 16, "workers of both controllers (vm-controller --workers, the peer's MaxConcurrentReconciles)")
 	fs.IntVar(&f.reps, "reps", 3, "repetitions; each runs every contender once, each starting one contender further along")
 	events := fs.String("events", "warnings", "vm-controller's --events, or a comma-separated list to run each variant (e.g. warnings,all)")
+	rootDisks := fs.String("root-disk", "ephemeral", "vm-controller's --root-disk, or a comma-separated list to run each variant (claim,ephemeral: a disk per VM against the peer's work); ephemeral does the peer's work, which has none")
+	fs.BoolVar(&f.peer, "peer", true, "run the controller-runtime peer too; false: vm-controller's variants alone")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
 	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each contender's run, the peer's too (go tool pprof FILE); its CPU figures then include the profiler's")
@@ -113,7 +136,7 @@ func compareScenario(args []string) error {
 	baseline := fs.String("baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF) to run as one more contender beside this checkout's, with the same flags")
 	resultsDir := resultsFlag(fs)
 	_ = fs.Parse(args)
-	if err := f.parse(*events, *peerProcs); err != nil {
+	if err := f.parse(*events, *peerProcs, *rootDisks); err != nil {
 		return err
 	}
 	rec := newRecording("compare", fs, args, *resultsDir)
@@ -150,24 +173,30 @@ func compareScenario(args []string) error {
 
 	workers := strconv.Itoa(f.workers)
 	var contenders []contender
-	for _, ev := range f.events {
-		for _, b := range builds {
-			contenders = append(contenders, contender{name: b.name + " --events " + ev + procsSuffix(f.gomaxprocs, false), start: func(e *env) (*controller, error) {
-				// QPS so high that the client-side limiter never waits: the peer has none.
-				// Usage sampling is off: the peer has none, and it is not part of a burst.
-				args := []string{"--workers", workers, "--qps", "1000000", "--burst", "1000000", "--usage-interval", "0", "--events", ev}
-				if f.profile != "" {
-					args = append(args, "--pprof")
-				}
-				c, err := e.startControllerBinary(b.binary, gomaxprocsEnv(f.gomaxprocs), args...)
-				if err != nil {
-					return nil, err
-				}
-				return c, c.waitWorkers(f.timeout)
-			}})
+	for _, disk := range f.rootDisks {
+		for _, ev := range f.events {
+			for _, b := range builds {
+				contenders = append(contenders, contender{name: b.name + " --events " + ev + " --root-disk " + disk + procsSuffix(f.gomaxprocs, false), start: func(e *env) (*controller, error) {
+					// QPS so high that the client-side limiter never waits: the peer has none.
+					// Usage sampling is off: the peer has none, and it is not part of a burst.
+					args := []string{"--workers", workers, "--qps", "1000000", "--burst", "1000000", "--usage-interval", "0", "--events", ev,
+						"--root-disk", disk}
+					if f.profile != "" {
+						args = append(args, "--pprof")
+					}
+					c, err := e.startControllerBinary(b.binary, gomaxprocsEnv(f.gomaxprocs), args...)
+					if err != nil {
+						return nil, err
+					}
+					return c, c.waitWorkers(f.timeout)
+				}})
+			}
 		}
 	}
 	for _, procs := range f.peerGOMAXPROCS {
+		if !f.peer {
+			break
+		}
 		contenders = append(contenders, contender{name: "controller-runtime peer" + procsSuffix(procs, len(f.peerGOMAXPROCS) > 1), peer: true, start: func(e *env) (*controller, error) {
 			args := []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers, "--metrics-addr", "127.0.0.1:0"}
 			if f.profile != "" {
@@ -478,8 +507,9 @@ func formatPerVM(m map[string]float64, n float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// controllerEvents counts the Events in the namespace recorded by anyone but the scheduler
-// (which records one Scheduled per pod, whichever controller made it).
+// controllerEvents counts the Events in the namespace about the VMs: the controller's. The
+// others are the cluster's, whichever controller runs: the scheduler's on the pods (one
+// Scheduled per pod), the persistent-volume controller's on the claims.
 func (e *env) controllerEvents() (int, error) {
 	n := 0
 	opts := metav1.ListOptions{Limit: 1000}
@@ -489,7 +519,7 @@ func (e *env) controllerEvents() (int, error) {
 			return 0, fmt.Errorf("list events: %w", err)
 		}
 		for _, ev := range list.Items {
-			if ev.ReportingController != "default-scheduler" {
+			if ev.Regarding.Kind == "VirtualMachine" {
 				n++
 			}
 		}
@@ -500,8 +530,8 @@ func (e *env) controllerEvents() (int, error) {
 }
 
 func printRunHeader() {
-	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | API server CPU-ms/VM | machine CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | other writes/VM | 409/VM | Events/VM | teardown | VMs gone | teardown 409/VM | teardown retries/VM |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | API server CPU-ms/VM | machine CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | claim create/VM | other writes/VM | writes/VM | 409/VM | Events/VM | teardown | VMs gone | teardown 409/VM | teardown retries/VM |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 }
 
 // printRun prints one burst of a contender as a row of printRunHeader's table; rep 0 is a
@@ -512,7 +542,7 @@ func printRun(name string, rep int, b *record.Burst) {
 		r = "median"
 	}
 	var other float64
-	for _, k := range controllerWrites[3:] {
+	for _, k := range controllerWrites[4:] {
 		other += b.WritesPerVM[k]
 	}
 	perVM := func(sec float64) float64 { return sec * 1000 / float64(b.VMs) }
@@ -521,10 +551,11 @@ func printRun(name string, rep int, b *record.Burst) {
 		gone = seconds(t.VMsGoneSeconds).Round(100 * time.Millisecond).String()
 		conflictsOut, retriesOut = fmt.Sprintf("%.3f", t.ConflictsPerVM), fmt.Sprintf("%.3f", t.RetriesPerVM)
 	}
-	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s | %s | %s | %s |\n",
+	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s | %s | %s | %s |\n",
 		name, r, b.VMsPerSec, seconds(b.P50).Round(time.Millisecond), seconds(b.P99).Round(time.Millisecond), b.ControllerCPU,
 		perVM(b.ControllerCPU), perVM(b.APIServerCPU), perVM(b.MachineCPU), b.PeakRSSMB,
-		b.WritesPerVM["virtualmachines PATCH"], b.WritesPerVM["virtualmachines/status PATCH"], b.WritesPerVM["pods POST"], other,
+		b.WritesPerVM["virtualmachines PATCH"], b.WritesPerVM["virtualmachines/status PATCH"], b.WritesPerVM["pods POST"],
+		b.WritesPerVM["persistentvolumeclaims POST"], other, writesPerVM(b),
 		b.ConflictsPerVM, b.EventsPerVM, seconds(b.TeardownSeconds).Round(100*time.Millisecond), gone, conflictsOut, retriesOut)
 }
 

@@ -19,24 +19,34 @@ func TestCompareFlagsParse(t *testing.T) {
 		want              string // "" for valid
 		wantEvents        []string
 		wantPeerProcs     []int
+		rootDisks         string // "": ephemeral, the default
+		wantRootDisks     []string
 	}{
-		{"defaults", func(*compareFlags) {}, "warnings", "0", "", []string{"warnings"}, []int{0}},
-		{"both variants, the peer twice", func(f *compareFlags) { f.gomaxprocs = 1 }, "warnings,all", "0,1", "", []string{"warnings", "all"}, []int{0, 1}},
-		{"unknown events", func(*compareFlags) {}, "warnings,none", "0", "--events", nil, nil},
-		{"negative GOMAXPROCS", func(f *compareFlags) { f.gomaxprocs = -1 }, "warnings", "0", "--gomaxprocs", nil, nil},
-		{"peer GOMAXPROCS not a number", func(*compareFlags) {}, "warnings", "0,x", "--peer-gomaxprocs", nil, nil},
-		{"negative peer GOMAXPROCS", func(*compareFlags) {}, "warnings", "-2", "--peer-gomaxprocs", nil, nil},
-		{"empty peer GOMAXPROCS", func(*compareFlags) {}, "warnings", "", "--peer-gomaxprocs", nil, nil},
-		{"no VMs", func(f *compareFlags) { f.vms = 0 }, "warnings", "0", "--vms", nil, nil},
-		{"no clients", func(f *compareFlags) { f.clients = 0 }, "warnings", "0", "--clients", nil, nil},
-		{"no workers", func(f *compareFlags) { f.workers = 0 }, "warnings", "0", "--workers", nil, nil},
-		{"no repetitions", func(f *compareFlags) { f.reps = 0 }, "warnings", "0", "--reps", nil, nil},
+		{"claims and ephemeral", func(*compareFlags) {}, "warnings", "0", "", []string{"warnings"}, []int{0}, "claim,ephemeral", []string{"claim", "ephemeral"}},
+		{"unknown root disk", func(*compareFlags) {}, "warnings", "0", "--root-disk", nil, nil, "claim,pvc", nil},
+		{"defaults", func(*compareFlags) {}, "warnings", "0", "", []string{"warnings"}, []int{0}, "", nil},
+		{"both variants, the peer twice", func(f *compareFlags) { f.gomaxprocs = 1 }, "warnings,all", "0,1", "", []string{"warnings", "all"}, []int{0, 1}, "", nil},
+		{"unknown events", func(*compareFlags) {}, "warnings,none", "0", "--events", nil, nil, "", nil},
+		{"negative GOMAXPROCS", func(f *compareFlags) { f.gomaxprocs = -1 }, "warnings", "0", "--gomaxprocs", nil, nil, "", nil},
+		{"peer GOMAXPROCS not a number", func(*compareFlags) {}, "warnings", "0,x", "--peer-gomaxprocs", nil, nil, "", nil},
+		{"negative peer GOMAXPROCS", func(*compareFlags) {}, "warnings", "-2", "--peer-gomaxprocs", nil, nil, "", nil},
+		{"empty peer GOMAXPROCS", func(*compareFlags) {}, "warnings", "", "--peer-gomaxprocs", nil, nil, "", nil},
+		{"no VMs", func(f *compareFlags) { f.vms = 0 }, "warnings", "0", "--vms", nil, nil, "", nil},
+		{"no clients", func(f *compareFlags) { f.clients = 0 }, "warnings", "0", "--clients", nil, nil, "", nil},
+		{"no workers", func(f *compareFlags) { f.workers = 0 }, "warnings", "0", "--workers", nil, nil, "", nil},
+		{"no repetitions", func(f *compareFlags) { f.reps = 0 }, "warnings", "0", "--reps", nil, nil, "", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := ok
 			tc.change(&f)
-			err := f.parse(tc.events, tc.peerProcs)
+			if tc.rootDisks == "" {
+				tc.rootDisks = "ephemeral"
+				if tc.want == "" && tc.wantRootDisks == nil {
+					tc.wantRootDisks = []string{"ephemeral"}
+				}
+			}
+			err := f.parse(tc.events, tc.peerProcs, tc.rootDisks)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("parse: %v, want nil", err)
@@ -45,8 +55,9 @@ func TestCompareFlagsParse(t *testing.T) {
 			case tc.want != "":
 				return
 			}
-			if !slices.Equal(f.events, tc.wantEvents) || !slices.Equal(f.peerGOMAXPROCS, tc.wantPeerProcs) {
-				t.Errorf("events %q, peer GOMAXPROCS %v; want %q, %v", f.events, f.peerGOMAXPROCS, tc.wantEvents, tc.wantPeerProcs)
+			if !slices.Equal(f.events, tc.wantEvents) || !slices.Equal(f.peerGOMAXPROCS, tc.wantPeerProcs) || !slices.Equal(f.rootDisks, tc.wantRootDisks) {
+				t.Errorf("events %q, peer GOMAXPROCS %v, root disks %q; want %q, %v, %q", f.events, f.peerGOMAXPROCS, f.rootDisks,
+					tc.wantEvents, tc.wantPeerProcs, tc.wantRootDisks)
 			}
 		})
 	}

@@ -38,9 +38,12 @@ type scaleFlags struct {
 	progress               time.Duration
 	ceiling, ceilingEvents bool
 	events                 string
-	kubeconfig             string
-	seed, tail, restarts   int
-	etcd                   string
+	// rootDisk is the controller's --root-disk: claim (a PersistentVolumeClaim per VM, the
+	// default) or ephemeral.
+	rootDisk             string
+	kubeconfig           string
+	seed, tail, restarts int
+	etcd                 string
 	// teardownAll, with seed, makes the teardown remove every VM, the seeded ones too.
 	teardownAll bool
 	// apiserverProfile is a directory for a CPU profile of the API server over each cold
@@ -82,6 +85,7 @@ func scaleScenario(name string, args []string) error {
 	fs.DurationVar(&f.progress, "progress", 0, "every this long, a burst prints the VMs created and Active so far, the controller's queue, "+
 		"the CPU by process over the interval and the memory of the largest processes; 0: only the burst's summary")
 	fs.StringVar(&f.events, "events", "all", "the controller's --events: all, or warnings")
+	fs.StringVar(&f.rootDisk, "root-disk", "claim", "the controller's --root-disk: claim (a PersistentVolumeClaim per VM, as run's default) or ephemeral")
 	fs.BoolVar(&f.ceiling, "ceiling", true, "run the ceiling after the other stages (all only); false leaves it out, as at a scale where it would take hours more")
 	fs.BoolVar(&f.ceilingEvents, "ceiling-events", true, "after the ceiling, run it again with the three Events per VM the cluster also writes")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
@@ -152,7 +156,7 @@ func scaleScenario(name string, args []string) error {
 		}
 	}
 	ctrlArgs := []string{"--workers", strconv.Itoa(f.workers), "--qps", fmt.Sprint(f.qps), "--burst", fmt.Sprint(int(2 * f.qps)),
-		"--usage-interval", "0", "--pprof", "--events", f.events}
+		"--usage-interval", "0", "--pprof", "--events", f.events, "--root-disk", f.rootDisk}
 	fmt.Printf("namespace %s, %d VMs, %d creates in flight, controller %s\n", e.ns, f.vms, f.concurrency, strings.Join(ctrlArgs, " "))
 
 	c, err := e.startController(ctrlArgs...)
@@ -298,6 +302,11 @@ func (f scaleFlags) validate(scenario string) error {
 		return fmt.Errorf("--tail must be 0, or from 1 with --seed; got %d", f.tail)
 	case f.seed > 0 && f.seed+f.tail >= f.vms:
 		return fmt.Errorf("--seed (%d) and --tail (%d) must leave VMs of --vms (%d) to seed", f.seed, f.tail, f.vms)
+	case f.rootDisk != "claim" && f.rootDisk != "ephemeral":
+		return fmt.Errorf("--root-disk %q: want claim or ephemeral", f.rootDisk)
+	case f.seed > 0 && f.rootDisk == "claim":
+		// The seed writes copies of a VM and its pod, not of its claim.
+		return fmt.Errorf("--seed copies VMs and their pods into etcd, not their claims: give --root-disk ephemeral")
 	case f.teardownAll && f.seed == 0:
 		return fmt.Errorf("--teardown-all is for --seed, which is not set (without it the teardown removes every VM)")
 	case f.apiserverProfile != "" && !slices.Contains(stagesOf[scenario], "restart"):

@@ -10,7 +10,7 @@ import (
 // TestScaleFlagsValidate: flags that would measure something else than they say are refused,
 // with the flag named.
 func TestScaleFlagsValidate(t *testing.T) {
-	ok := scaleFlags{vms: 100000, concurrency: 32, restarts: 1, events: "all"}
+	ok := scaleFlags{vms: 100000, concurrency: 32, restarts: 1, events: "all", rootDisk: "claim"}
 	tests := []struct {
 		name     string
 		scenario string
@@ -20,14 +20,17 @@ func TestScaleFlagsValidate(t *testing.T) {
 		{"defaults", "all", func(*scaleFlags) {}, ""},
 		{"seeded, settled", "all", func(f *scaleFlags) {
 			f.seed, f.settle, f.restarts, f.etcd = 1000, time.Minute, 3, "http://127.0.0.1:2379"
+			f.rootDisk = "ephemeral"
 		}, ""},
 		{"seed every VM", "all", func(f *scaleFlags) { f.seed = 100000 }, "--seed"},
 		{"negative seed", "all", func(f *scaleFlags) { f.seed = -1 }, "--seed"},
-		{"seeded with a tail", "all", func(f *scaleFlags) { f.seed, f.tail = 1000, 10000 }, ""},
+		{"seeded with a tail", "all", func(f *scaleFlags) { f.seed, f.tail, f.rootDisk = 1000, 10000, "ephemeral" }, ""},
+		{"seeded with claims", "all", func(f *scaleFlags) { f.seed = 1000 }, "--root-disk"},
+		{"unknown root disk", "all", func(f *scaleFlags) { f.rootDisk = "pvc" }, "--root-disk"},
 		{"tail without seed", "teardown", func(f *scaleFlags) { f.tail = 10 }, "--tail"},
 		{"negative tail", "all", func(f *scaleFlags) { f.seed, f.tail = 1000, -1 }, "--tail"},
 		{"nothing left to seed", "all", func(f *scaleFlags) { f.seed, f.tail = 1000, 99000 }, "--tail"},
-		{"seeded, all torn down", "all", func(f *scaleFlags) { f.seed, f.teardownAll = 1000, true }, ""},
+		{"seeded, all torn down", "all", func(f *scaleFlags) { f.seed, f.teardownAll, f.rootDisk = 1000, true, "ephemeral" }, ""},
 		{"teardown-all without seed", "all", func(f *scaleFlags) { f.teardownAll = true }, "--teardown-all"},
 		{"API server profiled over the cold starts", "restart", func(f *scaleFlags) { f.apiserverProfile, f.apiserverProfileFor = "/tmp/p", time.Minute }, ""},
 		{"API server profiled without a cold start", "idle", func(f *scaleFlags) { f.apiserverProfile, f.apiserverProfileFor = "/tmp/p", time.Minute }, "--apiserver-profile"},

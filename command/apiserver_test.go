@@ -2,6 +2,7 @@ package command
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,9 @@ type fakeAPIServer struct {
 	gvr  k8sschema.GroupVersionResource
 	crd  []byte // the CRD as JSON; nil: it does not exist
 	deny string // a verb every review denies; empty: all allowed
+	// classes are the StorageClasses it lists, by name, each with whether it is the
+	// default; nil: the list is forbidden.
+	classes map[string]bool
 
 	mu       sync.Mutex
 	requests []string // "METHOD path", in order
@@ -42,7 +46,7 @@ type fakeAPIServer struct {
 
 func newFakeAPIServer(t *testing.T, gvr k8sschema.GroupVersionResource, crd []byte) *fakeAPIServer {
 	t.Helper()
-	s := &fakeAPIServer{gvr: gvr, crd: crd}
+	s := &fakeAPIServer{gvr: gvr, crd: crd, classes: map[string]bool{"standard": true, "fixed-size": false}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -68,6 +72,19 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write(s.crd)
+	case r.Method == http.MethodGet && r.URL.Path == "/apis/storage.k8s.io/v1/storageclasses":
+		if s.classes == nil {
+			status := apierrors.NewForbidden(k8sschema.GroupResource{Group: "storage.k8s.io", Resource: "storageclasses"}, "", errors.New("RBAC says no")).Status()
+			status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(status)
+			return
+		}
+		var items []string
+		for name, isDefault := range s.classes {
+			items = append(items, fmt.Sprintf(`{"metadata":{"name":%q,"annotations":{"storageclass.kubernetes.io/is-default-class":"%t"}},"provisioner":"p"}`, name, isDefault))
+		}
+		fmt.Fprintf(w, `{"kind":"StorageClassList","apiVersion":"storage.k8s.io/v1","metadata":{},"items":[%s]}`, strings.Join(items, ","))
 	case r.Method == http.MethodPost && r.URL.Path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
 		// client-go sends built-in types as protobuf: decode as the API server would.
 		body, err := io.ReadAll(r.Body)

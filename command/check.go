@@ -15,6 +15,7 @@ type checkConfig struct {
 	clusterFlags
 	resourceFlags
 	accessFlags
+	rootDiskFlags
 }
 
 func checkCommand(c *checkConfig) *cli.Command {
@@ -27,6 +28,7 @@ func checkCommand(c *checkConfig) *cli.Command {
 		leaderElectFlag(&c.LeaderElect, "check access to the leader Lease, which run needs with --leader-elect"),
 		leaseNamespaceFlag(&c.LeaseNamespace, "namespace of the leader Lease; empty: as run decides it"),
 		usageIntervalFlag(&c.UsageInterval, "as run's: unless 0, check read access to metrics.k8s.io pods, which usage sampling needs"),
+		c.rootDiskFlag("as run's: under claim, check access to PersistentVolumeClaims, StorageClasses and Events, and warn when the cluster has no default StorageClass"),
 	)
 	return &cli.Command{
 		Name:  "check",
@@ -45,6 +47,9 @@ func (c checkConfig) Validate() error {
 	if _, err := c.gvr(); err != nil {
 		return err
 	}
+	if err := c.rootDiskFlags.validate(); err != nil {
+		return err
+	}
 	return c.accessFlags.validate()
 }
 
@@ -60,7 +65,7 @@ func check(cc *cli.Context, c checkConfig) error {
 	}
 	// check has no --qps: a few dozen requests, none of them worth waiting for a bucket.
 	limitQPS(cfg, 50, 100)
-	t, err := targetOf(c.clusterFlags, c.resourceFlags, c.accessFlags, gvr)
+	t, err := targetOf(c.clusterFlags, c.resourceFlags, c.accessFlags, c.rootDiskFlags, gvr)
 	if err != nil {
 		return err
 	}

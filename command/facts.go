@@ -35,14 +35,15 @@ type target struct {
 	leaderElect    bool
 	leaseNamespace string // with leaderElect
 	usage          bool
+	claims         bool // --root-disk claim
 }
 
 // targetOf reads the target from the flags run and check share. Without --lease-namespace
 // the Lease is in the namespace a client of the kubeconfig defaults to.
-func targetOf(cluster clusterFlags, r resourceFlags, a accessFlags, gvr k8sschema.GroupVersionResource) (target, error) {
+func targetOf(cluster clusterFlags, r resourceFlags, a accessFlags, d rootDiskFlags, gvr k8sschema.GroupVersionResource) (target, error) {
 	t := target{gvr: gvr, schemaFile: r.SchemaFile, namespace: a.Namespace, watchNodes: a.WatchNodes,
 		watchCRD: a.WatchCRD, leaderElect: a.LeaderElect, leaseNamespace: a.LeaseNamespace,
-		usage: a.UsageInterval > 0}
+		usage: a.UsageInterval > 0, claims: d.claims()}
 	if t.leaderElect && t.leaseNamespace == "" {
 		ns, err := cluster.namespace()
 		if err != nil {
@@ -58,7 +59,7 @@ func targetOf(cluster clusterFlags, r resourceFlags, a accessFlags, gvr k8sschem
 func (t target) fieldsFromFlags() bool { return t.schemaFile != "" || t.gvr.Group == schema.Group }
 
 func (t target) needs() access.Needs {
-	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect, Usage: t.usage}
+	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect, Usage: t.usage, Disks: t.claims}
 }
 
 // facts are what the cluster says about the target.
@@ -71,7 +72,7 @@ type facts struct {
 	// subresource, so the controller writes status through the main resource.
 	noStatus bool
 	// checks are check's rows, in order: the layout (when chosen), discovery, crd, fields,
-	// and one per RBAC rule.
+	// storage (under --root-disk claim), and one per RBAC rule.
 	checks []checkResult
 }
 
@@ -140,9 +141,45 @@ func gather(ctx context.Context, cl apiClients, host string, t target) (facts, e
 			checkResult{name: "crd", skipped: true, detail: "the resource is not served"},
 			checkResult{name: "fields", skipped: true, detail: "the resource is not served"})
 	}
+	if t.claims {
+		f.checks = append(f.checks, checkStorage(ctx, cl.kube))
+	}
 	f.checks = append(f.checks, checkAccess(ctx, cl.kube, t.needs(), t.namespace, t.leaseNamespace)...)
 	return f, nil
 }
+
+// checkStorage looks for the cluster's default StorageClass, in which a VM's disk is made
+// when the VM names no class of its own. None is a warning, not a failure: VMs that name a
+// class have their disks, and the others wait for theirs (WaitingForDisk) until a default is
+// set.
+func checkStorage(ctx context.Context, kube kubernetes.Interface) checkResult {
+	warn := func(format string, args ...any) checkResult {
+		r := pass("storage", format, args...)
+		r.warn = true
+		return r
+	}
+	list, err := kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return warn("cannot list StorageClasses to find the default one (%v): a VM that names no class gets its disk only if the cluster has a default", err)
+	}
+	var defaults []string
+	for _, sc := range list.Items {
+		if sc.Annotations[defaultClassAnnotation] == "true" {
+			defaults = append(defaults, sc.Name)
+		}
+	}
+	switch len(defaults) {
+	case 0:
+		return warn("the cluster has no default StorageClass: the disk of a VM that names no class (spec.rootDiskStorageClassName; v1: spec.rootDisk.storageClassName) never binds, and the VM waits for it; mark a class default (%s: \"true\") or run with --root-disk ephemeral",
+			defaultClassAnnotation)
+	case 1:
+		return pass("storage", "StorageClass %s is the cluster's default: the disk of a VM that names no class is made in it", defaults[0])
+	}
+	return pass("storage", "StorageClasses %s are marked default; Kubernetes makes a disk that names no class in the newest of them", strings.Join(defaults, ", "))
+}
+
+// defaultClassAnnotation marks a StorageClass as the cluster's default.
+const defaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 
 // gatherer keeps what one gather has read, so that the CRD is read once.
 type gatherer struct {

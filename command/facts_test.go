@@ -29,12 +29,15 @@ const (
 )
 
 // TestJudgeCRD: a CRD without the status subresource is a warning, which neither fails check
-// nor stops run's preflight; with it, a pass.
+// nor stops run's preflight; with it, a pass. Both test CRDs have the schema of an earlier
+// release, without the disk's fields, and are judged with the layout their schema chooses.
 func TestJudgeCRD(t *testing.T) {
 	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	fields, _ = fields.Without(map[string]bool{"spec.rootDiskStorageClassName": true, "spec.rootDiskReclaimPolicy": true,
+		"status.rootDisk.claimName": true})
 	tests := map[string]struct {
 		file, name string
 		want       string // the rows' results
@@ -70,8 +73,10 @@ func TestGather(t *testing.T) {
 		gvr      k8sschema.GroupVersionResource
 		crd      string // the CRD file the server holds; "" for none
 		watchCRD bool
-		deny     string // a verb RBAC denies
-		rows     string // the rows' names and results
+		claims   bool            // --root-disk claim
+		classes  map[string]bool // the server's StorageClasses (default or not); nil: the test's default
+		deny     string          // a verb RBAC denies
+		rows     string          // the rows' names and results
 		noStatus bool
 		reads    int    // GETs of the CRD
 		err      string // gather's error
@@ -90,6 +95,12 @@ func TestGather(t *testing.T) {
 			err: `--api-version nostatus.example.org/v1alpha1: no built-in field map for group "nostatus.example.org" (built in: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1); give one with --schema-file (and CRD virtualmachines.nostatus.example.org, whose schema could choose a built-in layout, cannot be read: customresourcedefinitions.apiextensions.k8s.io "virtualmachines.nostatus.example.org" not found)`},
 		"RBAC denies a verb": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, deny: "patch",
 			rows: "discovery pass,crd pass,fields pass,rbac FAIL", reads: 1},
+		"claims, a default class": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, claims: true,
+			rows: "discovery pass,crd pass,fields pass,storage pass,rbac pass", reads: 1},
+		"claims, no default class": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, claims: true, classes: map[string]bool{"fixed-size": false},
+			rows: "discovery pass,crd pass,fields pass,storage WARN,rbac pass", reads: 1},
+		"claims, classes not listed": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, claims: true, classes: map[string]bool{},
+			rows: "discovery pass,crd pass,fields pass,storage WARN,rbac pass", reads: 1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -99,13 +110,20 @@ func TestGather(t *testing.T) {
 			}
 			srv := newFakeAPIServer(t, tc.gvr, def)
 			srv.deny = tc.deny
+			switch {
+			case tc.classes == nil:
+			case len(tc.classes) == 0:
+				srv.classes = nil // forbidden
+			default:
+				srv.classes = tc.classes
+			}
 			cfg := checked(&rest.Config{Host: srv.URL})
 			limitQPS(cfg, 50, 100) // as check does
 			cl, err := newAPIClients(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := gather(context.Background(), cl, cfg.Host, target{gvr: tc.gvr, watchCRD: tc.watchCRD})
+			f, err := gather(context.Background(), cl, cfg.Host, target{gvr: tc.gvr, watchCRD: tc.watchCRD, claims: tc.claims})
 			if got := errString(err); got != tc.err {
 				t.Fatalf("error %q, want %q", got, tc.err)
 			}

@@ -166,12 +166,40 @@ func (p policyFlags) validate() error {
 	return nil
 }
 
-func (p policyFlags) policy() decision.Policy {
+// policy is the decision's policy of these flags and --root-disk.
+func (p policyFlags) policy(disk rootDiskFlags) decision.Policy {
 	// CanResize: both backends the commands use (pods for run, memory for plan) resize in
-	// place; run says so again from its backend.
+	// place and keep disks.
 	return decision.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
-		Resize: decision.ResizeMode(p.Resize), CanResize: true}
+		Resize: decision.ResizeMode(p.Resize), CanResize: true, RootDisk: decision.RootDiskMode(disk.RootDisk)}
 }
+
+// rootDiskFlags is --root-disk, where a VM's root disk lives: run and plan (the decision),
+// check (the StorageClass check, the RBAC for claims) and manifests (the RBAC, run's flag).
+type rootDiskFlags struct {
+	RootDisk string
+}
+
+// rootDiskFlag is --root-disk; usage says what it is for the command.
+func (f *rootDiskFlags) rootDiskFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "root-disk", Value: string(decision.RootDiskClaim), Usage: usage, EnvVars: env("ROOT_DISK"), Destination: &f.RootDisk}
+}
+
+func (f rootDiskFlags) validate() error {
+	switch decision.RootDiskMode(f.RootDisk) {
+	case decision.RootDiskClaim, decision.RootDiskEphemeral:
+		return nil
+	}
+	return fmt.Errorf("--root-disk %q: want claim or ephemeral", f.RootDisk)
+}
+
+// claims reports whether each VM gets a disk of its own (a PersistentVolumeClaim).
+func (f rootDiskFlags) claims() bool {
+	return decision.RootDiskMode(f.RootDisk) != decision.RootDiskEphemeral
+}
+
+// rootDiskUsage is what --root-disk means to the commands that decide or run.
+const rootDiskUsage = "where a VM's root disk lives: claim (a PersistentVolumeClaim of rootDisk size per VM, which outlives every server and grows in place; docs/disks.md) or ephemeral (the server pod's ephemeral storage, lost with each server)"
 
 // installNamespaceFlag is --namespace where it names the namespace vm-controller is installed
 // in (the controller's, the conversion webhook's Service and Secret): manifests, crds,

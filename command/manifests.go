@@ -22,6 +22,7 @@ const imageRepository = "ghcr.io/cloudnative-czs/vm-controller"
 // manifestsConfig is the manifests command's configuration.
 type manifestsConfig struct {
 	resourceFlags
+	rootDiskFlags
 	Namespace       string
 	WatchNamespace  string
 	Image           string
@@ -48,6 +49,7 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 		&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default", EnvVars: env("SERVER_IMAGE"), Destination: &c.ServerImage},
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
 		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)"),
+		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants none"),
 		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve", EnvVars: env("WEBHOOK_REPLICAS"), Destination: &c.WebhookReplicas},
 	)
 	return &cli.Command{
@@ -77,6 +79,9 @@ func (c manifestsConfig) Validate() error {
 	if err := validConversion(c.Conversion); err != nil {
 		return err
 	}
+	if err := c.rootDiskFlags.validate(); err != nil {
+		return err
+	}
 	gvr, _ := c.gvr()
 	switch c.Conversion {
 	case "none":
@@ -102,7 +107,7 @@ func printManifests(cc *cli.Context, c manifestsConfig) error {
 		return cli.Exit(err.Error(), 2)
 	}
 	o := deploy.Options{GVR: gvr, Namespace: c.Namespace, WatchNamespace: c.WatchNamespace,
-		Image: c.Image, Replicas: int32(c.Replicas), WatchNodes: c.WatchNodes, WatchCRD: c.WatchCRD, Usage: c.Usage}
+		Image: c.Image, Replicas: int32(c.Replicas), WatchNodes: c.WatchNodes, WatchCRD: c.WatchCRD, Usage: c.Usage, Disks: c.claims()}
 	if c.ServerImage != "" {
 		o.Args = append(o.Args, "--server-image="+c.ServerImage)
 	}

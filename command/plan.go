@@ -27,9 +27,11 @@ import (
 // planConfig is the plan command's configuration.
 type planConfig struct {
 	policyFlags
+	rootDiskFlags
 	APIVersion string
 	SchemaFile string
 	Server     string
+	Disk       string
 	Now        string
 }
 
@@ -37,19 +39,22 @@ func planCommand(c *planConfig) *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion", EnvVars: env("API_VERSION"), Destination: &c.APIVersion},
 		schemaFileFlag(&c.SchemaFile, schemaFileUsage),
-		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize); empty: none", EnvVars: env("SERVER"), Destination: &c.Server},
+		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize, disk); empty: none", EnvVars: env("SERVER"), Destination: &c.Server},
+		&cli.StringFlag{Name: "disk", Usage: "YAML file of the VM's disk the backend observes (name, id, phase, requested, capacity, storageClass, canGrow, growth, owner, pending, deleting), under --root-disk claim; empty: none", EnvVars: env("DISK"), Destination: &c.Disk},
 		&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now", EnvVars: env("NOW"), Destination: &c.Now},
 	}
 	flags = append(flags, c.serverImageFlag("container image of servers of VMs that name none"))
 	flags = append(flags, c.backoffFlags()...)
+	flags = append(flags, c.rootDiskFlag(rootDiskUsage))
 	return &cli.Command{
 		Name:      "plan",
 		Usage:     "print what the controller would do for a VM (a file, or - or nothing for stdin), without a cluster",
 		ArgsUsage: "[VM-FILE]",
-		Description: "Reads a VM as YAML or JSON and, with --server, the server the backend observes for it, and prints the\n" +
-			"plan the controller would carry out: the finalizer change, the server action, the status and the exact\n" +
-			"JSON merge patch sent to /status, the events and when it would look again. An empty plan ({}) means\n" +
-			"there is nothing to do. A server the plan creates is made by the in-memory backend (ID mem-1).",
+		Description: "Reads a VM as YAML or JSON and, with --server and --disk, the server and the disk the backend observes\n" +
+			"for it, and prints the plan the controller would carry out: the finalizer change, the disk and server actions,\n" +
+			"the status and the exact JSON merge patch sent to /status, the events and when it would look again. An empty\n" +
+			"plan ({}) means there is nothing to do. A server or disk the plan creates is made by the in-memory backend\n" +
+			"(ID mem-1, disk-1).",
 		OnUsageError: usageError,
 		Flags:        flags,
 		Action:       action(c, oneFile, func(cc *cli.Context) error { return printPlan(cc, *c) }),
@@ -72,6 +77,12 @@ func (c planConfig) Validate() error {
 	}
 	if err := c.policyFlags.validate(); err != nil {
 		return err
+	}
+	if err := c.rootDiskFlags.validate(); err != nil {
+		return err
+	}
+	if c.Disk != "" && !c.claims() {
+		return errors.New("--disk: under --root-disk ephemeral the controller observes no disk")
 	}
 	_, err := c.groupVersion()
 	return err
@@ -106,6 +117,7 @@ func (c planConfig) groupVersion() (k8sschema.GroupVersion, error) {
 // field map.
 type planOutput struct {
 	Finalizer decision.FinalizerChange `yaml:"finalizer,omitempty"`
+	Disk      *decision.DiskAction     `yaml:"disk,omitempty"`
 	Server    *decision.ServerAction   `yaml:"server,omitempty"`
 	Status    *schema.Status           `yaml:"status,omitempty"`
 	// StatusPatch is the JSON merge patch for /status. It carries the VM's resourceVersion
@@ -155,8 +167,18 @@ func printPlan(cc *cli.Context, c planConfig) error {
 			return fmt.Errorf("--server %s: %w", file, err)
 		}
 	}
+	var disk *backend.Disk
+	if file := c.Disk; file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("read --disk: %w", err)
+		}
+		if disk, err = memory.ParseDisk(data); err != nil {
+			return fmt.Errorf("--disk %s: %w", file, err)
+		}
+	}
 
-	out, err := makePlan(c.policy(), vm, srv, now)
+	out, err := makePlan(c.policy(c.rootDiskFlags), vm, srv, disk, now)
 	if err != nil {
 		return err
 	}
@@ -171,19 +193,27 @@ func printPlan(cc *cli.Context, c planConfig) error {
 }
 
 // makePlan decides as the controller does and completes the plan as its apply step would:
-// a server it creates comes from the in-memory backend, and Plan.Created puts that server's
-// identity into the status.
-func makePlan(policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, now time.Time) (planOutput, error) {
-	plan := policy.Decide(vm, srv, now)
+// a disk or a server it creates comes from the in-memory backend, and Plan.CreatedDisk and
+// Plan.Created put their names into the status.
+func makePlan(policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, now time.Time) (planOutput, error) {
+	plan := policy.Decide(vm, srv, disk, now)
+	owner := backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
+	made := memory.New()
+	if plan.Disk != nil && plan.Disk.Op == decision.CreateDisk {
+		created, err := made.CreateDisk(context.Background(), owner, *plan.Disk.Spec)
+		if err != nil {
+			return planOutput{}, fmt.Errorf("create disk: %w", err)
+		}
+		plan.CreatedDisk(created)
+	}
 	if plan.Server != nil && plan.Server.Op == decision.CreateServer {
-		owner := backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
-		created, err := memory.New().Create(context.Background(), owner, *plan.Server.Spec)
+		created, err := made.Create(context.Background(), owner, *plan.Server.Spec)
 		if err != nil {
 			return planOutput{}, fmt.Errorf("create server: %w", err)
 		}
 		plan.Created(created)
 	}
-	out := planOutput{Finalizer: plan.Finalizer, Server: plan.Server, Status: plan.Status, Events: plan.Events, RequeueAfter: plan.RequeueAfter}
+	out := planOutput{Finalizer: plan.Finalizer, Disk: plan.Disk, Server: plan.Server, Status: plan.Status, Events: plan.Events, RequeueAfter: plan.RequeueAfter}
 	if plan.Status != nil {
 		rv := vm.ResourceVersion()
 		if plan.Finalizer == decision.AddFinalizer {

@@ -33,6 +33,9 @@ func TestPlanConfigValidate(t *testing.T) {
 		"restart backoff":     {[]string{"--restart-backoff", "-1s"}, "--restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"max restart backoff": {[]string{"--max-restart-backoff", "1s"}, "--max-restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"api version":         {[]string{"--api-version", "v1"}, "--api-version", `--api-version "v1": want group/version, such as cloudnative.czs/v1alpha1`},
+		"ephemeral":           {args: []string{"--root-disk", "ephemeral"}},
+		"root disk":           {[]string{"--root-disk", "pvc"}, "--root-disk", `--root-disk "pvc": want claim or ephemeral`},
+		"disk when ephemeral": {[]string{"--root-disk", "ephemeral", "--disk", "d.yaml"}, "--disk", "--disk: under --root-disk ephemeral the controller observes no disk"},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &planConfig{}
@@ -211,7 +214,7 @@ func FuzzPlan(f *testing.F) {
 			return
 		}
 		for _, s := range []*backend.Server{nil, srv} {
-			if _, err := makePlan(decision.DefaultPolicy, vm, s, now); err != nil {
+			if _, err := makePlan(decision.DefaultPolicy, vm, s, nil, now); err != nil {
 				t.Errorf("plan: %v", err)
 			}
 		}

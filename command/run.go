@@ -36,6 +36,7 @@ type runConfig struct {
 	resourceFlags
 	accessFlags
 	policyFlags
+	rootDiskFlags
 
 	Selector         string
 	Workers          int
@@ -82,6 +83,7 @@ func runCommand(c *runConfig) *cli.Command {
 		watchCRDFlag(&c.WatchCRD, "check and follow the resource's CRD: say when it is deleted or stops serving the version, resume when it is back (needs read access to that CRD)"),
 	)
 	flags = append(flags, c.backoffFlags()...)
+	flags = append(flags, c.rootDiskFlag(rootDiskUsage))
 	flags = append(flags,
 		&cli.DurationFlag{Name: "retry-base-delay", Value: 5 * time.Millisecond, Usage: "first retry delay of a failed reconcile; doubles per failure of the same VM", EnvVars: env("RETRY_BASE_DELAY"), Destination: &c.RetryBaseDelay},
 		&cli.DurationFlag{Name: "retry-max-delay", Value: 1000 * time.Second, Usage: "longest retry delay of a failed reconcile", EnvVars: env("RETRY_MAX_DELAY"), Destination: &c.RetryMaxDelay},
@@ -153,6 +155,9 @@ func (c runConfig) Validate() error {
 	if err := c.policyFlags.validate(); err != nil {
 		return err
 	}
+	if err := c.rootDiskFlags.validate(); err != nil {
+		return err
+	}
 	if c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay {
 		return fmt.Errorf("--retry-base-delay must be positive and at most --retry-max-delay")
 	}
@@ -197,7 +202,7 @@ func run(cc *cli.Context, c runConfig) error {
 
 	// What the cluster says, asked once: the field map (another group without --schema-file:
 	// the CRD's schema chooses a built-in layout), then the checks, which must all pass.
-	t, err := targetOf(c.clusterFlags, c.resourceFlags, c.accessFlags, gvr)
+	t, err := targetOf(c.clusterFlags, c.resourceFlags, c.accessFlags, c.rootDiskFlags, gvr)
 	if err != nil {
 		return err
 	}
@@ -248,8 +253,8 @@ func run(cc *cli.Context, c runConfig) error {
 		Selector:  c.Selector,
 		Resync:    c.Resync,
 		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
-			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery()}),
-		Policy:        c.policy(),
+			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery(), Disks: c.claims()}),
+		Policy:        c.policy(c.rootDiskFlags),
 		Recorder:      recorder,
 		Logger:        log,
 		RateLimiter:   limiter,

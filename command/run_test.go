@@ -27,6 +27,8 @@ func TestRunConfigValidate(t *testing.T) {
 		"server image":             {[]string{"--server-image", ""}, "--server-image", "--server-image must not be empty"},
 		"resize manual":            {args: []string{"--resize", "manual"}},
 		"resize":                   {[]string{"--resize", "hotplug"}, "--resize", `--resize "hotplug": want in-place, replace or manual`},
+		"root disk":                {[]string{"--root-disk", "pvc"}, "--root-disk", `--root-disk "pvc": want claim or ephemeral`},
+		"ephemeral":                {args: []string{"--root-disk", "ephemeral"}},
 		"retry base delay":         {[]string{"--retry-base-delay", "0"}, "--retry-base-delay", "--retry-base-delay must be positive and at most --retry-max-delay"},
 		"retry max delay":          {[]string{"--retry-base-delay", "2s", "--retry-max-delay", "1s"}, "--retry-max-delay", "--retry-base-delay must be positive and at most --retry-max-delay"},
 		"usage interval":           {[]string{"--usage-interval", "-1s"}, "--usage-interval", "want --usage-interval >= 0, --usage-threshold >= 0 and --usage-max-interval >= --usage-interval"},

@@ -19,9 +19,12 @@ type Layout struct {
 
 // ChooseLayout picks, for version of a CRD of another group, the built-in layout (one per
 // shape: v1alpha1's, which v1beta1 shares, and v1's) whose every path its schema accepts, so
-// that a CRD of the project's shape under another group needs no field-map file. It refuses
-// when none fits (the paths that do not, per layout) and when more than one does (a schema
-// that keeps unknown fields accepts any layout, so it cannot tell which one its objects use).
+// that a CRD of the project's shape under another group needs no field-map file. A schema
+// without some of a layout's optional fields (one copied from an earlier release of the
+// project's CRD, before the root disk's class and status) gets that layout without them. It
+// refuses when none fits (the paths that do not, per layout) and when more than one does (a
+// schema that keeps unknown fields accepts any layout, so it cannot tell which one its
+// objects use).
 func ChooseLayout(crd []byte, version string) (Layout, error) {
 	var fit []Layout
 	var misses []string
@@ -40,6 +43,12 @@ func ChooseLayout(crd []byte, version string) (Layout, error) {
 		if len(errs) == 0 {
 			fit = append(fit, Layout{Fields: f, Of: gv,
 				Why: fmt.Sprintf("built-in layout of %s: the CRD's schema has every path (%d)", gv, n)})
+			continue
+		}
+		if without, left, ok := withoutOptional(crd, version, f); ok {
+			fit = append(fit, Layout{Fields: without, Of: gv,
+				Why: fmt.Sprintf("built-in layout of %s without %s, which the CRD's schema lacks: it has every other path (%d)",
+					gv, strings.Join(left, ", "), n-len(left))})
 			continue
 		}
 		if n == 0 {
@@ -62,4 +71,31 @@ func ChooseLayout(crd []byte, version string) (Layout, error) {
 	}
 	return Layout{}, fmt.Errorf("the schema of %s accepts the layouts of %s alike (it keeps unknown fields), so it cannot say which its objects use; give a field map with --schema-file",
 		version, strings.Join(names, " and "))
+}
+
+// withoutOptional is f without the optional fields the schema of version lacks, when every
+// required field fits: the fields left out, by key, and whether such a layout fits. The disk's
+// status goes as a whole (Fields.RootDiskClaim), or not at all.
+func withoutOptional(crd []byte, version string, f schema.Fields) (schema.Fields, []string, bool) {
+	_, errs := CheckSchema(crd, version, f)
+	missing := map[string]bool{}
+	for _, p := range f.Paths() {
+		if p.Path == "" {
+			continue
+		}
+		if _, e := CheckSchema(crd, version, f.Only(p.Key)); len(e) > 0 {
+			if p.Required {
+				return schema.Fields{}, nil, false
+			}
+			missing[p.Key] = true
+		}
+	}
+	if len(missing) == 0 || len(errs) == 0 {
+		return schema.Fields{}, nil, false
+	}
+	out, left := f.Without(missing)
+	if _, e := CheckSchema(crd, version, out); len(e) > 0 {
+		return schema.Fields{}, nil, false
+	}
+	return out, left, true
 }

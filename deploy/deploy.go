@@ -51,6 +51,7 @@ type Options struct {
 	WatchNodes     bool
 	WatchCRD       bool
 	Usage          bool   // sample usage from metrics.k8s.io
+	Disks          bool   // a PersistentVolumeClaim per VM (run's --root-disk claim); false: --root-disk=ephemeral
 	CRD            []byte // the CRD manifest to include; nil to leave it out
 	// FieldMap, if set, is a field-map file's content: shipped in a ConfigMap, mounted
 	// read-only, and given to run as --schema-file.
@@ -82,7 +83,7 @@ const WebhookListenPort = 9443
 
 // Render returns the manifests as one YAML stream, in the order kubectl apply needs them.
 func Render(o Options) ([]byte, error) {
-	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: o.WatchCRD, Usage: o.Usage}
+	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: o.WatchCRD, Usage: o.Usage, Disks: o.Disks}
 	var objs []any
 	if o.Namespace != "default" && o.Namespace != "kube-system" {
 		objs = append(objs, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels()}})
@@ -194,6 +195,9 @@ func deployment(o Options) *appsv1.Deployment {
 	}
 	if !o.Usage {
 		args = append(args, "--usage-interval=0")
+	}
+	if !o.Disks {
+		args = append(args, "--root-disk=ephemeral")
 	}
 	var mounts []corev1.VolumeMount
 	var volumes []corev1.Volume

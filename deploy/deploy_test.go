@@ -19,11 +19,12 @@ var vms = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alph
 // TestRenderGolden pins the manifests for the deployments docs/deploying.md describes.
 func TestRenderGolden(t *testing.T) {
 	cases := map[string]Options{
-		"default": {GVR: vms, Namespace: DefaultNamespace, Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true},
-		// One namespace, no nodes, no CRD: nothing cluster-scoped at all.
+		"default": {GVR: vms, Namespace: DefaultNamespace, Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true},
+		// One namespace, no nodes, no CRD, no disks (their StorageClasses are cluster-wide):
+		// nothing cluster-scoped at all.
 		"namespaced": {GVR: vms, Namespace: "vms", WatchNamespace: "vms", Image: "vm-controller:v1", Replicas: 2},
 		"other-group": {GVR: schema.GroupVersionResource{Group: "compute.example.org", Version: "v1", Resource: "machines"},
-			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true, WatchCRD: true, Usage: true,
+			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true,
 			Args: []string{"--server-image=registry.example.org/server:2"}, FieldMap: []byte("# the field map of Machines\nspec: {}\n")},
 	}
 	// The webhook form: the CRD with webhook conversion and the webhook's own objects.
@@ -31,7 +32,7 @@ func TestRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases["webhook"] = Options{GVR: vms, Namespace: DefaultNamespace, Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true,
+	cases["webhook"] = Options{GVR: vms, Namespace: DefaultNamespace, Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true,
 		CRD: crd, Webhook: &Webhook{Replicas: 2, Service: crds.WebhookService, Port: crds.WebhookPort, Secret: crds.WebhookService + "-tls", CRD: crds.DefaultName}}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {

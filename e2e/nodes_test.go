@@ -33,12 +33,15 @@ type nodeSpec struct {
 	// Shared leaves out the private taint, so that any pod may be scheduled there, those of
 	// other tests too: only for a test that does not drain, taint or lose the node.
 	Shared bool
+	// CPU is the node's cpu (allocatable and capacity); empty: 32, as the shared nodes. A pod
+	// that asks for more than 32 has no other node.
+	CPU string
 }
 
 // newNode makes a kwok node for the test alone, with the labels and taints of spec, waits
 // until it is Ready and returns its name; the node is deleted when the test ends. Like the
-// shared nodes it has 32 cpu, 256Gi memory, 10Ti ephemeral-storage and 110 pods, and unless
-// spec.Shared the private taint (see onNode).
+// shared nodes it has 32 cpu (or spec.CPU), 256Gi memory, 10Ti ephemeral-storage and 110
+// pods, and unless spec.Shared the private taint (see onNode).
 func newNode(t *testing.T, spec nodeSpec) string {
 	t.Helper()
 	base := strings.Trim(notNameChars.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
@@ -78,11 +81,15 @@ metadata:
 		key, value, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(&b, "  - {key: %q, value: %q, effect: %q}\n", key, value, effect)
 	}
-	b.WriteString(`status:
-  allocatable: {cpu: "32", memory: 256Gi, ephemeral-storage: 10Ti, pods: "110"}
-  capacity: {cpu: "32", memory: 256Gi, ephemeral-storage: 10Ti, pods: "110"}
+	cpu := spec.CPU
+	if cpu == "" {
+		cpu = "32"
+	}
+	fmt.Fprintf(&b, `status:
+  allocatable: {cpu: %q, memory: 256Gi, ephemeral-storage: 10Ti, pods: "110"}
+  capacity: {cpu: %q, memory: 256Gi, ephemeral-storage: 10Ti, pods: "110"}
   nodeInfo: {architecture: amd64, operatingSystem: linux}
-`)
+`, cpu, cpu)
 	if _, stderr, err := runKubectl(b.String(), "create", "-f", "-"); err != nil {
 		t.Fatalf("%v\n%s\nmanifest:\n%s", err, stderr, b.String())
 	}

@@ -164,6 +164,9 @@ func newCluster(t *testing.T, nodes int, extra ...string) *ownCluster {
 		}
 	}
 	c.must(t, "apply", "-f", filepath.Join(repoRoot(), "crds"))
+	// The StorageClasses claims are provisioned with, as cluster.sh up applies them: each VM's
+	// disk is a claim (run's --root-disk claim).
+	c.must(t, "apply", "-f", filepath.Join(repoRoot(), "cluster", "storage.yaml"))
 	c.must(t, "wait", "--for=condition=Established", "crd/virtualmachines.cloudnative.czs", "--timeout=3m")
 	t.Logf("cluster %s up with %d nodes in %s", c.name, nodes, time.Since(start).Round(100*time.Millisecond))
 	return c

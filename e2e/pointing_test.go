@@ -313,11 +313,11 @@ func TestPointCheck(t *testing.T) {
 	ns := testNamespace(t)
 	installCRDs(t)
 	gvr := k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1beta1", Resource: "virtualmachines"}
-	rules := access.Rules(access.Needs{GVR: gvr, WatchNodes: true, WatchCRD: true, Usage: true})
+	rules := access.Rules(access.Needs{GVR: gvr, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true})
 	flags := []string{"--api-version", "cloudnative.czs/v1beta1", "--namespace", ns}
 
 	rows, _, code := checkRows(t, append([]string{"--kubeconfig", kubeconfig}, flags...)...)
-	want := []string{"discovery pass", "crd pass", "fields pass"}
+	want := []string{"discovery pass", "crd pass", "fields pass", "storage pass"}
 	for range rules {
 		want = append(want, "rbac pass")
 	}
@@ -366,6 +366,9 @@ func TestPointCheck(t *testing.T) {
 		fmt.Sprintf("RBAC denies create, delete on pods in namespace %s (needed: creates, watches and deletes the server pods; get reads a pod whose name is taken, or that the cache does not show yet)", ns),
 		fmt.Sprintf("RBAC denies patch on pods/resize in namespace %s (needed: changes a running server's cpu and memory in place (in-place pod resize))", ns),
 		fmt.Sprintf("RBAC denies create, patch on events.events.k8s.io in namespace %s (needed: records Events on VMs; patch updates a repeating event's series)", ns),
+		fmt.Sprintf("RBAC denies get, list, watch, create, patch, delete on persistentvolumeclaims in namespace %s (needed: creates, watches, grows, keeps and deletes each VM's disk (--root-disk claim); get reads a claim whose name is taken)", ns),
+		"RBAC denies list, watch on storageclasses.storage.k8s.io cluster-wide (needed: tells whether a disk's StorageClass lets it grow (allowVolumeExpansion), and which class is the default (check))",
+		fmt.Sprintf("RBAC denies list, watch on events in namespace %s (needed: reads the Events on claims (field-selected) to say why a VM's disk is not bound)", ns),
 		fmt.Sprintf("RBAC denies get on pods.metrics.k8s.io in namespace %s (needed: samples the usage of each Active VM's server pod for status.server.usage)", ns),
 		"RBAC denies list, watch on nodes cluster-wide (needed: tells a server on a lost node (node not Ready, or gone) from a running one)",
 		"RBAC denies get, list, watch on customresourcedefinitions.apiextensions.k8s.io cluster-wide (needed: checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back; this CRD only)",

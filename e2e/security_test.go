@@ -44,8 +44,9 @@ func parseManifests(t *testing.T, stream string) []manifestObject {
 }
 
 // TestSecurityNamespaceScoped deploys the controller for one namespace, B, from another, A,
-// as `manifests --watch-nodes=false --watch-crd=false` prints it: no ClusterRole at all,
-// nothing on Secrets, and a Deployment whose pods the restricted Pod Security Standard admits
+// as `manifests --watch-nodes=false --watch-crd=false` prints it: nothing cluster-wide but the
+// reading of StorageClasses (whether a VM's disk may grow; --root-disk claim), nothing on
+// Secrets, and a Deployment whose pods the restricted Pod Security Standard admits
 // (non-root, no privilege escalation, no capabilities). The controller then runs with a token
 // of that ServiceAccount alone, with leader election, and takes a VM through create, Active,
 // a cpu change and deletion, without one request refused.
@@ -63,8 +64,15 @@ func TestSecurityNamespaceScoped(t *testing.T) {
 	for _, o := range parseManifests(t, out) {
 		kinds[o.Kind]++
 		switch o.Kind {
-		case "ClusterRole", "ClusterRoleBinding":
-			t.Errorf("a namespace-scoped deployment has a %s %s", o.Kind, o.Metadata.Name)
+		case "ClusterRole":
+			want := []string{"storage.k8s.io storageclasses list,watch"}
+			var got []string
+			for _, r := range o.Rules {
+				got = append(got, strings.Join(r.APIGroups, ",")+" "+strings.Join(r.Resources, ",")+" "+strings.Join(r.Verbs, ","))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("a namespace-scoped deployment has a ClusterRole %s granting %q; want only %q", o.Metadata.Name, got, want)
+			}
 		case "Role", "RoleBinding":
 			if o.Metadata.Namespace != a && o.Metadata.Namespace != b {
 				t.Errorf("%s %s in namespace %q, want %s or %s", o.Kind, o.Metadata.Name, o.Metadata.Namespace, a, b)
@@ -84,9 +92,13 @@ func TestSecurityNamespaceScoped(t *testing.T) {
 			}
 		}
 	}
-	if kinds["Role"] != 2 || kinds["RoleBinding"] != 2 || kinds["Deployment"] != 1 || kinds["ServiceAccount"] != 1 {
-		t.Errorf("manifests print %v; want a Role and RoleBinding in each namespace, a ServiceAccount and a Deployment", kinds)
+	if kinds["Role"] != 2 || kinds["RoleBinding"] != 2 || kinds["Deployment"] != 1 || kinds["ServiceAccount"] != 1 ||
+		kinds["ClusterRole"] != 1 || kinds["ClusterRoleBinding"] != 1 {
+		t.Errorf("manifests print %v; want a Role and RoleBinding in each namespace, the StorageClasses' ClusterRole and its binding, a ServiceAccount and a Deployment", kinds)
 	}
+	t.Cleanup(func() {
+		_, _ = kubectlErr("delete", "clusterrole,clusterrolebinding", "vm-controller-"+a, "--ignore-not-found")
+	})
 	if _, _, err := runKubectl(out, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +128,10 @@ func TestSecurityNamespaceScoped(t *testing.T) {
 		{[]string{"get", "secrets", "-n", b}, "no"},
 		{[]string{"list", "secrets", "--all-namespaces"}, "no"},
 		{[]string{"list", "nodes"}, "no"},
+		{[]string{"create", "persistentvolumeclaims", "-n", b}, "yes"},
+		{[]string{"create", "persistentvolumeclaims", "-n", a}, "no"},
+		{[]string{"list", "storageclasses.storage.k8s.io"}, "yes"},
+		{[]string{"create", "storageclasses.storage.k8s.io"}, "no"},
 		{[]string{"get", "customresourcedefinitions.apiextensions.k8s.io"}, "no"},
 	} {
 		got, _, _ := runKubectl("", append([]string{"--kubeconfig", sa, "auth", "can-i"}, check.args...)...)

@@ -30,6 +30,7 @@ type applier struct {
 	backend  backend.Backend
 	recorder events.EventRecorder
 	expect   *expectations
+	disks    *diskExpectations
 	policy   decision.Policy
 	now      func() time.Time
 	// route says where status writes go: /status, or the main resource (statusroute.go).
@@ -37,12 +38,13 @@ type applier struct {
 }
 
 // apply carries out plan for the VM seen as vm, in the order that keeps
-// the guarantees: the finalizer is on before a server exists, and comes off only after the
-// server is gone. Every write is conditional on the resourceVersion the decision saw (and
+// the guarantees: the finalizer is on before a server (or a disk) exists, a disk exists before
+// the server that mounts it, and the finalizer comes off only after the server is gone and
+// the disk deleted or released. Every write is conditional on the resourceVersion the decision saw (and
 // the ones its own writes produce), so a decision made on a stale view fails with a conflict
 // and is made again, rather than overwriting newer state.
-func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan decision.Plan) (time.Duration, error) {
-	out, err := a.applyPlan(ctx, vm, owner, observed, plan)
+func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, disk *backend.Disk, plan decision.Plan) (time.Duration, error) {
+	out, err := a.applyPlan(ctx, vm, owner, observed, disk, plan)
 	return out.after, err
 }
 
@@ -57,7 +59,7 @@ type applied struct {
 
 // applyPlan is apply, with what the writes returned, so that the caller can carry on from the
 // VM as it now is instead of waiting for the informer to bring it back.
-func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan decision.Plan) (applied, error) {
+func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, disk *backend.Disk, plan decision.Plan) (applied, error) {
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
 	rv := vm.ResourceVersion()
 	var out applied
@@ -68,6 +70,11 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		}
 		rv = w.rv
 		out.last, out.written = w, append(out.written, rv)
+	}
+	if plan.Disk != nil {
+		if err := a.applyDisk(ctx, vm, owner, observed, disk, &plan); err != nil {
+			return out, err
+		}
 	}
 	if plan.Server != nil {
 		switch plan.Server.Op {
@@ -192,6 +199,9 @@ func (a applier) setFinalizer(ctx context.Context, vm schema.VirtualMachine, rv 
 
 // eventAction is the action field of an events.k8s.io Event: what the controller did.
 func eventAction(reason string) string {
+	if action, ok := diskEventActions[reason]; ok {
+		return action
+	}
 	switch reason {
 	case decision.ReasonCreatingServer:
 		return "CreateServer"

@@ -22,7 +22,7 @@ import (
 
 func (w *world) applier() applier {
 	return applier{writer: dynamicWriter{client: w.client.Resource(vmGVR)}, fields: w.fields, backend: w.servers, recorder: w.recorder,
-		expect: newExpectations(), policy: decision.DefaultPolicy, now: func() time.Time { return now }}
+		expect: newExpectations(), policy: serverPolicy, now: func() time.Time { return now }}
 }
 
 // TestApplyCreate: a new VM gets the finalizer before its server exists, then the server,
@@ -31,9 +31,9 @@ func (w *world) applier() applier {
 func TestApplyCreate(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
-	plan := decision.DefaultPolicy.Decide(vm, nil, now)
+	plan := serverPolicy.Decide(vm, nil, nil, now)
 	a := w.applier()
-	after, err := a.apply(context.Background(), vm, ownerOf(vm), nil, plan)
+	after, err := a.apply(context.Background(), vm, ownerOf(vm), nil, nil, plan)
 	if err != nil || after != 0 {
 		t.Fatalf("apply = %v, %v", after, err)
 	}
@@ -79,12 +79,12 @@ func TestApplyRejected(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
 	w.servers.FailCreate(fmt.Errorf("quota exceeded: %w", backend.ErrRejected))
-	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, decision.DefaultPolicy.Decide(vm, nil, now))
+	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The try the Rejected plan asks for.
-	if want := time.Duration(decision.DefaultPolicy.Rejected(vm, "", now).RequeueAfter); want == 0 || after != want {
+	if want := time.Duration(serverPolicy.Rejected(vm, "", now).RequeueAfter); want == 0 || after != want {
 		t.Errorf("requeue after %v, want %v", after, want)
 	}
 	got := w.vm(t, "default", "test-vm")
@@ -142,7 +142,7 @@ func TestApplyErrors(t *testing.T) {
 				w.servers.Set(ownerOf(vm), srv)
 			}
 			tc.setup(w)
-			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, decision.DefaultPolicy.Decide(vm, srv, now))
+			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, now))
 			switch {
 			case tc.err == nil && err != nil:
 				t.Fatalf("apply: %v, want no error", err)
@@ -168,7 +168,7 @@ func TestApplyDelete(t *testing.T) {
 	_, srv := decidecase.Read(t, caseFile("delete-with-server"))
 	w.servers.Set(ownerOf(vm), srv)
 	a := w.applier()
-	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, decision.DefaultPolicy.Decide(vm, srv, now)); err != nil {
+	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, now)); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := w.servers.Observe(ownerOf(vm)); s == nil || !s.Deleting {
@@ -199,11 +199,11 @@ func TestApplyReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := cachedView(t, obj, w.fields)
-	plan := decision.DefaultPolicy.Decide(vm, nil, now)
+	plan := serverPolicy.Decide(vm, nil, nil, now)
 	if plan.Finalizer != decision.RemoveFinalizer {
 		t.Fatalf("plan %+v does not release the VM", plan)
 	}
-	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, plan); err != nil {
+	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, plan); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.vm(t, "default", "test-vm").GetFinalizers(); !reflect.DeepEqual(got, []string{"example.com/other"}) {
@@ -252,11 +252,11 @@ func TestApplyResize(t *testing.T) {
 			w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: tc.refuse, State: backend.ResizePending})
 			a := w.applier()
 			a.policy.Resize = tc.mode
-			plan := a.policy.Decide(vm, srv, now)
+			plan := a.policy.Decide(vm, srv, nil, now)
 			if plan.Server == nil || plan.Server.Op != decision.ResizeServer {
 				t.Fatalf("plan %+v, want a resize", plan.Server)
 			}
-			if _, err := a.apply(context.Background(), vm, owner, srv, plan); err != nil {
+			if _, err := a.apply(context.Background(), vm, owner, srv, nil, plan); err != nil {
 				t.Fatal(err)
 			}
 			after, _ := w.servers.Observe(owner)
@@ -281,7 +281,7 @@ func TestApplyResize(t *testing.T) {
 			if c := st.Condition(typ); c == nil || c.Reason != reason || c.ObservedGeneration != vm.Generation() {
 				t.Errorf("condition %s: %+v, want reason %s at generation %d", typ, c, reason, vm.Generation())
 			}
-			next := a.policy.Decide(vm2, after, now)
+			next := a.policy.Decide(vm2, after, nil, now)
 			switch {
 			case tc.next == "" && !next.Empty():
 				t.Errorf("next plan %+v, want nothing", next)

@@ -89,6 +89,7 @@ type Controller struct {
 	usage   *poller      // nil unless usage is sampled
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	expect  *expectations
+	disks   *diskExpectations
 	log     *slog.Logger
 	applier applier
 	// serversSynced is the backend's sync check, set by Start.
@@ -112,11 +113,13 @@ func New(cfg Config) *Controller {
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
+	cfg.Policy = diskPolicy(cfg.Backend, cfg.Policy, cfg.Logger)
 	c := &Controller{
 		cfg: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
 		expect: newExpectations(),
+		disks:  newDiskExpectations(),
 		echoes: &echoes{m: map[cache.ObjectName][]string{}},
 		passes: &passCounter{m: map[cache.ObjectName]int{}},
 		log:    cfg.Logger,
@@ -128,7 +131,7 @@ func New(cfg Config) *Controller {
 		writer = restWriter{client: cfg.REST, gvr: cfg.GVR}
 	}
 	c.applier = applier{writer: writer, fields: cfg.Fields, backend: cfg.Backend,
-		recorder: cfg.Recorder, expect: c.expect, policy: cfg.Policy, now: cfg.Now, route: route}
+		recorder: cfg.Recorder, expect: c.expect, disks: c.disks, policy: cfg.Policy, now: cfg.Now, route: route}
 	if cfg.WatchCRD {
 		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
 	}
@@ -444,6 +447,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	}
 	if !exists {
 		c.expect.forget(key)
+		c.disks.forget(key)
 		c.echoes.forget(key)
 		c.passes.forget(key)
 		if debug {
@@ -478,7 +482,11 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 				break
 			}
 		}
-		plan := c.cfg.Policy.Decide(vm, srv, c.cfg.Now())
+		disk, err := c.observeDisk(key, owner)
+		if err != nil {
+			return 0, err
+		}
+		plan := c.cfg.Policy.Decide(vm, srv, disk, c.cfg.Now())
 		phase := vm.Phase()
 		becomesActive := false
 		if plan.Status != nil {
@@ -497,7 +505,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if debug {
 			log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
-		out, err := c.applier.applyPlan(ctx, vm, owner, srv, plan)
+		out, err := c.applier.applyPlan(ctx, vm, owner, srv, disk, plan)
 		if err != nil {
 			return 0, err
 		}
@@ -512,6 +520,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		vm = out.last.view(c.cfg.Fields)
 	}
 	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
+		after = w
+	}
+	if w := c.disks.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w
 	}
 	return after, nil

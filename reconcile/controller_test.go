@@ -63,7 +63,7 @@ func (r *results) last() string {
 func newController(t testing.TB, w *world, usage decision.UsagePolicy) (*Controller, *results) {
 	t.Helper()
 	r := &results{}
-	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: decision.DefaultPolicy,
+	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: serverPolicy,
 		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
 		Observer:    r, Usage: usage, UsageObserver: r})

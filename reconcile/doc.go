@@ -3,8 +3,9 @@
 //
 // Controller is the loop in the shape of sample-controller: an informer of the VMs, which
 // keeps each VM as a compact vmcache.Object, feeds keys into a rate-limited workqueue;
-// workers gather the VM from the cache and the server from the backend, decide
-// (decision.Policy.Decide), and apply the plan (apply.go), writing only what changed. With a
+// workers gather the VM from the cache and the server and its disk from the backend, decide
+// (decision.Policy.Decide), and apply the plan (apply.go; the disk's action, applydisk.go),
+// writing only what changed. With a
 // REST client (Config.REST, as the controller runs) the informer lists and watches through it
 // and reads each VM from the wire into its Object in place (vmcache.ListerWatcher), and the
 // writes go through it too, each answer read the same way (write.go, restWriter, through
@@ -12,8 +13,9 @@
 // dynamic one whose transform compacts each object (vmcache.Transform), and the writes go
 // through the dynamic client (dynamicWriter). A poller (poller.go) samples the usage of Active
 // VMs and writes it; the informer ignores those writes (vmcache.OnlyUsageChanged), and drops
-// the echoes of the loop's own writes (echo.go). Expectations (expect.go) cover the window
-// between the controller's own creates and deletes and the backend's cache showing them. The
+// the echoes of the loop's own writes (echo.go). Expectations (expect.go, expectdisk.go) cover
+// the window between the controller's own actions on servers and disks and the backend's
+// cache showing them. The
 // CRD watch (served.go) stops and restarts the informer as the resource stops and starts being
 // served; statusroute.go writes status through /status or, on a CRD without it, the main
 // resource.

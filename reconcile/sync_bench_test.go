@@ -18,7 +18,6 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
-	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache/vmcachetest"
 )
@@ -54,7 +53,7 @@ func BenchmarkColdSync(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c := New(Config{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: decidecase.Fields(b), Namespace: "default", Selector: vmcachetest.Selector,
-			Backend: memory.New(), Policy: decision.DefaultPolicy, Recorder: events.NewFakeRecorder(1),
+			Backend: memory.New(), Policy: serverPolicy, Recorder: events.NewFakeRecorder(1),
 			Logger:      slog.New(slog.DiscardHandler),
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
 		ctx, cancel := context.WithCancel(b.Context())

@@ -19,6 +19,7 @@ import (
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -221,3 +222,12 @@ func at(m map[string]any, path ...string) any {
 	}
 	return v
 }
+
+// serverPolicy is the policy of the tests of servers: the defaults, with each server's root
+// disk its own (--root-disk ephemeral), as the golden cases they start from are decided. The
+// tests of disks (disk_test.go) decide under decision.DefaultPolicy.
+var serverPolicy = func() decision.Policy {
+	p := decision.DefaultPolicy
+	p.RootDisk = decision.RootDiskEphemeral
+	return p
+}()

@@ -23,6 +23,8 @@ import (
 //	  action: {path: spec.power, active: "On", inactive: "Off"}
 //	  resource: {cpu: spec.shape.cores, memory: spec.shape.ram, rootDisk: spec.disks.boot.size}
 //	  image: spec.bootImage            # optional
+//	  rootDiskStorageClassName: spec.disks.boot.class     # optional
+//	  rootDiskReclaimPolicy: spec.disks.boot.reclaim      # optional
 //	status:
 //	  phase: status.state
 //	  ...
@@ -36,9 +38,11 @@ type fileMap struct {
 }
 
 type fileSpec struct {
-	Action   fileAction   `yaml:"action"`
-	Resource fileResource `yaml:"resource"`
-	Image    scalar       `yaml:"image"`
+	Action                   fileAction   `yaml:"action"`
+	Resource                 fileResource `yaml:"resource"`
+	Image                    scalar       `yaml:"image"`
+	RootDiskStorageClassName scalar       `yaml:"rootDiskStorageClassName"`
+	RootDiskReclaimPolicy    scalar       `yaml:"rootDiskReclaimPolicy"`
 }
 
 type fileAction struct {
@@ -63,6 +67,13 @@ type fileStatus struct {
 	LastUpdateTime      scalar     `yaml:"lastUpdateTime"`
 	Conditions          scalar     `yaml:"conditions"`
 	RestartedAt         scalar     `yaml:"restartedAt"`
+	RootDisk            fileDisk   `yaml:"rootDisk"`
+}
+
+type fileDisk struct {
+	ClaimName scalar `yaml:"claimName"`
+	Phase     scalar `yaml:"phase"`
+	Capacity  scalar `yaml:"capacity"`
 }
 
 type fileServer struct {
@@ -126,6 +137,8 @@ func (f *Fields) infos() []fieldInfo {
 		{"spec.resource.memory", &f.Memory, false, true, typeQuantity},
 		{"spec.resource.rootDisk", &f.RootDisk, false, true, typeQuantity},
 		{"spec.image", &f.Image, false, false, typeString},
+		{"spec.rootDiskStorageClassName", &f.RootDiskStorageClass, false, false, typeString},
+		{"spec.rootDiskReclaimPolicy", &f.RootDiskReclaimPolicy, false, false, typeString},
 		{"status.phase", &f.Phase, true, true, typeString},
 		{"status.reason", &f.Reason, true, true, typeString},
 		{"status.message", &f.Message, true, true, typeString},
@@ -139,30 +152,38 @@ func (f *Fields) infos() []fieldInfo {
 		{"status.lastUpdateTime", &f.LastUpdateTime, true, false, typeString},
 		{"status.conditions", &f.Conditions, true, true, typeConditions},
 		{"status.restartedAt", &f.RestartedAt, true, false, typeString},
+		{"status.rootDisk.claimName", &f.RootDiskClaim, true, false, typeString},
+		{"status.rootDisk.phase", &f.RootDiskPhase, true, false, typeString},
+		{"status.rootDisk.capacity", &f.RootDiskCapacity, true, false, typeQuantity},
 	}
 }
 
 // scalars pairs each key of infos with its value in the file.
 func (m *fileMap) scalars() map[string]*scalar {
 	return map[string]*scalar{
-		"spec.action.path":           &m.Spec.Action.Path,
-		"spec.resource.cpu":          &m.Spec.Resource.CPU,
-		"spec.resource.memory":       &m.Spec.Resource.Memory,
-		"spec.resource.rootDisk":     &m.Spec.Resource.RootDisk,
-		"spec.image":                 &m.Spec.Image,
-		"status.phase":               &m.Status.Phase,
-		"status.reason":              &m.Status.Reason,
-		"status.message":             &m.Status.Message,
-		"status.server.name":         &m.Status.Server.Name,
-		"status.server.id":           &m.Status.Server.ID,
-		"status.server.state":        &m.Status.Server.State,
-		"status.server.usage.cpu":    &m.Status.Server.Usage.CPU,
-		"status.server.usage.memory": &m.Status.Server.Usage.Memory,
-		"status.consecutiveFailures": &m.Status.ConsecutiveFailures,
-		"status.observedGeneration":  &m.Status.ObservedGeneration,
-		"status.lastUpdateTime":      &m.Status.LastUpdateTime,
-		"status.conditions":          &m.Status.Conditions,
-		"status.restartedAt":         &m.Status.RestartedAt,
+		"spec.action.path":              &m.Spec.Action.Path,
+		"spec.resource.cpu":             &m.Spec.Resource.CPU,
+		"spec.resource.memory":          &m.Spec.Resource.Memory,
+		"spec.resource.rootDisk":        &m.Spec.Resource.RootDisk,
+		"spec.image":                    &m.Spec.Image,
+		"spec.rootDiskStorageClassName": &m.Spec.RootDiskStorageClassName,
+		"spec.rootDiskReclaimPolicy":    &m.Spec.RootDiskReclaimPolicy,
+		"status.phase":                  &m.Status.Phase,
+		"status.reason":                 &m.Status.Reason,
+		"status.message":                &m.Status.Message,
+		"status.server.name":            &m.Status.Server.Name,
+		"status.server.id":              &m.Status.Server.ID,
+		"status.server.state":           &m.Status.Server.State,
+		"status.server.usage.cpu":       &m.Status.Server.Usage.CPU,
+		"status.server.usage.memory":    &m.Status.Server.Usage.Memory,
+		"status.consecutiveFailures":    &m.Status.ConsecutiveFailures,
+		"status.observedGeneration":     &m.Status.ObservedGeneration,
+		"status.lastUpdateTime":         &m.Status.LastUpdateTime,
+		"status.conditions":             &m.Status.Conditions,
+		"status.restartedAt":            &m.Status.RestartedAt,
+		"status.rootDisk.claimName":     &m.Status.RootDisk.ClaimName,
+		"status.rootDisk.phase":         &m.Status.RootDisk.Phase,
+		"status.rootDisk.capacity":      &m.Status.RootDisk.Capacity,
 	}
 }
 
@@ -237,6 +258,10 @@ func ParseFieldMap(data []byte) (Fields, error) {
 		errs.add(m.Spec.Action.Inactive.line, "spec.action.inactive: %q is also the active value", f.InactiveValue)
 	}
 	overlaps(&f, values, &errs)
+	if disk := [...]string{f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity}; (disk[0] == "" || disk[1] == "" || disk[2] == "") &&
+		(disk[0] != "" || disk[1] != "" || disk[2] != "") {
+		errs.add(m.Status.RootDisk.ClaimName.line, "status.rootDisk: give claimName, phase and capacity together, or none of them")
+	}
 	if err := errs.err(); err != nil {
 		return Fields{}, err
 	}

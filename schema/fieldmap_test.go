@@ -50,11 +50,17 @@ func TestBuiltinMaps(t *testing.T) {
 	v1 := builtin(t, "v1")
 	if v1.Action != "spec.runStrategy" || v1.ActiveValue != "Always" || v1.InactiveValue != "Halted" ||
 		v1.CPU != "spec.resources.requests.cpu" || v1.Memory != "spec.resources.requests.memory" || v1.RootDisk != "spec.rootDisk.size" ||
-		v1.Image != "spec.image" {
+		v1.Image != "spec.image" || v1.RootDiskStorageClass != "spec.rootDisk.storageClassName" || v1.RootDiskReclaimPolicy != "spec.rootDisk.reclaimPolicy" {
 		t.Errorf("v1 map read as %+v", v1)
+	}
+	if f.RootDiskStorageClass != "spec.rootDiskStorageClassName" || f.RootDiskReclaimPolicy != "spec.rootDiskReclaimPolicy" ||
+		f.RootDiskClaim != "status.rootDisk.claimName" || f.RootDiskPhase != "status.rootDisk.phase" || f.RootDiskCapacity != "status.rootDisk.capacity" ||
+		!f.HasRootDiskStatus() {
+		t.Errorf("v1alpha1's disk fields read as %+v", f)
 	}
 	spec := func(f Fields) Fields {
 		f.Action, f.ActiveValue, f.InactiveValue, f.CPU, f.Memory, f.RootDisk, f.Image = "", "", "", "", "", "", ""
+		f.RootDiskStorageClass, f.RootDiskReclaimPolicy = "", ""
 		return f
 	}
 	if spec(v1) != spec(f) {
@@ -125,7 +131,7 @@ func TestParseFieldMapErrors(t *testing.T) {
 		"unknown top-level key": {"status:\n", "statu: {}\nstatus:\n",
 			`line 4: unknown key "statu" in the top level (known: spec, status)`},
 		"unknown key in spec": {"  resource:", "  cores: spec.cores\n  resource:",
-			`line 3: unknown key "cores" in spec (known: action, resource, image)`},
+			`line 3: unknown key "cores" in spec (known: action, resource, image, rootDiskStorageClassName, rootDiskReclaimPolicy)`},
 		"unknown key in server": {"state: status.server.state}", "state: status.server.state, ip: status.ip}",
 			`line 8: unknown key "ip" in status.server (known: name, id, state, usage)`},
 		"misspelt key": {"rootDisk: spec", "rootdisk: spec",
@@ -174,6 +180,8 @@ func TestParseFieldMapErrors(t *testing.T) {
 			`line 3: spec.resource.memory: path "spec.resource.cpu.mem" is inside "spec.resource.cpu", the path of spec.resource.cpu (line 3)`},
 		"several problems": {"  phase: status.phase\n  reason: status.reason", "  phase: spec.phase\n  reason: status..reason",
 			`line 5: status.phase: path "spec.phase" is outside the status subtree: status fields are written through the /status subresource, which changes nothing else; line 6: status.reason: path "status..reason" has an empty segment (at 2)`},
+		"part of the disk": {"  conditions: status.conditions\n", "  conditions: status.conditions\n  rootDisk: {claimName: status.disk.name, phase: status.disk.phase}\n",
+			`line 12: status.rootDisk: give claimName, phase and capacity together, or none of them`},
 		"empty file":     {"", "", `the field map is empty`},
 		"only a comment": {"", "# nothing\n", `the field map is empty`},
 		"a list":         {"", "- spec\n", `line 1: the top level wants a mapping of spec, status, got a list`},
@@ -264,6 +272,7 @@ func TestStatusRoundTripMaps(t *testing.T) {
 		Server:              &ServerStatus{Name: "vm-server", ID: "uid-1", State: "Failed", Usage: &Usage{CPU: "250m", Memory: "100Mi"}},
 		ConsecutiveFailures: 3, ObservedGeneration: 4, LastUpdateTime: at,
 		Conditions: []Condition{{Type: ConditionReady, Status: ConditionFalse, ObservedGeneration: 4, LastTransitionTime: at, Reason: "ServerFailed", Message: "it failed"}},
+		RootDisk:   &RootDiskStatus{ClaimName: "vm-rootdisk", Phase: "Bound", Capacity: "40G"},
 	}
 	for name, f := range map[string]Fields{"v1beta1": builtin(t, "v1beta1"), "v1": builtin(t, "v1"), "machine": machine, "minimal": minimal} {
 		t.Run(name, func(t *testing.T) {
@@ -287,6 +296,9 @@ func TestStatusRoundTripMaps(t *testing.T) {
 			}
 			if f.LastUpdateTime == "" {
 				want.LastUpdateTime = time.Time{}
+			}
+			if !f.HasRootDiskStatus() {
+				want.RootDisk = nil
 			}
 			got := vm.Status()
 			if !got.SameAs(want) || !got.LastUpdateTime.Equal(want.LastUpdateTime) {

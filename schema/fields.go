@@ -26,6 +26,11 @@ type Fields struct {
 	Memory   string // resource.Quantity
 	RootDisk string // resource.Quantity
 	Image    string // optional per-VM server image; empty when the layout has none
+	// RootDiskStorageClass and RootDiskReclaimPolicy are optional: the StorageClass of the
+	// VM's disk and what becomes of the disk when the VM is deleted (Delete or Retain). A
+	// layout without them gets the cluster's default class and Delete.
+	RootDiskStorageClass  string
+	RootDiskReclaimPolicy string
 
 	// ActiveValue and InactiveValue are the values of Action that mean "keep a server
 	// running" and "no server, keep the object"; another CRD may say "On" and "Off". Empty
@@ -50,7 +55,16 @@ type Fields struct {
 	// without it cannot record a restart, so the annotation means nothing there (acting on
 	// it without a record would restart the server on every reconcile).
 	RestartedAt string
+	// RootDiskClaim, RootDiskPhase and RootDiskCapacity are optional, all three or none: the
+	// VM's disk (its name, phase and capacity). A layout without them does not report the
+	// disk (HasRootDiskStatus).
+	RootDiskClaim    string
+	RootDiskPhase    string
+	RootDiskCapacity string
 }
+
+// HasRootDiskStatus reports whether the layout has a place for the VM's disk in its status.
+func (f Fields) HasRootDiskStatus() bool { return f.RootDiskClaim != "" }
 
 // Group is the API group of this project's CRD.
 const Group = "cloudnative.czs"

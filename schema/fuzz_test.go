@@ -151,7 +151,8 @@ func checkOnePass(t *testing.T, layout string, vm VirtualMachine) {
 	f := vm.Fields()
 	paths := []string{f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.Phase, f.Reason, f.Message, f.ServerName, f.ServerID,
 		f.ServerState, f.UsageCPU, f.UsageMemory, f.ConsecutiveFailures, f.LastUpdateTime, f.ObservedGeneration, f.Conditions,
-		f.RestartedAt, "metadata", "metadata.finalizers.0", "status", "status.conditions.0.type", "spec.x.y.z", "kind.x", ""}
+		f.RestartedAt, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity,
+		"metadata", "metadata.finalizers.0", "status", "status.conditions.0.type", "spec.x.y.z", "kind.x", ""}
 	got := vm.getAll(paths...)
 	for i, p := range paths {
 		want := gjson.Result{}
@@ -190,6 +191,11 @@ func statusByPath(vm VirtualMachine) Status {
 			st.Server = &ServerStatus{}
 		}
 		st.Server.Usage = &Usage{CPU: cpu.String(), Memory: mem.String()}
+	}
+	if f.RootDiskClaim != "" {
+		if claim, phase, capacity := vm.get(f.RootDiskClaim), vm.get(f.RootDiskPhase), vm.get(f.RootDiskCapacity); claim.Exists() || phase.Exists() || capacity.Exists() {
+			st.RootDisk = &RootDiskStatus{ClaimName: claim.String(), Phase: phase.String(), Capacity: capacity.String()}
+		}
 	}
 	for _, c := range vm.get(f.Conditions).Array() {
 		st.Conditions = append(st.Conditions, Condition{

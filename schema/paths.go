@@ -1,5 +1,7 @@
 package schema
 
+import "strings"
+
 // The CRD-schema checker (package crds) needs every path of a field map and what the CRD's
 // schema must allow there; conversion between two versions (package convert) pairs the paths
 // of one layout with the other's by Key. This is their one view of the map's internals.
@@ -21,14 +23,56 @@ type Path struct {
 	Key  string // as in a map file, e.g. "status.server.name"
 	Path string // dotted path in the object; "" when the map leaves an optional field out
 	Type ValueType
+	// Required: a map must give it (the fields the controller cannot work without).
+	Required bool
+	inStatus bool
 }
+
+// status reports whether the field is a status field, written through /status.
+func (p Path) status() bool { return p.inStatus }
 
 // Paths lists every field of f, in the order of a map file.
 func (f Fields) Paths() []Path {
 	infos := f.infos()
 	out := make([]Path, len(infos))
 	for i, fi := range infos {
-		out[i] = Path{Key: fi.key, Path: *fi.path, Type: fi.want}
+		out[i] = Path{Key: fi.key, Path: *fi.path, Type: fi.want, Required: fi.required, inStatus: fi.status}
 	}
 	return out
+}
+
+// Only is a layout with the one field of key at f's path, and nothing else: for checking one
+// path of a map on its own.
+func (f Fields) Only(key string) Fields {
+	var out Fields
+	src, dst := f.infos(), out.infos()
+	for i := range src {
+		if src[i].key == key {
+			*dst[i].path = *src[i].path
+		}
+	}
+	return out
+}
+
+// Without is f without the optional fields of keys (the disk's status fields go together,
+// as a map must give them: all or none), and the keys of the fields it left out, in the order
+// of a map file. Required fields stay.
+func (f Fields) Without(keys map[string]bool) (Fields, []string) {
+	out := f
+	infos := out.infos()
+	disk := false
+	for _, fi := range infos {
+		if keys[fi.key] && strings.HasPrefix(fi.key, "status.rootDisk.") {
+			disk = true
+		}
+	}
+	var left []string
+	for _, fi := range infos {
+		if fi.required || *fi.path == "" || !keys[fi.key] && !(disk && strings.HasPrefix(fi.key, "status.rootDisk.")) {
+			continue
+		}
+		*fi.path = ""
+		left = append(left, fi.key)
+	}
+	return out, left
 }

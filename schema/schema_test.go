@@ -53,6 +53,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		Server:              &ServerStatus{Name: "vm-server", ID: "uid-1", State: "Running", Usage: &Usage{CPU: "250m", Memory: "100Mi"}},
 		ConsecutiveFailures: 2, ObservedGeneration: 7, LastUpdateTime: at,
 		Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, ObservedGeneration: 7, LastTransitionTime: at, Reason: "ServerReady", Message: "ok"}},
+		RootDisk:   &RootDiskStatus{ClaimName: "vm-rootdisk", Phase: "Bound", Capacity: "40G"},
 	}
 	obj := []byte(`{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"a","resourceVersion":"5"},
 		"status":{"phase":"Creating","stale":"kept by merge","server":{"id":"old"}}}`)
@@ -78,17 +79,29 @@ func TestStatusRoundTrip(t *testing.T) {
 		t.Errorf("patch must carry resourceVersion as a precondition, got %q", vm.ResourceVersion())
 	}
 
-	// A status without a server removes the old server fields rather than leaving them.
-	st.Server, st.Message, st.ConsecutiveFailures = nil, "", 0
+	// A disk that has no capacity yet leaves none behind.
+	st.RootDisk = &RootDiskStatus{ClaimName: "vm-rootdisk", Phase: "Pending"}
 	patch, _ = StatusPatch(builtin(t, "v1alpha1"), st, "")
 	merged, _ = jsonpatch.MergePatch(merged, patch)
 	vm, _ = Parse(merged, builtin(t, "v1alpha1"))
-	if s := vm.Status(); s.Server != nil || s.Message != "" || s.ConsecutiveFailures != 0 {
+	if d := vm.Status().RootDisk; d == nil || *d != *st.RootDisk {
+		t.Errorf("disk read back as %+v, want %+v", d, st.RootDisk)
+	}
+
+	// A status without a server removes the old server fields rather than leaving them, and
+	// one without a disk the disk's.
+	st.Server, st.Message, st.ConsecutiveFailures, st.RootDisk = nil, "", 0, nil
+	patch, _ = StatusPatch(builtin(t, "v1alpha1"), st, "")
+	merged, _ = jsonpatch.MergePatch(merged, patch)
+	vm, _ = Parse(merged, builtin(t, "v1alpha1"))
+	if s := vm.Status(); s.Server != nil || s.Message != "" || s.ConsecutiveFailures != 0 || s.RootDisk != nil {
 		t.Errorf("stale fields survived: %+v", s)
 	}
-	// Nor is an empty shell of the server left behind ({server: {usage: {}}}).
-	if s := gjson.GetBytes(merged, "status.server"); s.Exists() {
-		t.Errorf("status.server is %s, want it gone", s.Raw)
+	// Nor is an empty shell of the server or the disk left behind ({server: {usage: {}}}).
+	for _, path := range []string{"status.server", "status.rootDisk"} {
+		if s := gjson.GetBytes(merged, path); s.Exists() {
+			t.Errorf("%s is %s, want it gone", path, s.Raw)
+		}
 	}
 }
 
@@ -140,7 +153,8 @@ func TestSameAsFields(t *testing.T) {
 	base := func() Status {
 		return Status{Phase: PhaseActive, Reason: "ServerReady", Message: "m", ConsecutiveFailures: 1, ObservedGeneration: 2,
 			RestartedAt: "r", Server: &ServerStatus{Name: "n", ID: "i", State: "Running", Usage: &Usage{CPU: "1m", Memory: "1Mi"}},
-			Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, Reason: "ServerReady"}}}
+			Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, Reason: "ServerReady"}},
+			RootDisk:   &RootDiskStatus{ClaimName: "c", Phase: "Bound", Capacity: "1Gi"}}
 	}
 	for name, change := range map[string]func(*Status){
 		"phase":               func(s *Status) { s.Phase = PhaseFailed },
@@ -160,6 +174,10 @@ func TestSameAsFields(t *testing.T) {
 		"no conditions":       func(s *Status) { s.Conditions = nil },
 		"condition reason":    func(s *Status) { s.Conditions[0].Reason = "Other" },
 		"condition message":   func(s *Status) { s.Conditions[0].Message = "x" },
+		"no disk":             func(s *Status) { s.RootDisk = nil },
+		"disk claim":          func(s *Status) { s.RootDisk.ClaimName = "d" },
+		"disk phase":          func(s *Status) { s.RootDisk.Phase = "Pending" },
+		"disk capacity":       func(s *Status) { s.RootDisk.Capacity = "2Gi" },
 	} {
 		a, b := base(), base()
 		change(&b)
@@ -198,12 +216,16 @@ func TestSpecValid(t *testing.T) {
 		spec           string
 		cpu, mem, disk string
 		action         Action
+		class          string
+		policy         ReclaimPolicy
 	}{
-		"numbers":        {`{"action":"active","resource":{"cpu":2,"memory":4000000000,"rootDisk":40000000000}}`, "2", "4G", "40G", ActionActive},
-		"strings":        {`{"action":"inactive","resource":{"cpu":"500m","memory":"512Mi","rootDisk":"10Gi"}}`, "500m", "512Mi", "10Gi", ActionInactive},
-		"decimal cpu":    {`{"action":"active","resource":{"cpu":0.5,"memory":"1Gi","rootDisk":"1Gi"}}`, "500m", "1Gi", "1Gi", ActionActive},
-		"exponent":       {`{"action":"active","resource":{"cpu":"1e-1","memory":"1e9","rootDisk":"1E"}}`, "100e-3", "1e9", "1E", ActionActive},
-		"smallest valid": {`{"action":"active","resource":{"cpu":"1m","memory":1,"rootDisk":1}}`, "1m", "1", "1", ActionActive},
+		"disk class and policy": {`{"action":"active","resource":{"cpu":1,"memory":"1Gi","rootDisk":"1Gi"},"rootDiskStorageClassName":"fast-ssd","rootDiskReclaimPolicy":"Retain"}`,
+			"1", "1Gi", "1Gi", ActionActive, "fast-ssd", ReclaimRetain},
+		"numbers":        {`{"action":"active","resource":{"cpu":2,"memory":4000000000,"rootDisk":40000000000}}`, "2", "4G", "40G", ActionActive, "", ""},
+		"strings":        {`{"action":"inactive","resource":{"cpu":"500m","memory":"512Mi","rootDisk":"10Gi"}}`, "500m", "512Mi", "10Gi", ActionInactive, "", ""},
+		"decimal cpu":    {`{"action":"active","resource":{"cpu":0.5,"memory":"1Gi","rootDisk":"1Gi"}}`, "500m", "1Gi", "1Gi", ActionActive, "", ""},
+		"exponent":       {`{"action":"active","resource":{"cpu":"1e-1","memory":"1e9","rootDisk":"1E"}}`, "100e-3", "1e9", "1E", ActionActive, "", ""},
+		"smallest valid": {`{"action":"active","resource":{"cpu":"1m","memory":1,"rootDisk":1}}`, "1m", "1", "1", ActionActive, "", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -215,8 +237,12 @@ func TestSpecValid(t *testing.T) {
 			if len(errs) > 0 {
 				t.Fatalf("refused: %v", errs)
 			}
-			if s.CPU.String() != tc.cpu || s.Memory.String() != tc.mem || s.RootDisk.String() != tc.disk || s.Action != tc.action {
-				t.Errorf("got %s %s %s %s", s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.Action)
+			if tc.policy == "" {
+				tc.policy = ReclaimDelete
+			}
+			if s.CPU.String() != tc.cpu || s.Memory.String() != tc.mem || s.RootDisk.String() != tc.disk || s.Action != tc.action ||
+				s.StorageClass != tc.class || s.ReclaimPolicy != tc.policy {
+				t.Errorf("got %s %s %s %s %q %s", s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.Action, s.StorageClass, s.ReclaimPolicy)
 			}
 		})
 	}

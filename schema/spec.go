@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -18,6 +19,15 @@ const (
 	ActionInactive Action = "inactive" // no server; keep the object
 )
 
+// ReclaimPolicy says what becomes of a VM's disk when the VM is deleted.
+type ReclaimPolicy string
+
+// The reclaim policies, in the words of a PersistentVolume's reclaim policy.
+const (
+	ReclaimDelete ReclaimPolicy = "Delete" // the disk goes with the VM (the default)
+	ReclaimRetain ReclaimPolicy = "Retain" // the disk stays, for a later VM of the same name to adopt
+)
+
 // Spec is the validated desired state of a VirtualMachine.
 type Spec struct {
 	Action   Action
@@ -25,6 +35,12 @@ type Spec struct {
 	Memory   resource.Quantity
 	RootDisk resource.Quantity
 	Image    string // empty: the controller's default image
+	// StorageClass is the class of the VM's disk; empty: the cluster's default.
+	StorageClass string
+	// ReclaimPolicy is what becomes of the disk when the VM is deleted: ReclaimDelete when
+	// the VM does not say; empty when what it says is not a policy (an error), which a
+	// decision must not read as Delete.
+	ReclaimPolicy ReclaimPolicy
 }
 
 // Spec decodes and validates the spec. Every problem is reported, each with its field path,
@@ -38,7 +54,7 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	// The action's values are the CRD's own words (Fields.ActiveValue, InactiveValue), so
 	// errors quote those, not this project's.
 	active, inactive := f.activeValue(), f.inactiveValue()
-	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image)
+	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy)
 	switch a := v[0]; {
 	case !a.Exists():
 		errs = append(errs, field.Required(fieldPath(f.Action), fmt.Sprintf("must be %q or %q", active, inactive)))
@@ -71,6 +87,27 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 		default:
 			s.Image = img.Str
 		}
+	}
+
+	switch class := v[5]; {
+	case f.RootDiskStorageClass == "" || !class.Exists():
+	case class.Type != gjson.String:
+		errs = append(errs, field.Invalid(fieldPath(f.RootDiskStorageClass), class.Raw, "must be a string"))
+	default:
+		for _, msg := range validation.IsDNS1123Subdomain(class.Str) {
+			errs = append(errs, field.Invalid(fieldPath(f.RootDiskStorageClass), class.Str, "not a StorageClass name: "+msg))
+		}
+		s.StorageClass = class.Str
+	}
+	switch p := v[6]; {
+	case f.RootDiskReclaimPolicy == "" || !p.Exists():
+		s.ReclaimPolicy = ReclaimDelete
+	case p.Type != gjson.String:
+		errs = append(errs, field.Invalid(fieldPath(f.RootDiskReclaimPolicy), p.Raw, "must be a string"))
+	case p.Str == string(ReclaimDelete), p.Str == string(ReclaimRetain):
+		s.ReclaimPolicy = ReclaimPolicy(p.Str)
+	default:
+		errs = append(errs, field.NotSupported(fieldPath(f.RootDiskReclaimPolicy), p.Str, []string{string(ReclaimDelete), string(ReclaimRetain)}))
 	}
 	return s, errs
 }

@@ -45,6 +45,11 @@ const (
 	ConditionRestartRequired = "RestartRequired"
 )
 
+// ConditionDiskResizing says the VM's disk does not have the size rootDisk asks for: present
+// (True) while a growth is under way or cannot happen; its reason says which
+// (docs/disks.md).
+const ConditionDiskResizing = "DiskResizing"
+
 // Status is what the controller reports about a VirtualMachine. It mirrors the object's
 // status fields and is written back through Fields, so its shape does not depend on where
 // the fields sit.
@@ -60,6 +65,16 @@ type Status struct {
 	// RestartedAt is the value of the restart annotation (AnnotationRestartedAt) that the
 	// controller last acted on, so that no value restarts a server twice.
 	RestartedAt string `json:"restartedAt,omitempty" yaml:"restartedAt,omitempty"`
+	// RootDisk is the VM's disk, the one that outlives its servers; nil when it has none (or
+	// the controller keeps no disks).
+	RootDisk *RootDiskStatus `json:"rootDisk,omitempty" yaml:"rootDisk,omitempty"`
+}
+
+// RootDiskStatus identifies the VM's disk and says where it stands.
+type RootDiskStatus struct {
+	ClaimName string `json:"claimName" yaml:"claimName"` // the backend's name for it (for pods: the PersistentVolumeClaim's)
+	Phase     string `json:"phase" yaml:"phase"`         // Pending, Bound or Lost
+	Capacity  string `json:"capacity,omitempty" yaml:"capacity,omitempty"`
 }
 
 // AnnotationRestartedAt asks for a restart of the VM's server, in the convention of kubectl
@@ -165,7 +180,7 @@ func fromMeta(c metav1.Condition) Condition {
 func (s Status) SameAs(o Status) bool {
 	if s.Phase != o.Phase || s.Reason != o.Reason || s.Message != o.Message || s.ConsecutiveFailures != o.ConsecutiveFailures ||
 		s.ObservedGeneration != o.ObservedGeneration || s.RestartedAt != o.RestartedAt || !s.Server.same(o.Server) ||
-		len(s.Conditions) != len(o.Conditions) {
+		!s.RootDisk.Same(o.RootDisk) || len(s.Conditions) != len(o.Conditions) {
 		return false
 	}
 	for i := range s.Conditions {
@@ -188,6 +203,15 @@ func (s *ServerStatus) same(o *ServerStatus) bool {
 		return false
 	}
 	return s.Usage == nil || *s.Usage == *o.Usage
+}
+
+// Same reports whether two disk statuses say the same: both absent, or both present with the
+// same fields.
+func (d *RootDiskStatus) Same(o *RootDiskStatus) bool {
+	if d == nil || o == nil {
+		return d == o
+	}
+	return *d == *o
 }
 
 // StatusPatch renders st as a JSON merge patch for the /status subresource: every status path
@@ -239,23 +263,38 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
 		{f.RestartedAt, restartedAt},
 	}
+	// Nulling the leaves of a group one by one would leave their parents behind as empty
+	// objects (status.server: {usage: {}}); where the group's fields have a parent of their
+	// own, that parent goes instead.
+	drop := func(group []string) {
+		parent := ownParent(f, group)
+		if parent == "" {
+			return
+		}
+		kept := values[:0]
+		for _, e := range values {
+			if e.path != "" && !strings.HasPrefix(e.path, parent+".") {
+				kept = append(kept, e)
+			}
+		}
+		values = append(kept, kv{parent, nil})
+	}
 	switch {
 	case st.Server != nil && st.Server.Usage != nil:
 		values = append(values, kv{f.UsageCPU, st.Server.Usage.CPU}, kv{f.UsageMemory, st.Server.Usage.Memory})
 	case st.Server == nil:
 		values = append(values, kv{f.UsageCPU, nil}, kv{f.UsageMemory, nil}) // no server, no usage
-		// Nulling the leaves one by one would leave their parents behind as empty objects
-		// (status.server: {usage: {}}); where the server's fields have a parent of their
-		// own, that parent goes instead.
-		if parent := serverParent(f); parent != "" {
-			kept := values[:0]
-			for _, e := range values {
-				if e.path != "" && !strings.HasPrefix(e.path, parent+".") {
-					kept = append(kept, e)
-				}
-			}
-			values = append(kept, kv{parent, nil})
+		drop(f.serverPaths())
+	}
+	if d := st.RootDisk; d != nil {
+		var capacity any
+		if d.Capacity != "" {
+			capacity = d.Capacity
 		}
+		values = append(values, kv{f.RootDiskClaim, d.ClaimName}, kv{f.RootDiskPhase, d.Phase}, kv{f.RootDiskCapacity, capacity})
+	} else {
+		values = append(values, kv{f.RootDiskClaim, nil}, kv{f.RootDiskPhase, nil}, kv{f.RootDiskCapacity, nil})
+		drop(f.rootDiskPaths())
 	}
 	for _, e := range values {
 		if err := set(e.path, e.v); err != nil {
@@ -270,17 +309,25 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 	return json.Marshal(root)
 }
 
-// serverParent is the deepest path under status that holds every server field of f and no
-// other status field, or "" when there is none (the server's fields sit beside others).
-func serverParent(f Fields) string {
-	server := []string{f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory}
+// serverPaths are the paths of the server's fields; rootDiskPaths, of the disk's.
+func (f Fields) serverPaths() []string {
+	return []string{f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory}
+}
+
+func (f Fields) rootDiskPaths() []string {
+	return []string{f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity}
+}
+
+// ownParent is the deepest path under status that holds every path of group and no other
+// status field of f, or "" when there is none (the group's fields sit beside others).
+func ownParent(f Fields, group []string) string {
 	var common []string
-	for i, p := range server {
+	for _, p := range group {
 		if p == "" {
 			continue
 		}
 		segs := splitPath(p)
-		if i == 0 || common == nil {
+		if common == nil {
 			common = segs[:len(segs)-1]
 			continue
 		}
@@ -294,8 +341,15 @@ func serverParent(f Fields) string {
 		return ""
 	}
 	parent := strings.Join(common, ".")
-	for _, p := range []string{f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.LastUpdateTime, f.ObservedGeneration, f.Conditions, f.RestartedAt} {
-		if p == parent || strings.HasPrefix(p, parent+".") {
+	in := map[string]bool{}
+	for _, p := range group {
+		in[p] = true
+	}
+	for _, p := range f.Paths() {
+		if !p.status() || in[p.Path] {
+			continue
+		}
+		if p.Path == parent || strings.HasPrefix(p.Path, parent+".") {
 			return ""
 		}
 	}

@@ -159,7 +159,8 @@ func (vm VirtualMachine) HasFinalizer(name string) bool {
 func (vm VirtualMachine) Status() Status {
 	f := vm.fields
 	v := vm.getAll(f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
-		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions)
+		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions,
+		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity)
 	st := Status{
 		Phase:               Phase(v[0].String()),
 		Reason:              v[1].String(),
@@ -180,6 +181,9 @@ func (vm VirtualMachine) Status() Status {
 	}
 	for _, c := range v[12].Array() {
 		st.Conditions = append(st.Conditions, conditionOf(c))
+	}
+	if claim, phase, capacity := v[13], v[14], v[15]; claim.Exists() || phase.Exists() || capacity.Exists() {
+		st.RootDisk = &RootDiskStatus{ClaimName: claim.String(), Phase: phase.String(), Capacity: capacity.String()}
 	}
 	return st
 }

@@ -25,6 +25,7 @@ type Backend struct {
 	createErr error
 	deleteErr error
 	resize    ResizeAnswer // how Resize answers (resize.go)
+	disks     disks        // the disks of backend.Disks (disk.go)
 }
 
 // usage is what Usage reports for one VM.
@@ -35,7 +36,8 @@ type usage struct {
 
 // New returns an empty in-memory backend.
 func New() *Backend {
-	return &Backend{servers: map[types.NamespacedName]*backend.Server{}, usage: map[types.NamespacedName]usage{}}
+	return &Backend{servers: map[types.NamespacedName]*backend.Server{}, usage: map[types.NamespacedName]usage{},
+		disks: disks{table: map[types.NamespacedName]*backend.Disk{}, fixed: map[string]bool{}}}
 }
 
 var (
@@ -68,7 +70,8 @@ func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
 }
 
 // Create adds a Pending server named after the VM with an ID that counts creations, so that a
-// replacement is told apart from the server it replaces.
+// replacement is told apart from the server it replaces. A server of a spec with Disk mounts
+// the VM's disk (DiskName), whether or not it exists yet, as a pod names its claim.
 func (b *Backend) Create(_ context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
 	b.mu.Lock()
 	if err := b.createErr; err != nil {
@@ -84,6 +87,9 @@ func (b *Backend) Create(_ context.Context, vm backend.Owner, spec backend.Spec)
 	b.created++
 	s := &backend.Server{Name: vm.Name + "-server", ID: fmt.Sprintf("mem-%d", b.created),
 		State: backend.StatePending, Detail: string(backend.StatePending), Spec: spec}
+	if spec.Disk {
+		s.Disk = DiskName(vm.Name)
+	}
 	b.servers[k] = s
 	c := *s
 	b.mu.Unlock()

@@ -26,6 +26,7 @@ type serverYAML struct {
 	Since    string        `yaml:"since"` // how long before now it entered its state, such as 15s
 	Spec     specYAML      `yaml:"spec"`
 	Resize   resizeYAML    `yaml:"resize"` // a resize under way, if any
+	Disk     string        `yaml:"disk"`   // the VM's disk it mounts, if any
 }
 
 type specYAML struct {
@@ -38,7 +39,7 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
@@ -61,9 +62,11 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	since: 30s             # for Failed and Stopped: how long before now
 //	spec: {cpu: "2", memory: 4G, rootDisk: 40G, image: registry.k8s.io/pause:3.10}
 //	resize: {state: InProgress, message: "", cpu: "1", memory: 4G}  # optional: cpu and memory in effect
+//	disk: test-vm-rootdisk # optional: the VM's disk it mounts; its spec then has no rootDisk
 //
 // Times are relative to now so that a case means the same whatever clock it runs with.
-// Unknown keys, an unknown state and malformed quantities are errors.
+// Unknown keys, an unknown state and malformed quantities are errors; a rootDisk may be left
+// out only by a server that mounts a disk.
 func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 	var s serverYAML
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -86,12 +89,15 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		return nil, fmt.Errorf("state %q: want one of %s", s.State, strings.Join(names, ", "))
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
-		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image}}
+		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk}
 	for _, q := range []struct {
 		name string
 		dst  *resource.Quantity
 		src  string
 	}{{"cpu", &srv.Spec.CPU, s.Spec.CPU}, {"memory", &srv.Spec.Memory, s.Spec.Memory}, {"rootDisk", &srv.Spec.RootDisk, s.Spec.RootDisk}} {
+		if q.src == "" && q.name == "rootDisk" && s.Disk != "" {
+			continue // its root disk is the VM's disk
+		}
 		v, err := resource.ParseQuantity(q.src)
 		if err != nil {
 			return nil, fmt.Errorf("spec.%s %q: %w", q.name, q.src, err)

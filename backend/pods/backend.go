@@ -45,6 +45,11 @@ type Config struct {
 	UsageClient dynamic.Interface
 	// Discovery tells a missing metrics API from a pod without figures yet.
 	Discovery discoveryClient
+	// Disks keeps each VM's disk as a PersistentVolumeClaim (backend.Disks, disks.go): it
+	// watches the labelled claims, the StorageClasses and the Events on claims, which needs
+	// read access to them (StorageClasses cluster-wide). Without it, the backend keeps no
+	// disks.
+	Disks bool
 }
 
 // Backend realises servers as pods. Build it with New, then Start it.
@@ -52,8 +57,10 @@ type Backend struct {
 	cfg   Config
 	pods  cache.SharedIndexInformer
 	nodes cache.SharedIndexInformer // nil unless cfg.WatchNodes
-	// created maps the key of each pod Create made to the resourceVersion it returned, until
-	// the informer brings the pod back (see echo).
+	disks *disks                    // nil unless cfg.Disks
+	// created maps the key of each pod Create made, and of each claim CreateDisk or
+	// UpdateDisk wrote, to the resourceVersion it returned, until the informer brings the
+	// object back (see echo). Pods and claims have names of their own (PodName, ClaimName).
 	created sync.Map
 }
 
@@ -73,6 +80,9 @@ func New(cfg Config) *Backend {
 	if cfg.WatchNodes {
 		b.nodes = coreinformers.NewNodeInformer(cfg.Client, cfg.Resync, cache.Indexers{})
 	}
+	if cfg.Disks {
+		b.disks = newDisks(cfg)
+	}
 	return b
 }
 
@@ -90,38 +100,13 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 	}}); err != nil {
 		return nil, fmt.Errorf("index pods by node: %w", err)
 	}
-	owner := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if p, ok := obj.(*cachedPod); ok && p.ownerName() != "" {
-			notify(types.NamespacedName{Namespace: p.namespace.String(), Name: p.ownerName()})
-		}
-	}
+	owner := func(obj any) { notifyVM(obj, notify) }
 	// synced follows the handlers' registrations, not the informers: a registration has
 	// synced once the initial list has been handed to its handler, so every VM with a pod has
 	// been notified by the time the caller starts its workers.
-	podsHandled, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if !b.echo(obj) {
-				owner(obj)
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			b.echo(cur)
-			if !old.(*cachedPod).sameVersion(cur.(*cachedPod)) {
-				owner(cur)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				b.created.Delete(t.Key)
-			} else {
-				b.echo(obj)
-			}
-			owner(obj)
-		},
-	})
+	podsHandled, err := b.pods.AddEventHandler(b.vmHandlers(notify, func(old, cur any) bool {
+		return !old.(*cachedPod).sameVersion(cur.(*cachedPod))
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("watch pods: %w", err)
 	}
@@ -159,6 +144,13 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 		go b.nodes.RunWithContext(ctx)
 		synced = append(synced, nodesHandled.HasSynced)
 	}
+	if b.disks != nil {
+		disksHandled, err := b.startDisks(ctx, notify)
+		if err != nil {
+			return nil, err
+		}
+		synced = append(synced, disksHandled...)
+	}
 	return func() bool {
 		for _, s := range synced {
 			if !s() {
@@ -169,17 +161,64 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 	}, nil
 }
 
-// echo reports whether obj is the pod a Create of this backend made, exactly as the create
-// returned it: the reconcile that created it already decided on that pod (the controller's
-// expectations hold it), so its arrival in the cache brings nothing new and the VM is not
-// queued again for it. Any event of the pod ends what is remembered of its create.
-func (b *Backend) echo(obj any) bool {
-	p, ok := obj.(*cachedPod)
-	if !ok {
-		return false
+// vmHandlers are the event handlers of an informer of VMs' objects (pods, claims): each object
+// added, changed (changed(old, cur)) or deleted notifies its VM, but the echo of the backend's
+// own write of it.
+func (b *Backend) vmHandlers(notify func(types.NamespacedName), changed func(old, cur any) bool) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if !b.echo(obj) {
+				notifyVM(obj, notify)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if !b.echo(cur) && changed(old, cur) {
+				notifyVM(cur, notify)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				b.created.Delete(t.Key)
+			} else {
+				b.echo(obj)
+			}
+			notifyVM(obj, notify)
+		},
 	}
-	rv, ok := b.created.LoadAndDelete(p.namespace.String() + "/" + p.name)
-	return ok && p.hasVersion(rv.(string))
+}
+
+// notifyVM notifies the VM whose server or disk obj (or its tombstone) is, if it names one.
+func notifyVM(obj any, notify func(types.NamespacedName)) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	var ns, vm string
+	switch o := obj.(type) {
+	case *cachedPod:
+		ns, vm = o.namespace.String(), o.ownerName()
+	case *cachedClaim:
+		ns, vm = o.namespace.String(), o.vmName()
+	}
+	if vm != "" {
+		notify(types.NamespacedName{Namespace: ns, Name: vm})
+	}
+}
+
+// echo reports whether obj is the pod a Create of this backend made (or the claim one of its
+// disk writes made), exactly as the write returned it: the reconcile that made it already
+// decided on it (the controller's expectations hold it), so its arrival in the cache brings
+// nothing new and the VM is not queued again for it. Any event of the object ends what is
+// remembered of its write.
+func (b *Backend) echo(obj any) bool {
+	switch o := obj.(type) {
+	case *cachedPod:
+		rv, ok := b.created.LoadAndDelete(o.namespace.String() + "/" + o.name)
+		return ok && o.hasVersion(rv.(string))
+	case *cachedClaim:
+		rv, ok := b.created.LoadAndDelete(o.namespace.String() + "/" + o.name)
+		return ok && o.ids().version == rv.(string)
+	}
+	return false
 }
 
 // Observe returns vm's pod from the cache as a server; a pod of the same name that another VM

@@ -61,10 +61,12 @@ type cachedPod struct {
 	exact                 *podExact // nil when all is in the compact fields
 }
 
-type podFlags uint8
+type podFlags uint16
 
 const (
 	podDeleting podFlags = 1 << iota
+	// podDisk: the server mounts its VM's disk, the claim of ClaimName(ownerName()).
+	podDisk
 	// cpuInEffect, memoryInEffect: the resources in effect are the spec's.
 	cpuInEffect
 	memoryInEffect
@@ -153,7 +155,11 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	cpu, cpuFormat, okCPU := compactQuantity(s.Spec.CPU, cpuScale, scratch[:0])
 	memory, memoryFormat, okMemory := compactQuantity(s.Spec.Memory, bytesScale, scratch[:0])
 	rootDisk, rootDiskFormat, okRootDisk := compactQuantity(s.Spec.RootDisk, bytesScale, scratch[:0])
-	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk {
+	// A server mounts its VM's claim, of the name ClaimName gives, or none; any other claim
+	// is kept as read.
+	disk := s.Disk != "" && s.Spec.Disk && s.Disk == ClaimName(p.ownerName())
+	okDisk := disk || s.Disk == "" && !s.Spec.Disk
+	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk {
 		return false
 	}
 	p.state, p.phase, p.resize = state, phase, resize
@@ -162,6 +168,9 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	p.image = intern(s.Spec.Image)
 	if s.Deleting {
 		p.flags |= podDeleting
+	}
+	if disk {
+		p.flags |= podDisk
 	}
 	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since}
 	// The resources in effect cost nothing when they are unset or the spec's, as they are
@@ -301,6 +310,9 @@ func (p *cachedPod) server() backend.Server {
 			Image:    p.image.String(),
 		},
 		Resize: backend.Resize{State: resizeStates[p.resize]},
+	}
+	if p.flags&podDisk != 0 {
+		s.Disk, s.Spec.Disk = ClaimName(p.ownerName()), true
 	}
 	if n := p.notes; n != nil {
 		s.Message, s.Since = n.message.String(), n.since

@@ -261,6 +261,16 @@ func TestCachedPodCostsLittle(t *testing.T) {
 			t.Errorf("resources in effect %v: notes %+v, exact %+v; want neither", withResources, c.notes, c.exact)
 		}
 	}
+	// On its VM's disk, as under --root-disk claim: no ephemeral storage, the claim mounted.
+	p := benchPod()
+	owner := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: p.Namespace, Name: p.Name[:len(p.Name)-len(nameSuffix)]}
+	onDisk := newPod(owner, backend.Spec{Image: "i", Disk: true})
+	p.Spec.Volumes, p.Spec.Containers[0].VolumeMounts = onDisk.Spec.Volumes, onDisk.Spec.Containers[0].VolumeMounts
+	delete(p.Spec.Containers[0].Resources.Limits, corev1.ResourceEphemeralStorage)
+	delete(p.Spec.Containers[0].Resources.Requests, corev1.ResourceEphemeralStorage)
+	if c := cachePod(p); c.notes != nil || c.exact != nil || c.server().Disk != ClaimName(owner.Name) {
+		t.Errorf("on its disk: notes %+v, exact %+v, disk %q; want neither, and the claim", c.notes, c.exact, c.server().Disk)
+	}
 }
 
 // serverDiff says how got differs from want, "" when it does not: quantities in value, format

@@ -6,7 +6,9 @@
 //   - The VM controls the pod (ownerReference with controller: true), so the garbage collector
 //     removes it even if the controller is gone, and a label with the VM's UID selects it.
 //   - One container runs the server image with requests equal to limits for cpu and memory
-//     (Guaranteed QoS) and ephemeral-storage set to the VM's rootDisk.
+//     (Guaranteed QoS). With Config.Disks it mounts the VM's disk, a PersistentVolumeClaim the
+//     VM owns that outlives every pod (disks.go, claim.go); without, ephemeral-storage is set
+//     to the VM's rootDisk and goes with the pod.
 //   - restartPolicy is Never: a failed server shows as a Failed pod, which the controller
 //     replaces with a backoff, instead of being restarted in place by the kubelet unseen.
 //
@@ -16,5 +18,6 @@
 //
 // An informer on the labelled pods, which reads each pod off the protobuf watch stream into a
 // compact cached form (wire.go, cached.go), and optionally one on nodes to tell a lost node,
-// notify the controller of every change to a VM's server.
+// notify the controller of every change to a VM's server; with Config.Disks, informers on the
+// labelled claims, the StorageClasses and the Events on claims, of every change to its disk.
 package pods

@@ -29,49 +29,88 @@ const (
 	AnnotationVM = "cloudnative.czs/vm"
 )
 
-const nameSuffix = "-server"
+// The VM's disk in its server pod.
+const (
+	// DiskVolume is the name of the pod's volume of its VM's disk (its claim).
+	DiskVolume = "rootdisk"
+	// DiskMountPath is where the server's container mounts its VM's disk.
+	DiskMountPath = "/var/lib/vm/rootdisk"
+)
+
+const (
+	nameSuffix  = "-server"
+	claimSuffix = "-rootdisk"
+)
 
 // PodName is the name of the pod that serves the VM called vm. Names too long for the suffix
 // are cut and made unique again with a hash of the whole name.
-func PodName(vm string) string {
-	if len(vm)+len(nameSuffix) <= validation.DNS1123SubdomainMaxLength {
-		return vm + nameSuffix
+func PodName(vm string) string { return nameFor(vm, nameSuffix) }
+
+// ClaimName is the name of the PersistentVolumeClaim that is the disk of the VM called vm, by
+// the rules of PodName.
+func ClaimName(vm string) string { return nameFor(vm, claimSuffix) }
+
+// nameFor is vm with suffix, cut and made unique with a hash of vm where it would be too long
+// for an object's name.
+func nameFor(vm, suffix string) string {
+	if len(vm)+len(suffix) <= validation.DNS1123SubdomainMaxLength {
+		return vm + suffix
 	}
 	sum := sha256.Sum256([]byte(vm))
 	h := hex.EncodeToString(sum[:])[:10]
-	keep := validation.DNS1123SubdomainMaxLength - len(nameSuffix) - len(h) - 1
-	return strings.TrimRight(vm[:keep], "-.") + "-" + h + nameSuffix
+	keep := validation.DNS1123SubdomainMaxLength - len(suffix) - len(h) - 1
+	return strings.TrimRight(vm[:keep], "-.") + "-" + h + suffix
 }
 
-// newPod builds the pod for vm.
-func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
-	res := corev1.ResourceList{
-		corev1.ResourceCPU:              spec.CPU,
-		corev1.ResourceMemory:           spec.Memory,
-		corev1.ResourceEphemeralStorage: spec.RootDisk,
-	}
+// labelsFor are the labels of vm's pod and claim: its UID, which selects them, its name where
+// it fits a label value, and who manages them.
+func labelsFor(vm backend.Owner) map[string]string {
 	labels := map[string]string{LabelVMUID: string(vm.UID), "app.kubernetes.io/managed-by": "vm-controller"}
 	if len(validation.IsValidLabelValue(vm.Name)) == 0 {
 		labels[LabelVM] = vm.Name
 	}
+	return labels
+}
+
+// controllerRef is the owner reference that makes vm the controller of one of its objects.
+func controllerRef(vm backend.Owner) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: vm.APIVersion, Kind: vm.Kind, Name: vm.Name, UID: vm.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+}
+
+// newPod builds the pod for vm: with spec.Disk, one that mounts vm's claim (ClaimName) at
+// DiskMountPath and asks for no ephemeral storage; otherwise ephemeral storage of rootDisk.
+func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    spec.CPU,
+		corev1.ResourceMemory: spec.Memory,
+	}
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	if spec.Disk {
+		volumes = []corev1.Volume{{Name: DiskVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ClaimName(vm.Name)}}}}
+		mounts = []corev1.VolumeMount{{Name: DiskVolume, MountPath: DiskMountPath}}
+	} else {
+		res[corev1.ResourceEphemeralStorage] = spec.RootDisk
+	}
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        PodName(vm.Name),
-			Namespace:   vm.Namespace,
-			Labels:      labels,
-			Annotations: map[string]string{AnnotationVM: vm.Name},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: vm.APIVersion, Kind: vm.Kind, Name: vm.Name, UID: vm.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
+			Name:            PodName(vm.Name),
+			Namespace:       vm.Namespace,
+			Labels:          labelsFor(vm),
+			Annotations:     map[string]string{AnnotationVM: vm.Name},
+			OwnerReferences: []metav1.OwnerReference{controllerRef(vm)},
 		},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
-				Name:      ContainerName,
-				Image:     spec.Image,
-				Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
+				Name:         ContainerName,
+				Image:        spec.Image,
+				Resources:    corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
+				VolumeMounts: mounts,
 			}},
+			Volumes:                      volumes,
 			RestartPolicy:                corev1.RestartPolicyNever,
 			AutomountServiceAccountToken: ptr.To(false),
 			EnableServiceLinks:           ptr.To(false),
@@ -89,6 +128,11 @@ func serverOf(pod *corev1.Pod) backend.Server {
 		Deleting: pod.DeletionTimestamp != nil,
 		Resize:   resizeOf(pod),
 	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == DiskVolume && v.PersistentVolumeClaim != nil {
+			s.Disk = v.PersistentVolumeClaim.ClaimName
+		}
+	}
 	for _, c := range pod.Spec.Containers {
 		if c.Name != ContainerName {
 			continue
@@ -98,6 +142,7 @@ func serverOf(pod *corev1.Pod) backend.Server {
 			Memory:   quantity(c.Resources.Limits, corev1.ResourceMemory),
 			RootDisk: quantity(c.Resources.Limits, corev1.ResourceEphemeralStorage),
 			Image:    c.Image,
+			Disk:     s.Disk != "",
 		}
 	}
 	switch pod.Status.Phase {
@@ -136,9 +181,16 @@ func condition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatu
 }
 
 // pendingMessage says why a pod is not running yet: unschedulable, or its container waiting.
+// What the scheduler says of the pod's claim (not bound yet, not found, being deleted, bound to
+// a volume that is gone) is left out: the VM's disk says it (backend.Disk), and the scheduler's
+// word stays on the pod until it schedules it, after the claim is bound, which would report
+// a disk problem that is over.
 func pendingMessage(pod *corev1.Pod) string {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+			if strings.Contains(strings.ToLower(c.Message), "persistentvolumeclaim") {
+				return ""
+			}
 			return c.Message
 		}
 	}

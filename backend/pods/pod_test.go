@@ -35,6 +35,14 @@ func TestPodName(t *testing.T) {
 	if PodName(long) == PodName(longer) {
 		t.Error("two long names that differ only at the end map to one pod name")
 	}
+	for _, vm := range []string{"test-vm", long} {
+		if c := ClaimName(vm); !strings.HasSuffix(c, "-rootdisk") || len(validation.IsDNS1123Subdomain(c)) > 0 || c == PodName(vm) {
+			t.Errorf("ClaimName(%q) = %q", vm, c)
+		}
+	}
+	if ClaimName(long) == ClaimName(longer) {
+		t.Error("two long names that differ only at the end map to one claim name")
+	}
 	if PodName(long) != PodName(long) {
 		t.Error("PodName is not deterministic")
 	}
@@ -68,6 +76,22 @@ func TestNewPod(t *testing.T) {
 	if got := serverOf(p).Spec; !got.Equal(spec) {
 		t.Errorf("round trip spec %+v, want %+v", got, spec)
 	}
+	// On its VM's disk: the claim mounted at DiskMountPath, no ephemeral storage; read back
+	// the same, with the claim's name.
+	disk := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Image: spec.Image, Disk: true}
+	d := newPod(owner, disk)
+	dc := d.Spec.Containers[0]
+	if _, eph := dc.Resources.Limits[corev1.ResourceEphemeralStorage]; eph || len(d.Spec.Volumes) != 1 || len(dc.VolumeMounts) != 1 ||
+		d.Spec.Volumes[0].PersistentVolumeClaim == nil || d.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "test-vm-rootdisk" ||
+		dc.VolumeMounts[0].MountPath != DiskMountPath || dc.VolumeMounts[0].Name != d.Spec.Volumes[0].Name {
+		t.Errorf("pod on its disk: volumes %+v, mounts %+v, limits %v", d.Spec.Volumes, dc.VolumeMounts, dc.Resources.Limits)
+	}
+	if got := serverOf(d); !got.Spec.Equal(disk) || got.Disk != "test-vm-rootdisk" {
+		t.Errorf("round trip of a pod on its disk: %+v", got)
+	}
+	if c := cachePod(d); c.flags&exactServer != 0 || c.server().Disk != "test-vm-rootdisk" || !c.server().Spec.Disk {
+		t.Errorf("a pod on its disk cached as %+v (exact %+v)", c.server(), c.exact)
+	}
 	// A name that is no valid label value is left out of the label, not truncated.
 	if long := newPod(backend.Owner{Name: strings.Repeat("x", 70), UID: "u"}, spec); long.Labels[LabelVM] != "" {
 		t.Errorf("an invalid label value was set: %q", long.Labels[LabelVM])
@@ -91,6 +115,10 @@ func TestServerOf(t *testing.T) {
 	}{
 		"pending":       {corev1.PodStatus{Phase: corev1.PodPending}, false, nil, backend.StatePending, ""},
 		"unschedulable": {corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/3 nodes are available"}}}, false, nil, backend.StatePending, "0/3 nodes"},
+		// The disk says it, and the scheduler's word outlives the cause (the claim bound).
+		"claim unbound": {corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Message: "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."}}},
+			false, nil, backend.StatePending, "^$"},
 		"image pull": {corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}},
 			false, nil, backend.StatePending, "ImagePullBackOff no such image"},
 		"starting":       {corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse)}, false, nodeUp, backend.StateStarting, ""},
@@ -113,7 +141,10 @@ func TestServerOf(t *testing.T) {
 				p.DeletionTimestamp = &now
 			}
 			s := cachePod(p).observed(tc.nodes)
-			if s.State != tc.state || !strings.Contains(s.Message, tc.message) || s.ID != "pod-uid" || s.Detail != string(tc.status.Phase) || s.Deleting != tc.deleted {
+			if tc.message == "^$" && s.Message != "" {
+				t.Errorf("message %q, want none", s.Message)
+			}
+			if s.State != tc.state || !strings.Contains(s.Message, strings.Trim(tc.message, "^$")) || s.ID != "pod-uid" || s.Detail != string(tc.status.Phase) || s.Deleting != tc.deleted {
 				t.Errorf("got %+v", s)
 			}
 			if name == "failed" && !s.Since.Equal(finished.Time) {

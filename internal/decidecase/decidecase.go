@@ -66,12 +66,33 @@ func Read(tb testing.TB, file string) (schema.VirtualMachine, *backend.Server) {
 	return vm, srv
 }
 
+// Disk is the disk the backend observed in a case (its disk.yaml, read as the plan command
+// reads --disk), nil when the case has none.
+func Disk(tb testing.TB, file string) *backend.Disk {
+	tb.Helper()
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range ar.Files {
+		if f.Name != "disk.yaml" {
+			continue
+		}
+		d, err := memory.ParseDisk(f.Data)
+		if err != nil {
+			tb.Fatalf("%s: disk.yaml: %v", file, err)
+		}
+		return d
+	}
+	return nil
+}
+
 // Input reads a case: its VM as JSON, which is base.yaml (beside the case) with the case's
 // vm.patch.yaml (a JSON merge patch, RFC 7386) applied, or the case's whole vm.yaml where a
 // merge patch cannot say it (an explicit null); and its server.yaml, nil when the case has no
 // server. A key written twice in one mapping fails the case: converted to JSON the YAML would
 // keep only the last, and the case would silently test something else. A policy.yaml section
-// is the decision tests' to read.
+// is the decision tests' to read, and a disk.yaml section Disk's.
 func Input(tb testing.TB, file string) (vm, server []byte) {
 	tb.Helper()
 	ar, err := txtar.ParseFile(file)
@@ -101,7 +122,7 @@ func Input(tb testing.TB, file string) (vm, server []byte) {
 			}
 		case "server.yaml":
 			server = f.Data
-		case "policy.yaml":
+		case "policy.yaml", "disk.yaml":
 		default:
 			tb.Fatalf("%s: unknown section %q", file, f.Name)
 		}

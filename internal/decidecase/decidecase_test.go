@@ -15,7 +15,9 @@ import (
 // TestCases: every case of testdata/decide reads as a VM in the cases' layout, and a case with
 // a server.yaml as that server.
 func TestCases(t *testing.T) {
-	for _, file := range Files(t, filepath.Join("..", "..", "testdata", "decide")) {
+	files := Files(t, filepath.Join("..", "..", "testdata", "decide"))
+	files = append(files, Files(t, filepath.Join("..", "..", "testdata", "decide", "claim"))...)
+	for _, file := range files {
 		raw, server := Input(t, file)
 		if !json.Valid(raw) {
 			t.Fatalf("%s: not JSON: %s", file, raw)
@@ -24,6 +26,7 @@ func TestCases(t *testing.T) {
 		if vm.Name() != "test-vm" || (srv == nil) != (server == nil) {
 			t.Errorf("%s: VM %q, server %+v", file, vm.Name(), srv)
 		}
+		Disk(t, file)
 	}
 }
 

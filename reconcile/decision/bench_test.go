@@ -27,6 +27,14 @@ var benchCases = []string{
 	"delete-with-server",
 }
 
+// benchPolicy decides the bench cases as their golden tests do: they are cases of servers
+// with root disks of their own (--root-disk ephemeral).
+var benchPolicy = func() decision.Policy {
+	p := decision.DefaultPolicy
+	p.RootDisk = decision.RootDiskEphemeral
+	return p
+}()
+
 // BenchmarkDecide measures Policy.Decide alone, on views of VMs as the informer caches them.
 func BenchmarkDecide(b *testing.B) {
 	for _, name := range benchCases {
@@ -35,7 +43,7 @@ func BenchmarkDecide(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				decision.DefaultPolicy.Decide(vm, srv, now)
+				benchPolicy.Decide(vm, srv, nil, now)
 			}
 		})
 	}
@@ -47,7 +55,7 @@ func BenchmarkViewDecide(b *testing.B) {
 	o, srv, fields := benchCached(b, "active-steady")
 	b.ReportAllocs()
 	for b.Loop() {
-		if p := decision.DefaultPolicy.Decide(view(b, o, fields), srv, now); !p.Empty() {
+		if p := benchPolicy.Decide(view(b, o, fields), srv, nil, now); !p.Empty() {
 			b.Fatal("active-steady asks for something")
 		}
 	}

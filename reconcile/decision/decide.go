@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -23,6 +24,9 @@ type Policy struct {
 	Resize ResizeMode
 	// CanResize: the backend changes a server's cpu and memory in place (backend.Resizer).
 	CanResize bool
+	// RootDisk says where a VM's root disk lives (disk.go): a disk of its own that outlives
+	// its servers (claim, the zero mode's meaning), or each server's own (ephemeral).
+	RootDisk RootDiskMode
 }
 
 // ResizeMode is how a running server takes a new spec: --resize.
@@ -47,18 +51,27 @@ var DefaultPolicy = Policy{
 	MaxRestartBackoff: 5 * time.Minute,
 	Resize:            ResizeInPlace,
 	CanResize:         true,
+	RootDisk:          RootDiskClaim,
 }
 
-// Decide returns what vm needs, given the server the backend observed for it (nil: none) and
-// the time. It is pure: the same inputs give the same plan, and a plan applied and decided
-// again asks for nothing more.
+// Decide returns what vm needs, given the server and the disk the backend observed for it
+// (nil: none; the disk is read under --root-disk claim only) and the time. It is pure: the
+// same inputs give the same plan, and a plan applied and decided again asks for nothing more.
 //
-// A status in the plan describes the world as it will be once the plan's server action is
-// done, so that observing that world later finds nothing to write. The one thing a plan cannot
-// know is the identity of a server it creates; the apply step fills it in.
-func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, now time.Time) Plan {
+// A status in the plan describes the world as it will be once the plan's disk and server
+// actions are done, so that observing that world later finds nothing to write. The one thing
+// a plan cannot know is the identity of a server or disk it creates; the apply step fills it
+// in.
+func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, now time.Time) Plan {
 	now = now.UTC().Truncate(time.Second)
-	d := decision{vm: vm, srv: srv, now: now, current: vm.Status()}
+	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims()}
+	if d.claims {
+		d.seenDisk = disk
+		if disk != nil && disk.Owner.Mine() {
+			kept := *disk
+			d.disk = &kept
+		}
+	}
 	if vm.Deleting() {
 		d.deleting()
 		return d.plan
@@ -71,13 +84,16 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, now time.T
 	}
 	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image}
 	if spec.Action == schema.ActionInactive {
+		if d.claims {
+			d.keepDisk(spec)
+		}
 		d.inactive()
 		return d.plan
 	}
 	if want.Image == "" {
 		want.Image = p.DefaultImage
 	}
-	p.active(&d, want, spec.Image != "")
+	p.active(&d, want, spec)
 	return d.plan
 }
 
@@ -93,6 +109,21 @@ type decision struct {
 	now     time.Time
 	current schema.Status
 	plan    Plan
+	// claims: VMs have disks of their own (Policy.RootDisk). seenDisk is the disk of the
+	// VM's name the backend observed, whoever's it is; disk is the VM's own as the plan
+	// leaves it (nil: none), what the status reports.
+	claims   bool
+	seenDisk *backend.Disk
+	disk     *backend.Disk
+	// diskWait, if set, is why no server may start for the disk (a disk of the name going
+	// away); diskResizing is the DiskResizing condition to carry (nil drops it), and
+	// diskEvents the Events of its changes, recorded with the status.
+	diskWait     string
+	diskResizing *lifecycleCondition
+	diskEvents   []Event
+	// refusal: the plan of a backend's refusal (Rejected, ResizeRefused, DiskRejected),
+	// made without the disk: the status keeps what it says of the disk.
+	refusal bool
 	// eventNote, if set, is the note of the transition event instead of the status message.
 	eventNote string
 	// resizing and restartRequired are the lifecycle conditions the status is to carry;
@@ -133,6 +164,9 @@ func (d *decision) deleting() {
 		return // not ours to hold, or already released
 	}
 	if d.srv == nil {
+		if d.claims {
+			d.deletingDisk()
+		}
 		d.plan.Finalizer = RemoveFinalizer
 		return
 	}
@@ -160,17 +194,31 @@ func (d *decision) inactive() {
 		fmt.Sprintf("Waiting for server %s to be deleted (action is inactive)", d.srv.Name), d.deletingServer())
 }
 
-// active: keep exactly one healthy server with the wanted spec.
-func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
+// active: keep exactly one healthy server with the wanted spec (and, under --root-disk claim,
+// the disk it mounts).
+func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
+	imageSet := spec.Image != ""
 	d.ensureFinalizer(true)
+	mayStart := true
+	if d.claims {
+		want.RootDisk, want.Disk = resource.Quantity{}, true // the disk's size is the disk's
+		var ok bool
+		if mayStart, ok = d.diskFor(spec); !ok {
+			return
+		}
+	}
 	srv := d.srv
 	restart := d.newRestart()
+	if srv == nil && !mayStart {
+		d.report(schema.PhaseCreating, ReasonWaitingForDisk, d.waitingForDisk(), nil)
+		return
+	}
 	if srv == nil {
 		if restart != "" {
 			d.next().RestartedAt = restart // the server about to be created is the restart
 		}
 		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingServer,
-			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), want.RootDisk.String())}}
+			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), spec.RootDisk.String())}}
 		d.failures(d.current.ConsecutiveFailures)
 		// The backend's own word for a new server is not known until it is created; the
 		// apply step puts it in (Plan.Created). The neutral word stands in for it meanwhile.
@@ -209,6 +257,9 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 	have := srv.Spec
 	if !imageSet {
 		have.Image = want.Image // a new default image applies to new servers only
+	}
+	if d.diskBlind(srv) {
+		have.RootDisk, have.Disk = want.RootDisk, want.Disk
 	}
 	if !have.Equal(want) {
 		p.specChanged(d, have, want, imageSet)
@@ -249,6 +300,12 @@ func (p Policy) active(d *decision, want backend.Spec, imageSet bool) {
 	}
 	p.serverState(d)
 }
+
+// diskBlind reports whether srv's root disk is no reason to replace it: under claim its disk
+// is the VM's, grown in place, and a server running without one (from before claims, or of
+// another controller) is not replaced to mount it; it is mounted from the next server on. Nor
+// is a server on its VM's disk replaced under ephemeral.
+func (d *decision) diskBlind(srv *backend.Server) bool { return d.claims || srv.Disk != "" }
 
 // running reports whether a server runs, so that it can be resized in place.
 func running(srv *backend.Server) bool {
@@ -308,7 +365,11 @@ func inEffect(srv *backend.Server) backend.Spec {
 // other change replaces the server, or under --resize manual waits for a restart.
 func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool) {
 	srv := d.srv
-	what := specChange(srv.Spec, want, imageSet)
+	from := srv.Spec
+	if d.diskBlind(srv) {
+		from.RootDisk = want.RootDisk
+	}
+	what := specChange(from, want, imageSet)
 	why := ""
 	refused := d.refused()
 	switch {
@@ -323,7 +384,7 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		why = refused.Message
 	default:
 		spec := want
-		spec.Image, spec.RootDisk = srv.Spec.Image, srv.Spec.RootDisk // a resize changes nothing else
+		spec.Image, spec.RootDisk, spec.Disk = srv.Spec.Image, srv.Spec.RootDisk, srv.Spec.Disk // a resize changes nothing else
 		d.plan.Server = &ServerAction{Op: ResizeServer, Spec: &spec,
 			Event: Event{Type: EventNormal, Reason: ReasonResizingServer, Message: fmt.Sprintf("Resizing server %s: %s", srv.Name, what)}}
 		d.resizing = &lifecycleCondition{ReasonResizePending, resizeMessage(srv.Name, spec, backend.Resize{State: backend.ResizePending})}
@@ -391,6 +452,13 @@ func (p Policy) serverState(d *decision) {
 	srv := d.srv
 	switch srv.State {
 	case backend.StatePending:
+		if w := d.waitingForDisk(); w != "" {
+			if srv.Message != "" {
+				w += "; the server: " + srv.Message
+			}
+			d.report(schema.PhaseCreating, ReasonWaitingForDisk, w, srv)
+			return
+		}
 		msg := PendingMessage
 		if srv.Message != "" {
 			msg += ": " + srv.Message
@@ -452,7 +520,7 @@ const rejectedRetry = time.Minute
 // Rejected is the plan for a VM whose server the backend refused to create: Failed with the
 // backend's reason, and another try after a while rather than a retry storm.
 func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Plan {
-	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status()}
+	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
 	d.report(schema.PhaseFailed, ReasonServerRejected, "The server was refused: "+why, nil)
 	d.plan.RequeueAfter = Duration(rejectedRetry)
 	return d.plan
@@ -464,7 +532,7 @@ func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Pl
 // RestartRequired; otherwise the condition Resizing says why, and the next decision replaces
 // the server (specChanged).
 func (p Policy) ResizeRefused(vm schema.VirtualMachine, srv *backend.Server, why string, now time.Time) Plan {
-	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status()}
+	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
 	if p.Resize == ResizeManual {
 		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}
@@ -594,12 +662,23 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st.Conditions = schema.SetCondition(d.current.Conditions, ready)
 	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionResizing, d.resizing, st.ObservedGeneration)
 	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionRestartRequired, d.restartRequired, st.ObservedGeneration)
+	switch {
+	case d.refusal:
+		st.RootDisk = d.current.RootDisk
+	case d.claims:
+		st.RootDisk = d.rootDiskStatus()
+		st.Conditions = d.lifecycle(st.Conditions, schema.ConditionDiskResizing, d.diskResizing, st.ObservedGeneration)
+	default:
+		st.RootDisk = nil // the controller keeps no disks
+	}
 
-	if st.SameAs(d.current) {
+	if st.SameAs(d.current) || d.bindingOnly(*st) {
 		d.plan.Status = nil
 		return reported{}
 	}
 	st.LastUpdateTime = d.now
+	d.plan.Events = append(d.plan.Events, d.diskEvents...)
+	d.diskEvents = nil
 	if d.plan.Server == nil && (d.current.Phase != phase || d.current.Reason != reason) {
 		typ := EventNormal
 		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown {

@@ -24,31 +24,45 @@ import (
 // now is the clock of every golden case; times in the inputs are written relative to it.
 var now = decidecase.Now
 
-// cases is the directory of the golden cases.
-var cases = filepath.Join("..", "..", "testdata", "decide")
+// cases is the directory of the golden cases, and claimCases that of the cases of VMs with
+// disks of their own (--root-disk claim).
+var (
+	cases      = filepath.Join("..", "..", "testdata", "decide")
+	claimCases = filepath.Join(cases, "claim")
+)
+
+// caseFiles are the golden cases of both directories.
+func caseFiles(t testing.TB) []string {
+	return append(decidecase.Files(t, cases), decidecase.Files(t, claimCases)...)
+}
 
 // TestDecideGolden feeds each testdata/decide/<case>.txtar (a VM as a patch of the shared
-// base.yaml, and optionally the server the backend observed) to Decide and compares the plan, as YAML, with <case>.golden. It then
-// applies the plan to an in-memory world and decides again: a correct decision leaves nothing
-// more to do.
+// base.yaml, and optionally the server and the disk the backend observed) to Decide and
+// compares the plan, as YAML, with <case>.golden; testdata/decide/claim/ holds the cases of
+// VMs with disks of their own, with a base.yaml of their own. It then applies the plan to an
+// in-memory world and decides again: a correct decision leaves nothing more to do.
 func TestDecideGolden(t *testing.T) {
-	for _, file := range decidecase.Files(t, cases) {
+	for _, file := range caseFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		if filepath.Dir(file) == claimCases {
+			name = "claim/" + name
+		}
 		t.Run(name, func(t *testing.T) {
 			vm, srv := decidecase.Read(t, file)
+			disk := decidecase.Disk(t, file)
 			policy := casePolicy(t, file)
-			plan := policy.Decide(vm, srv, now)
+			plan := policy.Decide(vm, srv, disk, now)
 			got := renderPlan(t, plan)
-			if again := renderPlan(t, policy.Decide(vm, srv, now)); again != got {
+			if again := renderPlan(t, policy.Decide(vm, srv, disk, now)); again != got {
 				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
 			}
 			golden.Check(t, strings.TrimSuffix(file, ".txtar")+".golden", []byte(got))
 
-			vm2, srv2, gone := applyPlan(t, vm, srv, plan)
-			if gone {
+			w := applyPlan(t, vm, srv, disk, plan)
+			if w.gone {
 				return
 			}
-			if next := policy.Decide(vm2, srv2, now); !next.Empty() {
+			if next := policy.Decide(w.vm, w.srv, w.disk, now); !next.Empty() {
 				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))
 			}
 		})
@@ -59,6 +73,10 @@ func TestDecideGolden(t *testing.T) {
 //
 //	resize: manual     # --resize
 //	canResize: false   # a backend that cannot resize in place
+//	rootDisk: claim    # --root-disk
+//
+// A case decides under --root-disk ephemeral unless it is under testdata/decide/claim/: the
+// cases written before VMs had disks of their own keep the plans they always had.
 func casePolicy(t testing.TB, file string) decision.Policy {
 	t.Helper()
 	ar, err := txtar.ParseFile(file)
@@ -66,13 +84,17 @@ func casePolicy(t testing.TB, file string) decision.Policy {
 		t.Fatal(err)
 	}
 	p := decision.DefaultPolicy
+	if filepath.Dir(file) != claimCases {
+		p.RootDisk = decision.RootDiskEphemeral
+	}
 	for _, f := range ar.Files {
 		if f.Name != "policy.yaml" {
 			continue
 		}
 		var in struct {
-			Resize    decision.ResizeMode `yaml:"resize"`
-			CanResize *bool               `yaml:"canResize"`
+			Resize    decision.ResizeMode   `yaml:"resize"`
+			CanResize *bool                 `yaml:"canResize"`
+			RootDisk  decision.RootDiskMode `yaml:"rootDisk"`
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(f.Data))
 		dec.KnownFields(true)
@@ -84,6 +106,9 @@ func casePolicy(t testing.TB, file string) decision.Policy {
 		}
 		if in.CanResize != nil {
 			p.CanResize = *in.CanResize
+		}
+		if in.RootDisk != "" {
+			p.RootDisk = in.RootDisk
 		}
 	}
 	return p
@@ -100,10 +125,19 @@ func renderPlan(t *testing.T, p decision.Plan) string {
 	return b.String()
 }
 
+// world is the world a plan was carried out on: the VM, its server and its disk as they are
+// now, and whether the VM was released for deletion (gone).
+type world struct {
+	vm   schema.VirtualMachine
+	srv  *backend.Server
+	disk *backend.Disk
+	gone bool
+}
+
 // applyPlan carries out a plan on a copy of the world the way the controller would: the
-// finalizer change and the status as patches on the VM's JSON, the server action on an
-// in-memory backend. gone reports that the VM was released for deletion.
-func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p decision.Plan) (schema.VirtualMachine, *backend.Server, bool) {
+// finalizer change and the status as patches on the VM's JSON, the disk and server actions
+// on an in-memory backend.
+func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, p decision.Plan) world {
 	t.Helper()
 	raw := vm.JSON()
 	servers := memory.New()
@@ -111,8 +145,35 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p de
 	if srv != nil {
 		servers.Set(owner, srv)
 	}
-	// A resize is taken and left pending, where the plan's status says it is.
+	if disk != nil {
+		servers.SetDisk(owner, disk)
+	}
+	// A resize is taken and left pending, where the plan's status says it is; so is a disk's
+	// growth.
 	servers.AnswerResizes(memory.ResizeAnswer{State: backend.ResizePending})
+	servers.AnswerGrowth(backend.Growth{State: backend.GrowthPending})
+	if a := p.Disk; a != nil {
+		var err error
+		var made *backend.Disk
+		switch a.Op {
+		case decision.CreateDisk:
+			if disk != nil {
+				t.Fatalf("plan creates a disk while one of its name exists")
+			}
+			made, err = servers.CreateDisk(context.Background(), owner, *a.Spec)
+			p.CreatedDisk(made)
+		case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
+			_, err = servers.UpdateDisk(context.Background(), owner, *a.Spec)
+		case decision.DeleteDisk:
+			if disk == nil || !disk.Owner.Mine() {
+				t.Fatalf("plan deletes a disk that is not the VM's")
+			}
+			err = servers.DeleteDisk(context.Background(), owner)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	if p.Server != nil {
 		switch p.Server.Op {
 		case decision.CreateServer:
@@ -141,6 +202,10 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p de
 	if err != nil {
 		t.Fatal(err)
 	}
+	disk, err = servers.ObserveDisk(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if p.Finalizer != "" {
 		fins := []string{}
 		for _, f := range vm.Finalizers() {
@@ -158,7 +223,7 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p de
 		}
 		raw = mergePatch(t, raw, map[string]any{"metadata": map[string]any{"finalizers": fins}})
 		if p.Finalizer == decision.RemoveFinalizer && vm.Deleting() {
-			return vm, srv, true
+			return world{vm: vm, srv: srv, disk: disk, gone: true}
 		}
 	}
 	if p.Status != nil {
@@ -174,7 +239,7 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, p de
 	if err != nil {
 		t.Fatal(err)
 	}
-	return next, srv, false
+	return world{vm: next, srv: srv, disk: disk}
 }
 
 func mergePatch(t *testing.T, raw []byte, patch map[string]any) []byte {
@@ -205,15 +270,16 @@ func TestRefusalThroughNodeLost(t *testing.T) {
 	if refusal == nil || refusal.Reason != decision.ReasonResizeInfeasible {
 		t.Fatalf("%s: no refusal on record: %+v", file, refusal)
 	}
-	vm, srv, _ = applyPlan(t, vm, srv, policy.Decide(vm, srv, now))
+	w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, now))
+	vm, srv = w.vm, w.srv
 
 	back := *srv
 	back.State, back.Message = backend.StateReady, ""
-	plan := policy.Decide(vm, &back, now.Add(time.Minute))
+	plan := policy.Decide(vm, &back, nil, now.Add(time.Minute))
 	if plan.Server != nil {
 		t.Fatalf("the refused resize is asked for again: %+v", plan.Server)
 	}
-	vm, _, _ = applyPlan(t, vm, &back, plan)
+	vm = applyPlan(t, vm, &back, nil, plan).vm
 
 	st := vm.Status()
 	if st.Phase != schema.PhaseActive {

@@ -3,6 +3,7 @@ package decision_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -35,7 +36,7 @@ import (
 // the cpu and memory in effect; the policy is its --resize mode (an index into fuzzResizeModes)
 // and whether the backend can resize.
 func FuzzDecide(f *testing.F) {
-	for _, file := range decidecase.Files(f, cases) {
+	for _, file := range caseFiles(f) {
 		vm, server := decidecase.Input(f, file)
 		var srv *backend.Server
 		if server != nil {
@@ -44,37 +45,46 @@ func FuzzDecide(f *testing.F) {
 				f.Fatalf("%s: %v", file, err)
 			}
 		}
+		disk := decidecase.Disk(f, file)
 		// The case's own policy first, then every other one.
 		own := casePolicy(f, file)
 		policies := []decision.Policy{own}
 		for _, mode := range fuzzResizeModes[1:] {
 			for _, can := range []bool{true, false} {
-				if mode != own.Resize || can != own.CanResize {
-					policies = append(policies, decision.Policy{Resize: mode, CanResize: can})
+				for _, root := range fuzzRootDiskModes[1:] {
+					if mode != own.Resize || can != own.CanResize || root != own.RootDisk {
+						policies = append(policies, decision.Policy{Resize: mode, CanResize: can, RootDisk: root})
+					}
 				}
 			}
 		}
 		for _, p := range policies {
 			mode := uint8(slices.Index(fuzzResizeModes, p.Resize))
+			root := uint8(slices.Index(fuzzRootDiskModes, p.RootDisk))
+			d := fuzzDiskArgs(disk)
 			if srv == nil {
-				f.Add(vm, false, "", "", "", false, int64(0), "", "", "", "", "", "", uint8(0), "", "", "", mode, p.CanResize)
+				f.Add(vm, false, "", "", "", false, int64(0), "", "", "", "", "", "", uint8(0), "", "", "", mode, p.CanResize,
+					root, "", d.has, d.phase, d.requested, d.capacity, d.canGrow, d.growth, d.growthMessage, d.owner, d.pending, d.deleting)
 				continue
 			}
 			f.Add(vm, true, string(srv.State), srv.Detail, srv.Message, srv.Deleting, int64(now.Sub(srv.Since)/time.Second),
-				srv.Spec.CPU.String(), srv.Spec.Memory.String(), srv.Spec.RootDisk.String(), srv.Spec.Image, srv.Name, srv.ID,
+				srv.Spec.CPU.String(), srv.Spec.Memory.String(), quantityString(srv.Spec.RootDisk), srv.Spec.Image, srv.Name, srv.ID,
 				uint8(slices.Index(fuzzResizeStates, srv.Resize.State)), srv.Resize.Message,
-				quantityString(srv.Resize.CPU), quantityString(srv.Resize.Memory), mode, p.CanResize)
+				quantityString(srv.Resize.CPU), quantityString(srv.Resize.Memory), mode, p.CanResize,
+				root, srv.Disk, d.has, d.phase, d.requested, d.capacity, d.canGrow, d.growth, d.growthMessage, d.owner, d.pending, d.deleting)
 		}
 	}
 	fields := decidecase.Fields(f)
 	f.Fuzz(func(t *testing.T, data []byte, hasServer bool, state, detail, message string, deleting bool, since int64,
 		cpu, memory, rootDisk, image, name, id string,
-		resizeState uint8, resizeMessage, resizeCPU, resizeMemory string, mode uint8, canResize bool) {
+		resizeState uint8, resizeMessage, resizeCPU, resizeMemory string, mode uint8, canResize bool,
+		root uint8, serverDisk string, hasDisk bool, diskPhase uint8, requested, capacity string, canGrow bool,
+		growth uint8, growthMessage string, diskOwner uint8, pending string, diskDeleting bool) {
 		var obj map[string]any
 		if err := utiljson.Unmarshal(data, &obj); err != nil || obj == nil {
 			return // the cache holds objects only
 		}
-		for _, s := range []string{state, detail, message, image, name, id, resizeMessage} {
+		for _, s := range []string{state, detail, message, image, name, id, resizeMessage, serverDisk, growthMessage, pending} {
 			if !utf8.ValidString(s) {
 				return // a backend reports text (a pod's fields come from JSON)
 			}
@@ -90,32 +100,72 @@ func FuzzDecide(f *testing.F) {
 		var srv *backend.Server
 		if hasServer {
 			srv = &backend.Server{Name: name, ID: id, State: backend.State(state), Detail: detail, Message: message, Deleting: deleting,
-				Spec: backend.Spec{CPU: quantity(cpu), Memory: quantity(memory), RootDisk: quantity(rootDisk), Image: image},
+				Spec: backend.Spec{CPU: quantity(cpu), Memory: quantity(memory), RootDisk: quantity(rootDisk), Image: image, Disk: serverDisk != ""},
 				Resize: backend.Resize{State: fuzzResizeStates[int(resizeState)%len(fuzzResizeStates)], Message: resizeMessage,
-					CPU: quantity(resizeCPU), Memory: quantity(resizeMemory)}}
+					CPU: quantity(resizeCPU), Memory: quantity(resizeMemory)},
+				Disk: serverDisk}
 			if since != 0 {
 				srv.Since = now.Add(-time.Duration(since) * time.Second)
 			}
 		}
+		var disk *backend.Disk
+		if hasDisk {
+			disk = &backend.Disk{Name: "test-vm-rootdisk", ID: "disk-uid", Version: "1",
+				Phase: fuzzDiskPhases[int(diskPhase)%len(fuzzDiskPhases)], Requested: quantity(requested), Capacity: quantity(capacity),
+				CanGrow: canGrow, Growth: backend.Growth{State: fuzzGrowthStates[int(growth)%len(fuzzGrowthStates)], Message: growthMessage},
+				Owner: fuzzDiskOwners[int(diskOwner)%len(fuzzDiskOwners)], Pending: pending, Deleting: diskDeleting}
+		}
 		policy := decision.DefaultPolicy
 		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
-		plan := policy.Decide(vm, srv, now)
-		checkPlan(t, policy, vm, srv, plan)
-		if again := policy.Decide(vm, srv, now); renderPlan(t, again) != renderPlan(t, plan) {
+		policy.RootDisk = fuzzRootDiskModes[int(root)%len(fuzzRootDiskModes)]
+		plan := policy.Decide(vm, srv, disk, now)
+		checkPlan(t, policy, vm, srv, disk, plan)
+		if again := policy.Decide(vm, srv, disk, now); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
-		vm2, srv2, gone := applyPlan(t, vm, srv, plan)
-		if !gone {
-			if next := policy.Decide(vm2, srv2, now); !next.Empty() {
+		if w := applyPlan(t, vm, srv, disk, plan); !w.gone {
+			if next := policy.Decide(w.vm, w.srv, w.disk, now); !next.Empty() {
 				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
 			}
 		}
 		if plan.Server != nil && plan.Server.Op == decision.ResizeServer {
-			checkRefused(t, policy, vm, srv, resizeMessage)
+			checkRefused(t, policy, vm, srv, disk, resizeMessage)
 		}
 		checkRejected(t, policy, vm, message)
+		checkDiskRejected(t, policy, vm, srv, message)
 	})
 }
+
+// fuzzDisk is a disk as FuzzDecide's arguments give it.
+type fuzzDisk struct {
+	has                                bool
+	phase, growth, owner               uint8
+	requested, capacity, growthMessage string
+	pending                            string
+	canGrow, deleting                  bool
+}
+
+// fuzzDiskArgs is d as FuzzDecide's arguments (a case's disk, for a seed).
+func fuzzDiskArgs(d *backend.Disk) fuzzDisk {
+	if d == nil {
+		return fuzzDisk{}
+	}
+	return fuzzDisk{has: true, phase: uint8(slices.Index(fuzzDiskPhases, d.Phase)), growth: uint8(slices.Index(fuzzGrowthStates, d.Growth.State)),
+		owner: uint8(slices.Index(fuzzDiskOwners, d.Owner)), requested: quantityString(d.Requested), capacity: quantityString(d.Capacity),
+		growthMessage: d.Growth.Message, pending: d.Pending, canGrow: d.CanGrow, deleting: d.Deleting}
+}
+
+// The words of a disk FuzzDecide gives, and a growth state a backend may report in the
+// future, which the decision must bear.
+var (
+	fuzzDiskPhases   = []backend.DiskPhase{backend.DiskPending, backend.DiskBound, backend.DiskLost}
+	fuzzGrowthStates = []backend.GrowthState{backend.GrowthNone, backend.GrowthPending, backend.GrowthInProgress, backend.GrowthInfeasible, "Paused"}
+	fuzzDiskOwners   = []backend.DiskOwner{backend.DiskOwned, backend.DiskKept, backend.DiskUnowned, backend.DiskOther}
+)
+
+// fuzzRootDiskModes are the --root-disk modes FuzzDecide decides under; the zero mode means
+// claim.
+var fuzzRootDiskModes = []decision.RootDiskMode{"", decision.RootDiskClaim, decision.RootDiskEphemeral}
 
 // fuzzResizeStates are the resize states FuzzDecide gives a server: the five a backend
 // reports, and one it may report in the future, which the decision must bear.
@@ -150,16 +200,20 @@ func quantity(s string) resource.Quantity {
 // server under --resize manual, moves the finalizer the wrong way, reports Active without a
 // ready server, reports a resize of a server that is not being resized, writes a status that
 // differs from the current one only in its times, or asks to be requeued while it acts on the
-// server.
-func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, plan decision.Plan) {
+// server. Of the VM's disk (checkDisk): it acts on a disk that is not there or another's,
+// deletes one but for a deleted VM whose reclaim policy is Delete, shrinks one, or creates a
+// server that mounts none.
+func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, plan decision.Plan) {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
-		t.Errorf("%s\nVM: %s\nserver: %+v\nplan:\n%s", fmt.Sprintf(format, args...), vm.JSON(), srv, renderPlan(t, plan))
+		t.Errorf("%s\nVM: %s\nserver: %+v\ndisk: %+v\nplan:\n%s", fmt.Sprintf(format, args...), vm.JSON(), srv, disk, renderPlan(t, plan))
 	}
 	spec, specErrs := vm.Spec()
 	current := vm.Status()
 	hasFinalizer := vm.HasFinalizer(schema.Finalizer)
+	claims := p.RootDisk != decision.RootDiskEphemeral
+	checkDisk(fail, claims, vm, srv, disk, plan)
 
 	switch plan.Finalizer {
 	case "":
@@ -188,11 +242,16 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				fail("creates a server for a VM that is being deleted, invalid or inactive")
 			case !hasFinalizer && plan.Finalizer != decision.AddFinalizer:
 				fail("creates a server without the finalizer that guarantees its cleanup")
-			case a.Spec == nil || a.Spec.CPU.Sign() <= 0 || a.Spec.Memory.Sign() <= 0 || a.Spec.RootDisk.Sign() <= 0 || a.Spec.Image == "":
+			case a.Spec == nil || a.Spec.CPU.Sign() <= 0 || a.Spec.Memory.Sign() <= 0 || a.Spec.Image == "" ||
+				(a.Spec.RootDisk.Sign() <= 0) != a.Spec.Disk:
 				fail("creates a server of an impossible spec")
-			case !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: a.Spec.Image}) ||
+			case claims && !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Image: a.Spec.Image, Disk: true}),
+				!claims && !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: a.Spec.Image}),
 				spec.Image != "" && a.Spec.Image != spec.Image:
 				fail("creates a server other than the spec asks for")
+			case claims && !(disk == nil && plan.Disk != nil && plan.Disk.Op == decision.CreateDisk ||
+				disk != nil && !disk.Deleting && (disk.Owner.Mine() || disk.Owner == backend.DiskUnowned && plan.Disk != nil && plan.Disk.Op == decision.AdoptDisk)):
+				fail("creates a server whose disk is not there, going, or not the VM's")
 			}
 		case decision.DeleteServer:
 			switch {
@@ -201,6 +260,8 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			case p.Resize == decision.ResizeManual && a.Event.Reason == decision.ReasonReplacingServer &&
 				srv.State != backend.StateFailed && srv.State != backend.StateStopped:
 				fail("replaces a server that has not ended under --resize manual")
+			case claims && a.Event.Reason == decision.ReasonReplacingServer && strings.Contains(a.Event.Message, "rootDisk"):
+				fail("replaces a server for its root disk under --root-disk claim")
 			}
 		case decision.ResizeServer:
 			switch {
@@ -232,6 +293,15 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			fail("events without a status change")
 		}
 		return
+	}
+	if !claims && st.RootDisk != nil {
+		fail("status reports a disk under --root-disk ephemeral")
+	}
+	if st.Reason == decision.ReasonDiskConflict && (disk == nil || disk.Owner != backend.DiskOther || st.Phase != schema.PhaseFailed) {
+		fail("DiskConflict without another's disk of the VM's name")
+	}
+	if st.Reason == decision.ReasonWaitingForDisk && (st.Phase != schema.PhaseCreating || !claims) {
+		fail("WaitingForDisk in phase %s, claims %v", st.Phase, claims)
 	}
 	if st.SameAs(current) {
 		fail("writes a status that differs from the current one only in its times")
@@ -324,7 +394,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	// Warning ServerMissing: beside the action that replaces it, or instead of the transition
 	// to waiting for it to go.
 	changed := st.Phase != current.Phase || st.Reason != current.Reason
-	evs := plan.Events
+	evs := diskEvents(fail, current, st, disk, plan.Events)
 	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
 		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer
@@ -367,23 +437,27 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 // checkRefused checks what follows a resize in place the backend refuses
 // (backend.ErrResizeInfeasible): the refusal's plan writes a status and nothing else; carried
 // out, the next decision does not ask for the same resize again but falls back on the policy,
-// a replacement, or under --resize manual nothing (the refusal's RestartRequired stands); and
+// a replacement, or under --resize manual nothing of the server (the refusal's RestartRequired
+// stands); and
 // that decision carried out leaves nothing more to do.
-func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, why string) {
+func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string) {
 	t.Helper()
 	refused := p.ResizeRefused(vm, srv, why, now)
-	if refused.Server != nil || refused.Finalizer != "" || refused.Status == nil {
+	if refused.Server != nil || refused.Disk != nil || refused.Finalizer != "" || refused.Status == nil {
 		t.Errorf("ResizeRefused plans other than a status:\n%s", renderPlan(t, refused))
 		return
 	}
-	vm2, srv2, _ := applyPlan(t, vm, srv, refused)
-	next := p.Decide(vm2, srv2, now)
-	checkPlan(t, p, vm2, srv2, next)
-	if manual := p.Resize == decision.ResizeManual; manual && !next.Empty() || !manual && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
+	w := applyPlan(t, vm, srv, disk, refused)
+	vm2, srv2, disk2 := w.vm, w.srv, w.disk
+	next := p.Decide(vm2, srv2, disk2, now)
+	checkPlan(t, p, vm2, srv2, disk2, next)
+	// The disk is no part of the resize: a disk to make is made whatever the server does.
+	if manual := p.Resize == decision.ResizeManual; manual && (next.Server != nil || next.Finalizer != "") ||
+		!manual && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
 	}
-	if vm3, srv3, gone := applyPlan(t, vm2, srv2, next); !gone {
-		if again := p.Decide(vm3, srv3, now); !again.Empty() {
+	if w := applyPlan(t, vm2, srv2, disk2, next); !w.gone {
+		if again := p.Decide(w.vm, w.srv, w.disk, now); !again.Empty() {
 			t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, next), renderPlan(t, again))
 		}
 	}
@@ -402,5 +476,117 @@ func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachin
 	}
 	if p.Status == nil && vm.Status().Reason != decision.ReasonServerRejected {
 		t.Errorf("Rejected writes no status for a VM whose status says %s", vm.Status().Reason)
+	}
+}
+
+// checkDisk fails the test (through fail) if plan's action on the VM's disk is not one the
+// world and the policy allow: none under --root-disk ephemeral; a create only where no disk of
+// the name is, for an active VM with the finalizer, of the spec's size and class; a change
+// only of a disk that is there and not another's, never smaller than it is, larger only when
+// it is bound and can grow; a delete only of the VM's own disk, once the VM is deleted, its
+// server gone, and its reclaim policy Delete. A disk is the owner's data: this is what keeps
+// it.
+func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, plan decision.Plan) {
+	a := plan.Disk
+	if a == nil {
+		return
+	}
+	spec, specErrs := vm.Spec()
+	if !claims {
+		fail("acts on a disk under --root-disk ephemeral")
+		return
+	}
+	if a.Event.Reason == "" || a.Event.Message == "" || a.Event.Type != corev1.EventTypeNormal {
+		fail("disk action without a proper event: %+v", a.Event)
+	}
+	switch a.Op {
+	case decision.CreateDisk:
+		switch {
+		case disk != nil:
+			fail("creates a disk while one of its name is there")
+		case vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionActive:
+			fail("creates a disk for a VM that is being deleted, invalid or inactive")
+		case !vm.HasFinalizer(schema.Finalizer) && plan.Finalizer != decision.AddFinalizer:
+			fail("creates a disk without the finalizer that guarantees its cleanup")
+		case a.Spec == nil || a.Spec.Size.Cmp(spec.RootDisk) != 0 || a.Spec.StorageClass != spec.StorageClass ||
+			a.Spec.Keep != (spec.ReclaimPolicy != schema.ReclaimDelete):
+			fail("creates a disk other than the spec asks for")
+		}
+	case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
+		switch {
+		case disk == nil || disk.Deleting || disk.Owner == backend.DiskOther:
+			fail("changes a disk that is not there, going, or another's")
+		case a.Spec == nil || a.Spec.Size.Cmp(disk.Requested) < 0:
+			fail("shrinks a disk")
+		case a.Spec.Size.Cmp(disk.Requested) > 0 && (disk.Phase != backend.DiskBound || !disk.CanGrow || a.Spec.Size.Cmp(spec.RootDisk) != 0):
+			fail("grows a disk that cannot grow, or to another size than rootDisk")
+		case a.Op == decision.ReleaseDisk && !a.Spec.Keep, a.Op == decision.AdoptDisk && a.Spec.Keep != (spec.ReclaimPolicy != schema.ReclaimDelete):
+			fail("makes the disk owned otherwise than the reclaim policy says")
+		case a.Op != decision.ReleaseDisk && vm.Deleting():
+			fail("adopts or grows the disk of a VM that is being deleted")
+		case disk.Owner == backend.DiskUnowned && a.Op != decision.AdoptDisk:
+			fail("changes a disk it does not adopt")
+		}
+	case decision.DeleteDisk:
+		switch {
+		case disk == nil || !disk.Owner.Mine() || disk.Deleting:
+			fail("deletes a disk that is not the VM's, or already going")
+		case !vm.Deleting() || srv != nil || plan.Finalizer != decision.RemoveFinalizer:
+			fail("deletes the disk of a VM that is not being deleted, or before its server is gone")
+		case spec.ReclaimPolicy != schema.ReclaimDelete:
+			fail("deletes a disk whose reclaim policy is %q", spec.ReclaimPolicy)
+		}
+	default:
+		fail("unknown disk operation %q", a.Op)
+	}
+}
+
+// diskEvents checks the Events of the DiskResizing condition's changes in evs (a Warning when
+// it turns to a refusal, the storage's, the class's or of a shrink, with the condition's
+// message; DiskResized when a growth ends with the disk at its size) and returns the other
+// events.
+func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Status, disk *backend.Disk, evs []decision.Event) []decision.Event {
+	was, now := current.Condition(schema.ConditionDiskResizing), st.Condition(schema.ConditionDiskResizing)
+	var rest []decision.Event
+	for _, e := range evs {
+		switch e.Reason {
+		case decision.ReasonDiskResizeInfeasible, decision.ReasonDiskNotExpandable, decision.ReasonDiskShrinkRefused:
+			if e.Type != corev1.EventTypeWarning || now == nil || now.Reason != e.Reason || now.Message != e.Message || was != nil && was.Reason == now.Reason {
+				fail("event %+v without the DiskResizing condition turning to it", e)
+			}
+		case decision.ReasonDiskResized:
+			if e.Type != corev1.EventTypeNormal || now != nil || was == nil || disk == nil || !disk.GrowthDone() {
+				fail("event %+v without a growth done and its DiskResizing condition going away", e)
+			}
+		default:
+			rest = append(rest, e)
+		}
+	}
+	if now != nil && (disk == nil || now.Status != schema.ConditionTrue || now.ObservedGeneration != st.ObservedGeneration) {
+		fail("DiskResizing condition %+v without a disk of the VM's", *now)
+	}
+	return rest
+}
+
+// checkDiskRejected checks the plan for a VM whose disk the backend refused: Failed with the
+// reason (DiskConflict for a name that is another's), no action, the server there is named,
+// and a later look.
+func checkDiskRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, why string) {
+	t.Helper()
+	for _, conflict := range []bool{false, true} {
+		p := policy.DiskRejected(vm, srv, why, conflict, now)
+		if p.Server != nil || p.Disk != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
+			t.Errorf("DiskRejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
+		}
+		reason := decision.ReasonDiskRejected
+		if conflict {
+			reason = decision.ReasonDiskConflict
+		}
+		if p.Status != nil && (p.Status.Phase != schema.PhaseFailed || p.Status.Reason != reason || (p.Status.Server == nil) != (srv == nil)) {
+			t.Errorf("DiskRejected status %+v", p.Status)
+		}
+		if p.Status == nil && vm.Status().Reason != reason {
+			t.Errorf("DiskRejected writes no status for a VM whose status says %s", vm.Status().Reason)
+		}
 	}
 }

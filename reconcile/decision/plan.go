@@ -8,11 +8,16 @@ import (
 )
 
 // Plan is everything one reconcile of one VM asks for, as data. The apply step carries it out
-// in a fixed order: add the finalizer, act on the server, write the status, remove the
-// finalizer. Each event is recorded once the write it reports has succeeded.
+// in a fixed order: add the finalizer, act on the disk, act on the server, write the status,
+// remove the finalizer. So a disk exists before the server that mounts it is created, and on
+// deletion (where a plan acts on the disk only once the server is gone) the disk is deleted
+// or released before the finalizer comes off. Each event is recorded once the write it
+// reports has succeeded.
 type Plan struct {
 	// Finalizer is the change to the VM's finalizer, if any.
 	Finalizer FinalizerChange `yaml:"finalizer,omitempty"`
+	// Disk is the action on the VM's disk, if any (under Policy.RootDisk claim).
+	Disk *DiskAction `yaml:"disk,omitempty"`
 	// Server is the action on the VM's server, if any.
 	Server *ServerAction `yaml:"server,omitempty"`
 	// Status is the status to write; nil when the current one is still true.
@@ -27,7 +32,7 @@ type Plan struct {
 // Empty reports whether the plan asks for no write and no event. A reconcile of a VM whose
 // state is already right returns an empty plan (it may still ask to be requeued).
 func (p Plan) Empty() bool {
-	return p.Finalizer == "" && p.Server == nil && p.Status == nil && len(p.Events) == 0
+	return p.Finalizer == "" && p.Disk == nil && p.Server == nil && p.Status == nil && len(p.Events) == 0
 }
 
 // FinalizerChange is what happens to the controller's finalizer on the VM.
@@ -61,6 +66,33 @@ type ServerAction struct {
 	Event Event `yaml:"event"`
 }
 
+// DiskOp is an operation on the VM's disk.
+type DiskOp string
+
+// The disk operations. Adopt, expand and release are one change of an existing disk
+// (backend.Disks.UpdateDisk), named for why it is made.
+const (
+	CreateDisk DiskOp = "create"
+	// AdoptDisk makes the disk the VM's as its reclaim policy says: a disk an earlier VM of
+	// the name kept, or its own again when the policy turns to Delete.
+	AdoptDisk DiskOp = "adopt"
+	// ExpandDisk asks for a larger size.
+	ExpandDisk DiskOp = "expand"
+	// ReleaseDisk stops the VM owning its disk, which then outlives it (reclaim policy Retain).
+	ReleaseDisk DiskOp = "release"
+	DeleteDisk  DiskOp = "delete"
+)
+
+// DiskAction is one operation on the VM's disk.
+type DiskAction struct {
+	Op DiskOp `yaml:"op"`
+	// Spec is the disk to create, or what the disk is to become (owned unless Keep, at least
+	// Size); nil for delete.
+	Spec *backend.DiskSpec `yaml:"spec,omitempty"`
+	// Event says why; it is recorded as soon as the operation succeeds.
+	Event Event `yaml:"event"`
+}
+
 // The types of Event, as Kubernetes spells them (corev1.EventTypeNormal and
 // EventTypeWarning); the decision names them without importing the core API.
 const (
@@ -90,4 +122,12 @@ func (p *Plan) Created(s *backend.Server) {
 	p.Status.Server.Name = s.Name
 	p.Status.Server.ID = s.ID
 	p.Status.Server.State = s.Detail
+}
+
+// CreatedDisk records the disk a create made: its name, which the decision could not know.
+func (p *Plan) CreatedDisk(d *backend.Disk) {
+	if p.Status == nil || p.Status.RootDisk == nil || d == nil {
+		return
+	}
+	p.Status.RootDisk.ClaimName = d.Name
 }

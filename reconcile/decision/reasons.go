@@ -45,3 +45,28 @@ const (
 	ReasonUsageReported         = "UsageReported"         // True: usage comes from the metrics API
 	ReasonMetricsAPIUnavailable = "MetricsAPIUnavailable" // False: the cluster serves no usage figures
 )
+
+// Reasons of the VM's disk (Policy.RootDisk claim): a phase's reason, the DiskResizing
+// condition's, and Events of what the controller did with the disk.
+const (
+	ReasonWaitingForDisk = "WaitingForDisk" // Creating: the server waits for its disk (not bound, lost or going)
+	ReasonDiskConflict   = "DiskConflict"   // Failed: a disk of the VM's name is another's; never taken over
+	ReasonDiskRejected   = "DiskRejected"   // Failed: the backend refused to create the disk
+
+	// Events only.
+	ReasonCreatingDisk  = "CreatingDisk"  // the disk is created, before the server that mounts it
+	ReasonAdoptingDisk  = "AdoptingDisk"  // the VM takes a kept disk of its name, or owns its own again (reclaim policy Delete)
+	ReasonRetainingDisk = "RetainingDisk" // the VM stops owning its disk so that it outlives the VM (reclaim policy Retain)
+	ReasonResizingDisk  = "ResizingDisk"  // a larger size was asked of the disk
+	ReasonDiskResized   = "DiskResized"   // the disk has the size asked for
+	ReasonDeletingDisk  = "DeletingDisk"  // the VM is deleted and its disk with it (reclaim policy Delete)
+	ReasonDiskRetained  = "DiskRetained"  // the VM is deleted and its disk kept (reclaim policy Retain)
+
+	// Reasons of the DiskResizing condition: how far the growth of the disk has got, or why
+	// it does not happen (each of the last three also a Warning Event when it begins).
+	ReasonDiskResizePending    = "DiskResizePending"    // asked for; the storage has not taken it up (or the disk is not bound yet)
+	ReasonDiskResizeInProgress = "DiskResizeInProgress" // the storage is growing it
+	ReasonDiskResizeInfeasible = "DiskResizeInfeasible" // the storage refused; the disk keeps its size
+	ReasonDiskNotExpandable    = "DiskNotExpandable"    // the disk's class does not let it grow; it keeps its size
+	ReasonDiskShrinkRefused    = "DiskShrinkRefused"    // rootDisk is below the disk's size; a disk never shrinks
+)

@@ -1,0 +1,145 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Disks is implemented by backends that keep a VM's root disk apart from its server, so that
+// the disk outlives every server: a PersistentVolumeClaim beside a pod, a volume beside a
+// hypervisor's domain or a cloud instance. A server created with Spec.Disk mounts the disk of
+// its VM, which the backend names itself (as it names the server).
+//
+// A disk belongs to a VM through the VM's identity (its UID), and goes with the VM only while
+// the VM owns it: a disk that is kept (a VM's reclaim policy Retain) outlives the VM, and a
+// later VM of the same name may adopt it. The decision chooses; the backend carries it out.
+type Disks interface {
+	// ObserveDisk returns the disk of vm's name as last seen, or nil when there is none. It
+	// reports a disk of that name whoever holds it (Disk.Owner says whose it is), so that
+	// the decision never mistakes another's disk for a missing one. It must be cheap (a cache
+	// read): it runs on every reconcile.
+	ObserveDisk(vm Owner) (*Disk, error)
+	// CreateDisk creates vm's disk and returns it as created. It is idempotent: a disk that
+	// already is vm's is returned, not an error. A disk of that name that is not vm's and
+	// not adoptable is ErrDiskConflict; any other refusal that retrying cannot fix,
+	// ErrRejected.
+	CreateDisk(ctx context.Context, vm Owner, spec DiskSpec) (*Disk, error)
+	// UpdateDisk brings vm's existing disk to spec, in one change conditional on the disk
+	// being as last observed: vm's (adopting it when it is unowned), owned by vm unless
+	// spec.Keep, and grown to spec.Size when it asks for less. It never shrinks a disk nor
+	// changes its class. ErrDiskConflict: the disk is another's.
+	UpdateDisk(ctx context.Context, vm Owner, spec DiskSpec) (*Disk, error)
+	// DeleteDisk asks for vm's disk to go away, on the condition that it is still the one
+	// last observed and vm's; a disk already gone is not an error.
+	DeleteDisk(ctx context.Context, vm Owner) error
+}
+
+// ErrDiskConflict wraps a refusal to create or take a disk whose name another holds: a disk
+// not labelled for the VM, or controlled by another object. It is an ErrRejected: the VM is
+// marked Failed and asked for again at the pace of refusals, and the disk is never taken
+// over.
+var ErrDiskConflict = fmt.Errorf("the name is another's: %w", ErrRejected)
+
+// DiskSpec is what a disk is asked to be.
+type DiskSpec struct {
+	// Size is the capacity to ask for; a disk only grows.
+	Size resource.Quantity
+	// StorageClass names the class to make the disk in; "": the platform's default. Only a
+	// new disk takes it.
+	StorageClass string
+	// Keep says the disk outlives its VM (reclaim policy Retain): the VM does not own it, so
+	// that deleting the VM, by any means, leaves the disk; it stays labelled for the VM.
+	Keep bool
+}
+
+// MarshalYAML renders the spec in plans and golden files with the size as a string.
+func (s DiskSpec) MarshalYAML() (any, error) {
+	return struct {
+		Size         string `yaml:"size"`
+		StorageClass string `yaml:"storageClass,omitempty"`
+		Keep         bool   `yaml:"keep,omitempty"`
+	}{s.Size.String(), s.StorageClass, s.Keep}, nil
+}
+
+// DiskPhase is where a disk stands with its storage, in the words of a PersistentVolumeClaim.
+type DiskPhase string
+
+// The phases of a disk.
+const (
+	DiskPending DiskPhase = "Pending" // no storage behind it yet (being provisioned or bound, or waiting)
+	DiskBound   DiskPhase = "Bound"   // storage is behind it
+	DiskLost    DiskPhase = "Lost"    // the storage behind it is gone
+)
+
+// DiskOwner is whose a disk is, as seen from the VM the report is for.
+type DiskOwner string
+
+// Who holds a disk.
+const (
+	// DiskOwned: the VM owns it, so it goes with the VM (reclaim policy Delete).
+	DiskOwned DiskOwner = "Owned"
+	// DiskKept: the VM's, and it outlives the VM (reclaim policy Retain): nothing owns it.
+	DiskKept DiskOwner = "Kept"
+	// DiskUnowned: kept by an earlier VM of this name and owned by nothing: this VM may
+	// adopt it.
+	DiskUnowned DiskOwner = "Unowned"
+	// DiskOther: another's (owned by another object, or not labelled for this VM's name):
+	// never taken over.
+	DiskOther DiskOwner = "Other"
+)
+
+// Mine reports whether the disk is the VM's own (owned or kept).
+func (o DiskOwner) Mine() bool { return o == DiskOwned || o == DiskKept }
+
+// GrowthState is how far the last growth of a disk has got, in the terms of Kubernetes'
+// volume expansion (the claim's allocatedResourceStatuses), which a backend outside the
+// cluster maps its own states to.
+type GrowthState string
+
+// The growth states.
+const (
+	// GrowthNone: no growth is under way.
+	GrowthNone GrowthState = ""
+	// GrowthPending: a larger size was asked for and the storage has not taken it up yet
+	// (or waits for a server to mount the disk to finish).
+	GrowthPending GrowthState = "Pending"
+	// GrowthInProgress: the storage is growing the disk.
+	GrowthInProgress GrowthState = "InProgress"
+	// GrowthInfeasible: the storage refused the size; it tries again when asked again.
+	GrowthInfeasible GrowthState = "Infeasible"
+)
+
+// Growth is a backend's report on the growing of one disk.
+type Growth struct {
+	State   GrowthState `yaml:"state,omitempty"`
+	Message string      `yaml:"message,omitempty"` // the storage's own words, when it gives them
+}
+
+// Disk is a backend's report on one disk.
+type Disk struct {
+	Name    string // the backend's name for it
+	ID      string // a unique identity (for claims: the UID)
+	Version string // changes with every change of the disk (for claims: the resourceVersion)
+	Phase   DiskPhase
+	// Requested is the size asked for; Capacity the size it has (zero until it has storage).
+	Requested resource.Quantity
+	Capacity  resource.Quantity
+	// StorageClass is the class it was made in ("" when none is set yet).
+	StorageClass string
+	// CanGrow says whether its class lets it grow in place.
+	CanGrow bool
+	Growth  Growth
+	Owner   DiskOwner
+	// Pending says why it has no storage yet, in the words of whatever binds it (for claims:
+	// the persistent-volume controller's or a provisioner's last Event on it); "" when
+	// nothing has said.
+	Pending  string
+	Deleting bool // deletion has been requested and is in progress
+}
+
+// GrowthDone reports whether the disk has the size it asks for.
+func (d *Disk) GrowthDone() bool {
+	return d.Growth.State == GrowthNone && !d.Capacity.IsZero() && d.Capacity.Cmp(d.Requested) >= 0
+}

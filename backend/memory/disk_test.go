@@ -1,0 +1,168 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+func diskReport(d *backend.Disk) string {
+	if d == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s %s %s %s/%s %s %q grow=%v del=%v", d.ID, d.Owner, d.Phase, d.Requested.String(), d.Capacity.String(),
+		d.Growth.State, d.Growth.Message, d.CanGrow, d.Deleting)
+}
+
+func size(s string) backend.DiskSpec { return backend.DiskSpec{Size: resource.MustParse(s)} }
+
+// TestDisks walks one VM's disk through what the decision asks of a backend (create, adopt,
+// keep, grow, delete) and what its storage answers, checking what each call returns, what
+// ObserveDisk then shows, and that every change notifies.
+func TestDisks(t *testing.T) {
+	ctx := context.Background()
+	vm := backend.Owner{Namespace: "ns", Name: "vm", UID: "u"}
+	b := New()
+	var notified int
+	if _, err := b.Start(ctx, func(types.NamespacedName) { notified++ }); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name string
+		do   func() (*backend.Disk, error)
+		want string // the disk as ObserveDisk then shows it
+		err  string
+	}{
+		{"created pending", func() (*backend.Disk, error) { return b.CreateDisk(ctx, vm, size("40G")) },
+			`disk-1 Owned Pending 40G/0  "" grow=true del=false`, ""},
+		{"create again", func() (*backend.Disk, error) { return b.CreateDisk(ctx, vm, size("80G")) },
+			`disk-1 Owned Pending 40G/0  "" grow=true del=false`, ""},
+		{"bound", func() (*backend.Disk, error) { return nil, b.Bind(vm) },
+			`disk-1 Owned Bound 40G/40G  "" grow=true del=false`, ""},
+		{"grown at once", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("50G")) },
+			`disk-1 Owned Bound 50G/50G  "" grow=true del=false`, ""},
+		{"never shrunk", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("10G")) },
+			`disk-1 Owned Bound 50G/50G  "" grow=true del=false`, ""},
+		{"growth refused", func() (*backend.Disk, error) {
+			b.AnswerGrowth(backend.Growth{State: backend.GrowthInfeasible, Message: "out of range"})
+			return b.UpdateDisk(ctx, vm, size("60G"))
+		}, `disk-1 Owned Bound 60G/50G Infeasible "out of range" grow=true del=false`, ""},
+		{"growth done", func() (*backend.Disk, error) { return nil, b.Grow(vm, backend.Growth{}) },
+			`disk-1 Owned Bound 60G/60G  "" grow=true del=false`, ""},
+		{"kept", func() (*backend.Disk, error) {
+			s := size("60G")
+			s.Keep = true
+			return b.UpdateDisk(ctx, vm, s)
+		}, `disk-1 Kept Bound 60G/60G  "" grow=true del=false`, ""},
+		{"deleted", func() (*backend.Disk, error) { return nil, b.DeleteDisk(ctx, vm) },
+			`disk-1 Kept Bound 60G/60G  "" grow=true del=true`, ""},
+		{"gone", func() (*backend.Disk, error) { b.SetDisk(vm, nil); return nil, nil }, `none`, ""},
+		{"another's", func() (*backend.Disk, error) {
+			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "x", Phase: backend.DiskBound, Owner: backend.DiskOther})
+			return b.CreateDisk(ctx, vm, size("40G"))
+		}, `x Other Bound 0/0  "" grow=false del=false`, "create disk vm-rootdisk: the name is another's: rejected"},
+		{"another's not updated", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("40G")) },
+			`x Other Bound 0/0  "" grow=false del=false`, "update disk vm-rootdisk: the name is another's: rejected"},
+		{"another's not deleted", func() (*backend.Disk, error) { return nil, b.DeleteDisk(ctx, vm) },
+			`x Other Bound 0/0  "" grow=false del=false`, ""},
+		{"unowned adopted", func() (*backend.Disk, error) {
+			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "y", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
+				Capacity: resource.MustParse("40G"), Owner: backend.DiskUnowned})
+			b.AnswerGrowth(backend.Growth{})
+			return b.UpdateDisk(ctx, vm, size("40G"))
+		}, `y Owned Bound 40G/40G  "" grow=false del=false`, ""},
+	}
+	for _, s := range steps {
+		before := notified
+		got, err := s.do()
+		switch {
+		case s.err == "" && err != nil:
+			t.Fatalf("%s: %v", s.name, err)
+		case s.err != "" && (err == nil || err.Error() != s.err || !errors.Is(err, backend.ErrDiskConflict) || !errors.Is(err, backend.ErrRejected)):
+			t.Fatalf("%s: error %v, want %q, a conflict and a rejection", s.name, err, s.err)
+		}
+		obs, _ := b.ObserveDisk(vm)
+		if r := diskReport(obs); r != s.want {
+			t.Errorf("%s: observed %s, want %s", s.name, r, s.want)
+		}
+		if got != nil && diskReport(got) != diskReport(obs) {
+			t.Errorf("%s: returned %s, observed %s", s.name, diskReport(got), diskReport(obs))
+		}
+		if got != nil && obs != nil && got.Version == "" {
+			t.Errorf("%s: a disk without a version", s.name)
+		}
+		if s.err == "" && !strings.Contains(s.name, "again") && !strings.Contains(s.name, "not") && notified == before {
+			t.Errorf("%s: no notification", s.name)
+		}
+	}
+}
+
+// TestDiskVersions: every change gives the disk a new version, and a disk made Bound at once
+// has its size.
+func TestDiskVersions(t *testing.T) {
+	ctx := context.Background()
+	vm := backend.Owner{Namespace: "ns", Name: "vm", UID: "u"}
+	b := New()
+	b.BindDisks(true)
+	b.FixedClass("fixed")
+	s := size("40G")
+	s.StorageClass = "fixed"
+	d, err := b.CreateDisk(ctx, vm, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Phase != backend.DiskBound || d.Capacity.String() != "40G" || d.CanGrow || d.StorageClass != "fixed" {
+		t.Fatalf("created %s in %q", diskReport(d), d.StorageClass)
+	}
+	u, err := b.UpdateDisk(ctx, vm, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Version == d.Version {
+		t.Errorf("an update kept version %s", u.Version)
+	}
+	b.FailDisks(errors.New("storage is down"))
+	if _, err := b.CreateDisk(ctx, backend.Owner{Namespace: "ns", Name: "other"}, s); err == nil {
+		t.Error("FailDisks did not fail a create")
+	}
+}
+
+// TestParseDisk reads written-down disks and refuses what a disk cannot be.
+func TestParseDisk(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in, want, err string
+	}{
+		"bound":     {in: "name: d\nid: i\nphase: Bound\nrequested: 40G\ncapacity: 40G\n", want: `i Owned Bound 40G/40G  "" grow=true del=false`},
+		"kept":      {in: "phase: Pending\nrequested: 1Gi\nowner: Kept\ncanGrow: false\npending: waiting\n", want: ` Kept Pending 1Gi/0  "" grow=false del=false`},
+		"growth":    {in: "phase: Bound\nrequested: 2G\ncapacity: 1G\ngrowth: {state: Infeasible, message: no}\n", want: ` Owned Bound 2G/1G Infeasible "no" grow=true del=false`},
+		"phase":     {in: "phase: Gone\nrequested: 1G\n", err: `phase "Gone": want one of Pending, Bound, Lost`},
+		"owner":     {in: "phase: Bound\nrequested: 1G\nowner: me\n", err: `owner "me": want one of Owned, Kept, Unowned, Other`},
+		"growth st": {in: "phase: Bound\nrequested: 1G\ngrowth: {state: Soon}\n", err: `growth.state "Soon": want one of Pending, InProgress, Infeasible`},
+		"quantity":  {in: "phase: Bound\nrequested: lots\n", err: `requested "lots"`},
+		"key":       {in: "phase: Bound\nsize: 1G\n", err: "field size is not a key of a disk"},
+		"empty":     {in: "", err: "the disk is empty"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, err := ParseDisk([]byte(tc.in))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := diskReport(d); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,119 @@
+package memory
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// diskYAML is how a person writes down a disk the backend observed: in the golden cases of
+// the decision (testdata/decide/claim) and for the plan command's --disk.
+type diskYAML struct {
+	Name         string            `yaml:"name"`
+	ID           string            `yaml:"id"`
+	Version      string            `yaml:"version"`
+	Phase        backend.DiskPhase `yaml:"phase"`
+	Requested    string            `yaml:"requested"`
+	Capacity     string            `yaml:"capacity"`
+	StorageClass string            `yaml:"storageClass"`
+	CanGrow      *bool             `yaml:"canGrow"`
+	Growth       backend.Growth    `yaml:"growth"`
+	Owner        backend.DiskOwner `yaml:"owner"`
+	Pending      string            `yaml:"pending"`
+	Deleting     bool              `yaml:"deleting"`
+}
+
+// diskTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
+var diskTerms = strings.NewReplacer(
+	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
+	" not found in type memory.diskYAML", " is not a key of a disk (name, id, version, phase, requested, capacity, storageClass, canGrow, growth, owner, pending, deleting)",
+	" into memory.diskYAML", " into a disk (want a mapping)",
+	" not found in type backend.Growth", " is not a key of a disk's growth (state, message)",
+	" into backend.Growth", " into a disk's growth (want a mapping)",
+)
+
+// The words a written-down disk may use.
+var (
+	diskPhases   = []backend.DiskPhase{backend.DiskPending, backend.DiskBound, backend.DiskLost}
+	diskOwners   = []backend.DiskOwner{backend.DiskOwned, backend.DiskKept, backend.DiskUnowned, backend.DiskOther}
+	growthStates = []backend.GrowthState{backend.GrowthNone, backend.GrowthPending, backend.GrowthInProgress, backend.GrowthInfeasible}
+)
+
+// ParseDisk reads a disk written down as YAML:
+//
+//	name: test-vm-rootdisk
+//	id: disk-uid-1
+//	version: "7"           # optional
+//	phase: Bound           # Pending, Bound or Lost
+//	requested: 40G         # the size asked for
+//	capacity: 40G          # the size it has; empty until Bound
+//	storageClass: standard # optional
+//	canGrow: true          # optional, default true: its class lets it grow
+//	growth: {state: InProgress, message: ""}  # optional: Pending, InProgress or Infeasible
+//	owner: Owned           # Owned, Kept, Unowned or Other (default Owned)
+//	pending: ""            # why it is not bound, as the binder said
+//	deleting: false
+//
+// Unknown keys, unknown words and malformed quantities are errors.
+func ParseDisk(data []byte) (*backend.Disk, error) {
+	var in diskYAML
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&in); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the disk is empty")
+		}
+		return nil, errors.New(strings.ReplaceAll(diskTerms.Replace(err.Error()), "\n", " "))
+	}
+	if in.Owner == "" {
+		in.Owner = backend.DiskOwned
+	}
+	if err := oneOf("phase", in.Phase, diskPhases); err != nil {
+		return nil, err
+	}
+	if err := oneOf("owner", in.Owner, diskOwners); err != nil {
+		return nil, err
+	}
+	if err := oneOf("growth.state", in.Growth.State, growthStates); err != nil {
+		return nil, err
+	}
+	d := &backend.Disk{Name: in.Name, ID: in.ID, Version: in.Version, Phase: in.Phase, StorageClass: in.StorageClass,
+		CanGrow: in.CanGrow == nil || *in.CanGrow, Growth: in.Growth, Owner: in.Owner, Pending: in.Pending, Deleting: in.Deleting}
+	for _, q := range []struct {
+		name string
+		dst  *resource.Quantity
+		src  string
+	}{{"requested", &d.Requested, in.Requested}, {"capacity", &d.Capacity, in.Capacity}} {
+		if q.src == "" && q.name == "capacity" {
+			continue
+		}
+		v, err := resource.ParseQuantity(q.src)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", q.name, q.src, err)
+		}
+		*q.dst = v
+	}
+	return d, nil
+}
+
+// oneOf checks that v is one of the known words.
+func oneOf[T ~string](key string, v T, known []T) error {
+	if slices.Contains(known, v) {
+		return nil
+	}
+	names := make([]string, 0, len(known))
+	for _, k := range known {
+		if k != "" {
+			names = append(names, string(k))
+		}
+	}
+	return fmt.Errorf("%s %q: want one of %s", key, v, strings.Join(names, ", "))
+}

@@ -1,0 +1,286 @@
+package pods
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/cachemeta"
+)
+
+// A VM's disk is a PersistentVolumeClaim in the VM's namespace, of the VM's name with the
+// suffix -rootdisk (ClaimName), labelled like its pods, annotated with the VM's full name, and
+// controlled by the VM unless the VM keeps it (reclaim policy Retain). Every server pod of the
+// VM mounts it (newPod); it outlives them all.
+
+// newClaim builds vm's claim: ReadWriteOnce, of spec's size and class (none: the cluster's
+// default, which the API server's admission fills in), controlled by vm unless spec.Keep.
+func newClaim(vm backend.Owner, spec backend.DiskSpec) *corev1.PersistentVolumeClaim {
+	c := &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        ClaimName(vm.Name),
+			Namespace:   vm.Namespace,
+			Labels:      labelsFor(vm),
+			Annotations: map[string]string{AnnotationVM: vm.Name},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: spec.Size}},
+		},
+	}
+	if spec.StorageClass != "" {
+		c.Spec.StorageClassName = ptr.To(spec.StorageClass)
+	}
+	if !spec.Keep {
+		c.OwnerReferences = []metav1.OwnerReference{controllerRef(vm)}
+	}
+	return c
+}
+
+// cachedClaim is a VM's claim as the backend's informer keeps it: what a Disk report and the
+// notices of changes need, compact like a cachedPod (one per VM, for the life of the
+// controller), immutable once made.
+type cachedClaim struct {
+	cachemeta.Unkept
+	name             string
+	namespace, class interned
+	vm               string // the VM's full name (AnnotationVM); "" when the claim names none
+	// uid, controller (the UID of the claim's controlling owner) and label (LabelVMUID), in
+	// 16 bytes each; exact holds those that are not UUIDs.
+	uid, controller, label uuid
+	version                uint64 // resourceVersion, unless exact has it
+	// requested and capacity are bytes, each with its format's code; exact holds a quantity
+	// that does not read back so.
+	requested, capacity int64
+	formats             [2]uint8
+	phase, growth       uint8 // codes in claimPhases and growthStates
+	flags               claimFlags
+	message             interned // the storage's word on a growth
+	exact               *claimExact
+}
+
+type claimFlags uint8
+
+const (
+	claimDeleting claimFlags = 1 << iota
+	claimControlled
+	claimLabelled
+	claimExactValues // exact holds the claim's identity and sizes
+)
+
+// claimExact holds, as read, the claim's identity and sizes when a compact field could not.
+type claimExact struct {
+	uid, controller, label types.UID
+	version                string
+	requested, capacity    resource.Quantity
+}
+
+var (
+	_ runtime.Object = (*cachedClaim)(nil)
+	_ metav1.Object  = (*cachedClaim)(nil)
+)
+
+// GetNamespace, GetName, GetUID and GetResourceVersion are how client-go reads the claim's
+// keys and version, in place (cachemeta).
+func (c *cachedClaim) GetNamespace() string { return c.namespace.String() }
+
+// GetName is the claim's name.
+func (c *cachedClaim) GetName() string { return c.name }
+
+// GetUID is the claim's UID.
+func (c *cachedClaim) GetUID() types.UID { return c.ids().uid }
+
+// GetResourceVersion is the claim's resourceVersion.
+func (c *cachedClaim) GetResourceVersion() string { return c.ids().version }
+
+// GetObjectKind has nothing to tell: every cachedClaim is a claim.
+func (c *cachedClaim) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject returns c itself: a cachedClaim is never modified after it is made.
+func (c *cachedClaim) DeepCopyObject() runtime.Object { return c }
+
+// The claim's phases and growth states, by code.
+var (
+	claimPhases  = [...]backend.DiskPhase{backend.DiskPending, backend.DiskBound, backend.DiskLost}
+	growthStates = [...]backend.GrowthState{backend.GrowthNone, backend.GrowthPending, backend.GrowthInProgress, backend.GrowthInfeasible}
+)
+
+// cacheClaim makes the cached form of a claim.
+func cacheClaim(pvc *corev1.PersistentVolumeClaim) *cachedClaim {
+	c := &cachedClaim{name: pvc.Name, namespace: intern(pvc.Namespace), vm: pvc.Annotations[AnnotationVM]}
+	if pvc.Spec.StorageClassName != nil {
+		c.class = intern(*pvc.Spec.StorageClassName)
+	}
+	if pvc.DeletionTimestamp != nil {
+		c.flags |= claimDeleting
+	}
+	var controller, label types.UID
+	if ref := metav1.GetControllerOf(pvc); ref != nil {
+		c.flags |= claimControlled
+		controller = ref.UID
+	}
+	if l, ok := pvc.Labels[LabelVMUID]; ok {
+		c.flags |= claimLabelled
+		label = types.UID(l)
+	}
+	switch pvc.Status.Phase {
+	case corev1.ClaimBound:
+		c.phase = 1
+	case corev1.ClaimLost:
+		c.phase = 2
+	}
+	g := growthOf(pvc)
+	c.growth, _ = index(growthStates[:], g.State)
+	c.message = intern(g.Message)
+
+	requested := quantity(pvc.Spec.Resources.Requests, corev1.ResourceStorage)
+	capacity := quantity(pvc.Status.Capacity, corev1.ResourceStorage)
+	var scratch [32]byte
+	var okReq, okCap bool
+	c.requested, c.formats[0], okReq = compactQuantity(requested, bytesScale, scratch[:0])
+	c.capacity, c.formats[1], okCap = compactQuantity(capacity, bytesScale, scratch[:0])
+	uid, okUID := parseUUID(string(pvc.UID))
+	ctl, okCtl := parseUUID(string(controller))
+	lbl, okLbl := parseUUID(string(label))
+	version, okVersion := parseVersion(pvc.ResourceVersion)
+	okCtl = okCtl || controller == ""
+	okLbl = okLbl || label == ""
+	if !okReq || !okCap || !okUID || !okCtl || !okLbl || !okVersion {
+		c.flags |= claimExactValues
+		c.exact = &claimExact{uid: pvc.UID, controller: controller, label: label, version: pvc.ResourceVersion,
+			requested: requested, capacity: capacity}
+		return c
+	}
+	c.uid, c.controller, c.label, c.version = uid, ctl, lbl, version
+	return c
+}
+
+// toCachedClaim is the claim informer's transform. Tombstones and cached claims pass through.
+func toCachedClaim(obj any) (any, error) {
+	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return obj, nil
+	}
+	return cacheClaim(pvc), nil
+}
+
+// claimIDs are a claim's identity and sizes, read from the compact fields or exact.
+type claimIDs struct {
+	uid, controller, label types.UID
+	version                string
+	requested, capacity    resource.Quantity
+}
+
+func (c *cachedClaim) ids() claimIDs {
+	if c.flags&claimExactValues != 0 {
+		e := c.exact
+		return claimIDs{e.uid, e.controller, e.label, e.version, e.requested, e.capacity}
+	}
+	out := claimIDs{uid: types.UID(c.uid.String()), version: strconv.FormatUint(c.version, 10),
+		requested: quantityOf(c.requested, c.formats[0], bytesScale), capacity: quantityOf(c.capacity, c.formats[1], bytesScale)}
+	if c.flags&claimControlled != 0 {
+		out.controller = types.UID(c.controller.String())
+	}
+	if c.flags&claimLabelled != 0 {
+		out.label = types.UID(c.label.String())
+	}
+	return out
+}
+
+// vmName is the name of the VM the claim is the disk of: the one it names, else its own name
+// without the suffix.
+func (c *cachedClaim) vmName() string {
+	if c.vm != "" {
+		return c.vm
+	}
+	if n := len(c.name) - len(claimSuffix); n > 0 && c.name[n:] == claimSuffix {
+		return c.name[:n]
+	}
+	return ""
+}
+
+// owner is whose the claim is, as seen from vm: a claim another object controls, or that is
+// not labelled for vm's name, is another's.
+func (c *cachedClaim) owner(vm backend.Owner) backend.DiskOwner {
+	ids := c.ids()
+	switch {
+	case c.flags&claimControlled != 0 && ids.controller == vm.UID:
+		return backend.DiskOwned
+	case c.flags&claimControlled != 0:
+		return backend.DiskOther
+	case c.flags&claimLabelled != 0 && ids.label == vm.UID:
+		return backend.DiskKept
+	case c.flags&claimLabelled != 0 && c.vm == vm.Name:
+		return backend.DiskUnowned
+	}
+	return backend.DiskOther
+}
+
+// disk is the claim as vm's disk: canGrow is whether its class allows volume expansion, and
+// pending the binder's last word on it while it is not bound.
+func (c *cachedClaim) disk(vm backend.Owner, canGrow bool, pending string) *backend.Disk {
+	ids := c.ids()
+	d := &backend.Disk{Name: c.name, ID: string(ids.uid), Version: ids.version, Phase: claimPhases[c.phase],
+		Requested: ids.requested, Capacity: ids.capacity, StorageClass: c.class.String(), CanGrow: canGrow,
+		Growth: backend.Growth{State: growthStates[c.growth], Message: c.message.String()}, Owner: c.owner(vm),
+		Deleting: c.flags&claimDeleting != 0}
+	if d.Phase == backend.DiskPending {
+		d.Pending = pending
+	}
+	return d
+}
+
+// same reports whether c and o report the same disk, whatever else changed (a version, an
+// annotation): a change that a decision cannot see is no reason to look at the VM again.
+func (c *cachedClaim) same(o *cachedClaim) bool {
+	a, b := *c, *o
+	a.version, b.version = 0, 0
+	if a.exact != nil && b.exact != nil {
+		ea, eb := *a.exact, *b.exact
+		ea.version, eb.version = "", ""
+		if ea.uid != eb.uid || ea.controller != eb.controller || ea.label != eb.label ||
+			ea.requested.Cmp(eb.requested) != 0 || ea.capacity.Cmp(eb.capacity) != 0 {
+			return false
+		}
+		a.exact, b.exact = nil, nil
+	}
+	return a == b
+}
+
+// growthOf is how far the expansion of a claim has got, from its allocatedResourceStatuses
+// (Kubernetes 1.36's RecoverVolumeExpansionFailure, GA) and the storage's word in its
+// conditions: the driver's part, then the node's (which waits for a pod to mount the claim).
+func growthOf(pvc *corev1.PersistentVolumeClaim) backend.Growth {
+	var g backend.Growth
+	word := func(types ...corev1.PersistentVolumeClaimConditionType) {
+		for _, c := range pvc.Status.Conditions {
+			for _, t := range types {
+				if c.Type == t && c.Status == corev1.ConditionTrue && c.Message != "" {
+					g.Message = c.Message
+				}
+			}
+		}
+	}
+	switch state, ok := pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage]; {
+	case !ok:
+	case state == corev1.PersistentVolumeClaimControllerResizeInProgress, state == corev1.PersistentVolumeClaimNodeResizeInProgress:
+		g.State = backend.GrowthInProgress
+	case state == corev1.PersistentVolumeClaimControllerResizeInfeasible, state == corev1.PersistentVolumeClaimNodeResizeInfeasible:
+		g.State = backend.GrowthInfeasible
+		word(corev1.PersistentVolumeClaimControllerResizeError, corev1.PersistentVolumeClaimNodeResizeError)
+	case state == corev1.PersistentVolumeClaimNodeResizePending:
+		g.State = backend.GrowthPending
+		word(corev1.PersistentVolumeClaimFileSystemResizePending)
+	default: // a state of a newer Kubernetes: under way, as far as this backend can tell
+		g.State = backend.GrowthPending
+	}
+	return g
+}

@@ -1,0 +1,376 @@
+package pods
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	storageinformers "k8s.io/client-go/informers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/cachemeta"
+)
+
+// The VMs' disks (backend.Disks): the claims, watched by an informer of the labelled claims
+// (every claim the backend makes carries LabelVMUID, and a kept one keeps it); the
+// StorageClasses, cluster-wide, for whether a claim's class lets it grow; and the Events on
+// claims, for the binder's word on a claim that does not bind (the persistent-volume
+// controller's and the provisioners' Events: "storageclass.storage.k8s.io \"x\" not found",
+// "waiting for first consumer to be created before binding"). The Events' field selector
+// leaves every other Event out on the API server (involvedObject.kind=PersistentVolumeClaim),
+// and the one Event of every claim that binds at once, which says its volume was made
+// (reason!=ProvisioningSucceeded): the cache holds the Events of claims that wait.
+
+// Indexes of the disks' caches.
+const (
+	byClass = "class" // claims by their StorageClass: a class's change reaches their VMs
+	byClaim = "claim" // Events by the claim they are about (namespace/name)
+)
+
+// provisioned is the reason of the Event that says a claim's volume was made: the claim is
+// about to be bound, which is no word on why it is not.
+const provisioned = "ProvisioningSucceeded"
+
+var _ backend.Disks = (*Backend)(nil)
+
+// disks are the informers of the disks; nil unless Config.Disks.
+type disks struct {
+	claims, classes, events cache.SharedIndexInformer
+}
+
+func newDisks(cfg Config) *disks {
+	labelled := func(o *metav1.ListOptions) { o.LabelSelector = LabelVMUID }
+	aboutClaims := func(o *metav1.ListOptions) {
+		o.FieldSelector = "involvedObject.kind=PersistentVolumeClaim,reason!=" + provisioned
+	}
+	return &disks{
+		claims: coreinformers.NewFilteredPersistentVolumeClaimInformer(cfg.Client, cfg.Namespace, cfg.Resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, labelled),
+		classes: storageinformers.NewStorageClassInformer(cfg.Client, cfg.Resync, cache.Indexers{}),
+		events:  coreinformers.NewFilteredEventInformer(cfg.Client, cfg.Namespace, cfg.Resync, cache.Indexers{}, aboutClaims),
+	}
+}
+
+// startDisks starts the informers of the disks and calls notify with the VM of each claim that
+// changes in a way its Disk report shows, of each claim whose class changes whether it may
+// grow, and of each claim not yet bound that an Event is about. It returns their handlers'
+// sync checks.
+func (b *Backend) startDisks(ctx context.Context, notify func(types.NamespacedName)) ([]cache.InformerSynced, error) {
+	d := b.disks
+	if err := d.claims.SetTransform(toCachedClaim); err != nil {
+		return nil, fmt.Errorf("set claim transform: %w", err)
+	}
+	if err := d.claims.AddIndexers(cache.Indexers{byClass: func(obj any) ([]string, error) {
+		if c, ok := obj.(*cachedClaim); ok && c.class != (interned{}) {
+			return []string{c.class.String()}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("index claims by class: %w", err)
+	}
+	if err := d.classes.SetTransform(toClass); err != nil {
+		return nil, fmt.Errorf("set class transform: %w", err)
+	}
+	if err := d.events.SetTransform(toClaimEvent); err != nil {
+		return nil, fmt.Errorf("set event transform: %w", err)
+	}
+	if err := d.events.AddIndexers(cache.Indexers{byClaim: func(obj any) ([]string, error) {
+		if e, ok := obj.(*claimEvent); ok && e.claim != "" {
+			return []string{e.namespace + "/" + e.claim}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("index events by claim: %w", err)
+	}
+	owner := func(obj any) { notifyVM(obj, notify) }
+	claimsHandled, err := d.claims.AddEventHandler(b.vmHandlers(notify, func(old, cur any) bool {
+		return !old.(*cachedClaim).same(cur.(*cachedClaim))
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("watch claims: %w", err)
+	}
+	classesHandled, err := d.classes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			o, c := old.(*class), cur.(*class)
+			if o.grows == c.grows {
+				return
+			}
+			claims, _ := d.claims.GetIndexer().ByIndex(byClass, c.GetName())
+			for _, obj := range claims {
+				owner(obj)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch storage classes: %w", err)
+	}
+	onEvent := func(obj any) {
+		e, ok := obj.(*claimEvent)
+		if !ok || e.claim == "" || e.reason == provisioned {
+			return
+		}
+		if c, ok, _ := d.claims.GetIndexer().GetByKey(e.namespace + "/" + e.claim); ok && claimPhases[c.(*cachedClaim).phase] == backend.DiskPending {
+			owner(c)
+		}
+	}
+	eventsHandled, err := d.events.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onEvent,
+		UpdateFunc: func(_, cur any) { onEvent(cur) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch claim events: %w", err)
+	}
+	for _, inf := range []cache.SharedIndexInformer{d.claims, d.classes, d.events} {
+		go inf.RunWithContext(ctx)
+	}
+	return []cache.InformerSynced{claimsHandled.HasSynced, classesHandled.HasSynced, eventsHandled.HasSynced}, nil
+}
+
+// ObserveDisk returns the claim of vm's name from the cache as a disk, whoever's it is (a
+// claim the backend did not make, which carries no label, is not in the cache: CreateDisk
+// finds it).
+func (b *Backend) ObserveDisk(vm backend.Owner) (*backend.Disk, error) {
+	c, err := b.cachedClaim(vm)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return b.diskOf(c, vm), nil
+}
+
+func (b *Backend) cachedClaim(vm backend.Owner) (*cachedClaim, error) {
+	if b.disks == nil {
+		return nil, nil
+	}
+	obj, ok, err := b.disks.claims.GetIndexer().GetByKey(vm.Namespace + "/" + ClaimName(vm.Name))
+	if err != nil {
+		return nil, fmt.Errorf("read claim cache: %w", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return obj.(*cachedClaim), nil
+}
+
+// diskOf is c as vm's disk, with its class's word on growing and the binder's on binding.
+func (b *Backend) diskOf(c *cachedClaim, vm backend.Owner) *backend.Disk {
+	grows := false
+	if obj, ok, _ := b.disks.classes.GetIndexer().GetByKey(c.class.String()); ok && c.class != (interned{}) {
+		grows = obj.(*class).grows
+	}
+	pending := ""
+	if claimPhases[c.phase] == backend.DiskPending {
+		pending = b.binderWord(c)
+	}
+	return c.disk(vm, grows, pending)
+}
+
+// binderWord is the message of the latest Event on c, but one that says its volume was made.
+func (b *Backend) binderWord(c *cachedClaim) string {
+	evs, _ := b.disks.events.GetIndexer().ByIndex(byClaim, c.namespace.String()+"/"+c.name)
+	uid := c.ids().uid
+	var latest *claimEvent
+	for _, obj := range evs {
+		e := obj.(*claimEvent)
+		if e.claimUID != uid || e.reason == provisioned {
+			continue
+		}
+		if latest == nil || e.at.After(latest.at) || e.at.Equal(latest.at) && e.warning && !latest.warning {
+			latest = e
+		}
+	}
+	if latest == nil {
+		return ""
+	}
+	return latest.message.String()
+}
+
+// CreateDisk creates vm's claim. A claim of that name that is vm's, or one vm may adopt, is
+// returned as it is; one that is another's is ErrDiskConflict; one the API server refuses is
+// ErrRejected, except when only the namespace is being deleted (a transient error).
+func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
+	claim := newClaim(vm, spec)
+	client := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace)
+	out, err := client.Create(ctx, claim, metav1.CreateOptions{FieldManager: "vm-controller"})
+	switch {
+	case err == nil:
+	case apierrors.IsAlreadyExists(err):
+		existing, err := client.Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("get existing claim %s: %w", claim.Name, err)
+		}
+		c := cacheClaim(existing)
+		if o := c.owner(vm); o == backend.DiskOther {
+			return nil, fmt.Errorf("claim %s exists and is not this VM's (another object owns it, or it is not labelled for this VM): %w",
+				claim.Name, backend.ErrDiskConflict)
+		}
+		return b.diskOf(c, vm), nil
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return nil, fmt.Errorf("create claim %s: namespace %s is being deleted: %w", claim.Name, vm.Namespace, err)
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("create claim %s: %w: %w", claim.Name, backend.ErrRejected, err)
+	default:
+		return nil, fmt.Errorf("create claim %s: %w", claim.Name, err)
+	}
+	b.created.Store(out.Namespace+"/"+out.Name, out.ResourceVersion)
+	return b.diskOf(cacheClaim(out), vm), nil
+}
+
+// UpdateDisk brings vm's claim to spec in one strategic merge patch, conditional on the claim
+// being as the cache shows it: labelled with vm's UID, controlled by vm unless spec.Keep (an
+// owner reference removed by its UID, so that others are kept), and asking for spec.Size when
+// it asks for less. A claim that is already so is not written.
+func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
+	c, err := b.cachedClaim(vm)
+	switch {
+	case err != nil:
+		return nil, err
+	case c == nil:
+		return nil, fmt.Errorf("update claim %s: not in the cache", ClaimName(vm.Name))
+	case c.owner(vm) == backend.DiskOther:
+		return nil, fmt.Errorf("update claim %s: %w", c.name, backend.ErrDiskConflict)
+	}
+	ids := c.ids()
+	meta := map[string]any{"resourceVersion": ids.version}
+	changed := false
+	if ids.label != vm.UID || c.vm != vm.Name {
+		meta["labels"] = labelsFor(vm)
+		meta["annotations"] = map[string]string{AnnotationVM: vm.Name}
+		changed = true
+	}
+	owned := c.flags&claimControlled != 0
+	switch {
+	case !spec.Keep && !owned:
+		meta["ownerReferences"] = []metav1.OwnerReference{controllerRef(vm)}
+		changed = true
+	case spec.Keep && owned:
+		meta["ownerReferences"] = []map[string]any{{"$patch": "delete", "uid": string(vm.UID)}}
+		changed = true
+	}
+	patch := map[string]any{"metadata": meta}
+	if spec.Size.Cmp(ids.requested) > 0 {
+		patch["spec"] = map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": spec.Size.String()}}}
+		changed = true
+	}
+	if !changed {
+		return b.diskOf(c, vm), nil
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("render claim patch: %w", err)
+	}
+	out, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Patch(ctx, c.name, types.StrategicMergePatchType, body,
+		metav1.PatchOptions{FieldManager: "vm-controller"})
+	switch {
+	case err == nil:
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		// The API server's admission refuses a growth its class does not allow, and a size
+		// past a quota: not fixed by asking again.
+		return nil, fmt.Errorf("update claim %s: %w: %w", c.name, backend.ErrRejected, err)
+	default:
+		return nil, fmt.Errorf("update claim %s: %w", c.name, err)
+	}
+	b.created.Store(out.Namespace+"/"+out.Name, out.ResourceVersion)
+	return b.diskOf(cacheClaim(out), vm), nil
+}
+
+// DeleteDisk deletes vm's claim, on the condition that it is still the claim the cache shows
+// and vm's: a claim of that name that is another's is never deleted.
+func (b *Backend) DeleteDisk(ctx context.Context, vm backend.Owner) error {
+	c, err := b.cachedClaim(vm)
+	if err != nil || c == nil || !c.owner(vm).Mine() || c.flags&claimDeleting != 0 {
+		return err
+	}
+	uid := c.ids().uid
+	err = b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Delete(ctx, c.name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete claim %s: %w", c.name, err)
+	}
+	return nil
+}
+
+// objectKeys are the keys of a small cached object (a StorageClass, an Event), which
+// client-go's informer reads in place (cachemeta).
+type objectKeys struct {
+	cachemeta.Unkept
+	namespace, name, version string
+	uid                      types.UID
+}
+
+func (k *objectKeys) GetNamespace() string       { return k.namespace }
+func (k *objectKeys) GetName() string            { return k.name }
+func (k *objectKeys) GetUID() types.UID          { return k.uid }
+func (k *objectKeys) GetResourceVersion() string { return k.version }
+
+// GetObjectKind has nothing to tell: the informer knows what it caches.
+func (k *objectKeys) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// class is a StorageClass as the disks need it: whether its claims may grow. Immutable once
+// made, so DeepCopyObject returns it.
+type class struct {
+	objectKeys
+	grows bool
+}
+
+func (c *class) DeepCopyObject() runtime.Object { return c }
+
+// toClass keeps a StorageClass's name and allowVolumeExpansion. Tombstones pass through.
+func toClass(obj any) (any, error) {
+	sc, ok := obj.(*storagev1.StorageClass)
+	if !ok {
+		return obj, nil
+	}
+	return &class{objectKeys: objectKeys{name: sc.Name, version: sc.ResourceVersion, uid: sc.UID},
+		grows: sc.AllowVolumeExpansion != nil && *sc.AllowVolumeExpansion}, nil
+}
+
+// claimEvent is an Event on a claim (in the claim's namespace) as the disks need it: which
+// claim (by name and UID), why, and when it last happened. Immutable once made.
+type claimEvent struct {
+	objectKeys
+	claim    string
+	claimUID types.UID
+	reason   string
+	message  interned
+	warning  bool
+	at       time.Time
+}
+
+func (e *claimEvent) DeepCopyObject() runtime.Object { return e }
+
+// toClaimEvent keeps what binderWord reads of an Event. Tombstones pass through.
+func toClaimEvent(obj any) (any, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return obj, nil
+	}
+	at := e.LastTimestamp.Time
+	if e.Series != nil && e.Series.LastObservedTime.After(at) {
+		at = e.Series.LastObservedTime.Time
+	}
+	if e.EventTime.After(at) {
+		at = e.EventTime.Time
+	}
+	if at.IsZero() {
+		at = e.CreationTimestamp.Time
+	}
+	ce := &claimEvent{objectKeys: objectKeys{namespace: e.Namespace, name: e.Name, version: e.ResourceVersion, uid: e.UID},
+		reason: e.Reason, message: intern(e.Message), warning: e.Type == corev1.EventTypeWarning, at: at}
+	// The field selector leaves out Events on other objects; a server that does not apply
+	// it (a fake one) must not make them a claim's.
+	if e.InvolvedObject.Kind == "PersistentVolumeClaim" {
+		ce.claim, ce.claimUID = e.InvolvedObject.Name, e.InvolvedObject.UID
+	}
+	return ce, nil
+}

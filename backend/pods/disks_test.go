@@ -1,0 +1,322 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// diskVM is the VM of the disk tests: ns/a (await's).
+var diskVM = backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "7c433542-8907-45fe-887a-7813523dba9e"}
+
+// diskBackend starts a backend that keeps disks over client and returns the channel of its
+// notices.
+func diskBackend(t *testing.T, client *kubefake.Clientset) (*Backend, <-chan types.NamespacedName) {
+	t.Helper()
+	b := New(Config{Client: client, Disks: true})
+	notified := make(chan types.NamespacedName, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	synced, err := b.Start(ctx, func(vm types.NamespacedName) { notified <- vm })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		t.Fatal("not synced")
+	}
+	return b, notified
+}
+
+func storageClass(name string, grows bool) *storagev1.StorageClass {
+	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1"}, Provisioner: "kubernetes.io/host-path",
+		AllowVolumeExpansion: ptr.To(grows)}
+}
+
+func diskLine(d *backend.Disk) string {
+	if d == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s %s %s %s/%s grow=%v %s %q %q del=%v", d.Name, d.Owner, d.Phase, d.Requested.String(), d.Capacity.String(),
+		d.CanGrow, d.Growth.State, d.Growth.Message, d.Pending, d.Deleting)
+}
+
+// awaitDisk waits until the disk of diskVM, as ObserveDisk shows it, is want. With notice, a
+// change of others' must have notified the VM by then (the backend's own writes need not:
+// their echoes bring nothing new, see echo). Every notice must name diskVM.
+func awaitDisk(t *testing.T, b *Backend, notified <-chan types.NamespacedName, want string, notice bool) {
+	t.Helper()
+	noticed := false
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		for len(notified) > 0 {
+			if got := <-notified; got != (types.NamespacedName{Namespace: "ns", Name: "a"}) {
+				t.Fatalf("notified %v, want ns/a", got)
+			}
+			noticed = true
+		}
+		d, _ := b.ObserveDisk(diskVM)
+		if diskLine(d) == want && (noticed || !notice) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the disk is %s (noticed: %v), want %s", diskLine(d), noticed, want)
+		}
+	}
+}
+
+// TestDisksTyped walks a VM's claim through the typed clientset: CreateDisk writes it
+// (labelled, annotated, controlled by the VM, ReadWriteOnce, of the size and class asked); the
+// binder's Event on it says why it is not bound; bound, it has its capacity; UpdateDisk grows
+// it, keeps it (the owner reference removed, the labels kept) and owns it again, each a
+// strategic merge patch, and writes nothing when it is as asked; a StorageClass that starts
+// allowing expansion notifies the VM; DeleteDisk deletes it on its UID. Each change reaches the
+// VM's notify.
+func TestDisksTyped(t *testing.T) {
+	client := kubefake.NewClientset(storageClass("standard", true), storageClass("fixed", false))
+	b, notified := diskBackend(t, client)
+	ctx := context.Background()
+	claims := client.CoreV1().PersistentVolumeClaims("ns")
+
+	created, err := b.CreateDisk(ctx, diskVM, backend.DiskSpec{Size: resource.MustParse("40G"), StorageClass: "standard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "a-rootdisk Owned Pending 40G/0 grow=true  \"\" \"\" del=false"; diskLine(created) != want {
+		t.Errorf("created %s, want %s", diskLine(created), want)
+	}
+	pvc, err := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := metav1.GetControllerOf(pvc)
+	if pvc.Labels[LabelVMUID] != string(diskVM.UID) || pvc.Labels[LabelVM] != "a" || pvc.Annotations[AnnotationVM] != "a" ||
+		ref == nil || ref.UID != diskVM.UID || !ptr.Deref(ref.BlockOwnerDeletion, false) ||
+		len(pvc.Spec.AccessModes) != 1 || pvc.Spec.AccessModes[0] != corev1.ReadWriteOnce || ptr.Deref(pvc.Spec.StorageClassName, "") != "standard" {
+		t.Errorf("claim %+v", pvc.ObjectMeta)
+	}
+	awaitDisk(t, b, notified, "a-rootdisk Owned Pending 40G/0 grow=true  \"\" \"\" del=false", false)
+
+	// The binder says why it is not bound: the latest Event on the claim, but the one that
+	// says its volume was made; Events on other objects or claims are not its.
+	event := func(name, reason, message string, at time.Time, kind string, uid types.UID) {
+		t.Helper()
+		e := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Reason: reason, Message: message, Type: corev1.EventTypeWarning,
+			InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: "ns", Name: "a-rootdisk", UID: uid}, LastTimestamp: metav1.NewTime(at)}
+		if _, err := client.CoreV1().Events("ns").Create(ctx, e, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	event("e1", "ProvisioningFailed", `storageclass.storage.k8s.io "standard" not found`, at, "PersistentVolumeClaim", pvc.UID)
+	awaitDisk(t, b, notified, "a-rootdisk Owned Pending 40G/0 grow=true  \"\" \"storageclass.storage.k8s.io \\\"standard\\\" not found\" del=false", true)
+	event("e2", provisioned, "Successfully provisioned volume pvc-1", at.Add(time.Second), "PersistentVolumeClaim", pvc.UID)
+	event("e3", "Scheduled", "on another kind", at.Add(2*time.Second), "Pod", pvc.UID)
+	event("e4", "ProvisioningFailed", "of an earlier claim of the name", at.Add(3*time.Second), "PersistentVolumeClaim", "old-uid")
+	if d, _ := b.ObserveDisk(diskVM); d.Pending != `storageclass.storage.k8s.io "standard" not found` {
+		t.Errorf("the binder's word is %q", d.Pending)
+	}
+
+	// Bound, with its capacity; the binder's word is over.
+	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("40G")}}
+	if pvc, err = claims.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	awaitDisk(t, b, notified, "a-rootdisk Owned Bound 40G/40G grow=true  \"\" \"\" del=false", true)
+
+	// Grown, kept, owned again: each one patch; nothing to change, no patch.
+	patches := 0
+	client.PrependReactor("patch", "persistentvolumeclaims", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
+		if p := a.(clienttesting.PatchAction); p.GetPatchType() != types.StrategicMergePatchType {
+			t.Errorf("patch of type %s", p.GetPatchType())
+		}
+		patches++
+		return false, nil, nil
+	})
+	steps := []struct {
+		spec     backend.DiskSpec
+		want     string
+		patches  int
+		owned    bool
+		requests string
+	}{
+		{backend.DiskSpec{Size: resource.MustParse("50G")}, "a-rootdisk Owned Bound 50G/40G grow=true  \"\" \"\" del=false", 1, true, "50G"},
+		{backend.DiskSpec{Size: resource.MustParse("50G"), Keep: true}, "a-rootdisk Kept Bound 50G/40G grow=true  \"\" \"\" del=false", 2, false, "50G"},
+		{backend.DiskSpec{Size: resource.MustParse("10G"), Keep: true}, "a-rootdisk Kept Bound 50G/40G grow=true  \"\" \"\" del=false", 2, false, "50G"},
+		{backend.DiskSpec{Size: resource.MustParse("50G")}, "a-rootdisk Owned Bound 50G/40G grow=true  \"\" \"\" del=false", 3, true, "50G"},
+	}
+	for i, s := range steps {
+		d, err := b.UpdateDisk(ctx, diskVM, s.spec)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if diskLine(d) != s.want || patches != s.patches {
+			t.Errorf("step %d: returned %s after %d patches, want %s after %d", i, diskLine(d), patches, s.want, s.patches)
+		}
+		awaitDisk(t, b, notified, s.want, false)
+		got, _ := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{})
+		if owned := metav1.GetControllerOf(got) != nil; owned != s.owned || got.Labels[LabelVMUID] != string(diskVM.UID) ||
+			got.Spec.Resources.Requests.Storage().String() != s.requests {
+			t.Errorf("step %d: claim owned %v, labels %v, requests %s", i, owned, got.Labels, got.Spec.Resources.Requests.Storage())
+		}
+	}
+
+	// The class of the claim starts to say no: the VM hears of it.
+	pvc, _ = claims.Get(ctx, "a-rootdisk", metav1.GetOptions{})
+	pvc.Spec.StorageClassName = ptr.To("fixed")
+	if _, err := claims.Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	awaitDisk(t, b, notified, "a-rootdisk Owned Bound 50G/40G grow=false  \"\" \"\" del=false", true)
+	if _, err := client.StorageV1().StorageClasses().Update(ctx, storageClass("fixed", true), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	awaitDisk(t, b, notified, "a-rootdisk Owned Bound 50G/40G grow=true  \"\" \"\" del=false", true)
+
+	// Another VM of the name (another UID) sees another's claim, and cannot take or delete it.
+	other := diskVM
+	other.UID = "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"
+	if d, _ := b.ObserveDisk(other); d == nil || d.Owner != backend.DiskOther {
+		t.Errorf("another VM of the name sees %s", diskLine(d))
+	}
+	if _, err := b.UpdateDisk(ctx, other, backend.DiskSpec{Size: resource.MustParse("50G")}); !errors.Is(err, backend.ErrDiskConflict) {
+		t.Errorf("update of another's: %v, want ErrDiskConflict", err)
+	}
+	if err := b.DeleteDisk(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{}); err != nil {
+		t.Fatalf("another VM deleted the claim: %v", err)
+	}
+
+	if err := b.DeleteDisk(ctx, diskVM); err != nil {
+		t.Fatal(err)
+	}
+	awaitDisk(t, b, notified, "none", true)
+}
+
+// TestDisksAdoptAndConflict: a claim kept by an earlier VM of the name (labelled for the name,
+// no controller) is unowned to the new VM, which adopts it in one patch; a claim of the name
+// that the backend did not make is not in the cache, and creating the disk over it is a
+// conflict, never a takeover; a claim of the VM's own that the cache does not show yet is
+// returned by CreateDisk as it is.
+func TestDisksAdoptAndConflict(t *testing.T) {
+	kept := newClaim(backend.Owner{Namespace: "ns", Name: "a", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"},
+		backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard", Keep: true})
+	kept.ResourceVersion, kept.UID = "5", "11111111-2222-3333-4444-555555555555"
+	kept.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("30G")}}
+	foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "b-rootdisk", Namespace: "ns", ResourceVersion: "6"}}
+	client := kubefake.NewClientset(storageClass("standard", true), kept, foreign)
+	b, notified := diskBackend(t, client)
+	ctx := context.Background()
+
+	awaitDisk(t, b, notified, "a-rootdisk Unowned Bound 30G/30G grow=true  \"\" \"\" del=false", true)
+	adopted, err := b.UpdateDisk(ctx, diskVM, backend.DiskSpec{Size: resource.MustParse("40G")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "a-rootdisk Owned Bound 40G/30G grow=true  \"\" \"\" del=false"; diskLine(adopted) != want {
+		t.Errorf("adopted %s, want %s", diskLine(adopted), want)
+	}
+	got, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "a-rootdisk", metav1.GetOptions{})
+	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != diskVM.UID || got.Labels[LabelVMUID] != string(diskVM.UID) {
+		t.Errorf("adopted claim %+v", got.ObjectMeta)
+	}
+	if again, err := b.CreateDisk(ctx, diskVM, backend.DiskSpec{Size: resource.MustParse("40G")}); err != nil || again.Owner != backend.DiskOwned {
+		t.Errorf("create over its own claim: %s, %v", diskLine(again), err)
+	}
+
+	vmB := backend.Owner{Namespace: "ns", Name: "b", UID: diskVM.UID}
+	if d, _ := b.ObserveDisk(vmB); d != nil {
+		t.Errorf("an unlabelled claim is in the cache: %s", diskLine(d))
+	}
+	_, err = b.CreateDisk(ctx, vmB, backend.DiskSpec{Size: resource.MustParse("40G")})
+	if !errors.Is(err, backend.ErrDiskConflict) || !errors.Is(err, backend.ErrRejected) {
+		t.Errorf("create over a claim the VM does not own: %v, want ErrDiskConflict", err)
+	}
+	if f, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "b-rootdisk", metav1.GetOptions{}); len(f.Labels) != 0 || len(f.OwnerReferences) != 0 {
+		t.Errorf("the other claim was touched: %+v", f.ObjectMeta)
+	}
+}
+
+// TestGrowthOf reads the expansion of a claim as Kubernetes 1.36 reports it.
+func TestGrowthOf(t *testing.T) {
+	cond := func(t corev1.PersistentVolumeClaimConditionType, msg string) corev1.PersistentVolumeClaimCondition {
+		return corev1.PersistentVolumeClaimCondition{Type: t, Status: corev1.ConditionTrue, Message: msg}
+	}
+	tests := map[string]struct {
+		state corev1.ClaimResourceStatus
+		conds []corev1.PersistentVolumeClaimCondition
+		want  backend.Growth
+	}{
+		"none":               {"", nil, backend.Growth{}},
+		"driver at work":     {corev1.PersistentVolumeClaimControllerResizeInProgress, []corev1.PersistentVolumeClaimCondition{cond(corev1.PersistentVolumeClaimResizing, "")}, backend.Growth{State: backend.GrowthInProgress}},
+		"driver refused":     {corev1.PersistentVolumeClaimControllerResizeInfeasible, []corev1.PersistentVolumeClaimCondition{cond(corev1.PersistentVolumeClaimControllerResizeError, "OutOfRange")}, backend.Growth{State: backend.GrowthInfeasible, Message: "OutOfRange"}},
+		"node to do":         {corev1.PersistentVolumeClaimNodeResizePending, []corev1.PersistentVolumeClaimCondition{cond(corev1.PersistentVolumeClaimFileSystemResizePending, "Waiting for user to (re-)start a pod")}, backend.Growth{State: backend.GrowthPending, Message: "Waiting for user to (re-)start a pod"}},
+		"node at work":       {corev1.PersistentVolumeClaimNodeResizeInProgress, nil, backend.Growth{State: backend.GrowthInProgress}},
+		"node refused":       {corev1.PersistentVolumeClaimNodeResizeInfeasible, []corev1.PersistentVolumeClaimCondition{cond(corev1.PersistentVolumeClaimNodeResizeError, "no room")}, backend.Growth{State: backend.GrowthInfeasible, Message: "no room"}},
+		"a state of a later": {"ControllerResizePaused", nil, backend.Growth{State: backend.GrowthPending}},
+	}
+	for name, tc := range tests {
+		pvc := &corev1.PersistentVolumeClaim{Status: corev1.PersistentVolumeClaimStatus{Conditions: tc.conds}}
+		if tc.state != "" {
+			pvc.Status.AllocatedResourceStatuses = map[corev1.ResourceName]corev1.ClaimResourceStatus{corev1.ResourceStorage: tc.state}
+		}
+		if got := growthOf(pvc); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", name, got, tc.want)
+		}
+	}
+}
+
+// TestCachedClaimReadsBack: the compact form of a claim reports the disk the claim is,
+// identities and sizes that do not compact included.
+func TestCachedClaimReadsBack(t *testing.T) {
+	base := newClaim(diskVM, backend.DiskSpec{Size: resource.MustParse("40G"), StorageClass: "standard"})
+	base.UID, base.ResourceVersion = "11111111-2222-3333-4444-555555555555", "42"
+	for name, change := range map[string]func(*corev1.PersistentVolumeClaim){
+		"as made":        func(*corev1.PersistentVolumeClaim) {},
+		"a test's UID":   func(c *corev1.PersistentVolumeClaim) { c.UID = "claim-1" },
+		"a text version": func(c *corev1.PersistentVolumeClaim) { c.ResourceVersion = "v7" },
+		"a fraction": func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("0.5")
+		},
+		"going":            func(c *corev1.PersistentVolumeClaim) { c.DeletionTimestamp = ptr.To(metav1.Now()) },
+		"lost, no class":   func(c *corev1.PersistentVolumeClaim) { c.Status.Phase, c.Spec.StorageClassName = corev1.ClaimLost, nil },
+		"another's, owned": func(c *corev1.PersistentVolumeClaim) { c.OwnerReferences[0].UID = "someone" },
+	} {
+		pvc := base.DeepCopy()
+		change(pvc)
+		c := cacheClaim(pvc)
+		d := c.disk(diskVM, true, "")
+		wantPhase := backend.DiskPending
+		if pvc.Status.Phase == corev1.ClaimLost {
+			wantPhase = backend.DiskLost
+		}
+		wantOwner := backend.DiskOwned
+		if pvc.OwnerReferences[0].UID != diskVM.UID {
+			wantOwner = backend.DiskOther
+		}
+		if d.ID != string(pvc.UID) || d.Version != pvc.ResourceVersion || d.Requested.Cmp(pvc.Spec.Resources.Requests[corev1.ResourceStorage]) != 0 ||
+			d.Requested.String() != ptr.To(pvc.Spec.Resources.Requests[corev1.ResourceStorage]).String() ||
+			d.StorageClass != ptr.Deref(pvc.Spec.StorageClassName, "") || d.Phase != wantPhase || d.Owner != wantOwner ||
+			d.Deleting != (pvc.DeletionTimestamp != nil) || c.GetUID() != pvc.UID || c.GetResourceVersion() != pvc.ResourceVersion {
+			t.Errorf("%s: read back as %+v", name, d)
+		}
+		if !c.same(cacheClaim(pvc)) {
+			t.Errorf("%s: not the same as itself", name)
+		}
+	}
+}

@@ -1,0 +1,281 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The disk tests: under --root-disk claim (run's default) each VM has a PersistentVolumeClaim
+// of its own that its servers mount, which outlives every server, grows in place, goes with
+// the VM or is kept, and is adopted by a later VM of the same name. Through kubectl, against
+// the local cluster's provisioner and its stand-in CSI resizer (cluster/resizer).
+
+// diskVM applies a VM of name in ns with cpu, rootDisk size and more spec lines (two-space
+// indented, under spec:).
+func diskVM(t *testing.T, ns, name, cpu, size, more string) {
+	t.Helper()
+	apply(t, fmt.Sprintf(`apiVersion: cloudnative.czs/v1alpha1
+kind: VirtualMachine
+metadata: {name: %s, namespace: %s}
+spec:
+  action: active
+  resource: {cpu: %s, memory: 64Mi, rootDisk: %s}
+%s`, name, ns, cpu, size, more))
+}
+
+// claimUID is the UID of the VM's claim, "" when there is none.
+func claimUID(ns, vm string) string { return field(ns, "pvc/"+vm+"-rootdisk", ".metadata.uid") }
+
+// mountsClaim checks that the VM's server pod mounts its claim and asks for no ephemeral
+// storage of its own.
+func mountsClaim(t *testing.T, ns, vm string) {
+	t.Helper()
+	got := field(ns, "pod/"+vm+"-server", `.spec.volumes[?(@.name=="rootdisk")].persistentVolumeClaim.claimName}|{.spec.containers[0].volumeMounts[0].mountPath}|{.spec.containers[0].resources.limits.ephemeral-storage`)
+	if want := vm + "-rootdisk|/var/lib/vm/rootdisk|"; got != want {
+		t.Errorf("server pod of %s: claim|mount path|ephemeral storage = %q, want %q", vm, got, want)
+	}
+}
+
+// newServer waits until the VM's server pod is another than old, and returns its UID.
+func newServer(t *testing.T, ns, vm, old string) string {
+	t.Helper()
+	var uid string
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		uid = field(ns, "pod/"+vm+"-server", ".metadata.uid")
+		return uid != "" && uid != old, "server pod " + uid + ", want a new one"
+	})
+	return uid
+}
+
+// TestDiskSurvivesServers: the VM's claim is the same one (same UID), bound, after each way a
+// server is replaced: a restart on request, a failed server replaced after its backoff, a
+// resize the node refuses (replaced under --resize in-place), and a kubectl drain of the
+// server's node, which is the test's own. Every new server mounts it.
+//
+// The VM asks for 40 cpu, more than any shared node has: its server waits, unschedulable,
+// until the test lets it onto the test's own node of 64 cpu by adding the toleration of the
+// node's private taint to the pending pod (a pod's tolerations may be added to). So only the
+// test's pod is ever on that node, and the drain disturbs no other test.
+func TestDiskSurvivesServers(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	node := newNode(t, nodeSpec{CPU: "64"})
+	startController(t, ns).waitReady(t)
+	onOwnNode := func() {
+		t.Helper()
+		eventually(t, 2*time.Minute, func() (bool, string) {
+			phase := field(ns, "pod/vm-server", ".status.phase")
+			return phase == "Pending", "server pod phase " + phase
+		})
+		kubectl(t, "-n", ns, "patch", "pod", "vm-server", "--type=json", "-p",
+			fmt.Sprintf(`[{"op":"add","path":"/spec/tolerations/-","value":{"key":%q,"operator":"Equal","value":%q,"effect":"NoSchedule"}}]`, privateTaint, node))
+		waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
+		if got := field(ns, "pod/vm-server", ".spec.nodeName"); got != node {
+			t.Fatalf("server on node %q, want the test's own %s", got, node)
+		}
+		mountsClaim(t, ns, "vm")
+	}
+	diskVM(t, ns, "vm", "40", "1Gi", "")
+	onOwnNode()
+	claim := claimUID(ns, "vm")
+	if claim == "" || field(ns, "vm/vm", ".status.rootDisk.claimName}/{.status.rootDisk.phase") != "vm-rootdisk/Bound" {
+		t.Fatalf("claim %q, status.rootDisk %q", claim, field(ns, "vm/vm", ".status.rootDisk"))
+	}
+	sameClaim := func(after string) {
+		t.Helper()
+		if got := claimUID(ns, "vm"); got != claim {
+			t.Fatalf("after %s the claim is %q, want the same %s", after, got, claim)
+		}
+	}
+
+	server := field(ns, "pod/vm-server", ".metadata.uid")
+	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/restartedAt="+restartValue, "--overwrite")
+	server = newServer(t, ns, "vm", server)
+	onOwnNode()
+	sameClaim("a restart on request")
+
+	kubectl(t, "-n", ns, "annotate", "pod", "vm-server", "end.kwok.cloudnative.czs/phase=Failed")
+	server = newServer(t, ns, "vm", server)
+	onOwnNode()
+	sameClaim("a failed server replaced")
+
+	waitResizable(t, ns, "vm-server")
+	kubectl(t, "-n", ns, "annotate", "pod", "vm-server", "resize.kwok.cloudnative.czs/answer=Infeasible")
+	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"resource":{"cpu":"41"}}}`)
+	server = newServer(t, ns, "vm", server)
+	onOwnNode()
+	sameClaim("a resize the node refused")
+
+	if finished, out := drainNode(t, node, 2*time.Minute); !finished {
+		t.Fatalf("drain of the server's node did not finish:\n%s", out)
+	}
+	server = newServer(t, ns, "vm", server)
+	sameClaim("a drain of the server's node")
+	kubectl(t, "uncordon", node)
+	onOwnNode()
+	sameClaim("the server after the drain running")
+	if n, notes := occurrences(t, ns, "vm", "CreatingDisk"); n != 1 {
+		t.Errorf("CreatingDisk occurred %d times (%q): want once, for the first server", n, notes)
+	}
+}
+
+// TestDiskGrowsOnline: a larger rootDisk grows the claim in place: the server keeps running
+// (the same pod UID), the claim ends at the new capacity, the VM says so (DiskResized, no
+// DiskResizing left, status.rootDisk.capacity). A smaller rootDisk is refused at admission
+// with a clear message, and nothing changes.
+func TestDiskGrowsOnline(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	startController(t, ns).waitReady(t)
+	diskVM(t, ns, "vm", "1", "1Gi", "")
+	waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
+	mountsClaim(t, ns, "vm")
+	pod, claim := field(ns, "pod/vm-server", ".metadata.uid"), claimUID(ns, "vm")
+
+	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"resource":{"rootDisk":"2Gi"}}}`)
+	waitField(t, ns, "pvc/vm-rootdisk", ".status.capacity.storage", "2Gi")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		got := field(ns, "vm/vm", ".status.rootDisk.capacity") + "|" + condition(ns, "vm", "DiskResizing")
+		return got == "2Gi|", "capacity|DiskResizing = " + got
+	})
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		n, notes := occurrences(t, ns, "vm", "DiskResized")
+		return n == 1 && strings.Contains(notes, "Disk vm-rootdisk now has 2Gi"), fmt.Sprintf("DiskResized %d: %q", n, notes)
+	})
+	if got := field(ns, "pod/vm-server", ".metadata.uid") + " " + claimUID(ns, "vm"); got != pod+" "+claim {
+		t.Errorf("pod and claim %s after the growth, want %s %s: the same", got, pod, claim)
+	}
+	waitPhase(t, ns, "vm", "Active", "ServerReady", time.Minute)
+
+	_, err := kubectlErr("-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"resource":{"rootDisk":"1Gi"}}}`)
+	if err == nil || !strings.Contains(err.Error(), "rootDisk cannot shrink") {
+		t.Fatalf("a smaller rootDisk: %v; want it refused: rootDisk cannot shrink", err)
+	}
+	if got := field(ns, "vm/vm", ".spec.resource.rootDisk") + " " + field(ns, "pvc/vm-rootdisk", ".spec.resources.requests.storage"); got != "2Gi 2Gi" {
+		t.Errorf("rootDisk and claim %s after the refusal, want 2Gi 2Gi", got)
+	}
+}
+
+// TestDiskGrowthRefused: a claim whose class does not allow expansion, and one whose storage
+// refuses the size (the local cluster's stand-in driver, told by the claim's annotation), are
+// not grown; the VM says why in DiskResizing, with a Warning Event, and its server keeps
+// running, untouched. With the refusal lifted, the growth goes ahead.
+func TestDiskGrowthRefused(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	startController(t, ns).waitReady(t)
+	diskVM(t, ns, "fixed", "1", "1Gi", "  rootDiskStorageClassName: fixed-size\n")
+	diskVM(t, ns, "refused", "1", "1Gi", "")
+	waitPhase(t, ns, "fixed", "Active", "", 2*time.Minute)
+	waitPhase(t, ns, "refused", "Active", "", 2*time.Minute)
+	pods := field(ns, "pod/fixed-server", ".metadata.uid") + " " + field(ns, "pod/refused-server", ".metadata.uid")
+	kubectl(t, "-n", ns, "annotate", "pvc", "refused-rootdisk", "expand.kwok.cloudnative.czs/answer=Infeasible")
+	for _, vm := range []string{"fixed", "refused"} {
+		kubectl(t, "-n", ns, "patch", vmRes, vm, "--type=merge", "-p", `{"spec":{"resource":{"rootDisk":"2Gi"}}}`)
+	}
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		got := condition(ns, "fixed", "DiskResizing") + " " + condition(ns, "refused", "DiskResizing")
+		return got == "True/DiskNotExpandable True/DiskResizeInfeasible", "DiskResizing of fixed, refused: " + got
+	})
+	if msg := field(ns, "vm/refused", `.status.conditions[?(@.type=="DiskResizing")].message`); !strings.Contains(msg, "code = OutOfRange") {
+		t.Errorf("DiskResizing message %q does not quote the driver", msg)
+	}
+	for vm, reason := range map[string]string{"fixed": "DiskNotExpandable", "refused": "DiskResizeInfeasible"} {
+		eventually(t, 2*time.Minute, func() (bool, string) {
+			n, notes := occurrences(t, ns, vm, reason)
+			return n == 1, fmt.Sprintf("%s Events of %s: %d (%q)", reason, vm, n, notes)
+		})
+	}
+	if got := field(ns, "pod/fixed-server", ".metadata.uid") + " " + field(ns, "pod/refused-server", ".metadata.uid"); got != pods {
+		t.Errorf("server pods %s after the refusals, want %s: kept", got, pods)
+	}
+	if got := field(ns, "pvc/fixed-rootdisk", ".spec.resources.requests.storage"); got != "1Gi" {
+		t.Errorf("the fixed-size claim asks for %s, want 1Gi: not asked to grow", got)
+	}
+	kubectl(t, "-n", ns, "annotate", "pvc", "refused-rootdisk", "expand.kwok.cloudnative.czs/answer-")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		got := field(ns, "vm/refused", ".status.rootDisk.capacity") + "|" + condition(ns, "refused", "DiskResizing")
+		return got == "2Gi|", "capacity|DiskResizing = " + got
+	})
+}
+
+// TestDiskDeletedWithVM: deleting a VM (reclaim policy Delete, the default) deletes its claim
+// once the server is gone, and the VM goes.
+func TestDiskDeletedWithVM(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	startController(t, ns).waitReady(t)
+	diskVM(t, ns, "vm", "1", "1Gi", "")
+	waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
+	kubectl(t, "-n", ns, "delete", vmRes, "vm", "--timeout=2m")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		_, err := kubectlErr("-n", ns, "get", "pvc", "vm-rootdisk")
+		return isNotFound(err), fmt.Sprintf("claim still there: %v", err)
+	})
+}
+
+// TestDiskRetainedAndAdopted: under reclaim policy Retain, deleting the VM keeps its claim,
+// owned by nothing and still labelled for the VM's name, and an Event names it; a new VM of the
+// same name adopts it (owned by the new VM, the same claim UID) and runs on it, growing it to
+// its larger rootDisk on the way.
+func TestDiskRetainedAndAdopted(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	startController(t, ns).waitReady(t)
+	diskVM(t, ns, "vm", "1", "1Gi", "  rootDiskReclaimPolicy: Retain\n")
+	waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
+	claim := claimUID(ns, "vm")
+	eventually(t, time.Minute, func() (bool, string) {
+		owners := field(ns, "pvc/vm-rootdisk", ".metadata.ownerReferences")
+		return owners == "", "claim owners " + owners
+	})
+	first := field(ns, "vm/vm", ".metadata.uid")
+	kubectl(t, "-n", ns, "delete", vmRes, "vm", "--timeout=2m")
+	// The Events outlive the VM; they are about it (regarding, by name).
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		n, notes := occurrences(t, ns, "vm", "DiskRetained")
+		return n == 1 && strings.Contains(notes, "Keeping disk vm-rootdisk"), fmt.Sprintf("DiskRetained %d: %q", n, notes)
+	})
+	if got := field(ns, "pvc/vm-rootdisk", `.metadata.uid}|{.metadata.ownerReferences}|{.metadata.labels.cloudnative\.czs/vm-uid}|{.metadata.labels.cloudnative\.czs/vm`); got != claim+"||"+first+"|vm" {
+		t.Fatalf("kept claim uid|owners|vm-uid label|vm label = %q, want %s||%s|vm", got, claim, first)
+	}
+
+	diskVM(t, ns, "vm", "1", "2Gi", "")
+	waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
+	second := field(ns, "vm/vm", ".metadata.uid")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		got := field(ns, "pvc/vm-rootdisk", `.metadata.uid}|{.metadata.ownerReferences[0].uid}|{.metadata.labels.cloudnative\.czs/vm-uid}|{.status.capacity.storage`)
+		return got == claim+"|"+second+"|"+second+"|2Gi", "claim uid|owner|vm-uid label|capacity = " + got
+	})
+	mountsClaim(t, ns, "vm")
+	if n, _ := occurrences(t, ns, "vm", "AdoptingDisk"); n != 1 {
+		t.Errorf("AdoptingDisk occurred %d times, want once", n)
+	}
+}
+
+// TestDiskWaitsForClass: a VM whose class does not exist stays Creating with WaitingForDisk
+// and the binder's word in its message; so does a VM whose disk's name is another's claim,
+// with DiskConflict, Failed, and that claim untouched.
+func TestDiskWaitsForClass(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	apply(t, claimYAML(ns, "taken-rootdisk", "", "1Gi"))
+	startController(t, ns).waitReady(t)
+	diskVM(t, ns, "nowhere", "1", "1Gi", "  rootDiskStorageClassName: no-such-class\n")
+	diskVM(t, ns, "taken", "1", "1Gi", "")
+	waitPhase(t, ns, "nowhere", "Creating", "WaitingForDisk", 2*time.Minute)
+	if msg := field(ns, "vm/nowhere", ".status.message"); !strings.Contains(msg, `Waiting for disk nowhere-rootdisk to be bound: storageclass.storage.k8s.io "no-such-class" not found`) {
+		t.Errorf("message %q: want the binder's word", msg)
+	}
+	waitPhase(t, ns, "taken", "Failed", "DiskConflict", 2*time.Minute)
+	if got := field(ns, "pvc/taken-rootdisk", ".metadata.ownerReferences}|{.metadata.labels"); got != "|" {
+		t.Errorf("the other claim was touched: owners|labels = %q", got)
+	}
+	if _, err := kubectlErr("-n", ns, "get", "pod", "taken-server"); !isNotFound(err) {
+		t.Errorf("a server was made without its disk: %v", err)
+	}
+}

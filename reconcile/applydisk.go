@@ -1,0 +1,93 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// applyDisk carries out the plan's action on the VM's disk (backend.Disks), which comes before
+// the server's: a disk is there before the server that mounts it. A refusal that retrying
+// cannot fix replaces the plan with the refusal's (DiskRejected: the VM Failed, no server
+// action), except on the way out, where a disk that is no longer the VM's is none of its
+// business and the VM goes.
+func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, seen *backend.Disk, plan *decision.Plan) error {
+	act := plan.Disk
+	disks, ok := a.backend.(backend.Disks)
+	if !ok {
+		return fmt.Errorf("%s disk: the backend keeps no disks", act.Op)
+	}
+	key := cache.NewObjectName(owner.Namespace, owner.Name)
+	var got *backend.Disk
+	var err error
+	switch act.Op {
+	case decision.CreateDisk:
+		got, err = disks.CreateDisk(ctx, owner, *act.Spec)
+	case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
+		got, err = disks.UpdateDisk(ctx, owner, *act.Spec)
+	case decision.DeleteDisk:
+		err = disks.DeleteDisk(ctx, owner)
+	default:
+		return fmt.Errorf("act on disk: unknown operation %q", act.Op)
+	}
+	switch {
+	case errors.Is(err, backend.ErrRejected) && plan.Finalizer == decision.RemoveFinalizer:
+		return nil
+	case errors.Is(err, backend.ErrRejected):
+		*plan = a.policy.DiskRejected(vm, srv, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s disk: %w", act.Op, err)
+	}
+	if act.Op == decision.DeleteDisk {
+		a.disks.deleted(key, seen)
+	} else {
+		a.disks.changed(key, seen, got)
+	}
+	if act.Op == decision.CreateDisk {
+		plan.CreatedDisk(got)
+	}
+	a.record(vm, act.Event)
+	return nil
+}
+
+// diskEventActions are the actions of the disk's Events (eventAction).
+var diskEventActions = map[string]string{
+	decision.ReasonCreatingDisk:  "CreateDisk",
+	decision.ReasonAdoptingDisk:  "UpdateDisk",
+	decision.ReasonRetainingDisk: "UpdateDisk",
+	decision.ReasonResizingDisk:  "UpdateDisk",
+	decision.ReasonDiskRetained:  "UpdateDisk",
+	decision.ReasonDeletingDisk:  "DeleteDisk",
+}
+
+// diskPolicy is p for a controller on b: a backend that keeps no disks (backend.Disks) can only
+// give each server its own root disk, whatever p says.
+func diskPolicy(b backend.Backend, p decision.Policy, log *slog.Logger) decision.Policy {
+	if _, ok := b.(backend.Disks); !ok && p.RootDisk != decision.RootDiskEphemeral {
+		log.Warn("The backend keeps no disks: each server has a root disk of its own, which goes with it", "rootDisk", p.RootDisk)
+		p.RootDisk = decision.RootDiskEphemeral
+	}
+	return p
+}
+
+// observeDisk is the disk of the VM's name as the controller knows it: the backend's cache,
+// unless it lags an action taken here; nil when VMs keep no disks of their own.
+func (c *Controller) observeDisk(key cache.ObjectName, owner backend.Owner) (*backend.Disk, error) {
+	disks, ok := c.cfg.Backend.(backend.Disks)
+	if !ok || c.cfg.Policy.RootDisk == decision.RootDiskEphemeral {
+		return nil, nil
+	}
+	d, err := disks.ObserveDisk(owner)
+	if err != nil {
+		return nil, fmt.Errorf("observe disk: %w", err)
+	}
+	return c.disks.adjust(key, d), nil
+}

@@ -1,0 +1,296 @@
+package decision
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The VM's disk, under --root-disk claim: a disk of rootDisk size that the backend keeps apart
+// from the server (backend.Disks), which every server of the VM mounts and which outlives them
+// all. The decision makes the disk before the server, grows it in place, keeps it or deletes
+// it when the VM goes as the reclaim policy says, adopts one an earlier VM of the name kept,
+// and never takes another's, never shrinks one, never replaces a server for its disk.
+
+// RootDiskMode is where a VM's root disk lives: --root-disk.
+type RootDiskMode string
+
+// The root disk modes.
+const (
+	// RootDiskClaim gives each VM a disk of its own that outlives its servers (for pods: a
+	// PersistentVolumeClaim). The zero mode means the same.
+	RootDiskClaim RootDiskMode = "claim"
+	// RootDiskEphemeral gives each server a root disk that goes with it (for pods:
+	// ephemeral storage): every replacement starts on an empty disk.
+	RootDiskEphemeral RootDiskMode = "ephemeral"
+)
+
+// claims reports whether VMs have disks of their own under p.
+func (p Policy) claims() bool { return p.RootDisk != RootDiskEphemeral }
+
+// diskSpec is what the VM's spec asks of its disk.
+func diskSpec(spec schema.Spec) backend.DiskSpec {
+	return backend.DiskSpec{Size: spec.RootDisk, StorageClass: spec.StorageClass, Keep: spec.ReclaimPolicy != schema.ReclaimDelete}
+}
+
+// owner is whose a disk made or updated to spec is.
+func owner(spec backend.DiskSpec) backend.DiskOwner {
+	if spec.Keep {
+		return backend.DiskKept
+	}
+	return backend.DiskOwned
+}
+
+// diskFor makes sure an active VM has its disk: it creates it, adopts a kept one of its name,
+// or keeps its own as its reclaim policy and size say (keepDisk). It reports whether a server
+// may be created now (not while a disk of the name is going away), and false for ok when a
+// disk of the name is another's: the VM is then reported Failed, and nothing else is done.
+func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
+	want := diskSpec(spec)
+	seen := d.seenDisk
+	switch {
+	case seen == nil:
+		class := "the cluster's default storage class"
+		if want.StorageClass != "" {
+			class = "storage class " + want.StorageClass
+		}
+		d.plan.Disk = &DiskAction{Op: CreateDisk, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingDisk,
+			Message: fmt.Sprintf("Creating a root disk of %s in %s", want.Size.String(), class)}}
+		// As the backend will show it: being bound, of the size asked, its name filled in by
+		// the apply step (Plan.CreatedDisk).
+		d.disk = &backend.Disk{Phase: backend.DiskPending, Requested: want.Size, StorageClass: want.StorageClass, Owner: owner(want)}
+		return true, true
+	case seen.Deleting && !seen.Owner.Mine():
+		d.diskWait = fmt.Sprintf("Waiting for disk %s of an earlier VM to be deleted before a new one is created", seen.Name)
+		return false, true
+	case seen.Owner == backend.DiskOther:
+		d.conflict()
+		return false, false
+	case seen.Owner == backend.DiskUnowned:
+		adopted := *seen
+		d.disk = &adopted
+		size := d.grow(spec.RootDisk)
+		up := want
+		up.Size = size
+		d.disk.Owner = owner(up)
+		msg := fmt.Sprintf("Adopting disk %s, which an earlier VM named %s kept", seen.Name, d.vm.Name())
+		if size.Cmp(seen.Requested) > 0 {
+			msg += fmt.Sprintf("; growing it from %s to %s", seen.Requested.String(), size.String())
+		}
+		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
+		d.diskCondition(spec.RootDisk)
+		return true, true
+	case seen.Deleting:
+		d.diskWait = fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", seen.Name)
+		return false, true
+	}
+	d.keepDisk(spec)
+	return true, true
+}
+
+// keepDisk keeps the VM's own disk as its spec says: owned or kept as the reclaim policy
+// says, and grown to rootDisk where it can grow. An inactive VM's disk is kept so too.
+func (d *decision) keepDisk(spec schema.Spec) {
+	seen := d.seenDisk
+	if seen == nil || !seen.Owner.Mine() {
+		return
+	}
+	kept := *seen
+	d.disk = &kept
+	if seen.Deleting {
+		return // someone deleted it; it goes once no server uses it
+	}
+	want := diskSpec(spec)
+	size := d.grow(spec.RootDisk)
+	up := want
+	up.Size = size
+	grows := size.Cmp(seen.Requested) > 0
+	growth := fmt.Sprintf("growing it from %s to %s", seen.Requested.String(), size.String())
+	switch o := owner(up); {
+	case o != seen.Owner && up.Keep:
+		msg := fmt.Sprintf("Disk %s is kept when the VM is deleted (reclaim policy Retain): the VM no longer owns it", seen.Name)
+		if grows {
+			msg += "; " + growth
+		}
+		d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk, Message: msg}}
+		d.disk.Owner = o
+	case o != seen.Owner:
+		msg := fmt.Sprintf("Disk %s goes with the VM when it is deleted (reclaim policy Delete): the VM owns it again", seen.Name)
+		if grows {
+			msg += "; " + growth
+		}
+		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
+		d.disk.Owner = o
+	case grows:
+		d.plan.Disk = &DiskAction{Op: ExpandDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonResizingDisk,
+			Message: fmt.Sprintf("Growing disk %s from %s to %s", seen.Name, seen.Requested.String(), size.String())}}
+	}
+	d.diskCondition(spec.RootDisk)
+}
+
+// grow is the size to ask of the disk d.disk stands for: want where it can grow to it now
+// (bound, and its class lets it), else what it asks for already (a disk never shrinks). The
+// disk the plan leaves then asks for that size.
+func (d *decision) grow(want resource.Quantity) resource.Quantity {
+	disk := d.disk
+	if want.Cmp(disk.Requested) <= 0 || disk.Phase != backend.DiskBound || !disk.CanGrow || disk.Deleting {
+		return disk.Requested
+	}
+	disk.Requested = want
+	// The storage has not answered yet: the growth is pending, with nothing to say.
+	disk.Growth = backend.Growth{}
+	return want
+}
+
+// diskGrowthReasons are the DiskResizing condition's reasons of a growth under way or refused
+// by the storage, which end with DiskResized once the disk has its size.
+var diskGrowthReasons = map[string]bool{ReasonDiskResizePending: true, ReasonDiskResizeInProgress: true, ReasonDiskResizeInfeasible: true}
+
+// diskCondition sets the DiskResizing condition from the disk the plan leaves (d.disk) and
+// the size the spec asks for, and the Events of its changes: a Warning when the storage
+// refuses, the class does not let the disk grow, or rootDisk asks it to shrink; DiskResized
+// when a growth is done.
+func (d *decision) diskCondition(want resource.Quantity) {
+	disk := d.disk
+	c := func(reason, msg string) { d.diskResizing = &lifecycleCondition{reason, msg} }
+	switch {
+	case want.Cmp(disk.Requested) < 0:
+		c(ReasonDiskShrinkRefused, fmt.Sprintf("rootDisk %s is less than the %s of disk %s: a disk never shrinks; it keeps its size and data",
+			want.String(), disk.Requested.String(), disk.Name))
+	case want.Cmp(disk.Requested) > 0 && !disk.CanGrow:
+		class := "its storage class"
+		if disk.StorageClass != "" {
+			class = "its storage class " + disk.StorageClass
+		}
+		c(ReasonDiskNotExpandable, fmt.Sprintf("Disk %s cannot grow to %s: %s does not allow volume expansion; it keeps %s",
+			disk.Name, want.String(), class, disk.Requested.String()))
+	case want.Cmp(disk.Requested) > 0:
+		c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s once it is bound", disk.Name, want.String()))
+	case disk.Phase == backend.DiskBound && !disk.GrowthDone():
+		to := disk.Requested.String()
+		switch disk.Growth.State {
+		case backend.GrowthInProgress:
+			c(ReasonDiskResizeInProgress, fmt.Sprintf("Growing disk %s to %s: in progress", disk.Name, to))
+		case backend.GrowthInfeasible:
+			c(ReasonDiskResizeInfeasible, fmt.Sprintf("Disk %s cannot grow to %s: the storage refused", disk.Name, to))
+		default:
+			c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s: waiting for the storage", disk.Name, to))
+		}
+		if m := disk.Growth.Message; m != "" {
+			d.diskResizing.message += " (" + m + ")"
+		}
+	}
+	was := d.current.Condition(schema.ConditionDiskResizing)
+	now := d.diskResizing
+	switch {
+	case now != nil && (was == nil || was.Reason != now.reason) &&
+		(now.reason == ReasonDiskResizeInfeasible || now.reason == ReasonDiskNotExpandable || now.reason == ReasonDiskShrinkRefused):
+		d.diskEvents = append(d.diskEvents, Event{Type: EventWarning, Reason: now.reason, Message: now.message})
+	case now == nil && was != nil && diskGrowthReasons[was.Reason] && disk.GrowthDone():
+		d.diskEvents = append(d.diskEvents, Event{Type: EventNormal, Reason: ReasonDiskResized,
+			Message: fmt.Sprintf("Disk %s now has %s", disk.Name, disk.Capacity.String())})
+	}
+}
+
+// conflict reports a disk of the VM's name that is another's: the VM is Failed, its server
+// (if one runs, from before the disk was asked for) is left as it is, and the VM is looked at
+// again at the pace of refusals, not in a storm.
+func (d *decision) conflict() {
+	seen := d.seenDisk
+	d.report(schema.PhaseFailed, ReasonDiskConflict,
+		fmt.Sprintf("Disk %s exists and is not this VM's (another object owns it, or it is not labelled for this VM): rename or remove it; the controller never takes it over",
+			seen.Name), d.srv)
+	d.plan.RequeueAfter = Duration(rejectedRetry)
+}
+
+// waitingForDisk is the status message of a VM whose server cannot start for its disk: it is
+// not bound (with the binder's word for why), it lost its storage, or it is going away; "" when
+// the disk is not what the server waits for (none, bound, or pending with nothing said: a
+// disk on its way, as a server on its way says nothing either).
+func (d *decision) waitingForDisk() string {
+	if d.diskWait != "" {
+		return d.diskWait
+	}
+	disk := d.disk
+	if disk == nil || disk.Phase == backend.DiskBound {
+		return ""
+	}
+	switch {
+	case disk.Deleting:
+		return fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", disk.Name)
+	case disk.Phase == backend.DiskLost:
+		return fmt.Sprintf("Disk %s lost its storage: its volume is gone", disk.Name)
+	case disk.Pending != "":
+		return fmt.Sprintf("Waiting for disk %s to be bound: %s", disk.Name, disk.Pending)
+	}
+	return ""
+}
+
+// rootDiskStatus is the disk as the status reports it: the VM's disk the plan leaves; nil
+// when it has none, or the layout has no place for it.
+func (d *decision) rootDiskStatus() *schema.RootDiskStatus {
+	if d.disk == nil || !d.vm.Fields().HasRootDiskStatus() {
+		return nil
+	}
+	st := &schema.RootDiskStatus{ClaimName: d.disk.Name, Phase: string(d.disk.Phase)}
+	if !d.disk.Capacity.IsZero() {
+		st.Capacity = d.disk.Capacity.String()
+	}
+	return st
+}
+
+// bindingOnly reports whether st differs from the current status only in a disk that got
+// bound while the server is on its way: that is recorded with the status's next write (the
+// server starting, at the latest) rather than with one of its own, which would be one more
+// write for every VM on its way to Active.
+func (d *decision) bindingOnly(st schema.Status) bool {
+	cur := d.current
+	if cur.Reason != ReasonServerCreating || st.Reason != ReasonServerCreating || cur.RootDisk == nil || st.RootDisk == nil ||
+		cur.RootDisk.ClaimName != st.RootDisk.ClaimName || cur.RootDisk.Phase != string(backend.DiskPending) ||
+		st.RootDisk.Phase != string(backend.DiskBound) {
+		return false
+	}
+	st.RootDisk = cur.RootDisk
+	return st.SameAs(cur)
+}
+
+// deletingDisk: the VM is deleted and its server is gone. Its disk is deleted, or kept as the
+// reclaim policy says (and when the policy cannot be read, kept: a disk is its owner's data).
+func (d *decision) deletingDisk() {
+	disk := d.disk
+	if disk == nil || disk.Deleting {
+		return
+	}
+	spec, _ := d.vm.Spec()
+	if spec.ReclaimPolicy == schema.ReclaimDelete {
+		d.plan.Disk = &DiskAction{Op: DeleteDisk, Event: Event{Type: EventNormal, Reason: ReasonDeletingDisk,
+			Message: fmt.Sprintf("Deleting disk %s: the VM is deleted (reclaim policy Delete)", disk.Name)}}
+		return
+	}
+	why := "reclaim policy Retain"
+	if spec.ReclaimPolicy != schema.ReclaimRetain {
+		why = "its reclaim policy is not one, and a disk is kept unless it says Delete"
+	}
+	d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &backend.DiskSpec{Size: disk.Requested, Keep: true},
+		Event: Event{Type: EventNormal, Reason: ReasonDiskRetained,
+			Message: fmt.Sprintf("Keeping disk %s after the VM is deleted (%s): a new VM named %s adopts it", disk.Name, why, d.vm.Name())}}
+}
+
+// DiskRejected is the plan for a VM whose disk the backend refused to create or take
+// (backend.ErrRejected; backend.ErrDiskConflict when the name is another's): Failed with the
+// backend's reason, the server there is (if any) left as it is, and another try after a while
+// rather than a retry storm.
+func (p Policy) DiskRejected(vm schema.VirtualMachine, srv *backend.Server, why string, conflict bool, now time.Time) Plan {
+	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+	reason := ReasonDiskRejected
+	if conflict {
+		reason = ReasonDiskConflict
+	}
+	d.report(schema.PhaseFailed, reason, "The disk was refused: "+why, srv)
+	d.plan.RequeueAfter = Duration(rejectedRetry)
+	return d.plan
+}

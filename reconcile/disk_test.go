@@ -1,0 +1,254 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The tests of the VM's disk (--root-disk claim, decision.DefaultPolicy) in the loop and the
+// apply step, against the memory backend's disks.
+
+// diskApplier is the world's applier under --root-disk claim.
+func (w *world) diskApplier() applier {
+	a := w.applier()
+	a.policy, a.disks = decision.DefaultPolicy, newDiskExpectations()
+	return a
+}
+
+// newDiskController builds a controller over w under --root-disk claim.
+func newDiskController(t testing.TB, w *world) (*Controller, *results) {
+	t.Helper()
+	r := &results{}
+	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: decision.DefaultPolicy,
+		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
+		Observer:    r})
+	return c, r
+}
+
+// reasons are the reasons of the events recorded so far, in order.
+func (w *world) reasons() []string {
+	var out []string
+	for _, e := range w.events() {
+		if f := strings.Fields(e); len(f) > 1 {
+			out = append(out, f[1])
+		}
+	}
+	return out
+}
+
+// TestControllerDiskToActive: a new VM's way to Active under --root-disk claim. The first
+// reconcile makes the disk, then the server that mounts it, with the finalizer before both
+// and one status write; the disk getting bound while the server is on its way writes nothing;
+// the server ready writes the Active status with the bound disk. The VM is written as often as
+// without a disk: finalizer, Creating, Active.
+func TestControllerDiskToActive(t *testing.T) {
+	w := newWorld(t, "create-new")
+	c, r := newDiskController(t, w)
+	ctx := start(t, c)
+	owner := ownerOf(w.view(t, "create-new"))
+
+	c.processNextItem(ctx)
+	if got := r.last(); got != "success" {
+		t.Fatalf("first reconcile: %q", got)
+	}
+	disk, _ := w.servers.ObserveDisk(owner)
+	srv, _ := w.servers.Observe(owner)
+	if disk == nil || srv == nil || srv.Disk != disk.Name || !srv.Spec.Disk || !srv.Spec.RootDisk.IsZero() {
+		t.Fatalf("disk %+v, server %+v: want a server that mounts the new disk", disk, srv)
+	}
+	if got := strings.Join(w.reasons(), ","); got != "CreatingDisk,CreatingServer" {
+		t.Errorf("events %s: want the disk made before the server", got)
+	}
+	if claim := status(t, w, testVM, "rootDisk", "claimName"); claim != disk.Name || status(t, w, testVM, "rootDisk", "phase") != "Pending" {
+		t.Errorf("status reports disk %q in phase %q", claim, status(t, w, testVM, "rootDisk", "phase"))
+	}
+	settle := func() {
+		cachedAt(t, c, w, testVM)
+		for c.queue.Len() > 0 {
+			c.processNextItem(ctx)
+		}
+	}
+	settle()
+	if n := len(w.writes()); n != 2 {
+		t.Fatalf("writes %+v, want the finalizer and the status", w.writes())
+	}
+
+	if err := w.servers.Bind(owner); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	if n := len(w.writes()); n != 2 {
+		t.Errorf("the disk getting bound wrote %+v", w.writes()[2:])
+	}
+
+	srv.State, srv.Detail = backend.StateReady, "Running"
+	w.servers.Set(owner, srv)
+	settle()
+	writes := w.writes()
+	if len(writes) != 3 || status(t, w, testVM, "phase") != string(schema.PhaseActive) {
+		t.Fatalf("writes %+v, phase %s: want one more, Active", writes, status(t, w, testVM, "phase"))
+	}
+	if st := status(t, w, testVM, "rootDisk", "phase"); st != "Bound" || status(t, w, testVM, "rootDisk", "capacity") != "40G" {
+		t.Errorf("Active status reports the disk %s, capacity %q", st, status(t, w, testVM, "rootDisk", "capacity"))
+	}
+	if after, _ := w.servers.ObserveDisk(owner); after.ID != disk.ID {
+		t.Errorf("disk %s became %s", disk.ID, after.ID)
+	}
+}
+
+// TestApplyDiskRefused: a disk the backend refuses (its name another's, or any refusal
+// retrying cannot fix) ends the plan there: no server, the VM Failed with the reason, another
+// look in a minute; a transient failure is returned for a retry, with nothing written after
+// the finalizer.
+func TestApplyDiskRefused(t *testing.T) {
+	tests := map[string]struct {
+		err    error
+		reason string // the status's; "" for a transient failure
+	}{
+		"name taken":  {fmt.Errorf("create claim test-vm-rootdisk: %w", backend.ErrDiskConflict), decision.ReasonDiskConflict},
+		"quota":       {fmt.Errorf("create claim: exceeded quota: %w", backend.ErrRejected), decision.ReasonDiskRejected},
+		"server down": {errors.New("connection refused"), ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "create-new")
+			vm := w.view(t, "create-new")
+			w.servers.FailDisks(tc.err)
+			after, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, now))
+			if srv, _ := w.servers.Observe(ownerOf(vm)); srv != nil {
+				t.Errorf("a server was made without its disk: %+v", srv)
+			}
+			if tc.reason == "" {
+				if err == nil || len(w.writes()) != 1 {
+					t.Errorf("err %v, writes %+v: want the error, after the finalizer only", err, w.writes())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := status(t, w, testVM, "reason"); got != tc.reason || status(t, w, testVM, "phase") != string(schema.PhaseFailed) {
+				t.Errorf("status %s %s, want Failed %s", status(t, w, testVM, "phase"), got, tc.reason)
+			}
+			if want := time.Duration(decision.DefaultPolicy.DiskRejected(vm, nil, "", false, now).RequeueAfter); want == 0 || after != want {
+				t.Errorf("looked at again after %s, want %s", after, want)
+			}
+		})
+	}
+}
+
+// TestApplyDiskDeletion: a deleted VM whose server is gone: its disk is deleted (reclaim
+// policy Delete) or kept and no longer owned (Retain) before the finalizer comes off, with an
+// Event that names it. A disk that is not the VM's is not touched.
+func TestApplyDiskDeletion(t *testing.T) {
+	tests := map[string]struct {
+		policy string
+		owner  backend.DiskOwner
+		want   string // the disk afterwards: its owner, and whether it is going
+		event  string
+	}{
+		"delete": {"Delete", backend.DiskOwned, "Owned going", decision.ReasonDeletingDisk},
+		"retain": {"Retain", backend.DiskOwned, "Kept", decision.ReasonDiskRetained},
+		"kept":   {"Retain", backend.DiskKept, "Kept", decision.ReasonDiskRetained},
+		"other":  {"Delete", backend.DiskOther, "Other", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "delete-without-server")
+			vm := w.view(t, "delete-without-server")
+			raw, err := jsonpatch.MergePatch(vm.JSON(), fmt.Appendf(nil, `{"spec":{"rootDiskReclaimPolicy":%q}}`, tc.policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm = schema.ViewOf(raw, vm.ResourceVersion(), w.fields)
+			disk := &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
+				Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner}
+			w.servers.SetDisk(ownerOf(vm), disk)
+			disk, _ = w.servers.ObserveDisk(ownerOf(vm))
+			plan := decision.DefaultPolicy.Decide(vm, nil, disk, now)
+			if plan.Finalizer != decision.RemoveFinalizer {
+				t.Fatalf("plan %+v does not release the VM", plan)
+			}
+			if _, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, disk, plan); err != nil {
+				t.Fatal(err)
+			}
+			after, _ := w.servers.ObserveDisk(ownerOf(vm))
+			got := string(after.Owner)
+			if after.Deleting {
+				got += " going"
+			}
+			if got != tc.want {
+				t.Errorf("disk %s, want %s", got, tc.want)
+			}
+			if reasons := strings.Join(w.reasons(), ","); reasons != tc.event {
+				t.Errorf("events %s, want %s", reasons, tc.event)
+			}
+			writes := w.writes()
+			if len(writes) != 1 || writes[0].subresource != "" {
+				t.Errorf("writes %+v, want the finalizer's removal", writes)
+			}
+		})
+	}
+}
+
+// TestDiskExpectations: after an action on a disk, the controller takes the disk as the
+// action left it until the cache shows it changed (or the expectation runs out); a cache that
+// moved on otherwise is believed at once.
+func TestDiskExpectations(t *testing.T) {
+	vm := cache.NewObjectName("ns", "vm")
+	disk := func(version string, deleting bool) *backend.Disk {
+		return &backend.Disk{Name: "vm-rootdisk", Version: version, Deleting: deleting}
+	}
+	tests := map[string]struct {
+		act      func(e *diskExpectations)
+		observed *backend.Disk
+		want     string // the disk adjust returns: its version and whether it goes; "none"
+		kept     bool   // the expectation still holds afterwards
+	}{
+		"created, not seen":      {func(e *diskExpectations) { e.changed(vm, nil, disk("5", false)) }, nil, "5", true},
+		"created, seen":          {func(e *diskExpectations) { e.changed(vm, nil, disk("5", false)) }, disk("5", false), "5", false},
+		"updated, old seen":      {func(e *diskExpectations) { e.changed(vm, disk("4", false), disk("5", false)) }, disk("4", false), "5", true},
+		"updated, seen":          {func(e *diskExpectations) { e.changed(vm, disk("4", false), disk("5", false)) }, disk("5", false), "5", false},
+		"updated, moved on":      {func(e *diskExpectations) { e.changed(vm, disk("4", false), disk("5", false)) }, disk("7", false), "7", false},
+		"updated, gone":          {func(e *diskExpectations) { e.changed(vm, disk("4", false), disk("5", false)) }, nil, "none", false},
+		"deleted, old seen":      {func(e *diskExpectations) { e.deleted(vm, disk("4", false)) }, disk("4", false), "4 going", true},
+		"deleted, seen going":    {func(e *diskExpectations) { e.deleted(vm, disk("4", false)) }, disk("6", true), "6 going", false},
+		"deleted, gone":          {func(e *diskExpectations) { e.deleted(vm, disk("4", false)) }, nil, "none", false},
+		"nothing expected":       {func(*diskExpectations) {}, disk("4", false), "4", false},
+		"created, none returned": {func(e *diskExpectations) { e.changed(vm, nil, nil) }, nil, "none", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newDiskExpectations()
+			tc.act(e)
+			got := "none"
+			if d := e.adjust(vm, tc.observed); d != nil {
+				got = d.Version
+				if d.Deleting {
+					got += " going"
+				}
+			}
+			if got != tc.want {
+				t.Errorf("adjusted to %s, want %s", got, tc.want)
+			}
+			if kept := e.wait(vm) > 0; kept != tc.kept {
+				t.Errorf("expectation kept: %v, want %v", kept, tc.kept)
+			}
+		})
+	}
+}
