@@ -48,6 +48,7 @@ type runConfig struct {
 	RetryQPS         float64
 	RetryBurst       int
 	ShutdownTimeout  time.Duration
+	ReconcileTimeout time.Duration
 	LeaseName        string
 	HolderIdentity   string
 	LeaseDuration    time.Duration
@@ -87,6 +88,7 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.DurationFlag{Name: "retry-max-delay", Value: 1000 * time.Second, Usage: "longest retry delay of a failed reconcile", EnvVars: env("RETRY_MAX_DELAY"), Destination: &c.RetryMaxDelay},
 		&cli.Float64Flag{Name: "retry-qps", Value: 10, Usage: "retries per second over all VMs (overall bucket)", EnvVars: env("RETRY_QPS"), Destination: &c.RetryQPS},
 		&cli.IntFlag{Name: "retry-burst", Value: 100, Usage: "burst of the overall retry bucket", EnvVars: env("RETRY_BURST"), Destination: &c.RetryBurst},
+		&cli.DurationFlag{Name: "reconcile-timeout", Value: time.Minute, Usage: "longest a reconcile may take, every API and backend call in it; one that hangs ends as a transient error and is retried with backoff", EnvVars: env("RECONCILE_TIMEOUT"), Destination: &c.ReconcileTimeout},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight reconciles may take to finish", EnvVars: env("SHUTDOWN_TIMEOUT"), Destination: &c.ShutdownTimeout},
 		leaderElectFlag(&c.LeaderElect, "run as one of several replicas: only the holder of a coordination.k8s.io Lease reconciles"),
 		&cli.StringFlag{Name: "lease-name", Value: "vm-controller", Usage: "name of the leader Lease", EnvVars: env("LEASE_NAME"), Destination: &c.LeaseName},
@@ -152,6 +154,9 @@ func (c runConfig) Validate() error {
 	}
 	if err := c.policyFlags.validate(); err != nil {
 		return err
+	}
+	if c.ReconcileTimeout < time.Second {
+		return fmt.Errorf("--reconcile-timeout must be at least 1s, got %s", c.ReconcileTimeout)
 	}
 	if c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay {
 		return fmt.Errorf("--retry-base-delay must be positive and at most --retry-max-delay")
@@ -249,15 +254,16 @@ func run(cc *cli.Context, c runConfig) error {
 		Resync:    c.Resync,
 		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery()}),
-		Policy:        c.policy(),
-		Recorder:      recorder,
-		Logger:        log,
-		RateLimiter:   limiter,
-		Observer:      m,
-		WatchCRD:      c.WatchCRD,
-		OnServed:      m.SetServed,
-		Usage:         decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
-		UsageObserver: m,
+		Policy:           c.policy(),
+		Recorder:         recorder,
+		Logger:           log,
+		RateLimiter:      limiter,
+		ReconcileTimeout: c.ReconcileTimeout,
+		Observer:         m,
+		WatchCRD:         c.WatchCRD,
+		OnServed:         m.SetServed,
+		Usage:            decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
+		UsageObserver:    m,
 		// Without the subresource, status goes through the main resource.
 		NoStatusSubresource: noStatus,
 	})

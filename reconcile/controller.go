@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	runtimedebug "runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,10 @@ type Config struct {
 	// RateLimiter paces retries of failed keys; nil: per-item exponential backoff
 	// (5ms to 1000s) and an overall bucket (10 qps, burst 100), as client-go's default.
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// ReconcileTimeout bounds each reconcile, every API and backend call in it: a call that
+	// hangs ends as a transient error and the key is retried, instead of holding a worker
+	// for ever. Zero: no deadline.
+	ReconcileTimeout time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 	// Observer, if set, is told the result and duration of every reconcile.
@@ -75,7 +80,8 @@ type Config struct {
 
 // Observer receives the outcome of each reconcile, for metrics.
 type Observer interface {
-	// Reconciled reports one reconcile: result is success, requeue, conflict or error.
+	// Reconciled reports one reconcile: result is success, requeue, conflict, error,
+	// timeout (cut off at Config.ReconcileTimeout) or panic.
 	Reconciled(result string, took time.Duration)
 }
 
@@ -136,7 +142,7 @@ func New(cfg Config) *Controller {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
 			get:   c.view, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
-			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}) }}
+			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
 }
@@ -386,10 +392,31 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		log = log.With("vm", key.String(), "reconcileID", id)
 	}
 	start := time.Now()
-	after, err := c.reconcile(ctx, key, log, debug)
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if c.cfg.ReconcileTimeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
+	}
+	after, err := c.reconcileRecovered(rctx, key, log, debug)
+	// Cut off by its own deadline, not by the end of the drain (ctx), whatever error the
+	// call that was waiting made of it.
+	timedOut := err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
 	took := time.Since(start)
 	result := "success"
+	var p *panicked
 	switch {
+	case errors.As(err, &p):
+		// One failed reconcile, not the end of the process: retried with backoff like an
+		// error, and loud, because a panic is a bug to report.
+		result = "panic"
+		c.queue.AddRateLimited(key)
+		c.log.Error("Reconcile panicked; will retry", "vm", key.String(), "reconcileID", id, "panic", fmt.Sprint(p.value),
+			"retries", c.queue.NumRequeues(key), "stack", string(p.stack))
+	case timedOut:
+		result = "timeout"
+		c.queue.AddRateLimited(key)
+		c.log.Error("Reconcile timed out; will retry", "vm", key.String(), "reconcileID", id, "timeout", c.cfg.ReconcileTimeout,
+			"error", err, "retries", c.queue.NumRequeues(key))
 	case apierrors.IsConflict(err):
 		// Expected when the cache lags behind a write: decide again on the newer object.
 		result = "conflict"
@@ -419,6 +446,28 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		c.cfg.Observer.Reconciled(result, took)
 	}
 	return true
+}
+
+// panicked is a reconcile that panicked: what it panicked with, and the stack where it did.
+type panicked struct {
+	value any
+	stack []byte
+}
+
+func (p *panicked) Error() string { return fmt.Sprintf("reconcile panicked: %v", p.value) }
+
+// reconcileRecovered is reconcile, with a panic turned into an error (*panicked): a bug met by
+// one VM fails that VM's reconcile, and the worker goes on serving the others, as
+// controller-runtime's RecoverPanic does. Locks are released by defers on the way up, and
+// every write is conditional, so a reconcile cut short leaves nothing half-written that the
+// retry could not see.
+func (c *Controller) reconcileRecovered(ctx context.Context, key cache.ObjectName, log *slog.Logger, debug bool) (after time.Duration, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			after, err = 0, &panicked{value: v, stack: runtimedebug.Stack()}
+		}
+	}()
+	return c.reconcile(ctx, key, log, debug)
 }
 
 // maxDecisions bounds the decisions of one reconcile: the first, on the cached VM, and those

@@ -18,6 +18,11 @@
 // served; statusroute.go writes status through /status or, on a CRD without it, the main
 // resource.
 //
+// No one VM can stop the loop: each reconcile runs under a deadline (Config.ReconcileTimeout),
+// so a call that hangs ends as a transient error and the worker goes on; a panic in a
+// reconcile is recovered, logged with the stack and the VM's key, counted (result "panic")
+// and retried with backoff, as an error is.
+//
 // The three packages split the work so that each has one job: reconcile/decision decides and
 // imports no client; reconcile/vmcache is the VM cache and its wire codec; this package
 // gathers, applies and writes.

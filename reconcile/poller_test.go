@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +135,29 @@ func TestPollerRun(t *testing.T) {
 	<-done
 	if j := p.jittered(); j < 900*time.Microsecond || j > 1100*time.Microsecond {
 		t.Errorf("jittered interval %v, want within 10%% of 1ms", j)
+	}
+}
+
+// panickyUsage is a usage reader with a bug: it panics.
+type panickyUsage struct{}
+
+func (panickyUsage) Usage(context.Context, backend.Owner) (backend.Usage, error) {
+	panic("injected: usage")
+}
+
+// TestPollerPanic: a sample that panics costs that sample: the poller logs it and samples the
+// VM again later, instead of taking the process down.
+func TestPollerPanic(t *testing.T) {
+	w := newWorld(t, "active-steady")
+	p := newPoller(t, w, &results{}, "active-steady")
+	p.reader = panickyUsage{}
+	var log syncBuffer
+	p.log = slog.New(slog.NewTextHandler(&log, nil))
+	if again := p.sampleBounded(context.Background(), testVM); !again {
+		t.Error("a VM whose sample panicked is not sampled again")
+	}
+	if text := log.String(); !strings.Contains(text, `msg="Usage sample panicked"`) || !strings.Contains(text, "vm=default/test-vm") ||
+		!strings.Contains(text, "panickyUsage.Usage") {
+		t.Errorf("log %s: want the panic with the VM and the stack", text)
 	}
 }
