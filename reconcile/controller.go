@@ -24,6 +24,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/priority"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -93,7 +94,7 @@ type Controller struct {
 	vms     atomic.Pointer[vmInformer]
 	served  *servedWatch // nil unless Config.WatchCRD
 	usage   *poller      // nil unless usage is sampled
-	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	queue   *priority.Queue[cache.ObjectName]
 	expect  *expectations
 	log     *slog.Logger
 	applier applier
@@ -119,9 +120,8 @@ func New(cfg Config) *Controller {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
 	c := &Controller{
-		cfg: cfg,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
+		cfg:    cfg,
+		queue:  priority.New(cfg.GVR.Resource, cfg.RateLimiter),
 		expect: newExpectations(),
 		echoes: &echoes{m: map[cache.ObjectName][]string{}},
 		passes: &passCounter{m: map[cache.ObjectName]int{}},
@@ -180,8 +180,11 @@ func (c *Controller) startVMs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	handled, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
+	handled, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		// What goes ahead of the backlog: urgency.go.
+		AddFunc: func(obj any, initialList bool) {
+			c.enqueue(obj, !initialList || unsettled(obj.(*vmcache.Object)))
+		},
 		UpdateFunc: func(old, cur any) {
 			// A resync delivers every object again unchanged, and a change of labels or
 			// annotations changes nothing a decision reads: the periodic safety net is
@@ -206,9 +209,9 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			if c.usage != nil && vmcache.OnlyUsageChanged(o, n, c.cfg.Fields) {
 				return
 			}
-			c.enqueue(cur)
+			c.enqueue(cur, userChange(o, n, c.cfg.Fields))
 		},
-		DeleteFunc: c.enqueue,
+		DeleteFunc: func(obj any) { c.enqueue(obj, true) },
 	})
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", c.cfg.GVR.Resource, err)
@@ -273,11 +276,22 @@ func (c *Controller) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	synced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) { c.queue.Add(cache.ObjectName(vm)) })
+	// A server's change after the servers' first list is new work (urgency.go); the first
+	// list itself is backlog, like the VMs'.
+	var synced atomic.Pointer[func() bool]
+	serversSynced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) {
+		key := cache.ObjectName(vm)
+		if s := synced.Load(); s != nil && (*s)() {
+			c.queue.AddUrgent(key)
+		} else {
+			c.queue.Add(key)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
-	c.serversSynced = synced
+	synced.Store(&serversSynced)
+	c.serversSynced = serversSynced
 	return nil
 }
 
@@ -362,14 +376,19 @@ func (c *Controller) PhaseCounts() map[string]int {
 	return counts
 }
 
-// enqueue adds the key of a VM (or of a deleted VM's tombstone) to the queue.
-func (c *Controller) enqueue(obj any) {
+// enqueue adds the key of a VM (or of a deleted VM's tombstone) to the queue: as new work
+// ahead of the backlog when urgent.
+func (c *Controller) enqueue(obj any, urgent bool) {
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
 		c.log.Error("Cannot make a key", "error", err)
 		return
 	}
-	c.queue.Add(key)
+	if urgent {
+		c.queue.AddUrgent(key)
+	} else {
+		c.queue.Add(key)
+	}
 }
 
 // processNextItem takes one key and reconciles it: Forget on success, AddAfter when the plan
@@ -381,6 +400,12 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	// New work that needs another pass stays new work.
+	urgent := c.queue.TakeUrgent(key)
+	retry, requeue := c.queue.AddRateLimited, c.queue.AddAfter
+	if urgent {
+		retry, requeue = c.queue.AddUrgentRateLimited, c.queue.AddUrgentAfter
+	}
 
 	// A reconcile's ID is a counter, and its logger carries the VM only when debug logs are
 	// on: under a burst, a UUID and a logger per reconcile were a visible share of the
@@ -409,22 +434,22 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		// One failed reconcile, not the end of the process: retried with backoff like an
 		// error, and loud, because a panic is a bug to report.
 		result = "panic"
-		c.queue.AddRateLimited(key)
+		retry(key)
 		c.log.Error("Reconcile panicked; will retry", "vm", key.String(), "reconcileID", id, "panic", fmt.Sprint(p.value),
 			"retries", c.queue.NumRequeues(key), "stack", string(p.stack))
 	case timedOut:
 		result = "timeout"
-		c.queue.AddRateLimited(key)
+		retry(key)
 		c.log.Error("Reconcile timed out; will retry", "vm", key.String(), "reconcileID", id, "timeout", c.cfg.ReconcileTimeout,
 			"error", err, "retries", c.queue.NumRequeues(key))
 	case apierrors.IsConflict(err):
 		// Expected when the cache lags behind a write: decide again on the newer object.
 		result = "conflict"
-		c.queue.AddRateLimited(key)
+		retry(key)
 		log.Debug("Conflict; will decide again", "error", err)
 	case err != nil:
 		result = "error"
-		c.queue.AddRateLimited(key)
+		retry(key)
 		if !debug {
 			log = log.With("vm", key.String(), "reconcileID", id)
 		}
@@ -432,7 +457,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	case after > 0:
 		result = "requeue"
 		c.queue.Forget(key)
-		c.queue.AddAfter(key, after)
+		requeue(key, after)
 		if debug {
 			log.Debug("Reconciled", "requeueAfter", after, "duration", took)
 		}

@@ -39,6 +39,9 @@ type Object struct {
 	// phase is status.phase in the layout the object was compacted in, read once here so
 	// that counting VMs by phase does not unpack every VM at each scrape.
 	phase schema.Phase
+	// settled is schema.VirtualMachine.Settled, read once here for the same reason: the loop
+	// asks it of every VM of its first list.
+	settled bool
 	// initialEventsEnd marks the bookmark that ends a watch list's initial events; the
 	// reflector reads it as an annotation (see GetAnnotations). Only bookmarks carry it.
 	initialEventsEnd bool
@@ -64,7 +67,7 @@ func Compact(u *unstructured.Unstructured, f schema.Fields) (*Object, error) {
 	}
 	var scratch []byte
 	return &Object{namespace: unique.Make(u.GetNamespace()), name: u.GetName(), uid: u.GetUID(), resourceVersion: u.GetResourceVersion(),
-		packed: pack(&scratch, raw), phase: phaseOf(raw, f)}, nil
+		packed: pack(&scratch, raw), phase: phaseOf(raw, f), settled: schema.ViewOf(raw, "", f).Settled()}, nil
 }
 
 // Transform is the transform of a dynamic informer of VMs in layout f: it keeps each VM as an
@@ -141,6 +144,9 @@ func (o *Object) JSON() ([]byte, error) { return unpack(o.packed) }
 
 // Phase is the VM's status.phase, in the layout the object was compacted in.
 func (o *Object) Phase() schema.Phase { return o.phase }
+
+// Settled is schema.VirtualMachine.Settled of the object, in the layout it was compacted in.
+func (o *Object) Settled() bool { return o.settled }
 
 // GetAnnotations is nil but for the bookmark that ends a watch list's initial events, which
 // the reflector knows by its annotation.

@@ -50,6 +50,7 @@ func (c *compactor) object(v gjson.Result, bookmark bool) (*Object, error) {
 	}
 	o.packed = pack(&c.packed, b)
 	o.phase = phaseOf(b, c.fields)
+	o.settled = schema.ViewOf(b, "", c.fields).Settled()
 	return o, nil
 }
 
