@@ -31,7 +31,7 @@ type compareFlags struct {
 	events                      []string
 	timeout                     time.Duration
 	kubeconfig                  string
-	// profile, if set, is a directory for a CPU profile of each vm-controller run, taken over
+	// profile, if set, is a directory for a CPU profile of each contender's run, taken over
 	// the first profileFor of its burst. Profiling costs the process CPU of its own, so a run
 	// with profiles is for reading where the time goes, not for the CPU column.
 	profile    string
@@ -106,7 +106,7 @@ func compareScenario(args []string) error {
 	events := fs.String("events", "warnings", "vm-controller's --events, or a comma-separated list to run each variant (e.g. warnings,all)")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
-	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each vm-controller run (go tool pprof FILE); its CPU figures then include the profiler's")
+	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each contender's run, the peer's too (go tool pprof FILE); its CPU figures then include the profiler's")
 	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0, "vm-controller's GOMAXPROCS; 0: Go's default")
 	peerProcs := fs.String("peer-gomaxprocs", "0", "the peer's GOMAXPROCS, or a comma-separated list to run the peer once with each (e.g. 0,1); 0: Go's default")
@@ -169,8 +169,15 @@ func compareScenario(args []string) error {
 	}
 	for _, procs := range f.peerGOMAXPROCS {
 		contenders = append(contenders, contender{name: "controller-runtime peer" + procsSuffix(procs, len(f.peerGOMAXPROCS) > 1), peer: true, start: func(e *env) (*controller, error) {
-			c, err := e.startProcess(peer, gomaxprocsEnv(procs), []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers})
+			args := []string{"--kubeconfig", e.kubecfg, "--namespace", e.ns, "--workers", workers, "--metrics-addr", "127.0.0.1:0"}
+			if f.profile != "" {
+				args = append(args, "--pprof")
+			}
+			c, err := e.startProcess(peer, gomaxprocsEnv(procs), args)
 			if err != nil {
+				return nil, err
+			}
+			if err := c.waitEndpoints(false); err != nil {
 				return nil, err
 			}
 			return c, c.waitWorkers(f.timeout)
@@ -238,7 +245,7 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 		return nil, err
 	}
 	profiled := make(chan error, 1)
-	if f.profile != "" && ctrl.metrics != "" {
+	if f.profile != "" {
 		go func() {
 			profiled <- ctrl.cpuProfile(f.profileFor, filepath.Join(f.profile, profileName(c.name, rep)))
 		}()
@@ -293,23 +300,117 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 	r.EventsPerVM = float64(evs) / n
 	printClusterWrites(apiBefore, apiAfter, n)
 
-	start = time.Now()
-	if err := e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}); err != nil {
-		return nil, fmt.Errorf("delete namespace: %w", err)
+	var refused map[string]float64
+	if r.TeardownSeconds, r.Teardown, refused, err = deleteNamespace(e, ctrl, w, f.vms, f.timeout); err != nil {
+		return nil, err
 	}
-	for {
+	printTeardown(c.name, r, refused)
+	ctrl.stop()
+	return r, nil
+}
+
+// deleteNamespace deletes e's namespace with the controller running and waits until it is
+// gone. It returns the time that took and what the controller did meanwhile, per VM of n,
+// from the API server's and the controller's metrics scraped before the delete and after,
+// with the time until w saw the last VM go, and the writes refused over it (refusedWrites).
+func deleteNamespace(e *env, ctrl *controller, w *vmWatch, n int, timeout time.Duration) (float64, *record.Teardown, map[string]float64, error) {
+	apiBefore, err := e.apiserverMetrics()
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	ctrlBefore, err := ctrl.scrape()
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("scrape the controller: %w", err)
+	}
+	start := time.Now()
+	if err := e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}); err != nil {
+		return 0, nil, nil, fmt.Errorf("delete namespace: %w", err)
+	}
+	var vmsGone time.Duration
+	for asked := start; ; time.Sleep(100 * time.Millisecond) {
+		if vmsGone == 0 && w.count() == 0 {
+			vmsGone = time.Since(start)
+		}
+		if time.Since(asked) < 500*time.Millisecond {
+			continue
+		}
+		asked = time.Now()
 		_, err := e.kube.CoreV1().Namespaces().Get(context.Background(), e.ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			break
 		}
-		if time.Since(start) > f.timeout {
-			return nil, fmt.Errorf("namespace %s still there %s after its delete", e.ns, f.timeout)
+		if time.Since(start) > timeout {
+			return 0, nil, nil, fmt.Errorf("namespace %s still there %s after its delete", e.ns, timeout)
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
-	r.TeardownSeconds = time.Since(start).Seconds()
-	ctrl.stop()
-	return r, nil
+	took := time.Since(start)
+	if vmsGone == 0 {
+		vmsGone = took // the watch missed the last delete; the namespace's end bounds it
+	}
+	apiAfter, err := e.apiserverMetrics()
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	ctrlAfter, err := ctrl.scrape()
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("scrape the controller: %w", err)
+	}
+	t := teardownRecord(n, apiBefore, apiAfter, ctrlBefore, ctrlAfter)
+	t.VMsGoneSeconds = vmsGone.Seconds()
+	return took.Seconds(), t, refusedWrites(apiBefore, apiAfter), nil
+}
+
+// teardownRecord is a teardown's figures per VM of n: the API server's writes of VMs between
+// its two scrapes (on their way out only the controller writes them; the pods' deletes are
+// the namespace controller's and kwok's too), those answered 409, and the retries the
+// controller's work queues counted between its two (workqueue_retries_total, a name
+// vm-controller's metrics and controller-runtime's share).
+func teardownRecord(n int, apiBefore, apiAfter, ctrlBefore, ctrlAfter map[string]float64) *record.Teardown {
+	t := &record.Teardown{WritesPerVM: map[string]float64{}}
+	for k, v := range writesByResource(apiBefore, apiAfter, "") {
+		if strings.HasPrefix(k, "virtualmachines") {
+			t.WritesPerVM[k] = v / float64(n)
+		}
+	}
+	for k, v := range writesByResource(apiBefore, apiAfter, "409") {
+		if strings.HasPrefix(k, "virtualmachines") {
+			t.ConflictsPerVM += v / float64(n)
+		}
+	}
+	t.RetriesPerVM = delta(ctrlBefore, ctrlAfter, "workqueue_retries_total") / float64(n)
+	return t
+}
+
+// printTeardown prints a run's teardown: its time and the VMs' part of it, the VMs' writes
+// per VM by kind, the 409s among them and the controller's retries, and the writes of the
+// controller's kinds refused (refusedWrites), which say what the retries were for.
+func printTeardown(name string, b *record.Burst, refused map[string]float64) {
+	fmt.Printf("  %s: teardown %s, the VMs gone in %s; writes of the VMs per VM: %s; 409 per VM %.3f; retries per VM %.3f\n", name,
+		seconds(b.TeardownSeconds).Round(100*time.Millisecond), seconds(b.Teardown.VMsGoneSeconds).Round(100*time.Millisecond),
+		formatPerVM(b.Teardown.WritesPerVM, 1), b.Teardown.ConflictsPerVM, b.Teardown.RetriesPerVM)
+	if len(refused) > 0 {
+		fmt.Printf("  %s: teardown, writes refused per VM: %s\n", name, formatPerVM(refused, float64(b.VMs)))
+	}
+}
+
+// refusedWrites is the writes of the controller's kinds (controllerWrites) that the API server
+// refused between two scrapes, by "resource verb code" for each 4xx code: a pod create in a
+// namespace being deleted (403), a write from a stale view (409). Pods' deletes are the
+// namespace controller's and kwok's too.
+func refusedWrites(before, after map[string]float64) map[string]float64 {
+	codes := map[string]bool{}
+	for k := range after {
+		if code := label(k, "code"); strings.HasPrefix(code, "4") && strings.HasPrefix(k, "apiserver_request_total{") {
+			codes[code] = true
+		}
+	}
+	out := map[string]float64{}
+	for code := range codes {
+		for kind, v := range writesByResource(before, after, code) {
+			out[kind+" "+code] = v
+		}
+	}
+	return out
 }
 
 // rotated is the contenders in the order of repetition rep (from 0): each repetition starts
@@ -399,8 +500,8 @@ func (e *env) controllerEvents() (int, error) {
 }
 
 func printRunHeader() {
-	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | API server CPU-ms/VM | machine CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | other writes/VM | 409/VM | Events/VM | teardown |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| controller | rep | VMs/s | p50 create->Active | p99 | CPU-s | CPU-ms/VM | API server CPU-ms/VM | machine CPU-ms/VM | peak RSS MB | VM patch/VM | status patch/VM | pod create/VM | other writes/VM | 409/VM | Events/VM | teardown | VMs gone | teardown 409/VM | teardown retries/VM |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 }
 
 // printRun prints one burst of a contender as a row of printRunHeader's table; rep 0 is a
@@ -415,11 +516,16 @@ func printRun(name string, rep int, b *record.Burst) {
 		other += b.WritesPerVM[k]
 	}
 	perVM := func(sec float64) float64 { return sec * 1000 / float64(b.VMs) }
-	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s |\n",
+	gone, conflictsOut, retriesOut := "-", "-", "-"
+	if t := b.Teardown; t != nil {
+		gone = seconds(t.VMsGoneSeconds).Round(100 * time.Millisecond).String()
+		conflictsOut, retriesOut = fmt.Sprintf("%.3f", t.ConflictsPerVM), fmt.Sprintf("%.3f", t.RetriesPerVM)
+	}
+	fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s | %s | %s | %s |\n",
 		name, r, b.VMsPerSec, seconds(b.P50).Round(time.Millisecond), seconds(b.P99).Round(time.Millisecond), b.ControllerCPU,
 		perVM(b.ControllerCPU), perVM(b.APIServerCPU), perVM(b.MachineCPU), b.PeakRSSMB,
 		b.WritesPerVM["virtualmachines PATCH"], b.WritesPerVM["virtualmachines/status PATCH"], b.WritesPerVM["pods POST"], other,
-		b.ConflictsPerVM, b.EventsPerVM, seconds(b.TeardownSeconds).Round(100*time.Millisecond))
+		b.ConflictsPerVM, b.EventsPerVM, seconds(b.TeardownSeconds).Round(100*time.Millisecond), gone, conflictsOut, retriesOut)
 }
 
 // seconds is a figure in seconds as a duration.

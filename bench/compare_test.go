@@ -143,3 +143,35 @@ func TestBurstRecord(t *testing.T) {
 		t.Errorf("writes per VM %v, conflicts %v; want %v, 0.5", b.WritesPerVM, b.ConflictsPerVM, want)
 	}
 }
+
+// TestTeardownRecord: a teardown's figures per VM are the API server's writes of VMs (the
+// controller's alone on their way out; pods are deleted by others too), the 409s among them,
+// and the retries the controller's queues counted, whichever framework labels them; the
+// refused writes are each kind's 4xx answers, for what the retries were for.
+func TestTeardownRecord(t *testing.T) {
+	sample := func(resource, sub, verb, code string) string {
+		return `apiserver_request_total{code="` + code + `",component="apiserver",group="cloudnative.czs",resource="` + resource +
+			`",scope="resource",subresource="` + sub + `",verb="` + verb + `",version="v1alpha1"}`
+	}
+	apiBefore := map[string]float64{sample("virtualmachines", "", "PATCH", "200"): 100, sample("virtualmachines", "", "PATCH", "409"): 3}
+	apiAfter := map[string]float64{
+		sample("virtualmachines", "", "PATCH", "200"):            108, // 8 finalizers released
+		sample("virtualmachines", "", "PATCH", "409"):            7,   // 4 refused
+		sample("virtualmachines", "status", "PATCH", "200"):      8,   // 8 Terminating
+		sample("pods", "", "DELETE", "200"):                      16,  // the namespace controller's and kwok's too
+		sample("pods", "", "DELETE", "409"):                      2,
+		sample("virtualmachines", "", "DELETECOLLECTION", "200"): 1,
+	}
+	// vm-controller's queue and controller-runtime's, as each labels it.
+	ctrlBefore := map[string]float64{`workqueue_retries_total{name="virtualmachines"}`: 1}
+	ctrlAfter := map[string]float64{`workqueue_retries_total{name="virtualmachines"}`: 5, `workqueue_retries_total{controller="virtualmachine",name="virtualmachine"}`: 2}
+	refused := refusedWrites(apiBefore, apiAfter)
+	if want := map[string]float64{"virtualmachines PATCH 409": 4, "pods DELETE 409": 2}; !maps.Equal(refused, want) {
+		t.Errorf("refused writes %v, want %v", refused, want)
+	}
+	got := teardownRecord(8, apiBefore, apiAfter, ctrlBefore, ctrlAfter)
+	want := map[string]float64{"virtualmachines PATCH": 1.5, "virtualmachines/status PATCH": 1}
+	if !maps.Equal(got.WritesPerVM, want) || got.ConflictsPerVM != 0.5 || got.RetriesPerVM != 0.75 {
+		t.Errorf("teardown %+v, want writes %v, 0.5 conflicts, 0.75 retries per VM", got, want)
+	}
+}

@@ -194,7 +194,7 @@ func (e *env) close() {
 // endpoints it serves.
 type controller struct {
 	cmd     *exec.Cmd
-	metrics string         // vm-controller's metrics address; empty for the peer
+	metrics string         // the metrics address it logged; empty until waitEndpoints
 	health  string         // vm-controller's health address, when the bench asked for one
 	started time.Time      // when the process was started
 	workers chan time.Time // receives when it logs "Starting workers" (caches synced)
@@ -279,7 +279,7 @@ func (e *env) startProcess(binary string, environ, args []string) (*controller, 
 	return c, nil
 }
 
-// waitEndpoints waits until vm-controller serves metrics (and health, if asked).
+// waitEndpoints waits until the controller serves metrics (and health, if asked).
 func (c *controller) waitEndpoints(health bool) error {
 	timeout := time.After(60 * time.Second)
 	for c.metrics == "" || (health && c.health == "") {

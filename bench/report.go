@@ -96,6 +96,7 @@ func writeBurstTables(w io.Writer, run *record.Run, reps int) {
 			}
 		}
 	}
+	writeTeardownTable(w, run, reps, medians)
 	var peer *record.Burst
 	for _, c := range run.Contenders {
 		if c.Peer && medians[c.Name] != nil {
@@ -114,6 +115,43 @@ func writeBurstTables(w io.Writer, run *record.Run, reps int) {
 				b.VMsPerSec/peer.VMsPerSec, perVM(b.ControllerCPU, b.VMs)/perVM(peer.ControllerCPU, peer.VMs),
 				perVM(b.MachineCPU, b.VMs)/perVM(peer.MachineCPU, peer.VMs))
 		}
+	}
+}
+
+// writeTeardownTable writes the teardowns of a comparison (the namespace deleted with the
+// controller running): each contender's median time and each repetition's, the time until
+// the VMs were gone, and what the controller did on their way out; "-" where a file from before those were measured has
+// none.
+func writeTeardownTable(w io.Writer, run *record.Run, reps int, medians map[string]*record.Burst) {
+	measured := false
+	for _, b := range medians {
+		measured = measured || b.TeardownSeconds > 0
+	}
+	if !measured {
+		return
+	}
+	fmt.Fprintf(w, "\nTeardown, the namespace deleted with the controller running, until it is gone (%s):\n", medianOf(reps))
+	fmt.Fprintln(w, "\n| controller | teardown | each repetition | VMs gone | VM writes/VM on the way out (VM patch, status patch) | 409/VM | retries/VM |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, c := range run.Contenders {
+		b := medians[c.Name]
+		if b == nil {
+			continue
+		}
+		var each []string
+		for _, r := range c.Repetitions {
+			if r.Burst != nil {
+				each = append(each, fmt.Sprintf("%.1f s", r.Burst.TeardownSeconds))
+			}
+		}
+		gone, writes, conflicts, retries := "-", "-", "-", "-"
+		if t := b.Teardown; t != nil {
+			gone = fmt.Sprintf("%.1f s", t.VMsGoneSeconds)
+			writes = short(t.WritesPerVM["virtualmachines PATCH"]) + ", " + short(t.WritesPerVM["virtualmachines/status PATCH"])
+			conflicts, retries = short(t.ConflictsPerVM), short(t.RetriesPerVM)
+		}
+		fmt.Fprintf(w, "| %s | %.1f s | %s | %s | %s | %s | %s |\n", c.Name, b.TeardownSeconds, strings.Join(each, ", "), gone, writes,
+			conflicts, retries)
 	}
 }
 

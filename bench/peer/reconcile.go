@@ -30,17 +30,20 @@ const (
 type reconciler struct {
 	client.Client
 	image string
+	now   func() time.Time
 }
 
-// Reconcile brings one VM's pod and status in line with its spec. A pod created here is seen
-// again through its watch (Owns), which requeues the VM when the pod changes.
+// Reconcile brings one VM's pod and status in line with its spec.
+//
+// The cache hands out its own objects (UnsafeDisableDeepCopy, main.go): vm and pod are read
+// here and never changed; every write is a patch, create or delete of an object of its own.
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	vm := newVM()
 	if err := r.Get(ctx, req.NamespacedName, vm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	pod := &corev1.Pod{}
-	switch err := r.Get(ctx, types.NamespacedName{Namespace: vm.GetNamespace(), Name: vm.GetName() + "-server"}, pod); {
+	switch err := r.Get(ctx, types.NamespacedName{Namespace: vm.GetNamespace(), Name: podName(vm)}, pod); {
 	case apierrors.IsNotFound(err):
 		pod = nil
 	case err != nil:
@@ -53,9 +56,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.finalize(ctx, vm, pod)
 	}
 	if !controllerutil.ContainsFinalizer(vm, finalizer) {
-		orig := vm.DeepCopy()
-		controllerutil.AddFinalizer(vm, finalizer)
-		if err := r.Patch(ctx, vm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.setFinalizer(ctx, vm, true); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
@@ -64,57 +65,125 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res, err := resources(vm)
 	switch {
 	case err != nil:
-		return ctrl.Result{}, r.setStatus(ctx, vm, "Failed", "InvalidSpec", "Invalid spec: "+err.Error(), pod)
+		return ctrl.Result{}, r.setStatus(ctx, vm, report(vm, "Failed", "InvalidSpec", "Invalid spec: "+err.Error(), pod, r.now()))
 	case action == "inactive":
 		if pod != nil && pod.DeletionTimestamp == nil {
-			if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, fmt.Errorf("delete pod: %w", err)
+			if err := r.deletePod(ctx, pod); err != nil {
+				return ctrl.Result{}, err
 			}
 		}
-		return ctrl.Result{}, r.setStatus(ctx, vm, "Inactive", "ServerStopped", "The VM has no server (action is inactive)", nil)
+		return ctrl.Result{}, r.setStatus(ctx, vm, report(vm, "Inactive", "ServerStopped", "The VM has no server (action is inactive)", nil, r.now()))
 	case pod == nil:
 		pod = r.newPod(vm, res)
-		if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, nil // the cache is behind; the pod's watch event requeues the VM
-		} else if err != nil {
+		switch err := r.Create(ctx, pod); {
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// The namespace is being deleted, and the VM with it (a namespace's delete
+			// takes the pods and the VMs in either order): its deletion event brings it
+			// back (vmEvents), and a retry could only fail again. Kubernetes' own
+			// controllers (the ReplicaSet's) give up the create the same way.
+			return ctrl.Result{}, nil
+		case err != nil:
+			// AlreadyExists too: the pod cache is behind. The create's own event is not
+			// watched (podEvents), so a retry, not that event, brings the VM back.
 			return ctrl.Result{}, fmt.Errorf("create pod: %w", err)
 		}
 	case pod.DeletionTimestamp == nil && !equalResources(pod.Spec.Containers[0].Resources.Limits, res):
-		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("delete pod: %w", err)
+		if err := r.deletePod(ctx, pod); err != nil {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, r.setStatus(ctx, vm, "Creating", "ServerReplacing", "Replacing the server: its resources changed", pod)
+		return ctrl.Result{}, r.setStatus(ctx, vm, report(vm, "Creating", "ServerReplacing",
+			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", pod.Name), pod, r.now()))
 	}
 	phase, reason, msg := observe(pod)
-	return ctrl.Result{}, r.setStatus(ctx, vm, phase, reason, msg, pod)
+	return ctrl.Result{}, r.setStatus(ctx, vm, report(vm, phase, reason, msg, pod, r.now()))
 }
 
-// finalize deletes the VM's pod and releases the finalizer once the pod is gone.
+// finalize deletes the VM's pod, reporting Terminating meanwhile, and releases the finalizer
+// once the pod's delete event shows it gone.
 func (r *reconciler) finalize(ctx context.Context, vm *unstructured.Unstructured, pod *corev1.Pod) error {
 	if !controllerutil.ContainsFinalizer(vm, finalizer) {
 		return nil
 	}
-	if pod != nil {
-		if pod.DeletionTimestamp == nil {
-			if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("delete pod: %w", err)
-			}
+	if pod == nil {
+		if err := r.setFinalizer(ctx, vm, false); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("remove finalizer: %w", err)
 		}
-		return nil // the pod's delete event requeues the VM
+		return nil
 	}
-	orig := vm.DeepCopy()
-	controllerutil.RemoveFinalizer(vm, finalizer)
-	if err := r.Patch(ctx, vm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("remove finalizer: %w", err)
+	// The status vm-controller reports, with the server as it is once its delete is asked
+	// for. It is written before the delete so that its echo reaches the VM cache ahead of
+	// the pod's deletion event, whose reconcile then finds it there and writes nothing.
+	if err := r.setStatus(ctx, vm, report(vm, "Terminating", "ServerDeleting",
+		fmt.Sprintf("Waiting for server %s to be deleted before the VM is removed", pod.Name), pod, r.now())); err != nil {
+		return err
+	}
+	if pod.DeletionTimestamp == nil {
+		return r.deletePod(ctx, pod)
 	}
 	return nil
 }
 
-// resources reads spec.resource as the pod's requests and limits.
+// setFinalizer adds or removes the finalizer by a merge patch conditional on the
+// resourceVersion the decision was made on (finalizerPatch).
+func (r *reconciler) setFinalizer(ctx context.Context, vm *unstructured.Unstructured, add bool) error {
+	patch, err := finalizerPatch(vm, add)
+	if err != nil {
+		return err
+	}
+	return r.Patch(ctx, target(vm), client.RawPatch(types.MergePatchType, patch))
+}
+
+// setStatus writes st through the status subresource, unless the VM already says it.
+func (r *reconciler) setStatus(ctx context.Context, vm *unstructured.Unstructured, st status) error {
+	if st.sameAs(vm) {
+		return nil
+	}
+	patch, err := st.patch()
+	if err != nil {
+		return err
+	}
+	if err := r.Status().Patch(ctx, target(vm), client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	return nil
+}
+
+// deletePod deletes this incarnation of the pod (a UID precondition, as vm-controller's): a
+// pod of the same name made since is not touched.
+func (r *reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	uid := pod.UID
+	err := r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}, client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// target is a fresh object naming vm, for a patch to decode the API server's answer into, so
+// that the cached vm is never written to.
+func target(vm *unstructured.Unstructured) *unstructured.Unstructured {
+	t := newVM()
+	t.SetNamespace(vm.GetNamespace())
+	t.SetName(vm.GetName())
+	return t
+}
+
+// podName is the name of the VM's pod, as vm-controller names it (for names that fit).
+func podName(vm *unstructured.Unstructured) string { return vm.GetName() + "-server" }
+
+// resources reads spec.resource as the pod's requests and limits; a quantity may be a string
+// or a number, as the CRD allows.
 func resources(vm *unstructured.Unstructured) (corev1.ResourceList, error) {
 	out := corev1.ResourceList{}
 	for field, name := range map[string]corev1.ResourceName{"cpu": corev1.ResourceCPU, "memory": corev1.ResourceMemory, "rootDisk": corev1.ResourceEphemeralStorage} {
-		s, _, _ := unstructured.NestedString(vm.Object, "spec", "resource", field)
+		v, _, _ := unstructured.NestedFieldNoCopy(vm.Object, "spec", "resource", field)
+		var s string
+		switch v := v.(type) {
+		case string:
+			s = v
+		case int64, float64:
+			s = fmt.Sprint(v)
+		}
 		q, err := resource.ParseQuantity(s)
 		if err != nil {
 			return nil, fmt.Errorf("spec.resource.%s %q: %w", field, s, err)
@@ -133,8 +202,9 @@ func equalResources(a, b corev1.ResourceList) bool {
 	return len(a) == len(b)
 }
 
-// newPod is the pod vm-controller's pods backend makes for a VM (the same labels, owner and
-// settings), so that both controllers ask the API server and the scheduler for the same work.
+// newPod is the pod vm-controller's pods backend makes for a VM (backend/pods/pod.go: the
+// same labels, annotation, owner and settings; only app.kubernetes.io/managed-by names the
+// peer), so that both controllers ask the API server and the scheduler for the same work.
 func (r *reconciler) newPod(vm *unstructured.Unstructured, res corev1.ResourceList) *corev1.Pod {
 	image, _, _ := unstructured.NestedString(vm.Object, "spec", "image")
 	if image == "" {
@@ -143,7 +213,7 @@ func (r *reconciler) newPod(vm *unstructured.Unstructured, res corev1.ResourceLi
 	no := false
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: vm.GetName() + "-server", Namespace: vm.GetNamespace(),
+			Name: podName(vm), Namespace: vm.GetNamespace(),
 			Labels:      map[string]string{labelVMUID: string(vm.GetUID()), labelVM: vm.GetName(), "app.kubernetes.io/managed-by": "vm-peer"},
 			Annotations: map[string]string{labelVM: vm.GetName()},
 		},
@@ -157,7 +227,7 @@ func (r *reconciler) newPod(vm *unstructured.Unstructured, res corev1.ResourceLi
 	return pod
 }
 
-// observe maps the pod's state to the VM's phase, reason and message.
+// observe maps the pod's state to the VM's phase, reason and message, in vm-controller's words.
 func observe(pod *corev1.Pod) (phase, reason, msg string) {
 	switch {
 	case pod.DeletionTimestamp != nil:
@@ -181,41 +251,4 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// setStatus writes the status vm-controller writes (phase, reason, message, server, observed
-// generation, update time, Ready condition) when it says something new.
-func (r *reconciler) setStatus(ctx context.Context, vm *unstructured.Unstructured, phase, reason, msg string, pod *corev1.Pod) error {
-	var server map[string]any
-	if pod != nil {
-		server = map[string]any{"name": pod.Name, "id": string(pod.UID), "state": string(pod.Status.Phase)}
-	}
-	cur, _, _ := unstructured.NestedMap(vm.Object, "status")
-	curServer, _, _ := unstructured.NestedMap(cur, "server")
-	if cur["phase"] == phase && cur["reason"] == reason && cur["message"] == msg && cur["observedGeneration"] == vm.GetGeneration() &&
-		fmt.Sprint(curServer) == fmt.Sprint(server) {
-		return nil
-	}
-	now := time.Now().UTC().Format(time.RFC3339)
-	ready := map[string]any{"type": "Ready", "status": "False", "reason": reason, "message": msg,
-		"observedGeneration": vm.GetGeneration(), "lastTransitionTime": now}
-	if phase == "Active" {
-		ready["status"] = "True"
-	}
-	if conds, _, _ := unstructured.NestedSlice(cur, "conditions"); len(conds) > 0 {
-		if old, ok := conds[0].(map[string]any); ok && old["status"] == ready["status"] {
-			ready["lastTransitionTime"] = old["lastTransitionTime"]
-		}
-	}
-	status := map[string]any{"phase": phase, "reason": reason, "message": msg, "observedGeneration": vm.GetGeneration(),
-		"lastUpdateTime": now, "conditions": []any{ready}}
-	if server != nil {
-		status["server"] = server
-	}
-	orig := vm.DeepCopy()
-	vm.Object["status"] = status
-	if err := r.Status().Patch(ctx, vm, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	return nil
 }

@@ -118,11 +118,31 @@ type Burst struct {
 	// TeardownSeconds is from the namespace's delete, the controller running, until it is
 	// gone; 0 where not measured.
 	TeardownSeconds float64 `json:"teardown_s,omitempty"`
+	// Teardown is what the controller did over that span; nil where not measured.
+	Teardown *Teardown `json:"teardown,omitempty"`
 	// LatenciesMS are the create->Active times of the VMs, in milliseconds, sorted.
 	LatenciesMS []int64 `json:"latencies_ms,omitempty"`
 	// ActiveMS are when each VM was first seen Active, in milliseconds from the first
 	// create, sorted: VMs Active over time is its step function (i+1 VMs at ActiveMS[i]).
 	ActiveMS []int64 `json:"active_ms,omitempty"`
+}
+
+// Teardown is what the controller did while the namespace of its VMs was deleted, from the
+// namespace's delete until it was gone, per VM.
+type Teardown struct {
+	// VMsGoneSeconds is from the namespace's delete until the bench's watch saw the last VM
+	// go: the part of the teardown the controller takes part in. The rest, until the
+	// namespace is gone, is the namespace controller's own backoff between its checks.
+	VMsGoneSeconds float64 `json:"vms_gone_s"`
+	// WritesPerVM are the API server's writes of VMs, by "resource verb" (virtualmachines
+	// PATCH, virtualmachines/status PATCH, ...), answered 409 included: on their way out
+	// only the controller writes them (the namespace controller deletes them).
+	WritesPerVM map[string]float64 `json:"writes_per_vm,omitempty"`
+	// ConflictsPerVM are those answered 409 Conflict: writes decided on a stale VM.
+	ConflictsPerVM float64 `json:"conflicts_per_vm"`
+	// RetriesPerVM are the reconciles the controller's work queues put back to be tried
+	// again after a backoff (workqueue_retries_total), a conflict or another error each.
+	RetriesPerVM float64 `json:"retries_per_vm"`
 }
 
 // Figure is one named figure of a repetition, such as a cold start's time to synced.
@@ -218,6 +238,7 @@ func Median(reps []Repetition) Repetition {
 		b.TeardownSeconds = med(func(b *Burst) float64 { return b.TeardownSeconds })
 		b.CPUByProcess = medianOfMaps(bursts, func(b *Burst) map[string]float64 { return b.CPUByProcess })
 		b.WritesPerVM = medianOfMaps(bursts, func(b *Burst) map[string]float64 { return b.WritesPerVM })
+		b.Teardown = medianTeardown(bursts)
 		m.Burst = b
 	}
 	// Figures in the order they first appear; a repetition without one counts as missing,
@@ -238,6 +259,33 @@ func Median(reps []Repetition) Repetition {
 		m.Figures = append(m.Figures, Figure{Name: n, Value: median(byName[n]), Unit: units[n]})
 	}
 	return m
+}
+
+// medianTeardown is each teardown figure's median over the bursts that measured one; nil when
+// none did.
+func medianTeardown(bursts []*Burst) *Teardown {
+	var measured []*Burst
+	for _, b := range bursts {
+		if b.Teardown != nil {
+			measured = append(measured, b)
+		}
+	}
+	if len(measured) == 0 {
+		return nil
+	}
+	med := func(f func(*Teardown) float64) float64 {
+		v := make([]float64, len(measured))
+		for i, b := range measured {
+			v[i] = f(b.Teardown)
+		}
+		return median(v)
+	}
+	return &Teardown{
+		VMsGoneSeconds: med(func(t *Teardown) float64 { return t.VMsGoneSeconds }),
+		WritesPerVM:    medianOfMaps(measured, func(b *Burst) map[string]float64 { return b.Teardown.WritesPerVM }),
+		ConflictsPerVM: med(func(t *Teardown) float64 { return t.ConflictsPerVM }),
+		RetriesPerVM:   med(func(t *Teardown) float64 { return t.RetriesPerVM }),
+	}
 }
 
 // medianOfMaps is the median of each key over the maps; a map without the key counts as 0

@@ -17,7 +17,8 @@ func sample() *Run {
 		return &Burst{VMs: len(lat), Seconds: float64(len(lat)) / perSec, VMsPerSec: perSec, P50: 1.5, P99: 2.5, Max: 2.6,
 			ControllerCPU: 0.4, APIServerCPU: 3.1, MachineCPU: 5.2, CPUByProcess: map[string]float64{"kube-apiserver": 3.1, "etcd": 0.7},
 			PeakRSSMB: 59, WritesPerVM: map[string]float64{"pods POST": 1, "virtualmachines PATCH": 1}, EventsPerVM: 2,
-			TeardownSeconds: 4.5, LatenciesMS: lat, ActiveMS: lat}
+			TeardownSeconds: 4.5, Teardown: &Teardown{VMsGoneSeconds: 3.5, WritesPerVM: map[string]float64{"virtualmachines PATCH": 1.5}, ConflictsPerVM: 0.5, RetriesPerVM: 0.5},
+			LatenciesMS: lat, ActiveMS: lat}
 	}
 	return &Run{
 		Version: Version, Scenario: "compare", Started: start, Finished: start.Add(10 * time.Minute),
@@ -131,6 +132,23 @@ func TestMedian(t *testing.T) {
 	}
 	if none := Median(nil); none.Burst != nil || none.Figures != nil {
 		t.Errorf("median of nothing = %+v, want empty", none)
+	}
+}
+
+// TestMedianTeardown: the teardown's figures are medians over the repetitions that measured
+// them; a file from before they were measured has none, not zeros.
+func TestMedianTeardown(t *testing.T) {
+	td := func(conflicts, retries, patches float64) *Burst {
+		return &Burst{VMs: 600, TeardownSeconds: 30, Teardown: &Teardown{VMsGoneSeconds: 10 * retries, ConflictsPerVM: conflicts, RetriesPerVM: retries,
+			WritesPerVM: map[string]float64{"virtualmachines PATCH": patches}}}
+	}
+	got := Median([]Repetition{{Burst: td(1, 1.2, 2)}, {Burst: &Burst{VMs: 600, TeardownSeconds: 20}}, {Burst: td(0.8, 0.9, 1.8)}, {Burst: td(0.9, 1, 1.9)}})
+	want := &Teardown{VMsGoneSeconds: 10, ConflictsPerVM: 0.9, RetriesPerVM: 1, WritesPerVM: map[string]float64{"virtualmachines PATCH": 1.9}}
+	if !reflect.DeepEqual(got.Burst.Teardown, want) {
+		t.Errorf("median teardown %+v, want %+v (of the three that measured one)", got.Burst.Teardown, want)
+	}
+	if old := Median([]Repetition{{Burst: &Burst{VMs: 600, TeardownSeconds: 20}}}); old.Burst.Teardown != nil {
+		t.Errorf("median teardown of a file without one = %+v, want nil", old.Burst.Teardown)
 	}
 }
 
