@@ -103,11 +103,13 @@ func (p *poller) sampleBounded(ctx context.Context, key cache.ObjectName) (again
 }
 
 // sample takes one sample of vm and writes it if it is worth it. It returns whether vm should
-// be sampled again: only while it is Active with a server.
+// be sampled again: only while it is Active with a server and not paused (the reconcile that
+// resumes it schedules it again).
 func (p *poller) sample(ctx context.Context, key cache.ObjectName) bool {
 	vm, ok := p.get(key)
 	st := vm.Status()
-	if !ok || vm.Deleting() || st.Phase != schema.PhaseActive || st.Server == nil {
+	// A paused VM is left alone (decision/paused.go): its status gets no usage either.
+	if !ok || vm.Deleting() || vm.Paused() || st.Phase != schema.PhaseActive || st.Server == nil {
 		p.forget(key)
 		return false
 	}

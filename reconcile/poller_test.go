@@ -57,6 +57,7 @@ func TestPollerSample(t *testing.T) {
 		"active: written":             {vm: "active-steady", again: true, cpu: "250m", rv: true},
 		"not active: not sampled":     {vm: "create-new", gone: true},
 		"being deleted: not sampled":  {vm: "delete-with-server", gone: true},
+		"paused: not sampled":         {vm: "paused-steady", gone: true},
 		"no figures yet":              {vm: "active-steady", usage: fmt.Errorf("new: %w", backend.ErrNoUsage), again: true},
 		"VM gone from the API":        {vm: "active-steady", patchErr: apierrors.NewNotFound(vmGVR.GroupResource(), "test-vm"), gone: true},
 		"conflict: next sample tells": {vm: "active-steady", patchErr: apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("x")), again: true},

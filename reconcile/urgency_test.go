@@ -60,6 +60,9 @@ func TestUserChange(t *testing.T) {
 		"restart": {func(u *unstructured.Unstructured) {
 			u.SetAnnotations(map[string]string{"cloudnative.czs/restartedAt": "2026-06-01T12:00:00Z"})
 		}, true},
+		"paused": {func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"cloudnative.czs/paused": "true"})
+		}, true},
 		"status only": {func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "someone else's", "status", "message")
 		}, false},

@@ -232,6 +232,14 @@ func (vm VirtualMachine) RestartRequested() string {
 	return gjson.GetBytes(vm.raw, "metadata.annotations."+escapeGJSON(AnnotationRestartedAt)).String()
 }
 
+// Paused reports whether the VM carries AnnotationPaused with the value "true".
+func (vm VirtualMachine) Paused() bool {
+	return gjson.GetBytes(vm.raw, pausedAnnotationPath).String() == "true"
+}
+
+// pausedAnnotationPath is the gjson path of the pause annotation.
+var pausedAnnotationPath = "metadata.annotations." + escapeGJSON(AnnotationPaused)
+
 // Phase reads status.phase alone, without decoding the rest of the status: metrics count
 // phases over the whole cache at each scrape.
 func (vm VirtualMachine) Phase() Phase { return Phase(vm.str(vm.fields.Phase)) }

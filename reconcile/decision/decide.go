@@ -59,6 +59,10 @@ var DefaultPolicy = Policy{
 func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, now time.Time) Plan {
 	now = now.UTC().Truncate(time.Second)
 	d := decision{vm: vm, srv: srv, now: now, current: vm.Status()}
+	if vm.Paused() {
+		d.paused()
+		return d.plan
+	}
 	if vm.Deleting() {
 		d.deleting()
 		return d.plan
@@ -594,6 +598,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st.Conditions = schema.SetCondition(d.current.Conditions, ready)
 	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionResizing, d.resizing, st.ObservedGeneration)
 	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionRestartRequired, d.restartRequired, st.ObservedGeneration)
+	st.Conditions = d.resumed(st.Conditions)
 
 	if st.SameAs(d.current) {
 		d.plan.Status = nil

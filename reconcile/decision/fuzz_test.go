@@ -157,6 +157,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		t.Helper()
 		t.Errorf("%s\nVM: %s\nserver: %+v\nplan:\n%s", fmt.Sprintf(format, args...), vm.JSON(), srv, renderPlan(t, plan))
 	}
+	if vm.Paused() {
+		checkPaused(fail, vm, plan)
+		return
+	}
 	spec, specErrs := vm.Spec()
 	current := vm.Status()
 	hasFinalizer := vm.HasFinalizer(schema.Finalizer)
@@ -324,7 +328,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	// Warning ServerMissing: beside the action that replaces it, or instead of the transition
 	// to waiting for it to go.
 	changed := st.Phase != current.Phase || st.Reason != current.Reason
-	evs := plan.Events
+	evs := resumedEvents(fail, current, *st, plan.Events)
 	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
 		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer

@@ -45,3 +45,10 @@ const (
 	ReasonUsageReported         = "UsageReported"         // True: usage comes from the metrics API
 	ReasonMetricsAPIUnavailable = "MetricsAPIUnavailable" // False: the cluster serves no usage figures
 )
+
+// Reasons of a paused VM (paused.go): of the Paused condition, and of its Events.
+const (
+	ReasonPaused         = "Paused"         // Paused condition and Normal Event: the controller leaves the VM alone
+	ReasonDeletionPaused = "DeletionPaused" // Paused condition and Warning Event: the VM is deleted, and its deletion waits
+	ReasonResumed        = "Resumed"        // Event only: the pause annotation is gone; the controller manages the VM again
+)

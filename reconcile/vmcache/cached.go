@@ -52,11 +52,14 @@ var (
 	_ metav1.Object  = (*Object)(nil)
 )
 
-// keptMetadata is what a view reads of metadata, with the one annotation it reads
-// (schema.AnnotationRestartedAt). Everything else there (labels, other annotations such as
-// kubectl's last-applied copy of the object, managedFields, owner references) is dropped, and
-// so is resourceVersion, which Object keeps apart (see Same).
+// keptMetadata is what a view reads of metadata, with the annotations it reads
+// (keptAnnotations). Everything else there (labels, other annotations such as kubectl's
+// last-applied copy of the object, managedFields, owner references) is dropped, and so is
+// resourceVersion, which Object keeps apart (see Same).
 var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionTimestamp", "finalizers"}
+
+// keptAnnotations are the annotations a view reads: the restart request and the pause.
+var keptAnnotations = [...]string{schema.AnnotationRestartedAt, schema.AnnotationPaused}
 
 // Compact makes the cached form, in layout f, of an object the informer has just decoded. u
 // is read, not changed.
@@ -101,8 +104,14 @@ func CompactJSON(u *unstructured.Unstructured) ([]byte, error) {
 			}
 		}
 		if ann, ok := md["annotations"].(map[string]any); ok {
-			if v, ok := ann[schema.AnnotationRestartedAt]; ok {
-				kept["annotations"] = map[string]any{schema.AnnotationRestartedAt: v}
+			keptAnn := map[string]any{}
+			for _, k := range keptAnnotations {
+				if v, ok := ann[k]; ok {
+					keptAnn[k] = v
+				}
+			}
+			if len(keptAnn) > 0 {
+				kept["annotations"] = keptAnn
 			}
 		}
 		top["metadata"] = kept
@@ -175,7 +184,7 @@ func (o *Object) GetUID() types.UID { return o.uid }
 func (o *Object) GetResourceVersion() string { return o.resourceVersion }
 
 // Same reports whether two versions of a cached object differ in nothing a view reads: a
-// resync, or a change of labels or of annotations other than the restart request. Equal
+// resync, or a change of labels or of annotations other than those kept (keptAnnotations). Equal
 // JSON packs to equal bytes (one dictionary, one encoder), so the packed bytes are compared.
 func Same(a, b *Object) bool { return bytes.Equal(a.packed, b.packed) }
 
