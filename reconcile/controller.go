@@ -54,6 +54,13 @@ type Config struct {
 	// RateLimiter paces retries of failed keys; nil: per-item exponential backoff
 	// (5ms to 1000s) and an overall bucket (10 qps, burst 100), as client-go's default.
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// ConflictRateLimiter paces the retries of a VM whose write met a conflict; nil:
+	// per-item exponential backoff (5ms to 1000s). A conflict says that the cache was behind
+	// a write, not that the API server is overloaded, so it waits for this VM's backoff only,
+	// never in RateLimiter's overall bucket: in a namespace's teardown, conflicts queued in that
+	// bucket (10 a second) took longer than the teardown itself. Give it the per-item part of
+	// RateLimiter, so that a VM's failures of either kind count together.
+	ConflictRateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
 	// ReconcileTimeout bounds each reconcile, every API and backend call in it: a call that
 	// hangs ends as a transient error and the key is retried, instead of holding a worker
 	// for ever. Zero: no deadline.
@@ -119,11 +126,14 @@ func New(cfg Config) *Controller {
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
+	if cfg.ConflictRateLimiter == nil {
+		cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
+	}
 	c := &Controller{
 		cfg:    cfg,
 		queue:  priority.New(cfg.GVR.Resource, cfg.RateLimiter),
 		expect: newExpectations(),
-		echoes: &echoes{m: map[cache.ObjectName][]string{}},
+		echoes: newEchoes(),
 		passes: &passCounter{m: map[cache.ObjectName]int{}},
 		log:    cfg.Logger,
 	}
@@ -142,7 +152,7 @@ func New(cfg Config) *Controller {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
 			get:   c.view, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
-			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}) }, timeout: cfg.ReconcileTimeout}
+			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
 }
@@ -443,9 +453,10 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		c.log.Error("Reconcile timed out; will retry", "vm", key.String(), "reconcileID", id, "timeout", c.cfg.ReconcileTimeout,
 			"error", err, "retries", c.queue.NumRequeues(key))
 	case apierrors.IsConflict(err):
-		// Expected when the cache lags behind a write: decide again on the newer object.
+		// The cache was behind someone else's write: decide again on the newer object, after
+		// this VM's own backoff, not behind other VMs' retries (Config.ConflictRateLimiter).
 		result = "conflict"
-		retry(key)
+		requeue(key, c.cfg.ConflictRateLimiter.When(key))
 		log.Debug("Conflict; will decide again", "error", err)
 	case err != nil:
 		result = "error"
@@ -457,12 +468,14 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	case after > 0:
 		result = "requeue"
 		c.queue.Forget(key)
+		c.cfg.ConflictRateLimiter.Forget(key)
 		requeue(key, after)
 		if debug {
 			log.Debug("Reconciled", "requeueAfter", after, "duration", took)
 		}
 	default:
 		c.queue.Forget(key)
+		c.cfg.ConflictRateLimiter.Forget(key)
 		if debug {
 			log.Debug("Reconciled", "duration", took)
 		}
@@ -525,15 +538,18 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		return 0, nil
 	}
-	vm, err := obj.(*vmcache.Object).View(c.cfg.Fields)
-	if err != nil {
+	var vm schema.VirtualMachine
+	if w, ok := c.echoes.latest(key, obj.(*vmcache.Object).GetResourceVersion()); ok {
+		vm = w.view(c.cfg.Fields) // this controller's last write, which the cache has yet to bring back
+	} else if vm, err = obj.(*vmcache.Object).View(c.cfg.Fields); err != nil {
 		return 0, err
 	}
 	passes := 0
 	if vm.Phase() != schema.PhaseActive {
 		passes = c.passes.add(key)
 	}
-	var written []string
+	var rvs []string  // of this reconcile's writes of the VM, in order
+	var last *written // the VM as the last of them returned it
 	var after time.Duration
 	for round := 1; ; round++ {
 		owner := ownerOf(vm)
@@ -565,25 +581,37 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		after = time.Duration(plan.RequeueAfter)
 		if plan.Empty() {
 			// Settled: every write of this reconcile was decided on already.
-			c.echoes.expect(key, written)
+			c.echoes.expect(key, rvs, last)
 			break
 		}
 		if debug {
 			log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
 		out, err := c.applier.applyPlan(ctx, vm, owner, srv, plan)
+		rvs = append(rvs, out.written...)
+		switch {
+		case out.last != nil:
+			last = out.last
+		case plan.Finalizer == decision.RemoveFinalizer:
+			// A write with no answer to carry on from (the VM may be gone): what an earlier
+			// write returned is older than it.
+			last = nil
+			c.echoes.stale(key)
+		}
 		if err != nil {
+			// The writes that went through are facts: the retry decides on the VM as the last
+			// of them returned it, and their echoes bring nothing it will not see.
+			c.echoes.expect(key, rvs, last)
 			return 0, err
 		}
 		if becomesActive && passes > 0 {
 			c.passes.active(key, passes, c.cfg.Observer)
 		}
 		after = out.after
-		written = append(written, out.written...)
 		if out.last == nil || round == maxDecisions {
 			break
 		}
-		vm = out.last.view(c.cfg.Fields)
+		vm = last.view(c.cfg.Fields)
 	}
 	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w
