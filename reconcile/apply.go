@@ -76,6 +76,14 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			switch {
 			case errors.Is(err, backend.ErrRejected):
 				plan = a.policy.Rejected(vm, err.Error(), a.now())
+			case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+				// The VM's namespace is being deleted, and the VM with it: no server can be
+				// made there any more, and the VM's own deletion, which the namespace's
+				// brings, is the next change to act on. Not an error to retry: in a
+				// namespace's teardown, whose pods go before its VMs, every VM's retries
+				// queued behind each other in the overall retry bucket. Nothing to decide
+				// on after it either.
+				return applied{written: out.written}, nil
 			case err != nil:
 				return out, fmt.Errorf("create server: %w", err)
 			default:

@@ -1,7 +1,14 @@
 package reconcile
 
 import (
+	"errors"
+	"fmt"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
@@ -52,5 +59,31 @@ func TestControllerWayOutNoConflict(t *testing.T) {
 	}
 	if fs := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); len(fs) != 0 {
 		t.Errorf("finalizers %v left", fs)
+	}
+}
+
+// TestNamespaceTerminating: a server the VM's namespace refuses because it is being deleted
+// (its pods go before its VMs) ends the reconcile without an error, a retry, a status or an
+// Event: the VM's deletion, which follows, is what the controller acts on next.
+func TestNamespaceTerminating(t *testing.T) {
+	w := newWorld(t, "active-steady") // its server went: the namespace's deletion took it
+	c, r := newController(t, w, decision.UsagePolicy{})
+	ctx := start(t, c)
+	terminating := apierrors.NewForbidden(k8sschema.GroupResource{Resource: "pods"}, "test-vm-server",
+		errors.New("unable to create new content in namespace default because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace default is being terminated", Field: "metadata.namespace"}}
+	w.servers.FailCreate(fmt.Errorf("create pod test-vm-server: namespace default is being deleted: %w", terminating))
+	c.processNextItem(ctx)
+	if got := r.last(); got != "success" {
+		t.Errorf("result %q, want success", got)
+	}
+	if n := c.queue.NumRequeues(testVM) + c.cfg.ConflictRateLimiter.NumRequeues(testVM); n != 0 || c.queue.Len() != 0 {
+		t.Errorf("retried: %d requeues, %d queued", n, c.queue.Len())
+	}
+	if ws := w.writes(); len(ws) != 0 {
+		t.Errorf("writes %+v", ws)
+	}
+	if evs := w.events(); len(evs) != 0 {
+		t.Errorf("events %q", evs)
 	}
 }
