@@ -401,16 +401,16 @@ func (c *Controller) enqueue(obj any, urgent bool) {
 	}
 }
 
-// processNextItem takes one key and reconciles it: Forget on success, AddAfter when the plan
-// asks to look again later, AddRateLimited on a transient error. It returns false once the
-// queue is shut down.
+// processNextItem takes one key and reconciles it, under Config.ReconcileTimeout: Forget on
+// success, AddAfter when the plan asks to look again later or after a conflict (its VM's own
+// backoff), AddRateLimited on a transient error, a timeout or a panic. New work that needs
+// another pass goes ahead of the backlog again. It returns false once the queue is shut down.
 func (c *Controller) processNextItem(ctx context.Context) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer c.queue.Done(key)
-	// New work that needs another pass stays new work.
 	urgent := c.queue.TakeUrgent(key)
 	retry, requeue := c.queue.AddRateLimited, c.queue.AddAfter
 	if urgent {
