@@ -590,7 +590,11 @@ func restart(e *env, old *controller, w *vmWatch, f scaleFlags, i int, args []st
 	} else {
 		ctrlProfiled <- nil
 	}
-	newcomer := fmt.Sprintf("newcomer-%d", i+1)
+	// Named to sort after the burst's VMs: the informer's list brings VMs in the order of
+	// their names, so that the VM waits behind the whole list in a queue that is first in,
+	// first out, whether the list or the watch after it brings it (the user's VM of the
+	// issue, created during a start).
+	newcomer := fmt.Sprintf("zz-newcomer-%d", i+1)
 	type timed struct {
 		after, toActive time.Duration
 		err             error
