@@ -20,7 +20,7 @@ const maxEchoes = 8
 // brings it back: a reconcile in between (a server's change, queued before the cache caught
 // up) decides on that VM instead of the older one in the cache, so that its writes are
 // conditional on the resourceVersion the API server gave last, not on one it has moved past.
-// Deciding on the cache there made the way out meet about one conflict per VM: the status
+// Deciding on the cache there made the way out meet conflicts of its own making: the status
 // write of a deletion, then the server's deletion seen before that write's echo, and the
 // finalizer's removal refused as made on a stale VM.
 type echoes struct {
