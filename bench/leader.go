@@ -225,6 +225,20 @@ func (w *vmWatch) createAndWait(e *env, name string, at time.Time, timeout time.
 	return 0, fmt.Errorf("VM %s not Active within %s", name, timeout)
 }
 
+// deleteAndWait deletes VM name and waits until the watch sees it gone: its controller has
+// released it.
+func (w *vmWatch) deleteAndWait(e *env, name string, timeout time.Duration) error {
+	if err := e.dyn.Resource(vmGVR).Namespace(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete VM %s: %w", name, err)
+	}
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, ok, _ := w.informer.GetStore().GetByKey(e.ns + "/" + name); !ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("VM %s not gone within %s", name, timeout)
+}
+
 // waitReady waits until a replica's /readyz answers 200: its caches are synced, so that a
 // takeover measures the election and not a cold start.
 func (c *controller) waitReady(timeout time.Duration) error {

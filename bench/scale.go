@@ -61,6 +61,9 @@ type scaleFlags struct {
 	restartProfileFor time.Duration
 	// baselineBinary is the build of restartBaseline, once built.
 	baselineBinary string
+	// restartNewVM, if above zero, is how long after each cold start's exec one VM is
+	// created, to time it to Active while the controller works through its first list.
+	restartNewVM time.Duration
 }
 
 // stagesOf lists what each scenario runs after the burst (which every scenario runs).
@@ -107,6 +110,8 @@ func scaleScenario(name string, args []string) error {
 	fs.StringVar(&f.restartProfile, "restart-profile", "", "a directory: take a CPU profile of the restarted controller (its --pprof) over each cold start, "+
 		"from when it serves its endpoints, into DIR/vm-controller-restart<N>.pprof (the cold starts' CPU figures then include the profiler's); empty: none")
 	fs.DurationVar(&f.restartProfileFor, "restart-profile-for", 30*time.Second, "how long each --restart-profile runs (whole seconds)")
+	fs.DurationVar(&f.restartNewVM, "restart-new-vm", 0, "D after each cold start's exec, create one VM and time it from its create to Active, "+
+		"while the controller works through the VMs of its first list; it is deleted before the next cold start; 0: none")
 	resultsDir := resultsFlag(fs)
 	restartProcs := fs.String("restart-gomaxprocs", "0", "the cold starts' GOMAXPROCS, or a comma-separated list taken in turn (e.g. 0,1 with --restarts 6: "+
 		"three cold starts with each, alternating); 0: Go's default")
@@ -214,7 +219,7 @@ func scaleScenario(name string, args []string) error {
 		}
 	}
 	for i := 0; has("restart") && i < f.restarts; i++ {
-		if c, err = restart(e, c, f, i, ctrlArgs, rec); err != nil {
+		if c, err = restart(e, c, w, f, i, ctrlArgs, rec); err != nil {
 			return err
 		}
 	}
@@ -325,6 +330,10 @@ func (f scaleFlags) validate(scenario string) error {
 		return fmt.Errorf("--restart-baseline needs --restarts of at least 2, one cold start of each build; got %d", f.restarts)
 	case f.restartBaseline != "" && len(f.restartProcs) > 1:
 		return fmt.Errorf("--restart-baseline and a list of --restart-gomaxprocs would both take turns; choose one")
+	case f.restartNewVM < 0:
+		return fmt.Errorf("--restart-new-vm must not be negative, got %s", f.restartNewVM)
+	case f.restartNewVM > 0 && !slices.Contains(stagesOf[scenario], "restart"):
+		return fmt.Errorf("--restart-new-vm creates a VM during the cold starts, which %s does not make (restart, memory and all do)", scenario)
 	case f.progress < 0:
 		return fmt.Errorf("--progress must not be negative, got %s", f.progress)
 	case f.settle < 0:
@@ -559,8 +568,9 @@ func settle(e *env, limit time.Duration) error {
 
 // restart stops the controller and starts a fresh one over the Active VMs, with procs as its
 // GOMAXPROCS: its time to synced, to every VM reconciled, and the writes it makes (a no-op
-// round: 0 is right).
-func restart(e *env, old *controller, f scaleFlags, i int, args []string, rec *recording) (*controller, error) {
+// round: 0 is right). With --restart-new-vm, one VM created that long after the exec is timed
+// to Active (newcomer), and deleted once every VM is reconciled.
+func restart(e *env, old *controller, w *vmWatch, f scaleFlags, i int, args []string, rec *recording) (*controller, error) {
 	procs := f.restartProcs[i%len(f.restartProcs)]
 	old.stop()
 	var profile string
@@ -589,6 +599,24 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string, rec *r
 	} else {
 		ctrlProfiled <- nil
 	}
+	// Named to sort after the burst's VMs: the informer's list brings VMs in the order of
+	// their names, so that the VM waits behind the whole list in a queue that is first in,
+	// first out, whether the list or the watch after it brings it (the user's VM of the
+	// issue, created during a start).
+	newcomer := fmt.Sprintf("zz-newcomer-%d", i+1)
+	type timed struct {
+		after, toActive time.Duration
+		err             error
+	}
+	arrived := make(chan timed, 1)
+	if f.restartNewVM > 0 {
+		go func() {
+			time.Sleep(time.Until(c.started.Add(f.restartNewVM)))
+			at := time.Now()
+			d, err := w.createAndWait(e, newcomer, at, f.timeout)
+			arrived <- timed{after: at.Sub(c.started), toActive: d, err: err}
+		}()
+	}
 	if err := c.waitWorkers(f.timeout); err != nil {
 		return nil, err
 	}
@@ -614,6 +642,12 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string, rec *r
 			return nil, fmt.Errorf("the restarted controller did not reconcile %d VMs within %s", f.vms, f.timeout)
 		}
 	}
+	var nc timed
+	if f.restartNewVM > 0 {
+		if nc = <-arrived; nc.err != nil {
+			return nil, nc.err
+		}
+	}
 	time.Sleep(5 * time.Second)
 	m, err := c.scrape()
 	if err != nil {
@@ -621,6 +655,9 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string, rec *r
 	}
 	fmt.Printf("restart over %d Active VMs%s%s: workers start (caches synced) %s after exec, every VM reconciled after %s\n",
 		f.vms, build, procsSuffix(procs, len(f.restartProcs) > 1), synced.Round(time.Millisecond), done.Round(time.Millisecond))
+	if f.restartNewVM > 0 {
+		fmt.Printf("  a VM created %s after exec: Active %s after its create\n", nc.after.Round(time.Millisecond), nc.toActive.Round(time.Millisecond))
+	}
 	fmt.Printf("  reconciles: %.0f (%.0f success, %.0f requeue, %.0f conflict, %.0f error)\n", sum(m, "vmcontroller_reconcile_total"),
 		sum(m, "vmcontroller_reconcile_total", `result="success"`), sum(m, "vmcontroller_reconcile_total", `result="requeue"`),
 		sum(m, "vmcontroller_reconcile_total", `result="conflict"`), sum(m, "vmcontroller_reconcile_total", `result="error"`))
@@ -633,6 +670,13 @@ func restart(e *env, old *controller, f scaleFlags, i int, args []string, rec *r
 	rec.figure(name+"writes", writes, "writes")
 	rec.figure(name+"vm-controller CPU", ctrlCPU, "CPU-s")
 	rec.figure(name+"kube-apiserver CPU", used["kube-apiserver"], "CPU-s")
+	if f.restartNewVM > 0 {
+		rec.figure(name+"new VM created after exec", nc.after.Seconds(), "s")
+		rec.figure(name+"new VM create->Active", nc.toActive.Seconds(), "s")
+		if err := w.deleteAndWait(e, newcomer, f.timeout); err != nil {
+			return nil, err
+		}
+	}
 	if profile != "" {
 		if err := profiled(); err != nil {
 			return nil, fmt.Errorf("the API server's CPU profile: %w", err)

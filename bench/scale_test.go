@@ -45,6 +45,9 @@ func TestScaleFlagsValidate(t *testing.T) {
 		{"baseline and GOMAXPROCS both taking turns", "restart", func(f *scaleFlags) {
 			f.restartBaseline, f.restarts, f.restartProcs = "/tmp/base", 6, []int{0, 1}
 		}, "--restart-baseline"},
+		{"a VM created during the cold starts", "restart", func(f *scaleFlags) { f.restartNewVM = time.Second }, ""},
+		{"a VM created without a cold start", "burst", func(f *scaleFlags) { f.restartNewVM = time.Second }, "--restart-new-vm"},
+		{"a VM created before the exec", "restart", func(f *scaleFlags) { f.restartNewVM = -time.Second }, "--restart-new-vm"},
 		{"etcd without seed", "all", func(f *scaleFlags) { f.etcd = "http://127.0.0.1:2379" }, "--etcd"},
 		{"no restarts", "restart", func(f *scaleFlags) { f.restarts = 0 }, "--restarts"},
 		{"settle without a cold start", "idle", func(f *scaleFlags) { f.settle = time.Minute }, "--settle"},

@@ -49,6 +49,7 @@ type runConfig struct {
 	RetryQPS         float64
 	RetryBurst       int
 	ShutdownTimeout  time.Duration
+	ReconcileTimeout time.Duration
 	LeaseName        string
 	HolderIdentity   string
 	LeaseDuration    time.Duration
@@ -85,10 +86,11 @@ func runCommand(c *runConfig) *cli.Command {
 	flags = append(flags, c.backoffFlags()...)
 	flags = append(flags, c.rootDiskFlag(rootDiskUsage))
 	flags = append(flags,
-		&cli.DurationFlag{Name: "retry-base-delay", Value: 5 * time.Millisecond, Usage: "first retry delay of a failed reconcile; doubles per failure of the same VM", EnvVars: env("RETRY_BASE_DELAY"), Destination: &c.RetryBaseDelay},
+		&cli.DurationFlag{Name: "retry-base-delay", Value: 5 * time.Millisecond, Usage: "first retry delay of a failed reconcile (or one that met a conflict); doubles per failure of the same VM", EnvVars: env("RETRY_BASE_DELAY"), Destination: &c.RetryBaseDelay},
 		&cli.DurationFlag{Name: "retry-max-delay", Value: 1000 * time.Second, Usage: "longest retry delay of a failed reconcile", EnvVars: env("RETRY_MAX_DELAY"), Destination: &c.RetryMaxDelay},
-		&cli.Float64Flag{Name: "retry-qps", Value: 10, Usage: "retries per second over all VMs (overall bucket)", EnvVars: env("RETRY_QPS"), Destination: &c.RetryQPS},
+		&cli.Float64Flag{Name: "retry-qps", Value: 10, Usage: "retries per second over all VMs (overall bucket); a conflict's retry does not wait in it, only for its VM's backoff", EnvVars: env("RETRY_QPS"), Destination: &c.RetryQPS},
 		&cli.IntFlag{Name: "retry-burst", Value: 100, Usage: "burst of the overall retry bucket", EnvVars: env("RETRY_BURST"), Destination: &c.RetryBurst},
+		&cli.DurationFlag{Name: "reconcile-timeout", Value: time.Minute, Usage: "longest a reconcile may take, every API and backend call in it; one that hangs ends as a transient error and is retried with backoff", EnvVars: env("RECONCILE_TIMEOUT"), Destination: &c.ReconcileTimeout},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight reconciles may take to finish", EnvVars: env("SHUTDOWN_TIMEOUT"), Destination: &c.ShutdownTimeout},
 		leaderElectFlag(&c.LeaderElect, "run as one of several replicas: only the holder of a coordination.k8s.io Lease reconciles"),
 		&cli.StringFlag{Name: "lease-name", Value: "vm-controller", Usage: "name of the leader Lease", EnvVars: env("LEASE_NAME"), Destination: &c.LeaseName},
@@ -157,6 +159,9 @@ func (c runConfig) Validate() error {
 	}
 	if err := c.rootDiskFlags.validate(); err != nil {
 		return err
+	}
+	if c.ReconcileTimeout < time.Second {
+		return fmt.Errorf("--reconcile-timeout must be at least 1s, got %s", c.ReconcileTimeout)
 	}
 	if c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay {
 		return fmt.Errorf("--retry-base-delay must be positive and at most --retry-max-delay")
@@ -239,8 +244,10 @@ func run(cc *cli.Context, c runConfig) error {
 		recorder = reconcile.WarningsOnly(recorder)
 	}
 
-	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](c.RetryBaseDelay, c.RetryMaxDelay),
+	// A VM's retries wait for its own backoff and the overall bucket; a conflict for its own
+	// backoff alone (reconcile.Config.ConflictRateLimiter), counted with its other failures.
+	perVM := workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](c.RetryBaseDelay, c.RetryMaxDelay)
+	limiter := workqueue.NewTypedMaxOfRateLimiter(perVM,
 		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(c.RetryQPS), c.RetryBurst)},
 	)
 	ctrl := reconcile.New(reconcile.Config{
@@ -254,15 +261,17 @@ func run(cc *cli.Context, c runConfig) error {
 		Resync:    c.Resync,
 		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery(), Disks: c.claims()}),
-		Policy:        c.policy(c.rootDiskFlags),
-		Recorder:      recorder,
-		Logger:        log,
-		RateLimiter:   limiter,
-		Observer:      m,
-		WatchCRD:      c.WatchCRD,
-		OnServed:      m.SetServed,
-		Usage:         decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
-		UsageObserver: m,
+		Policy:              c.policy(c.rootDiskFlags),
+		Recorder:            recorder,
+		Logger:              log,
+		RateLimiter:         limiter,
+		ConflictRateLimiter: perVM,
+		ReconcileTimeout:    c.ReconcileTimeout,
+		Observer:            m,
+		WatchCRD:            c.WatchCRD,
+		OnServed:            m.SetServed,
+		Usage:               decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
+		UsageObserver:       m,
 		// Without the subresource, status goes through the main resource.
 		NoStatusSubresource: noStatus,
 	})

@@ -34,6 +34,7 @@ type webhookConfig struct {
 	FieldMaps    cli.StringSlice
 	CAValidity   time.Duration
 	CertValidity time.Duration
+	MaxReview    int64 // bytes
 	logFlags
 }
 
@@ -51,6 +52,7 @@ func webhookCommand(c *webhookConfig) *cli.Command {
 		crdFlag(&c.CRD, "CRD whose conversion caBundle the webhook sets (self-managed certificates); empty: none"),
 		&cli.StringSliceFlag{Name: "field-map", Usage: "group/version=file: convert that version too, with that field map (repeatable); the versions of cloudnative.czs are built in", EnvVars: env("FIELD_MAP"), Destination: &c.FieldMaps},
 		&cli.DurationFlag{Name: "ca-validity", Value: 365 * 24 * time.Hour, Usage: "lifetime of a self-managed CA; renewed with a third left", EnvVars: env("CA_VALIDITY"), Destination: &c.CAValidity},
+		&cli.Int64Flag{Name: "max-review-bytes", Value: webhook.DefaultMaxReviewBytes, Usage: "largest ConversionReview read, in bytes; a larger one is answered 413 (a list the API server converts comes in one review: raise it for clients that list many thousands of VMs of a converted version without pages)", EnvVars: env("MAX_REVIEW_BYTES"), Destination: &c.MaxReview},
 		&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", EnvVars: env("CERT_VALIDITY"), Destination: &c.CertValidity},
 	)
 	// JSON by default: the webhook runs only in a cluster, where logs are collected.
@@ -80,6 +82,9 @@ func (c webhookConfig) Validate() error {
 		if c.CertValidity <= 0 || c.CAValidity < c.CertValidity {
 			errs = append(errs, fmt.Errorf("want 0 < --cert-validity (%s) <= --ca-validity (%s)", c.CertValidity, c.CAValidity))
 		}
+	}
+	if c.MaxReview < 1<<20 {
+		errs = append(errs, fmt.Errorf("--max-review-bytes must be at least 1 MiB (1048576), got %d", c.MaxReview))
 	}
 	for _, fm := range c.FieldMaps.Value() {
 		if _, _, err := parseFieldMapFlag(fm); err != nil {
@@ -163,7 +168,7 @@ func serveWebhook(cc *cli.Context, c webhookConfig) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle(crds.WebhookPath, webhook.Handler{Converter: conv, Log: log})
+	mux.Handle(crds.WebhookPath, webhook.Handler{Converter: conv, Log: log, MaxBytes: c.MaxReview})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Addr: c.Listen, Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

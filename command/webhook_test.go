@@ -9,6 +9,8 @@ func TestWebhookConfigValidate(t *testing.T) {
 		"field maps":       {args: []string{"--field-map", "compute.example.org/v1=map.yaml"}},
 		"log level debug":  {args: []string{"--log-level", "debug"}},
 		"text logs":        {args: []string{"--log-format", "text"}},
+		"larger reviews":   {args: []string{"--max-review-bytes", "268435456"}},
+		"max review bytes": {[]string{"--max-review-bytes", "1000"}, "--max-review-bytes", "--max-review-bytes must be at least 1 MiB (1048576), got 1000"},
 		"cert without key": {[]string{"--tls-cert-file", "c.pem"}, "--tls-key-file", "--tls-cert-file and --tls-key-file go together"},
 		"no listen":        {[]string{"--listen", ""}, "--listen", "--listen is empty"},
 		"no namespace":     {[]string{"--namespace", ""}, "--namespace", "self-managed certificates need --namespace and --secret"},

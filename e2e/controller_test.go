@@ -282,7 +282,7 @@ func metric(exposition, sample string) float64 {
 // reconciles is vmcontroller_reconcile_total summed over its results.
 func reconciles(exposition string) float64 {
 	sum := 0.0
-	for _, result := range []string{"success", "requeue", "conflict", "error"} {
+	for _, result := range []string{"success", "requeue", "conflict", "error", "timeout", "panic"} {
 		sum += max(metric(exposition, `vmcontroller_reconcile_total{result="`+result+`"}`), 0)
 	}
 	return sum
@@ -308,12 +308,15 @@ const barrierVM = "barrier"
 
 // barrier returns once the controller has finished every reconcile that a change made before
 // the call caused, writes and Events included, so that a test may then assert that something
-// did NOT happen. It creates the Inactive VM "barrier" in the controller's namespace (or
+// did NOT happen. The queue hands out new work (what users and servers change) first in,
+// first out, and the backlog (the VMs of the controller's first list) after it (package
+// reconcile/priority). So the barrier first waits until the queue is empty, every VM of the
+// backlog handed out, then creates the Inactive VM "barrier" in the controller's namespace (or
 // changes its spec), and waits until the VM's status.observedGeneration has caught up: the
-// informer delivers changes in the order of their resourceVersions, the queue hands out keys
-// first in, first out, and with one worker (--workers 1, required) the reconciles queued
-// before the barrier's have finished when its status is written. The VM "barrier" needs no
-// server; tests count it among the namespace's VMs.
+// informer delivers changes in the order of their resourceVersions, new work goes first in,
+// first out, and with one worker (--workers 1, required) the reconciles queued before the
+// barrier's, and the one under way when the queue was empty, have finished when its status is
+// written. The VM "barrier" needs no server; tests count it among the namespace's VMs.
 func (c *controller) barrier(t *testing.T) {
 	t.Helper()
 	if c.workers != 1 {
@@ -321,10 +324,23 @@ func (c *controller) barrier(t *testing.T) {
 	}
 	// The first barrier VM must come after the initial list, which enqueues every VM there was.
 	c.waitReady(t)
+	c.drained(t)
 	touchBarrier(t, c.ns, "vm", "cloudnative.czs/v1alpha1")
 	eventually(t, 3*time.Minute, func() (bool, string) {
 		f := strings.Fields(vmField(c.ns, barrierVM, ".metadata.generation} {.status.observedGeneration"))
 		return len(f) == 2 && f[0] == f[1], fmt.Sprintf("barrier VM generation/observedGeneration %v", f)
+	})
+}
+
+// drained waits until the controller's queue of VMs is empty: every key queued so far has been
+// handed to a worker. The backlog goes last, so a barrier's change, which is new work, could
+// otherwise overtake it.
+func (c *controller) drained(t *testing.T) {
+	t.Helper()
+	const depth = `workqueue_depth{name="virtualmachines"}`
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		n := metric(c.scrape(t), depth)
+		return n == 0, fmt.Sprintf("%s %v", depth, n)
 	})
 }
 

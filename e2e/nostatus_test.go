@@ -54,6 +54,7 @@ func TestNoStatusSubresource(t *testing.T) {
 	// Inactive VM "barrier" and waits until its status has caught up.
 	barrier := func() {
 		t.Helper()
+		c.drained(t)
 		touchBarrier(t, ns, res, group+"/v1alpha1")
 		eventually(t, 3*time.Minute, func() (bool, string) { return caughtUp(barrierVM) })
 	}

@@ -46,7 +46,7 @@ func New() *Metrics {
 	m := &Metrics{
 		registry: reg,
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "reconcile_total",
-			Help: "Reconciles by result: success, requeue (success, look again later), conflict (decided on a stale object; retried), error (retried with backoff)."},
+			Help: "Reconciles by result: success, requeue (success, look again later), conflict (decided on a stale object; retried), error (retried with backoff), timeout (cut off at --reconcile-timeout; retried with backoff), panic (recovered; retried with backoff)."},
 			[]string{"result"}),
 		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconcile_duration_seconds",
 			Help: "Time to gather, decide and apply one VM, by result.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)},

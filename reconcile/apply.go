@@ -72,7 +72,11 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		out.last, out.written = w, append(out.written, rv)
 	}
 	if plan.Disk != nil {
-		if err := a.applyDisk(ctx, vm, owner, observed, disk, &plan); err != nil {
+		if err := a.applyDisk(ctx, vm, owner, observed, disk, &plan); namespaceGoing(err) {
+			// As for the server's create below: the namespace's deletion is the next
+			// change to act on.
+			return applied{written: out.written}, nil
+		} else if err != nil {
 			return out, err
 		}
 	}
@@ -83,6 +87,14 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			switch {
 			case errors.Is(err, backend.ErrRejected):
 				plan = a.policy.Rejected(vm, err.Error(), a.now())
+			case namespaceGoing(err):
+				// The VM's namespace is being deleted, and the VM with it: no server can be
+				// made there any more, and the VM's own deletion, which the namespace's
+				// brings, is the next change to act on. Not an error to retry: in a
+				// namespace's teardown, whose pods go before its VMs, every VM's retries
+				// queued behind each other in the overall retry bucket. Nothing to decide
+				// on after it either.
+				return applied{written: out.written}, nil
 			case err != nil:
 				return out, fmt.Errorf("create server: %w", err)
 			default:
@@ -212,4 +224,10 @@ func eventAction(reason string) string {
 	default:
 		return "UpdateStatus"
 	}
+}
+
+// namespaceGoing reports whether a create was refused because the VM's namespace is being
+// deleted.
+func namespaceGoing(err error) bool {
+	return err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	runtimedebug "runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/priority"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -52,6 +54,17 @@ type Config struct {
 	// RateLimiter paces retries of failed keys; nil: per-item exponential backoff
 	// (5ms to 1000s) and an overall bucket (10 qps, burst 100), as client-go's default.
 	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// ConflictRateLimiter paces the retries of a VM whose write met a conflict; nil:
+	// per-item exponential backoff (5ms to 1000s). A conflict says that the cache was behind
+	// a write, not that the API server is overloaded, so it waits for this VM's backoff only,
+	// never in RateLimiter's overall bucket: in a namespace's teardown, conflicts queued in that
+	// bucket (10 a second) took longer than the teardown itself. Give it the per-item part of
+	// RateLimiter, so that a VM's failures of either kind count together.
+	ConflictRateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// ReconcileTimeout bounds each reconcile, every API and backend call in it: a call that
+	// hangs ends as a transient error and the key is retried, instead of holding a worker
+	// for ever. Zero: no deadline.
+	ReconcileTimeout time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 	// Observer, if set, is told the result and duration of every reconcile.
@@ -75,7 +88,8 @@ type Config struct {
 
 // Observer receives the outcome of each reconcile, for metrics.
 type Observer interface {
-	// Reconciled reports one reconcile: result is success, requeue, conflict or error.
+	// Reconciled reports one reconcile: result is success, requeue, conflict, error,
+	// timeout (cut off at Config.ReconcileTimeout) or panic.
 	Reconciled(result string, took time.Duration)
 }
 
@@ -87,7 +101,7 @@ type Controller struct {
 	vms     atomic.Pointer[vmInformer]
 	served  *servedWatch // nil unless Config.WatchCRD
 	usage   *poller      // nil unless usage is sampled
-	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	queue   *priority.Queue[cache.ObjectName]
 	expect  *expectations
 	disks   *diskExpectations
 	log     *slog.Logger
@@ -114,13 +128,15 @@ func New(cfg Config) *Controller {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
 	cfg.Policy = diskPolicy(cfg.Backend, cfg.Policy, cfg.Logger)
+	if cfg.ConflictRateLimiter == nil {
+		cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
+	}
 	c := &Controller{
-		cfg: cfg,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(cfg.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource}),
+		cfg:    cfg,
+		queue:  priority.New(cfg.GVR.Resource, cfg.RateLimiter),
 		expect: newExpectations(),
 		disks:  newDiskExpectations(),
-		echoes: &echoes{m: map[cache.ObjectName][]string{}},
+		echoes: newEchoes(),
 		passes: &passCounter{m: map[cache.ObjectName]int{}},
 		log:    cfg.Logger,
 	}
@@ -139,7 +155,7 @@ func New(cfg Config) *Controller {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
 			get:   c.view, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
-			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}) }}
+			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
 }
@@ -177,8 +193,11 @@ func (c *Controller) startVMs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	handled, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
+	handled, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		// What goes ahead of the backlog: urgency.go.
+		AddFunc: func(obj any, initialList bool) {
+			c.enqueue(obj, !initialList || unsettled(obj.(*vmcache.Object)))
+		},
 		UpdateFunc: func(old, cur any) {
 			// A resync delivers every object again unchanged, and a change of labels or
 			// annotations changes nothing a decision reads: the periodic safety net is
@@ -203,9 +222,9 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			if c.usage != nil && vmcache.OnlyUsageChanged(o, n, c.cfg.Fields) {
 				return
 			}
-			c.enqueue(cur)
+			c.enqueue(cur, userChange(o, n, c.cfg.Fields))
 		},
-		DeleteFunc: c.enqueue,
+		DeleteFunc: func(obj any) { c.enqueue(obj, true) },
 	})
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", c.cfg.GVR.Resource, err)
@@ -270,11 +289,22 @@ func (c *Controller) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	synced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) { c.queue.Add(cache.ObjectName(vm)) })
+	// A server's change after the servers' first list is new work (urgency.go); the first
+	// list itself is backlog, like the VMs'.
+	var synced atomic.Pointer[func() bool]
+	serversSynced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) {
+		key := cache.ObjectName(vm)
+		if s := synced.Load(); s != nil && (*s)() {
+			c.queue.AddUrgent(key)
+		} else {
+			c.queue.Add(key)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
-	c.serversSynced = synced
+	synced.Store(&serversSynced)
+	c.serversSynced = serversSynced
 	return nil
 }
 
@@ -359,25 +389,36 @@ func (c *Controller) PhaseCounts() map[string]int {
 	return counts
 }
 
-// enqueue adds the key of a VM (or of a deleted VM's tombstone) to the queue.
-func (c *Controller) enqueue(obj any) {
+// enqueue adds the key of a VM (or of a deleted VM's tombstone) to the queue: as new work
+// ahead of the backlog when urgent.
+func (c *Controller) enqueue(obj any, urgent bool) {
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
 		c.log.Error("Cannot make a key", "error", err)
 		return
 	}
-	c.queue.Add(key)
+	if urgent {
+		c.queue.AddUrgent(key)
+	} else {
+		c.queue.Add(key)
+	}
 }
 
-// processNextItem takes one key and reconciles it: Forget on success, AddAfter when the plan
-// asks to look again later, AddRateLimited on a transient error. It returns false once the
-// queue is shut down.
+// processNextItem takes one key and reconciles it, under Config.ReconcileTimeout: Forget on
+// success, AddAfter when the plan asks to look again later or after a conflict (its VM's own
+// backoff), AddRateLimited on a transient error, a timeout or a panic. New work that needs
+// another pass goes ahead of the backlog again. It returns false once the queue is shut down.
 func (c *Controller) processNextItem(ctx context.Context) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer c.queue.Done(key)
+	urgent := c.queue.TakeUrgent(key)
+	retry, requeue := c.queue.AddRateLimited, c.queue.AddAfter
+	if urgent {
+		retry, requeue = c.queue.AddUrgentRateLimited, c.queue.AddUrgentAfter
+	}
 
 	// A reconcile's ID is a counter, and its logger carries the VM only when debug logs are
 	// on: under a burst, a UUID and a logger per reconcile were a visible share of the
@@ -389,18 +430,40 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		log = log.With("vm", key.String(), "reconcileID", id)
 	}
 	start := time.Now()
-	after, err := c.reconcile(ctx, key, log, debug)
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if c.cfg.ReconcileTimeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
+	}
+	after, err := c.reconcileRecovered(rctx, key, log, debug)
+	// Cut off by its own deadline, not by the end of the drain (ctx), whatever error the
+	// call that was waiting made of it.
+	timedOut := err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
 	took := time.Since(start)
 	result := "success"
+	var p *panicked
 	switch {
+	case errors.As(err, &p):
+		// One failed reconcile, not the end of the process: retried with backoff like an
+		// error, and loud, because a panic is a bug to report.
+		result = "panic"
+		retry(key)
+		c.log.Error("Reconcile panicked; will retry", "vm", key.String(), "reconcileID", id, "panic", fmt.Sprint(p.value),
+			"retries", c.queue.NumRequeues(key), "stack", string(p.stack))
+	case timedOut:
+		result = "timeout"
+		retry(key)
+		c.log.Error("Reconcile timed out; will retry", "vm", key.String(), "reconcileID", id, "timeout", c.cfg.ReconcileTimeout,
+			"error", err, "retries", c.queue.NumRequeues(key))
 	case apierrors.IsConflict(err):
-		// Expected when the cache lags behind a write: decide again on the newer object.
+		// The cache was behind someone else's write: decide again on the newer object, after
+		// this VM's own backoff, not behind other VMs' retries (Config.ConflictRateLimiter).
 		result = "conflict"
-		c.queue.AddRateLimited(key)
+		requeue(key, c.cfg.ConflictRateLimiter.When(key))
 		log.Debug("Conflict; will decide again", "error", err)
 	case err != nil:
 		result = "error"
-		c.queue.AddRateLimited(key)
+		retry(key)
 		if !debug {
 			log = log.With("vm", key.String(), "reconcileID", id)
 		}
@@ -408,12 +471,14 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	case after > 0:
 		result = "requeue"
 		c.queue.Forget(key)
-		c.queue.AddAfter(key, after)
+		c.cfg.ConflictRateLimiter.Forget(key)
+		requeue(key, after)
 		if debug {
 			log.Debug("Reconciled", "requeueAfter", after, "duration", took)
 		}
 	default:
 		c.queue.Forget(key)
+		c.cfg.ConflictRateLimiter.Forget(key)
 		if debug {
 			log.Debug("Reconciled", "duration", took)
 		}
@@ -422,6 +487,28 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		c.cfg.Observer.Reconciled(result, took)
 	}
 	return true
+}
+
+// panicked is a reconcile that panicked: what it panicked with, and the stack where it did.
+type panicked struct {
+	value any
+	stack []byte
+}
+
+func (p *panicked) Error() string { return fmt.Sprintf("reconcile panicked: %v", p.value) }
+
+// reconcileRecovered is reconcile, with a panic turned into an error (*panicked): a bug met by
+// one VM fails that VM's reconcile, and the worker goes on serving the others, as
+// controller-runtime's RecoverPanic does. Locks are released by defers on the way up, and
+// every write is conditional, so a reconcile cut short leaves nothing half-written that the
+// retry could not see.
+func (c *Controller) reconcileRecovered(ctx context.Context, key cache.ObjectName, log *slog.Logger, debug bool) (after time.Duration, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			after, err = 0, &panicked{value: v, stack: runtimedebug.Stack()}
+		}
+	}()
+	return c.reconcile(ctx, key, log, debug)
 }
 
 // maxDecisions bounds the decisions of one reconcile: the first, on the cached VM, and those
@@ -455,15 +542,18 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		return 0, nil
 	}
-	vm, err := obj.(*vmcache.Object).View(c.cfg.Fields)
-	if err != nil {
+	var vm schema.VirtualMachine
+	if w, ok := c.echoes.latest(key, obj.(*vmcache.Object).GetResourceVersion()); ok {
+		vm = w.view(c.cfg.Fields) // this controller's last write, which the cache has yet to bring back
+	} else if vm, err = obj.(*vmcache.Object).View(c.cfg.Fields); err != nil {
 		return 0, err
 	}
 	passes := 0
 	if vm.Phase() != schema.PhaseActive {
 		passes = c.passes.add(key)
 	}
-	var written []string
+	var rvs []string  // of this reconcile's writes of the VM, in order
+	var last *written // the VM as the last of them returned it
 	var after time.Duration
 	for round := 1; ; round++ {
 		owner := ownerOf(vm)
@@ -499,25 +589,37 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		after = time.Duration(plan.RequeueAfter)
 		if plan.Empty() {
 			// Settled: every write of this reconcile was decided on already.
-			c.echoes.expect(key, written)
+			c.echoes.expect(key, rvs, last)
 			break
 		}
 		if debug {
 			log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
 		out, err := c.applier.applyPlan(ctx, vm, owner, srv, disk, plan)
+		rvs = append(rvs, out.written...)
+		switch {
+		case out.last != nil:
+			last = out.last
+		case plan.Finalizer == decision.RemoveFinalizer:
+			// A write with no answer to carry on from (the VM may be gone): what an earlier
+			// write returned is older than it.
+			last = nil
+			c.echoes.stale(key)
+		}
 		if err != nil {
+			// The writes that went through are facts: the retry decides on the VM as the last
+			// of them returned it, and their echoes bring nothing it will not see.
+			c.echoes.expect(key, rvs, last)
 			return 0, err
 		}
 		if becomesActive && passes > 0 {
 			c.passes.active(key, passes, c.cfg.Observer)
 		}
 		after = out.after
-		written = append(written, out.written...)
 		if out.last == nil || round == maxDecisions {
 			break
 		}
-		vm = out.last.view(c.cfg.Fields)
+		vm = last.view(c.cfg.Fields)
 	}
 	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w

@@ -21,6 +21,7 @@ import (
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/priority"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -187,18 +188,22 @@ func TestControllerGone(t *testing.T) {
 	}
 }
 
-// TestControllerRetries: a transient error and a conflict are retried through the rate
-// limiter; once the cause is gone, the next try succeeds and the failures are forgotten.
+// TestControllerRetries: a transient error and a conflict are retried, an error through the
+// rate limiter, a conflict through the per-VM backoff alone (never the overall bucket); once
+// the cause is gone, the next try succeeds and the failures are forgotten.
 func TestControllerRetries(t *testing.T) {
 	tests := map[string]struct {
 		fail   func(w *world)
 		heal   func(w *world)
 		result string
+		// requeues is the retries the kind of failure counts.
+		requeues func(c *Controller) int
 	}{
-		"backend down": {func(w *world) { w.servers.FailCreate(errors.New("backend down")) }, func(w *world) { w.servers.FailCreate(nil) }, "error"},
+		"backend down": {func(w *world) { w.servers.FailCreate(errors.New("backend down")) }, func(w *world) { w.servers.FailCreate(nil) }, "error",
+			func(c *Controller) int { return c.queue.NumRequeues(testVM) }},
 		"conflict": {func(w *world) {
 			w.failNext("status", apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("changed")))
-		}, func(*world) {}, "conflict"},
+		}, func(*world) {}, "conflict", func(c *Controller) int { return c.cfg.ConflictRateLimiter.NumRequeues(testVM) }},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -210,16 +215,63 @@ func TestControllerRetries(t *testing.T) {
 			if got := r.last(); got != tc.result {
 				t.Fatalf("result %q, want %q", got, tc.result)
 			}
-			if n := c.queue.NumRequeues(testVM); n != 1 {
-				t.Fatalf("NumRequeues = %d, want 1", n)
+			if n := tc.requeues(c); n != 1 {
+				t.Fatalf("requeues = %d, want 1", n)
 			}
 			tc.heal(w)
 			for status(t, w, testVM, "phase") != string(schema.PhaseCreating) {
 				cachedAt(t, c, w, testVM)
 				c.processNextItem(ctx)
 			}
-			if n := c.queue.NumRequeues(testVM); n != 0 {
-				t.Errorf("NumRequeues = %d after success, want 0", n)
+			if n := tc.requeues(c); n != 0 {
+				t.Errorf("requeues = %d after success, want 0", n)
+			}
+		})
+	}
+}
+
+// closedBucket is an overall retry bucket that lets no retry through within a test, and
+// counts the retries asked of it.
+type closedBucket struct{ asked *atomic.Int32 }
+
+func (b closedBucket) When(cache.ObjectName) time.Duration { b.asked.Add(1); return time.Hour }
+func (closedBucket) Forget(cache.ObjectName)               {}
+func (closedBucket) NumRequeues(cache.ObjectName) int      { return 0 }
+
+// TestControllerConflictSkipsBucket: a VM whose write met a conflict is retried after its own
+// backoff, without asking the overall retry bucket, which is closed; one whose reconcile
+// failed asks it, and waits.
+func TestControllerConflictSkipsBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		result string
+		asked  int32
+	}{
+		{"conflict", apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("changed")), "conflict", 0},
+		{"error", errors.New("API server down"), "error", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "create-new")
+			c, r := newController(t, w, decision.UsagePolicy{})
+			bucket := closedBucket{asked: &atomic.Int32{}}
+			c.queue = priority.New[cache.ObjectName]("", bucket)
+			c.cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)
+			ctx := start(t, c)
+			w.failNext("status", tc.err)
+			c.processNextItem(ctx)
+			if got := r.last(); got != tc.result {
+				t.Fatalf("result %q, want %s", got, tc.result)
+			}
+			if n := bucket.asked.Load(); n != tc.asked {
+				t.Errorf("the overall bucket was asked %d times, want %d", n, tc.asked)
+			}
+			if tc.asked > 0 {
+				return // its retry waits an hour
+			}
+			c.processNextItem(ctx) // returns once the retry is queued: within the VM's own backoff
+			if got := r.last(); got != "success" && got != "requeue" {
+				t.Errorf("the retry after the conflict: %q", got)
 			}
 		})
 	}

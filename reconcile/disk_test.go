@@ -10,7 +10,11 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -250,5 +254,30 @@ func TestDiskExpectations(t *testing.T) {
 				t.Errorf("expectation kept: %v, want %v", kept, tc.kept)
 			}
 		})
+	}
+}
+
+// TestApplyDiskNamespaceTerminating: a disk the VM's namespace refuses because it is being
+// deleted ends the pass like the server's refusal does (TestNamespaceTerminating): no server,
+// no error to retry, no status, no Event.
+func TestApplyDiskNamespaceTerminating(t *testing.T) {
+	w := newWorld(t, "create-new")
+	vm := w.view(t, "create-new")
+	terminating := apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumeclaims"}, "test-vm-rootdisk",
+		errors.New("unable to create new content in namespace default because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace default is being terminated", Field: "metadata.namespace"}}
+	w.servers.FailDisks(fmt.Errorf("create claim test-vm-rootdisk: namespace default is being deleted: %w", terminating))
+	_, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, now))
+	if err != nil {
+		t.Fatalf("err %v, want none", err)
+	}
+	if srv, _ := w.servers.Observe(ownerOf(vm)); srv != nil {
+		t.Errorf("a server was made without its disk: %+v", srv)
+	}
+	if ws := w.writes(); len(ws) != 1 {
+		t.Errorf("writes %+v, want the finalizer's only", ws)
+	}
+	if evs := w.events(); len(evs) != 0 {
+		t.Errorf("events %q", evs)
 	}
 }

@@ -2,7 +2,8 @@
 // decision (package reconcile/decision) and the only code here that writes.
 //
 // Controller is the loop in the shape of sample-controller: an informer of the VMs, which
-// keeps each VM as a compact vmcache.Object, feeds keys into a rate-limited workqueue;
+// keeps each VM as a compact vmcache.Object, feeds keys into a rate-limited workqueue that
+// hands out new work before a start's backlog (package priority; what is new work: urgency.go);
 // workers gather the VM from the cache and the server and its disk from the backend, decide
 // (decision.Policy.Decide), and apply the plan (apply.go; the disk's action, applydisk.go),
 // writing only what changed. With a
@@ -13,14 +14,20 @@
 // dynamic one whose transform compacts each object (vmcache.Transform), and the writes go
 // through the dynamic client (dynamicWriter). A poller (poller.go) samples the usage of Active
 // VMs and writes it; the informer ignores those writes (vmcache.OnlyUsageChanged), and drops
-// the echoes of the loop's own writes (echo.go). Expectations (expect.go, expectdisk.go) cover
-// the window between the controller's own actions on servers and disks and the backend's
-// cache showing them. The
+// the echoes of the loop's own writes (echo.go), whose last answer a reconcile decides on
+// until the informer brings it back. Expectations (expect.go, expectdisk.go) cover the window
+// between the controller's own actions on servers and disks and the backend's cache showing
+// them. The
 // CRD watch (served.go) stops and restarts the informer as the resource stops and starts being
 // served; statusroute.go writes status through /status or, on a CRD without it, the main
 // resource.
 //
-// The three packages split the work so that each has one job: reconcile/decision decides and
-// imports no client; reconcile/vmcache is the VM cache and its wire codec; this package
-// gathers, applies and writes.
+// No one VM can stop the loop: each reconcile runs under a deadline (Config.ReconcileTimeout),
+// so a call that hangs ends as a transient error and the worker goes on; a panic in a
+// reconcile is recovered, logged with the stack and the VM's key, counted (result "panic")
+// and retried with backoff, as an error is.
+//
+// The packages split the work so that each has one job: reconcile/decision decides and
+// imports no client; reconcile/vmcache is the VM cache and its wire codec; reconcile/priority
+// orders the work queue; this package gathers, applies and writes.
 package reconcile

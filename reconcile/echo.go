@@ -15,13 +15,29 @@ const maxEchoes = 8
 // brings each write back as an update; one whose resourceVersion is remembered brings nothing
 // that was not decided on, and is dropped rather than queued: without this, every VM went
 // through the queue once more for each of its writes, behind every other key in a burst.
+//
+// They also keep the VM as the last of those writes returned it (latest), until the informer
+// brings it back: a reconcile in between (a server's change, queued before the cache caught
+// up) decides on that VM instead of the older one in the cache, so that its writes are
+// conditional on the resourceVersion the API server gave last, not on one it has moved past.
+// Deciding on the cache there made the way out meet conflicts of its own making: the status
+// write of a deletion, then the server's deletion seen before that write's echo, and the
+// finalizer's removal refused as made on a stale VM.
 type echoes struct {
 	mu sync.Mutex
 	m  map[cache.ObjectName][]string
+	// last is the VM as the last noted write returned it, while that write's echo is due.
+	last map[cache.ObjectName]written
 }
 
-// expect notes the resourceVersions of writes whose result has been decided on.
-func (e *echoes) expect(key cache.ObjectName, rvs []string) {
+func newEchoes() *echoes {
+	return &echoes{m: map[cache.ObjectName][]string{}, last: map[cache.ObjectName]written{}}
+}
+
+// expect notes the resourceVersions of writes whose result has been decided on, and last,
+// the VM as the last of them returned it (nil: not known, as for a usage write; an older one
+// noted before is dropped, being older than these writes).
+func (e *echoes) expect(key cache.ObjectName, rvs []string, last *written) {
 	if len(rvs) == 0 {
 		return
 	}
@@ -32,34 +48,64 @@ func (e *echoes) expect(key cache.ObjectName, rvs []string) {
 		l = append([]string(nil), l[len(l)-maxEchoes:]...)
 	}
 	e.m[key] = l
+	if last != nil && last.rv == rvs[len(rvs)-1] {
+		e.last[key] = *last
+	} else {
+		delete(e.last, key)
+	}
 }
 
 // seen reports whether rv is the echo of a noted write, and forgets it and every older one
-// (a version newer than them has arrived: they will not).
+// (a version newer than them has arrived: they will not). A version that is not an echo is
+// someone else's write, newer than the latest of this controller's: the cache has moved past
+// it, and latest forgets it.
 func (e *echoes) seen(key cache.ObjectName, rv string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	l, ok := e.m[key]
 	if !ok {
+		delete(e.last, key)
 		return false
 	}
 	for i, v := range l {
 		if v == rv {
 			if i == len(l)-1 {
 				delete(e.m, key)
+				delete(e.last, key)
 			} else {
 				e.m[key] = l[i+1:]
 			}
 			return true
 		}
 	}
+	delete(e.last, key)
 	return false
+}
+
+// latest returns the VM as this controller's last write of it returned it, when the cache,
+// at cachedRV, has not brought that write back yet: it is the newer of the two.
+func (e *echoes) latest(key cache.ObjectName, cachedRV string) (written, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, ok := e.last[key]
+	if !ok || w.rv == cachedRV {
+		return written{}, false
+	}
+	return w, true
+}
+
+// stale drops the latest VM of key: a write made since has no answer to replace it with.
+func (e *echoes) stale(key cache.ObjectName) {
+	e.mu.Lock()
+	delete(e.last, key)
+	e.mu.Unlock()
 }
 
 // forget drops what is noted of a VM that is gone.
 func (e *echoes) forget(key cache.ObjectName) {
 	e.mu.Lock()
 	delete(e.m, key)
+	delete(e.last, key)
 	e.mu.Unlock()
 }
 

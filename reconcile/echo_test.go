@@ -10,9 +10,9 @@ import (
 // never noted is not an echo, and what is noted stays bounded.
 func TestEchoes(t *testing.T) {
 	a, b := cache.NewObjectName("ns", "a"), cache.NewObjectName("ns", "b")
-	e := &echoes{m: map[cache.ObjectName][]string{}}
-	e.expect(a, []string{"10", "11", "12"})
-	e.expect(b, nil)
+	e := newEchoes()
+	e.expect(a, []string{"10", "11", "12"}, nil)
+	e.expect(b, nil, nil)
 	steps := []struct {
 		key  cache.ObjectName
 		rv   string
@@ -34,7 +34,7 @@ func TestEchoes(t *testing.T) {
 		t.Errorf("left %v", e.m)
 	}
 	for i := range 20 {
-		e.expect(a, []string{string(rune('a' + i))})
+		e.expect(a, []string{string(rune('a' + i))}, nil)
 	}
 	if n := len(e.m[a]); n != maxEchoes {
 		t.Errorf("noted %d, want at most %d", n, maxEchoes)
@@ -42,6 +42,43 @@ func TestEchoes(t *testing.T) {
 	e.forget(a)
 	if e.seen(a, "t") {
 		t.Error("a forgotten VM's write is still an echo")
+	}
+}
+
+// TestEchoesLatest: the VM as the last noted write returned it is the newer one while the
+// cache shows another version; it goes when the cache brings that write back, when someone
+// else's write arrives, when a write is noted without it (a usage write), and with the VM.
+func TestEchoesLatest(t *testing.T) {
+	a := cache.NewObjectName("ns", "a")
+	w := written{raw: []byte(`{}`), rv: "12"}
+	tests := map[string]struct {
+		then   func(e *echoes)
+		cached string // the cache's resourceVersion afterwards
+		newer  bool
+	}{
+		"cache behind":              {func(*echoes) {}, "10", true},
+		"cache at the write":        {func(*echoes) {}, "12", false},
+		"an older echo comes":       {func(e *echoes) { e.seen(a, "11") }, "11", true},
+		"the write's echo comes":    {func(e *echoes) { e.seen(a, "12") }, "12", false},
+		"someone else's write":      {func(e *echoes) { e.seen(a, "13") }, "13", false},
+		"a usage write noted after": {func(e *echoes) { e.expect(a, []string{"14"}, nil) }, "10", false},
+		"the VM is gone":            {func(e *echoes) { e.forget(a) }, "10", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEchoes()
+			e.expect(a, []string{"11", "12"}, &w)
+			tc.then(e)
+			got, ok := e.latest(a, tc.cached)
+			if ok != tc.newer || ok && got.rv != "12" {
+				t.Errorf("latest = %+v, %t; want the write's VM: %t", got, ok, tc.newer)
+			}
+		})
+	}
+	e := newEchoes()
+	e.expect(a, []string{"11", "12"}, &written{rv: "11"})
+	if _, ok := e.latest(a, "10"); ok {
+		t.Error("a VM that is not the last write's is kept as the latest")
 	}
 }
 

@@ -2,7 +2,9 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -45,6 +47,8 @@ type poller struct {
 	// pass; the informer drops its echo instead (see echoes), as the write claims the
 	// generation and leaves a decision nothing to do.
 	echo func(vm cache.ObjectName, resourceVersion string)
+	// timeout bounds each sample, as Config.ReconcileTimeout bounds a reconcile; 0: none.
+	timeout time.Duration
 
 	mu        sync.Mutex
 	lastWrite map[cache.ObjectName]time.Time
@@ -54,6 +58,7 @@ type poller struct {
 type logger interface {
 	Debug(msg string, args ...any)
 	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
 }
 
 // schedule makes sure vm is sampled within one interval; a VM already waiting keeps its turn.
@@ -73,19 +78,38 @@ func (p *poller) run(ctx context.Context) {
 		if shutdown {
 			return
 		}
-		if p.sample(ctx, key) {
+		if p.sampleBounded(ctx, key) {
 			p.schedule(key)
 		}
 		p.queue.Done(key)
 	}
 }
 
+// sampleBounded is sample under the poller's deadline, with a panic logged and the VM
+// sampled again later: a bug or a hung metrics API costs one sample, not the sampler.
+func (p *poller) sampleBounded(ctx context.Context, key cache.ObjectName) (again bool) {
+	if p.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("Usage sample panicked", "vm", key.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			again = true
+		}
+	}()
+	return p.sample(ctx, key)
+}
+
 // sample takes one sample of vm and writes it if it is worth it. It returns whether vm should
-// be sampled again: only while it is Active with a server.
+// be sampled again: only while it is Active with a server and not paused (the reconcile that
+// resumes it schedules it again).
 func (p *poller) sample(ctx context.Context, key cache.ObjectName) bool {
 	vm, ok := p.get(key)
 	st := vm.Status()
-	if !ok || vm.Deleting() || st.Phase != schema.PhaseActive || st.Server == nil {
+	// A paused VM is left alone (decision/paused.go): its status gets no usage either.
+	if !ok || vm.Deleting() || vm.Paused() || st.Phase != schema.PhaseActive || st.Server == nil {
 		p.forget(key)
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,7 @@ func TestPollerSample(t *testing.T) {
 		"active: written":             {vm: "active-steady", again: true, cpu: "250m", rv: true},
 		"not active: not sampled":     {vm: "create-new", gone: true},
 		"being deleted: not sampled":  {vm: "delete-with-server", gone: true},
+		"paused: not sampled":         {vm: "paused-steady", gone: true},
 		"no figures yet":              {vm: "active-steady", usage: fmt.Errorf("new: %w", backend.ErrNoUsage), again: true},
 		"VM gone from the API":        {vm: "active-steady", patchErr: apierrors.NewNotFound(vmGVR.GroupResource(), "test-vm"), gone: true},
 		"conflict: next sample tells": {vm: "active-steady", patchErr: apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("x")), again: true},
@@ -134,5 +136,29 @@ func TestPollerRun(t *testing.T) {
 	<-done
 	if j := p.jittered(); j < 900*time.Microsecond || j > 1100*time.Microsecond {
 		t.Errorf("jittered interval %v, want within 10%% of 1ms", j)
+	}
+}
+
+// panickyUsage is a usage reader with a bug: it panics.
+type panickyUsage struct{}
+
+func (panickyUsage) Usage(context.Context, backend.Owner) (backend.Usage, error) {
+	panic("injected: usage")
+}
+
+// TestPollerPanic: a sample that panics costs that sample: the poller logs it and samples the
+// VM again later, instead of taking the process down.
+func TestPollerPanic(t *testing.T) {
+	w := newWorld(t, "active-steady")
+	p := newPoller(t, w, &results{}, "active-steady")
+	p.reader = panickyUsage{}
+	var log syncBuffer
+	p.log = slog.New(slog.NewTextHandler(&log, nil))
+	if again := p.sampleBounded(context.Background(), testVM); !again {
+		t.Error("a VM whose sample panicked is not sampled again")
+	}
+	if text := log.String(); !strings.Contains(text, `msg="Usage sample panicked"`) || !strings.Contains(text, "vm=default/test-vm") ||
+		!strings.Contains(text, "panickyUsage.Usage") {
+		t.Errorf("log %s: want the panic with the VM and the stack", text)
 	}
 }

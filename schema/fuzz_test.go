@@ -140,7 +140,7 @@ func readAll(vm VirtualMachine) {
 	_, _, _, _, _, _ = vm.APIVersion(), vm.Kind(), vm.Namespace(), vm.Name(), vm.UID(), vm.ResourceVersion()
 	_, _, _, _ = vm.Generation(), vm.Deleting(), vm.Finalizers(), vm.HasFinalizer(Finalizer)
 	_, _ = vm.Spec()
-	_ = vm.Status()
+	_, _ = vm.Status(), vm.Settled()
 }
 
 // checkOnePass checks the reads made in one pass over the object against gjson's, path by

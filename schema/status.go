@@ -242,7 +242,12 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		}
 		conditions = list
 	}
-	var message, failures, restartedAt any
+	var phase, message, failures, restartedAt any
+	// A status without a phase (a VM paused before its first reconcile) writes none: the
+	// CRD's enum allows the six phases only.
+	if st.Phase != "" {
+		phase = string(st.Phase)
+	}
 	if st.Message != "" {
 		message = st.Message
 	}
@@ -257,7 +262,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		v    any
 	}
 	values := []kv{
-		{f.Phase, string(st.Phase)}, {f.Reason, st.Reason}, {f.Message, message},
+		{f.Phase, phase}, {f.Reason, st.Reason}, {f.Message, message},
 		{f.ServerName, name}, {f.ServerID, id}, {f.ServerState, state},
 		{f.ConsecutiveFailures, failures}, {f.LastUpdateTime, lastUpdate},
 		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
@@ -433,3 +438,15 @@ func conditionJSON(c Condition) map[string]any {
 	}
 	return m
 }
+
+// Pausing a VM: the controller keeps its hands off it while someone repairs it by hand, in the
+// manner of Cluster API's and Crossplane's paused annotations (docs/lifecycle.md).
+const (
+	// AnnotationPaused, set to "true", pauses the VM: no server is created, replaced,
+	// resized or deleted, the finalizer stays, and of the status only ConditionPaused is
+	// written. Deletion waits until it is gone. Any other value, or none, is not paused.
+	AnnotationPaused = "cloudnative.czs/paused"
+	// ConditionPaused is True while the VM is paused, with a message that says how to
+	// resume; it goes when the VM is resumed.
+	ConditionPaused = "Paused"
+)

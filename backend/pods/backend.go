@@ -295,7 +295,7 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 		out = existing
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is being deleted, and the VM with it: not a refusal of this server,
-		// so no Failed phase or Event; the VM's deletion comes next and ends the retries.
+		// so no Failed phase or Event and no retry: the VM's deletion comes next.
 		return nil, fmt.Errorf("create pod %s: namespace %s is being deleted: %w", pod.Name, vm.Namespace, err)
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
 		return nil, fmt.Errorf("create pod %s: %w: %w", pod.Name, backend.ErrRejected, err)

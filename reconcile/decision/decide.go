@@ -72,6 +72,10 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 			d.disk = &kept
 		}
 	}
+	if vm.Paused() {
+		d.paused()
+		return d.plan
+	}
 	if vm.Deleting() {
 		d.deleting()
 		return d.plan
@@ -671,6 +675,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	default:
 		st.RootDisk = nil // the controller keeps no disks
 	}
+	st.Conditions = d.resumed(st.Conditions)
 
 	if st.SameAs(d.current) || d.bindingOnly(*st) {
 		d.plan.Status = nil

@@ -209,6 +209,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		t.Helper()
 		t.Errorf("%s\nVM: %s\nserver: %+v\ndisk: %+v\nplan:\n%s", fmt.Sprintf(format, args...), vm.JSON(), srv, disk, renderPlan(t, plan))
 	}
+	if vm.Paused() {
+		checkPaused(fail, vm, plan)
+		return
+	}
 	spec, specErrs := vm.Spec()
 	current := vm.Status()
 	hasFinalizer := vm.HasFinalizer(schema.Finalizer)
@@ -395,6 +399,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	// to waiting for it to go.
 	changed := st.Phase != current.Phase || st.Reason != current.Reason
 	evs := diskEvents(fail, current, st, disk, plan.Events)
+	evs = resumedEvents(fail, current, *st, evs)
 	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
 		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer

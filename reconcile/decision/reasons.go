@@ -70,3 +70,10 @@ const (
 	ReasonDiskNotExpandable    = "DiskNotExpandable"    // the disk's class does not let it grow; it keeps its size
 	ReasonDiskShrinkRefused    = "DiskShrinkRefused"    // rootDisk is below the disk's size; a disk never shrinks
 )
+
+// Reasons of a paused VM (paused.go): of the Paused condition, and of its Events.
+const (
+	ReasonPaused         = "Paused"         // Paused condition and Normal Event: the controller leaves the VM alone
+	ReasonDeletionPaused = "DeletionPaused" // Paused condition and Warning Event: the VM is deleted, and its deletion waits
+	ReasonResumed        = "Resumed"        // Event only: the pause annotation is gone; the controller manages the VM again
+)

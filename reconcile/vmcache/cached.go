@@ -39,6 +39,9 @@ type Object struct {
 	// phase is status.phase in the layout the object was compacted in, read once here so
 	// that counting VMs by phase does not unpack every VM at each scrape.
 	phase schema.Phase
+	// settled is schema.VirtualMachine.Settled, read once here for the same reason: the loop
+	// asks it of every VM of its first list.
+	settled bool
 	// initialEventsEnd marks the bookmark that ends a watch list's initial events; the
 	// reflector reads it as an annotation (see GetAnnotations). Only bookmarks carry it.
 	initialEventsEnd bool
@@ -49,11 +52,14 @@ var (
 	_ metav1.Object  = (*Object)(nil)
 )
 
-// keptMetadata is what a view reads of metadata, with the one annotation it reads
-// (schema.AnnotationRestartedAt). Everything else there (labels, other annotations such as
-// kubectl's last-applied copy of the object, managedFields, owner references) is dropped, and
-// so is resourceVersion, which Object keeps apart (see Same).
+// keptMetadata is what a view reads of metadata, with the annotations it reads
+// (keptAnnotations). Everything else there (labels, other annotations such as kubectl's
+// last-applied copy of the object, managedFields, owner references) is dropped, and so is
+// resourceVersion, which Object keeps apart (see Same).
 var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionTimestamp", "finalizers"}
+
+// keptAnnotations are the annotations a view reads: the restart request and the pause.
+var keptAnnotations = [...]string{schema.AnnotationRestartedAt, schema.AnnotationPaused}
 
 // Compact makes the cached form, in layout f, of an object the informer has just decoded. u
 // is read, not changed.
@@ -64,7 +70,7 @@ func Compact(u *unstructured.Unstructured, f schema.Fields) (*Object, error) {
 	}
 	var scratch []byte
 	return &Object{namespace: unique.Make(u.GetNamespace()), name: u.GetName(), uid: u.GetUID(), resourceVersion: u.GetResourceVersion(),
-		packed: pack(&scratch, raw), phase: phaseOf(raw, f)}, nil
+		packed: pack(&scratch, raw), phase: phaseOf(raw, f), settled: schema.ViewOf(raw, "", f).Settled()}, nil
 }
 
 // Transform is the transform of a dynamic informer of VMs in layout f: it keeps each VM as an
@@ -98,8 +104,14 @@ func CompactJSON(u *unstructured.Unstructured) ([]byte, error) {
 			}
 		}
 		if ann, ok := md["annotations"].(map[string]any); ok {
-			if v, ok := ann[schema.AnnotationRestartedAt]; ok {
-				kept["annotations"] = map[string]any{schema.AnnotationRestartedAt: v}
+			keptAnn := map[string]any{}
+			for _, k := range keptAnnotations {
+				if v, ok := ann[k]; ok {
+					keptAnn[k] = v
+				}
+			}
+			if len(keptAnn) > 0 {
+				kept["annotations"] = keptAnn
 			}
 		}
 		top["metadata"] = kept
@@ -142,6 +154,9 @@ func (o *Object) JSON() ([]byte, error) { return unpack(o.packed) }
 // Phase is the VM's status.phase, in the layout the object was compacted in.
 func (o *Object) Phase() schema.Phase { return o.phase }
 
+// Settled is schema.VirtualMachine.Settled of the object, in the layout it was compacted in.
+func (o *Object) Settled() bool { return o.settled }
+
 // GetAnnotations is nil but for the bookmark that ends a watch list's initial events, which
 // the reflector knows by its annotation.
 func (o *Object) GetAnnotations() map[string]string {
@@ -169,7 +184,7 @@ func (o *Object) GetUID() types.UID { return o.uid }
 func (o *Object) GetResourceVersion() string { return o.resourceVersion }
 
 // Same reports whether two versions of a cached object differ in nothing a view reads: a
-// resync, or a change of labels or of annotations other than the restart request. Equal
+// resync, or a change of labels or of annotations other than those kept (keptAnnotations). Equal
 // JSON packs to equal bytes (one dictionary, one encoder), so the packed bytes are compared.
 func Same(a, b *Object) bool { return bytes.Equal(a.packed, b.packed) }
 

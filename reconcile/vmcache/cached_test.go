@@ -119,6 +119,8 @@ status: {phase: Active}
 		"new version only":  {replace(base, `resourceVersion: "1"`, `resourceVersion: "2"`), true},
 		"labels changed":    {replace(base, "labels: {x: y}", "labels: {x: z}"), true},
 		"annotation added":  {replace(base, "labels: {x: y}", "labels: {x: y}, annotations: {a: b}"), true},
+		"paused":            {replace(base, "labels: {x: y}", `labels: {x: y}, annotations: {"cloudnative.czs/paused": "true"}`), false},
+		"restart asked":     {replace(base, "labels: {x: y}", `labels: {x: y}, annotations: {"cloudnative.czs/restartedAt": "t"}`), false},
 		"spec changed":      {replace(base, "action: active", "action: inactive"), false},
 		"status changed":    {replace(base, "phase: Active", "phase: Creating"), false},
 		"finalizer removed": {replace(base, "finalizers: [x]", "finalizers: []"), false},

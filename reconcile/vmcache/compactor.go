@@ -3,6 +3,7 @@ package vmcache
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unique"
@@ -50,6 +51,7 @@ func (c *compactor) object(v gjson.Result, bookmark bool) (*Object, error) {
 	}
 	o.packed = pack(&c.packed, b)
 	o.phase = phaseOf(b, c.fields)
+	o.settled = schema.ViewOf(b, "", c.fields).Settled()
 	return o, nil
 }
 
@@ -98,27 +100,36 @@ func (c *compactor) compact(v gjson.Result, o *Object, bookmark bool) ([]byte, e
 					})
 					return true
 				}
-				// The one annotation a view reads (see keptMetadata).
-				var kept gjson.Result
+				// The annotations a view reads (keptAnnotations), in their order.
+				var kept [len(keptAnnotations)]gjson.Result
 				mv.ForEach(func(ak, av gjson.Result) bool {
-					if ak.Str == schema.AnnotationRestartedAt {
-						kept = av
-						return false
+					if i := slices.Index(keptAnnotations[:], ak.Str); i >= 0 && !kept[i].Exists() {
+						kept[i] = av
 					}
 					return true
 				})
-				if !kept.Exists() {
-					return true
+				first := true
+				for i, v := range kept {
+					if !v.Exists() {
+						continue
+					}
+					if first {
+						if n > 0 {
+							b = append(b, ',')
+						}
+						n++
+						b = append(b, `"annotations":{`...)
+						first = false
+					} else {
+						b = append(b, ',')
+					}
+					b = strconv.AppendQuote(b, keptAnnotations[i])
+					b = append(b, ':')
+					b = append(b, v.Raw...)
 				}
-				if n > 0 {
-					b = append(b, ',')
+				if !first {
+					b = append(b, '}')
 				}
-				n++
-				b = append(b, `"annotations":{`...)
-				b = strconv.AppendQuote(b, schema.AnnotationRestartedAt)
-				b = append(b, ':')
-				b = append(b, kept.Raw...)
-				b = append(b, '}')
 				return true
 			case "generation", "deletionTimestamp", "finalizers":
 			default:

@@ -1,0 +1,46 @@
+package reconcile
+
+import (
+	"slices"
+
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The loop's queue (package priority) hands out new work before the backlog. What is new
+// work, and why each rule:
+//
+//   - a VM added after the informer's first list: a user created it (or it came back in a
+//     relist after a lost watch: created while the watch was down);
+//   - a VM of the first list that is not settled (unsettled): never reconciled, deleted, or
+//     changed by a user (spec, restart request) while no controller ran; the rest of the list, the backlog, is VMs
+//     looked at again because the controller started, almost all with nothing to do;
+//   - an update that changes what users change (userChange): the spec, the deletion, the
+//     finalizers, an annotation the controller reads (a restart request, a pause). Status written by someone else is
+//     backlog;
+//   - a VM deleted from the cache (its reconcile only forgets it);
+//   - a server that changed after the servers' first list (the backend's notify): a server
+//     that started, failed or went is what a VM on its way to Active, or in trouble, waits
+//     for;
+//   - a retry or requeue of new work, so that a conflict on the way to Active does not send
+//     the VM to the end of the backlog.
+//
+// Resyncs and the echoes of the controller's own writes never reach the queue (vmcache.Same,
+// echoes); usage writes neither (vmcache.OnlyUsageChanged).
+
+// unsettled reports whether a VM of the informer's first list has work a user asked for while
+// no controller ran (schema.VirtualMachine.Settled, read when the VM was cached).
+func unsettled(o *vmcache.Object) bool { return !o.Settled() }
+
+// userChange reports whether cur differs from old in what a user (or another controller
+// acting for one) changes: the generation (the spec), the deletion, the finalizers or the
+// restart and pause annotations.
+func userChange(old, cur *vmcache.Object, f schema.Fields) bool {
+	a, errA := old.View(f)
+	b, errB := cur.View(f)
+	if errA != nil || errB != nil {
+		return true
+	}
+	return a.Generation() != b.Generation() || a.Deleting() != b.Deleting() ||
+		a.RestartRequested() != b.RestartRequested() || a.Paused() != b.Paused() || !slices.Equal(a.Finalizers(), b.Finalizers())
+}

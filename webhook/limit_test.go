@@ -1,0 +1,102 @@
+package webhook
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cloudnative-czs/vm-controller/convert"
+)
+
+// endless is a body of n bytes, a valid review's start followed by padding inside a string,
+// made as it is read and counting what was read: a test of the cap never holds the body.
+type endless struct {
+	prefix []byte
+	n, off int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.off >= e.n {
+		return 0, io.EOF
+	}
+	k := int64(len(p))
+	k = min(k, e.n-e.off)
+	for i := range k {
+		if at := e.off + i; at < int64(len(e.prefix)) {
+			p[i] = e.prefix[at]
+		} else {
+			p[i] = 'x'
+		}
+	}
+	e.off += k
+	return int(k), nil
+}
+
+// reviewOf is a valid review of one VM padded with spaces to exactly n bytes.
+func reviewOf(t *testing.T, n int) []byte {
+	t.Helper()
+	r := []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v1beta1","objects":[` + vmV1alpha1 + `]}}`)
+	if len(r) > n {
+		t.Fatalf("a review of %d bytes does not fit in %d", len(r), n)
+	}
+	return append(r, bytes.Repeat([]byte(" "), n-len(r))...)
+}
+
+// TestReviewSizeLimit: a review of exactly the cap is converted; one byte over it is answered
+// 413 Request Entity Too Large, having been read no further than the cap and a byte without a
+// Content-Length, and not at all with one that announces more; a body many times the cap is
+// read no further either. The cap is the default one, as the webhook serves.
+func TestReviewSizeLimit(t *testing.T) {
+	conv, err := convert.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = DefaultMaxReviewBytes
+	h := Handler{Converter: conv}
+	prefix := []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`)
+	tests := map[string]struct {
+		size          int64
+		contentLength int64 // what the request says of its body's length; -1: nothing (chunked)
+		code          int   // the answer
+		maxRead       int64 // bytes of the body read at most
+	}{
+		"at the cap":                 {size: limit, contentLength: limit, code: http.StatusOK, maxRead: limit},
+		"at the cap, chunked":        {size: limit, contentLength: -1, code: http.StatusOK, maxRead: limit},
+		"a byte over, announced":     {size: limit + 1, contentLength: limit + 1, code: http.StatusRequestEntityTooLarge, maxRead: 0},
+		"a byte over, chunked":       {size: limit + 1, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: limit + 1},
+		"ten times the cap, chunked": {size: 10 * limit, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: limit + 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var body io.Reader = &endless{prefix: prefix, n: tc.size}
+			if tc.code == http.StatusOK {
+				body = bytes.NewReader(reviewOf(t, int(tc.size)))
+			}
+			counted := &countingReader{r: body}
+			req := httptest.NewRequest(http.MethodPost, "/convert", counted)
+			req.ContentLength = tc.contentLength
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code {
+				t.Errorf("code %d, want %d: %s", rec.Code, tc.code, strings.TrimSpace(rec.Body.String()))
+			}
+			if counted.n > tc.maxRead {
+				t.Errorf("read %d bytes of the body, want at most %d", counted.n, tc.maxRead)
+			}
+		})
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
