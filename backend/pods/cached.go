@@ -2,6 +2,7 @@ package pods
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -45,7 +46,10 @@ type cachedPod struct {
 	name                   string
 	namespace, node, image interned
 	version                uint64 // resourceVersion, unless exact has it
-	uid                    uuid   // unless exact has it
+	// ip is the pod's IP (the zero Addr: none), unless exact has the server: an address in
+	// 16 bytes and a zone handle rather than a string each pod holds alone.
+	ip  netip.Addr
+	uid uuid // unless exact has it
 	// ownerUID is the UID of the VM that controls the pod or, once the garbage collector
 	// has removed the owner reference (a deletion with --cascade=orphan), the VM UID of its
 	// label; the owner's name, from the reference or the annotation, is the pod's name
@@ -83,6 +87,11 @@ const (
 type podNotes struct {
 	message, resizeMessage interned
 	since                  time.Time
+	// why a pending pod waits (backend.Waiting): its reason's code in waitReasons, the
+	// scheduler's or kubelet's message, and since when.
+	wait        uint8
+	waitMessage interned
+	waitSince   time.Time
 	// cpu and memory in effect, when they are set and not the spec's.
 	cpu, memory resource.Quantity
 }
@@ -151,6 +160,8 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	state, okState := index(serverStates[:], s.State)
 	phase, okPhase := index(podPhases[:], s.Detail)
 	resize, okResize := index(resizeStates[:], s.Resize.State)
+	wait, okWait := index(waitReasons[:], s.Waiting.Reason)
+	ip, okIP := parseIP(s.IP)
 	var scratch [32]byte
 	cpu, cpuFormat, okCPU := compactQuantity(s.Spec.CPU, cpuScale, scratch[:0])
 	memory, memoryFormat, okMemory := compactQuantity(s.Spec.Memory, bytesScale, scratch[:0])
@@ -159,20 +170,22 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	// is kept as read.
 	disk := s.Disk != "" && s.Spec.Disk && s.Disk == ClaimName(p.ownerName())
 	okDisk := disk || s.Disk == "" && !s.Spec.Disk
-	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk {
+	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk || !okWait || !okIP || s.Node != p.node.String() {
 		return false
 	}
 	p.state, p.phase, p.resize = state, phase, resize
 	p.cpu, p.memory, p.rootDisk = cpu, memory, rootDisk
 	p.formats = [3]uint8{cpuFormat, memoryFormat, rootDiskFormat}
 	p.image = intern(s.Spec.Image)
+	p.ip = ip
 	if s.Deleting {
 		p.flags |= podDeleting
 	}
 	if disk {
 		p.flags |= podDisk
 	}
-	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since}
+	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since,
+		wait: wait, waitMessage: intern(s.Waiting.Message), waitSince: s.Waiting.Since}
 	// The resources in effect cost nothing when they are unset or the spec's, as they are
 	// when no resize is under way (a kubelet that reports them does so for every pod).
 	switch unset, same := inEffect(s.Resize.CPU, s.Spec.CPU, p.cpu, p.formats[0], cpuScale, scratch[:0]); {
@@ -310,6 +323,10 @@ func (p *cachedPod) server() backend.Server {
 			Image:    p.image.String(),
 		},
 		Resize: backend.Resize{State: resizeStates[p.resize]},
+		Node:   p.node.String(),
+	}
+	if p.ip.IsValid() {
+		s.IP = p.ip.String()
 	}
 	if p.flags&podDisk != 0 {
 		s.Disk, s.Spec.Disk = ClaimName(p.ownerName()), true
@@ -317,6 +334,9 @@ func (p *cachedPod) server() backend.Server {
 	if n := p.notes; n != nil {
 		s.Message, s.Since = n.message.String(), n.since
 		s.Resize.Message, s.Resize.CPU, s.Resize.Memory = n.resizeMessage.String(), n.cpu, n.memory
+		if n.wait != 0 || n.waitMessage != (interned{}) || !n.waitSince.IsZero() {
+			s.Waiting = backend.Waiting{Reason: waitReasons[n.wait], Message: n.waitMessage.String(), Since: n.waitSince}
+		}
 	}
 	if p.flags&cpuInEffect != 0 {
 		s.Resize.CPU = s.Spec.CPU

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"net/netip"
 	"strconv"
 	"unique"
 
@@ -117,7 +118,18 @@ var (
 		backend.ResizeInfeasible, backend.ResizeInProgress}
 	podPhases = [...]string{"", string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded),
 		string(corev1.PodFailed), string(corev1.PodUnknown)}
+	waitReasons = [...]backend.WaitReason{"", backend.WaitUnschedulable, backend.WaitImage}
 )
+
+// parseIP reads a pod IP as an address that writes back the same text ("" is the zero
+// Addr); any other text is not one, and the server is kept as read.
+func parseIP(s string) (netip.Addr, bool) {
+	if s == "" {
+		return netip.Addr{}, true
+	}
+	a, err := netip.ParseAddr(s)
+	return a, err == nil && a.String() == s
+}
 
 // index is v's code in table.
 func index[T comparable](table []T, v T) (uint8, bool) {
