@@ -464,7 +464,7 @@ func (p Policy) serverState(d *decision) {
 	srv := d.srv
 	switch srv.State {
 	case backend.StatePending:
-		if w := d.waitingForDisk(); w != "" {
+		if w := d.waitingForDisk(); w != "" && !d.stuckBeforeDisk() {
 			if srv.Message != "" {
 				w += "; the server: " + srv.Message
 			}

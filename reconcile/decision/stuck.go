@@ -60,6 +60,16 @@ func (p Policy) stuck(d *decision) bool {
 	return true
 }
 
+// stuckBeforeDisk reports whether the server's own wait says more than its disk's: a disk
+// waiting to be bound (a WaitForFirstConsumer class binds it only once the server is
+// scheduled) behind a server that no node takes for another cause than its claim (the
+// backend leaves a wait for the claim unnamed). A disk that goes or lost its volume comes
+// first: no server can start on it.
+func (d *decision) stuckBeforeDisk() bool {
+	return d.srv.Waiting.Reason == backend.WaitUnschedulable && d.diskWait == "" && d.disk != nil &&
+		!d.disk.Deleting && d.disk.Phase == backend.DiskPending
+}
+
 // stalledBefore reports whether the status already says the VM is stalled.
 func stalledBefore(st schema.Status) bool {
 	c := st.Condition(schema.ConditionStalled)
