@@ -424,10 +424,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		}
 		evs = evs[:n-1]
 	}
-	// A server stuck for longer than --stalled-after: one Warning as Stalled comes, with
-	// the same reason (stuck.go).
+	// A server stuck for longer than --stalled-after: one Warning as Stalled comes
+	// (stuck.go).
 	if c := st.Condition(schema.ConditionStalled); c != nil && !changed && len(evs) == 1 && evs[0].Type == corev1.EventTypeWarning &&
-		evs[0].Reason == st.Reason && evs[0].Message == c.Message {
+		evs[0].Reason == decision.ReasonStalled && evs[0].Message == c.Message {
 		if was := current.Condition(schema.ConditionStalled); was != nil {
 			fail("a second Warning for a VM that was Stalled already")
 		}

@@ -85,4 +85,8 @@ const (
 const (
 	ReasonUnschedulable    = "Unschedulable"    // Creating: no node can take the server; the message is the scheduler's
 	ReasonImagePullFailing = "ImagePullFailing" // Creating: the server's image cannot be pulled; the message is the kubelet's
+	// Event only (Warning): a server stuck for longer than --stalled-after made the VM
+	// Stalled. A reason of its own, so that the recorder does not fold it into the series of
+	// the stuck reason's Events, note and all.
+	ReasonStalled = "Stalled"
 )

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -44,7 +45,8 @@ func (p Policy) stuck(d *decision) bool {
 		} else {
 			// The message says since when, not for how long, so that it stays the same
 			// from one decision to the next.
-			stalled = fmt.Sprintf("%s; stuck since %s, longer than %s: it will not start without a change", msg, since.Format(time.RFC3339), p.StalledAfter)
+			stalled = fmt.Sprintf("%s; stuck since %s, longer than %s: it will not start without a change",
+				strings.TrimSuffix(msg, "."), since.Format(time.RFC3339), p.StalledAfter)
 			d.stalled = &lifecycleCondition{why.reason, stalled}
 		}
 	}
@@ -52,10 +54,11 @@ func (p Policy) stuck(d *decision) bool {
 	switch {
 	case r.event:
 		// A server that does not start is worth a Warning, as the scheduler's
-		// FailedScheduling and the kubelet's Failed are.
+		// FailedScheduling and the kubelet's Failed are. The Stalled condition, if it comes
+		// with it, says the rest.
 		d.plan.Events[len(d.plan.Events)-1].Type = EventWarning
 	case stalled != "" && r.status && !stalledBefore(d.current):
-		d.event(EventWarning, why.reason, stalled)
+		d.event(EventWarning, ReasonStalled, stalled)
 	}
 	return true
 }
