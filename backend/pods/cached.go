@@ -46,9 +46,9 @@ type cachedPod struct {
 	name                   string
 	namespace, node, image interned
 	version                uint64 // resourceVersion, unless exact has it
-	// ip is the pod's IP (the zero Addr: none), unless exact has the server: an address in
-	// 16 bytes and a zone handle rather than a string each pod holds alone.
-	ip  netip.Addr
+	// ip is the pod's IP as 16 bytes (podIPv4 or podIPv6 says which kind, neither: none),
+	// unless exact has the server, rather than a string each pod holds alone.
+	ip  [16]byte
 	uid uuid // unless exact has it
 	// ownerUID is the UID of the VM that controls the pod or, once the garbage collector
 	// has removed the owner reference (a deletion with --cascade=orphan), the VM UID of its
@@ -80,6 +80,9 @@ const (
 	exactOwnerName
 	exactVersion
 	exactServer
+	// podIPv4, podIPv6: ip holds the pod's IP, of that kind.
+	podIPv4
+	podIPv6
 )
 
 // podNotes are the parts of a server that a running, ready pod with nothing under way does
@@ -161,7 +164,7 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	phase, okPhase := index(podPhases[:], s.Detail)
 	resize, okResize := index(resizeStates[:], s.Resize.State)
 	wait, okWait := index(waitReasons[:], s.Waiting.Reason)
-	ip, okIP := parseIP(s.IP)
+	ip, ipKind, okIP := parseIP(s.IP)
 	var scratch [32]byte
 	cpu, cpuFormat, okCPU := compactQuantity(s.Spec.CPU, cpuScale, scratch[:0])
 	memory, memoryFormat, okMemory := compactQuantity(s.Spec.Memory, bytesScale, scratch[:0])
@@ -177,7 +180,7 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	p.cpu, p.memory, p.rootDisk = cpu, memory, rootDisk
 	p.formats = [3]uint8{cpuFormat, memoryFormat, rootDiskFormat}
 	p.image = intern(s.Spec.Image)
-	p.ip = ip
+	p.ip, p.flags = ip, p.flags|ipKind
 	if s.Deleting {
 		p.flags |= podDeleting
 	}
@@ -325,8 +328,11 @@ func (p *cachedPod) server() backend.Server {
 		Resize: backend.Resize{State: resizeStates[p.resize]},
 		Node:   p.node.String(),
 	}
-	if p.ip.IsValid() {
-		s.IP = p.ip.String()
+	switch {
+	case p.flags&podIPv4 != 0:
+		s.IP = netip.AddrFrom16(p.ip).Unmap().String()
+	case p.flags&podIPv6 != 0:
+		s.IP = netip.AddrFrom16(p.ip).String()
 	}
 	if p.flags&podDisk != 0 {
 		s.Disk, s.Spec.Disk = ClaimName(p.ownerName()), true

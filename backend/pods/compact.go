@@ -121,14 +121,21 @@ var (
 	waitReasons = [...]backend.WaitReason{"", backend.WaitUnschedulable, backend.WaitImage}
 )
 
-// parseIP reads a pod IP as an address that writes back the same text ("" is the zero
-// Addr); any other text is not one, and the server is kept as read.
-func parseIP(s string) (netip.Addr, bool) {
+// parseIP reads a pod IP as 16 bytes and the flag of its kind (none for ""), when they
+// write back the same text; any other text (leading zeros, upper case, a zone) is not one,
+// and the server is kept as read.
+func parseIP(s string) ([16]byte, podFlags, bool) {
 	if s == "" {
-		return netip.Addr{}, true
+		return [16]byte{}, 0, true
 	}
 	a, err := netip.ParseAddr(s)
-	return a, err == nil && a.String() == s
+	if err != nil || a.Zone() != "" || a.String() != s {
+		return [16]byte{}, 0, false
+	}
+	if a.Is4() {
+		return a.As16(), podIPv4, true
+	}
+	return a.As16(), podIPv6, true
 }
 
 // index is v's code in table.
