@@ -113,6 +113,11 @@ type Server struct {
 	Resize   Resize    // how far a change of cpu and memory in place has got (resize.go)
 	// Disk is the name of its VM's disk it mounts (Disks); "" for a server without one.
 	Disk string
+
+	// Where it runs and why it does not run yet (waiting.go).
+	Node    string  // the host it was placed on (for pods: the node's name); "" until placed
+	IP      string  // its address (for pods: the pod IP); "" until it has one
+	Waiting Waiting // why a Pending server does not start, when the backend can tell; zero otherwise
 }
 
 // Reader is implemented by backends that can read a server from its source, past the cache

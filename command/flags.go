@@ -130,6 +130,7 @@ type policyFlags struct {
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
 	Resize            string
+	StalledAfter      time.Duration
 }
 
 // serverImageFlag is --server-image; usage says what it is for the command.
@@ -151,12 +152,23 @@ func (p *policyFlags) backoffFlags() []cli.Flag {
 	}
 }
 
+// stalledAfterFlag is --stalled-after: how long a server may be stuck (unschedulable, its
+// image not pulled) before the VM is Stalled.
+func (p *policyFlags) stalledAfterFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "stalled-after", Value: decision.DefaultPolicy.StalledAfter,
+		Usage:   "how long a server may wait unschedulable or for an image it cannot pull before the VM is Stalled (kstatus: Failed; the server is kept and may still start); 0: never",
+		EnvVars: env("STALLED_AFTER"), Destination: &p.StalledAfter}
+}
+
 func (p policyFlags) validate() error {
 	if p.RestartBackoff <= 0 || p.MaxRestartBackoff < p.RestartBackoff {
 		return fmt.Errorf("--restart-backoff must be positive and at most --max-restart-backoff")
 	}
 	if p.ServerImage == "" {
 		return fmt.Errorf("--server-image must not be empty")
+	}
+	if p.StalledAfter < 0 {
+		return fmt.Errorf("--stalled-after must not be negative, got %s", p.StalledAfter)
 	}
 	switch decision.ResizeMode(p.Resize) {
 	case decision.ResizeInPlace, decision.ResizeReplace, decision.ResizeManual:
@@ -171,7 +183,7 @@ func (p policyFlags) policy(disk rootDiskFlags) decision.Policy {
 	// CanResize: both backends the commands use (pods for run, memory for plan) resize in
 	// place and keep disks.
 	return decision.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
-		Resize: decision.ResizeMode(p.Resize), CanResize: true, RootDisk: decision.RootDiskMode(disk.RootDisk)}
+		Resize: decision.ResizeMode(p.Resize), CanResize: true, RootDisk: decision.RootDiskMode(disk.RootDisk), StalledAfter: p.StalledAfter}
 }
 
 // rootDiskFlags is --root-disk, where a VM's root disk lives: run and plan (the decision),

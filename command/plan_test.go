@@ -29,6 +29,7 @@ func TestPlanConfigValidate(t *testing.T) {
 		"an api version":      {args: []string{"--api-version", "compute.example.org/v1"}},
 		"now":                 {[]string{"--now", "yesterday"}, "--now", `--now "yesterday": want a time such as 2026-06-01T12:00:00Z`},
 		"server image":        {[]string{"--server-image", ""}, "--server-image", "--server-image must not be empty"},
+		"stalled after":       {[]string{"--stalled-after", "-1s"}, "--stalled-after", "--stalled-after must not be negative, got -1s"},
 		"resize":              {[]string{"--resize", "in_place"}, "--resize", `--resize "in_place": want in-place, replace or manual`},
 		"restart backoff":     {[]string{"--restart-backoff", "-1s"}, "--restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"max restart backoff": {[]string{"--max-restart-backoff", "1s"}, "--max-restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},

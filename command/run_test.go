@@ -25,6 +25,8 @@ func TestRunConfigValidate(t *testing.T) {
 		"restart backoff":            {[]string{"--restart-backoff", "0"}, "--restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"max restart backoff":        {[]string{"--restart-backoff", "10m"}, "--max-restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"server image":               {[]string{"--server-image", ""}, "--server-image", "--server-image must not be empty"},
+		"stalled after":              {[]string{"--stalled-after", "-1m"}, "--stalled-after", "--stalled-after must not be negative, got -1m0s"},
+		"never stalled":              {args: []string{"--stalled-after", "0"}},
 		"resize manual":              {args: []string{"--resize", "manual"}},
 		"resize":                     {[]string{"--resize", "hotplug"}, "--resize", `--resize "hotplug": want in-place, replace or manual`},
 		"root disk":                  {[]string{"--root-disk", "pvc"}, "--root-disk", `--root-disk "pvc": want claim or ephemeral`},

@@ -81,6 +81,8 @@ type fileServer struct {
 	ID    scalar    `yaml:"id"`
 	State scalar    `yaml:"state"`
 	Usage fileUsage `yaml:"usage"`
+	Node  scalar    `yaml:"node"`
+	IP    scalar    `yaml:"ip"`
 }
 
 type fileUsage struct {
@@ -155,6 +157,8 @@ func (f *Fields) infos() []fieldInfo {
 		{"status.rootDisk.claimName", &f.RootDiskClaim, true, false, typeString},
 		{"status.rootDisk.phase", &f.RootDiskPhase, true, false, typeString},
 		{"status.rootDisk.capacity", &f.RootDiskCapacity, true, false, typeQuantity},
+		{"status.server.node", &f.ServerNode, true, false, typeString},
+		{"status.server.ip", &f.ServerIP, true, false, typeString},
 	}
 }
 
@@ -184,6 +188,8 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"status.rootDisk.claimName":     &m.Status.RootDisk.ClaimName,
 		"status.rootDisk.phase":         &m.Status.RootDisk.Phase,
 		"status.rootDisk.capacity":      &m.Status.RootDisk.Capacity,
+		"status.server.node":            &m.Status.Server.Node,
+		"status.server.ip":              &m.Status.Server.IP,
 	}
 }
 

@@ -61,6 +61,11 @@ type Fields struct {
 	RootDiskClaim    string
 	RootDiskPhase    string
 	RootDiskCapacity string
+
+	// ServerNode and ServerIP are optional: where the server runs, its host and address. A
+	// layout without them does not report them (the decision leaves them out).
+	ServerNode string
+	ServerIP   string
 }
 
 // HasRootDiskStatus reports whether the layout has a place for the VM's disk in its status.

@@ -186,6 +186,19 @@ func statusByPath(vm VirtualMachine) Status {
 	if name, id, state := vm.get(f.ServerName), vm.get(f.ServerID), vm.get(f.ServerState); name.Exists() || id.Exists() || state.Exists() {
 		st.Server = &ServerStatus{Name: name.String(), ID: id.String(), State: state.String()}
 	}
+	if f.ServerNode != "" || f.ServerIP != "" {
+		if node, ip := vm.get(f.ServerNode), vm.get(f.ServerIP); node.Exists() && f.ServerNode != "" || ip.Exists() && f.ServerIP != "" {
+			if st.Server == nil {
+				st.Server = &ServerStatus{}
+			}
+			if f.ServerNode != "" {
+				st.Server.Node = node.String()
+			}
+			if f.ServerIP != "" {
+				st.Server.IP = ip.String()
+			}
+		}
+	}
 	if cpu, mem := vm.get(f.UsageCPU), vm.get(f.UsageMemory); cpu.Exists() || mem.Exists() {
 		if st.Server == nil {
 			st.Server = &ServerStatus{}

@@ -45,6 +45,17 @@ const (
 	ConditionRestartRequired = "RestartRequired"
 )
 
+// The conditions GitOps tools read (kstatus, sigs.k8s.io/cli-utils): each present (True)
+// only while it holds, beside Ready (docs/reference/phases-reasons-events.md).
+const (
+	// ConditionReconciling: the controller works toward the spec (creating, replacing,
+	// resizing or stopping the server, retrying after a failure); its reason is the phase's.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled: the VM cannot get to its spec without a change (an invalid spec, a
+	// server or disk refused, a server stuck waiting for longer than --stalled-after).
+	ConditionStalled = "Stalled"
+)
+
 // ConditionDiskResizing says the VM's disk does not have the size rootDisk asks for: present
 // (True) while a growth is under way or cannot happen; its reason says which
 // (docs/disks.md).
@@ -81,12 +92,17 @@ type RootDiskStatus struct {
 // rollout restart: each new value (a time, by convention) replaces the server once.
 const AnnotationRestartedAt = "cloudnative.czs/restartedAt"
 
-// ServerStatus identifies the server behind a VM and repeats the backend's word for its state.
+// ServerStatus identifies the server behind a VM, repeats the backend's word for its state,
+// and says where it runs.
 type ServerStatus struct {
 	Name  string `json:"name" yaml:"name"`
 	ID    string `json:"id" yaml:"id"`
 	State string `json:"state" yaml:"state"`
 	Usage *Usage `json:"usage,omitempty" yaml:"usage,omitempty"`
+	// Node and IP are where the server runs: its host (for pods: the node) and address; ""
+	// until it has them, or when the layout has no place for them (Fields.ServerNode).
+	Node string `json:"node,omitempty" yaml:"node,omitempty"`
+	IP   string `json:"ip,omitempty" yaml:"ip,omitempty"`
 }
 
 // Usage is what the server consumes, as resource.Quantity strings.
@@ -199,7 +215,7 @@ func (s *ServerStatus) same(o *ServerStatus) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	if s.Name != o.Name || s.ID != o.ID || s.State != o.State || (s.Usage == nil) != (o.Usage == nil) {
+	if s.Name != o.Name || s.ID != o.ID || s.State != o.State || s.Node != o.Node || s.IP != o.IP || (s.Usage == nil) != (o.Usage == nil) {
 		return false
 	}
 	return s.Usage == nil || *s.Usage == *o.Usage
@@ -226,9 +242,15 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		}
 		return setPath(root, path, v)
 	}
-	var name, id, state any
+	var name, id, state, node, ip any
 	if st.Server != nil {
 		name, id, state = st.Server.Name, st.Server.ID, st.Server.State
+		if st.Server.Node != "" {
+			node = st.Server.Node
+		}
+		if st.Server.IP != "" {
+			ip = st.Server.IP
+		}
 	}
 	var lastUpdate any
 	if !st.LastUpdateTime.IsZero() {
@@ -267,6 +289,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.ConsecutiveFailures, failures}, {f.LastUpdateTime, lastUpdate},
 		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
 		{f.RestartedAt, restartedAt},
+		{f.ServerNode, node}, {f.ServerIP, ip},
 	}
 	// Nulling the leaves of a group one by one would leave their parents behind as empty
 	// objects (status.server: {usage: {}}); where the group's fields have a parent of their
@@ -316,7 +339,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 
 // serverPaths are the paths of the server's fields; rootDiskPaths, of the disk's.
 func (f Fields) serverPaths() []string {
-	return []string{f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory}
+	return []string{f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.ServerNode, f.ServerIP}
 }
 
 func (f Fields) rootDiskPaths() []string {

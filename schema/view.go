@@ -161,7 +161,7 @@ func (vm VirtualMachine) Status() Status {
 	f := vm.fields
 	v := vm.getAll(f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
 		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions,
-		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity)
+		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity, f.ServerNode, f.ServerIP)
 	st := Status{
 		Phase:               Phase(v[0].String()),
 		Reason:              v[1].String(),
@@ -173,6 +173,12 @@ func (vm VirtualMachine) Status() Status {
 	}
 	if name, id, state := v[7], v[8], v[9]; name.Exists() || id.Exists() || state.Exists() {
 		st.Server = &ServerStatus{Name: name.String(), ID: id.String(), State: state.String()}
+	}
+	if node, ip := v[16], v[17]; node.Exists() || ip.Exists() {
+		if st.Server == nil {
+			st.Server = &ServerStatus{}
+		}
+		st.Server.Node, st.Server.IP = node.String(), ip.String()
 	}
 	if cpu, mem := v[10], v[11]; cpu.Exists() || mem.Exists() {
 		if st.Server == nil {

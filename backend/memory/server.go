@@ -25,8 +25,45 @@ type serverYAML struct {
 	Deleting bool          `yaml:"deleting"`
 	Since    string        `yaml:"since"` // how long before now it entered its state, such as 15s
 	Spec     specYAML      `yaml:"spec"`
-	Resize   resizeYAML    `yaml:"resize"` // a resize under way, if any
-	Disk     string        `yaml:"disk"`   // the VM's disk it mounts, if any
+	Resize   resizeYAML    `yaml:"resize"`  // a resize under way, if any
+	Disk     string        `yaml:"disk"`    // the VM's disk it mounts, if any
+	Node     string        `yaml:"node"`    // the host it runs on, if placed
+	IP       string        `yaml:"ip"`      // its address, if it has one
+	Waiting  waitingYAML   `yaml:"waiting"` // why a pending server waits, if it says
+}
+
+// waitingYAML is backend.Waiting written down: its reason, message and since when (relative
+// to now, as since is).
+type waitingYAML struct {
+	Reason  backend.WaitReason `yaml:"reason"`
+	Message string             `yaml:"message"`
+	Since   string             `yaml:"since"`
+}
+
+// waitReasons are the reasons a written-down server may wait for.
+var waitReasons = []backend.WaitReason{backend.WaitUnschedulable, backend.WaitImage}
+
+// parse is the wait, with since counted back from now.
+func (w waitingYAML) parse(now time.Time) (backend.Waiting, error) {
+	if w == (waitingYAML{}) {
+		return backend.Waiting{}, nil
+	}
+	known := false
+	for _, r := range waitReasons {
+		known = known || w.Reason == r
+	}
+	if !known {
+		return backend.Waiting{}, fmt.Errorf("waiting.reason %q: want %s or %s", w.Reason, backend.WaitUnschedulable, backend.WaitImage)
+	}
+	out := backend.Waiting{Reason: w.Reason, Message: w.Message}
+	if w.Since != "" {
+		d, err := time.ParseDuration(w.Since)
+		if err != nil {
+			return backend.Waiting{}, fmt.Errorf("waiting.since: %w", err)
+		}
+		out.Since = now.Add(-d)
+	}
+	return out, nil
 }
 
 type specYAML struct {
@@ -39,12 +76,14 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
 	" not found in type memory.resizeYAML", " is not a key of a server's resize (state, message, cpu, memory)",
 	" into memory.resizeYAML", " into a server's resize (want a mapping)",
+	" not found in type memory.waitingYAML", " is not a key of a server's waiting (reason, message, since)",
+	" into memory.waitingYAML", " into a server's waiting (want a mapping)",
 )
 
 // states are the states a written-down server may be in.
@@ -63,6 +102,9 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	spec: {cpu: "2", memory: 4G, rootDisk: 40G, image: registry.k8s.io/pause:3.10}
 //	resize: {state: InProgress, message: "", cpu: "1", memory: 4G}  # optional: cpu and memory in effect
 //	disk: test-vm-rootdisk # optional: the VM's disk it mounts; its spec then has no rootDisk
+//	node: kwok-node-0      # optional: where it runs
+//	ip: 10.0.0.7           # optional: its address
+//	waiting: {reason: Unschedulable, message: "0/3 nodes are available", since: 10m}  # optional, or ImagePull
 //
 // Times are relative to now so that a case means the same whatever clock it runs with.
 // Unknown keys, an unknown state and malformed quantities are errors; a rootDisk may be left
@@ -89,7 +131,7 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		return nil, fmt.Errorf("state %q: want one of %s", s.State, strings.Join(names, ", "))
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
-		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk}
+		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk, Node: s.Node, IP: s.IP}
 	for _, q := range []struct {
 		name string
 		dst  *resource.Quantity
@@ -109,6 +151,9 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		return nil, err
 	}
 	srv.Resize = r
+	if srv.Waiting, err = s.Waiting.parse(now); err != nil {
+		return nil, err
+	}
 	if s.Since != "" {
 		d, err := time.ParseDuration(s.Since)
 		if err != nil {

@@ -2,6 +2,7 @@ package pods
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -45,7 +46,10 @@ type cachedPod struct {
 	name                   string
 	namespace, node, image interned
 	version                uint64 // resourceVersion, unless exact has it
-	uid                    uuid   // unless exact has it
+	// ip is the pod's IP as 16 bytes (podIPv4 or podIPv6 says which kind, neither: none),
+	// unless exact has the server, rather than a string each pod holds alone.
+	ip  [16]byte
+	uid uuid // unless exact has it
 	// ownerUID is the UID of the VM that controls the pod or, once the garbage collector
 	// has removed the owner reference (a deletion with --cascade=orphan), the VM UID of its
 	// label; the owner's name, from the reference or the annotation, is the pod's name
@@ -76,6 +80,9 @@ const (
 	exactOwnerName
 	exactVersion
 	exactServer
+	// podIPv4, podIPv6: ip holds the pod's IP, of that kind.
+	podIPv4
+	podIPv6
 )
 
 // podNotes are the parts of a server that a running, ready pod with nothing under way does
@@ -83,6 +90,11 @@ const (
 type podNotes struct {
 	message, resizeMessage interned
 	since                  time.Time
+	// why a pending pod waits (backend.Waiting): its reason's code in waitReasons, the
+	// scheduler's or kubelet's message, and since when.
+	wait        uint8
+	waitMessage interned
+	waitSince   time.Time
 	// cpu and memory in effect, when they are set and not the spec's.
 	cpu, memory resource.Quantity
 }
@@ -151,6 +163,8 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	state, okState := index(serverStates[:], s.State)
 	phase, okPhase := index(podPhases[:], s.Detail)
 	resize, okResize := index(resizeStates[:], s.Resize.State)
+	wait, okWait := index(waitReasons[:], s.Waiting.Reason)
+	ip, ipKind, okIP := parseIP(s.IP)
 	var scratch [32]byte
 	cpu, cpuFormat, okCPU := compactQuantity(s.Spec.CPU, cpuScale, scratch[:0])
 	memory, memoryFormat, okMemory := compactQuantity(s.Spec.Memory, bytesScale, scratch[:0])
@@ -159,20 +173,22 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	// is kept as read.
 	disk := s.Disk != "" && s.Spec.Disk && s.Disk == ClaimName(p.ownerName())
 	okDisk := disk || s.Disk == "" && !s.Spec.Disk
-	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk {
+	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk || !okWait || !okIP || s.Node != p.node.String() {
 		return false
 	}
 	p.state, p.phase, p.resize = state, phase, resize
 	p.cpu, p.memory, p.rootDisk = cpu, memory, rootDisk
 	p.formats = [3]uint8{cpuFormat, memoryFormat, rootDiskFormat}
 	p.image = intern(s.Spec.Image)
+	p.ip, p.flags = ip, p.flags|ipKind
 	if s.Deleting {
 		p.flags |= podDeleting
 	}
 	if disk {
 		p.flags |= podDisk
 	}
-	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since}
+	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since,
+		wait: wait, waitMessage: intern(s.Waiting.Message), waitSince: s.Waiting.Since}
 	// The resources in effect cost nothing when they are unset or the spec's, as they are
 	// when no resize is under way (a kubelet that reports them does so for every pod).
 	switch unset, same := inEffect(s.Resize.CPU, s.Spec.CPU, p.cpu, p.formats[0], cpuScale, scratch[:0]); {
@@ -310,6 +326,13 @@ func (p *cachedPod) server() backend.Server {
 			Image:    p.image.String(),
 		},
 		Resize: backend.Resize{State: resizeStates[p.resize]},
+		Node:   p.node.String(),
+	}
+	switch {
+	case p.flags&podIPv4 != 0:
+		s.IP = netip.AddrFrom16(p.ip).Unmap().String()
+	case p.flags&podIPv6 != 0:
+		s.IP = netip.AddrFrom16(p.ip).String()
 	}
 	if p.flags&podDisk != 0 {
 		s.Disk, s.Spec.Disk = ClaimName(p.ownerName()), true
@@ -317,6 +340,9 @@ func (p *cachedPod) server() backend.Server {
 	if n := p.notes; n != nil {
 		s.Message, s.Since = n.message.String(), n.since
 		s.Resize.Message, s.Resize.CPU, s.Resize.Memory = n.resizeMessage.String(), n.cpu, n.memory
+		if n.wait != 0 || n.waitMessage != (interned{}) || !n.waitSince.IsZero() {
+			s.Waiting = backend.Waiting{Reason: waitReasons[n.wait], Message: n.waitMessage.String(), Since: n.waitSince}
+		}
 	}
 	if p.flags&cpuInEffect != 0 {
 		s.Resize.CPU = s.Spec.CPU

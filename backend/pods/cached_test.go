@@ -83,6 +83,20 @@ func TestCachedPodReadsBack(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
 				Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
 		}},
+		"unschedulable since": {edit: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient cpu.", LastTransitionTime: started}}
+		}},
+		"image pull failing": {edit: func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.StartTime, p.Status.PodIP = corev1.PodPending, &started, "10.0.0.7"
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "no such host"}}}}
+		}},
+		"pod IP":      {edit: func(p *corev1.Pod) { running(p); p.Status.PodIP = "10.244.1.17" }},
+		"pod IPv6":    {edit: func(p *corev1.Pod) { running(p); p.Status.PodIP = "fd00:10:244::11" }},
+		"odd pod IP":  {edit: func(p *corev1.Pod) { running(p); p.Status.PodIP = "010.244.1.17" }, exact: true},
+		"pod IP text": {edit: func(p *corev1.Pod) { running(p); p.Status.PodIP = "FD00::1" }, exact: true},
 		"container creating": {edit: func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodPending
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
@@ -197,7 +211,7 @@ func TestCachedPodReadsBack(t *testing.T) {
 				}
 
 				c, want := cachePod(pod), serverOf(pod)
-				seen[want.State], seen[want.Resize.State] = true, true
+				seen[want.State], seen[want.Resize.State], seen[want.Waiting.Reason] = true, true, true
 				if diff := serverDiff(*c.observed(nil), want); diff != "" {
 					t.Errorf("observed: %s", diff)
 				}
@@ -242,6 +256,11 @@ func TestCachedPodReadsBack(t *testing.T) {
 	for _, s := range resizeStates {
 		if !seen[s] {
 			t.Errorf("no case of a resize %q", s)
+		}
+	}
+	for _, w := range waitReasons {
+		if !seen[w] {
+			t.Errorf("no case of a server waiting %q", w)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"net/netip"
 	"strconv"
 	"unique"
 
@@ -117,7 +118,25 @@ var (
 		backend.ResizeInfeasible, backend.ResizeInProgress}
 	podPhases = [...]string{"", string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded),
 		string(corev1.PodFailed), string(corev1.PodUnknown)}
+	waitReasons = [...]backend.WaitReason{"", backend.WaitUnschedulable, backend.WaitImage}
 )
+
+// parseIP reads a pod IP as 16 bytes and the flag of its kind (none for ""), when they
+// write back the same text; any other text (leading zeros, upper case, a zone) is not one,
+// and the server is kept as read.
+func parseIP(s string) ([16]byte, podFlags, bool) {
+	if s == "" {
+		return [16]byte{}, 0, true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" || a.String() != s {
+		return [16]byte{}, 0, false
+	}
+	if a.Is4() {
+		return a.As16(), podIPv4, true
+	}
+	return a.As16(), podIPv6, true
+}
 
 // index is v's code in table.
 func index[T comparable](table []T, v T) (uint8, bool) {

@@ -127,6 +127,8 @@ func serverOf(pod *corev1.Pod) backend.Server {
 		Detail:   string(pod.Status.Phase),
 		Deleting: pod.DeletionTimestamp != nil,
 		Resize:   resizeOf(pod),
+		Node:     pod.Spec.NodeName,
+		IP:       pod.Status.PodIP,
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == DiskVolume && v.PersistentVolumeClaim != nil {
@@ -148,7 +150,7 @@ func serverOf(pod *corev1.Pod) backend.Server {
 	switch pod.Status.Phase {
 	case corev1.PodPending, "":
 		s.State = backend.StatePending
-		s.Message = pendingMessage(pod)
+		s.Waiting, s.Message = waitingOf(pod)
 	case corev1.PodRunning:
 		s.State = backend.StateStarting
 		if condition(pod, corev1.PodReady) == corev1.ConditionTrue {
@@ -178,28 +180,6 @@ func condition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatu
 		}
 	}
 	return corev1.ConditionUnknown
-}
-
-// pendingMessage says why a pod is not running yet: unschedulable, or its container waiting.
-// What the scheduler says of the pod's claim (not bound yet, not found, being deleted, bound to
-// a volume that is gone) is left out: the VM's disk says it (backend.Disk), and the scheduler's
-// word stays on the pod until it schedules it, after the claim is bound, which would report
-// a disk problem that is over.
-func pendingMessage(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
-			if strings.Contains(strings.ToLower(c.Message), "persistentvolumeclaim") {
-				return ""
-			}
-			return c.Message
-		}
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
-			return strings.TrimSpace(w.Reason + " " + w.Message)
-		}
-	}
-	return ""
 }
 
 // terminatedMessage says how a pod ended.

@@ -27,6 +27,10 @@ type Policy struct {
 	// RootDisk says where a VM's root disk lives (disk.go): a disk of its own that outlives
 	// its servers (claim, the zero mode's meaning), or each server's own (ephemeral).
 	RootDisk RootDiskMode
+	// StalledAfter is how long a server may wait for a cause that needs a change
+	// (unschedulable, an image it cannot pull) before the VM is Stalled (stuck.go); zero:
+	// never.
+	StalledAfter time.Duration
 }
 
 // ResizeMode is how a running server takes a new spec: --resize.
@@ -52,6 +56,7 @@ var DefaultPolicy = Policy{
 	Resize:            ResizeInPlace,
 	CanResize:         true,
 	RootDisk:          RootDiskClaim,
+	StalledAfter:      5 * time.Minute,
 }
 
 // Decide returns what vm needs, given the server and the disk the backend observed for it
@@ -133,6 +138,9 @@ type decision struct {
 	// resizing and restartRequired are the lifecycle conditions the status is to carry;
 	// nil drops them.
 	resizing, restartRequired *lifecycleCondition
+	// stalled, if set, is the Stalled condition of a server stuck for too long (stuck.go);
+	// kstatus.go decides it for every other cause.
+	stalled *lifecycleCondition
 }
 
 // lifecycleCondition is the reason and message of a condition that is present only while
@@ -456,11 +464,14 @@ func (p Policy) serverState(d *decision) {
 	srv := d.srv
 	switch srv.State {
 	case backend.StatePending:
-		if w := d.waitingForDisk(); w != "" {
+		if w := d.waitingForDisk(); w != "" && !d.stuckBeforeDisk() {
 			if srv.Message != "" {
 				w += "; the server: " + srv.Message
 			}
 			d.report(schema.PhaseCreating, ReasonWaitingForDisk, w, srv)
+			return
+		}
+		if p.stuck(d) {
 			return
 		}
 		msg := PendingMessage
@@ -649,6 +660,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st.Server = nil
 	if srv != nil {
 		st.Server = &schema.ServerStatus{Name: srv.Name, ID: srv.ID, State: srv.Detail}
+		d.where(st.Server, srv)
 		if cur := d.current.Server; cur != nil && cur.Usage != nil {
 			u := *cur.Usage // usage is reported by its own loop; keep it
 			st.Server.Usage = &u
@@ -676,6 +688,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		st.RootDisk = nil // the controller keeps no disks
 	}
 	st.Conditions = d.resumed(st.Conditions)
+	st.Conditions = d.kstatus(st)
 
 	if st.SameAs(d.current) || d.bindingOnly(*st) {
 		d.plan.Status = nil

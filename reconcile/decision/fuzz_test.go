@@ -34,7 +34,8 @@ import (
 //
 // The server's resize is its state (an index into fuzzResizeStates), the host's message and
 // the cpu and memory in effect; the policy is its --resize mode (an index into fuzzResizeModes)
-// and whether the backend can resize.
+// and whether the backend can resize. The higher bits of the resize's state say why a server
+// waits and where it runs (fuzzWhere), so that the corpus keeps its shape.
 func FuzzDecide(f *testing.F) {
 	for _, file := range caseFiles(f) {
 		vm, server := decidecase.Input(f, file)
@@ -69,7 +70,7 @@ func FuzzDecide(f *testing.F) {
 			}
 			f.Add(vm, true, string(srv.State), srv.Detail, srv.Message, srv.Deleting, int64(now.Sub(srv.Since)/time.Second),
 				srv.Spec.CPU.String(), srv.Spec.Memory.String(), quantityString(srv.Spec.RootDisk), srv.Spec.Image, srv.Name, srv.ID,
-				uint8(slices.Index(fuzzResizeStates, srv.Resize.State)), srv.Resize.Message,
+				uint8(slices.Index(fuzzResizeStates, srv.Resize.State))|whereBits(srv), srv.Resize.Message,
 				quantityString(srv.Resize.CPU), quantityString(srv.Resize.Memory), mode, p.CanResize,
 				root, srv.Disk, d.has, d.phase, d.requested, d.capacity, d.canGrow, d.growth, d.growthMessage, d.owner, d.pending, d.deleting)
 		}
@@ -107,6 +108,7 @@ func FuzzDecide(f *testing.F) {
 			if since != 0 {
 				srv.Since = now.Add(-time.Duration(since) * time.Second)
 			}
+			fuzzWhere(srv, resizeState, message)
 		}
 		var disk *backend.Disk
 		if hasDisk {
@@ -333,6 +335,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	if ready == 0 {
 		fail("status without a Ready condition")
 	}
+	checkKstatus(fail, p, srv, plan, st)
 
 	// Resizing follows a resize of a running server that stays; RestartRequired, under
 	// --resize manual, a server kept as it is. Never both.
@@ -421,6 +424,15 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		}
 		evs = evs[:n-1]
 	}
+	// A server stuck for longer than --stalled-after: one Warning as Stalled comes
+	// (stuck.go).
+	if c := st.Condition(schema.ConditionStalled); c != nil && !changed && len(evs) == 1 && evs[0].Type == corev1.EventTypeWarning &&
+		evs[0].Reason == decision.ReasonStalled && evs[0].Message == c.Message {
+		if was := current.Condition(schema.ConditionStalled); was != nil {
+			fail("a second Warning for a VM that was Stalled already")
+		}
+		evs = nil
+	}
 	switch {
 	case plan.Server != nil || !changed:
 		if len(evs) != 0 {
@@ -429,9 +441,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	case len(evs) != 1 || evs[0].Reason != st.Reason:
 		fail("want one event with reason %s for the change of phase or reason", st.Reason)
 	default:
-		warning := st.Phase == schema.PhaseFailed || st.Phase == schema.PhaseUnknown
+		warning := st.Phase == schema.PhaseFailed || st.Phase == schema.PhaseUnknown ||
+			st.Reason == decision.ReasonUnschedulable || st.Reason == decision.ReasonImagePullFailing
 		if (evs[0].Type == corev1.EventTypeWarning) != warning || evs[0].Message == "" {
-			fail("event %+v: want a Warning exactly for Failed and Unknown, with a note", evs[0])
+			fail("event %+v: want a Warning exactly for Failed, Unknown and a stuck server, with a note", evs[0])
 		}
 	}
 	if _, err := schema.StatusPatch(vm.Fields(), *st, vm.ResourceVersion()); err != nil {
@@ -592,6 +605,70 @@ func checkDiskRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMa
 		}
 		if p.Status == nil && vm.Status().Reason != reason {
 			t.Errorf("DiskRejected writes no status for a VM whose status says %s", vm.Status().Reason)
+		}
+	}
+}
+
+// fuzzWaitReasons are the reasons a fuzzed server waits for, by the bits 3 and 4 of the
+// resize state's argument; bit 5 says it has a node and an address.
+var fuzzWaitReasons = []backend.WaitReason{"", backend.WaitUnschedulable, backend.WaitImage, "SomethingElse"}
+
+// fuzzWhere sets why srv waits (with message, since the server's Since or now) and where it
+// runs, from the bits of bits above the resize state's.
+func fuzzWhere(srv *backend.Server, bits uint8, message string) {
+	if r := fuzzWaitReasons[int(bits>>3)%len(fuzzWaitReasons)]; r != "" {
+		srv.Waiting = backend.Waiting{Reason: r, Message: message, Since: srv.Since}
+	}
+	if bits&(1<<5) != 0 {
+		srv.Node, srv.IP = srv.Name+"-node", "10.0.0.1"
+	}
+}
+
+// whereBits are the bits fuzzWhere reads back as srv's wait and place.
+func whereBits(srv *backend.Server) uint8 {
+	b := uint8(slices.Index(fuzzWaitReasons, srv.Waiting.Reason)) << 3
+	if srv.Node != "" || srv.IP != "" {
+		b |= 1 << 5
+	}
+	return b
+}
+
+// checkKstatus holds the status to kstatus's rules: Reconciling and Stalled only while True,
+// never both, each at the status's generation; a stuck reason only for a pending server
+// that waits for it; Stalled for it only past --stalled-after; a VM on its way (Creating,
+// Terminating) either Reconciling or Stalled; a VM as its spec asks (Active with nothing under
+// way, Inactive without a server) neither.
+func checkKstatus(fail func(string, ...any), p decision.Policy, srv *backend.Server, plan decision.Plan, st *schema.Status) {
+	reconciling, stalled := st.Condition(schema.ConditionReconciling), st.Condition(schema.ConditionStalled)
+	for _, c := range []*schema.Condition{reconciling, stalled} {
+		if c != nil && (c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration || c.Reason == "") {
+			fail("kstatus condition %+v not True at the status's generation", *c)
+		}
+	}
+	if reconciling != nil && stalled != nil {
+		fail("both Reconciling and Stalled")
+	}
+	switch st.Phase {
+	case schema.PhaseCreating, schema.PhaseTerminating:
+		if reconciling == nil && stalled == nil {
+			fail("phase %s neither Reconciling nor Stalled", st.Phase)
+		}
+	case schema.PhaseActive:
+		if stalled == nil && reconciling != nil && st.Condition(schema.ConditionResizing) == nil && st.Condition(schema.ConditionDiskResizing) == nil {
+			fail("Active and Reconciling with nothing under way")
+		}
+	case schema.PhaseInactive:
+		if st.Reason == decision.ReasonServerStopped && (reconciling != nil || stalled != nil) {
+			fail("Inactive without a server, yet Reconciling or Stalled")
+		}
+	}
+	if st.Reason == decision.ReasonUnschedulable || st.Reason == decision.ReasonImagePullFailing {
+		want := map[string]backend.WaitReason{decision.ReasonUnschedulable: backend.WaitUnschedulable, decision.ReasonImagePullFailing: backend.WaitImage}[st.Reason]
+		if st.Phase != schema.PhaseCreating || srv == nil || srv.State != backend.StatePending || srv.Waiting.Reason != want || plan.Server != nil {
+			fail("%s for a server that does not wait for it: %+v", st.Reason, srv)
+		}
+		if stalled != nil && (srv == nil || srv.Waiting.Since.IsZero() || now.Before(srv.Waiting.Since.Add(p.StalledAfter))) {
+			fail("Stalled for %s before --stalled-after has passed", st.Reason)
 		}
 	}
 }

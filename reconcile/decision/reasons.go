@@ -77,3 +77,16 @@ const (
 	ReasonDeletionPaused = "DeletionPaused" // Paused condition and Warning Event: the VM is deleted, and its deletion waits
 	ReasonResumed        = "Resumed"        // Event only: the pause annotation is gone; the controller manages the VM again
 )
+
+// Reasons of a server stuck on its way (stuck.go): the phase's reason instead of
+// ServerCreating, and the Stalled condition's once it is stuck for longer than
+// --stalled-after. The Reconciling and Stalled conditions (kstatus.go) otherwise take the
+// phase's reason.
+const (
+	ReasonUnschedulable    = "Unschedulable"    // Creating: no node can take the server; the message is the scheduler's
+	ReasonImagePullFailing = "ImagePullFailing" // Creating: the server's image cannot be pulled; the message is the kubelet's
+	// Event only (Warning): a server stuck for longer than --stalled-after made the VM
+	// Stalled. A reason of its own, so that the recorder does not fold it into the series of
+	// the stuck reason's Events, note and all.
+	ReasonStalled = "Stalled"
+)

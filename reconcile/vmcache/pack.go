@@ -58,7 +58,8 @@ func dictionaryData() ([]byte, error) {
 	// (BenchmarkCachedVMHeap measures the bytes per VM), accepted
 	// because reconcile/ holds no backend's states and the dictionary is not to depend on one.
 	// The disk, under --root-disk claim (the default): being bound while the server is on its
-	// way, bound once it runs; layouts without its fields leave it out.
+	// way, bound once it runs; layouts without its fields leave it out. A server on its way is
+	// Reconciling; a running one has a node and an address.
 	claim := "vm-00000-rootdisk"
 	creating := schema.Status{
 		Phase: schema.PhaseCreating, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage,
@@ -66,12 +67,14 @@ func dictionaryData() ([]byte, error) {
 		RootDisk:           &schema.RootDiskStatus{ClaimName: claim, Phase: string(backend.DiskPending)},
 		ObservedGeneration: 1, LastUpdateTime: at,
 		Conditions: []schema.Condition{{Type: schema.ConditionReady, Status: schema.ConditionFalse, ObservedGeneration: 1,
-			LastTransitionTime: at, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage}},
+			LastTransitionTime: at, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage},
+			{Type: schema.ConditionReconciling, Status: schema.ConditionTrue, ObservedGeneration: 1,
+				LastTransitionTime: at, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage}},
 	}
 	active := schema.Status{
 		Phase: schema.PhaseActive, Reason: decision.ReasonServerReady, Message: "Server " + server + " is running and ready",
 		Server: &schema.ServerStatus{Name: server, ID: "00000000-0000-0000-0000-000000000000", State: string(backend.StateReady),
-			Usage: &schema.Usage{CPU: "100m", Memory: "64Mi"}},
+			Usage: &schema.Usage{CPU: "100m", Memory: "64Mi"}, Node: "node-00000", IP: "10.0.0.1"},
 		RootDisk:           &schema.RootDiskStatus{ClaimName: claim, Phase: string(backend.DiskBound), Capacity: "10Gi"},
 		ObservedGeneration: 1, LastUpdateTime: at,
 		Conditions: []schema.Condition{

@@ -1,0 +1,76 @@
+package pods
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// What a pending pod says about why it does not run: the scheduler's PodScheduled condition
+// and the kubelet's waiting reasons, read as backend.Waiting so that the decision can name the
+// cause (Unschedulable, ImagePullFailing) without knowing pods.
+
+// imagePullReasons are the kubelet's waiting reasons of a container whose image cannot be
+// had. The kubelet goes back and forth between ErrImagePull and ImagePullBackOff as it
+// retries; the others do not change by retrying.
+var imagePullReasons = map[string]bool{
+	"ErrImagePull":        true,
+	"ImagePullBackOff":    true,
+	"InvalidImageName":    true,
+	"ErrImageNeverPull":   true,
+	"RegistryUnavailable": true,
+}
+
+// waitingOf says why a pending pod does not run: unschedulable or its image not pulled, as a
+// backend.Waiting; any other cause the pod states (a container waiting for another reason, a
+// scheduler's word other than Unschedulable) comes back as a plain message.
+//
+// What the scheduler says of the pod's claim (not bound yet, not found, being deleted, bound
+// to a volume that is gone) is left out: the VM's disk says it (backend.Disk), and the
+// scheduler's word stays on the pod until it schedules it, after the claim is bound, which
+// would report a disk problem that is over.
+func waitingOf(pod *corev1.Pod) (backend.Waiting, string) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Message == "" {
+			continue
+		}
+		if strings.Contains(strings.ToLower(c.Message), "persistentvolumeclaim") {
+			return backend.Waiting{}, ""
+		}
+		if c.Reason == corev1.PodReasonUnschedulable {
+			since := c.LastTransitionTime.UTC()
+			if c.LastTransitionTime.IsZero() {
+				since = pod.CreationTimestamp.UTC()
+			}
+			return backend.Waiting{Reason: backend.WaitUnschedulable, Message: c.Message, Since: since}, ""
+		}
+		return backend.Waiting{}, c.Message
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		w := cs.State.Waiting
+		if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" {
+			continue
+		}
+		if imagePullReasons[w.Reason] {
+			msg := w.Reason
+			if w.Message != "" {
+				msg += ": " + w.Message
+			}
+			return backend.Waiting{Reason: backend.WaitImage, Message: msg, Since: startedAt(pod)}, ""
+		}
+		return backend.Waiting{}, strings.TrimSpace(w.Reason + " " + w.Message)
+	}
+	return backend.Waiting{}, ""
+}
+
+// startedAt is when the kubelet took the pod up (and began to pull its images), else when
+// it was created.
+func startedAt(pod *corev1.Pod) time.Time {
+	if pod.Status.StartTime != nil && !pod.Status.StartTime.IsZero() {
+		return pod.Status.StartTime.UTC()
+	}
+	return pod.CreationTimestamp.UTC()
+}

@@ -1,0 +1,87 @@
+package decision
+
+import (
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The conditions GitOps tools read: kstatus (sigs.k8s.io/cli-utils/pkg/kstatus), which Flux,
+// Argo CD's health checks and kubectl wait follow, reads Reconciling (True: in progress)
+// and Stalled (True: failed, it will not get there without a change) beside Ready, and
+// status.observedGeneration against metadata.generation. Both are present only while True,
+// as kstatus recommends ("abnormal-true"), each with the generation it speaks for; the VM's
+// Resizing and RestartRequired follow the same rule.
+//
+// What each status means (docs/reference/phases-reasons-events.md, "kstatus"):
+//   - Stalled: an invalid spec, a server or disk the backend refused, a disk of the VM's name
+//     that is another's, a disk that cannot take the size asked for, and a server stuck for
+//     longer than --stalled-after (stuck.go).
+//   - Reconciling: a server being created, started, replaced or stopped, a failed one to be
+//     replaced after its backoff, the VM being deleted, a resize in place or a disk's growth
+//     under way.
+//   - Neither: the VM is as the spec asks (Active; Inactive with no server), or waits for
+//     something only a person decides (RestartRequired under --resize manual, a node that
+//     does not answer, a backend state the controller does not know).
+
+// stalledReasons are the reasons of a phase that cannot change without a change of the spec
+// or of the world the controller cannot make itself.
+var stalledReasons = map[string]bool{
+	ReasonInvalidSpec:    true,
+	ReasonServerRejected: true,
+	ReasonDiskConflict:   true,
+	ReasonDiskRejected:   true,
+}
+
+// retryReasons are the Failed reasons after which the controller makes a new server by itself.
+var retryReasons = map[string]bool{
+	ReasonServerFailed: true,
+	ReasonServerExited: true,
+}
+
+// diskRefusals are the DiskResizing reasons of a growth that will not happen as asked.
+var diskRefusals = map[string]bool{
+	ReasonDiskResizeInfeasible: true,
+	ReasonDiskNotExpandable:    true,
+	ReasonDiskShrinkRefused:    true,
+}
+
+// kstatus returns st's conditions with Reconciling and Stalled as st says.
+func (d *decision) kstatus(st *schema.Status) []schema.Condition {
+	reconciling, stalled := d.progress(st)
+	conds := d.lifecycle(st.Conditions, schema.ConditionReconciling, reconciling, st.ObservedGeneration)
+	return d.lifecycle(conds, schema.ConditionStalled, stalled, st.ObservedGeneration)
+}
+
+// progress is the Reconciling and the Stalled condition of st (nil: absent); never both, as
+// kstatus reads the first of them it meets.
+func (d *decision) progress(st *schema.Status) (reconciling, stalled *lifecycleCondition) {
+	phase := &lifecycleCondition{st.Reason, st.Message}
+	switch {
+	case d.stalled != nil:
+		return nil, d.stalled
+	case stalledReasons[st.Reason]:
+		return nil, phase
+	case d.diskResizing != nil && diskRefusals[d.diskResizing.reason]:
+		return nil, d.diskResizing
+	}
+	switch st.Phase {
+	case schema.PhaseCreating, schema.PhaseTerminating:
+		return phase, nil
+	case schema.PhaseInactive:
+		if st.Reason == ReasonServerStopping {
+			return phase, nil
+		}
+	case schema.PhaseFailed:
+		if retryReasons[st.Reason] {
+			return phase, nil
+		}
+		return nil, phase // a failure the controller does not retry by itself
+	case schema.PhaseActive:
+		switch {
+		case d.resizing != nil && underWay(d.resizing.reason):
+			return d.resizing, nil
+		case d.diskResizing != nil:
+			return d.diskResizing, nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,87 @@
+package decision
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// Why a VM is stuck: a pending server whose backend says why it does not start gets a
+// reason of its own instead of ServerCreating, with the backend's message (the scheduler's,
+// the kubelet's). Neither cause goes away by waiting as a rule (no node grows, a wrong image
+// name stays wrong), so a server that waits for one longer than Policy.StalledAfter makes
+// the VM Stalled (kstatus.go): GitOps tools then report it failed rather than wait on it.
+// The VM stays Creating, and the server is kept: the cause may still go (a node is added,
+// the registry comes back), and the VM goes on from there.
+
+// stuckReasons are the VM's reasons for the backend's reasons to wait, and how the status
+// message says it.
+var stuckReasons = map[backend.WaitReason]struct{ reason, what string }{
+	backend.WaitUnschedulable: {ReasonUnschedulable, "cannot be scheduled"},
+	backend.WaitImage:         {ReasonImagePullFailing, "cannot pull its image"},
+}
+
+// stuck reports a pending server that waits for a cause the backend names, and says whether
+// it did; a server that waits for nothing named is ServerCreating's.
+func (p Policy) stuck(d *decision) bool {
+	srv := d.srv
+	w := srv.Waiting
+	why, ok := stuckReasons[w.Reason]
+	if !ok {
+		return false
+	}
+	msg := fmt.Sprintf("Server %s %s", srv.Name, why.what)
+	if w.Message != "" {
+		msg += ": " + w.Message
+	}
+	var stalled string
+	if p.StalledAfter > 0 && !w.Since.IsZero() {
+		since := w.Since.UTC().Truncate(time.Second)
+		if at := since.Add(p.StalledAfter); d.now.Before(at) {
+			d.requeue(at.Sub(d.now)) // to say Stalled on time, whatever else happens
+		} else {
+			// The message says since when, not for how long, so that it stays the same
+			// from one decision to the next.
+			stalled = fmt.Sprintf("%s; stuck since %s, longer than %s: it will not start without a change",
+				strings.TrimSuffix(msg, "."), since.Format(time.RFC3339), p.StalledAfter)
+			d.stalled = &lifecycleCondition{why.reason, stalled}
+		}
+	}
+	r := d.report(schema.PhaseCreating, why.reason, msg, srv)
+	switch {
+	case r.event:
+		// A server that does not start is worth a Warning, as the scheduler's
+		// FailedScheduling and the kubelet's Failed are. The Stalled condition, if it comes
+		// with it, says the rest.
+		d.plan.Events[len(d.plan.Events)-1].Type = EventWarning
+	case stalled != "" && r.status && !stalledBefore(d.current):
+		d.event(EventWarning, ReasonStalled, stalled)
+	}
+	return true
+}
+
+// stuckBeforeDisk reports whether the server's own wait says more than its disk's: a disk
+// waiting to be bound (a WaitForFirstConsumer class binds it only once the server is
+// scheduled) behind a server that no node takes for another cause than its claim (the
+// backend leaves a wait for the claim unnamed). A disk that goes or lost its volume comes
+// first: no server can start on it.
+func (d *decision) stuckBeforeDisk() bool {
+	return d.srv.Waiting.Reason == backend.WaitUnschedulable && d.diskWait == "" && d.disk != nil &&
+		!d.disk.Deleting && d.disk.Phase == backend.DiskPending
+}
+
+// stalledBefore reports whether the status already says the VM is stalled.
+func stalledBefore(st schema.Status) bool {
+	c := st.Condition(schema.ConditionStalled)
+	return c != nil && c.Status == schema.ConditionTrue
+}
+
+// requeue asks for another look after at most after.
+func (d *decision) requeue(after time.Duration) {
+	if d.plan.RequeueAfter == 0 || Duration(after) < d.plan.RequeueAfter {
+		d.plan.RequeueAfter = Duration(after)
+	}
+}
