@@ -87,7 +87,9 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 		return d.plan
 	}
 	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image}
-	if spec.Action == schema.ActionInactive {
+	d.strategy = spec.RunStrategy
+	if spec.RunStrategy == schema.RunHalted {
+		d.recordRequests()
 		if d.claims {
 			d.keepDisk(spec)
 		}
@@ -97,7 +99,12 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 	if want.Image == "" {
 		want.Image = p.DefaultImage
 	}
-	p.active(&d, want, spec)
+	if spec.RunStrategy == schema.RunAlways {
+		d.recordRequests()
+		p.active(&d, want, spec)
+		return d.plan
+	}
+	p.onRequest(&d, want, spec) // RerunOnFailure, Once, Manual (runstrategy.go)
 	return d.plan
 }
 
@@ -133,6 +140,10 @@ type decision struct {
 	// resizing and restartRequired are the lifecycle conditions the status is to carry;
 	// nil drops them.
 	resizing, restartRequired *lifecycleCondition
+	// strategy is the VM's run strategy (valid specs only); nextRetry, if set, is when the
+	// failed server will be replaced (status.nextRetryTime).
+	strategy  schema.RunStrategy
+	nextRetry time.Time
 }
 
 // lifecycleCondition is the reason and message of a condition that is present only while
@@ -193,6 +204,7 @@ func (d *decision) inactive() {
 	d.ensureFinalizer(true)
 	if !d.srv.Deleting {
 		d.deleteServer(ReasonDeletingServer, fmt.Sprintf("Deleting server %s: action is inactive", d.srv.Name))
+		d.plan.Server.GracePeriod = d.stopGrace() // `kubectl vm stop --grace-period` on Always sets Halted
 	}
 	d.report(schema.PhaseInactive, ReasonServerStopping,
 		fmt.Sprintf("Waiting for server %s to be deleted (action is inactive)", d.srv.Name), d.deletingServer())
@@ -486,28 +498,39 @@ func (p Policy) serverState(d *decision) {
 	}
 }
 
-// restart replaces a server that ended, after a backoff that doubles with each consecutive
+// restart replaces a server that ended, as the run strategy says: under Always one that shut
+// down cleanly at once (the guest's own choice is no fault to back off from); one that
+// failed, under Always and RerunOnFailure, after a backoff that doubles with each consecutive
 // failure, so that a server that cannot run is not recreated in a tight loop while its failed
-// remains stay visible for a while.
+// remains stay visible for a while. Under the other strategies an ended server is kept, and
+// the VM is stopped or Failed (runstrategy.go).
 func (p Policy) restart(d *decision) {
 	srv := d.srv
-	reason, what := ReasonServerFailed, "failed"
-	if srv.State == backend.StateStopped {
-		reason, what = ReasonServerExited, "stopped by itself"
+	if d.strategy != schema.RunAlways && (d.strategy != schema.RunRerunOnFailure || srv.State != backend.StateFailed) {
+		d.ended()
+		return
 	}
 	detail := ""
 	if srv.Message != "" {
 		detail = " (" + srv.Message + ")"
 	}
 	n := d.current.ConsecutiveFailures
-	at := srv.Since.UTC().Truncate(time.Second).Add(p.backoff(n))
+	if srv.State == backend.StateStopped {
+		d.deleteServer(ReasonRestartingServer, fmt.Sprintf("Server %s shut down cleanly%s; replacing it (runStrategy Always)", srv.Name, detail))
+		d.failures(n)
+		d.report(schema.PhaseCreating, ReasonServerReplacing,
+			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+		return
+	}
+	at := p.retryAt(srv, n)
 	// Event notes leave out what changes from one failure to the next (the time, the count),
 	// so that a server failing again and again makes one event series, not a flood.
-	note := fmt.Sprintf("Server %s %s%s", srv.Name, what, detail)
+	note := fmt.Sprintf("Server %s failed%s", srv.Name, detail)
 	if d.now.Before(at) {
 		d.failures(n)
+		d.nextRetry = at
 		d.eventNote = note + "; a new server will be created after a backoff"
-		d.report(schema.PhaseFailed, reason, fmt.Sprintf("%s; a new server will be created at %s", note, at.Format(time.RFC3339)), srv)
+		d.report(schema.PhaseFailed, ReasonServerFailed, fmt.Sprintf("%s; a new server will be created at %s", note, at.Format(time.RFC3339)), srv)
 		d.plan.RequeueAfter = Duration(at.Sub(d.now))
 		return
 	}
@@ -646,6 +669,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st := d.next()
 	st.Phase, st.Reason, st.Message = phase, reason, msg
 	st.ObservedGeneration = d.vm.Generation()
+	st.NextRetryTime = d.nextRetry // set while a failed server waits out its backoff only
 	st.Server = nil
 	if srv != nil {
 		st.Server = &schema.ServerStatus{Name: srv.Name, ID: srv.ID, State: srv.Detail}
