@@ -82,6 +82,26 @@ func endServer(t *testing.T, ns, vm, phase string) {
 	})
 }
 
+// endedAndKept waits for the VM to be Active, ends its server (end: Succeeded or Failed),
+// waits for the VM's phase/reason want, and after a barrier checks that the ended pod is kept
+// and no other was made. It returns the pod's UID.
+func endedAndKept(t *testing.T, c *controller, ns, vm, end, want string) string {
+	t.Helper()
+	waitPhase(t, ns, vm, "Active", "ServerReady", 2*time.Minute)
+	first, _, _ := podOf(ns, vm)
+	endServer(t, ns, vm, end)
+	phase, reason, _ := strings.Cut(want, "/")
+	waitPhase(t, ns, vm, phase, reason, 2*time.Minute)
+	c.barrier(t)
+	if uid, got, _ := podOf(ns, vm); uid != first || got != end {
+		t.Fatalf("after the server ended (%s) the pod is %q (%s), want the ended %s kept and no new one", end, uid, got, first)
+	}
+	if n, notes := occurrences(t, ns, vm, "CreatingServer"); n != 1 {
+		t.Fatalf("%d CreatingServer Events after the server ended, want 1:\n%s", n, notes)
+	}
+	return first
+}
+
 // TestRunStrategyRerunOnFailure: a clean shutdown leaves the VM stopped (GuestShutDown) with
 // no new pod; after `kubectl vm start` a failure makes one new pod after the backoff, the
 // status naming the next try meanwhile.
@@ -90,18 +110,7 @@ func TestRunStrategyRerunOnFailure(t *testing.T) {
 	ns := testNamespace(t)
 	c := startController(t, ns, "--workers", "1")
 	strategyVM(t, ns, "rerun", "rerunOnFailure")
-	waitPhase(t, ns, "rerun", "Active", "ServerReady", 2*time.Minute)
-	first, _, _ := podOf(ns, "rerun")
-
-	endServer(t, ns, "rerun", "Succeeded")
-	waitPhase(t, ns, "rerun", "Inactive", "GuestShutDown", 2*time.Minute)
-	c.barrier(t)
-	if uid, phase, _ := podOf(ns, "rerun"); uid != first || phase != "Succeeded" {
-		t.Fatalf("after a clean shutdown the pod is %q (%s), want the ended %s kept and no new one", uid, phase, first)
-	}
-	if n, notes := occurrences(t, ns, "rerun", "CreatingServer"); n != 1 {
-		t.Fatalf("%d CreatingServer Events after a clean shutdown, want 1:\n%s", n, notes)
-	}
+	first := endedAndKept(t, c, ns, "rerun", "Succeeded", "Inactive/GuestShutDown")
 
 	if out := mustVM(t, "start", "rerun", "-n", ns); !strings.Contains(out, "start requested") {
 		t.Errorf("kubectl vm start said %q", out)
@@ -142,17 +151,7 @@ func TestRunStrategyOnce(t *testing.T) {
 	ns := testNamespace(t)
 	c := startController(t, ns, "--workers", "1")
 	strategyVM(t, ns, "once", "once")
-	waitPhase(t, ns, "once", "Active", "ServerReady", 2*time.Minute)
-	first, _, _ := podOf(ns, "once")
-	endServer(t, ns, "once", "Failed")
-	waitPhase(t, ns, "once", "Failed", "ServerFailed", 2*time.Minute)
-	c.barrier(t)
-	if uid, phase, _ := podOf(ns, "once"); uid != first || phase != "Failed" {
-		t.Fatalf("pod %q (%s) after a failure under Once, want the failed %s kept and no other", uid, phase, first)
-	}
-	if n, notes := occurrences(t, ns, "once", "CreatingServer"); n != 1 {
-		t.Fatalf("%d CreatingServer Events under Once, want 1:\n%s", n, notes)
-	}
+	endedAndKept(t, c, ns, "once", "Failed", "Failed/ServerFailed")
 	if got := vmField(ns, "once", ".status.nextRetryTime"); got != "" {
 		t.Errorf("status.nextRetryTime %q under Once, want none", got)
 	}
