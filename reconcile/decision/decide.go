@@ -515,17 +515,22 @@ func (p Policy) restart(d *decision) {
 		detail = " (" + srv.Message + ")"
 	}
 	n := d.current.ConsecutiveFailures
+	note := fmt.Sprintf("Server %s failed%s", srv.Name, detail)
 	if srv.State == backend.StateStopped {
-		d.deleteServer(ReasonRestartingServer, fmt.Sprintf("Server %s shut down cleanly%s; replacing it (runStrategy Always)", srv.Name, detail))
-		d.failures(n)
-		d.report(schema.PhaseCreating, ReasonServerReplacing,
-			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
-		return
+		if n == 0 {
+			// Counted all the same, so that a server that shuts down again before it is
+			// ever ready (an image that exits at once) backs off like a failing one.
+			d.deleteServer(ReasonRestartingServer, fmt.Sprintf("Server %s shut down cleanly%s; replacing it (runStrategy Always)", srv.Name, detail))
+			d.failures(1)
+			d.report(schema.PhaseCreating, ReasonServerReplacing,
+				fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+			return
+		}
+		note = fmt.Sprintf("Server %s shut down cleanly%s again before it was ready", srv.Name, detail)
 	}
 	at := p.retryAt(srv, n)
 	// Event notes leave out what changes from one failure to the next (the time, the count),
 	// so that a server failing again and again makes one event series, not a flood.
-	note := fmt.Sprintf("Server %s failed%s", srv.Name, detail)
 	if d.now.Before(at) {
 		d.failures(n)
 		d.nextRetry = at
