@@ -26,9 +26,9 @@ help:
 	@echo 'make cluster-down   stop the local cluster and delete its state'
 	@echo 'make cluster-status exit 0 when the local cluster answers'
 	@echo 'make test           gofmt, go vet, then go test ./... against a local cluster, then the image test'
-	@echo 'make build          build bin/vm-controller'
+	@echo 'make build          build bin/vm-controller and the kubectl plugin bin/kubectl-vm (the same binary)'
 	@echo 'make image          build the container image into bin/image/ (no Docker daemon needed; IMAGE_ARCHS=amd64 for one)'
-	@echo 'make release        build linux and darwin, amd64 and arm64 binaries with sha256 checksums into dist/'
+	@echo 'make release        build linux and darwin, amd64 and arm64 binaries (and kubectl-vm, the plugin) with sha256 checksums into dist/'
 	@echo 'make run            local cluster + CRD + example VMs, then the controller in the foreground (ARGS=... for more flags)'
 
 tools:
@@ -52,8 +52,11 @@ test:
 test-image:
 	cd tools/image && go vet ./... && go test ./...
 
+# bin/kubectl-vm is the same binary under the kubectl plugin's name: put bin/ on $PATH and
+# `kubectl vm start NAME` runs it (docs/run-strategies.md).
 build:
 	go build -ldflags "-X main.version=$(VERSION)" -o bin/vm-controller .
+	cp bin/vm-controller bin/kubectl-vm
 
 run: tools
 	cluster/run.sh $(ARGS)

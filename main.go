@@ -1,5 +1,5 @@
 // Command vm-controller runs the VirtualMachine controller: it keeps a server (by default a
-// Pod) running for every VirtualMachine whose action is active, and keeps its status true.
+// Pod) for every VirtualMachine as its run strategy says, and keeps its status true.
 //
 // main stays thin: it builds the command line (package command), runs it, and turns an error
 // into one line on stderr and the exit code. The commands are in command/, the work in
@@ -7,11 +7,7 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
-
-	"github.com/urfave/cli/v2"
 
 	"github.com/cloudnative-czs/vm-controller/command"
 )
@@ -20,13 +16,11 @@ import (
 // version recorded by go install is used (command.App).
 var version = ""
 
+// main is vm-controller, or the kubectl plugin when it is called kubectl-vm (`kubectl vm
+// ...`; make build writes bin/kubectl-vm, the same binary).
 func main() {
-	if err := command.App(version).Run(os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "vm-controller: %v\n", err)
-		var ee cli.ExitCoder
-		if errors.As(err, &ee) {
-			os.Exit(ee.ExitCode())
-		}
-		os.Exit(1)
+	if command.IsPlugin(os.Args[0]) {
+		os.Exit(command.RunMain(command.Plugin(version), "kubectl vm", command.PluginArgs(os.Args), os.Stderr))
 	}
+	os.Exit(command.RunMain(command.App(version), "vm-controller", os.Args, os.Stderr))
 }

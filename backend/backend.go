@@ -149,3 +149,11 @@ type Usage struct {
 	CPU    resource.Quantity
 	Memory resource.Quantity
 }
+
+// GracefulDeleter is a backend that ends a server with a grace period the caller chooses: a
+// stop request's (`kubectl vm stop --grace-period N`, --force for 0). A backend without it
+// deletes with its own default, and the grace period asked for is not honoured.
+type GracefulDeleter interface {
+	// DeleteGracefully is Delete with the server given grace to shut down (0: at once).
+	DeleteGracefully(ctx context.Context, vm Owner, grace time.Duration) error
+}

@@ -73,34 +73,46 @@ func renderFlagsDoc(t *testing.T, a *cli.App) []byte {
 	b.WriteString("Every command of `vm-controller` and every flag it takes. A flag's environment variable sets it\n" +
 		"when the flag is not given on the command line. `vm-controller COMMAND --help` prints the same;\n" +
 		"`vm-controller --version` prints the version.\n")
-	for _, cmd := range a.Commands {
-		fmt.Fprintf(&b, "\n## vm-controller %s\n\n", cmd.Name)
-		if cmd.ArgsUsage != "" {
-			fmt.Fprintf(&b, "`vm-controller %s [flags] %s`\n\n", cmd.Name, cmd.ArgsUsage)
-		}
-		fmt.Fprintf(&b, "%s.\n", upperFirst(cmd.Usage))
-		if cmd.Description != "" {
-			fmt.Fprintf(&b, "\n%s\n", strings.ReplaceAll(cmd.Description, "\n", " "))
-		}
-		if len(cmd.Flags) == 0 {
-			b.WriteString("\nNo flags.\n")
-			continue
-		}
-		b.WriteString("\n| Flag | Environment | Default | Usage |\n| --- | --- | --- | --- |\n")
-		for _, f := range cmd.Flags {
-			df, ok := f.(cli.DocGenerationFlag)
-			if !ok {
-				t.Fatalf("%s: flag %v has no usage to document", cmd.Name, f.Names())
-			}
-			var envs []string
-			for _, e := range df.GetEnvVars() {
-				envs = append(envs, "`"+e+"`")
-			}
-			fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Names()[0], strings.Join(envs, ", "),
-				cell(flagDefault(t, f)), cell(df.GetUsage()))
+	commands := func(prog string, cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			renderCommandDoc(t, &b, prog, cmd)
 		}
 	}
+	commands("vm-controller", a.Commands)
+	b.WriteString("\nThe kubectl plugin (`kubectl-vm`, the same binary under that name; [run strategies](../run-strategies.md)): its\n" +
+		"verbs take the VM's name and, as kubectl does, their flags before or after it.\n")
+	commands("kubectl vm", Plugin("").Commands)
 	return b.Bytes()
+}
+
+// renderCommandDoc writes the section of one command of prog.
+func renderCommandDoc(t *testing.T, b *bytes.Buffer, prog string, cmd *cli.Command) {
+	t.Helper()
+	fmt.Fprintf(b, "\n## %s %s\n\n", prog, cmd.Name)
+	if cmd.ArgsUsage != "" {
+		fmt.Fprintf(b, "`%s %s [flags] %s`\n\n", prog, cmd.Name, cmd.ArgsUsage)
+	}
+	fmt.Fprintf(b, "%s.\n", upperFirst(cmd.Usage))
+	if cmd.Description != "" {
+		fmt.Fprintf(b, "\n%s\n", strings.ReplaceAll(cmd.Description, "\n", " "))
+	}
+	if len(cmd.Flags) == 0 {
+		b.WriteString("\nNo flags.\n")
+		return
+	}
+	b.WriteString("\n| Flag | Environment | Default | Usage |\n| --- | --- | --- | --- |\n")
+	for _, f := range cmd.Flags {
+		df, ok := f.(cli.DocGenerationFlag)
+		if !ok {
+			t.Fatalf("%s: flag %v has no usage to document", cmd.Name, f.Names())
+		}
+		var envs []string
+		for _, e := range df.GetEnvVars() {
+			envs = append(envs, "`"+e+"`")
+		}
+		fmt.Fprintf(b, "| `--%s` | %s | %s | %s |\n", f.Names()[0], strings.Join(envs, ", "),
+			cell(flagDefault(t, f)), cell(df.GetUsage()))
+	}
 }
 
 // flagDefault is a flag's declared default as a user would type it; "" when it has none.

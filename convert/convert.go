@@ -113,8 +113,6 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 	for _, p := range dst.Paths() {
 		dstPaths[p.Key] = p.Path
 	}
-	srcActive, srcInactive := src.ActionValues()
-	dstActive, dstInactive := dst.ActionValues()
 	for _, p := range src.Paths() {
 		target := dstPaths[p.Key]
 		if p.Path == "" || target == "" {
@@ -125,16 +123,15 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 			continue
 		}
 		if p.Key == schema.ActionKey {
-			// The action's words are each version's own; a value the source has no meaning
-			// for has none in the target either, and stays behind with the rest.
-			switch v {
-			case srcActive:
-				v = dstActive
-			case srcInactive:
-				v = dstInactive
-			default:
+			// The run strategy's words are each version's own; a value the source has no
+			// meaning for, or a strategy the target has no word for, stays behind with the
+			// rest (in the annotation, so that the way back restores it).
+			w, _ := v.(string)
+			rs, ok := src.StrategyOf(w)
+			if !ok || dst.StrategyWord(rs) == "" {
 				continue
 			}
+			v = dst.StrategyWord(rs)
 		}
 		remove(rest, p.Path)
 		if err := set(out, target, v); err != nil {

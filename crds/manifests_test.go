@@ -158,7 +158,7 @@ func TestV1Shape(t *testing.T) {
 			p = prop.Properties
 		}
 	}
-	if got := props["spec"].Properties["runStrategy"].Enum; len(got) != 2 {
+	if got := props["spec"].Properties["runStrategy"].Enum; len(got) != len(schema.RunStrategies) {
 		t.Errorf("runStrategy enum %v", got)
 	}
 }

@@ -103,7 +103,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				a.record(vm, plan.Server.Event)
 			}
 		case decision.DeleteServer:
-			if err := a.backend.Delete(ctx, owner); err != nil {
+			if err := a.deleteServer(ctx, owner, plan.Server.GracePeriod); err != nil {
 				return out, fmt.Errorf("delete server: %w", err)
 			}
 			if observed != nil {
@@ -217,7 +217,8 @@ func eventAction(reason string) string {
 	switch reason {
 	case decision.ReasonCreatingServer:
 		return "CreateServer"
-	case decision.ReasonDeletingServer, decision.ReasonReplacingServer, decision.ReasonRestartingServer, decision.ReasonServerRestarted:
+	case decision.ReasonDeletingServer, decision.ReasonReplacingServer, decision.ReasonRestartingServer, decision.ReasonServerRestarted,
+		decision.ReasonStartingServer, decision.ReasonStoppingServer:
 		return "DeleteServer"
 	case decision.ReasonResizingServer:
 		return "ResizeServer"
@@ -230,4 +231,13 @@ func eventAction(reason string) string {
 // deleted.
 func namespaceGoing(err error) bool {
 	return err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
+// deleteServer deletes the VM's server, with the grace period a stop asked for where the
+// backend can honour one (backend.GracefulDeleter); nil grace: the backend's default.
+func (a applier) deleteServer(ctx context.Context, owner backend.Owner, grace *decision.Duration) error {
+	if g, ok := a.backend.(backend.GracefulDeleter); ok && grace != nil {
+		return g.DeleteGracefully(ctx, owner, time.Duration(*grace))
+	}
+	return a.backend.Delete(ctx, owner)
 }

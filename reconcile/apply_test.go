@@ -189,6 +189,28 @@ func TestApplyDelete(t *testing.T) {
 	}
 }
 
+// TestApplyStopGrace: a stop request's deletion carries the grace period the stop asked for
+// to the backend (backend.GracefulDeleter); the request is recorded in status.
+func TestApplyStopGrace(t *testing.T) {
+	w := newWorld(t, "verb-manual-stop-grace")
+	vm := w.view(t, "verb-manual-stop-grace")
+	_, srv := decidecase.Read(t, caseFile("verb-manual-stop-grace"))
+	w.servers.Set(ownerOf(vm), srv)
+	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, now)); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := w.servers.Grace(ownerOf(vm)); !ok || g != 5*time.Second {
+		t.Errorf("grace period %v (given: %v), want 5s", g, ok)
+	}
+	got := w.vm(t, vm.Namespace(), vm.Name())
+	if at, _, _ := unstructured.NestedString(got.Object, "status", "stopRequestedAt"); at != "2026-06-01T11:59:00Z" {
+		t.Errorf("status.stopRequestedAt %q, want the annotation's value", at)
+	}
+	if evs := w.events(); len(evs) == 0 || !strings.HasPrefix(evs[0], "Normal StoppingServer ") {
+		t.Errorf("events %q, want StoppingServer first", evs)
+	}
+}
+
 // TestApplyReleases: a VM being deleted whose server is gone loses the controller's
 // finalizer and keeps everyone else's.
 func TestApplyReleases(t *testing.T) {
@@ -216,6 +238,7 @@ func TestEventAction(t *testing.T) {
 	for reason, want := range map[string]string{
 		decision.ReasonCreatingServer: "CreateServer", decision.ReasonDeletingServer: "DeleteServer", decision.ReasonReplacingServer: "DeleteServer",
 		decision.ReasonRestartingServer: "DeleteServer", decision.ReasonServerReady: "UpdateStatus", decision.ReasonServerMissing: "UpdateStatus",
+		decision.ReasonStartingServer: "DeleteServer", decision.ReasonStoppingServer: "DeleteServer",
 	} {
 		if got := eventAction(reason); got != want {
 			t.Errorf("eventAction(%s) = %s, want %s", reason, got, want)

@@ -49,6 +49,11 @@ type fileAction struct {
 	Path     scalar `yaml:"path"`
 	Active   scalar `yaml:"active"`
 	Inactive scalar `yaml:"inactive"`
+	// The words of the other run strategies, each optional (a layout without one cannot
+	// express that strategy).
+	RerunOnFailure scalar `yaml:"rerunOnFailure"`
+	Once           scalar `yaml:"once"`
+	Manual         scalar `yaml:"manual"`
 }
 
 type fileResource struct {
@@ -68,6 +73,10 @@ type fileStatus struct {
 	Conditions          scalar     `yaml:"conditions"`
 	RestartedAt         scalar     `yaml:"restartedAt"`
 	RootDisk            fileDisk   `yaml:"rootDisk"`
+	// The run strategies' fields (Fields.NextRetryTime, StartRequestedAt, StopRequestedAt).
+	NextRetryTime    scalar `yaml:"nextRetryTime"`
+	StartRequestedAt scalar `yaml:"startRequestedAt"`
+	StopRequestedAt  scalar `yaml:"stopRequestedAt"`
 }
 
 type fileDisk struct {
@@ -159,6 +168,9 @@ func (f *Fields) infos() []fieldInfo {
 		{"status.rootDisk.capacity", &f.RootDiskCapacity, true, false, typeQuantity},
 		{"status.server.node", &f.ServerNode, true, false, typeString},
 		{"status.server.ip", &f.ServerIP, true, false, typeString},
+		{"status.nextRetryTime", &f.NextRetryTime, true, false, typeString},
+		{"status.startRequestedAt", &f.StartRequestedAt, true, false, typeString},
+		{"status.stopRequestedAt", &f.StopRequestedAt, true, false, typeString},
 	}
 }
 
@@ -190,6 +202,9 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"status.rootDisk.capacity":      &m.Status.RootDisk.Capacity,
 		"status.server.node":            &m.Status.Server.Node,
 		"status.server.ip":              &m.Status.Server.IP,
+		"status.nextRetryTime":          &m.Status.NextRetryTime,
+		"status.startRequestedAt":       &m.Status.StartRequestedAt,
+		"status.stopRequestedAt":        &m.Status.StopRequestedAt,
 	}
 }
 
@@ -263,6 +278,7 @@ func ParseFieldMap(data []byte) (Fields, error) {
 	if f.ActiveValue != "" && f.ActiveValue == f.InactiveValue {
 		errs.add(m.Spec.Action.Inactive.line, "spec.action.inactive: %q is also the active value", f.InactiveValue)
 	}
+	strategyWords(&f, m.Spec.Action, &errs)
 	overlaps(&f, values, &errs)
 	if disk := [...]string{f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity}; (disk[0] == "" || disk[1] == "" || disk[2] == "") &&
 		(disk[0] != "" || disk[1] != "" || disk[2] != "") {

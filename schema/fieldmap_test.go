@@ -61,6 +61,7 @@ func TestBuiltinMaps(t *testing.T) {
 	spec := func(f Fields) Fields {
 		f.Action, f.ActiveValue, f.InactiveValue, f.CPU, f.Memory, f.RootDisk, f.Image = "", "", "", "", "", "", ""
 		f.RootDiskStorageClass, f.RootDiskReclaimPolicy = "", ""
+		f.RerunOnFailureValue, f.OnceValue, f.ManualValue = "", "", ""
 		return f
 	}
 	if spec(v1) != spec(f) {
@@ -96,11 +97,11 @@ func TestParseFieldMapMachine(t *testing.T) {
 	}
 
 	// The action's own words are what the spec is read with and what errors quote.
-	for power, want := range map[string]string{`"On"`: "active", `"Off"`: "inactive"} {
+	for power, want := range map[string]string{`"On"`: "Always", `"Off"`: "Halted"} {
 		vm, _ := Parse([]byte(`{"spec":{"power":`+power+`,"shape":{"cores":1,"ram":"1Gi"},"disks":{"boot":{"size":"1Gi"}}}}`), f)
 		s, errs := vm.Spec()
-		if len(errs) > 0 || string(s.Action) != want {
-			t.Errorf("power %s read as %q %v", power, s.Action, errs)
+		if len(errs) > 0 || string(s.RunStrategy) != want {
+			t.Errorf("power %s read as %q %v", power, s.RunStrategy, errs)
 		}
 	}
 	vm, _ := Parse([]byte(`{"spec":{"power":"active","shape":{"cores":1,"ram":"1Gi"},"disks":{"boot":{"size":"1Gi"}}}}`), f)
@@ -143,7 +144,7 @@ func TestParseFieldMapErrors(t *testing.T) {
 		"missing action values": {"{path: spec.action, active: active, inactive: inactive}", "{path: spec.action}",
 			`spec.action.active is required: the value of the action that means active; spec.action.inactive is required: the value of the action that means inactive`},
 		"action as a string": {"{path: spec.action, active: active, inactive: inactive}", "spec.action",
-			"line 2: spec.action wants a mapping of path, active, inactive, got the string \"spec.ac...\""},
+			"line 2: spec.action wants a mapping of path, active, inactive, rerunOnFailure, once, manual, got the string \"spec.ac...\""},
 		"action values equal": {"inactive: inactive}", "inactive: active}",
 			`line 2: spec.action.inactive: "active" is also the active value`},
 		"action value a bool": {"active: active,", "active: true,",

@@ -37,6 +37,12 @@ type Fields struct {
 	// means "active" and "inactive".
 	ActiveValue   string
 	InactiveValue string
+	// RerunOnFailureValue, OnceValue and ManualValue are the values of Action that mean
+	// the run strategies of those names (RunStrategy); empty: the layout cannot express that
+	// strategy, a limit its users meet as an unsupported value.
+	RerunOnFailureValue string
+	OnceValue           string
+	ManualValue         string
 
 	// Status: what the controller reports.
 	Phase               string
@@ -66,6 +72,14 @@ type Fields struct {
 	// layout without them does not report them (the decision leaves them out).
 	ServerNode string
 	ServerIP   string
+	// The run strategies' status fields, all optional. NextRetryTime is when a server that
+	// failed will be replaced (RFC 3339), while the VM waits out the backoff.
+	// StartRequestedAt and StopRequestedAt are the values of the start and stop annotations
+	// last acted on; a layout without them cannot record a request, so those annotations
+	// mean nothing there (as the restart annotation without RestartedAt).
+	NextRetryTime    string
+	StartRequestedAt string
+	StopRequestedAt  string
 }
 
 // HasRootDiskStatus reports whether the layout has a place for the VM's disk in its status.
@@ -110,17 +124,17 @@ func BuiltinVersions() []string {
 	return out
 }
 
-// activeValue is the value of Action that means ActionActive (and likewise inactiveValue).
+// activeValue is the value of Action that means RunAlways (Always; likewise inactiveValue, Halted).
 func (f Fields) activeValue() string {
 	if f.ActiveValue == "" {
-		return string(ActionActive)
+		return "active"
 	}
 	return f.ActiveValue
 }
 
 func (f Fields) inactiveValue() string {
 	if f.InactiveValue == "" {
-		return string(ActionInactive)
+		return "inactive"
 	}
 	return f.InactiveValue
 }
@@ -159,5 +173,5 @@ func splitPath(path string) []string { return strings.Split(path, ".") }
 // layouts (ActiveValue, InactiveValue).
 const ActionKey = "spec.action.path"
 
-// ActionValues returns the layout's words for active and inactive.
+// ActionValues returns the layout's words for active and inactive (Always and Halted).
 func (f Fields) ActionValues() (active, inactive string) { return f.activeValue(), f.inactiveValue() }

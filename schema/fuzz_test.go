@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,8 @@ func statusByPath(vm VirtualMachine) Status {
 			st.RootDisk = &RootDiskStatus{ClaimName: claim.String(), Phase: phase.String(), Capacity: capacity.String()}
 		}
 	}
+	st.RunStrategyStatus = RunStrategyStatus{NextRetryTime: parseTime(vm.str(f.NextRetryTime)),
+		StartRequestedAt: vm.str(f.StartRequestedAt), StopRequestedAt: vm.str(f.StopRequestedAt)}
 	for _, c := range vm.get(f.Conditions).Array() {
 		st.Conditions = append(st.Conditions, Condition{
 			Type:               c.Get("type").String(),
@@ -249,8 +252,8 @@ func checkSpec(t *testing.T, layout string, vm VirtualMachine) {
 	if len(errs) > 0 {
 		return
 	}
-	if spec.Action != ActionActive && spec.Action != ActionInactive {
-		t.Errorf("%s: accepted action %q", layout, spec.Action)
+	if w := f.StrategyWord(spec.RunStrategy); w == "" || !slices.Contains(RunStrategies, spec.RunStrategy) {
+		t.Errorf("%s: accepted action %q", layout, spec.RunStrategy)
 	}
 	for path, q := range map[string]resource.Quantity{f.CPU: spec.CPU, f.Memory: spec.Memory, f.RootDisk: spec.RootDisk} {
 		if why := quantities[path].wrongAcceptance(q); why != "" {
@@ -438,7 +441,7 @@ func writeStatus(t *testing.T, vm VirtualMachine, patch []byte) VirtualMachine {
 }
 
 func sameSpec(a, b Spec) bool {
-	return a.Action == b.Action && a.Image == b.Image && a.CPU.Cmp(b.CPU) == 0 && a.Memory.Cmp(b.Memory) == 0 && a.RootDisk.Cmp(b.RootDisk) == 0
+	return a.RunStrategy == b.RunStrategy && a.Image == b.Image && a.CPU.Cmp(b.CPU) == 0 && a.Memory.Cmp(b.Memory) == 0 && a.RootDisk.Cmp(b.RootDisk) == 0
 }
 
 func mustJSON(t *testing.T, v any) string {

@@ -215,17 +215,17 @@ func TestSpecValid(t *testing.T) {
 	tests := map[string]struct {
 		spec           string
 		cpu, mem, disk string
-		action         Action
+		action         RunStrategy
 		class          string
 		policy         ReclaimPolicy
 	}{
 		"disk class and policy": {`{"action":"active","resource":{"cpu":1,"memory":"1Gi","rootDisk":"1Gi"},"rootDiskStorageClassName":"fast-ssd","rootDiskReclaimPolicy":"Retain"}`,
-			"1", "1Gi", "1Gi", ActionActive, "fast-ssd", ReclaimRetain},
-		"numbers":        {`{"action":"active","resource":{"cpu":2,"memory":4000000000,"rootDisk":40000000000}}`, "2", "4G", "40G", ActionActive, "", ""},
-		"strings":        {`{"action":"inactive","resource":{"cpu":"500m","memory":"512Mi","rootDisk":"10Gi"}}`, "500m", "512Mi", "10Gi", ActionInactive, "", ""},
-		"decimal cpu":    {`{"action":"active","resource":{"cpu":0.5,"memory":"1Gi","rootDisk":"1Gi"}}`, "500m", "1Gi", "1Gi", ActionActive, "", ""},
-		"exponent":       {`{"action":"active","resource":{"cpu":"1e-1","memory":"1e9","rootDisk":"1E"}}`, "100e-3", "1e9", "1E", ActionActive, "", ""},
-		"smallest valid": {`{"action":"active","resource":{"cpu":"1m","memory":1,"rootDisk":1}}`, "1m", "1", "1", ActionActive, "", ""},
+			"1", "1Gi", "1Gi", RunAlways, "fast-ssd", ReclaimRetain},
+		"numbers":        {`{"action":"active","resource":{"cpu":2,"memory":4000000000,"rootDisk":40000000000}}`, "2", "4G", "40G", RunAlways, "", ""},
+		"strings":        {`{"action":"inactive","resource":{"cpu":"500m","memory":"512Mi","rootDisk":"10Gi"}}`, "500m", "512Mi", "10Gi", RunHalted, "", ""},
+		"decimal cpu":    {`{"action":"active","resource":{"cpu":0.5,"memory":"1Gi","rootDisk":"1Gi"}}`, "500m", "1Gi", "1Gi", RunAlways, "", ""},
+		"exponent":       {`{"action":"active","resource":{"cpu":"1e-1","memory":"1e9","rootDisk":"1E"}}`, "100e-3", "1e9", "1E", RunAlways, "", ""},
+		"smallest valid": {`{"action":"active","resource":{"cpu":"1m","memory":1,"rootDisk":1}}`, "1m", "1", "1", RunAlways, "", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -240,9 +240,9 @@ func TestSpecValid(t *testing.T) {
 			if tc.policy == "" {
 				tc.policy = ReclaimDelete
 			}
-			if s.CPU.String() != tc.cpu || s.Memory.String() != tc.mem || s.RootDisk.String() != tc.disk || s.Action != tc.action ||
+			if s.CPU.String() != tc.cpu || s.Memory.String() != tc.mem || s.RootDisk.String() != tc.disk || s.RunStrategy != tc.action ||
 				s.StorageClass != tc.class || s.ReclaimPolicy != tc.policy {
-				t.Errorf("got %s %s %s %s %q %s", s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.Action, s.StorageClass, s.ReclaimPolicy)
+				t.Errorf("got %s %s %s %s %q %s", s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.RunStrategy, s.StorageClass, s.ReclaimPolicy)
 			}
 		})
 	}

@@ -21,6 +21,10 @@ func TestSettled(t *testing.T) {
 		"restart done":          {`"generation":2,"annotations":{"` + AnnotationRestartedAt + `":"t1"}`, `"phase":"Active","observedGeneration":2,"restartedAt":"t1"`, true},
 		"another restart asked": {`"generation":2,"annotations":{"` + AnnotationRestartedAt + `":"t2"}`, `"phase":"Active","observedGeneration":2,"restartedAt":"t1"`, false},
 		"Failed, up to date":    {`"generation":2`, `"phase":"Failed","observedGeneration":2`, true},
+		"start asked for":       {`"generation":2,"annotations":{"` + AnnotationStartRequestedAt + `":"t1"}`, `"phase":"Inactive","observedGeneration":2`, false},
+		"start done":            {`"generation":2,"annotations":{"` + AnnotationStartRequestedAt + `":"t1"}`, `"phase":"Active","observedGeneration":2,"startRequestedAt":"t1"`, true},
+		"stop asked for":        {`"generation":2,"annotations":{"` + AnnotationStopRequestedAt + `":"t2"}`, `"phase":"Active","observedGeneration":2,"stopRequestedAt":"t1"`, false},
+		"stop done":             {`"generation":2,"annotations":{"` + AnnotationStopRequestedAt + `":"t2"}`, `"phase":"Inactive","observedGeneration":2,"stopRequestedAt":"t2"`, true},
 	}
 	f := builtin(t, "v1alpha1")
 	for name, tc := range tests {

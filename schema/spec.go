@@ -10,15 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Action says whether a VM should have a running server.
-type Action string
-
-// The actions a user can ask for.
-const (
-	ActionActive   Action = "active"   // keep a server running
-	ActionInactive Action = "inactive" // no server; keep the object
-)
-
 // ReclaimPolicy says what becomes of a VM's disk when the VM is deleted.
 type ReclaimPolicy string
 
@@ -30,11 +21,12 @@ const (
 
 // Spec is the validated desired state of a VirtualMachine.
 type Spec struct {
-	Action   Action
-	CPU      resource.Quantity
-	Memory   resource.Quantity
-	RootDisk resource.Quantity
-	Image    string // empty: the controller's default image
+	// RunStrategy says when the VM has a running server (runstrategy.go).
+	RunStrategy RunStrategy
+	CPU         resource.Quantity
+	Memory      resource.Quantity
+	RootDisk    resource.Quantity
+	Image       string // empty: the controller's default image
 	// StorageClass is the class of the VM's disk; empty: the cluster's default.
 	StorageClass string
 	// ReclaimPolicy is what becomes of the disk when the VM is deleted: ReclaimDelete when
@@ -51,21 +43,20 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	var errs field.ErrorList
 	var s Spec
 
-	// The action's values are the CRD's own words (Fields.ActiveValue, InactiveValue), so
-	// errors quote those, not this project's.
-	active, inactive := f.activeValue(), f.inactiveValue()
+	// The run strategy's values are the CRD's own words (Fields.StrategyWord), so errors
+	// quote those, not this project's.
 	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy)
 	switch a := v[0]; {
 	case !a.Exists():
-		errs = append(errs, field.Required(fieldPath(f.Action), fmt.Sprintf("must be %q or %q", active, inactive)))
+		errs = append(errs, field.Required(fieldPath(f.Action), "must be one of "+quoted(f.StrategyWords())))
 	case a.Type != gjson.String:
 		errs = append(errs, field.Invalid(fieldPath(f.Action), a.Raw, "must be a string"))
-	case a.Str == active:
-		s.Action = ActionActive
-	case a.Str == inactive:
-		s.Action = ActionInactive
 	default:
-		errs = append(errs, field.NotSupported(fieldPath(f.Action), a.Str, []string{active, inactive}))
+		rs, ok := f.StrategyOf(a.Str)
+		if !ok {
+			errs = append(errs, field.NotSupported(fieldPath(f.Action), a.Str, f.StrategyWords()))
+		}
+		s.RunStrategy = rs
 	}
 
 	var err *field.Error

@@ -79,6 +79,21 @@ type Status struct {
 	// RootDisk is the VM's disk, the one that outlives its servers; nil when it has none (or
 	// the controller keeps no disks).
 	RootDisk *RootDiskStatus `json:"rootDisk,omitempty" yaml:"rootDisk,omitempty"`
+
+	// The run strategies' fields (runstrategy.go).
+	RunStrategyStatus `json:",inline" yaml:",inline"`
+}
+
+// RunStrategyStatus is what the run strategies record in a VM's status: when a failed server
+// will be replaced, and the start and stop requests acted on, so that each is carried out
+// once however often the VM is looked at again.
+type RunStrategyStatus struct {
+	// NextRetryTime is when the failed server will be replaced; zero when none waits.
+	NextRetryTime time.Time `json:"nextRetryTime,omitempty" yaml:"nextRetryTime,omitempty"`
+	// StartRequestedAt and StopRequestedAt are the values of the start and stop annotations
+	// last acted on.
+	StartRequestedAt string `json:"startRequestedAt,omitempty" yaml:"startRequestedAt,omitempty"`
+	StopRequestedAt  string `json:"stopRequestedAt,omitempty" yaml:"stopRequestedAt,omitempty"`
 }
 
 // RootDiskStatus identifies the VM's disk and says where it stands.
@@ -196,7 +211,7 @@ func fromMeta(c metav1.Condition) Condition {
 func (s Status) SameAs(o Status) bool {
 	if s.Phase != o.Phase || s.Reason != o.Reason || s.Message != o.Message || s.ConsecutiveFailures != o.ConsecutiveFailures ||
 		s.ObservedGeneration != o.ObservedGeneration || s.RestartedAt != o.RestartedAt || !s.Server.same(o.Server) ||
-		!s.RootDisk.Same(o.RootDisk) || len(s.Conditions) != len(o.Conditions) {
+		!s.RootDisk.Same(o.RootDisk) || s.RunStrategyStatus != o.RunStrategyStatus || len(s.Conditions) != len(o.Conditions) {
 		return false
 	}
 	for i := range s.Conditions {
@@ -279,10 +294,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 	if st.ConsecutiveFailures != 0 {
 		failures = st.ConsecutiveFailures
 	}
-	type kv struct {
-		path string
-		v    any
-	}
+	type kv = pathValue
 	values := []kv{
 		{f.Phase, phase}, {f.Reason, st.Reason}, {f.Message, message},
 		{f.ServerName, name}, {f.ServerID, id}, {f.ServerState, state},
@@ -291,6 +303,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.RestartedAt, restartedAt},
 		{f.ServerNode, node}, {f.ServerIP, ip},
 	}
+	values = append(values, st.RunStrategyStatus.values(f)...)
 	// Nulling the leaves of a group one by one would leave their parents behind as empty
 	// objects (status.server: {usage: {}}); where the group's fields have a parent of their
 	// own, that parent goes instead.

@@ -161,7 +161,8 @@ func (vm VirtualMachine) Status() Status {
 	f := vm.fields
 	v := vm.getAll(f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
 		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions,
-		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity, f.ServerNode, f.ServerIP)
+		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity, f.ServerNode, f.ServerIP,
+		f.NextRetryTime, f.StartRequestedAt, f.StopRequestedAt) // the run strategies' (runstrategy.go)
 	st := Status{
 		Phase:               Phase(v[0].String()),
 		Reason:              v[1].String(),
@@ -192,6 +193,7 @@ func (vm VirtualMachine) Status() Status {
 	if claim, phase, capacity := v[13], v[14], v[15]; claim.Exists() || phase.Exists() || capacity.Exists() {
 		st.RootDisk = &RootDiskStatus{ClaimName: claim.String(), Phase: phase.String(), Capacity: capacity.String()}
 	}
+	st.RunStrategyStatus = runStrategyStatus(v[18], v[19], v[20])
 	return st
 }
 
@@ -266,8 +268,8 @@ func parseTime(s string) time.Time {
 var restartAnnotationKey = "annotations." + escapeGJSON(AnnotationRestartedAt)
 
 // Settled reports whether the status describes the VM as it is: it has a phase, the VM is not
-// being deleted, the status observed its generation, and no restart request waits
-// (RestartRequested is the one status.restartedAt records). A VM that is not settled has work
+// being deleted, the status observed its generation, and no restart, start or stop request
+// waits (RestartRequested is the one status.restartedAt records; likewise the others). A VM that is not settled has work
 // its users asked for; the controller looks at such VMs of its first list before the others.
 //
 // The VM cache asks it of every VM it stores, so it reads without decoding the status and
@@ -281,7 +283,7 @@ func (vm VirtualMachine) Settled() bool {
 	if md.Get("deletionTimestamp").Exists() {
 		return false
 	}
-	paths := []string{f.Phase, f.ObservedGeneration, f.RestartedAt}
+	paths := []string{f.Phase, f.ObservedGeneration, f.RestartedAt, f.StartRequestedAt, f.StopRequestedAt}
 	in := raw
 	if parent := commonParent(paths); parent != "" {
 		in = gjson.Get(raw, gjsonPath(parent)).Raw
@@ -295,12 +297,24 @@ func (vm VirtualMachine) Settled() bool {
 	if get(paths[0]).Str == "" || md.Get("generation").Int() != get(paths[1]).Int() {
 		return false
 	}
-	if f.RestartedAt == "" {
-		return true // the layout cannot record a restart, so none is asked for
+	// A request waits while its annotation has a value its status field does not record; a
+	// layout without the field cannot record it, so none is asked for there.
+	waits := func(key, path string) bool {
+		if path == "" {
+			return false
+		}
+		r := md.Get(key).Str
+		return r != "" && r != get(path).Str
 	}
-	r := md.Get(restartAnnotationKey).Str
-	return r == "" || r == get(paths[2]).Str
+	return !waits(restartAnnotationKey, paths[2]) && !waits(startAnnotationKey, paths[3]) && !waits(stopAnnotationKey, paths[4])
 }
+
+// startAnnotationKey and stopAnnotationKey are the gjson paths of the start and stop requests
+// below metadata.
+var (
+	startAnnotationKey = "annotations." + escapeGJSON(AnnotationStartRequestedAt)
+	stopAnnotationKey  = "annotations." + escapeGJSON(AnnotationStopRequestedAt)
+)
 
 // commonParent is the longest dotted path that holds every non-empty path of paths below it,
 // or "" when they share none.

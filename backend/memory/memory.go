@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -24,8 +25,9 @@ type Backend struct {
 	notify    func(types.NamespacedName)
 	createErr error
 	deleteErr error
-	resize    ResizeAnswer // how Resize answers (resize.go)
-	disks     disks        // the disks of backend.Disks (disk.go)
+	resize    ResizeAnswer                           // how Resize answers (resize.go)
+	disks     disks                                  // the disks of backend.Disks (disk.go)
+	graces    map[types.NamespacedName]time.Duration // the grace periods of DeleteGracefully
 }
 
 // usage is what Usage reports for one VM.
@@ -115,6 +117,26 @@ func (b *Backend) Delete(_ context.Context, vm backend.Owner) error {
 		b.changed(k)
 	}
 	return nil
+}
+
+// DeleteGracefully is Delete, recording the grace period asked for (Grace), as a real
+// backend would pass it on (backend.GracefulDeleter).
+func (b *Backend) DeleteGracefully(ctx context.Context, vm backend.Owner, grace time.Duration) error {
+	b.mu.Lock()
+	if b.graces == nil {
+		b.graces = map[types.NamespacedName]time.Duration{}
+	}
+	b.graces[key(vm)] = grace
+	b.mu.Unlock()
+	return b.Delete(ctx, vm)
+}
+
+// Grace is the grace period of the last DeleteGracefully of vm's server; false when none.
+func (b *Backend) Grace(vm backend.Owner) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g, ok := b.graces[key(vm)]
+	return g, ok
 }
 
 // Set puts a server in place of vm's (nil removes it), as if the backend had changed it.

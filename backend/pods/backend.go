@@ -310,13 +310,26 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 // Delete deletes vm's pod, on the condition that it is still the pod the cache shows, so that
 // a stale view never deletes a newer pod.
 func (b *Backend) Delete(ctx context.Context, vm backend.Owner) error {
+	return b.delete(ctx, vm, nil)
+}
+
+// DeleteGracefully deletes vm's pod with the grace period given (backend.GracefulDeleter):
+// the pod's own terminationGracePeriodSeconds is overridden, as kubectl delete
+// --grace-period does; 0 is kubectl's --force.
+func (b *Backend) DeleteGracefully(ctx context.Context, vm backend.Owner, grace time.Duration) error {
+	secs := int64(grace / time.Second)
+	return b.delete(ctx, vm, &secs)
+}
+
+func (b *Backend) delete(ctx context.Context, vm backend.Owner, graceSeconds *int64) error {
 	srv, err := b.Observe(vm)
 	if err != nil || srv == nil {
 		return err
 	}
 	uid := srv.ID
 	err = b.cfg.Client.CoreV1().Pods(vm.Namespace).Delete(ctx, srv.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: (*types.UID)(&uid)},
+		Preconditions:      &metav1.Preconditions{UID: (*types.UID)(&uid)},
+		GracePeriodSeconds: graceSeconds,
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete pod %s: %w", srv.Name, err)

@@ -88,8 +88,16 @@ func TestBackendTyped(t *testing.T) {
 		t.Errorf("create over another VM's pod: %v, want ErrRejected", err)
 	}
 
-	if err := b.Delete(ctx, vm); err != nil {
+	// A stop's deletion, with the grace period it asked for.
+	if err := b.DeleteGracefully(ctx, vm, 7*time.Second); err != nil {
 		t.Fatal(err)
+	}
+	for _, a := range client.Actions() {
+		if d, ok := a.(interface{ GetDeleteOptions() metav1.DeleteOptions }); ok && a.GetResource().Resource == "pods" {
+			if g := d.GetDeleteOptions().GracePeriodSeconds; g == nil || *g != 7 {
+				t.Errorf("the pod was deleted with grace period %v, want 7s", g)
+			}
+		}
 	}
 	await(t, notified, func() bool { srv, err := b.Observe(vm); return err == nil && srv == nil })
 }

@@ -92,7 +92,9 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 		return d.plan
 	}
 	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image}
-	if spec.Action == schema.ActionInactive {
+	d.strategy = spec.RunStrategy
+	if spec.RunStrategy == schema.RunHalted {
+		d.recordRequests()
 		if d.claims {
 			d.keepDisk(spec)
 		}
@@ -102,7 +104,12 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 	if want.Image == "" {
 		want.Image = p.DefaultImage
 	}
-	p.active(&d, want, spec)
+	if spec.RunStrategy == schema.RunAlways {
+		d.recordRequests()
+		p.active(&d, want, spec)
+		return d.plan
+	}
+	p.onRequest(&d, want, spec) // RerunOnFailure, Once, Manual (runstrategy.go)
 	return d.plan
 }
 
@@ -141,6 +148,10 @@ type decision struct {
 	// stalled, if set, is the Stalled condition of a server stuck for too long (stuck.go);
 	// kstatus.go decides it for every other cause.
 	stalled *lifecycleCondition
+	// strategy is the VM's run strategy (valid specs only); nextRetry, if set, is when the
+	// failed server will be replaced (status.nextRetryTime).
+	strategy  schema.RunStrategy
+	nextRetry time.Time
 }
 
 // lifecycleCondition is the reason and message of a condition that is present only while
@@ -201,6 +212,7 @@ func (d *decision) inactive() {
 	d.ensureFinalizer(true)
 	if !d.srv.Deleting {
 		d.deleteServer(ReasonDeletingServer, fmt.Sprintf("Deleting server %s: action is inactive", d.srv.Name))
+		d.plan.Server.GracePeriod = d.stopGrace() // `kubectl vm stop --grace-period` on Always sets Halted
 	}
 	d.report(schema.PhaseInactive, ReasonServerStopping,
 		fmt.Sprintf("Waiting for server %s to be deleted (action is inactive)", d.srv.Name), d.deletingServer())
@@ -497,28 +509,44 @@ func (p Policy) serverState(d *decision) {
 	}
 }
 
-// restart replaces a server that ended, after a backoff that doubles with each consecutive
+// restart replaces a server that ended, as the run strategy says: under Always one that shut
+// down cleanly at once (the guest's own choice is no fault to back off from); one that
+// failed, under Always and RerunOnFailure, after a backoff that doubles with each consecutive
 // failure, so that a server that cannot run is not recreated in a tight loop while its failed
-// remains stay visible for a while.
+// remains stay visible for a while. Under the other strategies an ended server is kept, and
+// the VM is stopped or Failed (runstrategy.go).
 func (p Policy) restart(d *decision) {
 	srv := d.srv
-	reason, what := ReasonServerFailed, "failed"
-	if srv.State == backend.StateStopped {
-		reason, what = ReasonServerExited, "stopped by itself"
+	if d.strategy != schema.RunAlways && (d.strategy != schema.RunRerunOnFailure || srv.State != backend.StateFailed) {
+		d.ended()
+		return
 	}
 	detail := ""
 	if srv.Message != "" {
 		detail = " (" + srv.Message + ")"
 	}
 	n := d.current.ConsecutiveFailures
-	at := srv.Since.UTC().Truncate(time.Second).Add(p.backoff(n))
+	note := fmt.Sprintf("Server %s failed%s", srv.Name, detail)
+	if srv.State == backend.StateStopped {
+		if n == 0 {
+			// Counted all the same, so that a server that shuts down again before it is
+			// ever ready (an image that exits at once) backs off like a failing one.
+			d.deleteServer(ReasonRestartingServer, fmt.Sprintf("Server %s shut down cleanly%s; replacing it (runStrategy Always)", srv.Name, detail))
+			d.failures(1)
+			d.report(schema.PhaseCreating, ReasonServerReplacing,
+				fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+			return
+		}
+		note = fmt.Sprintf("Server %s shut down cleanly%s again before it was ready", srv.Name, detail)
+	}
+	at := p.retryAt(srv, n)
 	// Event notes leave out what changes from one failure to the next (the time, the count),
 	// so that a server failing again and again makes one event series, not a flood.
-	note := fmt.Sprintf("Server %s %s%s", srv.Name, what, detail)
 	if d.now.Before(at) {
 		d.failures(n)
+		d.nextRetry = at
 		d.eventNote = note + "; a new server will be created after a backoff"
-		d.report(schema.PhaseFailed, reason, fmt.Sprintf("%s; a new server will be created at %s", note, at.Format(time.RFC3339)), srv)
+		d.report(schema.PhaseFailed, ReasonServerFailed, fmt.Sprintf("%s; a new server will be created at %s", note, at.Format(time.RFC3339)), srv)
 		d.plan.RequeueAfter = Duration(at.Sub(d.now))
 		return
 	}
@@ -657,6 +685,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st := d.next()
 	st.Phase, st.Reason, st.Message = phase, reason, msg
 	st.ObservedGeneration = d.vm.Generation()
+	st.NextRetryTime = d.nextRetry // set while a failed server waits out its backoff only
 	st.Server = nil
 	if srv != nil {
 		st.Server = &schema.ServerStatus{Name: srv.Name, ID: srv.ID, State: srv.Detail}
@@ -676,6 +705,12 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	}
 	// The transition time stays when the status does (meta.SetStatusCondition's rule).
 	st.Conditions = schema.SetCondition(d.current.Conditions, ready)
+	if phase == schema.PhaseInactive && atRest[reason] {
+		// Stopped as asked: not ready, but not on its way anywhere either. kstatus reads a
+		// Ready of False as work in progress, so a halted VM would keep a GitOps tool
+		// waiting for ever; without the condition it is Current.
+		st.Conditions = schema.RemoveCondition(st.Conditions, schema.ConditionReady)
+	}
 	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionResizing, d.resizing, st.ObservedGeneration)
 	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionRestartRequired, d.restartRequired, st.ObservedGeneration)
 	switch {

@@ -4,6 +4,7 @@ package decision
 var (
 	Running  = running
 	UnderWay = underWay
+	AtRest   = atRest
 )
 
 // RejectedRetry is how long a plan for a refused create waits.

@@ -244,7 +244,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			switch {
 			case srv != nil:
 				fail("creates a server while one exists")
-			case vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionActive:
+			case vm.Deleting() || len(specErrs) > 0 || spec.RunStrategy == schema.RunHalted:
 				fail("creates a server for a VM that is being deleted, invalid or inactive")
 			case !hasFinalizer && plan.Finalizer != decision.AddFinalizer:
 				fail("creates a server without the finalizer that guarantees its cleanup")
@@ -275,7 +275,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				fail("resizes in place under --resize %q with canResize %v", p.Resize, p.CanResize)
 			case srv == nil || srv.Deleting || (srv.State != backend.StateReady && srv.State != backend.StateStarting):
 				fail("resizes a server that is not there, going or not running")
-			case vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionActive:
+			case vm.Deleting() || len(specErrs) > 0 || spec.RunStrategy == schema.RunHalted:
 				fail("resizes the server of a VM that is being deleted, invalid or inactive")
 			case a.Spec == nil || !backend.ResizeOnly(srv.Spec, *a.Spec):
 				fail("resizes a server to a spec that differs in more than cpu and memory, or in nothing")
@@ -332,7 +332,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			fail("Ready condition %+v does not match phase %s, reason %s", c, st.Phase, st.Reason)
 		}
 	}
-	if ready == 0 {
+	switch rest := st.Phase == schema.PhaseInactive && decision.AtRest[st.Reason]; {
+	case rest && ready != 0:
+		fail("a VM stopped as asked (%s) with a Ready condition: kstatus would read it as in progress", st.Reason)
+	case !rest && ready == 0:
 		fail("status without a Ready condition")
 	}
 	checkKstatus(fail, p, srv, plan, st)
@@ -382,8 +385,8 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			fail("Terminating while the VM is not being deleted")
 		}
 	case schema.PhaseInactive:
-		if vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionInactive {
-			fail("Inactive while the VM does not ask for it")
+		if vm.Deleting() || len(specErrs) > 0 || spec.RunStrategy == schema.RunAlways {
+			fail("Inactive while the VM does not ask for it") // Halted, or stopped under a strategy that heeds requests
 		}
 	case schema.PhaseCreating, schema.PhaseFailed, schema.PhaseUnknown:
 		if vm.Deleting() {
@@ -406,8 +409,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
 		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer
-		if evs[0].Type != corev1.EventTypeWarning || !named || !(creates || st.Reason == decision.ReasonServerReplacing) || !changed {
-			fail("event %+v: ServerMissing only as a Warning about a server the status named, when it is replaced", evs[0])
+		// Under Once and Manual it is not replaced: the VM's own reason says so.
+		notReplaced := st.Reason == decision.ReasonServerMissing && plan.Server == nil
+		if evs[0].Type != corev1.EventTypeWarning || !named || !(creates || st.Reason == decision.ReasonServerReplacing || notReplaced) || !changed {
+			fail("event %+v: ServerMissing only as a Warning about a server the status named, when it is replaced or the VM says it is not", evs[0])
 		}
 		if creates {
 			evs = nil
@@ -522,7 +527,7 @@ func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine,
 		switch {
 		case disk != nil:
 			fail("creates a disk while one of its name is there")
-		case vm.Deleting() || len(specErrs) > 0 || spec.Action != schema.ActionActive:
+		case vm.Deleting() || len(specErrs) > 0 || spec.RunStrategy == schema.RunHalted:
 			fail("creates a disk for a VM that is being deleted, invalid or inactive")
 		case !vm.HasFinalizer(schema.Finalizer) && plan.Finalizer != decision.AddFinalizer:
 			fail("creates a disk without the finalizer that guarantees its cleanup")

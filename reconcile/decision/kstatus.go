@@ -15,12 +15,26 @@ import (
 //   - Stalled: an invalid spec, a server or disk the backend refused, a disk of the VM's name
 //     that is another's, a disk that cannot take the size asked for, and a server stuck for
 //     longer than --stalled-after (stuck.go).
-//   - Reconciling: a server being created, started, replaced or stopped, a failed one to be
-//     replaced after its backoff, the VM being deleted, a resize in place or a disk's growth
+//   - Reconciling: a server being created, started, replaced or stopped (on request too), a
+//     failed one to be replaced after its backoff (runStrategy Always, RerunOnFailure), the VM being deleted, a resize in place or a disk's growth
 //     under way.
-//   - Neither: the VM is as the spec asks (Active; Inactive with no server), or waits for
+//   - Stalled also: a failed server that its run strategy does not replace (Once, Manual).
+//   - Neither: the VM is as the spec asks (Active; Inactive with no server, or stopped by its
+//     run strategy: GuestShutDown, Stopped, NotStarted), or waits for
 //     something only a person decides (RestartRequired under --resize manual, a node that
 //     does not answer, a backend state the controller does not know).
+
+// atRest are the Inactive reasons of a VM stopped as its spec or its requests ask (Halted, a
+// stop request, a guest shut down or a server gone that its run strategy does not replace, a
+// Manual VM never started): the Ready condition is left out of its status, with Reconciling
+// and Stalled, so that kstatus counts it Current (report).
+var atRest = map[string]bool{
+	ReasonServerStopped: true,
+	ReasonGuestShutDown: true,
+	ReasonStopped:       true,
+	ReasonNotStarted:    true,
+	ReasonServerMissing: true,
+}
 
 // stalledReasons are the reasons of a phase that cannot change without a change of the spec
 // or of the world the controller cannot make itself.
@@ -31,10 +45,11 @@ var stalledReasons = map[string]bool{
 	ReasonDiskRejected:   true,
 }
 
-// retryReasons are the Failed reasons after which the controller makes a new server by itself.
-var retryReasons = map[string]bool{
-	ReasonServerFailed: true,
-	ReasonServerExited: true,
+// retries reports whether the controller makes a new server by itself after a Failed phase
+// of this reason: a failed server, under the run strategies that replace one (Always,
+// RerunOnFailure; Once and Manual leave it ended).
+func (d *decision) retries(reason string) bool {
+	return reason == ReasonServerFailed && (d.strategy == schema.RunAlways || d.strategy == schema.RunRerunOnFailure)
 }
 
 // diskRefusals are the DiskResizing reasons of a growth that will not happen as asked.
@@ -67,11 +82,11 @@ func (d *decision) progress(st *schema.Status) (reconciling, stalled *lifecycleC
 	case schema.PhaseCreating, schema.PhaseTerminating:
 		return phase, nil
 	case schema.PhaseInactive:
-		if st.Reason == ReasonServerStopping {
+		if st.Reason == ReasonServerStopping || st.Reason == ReasonStopping {
 			return phase, nil
 		}
 	case schema.PhaseFailed:
-		if retryReasons[st.Reason] {
+		if d.retries(st.Reason) {
 			return phase, nil
 		}
 		return nil, phase // a failure the controller does not retry by itself

@@ -40,10 +40,15 @@ func TestKstatus(t *testing.T) {
 		"claim/conflict":                kstatus.FailedStatus,
 		"claim/shrink-refused":          kstatus.FailedStatus,
 		"delete-with-server":            kstatus.TerminatingStatus,
-		// kstatus reads Ready False as InProgress when nothing else says more: a VM stopped on
-		// purpose is not Ready (its server does not run), and kstatus has no word for "as
-		// asked, and not running" (docs/reference/phases-reasons-events.md, kstatus).
-		"inactive-steady": kstatus.InProgressStatus,
+		// A VM stopped as asked carries no Ready condition (kstatus would read Ready False as
+		// InProgress, and a GitOps tool would wait on a halted VM for ever): Current, as are
+		// the run strategies' stopped VMs and a VM of an earlier release once its Ready goes.
+		"inactive-steady":                kstatus.CurrentStatus,
+		"inactive-ready-dropped":         kstatus.CurrentStatus,
+		"strategy-once-stopped-steady":   kstatus.CurrentStatus,
+		"strategy-manual-stopped-steady": kstatus.CurrentStatus,
+		"strategy-once-failed":           kstatus.FailedStatus,
+		"strategy-rerun-failed":          kstatus.InProgressStatus,
 	}
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {

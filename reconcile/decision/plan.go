@@ -64,6 +64,9 @@ type ServerAction struct {
 	// Event says why; it is recorded as soon as the operation succeeds, whatever happens to
 	// the rest of the plan.
 	Event Event `yaml:"event"`
+	// GracePeriod, for a delete that stops the VM, is the grace period the stop asked for
+	// (schema.AnnotationStopGracePeriod; backend.GracefulDeleter); nil: the backend's default.
+	GracePeriod *Duration `yaml:"gracePeriod,omitempty"`
 }
 
 // DiskOp is an operation on the VM's disk.

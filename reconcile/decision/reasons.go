@@ -12,7 +12,6 @@ const (
 	ReasonServerStopped   = "ServerStopped"   // Inactive: no server
 	ReasonInvalidSpec     = "InvalidSpec"     // Failed: the spec cannot be run; fix it
 	ReasonServerFailed    = "ServerFailed"    // Failed: the server failed; a new one follows after a backoff
-	ReasonServerExited    = "ServerExited"    // Failed: the server stopped by itself; a new one follows after a backoff
 	ReasonServerRejected  = "ServerRejected"  // Failed: the backend refused to create the server
 	ReasonServerDeleting  = "ServerDeleting"  // Terminating: the server is being deleted, then the VM goes
 	ReasonNodeLost        = "NodeLost"        // Unknown: the server's node does not answer
@@ -89,4 +88,16 @@ const (
 	// Stalled. A reason of its own, so that the recorder does not fold it into the series of
 	// the stuck reason's Events, note and all.
 	ReasonStalled = "Stalled"
+)
+
+// Reasons of the run strategies (runstrategy.go, requests.go): a VM stopped on request or
+// after its guest shut down, one that waits for a start, and the Events of the requests.
+const (
+	ReasonGuestShutDown = "GuestShutDown" // Inactive: the server ended cleanly (pod Succeeded) and is not replaced (RerunOnFailure, Once, Manual)
+	ReasonStopping      = "Stopping"      // Inactive: a stop request's deletion of the server is under way
+	ReasonStopped       = "Stopped"       // Inactive: stopped on request; a start request starts it
+	ReasonNotStarted    = "NotStarted"    // Inactive: runStrategy Manual and no start request yet
+
+	ReasonStartingServer = "StartingServer" // Event: a start request deletes the ended server, so that a new one follows
+	ReasonStoppingServer = "StoppingServer" // Event: a stop request deletes the server
 )

@@ -58,8 +58,10 @@ var (
 // resourceVersion, which Object keeps apart (see Same).
 var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionTimestamp", "finalizers"}
 
-// keptAnnotations are the annotations a view reads: the restart request and the pause.
-var keptAnnotations = [...]string{schema.AnnotationRestartedAt, schema.AnnotationPaused}
+// keptAnnotations are the annotations a view reads: the restart request and the pause, and
+// the start and stop requests with the stop's grace period.
+var keptAnnotations = [...]string{schema.AnnotationRestartedAt, schema.AnnotationPaused,
+	schema.AnnotationStartRequestedAt, schema.AnnotationStopRequestedAt, schema.AnnotationStopGracePeriod}
 
 // Compact makes the cached form, in layout f, of an object the informer has just decoded. u
 // is read, not changed.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # release.sh is `make release`: static vm-controller binaries for linux and darwin, amd64 and
-# arm64, stamped with $VERSION, and a sha256 checksums file, under dist/. A small script
+# arm64, stamped with $VERSION, each also as kubectl-vm (the kubectl plugin), and a sha256
+# checksums file, under dist/. A small script
 # rather than goreleaser, whose module graph alone costs longer to build than these four
 # binaries. Upload dist/ as the release's assets; the image comes from `make image`.
 set -euo pipefail
@@ -25,14 +26,17 @@ for p in $PLATFORMS; do
 	out=$DIST/vm-controller-$VERSION-$os-$arch
 	echo "go build $os/$arch -> $out"
 	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-X main.version=$VERSION" -o "$out" .
+	# The kubectl plugin is the same binary under its name (it looks at argv[0]): install it
+	# on $PATH as kubectl-vm.
+	cp "$out" "$DIST/kubectl-vm-$VERSION-$os-$arch"
 done
 
 # sha256sum on Linux, shasum on macOS; both write the format `sha256sum -c` checks.
 cd "$DIST"
 if command -v sha256sum >/dev/null 2>&1; then
-	sha256sum vm-controller-* >checksums.txt
+	sha256sum vm-controller-* kubectl-vm-* >checksums.txt
 else
-	shasum -a 256 vm-controller-* >checksums.txt
+	shasum -a 256 vm-controller-* kubectl-vm-* >checksums.txt
 fi
 echo "checksums: $DIST/checksums.txt (verify with: cd $DIST && sha256sum -c checksums.txt)"
 ls -l

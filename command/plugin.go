@@ -1,0 +1,256 @@
+// The kubectl plugin: `kubectl vm start|stop|restart|wait|status|migrate NAME`. The same
+// binary is the plugin when it is called kubectl-vm (main looks at argv[0]; cmd/kubectl-vm
+// is the same program for go install). Each verb that changes something is one write a user
+// could make with kubectl (docs/run-strategies.md says which); the controller carries it out
+// once and records it in the VM's status.
+
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// PluginName is the name kubectl finds the plugin by on $PATH: `kubectl vm` runs kubectl-vm.
+const PluginName = "kubectl-vm"
+
+// IsPlugin reports whether argv0, the program's name as it was called, is the plugin's.
+func IsPlugin(argv0 string) bool {
+	return strings.TrimSuffix(filepath.Base(argv0), ".exe") == PluginName
+}
+
+// pluginConfig is what every verb takes: kubectl's flags for reaching the cluster and
+// choosing the namespace, and the resource's version.
+type pluginConfig struct {
+	clusterFlags
+	Namespace  string
+	APIVersion string
+}
+
+// Validate checks the version's form; the cluster is asked nothing yet.
+func (c *pluginConfig) Validate() error {
+	if _, err := schema.ParseGVR(c.APIVersion, schema.DefaultResource); err != nil {
+		return fmt.Errorf("--api-version: %w", err)
+	}
+	return nil
+}
+
+// flags are kubectl's --kubeconfig, --context and -n/--namespace, and --api-version.
+func (c *pluginConfig) flags() []cli.Flag {
+	return append(c.clusterFlags.flags(),
+		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Usage: "namespace of the VM (or -n); empty: the kubeconfig context's, or default",
+			Destination: &c.Namespace},
+		&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version the VM is read and written in",
+			EnvVars: env("API_VERSION"), Destination: &c.APIVersion})
+}
+
+// Plugin is the command line of kubectl-vm. version is the build's, as for App.
+func Plugin(version string) *cli.App {
+	version = buildVersion(version)
+	return &cli.App{
+		Name:  "kubectl vm",
+		Usage: "start, stop, restart, wait for, inspect and migrate VirtualMachines (the kubectl plugin of vm-controller)",
+		UsageText: "kubectl vm start|stop|restart|wait|status|migrate NAME [flags]\n\n" +
+			"Each verb that changes something is one write to the VM that kubectl can make too (docs/run-strategies.md).",
+		Version: version,
+		Commands: []*cli.Command{
+			startCommand(&pluginConfig{}, version),
+			stopCommand(&stopConfig{}, version),
+			restartCommand(&pluginConfig{}, version),
+			waitCommand(&waitConfig{}, version),
+			statusCommand(&pluginConfig{}, version),
+			migrateVMCommand(&pluginConfig{}, version),
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.Exit(fmt.Sprintf("no verb %q (see --help)", c.Args().First()), 2)
+			}
+			return cli.ShowAppHelp(c)
+		},
+		OnUsageError:    usageError,
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {},
+	}
+}
+
+// oneName takes exactly one argument, the VM's name.
+func oneName(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return cli.Exit(fmt.Sprintf("%s takes one argument, the VM's name, got %d (see --help)", c.Command.Name, c.NArg()), 2)
+	}
+	return nil
+}
+
+// vmClient is what a verb works with: the VM's resource in its namespace, its layout, and a
+// client of the core API for the VM's server, disk and the nodes.
+type vmClient struct {
+	vms       dynamic.ResourceInterface
+	kube      kubernetes.Interface
+	fields    schema.Fields
+	gvr       k8sschema.GroupVersionResource
+	namespace string
+	out       io.Writer
+	now       func() time.Time
+}
+
+// connect makes the clients of c.
+func (c *pluginConfig) connect(cc *cli.Context, version string) (*vmClient, error) {
+	gvr, err := schema.ParseGVR(c.APIVersion, schema.DefaultResource)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := schema.ForVersion(gvr.GroupVersion())
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := c.restConfig(version)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "kubectl-vm/" + version
+	ns := c.Namespace
+	if ns == "" {
+		if ns, _, err = c.clientConfig().Namespace(); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("make the API client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("make the API client: %w", err)
+	}
+	return &vmClient{vms: dyn.Resource(gvr).Namespace(ns), kube: kube, fields: fields, gvr: gvr, namespace: ns,
+		out: cc.App.Writer, now: time.Now}, nil
+}
+
+// get reads the VM named name, with its view. A VM that does not exist, or one the user may
+// not read, is one clear line.
+func (v *vmClient) get(ctx context.Context, name string) (*unstructured.Unstructured, schema.VirtualMachine, error) {
+	u, err := v.vms.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, schema.VirtualMachine{}, v.readError(name, err)
+	}
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		return nil, schema.VirtualMachine{}, fmt.Errorf("read virtualmachine %s: %w", name, err)
+	}
+	return u, schema.ViewOf(raw, u.GetResourceVersion(), v.fields), nil
+}
+
+// readError says in one line why the VM cannot be read.
+func (v *vmClient) readError(name string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return cli.Exit(fmt.Sprintf("virtualmachine %q not found in namespace %q", name, v.namespace), 1)
+	case apierrors.IsForbidden(err):
+		return cli.Exit(fmt.Sprintf("cannot read virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
+	}
+	return fmt.Errorf("read virtualmachine %s in namespace %s: %w", name, v.namespace, err)
+}
+
+// apiMessage is the API server's message of err, without client-go's prefixes.
+func apiMessage(err error) string {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return se.Status().Message
+	}
+	return err.Error()
+}
+
+// patch writes a JSON merge patch to the VM, conditional on the resourceVersion the verb
+// decided on, so that a verb never acts on a VM that changed under it.
+func (v *vmClient) patch(ctx context.Context, name, resourceVersion string, p map[string]any) error {
+	md, _ := p["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		p["metadata"] = md
+	}
+	md["resourceVersion"] = resourceVersion
+	data, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("write virtualmachine %s: %w", name, err)
+	}
+	if _, err := v.vms.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: PluginName}); err != nil {
+		if apierrors.IsConflict(err) {
+			return cli.Exit(fmt.Sprintf("virtualmachine %q changed while the verb looked at it; run it again", name), 1)
+		}
+		if apierrors.IsForbidden(err) {
+			return cli.Exit(fmt.Sprintf("cannot change virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
+		}
+		return fmt.Errorf("write virtualmachine %s: %w", name, err)
+	}
+	return nil
+}
+
+// annotations is a merge patch of the annotations given (a nil value removes one).
+func annotations(kv map[string]any) map[string]any {
+	return map[string]any{"metadata": map[string]any{"annotations": kv}}
+}
+
+// RunMain runs app with args and turns its error into one line on stderr, prefixed with
+// name, and the exit code: what both mains (vm-controller and kubectl-vm) do.
+func RunMain(app *cli.App, name string, args []string, stderr io.Writer) int {
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	var ee cli.ExitCoder
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return 1
+}
+
+// PluginArgs puts a verb's flags before its arguments, as urfave/cli wants them, so that
+// kubectl's habit works: `kubectl vm stop NAME -n ns --force` as well as `kubectl vm stop -n
+// ns NAME`. A flag's value is the next argument unless the flag is a boolean one or written
+// as --flag=value; after "--" everything is an argument.
+func PluginArgs(args []string) []string {
+	if len(args) < 3 {
+		return args
+	}
+	boolean := map[string]bool{"--force": true, "-force": true, "--help": true, "-help": true, "-h": true, "--h": true}
+	var flags, rest []string
+	for i := 2; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			rest = append(rest, args[i+1:]...)
+			i = len(args)
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && !boolean[a] && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			rest = append(rest, a)
+		}
+	}
+	out := append([]string{args[0], args[1]}, flags...)
+	if len(rest) > 0 {
+		out = append(out, "--")
+	}
+	return append(out, rest...)
+}

@@ -1,0 +1,256 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+var pluginNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// pluginVM is a v1 VM with the run strategy rs and the status phase and reason given.
+func pluginVM(t *testing.T, rs, phase, reason string) (schema.VirtualMachine, schema.Fields) {
+	t.Helper()
+	f, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := map[string]any{"apiVersion": "cloudnative.czs/v1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": "vm1", "namespace": "ns"},
+		"spec":     map[string]any{"runStrategy": rs, "resources": map[string]any{"requests": map[string]any{"cpu": 1, "memory": "1Gi"}}, "rootDisk": map[string]any{"size": "1Gi"}},
+		"status":   map[string]any{"phase": phase, "reason": reason}}
+	raw, _ := json.Marshal(obj)
+	return schema.ViewOf(raw, "1", f), f
+}
+
+// TestVerbs: what start, stop and restart write (nothing, the spec's run strategy or a
+// request annotation) for each run strategy and state.
+func TestVerbs(t *testing.T) {
+	at := pluginNow.Format(time.RFC3339)
+	grace := int64(5)
+	tests := map[string]struct {
+		verb          string
+		rs, phase     string
+		reason        string
+		patch         string // the merge patch as JSON; "" when nothing is written
+		say, errorSay string
+	}{
+		"start halted":             {"start", "Halted", "Inactive", "ServerStopped", `{"spec":{"runStrategy":"Always"}}`, "started: runStrategy Halted -> Always", ""},
+		"start always":             {"start", "Always", "Active", "ServerReady", "", "already started", ""},
+		"start manual not started": {"start", "Manual", "Inactive", "NotStarted", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
+		"start manual running":     {"start", "Manual", "Active", "ServerReady", "", "already running", ""},
+		"start once failed":        {"start", "Once", "Failed", "ServerFailed", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
+		"start rerun creating":     {"start", "RerunOnFailure", "Creating", "ServerCreating", "", "already running", ""},
+		"stop always":              {"stop", "Always", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"5"}},"spec":{"runStrategy":"Halted"}}`, "runStrategy Always -> Halted, grace period 5s", ""},
+		"stop halted":              {"stop", "Halted", "Inactive", "ServerStopped", "", "already stopped", ""},
+		"stop manual running":      {"stop", "Manual", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"5","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, "stop requested", ""},
+		"stop rerun shut down":     {"stop", "RerunOnFailure", "Inactive", "GuestShutDown", "", "already stopped", ""},
+		"restart always":           {"restart", "Always", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"` + at + `"}}}`, "restart requested", ""},
+		"restart halted":           {"restart", "Halted", "Inactive", "ServerStopped", "", "", "nothing to restart"},
+		"restart manual stopped":   {"restart", "Manual", "Inactive", "Stopped", "", "", "nothing to restart"},
+		"unknown strategy":         {"start", "Sometimes", "Failed", "InvalidSpec", "", "", "has no run strategy this tool knows"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := pluginVM(t, tc.rs, tc.phase, tc.reason)
+			var r verbResult
+			var err error
+			switch tc.verb {
+			case "start":
+				r, err = startVerb(vm, f, pluginNow)
+			case "stop":
+				r, err = stopVerb(vm, f, pluginNow, &grace)
+			case "restart":
+				r, err = restartVerb(vm, f, pluginNow)
+			}
+			if tc.errorSay != "" {
+				var ec cli.ExitCoder
+				if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), tc.errorSay) {
+					t.Fatalf("error %v, want exit 1 saying %q", err, tc.errorSay)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if r.patch != nil {
+				b, _ := json.Marshal(r.patch)
+				got = string(b)
+			}
+			if got != tc.patch || !strings.Contains(r.say, tc.say) {
+				t.Errorf("patch %s, say %q; want %s, %q", got, r.say, tc.patch, tc.say)
+			}
+		})
+	}
+}
+
+// TestParseFor: wait's --for.
+func TestParseFor(t *testing.T) {
+	tests := map[string]struct {
+		in   string
+		want waitFor
+		err  bool
+	}{
+		"phase":           {"phase=Active", waitFor{phase: schema.PhaseActive}, false},
+		"phase any case":  {"phase=inactive", waitFor{phase: schema.PhaseInactive}, false},
+		"condition":       {"condition=Ready", waitFor{condition: "Ready", status: schema.ConditionTrue}, false},
+		"condition false": {"condition=Ready=false", waitFor{condition: "Ready", status: schema.ConditionFalse}, false},
+		"unknown phase":   {"phase=Running", waitFor{}, true},
+		"bad status":      {"condition=Ready=maybe", waitFor{}, true},
+		"no kind":         {"Active", waitFor{}, true},
+		"empty condition": {"condition=", waitFor{}, true},
+		"other kind":      {"delete", waitFor{}, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseFor(tc.in)
+			if (err != nil) != tc.err || got != tc.want {
+				t.Errorf("parseFor(%q) = %+v, %v", tc.in, got, err)
+			}
+		})
+	}
+}
+
+// TestPluginConfigValidate: the verbs' flags, checked before the cluster is asked.
+func TestPluginConfigValidate(t *testing.T) {
+	ok := pluginConfig{APIVersion: schema.DefaultAPIVersion}
+	tests := map[string]struct {
+		c   validator
+		err string
+	}{
+		"plain":                {&ok, ""},
+		"bad version":          {&pluginConfig{APIVersion: "v1"}, "--api-version"},
+		"stop grace":           {&stopConfig{pluginConfig: ok, GracePeriod: 30}, ""},
+		"stop force":           {&stopConfig{pluginConfig: ok, GracePeriod: -1, Force: true}, ""},
+		"stop force grace 0":   {&stopConfig{pluginConfig: ok, GracePeriod: 0, Force: true}, ""},
+		"stop force and grace": {&stopConfig{pluginConfig: ok, GracePeriod: 3, Force: true}, "--force with --grace-period 3"},
+		"stop negative grace":  {&stopConfig{pluginConfig: ok, GracePeriod: -2}, "--grace-period -2"},
+		"wait":                 {&waitConfig{pluginConfig: ok, For: "phase=Active", Timeout: time.Second}, ""},
+		"wait without for":     {&waitConfig{pluginConfig: ok, Timeout: time.Second}, "--for is required"},
+		"wait zero timeout":    {&waitConfig{pluginConfig: ok, For: "condition=Ready", Timeout: 0}, "--timeout"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("Validate() = %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// TestPluginArgs: flags after the VM's name work, as with kubectl.
+func TestPluginArgs(t *testing.T) {
+	tests := map[string]struct{ in, want []string }{
+		"flags after":   {[]string{"kubectl-vm", "stop", "vm1", "-n", "ns", "--force"}, []string{"kubectl-vm", "stop", "-n", "ns", "--force", "--", "vm1"}},
+		"flags before":  {[]string{"kubectl-vm", "wait", "--for=phase=Active", "vm1"}, []string{"kubectl-vm", "wait", "--for=phase=Active", "--", "vm1"}},
+		"no args":       {[]string{"kubectl-vm", "--help"}, []string{"kubectl-vm", "--help"}},
+		"double dash":   {[]string{"kubectl-vm", "start", "--", "-odd"}, []string{"kubectl-vm", "start", "--", "-odd"}},
+		"just the verb": {[]string{"kubectl-vm", "status", "vm1"}, []string{"kubectl-vm", "status", "--", "vm1"}},
+	}
+	for name, tc := range tests {
+		if got := PluginArgs(tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %q, want %q", name, got, tc.want)
+		}
+	}
+	if !IsPlugin("/usr/local/bin/kubectl-vm") || IsPlugin("vm-controller") {
+		t.Error("IsPlugin")
+	}
+}
+
+// TestMigrateRefusals: migrate refuses, with one line and nothing written, a VM that does not
+// run, a disk pinned to its node and a cluster without another schedulable node; otherwise it
+// writes the request.
+func TestMigrateRefusals(t *testing.T) {
+	node := func(name string, ready, unschedulable bool, taints ...corev1.Taint) *corev1.Node {
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Unschedulable: unschedulable, Taints: taints},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}}}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vm1-server", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "vm1-rootdisk", Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}}
+	pv := func(pinned bool) *corev1.PersistentVolume {
+		v := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1"}}
+		if pinned {
+			v.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}}
+		}
+		return v
+	}
+	taint := corev1.Taint{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}
+	tests := map[string]struct {
+		phase   string
+		objects []runtime.Object
+		refuse  string // "" : the request is written
+	}{
+		"not running":   {"Inactive", []runtime.Object{pod, node("n1", true, false), node("n2", true, false)}, "is not running"},
+		"one node":      {"Active", []runtime.Object{pod, claim, pv(false), node("n1", true, false), node("n2", false, false)}, "no other Ready, schedulable node than n1"},
+		"cordoned":      {"Active", []runtime.Object{pod, claim, pv(false), node("n1", true, false), node("n2", true, true)}, "no other Ready, schedulable node"},
+		"tainted":       {"Active", []runtime.Object{pod, claim, pv(false), node("n1", true, false), node("n2", true, false, taint)}, "no other Ready, schedulable node"},
+		"pinned disk":   {"Active", []runtime.Object{pod, claim, pv(true), node("n1", true, false), node("n2", true, false)}, "its disk vm1-rootdisk cannot follow it"},
+		"no server pod": {"Active", []runtime.Object{node("n1", true, false)}, `the server pod vm1-server not found in namespace "ns"`},
+		"moves":         {"Active", []runtime.Object{pod, claim, pv(false), node("n1", true, false), node("n2", true, false)}, ""},
+	}
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	f, err := schema.ForVersion(gvr.GroupVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+				"metadata": map[string]any{"name": "vm1", "namespace": "ns", "resourceVersion": "1"},
+				"spec":     map[string]any{"action": "active", "resource": map[string]any{"cpu": "1", "memory": "1Gi", "rootDisk": "1Gi"}},
+				"status": map[string]any{"phase": tc.phase, "reason": "x", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"},
+					"rootDisk": map[string]any{"claimName": "vm1-rootdisk", "phase": "Bound"}}}}
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, vm)
+			var out bytes.Buffer
+			v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(tc.objects...), fields: f, gvr: gvr,
+				namespace: "ns", out: &out, now: func() time.Time { return pluginNow }}
+			err := v.migrate(context.Background(), "vm1")
+			patched := false
+			for _, a := range dyn.Actions() {
+				patched = patched || a.GetVerb() == "patch"
+			}
+			if tc.refuse != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refuse) || strings.Contains(err.Error(), "\n") || patched {
+					t.Fatalf("err %v (patched %v), want a one-line refusal with %q and no write", err, patched, tc.refuse)
+				}
+				return
+			}
+			got, _ := dyn.Resource(gvr).Namespace("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
+			if err != nil || got.GetAnnotations()[AnnotationMigrateRequestedAt] != pluginNow.Format(time.RFC3339) {
+				t.Fatalf("err %v, annotations %v", err, got.GetAnnotations())
+			}
+		})
+	}
+
+	// A VM that does not exist: one line, exit 1.
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"})
+	v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(), fields: f, namespace: "ns", now: time.Now}
+	_, _, err = v.get(context.Background(), "nope")
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 1 || err.Error() != `virtualmachine "nope" not found in namespace "ns"` {
+		t.Errorf("get of a missing VM: %v", err)
+	}
+}

@@ -1,0 +1,159 @@
+// The migrate verb's client side: checks that a move can happen, then writes the request
+// (the annotation cloudnative.czs/migrateRequestedAt) that the controller carries out (a
+// cold migration: the server is deleted and a new one made on another node, with the same
+// disk). A move that cannot happen is refused here, with one line, and nothing is written.
+
+package command
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// AnnotationMigrateRequestedAt asks for a cold migration of the VM to another node: each new
+// value (a time) moves it once (docs/run-strategies.md).
+const AnnotationMigrateRequestedAt = "cloudnative.czs/migrateRequestedAt"
+
+func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
+	return &cli.Command{
+		Name:      "migrate",
+		Usage:     "move a running VM to another node (a cold migration: a new server, the same disk)",
+		ArgsUsage: "NAME",
+		Description: "Checks that the VM runs (phase Active, its server on a node), that its disk can follow (its volume is not pinned to " +
+			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists; then writes the annotation " +
+			AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
+		Flags: c.flags(),
+		Action: action(c, oneName, func(cc *cli.Context) error {
+			v, err := c.connect(cc, version)
+			if err != nil {
+				return err
+			}
+			return v.migrate(cc.Context, cc.Args().First())
+		}),
+	}
+}
+
+// migrate checks and writes the migration request of the VM name.
+func (v *vmClient) migrate(ctx context.Context, name string) error {
+	u, vm, err := v.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	st := vm.Status()
+	if st.Phase != schema.PhaseActive || st.Server == nil || st.Server.Name == "" {
+		return refuse("virtualmachine/%s is not running (%s): only a running VM migrates", name, describe(st))
+	}
+	pod, err := v.kube.CoreV1().Pods(v.namespace).Get(ctx, st.Server.Name, metav1.GetOptions{})
+	if err != nil {
+		return v.lookupError("the server pod "+st.Server.Name, err)
+	}
+	source := pod.Spec.NodeName
+	if source == "" {
+		return refuse("virtualmachine/%s: its server %s is on no node yet", name, pod.Name)
+	}
+	if d := st.RootDisk; d != nil && d.ClaimName != "" {
+		if why, err := v.pinned(ctx, d.ClaimName); err != nil {
+			return err
+		} else if why != "" {
+			return refuse("virtualmachine/%s cannot migrate: its disk %s cannot follow it (%s)", name, d.ClaimName, why)
+		}
+	}
+	nodes, err := v.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return v.lookupError("the nodes", err)
+	}
+	if target := otherNode(nodes.Items, source, pod.Spec.Tolerations); target == "" {
+		return refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s", name, source)
+	}
+	at := v.now().UTC().Format(time.RFC3339)
+	if err := v.patch(ctx, name, u.GetResourceVersion(), annotations(map[string]any{AnnotationMigrateRequestedAt: at})); err != nil {
+		return err
+	}
+	fmt.Fprintf(v.out, "virtualmachine/%s migration requested from node %s (%s=%s)\n", name, source, AnnotationMigrateRequestedAt, at)
+	return nil
+}
+
+// refuse is a refusal: one line, exit code 1.
+func refuse(format string, args ...any) error { return cli.Exit(fmt.Sprintf(format, args...), 1) }
+
+// lookupError says in one line why something the verb must read cannot be read.
+func (v *vmClient) lookupError(what string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return refuse("%s not found in namespace %q", what, v.namespace)
+	case apierrors.IsForbidden(err):
+		return refuse("cannot read %s: forbidden (%s)", what, apiMessage(err))
+	}
+	return fmt.Errorf("read %s: %w", what, err)
+}
+
+// pinned says why the claim's volume cannot follow the VM to another node (a required node
+// affinity: a local volume), "" when it can.
+func (v *vmClient) pinned(ctx context.Context, claim string) (string, error) {
+	pvc, err := v.kube.CoreV1().PersistentVolumeClaims(v.namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return "", v.lookupError("the disk "+claim, err)
+	}
+	if pvc.Spec.VolumeName == "" {
+		return "", nil // not bound: nothing pins it yet
+	}
+	pv, err := v.kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return "", v.lookupError("the volume "+pvc.Spec.VolumeName, err)
+	}
+	if a := pv.Spec.NodeAffinity; a != nil && a.Required != nil && len(a.Required.NodeSelectorTerms) > 0 {
+		return fmt.Sprintf("volume %s has a required node affinity: it lives on its node", pv.Name), nil
+	}
+	return "", nil
+}
+
+// otherNode is a node other than source that is Ready, schedulable and has no taint the
+// server does not tolerate (NoSchedule, NoExecute); "" when there is none.
+func otherNode(nodes []corev1.Node, source string, tolerations []corev1.Toleration) string {
+	for _, n := range nodes {
+		if n.Name == source || n.Spec.Unschedulable || !ready(n) || !tolerated(n.Spec.Taints, tolerations) {
+			continue
+		}
+		return n.Name
+	}
+	return ""
+}
+
+func ready(n corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// tolerated reports whether every NoSchedule and NoExecute taint is tolerated.
+func tolerated(taints []corev1.Taint, tolerations []corev1.Toleration) bool {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		ok := false
+		for j := range tolerations {
+			if tolerations[j].ToleratesTaint(klog.Background(), t, false) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,246 @@
+// The verbs that change a VM: start, stop and restart. Each decides from the VM as it reads
+// it (pure: startVerb, stopVerb, restartVerb) and makes at most one write, conditional on the
+// resourceVersion it read.
+
+package command
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// verbResult is what a verb decided: the merge patch to write (nil: nothing to change) and
+// what to tell the user.
+type verbResult struct {
+	patch map[string]any
+	say   string
+}
+
+// strategyOf is the VM's run strategy; a spec without one (or with a word the version does
+// not know) is one clear line.
+func strategyOf(vm schema.VirtualMachine, f schema.Fields) (schema.RunStrategy, error) {
+	spec, _ := vm.Spec()
+	if spec.RunStrategy == "" {
+		return "", cli.Exit(fmt.Sprintf("virtualmachine %q has no run strategy this tool knows at %s (want one of %s)",
+			vm.Name(), f.Action, strings.Join(f.StrategyWords(), ", ")), 1)
+	}
+	return spec.RunStrategy, nil
+}
+
+// stopped reports whether the VM's status says it has no server that runs or will run by
+// itself: Inactive, or Failed without a replacement to come (runStrategy Once or Manual, or
+// an invalid spec).
+func stopped(st schema.Status) bool {
+	switch st.Phase {
+	case schema.PhaseInactive:
+		return true
+	case schema.PhaseFailed:
+		return st.NextRetryTime.IsZero() && st.Reason != decision.ReasonServerRejected && st.Reason != decision.ReasonDiskRejected
+	}
+	return false
+}
+
+// nested is a merge patch that sets the dotted path to v.
+func nested(path string, v any) map[string]any {
+	keys := strings.Split(path, ".")
+	var m any = v
+	for i := len(keys) - 1; i >= 0; i-- {
+		m = map[string]any{keys[i]: m}
+	}
+	return m.(map[string]any)
+}
+
+// describe names the VM's state for a message: "phase Active (ServerReady)".
+func describe(st schema.Status) string {
+	if st.Phase == "" {
+		return "no phase yet"
+	}
+	if st.Reason == "" {
+		return "phase " + string(st.Phase)
+	}
+	return fmt.Sprintf("phase %s (%s)", st.Phase, st.Reason)
+}
+
+// startVerb: on Halted, the spec's run strategy becomes Always (as virtctl start does); on
+// RerunOnFailure, Once and Manual a stopped VM gets a start request (the annotation
+// cloudnative.czs/startRequestedAt); a VM that runs, or runs under Always anyway, is left as
+// it is.
+func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+	rs, err := strategyOf(vm, f)
+	if err != nil {
+		return verbResult{}, err
+	}
+	name, st := vm.Name(), vm.Status()
+	switch {
+	case rs == schema.RunHalted:
+		return verbResult{patch: nested(f.Action, f.StrategyWord(schema.RunAlways)),
+			say: fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name)}, nil
+	case rs == schema.RunAlways:
+		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
+	case !stopped(st):
+		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
+	}
+	at := now.UTC().Format(time.RFC3339)
+	return verbResult{patch: annotations(map[string]any{schema.AnnotationStartRequestedAt: at}),
+		say: fmt.Sprintf("virtualmachine/%s start requested (%s=%s)", name, schema.AnnotationStartRequestedAt, at)}, nil
+}
+
+// stopVerb: on Always, the spec's run strategy becomes Halted (as virtctl stop does); on
+// RerunOnFailure, Once and Manual a running VM gets a stop request (the annotation
+// cloudnative.czs/stopRequestedAt); a stopped VM is left as it is. grace, if not nil, goes
+// with the same write (cloudnative.czs/stopGracePeriodSeconds); nil removes an earlier one.
+func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *int64) (verbResult, error) {
+	rs, err := strategyOf(vm, f)
+	if err != nil {
+		return verbResult{}, err
+	}
+	name, st := vm.Name(), vm.Status()
+	var g any
+	note := ""
+	if grace != nil {
+		g = fmt.Sprint(*grace)
+		note = fmt.Sprintf(", grace period %ds", *grace)
+	}
+	switch {
+	case rs == schema.RunHalted:
+		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (runStrategy Halted; %s): nothing changed", name, describe(st))}, nil
+	case rs == schema.RunAlways:
+		p := nested(f.Action, f.StrategyWord(schema.RunHalted))
+		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: g}}
+		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s stopped: runStrategy Always -> Halted%s", name, note)}, nil
+	case stopped(st):
+		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (%s): nothing changed", name, describe(st))}, nil
+	}
+	at := now.UTC().Format(time.RFC3339)
+	return verbResult{patch: annotations(map[string]any{schema.AnnotationStopRequestedAt: at, schema.AnnotationStopGracePeriod: g}),
+		say: fmt.Sprintf("virtualmachine/%s stop requested (%s=%s%s)", name, schema.AnnotationStopRequestedAt, at, note)}, nil
+}
+
+// restartVerb writes the restart annotation (cloudnative.czs/restartedAt) of a VM that runs
+// or is on its way; a stopped one has nothing to restart.
+func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+	rs, err := strategyOf(vm, f)
+	if err != nil {
+		return verbResult{}, err
+	}
+	name, st := vm.Name(), vm.Status()
+	if rs == schema.RunHalted || rs != schema.RunAlways && stopped(st) {
+		return verbResult{}, cli.Exit(fmt.Sprintf("virtualmachine/%s is stopped (runStrategy %s; %s): nothing to restart; start it with: kubectl vm start %s",
+			name, rs, describe(st), name), 1)
+	}
+	at := now.UTC().Format(time.RFC3339)
+	return verbResult{patch: annotations(map[string]any{schema.AnnotationRestartedAt: at}),
+		say: fmt.Sprintf("virtualmachine/%s restart requested (%s=%s)", name, schema.AnnotationRestartedAt, at)}, nil
+}
+
+// runVerb reads the VM, lets decide say what to write, writes it and says what happened.
+// check is the configuration to validate (the verb's own, which holds c).
+func runVerb(check validator, c *pluginConfig, version string, decide func(schema.VirtualMachine, schema.Fields, time.Time) (verbResult, error)) cli.ActionFunc {
+	return action(check, oneName, func(cc *cli.Context) error {
+		v, err := c.connect(cc, version)
+		if err != nil {
+			return err
+		}
+		name := cc.Args().First()
+		u, vm, err := v.get(cc.Context, name)
+		if err != nil {
+			return err
+		}
+		r, err := decide(vm, v.fields, v.now())
+		if err != nil {
+			return err
+		}
+		if r.patch != nil {
+			if err := v.patch(cc.Context, name, u.GetResourceVersion(), r.patch); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(v.out, r.say)
+		return nil
+	})
+}
+
+func startCommand(c *pluginConfig, version string) *cli.Command {
+	return &cli.Command{
+		Name:      "start",
+		Usage:     "start a stopped VM",
+		ArgsUsage: "NAME",
+		Description: "On runStrategy Halted, sets the run strategy to Always. On RerunOnFailure, Once and Manual, writes the annotation " +
+			schema.AnnotationStartRequestedAt + " with the time, which the controller acts on once. A VM that runs is left as it is.",
+		Flags:  c.flags(),
+		Action: runVerb(c, c, version, startVerb),
+	}
+}
+
+// stopConfig is stop's: the plugin's flags, and the grace period of the server's deletion.
+type stopConfig struct {
+	pluginConfig
+	GracePeriod int
+	Force       bool
+}
+
+// Validate checks --grace-period and --force: --force is a grace period of 0, as kubectl
+// delete --force.
+func (c *stopConfig) Validate() error {
+	var errs []string
+	if err := c.pluginConfig.Validate(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if c.GracePeriod < -1 {
+		errs = append(errs, fmt.Sprintf("--grace-period %d: want a number of seconds from 0 up (-1: the server's own)", c.GracePeriod))
+	}
+	if c.Force && c.GracePeriod > 0 {
+		errs = append(errs, fmt.Sprintf("--force with --grace-period %d: --force deletes at once (grace period 0)", c.GracePeriod))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// grace is the grace period to write; nil: the server's own.
+func (c *stopConfig) grace() *int64 {
+	switch {
+	case c.Force:
+		g := int64(0)
+		return &g
+	case c.GracePeriod >= 0:
+		g := int64(c.GracePeriod)
+		return &g
+	}
+	return nil
+}
+
+func stopCommand(c *stopConfig, version string) *cli.Command {
+	return &cli.Command{
+		Name:      "stop",
+		Usage:     "stop a running VM",
+		ArgsUsage: "NAME",
+		Description: "On runStrategy Always, sets the run strategy to Halted. On RerunOnFailure, Once and Manual, writes the annotation " +
+			schema.AnnotationStopRequestedAt + " with the time, which the controller acts on once. --grace-period and --force go with the same write, as the annotation " +
+			schema.AnnotationStopGracePeriod + ". A stopped VM is left as it is.",
+		Flags: append(c.flags(),
+			&cli.IntFlag{Name: "grace-period", Value: -1, Usage: "seconds the server is given to shut down; -1: the server's own", Destination: &c.GracePeriod},
+			&cli.BoolFlag{Name: "force", Usage: "delete the server at once (a grace period of 0), as kubectl delete --force", Destination: &c.Force}),
+		Action: runVerb(c, &c.pluginConfig, version, func(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+			return stopVerb(vm, f, now, c.grace())
+		}),
+	}
+}
+
+func restartCommand(c *pluginConfig, version string) *cli.Command {
+	return &cli.Command{
+		Name:        "restart",
+		Usage:       "replace a VM's server with a new one",
+		ArgsUsage:   "NAME",
+		Description: "Writes the annotation " + schema.AnnotationRestartedAt + " with the time, which the controller acts on once. A stopped VM has nothing to restart.",
+		Flags:       c.flags(),
+		Action:      runVerb(c, c, version, restartVerb),
+	}
+}

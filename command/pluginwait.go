@@ -1,0 +1,281 @@
+// The verbs that read a VM: wait (until a phase or condition holds, or a timeout) and status
+// (what the VM, its server and its disk say, in kubectl's style).
+
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// waitConfig is wait's: the plugin's flags, what to wait for and for how long.
+type waitConfig struct {
+	pluginConfig
+	For     string
+	Timeout time.Duration
+}
+
+// waitFor is a parsed --for: a phase, or a condition with the status it must have.
+type waitFor struct {
+	phase     schema.Phase
+	condition string
+	status    schema.ConditionStatus
+}
+
+// parseFor reads --for: phase=NAME, condition=TYPE (status True) or condition=TYPE=STATUS.
+func parseFor(s string) (waitFor, error) {
+	kind, rest, ok := strings.Cut(s, "=")
+	switch {
+	case !ok || rest == "":
+	case kind == "phase":
+		for _, p := range []schema.Phase{schema.PhaseCreating, schema.PhaseActive, schema.PhaseInactive, schema.PhaseFailed,
+			schema.PhaseTerminating, schema.PhaseUnknown} {
+			if strings.EqualFold(rest, string(p)) {
+				return waitFor{phase: p}, nil
+			}
+		}
+		return waitFor{}, fmt.Errorf("--for %s: no phase %q (Creating, Active, Inactive, Failed, Terminating, Unknown)", s, rest)
+	case kind == "condition":
+		t, status, hasStatus := strings.Cut(rest, "=")
+		w := waitFor{condition: t, status: schema.ConditionTrue}
+		if hasStatus {
+			switch strings.ToLower(status) {
+			case "true":
+			case "false":
+				w.status = schema.ConditionFalse
+			case "unknown":
+				w.status = schema.ConditionUnknown
+			default:
+				return waitFor{}, fmt.Errorf("--for %s: a condition's status is True, False or Unknown", s)
+			}
+		}
+		if t != "" {
+			return w, nil
+		}
+	}
+	return waitFor{}, fmt.Errorf("--for %q: want phase=NAME, condition=TYPE or condition=TYPE=STATUS", s)
+}
+
+// holds reports whether st satisfies w.
+func (w waitFor) holds(st schema.Status) bool {
+	if w.phase != "" {
+		return st.Phase == w.phase
+	}
+	c := st.Condition(w.condition)
+	return c != nil && c.Status == w.status
+}
+
+// Validate checks --for and --timeout.
+func (c *waitConfig) Validate() error {
+	var errs []string
+	if err := c.pluginConfig.Validate(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if c.For == "" {
+		errs = append(errs, "--for is required: phase=NAME or condition=TYPE[=STATUS]")
+	} else if _, err := parseFor(c.For); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Sprintf("--timeout %s: want a positive duration such as 30s", c.Timeout))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func waitCommand(c *waitConfig, version string) *cli.Command {
+	return &cli.Command{
+		Name:      "wait",
+		Usage:     "wait until a VM's phase or condition is the one given",
+		ArgsUsage: "NAME",
+		Description: "Watches the VM until --for holds, as kubectl wait does. Past --timeout it exits with 1 and the phase, reason and " +
+			"message it last saw.",
+		Flags: append(c.flags(),
+			&cli.StringFlag{Name: "for", Usage: "what to wait for: phase=NAME (phase=Active), condition=TYPE (condition=Ready) or condition=TYPE=STATUS", Destination: &c.For},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout}),
+		Action: action(c, oneName, func(cc *cli.Context) error {
+			v, err := c.connect(cc, version)
+			if err != nil {
+				return err
+			}
+			w, _ := parseFor(c.For)
+			return v.wait(cc.Context, cc.Args().First(), w, c.For, c.Timeout)
+		}),
+	}
+}
+
+// wait watches the VM until w holds, or the timeout passes.
+func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u, vm, err := v.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	last := vm.Status()
+	for {
+		if w.holds(last) {
+			fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last))
+			return nil
+		}
+		gone, err := v.watchUntil(ctx, name, u.GetResourceVersion(), w, &last)
+		switch {
+		case err == nil && gone:
+			return cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last)), 1)
+		case err == nil:
+			continue // holds: said above
+		case ctx.Err() != nil:
+			return cli.Exit(fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last)), 1)
+		}
+		// The watch ended early (it expired or the connection went): read the VM again.
+		if u, vm, err = v.get(ctx, name); err != nil {
+			if ctx.Err() != nil {
+				return cli.Exit(fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last)), 1)
+			}
+			return err
+		}
+		last = vm.Status()
+	}
+}
+
+// watchUntil watches the VM from resourceVersion rv, keeping its latest status in last, until
+// w holds (nil error), the VM is deleted (gone) or the watch ends (an error).
+func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.Status) (gone bool, err error) {
+	wi, err := v.vms.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+		ResourceVersion: rv, AllowWatchBookmarks: false})
+	if err != nil {
+		return false, err
+	}
+	defer wi.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return false, errors.New("the watch ended")
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return true, nil
+			case watch.Added, watch.Modified:
+				u, ok := ev.Object.(interface{ MarshalJSON() ([]byte, error) })
+				if !ok {
+					continue
+				}
+				raw, err := u.MarshalJSON()
+				if err != nil {
+					continue
+				}
+				*last = schema.ViewOf(raw, "", v.fields).Status()
+				if w.holds(*last) {
+					return false, nil
+				}
+			case watch.Error:
+				return false, errors.New("the watch ended with an error")
+			}
+		}
+	}
+}
+
+// lastSeen is the phase, reason and message of a status, for wait's timeout.
+func lastSeen(st schema.Status) string {
+	s := describe(st)
+	if st.Message != "" {
+		s += ": " + st.Message
+	}
+	return s
+}
+
+func statusCommand(c *pluginConfig, version string) *cli.Command {
+	return &cli.Command{
+		Name:        "status",
+		Usage:       "say where a VM stands: phase, reason, message, server, node, IP, disk, conditions",
+		ArgsUsage:   "NAME",
+		Description: "Reads the VM, and its server's pod for the node and IP where the user may read pods.",
+		Flags:       c.flags(),
+		Action: action(c, oneName, func(cc *cli.Context) error {
+			v, err := c.connect(cc, version)
+			if err != nil {
+				return err
+			}
+			name := cc.Args().First()
+			_, vm, err := v.get(cc.Context, name)
+			if err != nil {
+				return err
+			}
+			node, ip := "", ""
+			if st := vm.Status(); st.Server != nil && st.Server.Name != "" {
+				if pod, err := v.kube.CoreV1().Pods(v.namespace).Get(cc.Context, st.Server.Name, metav1.GetOptions{}); err == nil {
+					node, ip = pod.Spec.NodeName, pod.Status.PodIP
+				}
+			}
+			writeStatus(v.out, vm, v.namespace, node, ip)
+			return nil
+		}),
+	}
+}
+
+// writeStatus prints a VM's status in the manner of kubectl describe: a field per line, then
+// the conditions as a table.
+func writeStatus(out io.Writer, vm schema.VirtualMachine, namespace, node, ip string) {
+	st := vm.Status()
+	spec, _ := vm.Spec()
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	line := func(k, v string) {
+		if v == "" {
+			v = "<none>"
+		}
+		fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+	}
+	line("Name", vm.Name())
+	line("Namespace", namespace)
+	line("Run strategy", string(spec.RunStrategy))
+	line("Phase", string(st.Phase))
+	line("Reason", st.Reason)
+	line("Message", st.Message)
+	server := ""
+	if st.Server != nil && st.Server.Name != "" {
+		server = fmt.Sprintf("%s (%s)", st.Server.Name, st.Server.State)
+	}
+	line("Server", server)
+	line("Node", node)
+	line("IP", ip)
+	disk := ""
+	if d := st.RootDisk; d != nil {
+		disk = strings.TrimSpace(fmt.Sprintf("%s %s %s", d.ClaimName, d.Phase, d.Capacity))
+	}
+	line("Disk", disk)
+	if !st.NextRetryTime.IsZero() {
+		line("Next try", st.NextRetryTime.Format(time.RFC3339))
+	}
+	if st.ConsecutiveFailures > 0 {
+		line("Failures", fmt.Sprint(st.ConsecutiveFailures))
+	}
+	tw.Flush()
+	if len(st.Conditions) == 0 {
+		fmt.Fprintln(out, "Conditions:\t<none>")
+		return
+	}
+	fmt.Fprintln(out, "Conditions:")
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  Type\tStatus\tReason\tMessage")
+	for _, c := range st.Conditions {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,56 @@
+package decision
+
+import (
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The start and stop requests (schema.AnnotationStartRequestedAt, AnnotationStopRequestedAt):
+// each value is acted on once and recorded in status (startRequestedAt, stopRequestedAt) in
+// the same write that carries it out, so that neither a controller restart nor a new leader
+// acts on it twice. Of two new requests the later one wins, and the other is recorded at once
+// as overtaken (a stop written after a start means the user wants it stopped).
+
+// newRequests are the start and stop requests not yet acted on; at most one of them is set,
+// the winner (the other, if new too, is recorded here as overtaken).
+func (d *decision) newRequests() (start, stop schema.Request) {
+	start, stop = d.vm.StartRequested(), d.vm.StopRequested()
+	if start.Value == d.current.StartRequestedAt {
+		start = schema.Request{}
+	}
+	if stop.Value == d.current.StopRequestedAt {
+		stop = schema.Request{}
+	}
+	if start.Value != "" && stop.Value != "" {
+		if start.At.After(stop.At) {
+			d.next().StopRequestedAt, stop = stop.Value, schema.Request{}
+		} else { // a tie goes to the stop: it is the one that cannot harm the guest's data
+			d.next().StartRequestedAt, start = start.Value, schema.Request{}
+		}
+	}
+	return start, stop
+}
+
+// recordRequests records new start and stop requests without acting on them: under Always
+// and Halted the spec alone says whether a server runs (`kubectl vm start|stop` change the
+// spec there), and a request left unrecorded would act later, when the strategy turns to one
+// that heeds requests.
+func (d *decision) recordRequests() {
+	start, stop := d.newRequests()
+	if start.Value != "" {
+		d.next().StartRequestedAt = start.Value
+	}
+	if stop.Value != "" {
+		d.next().StopRequestedAt = stop.Value
+	}
+}
+
+// stopGrace is the grace period of a deletion that stops the VM, as the stop annotation asks
+// (nil: the backend's default).
+func (d *decision) stopGrace() *Duration {
+	g, ok := d.vm.StopGracePeriod()
+	if !ok {
+		return nil
+	}
+	out := Duration(g)
+	return &out
+}

@@ -1,0 +1,193 @@
+package decision
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The run strategies other than Always and Halted: RerunOnFailure, Once and Manual
+// (schema.RunStrategy; docs/run-strategies.md). Each tells a clean shutdown of the guest
+// (backend.StateStopped: for pods, Succeeded) from a failure (StateFailed):
+//
+//   - RerunOnFailure replaces a failed server after the backoff, as Always does; a clean
+//     shutdown leaves the VM stopped (GuestShutDown), the ended server kept.
+//   - Once never replaces a server: after a failure the VM is Failed, after a clean shutdown
+//     stopped, each with the ended server kept.
+//   - Manual creates a server only on a start request and deletes one only on a stop request;
+//     a server that ends is not replaced. A new Manual VM stays stopped (NotStarted).
+//
+// Under the three, a start request starts a stopped VM (an ended server is deleted first)
+// and a stop request deletes the server. Whether a VM without a live server is stopped is
+// read from its status: the reason the controller last wrote for it.
+
+// onRequest decides for a VM whose strategy is RerunOnFailure, Once or Manual.
+func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
+	start, stop := d.newRequests()
+	srv := d.srv
+	if stop.Value != "" {
+		d.next().StopRequestedAt = stop.Value
+		d.stopServer(spec, stop.Value)
+		return
+	}
+	if start.Value != "" {
+		switch {
+		case srv != nil && srv.Deleting:
+			// Not yet: the start is recorded with the create that carries it out, once
+			// the old server is gone.
+			d.report(schema.PhaseCreating, ReasonServerReplacing,
+				fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), srv)
+			return
+		case srv != nil && ended(srv):
+			d.ensureFinalizer(true)
+			d.plan.Server = &ServerAction{Op: DeleteServer, Event: Event{Type: EventNormal, Reason: ReasonStartingServer,
+				Message: fmt.Sprintf("Deleting ended server %s: start requested at %s; a new one follows", srv.Name, start.Value)}}
+			d.report(schema.PhaseCreating, ReasonServerReplacing,
+				fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+			return
+		}
+		// No server (the create below carries the start out) or a live one (a start of a
+		// running VM changes nothing): recorded in this decision's write either way.
+		d.next().StartRequestedAt = start.Value
+		p.active(d, want, spec)
+		return
+	}
+	switch {
+	case srv != nil && !srv.Deleting && ended(srv) && !(d.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
+		// Kept as it ended: a spec change does not start a stopped VM either.
+		d.ensureFinalizer(true)
+		if d.claims {
+			d.keepDisk(spec)
+		}
+		d.ended()
+		return
+	case (srv == nil || srv.Deleting) && d.stoppedState():
+		if d.claims {
+			d.keepDisk(spec)
+		}
+		d.stayStopped()
+		return
+	}
+	p.active(d, want, spec)
+}
+
+// ended reports whether a server has ended: it will not run again by itself.
+func ended(srv *backend.Server) bool {
+	return srv.State == backend.StateStopped || srv.State == backend.StateFailed
+}
+
+// stoppedReasons are the reasons of a VM stopped under every strategy that heeds requests:
+// stopped on request, or after its guest shut down.
+var stoppedReasons = []string{ReasonStopped, ReasonStopping, ReasonGuestShutDown}
+
+// onItsWay are the reasons of a VM under Manual whose server is being made, on request: the
+// create, a replacement (a restart, a start after an end, a spec change), or a wait for its
+// disk or after a refusal.
+var onItsWay = []string{ReasonServerReplacing, ReasonServerCreating, ReasonWaitingForDisk, ReasonServerRejected,
+	ReasonDiskRejected, ReasonDiskConflict}
+
+// stoppedState reports whether a VM without a live server (none, or one being deleted) is
+// stopped, rather than on its way to a new server, by the reason its status gives.
+func (d *decision) stoppedState() bool {
+	reason := d.current.Reason
+	if slices.Contains(stoppedReasons, reason) {
+		return true
+	}
+	missing := d.srv == nil && d.missingServer() != ""
+	switch d.strategy {
+	case schema.RunOnce:
+		return missing || reason == ReasonServerFailed || reason == ReasonServerMissing
+	case schema.RunManual:
+		return missing || !slices.Contains(onItsWay, reason)
+	}
+	return false // RerunOnFailure: a server deleted by someone else is replaced, as a failure
+}
+
+// stopServer carries out a stop request: the server goes (with the grace period the stop
+// asked for), and the VM stays stopped until a start request.
+func (d *decision) stopServer(spec schema.Spec, at string) {
+	if r := d.newRestart(); r != "" {
+		d.next().RestartedAt = r // overtaken by the stop
+	}
+	if d.claims {
+		d.keepDisk(spec)
+	}
+	srv := d.srv
+	if srv == nil {
+		d.report(schema.PhaseInactive, ReasonStopped, fmt.Sprintf("Stopped on request (%s); %s", at, d.startHint()), nil)
+		return
+	}
+	d.ensureFinalizer(true)
+	if !srv.Deleting {
+		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: d.stopGrace(), Event: Event{Type: EventNormal,
+			Reason: ReasonStoppingServer, Message: fmt.Sprintf("Deleting server %s: stop requested at %s", srv.Name, at)}}
+	}
+	d.report(schema.PhaseInactive, ReasonStopping,
+		fmt.Sprintf("Waiting for server %s to be deleted (stop requested at %s)", srv.Name, at), d.deletingServer())
+}
+
+// stayStopped reports a stopped VM without a live server as it is: the reason it stopped
+// for, or under Manual, never started (NotStarted), or gone without the controller deleting
+// it (ServerMissing, not replaced).
+func (d *decision) stayStopped() {
+	if r := d.newRestart(); r != "" {
+		d.next().RestartedAt = r // nothing runs to restart; a start makes a new server anyway
+	}
+	srv, cur := d.srv, d.current
+	if srv != nil {
+		d.ensureFinalizer(true)
+		srv = d.deletingServer() // being deleted by someone: the VM stays stopped once it is gone
+	}
+	if gone := d.missingServer(); gone != "" && d.srv == nil {
+		r := d.report(schema.PhaseInactive, ReasonServerMissing, fmt.Sprintf("Server %s was deleted, not by the controller; "+
+			"it is not replaced (runStrategy %s); %s", gone, d.strategy, d.startHint()), nil)
+		if r.event {
+			d.plan.Events[len(d.plan.Events)-1].Type = EventWarning
+		}
+		return
+	}
+	if slices.Contains(stoppedReasons, cur.Reason) || cur.Reason == ReasonServerFailed || cur.Reason == ReasonServerMissing {
+		phase, reason, msg := cur.Phase, cur.Reason, cur.Message
+		if reason == ReasonStopping && srv == nil {
+			reason, msg = ReasonStopped, fmt.Sprintf("Stopped on request (%s); %s", cur.StopRequestedAt, d.startHint())
+		}
+		d.report(phase, reason, msg, srv)
+		return
+	}
+	d.report(schema.PhaseInactive, ReasonNotStarted,
+		fmt.Sprintf("runStrategy Manual: the VM runs when asked to; %s", d.startHint()), srv)
+}
+
+// ended reports a VM whose server ended and is kept: stopped after a clean shutdown, Failed
+// after a failure; neither is replaced.
+func (d *decision) ended() {
+	if r := d.newRestart(); r != "" {
+		d.next().RestartedAt = r // nothing runs to restart; a start makes a new server
+	}
+	srv := d.srv
+	detail := ""
+	if srv.Message != "" {
+		detail = " (" + srv.Message + ")"
+	}
+	if srv.State == backend.StateStopped {
+		d.report(schema.PhaseInactive, ReasonGuestShutDown, fmt.Sprintf("Server %s shut down cleanly%s; the VM stays stopped "+
+			"(runStrategy %s); %s", srv.Name, detail, d.strategy, d.startHint()), srv)
+		return
+	}
+	d.report(schema.PhaseFailed, ReasonServerFailed, fmt.Sprintf("Server %s failed%s; it is not replaced (runStrategy %s); %s",
+		srv.Name, detail, d.strategy, d.startHint()), srv)
+}
+
+// startHint is how a user starts a stopped VM; messages of stopped VMs end with it.
+func (d *decision) startHint() string {
+	return fmt.Sprintf("start it with: kubectl vm start %s (or kubectl annotate vm %s %s=$(date -u +%%FT%%TZ) --overwrite)",
+		d.vm.Name(), d.vm.Name(), schema.AnnotationStartRequestedAt)
+}
+
+// retryAt is when a server that failed after n earlier consecutive failures is replaced.
+func (p Policy) retryAt(srv *backend.Server, n int) time.Time {
+	return srv.Since.UTC().Truncate(time.Second).Add(p.backoff(n))
+}
