@@ -41,6 +41,9 @@ type Spec struct {
 	// the VM does not say; empty when what it says is not a policy (an error), which a
 	// decision must not read as Delete.
 	ReclaimPolicy ReclaimPolicy
+	// EvictionStrategy is what an eviction of the server does (eviction.go); empty when the
+	// VM does not say, and the controller's --eviction-strategy applies.
+	EvictionStrategy EvictionStrategy
 }
 
 // Spec decodes and validates the spec. Every problem is reported, each with its field path,
@@ -54,7 +57,7 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	// The action's values are the CRD's own words (Fields.ActiveValue, InactiveValue), so
 	// errors quote those, not this project's.
 	active, inactive := f.activeValue(), f.inactiveValue()
-	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy)
+	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.EvictionStrategy)
 	switch a := v[0]; {
 	case !a.Exists():
 		errs = append(errs, field.Required(fieldPath(f.Action), fmt.Sprintf("must be %q or %q", active, inactive)))
@@ -108,6 +111,9 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 		s.ReclaimPolicy = ReclaimPolicy(p.Str)
 	default:
 		errs = append(errs, field.NotSupported(fieldPath(f.RootDiskReclaimPolicy), p.Str, []string{string(ReclaimDelete), string(ReclaimRetain)}))
+	}
+	if s.EvictionStrategy, err = evictionStrategy(f.EvictionStrategy, v[7]); err != nil {
+		errs = append(errs, err)
 	}
 	return s, errs
 }
