@@ -113,6 +113,14 @@ type Server struct {
 	Resize   Resize    // how far a change of cpu and memory in place has got (resize.go)
 	// Disk is the name of its VM's disk it mounts (Disks); "" for a server without one.
 	Disk string
+
+	// Where it runs and whether it is being taken away (budget.go, the eviction strategies):
+	// Node is the host it runs on ("" before it has one); Cordoned, that the host takes no
+	// new servers (for pods: the node is unschedulable, as a drain leaves it); Disruption,
+	// nil unless the server is being evicted or otherwise disrupted.
+	Node       string
+	Cordoned   bool
+	Disruption *Disruption
 }
 
 // Reader is implemented by backends that can read a server from its source, past the cache

@@ -27,6 +27,11 @@ type serverYAML struct {
 	Spec     specYAML      `yaml:"spec"`
 	Resize   resizeYAML    `yaml:"resize"` // a resize under way, if any
 	Disk     string        `yaml:"disk"`   // the VM's disk it mounts, if any
+	// Where it runs and whether it is being evicted (backend.Server's Node, Cordoned and
+	// Disruption).
+	Node       string              `yaml:"node"`
+	Cordoned   bool                `yaml:"cordoned"`
+	Disruption *backend.Disruption `yaml:"disruption"`
 }
 
 type specYAML struct {
@@ -39,12 +44,14 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, cordoned, disruption)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
 	" not found in type memory.resizeYAML", " is not a key of a server's resize (state, message, cpu, memory)",
 	" into memory.resizeYAML", " into a server's resize (want a mapping)",
+	" not found in type backend.Disruption", " is not a key of a server's disruption (reason, message)",
+	" into backend.Disruption", " into a server's disruption (want a mapping)",
 )
 
 // states are the states a written-down server may be in.
@@ -63,6 +70,9 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	spec: {cpu: "2", memory: 4G, rootDisk: 40G, image: registry.k8s.io/pause:3.10}
 //	resize: {state: InProgress, message: "", cpu: "1", memory: 4G}  # optional: cpu and memory in effect
 //	disk: test-vm-rootdisk # optional: the VM's disk it mounts; its spec then has no rootDisk
+//	node: node-1           # optional: where it runs
+//	cordoned: true         # optional: its node takes no new servers (a drain cordoned it)
+//	disruption: {reason: EvictionByEvictionAPI, message: ""}  # optional: it is being evicted
 //
 // Times are relative to now so that a case means the same whatever clock it runs with.
 // Unknown keys, an unknown state and malformed quantities are errors; a rootDisk may be left
@@ -89,7 +99,11 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		return nil, fmt.Errorf("state %q: want one of %s", s.State, strings.Join(names, ", "))
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
-		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk}
+		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk,
+		Node: s.Node, Cordoned: s.Cordoned, Disruption: s.Disruption}
+	if d := s.Disruption; d != nil && d.Reason == "" {
+		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")
+	}
 	for _, q := range []struct {
 		name string
 		dst  *resource.Quantity

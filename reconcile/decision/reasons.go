@@ -77,3 +77,16 @@ const (
 	ReasonDeletionPaused = "DeletionPaused" // Paused condition and Warning Event: the VM is deleted, and its deletion waits
 	ReasonResumed        = "Resumed"        // Event only: the pause annotation is gone; the controller manages the VM again
 )
+
+// Reasons of the eviction strategies (eviction.go): a phase's reason, the conditions Moving
+// and EvictionBlocked, and Events.
+const (
+	ReasonServerEvicted = "ServerEvicted" // Creating, and Moving: the server is being evicted; a new one follows on another node (Replace)
+	ReasonDrainBlocked  = "DrainBlocked"  // EvictionBlocked and Warning Event: the node is cordoned and the budget holds its drain (Block)
+
+	// Events only.
+	ReasonMovingServer   = "MovingServer"   // the server after an eviction is created (Replace)
+	ReasonServerMoved    = "ServerMoved"    // the server after an eviction is ready (Replace)
+	ReasonCreatingBudget = "CreatingBudget" // the VM's disruption budget is created (Block)
+	ReasonDeletingBudget = "DeletingBudget" // the VM's disruption budget is deleted (the strategy is no longer Block)
+)
