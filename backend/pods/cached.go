@@ -159,7 +159,8 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	// is kept as read.
 	disk := s.Disk != "" && s.Spec.Disk && s.Disk == ClaimName(p.ownerName())
 	okDisk := disk || s.Disk == "" && !s.Spec.Disk
-	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk {
+	okDisruption := s.Disruption == nil // a pod being evicted is rare: it is kept as read
+	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk || !okDisruption {
 		return false
 	}
 	p.state, p.phase, p.resize = state, phase, resize
@@ -310,6 +311,7 @@ func (p *cachedPod) server() backend.Server {
 			Image:    p.image.String(),
 		},
 		Resize: backend.Resize{State: resizeStates[p.resize]},
+		Node:   p.node.String(),
 	}
 	if p.flags&podDisk != 0 {
 		s.Disk, s.Spec.Disk = ClaimName(p.ownerName()), true

@@ -127,7 +127,9 @@ func serverOf(pod *corev1.Pod) backend.Server {
 		Detail:   string(pod.Status.Phase),
 		Deleting: pod.DeletionTimestamp != nil,
 		Resize:   resizeOf(pod),
+		Node:     pod.Spec.NodeName,
 	}
+	s.Disruption = disruptionOf(pod)
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == DiskVolume && v.PersistentVolumeClaim != nil {
 			s.Disk = v.PersistentVolumeClaim.ClaimName

@@ -141,13 +141,11 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64) []sch
 	}
 	d.blocked = nil
 	if d.strategy == schema.EvictionBlock && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting {
-		budget := "its disruption budget"
-		if d.budget != nil {
-			budget = "disruption budget " + d.budget.Name
-		}
+		// The budget is not named: the message must not change when a budget just asked for
+		// is first seen (the pods backend names it NAME-block-eviction).
 		d.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
-			"Node %s is cordoned, and %s keeps server %s from being evicted (evictionStrategy Block): %s",
-			d.srv.Node, budget, d.srv.Name, fmt.Sprintf(migrateHint, d.vm.Name()))}
+			"Node %s is cordoned, and the VM's disruption budget keeps server %s from being evicted (evictionStrategy Block): %s",
+			d.srv.Node, d.srv.Name, fmt.Sprintf(migrateHint, d.vm.Name()))}
 		if c := d.current.Condition(ConditionEvictionBlocked); c == nil || c.Status != schema.ConditionTrue {
 			d.event(EventWarning, ReasonDrainBlocked, d.blocked.message)
 		}
