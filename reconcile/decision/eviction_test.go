@@ -161,7 +161,7 @@ func FuzzEviction(f *testing.F) {
 			spec, _ := vm.Spec()
 			srv = &backend.Server{Name: "test-vm-server", ID: "pod-uid-1", State: fuzzServerStates[int(state)%len(fuzzServerStates)],
 				Detail: "Running", Deleting: deleting, Node: node, Cordoned: cordoned,
-				Spec: backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: policy.DefaultImage},
+				Spec:  backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: policy.DefaultImage},
 				Since: now.Add(-time.Minute)}
 			if disruption != "" {
 				srv.Disruption = &backend.Disruption{Reason: disruption}
