@@ -24,6 +24,9 @@ import (
 // stops it. Its name (BudgetName) and its annotation say which VM holds the drain and how to
 // free it, for whoever finds it in a drain's output or in `kubectl get pdb`. The VM controls
 // it, so it goes with the VM.
+//
+// This file also reads what the eviction strategies need of a server: the pod's
+// DisruptionTarget condition (an eviction under way) and whether its node is cordoned.
 
 // AnnotationBlocks is the annotation on a VM's PodDisruptionBudget that says which VM it
 // keeps from being evicted and how to move it.
