@@ -60,8 +60,8 @@ var DefaultPolicy = Policy{
 
 // Decide returns what vm needs, given the server, the disk and the disruption budget the
 // backend observed for it (nil: none; the disk is read under --root-disk claim only) and the
-// time. It is pure: the
-// same inputs give the same plan, and a plan applied and decided again asks for nothing more.
+// time. It is pure: the same inputs give the same plan, and a plan applied and decided again
+// asks for nothing more.
 //
 // A status in the plan describes the world as it will be once the plan's disk and server
 // actions are done, so that observing that world later finds nothing to write. The one thing
