@@ -118,6 +118,12 @@ type Server struct {
 	Node    string  // the host it was placed on (for pods: the node's name); "" until placed
 	IP      string  // its address (for pods: the pod IP); "" until it has one
 	Waiting Waiting // why a Pending server does not start, when the backend can tell; zero otherwise
+
+	// Whether it is being taken away (budget.go, the eviction strategies): Cordoned, that
+	// its host takes no new servers (for pods: the node is unschedulable, as a drain leaves
+	// it); Disruption, nil unless the server is being evicted or otherwise disrupted.
+	Cordoned   bool
+	Disruption *Disruption
 }
 
 // Reader is implemented by backends that can read a server from its source, past the cache

@@ -36,7 +36,7 @@ func TestJudgeCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields, _ = fields.Without(map[string]bool{"spec.rootDiskStorageClassName": true, "spec.rootDiskReclaimPolicy": true,
+	fields, _ = fields.Without(map[string]bool{"spec.rootDiskStorageClassName": true, "spec.rootDiskReclaimPolicy": true, "spec.evictionStrategy": true,
 		"status.rootDisk.claimName": true, "status.server.node": true, "status.server.ip": true,
 		"status.nextRetryTime": true, "status.startRequestedAt": true, "status.stopRequestedAt": true})
 	tests := map[string]struct {

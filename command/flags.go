@@ -131,6 +131,17 @@ type policyFlags struct {
 	MaxRestartBackoff time.Duration
 	Resize            string
 	StalledAfter      time.Duration
+	// EvictionStrategy is --eviction-strategy: what a drain's eviction does to VMs that do
+	// not say (docs/eviction.md).
+	EvictionStrategy string
+}
+
+// evictionStrategyFlag is --eviction-strategy, the strategy of VMs without
+// spec.evictionStrategy.
+func (p *policyFlags) evictionStrategyFlag() cli.Flag {
+	return &cli.StringFlag{Name: "eviction-strategy", Value: string(schema.EvictionNone),
+		Usage:   "what a node drain's eviction does to a VM whose spec.evictionStrategy is not set: None (the eviction takes the server; a VM that runs gets a new one), Replace (a new server on another node, with the same disk, once the old one is gone; no backoff), Block (a PodDisruptionBudget keeps the drain waiting until the VM is moved or stopped)",
+		EnvVars: env("EVICTION_STRATEGY"), Destination: &p.EvictionStrategy}
 }
 
 // serverImageFlag is --server-image; usage says what it is for the command.
@@ -175,6 +186,9 @@ func (p policyFlags) validate() error {
 	default:
 		return fmt.Errorf("--resize %q: want in-place, replace or manual", p.Resize)
 	}
+	if !schema.EvictionStrategy(p.EvictionStrategy).Valid() {
+		return fmt.Errorf("--eviction-strategy %q: want None, Replace or Block", p.EvictionStrategy)
+	}
 	return nil
 }
 
@@ -183,7 +197,8 @@ func (p policyFlags) policy(disk rootDiskFlags) decision.Policy {
 	// CanResize: both backends the commands use (pods for run, memory for plan) resize in
 	// place and keep disks.
 	return decision.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
-		Resize: decision.ResizeMode(p.Resize), CanResize: true, RootDisk: decision.RootDiskMode(disk.RootDisk), StalledAfter: p.StalledAfter}
+		Resize: decision.ResizeMode(p.Resize), CanResize: true, RootDisk: decision.RootDiskMode(disk.RootDisk), StalledAfter: p.StalledAfter,
+		Eviction: schema.EvictionStrategy(p.EvictionStrategy)}
 }
 
 // rootDiskFlags is --root-disk, where a VM's root disk lives: run and plan (the decision),

@@ -32,6 +32,7 @@ type planConfig struct {
 	SchemaFile string
 	Server     string
 	Disk       string
+	Budget     string
 	Now        string
 }
 
@@ -39,23 +40,25 @@ func planCommand(c *planConfig) *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion", EnvVars: env("API_VERSION"), Destination: &c.APIVersion},
 		schemaFileFlag(&c.SchemaFile, schemaFileUsage),
-		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting); empty: none", EnvVars: env("SERVER"), Destination: &c.Server},
+		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting, cordoned, disruption); empty: none", EnvVars: env("SERVER"), Destination: &c.Server},
 		&cli.StringFlag{Name: "disk", Usage: "YAML file of the VM's disk the backend observes (name, id, phase, requested, capacity, storageClass, canGrow, growth, owner, pending, deleting), under --root-disk claim; empty: none", EnvVars: env("DISK"), Destination: &c.Disk},
+		&cli.StringFlag{Name: "budget", Usage: "YAML file of the VM's disruption budget the backend observes (name, id; the eviction strategy Block keeps one); empty: none", EnvVars: env("BUDGET"), Destination: &c.Budget},
 		&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now", EnvVars: env("NOW"), Destination: &c.Now},
 	}
 	flags = append(flags, c.serverImageFlag("container image of servers of VMs that name none"))
 	flags = append(flags, c.backoffFlags()...)
 	flags = append(flags, c.stalledAfterFlag())
+	flags = append(flags, c.evictionStrategyFlag())
 	flags = append(flags, c.rootDiskFlag(rootDiskUsage))
 	return &cli.Command{
 		Name:      "plan",
 		Usage:     "print what the controller would do for a VM (a file, or - or nothing for stdin), without a cluster",
 		ArgsUsage: "[VM-FILE]",
-		Description: "Reads a VM as YAML or JSON and, with --server and --disk, the server and the disk the backend observes\n" +
-			"for it, and prints the plan the controller would carry out: the finalizer change, the disk and server actions,\n" +
-			"the status and the exact JSON merge patch sent to /status, the events and when it would look again. An empty\n" +
-			"plan ({}) means there is nothing to do. A server or disk the plan creates is made by the in-memory backend\n" +
-			"(ID mem-1, disk-1).",
+		Description: "Reads a VM as YAML or JSON and, with --server, --disk and --budget, the server, the disk and the\n" +
+			"disruption budget the backend observes for it, and prints the plan the controller would carry out: the\n" +
+			"finalizer change, the disk, server and budget actions, the status and the exact JSON merge patch sent to\n" +
+			"/status, the events and when it would look again. An empty plan ({}) means there is nothing to do. A server,\n" +
+			"disk or budget the plan creates is made by the in-memory backend (ID mem-1, disk-1; budget NAME-block-eviction).",
 		OnUsageError: usageError,
 		Flags:        flags,
 		Action:       action(c, oneFile, func(cc *cli.Context) error { return printPlan(cc, *c) }),
@@ -120,7 +123,10 @@ type planOutput struct {
 	Finalizer decision.FinalizerChange `yaml:"finalizer,omitempty"`
 	Disk      *decision.DiskAction     `yaml:"disk,omitempty"`
 	Server    *decision.ServerAction   `yaml:"server,omitempty"`
-	Status    *schema.Status           `yaml:"status,omitempty"`
+	Budget    *decision.BudgetAction   `yaml:"budget,omitempty"`
+	// BudgetName is the name of the budget a plan creates, as the in-memory backend names it.
+	BudgetName string         `yaml:"budgetName,omitempty"`
+	Status     *schema.Status `yaml:"status,omitempty"`
 	// StatusPatch is the JSON merge patch for /status. It carries the VM's resourceVersion
 	// as a precondition, except after a finalizer is added: the controller then sends the
 	// resourceVersion that write returned, which no offline plan can know.
@@ -179,7 +185,18 @@ func printPlan(cc *cli.Context, c planConfig) error {
 		}
 	}
 
-	out, err := makePlan(c.policy(c.rootDiskFlags), vm, srv, disk, now)
+	var budget *backend.Budget
+	if file := c.Budget; file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("read --budget: %w", err)
+		}
+		if budget, err = memory.ParseBudget(data); err != nil {
+			return fmt.Errorf("--budget %s: %w", file, err)
+		}
+	}
+
+	out, err := makePlan(c.policy(c.rootDiskFlags), vm, srv, disk, budget, now)
 	if err != nil {
 		return err
 	}
@@ -196,8 +213,8 @@ func printPlan(cc *cli.Context, c planConfig) error {
 // makePlan decides as the controller does and completes the plan as its apply step would:
 // a disk or a server it creates comes from the in-memory backend, and Plan.CreatedDisk and
 // Plan.Created put their names into the status.
-func makePlan(policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, now time.Time) (planOutput, error) {
-	plan := policy.Decide(vm, srv, disk, now)
+func makePlan(policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, budget *backend.Budget, now time.Time) (planOutput, error) {
+	plan := policy.Decide(vm, srv, disk, budget, now)
 	owner := backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
 	made := memory.New()
 	if plan.Disk != nil && plan.Disk.Op == decision.CreateDisk {
@@ -214,7 +231,14 @@ func makePlan(policy decision.Policy, vm schema.VirtualMachine, srv *backend.Ser
 		}
 		plan.Created(created)
 	}
-	out := planOutput{Finalizer: plan.Finalizer, Disk: plan.Disk, Server: plan.Server, Status: plan.Status, Events: plan.Events, RequeueAfter: plan.RequeueAfter}
+	out := planOutput{Finalizer: plan.Finalizer, Disk: plan.Disk, Server: plan.Server, Budget: plan.Budget, Status: plan.Status, Events: plan.Events, RequeueAfter: plan.RequeueAfter}
+	if plan.Budget != nil && plan.Budget.Op == decision.CreateBudget {
+		made, err := made.CreateBudget(context.Background(), owner)
+		if err != nil {
+			return planOutput{}, fmt.Errorf("create budget: %w", err)
+		}
+		out.BudgetName = made.Name
+	}
 	if plan.Status != nil {
 		rv := vm.ResourceVersion()
 		if plan.Finalizer == decision.AddFinalizer {

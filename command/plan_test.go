@@ -35,6 +35,7 @@ func TestPlanConfigValidate(t *testing.T) {
 		"max restart backoff": {[]string{"--max-restart-backoff", "1s"}, "--max-restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"api version":         {[]string{"--api-version", "v1"}, "--api-version", `--api-version "v1": want group/version, such as cloudnative.czs/v1alpha1`},
 		"ephemeral":           {args: []string{"--root-disk", "ephemeral"}},
+		"eviction strategy":   {[]string{"--eviction-strategy", "Migrate"}, "--eviction-strategy", `--eviction-strategy "Migrate": want None, Replace or Block`},
 		"root disk":           {[]string{"--root-disk", "pvc"}, "--root-disk", `--root-disk "pvc": want claim or ephemeral`},
 		"disk when ephemeral": {[]string{"--root-disk", "ephemeral", "--disk", "d.yaml"}, "--disk", "--disk: under --root-disk ephemeral the controller observes no disk"},
 	}
@@ -215,7 +216,7 @@ func FuzzPlan(f *testing.F) {
 			return
 		}
 		for _, s := range []*backend.Server{nil, srv} {
-			if _, err := makePlan(decision.DefaultPolicy, vm, s, nil, now); err != nil {
+			if _, err := makePlan(decision.DefaultPolicy, vm, s, nil, nil, now); err != nil {
 				t.Errorf("plan: %v", err)
 			}
 		}

@@ -85,6 +85,7 @@ func runCommand(c *runConfig) *cli.Command {
 	)
 	flags = append(flags, c.backoffFlags()...)
 	flags = append(flags, c.stalledAfterFlag())
+	flags = append(flags, c.evictionStrategyFlag())
 	flags = append(flags, c.rootDiskFlag(rootDiskUsage))
 	flags = append(flags,
 		&cli.DurationFlag{Name: "retry-base-delay", Value: 5 * time.Millisecond, Usage: "first retry delay of a failed reconcile (or one that met a conflict); doubles per failure of the same VM", EnvVars: env("RETRY_BASE_DELAY"), Destination: &c.RetryBaseDelay},
@@ -261,7 +262,7 @@ func run(cc *cli.Context, c runConfig) error {
 		Selector:  c.Selector,
 		Resync:    c.Resync,
 		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
-			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery(), Disks: c.claims()}),
+			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery(), Disks: c.claims(), Budgets: true}),
 		Policy:              c.policy(c.rootDiskFlags),
 		Recorder:            recorder,
 		Logger:              log,

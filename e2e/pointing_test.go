@@ -366,6 +366,7 @@ func TestPointCheck(t *testing.T) {
 		fmt.Sprintf("RBAC denies create, delete on pods in namespace %s (needed: creates, watches and deletes the server pods; get reads a pod whose name is taken, or that the cache does not show yet)", ns),
 		fmt.Sprintf("RBAC denies patch on pods/resize in namespace %s (needed: changes a running server's cpu and memory in place (in-place pod resize))", ns),
 		fmt.Sprintf("RBAC denies create, patch on events.events.k8s.io in namespace %s (needed: records Events on VMs; patch updates a repeating event's series)", ns),
+		fmt.Sprintf("RBAC denies get, list, watch, create, delete on poddisruptionbudgets.policy in namespace %s (needed: keeps a PodDisruptionBudget over the server of each VM whose eviction strategy is Block, so that a drain waits for it; get reads a budget whose name is taken)", ns),
 		fmt.Sprintf("RBAC denies get, list, watch, create, patch, delete on persistentvolumeclaims in namespace %s (needed: creates, watches, grows, keeps and deletes each VM's disk (--root-disk claim); get reads a claim whose name is taken)", ns),
 		"RBAC denies list, watch on storageclasses.storage.k8s.io cluster-wide (needed: tells whether a disk's StorageClass lets it grow (allowVolumeExpansion), and which class is the default (check))",
 		fmt.Sprintf("RBAC denies list, watch on events in namespace %s (needed: reads the Events on claims (field-selected) to say why a VM's disk is not bound)", ns),

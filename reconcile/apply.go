@@ -126,6 +126,9 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			}
 		}
 	}
+	if err := a.applyBudget(ctx, vm, owner, plan.Budget); err != nil {
+		return out, err
+	}
 	if plan.Status != nil {
 		// The patch holds the status and the resourceVersion precondition only, so that
 		// through the main resource too it cannot touch the spec or the finalizers.

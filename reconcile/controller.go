@@ -576,7 +576,11 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if err != nil {
 			return 0, err
 		}
-		plan := c.cfg.Policy.Decide(vm, srv, disk, c.cfg.Now())
+		budget, err := c.observeBudget(owner)
+		if err != nil {
+			return 0, err
+		}
+		plan := c.cfg.Policy.Decide(vm, srv, disk, budget, c.cfg.Now())
 		phase := vm.Phase()
 		becomesActive := false
 		if plan.Status != nil {

@@ -133,7 +133,7 @@ func TestApplyDiskRefused(t *testing.T) {
 			w := newWorld(t, "create-new")
 			vm := w.view(t, "create-new")
 			w.servers.FailDisks(tc.err)
-			after, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, now))
+			after, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, nil, now))
 			if srv, _ := w.servers.Observe(ownerOf(vm)); srv != nil {
 				t.Errorf("a server was made without its disk: %+v", srv)
 			}
@@ -184,7 +184,7 @@ func TestApplyDiskDeletion(t *testing.T) {
 				Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner}
 			w.servers.SetDisk(ownerOf(vm), disk)
 			disk, _ = w.servers.ObserveDisk(ownerOf(vm))
-			plan := decision.DefaultPolicy.Decide(vm, nil, disk, now)
+			plan := decision.DefaultPolicy.Decide(vm, nil, disk, nil, now)
 			if plan.Finalizer != decision.RemoveFinalizer {
 				t.Fatalf("plan %+v does not release the VM", plan)
 			}
@@ -267,7 +267,7 @@ func TestApplyDiskNamespaceTerminating(t *testing.T) {
 		errors.New("unable to create new content in namespace default because it is being terminated"))
 	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace default is being terminated", Field: "metadata.namespace"}}
 	w.servers.FailDisks(fmt.Errorf("create claim test-vm-rootdisk: namespace default is being deleted: %w", terminating))
-	_, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, now))
+	_, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, nil, now))
 	if err != nil {
 		t.Fatalf("err %v, want none", err)
 	}

@@ -25,6 +25,7 @@ import (
 //	  image: spec.bootImage            # optional
 //	  rootDiskStorageClassName: spec.disks.boot.class     # optional
 //	  rootDiskReclaimPolicy: spec.disks.boot.reclaim      # optional
+//	  evictionStrategy: spec.eviction                     # optional
 //	status:
 //	  phase: status.state
 //	  ...
@@ -43,6 +44,7 @@ type fileSpec struct {
 	Image                    scalar       `yaml:"image"`
 	RootDiskStorageClassName scalar       `yaml:"rootDiskStorageClassName"`
 	RootDiskReclaimPolicy    scalar       `yaml:"rootDiskReclaimPolicy"`
+	EvictionStrategy         scalar       `yaml:"evictionStrategy"`
 }
 
 type fileAction struct {
@@ -150,6 +152,7 @@ func (f *Fields) infos() []fieldInfo {
 		{"spec.image", &f.Image, false, false, typeString},
 		{"spec.rootDiskStorageClassName", &f.RootDiskStorageClass, false, false, typeString},
 		{"spec.rootDiskReclaimPolicy", &f.RootDiskReclaimPolicy, false, false, typeString},
+		{"spec.evictionStrategy", &f.EvictionStrategy, false, false, typeString},
 		{"status.phase", &f.Phase, true, true, typeString},
 		{"status.reason", &f.Reason, true, true, typeString},
 		{"status.message", &f.Message, true, true, typeString},
@@ -184,6 +187,7 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"spec.image":                    &m.Spec.Image,
 		"spec.rootDiskStorageClassName": &m.Spec.RootDiskStorageClassName,
 		"spec.rootDiskReclaimPolicy":    &m.Spec.RootDiskReclaimPolicy,
+		"spec.evictionStrategy":         &m.Spec.EvictionStrategy,
 		"status.phase":                  &m.Status.Phase,
 		"status.reason":                 &m.Status.Reason,
 		"status.message":                &m.Status.Message,

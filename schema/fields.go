@@ -31,6 +31,10 @@ type Fields struct {
 	// layout without them gets the cluster's default class and Delete.
 	RootDiskStorageClass  string
 	RootDiskReclaimPolicy string
+	// EvictionStrategy is optional: what a drain's eviction of the VM's server does (None,
+	// Replace or Block; schema/eviction.go). A layout without it gets the controller's
+	// --eviction-strategy.
+	EvictionStrategy string
 
 	// ActiveValue and InactiveValue are the values of Action that mean "keep a server
 	// running" and "no server, keep the object"; another CRD may say "On" and "Off". Empty

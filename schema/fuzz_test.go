@@ -245,6 +245,12 @@ func checkSpec(t *testing.T, layout string, vm VirtualMachine) {
 			}
 			continue
 		}
+		if f.EvictionStrategy != "" && e.Field == f.EvictionStrategy {
+			if v := vm.get(f.EvictionStrategy); v.Type == gjson.String && EvictionStrategy(v.Str).Valid() {
+				t.Errorf("%s: %s refused: %v; but %q is a strategy", layout, e.Field, e, v.Str)
+			}
+			continue
+		}
 		if e.Field != f.Action && (f.Image == "" || e.Field != f.Image) {
 			t.Errorf("%s: error for %s, which is not a spec path of the map: %v", layout, e.Field, e)
 		}
@@ -262,6 +268,9 @@ func checkSpec(t *testing.T, layout string, vm VirtualMachine) {
 	}
 	if img := vm.get(f.Image); f.Image != "" && img.Exists() && spec.Image != img.String() {
 		t.Errorf("%s: image %q read as %q", layout, img.String(), spec.Image)
+	}
+	if s := spec.EvictionStrategy; s != "" && (!s.Valid() || vm.get(f.EvictionStrategy).Str != string(s)) {
+		t.Errorf("%s: eviction strategy %q accepted, read as %q", layout, vm.get(f.EvictionStrategy).Raw, s)
 	}
 }
 

@@ -33,6 +33,9 @@ type Spec struct {
 	// the VM does not say; empty when what it says is not a policy (an error), which a
 	// decision must not read as Delete.
 	ReclaimPolicy ReclaimPolicy
+	// EvictionStrategy is what an eviction of the server does (eviction.go); empty when the
+	// VM does not say, and the controller's --eviction-strategy applies.
+	EvictionStrategy EvictionStrategy
 }
 
 // Spec decodes and validates the spec. Every problem is reported, each with its field path,
@@ -45,7 +48,7 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 
 	// The run strategy's values are the CRD's own words (Fields.StrategyWord), so errors
 	// quote those, not this project's.
-	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy)
+	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.EvictionStrategy)
 	switch a := v[0]; {
 	case !a.Exists():
 		errs = append(errs, field.Required(fieldPath(f.Action), "must be one of "+quoted(f.StrategyWords())))
@@ -99,6 +102,9 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 		s.ReclaimPolicy = ReclaimPolicy(p.Str)
 	default:
 		errs = append(errs, field.NotSupported(fieldPath(f.RootDiskReclaimPolicy), p.Str, []string{string(ReclaimDelete), string(ReclaimRetain)}))
+	}
+	if s.EvictionStrategy, err = evictionStrategy(f.EvictionStrategy, v[7]); err != nil {
+		errs = append(errs, err)
 	}
 	return s, errs
 }

@@ -28,6 +28,10 @@ type Backend struct {
 	resize    ResizeAnswer                           // how Resize answers (resize.go)
 	disks     disks                                  // the disks of backend.Disks (disk.go)
 	graces    map[types.NamespacedName]time.Duration // the grace periods of DeleteGracefully
+	// budgets are the disruption budgets of backend.Budgets (budget.go), madeBudgets how
+	// many it created.
+	budgets     budgetTable
+	madeBudgets int
 }
 
 // usage is what Usage reports for one VM.
@@ -39,7 +43,7 @@ type usage struct {
 // New returns an empty in-memory backend.
 func New() *Backend {
 	return &Backend{servers: map[types.NamespacedName]*backend.Server{}, usage: map[types.NamespacedName]usage{},
-		disks: disks{table: map[types.NamespacedName]*backend.Disk{}, fixed: map[string]bool{}}}
+		disks: disks{table: map[types.NamespacedName]*backend.Disk{}, fixed: map[string]bool{}}, budgets: budgetTable{}}
 }
 
 var (

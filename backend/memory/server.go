@@ -30,6 +30,9 @@ type serverYAML struct {
 	Node     string        `yaml:"node"`    // the host it runs on, if placed
 	IP       string        `yaml:"ip"`      // its address, if it has one
 	Waiting  waitingYAML   `yaml:"waiting"` // why a pending server waits, if it says
+	// Whether it is being evicted (backend.Server's Cordoned and Disruption).
+	Cordoned   bool                `yaml:"cordoned"`
+	Disruption *backend.Disruption `yaml:"disruption"`
 }
 
 // waitingYAML is backend.Waiting written down: its reason, message and since when (relative
@@ -76,7 +79,7 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting, cordoned, disruption)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
@@ -84,6 +87,8 @@ var yamlTerms = strings.NewReplacer(
 	" into memory.resizeYAML", " into a server's resize (want a mapping)",
 	" not found in type memory.waitingYAML", " is not a key of a server's waiting (reason, message, since)",
 	" into memory.waitingYAML", " into a server's waiting (want a mapping)",
+	" not found in type backend.Disruption", " is not a key of a server's disruption (reason, message)",
+	" into backend.Disruption", " into a server's disruption (want a mapping)",
 )
 
 // states are the states a written-down server may be in.
@@ -105,6 +110,8 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	node: kwok-node-0      # optional: where it runs
 //	ip: 10.0.0.7           # optional: its address
 //	waiting: {reason: Unschedulable, message: "0/3 nodes are available", since: 10m}  # optional, or ImagePull
+//	cordoned: true         # optional: its node takes no new servers (a drain cordoned it)
+//	disruption: {reason: EvictionByEvictionAPI, message: ""}  # optional: it is being evicted
 //
 // Times are relative to now so that a case means the same whatever clock it runs with.
 // Unknown keys, an unknown state and malformed quantities are errors; a rootDisk may be left
@@ -131,7 +138,11 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		return nil, fmt.Errorf("state %q: want one of %s", s.State, strings.Join(names, ", "))
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
-		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk, Node: s.Node, IP: s.IP}
+		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk,
+		Node: s.Node, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption}
+	if d := s.Disruption; d != nil && d.Reason == "" {
+		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")
+	}
 	for _, q := range []struct {
 		name string
 		dst  *resource.Quantity

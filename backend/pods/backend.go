@@ -50,6 +50,10 @@ type Config struct {
 	// read access to them (StorageClasses cluster-wide). Without it, the backend keeps no
 	// disks.
 	Disks bool
+	// Budgets keeps a PodDisruptionBudget for each VM whose eviction strategy is Block
+	// (backend.Budgets, pdb.go): it watches the labelled budgets, which needs read and
+	// write access to poddisruptionbudgets.
+	Budgets bool
 }
 
 // Backend realises servers as pods. Build it with New, then Start it.
@@ -58,6 +62,8 @@ type Backend struct {
 	pods  cache.SharedIndexInformer
 	nodes cache.SharedIndexInformer // nil unless cfg.WatchNodes
 	disks *disks                    // nil unless cfg.Disks
+	// budgets is nil unless cfg.Budgets.
+	budgets *budgets
 	// created maps the key of each pod Create made, and of each claim CreateDisk or
 	// UpdateDisk wrote, to the resourceVersion it returned, until the informer brings the
 	// object back (see echo). Pods and claims have names of their own (PodName, ClaimName).
@@ -82,6 +88,9 @@ func New(cfg Config) *Backend {
 	}
 	if cfg.Disks {
 		b.disks = newDisks(cfg)
+	}
+	if cfg.Budgets {
+		b.budgets = newBudgets(cfg)
 	}
 	return b
 }
@@ -132,7 +141,8 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 		}
 		nodesHandled, err := b.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, cur any) {
-				if nodeReady(old.(*corev1.Node)) != nodeReady(cur.(*corev1.Node)) {
+				o, c := old.(*corev1.Node), cur.(*corev1.Node)
+				if nodeReady(o) != nodeReady(c) || o.Spec.Unschedulable != c.Spec.Unschedulable {
 					onNode(cur)
 				}
 			},
@@ -143,6 +153,13 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 		}
 		go b.nodes.RunWithContext(ctx)
 		synced = append(synced, nodesHandled.HasSynced)
+	}
+	if b.budgets != nil {
+		budgetsHandled, err := b.startBudgets(ctx, notify)
+		if err != nil {
+			return nil, err
+		}
+		synced = append(synced, budgetsHandled)
 	}
 	if b.disks != nil {
 		disksHandled, err := b.startDisks(ctx, notify)
@@ -259,7 +276,9 @@ func (b *Backend) observed(pod *cachedPod, vm backend.Owner) *backend.Server {
 	if b.nodes != nil {
 		ready = b.nodeReady
 	}
-	return pod.observed(ready)
+	s := pod.observed(ready)
+	b.cordoned(s)
+	return s
 }
 
 func (b *Backend) nodeReady(name string) (ready, known bool) {
@@ -337,13 +356,15 @@ func (b *Backend) delete(ctx context.Context, vm backend.Owner, graceSeconds *in
 	return nil
 }
 
-// toNode keeps only a node's name and Ready condition. Tombstones pass through.
+// toNode keeps only a node's name, Ready condition and whether it is cordoned. Tombstones
+// pass through.
 func toNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
+		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable}}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			slim.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}

@@ -173,7 +173,8 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	// is kept as read.
 	disk := s.Disk != "" && s.Spec.Disk && s.Disk == ClaimName(p.ownerName())
 	okDisk := disk || s.Disk == "" && !s.Spec.Disk
-	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk || !okWait || !okIP || s.Node != p.node.String() {
+	okDisruption := s.Disruption == nil // a pod being evicted is rare: it is kept as read
+	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk || !okWait || !okIP || !okDisruption || s.Node != p.node.String() {
 		return false
 	}
 	p.state, p.phase, p.resize = state, phase, resize

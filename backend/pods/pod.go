@@ -130,6 +130,7 @@ func serverOf(pod *corev1.Pod) backend.Server {
 		Node:     pod.Spec.NodeName,
 		IP:       pod.Status.PodIP,
 	}
+	s.Disruption = disruptionOf(pod)
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == DiskVolume && v.PersistentVolumeClaim != nil {
 			s.Disk = v.PersistentVolumeClaim.ClaimName

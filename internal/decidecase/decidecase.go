@@ -87,12 +87,33 @@ func Disk(tb testing.TB, file string) *backend.Disk {
 	return nil
 }
 
+// Budget is the disruption budget the backend observed in a case (its budget.yaml, read as
+// the plan command reads --budget), nil when the case has none.
+func Budget(tb testing.TB, file string) *backend.Budget {
+	tb.Helper()
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range ar.Files {
+		if f.Name != "budget.yaml" {
+			continue
+		}
+		b, err := memory.ParseBudget(f.Data)
+		if err != nil {
+			tb.Fatalf("%s: budget.yaml: %v", file, err)
+		}
+		return b
+	}
+	return nil
+}
+
 // Input reads a case: its VM as JSON, which is base.yaml (beside the case) with the case's
 // vm.patch.yaml (a JSON merge patch, RFC 7386) applied, or the case's whole vm.yaml where a
 // merge patch cannot say it (an explicit null); and its server.yaml, nil when the case has no
 // server. A key written twice in one mapping fails the case: converted to JSON the YAML would
 // keep only the last, and the case would silently test something else. A policy.yaml section
-// is the decision tests' to read, and a disk.yaml section Disk's.
+// is the decision tests' to read, a disk.yaml section Disk's, and a budget.yaml Budget's.
 func Input(tb testing.TB, file string) (vm, server []byte) {
 	tb.Helper()
 	ar, err := txtar.ParseFile(file)
@@ -122,7 +143,7 @@ func Input(tb testing.TB, file string) (vm, server []byte) {
 			}
 		case "server.yaml":
 			server = f.Data
-		case "policy.yaml", "disk.yaml":
+		case "policy.yaml", "disk.yaml", "budget.yaml":
 		default:
 			tb.Fatalf("%s: unknown section %q", file, f.Name)
 		}

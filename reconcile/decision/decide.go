@@ -31,6 +31,9 @@ type Policy struct {
 	// (unschedulable, an image it cannot pull) before the VM is Stalled (stuck.go); zero:
 	// never.
 	StalledAfter time.Duration
+	// Eviction is the eviction strategy of VMs that do not name one (--eviction-strategy;
+	// eviction.go); the zero value means None.
+	Eviction schema.EvictionStrategy
 }
 
 // ResizeMode is how a running server takes a new spec: --resize.
@@ -57,19 +60,21 @@ var DefaultPolicy = Policy{
 	CanResize:         true,
 	RootDisk:          RootDiskClaim,
 	StalledAfter:      5 * time.Minute,
+	Eviction:          schema.EvictionNone,
 }
 
-// Decide returns what vm needs, given the server and the disk the backend observed for it
-// (nil: none; the disk is read under --root-disk claim only) and the time. It is pure: the
-// same inputs give the same plan, and a plan applied and decided again asks for nothing more.
+// Decide returns what vm needs, given the server, the disk and the disruption budget the
+// backend observed for it (nil: none; the disk is read under --root-disk claim only) and the
+// time. It is pure: the same inputs give the same plan, and a plan applied and decided again
+// asks for nothing more.
 //
 // A status in the plan describes the world as it will be once the plan's disk and server
 // actions are done, so that observing that world later finds nothing to write. The one thing
 // a plan cannot know is the identity of a server or disk it creates; the apply step fills it
 // in.
-func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, now time.Time) Plan {
+func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, budget *backend.Budget, now time.Time) Plan {
 	now = now.UTC().Truncate(time.Second)
-	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims()}
+	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget}
 	if d.claims {
 		d.seenDisk = disk
 		if disk != nil && disk.Owner.Mine() {
@@ -93,6 +98,7 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 	}
 	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image}
 	d.strategy = spec.RunStrategy
+	d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)
 	if spec.RunStrategy == schema.RunHalted {
 		d.recordRequests()
 		if d.claims {
@@ -152,6 +158,11 @@ type decision struct {
 	// failed server will be replaced (status.nextRetryTime).
 	strategy  schema.RunStrategy
 	nextRetry time.Time
+	// The eviction strategy's part (eviction.go): the budget observed, the strategy in
+	// force, and the conditions Moving and EvictionBlocked (nil drops them).
+	budget          *backend.Budget
+	evictStrategy   schema.EvictionStrategy
+	moving, blocked *lifecycleCondition
 }
 
 // lifecycleCondition is the reason and message of a condition that is present only while
@@ -231,6 +242,9 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 			return
 		}
 	}
+	if d.evicted() {
+		return
+	}
 	srv := d.srv
 	restart := d.newRestart()
 	if srv == nil && !mayStart {
@@ -243,6 +257,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		}
 		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingServer,
 			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), spec.RootDisk.String())}}
+		d.moved(&d.plan.Server.Event)
 		d.failures(d.current.ConsecutiveFailures)
 		// The backend's own word for a new server is not known until it is created; the
 		// apply step puts it in (Plan.Created). The neutral word stands in for it meanwhile.
@@ -723,6 +738,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		st.RootDisk = nil // the controller keeps no disks
 	}
 	st.Conditions = d.resumed(st.Conditions)
+	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration)
 	st.Conditions = d.kstatus(st)
 
 	if st.SameAs(d.current) || d.bindingOnly(*st) {

@@ -50,19 +50,20 @@ func TestDecideGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			vm, srv := decidecase.Read(t, file)
 			disk := decidecase.Disk(t, file)
+			budget := decidecase.Budget(t, file)
 			policy := casePolicy(t, file)
-			plan := policy.Decide(vm, srv, disk, now)
+			plan := policy.Decide(vm, srv, disk, budget, now)
 			got := renderPlan(t, plan)
-			if again := renderPlan(t, policy.Decide(vm, srv, disk, now)); again != got {
+			if again := renderPlan(t, policy.Decide(vm, srv, disk, budget, now)); again != got {
 				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
 			}
 			golden.Check(t, strings.TrimSuffix(file, ".txtar")+".golden", []byte(got))
 
-			w := applyPlan(t, vm, srv, disk, plan)
+			w := applyPlanBudget(t, vm, srv, disk, budget, plan)
 			if w.gone {
 				return
 			}
-			if next := policy.Decide(w.vm, w.srv, w.disk, now); !next.Empty() {
+			if next := policy.Decide(w.vm, w.srv, w.disk, w.budget, now); !next.Empty() {
 				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))
 			}
 		})
@@ -74,6 +75,7 @@ func TestDecideGolden(t *testing.T) {
 //	resize: manual     # --resize
 //	canResize: false   # a backend that cannot resize in place
 //	rootDisk: claim    # --root-disk
+//	eviction: Replace  # --eviction-strategy
 //
 // A case decides under --root-disk ephemeral unless it is under testdata/decide/claim/: the
 // cases written before VMs had disks of their own keep the plans they always had.
@@ -92,9 +94,10 @@ func casePolicy(t testing.TB, file string) decision.Policy {
 			continue
 		}
 		var in struct {
-			Resize    decision.ResizeMode   `yaml:"resize"`
-			CanResize *bool                 `yaml:"canResize"`
-			RootDisk  decision.RootDiskMode `yaml:"rootDisk"`
+			Resize    decision.ResizeMode     `yaml:"resize"`
+			CanResize *bool                   `yaml:"canResize"`
+			RootDisk  decision.RootDiskMode   `yaml:"rootDisk"`
+			Eviction  schema.EvictionStrategy `yaml:"eviction"`
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(f.Data))
 		dec.KnownFields(true)
@@ -109,6 +112,9 @@ func casePolicy(t testing.TB, file string) decision.Policy {
 		}
 		if in.RootDisk != "" {
 			p.RootDisk = in.RootDisk
+		}
+		if in.Eviction != "" {
+			p.Eviction = in.Eviction
 		}
 	}
 	return p
@@ -128,16 +134,23 @@ func renderPlan(t *testing.T, p decision.Plan) string {
 // world is the world a plan was carried out on: the VM, its server and its disk as they are
 // now, and whether the VM was released for deletion (gone).
 type world struct {
-	vm   schema.VirtualMachine
-	srv  *backend.Server
-	disk *backend.Disk
-	gone bool
+	vm     schema.VirtualMachine
+	srv    *backend.Server
+	disk   *backend.Disk
+	budget *backend.Budget
+	gone   bool
 }
 
 // applyPlan carries out a plan on a copy of the world the way the controller would: the
 // finalizer change and the status as patches on the VM's JSON, the disk and server actions
 // on an in-memory backend.
 func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, p decision.Plan) world {
+	t.Helper()
+	return applyPlanBudget(t, vm, srv, disk, nil, p)
+}
+
+// applyPlanBudget is applyPlan in a world that also holds the VM's disruption budget.
+func applyPlanBudget(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, budget *backend.Budget, p decision.Plan) world {
 	t.Helper()
 	raw := vm.JSON()
 	servers := memory.New()
@@ -198,6 +211,7 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, disk
 			}
 		}
 	}
+	budget = applyBudget(t, servers, owner, budget, p.Budget)
 	srv, err := servers.Observe(owner)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +237,7 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, disk
 		}
 		raw = mergePatch(t, raw, map[string]any{"metadata": map[string]any{"finalizers": fins}})
 		if p.Finalizer == decision.RemoveFinalizer && vm.Deleting() {
-			return world{vm: vm, srv: srv, disk: disk, gone: true}
+			return world{vm: vm, srv: srv, disk: disk, budget: budget, gone: true}
 		}
 	}
 	if p.Status != nil {
@@ -239,7 +253,7 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, disk
 	if err != nil {
 		t.Fatal(err)
 	}
-	return world{vm: next, srv: srv, disk: disk}
+	return world{vm: next, srv: srv, disk: disk, budget: budget}
 }
 
 func mergePatch(t *testing.T, raw []byte, patch map[string]any) []byte {
@@ -270,12 +284,12 @@ func TestRefusalThroughNodeLost(t *testing.T) {
 	if refusal == nil || refusal.Reason != decision.ReasonResizeInfeasible {
 		t.Fatalf("%s: no refusal on record: %+v", file, refusal)
 	}
-	w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, now))
+	w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, now))
 	vm, srv = w.vm, w.srv
 
 	back := *srv
 	back.State, back.Message = backend.StateReady, ""
-	plan := policy.Decide(vm, &back, nil, now.Add(time.Minute))
+	plan := policy.Decide(vm, &back, nil, nil, now.Add(time.Minute))
 	if plan.Server != nil {
 		t.Fatalf("the refused resize is asked for again: %+v", plan.Server)
 	}

@@ -120,13 +120,13 @@ func FuzzDecide(f *testing.F) {
 		policy := decision.DefaultPolicy
 		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
 		policy.RootDisk = fuzzRootDiskModes[int(root)%len(fuzzRootDiskModes)]
-		plan := policy.Decide(vm, srv, disk, now)
+		plan := policy.Decide(vm, srv, disk, nil, now)
 		checkPlan(t, policy, vm, srv, disk, plan)
-		if again := policy.Decide(vm, srv, disk, now); renderPlan(t, again) != renderPlan(t, plan) {
+		if again := policy.Decide(vm, srv, disk, nil, now); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
 		if w := applyPlan(t, vm, srv, disk, plan); !w.gone {
-			if next := policy.Decide(w.vm, w.srv, w.disk, now); !next.Empty() {
+			if next := policy.Decide(w.vm, w.srv, w.disk, w.budget, now); !next.Empty() {
 				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
 			}
 		}
@@ -406,6 +406,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	changed := st.Phase != current.Phase || st.Reason != current.Reason
 	evs := diskEvents(fail, current, st, disk, plan.Events)
 	evs = resumedEvents(fail, current, *st, evs)
+	evs = evictionEvents(fail, current, *st, srv, evs)
 	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
 		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer
@@ -472,7 +473,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 	}
 	w := applyPlan(t, vm, srv, disk, refused)
 	vm2, srv2, disk2 := w.vm, w.srv, w.disk
-	next := p.Decide(vm2, srv2, disk2, now)
+	next := p.Decide(vm2, srv2, disk2, w.budget, now)
 	checkPlan(t, p, vm2, srv2, disk2, next)
 	// The disk is no part of the resize: a disk to make is made whatever the server does.
 	if manual := p.Resize == decision.ResizeManual; manual && (next.Server != nil || next.Finalizer != "") ||
@@ -480,7 +481,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
 	}
 	if w := applyPlan(t, vm2, srv2, disk2, next); !w.gone {
-		if again := p.Decide(w.vm, w.srv, w.disk, now); !again.Empty() {
+		if again := p.Decide(w.vm, w.srv, w.disk, w.budget, now); !again.Empty() {
 			t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, next), renderPlan(t, again))
 		}
 	}

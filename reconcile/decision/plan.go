@@ -20,6 +20,9 @@ type Plan struct {
 	Disk *DiskAction `yaml:"disk,omitempty"`
 	// Server is the action on the VM's server, if any.
 	Server *ServerAction `yaml:"server,omitempty"`
+	// Budget is the action on the VM's disruption budget, if any (eviction strategy Block;
+	// eviction.go). It comes after the server's: it does not depend on it.
+	Budget *BudgetAction `yaml:"budget,omitempty"`
 	// Status is the status to write; nil when the current one is still true.
 	Status *schema.Status `yaml:"status,omitempty"`
 	// Events report a change of phase or reason; they are recorded once the status is written.
@@ -32,7 +35,7 @@ type Plan struct {
 // Empty reports whether the plan asks for no write and no event. A reconcile of a VM whose
 // state is already right returns an empty plan (it may still ask to be requeued).
 func (p Plan) Empty() bool {
-	return p.Finalizer == "" && p.Disk == nil && p.Server == nil && p.Status == nil && len(p.Events) == 0
+	return p.Finalizer == "" && p.Disk == nil && p.Server == nil && p.Budget == nil && p.Status == nil && len(p.Events) == 0
 }
 
 // FinalizerChange is what happens to the controller's finalizer on the VM.

@@ -101,3 +101,16 @@ const (
 	ReasonStartingServer = "StartingServer" // Event: a start request deletes the ended server, so that a new one follows
 	ReasonStoppingServer = "StoppingServer" // Event: a stop request deletes the server
 )
+
+// Reasons of the eviction strategies (eviction.go): a phase's reason, the conditions Moving
+// and EvictionBlocked, and Events.
+const (
+	ReasonServerEvicted = "ServerEvicted" // Creating, and Moving: the server is being evicted; a new one follows on another node (Replace)
+	ReasonDrainBlocked  = "DrainBlocked"  // EvictionBlocked and Warning Event: the node is cordoned and the budget holds its drain (Block)
+
+	// Events only.
+	ReasonMovingServer   = "MovingServer"   // the server after an eviction is created (Replace)
+	ReasonServerMoved    = "ServerMoved"    // the server after an eviction is ready (Replace)
+	ReasonCreatingBudget = "CreatingBudget" // the VM's disruption budget is created (Block)
+	ReasonDeletingBudget = "DeletingBudget" // the VM's disruption budget is deleted (the strategy is no longer Block)
+)

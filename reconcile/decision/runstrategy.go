@@ -56,6 +56,8 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 		return
 	}
 	switch {
+	case d.replacing():
+		// Moved under evictionStrategy Replace (eviction.go), whatever the strategy.
 	case srv != nil && !srv.Deleting && ended(srv) && !(d.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
 		// Kept as it ended: a spec change does not start a stopped VM either.
 		d.ensureFinalizer(true)

@@ -1,0 +1,242 @@
+package pods
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// A VM's disruption budget (backend.Budgets, the eviction strategy Block) is a
+// PodDisruptionBudget in its namespace that selects its server pod by the VM's UID label and
+// asks for one pod available: the eviction API refuses to evict the server, so a drain
+// (kubectl drain, a cluster autoscaler, a node upgrade) waits until the VM's owner moves or
+// stops it. Its name (BudgetName) and its annotation say which VM holds the drain and how to
+// free it, for whoever finds it in a drain's output or in `kubectl get pdb`. The VM controls
+// it, so it goes with the VM.
+//
+// This file also reads what the eviction strategies need of a server: the pod's
+// DisruptionTarget condition (an eviction under way) and whether its node is cordoned.
+
+// AnnotationBlocks is the annotation on a VM's PodDisruptionBudget that says which VM it
+// keeps from being evicted and how to move it.
+const AnnotationBlocks = "cloudnative.czs/blocks-eviction-of"
+
+const budgetSuffix = "-block-eviction"
+
+// BudgetName is the name of the PodDisruptionBudget of the VM called vm, by the rules of
+// PodName.
+func BudgetName(vm string) string { return nameFor(vm, budgetSuffix) }
+
+var _ backend.Budgets = (*Backend)(nil)
+
+// budgets is the backend's part for disruption budgets: the informer of the labelled
+// PodDisruptionBudgets, and what the backend's own writes made or deleted until the informer
+// shows it, so that a decision right after a write does not ask for it again.
+type budgets struct {
+	informer cache.SharedIndexInformer
+	// written maps a budget's key (namespace/name) to what the backend's last write of it
+	// left, until the informer brings an event of that key.
+	written sync.Map
+}
+
+// writtenBudget is the budget a create returned for the VM of UID owner, or nil after a
+// delete.
+type writtenBudget struct {
+	owner  types.UID
+	budget *backend.Budget
+}
+
+func newBudgets(cfg Config) *budgets {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = LabelVMUID }
+	inf := policyinformers.NewFilteredPodDisruptionBudgetInformer(cfg.Client, cfg.Namespace, cfg.Resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak)
+	return &budgets{informer: inf}
+}
+
+// startBudgets watches the VMs' budgets and notifies a VM whose budget changes (someone
+// deleted it: the decision makes it again).
+func (b *Backend) startBudgets(ctx context.Context, notify func(types.NamespacedName)) (cache.InformerSynced, error) {
+	bs := b.budgets
+	if err := bs.informer.SetTransform(toBudget); err != nil {
+		return nil, fmt.Errorf("set budget transform: %w", err)
+	}
+	owner := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		pdb, ok := obj.(*policyv1.PodDisruptionBudget)
+		if !ok {
+			return
+		}
+		bs.written.Delete(pdb.Namespace + "/" + pdb.Name)
+		if vm := pdb.Annotations[AnnotationVM]; vm != "" {
+			notify(types.NamespacedName{Namespace: pdb.Namespace, Name: vm})
+		}
+	}
+	handled, err := bs.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    owner,
+		UpdateFunc: func(_, cur any) { owner(cur) },
+		DeleteFunc: owner,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch budgets: %w", err)
+	}
+	go bs.informer.RunWithContext(ctx)
+	return handled.HasSynced, nil
+}
+
+// toBudget keeps what the backend reads of a PodDisruptionBudget: its identity, labels,
+// annotations and owners. Tombstones pass through.
+func toBudget(obj any) (any, error) {
+	pdb, ok := obj.(*policyv1.PodDisruptionBudget)
+	if !ok {
+		return obj, nil
+	}
+	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: pdb.Name, Namespace: pdb.Namespace, UID: pdb.UID,
+		ResourceVersion: pdb.ResourceVersion, Labels: pdb.Labels, Annotations: pdb.Annotations, OwnerReferences: pdb.OwnerReferences}}, nil
+}
+
+// ObserveBudget returns vm's PodDisruptionBudget as the cache shows it, or as the backend's
+// own write left it when the cache has not caught up; nil when vm has none. A budget of the
+// name that vm does not control is not vm's.
+func (b *Backend) ObserveBudget(vm backend.Owner) (*backend.Budget, error) {
+	if b.budgets == nil {
+		return nil, nil
+	}
+	key := vm.Namespace + "/" + BudgetName(vm.Name)
+	if w, ok := b.budgets.written.Load(key); ok && w.(writtenBudget).owner == vm.UID {
+		if w.(writtenBudget).budget == nil {
+			return nil, nil
+		}
+		got := *w.(writtenBudget).budget
+		return &got, nil
+	}
+	obj, ok, err := b.budgets.informer.GetIndexer().GetByKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("read budget cache: %w", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	pdb := obj.(*policyv1.PodDisruptionBudget)
+	if !controlledBy(pdb.OwnerReferences, vm) {
+		return nil, nil
+	}
+	return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID)}, nil
+}
+
+// controlledBy reports whether vm is the controller among refs.
+func controlledBy(refs []metav1.OwnerReference, vm backend.Owner) bool {
+	ref := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs})
+	return ref != nil && ref.UID == vm.UID
+}
+
+// newBudget builds vm's PodDisruptionBudget: one server pod of the VM's UID available.
+func newBudget(vm backend.Owner) *policyv1.PodDisruptionBudget {
+	one := intstr.FromInt32(1)
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      BudgetName(vm.Name),
+			Namespace: vm.Namespace,
+			Labels:    labelsFor(vm),
+			Annotations: map[string]string{
+				AnnotationVM: vm.Name,
+				AnnotationBlocks: fmt.Sprintf("VirtualMachine %s has evictionStrategy Block: its server is not evicted; move it with "+
+					"kubectl vm migrate %s -n %s, or stop it", vm.Name, vm.Name, vm.Namespace),
+			},
+			OwnerReferences: []metav1.OwnerReference{controllerRef(vm)},
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &one,
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{LabelVMUID: string(vm.UID)}},
+		},
+	}
+}
+
+// CreateBudget creates vm's PodDisruptionBudget. One that vm already controls is returned;
+// one of the name that it does not control is ErrRejected, as is a budget the API server
+// refuses.
+func (b *Backend) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.Budget, error) {
+	if b.budgets == nil {
+		return nil, fmt.Errorf("create budget: the backend keeps no budgets: %w", backend.ErrRejected)
+	}
+	pdb := newBudget(vm)
+	client := b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace)
+	out, err := client.Create(ctx, pdb, metav1.CreateOptions{FieldManager: "vm-controller"})
+	switch {
+	case err == nil:
+	case apierrors.IsAlreadyExists(err):
+		existing, err := client.Get(ctx, pdb.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("get existing budget %s: %w", pdb.Name, err)
+		}
+		if !controlledBy(existing.OwnerReferences, vm) {
+			return nil, fmt.Errorf("PodDisruptionBudget %s already exists and this VM does not control it: %w", pdb.Name, backend.ErrRejected)
+		}
+		out = existing
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return nil, fmt.Errorf("create budget %s: namespace %s is being deleted: %w", pdb.Name, vm.Namespace, err)
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("create budget %s: %w: %w", pdb.Name, backend.ErrRejected, err)
+	default:
+		return nil, fmt.Errorf("create budget %s: %w", pdb.Name, err)
+	}
+	got := &backend.Budget{Name: out.Name, ID: string(out.UID)}
+	b.budgets.written.Store(out.Namespace+"/"+out.Name, writtenBudget{owner: vm.UID, budget: got})
+	c := *got
+	return &c, nil
+}
+
+// DeleteBudget deletes vm's PodDisruptionBudget, on the condition that it is the one vm
+// controls as the cache shows it; one already gone is not an error.
+func (b *Backend) DeleteBudget(ctx context.Context, vm backend.Owner) error {
+	got, err := b.ObserveBudget(vm)
+	if err != nil || got == nil {
+		return err
+	}
+	uid := types.UID(got.ID)
+	err = b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace).Delete(ctx, got.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete budget %s: %w", got.Name, err)
+	}
+	b.budgets.written.Store(vm.Namespace+"/"+got.Name, writtenBudget{owner: vm.UID})
+	return nil
+}
+
+// disruptionOf is the pod's DisruptionTarget condition as a backend.Disruption: the API
+// server sets it (True) before it deletes a pod for an eviction (reason
+// EvictionByEvictionAPI), a preemption or a node's taint, and the kubelet before it ends one
+// under pressure; nil when the pod has none.
+func disruptionOf(pod *corev1.Pod) *backend.Disruption {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return &backend.Disruption{Reason: c.Reason, Message: c.Message}
+		}
+	}
+	return nil
+}
+
+// cordoned marks s as on a cordoned node when nodes are watched and its node is
+// unschedulable (a drain cordons the node first).
+func (b *Backend) cordoned(s *backend.Server) {
+	if b.nodes == nil || s == nil || s.Node == "" {
+		return
+	}
+	if obj, ok, err := b.nodes.GetIndexer().GetByKey(s.Node); err == nil && ok {
+		s.Cordoned = obj.(*corev1.Node).Spec.Unschedulable
+	}
+}

@@ -1,0 +1,170 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// TestDisruptionOf: the DisruptionTarget condition, when True, is the server's disruption;
+// another condition, or one that is not True, is none.
+func TestDisruptionOf(t *testing.T) {
+	tests := map[string]struct {
+		conds []corev1.PodCondition
+		want  *backend.Disruption
+	}{
+		"none":  {nil, nil},
+		"ready": {[]corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}, nil},
+		"eviction": {[]corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}},
+			&backend.Disruption{Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}},
+		"cleared": {[]corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionFalse, Reason: "EvictionByEvictionAPI"}}, nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := disruptionOf(&corev1.Pod{Status: corev1.PodStatus{Conditions: tc.conds}})
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCachedDisruption: a pod being evicted reads back from the cache as serverOf reads it,
+// with its node and its disruption.
+func TestCachedDisruption(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a",
+		UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	pod := newPod(vm, backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"), RootDisk: resource.MustParse("1G"), Image: "img"})
+	pod.UID, pod.ResourceVersion, pod.Spec.NodeName = "7d1b6c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f", "12", "node-a"
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}}
+	now := metav1.Now()
+	pod.DeletionTimestamp = &now
+	want := serverOf(pod)
+	if want.Disruption == nil || want.Node != "node-a" {
+		t.Fatalf("serverOf: %+v", want)
+	}
+	got := cachePod(pod).observed(nil)
+	if !reflect.DeepEqual(*got, want) {
+		t.Errorf("cached\n%+v\nwant\n%+v", *got, want)
+	}
+	pod.Status.Conditions = pod.Status.Conditions[:1]
+	if got := cachePod(pod).observed(nil); got.Node != "node-a" || got.Disruption != nil {
+		t.Errorf("without the condition: %+v", got)
+	}
+}
+
+// TestBudgets runs the budgets over the typed clientset: a budget is created as the VM's,
+// observed at once (before the informer brings it) and from the cache after; a create again
+// returns it; a budget of the name that another VM controls is refused and not observed; a
+// delete removes it, and a server on a cordoned node says so.
+func TestBudgets(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"}, Spec: corev1.NodeSpec{Unschedulable: true},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	client := kubefake.NewClientset(node)
+	b := New(Config{Client: client, WatchNodes: true, Budgets: true})
+	notified := make(chan types.NamespacedName, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	synced, err := b.Start(ctx, func(vm types.NamespacedName) { notified <- vm })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		t.Fatal("not synced")
+	}
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	if got, err := b.ObserveBudget(vm); err != nil || got != nil {
+		t.Fatalf("before: %+v, %v", got, err)
+	}
+	made, err := b.CreateBudget(ctx, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.Name != "a-block-eviction" {
+		t.Errorf("made %+v", made)
+	}
+	if got, err := b.ObserveBudget(vm); err != nil || got == nil || *got != *made {
+		t.Errorf("right after the create: %+v, %v", got, err)
+	}
+	pdb, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(ctx, made.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 ||
+		!reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, map[string]string{LabelVMUID: "u-1"}) ||
+		!controlledBy(pdb.OwnerReferences, vm) || pdb.Annotations[AnnotationBlocks] == "" {
+		t.Errorf("budget %+v", pdb)
+	}
+	await(t, notified, func() bool {
+		_, written := b.budgets.written.Load("ns/" + made.Name)
+		return !written
+	})
+	if got, err := b.ObserveBudget(vm); err != nil || got == nil || got.Name != made.Name {
+		t.Errorf("from the cache: %+v, %v", got, err)
+	}
+	if again, err := b.CreateBudget(ctx, vm); err != nil || again.Name != made.Name {
+		t.Errorf("create again: %+v, %v", again, err)
+	}
+
+	other := backend.Owner{APIVersion: vm.APIVersion, Kind: vm.Kind, Namespace: "ns", Name: "a", UID: "u-2"}
+	if got, err := b.ObserveBudget(other); err != nil || got != nil {
+		t.Errorf("another VM of the name observes %+v, %v", got, err)
+	}
+	if _, err := b.CreateBudget(ctx, other); !errors.Is(err, backend.ErrRejected) {
+		t.Errorf("create over another's budget: %v, want ErrRejected", err)
+	}
+
+	if err := b.DeleteBudget(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.ObserveBudget(vm); got != nil {
+		t.Errorf("right after the delete: %+v", got)
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(ctx, made.Name, metav1.GetOptions{}); err == nil {
+		t.Error("the budget is still there")
+	}
+	if err := b.DeleteBudget(ctx, vm); err != nil {
+		t.Errorf("delete of a budget gone: %v", err)
+	}
+
+	// A server on the cordoned node n1.
+	if _, err := b.Create(ctx, vm, backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"),
+		RootDisk: resource.MustParse("1G"), Image: "img"}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := client.CoreV1().Pods("ns").Get(ctx, PodName("a"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.NodeName, pod.ResourceVersion = "n1", "2"
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		srv, err := b.Observe(vm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if srv != nil && srv.Node == "n1" {
+			if !srv.Cordoned {
+				t.Errorf("server on a cordoned node: %+v", srv)
+			}
+			break
+		}
+		runtime.Gosched()
+	}
+}

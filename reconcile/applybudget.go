@@ -1,0 +1,53 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// applyBudget carries out the plan's action on the VM's disruption budget (backend.Budgets,
+// the eviction strategy Block), if it has one. A budget the backend refuses (a name another
+// holds) is an error, retried at the pace of the queue's backoff: the server runs on either
+// way, and only the drain it would hold is at stake.
+func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, act *decision.BudgetAction) error {
+	if act == nil {
+		return nil
+	}
+	budgets, ok := a.backend.(backend.Budgets)
+	if !ok {
+		return fmt.Errorf("%s budget: the backend keeps no disruption budgets", act.Op)
+	}
+	var err error
+	switch act.Op {
+	case decision.CreateBudget:
+		_, err = budgets.CreateBudget(ctx, owner)
+	case decision.DeleteBudget:
+		err = budgets.DeleteBudget(ctx, owner)
+	default:
+		return fmt.Errorf("act on budget: unknown operation %q", act.Op)
+	}
+	if err != nil {
+		return fmt.Errorf("%s budget: %w", act.Op, err)
+	}
+	a.record(vm, act.Event)
+	return nil
+}
+
+// observeBudget is the VM's disruption budget as the backend's cache shows it; nil when it
+// has none or the backend keeps none (the decision then asks for one only under Block, and
+// applying that says the backend cannot).
+func (c *Controller) observeBudget(owner backend.Owner) (*backend.Budget, error) {
+	budgets, ok := c.cfg.Backend.(backend.Budgets)
+	if !ok {
+		return nil, nil
+	}
+	b, err := budgets.ObserveBudget(owner)
+	if err != nil {
+		return nil, fmt.Errorf("observe budget: %w", err)
+	}
+	return b, nil
+}

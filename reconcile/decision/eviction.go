@@ -1,0 +1,163 @@
+package decision
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The eviction strategies (docs/eviction.md): what a node's drain, which evicts the server
+// pods on the node through the eviction API, does to a VM.
+//
+//   - None: the eviction takes the server like any pod's. The controller finds it gone and
+//     answers as it answers any server that went without it (an active VM gets a new one,
+//     with the Warning ServerMissing).
+//   - Replace: the controller sees the eviction coming (backend.Server.Disruption, the pod's
+//     DisruptionTarget condition) and says so (ServerEvicted, the condition Moving); once
+//     the old server is gone, and not before (one server at a time, on the same disk), it
+//     creates the new one at once, with no failure counted and no backoff; once that one is
+//     ready, Moving goes with the Event ServerMoved. The drain cordoned the node, so the new
+//     server lands on another.
+//   - Block: a disruption budget (backend.Budgets: a PodDisruptionBudget) keeps the server
+//     from being evicted, so a drain waits; while the server's node is cordoned, the
+//     condition EvictionBlocked and a Warning say which VM holds the drain and how to move
+//     it. The budget goes when the strategy changes, and with the VM.
+
+// Conditions of the eviction strategies, present (True) only while they hold.
+const (
+	// ConditionMoving: the server was evicted and the VM is moving to a new server on
+	// another node (Replace).
+	ConditionMoving = "Moving"
+	// ConditionEvictionBlocked: the server's node is cordoned (being drained) and the VM's
+	// budget keeps the server from being evicted (Block).
+	ConditionEvictionBlocked = "EvictionBlocked"
+)
+
+// migrateHint is how a user moves a VM off a node, or frees the node by stopping it.
+const migrateHint = "move it with: kubectl vm migrate %s (or stop it)"
+
+// BudgetOp is an operation on a VM's disruption budget.
+type BudgetOp string
+
+// The budget operations.
+const (
+	CreateBudget BudgetOp = "create"
+	DeleteBudget BudgetOp = "delete"
+)
+
+// BudgetAction is one operation on the VM's disruption budget (backend.Budgets).
+type BudgetAction struct {
+	Op BudgetOp `yaml:"op"`
+	// Event says why; it is recorded as soon as the operation succeeds.
+	Event Event `yaml:"event"`
+}
+
+// evictionStrategy is the strategy in force for a VM of spec: its own, else the policy's.
+func (p Policy) evictionStrategy(spec schema.Spec) schema.EvictionStrategy {
+	switch {
+	case spec.EvictionStrategy != "":
+		return spec.EvictionStrategy
+	case p.Eviction != "":
+		return p.Eviction
+	}
+	return schema.EvictionNone
+}
+
+// eviction sets the strategy in force and asks for the budget it needs: one while the
+// strategy is Block (whether or not the VM runs, so that starting it is never a window
+// without one), none otherwise. It also carries the Moving condition of a move under way
+// while the VM is active under Replace.
+func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
+	d.evictStrategy = s
+	switch {
+	case s == schema.EvictionBlock && d.budget == nil:
+		d.plan.Budget = &BudgetAction{Op: CreateBudget, Event: Event{Type: EventNormal, Reason: ReasonCreatingBudget,
+			Message: "Creating a disruption budget for the server: a node's drain waits until the VM is moved or stopped (evictionStrategy Block)"}}
+	case s != schema.EvictionBlock && d.budget != nil:
+		d.plan.Budget = &BudgetAction{Op: DeleteBudget, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
+			Message: fmt.Sprintf("Deleting disruption budget %s: evictionStrategy is %s", d.budget.Name, s)}}
+	}
+	if s != schema.EvictionReplace || !active {
+		return
+	}
+	if c := d.current.Condition(ConditionMoving); c != nil && c.Status == schema.ConditionTrue {
+		d.moving = &lifecycleCondition{c.Reason, c.Message}
+	}
+}
+
+// evicted decides for an active VM whose server is being evicted under Replace, and reports
+// whether it did. The server is not deleted by the controller while the eviction deletes it;
+// one that the eviction ended without deleting (a node's own eviction leaves the pod Failed)
+// is deleted now, without the backoff of a failure. Either way the next server is created
+// once this one is gone (active, then moved).
+func (d *decision) evicted() bool {
+	srv := d.srv
+	if d.evictStrategy != schema.EvictionReplace || srv == nil || srv.Disruption == nil {
+		return false
+	}
+	if d.moving == nil {
+		from := "its node"
+		if srv.Node != "" {
+			from = "node " + srv.Node
+		}
+		why := srv.Disruption.Reason
+		if srv.Disruption.Message != "" {
+			why += ": " + srv.Disruption.Message
+		}
+		d.moving = &lifecycleCondition{ReasonServerEvicted, fmt.Sprintf("Server %s was evicted from %s (%s)", srv.Name, from, why)}
+	}
+	going := srv
+	if !srv.Deleting && (srv.State == backend.StateFailed || srv.State == backend.StateStopped) {
+		d.deleteServer(ReasonReplacingServer, fmt.Sprintf("Replacing server %s: %s", srv.Name, d.moving.message))
+		going = d.deletingServer()
+	}
+	d.report(schema.PhaseCreating, ReasonServerEvicted,
+		fmt.Sprintf("%s; a new server follows on another node, with the same disk, once it is gone", d.moving.message), going)
+	return true
+}
+
+// moved makes the event of a create that follows an eviction say so.
+func (d *decision) moved(e *Event) {
+	if d.moving == nil {
+		return
+	}
+	e.Reason = ReasonMovingServer
+	e.Message = d.moving.message + "; " + strings.ToLower(e.Message[:1]) + e.Message[1:] + " on another node"
+}
+
+// evictionConditions sets the conditions Moving and EvictionBlocked on a status being
+// reported, with the Events of their changes: ServerMoved when the new server of a move is
+// ready, DrainBlocked when a drain begins to wait for the VM.
+func (d *decision) evictionConditions(conds []schema.Condition, gen int64) []schema.Condition {
+	if d.moving != nil && d.srv != nil && d.srv.State == backend.StateReady && !d.srv.Deleting && d.srv.Disruption == nil {
+		on := "its node"
+		if d.srv.Node != "" {
+			on = "node " + d.srv.Node
+		}
+		d.event(EventNormal, ReasonServerMoved, fmt.Sprintf("Server %s is running and ready on %s: %s", d.srv.Name, on, d.moving.message))
+		d.moving = nil
+	}
+	d.blocked = nil
+	if d.evictStrategy == schema.EvictionBlock && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting {
+		// The budget is not named: the message must not change when a budget just asked for
+		// is first seen (the pods backend names it NAME-block-eviction).
+		d.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
+			"Node %s is cordoned, and the VM's disruption budget keeps server %s from being evicted (evictionStrategy Block): %s",
+			d.srv.Node, d.srv.Name, fmt.Sprintf(migrateHint, d.vm.Name()))}
+		if c := d.current.Condition(ConditionEvictionBlocked); c == nil || c.Status != schema.ConditionTrue {
+			d.event(EventWarning, ReasonDrainBlocked, d.blocked.message)
+		}
+	}
+	conds = d.lifecycle(conds, ConditionMoving, d.moving, gen)
+	return d.lifecycle(conds, ConditionEvictionBlocked, d.blocked, gen)
+}
+
+// replacing reports whether the server is being moved under Replace: evicted, or gone after
+// an eviction with the new one not yet ready. A move is carried out whatever the run
+// strategy (an eviction is not the guest's choice), so the run strategies that heed requests
+// hand such a VM to active (onRequest).
+func (d *decision) replacing() bool {
+	return d.evictStrategy == schema.EvictionReplace && (d.moving != nil || (d.srv != nil && d.srv.Disruption != nil))
+}

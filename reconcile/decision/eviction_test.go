@@ -1,0 +1,207 @@
+package decision_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// applyBudget carries out a plan's budget action on the in-memory backend, which holds the
+// budget observed (have), and returns the budget as it is afterwards. A plan that makes a
+// budget the VM has, or deletes one it lacks, fails the test.
+func applyBudget(t *testing.T, b *memory.Backend, owner backend.Owner, have *backend.Budget, act *decision.BudgetAction) *backend.Budget {
+	t.Helper()
+	if have != nil {
+		b.SetBudget(owner, have)
+	}
+	if act != nil {
+		var err error
+		switch act.Op {
+		case decision.CreateBudget:
+			if have != nil {
+				t.Fatalf("plan creates a budget while the VM has one")
+			}
+			_, err = b.CreateBudget(context.Background(), owner)
+		case decision.DeleteBudget:
+			if have == nil {
+				t.Fatalf("plan deletes a budget the VM does not have")
+			}
+			err = b.DeleteBudget(context.Background(), owner)
+		default:
+			t.Fatalf("unknown budget operation %q", act.Op)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := b.ObserveBudget(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// evictionEvents checks the Events of the eviction strategies' conditions in a plan whose
+// status goes from current to st, and returns evs without them: ServerMoved, Normal, once,
+// exactly when Moving goes because the server is ready; DrainBlocked, a Warning, once, exactly
+// when EvictionBlocked comes, and on a server that runs on a cordoned node.
+func evictionEvents(fail func(string, ...any), current, st schema.Status, srv *backend.Server, evs []decision.Event) []decision.Event {
+	for _, c := range []struct {
+		reason string
+		typ    string
+		want   bool
+	}{
+		{decision.ReasonServerMoved, corev1.EventTypeNormal, current.Condition(decision.ConditionMoving) != nil &&
+			st.Condition(decision.ConditionMoving) == nil && srv != nil && srv.State == backend.StateReady && !srv.Deleting},
+		{decision.ReasonDrainBlocked, corev1.EventTypeWarning, current.Condition(decision.ConditionEvictionBlocked) == nil &&
+			st.Condition(decision.ConditionEvictionBlocked) != nil},
+	} {
+		i := slices.IndexFunc(evs, func(e decision.Event) bool { return e.Reason == c.reason })
+		switch {
+		case c.want && i < 0:
+			fail("no %s event", c.reason)
+		case !c.want && i >= 0:
+			fail("a %s event without its condition's change", c.reason)
+		case i >= 0:
+			if evs[i].Type != c.typ || slices.ContainsFunc(evs[i+1:], func(e decision.Event) bool { return e.Reason == c.reason }) {
+				fail("%s events %+v: want one, %s", c.reason, evs, c.typ)
+			}
+			evs = slices.Delete(slices.Clone(evs), i, i+1)
+		}
+	}
+	if st.Condition(decision.ConditionEvictionBlocked) != nil && (srv == nil || !srv.Cordoned || srv.Deleting) {
+		fail("EvictionBlocked without a server that stays on a cordoned node")
+	}
+	return evs
+}
+
+// fuzzEvictionStrategies are the --eviction-strategy values FuzzEviction decides under; the
+// zero value means None.
+var fuzzEvictionStrategies = []schema.EvictionStrategy{"", schema.EvictionNone, schema.EvictionReplace, schema.EvictionBlock}
+
+// fuzzServerStates are the states FuzzEviction gives a server.
+var fuzzServerStates = []backend.State{backend.StatePending, backend.StateStarting, backend.StateReady,
+	backend.StateFailed, backend.StateStopped, backend.StateLost}
+
+// FuzzEviction feeds Decide arbitrary VMs (any JSON object, its spec.evictionStrategy and
+// conditions Moving and EvictionBlocked among what the fuzzer may write) with servers that are
+// being evicted or not, on cordoned nodes or not, with or without the VM's budget, under each
+// --eviction-strategy, and checks what FuzzDecide checks (checkPlan, determinism, nothing
+// left to do once the plan is carried out, budget included) and the strategies' own promises:
+// a valid VM that is not being deleted has a budget, once its plan is carried out, exactly
+// when its strategy is Block; an evicted server under Replace that has not ended is neither
+// deleted nor joined by a second; Moving is only ever under Replace. The seeds are the golden
+// cases of testdata/decide (not claim/: it decides under --root-disk ephemeral). To fuzz for
+// longer:
+//
+//	go test ./reconcile/decision -run '^$' -fuzz '^FuzzEviction$' -fuzztime 10m
+func FuzzEviction(f *testing.F) {
+	for _, file := range decidecase.Files(f, cases) { // decided under --root-disk ephemeral, as they are
+		vm, server := decidecase.Input(f, file)
+		own := casePolicy(f, file)
+		var srv *backend.Server
+		if server != nil {
+			var err error
+			if srv, err = memory.ParseServer(server, now); err != nil {
+				f.Fatalf("%s: %v", file, err)
+			}
+		}
+		hasBudget := decidecase.Budget(f, file) != nil
+		for i, s := range fuzzEvictionStrategies {
+			if s != own.Eviction && i > 0 && own.Eviction != "" {
+				continue
+			}
+			if srv == nil {
+				f.Add(vm, uint8(i), false, uint8(0), false, "", false, "", hasBudget)
+				continue
+			}
+			reason := ""
+			if srv.Disruption != nil {
+				reason = srv.Disruption.Reason
+			}
+			f.Add(vm, uint8(i), true, uint8(slices.Index(fuzzServerStates, srv.State)), srv.Deleting, srv.Node, srv.Cordoned, reason, hasBudget)
+		}
+	}
+	fields := decidecase.Fields(f)
+	f.Fuzz(func(t *testing.T, data []byte, strategy uint8, hasServer bool, state uint8, deleting bool, node string, cordoned bool,
+		disruption string, hasBudget bool) {
+		var obj map[string]any
+		if err := utiljson.Unmarshal(data, &obj); err != nil || obj == nil {
+			return
+		}
+		if !utf8.ValidString(node) || !utf8.ValidString(disruption) {
+			return
+		}
+		cached, err := vmcache.Compact(&unstructured.Unstructured{Object: obj}, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm, err := cached.View(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policy := decision.DefaultPolicy
+		policy.RootDisk = decision.RootDiskEphemeral
+		policy.Eviction = fuzzEvictionStrategies[int(strategy)%len(fuzzEvictionStrategies)]
+		var srv *backend.Server
+		if hasServer {
+			spec, _ := vm.Spec()
+			srv = &backend.Server{Name: "test-vm-server", ID: "pod-uid-1", State: fuzzServerStates[int(state)%len(fuzzServerStates)],
+				Detail: "Running", Deleting: deleting, Node: node, Cordoned: cordoned,
+				Spec:  backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: policy.DefaultImage},
+				Since: now.Add(-time.Minute)}
+			if disruption != "" {
+				srv.Disruption = &backend.Disruption{Reason: disruption}
+			}
+		}
+		var budget *backend.Budget
+		if hasBudget {
+			budget = &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-uid-1"}
+		}
+		plan := policy.Decide(vm, srv, nil, budget, now)
+		checkPlan(t, policy, vm, srv, nil, plan)
+		if again := policy.Decide(vm, srv, nil, budget, now); renderPlan(t, again) != renderPlan(t, plan) {
+			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
+		}
+		w := applyPlanBudget(t, vm, srv, nil, budget, plan)
+		if !w.gone {
+			if next := policy.Decide(w.vm, w.srv, nil, w.budget, now); !next.Empty() {
+				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
+			}
+		}
+		spec, errs := vm.Spec()
+		strat := spec.EvictionStrategy
+		if strat == "" {
+			strat = policy.Eviction
+		}
+		if strat == "" {
+			strat = schema.EvictionNone
+		}
+		if len(errs) == 0 && !vm.Deleting() && !vm.Paused() && (w.budget != nil) != (strat == schema.EvictionBlock) {
+			t.Errorf("strategy %s: budget %+v after the plan\n%s", strat, w.budget, renderPlan(t, plan))
+		}
+		if (len(errs) > 0 || vm.Deleting() || vm.Paused()) && plan.Budget != nil {
+			t.Errorf("a budget action for a VM that is invalid, being deleted or paused:\n%s", renderPlan(t, plan))
+		}
+		if strat == schema.EvictionReplace && srv != nil && srv.Disruption != nil && len(errs) == 0 && !vm.Deleting() && !vm.Paused() &&
+			srv.State != backend.StateFailed && srv.State != backend.StateStopped && plan.Server != nil {
+			t.Errorf("acts on a server being evicted under Replace:\n%s", renderPlan(t, plan))
+		}
+		if st := plan.Status; st != nil && st.Condition(decision.ConditionMoving) != nil && (strat != schema.EvictionReplace || len(errs) > 0) {
+			t.Errorf("Moving under strategy %s:\n%s", strat, renderPlan(t, plan))
+		}
+	})
+}
