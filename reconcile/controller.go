@@ -576,6 +576,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if err != nil {
 			return 0, err
 		}
+		if disk, err = c.pinned(ctx, vm, owner, disk); err != nil {
+			return 0, err
+		}
 		plan := c.cfg.Policy.Decide(vm, srv, disk, c.cfg.Now())
 		phase := vm.Phase()
 		becomesActive := false

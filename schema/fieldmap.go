@@ -43,6 +43,7 @@ type fileSpec struct {
 	Image                    scalar       `yaml:"image"`
 	RootDiskStorageClassName scalar       `yaml:"rootDiskStorageClassName"`
 	RootDiskReclaimPolicy    scalar       `yaml:"rootDiskReclaimPolicy"`
+	Placement                scalar       `yaml:"placement"`
 }
 
 type fileAction struct {
@@ -68,6 +69,7 @@ type fileStatus struct {
 	Conditions          scalar     `yaml:"conditions"`
 	RestartedAt         scalar     `yaml:"restartedAt"`
 	RootDisk            fileDisk   `yaml:"rootDisk"`
+	Migration           scalar     `yaml:"migration"`
 }
 
 type fileDisk struct {
@@ -113,6 +115,7 @@ const (
 	typeQuantity                    // a resource.Quantity: int-or-string, or a number or string
 	typeInteger                     // an integer
 	typeConditions                  // a list of metav1.Condition
+	typeObject                      // an object (its own fields are the schema's to say)
 )
 
 // fieldInfo describes one field of a map: its key in a map file, where Fields keeps its
@@ -139,6 +142,7 @@ func (f *Fields) infos() []fieldInfo {
 		{"spec.image", &f.Image, false, false, typeString},
 		{"spec.rootDiskStorageClassName", &f.RootDiskStorageClass, false, false, typeString},
 		{"spec.rootDiskReclaimPolicy", &f.RootDiskReclaimPolicy, false, false, typeString},
+		{"spec.placement", &f.Placement, false, false, typeObject},
 		{"status.phase", &f.Phase, true, true, typeString},
 		{"status.reason", &f.Reason, true, true, typeString},
 		{"status.message", &f.Message, true, true, typeString},
@@ -155,6 +159,7 @@ func (f *Fields) infos() []fieldInfo {
 		{"status.rootDisk.claimName", &f.RootDiskClaim, true, false, typeString},
 		{"status.rootDisk.phase", &f.RootDiskPhase, true, false, typeString},
 		{"status.rootDisk.capacity", &f.RootDiskCapacity, true, false, typeQuantity},
+		{"status.migration", &f.Migration, true, false, typeObject},
 	}
 }
 
@@ -168,6 +173,7 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"spec.image":                    &m.Spec.Image,
 		"spec.rootDiskStorageClassName": &m.Spec.RootDiskStorageClassName,
 		"spec.rootDiskReclaimPolicy":    &m.Spec.RootDiskReclaimPolicy,
+		"spec.placement":                &m.Spec.Placement,
 		"status.phase":                  &m.Status.Phase,
 		"status.reason":                 &m.Status.Reason,
 		"status.message":                &m.Status.Message,
@@ -184,6 +190,7 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"status.rootDisk.claimName":     &m.Status.RootDisk.ClaimName,
 		"status.rootDisk.phase":         &m.Status.RootDisk.Phase,
 		"status.rootDisk.capacity":      &m.Status.RootDisk.Capacity,
+		"status.migration":              &m.Status.Migration,
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
 )
 
 // Action says whether a VM should have a running server.
@@ -41,6 +43,8 @@ type Spec struct {
 	// the VM does not say; empty when what it says is not a policy (an error), which a
 	// decision must not read as Delete.
 	ReclaimPolicy ReclaimPolicy
+	// Placement is where the server may run (placement.go); nil: anywhere.
+	Placement *backend.Placement
 }
 
 // Spec decodes and validates the spec. Every problem is reported, each with its field path,
@@ -54,7 +58,7 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	// The action's values are the CRD's own words (Fields.ActiveValue, InactiveValue), so
 	// errors quote those, not this project's.
 	active, inactive := f.activeValue(), f.inactiveValue()
-	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy)
+	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.Placement)
 	switch a := v[0]; {
 	case !a.Exists():
 		errs = append(errs, field.Required(fieldPath(f.Action), fmt.Sprintf("must be %q or %q", active, inactive)))
@@ -109,6 +113,8 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	default:
 		errs = append(errs, field.NotSupported(fieldPath(f.RootDiskReclaimPolicy), p.Str, []string{string(ReclaimDelete), string(ReclaimRetain)}))
 	}
+	placed, perrs := placement(f.Placement, v[7])
+	s.Placement, errs = placed, append(errs, perrs...)
 	return s, errs
 }
 

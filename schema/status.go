@@ -68,6 +68,10 @@ type Status struct {
 	// RootDisk is the VM's disk, the one that outlives its servers; nil when it has none (or
 	// the controller keeps no disks).
 	RootDisk *RootDiskStatus `json:"rootDisk,omitempty" yaml:"rootDisk,omitempty"`
+
+	// Migration is the last migration asked for (AnnotationMigrateRequestedAt) and where it
+	// stands (migration.go); nil when none was.
+	Migration *MigrationStatus `json:"migration,omitempty" yaml:"migration,omitempty"`
 }
 
 // RootDiskStatus identifies the VM's disk and says where it stands.
@@ -180,7 +184,7 @@ func fromMeta(c metav1.Condition) Condition {
 func (s Status) SameAs(o Status) bool {
 	if s.Phase != o.Phase || s.Reason != o.Reason || s.Message != o.Message || s.ConsecutiveFailures != o.ConsecutiveFailures ||
 		s.ObservedGeneration != o.ObservedGeneration || s.RestartedAt != o.RestartedAt || !s.Server.same(o.Server) ||
-		!s.RootDisk.Same(o.RootDisk) || len(s.Conditions) != len(o.Conditions) {
+		!s.RootDisk.Same(o.RootDisk) || !s.Migration.Same(o.Migration) || len(s.Conditions) != len(o.Conditions) {
 		return false
 	}
 	for i := range s.Conditions {
@@ -267,6 +271,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.ConsecutiveFailures, failures}, {f.LastUpdateTime, lastUpdate},
 		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
 		{f.RestartedAt, restartedAt},
+		{f.Migration, migrationJSON(st.Migration)},
 	}
 	// Nulling the leaves of a group one by one would leave their parents behind as empty
 	// objects (status.server: {usage: {}}); where the group's fields have a parent of their
@@ -312,6 +317,14 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		}
 	}
 	return json.Marshal(root)
+}
+
+// migrationJSON is the migration record as the patch writes it: null when there is none.
+func migrationJSON(m *MigrationStatus) any {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // serverPaths are the paths of the server's fields; rootDiskPaths, of the disk's.

@@ -161,7 +161,7 @@ func (vm VirtualMachine) Status() Status {
 	f := vm.fields
 	v := vm.getAll(f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
 		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions,
-		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity)
+		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity, f.Migration)
 	st := Status{
 		Phase:               Phase(v[0].String()),
 		Reason:              v[1].String(),
@@ -186,6 +186,7 @@ func (vm VirtualMachine) Status() Status {
 	if claim, phase, capacity := v[13], v[14], v[15]; claim.Exists() || phase.Exists() || capacity.Exists() {
 		st.RootDisk = &RootDiskStatus{ClaimName: claim.String(), Phase: phase.String(), Capacity: capacity.String()}
 	}
+	st.Migration = migrationOf(v[16])
 	return st
 }
 

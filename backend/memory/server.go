@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ type serverYAML struct {
 	Spec     specYAML      `yaml:"spec"`
 	Resize   resizeYAML    `yaml:"resize"` // a resize under way, if any
 	Disk     string        `yaml:"disk"`   // the VM's disk it mounts, if any
+	Node     string        `yaml:"node"`   // the node it was placed on, if any
 }
 
 type specYAML struct {
@@ -34,13 +36,15 @@ type specYAML struct {
 	Memory   string `yaml:"memory"`
 	RootDisk string `yaml:"rootDisk"`
 	Image    string `yaml:"image"`
+	// Placement is the placement it was made with, as a VM's spec.placement says it.
+	Placement map[string]any `yaml:"placement"`
 }
 
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk)",
-	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node)",
+	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image, placement)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
 	" not found in type memory.resizeYAML", " is not a key of a server's resize (state, message, cpu, memory)",
@@ -63,6 +67,10 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	spec: {cpu: "2", memory: 4G, rootDisk: 40G, image: registry.k8s.io/pause:3.10}
 //	resize: {state: InProgress, message: "", cpu: "1", memory: 4G}  # optional: cpu and memory in effect
 //	disk: test-vm-rootdisk # optional: the VM's disk it mounts; its spec then has no rootDisk
+//	node: node-a           # optional: the node it was placed on
+//
+// A spec may carry a placement, as a VM's spec.placement writes it
+// (placement: {nodeSelector: {disktype: ssd}}).
 //
 // Times are relative to now so that a case means the same whatever clock it runs with.
 // Unknown keys, an unknown state and malformed quantities are errors; a rootDisk may be left
@@ -89,7 +97,16 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		return nil, fmt.Errorf("state %q: want one of %s", s.State, strings.Join(names, ", "))
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
-		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk}
+		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk, Node: s.Node}
+	if s.Spec.Placement != nil {
+		raw, err := json.Marshal(s.Spec.Placement)
+		if err != nil {
+			return nil, fmt.Errorf("spec.placement: %w", err)
+		}
+		if srv.Spec.Placement, err = backend.ParsePlacement(raw); err != nil {
+			return nil, fmt.Errorf("spec.placement: %w", err)
+		}
+	}
 	for _, q := range []struct {
 		name string
 		dst  *resource.Quantity

@@ -77,3 +77,14 @@ const (
 	ReasonDeletionPaused = "DeletionPaused" // Paused condition and Warning Event: the VM is deleted, and its deletion waits
 	ReasonResumed        = "Resumed"        // Event only: the pause annotation is gone; the controller manages the VM again
 )
+
+// Reasons of placement, migration on request and lost nodes (placement.go, migrate.go,
+// nodelost.go).
+const (
+	// Creating: the server is being moved to another node on request (the migrate
+	// annotation): the old one is deleted first, then a new one starts elsewhere.
+	ReasonMigrating = "Migrating"
+	// Events only.
+	ReasonMigrated         = "Migrated"         // the moved server runs and is ready on another node
+	ReasonMigrationRefused = "MigrationRefused" // Warning: a migration was asked for and refused; nothing changed
+)

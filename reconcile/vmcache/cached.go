@@ -58,8 +58,9 @@ var (
 // resourceVersion, which Object keeps apart (see Same).
 var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionTimestamp", "finalizers"}
 
-// keptAnnotations are the annotations a view reads: the restart request and the pause.
-var keptAnnotations = [...]string{schema.AnnotationRestartedAt, schema.AnnotationPaused}
+// keptAnnotations are the annotations a view reads: the restart request, the pause and the
+// migration request.
+var keptAnnotations = [...]string{schema.AnnotationRestartedAt, schema.AnnotationPaused, schema.AnnotationMigrateRequestedAt}
 
 // Compact makes the cached form, in layout f, of an object the informer has just decoded. u
 // is read, not changed.
