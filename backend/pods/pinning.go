@@ -15,10 +15,12 @@ import (
 var _ backend.DiskPinning = (*Backend)(nil)
 
 // DiskPinned tells whether vm's disk is bound to some nodes: its claim's PersistentVolume is
-// a local or hostPath volume, or its required node affinity names nodes (by
-// kubernetes.io/hostname or by name). Such a disk cannot follow its VM to another node, so a
-// migration is refused. A node affinity that names a zone or a region only (a cloud's zonal
-// disk) is no pin: the scheduler keeps the new server in reach of the disk.
+// a local volume, or its required node affinity names nodes (by kubernetes.io/hostname or by
+// name). Such a disk cannot follow its VM to another node, so a migration is refused. A node
+// affinity that names a zone or a region only (a cloud's zonal disk) is no pin: the scheduler
+// keeps the new server in reach of the disk. Nor is a hostPath volume without a node affinity
+// (the in-tree host-path provisioner's, for single-node clusters): Kubernetes itself mounts it
+// on any node.
 //
 // It reads the claim and the volume from the API server, not from a cache: it is asked only
 // when a user asks for a migration.
@@ -50,8 +52,6 @@ func pinnedBy(pv *corev1.PersistentVolume) string {
 	switch {
 	case pv.Spec.Local != nil:
 		return fmt.Sprintf("its volume %s is a local volume%s", pv.Name, onNodes(nodes))
-	case pv.Spec.HostPath != nil:
-		return fmt.Sprintf("its volume %s is a hostPath volume%s", pv.Name, onNodes(nodes))
 	case len(nodes) > 0:
 		return fmt.Sprintf("its volume %s is bound to %s by its node affinity", pv.Name, strings.Join(nodes, ", "))
 	}

@@ -93,8 +93,9 @@ func TestPinnedBy(t *testing.T) {
 		"hostname": {corev1.PersistentVolumeSpec{NodeAffinity: affinity(corev1.LabelHostname, "node-a")}, "its volume pv is bound to node-a by its node affinity"},
 		"local": {corev1.PersistentVolumeSpec{NodeAffinity: affinity(corev1.LabelHostname, "node-a"),
 			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/d"}}}, "its volume pv is a local volume on node-a"},
-		"hostPath": {corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/d"}}},
-			"its volume pv is a hostPath volume"},
+		"hostPath": {corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/d"}}}, ""},
+		"hostPath on a node": {corev1.PersistentVolumeSpec{NodeAffinity: affinity(corev1.LabelHostname, "node-a"),
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/d"}}}, "its volume pv is bound to node-a by its node affinity"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
