@@ -266,3 +266,46 @@ func TestNodeLost(t *testing.T) {
 		t.Errorf("claim %q after the node was lost, want the same %s", got, claim)
 	}
 }
+
+// TestPlacementAdmission: what the CRD's schema can say of a placement it refuses at
+// admission, a misspelt key among them (kubectl's strict field validation); what it cannot
+// (a label key that is not one) the controller refuses: the VM is Failed/InvalidSpec with no
+// server.
+func TestPlacementAdmission(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	installCRDs(t)
+	cases := map[string]struct {
+		placement string
+		want      string // in kubectl's error
+	}{
+		"toleration operator": {`{tolerations: [{key: k, operator: Like}]}`, `Unsupported value: "Like"`},
+		"toleration effect":   {`{tolerations: [{key: k, effect: Sometimes}]}`, `Unsupported value: "Sometimes"`},
+		"spread without key":  {`{topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]}`, `topologyKey: Required value`},
+		"spread skew":         {`{topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}`, `maxSkew`},
+		"selector of a list":  {`{nodeSelector: [ssd]}`, `spec.placement.nodeSelector`},
+		"misspelt key":        {`{nodeSelecter: {disktype: ssd}}`, `unknown field "spec.placement.nodeSelecter"`},
+	}
+	for name, tc := range cases {
+		manifest := fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: bad, namespace: %s}\n"+
+			"spec: {action: active, resource: {cpu: 1, memory: 1G, rootDisk: 1G}, placement: %s}\n", ns, tc.placement)
+		_, _, err := runKubectl(manifest, "apply", "-f", "-")
+		if err == nil {
+			t.Errorf("%s: accepted, want refused", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to mention %q", name, err, tc.want)
+		}
+	}
+
+	startController(t, ns).waitReady(t)
+	placementVM(t, ns, "badkey", "    nodeSelector: {\"bad key!\": ssd}\n", "")
+	waitPhase(t, ns, "badkey", "Failed", "InvalidSpec", time.Minute)
+	if msg := vmField(ns, "badkey", ".status.message"); !strings.Contains(msg, `spec.placement.nodeSelector[bad key!]`) {
+		t.Errorf("message %q: want the bad label key named", msg)
+	}
+	if uid, _, _ := podOf(ns, "badkey"); uid != "" {
+		t.Errorf("a server %s for an invalid placement", uid)
+	}
+}
