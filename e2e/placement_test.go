@@ -39,6 +39,40 @@ func ownNodes(group string) string {
 `, group, privateTaint)
 }
 
+// onTwoNodes makes two nodes of the test's own, starts a controller in ns (with args) and a VM
+// "vm" placed on those nodes only, waits until it is Active, and returns the controller, the
+// node its server runs on and the other one.
+func onTwoNodes(t *testing.T, ns string, args ...string) (c *controller, on, other string) {
+	t.Helper()
+	group := "two-" + randomSuffix(t)
+	labels := map[string]string{"placement.e2e.cloudnative.czs/group": group}
+	a, b := newNode(t, nodeSpec{Labels: labels}), newNode(t, nodeSpec{Labels: labels})
+	c = startController(t, ns, args...)
+	c.waitReady(t)
+	placementVM(t, ns, "vm", ownNodes(group), "")
+	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
+	on = serverNode(ns, "vm")
+	other = map[string]string{a: b, b: a}[on]
+	if other == "" {
+		t.Fatalf("server on node %q, want one of the test's %s, %s", on, a, b)
+	}
+	return c, on, other
+}
+
+// activeOn waits until the VM "vm" has a server other than old, Active on node, with the
+// same claim as before (claim), after what happened (for the errors).
+func activeOn(t *testing.T, ns, old, node, claim, after string, timeout time.Duration) {
+	t.Helper()
+	newServer(t, ns, "vm", old)
+	waitPhase(t, ns, "vm", "Active", "ServerReady", timeout)
+	if got := serverNode(ns, "vm"); got != node {
+		t.Errorf("server on node %q after %s, want %s", got, after, node)
+	}
+	if got := claimUID(ns, "vm"); got != claim {
+		t.Errorf("claim %q after %s, want the same %s", got, after, claim)
+	}
+}
+
 // serverNode is the node of the VM's server pod ("" while it has none).
 func serverNode(ns, vm string) string { return field(ns, "pod/"+vm+"-server", ".spec.nodeName") }
 
@@ -93,14 +127,7 @@ func TestPlacementHonoured(t *testing.T) {
 	// Tolerate it: the server goes onto the hdd node.
 	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p",
 		fmt.Sprintf(`{"spec":{"placement":{"tolerations":[{"key":%q,"operator":"Exists","effect":"NoSchedule"},{"key":"dedicated","operator":"Equal","value":"vms","effect":"NoSchedule"}]}}}`, privateTaint))
-	newServer(t, ns, "vm", server)
-	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
-	if got := serverNode(ns, "vm"); got != hdd {
-		t.Errorf("server on node %q, want the hdd node %s", got, hdd)
-	}
-	if got := claimUID(ns, "vm"); got != claim {
-		t.Errorf("claim %q after the placement changes, want the same %s", got, claim)
-	}
+	activeOn(t, ns, server, hdd, claim, "the placement changes", 2*time.Minute)
 }
 
 // TestMigrateOnRequest: the migrate annotation moves an Active VM to the other of the test's
@@ -111,35 +138,17 @@ func TestPlacementHonoured(t *testing.T) {
 func TestMigrateOnRequest(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
-	group := "migrate-" + randomSuffix(t)
-	labels := map[string]string{"placement.e2e.cloudnative.czs/group": group}
-	a, b := newNode(t, nodeSpec{Labels: labels}), newNode(t, nodeSpec{Labels: labels})
-	c := startController(t, ns, "--workers", "1") // for the barrier
-	c.waitReady(t)
-	placementVM(t, ns, "vm", ownNodes(group), "")
-	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
-	from := serverNode(ns, "vm")
-	if from != a && from != b {
-		t.Fatalf("server on node %q, want one of the test's %s, %s", from, a, b)
-	}
-	to := map[string]string{a: b, b: a}[from]
+	c, from, to := onTwoNodes(t, ns, "--workers", "1") // one worker, for the barrier
 	claim := claimUID(ns, "vm")
 	server := field(ns, "pod/vm-server", ".metadata.uid")
 
 	const at = "2026-06-01T12:00:00Z"
 	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt="+at, "--overwrite")
-	newServer(t, ns, "vm", server)
-	eventually(t, 2*time.Minute, func() (bool, string) {
+	activeOn(t, ns, server, to, claim, "the migration", 2*time.Minute)
+	eventually(t, time.Minute, func() (bool, string) {
 		m := vmField(ns, "vm", ".status.migration.phase}/{.status.migration.sourceNode}/{.status.migration.targetNode")
 		return m == "Succeeded/"+from+"/"+to, "status.migration " + m
 	})
-	waitPhase(t, ns, "vm", "Active", "ServerReady", time.Minute)
-	if got := serverNode(ns, "vm"); got != to {
-		t.Errorf("server on node %q, want %s", got, to)
-	}
-	if got := claimUID(ns, "vm"); got != claim {
-		t.Errorf("claim %q after the migration, want the same %s", got, claim)
-	}
 	if got := field(ns, "pod/vm-server", `.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].values[0]`); got != from {
 		t.Errorf("new server avoids node %q, want %s", got, from)
 	}
@@ -232,17 +241,7 @@ spec:
 func TestNodeLost(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
-	group := "lost-" + randomSuffix(t)
-	labels := map[string]string{"placement.e2e.cloudnative.czs/group": group}
-	a, b := newNode(t, nodeSpec{Labels: labels}), newNode(t, nodeSpec{Labels: labels})
-	startController(t, ns).waitReady(t)
-	placementVM(t, ns, "vm", ownNodes(group), "")
-	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
-	lost := serverNode(ns, "vm")
-	other := map[string]string{a: b, b: a}[lost]
-	if other == "" {
-		t.Fatalf("server on node %q, want one of the test's %s, %s", lost, a, b)
-	}
+	_, lost, other := onTwoNodes(t, ns)
 	claim := claimUID(ns, "vm")
 	server := field(ns, "pod/vm-server", ".metadata.uid")
 
@@ -257,14 +256,7 @@ func TestNodeLost(t *testing.T) {
 	}
 
 	kubectl(t, "delete", "node", lost)
-	newServer(t, ns, "vm", server)
-	waitPhase(t, ns, "vm", "Active", "ServerReady", 3*time.Minute)
-	if got := serverNode(ns, "vm"); got != other {
-		t.Errorf("server on node %q after its node was deleted, want %s", got, other)
-	}
-	if got := claimUID(ns, "vm"); got != claim {
-		t.Errorf("claim %q after the node was lost, want the same %s", got, claim)
-	}
+	activeOn(t, ns, server, other, claim, "its node was deleted", 3*time.Minute)
 }
 
 // TestPlacementAdmission: what the CRD's schema can say of a placement it refuses at

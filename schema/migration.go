@@ -59,6 +59,20 @@ func (vm VirtualMachine) MigrateRequested() string {
 // migrateAnnotationPath is the gjson path of the migrate annotation.
 var migrateAnnotationPath = "metadata.annotations." + escapeGJSON(AnnotationMigrateRequestedAt)
 
+// migrateAnnotationKey is the gjson path of the migrate annotation below metadata.
+var migrateAnnotationKey = "annotations." + escapeGJSON(AnnotationMigrateRequestedAt)
+
+// migrationWaits reports whether the object raw, whose metadata is md, asks for a migration
+// its status has not recorded (for Settled). Only an object with the annotation reads its
+// status for it.
+func migrationWaits(raw string, md gjson.Result, f Fields) bool {
+	if f.Migration == "" {
+		return false
+	}
+	req := md.Get(migrateAnnotationKey).Str
+	return req != "" && req != gjson.Get(raw, gjsonPath(f.Migration)+".requestedAt").Str
+}
+
 // migrationOf reads status.migration; a record that does not read is none (the status is the
 // controller's own output, rewritten when damaged).
 func migrationOf(v gjson.Result) *MigrationStatus {

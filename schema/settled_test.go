@@ -21,6 +21,9 @@ func TestSettled(t *testing.T) {
 		"restart done":          {`"generation":2,"annotations":{"` + AnnotationRestartedAt + `":"t1"}`, `"phase":"Active","observedGeneration":2,"restartedAt":"t1"`, true},
 		"another restart asked": {`"generation":2,"annotations":{"` + AnnotationRestartedAt + `":"t2"}`, `"phase":"Active","observedGeneration":2,"restartedAt":"t1"`, false},
 		"Failed, up to date":    {`"generation":2`, `"phase":"Failed","observedGeneration":2`, true},
+		"migration asked for":   {`"generation":2,"annotations":{"` + AnnotationMigrateRequestedAt + `":"t1"}`, `"phase":"Active","observedGeneration":2`, false},
+		"migration recorded":    {`"generation":2,"annotations":{"` + AnnotationMigrateRequestedAt + `":"t1"}`, `"phase":"Active","observedGeneration":2,"migration":{"requestedAt":"t1","phase":"Refused"}`, true},
+		"another migration":     {`"generation":2,"annotations":{"` + AnnotationMigrateRequestedAt + `":"t2"}`, `"phase":"Active","observedGeneration":2,"migration":{"requestedAt":"t1","phase":"Succeeded"}`, false},
 	}
 	f := builtin(t, "v1alpha1")
 	for name, tc := range tests {

@@ -261,8 +261,9 @@ func parseTime(s string) time.Time {
 var restartAnnotationKey = "annotations." + escapeGJSON(AnnotationRestartedAt)
 
 // Settled reports whether the status describes the VM as it is: it has a phase, the VM is not
-// being deleted, the status observed its generation, and no restart request waits
-// (RestartRequested is the one status.restartedAt records). A VM that is not settled has work
+// being deleted, the status observed its generation, and no restart or migration request waits
+// (RestartRequested is the one status.restartedAt records, MigrateRequested the one
+// status.migration does). A VM that is not settled has work
 // its users asked for; the controller looks at such VMs of its first list before the others.
 //
 // The VM cache asks it of every VM it stores, so it reads without decoding the status and
@@ -290,11 +291,11 @@ func (vm VirtualMachine) Settled() bool {
 	if get(paths[0]).Str == "" || md.Get("generation").Int() != get(paths[1]).Int() {
 		return false
 	}
-	if f.RestartedAt == "" {
-		return true // the layout cannot record a restart, so none is asked for
+	// A layout that cannot record a restart (or a migration) has none asked for.
+	if r := md.Get(restartAnnotationKey).Str; f.RestartedAt != "" && r != "" && r != get(paths[2]).Str {
+		return false
 	}
-	r := md.Get(restartAnnotationKey).Str
-	return r == "" || r == get(paths[2]).Str
+	return !migrationWaits(raw, md, f)
 }
 
 // commonParent is the longest dotted path that holds every non-empty path of paths below it,
