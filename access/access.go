@@ -53,6 +53,9 @@ func Rules(n Needs) []Rule {
 				Why: "tells whether a disk's StorageClass lets it grow (allowVolumeExpansion), and which class is the default (check)"},
 			Rule{Group: "", Resource: "events", Verbs: []string{"list", "watch"},
 				Why: "reads the Events on claims (field-selected) to say why a VM's disk is not bound"})
+		// Placement: a migration is refused for a disk bound to its node (a local volume).
+		rules = append(rules, Rule{Group: "", Resource: "persistentvolumes", Verbs: []string{"get"}, Cluster: true,
+			Why: "tells, when a migration is asked for, whether a VM's disk is bound to its node (a local volume) and cannot follow it"})
 	}
 	if n.Usage {
 		rules = append(rules, Rule{Group: "metrics.k8s.io", Resource: "pods", Verbs: []string{"get"},

@@ -62,13 +62,21 @@ type Spec struct {
 	// Disk says the server mounts its VM's disk (Disks) as its root disk, the one that
 	// outlives every server; the backend names it.
 	Disk bool
+
+	// Placement says where the server may run (placement.go); nil: anywhere. A server
+	// reports the placement it was created with.
+	Placement *Placement
+	// AvoidNode, if set, is a node this server must not run on: the node a migration
+	// moves the VM off. It is asked of one server only and not reported back, so it is no
+	// part of what Equal compares.
+	AvoidNode string
 }
 
 // Equal reports whether two specs ask for the same server (quantities compared by value, so
 // "1024Mi" equals "1Gi").
 func (s Spec) Equal(o Spec) bool {
 	return s.CPU.Cmp(o.CPU) == 0 && s.Memory.Cmp(o.Memory) == 0 && s.RootDisk.Cmp(o.RootDisk) == 0 && s.Image == o.Image &&
-		s.Disk == o.Disk
+		s.Disk == o.Disk && SamePlacement(s.Placement, o.Placement)
 }
 
 // MarshalYAML renders quantities as their canonical strings in plans and golden files; a
@@ -80,7 +88,13 @@ func (s Spec) MarshalYAML() (any, error) {
 		RootDisk string `yaml:"rootDisk,omitempty"`
 		Image    string `yaml:"image"`
 		Disk     bool   `yaml:"disk,omitempty"`
-	}{CPU: s.CPU.String(), Memory: s.Memory.String(), Image: s.Image, Disk: s.Disk}
+		// Placement and the node to avoid, only when there are any.
+		Placement *Placement `yaml:"placement,omitempty"`
+		AvoidNode string     `yaml:"avoidNode,omitempty"`
+	}{CPU: s.CPU.String(), Memory: s.Memory.String(), Image: s.Image, Disk: s.Disk, AvoidNode: s.AvoidNode}
+	if !s.Placement.Empty() {
+		out.Placement = s.Placement
+	}
 	if !s.RootDisk.IsZero() || !s.Disk {
 		out.RootDisk = s.RootDisk.String()
 	}

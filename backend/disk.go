@@ -137,6 +137,20 @@ type Disk struct {
 	// nothing has said.
 	Pending  string
 	Deleting bool // deletion has been requested and is in progress
+
+	// Pinned, if set, says the storage behind the disk can be reached from some nodes only
+	// (for claims: its PersistentVolume has a required node affinity, a local volume), so
+	// that the disk cannot follow its VM to another node. It is read when a migration is
+	// asked for (DiskPinning), and is "" otherwise.
+	Pinned string
+}
+
+// DiskPinning is implemented by backends that can tell whether a VM's disk is bound to some
+// nodes. The controller asks it only when a migration is requested: it reads past the cache.
+type DiskPinning interface {
+	// DiskPinned describes the nodes vm's disk is bound to, or returns "" when it can follow
+	// its VM anywhere (or has no storage yet).
+	DiskPinned(ctx context.Context, vm Owner) (string, error)
 }
 
 // GrowthDone reports whether the disk has the size it asks for.

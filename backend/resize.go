@@ -73,7 +73,7 @@ func (r Resize) Done(spec Spec) bool {
 // ResizeOnly reports whether from and to differ in cpu or memory and in nothing else: a change
 // that a Resizer can make in place.
 func ResizeOnly(from, to Spec) bool {
-	if from.RootDisk.Cmp(to.RootDisk) != 0 || from.Image != to.Image || from.Disk != to.Disk {
+	if from.RootDisk.Cmp(to.RootDisk) != 0 || from.Image != to.Image || from.Disk != to.Disk || !SamePlacement(from.Placement, to.Placement) {
 		return false
 	}
 	return from.CPU.Cmp(to.CPU) != 0 || from.Memory.Cmp(to.Memory) != 0

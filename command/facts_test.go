@@ -30,7 +30,9 @@ const (
 
 // TestJudgeCRD: a CRD without the status subresource is a warning, which neither fails check
 // nor stops run's preflight; with it, a pass. Both test CRDs have the schema of an earlier
-// release, without the disk's and the run strategies' fields and the server's node and IP, and are judged with the layout their schema chooses.
+// release, without the disk's, the run strategies', the eviction strategy's, the placement's
+// and the migration's fields and the server's node and IP, and are judged with the layout
+// their schema chooses.
 func TestJudgeCRD(t *testing.T) {
 	fields, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1alpha1"})
 	if err != nil {
@@ -38,7 +40,8 @@ func TestJudgeCRD(t *testing.T) {
 	}
 	fields, _ = fields.Without(map[string]bool{"spec.rootDiskStorageClassName": true, "spec.rootDiskReclaimPolicy": true, "spec.evictionStrategy": true,
 		"status.rootDisk.claimName": true, "status.server.node": true, "status.server.ip": true,
-		"status.nextRetryTime": true, "status.startRequestedAt": true, "status.stopRequestedAt": true})
+		"status.nextRetryTime": true, "status.startRequestedAt": true, "status.stopRequestedAt": true,
+		"spec.placement": true, "status.migration": true})
 	tests := map[string]struct {
 		file, name string
 		want       string // the rows' results

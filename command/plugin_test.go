@@ -189,10 +189,13 @@ func TestMigrateRefusals(t *testing.T) {
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vm1-server", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n1"}}
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "vm1-rootdisk", Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}}
-	pv := func(pinned bool) *corev1.PersistentVolume {
+	// pv is the claim's volume, with a required node affinity on key (none when key is ""):
+	// the hostname label pins it to n1, a zone does not (the scheduler keeps the server in it).
+	pv := func(key string) *corev1.PersistentVolume {
 		v := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1"}}
-		if pinned {
-			v.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}}
+		if key != "" {
+			v.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}
 		}
 		return v
 	}
@@ -203,12 +206,13 @@ func TestMigrateRefusals(t *testing.T) {
 		refuse  string // "" : the request is written
 	}{
 		"not running":   {"Inactive", []runtime.Object{pod, node("n1", true, false), node("n2", true, false)}, "is not running"},
-		"one node":      {"Active", []runtime.Object{pod, claim, pv(false), node("n1", true, false), node("n2", false, false)}, "no other Ready, schedulable node than n1"},
-		"cordoned":      {"Active", []runtime.Object{pod, claim, pv(false), node("n1", true, false), node("n2", true, true)}, "no other Ready, schedulable node"},
-		"tainted":       {"Active", []runtime.Object{pod, claim, pv(false), node("n1", true, false), node("n2", true, false, taint)}, "no other Ready, schedulable node"},
-		"pinned disk":   {"Active", []runtime.Object{pod, claim, pv(true), node("n1", true, false), node("n2", true, false)}, "its disk vm1-rootdisk cannot follow it"},
+		"one node":      {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", false, false)}, "no other Ready, schedulable node than n1"},
+		"cordoned":      {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, true)}, "no other Ready, schedulable node"},
+		"tainted":       {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false, taint)}, "no other Ready, schedulable node"},
+		"pinned disk":   {"Active", []runtime.Object{pod, claim, pv(corev1.LabelHostname), node("n1", true, false), node("n2", true, false)}, "its disk vm1-rootdisk cannot follow it"},
+		"zoned disk":    {"Active", []runtime.Object{pod, claim, pv(corev1.LabelTopologyZone), node("n1", true, false), node("n2", true, false)}, ""},
 		"no server pod": {"Active", []runtime.Object{node("n1", true, false)}, `the server pod vm1-server not found in namespace "ns"`},
-		"moves":         {"Active", []runtime.Object{pod, claim, pv(false), node("n1", true, false), node("n2", true, false)}, ""},
+		"moves":         {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false)}, ""},
 	}
 	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
 	f, err := schema.ForVersion(gvr.GroupVersion())
@@ -239,7 +243,7 @@ func TestMigrateRefusals(t *testing.T) {
 				return
 			}
 			got, _ := dyn.Resource(gvr).Namespace("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
-			if err != nil || got.GetAnnotations()[AnnotationMigrateRequestedAt] != pluginNow.Format(time.RFC3339) {
+			if err != nil || got.GetAnnotations()[schema.AnnotationMigrateRequestedAt] != pluginNow.Format(time.RFC3339) {
 				t.Fatalf("err %v, annotations %v", err, got.GetAnnotations())
 			}
 		})

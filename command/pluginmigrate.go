@@ -16,12 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/cloudnative-czs/vm-controller/backend/pods"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
-
-// AnnotationMigrateRequestedAt asks for a cold migration of the VM to another node: each new
-// value (a time) moves it once (docs/run-strategies.md).
-const AnnotationMigrateRequestedAt = "cloudnative.czs/migrateRequestedAt"
 
 func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 	return &cli.Command{
@@ -30,7 +27,7 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 		ArgsUsage: "NAME",
 		Description: "Checks that the VM runs (phase Active, its server on a node), that its disk can follow (its volume is not pinned to " +
 			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists; then writes the annotation " +
-			AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
+			schema.AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
 		Flags: c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
 			v, err := c.connect(cc, version)
@@ -75,10 +72,10 @@ func (v *vmClient) migrate(ctx context.Context, name string) error {
 		return refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s", name, source)
 	}
 	at := v.now().UTC().Format(time.RFC3339)
-	if err := v.patch(ctx, name, u.GetResourceVersion(), annotations(map[string]any{AnnotationMigrateRequestedAt: at})); err != nil {
+	if err := v.patch(ctx, name, u.GetResourceVersion(), annotations(map[string]any{schema.AnnotationMigrateRequestedAt: at})); err != nil {
 		return err
 	}
-	fmt.Fprintf(v.out, "virtualmachine/%s migration requested from node %s (%s=%s)\n", name, source, AnnotationMigrateRequestedAt, at)
+	fmt.Fprintf(v.out, "virtualmachine/%s migration requested from node %s (%s=%s)\n", name, source, schema.AnnotationMigrateRequestedAt, at)
 	return nil
 }
 
@@ -96,8 +93,8 @@ func (v *vmClient) lookupError(what string, err error) error {
 	return fmt.Errorf("read %s: %w", what, err)
 }
 
-// pinned says why the claim's volume cannot follow the VM to another node (a required node
-// affinity: a local volume), "" when it can.
+// pinned says why the claim's volume cannot follow the VM to another node (pods.PinnedBy, as
+// the controller judges it), "" when it can.
 func (v *vmClient) pinned(ctx context.Context, claim string) (string, error) {
 	pvc, err := v.kube.CoreV1().PersistentVolumeClaims(v.namespace).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
@@ -110,10 +107,7 @@ func (v *vmClient) pinned(ctx context.Context, claim string) (string, error) {
 	if err != nil {
 		return "", v.lookupError("the volume "+pvc.Spec.VolumeName, err)
 	}
-	if a := pv.Spec.NodeAffinity; a != nil && a.Required != nil && len(a.Required.NodeSelectorTerms) > 0 {
-		return fmt.Sprintf("volume %s has a required node affinity: it lives on its node", pv.Name), nil
-	}
-	return "", nil
+	return pods.PinnedBy(pv), nil
 }
 
 // otherNode is a node other than source that is Ready, schedulable and has no taint the

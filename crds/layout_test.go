@@ -14,14 +14,15 @@ func TestChooseLayout(t *testing.T) {
 		file, version string
 		want          string // the version whose layout is chosen; "" for an error
 		why, err      string // in the reason, or in the error
-		// without: the layout leaves out the disk's fields, the eviction strategy, the server's node and IP and the run strategies' status,
+		// without: the layout leaves out the disk's fields, the eviction strategy, the placement,
+		// the server's node and IP, the run strategies' status and the migration,
 		// which the schema (of an earlier release of the project's CRD) lacks.
 		without bool
 	}{
 		"the project's CRD": {file: "", version: "v1alpha1", want: "cloudnative.czs/v1alpha1",
-			why: "built-in layout of cloudnative.czs/v1alpha1: the CRD's schema has every path (29)"},
+			why: "built-in layout of cloudnative.czs/v1alpha1: the CRD's schema has every path (31)"},
 		"v1alpha1 shape": {file: "same-shape.yaml", version: "v1alpha1", want: "cloudnative.czs/v1alpha1", without: true,
-			why: "built-in layout of cloudnative.czs/v1alpha1 without spec.rootDiskStorageClassName, spec.rootDiskReclaimPolicy, spec.evictionStrategy, status.rootDisk.claimName, status.rootDisk.phase, status.rootDisk.capacity, status.server.node, status.server.ip, status.nextRetryTime, status.startRequestedAt, status.stopRequestedAt, which the CRD's schema lacks: it has every other path (18)"},
+			why: "built-in layout of cloudnative.czs/v1alpha1 without spec.rootDiskStorageClassName, spec.rootDiskReclaimPolicy, spec.evictionStrategy, spec.placement, status.rootDisk.claimName, status.rootDisk.phase, status.rootDisk.capacity, status.server.node, status.server.ip, status.nextRetryTime, status.startRequestedAt, status.stopRequestedAt, status.migration, which the CRD's schema lacks: it has every other path (18)"},
 		"v1beta1 of that shape": {file: "same-shape.yaml", version: "v1beta1", want: "cloudnative.czs/v1alpha1", without: true,
 			why: "not cloudnative.czs/v1's (spec.action.path at spec.runStrategy: the schema has no property \"runStrategy\" under spec)"},
 		"v1 shape": {file: "v1-shape.yaml", version: "v1", want: "cloudnative.czs/v1", without: true,
@@ -64,6 +65,7 @@ func TestChooseLayout(t *testing.T) {
 				want.RootDiskClaim, want.RootDiskPhase, want.RootDiskCapacity = "", "", ""
 				want.ServerNode, want.ServerIP = "", ""
 				want.NextRetryTime, want.StartRequestedAt, want.StopRequestedAt = "", "", ""
+				want.Placement, want.Migration = "", ""
 			}
 			if l.Fields != want {
 				t.Errorf("the layout's fields are not the built-in map of %s (without the disk's: %v):\n%+v", l.Of, tc.without, l.Fields)

@@ -90,8 +90,8 @@ func checkType(node gjson.Result, want schema.ValueType) error {
 	t := node.Get("type").String()
 	intOrString := node.Get("x-kubernetes-int-or-string").Bool()
 	if t == "" && (intOrString || node.Get("x-kubernetes-preserve-unknown-fields").Bool()) {
-		if want == schema.TypeConditions && intOrString {
-			return fmt.Errorf("the schema says int-or-string; want an array of conditions")
+		if (want == schema.TypeConditions || want == schema.TypeObject) && intOrString {
+			return fmt.Errorf("the schema says int-or-string; want %s", map[schema.ValueType]string{schema.TypeConditions: "an array of conditions", schema.TypeObject: "an object"}[want])
 		}
 		return nil
 	}
@@ -106,6 +106,8 @@ func checkType(node gjson.Result, want schema.ValueType) error {
 		ok, what = t == "integer" || t == "number", "integer"
 	case schema.TypeConditions:
 		ok, what = t == "array", "array of conditions"
+	case schema.TypeObject:
+		ok, what = t == "object", "object"
 	}
 	if !ok {
 		if t == "" {

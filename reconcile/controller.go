@@ -576,6 +576,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if err != nil {
 			return 0, err
 		}
+		if disk, err = c.pinned(ctx, vm, owner, disk); err != nil {
+			return 0, err
+		}
 		budget, err := c.observeBudget(owner)
 		if err != nil {
 			return 0, err

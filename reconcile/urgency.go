@@ -16,7 +16,7 @@ import (
 //     changed by a user (spec, restart request) while no controller ran; the rest of the list, the backlog, is VMs
 //     looked at again because the controller started, almost all with nothing to do;
 //   - an update that changes what users change (userChange): the spec, the deletion, the
-//     finalizers, an annotation the controller reads (a restart request, a pause). Status written by someone else is
+//     finalizers, an annotation the controller reads (a restart request, a pause, a migration request). Status written by someone else is
 //     backlog;
 //   - a VM deleted from the cache (its reconcile only forgets it);
 //   - a server that changed after the servers' first list (the backend's notify): a server
@@ -34,7 +34,7 @@ func unsettled(o *vmcache.Object) bool { return !o.Settled() }
 
 // userChange reports whether cur differs from old in what a user (or another controller
 // acting for one) changes: the generation (the spec), the deletion, the finalizers or the
-// restart and pause annotations.
+// restart, pause and migrate annotations.
 func userChange(old, cur *vmcache.Object, f schema.Fields) bool {
 	a, errA := old.View(f)
 	b, errB := cur.View(f)
@@ -42,5 +42,6 @@ func userChange(old, cur *vmcache.Object, f schema.Fields) bool {
 		return true
 	}
 	return a.Generation() != b.Generation() || a.Deleting() != b.Deleting() ||
-		a.RestartRequested() != b.RestartRequested() || a.Paused() != b.Paused() || !slices.Equal(a.Finalizers(), b.Finalizers())
+		a.RestartRequested() != b.RestartRequested() || a.Paused() != b.Paused() || !slices.Equal(a.Finalizers(), b.Finalizers()) ||
+		a.MigrateRequested() != b.MigrateRequested()
 }

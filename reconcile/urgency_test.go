@@ -33,6 +33,8 @@ func TestUnsettled(t *testing.T) {
 		"active-new-generation": true,  // spec changed
 		"restart-once":          true,  // restart asked for
 		"restart-recorded":      false, // restart done
+		"migrate-requested":     true,  // migration asked for
+		"migrate-done-steady":   false, // migration done
 		"active-steady":         false,
 		"inactive-steady":       false,
 		"failed-backoff-wait":   false, // Failed, its status up to date: the requeue brings it back
@@ -59,6 +61,9 @@ func TestUserChange(t *testing.T) {
 		"finalizers": {func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }, true},
 		"restart": {func(u *unstructured.Unstructured) {
 			u.SetAnnotations(map[string]string{"cloudnative.czs/restartedAt": "2026-06-01T12:00:00Z"})
+		}, true},
+		"migrate": {func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"cloudnative.czs/migrateRequestedAt": "2026-06-01T12:00:00Z"})
 		}, true},
 		"paused": {func(u *unstructured.Unstructured) {
 			u.SetAnnotations(map[string]string{"cloudnative.czs/paused": "true"})

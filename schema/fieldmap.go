@@ -45,6 +45,7 @@ type fileSpec struct {
 	RootDiskStorageClassName scalar       `yaml:"rootDiskStorageClassName"`
 	RootDiskReclaimPolicy    scalar       `yaml:"rootDiskReclaimPolicy"`
 	EvictionStrategy         scalar       `yaml:"evictionStrategy"`
+	Placement                scalar       `yaml:"placement"`
 }
 
 type fileAction struct {
@@ -79,6 +80,7 @@ type fileStatus struct {
 	NextRetryTime    scalar `yaml:"nextRetryTime"`
 	StartRequestedAt scalar `yaml:"startRequestedAt"`
 	StopRequestedAt  scalar `yaml:"stopRequestedAt"`
+	Migration        scalar `yaml:"migration"`
 }
 
 type fileDisk struct {
@@ -126,6 +128,7 @@ const (
 	typeQuantity                    // a resource.Quantity: int-or-string, or a number or string
 	typeInteger                     // an integer
 	typeConditions                  // a list of metav1.Condition
+	typeObject                      // an object (its own fields are the schema's to say)
 )
 
 // fieldInfo describes one field of a map: its key in a map file, where Fields keeps its
@@ -153,6 +156,7 @@ func (f *Fields) infos() []fieldInfo {
 		{"spec.rootDiskStorageClassName", &f.RootDiskStorageClass, false, false, typeString},
 		{"spec.rootDiskReclaimPolicy", &f.RootDiskReclaimPolicy, false, false, typeString},
 		{"spec.evictionStrategy", &f.EvictionStrategy, false, false, typeString},
+		{"spec.placement", &f.Placement, false, false, typeObject},
 		{"status.phase", &f.Phase, true, true, typeString},
 		{"status.reason", &f.Reason, true, true, typeString},
 		{"status.message", &f.Message, true, true, typeString},
@@ -174,6 +178,7 @@ func (f *Fields) infos() []fieldInfo {
 		{"status.nextRetryTime", &f.NextRetryTime, true, false, typeString},
 		{"status.startRequestedAt", &f.StartRequestedAt, true, false, typeString},
 		{"status.stopRequestedAt", &f.StopRequestedAt, true, false, typeString},
+		{"status.migration", &f.Migration, true, false, typeObject},
 	}
 }
 
@@ -188,6 +193,7 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"spec.rootDiskStorageClassName": &m.Spec.RootDiskStorageClassName,
 		"spec.rootDiskReclaimPolicy":    &m.Spec.RootDiskReclaimPolicy,
 		"spec.evictionStrategy":         &m.Spec.EvictionStrategy,
+		"spec.placement":                &m.Spec.Placement,
 		"status.phase":                  &m.Status.Phase,
 		"status.reason":                 &m.Status.Reason,
 		"status.message":                &m.Status.Message,
@@ -209,6 +215,7 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"status.nextRetryTime":          &m.Status.NextRetryTime,
 		"status.startRequestedAt":       &m.Status.StartRequestedAt,
 		"status.stopRequestedAt":        &m.Status.StopRequestedAt,
+		"status.migration":              &m.Status.Migration,
 	}
 }
 

@@ -132,7 +132,7 @@ func TestParseFieldMapErrors(t *testing.T) {
 		"unknown top-level key": {"status:\n", "statu: {}\nstatus:\n",
 			`line 4: unknown key "statu" in the top level (known: spec, status)`},
 		"unknown key in spec": {"  resource:", "  cores: spec.cores\n  resource:",
-			`line 3: unknown key "cores" in spec (known: action, resource, image, rootDiskStorageClassName, rootDiskReclaimPolicy, evictionStrategy)`},
+			`line 3: unknown key "cores" in spec (known: action, resource, image, rootDiskStorageClassName, rootDiskReclaimPolicy, evictionStrategy, placement)`},
 		"unknown key in server": {"state: status.server.state}", "state: status.server.state, address: status.ip}",
 			`line 8: unknown key "address" in status.server (known: name, id, state, usage, node, ip)`},
 		"misspelt key": {"rootDisk: spec", "rootdisk: spec",

@@ -35,6 +35,10 @@ type Fields struct {
 	// Replace or Block; schema/eviction.go). A layout without it gets the controller's
 	// --eviction-strategy.
 	EvictionStrategy string
+	// Placement is optional: where the VM's server may run (node selector, affinity,
+	// tolerations, priority class, topology spread), an object in the shapes of a pod's
+	// spec (placement.go). A layout without it places servers anywhere.
+	Placement string
 
 	// ActiveValue and InactiveValue are the values of Action that mean "keep a server
 	// running" and "no server, keep the object"; another CRD may say "On" and "Off". Empty
@@ -84,6 +88,10 @@ type Fields struct {
 	NextRetryTime    string
 	StartRequestedAt string
 	StopRequestedAt  string
+	// Migration is optional: the last migration asked for with AnnotationMigrateRequestedAt
+	// and where it stands, an object (MigrationStatus). A layout without it cannot record
+	// a migration, so the annotation means nothing there.
+	Migration string
 }
 
 // HasRootDiskStatus reports whether the layout has a place for the VM's disk in its status.

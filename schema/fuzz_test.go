@@ -213,6 +213,9 @@ func statusByPath(vm VirtualMachine) Status {
 	}
 	st.RunStrategyStatus = RunStrategyStatus{NextRetryTime: parseTime(vm.str(f.NextRetryTime)),
 		StartRequestedAt: vm.str(f.StartRequestedAt), StopRequestedAt: vm.str(f.StopRequestedAt)}
+	if f.Migration != "" {
+		st.Migration = migrationOf(vm.get(f.Migration))
+	}
 	for _, c := range vm.get(f.Conditions).Array() {
 		st.Conditions = append(st.Conditions, Condition{
 			Type:               c.Get("type").String(),
@@ -251,7 +254,7 @@ func checkSpec(t *testing.T, layout string, vm VirtualMachine) {
 			}
 			continue
 		}
-		if e.Field != f.Action && (f.Image == "" || e.Field != f.Image) {
+		if e.Field != f.Action && (f.Image == "" || e.Field != f.Image) && !underPlacement(f, e.Field) {
 			t.Errorf("%s: error for %s, which is not a spec path of the map: %v", layout, e.Field, e)
 		}
 	}

@@ -15,6 +15,7 @@ const (
 	TypeQuantity   = typeQuantity   // a resource.Quantity: int-or-string, or a number or string
 	TypeInteger    = typeInteger    // an integer
 	TypeConditions = typeConditions // a list of metav1.Condition
+	TypeObject     = typeObject     // an object
 )
 
 // Path is one field of a map: its key in a map file, where the object keeps it, and what it

@@ -25,6 +25,9 @@ func TestSettled(t *testing.T) {
 		"start done":            {`"generation":2,"annotations":{"` + AnnotationStartRequestedAt + `":"t1"}`, `"phase":"Active","observedGeneration":2,"startRequestedAt":"t1"`, true},
 		"stop asked for":        {`"generation":2,"annotations":{"` + AnnotationStopRequestedAt + `":"t2"}`, `"phase":"Active","observedGeneration":2,"stopRequestedAt":"t1"`, false},
 		"stop done":             {`"generation":2,"annotations":{"` + AnnotationStopRequestedAt + `":"t2"}`, `"phase":"Inactive","observedGeneration":2,"stopRequestedAt":"t2"`, true},
+		"migration asked for":   {`"generation":2,"annotations":{"` + AnnotationMigrateRequestedAt + `":"t1"}`, `"phase":"Active","observedGeneration":2`, false},
+		"migration recorded":    {`"generation":2,"annotations":{"` + AnnotationMigrateRequestedAt + `":"t1"}`, `"phase":"Active","observedGeneration":2,"migration":{"requestedAt":"t1","phase":"Refused"}`, true},
+		"another migration":     {`"generation":2,"annotations":{"` + AnnotationMigrateRequestedAt + `":"t2"}`, `"phase":"Active","observedGeneration":2,"migration":{"requestedAt":"t1","phase":"Succeeded"}`, false},
 	}
 	f := builtin(t, "v1alpha1")
 	for name, tc := range tests {

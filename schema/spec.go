@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
 )
 
 // ReclaimPolicy says what becomes of a VM's disk when the VM is deleted.
@@ -36,6 +38,8 @@ type Spec struct {
 	// EvictionStrategy is what an eviction of the server does (eviction.go); empty when the
 	// VM does not say, and the controller's --eviction-strategy applies.
 	EvictionStrategy EvictionStrategy
+	// Placement is where the server may run (placement.go); nil: anywhere.
+	Placement *backend.Placement
 }
 
 // Spec decodes and validates the spec. Every problem is reported, each with its field path,
@@ -48,7 +52,7 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 
 	// The run strategy's values are the CRD's own words (Fields.StrategyWord), so errors
 	// quote those, not this project's.
-	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.EvictionStrategy)
+	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.EvictionStrategy, f.Placement)
 	switch a := v[0]; {
 	case !a.Exists():
 		errs = append(errs, field.Required(fieldPath(f.Action), "must be one of "+quoted(f.StrategyWords())))
@@ -106,6 +110,8 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	if s.EvictionStrategy, err = evictionStrategy(f.EvictionStrategy, v[7]); err != nil {
 		errs = append(errs, err)
 	}
+	placed, perrs := placement(f.Placement, v[8])
+	s.Placement, errs = placed, append(errs, perrs...)
 	return s, errs
 }
 

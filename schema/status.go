@@ -80,6 +80,9 @@ type Status struct {
 	// the controller keeps no disks).
 	RootDisk *RootDiskStatus `json:"rootDisk,omitempty" yaml:"rootDisk,omitempty"`
 
+	// Migration is the last migration asked for (AnnotationMigrateRequestedAt) and where it
+	// stands (migration.go); nil when none was.
+	Migration *MigrationStatus `json:"migration,omitempty" yaml:"migration,omitempty"`
 	// The run strategies' fields (runstrategy.go).
 	RunStrategyStatus `json:",inline" yaml:",inline"`
 }
@@ -211,7 +214,7 @@ func fromMeta(c metav1.Condition) Condition {
 func (s Status) SameAs(o Status) bool {
 	if s.Phase != o.Phase || s.Reason != o.Reason || s.Message != o.Message || s.ConsecutiveFailures != o.ConsecutiveFailures ||
 		s.ObservedGeneration != o.ObservedGeneration || s.RestartedAt != o.RestartedAt || !s.Server.same(o.Server) ||
-		!s.RootDisk.Same(o.RootDisk) || s.RunStrategyStatus != o.RunStrategyStatus || len(s.Conditions) != len(o.Conditions) {
+		!s.RootDisk.Same(o.RootDisk) || s.RunStrategyStatus != o.RunStrategyStatus || !s.Migration.Same(o.Migration) || len(s.Conditions) != len(o.Conditions) {
 		return false
 	}
 	for i := range s.Conditions {
@@ -302,6 +305,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.ObservedGeneration, st.ObservedGeneration}, {f.Conditions, conditions},
 		{f.RestartedAt, restartedAt},
 		{f.ServerNode, node}, {f.ServerIP, ip},
+		{f.Migration, migrationJSON(st.Migration)},
 	}
 	values = append(values, st.RunStrategyStatus.values(f)...)
 	// Nulling the leaves of a group one by one would leave their parents behind as empty
@@ -348,6 +352,14 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		}
 	}
 	return json.Marshal(root)
+}
+
+// migrationJSON is the migration record as the patch writes it: null when there is none.
+func migrationJSON(m *MigrationStatus) any {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // serverPaths are the paths of the server's fields; rootDiskPaths, of the disk's.

@@ -162,7 +162,8 @@ func (vm VirtualMachine) Status() Status {
 	v := vm.getAll(f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
 		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions,
 		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity, f.ServerNode, f.ServerIP,
-		f.NextRetryTime, f.StartRequestedAt, f.StopRequestedAt) // the run strategies' (runstrategy.go)
+		f.NextRetryTime, f.StartRequestedAt, f.StopRequestedAt, // the run strategies' (runstrategy.go)
+		f.Migration)
 	st := Status{
 		Phase:               Phase(v[0].String()),
 		Reason:              v[1].String(),
@@ -194,6 +195,7 @@ func (vm VirtualMachine) Status() Status {
 		st.RootDisk = &RootDiskStatus{ClaimName: claim.String(), Phase: phase.String(), Capacity: capacity.String()}
 	}
 	st.RunStrategyStatus = runStrategyStatus(v[18], v[19], v[20])
+	st.Migration = migrationOf(v[21])
 	return st
 }
 
@@ -268,8 +270,9 @@ func parseTime(s string) time.Time {
 var restartAnnotationKey = "annotations." + escapeGJSON(AnnotationRestartedAt)
 
 // Settled reports whether the status describes the VM as it is: it has a phase, the VM is not
-// being deleted, the status observed its generation, and no restart, start or stop request
-// waits (RestartRequested is the one status.restartedAt records; likewise the others). A VM that is not settled has work
+// being deleted, the status observed its generation, and no restart, start, stop or migration
+// request waits (RestartRequested is the one status.restartedAt records, MigrateRequested the
+// one status.migration does; likewise the others). A VM that is not settled has work
 // its users asked for; the controller looks at such VMs of its first list before the others.
 //
 // The VM cache asks it of every VM it stores, so it reads without decoding the status and
@@ -306,7 +309,8 @@ func (vm VirtualMachine) Settled() bool {
 		r := md.Get(key).Str
 		return r != "" && r != get(path).Str
 	}
-	return !waits(restartAnnotationKey, paths[2]) && !waits(startAnnotationKey, paths[3]) && !waits(stopAnnotationKey, paths[4])
+	return !waits(restartAnnotationKey, paths[2]) && !waits(startAnnotationKey, paths[3]) && !waits(stopAnnotationKey, paths[4]) &&
+		!migrationWaits(raw, md, f)
 }
 
 // startAnnotationKey and stopAnnotationKey are the gjson paths of the start and stop requests

@@ -29,12 +29,13 @@ type diskYAML struct {
 	Owner        backend.DiskOwner `yaml:"owner"`
 	Pending      string            `yaml:"pending"`
 	Deleting     bool              `yaml:"deleting"`
+	Pinned       string            `yaml:"pinned"` // how the disk is bound to some nodes, if it is
 }
 
 // diskTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var diskTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.diskYAML", " is not a key of a disk (name, id, version, phase, requested, capacity, storageClass, canGrow, growth, owner, pending, deleting)",
+	" not found in type memory.diskYAML", " is not a key of a disk (name, id, version, phase, requested, capacity, storageClass, canGrow, growth, owner, pending, deleting, pinned)",
 	" into memory.diskYAML", " into a disk (want a mapping)",
 	" not found in type backend.Growth", " is not a key of a disk's growth (state, message)",
 	" into backend.Growth", " into a disk's growth (want a mapping)",
@@ -85,7 +86,7 @@ func ParseDisk(data []byte) (*backend.Disk, error) {
 	if err := oneOf("growth.state", in.Growth.State, growthStates); err != nil {
 		return nil, err
 	}
-	d := &backend.Disk{Name: in.Name, ID: in.ID, Version: in.Version, Phase: in.Phase, StorageClass: in.StorageClass,
+	d := &backend.Disk{Name: in.Name, ID: in.ID, Version: in.Version, Phase: in.Phase, StorageClass: in.StorageClass, Pinned: in.Pinned,
 		CanGrow: in.CanGrow == nil || *in.CanGrow, Growth: in.Growth, Owner: in.Owner, Pending: in.Pending, Deleting: in.Deleting}
 	for _, q := range []struct {
 		name string

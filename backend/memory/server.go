@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,13 +75,15 @@ type specYAML struct {
 	Memory   string `yaml:"memory"`
 	RootDisk string `yaml:"rootDisk"`
 	Image    string `yaml:"image"`
+	// Placement is the placement it was made with, as a VM's spec.placement says it.
+	Placement map[string]any `yaml:"placement"`
 }
 
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
 	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting, cordoned, disruption)",
-	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image)",
+	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image, placement)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
 	" not found in type memory.resizeYAML", " is not a key of a server's resize (state, message, cpu, memory)",
@@ -113,6 +116,9 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	cordoned: true         # optional: its node takes no new servers (a drain cordoned it)
 //	disruption: {reason: EvictionByEvictionAPI, message: ""}  # optional: it is being evicted
 //
+// A spec may carry a placement, as a VM's spec.placement writes it
+// (placement: {nodeSelector: {disktype: ssd}}).
+//
 // Times are relative to now so that a case means the same whatever clock it runs with.
 // Unknown keys, an unknown state and malformed quantities are errors; a rootDisk may be left
 // out only by a server that mounts a disk.
@@ -142,6 +148,15 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		Node: s.Node, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption}
 	if d := s.Disruption; d != nil && d.Reason == "" {
 		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")
+	}
+	if s.Spec.Placement != nil {
+		raw, err := json.Marshal(s.Spec.Placement)
+		if err != nil {
+			return nil, fmt.Errorf("spec.placement: %w", err)
+		}
+		if srv.Spec.Placement, err = backend.ParsePlacement(raw); err != nil {
+			return nil, fmt.Errorf("spec.placement: %w", err)
+		}
 	}
 	for _, q := range []struct {
 		name string

@@ -63,6 +63,9 @@ type cachedPod struct {
 	flags                 podFlags
 	notes                 *podNotes // nil when the server has nothing more to say
 	exact                 *podExact // nil when all is in the compact fields
+	// placement is the pod's AnnotationPlacement, which many pods share: read into the
+	// server's spec on each Observe (placementOf), and only for a pod that has one.
+	placement interned
 }
 
 type podFlags uint16
@@ -150,6 +153,7 @@ func cachePod(pod *corev1.Pod) *cachedPod {
 	if base, ok := strings.CutSuffix(pod.Name, nameSuffix); !ok || base != ownerName || ownerName == "" {
 		p.exactly().ownerName, p.flags = ownerName, p.flags|exactOwnerName
 	}
+	p.placement = intern(pod.Annotations[AnnotationPlacement])
 	if s := serverOf(pod); !p.compact(s) {
 		p.exactly().server, p.flags = s, p.flags|exactServer
 	}
@@ -325,6 +329,8 @@ func (p *cachedPod) server() backend.Server {
 			Memory:   quantityOf(p.memory, p.formats[1], bytesScale),
 			RootDisk: quantityOf(p.rootDisk, p.formats[2], bytesScale),
 			Image:    p.image.String(),
+			// Placement: the annotation read again, as serverOf reads it.
+			Placement: placementOf(p.placement.String()),
 		},
 		Resize: backend.Resize{State: resizeStates[p.resize]},
 		Node:   p.node.String(),

@@ -94,7 +94,7 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 	} else {
 		res[corev1.ResourceEphemeralStorage] = spec.RootDisk
 	}
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            PodName(vm.Name),
@@ -116,6 +116,8 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 			EnableServiceLinks:           ptr.To(false),
 		},
 	}
+	place(pod, spec)
+	return pod
 }
 
 // serverOf reads a pod as a backend.Server, as far as the pod itself tells (its node's
@@ -146,6 +148,8 @@ func serverOf(pod *corev1.Pod) backend.Server {
 			RootDisk: quantity(c.Resources.Limits, corev1.ResourceEphemeralStorage),
 			Image:    c.Image,
 			Disk:     s.Disk != "",
+			// The placement it was made with: placement.go.
+			Placement: placementOf(pod.Annotations[AnnotationPlacement]),
 		}
 	}
 	switch pod.Status.Phase {

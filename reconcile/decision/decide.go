@@ -96,7 +96,7 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 		d.report(schema.PhaseFailed, ReasonInvalidSpec, invalidMessage(errs), srv)
 		return d.plan
 	}
-	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image}
+	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image, Placement: spec.Placement}
 	d.strategy = spec.RunStrategy
 	d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)
 	if spec.RunStrategy == schema.RunHalted {
@@ -216,6 +216,7 @@ func (d *decision) inactive() {
 	if r := d.newRestart(); r != "" {
 		d.next().RestartedAt = r // nothing to restart; a later start makes a new server anyway
 	}
+	d.inactiveMigration()
 	if d.srv == nil {
 		d.report(schema.PhaseInactive, ReasonServerStopped, "The VM has no server (action is inactive)", nil)
 		return
@@ -242,7 +243,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 			return
 		}
 	}
-	if d.evicted() {
+	if d.evicted() || p.migrate(d, &want) {
 		return
 	}
 	srv := d.srv
@@ -273,6 +274,10 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		if restart != "" {
 			d.next().RestartedAt = restart // the server that follows is the restart; no second delete
 		}
+		if srv.State == backend.StateLost {
+			d.nodeLost(srv) // its deletion cannot finish while the node does not answer
+			return
+		}
 		r := d.report(schema.PhaseCreating, ReasonServerReplacing,
 			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), srv)
 		if gone := d.missingServer(); gone != "" && r.event {
@@ -289,6 +294,9 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		d.next().RestartedAt = restart
 		d.plan.Server = &ServerAction{Op: DeleteServer, Event: Event{Type: EventNormal, Reason: ReasonServerRestarted,
 			Message: fmt.Sprintf("Restarting server %s: restart requested at %s", srv.Name, restart)}}
+		if d.lostWhileDeleted() {
+			return
+		}
 		d.report(schema.PhaseCreating, ReasonServerReplacing,
 			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
 		return
@@ -461,6 +469,9 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 // replace deletes the server so that a new one with the wanted spec follows.
 func (p Policy) replace(d *decision, note string) {
 	d.deleteServer(ReasonReplacingServer, note)
+	if d.lostWhileDeleted() {
+		return
+	}
 	d.report(schema.PhaseCreating, ReasonServerReplacing,
 		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", d.srv.Name), d.deletingServer())
 }
@@ -512,11 +523,7 @@ func (p Policy) serverState(d *decision) {
 		d.failures(0)
 		d.report(schema.PhaseActive, ReasonServerReady, fmt.Sprintf("Server %s is running and ready", srv.Name), srv)
 	case backend.StateLost:
-		msg := fmt.Sprintf("The node of server %s does not answer", srv.Name)
-		if srv.Message != "" {
-			msg += ": " + srv.Message
-		}
-		d.report(schema.PhaseUnknown, ReasonNodeLost, msg, srv)
+		d.nodeLost(srv)
 	case backend.StateFailed, backend.StateStopped:
 		p.restart(d)
 	default:
@@ -639,6 +646,9 @@ func specChange(have, want backend.Spec, imageSet bool) string {
 	}
 	if imageSet && have.Image != want.Image {
 		add("image", have.Image, want.Image)
+	}
+	if !backend.SamePlacement(have.Placement, want.Placement) {
+		s = placementChange(s)
 	}
 	return s
 }

@@ -251,10 +251,12 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			case a.Spec == nil || a.Spec.CPU.Sign() <= 0 || a.Spec.Memory.Sign() <= 0 || a.Spec.Image == "" ||
 				(a.Spec.RootDisk.Sign() <= 0) != a.Spec.Disk:
 				fail("creates a server of an impossible spec")
-			case claims && !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Image: a.Spec.Image, Disk: true}),
-				!claims && !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: a.Spec.Image}),
+			case claims && !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Image: a.Spec.Image, Disk: true, Placement: spec.Placement}),
+				!claims && !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: a.Spec.Image, Placement: spec.Placement}),
 				spec.Image != "" && a.Spec.Image != spec.Image:
 				fail("creates a server other than the spec asks for")
+			case a.Spec.AvoidNode != "" && !movingOff(current, a.Spec.AvoidNode):
+				fail("creates a server that avoids node %s, and no migration moves off it", a.Spec.AvoidNode)
 			case claims && !(disk == nil && plan.Disk != nil && plan.Disk.Op == decision.CreateDisk ||
 				disk != nil && !disk.Deleting && (disk.Owner.Mine() || disk.Owner == backend.DiskUnowned && plan.Disk != nil && plan.Disk.Op == decision.AdoptDisk)):
 				fail("creates a server whose disk is not there, going, or not the VM's")
@@ -407,6 +409,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	evs := diskEvents(fail, current, st, disk, plan.Events)
 	evs = resumedEvents(fail, current, *st, evs)
 	evs = evictionEvents(fail, current, *st, srv, evs)
+	evs = migrationEvents(fail, current, *st, evs)
 	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
 		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer

@@ -114,3 +114,14 @@ const (
 	ReasonCreatingBudget = "CreatingBudget" // the VM's disruption budget is created (Block)
 	ReasonDeletingBudget = "DeletingBudget" // the VM's disruption budget is deleted (the strategy is no longer Block)
 )
+
+// Reasons of placement, migration on request and lost nodes (placement.go, migrate.go,
+// nodelost.go).
+const (
+	// Creating: the server is being moved to another node on request (the migrate
+	// annotation): the old one is deleted first, then a new one starts elsewhere.
+	ReasonMigrating = "Migrating"
+	// Events only.
+	ReasonMigrated         = "Migrated"         // the moved server runs and is ready on another node
+	ReasonMigrationRefused = "MigrationRefused" // Warning: a migration was asked for and refused; nothing changed
+)

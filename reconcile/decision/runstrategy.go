@@ -64,12 +64,14 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 		if d.claims {
 			d.keepDisk(spec)
 		}
+		d.inactiveMigration()
 		d.ended()
 		return
 	case (srv == nil || srv.Deleting) && d.stoppedState():
 		if d.claims {
 			d.keepDisk(spec)
 		}
+		d.inactiveMigration()
 		d.stayStopped()
 		return
 	}

@@ -58,10 +58,11 @@ var (
 // resourceVersion, which Object keeps apart (see Same).
 var keptMetadata = []string{"name", "namespace", "uid", "generation", "deletionTimestamp", "finalizers"}
 
-// keptAnnotations are the annotations a view reads: the restart request and the pause, and
-// the start and stop requests with the stop's grace period.
+// keptAnnotations are the annotations a view reads: the restart request and the pause, the
+// start and stop requests with the stop's grace period, and the migration request.
 var keptAnnotations = [...]string{schema.AnnotationRestartedAt, schema.AnnotationPaused,
-	schema.AnnotationStartRequestedAt, schema.AnnotationStopRequestedAt, schema.AnnotationStopGracePeriod}
+	schema.AnnotationStartRequestedAt, schema.AnnotationStopRequestedAt, schema.AnnotationStopGracePeriod,
+	schema.AnnotationMigrateRequestedAt}
 
 // Compact makes the cached form, in layout f, of an object the informer has just decoded. u
 // is read, not changed.

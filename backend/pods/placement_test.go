@@ -1,0 +1,109 @@
+package pods
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+)
+
+// TestPodPlacement: the pod carries the VM's placement as the VM gives it, a migration's node
+// to avoid in every term of its required node affinity, and the placement in its annotation,
+// from which the server reads it back (through the cache too) whatever admission adds.
+func TestPodPlacement(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "vm", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	term := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "arch", Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}
+	placement := &backend.Placement{
+		NodeSelector: map[string]string{"disktype": "ssd"},
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{term, {}}}}},
+		Tolerations:               []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "vms", Effect: corev1.TaintEffectNoSchedule}},
+		PriorityClassName:         "vm-high",
+		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.ScheduleAnyway}},
+	}
+	spec := backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"), RootDisk: resource.MustParse("1Gi"),
+		Image: "img", Placement: placement, AvoidNode: "node-a"}
+	before := placement.Canonical()
+	pod := newPod(vm, spec)
+	if placement.Canonical() != before {
+		t.Fatalf("newPod changed the spec's placement: %s", placement.Canonical())
+	}
+	if pod.Spec.NodeSelector["disktype"] != "ssd" || pod.Spec.PriorityClassName != "vm-high" ||
+		!reflect.DeepEqual(pod.Spec.Tolerations, placement.Tolerations) ||
+		!reflect.DeepEqual(pod.Spec.TopologySpreadConstraints, placement.TopologySpreadConstraints) {
+		t.Errorf("pod spec %+v does not carry the placement", pod.Spec)
+	}
+	avoid := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-a"}}
+	terms := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 2 || !reflect.DeepEqual(terms[0].MatchExpressions, term.MatchExpressions) {
+		t.Fatalf("terms %+v: want the VM's two", terms)
+	}
+	for i, tm := range terms {
+		if !reflect.DeepEqual(tm.MatchFields, []corev1.NodeSelectorRequirement{avoid}) {
+			t.Errorf("term %d: matchFields %+v, want %+v", i, tm.MatchFields, avoid)
+		}
+	}
+	if got := pod.Annotations[AnnotationPlacement]; got != before {
+		t.Errorf("annotation %s, want %s", got, before)
+	}
+
+	// Admission adds tolerations of its own, and the scheduler a node: the server reads the
+	// placement from the annotation, and its node from the pod.
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists})
+	pod.Spec.NodeName = "node-b"
+	pod.UID = "7c433542-8907-45fe-887a-7813523dba9e"
+	pod.ResourceVersion = "5"
+	for name, srv := range map[string]backend.Server{"serverOf": serverOf(pod), "cached": cachePod(pod).server()} {
+		if !backend.SamePlacement(srv.Spec.Placement, placement) || srv.Node != "node-b" || srv.Spec.AvoidNode != "" {
+			t.Errorf("%s: placement %s on node %q, want %s on node-b", name, srv.Spec.Placement.Canonical(), srv.Node, before)
+		}
+		want := spec
+		if !srv.Spec.Equal(want) {
+			t.Errorf("%s: server spec %+v does not equal the spec it was made of", name, srv.Spec)
+		}
+	}
+
+	// Without a placement: no annotation, no affinity; a damaged annotation reads as none.
+	plain := newPod(vm, backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: "img"})
+	if _, ok := plain.Annotations[AnnotationPlacement]; ok || plain.Spec.Affinity != nil || plain.Spec.Tolerations != nil {
+		t.Errorf("a pod without placement has %v, %+v, %+v", plain.Annotations, plain.Spec.Affinity, plain.Spec.Tolerations)
+	}
+	plain.Annotations[AnnotationPlacement] = "{not json"
+	if p := serverOf(plain).Spec.Placement; p != nil {
+		t.Errorf("a damaged annotation reads as %s", p.Canonical())
+	}
+}
+
+// TestPinnedBy: a local or hostPath volume, or a node affinity that names nodes, pins a disk;
+// a zone does not.
+func TestPinnedBy(t *testing.T) {
+	affinity := func(key string, values ...string) *corev1.VolumeNodeAffinity {
+		return &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}}}}}}
+	}
+	tests := map[string]struct {
+		spec corev1.PersistentVolumeSpec
+		want string
+	}{
+		"network":  {corev1.PersistentVolumeSpec{}, ""},
+		"zonal":    {corev1.PersistentVolumeSpec{NodeAffinity: affinity(corev1.LabelTopologyZone, "a")}, ""},
+		"hostname": {corev1.PersistentVolumeSpec{NodeAffinity: affinity(corev1.LabelHostname, "node-a")}, "its volume pv is bound to node-a by its node affinity"},
+		"local": {corev1.PersistentVolumeSpec{NodeAffinity: affinity(corev1.LabelHostname, "node-a"),
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/d"}}}, "its volume pv is a local volume on node-a"},
+		"hostPath": {corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/d"}}}, ""},
+		"hostPath on a node": {corev1.PersistentVolumeSpec{NodeAffinity: affinity(corev1.LabelHostname, "node-a"),
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/d"}}}, "its volume pv is bound to node-a by its node affinity"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pv := &corev1.PersistentVolume{Spec: tc.spec}
+			pv.Name = "pv"
+			if got := PinnedBy(pv); got != tc.want {
+				t.Errorf("pinnedBy = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,112 @@
+package decision
+
+import (
+	"fmt"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// Cold migration on request (docs/placement.md): a new value of the migrate annotation
+// (schema.AnnotationMigrateRequestedAt) stops the server and starts the next one on another
+// node, with the same disk. status.migration records the value acted on, so that a request is
+// carried out once however often the VM is decided on, and where the move stands:
+//
+//	new request, VM running, disk free to follow  -> delete the server (Moving, source node)
+//	Moving, server being deleted                  -> wait (Migrating)
+//	Moving, no server                             -> create one that avoids the source node
+//	Moving, new server ready on another node      -> Succeeded (target node)
+//	new request, VM not running or disk pinned    -> Refused, with why; nothing else changes
+//
+// Exactly one server at a time: the next server is created only once the old one is gone, as
+// in every replacement.
+
+// migrate carries the migration part of an active VM's decision. It reports whether it decided
+// the whole plan; otherwise the caller goes on, with want carrying the node to avoid when the
+// server about to be created is the move's.
+func (p Policy) migrate(d *decision, want *backend.Spec) bool {
+	if req := d.newMigration(); req != "" {
+		if why := d.cannotMigrate(); why != "" {
+			d.refuseMigration(req, why)
+			return false
+		}
+		srv := d.srv
+		d.next().Migration = &schema.MigrationStatus{RequestedAt: req, Phase: schema.MigrationMoving, SourceNode: srv.Node,
+			Message: fmt.Sprintf("Moving server %s off node %s", srv.Name, srv.Node)}
+		d.plan.Server = &ServerAction{Op: DeleteServer, Event: Event{Type: EventNormal, Reason: ReasonMigrating,
+			Message: fmt.Sprintf("Migrating: deleting server %s on node %s; the next one starts on another node with the same disk (requested at %s)",
+				srv.Name, srv.Node, req)}}
+		d.report(schema.PhaseCreating, ReasonMigrating, movingMessage(srv.Name, srv.Node), d.deletingServer())
+		return true
+	}
+	cur := d.current.Migration
+	if cur == nil || cur.Phase != schema.MigrationMoving {
+		return false
+	}
+	srv := d.srv
+	switch {
+	case srv == nil:
+		want.AvoidNode = cur.SourceNode
+	case srv.Deleting:
+		d.report(schema.PhaseCreating, ReasonMigrating, movingMessage(srv.Name, cur.SourceNode), srv)
+		return true
+	case srv.State == backend.StateReady && srv.Node != "" && srv.Node != cur.SourceNode:
+		done := *cur
+		done.Phase, done.TargetNode = schema.MigrationSucceeded, srv.Node
+		done.Message = fmt.Sprintf("Server %s moved from node %s to node %s", srv.Name, cur.SourceNode, srv.Node)
+		d.next().Migration = &done
+		d.event(EventNormal, ReasonMigrated, done.Message)
+	}
+	return false
+}
+
+// movingMessage is the status message while the server leaves its node.
+func movingMessage(server, node string) string {
+	return fmt.Sprintf("Migrating: waiting for server %s to be deleted before the next one starts on a node other than %s", server, node)
+}
+
+// newMigration is the value of the migrate annotation when the controller has not acted on
+// it yet, else "".
+func (d *decision) newMigration() string {
+	r := d.vm.MigrateRequested()
+	if r == "" || d.current.Migration != nil && d.current.Migration.RequestedAt == r {
+		return ""
+	}
+	return r
+}
+
+// cannotMigrate says why the VM's server cannot be moved now, or "": it must run, on a node,
+// and its disk must be able to follow it.
+func (d *decision) cannotMigrate() string {
+	srv, vm := d.srv, d.vm.Name()
+	switch {
+	case srv == nil:
+		return fmt.Sprintf("VM %s is not running: it has no server to move", vm)
+	case srv.Deleting:
+		return fmt.Sprintf("VM %s is not running: its server %s is being deleted", vm, srv.Name)
+	case srv.State == backend.StateLost:
+		return fmt.Sprintf("VM %s is not running where the controller can stop it: the node of server %s does not answer", vm, srv.Name)
+	case !running(srv):
+		return fmt.Sprintf("VM %s is not running: its server %s is %s", vm, srv.Name, srv.State)
+	case srv.Node == "":
+		return fmt.Sprintf("VM %s is not running on a node: its server %s has none", vm, srv.Name)
+	case d.claims && d.disk != nil && d.disk.Pinned != "":
+		return fmt.Sprintf("the disk %s of VM %s cannot follow it to another node: %s", d.disk.Name, d.vm.Name(), d.disk.Pinned)
+	}
+	return ""
+}
+
+// refuseMigration records a refused request, so that it is answered once, and says why in a
+// Warning Event. Nothing else changes.
+func (d *decision) refuseMigration(req, why string) {
+	d.next().Migration = &schema.MigrationStatus{RequestedAt: req, Phase: schema.MigrationRefused, Message: why}
+	d.event(EventWarning, ReasonMigrationRefused, "Migration refused: "+why)
+}
+
+// inactiveMigration answers a migration asked of a VM that is stopped: Halted (action
+// inactive), or stopped under a run strategy that heeds requests (onRequest).
+func (d *decision) inactiveMigration() {
+	if req := d.newMigration(); req != "" {
+		d.refuseMigration(req, fmt.Sprintf("VM %s is not running: it is stopped (runStrategy %s); start it first", d.vm.Name(), d.strategy))
+	}
+}

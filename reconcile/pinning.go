@@ -1,0 +1,37 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// pinned fills in, for a VM whose migration was asked for and not yet acted on, whether its
+// disk is bound to its node (backend.DiskPinning): the decision refuses to move a VM whose
+// disk cannot follow it. It reads past the backend's caches, so it asks only then; otherwise
+// disk is returned as it is. The disk from the cache is never changed: a copy carries it.
+func (c *Controller) pinned(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, disk *backend.Disk) (*backend.Disk, error) {
+	p, ok := c.cfg.Backend.(backend.DiskPinning)
+	if !ok || disk == nil || !newMigration(vm) {
+		return disk, nil
+	}
+	why, err := p.DiskPinned(ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("tell whether the disk can follow a migration: %w", err)
+	}
+	d := *disk
+	d.Pinned = why
+	return &d, nil
+}
+
+// newMigration reports whether vm asks for a migration the controller has not acted on.
+func newMigration(vm schema.VirtualMachine) bool {
+	req := vm.MigrateRequested()
+	if req == "" {
+		return false
+	}
+	m := vm.Status().Migration
+	return m == nil || m.RequestedAt != req
+}

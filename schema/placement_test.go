@@ -1,0 +1,73 @@
+package schema
+
+import (
+	"strings"
+	"testing"
+)
+
+// underPlacement reports whether an error's field is the placement or one of its parts.
+func underPlacement(f Fields, field string) bool {
+	return f.Placement != "" && (field == f.Placement || strings.HasPrefix(field, f.Placement+".") || strings.HasPrefix(field, f.Placement+"["))
+}
+
+// TestPlacement: what the decision can tell of a placement without the cluster, error by
+// error, and what it accepts.
+func TestPlacement(t *testing.T) {
+	tests := map[string]struct {
+		json string // spec.placement
+		want string // the canonical placement accepted; "" for none
+		errs []string
+	}{
+		"absent":       {json: ``},
+		"null":         {json: `null`},
+		"empty":        {json: `{}`},
+		"empty fields": {json: `{"nodeSelector": {}, "tolerations": [], "affinity": {}}`},
+		"every field": {
+			json: `{"nodeSelector": {"disktype": "ssd"}, "priorityClassName": "vm-high",
+				"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "vms", "effect": "NoExecute", "tolerationSeconds": 30}],
+				"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+				"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]}}}`,
+			want: `{"nodeSelector":{"disktype":"ssd"},"affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":5,"preference":{"matchExpressions":[{"key":"a","operator":"Exists"}]}}]}},"tolerations":[{"key":"dedicated","operator":"Equal","value":"vms","effect":"NoExecute","tolerationSeconds":30}],"priorityClassName":"vm-high","topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule"}]}`,
+		},
+		"tolerate everything": {json: `{"tolerations": [{"operator": "Exists"}]}`, want: `{"tolerations":[{"operator":"Exists"}]}`},
+		"not an object":       {json: `["ssd"]`, errs: []string{"spec.placement: Invalid value"}},
+		"unknown key":         {json: `{"nodeName": "node-a"}`, errs: []string{`unknown field "nodeName"`}},
+		"wrong type":          {json: `{"nodeSelector": ["ssd"]}`, errs: []string{"not a placement"}},
+		"bad selector":        {json: `{"nodeSelector": {"a b": "c d"}}`, errs: []string{"spec.placement.nodeSelector[a b]"}},
+		"empty key, Equal":    {json: `{"tolerations": [{"value": "x"}]}`, errs: []string{"spec.placement.tolerations[0].operator: Invalid value"}},
+		"Exists with value":   {json: `{"tolerations": [{"key": "k", "operator": "Exists", "value": "x"}]}`, errs: []string{"tolerations[0].value"}},
+		"seconds without NoExecute": {json: `{"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]}`,
+			errs: []string{"tolerations[0].tolerationSeconds"}},
+		"no terms": {json: `{"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}}`,
+			errs: []string{"nodeSelectorTerms: Required value"}},
+		"In without values": {json: `{"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In"}]}]}}}}`,
+			errs: []string{"matchExpressions[0].values: Required value"}},
+		"weight":        {json: `{"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "preference": {}}]}}}`, errs: []string{"weight"}},
+		"spread":        {json: `{"topologySpreadConstraints": [{"maxSkew": 0, "whenUnsatisfiable": "Never"}]}`, errs: []string{"maxSkew", "topologyKey", "whenUnsatisfiable"}},
+		"priority name": {json: `{"priorityClassName": "High!"}`, errs: []string{"priorityClassName"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			raw := `{"spec": {"action": "active", "resource": {"cpu": 1, "memory": "1Gi", "rootDisk": "1Gi"}}}`
+			if tc.json != "" {
+				raw = `{"spec": {"action": "active", "resource": {"cpu": 1, "memory": "1Gi", "rootDisk": "1Gi"}, "placement": ` + tc.json + `}}`
+			}
+			vm, err := Parse([]byte(raw), builtin(t, "v1alpha1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, errs := vm.Spec()
+			if len(errs) != len(tc.errs) {
+				t.Fatalf("errors %v, want %d containing %q", errs, len(tc.errs), tc.errs)
+			}
+			for i, want := range tc.errs {
+				if !strings.Contains(errs[i].Error(), want) {
+					t.Errorf("error %d %q, want it to contain %q", i, errs[i].Error(), want)
+				}
+			}
+			if got := spec.Placement.Canonical(); len(errs) == 0 && got != tc.want {
+				t.Errorf("placement %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
