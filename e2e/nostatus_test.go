@@ -44,10 +44,11 @@ func TestNoStatusSubresource(t *testing.T) {
 		return out
 	}
 	// caughtUp reports whether the controller has written the status of name's current
-	// generation: on this CRD only its claim makes the two equal.
+	// generation: on this CRD only its claim makes the two equal, and the Ready condition's,
+	// where the VM has one (a VM stopped as asked, such as the barrier, carries none).
 	caughtUp := func(name string) (bool, string) {
 		f := strings.Fields(field(name, `.metadata.generation} {.status.observedGeneration} {.status.conditions[?(@.type=="Ready")].observedGeneration`))
-		return len(f) == 3 && f[0] == f[1] && f[1] == f[2], fmt.Sprintf("%s generation, observedGeneration, Ready's: %v", name, f)
+		return (len(f) == 2 || len(f) == 3 && f[1] == f[2]) && f[0] == f[1], fmt.Sprintf("%s generation, observedGeneration, Ready's: %v", name, f)
 	}
 	// barrier returns once the reconciles queued before it have finished (see
 	// controller.barrier; that one is for the project's group): it changes the spec of the
