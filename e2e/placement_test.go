@@ -130,7 +130,7 @@ func TestPlacementHonoured(t *testing.T) {
 	activeOn(t, ns, server, hdd, claim, "the placement changes", 2*time.Minute)
 }
 
-// TestMigrateOnRequest: the migrate annotation moves an Active VM to the other of the test's
+// TestMigrateOnRequest: `kubectl vm migrate` (the migrate annotation) moves an Active VM to the other of the test's
 // two nodes: the server is deleted, the next one starts elsewhere (the pod avoids the node it
 // left), with the same claim; status.migration says Succeeded from one node to the other, and
 // a Migrated Event says so. The server pod's name is the VM's, so two can never exist at once.
@@ -142,8 +142,10 @@ func TestMigrateOnRequest(t *testing.T) {
 	claim := claimUID(ns, "vm")
 	server := field(ns, "pod/vm-server", ".metadata.uid")
 
-	const at = "2026-06-01T12:00:00Z"
-	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt="+at, "--overwrite")
+	// The plugin's verb writes the request (the annotation, with the time).
+	if out := mustVM(t, "migrate", "vm", "-n", ns); !strings.Contains(out, "migration requested from node "+from) {
+		t.Errorf("kubectl vm migrate printed %q, want the request from node %s", out, from)
+	}
 	activeOn(t, ns, server, to, claim, "the migration", 2*time.Minute)
 	eventually(t, time.Minute, func() (bool, string) {
 		m := vmField(ns, "vm", ".status.migration.phase}/{.status.migration.sourceNode}/{.status.migration.targetNode")
@@ -163,9 +165,17 @@ func TestMigrateOnRequest(t *testing.T) {
 		t.Errorf("server %s replaced after the migration was done, by %s", server, got)
 	}
 
-	// Not running: refused, recorded, nothing else changes.
+	// Not running: the plugin refuses with one line and writes nothing; the annotation
+	// written by hand is refused by the controller, recorded, and nothing else changes.
 	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"action":"inactive"}}`)
 	waitPhase(t, ns, "vm", "Inactive", "ServerStopped", 2*time.Minute)
+	before := vmField(ns, "vm", ".metadata.resourceVersion")
+	if _, errOut, err := kubectlVM(t, "migrate", "vm", "-n", ns); err == nil || !strings.Contains(errOut, "is not running") {
+		t.Errorf("kubectl vm migrate of an inactive VM: err %v, stderr %q; want a refusal saying it is not running", err, errOut)
+	}
+	if after := vmField(ns, "vm", ".metadata.resourceVersion"); after != before {
+		t.Errorf("the refused migrate wrote the VM: resourceVersion %s, then %s", before, after)
+	}
 	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt=2026-06-01T12:05:00Z", "--overwrite")
 	eventually(t, time.Minute, func() (bool, string) {
 		m := vmField(ns, "vm", ".status.migration.phase}/{.status.migration.message")
@@ -219,6 +229,14 @@ spec:
 	}
 	server := field(ns, "pod/vm-server", ".metadata.uid")
 
+	// The plugin refuses, naming the disk, and writes nothing.
+	if _, errOut, err := kubectlVM(t, "migrate", "vm", "-n", ns); err == nil || !strings.Contains(errOut, "cannot follow") || !strings.Contains(errOut, pv) {
+		t.Errorf("kubectl vm migrate of a VM on a pinned volume: err %v, stderr %q; want a refusal naming the volume %s", err, errOut, pv)
+	}
+	if got := vmField(ns, "vm", ".metadata.annotations.cloudnative\\.czs/migrateRequestedAt"); got != "" {
+		t.Errorf("the refused migrate wrote the annotation %q", got)
+	}
+	// The same request written by hand: the controller refuses it too.
 	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt=2026-06-01T12:00:00Z")
 	eventually(t, time.Minute, func() (bool, string) {
 		m := vmField(ns, "vm", ".status.migration.phase}/{.status.migration.message")

@@ -79,8 +79,8 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 		d.plan.Budget = &BudgetAction{Op: DeleteBudget, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
 			Message: fmt.Sprintf("Deleting disruption budget %s: evictionStrategy is %s", d.budget.Name, s)}}
 	}
-	if s != schema.EvictionReplace || !active {
-		return
+	if s != schema.EvictionReplace || !active || d.restsStopped() {
+		return // a stopped VM is not moved: a move under way ends with the stop
 	}
 	if c := d.current.Condition(ConditionMoving); c != nil && c.Status == schema.ConditionTrue {
 		d.moving = &lifecycleCondition{c.Reason, c.Message}
@@ -94,7 +94,9 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 // once this one is gone (active, then moved).
 func (d *decision) evicted() bool {
 	srv := d.srv
-	if d.evictStrategy != schema.EvictionReplace || srv == nil || srv.Disruption == nil {
+	if d.evictStrategy != schema.EvictionReplace || srv == nil || srv.Disruption == nil || srv.State == backend.StateLost {
+		// A server on a node that does not answer is not moved: its deletion cannot finish
+		// while the node may still run it with the disk (nodelost.go says so).
 		return false
 	}
 	if d.moving == nil {
@@ -154,10 +156,21 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64) []sch
 	return d.lifecycle(conds, ConditionEvictionBlocked, d.blocked, gen)
 }
 
-// replacing reports whether the server is being moved under Replace: evicted, or gone after
-// an eviction with the new one not yet ready. A move is carried out whatever the run
+// replacing reports whether the server of a running VM is being moved under Replace: evicted,
+// or gone after an eviction with the new one not yet ready. A move is carried out whatever the run
 // strategy (an eviction is not the guest's choice), so the run strategies that heed requests
 // hand such a VM to active (onRequest).
 func (d *decision) replacing() bool {
-	return d.evictStrategy == schema.EvictionReplace && (d.moving != nil || (d.srv != nil && d.srv.Disruption != nil))
+	if d.evictStrategy != schema.EvictionReplace || d.restsStopped() || (d.srv != nil && d.srv.State == backend.StateLost) {
+		return false
+	}
+	return d.moving != nil || (d.srv != nil && d.srv.Disruption != nil)
+}
+
+// restsStopped reports whether the VM is stopped by a request, by its guest or by its run
+// strategy, by the reason its status gives: a drain does not start it again (replacing), and
+// a move under way ends with a stop.
+func (d *decision) restsStopped() bool {
+	r := d.current.Reason
+	return atRest[r] || r == ReasonStopping || (r == ReasonServerFailed && !d.retries(r))
 }

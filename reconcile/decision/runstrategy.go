@@ -58,6 +58,9 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 	switch {
 	case d.replacing():
 		// Moved under evictionStrategy Replace (eviction.go), whatever the strategy.
+	case srv != nil && srv.State == backend.StateLost:
+		// On a node that does not answer: active reports NodeLost, and starts nothing while
+		// the server may still run there (nodelost.go).
 	case srv != nil && !srv.Deleting && ended(srv) && !(d.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
 		// Kept as it ended: a spec change does not start a stopped VM either.
 		d.ensureFinalizer(true)
@@ -88,10 +91,10 @@ func ended(srv *backend.Server) bool {
 var stoppedReasons = []string{ReasonStopped, ReasonStopping, ReasonGuestShutDown}
 
 // onItsWay are the reasons of a VM under Manual whose server is being made, on request: the
-// create, a replacement (a restart, a start after an end, a spec change), or a wait for its
-// disk or after a refusal.
+// create, a replacement (a restart, a start after an end, a spec change, a migration or a move
+// after an eviction), or a wait for its disk or after a refusal.
 var onItsWay = []string{ReasonServerReplacing, ReasonServerCreating, ReasonWaitingForDisk, ReasonServerRejected,
-	ReasonDiskRejected, ReasonDiskConflict}
+	ReasonDiskRejected, ReasonDiskConflict, ReasonMigrating, ReasonServerEvicted}
 
 // stoppedState reports whether a VM without a live server (none, or one being deleted) is
 // stopped, rather than on its way to a new server, by the reason its status gives.
@@ -100,7 +103,8 @@ func (d *decision) stoppedState() bool {
 	if slices.Contains(stoppedReasons, reason) {
 		return true
 	}
-	missing := d.srv == nil && d.missingServer() != ""
+	// The server the status claims went, or is going, without the controller deleting it.
+	missing := (d.srv == nil || d.srv.Deleting) && d.missingServer() != ""
 	switch d.strategy {
 	case schema.RunOnce:
 		return missing || reason == ReasonServerFailed || reason == ReasonServerMissing
@@ -125,6 +129,7 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 		return
 	}
 	d.ensureFinalizer(true)
+	d.moving = nil // a move under Replace ends with the stop
 	if !srv.Deleting {
 		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: d.stopGrace(), Event: Event{Type: EventNormal,
 			Reason: ReasonStoppingServer, Message: fmt.Sprintf("Deleting server %s: stop requested at %s", srv.Name, at)}}
@@ -145,9 +150,9 @@ func (d *decision) stayStopped() {
 		d.ensureFinalizer(true)
 		srv = d.deletingServer() // being deleted by someone: the VM stays stopped once it is gone
 	}
-	if gone := d.missingServer(); gone != "" && d.srv == nil {
+	if gone := d.missingServer(); gone != "" {
 		r := d.report(schema.PhaseInactive, ReasonServerMissing, fmt.Sprintf("Server %s was deleted, not by the controller; "+
-			"it is not replaced (runStrategy %s); %s", gone, d.strategy, d.startHint()), nil)
+			"it is not replaced (runStrategy %s); %s", gone, d.strategy, d.startHint()), srv)
 		if r.event {
 			d.plan.Events[len(d.plan.Events)-1].Type = EventWarning
 		}
