@@ -133,7 +133,10 @@ func (d *decision) moved(e *Event) {
 // reported, with the Events of their changes: ServerMoved when the new server of a move is
 // ready, DrainBlocked when a drain begins to wait for the VM.
 func (d *decision) evictionConditions(conds []schema.Condition, gen int64) []schema.Condition {
-	if d.moving != nil && d.srv != nil && d.srv.State == backend.StateReady && !d.srv.Deleting && d.srv.Disruption == nil {
+	// The server the plan leaves: one this plan deletes (a migration, a restart, a stop) is
+	// going, and neither moved here nor holding a drain.
+	leaving := d.plan.Server != nil && d.plan.Server.Op == DeleteServer
+	if d.moving != nil && d.srv != nil && d.srv.State == backend.StateReady && !d.srv.Deleting && !leaving && d.srv.Disruption == nil {
 		on := "its node"
 		if d.srv.Node != "" {
 			on = "node " + d.srv.Node
@@ -142,7 +145,7 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64) []sch
 		d.moving = nil
 	}
 	d.blocked = nil
-	if d.evictStrategy == schema.EvictionBlock && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting {
+	if d.evictStrategy == schema.EvictionBlock && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving {
 		// The budget is not named: the message must not change when a budget just asked for
 		// is first seen (the pods backend names it NAME-block-eviction).
 		d.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
