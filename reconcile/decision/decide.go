@@ -751,7 +751,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration)
 	st.Conditions = d.kstatus(st)
 
-	if st.SameAs(d.current) || d.bindingOnly(*st) {
+	if st.SameAs(d.current) || d.bindingOnly(*st) || d.placedOnly(*st) {
 		d.plan.Status = nil
 		return reported{}
 	}

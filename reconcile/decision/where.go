@@ -17,3 +17,19 @@ func (d *decision) where(st *schema.ServerStatus, srv *backend.Server) {
 		st.IP = srv.IP
 	}
 }
+
+// placedOnly reports whether st differs from the current status only in where a server still
+// on its way runs (its node, then its address). A server is placed and given an address before
+// it is ready; a status write for each would be one or two more writes per VM on the way to
+// Active, whose write carries them. A server stuck on its way is reported with a reason of its
+// own (stuck.go), whose write carries them too.
+func (d *decision) placedOnly(st schema.Status) bool {
+	cur := d.current
+	if st.Phase != schema.PhaseCreating || cur.Phase != schema.PhaseCreating || st.Server == nil || cur.Server == nil {
+		return false
+	}
+	s := *st.Server
+	s.Node, s.IP = cur.Server.Node, cur.Server.IP
+	st.Server = &s
+	return st.SameAs(cur)
+}
