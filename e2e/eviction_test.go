@@ -3,12 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -42,57 +38,23 @@ func tolerate(t *testing.T, ns, vm, node string) {
 // serverWatch records every server pod of a VM the API server reports, from a watch that
 // lists them first and then follows each change in order, so that it sees a pod however
 // briefly it lived. Two pods alive at once would be two servers of one VM.
-type serverWatch struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    bytes.Buffer
-	errOut bytes.Buffer
-	exited chan struct{}
-}
-
-func (w *serverWatch) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.out.Write(p)
-}
+type serverWatch struct{ *kubectlWatch }
 
 // watchServers starts a serverWatch of the pods labelled for VM vm in ns; it ends with the
 // test.
 func watchServers(t *testing.T, ns, vm string) *serverWatch {
 	t.Helper()
-	w := &serverWatch{exited: make(chan struct{})}
-	w.cmd = exec.Command(kubectlBin, "-n", ns, "get", "pod", "-l", "cloudnative.czs/vm="+vm, "--watch", "--output-watch-events",
-		"-o", `jsonpath={.type} {.object.metadata.uid} {.object.spec.nodeName}{"\n"}`)
-	w.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	w.cmd.Stdout, w.cmd.Stderr = w, &w.errOut
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = w.cmd.Wait()
-		close(w.exited)
-	}()
-	t.Cleanup(func() {
-		_ = w.cmd.Process.Kill()
-		<-w.exited
-	})
-	return w
+	return &serverWatch{startKubectlWatch(t, "-n", ns, "get", "pod", "-l", "cloudnative.czs/vm="+vm, "--watch", "--output-watch-events",
+		"-o", `jsonpath={.type} {.object.metadata.uid} {.object.spec.nodeName}{"\n"}`)}
 }
 
 // servers reads the watch so far: the pods it saw, in order, and the most that were alive at
 // once (a pod is alive from its first event to its DELETED).
 func (w *serverWatch) servers(t *testing.T) (uids []string, most int) {
 	t.Helper()
-	select {
-	case <-w.exited:
-		t.Fatalf("the pod watch ended: %s", w.errOut.String())
-	default:
-	}
-	w.mu.Lock()
-	text := w.out.String()
-	w.mu.Unlock()
+	w.running(t)
 	alive := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+	for _, line := range w.lines() {
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			continue

@@ -3,14 +3,10 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -172,47 +168,17 @@ func TestLifecycleInfeasible(t *testing.T) {
 // of that name there was before it, a pod created and deleted between two polls of a test
 // among them.
 type podWatch struct {
+	*kubectlWatch
 	ns, name string
-	cmd      *exec.Cmd
-	mu       sync.Mutex
-	out      bytes.Buffer
-	errOut   bytes.Buffer
-	exited   chan struct{}
 	marks    int
-}
-
-func (w *podWatch) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.out.Write(p)
-}
-
-func (w *podWatch) lines() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Split(strings.TrimSpace(w.out.String()), "\n")
 }
 
 // watchPod starts a podWatch of pod name in ns and returns once it has listed the pod there
 // is, whose UID is want; the watch ends with the test.
 func watchPod(t *testing.T, ns, name, want string) *podWatch {
 	t.Helper()
-	w := &podWatch{ns: ns, name: name, exited: make(chan struct{})}
-	w.cmd = exec.Command(kubectlBin, "-n", ns, "get", "pod", "--field-selector", "metadata.name="+name, "--watch",
-		"-o", `jsonpath={.metadata.uid} {.metadata.resourceVersion}{"\n"}`)
-	w.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	w.cmd.Stdout, w.cmd.Stderr = w, &w.errOut
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = w.cmd.Wait()
-		close(w.exited)
-	}()
-	t.Cleanup(func() {
-		_ = w.cmd.Process.Kill()
-		<-w.exited
-	})
+	w := &podWatch{ns: ns, name: name, kubectlWatch: startKubectlWatch(t, "-n", ns, "get", "pod", "--field-selector", "metadata.name="+name, "--watch",
+		"-o", `jsonpath={.metadata.uid} {.metadata.resourceVersion}{"\n"}`)}
 	eventually(t, 2*time.Minute, func() (bool, string) {
 		return strings.HasPrefix(w.lines()[0], want+" "), fmt.Sprintf("pod watch printed %q, want the pod %s first", w.lines(), want)
 	})
