@@ -542,6 +542,12 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		return 0, nil
 	}
+	if c.echoes.isReleased(key, obj.(*vmcache.Object).GetUID()) {
+		if debug {
+			log.Debug("VM released: its finalizer is removed, and the cache has yet to catch up")
+		}
+		return 0, nil
+	}
 	var vm schema.VirtualMachine
 	if w, ok := c.echoes.latest(key, obj.(*vmcache.Object).GetResourceVersion()); ok {
 		vm = w.view(c.cfg.Fields) // this controller's last write, which the cache has yet to bring back
@@ -618,6 +624,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// of them returned it, and their echoes bring nothing it will not see.
 			c.echoes.expect(key, rvs, last)
 			return 0, err
+		}
+		if plan.Finalizer == decision.RemoveFinalizer {
+			c.echoes.released(key, vm.UID())
 		}
 		if becomesActive && passes > 0 {
 			c.passes.active(key, passes, c.cfg.Observer)

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -112,6 +113,52 @@ func TestControllerDiskToActive(t *testing.T) {
 	}
 	if after, _ := w.servers.ObserveDisk(owner); after.ID != disk.ID {
 		t.Errorf("disk %s became %s", disk.ID, after.ID)
+	}
+}
+
+// TestControllerReleasedOnce: the way out of a VM whose disk is kept is taken once, though
+// the cache lags the finalizer's removal: a reconcile queued before the cache lets the VM go
+// (the server's or the disk's last change) decides nothing, so that DiskRetained is recorded
+// once and the finalizer is not written again. (The informer is stopped after its first list,
+// so that the cache keeps the VM with its finalizer.)
+func TestControllerReleasedOnce(t *testing.T) {
+	w := newWorld(t, "delete-without-server")
+	u := w.vm(t, testVM.Namespace, testVM.Name)
+	if err := unstructured.SetNestedField(u.Object, "Retain", "spec", "rootDiskReclaimPolicy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	owner := ownerOf(cachedView(t, u, w.fields))
+	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
+		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskKept})
+	c, r := newDiskController(t, w)
+	ctx := start(t, c)
+	c.vms.Load().stop()
+
+	c.processNextItem(ctx)
+	if fs := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); len(fs) != 0 {
+		t.Fatalf("finalizers %v after the first reconcile, want none", fs)
+	}
+	for range 2 { // the disk's and the server's last changes, say
+		c.queue.Add(testVM)
+		c.processNextItem(ctx)
+	}
+	if got := strings.Join(w.reasons(), ","); got != decision.ReasonDiskRetained {
+		t.Errorf("events %s, want one %s", got, decision.ReasonDiskRetained)
+	}
+	if ws := w.writes(); len(ws) != 1 {
+		t.Errorf("writes %+v, want the finalizer's removal only", ws)
+	}
+	r.mu.Lock()
+	outcomes := strings.Join(r.outcomes, ",")
+	r.mu.Unlock()
+	if strings.Contains(outcomes, "error") || strings.Contains(outcomes, "conflict") {
+		t.Errorf("outcomes %s, want no error, no conflict", outcomes)
+	}
+	if d, _ := w.servers.ObserveDisk(owner); d == nil || d.ID != "d1" || d.Deleting {
+		t.Errorf("disk %+v, want d1 kept", d)
 	}
 }
 

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -28,10 +29,33 @@ type echoes struct {
 	m  map[cache.ObjectName][]string
 	// last is the VM as the last noted write returned it, while that write's echo is due.
 	last map[cache.ObjectName]written
+	// done holds the UID of a VM whose finalizer this controller removed, until the cache
+	// lets it go: a reconcile in between (the server's or the disk's going, queued before
+	// the cache caught up) would decide on a VM that still holds the finalizer and take the
+	// way out a second time, with its Events (DiskRetained twice) and a write refused.
+	done map[cache.ObjectName]types.UID
 }
 
 func newEchoes() *echoes {
-	return &echoes{m: map[cache.ObjectName][]string{}, last: map[cache.ObjectName]written{}}
+	return &echoes{m: map[cache.ObjectName][]string{}, last: map[cache.ObjectName]written{}, done: map[cache.ObjectName]types.UID{}}
+}
+
+// released notes that the finalizer of the VM of key and uid is removed: nothing is left to
+// do for it (no finalizer can be added to a VM being deleted, and a new VM of the name has
+// another UID).
+func (e *echoes) released(key cache.ObjectName, uid types.UID) {
+	e.mu.Lock()
+	e.done[key] = uid
+	e.mu.Unlock()
+}
+
+// isReleased reports whether the VM of key and uid was released (released) and the cache
+// has yet to let it go.
+func (e *echoes) isReleased(key cache.ObjectName, uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	got, ok := e.done[key]
+	return ok && got == uid
 }
 
 // expect notes the resourceVersions of writes whose result has been decided on, and last,
@@ -106,6 +130,7 @@ func (e *echoes) forget(key cache.ObjectName) {
 	e.mu.Lock()
 	delete(e.m, key)
 	delete(e.last, key)
+	delete(e.done, key)
 	e.mu.Unlock()
 }
 

@@ -82,6 +82,27 @@ func TestEchoesLatest(t *testing.T) {
 	}
 }
 
+// TestEchoesReleased: a released VM is released for its UID only (a new VM of the name is
+// not), through the echoes of other writes, until the cache lets it go.
+func TestEchoesReleased(t *testing.T) {
+	key := cache.NewObjectName("ns", "vm")
+	e := newEchoes()
+	if e.isReleased(key, "u1") {
+		t.Fatal("released before anything was noted")
+	}
+	e.released(key, "u1")
+	e.expect(key, []string{"5"}, nil)
+	e.seen(key, "5")
+	e.seen(key, "6")
+	if !e.isReleased(key, "u1") || e.isReleased(key, "u2") {
+		t.Errorf("released u1: %v, u2: %v; want u1 only", e.isReleased(key, "u1"), e.isReleased(key, "u2"))
+	}
+	e.forget(key)
+	if e.isReleased(key, "u1") {
+		t.Error("still released after the VM is gone")
+	}
+}
+
 type passRecorder struct {
 	results
 	passes []int
