@@ -19,6 +19,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/pods"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -200,6 +202,20 @@ func TestMigrateRefusals(t *testing.T) {
 		return v
 	}
 	taint := corev1.Taint{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}
+	// placed is the server pod made with placement p, after a migration that kept it off n3.
+	placed := func(p backend.Placement) *corev1.Pod {
+		out := pod.DeepCopy()
+		out.Annotations = map[string]string{pods.AnnotationPlacement: p.Canonical()}
+		out.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n3"}}}}}}}}
+		return out
+	}
+	labelled := func(n *corev1.Node, k, v string) *corev1.Node {
+		n.Labels = map[string]string{k: v}
+		return n
+	}
+	ssd := backend.Placement{NodeSelector: map[string]string{"disk": "ssd"}}
+	tolerant := backend.Placement{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
 	tests := map[string]struct {
 		phase   string
 		objects []runtime.Object
@@ -213,6 +229,14 @@ func TestMigrateRefusals(t *testing.T) {
 		"zoned disk":    {"Active", []runtime.Object{pod, claim, pv(corev1.LabelTopologyZone), node("n1", true, false), node("n2", true, false)}, ""},
 		"no server pod": {"Active", []runtime.Object{node("n1", true, false)}, `the server pod vm1-server not found in namespace "ns"`},
 		"moves":         {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false)}, ""},
+		"placement admits no other": {"Active", []runtime.Object{placed(ssd), claim, pv(""), labelled(node("n1", true, false), "disk", "ssd"),
+			labelled(node("n2", true, false), "disk", "hdd")}, "no other Ready, schedulable node than n1 that its placement admits"},
+		"placement admits another": {"Active", []runtime.Object{placed(ssd), claim, pv(""), node("n1", true, false),
+			labelled(node("n2", true, false), "disk", "ssd")}, ""},
+		"taint tolerated by placement": {"Active", []runtime.Object{placed(tolerant), claim, pv(""), node("n1", true, false),
+			node("n2", true, false, taint)}, ""},
+		"node a past move avoided": {"Active", []runtime.Object{placed(backend.Placement{}), claim, pv(""), node("n1", true, false),
+			node("n3", true, false)}, ""},
 	}
 	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
 	f, err := schema.ForVersion(gvr.GroupVersion())

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
@@ -26,7 +28,7 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 		Usage:     "move a running VM to another node (a cold migration: a new server, the same disk)",
 		ArgsUsage: "NAME",
 		Description: "Checks that the VM runs (phase Active, its server on a node), that its disk can follow (its volume is not pinned to " +
-			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists; then writes the annotation " +
+			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists that the VM's placement admits; then writes the annotation " +
 			schema.AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
 		Flags: c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
@@ -68,8 +70,8 @@ func (v *vmClient) migrate(ctx context.Context, name string) error {
 	if err != nil {
 		return v.lookupError("the nodes", err)
 	}
-	if target := otherNode(nodes.Items, source, pod.Spec.Tolerations); target == "" {
-		return refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s", name, source)
+	if target := otherNode(nodes.Items, source, pods.NextServer(pod)); target == "" {
+		return refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its placement admits", name, source)
 	}
 	at := v.now().UTC().Format(time.RFC3339)
 	if err := v.patch(ctx, name, u.GetResourceVersion(), annotations(map[string]any{schema.AnnotationMigrateRequestedAt: at})); err != nil {
@@ -110,16 +112,34 @@ func (v *vmClient) pinned(ctx context.Context, claim string) (string, error) {
 	return pods.PinnedBy(pv), nil
 }
 
-// otherNode is a node other than source that is Ready, schedulable and has no taint the
-// server does not tolerate (NoSchedule, NoExecute); "" when there is none.
-func otherNode(nodes []corev1.Node, source string, tolerations []corev1.Toleration) string {
-	for _, n := range nodes {
-		if n.Name == source || n.Spec.Unschedulable || !ready(n) || !tolerated(n.Spec.Taints, tolerations) {
+// otherNode is a node other than source that is Ready, schedulable, and admits next (the
+// server to come): its node selector and required node affinity match the node, and it
+// tolerates the node's NoSchedule and NoExecute taints, by the scheduler's own rules
+// (component-helpers); "" when there is none. A node that is full is not seen here: the
+// controller gives a move up when no node takes the server in time (docs/placement.md).
+func otherNode(nodes []corev1.Node, source string, next *corev1.Pod) string {
+	affinity := nodeaffinity.GetRequiredNodeAffinity(next)
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name == source || n.Spec.Unschedulable || !ready(*n) {
+			continue
+		}
+		if ok, err := affinity.Match(n); err != nil || !ok {
+			continue
+		}
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, next.Spec.Tolerations,
+			keepsOff, false); untolerated {
 			continue
 		}
 		return n.Name
 	}
 	return ""
+}
+
+// keepsOff reports whether a taint keeps untolerating pods off its node (PreferNoSchedule
+// only discourages them).
+func keepsOff(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 }
 
 func ready(n corev1.Node) bool {
@@ -129,25 +149,4 @@ func ready(n corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// tolerated reports whether every NoSchedule and NoExecute taint is tolerated.
-func tolerated(taints []corev1.Taint, tolerations []corev1.Toleration) bool {
-	for i := range taints {
-		t := &taints[i]
-		if t.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		ok := false
-		for j := range tolerations {
-			if tolerations[j].ToleratesTaint(klog.Background(), t, false) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
 }

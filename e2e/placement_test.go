@@ -189,6 +189,51 @@ func TestMigrateOnRequest(t *testing.T) {
 	}
 }
 
+// TestMigrateNowhereFails: a VM whose placement admits one node only is asked to move.
+// `kubectl vm migrate` refuses, naming the placement, and writes nothing; the annotation
+// written by hand is carried out: the next server finds no node (the scheduler's reason on the
+// VM, the migration Moving), and once it has waited --stalled-after the move fails with a
+// Warning, that server goes, and the VM runs again on the node it left, with the same claim.
+// It never stays down for want of a node.
+func TestMigrateNowhereFails(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	group := "one-" + randomSuffix(t)
+	node := newNode(t, nodeSpec{Labels: map[string]string{"placement.e2e.cloudnative.czs/group": group}})
+	startController(t, ns, "--stalled-after", "5s").waitReady(t)
+	placementVM(t, ns, "vm", ownNodes(group), "")
+	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
+	claim := claimUID(ns, "vm")
+	server := field(ns, "pod/vm-server", ".metadata.uid")
+
+	before := vmField(ns, "vm", ".metadata.resourceVersion")
+	if _, errOut, err := kubectlVM(t, "migrate", "vm", "-n", ns); err == nil || !strings.Contains(errOut, "that its placement admits") {
+		t.Errorf("kubectl vm migrate of a VM only one node admits: err %v, stderr %q; want a refusal naming the placement", err, errOut)
+	}
+	if after := vmField(ns, "vm", ".metadata.resourceVersion"); after != before {
+		t.Errorf("the refused migrate wrote the VM: resourceVersion %s, then %s", before, after)
+	}
+	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt=2026-06-01T12:05:00Z", "--overwrite")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		got := vmField(ns, "vm", ".status.reason}/{.status.migration.phase")
+		return got == "Unschedulable/Moving", "reason/migration " + got
+	})
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		m := vmField(ns, "vm", ".status.migration.phase}/{.status.migration.sourceNode}/{.status.migration.message")
+		return strings.HasPrefix(m, "Failed/"+node+"/No node other than "+node), "status.migration " + m
+	})
+	activeOn(t, ns, server, node, claim, "the failed migration", 2*time.Minute)
+	if got := field(ns, "pod/vm-server", `.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields`); got != "" {
+		t.Errorf("the server after the failed move still avoids a node: %s", got)
+	}
+	if n, notes := occurrences(t, ns, "vm", "MigrationFailed"); n != 1 || !strings.Contains(notes, "didn't match") {
+		t.Errorf("MigrationFailed occurred %d times (%q), want once, with the scheduler's word", n, notes)
+	}
+	if got := vmField(ns, "vm", ".status.migration.phase"); got != "Failed" {
+		t.Errorf("migration %s once the VM runs again, want it still recorded Failed", got)
+	}
+}
+
 // TestMigrateRefusedForPinnedDisk: a VM whose disk is a volume bound to its node (a static
 // PersistentVolume with a required node affinity for that node, as a local volume has) is not
 // moved: the migration is Refused with why, a Warning MigrationRefused is recorded, and the

@@ -27,6 +27,9 @@ const (
 	MigrationSucceeded MigrationPhase = "Succeeded"
 	// MigrationRefused: nothing was changed; Message says why.
 	MigrationRefused MigrationPhase = "Refused"
+	// MigrationFailed: no node other than SourceNode took the next server in time; it was
+	// deleted, and the VM runs again wherever it fits, SourceNode included.
+	MigrationFailed MigrationPhase = "Failed"
 )
 
 // MigrationStatus is status.migration: the last migration asked for and where it stands.

@@ -79,3 +79,14 @@ func placementOf(annotation string) *backend.Placement {
 	}
 	return p
 }
+
+// NextServer is a pod that stands, where placement is concerned, for the server that follows
+// pod when its VM moves: the placement the VM gave pod (AnnotationPlacement), without what
+// admission added (tolerations of its own) or a past migration's node to avoid. `kubectl vm
+// migrate` matches nodes against it with the scheduler's own rules before it asks for a move.
+func NextServer(pod *corev1.Pod) *corev1.Pod {
+	next := &corev1.Pod{}
+	next.Annotations = map[string]string{}
+	place(next, backend.Spec{Placement: placementOf(pod.Annotations[AnnotationPlacement])})
+	return next
+}

@@ -2,6 +2,8 @@ package decision
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -16,10 +18,16 @@ import (
 //	Moving, server being deleted                  -> wait (Migrating)
 //	Moving, no server                             -> create one that avoids the source node
 //	Moving, new server ready on another node      -> Succeeded (target node)
+//	Moving, no other node takes the new server    -> Failed once it has waited StalledAfter:
+//	                                                 that server is deleted, and the next one
+//	                                                 may run anywhere, the source node included
 //	new request, VM not running or disk pinned    -> Refused, with why; nothing else changes
 //
 // Exactly one server at a time: the next server is created only once the old one is gone, as
-// in every replacement.
+// in every replacement. A move never leaves a VM without a server for good: when no other node
+// takes the next one (the placement admits the source node only, the others are full or
+// cordoned) past the bound after which a stuck server is called Stalled, the move gives up
+// rather than keep the VM down until a node frees up.
 
 // migrate carries the migration part of an active VM's decision. It reports whether it decided
 // the whole plan; otherwise the caller goes on, with want carrying the node to avoid when the
@@ -50,6 +58,19 @@ func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 	case srv.Deleting:
 		d.report(schema.PhaseCreating, ReasonMigrating, movingMessage(srv.Name, cur.SourceNode), srv)
 		return true
+	case p.moveStuck(d):
+		failed := *cur
+		failed.Phase = schema.MigrationFailed
+		why := fmt.Sprintf("no node other than %s took server %s within %s (%s): it is deleted, and the next one may run on any node, %s included",
+			cur.SourceNode, srv.Name, p.StalledAfter, strings.TrimSuffix(srv.Waiting.Message, "."), cur.SourceNode)
+		failed.Message = strings.ToUpper(why[:1]) + why[1:]
+		d.next().Migration = &failed
+		d.plan.Server = &ServerAction{Op: DeleteServer, Event: Event{Type: EventWarning, Reason: ReasonMigrationFailed,
+			Message: "Migration failed: " + why}}
+		d.report(schema.PhaseCreating, ReasonServerReplacing,
+			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name),
+			d.deletingServer())
+		return true
 	case srv.State == backend.StateReady && srv.Node != "" && srv.Node != cur.SourceNode:
 		done := *cur
 		done.Phase, done.TargetNode = schema.MigrationSucceeded, srv.Node
@@ -58,6 +79,18 @@ func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 		d.event(EventNormal, ReasonMigrated, done.Message)
 	}
 	return false
+}
+
+// moveStuck reports whether the server a move created has waited for a node longer than
+// StalledAfter: the scheduler finds none it may run on (not the source node, and none of
+// the others fits). Before that, the VM reports Unschedulable as any stuck server does, and
+// is looked at again when the bound is reached (stuck).
+func (p Policy) moveStuck(d *decision) bool {
+	w := d.srv.Waiting
+	if p.StalledAfter <= 0 || d.srv.State != backend.StatePending || w.Reason != backend.WaitUnschedulable || w.Since.IsZero() {
+		return false
+	}
+	return !d.now.Before(w.Since.UTC().Truncate(time.Second).Add(p.StalledAfter))
 }
 
 // movingMessage is the status message while the server leaves its node.

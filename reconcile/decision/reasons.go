@@ -124,4 +124,5 @@ const (
 	// Events only.
 	ReasonMigrated         = "Migrated"         // the moved server runs and is ready on another node
 	ReasonMigrationRefused = "MigrationRefused" // Warning: a migration was asked for and refused; nothing changed
+	ReasonMigrationFailed  = "MigrationFailed"  // Warning: no other node took the moved server in time; it starts again anywhere
 )
