@@ -130,8 +130,13 @@ type Disk struct {
 	StorageClass string
 	// CanGrow says whether its class lets it grow in place.
 	CanGrow bool
-	Growth  Growth
-	Owner   DiskOwner
+	// BindsWithServer says it gets its storage only once a server that mounts it is placed
+	// (for claims: its class's volumeBindingMode is WaitForFirstConsumer). A disk that binds
+	// by itself is bound before its first server is made, so that no scheduler tries, and
+	// fails, to place a server whose disk is not there yet.
+	BindsWithServer bool
+	Growth          Growth
+	Owner           DiskOwner
 	// Pending says why it has no storage yet, in the words of whatever binds it (for claims:
 	// the persistent-volume controller's or a provisioner's last Event on it); "" when
 	// nothing has said.

@@ -203,6 +203,33 @@ func TestDiskGrowthRefused(t *testing.T) {
 	})
 }
 
+// TestDiskBoundBeforeServer: a new VM's server is made once its claim is bound (a class that
+// binds by itself), so that the scheduler never tries it without its disk: no FailedScheduling
+// on the pod by the time it is Scheduled (the scheduler's Events on one pod go out in order).
+// A class that binds only with a server placed (WaitForFirstConsumer) gets its server at once,
+// and the VM becomes Active on the claim the scheduler bound.
+func TestDiskBoundBeforeServer(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	startController(t, ns).waitReady(t)
+	diskVM(t, ns, "now", "1", "1Gi", "")
+	diskVM(t, ns, "late", "1", "1Gi", "  rootDiskStorageClassName: wait-for-consumer\n")
+	for _, vm := range []string{"now", "late"} {
+		waitPhase(t, ns, vm, "Active", "ServerReady", 2*time.Minute)
+		mountsClaim(t, ns, vm)
+		if got := field(ns, "vm/"+vm, ".status.rootDisk.phase"); got != "Bound" {
+			t.Errorf("VM %s reports its disk %s, want Bound", vm, got)
+		}
+	}
+	eventually(t, time.Minute, func() (bool, string) {
+		n, _ := occurrences(t, ns, "now-server", "Scheduled")
+		return n == 1, fmt.Sprintf("Scheduled Events on now-server: %d", n)
+	})
+	if n, notes := occurrences(t, ns, "now-server", "FailedScheduling"); n != 0 {
+		t.Errorf("FailedScheduling on now-server %d times (%q): the server was made before its claim was bound", n, notes)
+	}
+}
+
 // TestDiskDeletedWithVM: deleting a VM (reclaim policy Delete, the default) deletes its claim
 // once the server is gone, and the VM goes.
 func TestDiskDeletedWithVM(t *testing.T) {

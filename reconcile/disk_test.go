@@ -56,11 +56,12 @@ func (w *world) reasons() []string {
 	return out
 }
 
-// TestControllerDiskToActive: a new VM's way to Active under --root-disk claim. The first
-// reconcile makes the disk, then the server that mounts it, with the finalizer before both
-// and one status write; the disk getting bound while the server is on its way writes nothing;
-// the server ready writes the Active status with the bound disk. The VM is written as often as
-// without a disk: finalizer, Creating, Active.
+// TestControllerDiskToActive: a new VM's way to Active under --root-disk claim, on a disk that
+// binds by itself. The first reconcile makes the disk, with the finalizer before it and one
+// status write, and no server: a server whose disk is not bound yet is one the scheduler only
+// fails to place. The disk getting bound brings the server, and writes nothing; the server
+// ready writes the Active status with the bound disk. The VM is written as often as without a
+// disk: finalizer, Creating, Active.
 func TestControllerDiskToActive(t *testing.T) {
 	w := newWorld(t, "create-new")
 	c, r := newDiskController(t, w)
@@ -72,15 +73,15 @@ func TestControllerDiskToActive(t *testing.T) {
 		t.Fatalf("first reconcile: %q", got)
 	}
 	disk, _ := w.servers.ObserveDisk(owner)
-	srv, _ := w.servers.Observe(owner)
-	if disk == nil || srv == nil || srv.Disk != disk.Name || !srv.Spec.Disk || !srv.Spec.RootDisk.IsZero() {
-		t.Fatalf("disk %+v, server %+v: want a server that mounts the new disk", disk, srv)
+	if srv, _ := w.servers.Observe(owner); disk == nil || disk.Phase != backend.DiskPending || srv != nil {
+		t.Fatalf("disk %+v, server %+v: want a disk being bound, and no server yet", disk, srv)
 	}
-	if got := strings.Join(w.reasons(), ","); got != "CreatingDisk,CreatingServer" {
-		t.Errorf("events %s: want the disk made before the server", got)
+	if got := strings.Join(w.reasons(), ","); got != "CreatingDisk" {
+		t.Errorf("events %s: want the disk's", got)
 	}
-	if claim := status(t, w, testVM, "rootDisk", "claimName"); claim != disk.Name || status(t, w, testVM, "rootDisk", "phase") != "Pending" {
-		t.Errorf("status reports disk %q in phase %q", claim, status(t, w, testVM, "rootDisk", "phase"))
+	if claim := status(t, w, testVM, "rootDisk", "claimName"); claim != disk.Name || status(t, w, testVM, "rootDisk", "phase") != "Pending" ||
+		status(t, w, testVM, "reason") != decision.ReasonServerCreating {
+		t.Errorf("status reports %s, disk %q in phase %q", status(t, w, testVM, "reason"), claim, status(t, w, testVM, "rootDisk", "phase"))
 	}
 	settle := func() {
 		cachedAt(t, c, w, testVM)
@@ -97,8 +98,15 @@ func TestControllerDiskToActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle()
+	srv, _ := w.servers.Observe(owner)
+	if srv == nil || srv.Disk != disk.Name || !srv.Spec.Disk || !srv.Spec.RootDisk.IsZero() {
+		t.Fatalf("server %+v once the disk is bound: want one that mounts it", srv)
+	}
+	if got := strings.Join(w.reasons(), ","); got != "CreatingServer" {
+		t.Errorf("events %s: want the server's", got)
+	}
 	if n := len(w.writes()); n != 2 {
-		t.Errorf("the disk getting bound wrote %+v", w.writes()[2:])
+		t.Errorf("the disk getting bound, and the server made, wrote %+v", w.writes()[2:])
 	}
 
 	srv.State, srv.Detail = backend.StateReady, "Running"
@@ -110,6 +118,9 @@ func TestControllerDiskToActive(t *testing.T) {
 	}
 	if st := status(t, w, testVM, "rootDisk", "phase"); st != "Bound" || status(t, w, testVM, "rootDisk", "capacity") != "40G" {
 		t.Errorf("Active status reports the disk %s, capacity %q", st, status(t, w, testVM, "rootDisk", "capacity"))
+	}
+	if got := status(t, w, testVM, "server", "name"); got != srv.Name {
+		t.Errorf("Active status names server %q, want %s", got, srv.Name)
 	}
 	if after, _ := w.servers.ObserveDisk(owner); after.ID != disk.ID {
 		t.Errorf("disk %s became %s", disk.ID, after.ID)

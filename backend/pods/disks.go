@@ -163,15 +163,17 @@ func (b *Backend) cachedClaim(vm backend.Owner) (*cachedClaim, error) {
 
 // diskOf is c as vm's disk, with its class's word on growing and the binder's on binding.
 func (b *Backend) diskOf(c *cachedClaim, vm backend.Owner) *backend.Disk {
-	grows := false
+	var cl class
 	if obj, ok, _ := b.disks.classes.GetIndexer().GetByKey(c.class.String()); ok && c.class != (interned{}) {
-		grows = obj.(*class).grows
+		cl = *obj.(*class)
 	}
 	pending := ""
 	if claimPhases[c.phase] == backend.DiskPending {
 		pending = b.binderWord(c)
 	}
-	return c.disk(vm, grows, pending)
+	d := c.disk(vm, cl.grows, pending)
+	d.BindsWithServer = cl.late
+	return d
 }
 
 // binderWord is the message of the latest Event on c, but one that says its volume was made.
@@ -316,23 +318,27 @@ func (k *objectKeys) GetResourceVersion() string { return k.version }
 // GetObjectKind has nothing to tell: the informer knows what it caches.
 func (k *objectKeys) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// class is a StorageClass as the disks need it: whether its claims may grow. Immutable once
-// made, so DeepCopyObject returns it.
+// class is a StorageClass as the disks need it: whether its claims may grow, and whether they
+// are bound only once a pod that mounts them is scheduled. Immutable once made, so
+// DeepCopyObject returns it.
 type class struct {
 	objectKeys
 	grows bool
+	late  bool // volumeBindingMode WaitForFirstConsumer
 }
 
 func (c *class) DeepCopyObject() runtime.Object { return c }
 
-// toClass keeps a StorageClass's name and allowVolumeExpansion. Tombstones pass through.
+// toClass keeps a StorageClass's name, allowVolumeExpansion and volumeBindingMode. Tombstones
+// pass through.
 func toClass(obj any) (any, error) {
 	sc, ok := obj.(*storagev1.StorageClass)
 	if !ok {
 		return obj, nil
 	}
 	return &class{objectKeys: objectKeys{name: sc.Name, version: sc.ResourceVersion, uid: sc.UID},
-		grows: sc.AllowVolumeExpansion != nil && *sc.AllowVolumeExpansion}, nil
+		grows: sc.AllowVolumeExpansion != nil && *sc.AllowVolumeExpansion,
+		late:  sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer}, nil
 }
 
 // claimEvent is an Event on a claim (in the claim's namespace) as the disks need it: which

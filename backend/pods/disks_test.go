@@ -320,3 +320,26 @@ func TestCachedClaimReadsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskBindsWithServer: a claim of a WaitForFirstConsumer class is a disk that binds only
+// with a server placed (the decision then makes the server at once); one of an Immediate class,
+// or of a class the cache does not know, binds by itself (the server waits for it).
+func TestDiskBindsWithServer(t *testing.T) {
+	late := storageClass("late", true)
+	late.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	now := storageClass("now", true)
+	now.VolumeBindingMode = ptr.To(storagev1.VolumeBindingImmediate)
+	for class, want := range map[string]bool{"late": true, "now": false, "unknown": false} {
+		t.Run(class, func(t *testing.T) {
+			client := kubefake.NewClientset(late, now)
+			b, _ := diskBackend(t, client)
+			d, err := b.CreateDisk(context.Background(), diskVM, backend.DiskSpec{Size: resource.MustParse("1Gi"), StorageClass: class})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.BindsWithServer != want {
+				t.Errorf("created in class %s: BindsWithServer %v, want %v", class, d.BindsWithServer, want)
+			}
+		})
+	}
+}

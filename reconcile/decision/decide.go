@@ -249,7 +249,13 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 	srv := d.srv
 	restart := d.newRestart()
 	if srv == nil && !mayStart {
-		d.report(schema.PhaseCreating, ReasonWaitingForDisk, d.waitingForDisk(), nil)
+		if msg := d.waitingForDisk(); msg != "" {
+			d.report(schema.PhaseCreating, ReasonWaitingForDisk, msg, nil)
+		} else {
+			// A disk on its way, with nothing said: the server it waits for is on its
+			// way too, as far as anyone reading the status needs to know.
+			d.report(schema.PhaseCreating, ReasonServerCreating, PendingMessage, nil)
+		}
 		return
 	}
 	if srv == nil {
@@ -751,14 +757,16 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration)
 	st.Conditions = d.kstatus(st)
 
-	if st.SameAs(d.current) || d.bindingOnly(*st) || d.placedOnly(*st) {
+	if st.SameAs(d.current) || d.onTheWay(*st) || d.placedOnly(*st) {
 		d.plan.Status = nil
 		return reported{}
 	}
 	st.LastUpdateTime = d.now
 	d.plan.Events = append(d.plan.Events, d.diskEvents...)
 	d.diskEvents = nil
-	if d.plan.Server == nil && (d.current.Phase != phase || d.current.Reason != reason) {
+	// A server or a disk the plan creates says with its Event what the VM is waiting for.
+	explained := d.plan.Server != nil || d.plan.Disk != nil && d.plan.Disk.Op == CreateDisk
+	if !explained && (d.current.Phase != phase || d.current.Reason != reason) {
 		typ := EventNormal
 		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown {
 			typ = EventWarning

@@ -47,8 +47,9 @@ func owner(spec backend.DiskSpec) backend.DiskOwner {
 
 // diskFor makes sure an active VM has its disk: it creates it, adopts a kept one of its name,
 // or keeps its own as its reclaim policy and size say (keepDisk). It reports whether a server
-// may be created now (not while a disk of the name is going away), and false for ok when a
-// disk of the name is another's: the VM is then reported Failed, and nothing else is done.
+// may be created now (firstServer: not while a disk of the name is going away, nor before the
+// disk has its storage), and false for ok when a disk of the name is another's: the VM is then
+// reported Failed, and nothing else is done.
 func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 	want := diskSpec(spec)
 	seen := d.seenDisk
@@ -63,7 +64,9 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 		// As the backend will show it: being bound, of the size asked, its name filled in by
 		// the apply step (Plan.CreatedDisk).
 		d.disk = &backend.Disk{Phase: backend.DiskPending, Requested: want.Size, StorageClass: want.StorageClass, Owner: owner(want)}
-		return true, true
+		// How it binds is known from the API server's answer (its class, the default one
+		// filled in), which the next decision reads: the server waits for that.
+		return false, true
 	case seen.Deleting && !seen.Owner.Mine():
 		d.diskWait = fmt.Sprintf("Waiting for disk %s of an earlier VM to be deleted before a new one is created", seen.Name)
 		return false, true
@@ -83,13 +86,25 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 		}
 		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
 		d.diskCondition(spec.RootDisk)
-		return true, true
+		return d.firstServer(), true
 	case seen.Deleting:
 		d.diskWait = fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", seen.Name)
 		return false, true
 	}
 	d.keepDisk(spec)
-	return true, true
+	return d.firstServer(), true
+}
+
+// firstServer reports whether a VM without a server may have one made on the disk the plan
+// leaves: once the disk is bound, or at once when it binds only with a server placed on a
+// node (backend.Disk.BindsWithServer). A server made on a disk that binds by itself but is
+// not bound yet is one the scheduler tries and fails to place (a FailedScheduling Warning,
+// its status written, the try again), which on a cluster busy making many VMs costs more than
+// the wait: the disk's binding brings the VM back (its claim's change), and the server follows.
+// A VM that has a server keeps it whatever its disk does.
+func (d *decision) firstServer() bool {
+	disk := d.disk
+	return d.srv != nil || disk == nil || disk.Phase == backend.DiskBound || disk.BindsWithServer && disk.Phase == backend.DiskPending
 }
 
 // keepDisk keeps the VM's own disk as its spec says: owned or kept as the reclaim policy
@@ -243,18 +258,22 @@ func (d *decision) rootDiskStatus() *schema.RootDiskStatus {
 	return st
 }
 
-// bindingOnly reports whether st differs from the current status only in a disk that got
-// bound while the server is on its way: that is recorded with the status's next write (the
-// server starting, at the latest) rather than with one of its own, which would be one more
-// write for every VM on its way to Active.
-func (d *decision) bindingOnly(st schema.Status) bool {
+// onTheWay reports whether st differs from the current status only in what a VM on its way
+// to Active records with the status's next write (the server starting, at the latest) rather
+// than with one of its own, which would be one more write for every VM on its way: a disk that
+// got bound, and the server made once it did, while the status still says ServerCreating.
+func (d *decision) onTheWay(st schema.Status) bool {
 	cur := d.current
-	if cur.Reason != ReasonServerCreating || st.Reason != ReasonServerCreating || cur.RootDisk == nil || st.RootDisk == nil ||
-		cur.RootDisk.ClaimName != st.RootDisk.ClaimName || cur.RootDisk.Phase != string(backend.DiskPending) ||
-		st.RootDisk.Phase != string(backend.DiskBound) {
+	if cur.Reason != ReasonServerCreating || st.Reason != ReasonServerCreating {
 		return false
 	}
-	st.RootDisk = cur.RootDisk
+	if cur.RootDisk != nil && st.RootDisk != nil && cur.RootDisk.ClaimName == st.RootDisk.ClaimName &&
+		cur.RootDisk.Phase == string(backend.DiskPending) && st.RootDisk.Phase == string(backend.DiskBound) {
+		st.RootDisk = cur.RootDisk
+	}
+	if cur.Server == nil && st.Server != nil && st.Server.State == string(backend.StatePending) {
+		st.Server = nil
+	}
 	return st.SameAs(cur)
 }
 

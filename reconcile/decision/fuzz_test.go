@@ -115,7 +115,9 @@ func FuzzDecide(f *testing.F) {
 			disk = &backend.Disk{Name: "test-vm-rootdisk", ID: "disk-uid", Version: "1",
 				Phase: fuzzDiskPhases[int(diskPhase)%len(fuzzDiskPhases)], Requested: quantity(requested), Capacity: quantity(capacity),
 				CanGrow: canGrow, Growth: backend.Growth{State: fuzzGrowthStates[int(growth)%len(fuzzGrowthStates)], Message: growthMessage},
-				Owner: fuzzDiskOwners[int(diskOwner)%len(fuzzDiskOwners)], Pending: pending, Deleting: diskDeleting}
+				Owner: fuzzDiskOwners[int(diskOwner)%len(fuzzDiskOwners)], Pending: pending, Deleting: diskDeleting,
+				BindsWithServer: int(diskPhase)/len(fuzzDiskPhases)%2 == 1} // the phase's spare bits: no new input, the corpus stays
+
 		}
 		policy := decision.DefaultPolicy
 		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
@@ -435,7 +437,8 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	}
 	// A server stuck for longer than --stalled-after: one Warning as Stalled comes
 	// (stuck.go).
-	if c := st.Condition(schema.ConditionStalled); c != nil && !changed && len(evs) == 1 && evs[0].Type == corev1.EventTypeWarning &&
+	explained := plan.Server != nil || plan.Disk != nil && plan.Disk.Op == decision.CreateDisk // by the action's own Event
+	if c := st.Condition(schema.ConditionStalled); c != nil && (!changed || explained) && len(evs) == 1 && evs[0].Type == corev1.EventTypeWarning &&
 		evs[0].Reason == decision.ReasonStalled && evs[0].Message == c.Message {
 		if was := current.Condition(schema.ConditionStalled); was != nil {
 			fail("a second Warning for a VM that was Stalled already")
@@ -443,9 +446,9 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		evs = nil
 	}
 	switch {
-	case plan.Server != nil || !changed:
+	case explained || !changed:
 		if len(evs) != 0 {
-			fail("events %+v besides the server action's, or without a change of phase or reason", plan.Events)
+			fail("events %+v besides the server's or new disk's action, or without a change of phase or reason", plan.Events)
 		}
 	case len(evs) != 1 || evs[0].Reason != st.Reason:
 		fail("want one event with reason %s for the change of phase or reason", st.Reason)
@@ -478,8 +481,9 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 	vm2, srv2, disk2 := w.vm, w.srv, w.disk
 	next := p.Decide(vm2, srv2, disk2, w.budget, now)
 	checkPlan(t, p, vm2, srv2, disk2, next)
-	// The disk is no part of the resize: a disk to make is made whatever the server does.
-	if manual := p.Resize == decision.ResizeManual; manual && (next.Server != nil || next.Finalizer != "") ||
+	// The disk is no part of the resize: a disk to make is made whatever the server does; nor
+	// is the finalizer, which the refusal's plan leaves out and the next decision adds.
+	if manual := p.Resize == decision.ResizeManual; manual && (next.Server != nil || next.Finalizer == decision.RemoveFinalizer) ||
 		!manual && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
 	}
