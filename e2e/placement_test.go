@@ -73,6 +73,19 @@ func activeOn(t *testing.T, ns, old, node, claim, after string, timeout time.Dur
 	}
 }
 
+// migrateRefused runs `kubectl vm migrate vm` and checks that it is refused, with why on
+// stderr, and that it wrote nothing to the VM.
+func migrateRefused(t *testing.T, ns, why string) {
+	t.Helper()
+	before := vmField(ns, "vm", ".metadata.resourceVersion")
+	if _, errOut, err := kubectlVM(t, "migrate", "vm", "-n", ns); err == nil || !strings.Contains(errOut, why) {
+		t.Errorf("kubectl vm migrate: err %v, stderr %q; want a refusal saying %q", err, errOut, why)
+	}
+	if after := vmField(ns, "vm", ".metadata.resourceVersion"); after != before {
+		t.Errorf("the refused migrate wrote the VM: resourceVersion %s, then %s", before, after)
+	}
+}
+
 // serverNode is the node of the VM's server pod ("" while it has none).
 func serverNode(ns, vm string) string { return field(ns, "pod/"+vm+"-server", ".spec.nodeName") }
 
@@ -169,13 +182,7 @@ func TestMigrateOnRequest(t *testing.T) {
 	// written by hand is refused by the controller, recorded, and nothing else changes.
 	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"action":"inactive"}}`)
 	waitPhase(t, ns, "vm", "Inactive", "ServerStopped", 2*time.Minute)
-	before := vmField(ns, "vm", ".metadata.resourceVersion")
-	if _, errOut, err := kubectlVM(t, "migrate", "vm", "-n", ns); err == nil || !strings.Contains(errOut, "is not running") {
-		t.Errorf("kubectl vm migrate of an inactive VM: err %v, stderr %q; want a refusal saying it is not running", err, errOut)
-	}
-	if after := vmField(ns, "vm", ".metadata.resourceVersion"); after != before {
-		t.Errorf("the refused migrate wrote the VM: resourceVersion %s, then %s", before, after)
-	}
+	migrateRefused(t, ns, "is not running")
 	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt=2026-06-01T12:05:00Z", "--overwrite")
 	eventually(t, time.Minute, func() (bool, string) {
 		m := vmField(ns, "vm", ".status.migration.phase}/{.status.migration.message")
@@ -206,13 +213,7 @@ func TestMigrateNowhereFails(t *testing.T) {
 	claim := claimUID(ns, "vm")
 	server := field(ns, "pod/vm-server", ".metadata.uid")
 
-	before := vmField(ns, "vm", ".metadata.resourceVersion")
-	if _, errOut, err := kubectlVM(t, "migrate", "vm", "-n", ns); err == nil || !strings.Contains(errOut, "that its placement admits") {
-		t.Errorf("kubectl vm migrate of a VM only one node admits: err %v, stderr %q; want a refusal naming the placement", err, errOut)
-	}
-	if after := vmField(ns, "vm", ".metadata.resourceVersion"); after != before {
-		t.Errorf("the refused migrate wrote the VM: resourceVersion %s, then %s", before, after)
-	}
+	migrateRefused(t, ns, "that its placement admits")
 	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt=2026-06-01T12:05:00Z", "--overwrite")
 	eventually(t, 2*time.Minute, func() (bool, string) {
 		got := vmField(ns, "vm", ".status.reason}/{.status.migration.phase")
