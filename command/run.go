@@ -238,7 +238,8 @@ func run(cc *cli.Context, c runConfig) error {
 	}
 	// Events go over protobuf: two Event creates per VM by default, each decoded and
 	// answered by the API server, which reads and writes protobuf without JSON's reflection.
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl.proto.EventsV1()})
+	// A namespace being deleted refuses them: they are dropped there, not sent one by one.
+	broadcaster := events.NewBroadcaster(reconcile.SkipTerminatingNamespaces(&events.EventSinkImpl{Interface: cl.proto.EventsV1()}, log, time.Now))
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
 	var recorder events.EventRecorder = broadcaster.NewRecorder(scheme.Scheme, "vm-controller")
