@@ -3,7 +3,6 @@ package decision
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -87,10 +86,11 @@ func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 // is looked at again when the bound is reached (stuck).
 func (p Policy) moveStuck(d *decision) bool {
 	w := d.srv.Waiting
-	if p.StalledAfter <= 0 || d.srv.State != backend.StatePending || w.Reason != backend.WaitUnschedulable || w.Since.IsZero() {
+	if d.srv.State != backend.StatePending || w.Reason != backend.WaitUnschedulable {
 		return false
 	}
-	return !d.now.Before(w.Since.UTC().Truncate(time.Second).Add(p.StalledAfter))
+	at, ok := p.stalledAt(w)
+	return ok && !d.now.Before(at)
 }
 
 // movingMessage is the status message while the server leaves its node.

@@ -38,9 +38,9 @@ func (p Policy) stuck(d *decision) bool {
 		msg += ": " + w.Message
 	}
 	var stalled string
-	if p.StalledAfter > 0 && !w.Since.IsZero() {
+	if at, ok := p.stalledAt(w); ok {
 		since := w.Since.UTC().Truncate(time.Second)
-		if at := since.Add(p.StalledAfter); d.now.Before(at) {
+		if d.now.Before(at) {
 			d.requeue(at.Sub(d.now)) // to say Stalled on time, whatever else happens
 		} else {
 			// The message says since when, not for how long, so that it stays the same
@@ -61,6 +61,16 @@ func (p Policy) stuck(d *decision) bool {
 		d.event(EventWarning, ReasonStalled, stalled)
 	}
 	return true
+}
+
+// stalledAt is when a server waiting for w's cause is past waiting for (Policy.StalledAfter
+// after it began); false when it never is (StalledAfter off, or no start known). A stuck
+// server makes the VM Stalled then, and a migration's server ends the move (moveStuck).
+func (p Policy) stalledAt(w backend.Waiting) (time.Time, bool) {
+	if p.StalledAfter <= 0 || w.Since.IsZero() {
+		return time.Time{}, false
+	}
+	return w.Since.UTC().Truncate(time.Second).Add(p.StalledAfter), true
 }
 
 // stuckBeforeDisk reports whether the server's own wait says more than its disk's: a disk
