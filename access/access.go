@@ -29,6 +29,7 @@ type Needs struct {
 	WatchCRD    bool                        // --watch-crd: reads and follows the resource's CRD
 	Usage       bool                        // --usage-interval > 0: samples usage from metrics.k8s.io
 	Disks       bool                        // --root-disk claim: a PersistentVolumeClaim per VM
+	Namespace   string                      // --namespace: the one namespace watched; "" for all
 }
 
 // Rules returns every permission a controller with these needs uses.
@@ -45,6 +46,13 @@ func Rules(n Needs) []Rule {
 		{Group: "policy", Resource: "poddisruptionbudgets", Verbs: []string{"get", "list", "watch", "create", "delete"},
 			Why: "keeps a PodDisruptionBudget over the server of each VM whose eviction strategy is Block, so that a drain waits for it; get reads a budget whose name is taken"},
 	}
+	// The namespaces: the one watched when there is one (its name field-selected).
+	namespaces := Rule{Group: "", Resource: "namespaces", Verbs: []string{"list", "watch"}, Cluster: true,
+		Why: "leaves the VMs of a namespace being deleted to that deletion: no server made again, no status written, only the finalizer removed"}
+	if n.Namespace != "" {
+		namespaces.Names = []string{n.Namespace}
+	}
+	rules = append(rules, namespaces)
 	if n.Disks {
 		rules = append(rules,
 			Rule{Group: "", Resource: "persistentvolumeclaims", Verbs: []string{"get", "list", "watch", "create", "patch", "delete"},

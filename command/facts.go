@@ -59,7 +59,7 @@ func targetOf(cluster clusterFlags, r resourceFlags, a accessFlags, d rootDiskFl
 func (t target) fieldsFromFlags() bool { return t.schemaFile != "" || t.gvr.Group == schema.Group }
 
 func (t target) needs() access.Needs {
-	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect, Usage: t.usage, Disks: t.claims}
+	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect, Usage: t.usage, Disks: t.claims, Namespace: t.namespace}
 }
 
 // facts are what the cluster says about the target.

@@ -277,6 +277,7 @@ func run(cc *cli.Context, c runConfig) error {
 		UsageObserver:       m,
 		// Without the subresource, status goes through the main resource.
 		NoStatusSubresource: noStatus,
+		Namespaces:          reconcile.NewNamespaceWatch(cl.proto, c.Namespace, log),
 	})
 	m.CountPhases(ctrl.PhaseCounts)
 	log.Info("Starting vm-controller", "version", cc.App.Version, "host", cfg.Host, "resource", gvr.String(),

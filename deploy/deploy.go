@@ -83,7 +83,7 @@ const WebhookListenPort = 9443
 
 // Render returns the manifests as one YAML stream, in the order kubectl apply needs them.
 func Render(o Options) ([]byte, error) {
-	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: o.WatchCRD, Usage: o.Usage, Disks: o.Disks}
+	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: o.WatchCRD, Usage: o.Usage, Disks: o.Disks, Namespace: o.WatchNamespace}
 	var objs []any
 	if o.Namespace != "default" && o.Namespace != "kube-system" {
 		objs = append(objs, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels()}})

@@ -45,7 +45,8 @@ func parseManifests(t *testing.T, stream string) []manifestObject {
 
 // TestSecurityNamespaceScoped deploys the controller for one namespace, B, from another, A,
 // as `manifests --watch-nodes=false --watch-crd=false` prints it: nothing cluster-wide but the
-// reading of StorageClasses (whether a VM's disk may grow; --root-disk claim) and of a claim's
+// watch of B's own Namespace object (whether it is being deleted), the reading of
+// StorageClasses (whether a VM's disk may grow; --root-disk claim) and of a claim's
 // PersistentVolume (whether a migration can move the disk), nothing on
 // Secrets, and a Deployment whose pods the restricted Pod Security Standard admits
 // (non-root, no privilege escalation, no capabilities). The controller then runs with a token
@@ -66,12 +67,12 @@ func TestSecurityNamespaceScoped(t *testing.T) {
 		kinds[o.Kind]++
 		switch o.Kind {
 		case "ClusterRole":
-			// Cluster-scoped objects only: StorageClasses, and the PersistentVolume of a VM's
-			// claim, read when a migration is asked for.
-			want := []string{"storage.k8s.io storageclasses list,watch", " persistentvolumes get"}
+			// Cluster-scoped objects only: B's Namespace, StorageClasses, and the
+			// PersistentVolume of a VM's claim, read when a migration is asked for.
+			want := []string{" namespaces list,watch " + b, "storage.k8s.io storageclasses list,watch ", " persistentvolumes get "}
 			var got []string
 			for _, r := range o.Rules {
-				got = append(got, strings.Join(r.APIGroups, ",")+" "+strings.Join(r.Resources, ",")+" "+strings.Join(r.Verbs, ","))
+				got = append(got, strings.Join(r.APIGroups, ",")+" "+strings.Join(r.Resources, ",")+" "+strings.Join(r.Verbs, ",")+" "+strings.Join(r.ResourceNames, ","))
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("a namespace-scoped deployment has a ClusterRole %s granting %q; want only %q", o.Metadata.Name, got, want)

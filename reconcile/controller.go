@@ -84,6 +84,10 @@ type Config struct {
 	// resourceVersion decided on, and each write claims the generation it makes
 	// (statusroute.go). False, the zero value: through /status.
 	NoStatusSubresource bool
+	// Namespaces, if set, says which namespaces are being deleted: a VM in one is left alone
+	// until its own deletion, then only released, with no status written (namespaces.go).
+	// Nil: every namespace is taken as live.
+	Namespaces Namespaces
 }
 
 // Observer receives the outcome of each reconcile, for metrics.
@@ -106,8 +110,9 @@ type Controller struct {
 	disks   *diskExpectations
 	log     *slog.Logger
 	applier applier
-	// serversSynced is the backend's sync check, set by Start.
-	serversSynced func() bool
+	// serversSynced is the backend's sync check, set by Start; namespacesSynced is the
+	// namespaces' (always true without Config.Namespaces).
+	serversSynced, namespacesSynced func() bool
 	// echoes are the resourceVersions of this controller's own writes that the informer has
 	// yet to bring back; passes counts each VM's reconciles until it is Active.
 	echoes     *echoes
@@ -305,6 +310,12 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	synced.Store(&serversSynced)
 	c.serversSynced = serversSynced
+	c.namespacesSynced = func() bool { return true }
+	if c.cfg.Namespaces != nil {
+		if c.namespacesSynced, err = c.cfg.Namespaces.Start(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -363,7 +374,8 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 // it again (in a cold start over many VMs, many were reconciled twice so).
 func (c *Controller) HasSynced() bool {
 	vms := c.vms.Load()
-	return vms != nil && vms.handled.HasSynced() && c.serversSynced != nil && c.serversSynced() && c.Served()
+	return vms != nil && vms.handled.HasSynced() && c.serversSynced != nil && c.serversSynced() &&
+		c.namespacesSynced != nil && c.namespacesSynced() && c.Served()
 }
 
 // Served reports whether the API server serves the VM resource, as far as the controller
@@ -554,6 +566,16 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	} else if vm, err = obj.(*vmcache.Object).View(c.cfg.Fields); err != nil {
 		return 0, err
 	}
+	// A VM whose namespace is being deleted goes with it: nothing made there would be
+	// accepted, and nothing written would be read. It waits for its own deletion, which the
+	// namespace's brings (and which queues it again), and is then only released.
+	going := c.cfg.Namespaces != nil && c.cfg.Namespaces.Terminating(key.Namespace)
+	if going && !vm.Deleting() {
+		if debug {
+			log.Debug("Namespace is being deleted: waiting for the VM's deletion")
+		}
+		return 0, nil
+	}
 	passes := 0
 	if vm.Phase() != schema.PhaseActive {
 		passes = c.passes.add(key)
@@ -568,7 +590,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, fmt.Errorf("observe server: %w", err)
 		}
 		srv = c.expect.adjust(key, srv)
-		if srv == nil {
+		if srv == nil && !going { // in a namespace being deleted, its servers go whatever the cache says
 			uncached, err := c.serverNotCached(ctx, vm, owner, log)
 			if err != nil {
 				return 0, err
@@ -590,6 +612,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, err
 		}
 		plan := c.cfg.Policy.Decide(vm, srv, disk, budget, c.cfg.Now())
+		if going {
+			plan = plan.Releasing()
+		}
 		phase := vm.Phase()
 		becomesActive := false
 		if plan.Status != nil {

@@ -137,3 +137,14 @@ func (p *Plan) CreatedDisk(d *backend.Disk) {
 	}
 	p.Status.RootDisk.ClaimName = d.Name
 }
+
+// Releasing is the plan for a VM whose namespace is being deleted: what lets it go (its
+// server deleted, its disk deleted or released, its finalizer removed), without the status
+// and its Events. No one reads the status of a VM about to go with its namespace, and the API
+// server refuses Events there; writing it only delayed the finalizer removals the
+// namespace's deletion waits for.
+func (p Plan) Releasing() Plan {
+	p.Status = nil
+	p.Events = nil
+	return p
+}
