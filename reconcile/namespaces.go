@@ -36,9 +36,10 @@ type Namespaces interface {
 type NamespaceWatch struct {
 	informer cache.SharedIndexInformer
 	log      *slog.Logger
-	// blind is set when the API server refuses the list (RBAC without the namespaces rule,
-	// as before an upgrade's manifests are applied): the watch then counts as synced and
-	// knows no namespace as terminating, which is how the controller behaved without it.
+	// blind is set when the API server refuses the list (the namespaces rule withdrawn
+	// after run's check of access passed): the watch then counts as synced and knows no
+	// namespace as terminating, which is how the controller behaved without it, instead of
+	// holding the controller's start for ever.
 	blind atomic.Bool
 }
 

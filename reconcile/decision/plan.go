@@ -139,12 +139,14 @@ func (p *Plan) CreatedDisk(d *backend.Disk) {
 }
 
 // Releasing is the plan for a VM whose namespace is being deleted: what lets it go (its
-// server deleted, its disk deleted or released, its finalizer removed), without the status
-// and its Events. No one reads the status of a VM about to go with its namespace, and the API
-// server refuses Events there; writing it only delayed the finalizer removals the
-// namespace's deletion waits for.
+// server deleted, its finalizer removed), without the status and its Events, and without
+// acting on its disk. No one reads the status of a VM about to go with its namespace, and the
+// API server refuses Events there; writing it only delayed the finalizer removals the
+// namespace's deletion waits for. The disk, a claim in that namespace, goes with it whatever
+// the VM's reclaim policy says: the namespace's deletion deletes every claim in it.
 func (p Plan) Releasing() Plan {
 	p.Status = nil
 	p.Events = nil
+	p.Disk = nil
 	return p
 }

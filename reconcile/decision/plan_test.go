@@ -71,3 +71,26 @@ func TestSpecChangeNamesEach(t *testing.T) {
 		t.Errorf("event %q does not name both changes", msg)
 	}
 }
+
+// TestReleasing: a VM going with its namespace keeps what lets it go (its server deleted, its
+// finalizer removed, the next look) and drops the status, the Events and the disk's action.
+func TestReleasing(t *testing.T) {
+	vm, srv := decidecase.Read(t, filepath.Join(cases, "delete-with-server.txtar"))
+	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, now)
+	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Status == nil {
+		t.Fatalf("the case's plan %+v: want the server deleted and a status", plan)
+	}
+	plan.Disk = &decision.DiskAction{Op: decision.DeleteDisk}
+	plan.Events = []decision.Event{{Type: decision.EventNormal, Reason: "Any"}}
+	plan.Finalizer, plan.RequeueAfter = decision.RemoveFinalizer, 5
+	got := plan.Releasing()
+	if got.Status != nil || got.Events != nil || got.Disk != nil {
+		t.Errorf("Releasing kept status %+v, events %v, disk %+v", got.Status, got.Events, got.Disk)
+	}
+	if got.Server != plan.Server || got.Finalizer != decision.RemoveFinalizer || got.RequeueAfter != 5 {
+		t.Errorf("Releasing dropped what lets the VM go: %+v", got)
+	}
+	if plan.Status == nil || plan.Disk == nil {
+		t.Error("Releasing changed the plan it was called on")
+	}
+}
