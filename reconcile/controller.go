@@ -159,10 +159,20 @@ func New(cfg Config) *Controller {
 	if reader, ok := cfg.Backend.(backend.UsageReader); ok && cfg.Usage.Interval > 0 {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
-			get:   c.view, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
+			get:   c.liveView, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
 			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
+}
+
+// liveView is view, for VMs whose namespace is not being deleted: the usage poller's, which
+// so stops sampling a VM whose server went with its namespace's pods, instead of reporting it
+// unavailable in a write no one would read (see Namespaces).
+func (c *Controller) liveView(key cache.ObjectName) (schema.VirtualMachine, bool) {
+	if c.cfg.Namespaces != nil && c.cfg.Namespaces.Terminating(key.Namespace) {
+		return schema.VirtualMachine{}, false
+	}
+	return c.view(key)
 }
 
 // view returns the cached VM of key as a view, if it is there.

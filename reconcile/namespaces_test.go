@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -225,5 +226,26 @@ func TestNamespaceWatchForbidden(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "Cannot list namespaces"); n != 1 {
 		t.Errorf("said %d times that namespaces cannot be listed, want once:\n%s", n, logged.String())
+	}
+}
+
+// TestPollerNamespaceGoing: the usage poller stops sampling an Active VM once its namespace is
+// being deleted (its server goes with the namespace's pods), writing nothing; in a live
+// namespace the same VM is sampled, its usage written, and sampled again.
+func TestPollerNamespaceGoing(t *testing.T) {
+	for _, going := range []bool{false, true} {
+		w := newWorld(t, "active-steady")
+		w.servers.SetUsage(ownerOf(w.view(t, "active-steady")), backend.Usage{CPU: resource.MustParse("250m"), Memory: resource.MustParse("64Mi")}, nil)
+		c, _ := newController(t, w, decision.UsagePolicy{Interval: time.Minute, Threshold: 0.1, MaxInterval: 10 * time.Minute})
+		namespaces := &goingNamespaces{}
+		namespaces.going.Store(going)
+		c.cfg.Namespaces = namespaces
+		start(t, c)
+		again := c.usage.sample(context.Background(), testVM)
+		if writes := len(w.writes()); going && (again || writes != 0) {
+			t.Errorf("namespace being deleted: sampled again %t, %d writes; want neither", again, writes)
+		} else if !going && (!again || writes != 1) {
+			t.Errorf("live namespace: sampled again %t, %d writes; want again, one write", again, writes)
+		}
 	}
 }
