@@ -367,6 +367,7 @@ func TestPointCheck(t *testing.T) {
 		fmt.Sprintf("RBAC denies patch on pods/resize in namespace %s (needed: changes a running server's cpu and memory in place (in-place pod resize))", ns),
 		fmt.Sprintf("RBAC denies create, patch on events.events.k8s.io in namespace %s (needed: records Events on VMs; patch updates a repeating event's series)", ns),
 		fmt.Sprintf("RBAC denies get, list, watch, create, delete on poddisruptionbudgets.policy in namespace %s (needed: keeps a PodDisruptionBudget over the server of each VM whose eviction strategy is Block, so that a drain waits for it; get reads a budget whose name is taken)", ns),
+		"RBAC denies list, watch on namespaces cluster-wide (needed: leaves the VMs of a namespace being deleted to that deletion: no server made again, no status written, only the finalizer removed)",
 		fmt.Sprintf("RBAC denies get, list, watch, create, patch, delete on persistentvolumeclaims in namespace %s (needed: creates, watches, grows, keeps and deletes each VM's disk (--root-disk claim); get reads a claim whose name is taken)", ns),
 		"RBAC denies list, watch on storageclasses.storage.k8s.io cluster-wide (needed: tells whether a disk's StorageClass lets it grow (allowVolumeExpansion), and which class is the default (check))",
 		fmt.Sprintf("RBAC denies list, watch on events in namespace %s (needed: reads the Events on claims (field-selected) to say why a VM's disk is not bound)", ns),
