@@ -375,20 +375,10 @@ func (b *laggingBackend) Get(_ context.Context, vm backend.Owner) (*backend.Serv
 	return b.Backend.Observe(vm)
 }
 
-// TestControllerServerNotCachedYet: an Active VM whose server the cache of servers does not
-// show yet (VMs restored before their servers, a watch of servers that restarted) is not
-// reported missing: the controller reads the server past the cache, finds it, and waits for
-// the cache without a write or an Event; when that read fails, the reconcile is retried
-// without a write. A server that is really gone is recreated, with the ServerMissing warning,
-// after the same one read.
-func TestControllerServerNotCachedYet(t *testing.T) {
-	w := newWorld(t, "create-new")
-	lag := &laggingBackend{Backend: w.servers}
-	c, r := newController(t, w, decision.UsagePolicy{})
-	c.cfg.Backend = lag
-	ctx := start(t, c)
-
-	// To Active: the server is created, then runs.
+// toActive takes the new VM of the world's create-new case to Active: its server is created,
+// then runs; then what that queued is worked off. It returns the VM's owner and its server.
+func toActive(t *testing.T, ctx context.Context, c *Controller, w *world) (backend.Owner, *backend.Server) {
+	t.Helper()
 	c.processNextItem(ctx)
 	owner := ownerOf(w.view(t, "create-new"))
 	srv, _ := w.servers.Observe(owner)
@@ -402,6 +392,23 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 	for c.queue.Len() > 0 {
 		c.processNextItem(ctx)
 	}
+	return owner, srv
+}
+
+// TestControllerServerNotCachedYet: an Active VM whose server the cache of servers does not
+// show yet (VMs restored before their servers, a watch of servers that restarted) is not
+// reported missing: the controller reads the server past the cache, finds it, and waits for
+// the cache without a write or an Event; when that read fails, the reconcile is retried
+// without a write. A server that is really gone is recreated, with the ServerMissing warning,
+// after the same one read.
+func TestControllerServerNotCachedYet(t *testing.T) {
+	w := newWorld(t, "create-new")
+	lag := &laggingBackend{Backend: w.servers}
+	c, r := newController(t, w, decision.UsagePolicy{})
+	c.cfg.Backend = lag
+	ctx := start(t, c)
+
+	owner, _ := toActive(t, ctx, c, w)
 	if n := lag.gets.Load(); n != 0 {
 		t.Fatalf("%d reads past the cache while it showed the server, want 0", n)
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
-	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // goingNamespaces is Namespaces with every namespace live until going is set.
@@ -54,20 +53,7 @@ func TestControllerNamespaceGoing(t *testing.T) {
 			c.cfg.Namespaces = namespaces
 			ctx := start(t, c)
 
-			// To Active.
-			c.processNextItem(ctx)
-			owner := ownerOf(w.view(t, "create-new"))
-			srv, _ := w.servers.Observe(owner)
-			srv.State, srv.Detail = backend.StateReady, "Running"
-			w.servers.Set(owner, srv)
-			for status(t, w, testVM, "phase") != string(schema.PhaseActive) {
-				cachedAt(t, c, w, testVM)
-				c.processNextItem(ctx)
-			}
-			cachedAt(t, c, w, testVM)
-			for c.queue.Len() > 0 {
-				c.processNextItem(ctx)
-			}
+			owner, srv := toActive(t, ctx, c, w)
 			before := len(w.writes())
 			w.events()
 
