@@ -44,6 +44,11 @@ type compareFlags struct {
 	// peer for each; 0 leaves Go's default (the machine's CPUs, at least 2 under a CPU limit).
 	gomaxprocs     int
 	peerGOMAXPROCS []int
+	// settle, if set, is the longest wait before each run for the cluster to be quiet (see
+	// settle): a run right after a teardown shares the machine with what that left going (the
+	// garbage collector, the watch caches) and a first run does not, so the contender that
+	// starts a run has had the cheaper cluster.
+	settle time.Duration
 }
 
 // contender is one controller of the comparison and how to start it in a namespace; peer
@@ -84,6 +89,8 @@ func (f *compareFlags) parse(events, peerProcs, rootDisks string) error {
 		return fmt.Errorf("--reps must be at least 1, got %d", f.reps)
 	case f.gomaxprocs < 0:
 		return fmt.Errorf("--gomaxprocs %d: want 0 (Go's default) or more", f.gomaxprocs)
+	case f.settle < 0:
+		return fmt.Errorf("--settle must not be negative, got %s", f.settle)
 	}
 	f.events, f.peerGOMAXPROCS = nil, nil
 	for _, ev := range strings.Split(events, ",") {
@@ -133,6 +140,7 @@ func compareScenario(args []string) error {
 	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0, "vm-controller's GOMAXPROCS; 0: Go's default")
 	peerProcs := fs.String("peer-gomaxprocs", "0", "the peer's GOMAXPROCS, or a comma-separated list to run the peer once with each (e.g. 0,1); 0: Go's default")
+	fs.DurationVar(&f.settle, "settle", 0, "before each run, wait up to this long for the cluster to settle (the API server answering fewer than 10 requests a second other than those for leases, the machine under half a core, over 30 s); 0: no wait")
 	baseline := fs.String("baseline", "", "a checkout of another commit of vm-controller (git worktree add DIR REF) to run as one more contender beside this checkout's, with the same flags")
 	resultsDir := resultsFlag(fs)
 	_ = fs.Parse(args)
@@ -222,6 +230,11 @@ func compareScenario(args []string) error {
 	var results []result
 	for rep := 1; rep <= f.reps; rep++ {
 		for pos, c := range rotated(contenders, rep-1) {
+			if f.settle > 0 {
+				if err := settle(base, f.settle); err != nil {
+					return fmt.Errorf("settle before %s, repetition %d: %w", c.name, rep, err)
+				}
+			}
 			started := time.Now()
 			b, err := compareRun(base, c, f, rep)
 			if err != nil {

@@ -35,6 +35,7 @@ func TestCompareFlagsParse(t *testing.T) {
 		{"no clients", func(f *compareFlags) { f.clients = 0 }, "warnings", "0", "--clients", nil, nil, "", nil},
 		{"no workers", func(f *compareFlags) { f.workers = 0 }, "warnings", "0", "--workers", nil, nil, "", nil},
 		{"no repetitions", func(f *compareFlags) { f.reps = 0 }, "warnings", "0", "--reps", nil, nil, "", nil},
+		{"negative settle", func(f *compareFlags) { f.settle = -time.Second }, "warnings", "0", "--settle", nil, nil, "", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
