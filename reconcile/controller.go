@@ -622,7 +622,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, err
 		}
 		plan := c.cfg.Policy.Decide(vm, srv, disk, budget, c.cfg.Now())
-		if going {
+		if going && !vm.Paused() {
+			// A paused VM keeps its word: its Paused condition says why it, and so its
+			// namespace, waits (decision/paused.go).
 			plan = plan.Releasing()
 		}
 		phase := vm.Phase()

@@ -14,13 +14,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // goingNamespaces is Namespaces with every namespace live until going is set.
@@ -233,5 +236,38 @@ func TestPollerNamespaceGoing(t *testing.T) {
 		} else if !going && (!again || writes != 1) {
 			t.Errorf("live namespace: sampled again %t, %d writes; want again, one write", again, writes)
 		}
+	}
+}
+
+// TestControllerNamespaceGoingPaused: a paused VM deleted with its namespace still says why
+// it, and so the namespace, waits: the Paused condition turns to DeletionPaused, and the
+// finalizer and the server stay.
+func TestControllerNamespaceGoingPaused(t *testing.T) {
+	w := newWorld(t, "paused-deleting")
+	c, _ := newController(t, w, decision.UsagePolicy{})
+	namespaces := &goingNamespaces{}
+	namespaces.going.Store(true)
+	c.cfg.Namespaces = namespaces
+	_, srv := decidecase.Read(t, caseFile("paused-deleting"))
+	w.servers.Set(ownerOf(w.view(t, "paused-deleting")), srv)
+	ctx := start(t, c)
+	c.processNextItem(ctx)
+	ws := w.writes()
+	if len(ws) != 1 || ws[0].subresource != "status" {
+		t.Fatalf("writes %+v, want the status alone", ws)
+	}
+	u := w.vm(t, testVM.Namespace, testVM.Name)
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	reason := ""
+	for _, c := range conds {
+		if m := c.(map[string]any); m["type"] == string(schema.ConditionPaused) {
+			reason, _ = m["reason"].(string)
+		}
+	}
+	if reason != decision.ReasonDeletionPaused || len(u.GetFinalizers()) == 0 {
+		t.Errorf("Paused reason %q, finalizers %v; want %s, the finalizer kept", reason, u.GetFinalizers(), decision.ReasonDeletionPaused)
+	}
+	if s, _ := w.servers.Observe(ownerOf(w.view(t, "paused-deleting"))); s == nil || s.Deleting {
+		t.Errorf("server %+v, want it left as it is", s)
 	}
 }

@@ -143,7 +143,8 @@ func (p *Plan) CreatedDisk(d *backend.Disk) {
 // acting on its disk. No one reads the status of a VM about to go with its namespace, and the
 // API server refuses Events there; writing it only delayed the finalizer removals the
 // namespace's deletion waits for. The disk, a claim in that namespace, goes with it whatever
-// the VM's reclaim policy says: the namespace's deletion deletes every claim in it.
+// the VM's reclaim policy says: the namespace's deletion deletes every claim in it. (The
+// loop keeps a paused VM's plan whole: its Paused condition says why the namespace waits.)
 func (p Plan) Releasing() Plan {
 	p.Status = nil
 	p.Events = nil
