@@ -52,9 +52,16 @@ func controllerBinary(t testing.TB) string {
 	return binary
 }
 
+// crdsMu makes one installCRDs at a time: two kubectl applies of a CRD that does not exist
+// yet both create it, and one fails with AlreadyExists (parallel tests on a fresh cluster,
+// with no sequential test to install the CRDs first).
+var crdsMu sync.Mutex
+
 // installCRDs applies the CRDs from crds/ and waits until they are served.
 func installCRDs(t testing.TB) {
 	t.Helper()
+	crdsMu.Lock()
+	defer crdsMu.Unlock()
 	kubectl(t, "apply", "-f", filepath.Join(repoRoot(), "crds"))
 	kubectl(t, "wait", "--for=condition=Established", "crd/virtualmachines.cloudnative.czs", "--timeout=3m")
 }
