@@ -169,10 +169,15 @@ func New(cfg Config) *Controller {
 // so stops sampling a VM whose server went with its namespace's pods, instead of reporting it
 // unavailable in a write no one would read (see Namespaces).
 func (c *Controller) liveView(key cache.ObjectName) (schema.VirtualMachine, bool) {
-	if c.cfg.Namespaces != nil && c.cfg.Namespaces.Terminating(key.Namespace) {
+	if c.terminating(key.Namespace) {
 		return schema.VirtualMachine{}, false
 	}
 	return c.view(key)
+}
+
+// terminating reports whether namespace is known to be being deleted (Config.Namespaces).
+func (c *Controller) terminating(namespace string) bool {
+	return c.cfg.Namespaces != nil && c.cfg.Namespaces.Terminating(namespace)
 }
 
 // view returns the cached VM of key as a view, if it is there.
@@ -579,7 +584,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	// A VM whose namespace is being deleted goes with it: nothing made there would be
 	// accepted, and nothing written would be read. It waits for its own deletion, which the
 	// namespace's brings (and which queues it again), and is then only released.
-	going := c.cfg.Namespaces != nil && c.cfg.Namespaces.Terminating(key.Namespace)
+	going := c.terminating(key.Namespace)
 	if going && !vm.Deleting() {
 		if debug {
 			log.Debug("Namespace is being deleted: waiting for the VM's deletion")
