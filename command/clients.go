@@ -144,7 +144,8 @@ func newAPIClients(cfg *rest.Config) (apiClients, error) {
 }
 
 // runClients are the controller's clients. All but the watches' and usage's share cfg's rate
-// limiter, so that run's --qps is what the controller sends in all, not a limit per client.
+// limiter, so that run's --qps is what the controller sends in all, not a limit per client;
+// all share one HTTP client, and so one pool of connections (see newRunClients).
 type runClients struct {
 	apiClients                      // dynamic: the CRD watch; typed: discovery, the leader Lease
 	vmREST     rest.Interface       // VMs: the list and every write, each answer read in place
@@ -158,33 +159,47 @@ type runClients struct {
 // the VM and pod watches stream over clients of their own without the rate limiter (a watch
 // opened behind a burst of writes would leave the cache behind), and usage sampling has a
 // bucket of its own, so that it never delays a reconcile.
+//
+// Every client goes over one HTTP client made of cfg. client-go shares a transport between
+// configurations only when it can compare them, which it cannot with http1's dialer: each
+// client had a pool of connections of its own, a VM's writes and its pod's create went over
+// two connections where one would do, and each pool opened its own as a burst began (a TLS
+// handshake each, in the controller's profile of a burst; docs/dev/benchmarks.md).
 func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int) (runClients, error) {
-	api, err := newAPIClients(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return runClients{}, fmt.Errorf("make HTTP client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return runClients{}, fmt.Errorf("make client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return runClients{}, fmt.Errorf("make dynamic client: %w", err)
+	}
+	vmREST, err := vmcache.RESTClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return runClients{}, err
 	}
-	vmREST, err := vmcache.RESTClientFor(cfg)
+	vmWatch, err := vmcache.RESTClientForConfigAndClient(unlimited(cfg), hc)
 	if err != nil {
 		return runClients{}, err
 	}
-	vmWatch, err := vmcache.RESTClientFor(unlimited(cfg))
-	if err != nil {
-		return runClients{}, err
-	}
-	proto, err := kubernetes.NewForConfig(protobuf(cfg))
+	proto, err := kubernetes.NewForConfigAndClient(protobuf(cfg), hc)
 	if err != nil {
 		return runClients{}, fmt.Errorf("make protobuf client: %w", err)
 	}
-	podWatch, err := kubernetes.NewForConfig(unlimited(protobuf(cfg)))
+	podWatch, err := kubernetes.NewForConfigAndClient(unlimited(protobuf(cfg)), hc)
 	if err != nil {
 		return runClients{}, fmt.Errorf("make pod watch client: %w", err)
 	}
 	usageCfg := rest.CopyConfig(cfg)
 	usageCfg.RateLimiter = nil // a bucket of its own
 	limitQPS(usageCfg, usageQPS, usageBurst)
-	usage, err := dynamic.NewForConfig(usageCfg)
+	usage, err := dynamic.NewForConfigAndClient(usageCfg, hc)
 	if err != nil {
 		return runClients{}, fmt.Errorf("make usage client: %w", err)
 	}
-	return runClients{apiClients: api, vmREST: vmREST, vmWatch: vmWatch, proto: proto, podWatch: podWatch, usage: usage}, nil
+	return runClients{apiClients: apiClients{kube: kube, dynamic: dyn}, vmREST: vmREST, vmWatch: vmWatch, proto: proto, podWatch: podWatch, usage: usage}, nil
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,5 +120,46 @@ func TestUnlimited(t *testing.T) {
 		if got := client.GetRateLimiter() != nil; got != tc.limited {
 			t.Errorf("%s: rate limiter present: %t, want %t", name, got, tc.limited)
 		}
+	}
+}
+
+// TestRunClientsShareConnections: the controller's clients go over one pool of connections, so
+// that requests made one after the other through each of them reuse one connection (each
+// client had a pool of its own, and opened a connection, with its TLS handshake, of its own).
+func TestRunClientsShareConnections(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Success"}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+	http1(cfg)
+	limitQPS(cfg, 0, 100)
+	cl, err := newRunClients(cfg, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, client := range map[string]rest.Interface{
+		"VM writes": cl.vmREST, "VM watch": cl.vmWatch, "pods": cl.proto.CoreV1().RESTClient(),
+		"pod watch": cl.podWatch.CoreV1().RESTClient(), "lease": cl.kube.CoordinationV1().RESTClient(),
+	} {
+		if _, err := client.Get().AbsPath("/status").DoRaw(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// The dynamic client's answer is the server's Status, whatever it makes of it: what
+	// counts is the connection the request went over.
+	_, _ = cl.dynamic.Resource(k8sschema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("a").Get(ctx, "b", metav1.GetOptions{})
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for requests one after the other, want 1", n)
 	}
 }

@@ -11,16 +11,18 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
@@ -186,7 +188,7 @@ func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
 	if vms == nil {
 		return schema.VirtualMachine{}, false
 	}
-	obj, ok, err := vms.informer.GetIndexer().GetByKey(key.String())
+	obj, ok, err := vms.store.GetByKey(key.String())
 	if err != nil || !ok {
 		return schema.VirtualMachine{}, false
 	}
@@ -198,22 +200,26 @@ func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
 }
 
 // vmInformer is one informer of the VMs and the means to stop it.
+//
+// Why client-go's plain informer (cache.NewInformerWithOptions) and not a shared one: the
+// controller has one handler per informer, and a shared informer hands each event to its
+// handlers through a listener of two goroutines of its own (a buffer and a runner), two more
+// hand-offs per event on top of the watch's and the queue's, which showed in the profile of a
+// burst as scheduler work (docs/dev/benchmarks.md). The plain informer calls the handler in
+// the loop that stores the event; the handler only queues, so that loop is not held up.
 type vmInformer struct {
-	informer cache.SharedIndexInformer
-	// handled is the queueing handler's registration: it has synced once the informer's
-	// initial list has been handed to the handler, not only stored (see HasSynced).
-	handled cache.ResourceEventHandlerRegistration
-	stop    context.CancelFunc
+	store cache.Indexer
+	// ctrl has synced once the initial list has been stored and handed to the handler, not
+	// only stored (see HasSynced): the plain informer calls the handler before it counts an
+	// item of the initial list as done.
+	ctrl cache.Controller
+	stop context.CancelFunc
 }
 
 // startVMs starts a new informer of the VMs, whose initial list enqueues every VM, and stops
 // the one it replaces.
 func (c *Controller) startVMs(ctx context.Context) error {
-	inf, err := c.newVMInformer()
-	if err != nil {
-		return err
-	}
-	handled, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	handler := cache.ResourceEventHandlerDetailedFuncs{
 		// What goes ahead of the backlog: urgency.go.
 		AddFunc: func(obj any, initialList bool) {
 			c.enqueue(obj, !initialList || unsettled(obj.(*vmcache.Object)))
@@ -245,33 +251,61 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			c.enqueue(cur, userChange(o, n, c.cfg.Fields))
 		},
 		DeleteFunc: func(obj any) { c.enqueue(obj, true) },
-	})
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", c.cfg.GVR.Resource, err)
 	}
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: c.vmListerWatcher(),
+		ObjectType:    c.vmWireType(),
+		Handler:       handler,
+		ResyncPeriod:  c.cfg.Resync,
+		Indexers:      cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		Transform:     c.vmTransform(),
+	})
 	ictx, stop := context.WithCancel(ctx)
-	go inf.RunWithContext(ictx)
-	if old := c.vms.Swap(&vmInformer{informer: inf, handled: handled, stop: stop}); old != nil {
+	go ctrl.RunWithContext(ictx)
+	if old := c.vms.Swap(&vmInformer{store: store.(cache.Indexer), ctrl: ctrl, stop: stop}); old != nil {
 		old.stop()
 	}
 	return nil
 }
 
-// newVMInformer makes an informer of the VMs whose cache holds Objects.
-func (c *Controller) newVMInformer() (cache.SharedIndexInformer, error) {
+// vmListerWatcher lists and watches the VMs: over the REST client, each read from the wire
+// into its Object in place (vmcache.ListerWatcher); without one (as in the unit tests) over the
+// dynamic client, each made an Object by vmTransform.
+func (c *Controller) vmListerWatcher() cache.ListerWatcher {
 	if c.cfg.REST != nil {
-		lw := &vmcache.ListerWatcher{Client: c.cfg.REST, WatchClient: c.cfg.WatchREST, GVR: c.cfg.GVR, Namespace: c.cfg.Namespace,
+		return &vmcache.ListerWatcher{Client: c.cfg.REST, WatchClient: c.cfg.WatchREST, GVR: c.cfg.GVR, Namespace: c.cfg.Namespace,
 			Selector: c.cfg.Selector, Fields: c.cfg.Fields}
-		return cache.NewSharedIndexInformer(lw, &vmcache.Object{}, c.cfg.Resync,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}), nil
 	}
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = c.cfg.Selector }
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.cfg.Client, c.cfg.Resync, c.cfg.Namespace, tweak)
-	inf := f.ForResource(c.cfg.GVR).Informer()
-	if err := inf.SetTransform(vmcache.Transform(c.cfg.Fields)); err != nil {
-		return nil, fmt.Errorf("set transform: %w", err)
+	vms := c.cfg.Client.Resource(c.cfg.GVR).Namespace(c.cfg.Namespace)
+	// As client-go's dynamic informer does: a client that cannot stream a watch list (the
+	// fake) is listed instead.
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = c.cfg.Selector
+			return vms.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = c.cfg.Selector
+			return vms.Watch(ctx, o)
+		},
+	}, c.cfg.Client)
+}
+
+// vmWireType is the type of what vmListerWatcher lists and watches, before vmTransform.
+func (c *Controller) vmWireType() runtime.Object {
+	if c.cfg.REST != nil {
+		return &vmcache.Object{}
 	}
-	return inf, nil
+	return &unstructured.Unstructured{}
+}
+
+// vmTransform is the informer's transform: none over the REST client, whose lister-watcher
+// makes Objects itself; over the dynamic client, unstructured VMs made Objects.
+func (c *Controller) vmTransform() cache.TransformFunc {
+	if c.cfg.REST != nil {
+		return nil
+	}
+	return vmcache.Transform(c.cfg.Fields)
 }
 
 // stopVMs stops the informer of the VMs while the resource is not served, so that its
@@ -389,7 +423,7 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 // it again (in a cold start over many VMs, many were reconciled twice so).
 func (c *Controller) HasSynced() bool {
 	vms := c.vms.Load()
-	return vms != nil && vms.handled.HasSynced() && c.serversSynced != nil && c.serversSynced() &&
+	return vms != nil && vms.ctrl.HasSynced() && c.serversSynced != nil && c.serversSynced() &&
 		c.namespacesSynced != nil && c.namespacesSynced() && c.Served()
 }
 
@@ -404,7 +438,7 @@ func (c *Controller) PhaseCounts() map[string]int {
 	if vms == nil {
 		return counts
 	}
-	for _, obj := range vms.informer.GetStore().List() {
+	for _, obj := range vms.store.List() {
 		if o, ok := obj.(*vmcache.Object); ok {
 			p := string(o.Phase())
 			if p == "" {
@@ -555,7 +589,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	if vms == nil {
 		return 0, nil // not served: the informer's first list enqueues it again
 	}
-	obj, exists, err := vms.informer.GetIndexer().GetByKey(key.String())
+	obj, exists, err := vms.store.GetByKey(key.String())
 	if err != nil {
 		return 0, fmt.Errorf("read cache: %w", err)
 	}

@@ -468,26 +468,36 @@ func TestControllerServerNotCachedYet(t *testing.T) {
 	}
 }
 
-// heldRegistration is a handler registration whose initial list has not been handed over yet.
-type heldRegistration struct {
-	cache.ResourceEventHandlerRegistration
-}
+// heldController is the VMs' informer, its initial list not yet handed to the handler.
+type heldController struct{ cache.Controller }
 
-func (heldRegistration) HasSynced() bool { return false }
+func (heldController) HasSynced() bool { return false }
 
 // TestControllerSyncedAfterHandlers: the controller is synced only once its handler of the
 // VMs has queued the initial list, not when the informer has merely stored it; workers started
-// earlier would reconcile a VM that its server's add then queues again.
+// earlier would reconcile a VM that its server's add then queues again. The informer's own
+// sync is the handler's: the first time it says synced, every VM of the list is queued.
 func TestControllerSyncedAfterHandlers(t *testing.T) {
+	const n = 2000
+	client, _ := coldSyncServer(t, n)
+	cold, cancel := startColdSync(t, client)
+	defer cancel()
+	for !cold.vms.Load().ctrl.HasSynced() {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if got := cold.queue.Len(); got != n {
+		t.Errorf("%d VMs queued when the informer first said synced, want all %d", got, n)
+	}
+
 	w := newWorld(t, "active-steady")
 	c, _ := newController(t, w, decision.UsagePolicy{})
 	start(t, c)
 	vms := c.vms.Load()
 	held := *vms
-	held.handled = heldRegistration{vms.handled}
+	held.ctrl = heldController{vms.ctrl}
 	c.vms.Store(&held)
-	if !vms.informer.HasSynced() || c.HasSynced() {
-		t.Errorf("informer synced %t, controller synced %t: want the controller to wait for its handler", vms.informer.HasSynced(), c.HasSynced())
+	if c.HasSynced() {
+		t.Error("controller synced while its handler of the VMs has not the list")
 	}
 	c.vms.Store(vms)
 	if !c.HasSynced() {

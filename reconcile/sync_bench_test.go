@@ -24,44 +24,18 @@ import (
 
 // BenchmarkColdSync is a cold start of the VM informer as the controller runs it: a watch
 // list of syncVMs VMs, each with the managedFields of its three writers, from an HTTP server
-// speaking the API server's JSON, through the decoder, client-go's reflector and DeltaFIFO,
+// speaking the API server's JSON, through the decoder, client-go's reflector and FIFO,
 // the indexer and the queueing handler, until the handler has seen them all. It is the
 // controller's own part of a cold start, without TLS and without the API server's: profile it
 // with -cpuprofile to see where that part goes.
 func BenchmarkColdSync(b *testing.B) {
 	const syncVMs = 20000
-	active, err := os.ReadFile("../testdata/bench/active-vm.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	wireVM, err := vmcachetest.WithManagedFields(active)
-	if err != nil {
-		b.Fatal(err)
-	}
-	initial := make([][]byte, syncVMs)
-	for i := range initial {
-		initial[i] = vmcachetest.Rename(b, wireVM, fmt.Sprintf("vm-%06d", i), fmt.Sprint(1000+i))
-	}
-	s := &vmcachetest.APIServer{T: b, Initial: initial, RV: fmt.Sprint(1000 + syncVMs), Events: make(chan string)}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	defer close(s.Events)
-	client, err := vmcache.RESTClientFor(&rest.Config{Host: srv.URL, QPS: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	client, s := coldSyncServer(b, syncVMs)
 	b.ReportAllocs()
 	for b.Loop() {
-		c := New(Config{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: decidecase.Fields(b), Namespace: "default", Selector: vmcachetest.Selector,
-			Backend: memory.New(), Policy: serverPolicy, Recorder: events.NewFakeRecorder(1),
-			Logger:      slog.New(slog.DiscardHandler),
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
-		ctx, cancel := context.WithCancel(b.Context())
-		if err := c.startVMs(ctx); err != nil {
-			b.Fatal(err)
-		}
+		c, cancel := startColdSync(b, client)
 		// cache.WaitForCacheSync polls every 100 ms, which would be what this measures.
-		for handled := c.vms.Load().handled; !handled.HasSynced(); {
+		for !c.vms.Load().ctrl.HasSynced() {
 			time.Sleep(100 * time.Microsecond)
 		}
 		if n := c.queue.Len(); n != syncVMs {
@@ -76,4 +50,45 @@ func BenchmarkColdSync(b *testing.B) {
 			b.Fatalf("asked %q: each cold start is to be one watch list", s.Asked())
 		}
 	}
+}
+
+// coldSyncServer serves n Active VMs, each with the managedFields of its three writers, as
+// the API server would to a watch list, and returns a REST client of it.
+func coldSyncServer(t testing.TB, n int) (rest.Interface, *vmcachetest.APIServer) {
+	t.Helper()
+	active, err := os.ReadFile("../testdata/bench/active-vm.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wireVM, err := vmcachetest.WithManagedFields(active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initial := make([][]byte, n)
+	for i := range initial {
+		initial[i] = vmcachetest.Rename(t, wireVM, fmt.Sprintf("vm-%06d", i), fmt.Sprint(1000+i))
+	}
+	s := &vmcachetest.APIServer{T: t, Initial: initial, RV: fmt.Sprint(1000 + n), Events: make(chan string)}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(s.Events) })
+	client, err := vmcache.RESTClientFor(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, s
+}
+
+// startColdSync starts the VM informer of a new controller over client, without workers.
+func startColdSync(t testing.TB, client rest.Interface) (*Controller, context.CancelFunc) {
+	t.Helper()
+	c := New(Config{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: decidecase.Fields(t), Namespace: "default", Selector: vmcachetest.Selector,
+		Backend: memory.New(), Policy: serverPolicy, Recorder: events.NewFakeRecorder(1),
+		Logger:      slog.New(slog.DiscardHandler),
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := c.startVMs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, cancel
 }

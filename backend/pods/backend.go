@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -58,10 +60,16 @@ type Config struct {
 
 // Backend realises servers as pods. Build it with New, then Start it.
 type Backend struct {
-	cfg   Config
-	pods  cache.SharedIndexInformer
-	nodes cache.SharedIndexInformer // nil unless cfg.WatchNodes
-	disks *disks                    // nil unless cfg.Disks
+	cfg Config
+	// pods is client-go's plain informer of the server pods, not a shared one: it calls its
+	// one handler in the loop that stores each event, where a shared informer hands every
+	// event on through two goroutines of its own (see the VMs' informer, reconcile/controller.go).
+	pods     cache.Indexer
+	podsCtrl cache.Controller
+	// notify is Start's: each pod's change notifies its VM through it.
+	notify func(types.NamespacedName)
+	nodes  cache.SharedIndexInformer // nil unless cfg.WatchNodes
+	disks  *disks                    // nil unless cfg.Disks
 	// budgets is nil unless cfg.Budgets.
 	budgets *budgets
 	// created maps the key of each pod Create made, and of each claim CreateDisk or
@@ -74,15 +82,40 @@ var _ backend.Backend = (*Backend)(nil)
 
 // New returns a pod backend; nothing is watched until Start.
 func New(cfg Config) *Backend {
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = LabelVMUID }
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	b := &Backend{cfg: cfg}
-	if cfg.REST != nil {
-		lw := &podListerWatcher{client: cfg.Client, rest: cfg.REST, namespace: cfg.Namespace, selector: LabelVMUID}
-		b.pods = cache.NewSharedIndexInformer(lw, &corev1.Pod{}, cfg.Resync, indexers)
-	} else {
-		b.pods = coreinformers.NewFilteredPodInformer(cfg.Client, cfg.Namespace, cfg.Resync, indexers, tweak)
+	b := &Backend{cfg: cfg, notify: func(types.NamespacedName) {}}
+	var lw cache.ListerWatcher = &podListerWatcher{client: cfg.Client, rest: cfg.REST, namespace: cfg.Namespace, selector: LabelVMUID}
+	if cfg.REST == nil {
+		pods := cfg.Client.CoreV1().Pods(cfg.Namespace)
+		// As client-go's typed informer does: a client that cannot stream a watch list (the
+		// fake) is listed instead.
+		lw = cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.LabelSelector = LabelVMUID
+				return pods.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.LabelSelector = LabelVMUID
+				return pods.Watch(ctx, o)
+			},
+		}, cfg.Client)
 	}
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &corev1.Pod{},
+		// Start's notify, once it is given; the informer runs only after.
+		Handler: b.vmHandlers(func(vm types.NamespacedName) { b.notify(vm) }, func(old, cur any) bool {
+			return !old.(*cachedPod).sameVersion(cur.(*cachedPod))
+		}),
+		ResyncPeriod: cfg.Resync,
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byNode: func(obj any) ([]string, error) {
+			if p, ok := obj.(*cachedPod); ok && p.node != (interned{}) {
+				return []string{p.node.String()}, nil
+			}
+			return nil, nil
+		}},
+		Transform: toCachedPod,
+	})
+	b.pods, b.podsCtrl = store.(cache.Indexer), ctrl
 	if cfg.WatchNodes {
 		b.nodes = coreinformers.NewNodeInformer(cfg.Client, cfg.Resync, cache.Indexers{})
 	}
@@ -98,29 +131,13 @@ func New(cfg Config) *Backend {
 // Start watches the server pods (and nodes) and calls notify with the owning VM of each pod that
 // changes, and of each pod on a node whose readiness changes.
 func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) (func() bool, error) {
-	if err := b.pods.SetTransform(toCachedPod); err != nil {
-		return nil, fmt.Errorf("set pod transform: %w", err)
-	}
-	if err := b.pods.AddIndexers(cache.Indexers{byNode: func(obj any) ([]string, error) {
-		if p, ok := obj.(*cachedPod); ok && p.node != (interned{}) {
-			return []string{p.node.String()}, nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return nil, fmt.Errorf("index pods by node: %w", err)
-	}
 	owner := func(obj any) { notifyVM(obj, notify) }
-	// synced follows the handlers' registrations, not the informers: a registration has
-	// synced once the initial list has been handed to its handler, so every VM with a pod has
-	// been notified by the time the caller starts its workers.
-	podsHandled, err := b.pods.AddEventHandler(b.vmHandlers(notify, func(old, cur any) bool {
-		return !old.(*cachedPod).sameVersion(cur.(*cachedPod))
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("watch pods: %w", err)
-	}
-	go b.pods.RunWithContext(ctx)
-	synced := []cache.InformerSynced{podsHandled.HasSynced}
+	// synced follows the handlers, not only the caches: the plain informer counts an item of
+	// its initial list done once its handler has had it, so every VM with a pod has been
+	// notified by the time the caller starts its workers.
+	b.notify = notify
+	go b.podsCtrl.RunWithContext(ctx)
+	synced := []cache.InformerSynced{b.podsCtrl.HasSynced}
 
 	if b.nodes != nil {
 		if err := b.nodes.SetTransform(toNode); err != nil {
@@ -134,7 +151,7 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 			if !ok {
 				return
 			}
-			objs, _ := b.pods.GetIndexer().ByIndex(byNode, n.Name)
+			objs, _ := b.pods.ByIndex(byNode, n.Name)
 			for _, o := range objs {
 				owner(o)
 			}
@@ -242,7 +259,7 @@ func (b *Backend) echo(obj any) bool {
 // (or an earlier VM of the same name) controls is reported only while it is being deleted, so
 // that the controller waits for it rather than adopting it.
 func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
-	obj, ok, err := b.pods.GetIndexer().GetByKey(vm.Namespace + "/" + PodName(vm.Name))
+	obj, ok, err := b.pods.GetByKey(vm.Namespace + "/" + PodName(vm.Name))
 	if err != nil {
 		return nil, fmt.Errorf("read pod cache: %w", err)
 	}

@@ -166,7 +166,7 @@ func cachedBackend(t *testing.T, client *kubefake.Clientset, pods ...*corev1.Pod
 	t.Helper()
 	b := New(Config{Client: client})
 	for _, p := range pods {
-		if err := b.pods.GetIndexer().Add(cachePod(p)); err != nil {
+		if err := b.pods.Add(cachePod(p)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -26,6 +27,16 @@ import (
 // Answer read the bytes), paced as cfg says.
 func RESTClientFor(cfg *rest.Config) (rest.Interface, error) {
 	c, err := rest.UnversionedRESTClientFor(dynamic.ConfigFor(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("make REST client: %w", err)
+	}
+	return c, nil
+}
+
+// RESTClientForConfigAndClient is RESTClientFor over httpClient, so that it shares that
+// client's connections with the other clients made over it.
+func RESTClientForConfigAndClient(cfg *rest.Config, httpClient *http.Client) (rest.Interface, error) {
+	c, err := rest.UnversionedRESTClientForConfigAndClient(dynamic.ConfigFor(cfg), httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("make REST client: %w", err)
 	}
