@@ -154,7 +154,8 @@ func checkOnePass(t *testing.T, layout string, vm VirtualMachine) {
 		f.ServerState, f.UsageCPU, f.UsageMemory, f.ConsecutiveFailures, f.LastUpdateTime, f.ObservedGeneration, f.Conditions,
 		f.RestartedAt, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity,
 		"metadata", "metadata.finalizers.0", "status", "status.conditions.0.type", "spec.x.y.z", "kind.x", ""}
-	got := vm.getAll(paths...)
+	got := make([]gjson.Result, len(paths))
+	vm.getAll(got, paths...)
 	for i, p := range paths {
 		want := gjson.Result{}
 		if p != "" {

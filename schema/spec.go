@@ -52,7 +52,8 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 
 	// The run strategy's values are the CRD's own words (Fields.StrategyWord), so errors
 	// quote those, not this project's.
-	v := vm.getAll(f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.EvictionStrategy, f.Placement)
+	var v [9]gjson.Result
+	vm.getAll(v[:], f.Action, f.CPU, f.Memory, f.RootDisk, f.Image, f.RootDiskStorageClass, f.RootDiskReclaimPolicy, f.EvictionStrategy, f.Placement)
 	switch a := v[0]; {
 	case !a.Exists():
 		errs = append(errs, field.Required(fieldPath(f.Action), "must be one of "+quoted(f.StrategyWords())))

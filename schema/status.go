@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -181,6 +182,9 @@ func SetCondition(conds []Condition, c Condition) []Condition {
 // apimachinery's meta.RemoveStatusCondition (every one of that type goes). conds itself is not
 // changed.
 func RemoveCondition(conds []Condition, t string) []Condition {
+	if !slices.ContainsFunc(conds, func(c Condition) bool { return c.Type == t }) {
+		return slices.Clone(conds) // nothing to remove: the copy, without two conversions
+	}
 	m := toMeta(conds)
 	meta.RemoveStatusCondition(&m, t)
 	out := make([]Condition, 0, len(m))

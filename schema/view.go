@@ -48,7 +48,12 @@ func (vm VirtualMachine) Fields() Fields { return vm.fields }
 // resourceVersion). Callers must not modify it.
 func (vm VirtualMachine) JSON() []byte { return vm.raw }
 
+// get reads the value at path; an empty path (a field the layout has no place for) reads as
+// absent, as in getAll, never as an object's "" key.
 func (vm VirtualMachine) get(path string) gjson.Result {
+	if path == "" {
+		return gjson.Result{}
+	}
 	return gjson.GetBytes(vm.raw, gjsonPath(path))
 }
 
@@ -57,17 +62,29 @@ func (vm VirtualMachine) str(path string) string { return vm.get(path).String() 
 // getAll reads several paths in one pass over the object, each as get would read it; an empty
 // path reads as absent. A reconcile reads a dozen status fields, and gjson, asked for each
 // apart, scans the object from its start every time: most of a no-op reconcile's CPU before.
-func (vm VirtualMachine) getAll(paths ...string) []gjson.Result {
-	out := make([]gjson.Result, len(paths))
-	pending := make([]wanted, 0, len(paths))
+//
+// The values it returns are read in place: their strings share raw's memory, which nobody may
+// change (ViewOf), instead of a copy of the whole object made for each call (gjson.ParseBytes
+// copies), which was the largest part of what a decision allocated.
+//
+// It fills out, one value per path, which the caller gives so that the values can live on its
+// stack; out must be as long as paths.
+func (vm VirtualMachine) getAll(out []gjson.Result, paths ...string) {
+	clear(out)
+	var room [maxPaths]wanted
+	pending := room[:0]
 	for i, p := range paths {
 		if p != "" {
 			pending = append(pending, wanted{i, p})
 		}
 	}
-	collect(gjson.ParseBytes(vm.raw), pending, out)
-	return out
+	scratch := make([]wanted, 0, 2*len(pending))
+	collect(gjson.Parse(unsafe.String(unsafe.SliceData(vm.raw), len(vm.raw))), pending, out, &scratch)
 }
+
+// maxPaths is the most paths one getAll is asked for (Spec's and Status's), below which its
+// bookkeeping stays on the stack; more still work, through the heap.
+const maxPaths = 32
 
 // wanted is a path of getAll still to be found: its place in the answer, and its keys below
 // the object being walked.
@@ -79,7 +96,10 @@ type wanted struct {
 // collect hands each member of obj to the pending paths whose next key it is: a member that
 // ends a path is its value, one that does not is walked in turn. As gjson does, the first
 // member of a key is the one read. What is not an object is left to gjson.
-func collect(obj gjson.Result, pending []wanted, out []gjson.Result) {
+//
+// The paths still to be found below a member go on scratch, above what the walk above it
+// holds there, and come off once that member is walked: one buffer for the whole walk.
+func collect(obj gjson.Result, pending []wanted, out []gjson.Result, scratch *[]wanted) {
 	if len(pending) == 0 {
 		return
 	}
@@ -90,7 +110,7 @@ func collect(obj gjson.Result, pending []wanted, out []gjson.Result) {
 		return
 	}
 	obj.ForEach(func(key, value gjson.Result) bool {
-		var deeper []wanted
+		mark := len(*scratch)
 		n := 0
 		k := key.Str
 		for _, w := range pending {
@@ -99,13 +119,16 @@ func collect(obj gjson.Result, pending []wanted, out []gjson.Result) {
 				pending[n] = w
 				n++
 			case len(w.rest) > len(k):
-				deeper = append(deeper, wanted{w.i, w.rest[len(k)+1:]})
+				*scratch = append(*scratch, wanted{w.i, w.rest[len(k)+1:]})
 			default:
 				out[w.i] = value
 			}
 		}
 		pending = pending[:n]
-		collect(value, deeper, out)
+		if end := len(*scratch); end > mark {
+			collect(value, (*scratch)[mark:end:end], out, scratch)
+		}
+		*scratch = (*scratch)[:mark]
 		return n > 0
 	})
 }
@@ -159,7 +182,8 @@ func (vm VirtualMachine) HasFinalizer(name string) bool {
 // is simply rewritten.
 func (vm VirtualMachine) Status() Status {
 	f := vm.fields
-	v := vm.getAll(f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
+	var v [22]gjson.Result
+	vm.getAll(v[:], f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
 		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions,
 		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity, f.ServerNode, f.ServerIP,
 		f.NextRetryTime, f.StartRequestedAt, f.StopRequestedAt, // the run strategies' (runstrategy.go)
