@@ -10,9 +10,11 @@
 // REST client (Config.REST, as the controller runs) the informer lists and watches through it
 // and reads each VM from the wire into its Object in place (vmcache.ListerWatcher), and the
 // writes go through it too, each answer read the same way (write.go, restWriter, through
-// vmcache.Answer). Without one (the unit tests, over client-go's dynamic fake) the informer is a
-// dynamic one whose transform compacts each object (vmcache.Transform), and the writes go
-// through the dynamic client (dynamicWriter). A poller (poller.go) samples the usage of Active
+// vmcache.Answer). Without one (the unit tests, over client-go's dynamic fake) the informer
+// lists and watches through the dynamic client and its transform compacts each object
+// (vmcache.Transform), and the writes go through the dynamic client (dynamicWriter). Either
+// way it is client-go's plain informer, its one handler called where each event is stored
+// (vmInformer says why). A poller (poller.go) samples the usage of Active
 // VMs and writes it; the informer ignores those writes (vmcache.OnlyUsageChanged), and drops
 // the echoes of the loop's own writes (echo.go), whose last answer a reconcile decides on
 // until the informer brings it back. Expectations (expect.go, expectdisk.go) cover the window
