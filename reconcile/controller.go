@@ -202,11 +202,12 @@ func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
 // vmInformer is one informer of the VMs and the means to stop it.
 //
 // Why client-go's plain informer (cache.NewInformerWithOptions) and not a shared one: the
-// controller has one handler per informer, and a shared informer hands each event to its
-// handlers through a listener of two goroutines of its own (a buffer and a runner), two more
-// hand-offs per event on top of the watch's and the queue's, which showed in the profile of a
-// burst as scheduler work (docs/dev/benchmarks.md). The plain informer calls the handler in
-// the loop that stores the event; the handler only queues, so that loop is not held up.
+// controller has one handler per informer, and a shared informer, made to serve many, hands
+// each event to its handlers through a listener of two goroutines of its own (a buffer and a
+// runner), two more hand-offs per event on top of the watch's and the queue's. The plain
+// informer calls the handler in the loop that stores the event; the handler only queues, so
+// that loop is not held up. In side-by-side bursts the change measured level in CPU per VM
+// (docs/dev/benchmarks.md): it is kept for the simpler path, not for a gain.
 type vmInformer struct {
 	store cache.Indexer
 	// ctrl has synced once the initial list has been stored and handed to the handler, not
@@ -417,10 +418,11 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 }
 
 // HasSynced reports whether the caches of VMs and servers hold a full list and the handlers
-// have queued every VM of it; readiness follows it. An informer's own HasSynced turns true
-// once its list is stored, while its handlers may still be working through it: workers
+// have queued every VM of it; readiness follows it. A shared informer's own HasSynced turns
+// true once its list is stored, while its handlers may still be working through it: workers
 // started then reconcile a VM, and the add of its server, handed over a moment later, queues
-// it again (in a cold start over many VMs, many were reconciled twice so).
+// it again (in a cold start over many VMs, many were reconciled twice so). The plain
+// informers used here count an item of the list done only once their handler has had it.
 func (c *Controller) HasSynced() bool {
 	vms := c.vms.Load()
 	return vms != nil && vms.ctrl.HasSynced() && c.serversSynced != nil && c.serversSynced() &&

@@ -63,7 +63,8 @@ type Backend struct {
 	cfg Config
 	// pods is client-go's plain informer of the server pods, not a shared one: it calls its
 	// one handler in the loop that stores each event, where a shared informer hands every
-	// event on through two goroutines of its own (see the VMs' informer, reconcile/controller.go).
+	// event on through two goroutines of its own (reconcile/controller.go's vmInformer says
+	// why, and what it measured).
 	pods     cache.Indexer
 	podsCtrl cache.Controller
 	// notify is Start's: each pod's change notifies its VM through it.
