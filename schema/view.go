@@ -63,12 +63,10 @@ func (vm VirtualMachine) str(path string) string { return vm.get(path).String() 
 // path reads as absent. A reconcile reads a dozen status fields, and gjson, asked for each
 // apart, scans the object from its start every time: most of a no-op reconcile's CPU before.
 //
-// The values it returns are read in place: their strings share raw's memory, which nobody may
-// change (ViewOf), instead of a copy of the whole object made for each call (gjson.ParseBytes
-// copies), which was the largest part of what a decision allocated.
-//
 // It fills out, one value per path, which the caller gives so that the values can live on its
-// stack; out must be as long as paths.
+// stack; out must be as long as paths. The values are read in place: their strings share raw's
+// memory, which nobody may change (ViewOf), instead of a copy of the whole object made for each
+// call (gjson.ParseBytes copies), which was the largest part of what a decision allocated.
 func (vm VirtualMachine) getAll(out []gjson.Result, paths ...string) {
 	clear(out)
 	var room [maxPaths]wanted
