@@ -6,6 +6,7 @@ package command
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -132,11 +133,20 @@ type apiClients struct {
 }
 
 func newAPIClients(cfg *rest.Config) (apiClients, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return apiClients{}, fmt.Errorf("make HTTP client: %w", err)
+	}
+	return apiClientsOver(cfg, hc)
+}
+
+// apiClientsOver makes the clients of cfg over hc, whose connections they share.
+func apiClientsOver(cfg *rest.Config, hc *http.Client) (apiClients, error) {
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return apiClients{}, fmt.Errorf("make client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return apiClients{}, fmt.Errorf("make dynamic client: %w", err)
 	}
@@ -170,13 +180,9 @@ func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int) (runClien
 	if err != nil {
 		return runClients{}, fmt.Errorf("make HTTP client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	api, err := apiClientsOver(cfg, hc)
 	if err != nil {
-		return runClients{}, fmt.Errorf("make client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return runClients{}, fmt.Errorf("make dynamic client: %w", err)
+		return runClients{}, err
 	}
 	vmREST, err := vmcache.RESTClientForConfigAndClient(cfg, hc)
 	if err != nil {
@@ -201,5 +207,5 @@ func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int) (runClien
 	if err != nil {
 		return runClients{}, fmt.Errorf("make usage client: %w", err)
 	}
-	return runClients{apiClients: apiClients{kube: kube, dynamic: dyn}, vmREST: vmREST, vmWatch: vmWatch, proto: proto, podWatch: podWatch, usage: usage}, nil
+	return runClients{apiClients: api, vmREST: vmREST, vmWatch: vmWatch, proto: proto, podWatch: podWatch, usage: usage}, nil
 }
