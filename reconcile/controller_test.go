@@ -482,8 +482,8 @@ func TestControllerSyncedAfterHandlers(t *testing.T) {
 	client, _ := coldSyncServer(t, n)
 	cold, cancel := startColdSync(t, client)
 	defer cancel()
-	for !cold.vms.Load().ctrl.HasSynced() {
-		time.Sleep(100 * time.Microsecond)
+	if !cache.WaitForCacheSync(t.Context().Done(), cold.vms.Load().ctrl.HasSynced) {
+		t.Fatal("the VM informer did not sync")
 	}
 	if got := cold.queue.Len(); got != n {
 		t.Errorf("%d VMs queued when the informer first said synced, want all %d", got, n)
