@@ -156,10 +156,20 @@ func getPod(t *testing.T, c client.Client) *corev1.Pod {
 }
 
 // markReady makes the VM's pod running and ready, as kwok does.
+// bind places the VM's pod on node, as the scheduler does.
+func bind(t *testing.T, c client.Client, node string) {
+	t.Helper()
+	pod := getPod(t, c)
+	pod.Spec.NodeName = node
+	if err := c.Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func markReady(t *testing.T, c client.Client) {
 	t.Helper()
 	pod := getPod(t, c)
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 	if err := c.Status().Update(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
@@ -176,15 +186,15 @@ func TestLifecycle(t *testing.T) {
 	r := newReconciler(c)
 	const (
 		creating = `patch vm-1/status {"status":{"phase":"Creating","reason":"ServerCreating","message":"Waiting for the server to start",` +
-			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Pending"},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
+			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Pending","node":null,"ip":null},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
 			`"conditions":[{"type":"Ready","status":"False","observedGeneration":1,"lastTransitionTime":"2026-11-26T09:00:00Z",` +
 			`"reason":"ServerCreating","message":"Waiting for the server to start"}]}}`
 		active = `patch vm-1/status {"status":{"phase":"Active","reason":"ServerReady","message":"Server vm-1-server is running and ready",` +
-			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Running"},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
+			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Running","node":"node-1","ip":"10.0.0.7"},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
 			`"conditions":[{"type":"Ready","status":"True","observedGeneration":1,"lastTransitionTime":"2026-11-26T09:00:00Z",` +
 			`"reason":"ServerReady","message":"Server vm-1-server is running and ready"}]}}`
 		terminating = `patch vm-1/status {"status":{"phase":"Terminating","reason":"ServerDeleting","message":"Waiting for server vm-1-server to be deleted before the VM is removed",` +
-			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Running"},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
+			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Running","node":"node-1","ip":"10.0.0.7"},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
 			`"conditions":[{"type":"Ready","status":"False","observedGeneration":1,"lastTransitionTime":"2026-11-26T09:00:00Z",` +
 			`"reason":"ServerDeleting","message":"Waiting for server vm-1-server to be deleted before the VM is removed"}]}}`
 	)
@@ -205,6 +215,10 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("pod %+v: want owned by the VM, labelled with its UID and name, image img, cpu 100m, never restarted", pod)
 	}
 	step("nothing changed")
+
+	bind(t, c, "node-1")
+	w.take() // the test's own update
+	step("pod placed: its node waits for the write that Active brings")
 
 	markReady(t, c)
 	step("pod ready", active)
@@ -402,10 +416,41 @@ func TestStatus(t *testing.T) {
 	if report(stored, "Creating", "ServerCreating", "Waiting for the server to start", pod, clock).sameAs(stored) {
 		t.Error("a new generation is the same status: observedGeneration would stay behind")
 	}
+	stored.SetGeneration(1)
+	placed := pod.DeepCopy()
+	placed.Spec.NodeName, placed.Status.PodIP = "node-1", "10.0.0.7"
+	if !report(stored, "Creating", "ServerCreating", "Waiting for the server to start", placed, clock).sameAs(stored) {
+		t.Error("a Creating VM whose pod was placed is not the same: its node would cost a write of its own")
+	}
+	placed.Status.Phase = corev1.PodRunning
+	active := report(stored, "Active", "ServerReady", "Server vm-1-server is running and ready", placed, clock)
+	if b, _ := active.patch(); !regexp.MustCompile(`"node":"node-1","ip":"10.0.0.7"`).Match(b) {
+		t.Errorf("Active status %s, want the pod's node and address", b)
+	}
+	stored.Object["status"] = jsonInts(mustJSON(t, active)["status"])
+	moved := placed.DeepCopy()
+	moved.Spec.NodeName = "node-2"
+	if report(stored, "Active", "ServerReady", "Server vm-1-server is running and ready", moved, clock).sameAs(stored) {
+		t.Error("an Active VM whose pod runs elsewhere is the same: its status would keep the old node")
+	}
 	gone := report(stored, "Inactive", "ServerStopped", "The VM has no server (action is inactive)", nil, clock)
 	if b, _ := gone.patch(); !regexp.MustCompile(`"server":null`).Match(b) {
 		t.Errorf("status without a server %s, want server null so that the old one goes", b)
 	}
+}
+
+// mustJSON is st's patch decoded as the API would hold it.
+func mustJSON(t *testing.T, st status) map[string]any {
+	t.Helper()
+	b, err := st.patch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // jsonInts turns the float64 numbers of encoding/json into int64, as the API machinery's

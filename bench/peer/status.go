@@ -24,11 +24,14 @@ type status struct {
 	Conditions         []condition   `json:"conditions"`
 }
 
-// serverStatus names the VM's pod and repeats its phase.
+// serverStatus names the VM's pod, repeats its phase and says where it runs: its node and
+// address, null until the pod has them, so that a replaced pod's are not left behind.
 type serverStatus struct {
-	Name  string `json:"name"`
-	ID    string `json:"id"`
-	State string `json:"state"`
+	Name  string  `json:"name"`
+	ID    string  `json:"id"`
+	State string  `json:"state"`
+	Node  *string `json:"node"`
+	IP    *string `json:"ip"`
 }
 
 // condition is a metav1.Condition as the API stores it.
@@ -48,7 +51,8 @@ func report(vm *unstructured.Unstructured, phase, reason, msg string, pod *corev
 	stamp := now.UTC().Format(time.RFC3339)
 	st := status{Phase: phase, Reason: reason, Message: msg, ObservedGeneration: vm.GetGeneration(), LastUpdateTime: stamp}
 	if pod != nil {
-		st.Server = &serverStatus{Name: pod.Name, ID: string(pod.UID), State: string(pod.Status.Phase)}
+		st.Server = &serverStatus{Name: pod.Name, ID: string(pod.UID), State: string(pod.Status.Phase),
+			Node: orNull(pod.Spec.NodeName), IP: orNull(pod.Status.PodIP)}
 	}
 	ready := condition{Type: "Ready", Status: "False", ObservedGeneration: st.ObservedGeneration, LastTransitionTime: stamp,
 		Reason: reason, Message: msg}
@@ -65,9 +69,19 @@ func report(vm *unstructured.Unstructured, phase, reason, msg string, pod *corev
 	return st
 }
 
+// orNull is s, or nil (null in the patch) for "".
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // sameAs reports whether the VM's status already says what st says, whenever it was written:
 // lastUpdateTime and the transition time are left out, so that a reconcile that finds nothing
-// new writes nothing.
+// new writes nothing. While the VM is Creating and stays so, a pod's node and address are
+// left out too: a pod is placed and given an address before it is ready, and vm-controller
+// writes them with the status its readiness brings rather than a write for each.
 func (st status) sameAs(vm *unstructured.Unstructured) bool {
 	cur, _ := vm.Object["status"].(map[string]any)
 	if str(cur, "phase") != st.Phase || str(cur, "reason") != st.Reason || str(cur, "message") != st.Message ||
@@ -79,6 +93,9 @@ func (st status) sameAs(vm *unstructured.Unstructured) bool {
 	case st.Server == nil && srv != nil, st.Server != nil && srv == nil:
 		return false
 	case st.Server != nil && (str(srv, "name") != st.Server.Name || str(srv, "id") != st.Server.ID || str(srv, "state") != st.Server.State):
+		return false
+	case st.Server != nil && !(st.Phase == "Creating" && str(cur, "phase") == "Creating") &&
+		(str(srv, "node") != deref(st.Server.Node) || str(srv, "ip") != deref(st.Server.IP)):
 		return false
 	}
 	conds, _ := cur["conditions"].([]any)
@@ -146,6 +163,13 @@ func currentReady(vm *unstructured.Unstructured) (condition, bool) {
 		}
 	}
 	return condition{}, false
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // str and integer read a field of a decoded JSON object without copying it (the cache's
