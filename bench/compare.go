@@ -229,6 +229,7 @@ func compareScenario(args []string) error {
 		rep  record.Repetition
 	}
 	var results []result
+	shapes := map[string]workShape{} // each contender's, from its first burst
 	for rep := 1; rep <= f.reps; rep++ {
 		for pos, c := range rotated(contenders, rep-1) {
 			if f.settle > 0 {
@@ -237,9 +238,12 @@ func compareScenario(args []string) error {
 				}
 			}
 			started := time.Now()
-			b, err := compareRun(base, c, f, rep)
+			b, shape, err := compareRun(base, c, f, rep)
 			if err != nil {
 				return fmt.Errorf("%s, repetition %d: %w", c.name, rep, err)
+			}
+			if _, ok := shapes[c.name]; !ok {
+				shapes[c.name] = shape
 			}
 			r := record.Repetition{Rep: rep, Position: pos + 1, Started: started, Burst: b}
 			results = append(results, result{c.name, r})
@@ -254,6 +258,7 @@ func compareScenario(args []string) error {
 	for _, r := range results {
 		printRun(r.name, r.rep.Rep, r.rep.Burst)
 	}
+	printShapes(contenders, shapes)
 	fmt.Printf("\nmedian of %d:\n", f.reps)
 	printRunHeader()
 	for _, c := range rec.run.Contenders {
@@ -264,28 +269,29 @@ func compareScenario(args []string) error {
 
 // compareRun starts one contender in a fresh namespace, creates the VMs, waits until all are
 // Active, then deletes the namespace with the controller running and waits until it is gone.
-func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst, error) {
+// It returns the burst's figures and the shape of the work done for the first VM.
+func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst, workShape, error) {
 	e, err := base.fork()
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	defer e.close()
 	ctrl, err := c.start(e)
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	pid := ctrl.cmd.Process.Pid
 	w, err := e.watchVMs()
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	apiBefore, err := e.apiserverMetrics()
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	cpuBefore, err := processCPU(pid)
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	profiled := make(chan error, 1)
 	if f.profile != "" {
@@ -303,29 +309,33 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create VMs: %w", err)
+		return nil, workShape{}, fmt.Errorf("create VMs: %w", err)
 	}
 	if err := w.waitActive(f.vms, f.timeout); err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	took := time.Since(start)
 	cpuAfter, err := processCPU(pid)
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	machineAfter := takeCPU()
 	printCPU("  "+c.name+": CPU by process, first create to all Active", machineBefore, machineAfter)
 	rss, err := peakRSS(pid)
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	if err := <-profiled; err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	time.Sleep(5 * time.Second) // writes still on their way (vm-controller's Events are sent in the background)
+	shape, err := shapeOf(e, vmName(0))
+	if err != nil {
+		return nil, workShape{}, err
+	}
 	apiAfter, err := e.apiserverMetrics()
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	n := float64(f.vms)
 	r := w.burstRecord(0, f.vms, start, took, cpuAfter-cpuBefore, machineAfter.since(machineBefore), apiBefore, apiAfter)
@@ -338,18 +348,18 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 	}
 	evs, err := e.controllerEvents()
 	if err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	r.EventsPerVM = float64(evs) / n
 	printClusterWrites(apiBefore, apiAfter, n)
 
 	var refused map[string]float64
 	if r.TeardownSeconds, r.Teardown, refused, err = deleteNamespace(e, ctrl, w, f.vms, f.timeout); err != nil {
-		return nil, err
+		return nil, workShape{}, err
 	}
 	printTeardown(c.name, r, refused)
 	ctrl.stop()
-	return r, nil
+	return r, shape, nil
 }
 
 // deleteNamespace deletes e's namespace with the controller running and waits until it is
@@ -463,6 +473,33 @@ func refusedWrites(before, after map[string]float64) map[string]float64 {
 func rotated(contenders []contender, rep int) []contender {
 	k := rep % len(contenders)
 	return append(slices.Clone(contenders[k:]), contenders[:k]...)
+}
+
+// printShapes prints how each contender's work, its first VM's status and pod, differs from
+// the peer's: the comparison holds only where they are the same (a contender with claims has a
+// disk of its own in both, which the peer does not make).
+func printShapes(contenders []contender, shapes map[string]workShape) {
+	var peer *contender
+	for i := range contenders {
+		if contenders[i].peer {
+			peer = &contenders[i]
+			break
+		}
+	}
+	if peer == nil {
+		return
+	}
+	fmt.Println()
+	for _, c := range contenders {
+		if c.peer {
+			continue
+		}
+		if d := shapes[c.name].diff(shapes[peer.name]); d != "" {
+			fmt.Printf("the work differs: %s against %s: %s\n", c.name, peer.name, d)
+		} else {
+			fmt.Printf("the same work: %s and %s made the same status and pod (their fields)\n", c.name, peer.name)
+		}
+	}
 }
 
 // profileName is the file of a contender's CPU profile in one repetition.
