@@ -329,7 +329,7 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 		return nil, workShape{}, err
 	}
 	time.Sleep(5 * time.Second) // writes still on their way (vm-controller's Events are sent in the background)
-	shape, err := shapeOf(e, vmName(0))
+	shape, err := shapeOf(e, w, vmName(0))
 	if err != nil {
 		return nil, workShape{}, err
 	}
@@ -497,7 +497,7 @@ func printShapes(contenders []contender, shapes map[string]workShape) {
 		if d := shapes[c.name].diff(shapes[peer.name]); d != "" {
 			fmt.Printf("the work differs: %s against %s: %s\n", c.name, peer.name, d)
 		} else {
-			fmt.Printf("the same work: %s and %s made the same status and pod (their fields)\n", c.name, peer.name)
+			fmt.Printf("the same work: %s and %s made the same statuses and pod (their fields, phase by phase)\n", c.name, peer.name)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -970,10 +971,13 @@ type vmWatch struct {
 	mu       sync.Mutex
 	createAt map[string]time.Time
 	activeAt map[string]time.Time
+	// shapes is the first VM's status as each phase's events showed it: the paths of its
+	// fields, by phase (see workShape).
+	shapes map[string][]string
 }
 
 func (e *env) watchVMs() (*vmWatch, error) {
-	w := &vmWatch{createAt: map[string]time.Time{}, activeAt: map[string]time.Time{}}
+	w := &vmWatch{createAt: map[string]time.Time{}, activeAt: map[string]time.Time{}, shapes: map[string][]string{}}
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.dyn, 0, e.ns, nil)
 	w.informer = f.ForResource(vmGVR).Informer()
 	_ = w.informer.SetTransform(func(obj any) (any, error) {
@@ -987,11 +991,18 @@ func (e *env) watchVMs() (*vmWatch, error) {
 		if !ok {
 			return
 		}
-		if p, _, _ := unstructured.NestedString(u.Object, "status", "phase"); p == "Active" {
+		p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		if p == "Active" {
 			w.mu.Lock()
 			if _, ok := w.activeAt[u.GetName()]; !ok {
 				w.activeAt[u.GetName()] = time.Now()
 			}
+			w.mu.Unlock()
+		}
+		if p != "" && u.GetName() == vmName(0) {
+			status, _ := u.Object["status"].(map[string]any)
+			w.mu.Lock()
+			w.shapes[p] = union(w.shapes[p], paths("status", status))
 			w.mu.Unlock()
 		}
 	}
@@ -1005,6 +1016,13 @@ func (e *env) watchVMs() (*vmWatch, error) {
 		return nil, fmt.Errorf("the bench's informer did not sync")
 	}
 	return w, nil
+}
+
+// statusShapes is the first VM's status paths by phase, as the watch has seen them so far.
+func (w *vmWatch) statusShapes() map[string][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.shapes)
 }
 
 func (w *vmWatch) created(name string) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestPaths: leaves by dotted path, list items merged under [], values and empty leaves left
-// out.
+// TestPaths: leaves by dotted path, conditions by type, other list items merged under [],
+// values and empty leaves left out.
 func TestPaths(t *testing.T) {
 	status := map[string]any{
 		"phase":  "Active",
@@ -18,10 +18,14 @@ func TestPaths(t *testing.T) {
 		"observedGeneration": int64(1),
 	}
 	got := paths("status", status)
-	want := []string{"status.conditions[].reason", "status.conditions[].status", "status.conditions[].type",
+	want := []string{"status.conditions[type=Paused].reason", "status.conditions[type=Paused].type",
+		"status.conditions[type=Ready].status", "status.conditions[type=Ready].type",
 		"status.observedGeneration", "status.phase", "status.server.name", "status.server.node"}
 	if !slices.Equal(got, want) {
 		t.Errorf("paths\n%q\nwant\n%q", got, want)
+	}
+	if got := paths("spec", map[string]any{"containers": []any{map[string]any{"name": "a"}, map[string]any{"image": "b"}}}); !slices.Equal(got, []string{"spec.containers[].image", "spec.containers[].name"}) {
+		t.Errorf("paths of a list's items: %q", got)
 	}
 	if got := paths("", map[string]any{"metadata": map[string]any{"labels": map[string]any{"a/b": "c"}}}); !slices.Equal(got, []string{"metadata.labels.a/b"}) {
 		t.Errorf("paths without a prefix: %q", got)
@@ -29,19 +33,38 @@ func TestPaths(t *testing.T) {
 }
 
 // TestShapeDiff: the same shape says nothing; a field on either side is named with the side
-// that has it.
+// and the phase that have it, and a phase only one side went through is named too.
 func TestShapeDiff(t *testing.T) {
-	peer := workShape{vm: []string{"status.phase", "status.server.name"}, pod: []string{"spec.containers[].image"}}
+	peer := workShape{
+		status: map[string][]string{"Creating": {"status.phase"}, "Active": {"status.phase", "status.server.name"}},
+		pod:    []string{"spec.containers[].image"},
+	}
 	if d := peer.diff(peer); d != "" {
 		t.Errorf("the same shape: %q, want nothing", d)
 	}
-	mine := workShape{vm: []string{"status.phase", "status.server.name", "status.server.node"}, pod: []string{"spec.containers[].image", "spec.volumes[].name"}}
-	want := "VM status fields only it has: status.server.node; pod fields only it has: spec.volumes[].name"
+	mine := workShape{
+		status: map[string][]string{"Creating": {"status.conditions[].type", "status.phase"}, "Active": {"status.phase", "status.server.name"}},
+		pod:    []string{"spec.containers[].image", "spec.volumes[].name"},
+	}
+	want := "status Creating fields only it has: status.conditions[].type; pod fields only it has: spec.volumes[].name"
 	if d := mine.diff(peer); d != want {
 		t.Errorf("diff\n%q\nwant\n%q", d, want)
 	}
-	want = "VM status fields only the peer has: status.server.node; pod fields only the peer has: spec.volumes[].name"
+	want = "status Creating fields only the peer has: status.conditions[].type; pod fields only the peer has: spec.volumes[].name"
 	if d := peer.diff(mine); d != want {
 		t.Errorf("diff the other way\n%q\nwant\n%q", d, want)
+	}
+	mine.status = map[string][]string{"Active": peer.status["Active"], "Failed": {"status.phase"}}
+	mine.pod = peer.pod
+	want = "status Failed where the peer has none; no status Creating where the peer has one"
+	if d := mine.diff(peer); d != want {
+		t.Errorf("diff of phases\n%q\nwant\n%q", d, want)
+	}
+}
+
+// TestUnion: sorted, each path once.
+func TestUnion(t *testing.T) {
+	if got := union([]string{"a", "c"}, []string{"b", "c"}); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("union %q", got)
 	}
 }

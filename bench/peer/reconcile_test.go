@@ -188,6 +188,8 @@ func TestLifecycle(t *testing.T) {
 		creating = `patch vm-1/status {"status":{"phase":"Creating","reason":"ServerCreating","message":"Waiting for the server to start",` +
 			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Pending","node":null,"ip":null},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
 			`"conditions":[{"type":"Ready","status":"False","observedGeneration":1,"lastTransitionTime":"2026-11-26T09:00:00Z",` +
+			`"reason":"ServerCreating","message":"Waiting for the server to start"},` +
+			`{"type":"Reconciling","status":"True","observedGeneration":1,"lastTransitionTime":"2026-11-26T09:00:00Z",` +
 			`"reason":"ServerCreating","message":"Waiting for the server to start"}]}}`
 		active = `patch vm-1/status {"status":{"phase":"Active","reason":"ServerReady","message":"Server vm-1-server is running and ready",` +
 			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Running","node":"node-1","ip":"10.0.0.7"},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
@@ -196,6 +198,8 @@ func TestLifecycle(t *testing.T) {
 		terminating = `patch vm-1/status {"status":{"phase":"Terminating","reason":"ServerDeleting","message":"Waiting for server vm-1-server to be deleted before the VM is removed",` +
 			`"server":{"name":"vm-1-server","id":"POD-UID","state":"Running","node":"node-1","ip":"10.0.0.7"},"observedGeneration":1,"lastUpdateTime":"2026-11-26T09:00:00Z",` +
 			`"conditions":[{"type":"Ready","status":"False","observedGeneration":1,"lastTransitionTime":"2026-11-26T09:00:00Z",` +
+			`"reason":"ServerDeleting","message":"Waiting for server vm-1-server to be deleted before the VM is removed"},` +
+			`{"type":"Reconciling","status":"True","observedGeneration":1,"lastTransitionTime":"2026-11-26T09:00:00Z",` +
 			`"reason":"ServerDeleting","message":"Waiting for server vm-1-server to be deleted before the VM is removed"}]}}`
 	)
 	step := func(name string, want ...string) {
@@ -434,9 +438,33 @@ func TestStatus(t *testing.T) {
 		t.Error("an Active VM whose pod runs elsewhere is the same: its status would keep the old node")
 	}
 	gone := report(stored, "Inactive", "ServerStopped", "The VM has no server (action is inactive)", nil, clock)
-	if b, _ := gone.patch(); !regexp.MustCompile(`"server":null`).Match(b) {
-		t.Errorf("status without a server %s, want server null so that the old one goes", b)
+	if b, _ := gone.patch(); !regexp.MustCompile(`"server":null`).Match(b) || !regexp.MustCompile(`"conditions":null`).Match(b) {
+		t.Errorf("status without a server %s, want server null so that the old one goes, and no conditions (at rest)", b)
 	}
+	failed := report(stored, "Failed", "InvalidSpec", "Invalid spec: x", nil, clock)
+	if types := condTypes(failed); !slices.Equal(types, []string{"Ready", "Stalled"}) {
+		t.Errorf("Failed conditions %v, want Ready and Stalled", types)
+	}
+	if types := condTypes(active); !slices.Equal(types, []string{"Ready"}) {
+		t.Errorf("Active conditions %v, want Ready alone", types)
+	}
+	// The Reconciling condition keeps its transition time while the VM stays on its way.
+	creating := report(testVM(activeSpec), "Creating", "ServerCreating", "Waiting for the server to start", pod, clock)
+	onWay := testVM(activeSpec)
+	onWay.Object["status"] = jsonInts(mustJSON(t, creating)["status"])
+	later = report(onWay, "Creating", "ServerStarting", "Server vm-1-server is running and not ready yet", placed, clock.Add(time.Minute))
+	if c := later.Conditions[1]; c.Type != "Reconciling" || c.LastTransitionTime != "2026-11-26T09:00:00Z" || c.Reason != "ServerStarting" {
+		t.Errorf("Reconciling later %+v, want its first transition time and the new reason", c)
+	}
+}
+
+// condTypes is the types of st's conditions, in order.
+func condTypes(st status) []string {
+	var out []string
+	for _, c := range st.Conditions {
+		out = append(out, c.Type)
+	}
+	return out
 }
 
 // mustJSON is st's patch decoded as the API would hold it.

@@ -45,7 +45,10 @@ type condition struct {
 }
 
 // report is the status a VM should have: the phase, reason and message, the pod it runs on
-// (nil: none), with its Ready condition. now is the time of a change: the Ready condition
+// (nil: none), with its conditions as vm-controller writes them for the same state (its
+// reconcile/decision/kstatus.go): Ready, with Reconciling beside it while the VM is on its
+// way (Creating, Terminating) and Stalled when it failed (the peer retries nothing), and no
+// condition at all when it is Inactive at rest. now is the time of a change: a condition
 // keeps its transition time when its status stays, and lastUpdateTime is now.
 func report(vm *unstructured.Unstructured, phase, reason, msg string, pod *corev1.Pod, now time.Time) status {
 	stamp := now.UTC().Format(time.RFC3339)
@@ -54,18 +57,29 @@ func report(vm *unstructured.Unstructured, phase, reason, msg string, pod *corev
 		st.Server = &serverStatus{Name: pod.Name, ID: string(pod.UID), State: string(pod.Status.Phase),
 			Node: orNull(pod.Spec.NodeName), IP: orNull(pod.Status.PodIP)}
 	}
-	ready := condition{Type: "Ready", Status: "False", ObservedGeneration: st.ObservedGeneration, LastTransitionTime: stamp,
-		Reason: reason, Message: msg}
+	ready := condition{Type: "Ready", Status: "False"}
 	switch phase {
 	case "Active":
 		ready.Status = "True"
 	case "Unknown":
 		ready.Status = "Unknown"
 	}
-	if old, ok := currentReady(vm); ok && old.Status == ready.Status && old.LastTransitionTime != "" {
-		ready.LastTransitionTime = old.LastTransitionTime
-	}
 	st.Conditions = []condition{ready}
+	switch phase {
+	case "Creating", "Terminating":
+		st.Conditions = append(st.Conditions, condition{Type: "Reconciling", Status: "True"})
+	case "Failed":
+		st.Conditions = append(st.Conditions, condition{Type: "Stalled", Status: "True"})
+	case "Inactive":
+		st.Conditions = nil
+	}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.ObservedGeneration, c.Reason, c.Message, c.LastTransitionTime = st.ObservedGeneration, reason, msg, stamp
+		if old, ok := currentCondition(vm, c.Type); ok && old.Status == c.Status && old.LastTransitionTime != "" {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+	}
 	return st
 }
 
@@ -153,13 +167,13 @@ func finalizerPatch(vm *unstructured.Unstructured, add bool) ([]byte, error) {
 	return b, nil
 }
 
-// currentReady is the VM's Ready condition as stored, if it has one.
-func currentReady(vm *unstructured.Unstructured) (condition, bool) {
+// currentCondition is the VM's condition of type typ as stored, if it has one.
+func currentCondition(vm *unstructured.Unstructured, typ string) (condition, bool) {
 	cur, _ := vm.Object["status"].(map[string]any)
 	conds, _ := cur["conditions"].([]any)
 	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && str(m, "type") == "Ready" {
-			return condition{Type: "Ready", Status: str(m, "status"), LastTransitionTime: str(m, "lastTransitionTime")}, true
+		if m, ok := c.(map[string]any); ok && str(m, "type") == typ {
+			return condition{Type: typ, Status: str(m, "status"), LastTransitionTime: str(m, "lastTransitionTime")}, true
 		}
 	}
 	return condition{}, false
