@@ -179,6 +179,7 @@ func currentCondition(vm *unstructured.Unstructured, typ string) (condition, boo
 	return condition{}, false
 }
 
+// deref is *s, or "" for nil: a null field reads as absent, as sameAs reads the stored status.
 func deref(s *string) string {
 	if s == nil {
 		return ""
