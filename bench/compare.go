@@ -329,11 +329,12 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 		return nil, workShape{}, err
 	}
 	time.Sleep(5 * time.Second) // writes still on their way (vm-controller's Events are sent in the background)
-	shape, err := shapeOf(e, w, vmName(0))
+	apiAfter, err := e.apiserverMetrics()
 	if err != nil {
 		return nil, workShape{}, err
 	}
-	apiAfter, err := e.apiserverMetrics()
+	// After the API server's figures, so that its reads are not counted as the controller's.
+	shape, err := shapeOf(e, w, vmName(0))
 	if err != nil {
 		return nil, workShape{}, err
 	}

@@ -999,12 +999,7 @@ func (e *env) watchVMs() (*vmWatch, error) {
 			}
 			w.mu.Unlock()
 		}
-		if p != "" && u.GetName() == vmName(0) {
-			status, _ := u.Object["status"].(map[string]any)
-			w.mu.Lock()
-			w.shapes[p] = union(w.shapes[p], paths("status", status))
-			w.mu.Unlock()
-		}
+		w.noteShape(u)
 	}
 	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, cur any) { seen(cur) }}); err != nil {
 		return nil, err
@@ -1016,6 +1011,18 @@ func (e *env) watchVMs() (*vmWatch, error) {
 		return nil, fmt.Errorf("the bench's informer did not sync")
 	}
 	return w, nil
+}
+
+// noteShape adds u's status paths to its phase's shape, if u is the first VM and has a phase.
+func (w *vmWatch) noteShape(u *unstructured.Unstructured) {
+	p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	if p == "" || u.GetName() != vmName(0) {
+		return
+	}
+	status, _ := u.Object["status"].(map[string]any)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.shapes[p] = union(w.shapes[p], paths("status", status))
 }
 
 // statusShapes is the first VM's status paths by phase, as the watch has seen them so far.

@@ -18,7 +18,9 @@ import (
 // its Creating status the Reconciling condition, which cost the API server more for
 // vm-controller's VMs than for the peer's, unseen). compare reads the first VM's statuses off
 // the bench's watch and its pod after each contender's first burst, and prints where they
-// differ from the peer's.
+// differ from the peer's. It compares which fields each wrote, phase by phase on the way to
+// Active: not their values or order, nor how many writes a phase took (the burst's writes per
+// VM count those), nor the way out, where the two differ by design.
 
 // workShape is what a controller made for one VM, as the sets of its fields' paths (values
 // left out: names, UIDs and times differ from run to run): the VM's status in each phase it

@@ -3,6 +3,8 @@ package main
 import (
 	"slices"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestPaths: leaves by dotted path, conditions by type, other list items merged under [],
@@ -43,14 +45,14 @@ func TestShapeDiff(t *testing.T) {
 		t.Errorf("the same shape: %q, want nothing", d)
 	}
 	mine := workShape{
-		status: map[string][]string{"Creating": {"status.conditions[].type", "status.phase"}, "Active": {"status.phase", "status.server.name"}},
+		status: map[string][]string{"Creating": {"status.conditions[type=Reconciling].type", "status.phase"}, "Active": {"status.phase", "status.server.name"}},
 		pod:    []string{"spec.containers[].image", "spec.volumes[].name"},
 	}
-	want := "status Creating fields only it has: status.conditions[].type; pod fields only it has: spec.volumes[].name"
+	want := "status Creating fields only it has: status.conditions[type=Reconciling].type; pod fields only it has: spec.volumes[].name"
 	if d := mine.diff(peer); d != want {
 		t.Errorf("diff\n%q\nwant\n%q", d, want)
 	}
-	want = "status Creating fields only the peer has: status.conditions[].type; pod fields only the peer has: spec.volumes[].name"
+	want = "status Creating fields only the peer has: status.conditions[type=Reconciling].type; pod fields only the peer has: spec.volumes[].name"
 	if d := peer.diff(mine); d != want {
 		t.Errorf("diff the other way\n%q\nwant\n%q", d, want)
 	}
@@ -66,5 +68,31 @@ func TestShapeDiff(t *testing.T) {
 func TestUnion(t *testing.T) {
 	if got := union([]string{"a", "c"}, []string{"b", "c"}); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Errorf("union %q", got)
+	}
+}
+
+// TestNoteShape: the watch keeps the first VM's status paths by phase, the union of every
+// event of a phase, and nothing of the other VMs or of a status without a phase.
+func TestNoteShape(t *testing.T) {
+	w := &vmWatch{shapes: map[string][]string{}}
+	vm := func(name string, status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name}}}
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	w.noteShape(vm(vmName(0), nil))
+	w.noteShape(vm(vmName(0), map[string]any{"phase": "Creating", "server": map[string]any{"name": "s"}}))
+	w.noteShape(vm(vmName(0), map[string]any{"phase": "Creating", "server": map[string]any{"node": "n"}}))
+	w.noteShape(vm(vmName(1), map[string]any{"phase": "Active", "other": "x"}))
+	w.noteShape(vm(vmName(0), map[string]any{"phase": "Active"}))
+	got := w.statusShapes()
+	want := map[string][]string{
+		"Creating": {"status.phase", "status.server.name", "status.server.node"},
+		"Active":   {"status.phase"},
+	}
+	if len(got) != len(want) || !slices.Equal(got["Creating"], want["Creating"]) || !slices.Equal(got["Active"], want["Active"]) {
+		t.Errorf("shapes %q, want %q", got, want)
 	}
 }

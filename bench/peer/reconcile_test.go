@@ -155,7 +155,6 @@ func getPod(t *testing.T, c client.Client) *corev1.Pod {
 	return pod
 }
 
-// markReady makes the VM's pod running and ready, as kwok does.
 // bind places the VM's pod on node, as the scheduler does.
 func bind(t *testing.T, c client.Client, node string) {
 	t.Helper()
@@ -166,6 +165,7 @@ func bind(t *testing.T, c client.Client, node string) {
 	}
 }
 
+// markReady makes the VM's pod running and ready, with an address, as kwok does.
 func markReady(t *testing.T, c client.Client) {
 	t.Helper()
 	pod := getPod(t, c)
@@ -436,6 +436,16 @@ func TestStatus(t *testing.T) {
 	moved.Spec.NodeName = "node-2"
 	if report(stored, "Active", "ServerReady", "Server vm-1-server is running and ready", moved, clock).sameAs(stored) {
 		t.Error("an Active VM whose pod runs elsewhere is the same: its status would keep the old node")
+	}
+	readdressed := placed.DeepCopy()
+	readdressed.Status.PodIP = "10.0.0.8"
+	if report(stored, "Active", "ServerReady", "Server vm-1-server is running and ready", readdressed, clock).sameAs(stored) {
+		t.Error("an Active VM whose pod has a new address is the same: its status would keep the old one")
+	}
+	// A condition whose status changes takes the time of the change.
+	lost := report(stored, "Unknown", "NodeLost", "The node of server vm-1-server does not answer", placed, clock.Add(time.Hour))
+	if c := lost.Conditions[0]; c.Status != "Unknown" || c.LastTransitionTime != "2026-11-26T10:00:00Z" {
+		t.Errorf("Ready after its status changed %+v, want Unknown since the change", c)
 	}
 	gone := report(stored, "Inactive", "ServerStopped", "The VM has no server (action is inactive)", nil, clock)
 	if b, _ := gone.patch(); !regexp.MustCompile(`"server":null`).Match(b) || !regexp.MustCompile(`"conditions":null`).Match(b) {
