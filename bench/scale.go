@@ -991,8 +991,7 @@ func (e *env) watchVMs() (*vmWatch, error) {
 		if !ok {
 			return
 		}
-		p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-		if p == "Active" {
+		if p, _, _ := unstructured.NestedString(u.Object, "status", "phase"); p == "Active" {
 			w.mu.Lock()
 			if _, ok := w.activeAt[u.GetName()]; !ok {
 				w.activeAt[u.GetName()] = time.Now()

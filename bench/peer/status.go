@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 )
 
 // status is what the peer reports about a VM: the fields vm-controller writes (its
@@ -109,7 +110,7 @@ func (st status) sameAs(vm *unstructured.Unstructured) bool {
 	case st.Server != nil && (str(srv, "name") != st.Server.Name || str(srv, "id") != st.Server.ID || str(srv, "state") != st.Server.State):
 		return false
 	case st.Server != nil && !(st.Phase == "Creating" && str(cur, "phase") == "Creating") &&
-		(str(srv, "node") != deref(st.Server.Node) || str(srv, "ip") != deref(st.Server.IP)):
+		(str(srv, "node") != ptr.Deref(st.Server.Node, "") || str(srv, "ip") != ptr.Deref(st.Server.IP, "")):
 		return false
 	}
 	conds, _ := cur["conditions"].([]any)
@@ -177,14 +178,6 @@ func currentCondition(vm *unstructured.Unstructured, typ string) (condition, boo
 		}
 	}
 	return condition{}, false
-}
-
-// deref is *s, or "" for nil: a null field reads as absent, as sameAs reads the stored status.
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // str and integer read a field of a decoded JSON object without copying it (the cache's
