@@ -136,7 +136,7 @@ func compareScenario(args []string) error {
 	fs.BoolVar(&f.peer, "peer", true, "run the controller-runtime peer too; false: vm-controller's variants alone")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
-	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each contender's run, the peer's too (go tool pprof FILE); its CPU figures then include the profiler's")
+	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each contender's run and its allocations to the end of the burst (NAME.allocs.pprof), the peer's too (go tool pprof FILE); its CPU figures then include the profiler's")
 	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0, "vm-controller's GOMAXPROCS; 0: Go's default")
 	peerProcs := fs.String("peer-gomaxprocs", "0", "the peer's GOMAXPROCS, or a comma-separated list to run the peer once with each (e.g. 0,1); 0: Go's default")
@@ -327,6 +327,12 @@ func compareRun(base *env, c contender, f compareFlags, rep int) (*record.Burst,
 	}
 	if err := <-profiled; err != nil {
 		return nil, workShape{}, err
+	}
+	if f.profile != "" {
+		name := filepath.Join(f.profile, strings.TrimSuffix(profileName(c.name, rep), ".pprof")+".allocs.pprof")
+		if err := ctrl.allocsProfile(name); err != nil {
+			return nil, workShape{}, err
+		}
 	}
 	time.Sleep(5 * time.Second) // writes still on their way (vm-controller's Events are sent in the background)
 	apiAfter, err := e.apiserverMetrics()

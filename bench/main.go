@@ -336,22 +336,34 @@ func (e *env) apiserverMetrics() (map[string]float64, error) {
 
 // cpuProfile records the controller's CPU profile (--pprof) for d and writes it to file.
 func (c *controller) cpuProfile(d time.Duration, file string) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", c.metrics, int(d.Seconds()))
-	resp, err := (&http.Client{Timeout: d + time.Minute}).Get(url)
+	return c.profile(fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), d+time.Minute, file)
+}
+
+// allocsProfile saves the controller's allocations since it started (go tool pprof
+// -sample_index=alloc_space FILE): taken at the end of a burst into a fresh namespace, they
+// are the burst's, with the start-up's few before them.
+func (c *controller) allocsProfile(file string) error {
+	return c.profile("allocs", time.Minute, file)
+}
+
+// profile saves one of the runtime profiles the controller serves under /debug/pprof/.
+func (c *controller) profile(path string, timeout time.Duration, file string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/%s", c.metrics, path)
+	resp, err := (&http.Client{Timeout: timeout}).Get(url)
 	if err != nil {
-		return fmt.Errorf("CPU profile: %w", err)
+		return fmt.Errorf("profile %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("CPU profile: %s", resp.Status)
+		return fmt.Errorf("profile %s: %s", path, resp.Status)
 	}
 	out, err := os.Create(file)
 	if err != nil {
-		return fmt.Errorf("CPU profile: %w", err)
+		return fmt.Errorf("profile %s: %w", path, err)
 	}
 	if _, err := io.Copy(out, resp.Body); err != nil {
 		out.Close()
-		return fmt.Errorf("CPU profile %s: %w", file, err)
+		return fmt.Errorf("profile %s to %s: %w", path, file, err)
 	}
 	return out.Close()
 }
