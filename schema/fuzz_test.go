@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"math/big"
@@ -556,7 +557,8 @@ func vmWith(t *testing.T, f Fields, path, v string) VirtualMachine {
 // FuzzStatusPatch renders arbitrary statuses as the /status patch, under each layout, onto a
 // VM without a status and onto one whose status says otherwise: what is read back is the
 // status written, the patch touches nothing but the status, and a status without a server
-// leaves none behind.
+// leaves none behind; and the patch is byte for byte what json.Marshal writes for its tree of
+// maps (marshalPatch).
 func FuzzStatusPatch(f *testing.F) {
 	maps := fuzzMaps(f)
 	f.Fuzz(func(t *testing.T, phase, reason, message string, hasServer bool, name, id, state string, hasUsage bool, cpu, memory string,
@@ -582,6 +584,9 @@ func FuzzStatusPatch(f *testing.F) {
 			patch, err := StatusPatch(fields, st, rv)
 			if err != nil {
 				t.Fatalf("%s: render %+v: %v", layout, st, err)
+			}
+			if want := marshalPatch(t, statusValues(fields, st, rv)); !bytes.Equal(patch, want) {
+				t.Errorf("%s: wrote %s\nwhere json.Marshal writes %s", layout, patch, want)
 			}
 			for base, old := range map[string]Status{"no status": {}, "another status": otherStatus(st)} {
 				vm := withStatus(t, fields, old, rv)

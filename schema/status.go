@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -257,13 +256,11 @@ func (d *RootDiskStatus) Same(o *RootDiskStatus) bool {
 // resourceVersion makes the write conditional on the object not having changed since the
 // decision was made.
 func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
-	root := map[string]any{}
-	set := func(path string, v any) error {
-		if path == "" {
-			return nil
-		}
-		return setPath(root, path, v)
-	}
+	return mergePatch(statusValues(f, st, resourceVersion))
+}
+
+// statusValues are StatusPatch's paths and values.
+func statusValues(f Fields, st Status, resourceVersion string) []pathValue {
 	var name, id, state, node, ip any
 	if st.Server != nil {
 		name, id, state = st.Server.Name, st.Server.ID, st.Server.State
@@ -280,11 +277,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 	}
 	var conditions any
 	if len(st.Conditions) > 0 {
-		list := make([]map[string]any, 0, len(st.Conditions))
-		for _, c := range st.Conditions {
-			list = append(list, conditionJSON(c))
-		}
-		conditions = list
+		conditions = st.Conditions
 	}
 	var phase, message, failures, restartedAt any
 	// A status without a phase (a VM paused before its first reconcile) writes none: the
@@ -302,7 +295,8 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		failures = st.ConsecutiveFailures
 	}
 	type kv = pathValue
-	values := []kv{
+	values := make([]kv, 0, 32)
+	values = append(values, []kv{
 		{f.Phase, phase}, {f.Reason, st.Reason}, {f.Message, message},
 		{f.ServerName, name}, {f.ServerID, id}, {f.ServerState, state},
 		{f.ConsecutiveFailures, failures}, {f.LastUpdateTime, lastUpdate},
@@ -310,19 +304,19 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		{f.RestartedAt, restartedAt},
 		{f.ServerNode, node}, {f.ServerIP, ip},
 		{f.Migration, migrationJSON(st.Migration)},
-	}
+	}...)
 	values = append(values, st.RunStrategyStatus.values(f)...)
 	// Nulling the leaves of a group one by one would leave their parents behind as empty
 	// objects (status.server: {usage: {}}); where the group's fields have a parent of their
 	// own, that parent goes instead.
-	drop := func(group []string) {
-		parent := ownParent(f, group)
+	parents := parentsOf(f)
+	drop := func(parent string) {
 		if parent == "" {
 			return
 		}
 		kept := values[:0]
 		for _, e := range values {
-			if e.path != "" && !strings.HasPrefix(e.path, parent+".") {
+			if e.path != "" && !inside(e.path, parent) {
 				kept = append(kept, e)
 			}
 		}
@@ -333,7 +327,7 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		values = append(values, kv{f.UsageCPU, st.Server.Usage.CPU}, kv{f.UsageMemory, st.Server.Usage.Memory})
 	case st.Server == nil:
 		values = append(values, kv{f.UsageCPU, nil}, kv{f.UsageMemory, nil}) // no server, no usage
-		drop(f.serverPaths())
+		drop(parents.server)
 	}
 	if d := st.RootDisk; d != nil {
 		var capacity any
@@ -343,19 +337,12 @@ func StatusPatch(f Fields, st Status, resourceVersion string) ([]byte, error) {
 		values = append(values, kv{f.RootDiskClaim, d.ClaimName}, kv{f.RootDiskPhase, d.Phase}, kv{f.RootDiskCapacity, capacity})
 	} else {
 		values = append(values, kv{f.RootDiskClaim, nil}, kv{f.RootDiskPhase, nil}, kv{f.RootDiskCapacity, nil})
-		drop(f.rootDiskPaths())
-	}
-	for _, e := range values {
-		if err := set(e.path, e.v); err != nil {
-			return nil, err
-		}
+		drop(parents.disk)
 	}
 	if resourceVersion != "" {
-		if err := setPath(root, "metadata.resourceVersion", resourceVersion); err != nil {
-			return nil, err
-		}
+		values = append(values, kv{"metadata.resourceVersion", resourceVersion})
 	}
-	return json.Marshal(root)
+	return values
 }
 
 // migrationJSON is the migration record as the patch writes it: null when there is none.
@@ -445,50 +432,18 @@ func setPath(root map[string]any, path string, v any) error {
 // replaces the conditions list carries resourceVersion, so that it cannot undo a concurrent
 // change of another condition; a usage-only patch touches nothing else and needs none.
 func UsagePatch(f Fields, u *Usage, conds []Condition, resourceVersion string) ([]byte, error) {
-	root := map[string]any{}
 	var cpu, mem any
 	if u != nil {
 		cpu, mem = u.CPU, u.Memory
 	}
-	for _, kv := range []struct {
-		path string
-		v    any
-	}{{f.UsageCPU, cpu}, {f.UsageMemory, mem}} {
-		if kv.path == "" {
-			continue
-		}
-		if err := setPath(root, kv.path, kv.v); err != nil {
-			return nil, err
-		}
-	}
+	values := []pathValue{{f.UsageCPU, cpu}, {f.UsageMemory, mem}}
 	if conds != nil {
-		list := make([]map[string]any, 0, len(conds))
-		for _, c := range conds {
-			list = append(list, conditionJSON(c))
-		}
-		if err := setPath(root, f.Conditions, list); err != nil {
-			return nil, err
-		}
+		values = append(values, pathValue{f.Conditions, conds})
 		if resourceVersion != "" {
-			if err := setPath(root, "metadata.resourceVersion", resourceVersion); err != nil {
-				return nil, err
-			}
+			values = append(values, pathValue{"metadata.resourceVersion", resourceVersion})
 		}
 	}
-	return json.Marshal(root)
-}
-
-// conditionJSON is a condition as the API stores it: RFC 3339 seconds, observedGeneration
-// left out when zero.
-func conditionJSON(c Condition) map[string]any {
-	m := map[string]any{
-		"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
-		"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-	}
-	if c.ObservedGeneration != 0 {
-		m["observedGeneration"] = c.ObservedGeneration
-	}
-	return m
+	return mergePatch(values)
 }
 
 // Pausing a VM: the controller keeps its hands off it while someone repairs it by hand, in the
