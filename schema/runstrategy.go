@@ -99,19 +99,28 @@ type Request struct {
 
 // StartRequested and StopRequested are the start and stop requests the VM carries.
 func (vm VirtualMachine) StartRequested() Request {
-	return vm.request(AnnotationStartRequestedAt, vm.fields.StartRequestedAt)
+	return vm.request(startAnnotationPath, vm.fields.StartRequestedAt)
 }
 
 // StopRequested: see StartRequested.
 func (vm VirtualMachine) StopRequested() Request {
-	return vm.request(AnnotationStopRequestedAt, vm.fields.StopRequestedAt)
+	return vm.request(stopAnnotationPath, vm.fields.StopRequestedAt)
 }
 
-func (vm VirtualMachine) request(annotation, recordedAt string) Request {
+// The gjson paths of the annotations read on every decision, escaped once.
+var (
+	startAnnotationPath     = "metadata.annotations." + escapeGJSON(AnnotationStartRequestedAt)
+	stopAnnotationPath      = "metadata.annotations." + escapeGJSON(AnnotationStopRequestedAt)
+	stopGraceAnnotationPath = "metadata.annotations." + escapeGJSON(AnnotationStopGracePeriod)
+)
+
+// request reads the request at the annotation's gjson path, for a layout that records
+// requests at recordedAt.
+func (vm VirtualMachine) request(annotationPath, recordedAt string) Request {
 	if recordedAt == "" {
 		return Request{}
 	}
-	v := gjson.GetBytes(vm.raw, "metadata.annotations."+escapeGJSON(annotation)).String()
+	v := gjson.GetBytes(vm.raw, annotationPath).String()
 	if v == "" {
 		return Request{}
 	}
@@ -121,7 +130,7 @@ func (vm VirtualMachine) request(annotation, recordedAt string) Request {
 // StopGracePeriod is the grace period the stop annotation asks for; false when there is
 // none, or its value is not a whole number of seconds from 0 up.
 func (vm VirtualMachine) StopGracePeriod() (time.Duration, bool) {
-	v := gjson.GetBytes(vm.raw, "metadata.annotations."+escapeGJSON(AnnotationStopGracePeriod)).String()
+	v := gjson.GetBytes(vm.raw, stopGraceAnnotationPath).String()
 	if v == "" {
 		return 0, false
 	}

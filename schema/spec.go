@@ -120,27 +120,27 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 // or a string ("500m"), and requires it to be at least min; bytes quantities must also be
 // whole numbers.
 func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resource.Quantity, *field.Error) {
-	fp := fieldPath(path)
+	fp := func() *field.Path { return fieldPath(path) } // for an error only: most quantities are valid
 	var text string
 	switch v.Type {
 	case gjson.Null:
 		if !v.Exists() {
-			return resource.Quantity{}, field.Required(fp, "a quantity such as "+example(wholeBytes))
+			return resource.Quantity{}, field.Required(fp(), "a quantity such as "+example(wholeBytes))
 		}
-		return resource.Quantity{}, field.Invalid(fp, nil, "must be a quantity such as "+example(wholeBytes))
+		return resource.Quantity{}, field.Invalid(fp(), nil, "must be a quantity such as "+example(wholeBytes))
 	case gjson.Number:
 		text = v.Raw
 	case gjson.String:
 		text = v.Str
 	default:
-		return resource.Quantity{}, field.Invalid(fp, v.Raw, "must be a quantity such as "+example(wholeBytes))
+		return resource.Quantity{}, field.Invalid(fp(), v.Raw, "must be a quantity such as "+example(wholeBytes))
 	}
 	q, err := resource.ParseQuantity(text)
 	if err != nil {
-		return resource.Quantity{}, field.Invalid(fp, text, "not a quantity; write it like "+example(wholeBytes))
+		return resource.Quantity{}, field.Invalid(fp(), text, "not a quantity; write it like "+example(wholeBytes))
 	}
 	if q.Sign() <= 0 {
-		return resource.Quantity{}, field.Invalid(fp, text, "must be greater than zero")
+		return resource.Quantity{}, field.Invalid(fp(), text, "must be greater than zero")
 	}
 	// Before any exact comparison: a huge exponent ("1e99999999") passes admission's pattern,
 	// and comparing it exactly would take minutes of a worker's time.
@@ -149,13 +149,13 @@ func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resourc
 		if wholeBytes {
 			limit = "9223372036854775807 bytes (int64)"
 		}
-		return resource.Quantity{}, field.Invalid(fp, text, "must be at most "+limit)
+		return resource.Quantity{}, field.Invalid(fp(), text, "must be at most "+limit)
 	}
 	if m := resource.MustParse(min); q.Cmp(m) < 0 {
-		return resource.Quantity{}, field.Invalid(fp, text, fmt.Sprintf("must be at least %s", min))
+		return resource.Quantity{}, field.Invalid(fp(), text, fmt.Sprintf("must be at least %s", min))
 	}
 	if wholeBytes && resource.NewQuantity(q.Value(), q.Format).Cmp(q) != 0 {
-		return resource.Quantity{}, field.Invalid(fp, text, "must be a whole number of bytes")
+		return resource.Quantity{}, field.Invalid(fp(), text, "must be a whole number of bytes")
 	}
 	return q, nil
 }

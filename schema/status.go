@@ -147,11 +147,13 @@ const ConditionUsageReported = "UsageReported"
 // Condition returns a copy of the first condition of the given type, or nil
 // (apimachinery's meta.FindStatusCondition).
 func (s Status) Condition(t string) *Condition {
-	c := meta.FindStatusCondition(toMeta(s.Conditions), t)
-	if c == nil {
+	// As meta.FindStatusCondition finds it (the first of type t), without converting the
+	// whole list to metav1 to look.
+	i := slices.IndexFunc(s.Conditions, func(c Condition) bool { return c.Type == t })
+	if i < 0 {
 		return nil
 	}
-	out := fromMeta(*c)
+	out := s.Conditions[i]
 	return &out
 }
 
@@ -177,12 +179,13 @@ func SetCondition(conds []Condition, c Condition) []Condition {
 	return out
 }
 
-// RemoveCondition returns a new list: conds without the conditions of type t, by
-// apimachinery's meta.RemoveStatusCondition (every one of that type goes). conds itself is not
-// changed.
+// RemoveCondition returns conds without the conditions of type t, by apimachinery's
+// meta.RemoveStatusCondition (every one of that type goes): a new list, or conds itself when
+// it has none of type t. conds itself is not changed; no caller changes a list in place
+// (SetCondition makes a new one too), so the two may share it.
 func RemoveCondition(conds []Condition, t string) []Condition {
 	if !slices.ContainsFunc(conds, func(c Condition) bool { return c.Type == t }) {
-		return slices.Clone(conds) // nothing to remove: the copy, without two conversions
+		return conds // nothing to remove, and no copy: most decisions remove a condition that is not there
 	}
 	m := toMeta(conds)
 	meta.RemoveStatusCondition(&m, t)
