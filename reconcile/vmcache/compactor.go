@@ -26,7 +26,9 @@ func Answer(body []byte) (raw []byte, resourceVersion string, err error) {
 	}
 	var c compactor
 	var o Object
-	if raw, err = c.compact(gjson.ParseBytes(body), &o, false); err != nil {
+	// Read in place: gjson.ParseBytes would copy the whole answer first. What the compact
+	// form keeps is copied out of body (compact's buffer, and clones of the metadata kept).
+	if raw, err = c.compact(gjson.Parse(unsafeString(body)), &o, false); err != nil {
 		return nil, "", fmt.Errorf("read the response: %w", err)
 	}
 	return raw, o.resourceVersion, nil
