@@ -136,7 +136,7 @@ func compareScenario(args []string) error {
 	fs.BoolVar(&f.peer, "peer", true, "run the controller-runtime peer too; false: vm-controller's variants alone")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
-	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each contender's run and its allocations to the end of the burst (NAME.allocs.pprof), the peer's too (go tool pprof FILE); its CPU figures then include the profiler's")
+	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each contender's run and its allocations to the end of the burst, or of the CPU profile if later (NAME.allocs.pprof), the peer's too (go tool pprof FILE); its CPU figures then include the profiler's")
 	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0, "vm-controller's GOMAXPROCS; 0: Go's default")
 	peerProcs := fs.String("peer-gomaxprocs", "0", "the peer's GOMAXPROCS, or a comma-separated list to run the peer once with each (e.g. 0,1); 0: Go's default")

@@ -340,8 +340,9 @@ func (c *controller) cpuProfile(d time.Duration, file string) error {
 }
 
 // allocsProfile saves the controller's allocations since it started (go tool pprof
-// -sample_index=alloc_space FILE): taken at the end of a burst into a fresh namespace, they
-// are the burst's, with the start-up's few before them.
+// -sample_index=alloc_space FILE): taken once the burst and its CPU profile are both over,
+// they are the burst's, with the start-up's few before them (and, if the burst ended before
+// the CPU profile did, the idle time up to the profile's end).
 func (c *controller) allocsProfile(file string) error {
 	return c.profile("allocs", time.Minute, file)
 }

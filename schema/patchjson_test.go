@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 )
 
 // marshalPatch is the tree of maps json.Marshal would write for values, as the patches were
@@ -159,6 +162,42 @@ func BenchmarkStatusPatch(b *testing.B) {
 	for b.Loop() {
 		if _, err := StatusPatch(f, st, "12345"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestStatusPatchParentsPerLayout: a status without a server or a disk removes the group's own
+// parent object under each layout, whichever layout was patched just before (parentsOf keeps
+// the last layout's parents), so that no empty shell ({usage: {}}) is left behind.
+func TestStatusPatchParentsPerLayout(t *testing.T) {
+	maps := fuzzMaps(t)
+	layouts := []string{"v1alpha1", "machine", "v1alpha1", "machine", "machine", "v1alpha1"}
+	full := patchStatuses()["active"]
+	for i, layout := range layouts {
+		f := maps[layout]
+		if got, want := *parentsOf(f), (groupParents{f: f, server: ownParent(f, f.serverPaths()), disk: ownParent(f, f.rootDiskPaths())}); got != want {
+			t.Fatalf("step %d, %s: parentsOf gave %q and %q, want %q and %q", i, layout, got.server, got.disk, want.server, want.disk)
+		}
+		vm := withStatus(t, f, full, "1")
+		patch, err := StatusPatch(f, Status{Phase: PhaseInactive, Reason: "Stopped"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged, err := jsonpatch.MergePatch(vm.raw, patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := parentsOf(f)
+		for _, parent := range []string{p.server, p.disk} {
+			if parent == "" {
+				continue
+			}
+			if v := gjson.GetBytes(merged, parent); v.Exists() {
+				t.Errorf("step %d, %s: %s is %s after a status without it, want it gone", i, layout, parent, v.Raw)
+			}
+		}
+		if layout == "v1alpha1" && (p.server == "" || p.disk == "") {
+			t.Errorf("v1alpha1: the server's and the disk's fields have parents of their own (status.server, status.rootDisk), got %q and %q", p.server, p.disk)
 		}
 	}
 }
