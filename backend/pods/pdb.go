@@ -194,9 +194,29 @@ func (b *Backend) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.
 		return nil, fmt.Errorf("create budget %s: %w", pdb.Name, err)
 	}
 	got := &backend.Budget{Name: out.Name, ID: string(out.UID)}
-	b.budgets.written.Store(out.Namespace+"/"+out.Name, writtenBudget{owner: vm.UID, budget: got})
+	b.budgets.note(out.Namespace+"/"+out.Name, writtenBudget{owner: vm.UID, budget: got}, out.UID)
 	c := *got
 	return &c, nil
+}
+
+// note remembers what a write of the budget of key left (w), until the informer brings the
+// budget's next event. The informer can bring the write's own event before note is called,
+// and its handler then had no note to drop: the note would stand until some later event of
+// the budget, which may never come. So once it is stored, the cache is read again: when it
+// already shows the write (the budget of uid after a create, no budget of uid after a delete),
+// the note goes. The handler drops notes after updating the cache, so one of the two sees
+// the other's work.
+func (bs *budgets) note(key string, w writtenBudget, uid types.UID) {
+	bs.written.Store(key, w)
+	obj, ok, err := bs.informer.GetIndexer().GetByKey(key)
+	if err != nil {
+		return
+	}
+	cached, _ := obj.(*policyv1.PodDisruptionBudget)
+	there := ok && cached != nil && cached.UID == uid
+	if there == (w.budget != nil) {
+		bs.written.CompareAndDelete(key, w)
+	}
 }
 
 // DeleteBudget deletes vm's PodDisruptionBudget, on the condition that it is the one vm
@@ -213,7 +233,7 @@ func (b *Backend) DeleteBudget(ctx context.Context, vm backend.Owner) error {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete budget %s: %w", got.Name, err)
 	}
-	b.budgets.written.Store(vm.Namespace+"/"+got.Name, writtenBudget{owner: vm.UID})
+	b.budgets.note(vm.Namespace+"/"+got.Name, writtenBudget{owner: vm.UID}, uid)
 	return nil
 }
 

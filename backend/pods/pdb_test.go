@@ -6,12 +6,16 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -166,5 +170,75 @@ func TestBudgets(t *testing.T) {
 			break
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestBudgetEchoBeforeTheWriteReturns: the informer brings a budget's create, then its delete,
+// back before the write returns (here the fake's reactors wait for it; on a busy controller the
+// handler can simply run first). The backend's note of each write must not outlive the event:
+// nothing else would drop it, and it would stand in for the cache until the budget's next
+// event (TestBudgets hung on exactly that in CI).
+func TestBudgetEchoBeforeTheWriteReturns(t *testing.T) {
+	client := kubefake.NewClientset()
+	b := New(Config{Client: client, Budgets: true})
+	notified := make(chan types.NamespacedName, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	synced, err := b.Start(ctx, func(vm types.NamespacedName) { notified <- vm })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		t.Fatal("not synced")
+	}
+	// Each write goes through the tracker as the fake's own reactor would, and returns only
+	// once the informer's handler has had the event.
+	gvr := policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+	echoed := func() error {
+		select {
+		case <-notified:
+			return nil
+		case <-time.After(time.Minute):
+			return errors.New("the informer did not bring the write back")
+		}
+	}
+	client.PrependReactor("create", "poddisruptionbudgets", func(action k8stesting.Action) (bool, k8sruntime.Object, error) {
+		obj := action.(k8stesting.CreateAction).GetObject()
+		if err := client.Tracker().Create(gvr, obj, action.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		got, err := client.Tracker().Get(gvr, action.GetNamespace(), obj.(*policyv1.PodDisruptionBudget).Name)
+		if err != nil {
+			return true, nil, err
+		}
+		return true, got, echoed()
+	})
+	client.PrependReactor("delete", "poddisruptionbudgets", func(action k8stesting.Action) (bool, k8sruntime.Object, error) {
+		if err := client.Tracker().Delete(gvr, action.GetNamespace(), action.(k8stesting.DeleteAction).GetName()); err != nil {
+			return true, nil, err
+		}
+		return true, nil, echoed()
+	})
+
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	key := "ns/" + BudgetName(vm.Name)
+	made, err := b.CreateBudget(ctx, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := b.budgets.written.Load(key); ok {
+		t.Errorf("after a create the cache already had: the note %+v stands", w)
+	}
+	if got, err := b.ObserveBudget(vm); err != nil || got == nil || got.Name != made.Name {
+		t.Errorf("observed %+v, %v, want %s from the cache", got, err, made.Name)
+	}
+	if err := b.DeleteBudget(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := b.budgets.written.Load(key); ok {
+		t.Errorf("after a delete the cache already had: the note %+v stands", w)
+	}
+	if got, err := b.ObserveBudget(vm); err != nil || got != nil {
+		t.Errorf("observed %+v, %v after the delete, want none", got, err)
 	}
 }
