@@ -26,17 +26,8 @@ func TestBackendTyped(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	client := kubefake.NewClientset(node)
-	b := New(Config{Client: client, WatchNodes: true})
-	notified := make(chan types.NamespacedName, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	synced, err := b.Start(ctx, func(vm types.NamespacedName) { notified <- vm })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced) {
-		t.Fatal("not synced")
-	}
+	b, notified := started(t, Config{Client: client, WatchNodes: true})
+	ctx := t.Context()
 
 	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
 	spec := backend.Spec{CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi"), RootDisk: resource.MustParse("1Gi"), Image: "img:1"}
@@ -100,6 +91,22 @@ func TestBackendTyped(t *testing.T) {
 		}
 	}
 	await(t, notified, func() bool { srv, err := b.Observe(vm); return err == nil && srv == nil })
+}
+
+// started starts a backend of cfg until the test ends, waits for its caches, and returns it
+// with the channel of the VMs it notifies.
+func started(t *testing.T, cfg Config) (*Backend, <-chan types.NamespacedName) {
+	t.Helper()
+	b := New(cfg)
+	notified := make(chan types.NamespacedName, 100)
+	synced, err := b.Start(t.Context(), func(vm types.NamespacedName) { notified <- vm })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(t.Context().Done(), synced) {
+		t.Fatal("not synced")
+	}
+	return b, notified
 }
 
 // await reads notifications until done holds after one of them. Every notification must name

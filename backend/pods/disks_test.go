@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -28,18 +27,7 @@ var diskVM = backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "Virtua
 // notices.
 func diskBackend(t *testing.T, client *kubefake.Clientset) (*Backend, <-chan types.NamespacedName) {
 	t.Helper()
-	b := New(Config{Client: client, Disks: true})
-	notified := make(chan types.NamespacedName, 100)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	synced, err := b.Start(ctx, func(vm types.NamespacedName) { notified <- vm })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced) {
-		t.Fatal("not synced")
-	}
-	return b, notified
+	return started(t, Config{Client: client, Disks: true})
 }
 
 func storageClass(name string, grows bool) *storagev1.StorageClass {

@@ -1,7 +1,6 @@
 package pods
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"runtime"
@@ -13,10 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -79,17 +76,8 @@ func TestBudgets(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"}, Spec: corev1.NodeSpec{Unschedulable: true},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	client := kubefake.NewClientset(node)
-	b := New(Config{Client: client, WatchNodes: true, Budgets: true})
-	notified := make(chan types.NamespacedName, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	synced, err := b.Start(ctx, func(vm types.NamespacedName) { notified <- vm })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced) {
-		t.Fatal("not synced")
-	}
+	b, notified := started(t, Config{Client: client, WatchNodes: true, Budgets: true})
+	ctx := t.Context()
 	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
 	if got, err := b.ObserveBudget(vm); err != nil || got != nil {
 		t.Fatalf("before: %+v, %v", got, err)
@@ -180,17 +168,8 @@ func TestBudgets(t *testing.T) {
 // event (TestBudgets hung on exactly that in CI).
 func TestBudgetEchoBeforeTheWriteReturns(t *testing.T) {
 	client := kubefake.NewClientset()
-	b := New(Config{Client: client, Budgets: true})
-	notified := make(chan types.NamespacedName, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	synced, err := b.Start(ctx, func(vm types.NamespacedName) { notified <- vm })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced) {
-		t.Fatal("not synced")
-	}
+	b, notified := started(t, Config{Client: client, Budgets: true})
+	ctx := t.Context()
 	// Each write goes through the tracker as the fake's own reactor would, and returns only
 	// once the informer's handler has had the event.
 	gvr := policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
