@@ -264,6 +264,20 @@ func compareScenario(args []string) error {
 	for _, c := range rec.run.Contenders {
 		printRun(c.Name, 0, record.Median(c.Repetitions).Burst)
 	}
+	if f.profile != "" {
+		// The profiles' split, the benchmarks page's "profile of what is left": each
+		// repetition's, its contenders side by side.
+		for rep := 1; rep <= f.reps; rep++ {
+			var files []string
+			for _, c := range contenders {
+				files = append(files, filepath.Join(f.profile, profileName(c.name, rep)))
+			}
+			fmt.Printf("\nwhere the CPU went, repetition %d (go run ./bench split %s):\n", rep, strings.Join(files, " "))
+			if err := splitCommand(files, os.Stdout); err != nil {
+				return err
+			}
+		}
+	}
 	return rec.finish()
 }
 

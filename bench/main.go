@@ -47,7 +47,7 @@ var vmGVR = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1al
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench usage|burst|restart|memory|idle|teardown|ceiling|all|compare|leader [flags], or bench report|chart FILE... (see docs/dev/benchmarks.md)")
+		fmt.Fprintln(os.Stderr, "usage: bench usage|burst|restart|memory|idle|teardown|ceiling|all|compare|leader [flags], or bench report|chart|split FILE... (see docs/dev/benchmarks.md)")
 		os.Exit(2)
 	}
 	var err error
@@ -66,8 +66,10 @@ func main() {
 		err = reportCommand(os.Args[2:], os.Stdout)
 	case "chart":
 		err = chartCommand(os.Args[2:])
+	case "split":
+		err = splitCommand(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown scenario %q (usage, burst, restart, memory, idle, teardown, ceiling, all, compare, leader; report, chart)", os.Args[1])
+		err = fmt.Errorf("unknown scenario %q (usage, burst, restart, memory, idle, teardown, ceiling, all, compare, leader; report, chart, split)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
