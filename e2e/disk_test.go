@@ -284,6 +284,81 @@ func TestDiskRetainedAndAdopted(t *testing.T) {
 	}
 }
 
+// TestDiskReleaseRefused: a VM whose reclaim policy keeps its disk, and whose release of the
+// claim the API server refuses (here a ValidatingAdmissionPolicy of the test's that denies
+// taking an owner reference off a claim in its namespace), is not let go when deleted: gone,
+// it would leave its still-owned claim to the garbage collector. It stays Terminating with
+// DiskReleaseRefused and a Warning that quotes the refusal; once the policy's binding goes, the
+// next try releases the claim and the VM goes, its claim (the same UID) kept and owned by
+// nothing.
+func TestDiskReleaseRefused(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	startController(t, ns).waitReady(t)
+	diskVM(t, ns, "vm", "1", "1Gi", "")
+	waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
+	claim := claimUID(ns, "vm")
+	if owner := field(ns, "pvc/vm-rootdisk", ".metadata.ownerReferences[0].kind"); owner != "VirtualMachine" {
+		t.Fatalf("claim owned by %q, want the VM", owner)
+	}
+	// Cluster-scoped, named after the namespace, bound to it alone.
+	apply(t, fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [persistentvolumeclaims]}
+  validations:
+  - expression: "!has(oldObject.metadata.ownerReferences) || size(oldObject.metadata.ownerReferences) == 0 || (has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) > 0)"
+    message: claims here keep their owners
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: %[1]s}
+`, ns))
+	t.Cleanup(func() {
+		_, _ = kubectlErr("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", ns, "--ignore-not-found")
+	})
+	// The policy is in force once a release by hand is refused (the API server loads new
+	// policies in the background).
+	eventually(t, time.Minute, func() (bool, string) {
+		_, err := kubectlErr("-n", ns, "patch", "pvc", "vm-rootdisk", "--dry-run=server", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
+		return err != nil && strings.Contains(err.Error(), "claims here keep their owners"), fmt.Sprintf("a release by hand: %v", err)
+	})
+
+	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"rootDiskReclaimPolicy":"Retain"}}`)
+	kubectl(t, "-n", ns, "delete", vmRes, "vm", "--wait=false")
+	waitPhase(t, ns, "vm", "Terminating", "DiskReleaseRefused", 2*time.Minute)
+	if msg := field(ns, "vm/vm", ".status.message"); !strings.Contains(msg, "claims here keep their owners") {
+		t.Errorf("message %q does not quote the refusal", msg)
+	}
+	eventually(t, time.Minute, func() (bool, string) {
+		n, notes := occurrences(t, ns, "vm", "DiskReleaseRefused")
+		return n >= 1, fmt.Sprintf("DiskReleaseRefused Events: %d (%q)", n, notes)
+	})
+	if got := field(ns, "pvc/vm-rootdisk", `.metadata.uid}|{.metadata.ownerReferences[0].kind}|{.metadata.deletionTimestamp`); got != claim+"|VirtualMachine|" {
+		t.Fatalf("claim uid|owner|deletion = %q while the release is refused, want %s|VirtualMachine|", got, claim)
+	}
+
+	kubectl(t, "delete", "validatingadmissionpolicybinding", ns)
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		_, err := kubectlErr("-n", ns, "get", vmRes, "vm")
+		return isNotFound(err), fmt.Sprintf("VM still there: %v", err)
+	})
+	// The garbage collector had its chance: the VM is gone, and what it owned with it.
+	if got := field(ns, "pvc/vm-rootdisk", `.metadata.uid}|{.metadata.ownerReferences}|{.metadata.deletionTimestamp`); got != claim+"||" {
+		t.Errorf("claim uid|owners|deletion = %q after the VM went, want %s||", got, claim)
+	}
+}
+
 // TestDiskWaitsForClass: a VM whose class does not exist stays Creating with WaitingForDisk
 // and the binder's word in its message; so does a VM whose disk's name is another's claim,
 // with DiskConflict, Failed, and that claim untouched.

@@ -49,12 +49,15 @@ func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner back
 }
 
 // applied is what carrying out a plan left: when to look again, the VM as the last write
-// returned it (nil when there was no write of the VM, or the VM may be gone), and the
-// resourceVersion of each write of the VM, in order.
+// returned it (nil when there was no write of the VM, or the VM may be gone), the
+// resourceVersion of each write of the VM, in order, and whether the plan carried out took
+// the finalizer off (with no error, it came off). The plan decided may have asked for that
+// and been replaced on the way, by a refusal of its disk's release (DiskReleaseRefused).
 type applied struct {
-	after   time.Duration
-	last    *written
-	written []string
+	after     time.Duration
+	last      *written
+	written   []string
+	releasing bool
 }
 
 // applyPlan is apply, with what the writes returned, so that the caller can carry on from the
@@ -149,7 +152,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	if plan.Finalizer == decision.RemoveFinalizer {
 		// The VM may be gone once its last finalizer is: nothing to carry on from.
-		out.last = nil
+		out.last, out.releasing = nil, true
 		if _, err := a.setFinalizer(ctx, vm, rv, false); err != nil {
 			return out, err
 		}

@@ -16,8 +16,11 @@ import (
 // applyDisk carries out the plan's action on the VM's disk (backend.Disks), which comes before
 // the server's: a disk is there before the server that mounts it. A refusal that retrying
 // cannot fix replaces the plan with the refusal's (DiskRejected: the VM Failed, no server
-// action), except on the way out, where a disk that is no longer the VM's is none of its
-// business and the VM goes.
+// action). On the way out a refusal lets the VM go (a disk that is no longer the VM's is
+// none of its business; a delete refused leaves the disk where it is), except a refused
+// release of a disk the VM still owns: the garbage collector would delete that disk with the
+// VM, so the VM stays, its finalizer on, until the release is let through
+// (DiskReleaseRefused).
 func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, seen *backend.Disk, plan *decision.Plan) error {
 	act := plan.Disk
 	disks, ok := a.backend.(backend.Disks)
@@ -38,6 +41,9 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		return fmt.Errorf("act on disk: unknown operation %q", act.Op)
 	}
 	switch {
+	case errors.Is(err, backend.ErrRejected) && plan.Finalizer == decision.RemoveFinalizer && releasesOwned(act, seen, err):
+		*plan = a.policy.DiskReleaseRefused(vm, seen.Name, err.Error(), a.now())
+		return nil
 	case errors.Is(err, backend.ErrRejected) && plan.Finalizer == decision.RemoveFinalizer:
 		return nil
 	case errors.Is(err, backend.ErrRejected):
@@ -56,6 +62,13 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	a.record(vm, act.Event)
 	return nil
+}
+
+// releasesOwned reports whether act, refused with err, was the release of a disk the VM
+// owns: one the backend does not call another's (backend.ErrDiskConflict), which still
+// carries the VM's owner reference.
+func releasesOwned(act *decision.DiskAction, seen *backend.Disk, err error) bool {
+	return act.Op == decision.ReleaseDisk && seen != nil && seen.Owner == backend.DiskOwned && !errors.Is(err, backend.ErrDiskConflict)
 }
 
 // diskEventActions are the actions of the disk's Events (eventAction).

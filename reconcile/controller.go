@@ -691,7 +691,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		switch {
 		case out.last != nil:
 			last = out.last
-		case plan.Finalizer == decision.RemoveFinalizer:
+		case out.releasing:
 			// A write with no answer to carry on from (the VM may be gone): what an earlier
 			// write returned is older than it.
 			last = nil
@@ -703,7 +703,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			c.echoes.expect(key, rvs, last)
 			return 0, err
 		}
-		if plan.Finalizer == decision.RemoveFinalizer {
+		if out.releasing {
 			c.echoes.released(key, vm.UID())
 		}
 		if becomesActive && passes > 0 {
@@ -711,6 +711,12 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		after = out.after
 		if out.last == nil || round == maxDecisions {
+			if !out.releasing {
+				// Nothing more to decide on here (the plan wrote no VM, or this was the last
+				// round): the writes so far are what the next reconcile decides on, as after
+				// a settled plan, not the cache that has yet to bring them back.
+				c.echoes.expect(key, rvs, last)
+			}
 			break
 		}
 		vm = last.view(c.cfg.Fields)

@@ -173,6 +173,46 @@ func TestControllerReleasedOnce(t *testing.T) {
 	}
 }
 
+// TestControllerDiskReleaseRefused: in the loop, a refused release keeps the VM and is not
+// taken for its release: the VM stays with its finalizer, Terminating with
+// DiskReleaseRefused, and once the refusal is lifted the next reconcile (here come early, as
+// the VM's next change would bring it) releases the disk and lets the VM go.
+func TestControllerDiskReleaseRefused(t *testing.T) {
+	w := newWorld(t, "delete-without-server")
+	u := w.vm(t, testVM.Namespace, testVM.Name)
+	if err := unstructured.SetNestedField(u.Object, "Retain", "spec", "rootDiskReclaimPolicy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	owner := ownerOf(cachedView(t, u, w.fields))
+	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
+		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned})
+	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: %w: %w", backend.ErrRejected,
+		apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumeclaims"}, "test-vm-rootdisk", errors.New("denied"))))
+	c, _ := newDiskController(t, w)
+	ctx := start(t, c)
+
+	c.processNextItem(ctx)
+	if fs := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); len(fs) == 0 {
+		t.Fatal("the finalizer came off while the VM still owns its disk")
+	}
+	if reason := status(t, w, testVM, "reason"); reason != decision.ReasonDiskReleaseRefused {
+		t.Errorf("reason %s, want %s", reason, decision.ReasonDiskReleaseRefused)
+	}
+
+	w.servers.FailDisks(nil)
+	c.queue.Add(testVM)
+	c.processNextItem(ctx)
+	if fs := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); len(fs) != 0 {
+		t.Errorf("finalizers %v once the release can go through, want none", fs)
+	}
+	if d, _ := w.servers.ObserveDisk(owner); d == nil || d.Owner != backend.DiskKept || d.Deleting {
+		t.Errorf("disk %+v, want it kept", d)
+	}
+}
+
 // TestApplyDiskRefused: a disk the backend refuses (its name another's, or any refusal
 // retrying cannot fix) ends the plan there: no server, the VM Failed with the reason, another
 // look in a minute; a transient failure is returned for a retry, with nothing written after
@@ -263,6 +303,99 @@ func TestApplyDiskDeletion(t *testing.T) {
 			writes := w.writes()
 			if len(writes) != 1 || writes[0].subresource != "" {
 				t.Errorf("writes %+v, want the finalizer's removal", writes)
+			}
+		})
+	}
+}
+
+// TestApplyDiskReleaseRefused: on the way out, a refused release of a disk the VM still owns
+// keeps the VM (the garbage collector would delete the disk with it): the finalizer stays, the
+// VM is Terminating with DiskReleaseRefused and a Warning, and is looked at again in a minute;
+// once the refusal is lifted the disk is released and the VM goes. Any other refusal on the
+// way out lets the VM go: a delete refused (the disk stays), a disk the VM no longer owns, a
+// name that is another's.
+func TestApplyDiskReleaseRefused(t *testing.T) {
+	forbidden := apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumeclaims"}, "test-vm-rootdisk",
+		errors.New(`admission webhook "policy.example.com" denied the request`))
+	refused := fmt.Errorf("update claim test-vm-rootdisk: %w: %w", backend.ErrRejected, forbidden)
+	tests := map[string]struct {
+		policy string
+		owner  backend.DiskOwner
+		err    error
+		stays  bool
+	}{
+		"retain, owned":            {"Retain", backend.DiskOwned, refused, true},
+		"no policy, owned":         {"Sometimes", backend.DiskOwned, refused, true},
+		"retain, kept":             {"Retain", backend.DiskKept, refused, false},
+		"retain, another's":        {"Retain", backend.DiskOwned, fmt.Errorf("update claim test-vm-rootdisk: %w", backend.ErrDiskConflict), false},
+		"delete, refused":          {"Delete", backend.DiskOwned, fmt.Errorf("delete claim test-vm-rootdisk: %w: %w", backend.ErrRejected, forbidden), false},
+		"retain, owned, transient": {"Retain", backend.DiskOwned, errors.New("connection refused"), true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "delete-without-server")
+			u := w.vm(t, testVM.Namespace, testVM.Name)
+			if err := unstructured.SetNestedField(u.Object, tc.policy, "spec", "rootDiskReclaimPolicy"); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
+				t.Fatal(err)
+			}
+			current := func() schema.VirtualMachine { return cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields) }
+			vm := current()
+			w.servers.SetDisk(ownerOf(vm), &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
+				Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner})
+			disk, _ := w.servers.ObserveDisk(ownerOf(vm))
+			plan := decision.DefaultPolicy.Decide(vm, nil, disk, nil, now)
+			if plan.Disk == nil || plan.Finalizer != decision.RemoveFinalizer {
+				t.Fatalf("plan %+v: want a disk action, then the finalizer off", plan)
+			}
+			w.servers.FailDisks(tc.err)
+			after, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, disk, plan)
+			fins := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers()
+			if stays := len(fins) > 0; stays != tc.stays {
+				t.Fatalf("finalizers %v (err %v), want the VM kept: %v", fins, err, tc.stays)
+			}
+			if !tc.stays {
+				return
+			}
+			if !errors.Is(tc.err, backend.ErrRejected) {
+				if err == nil {
+					t.Errorf("a transient failure was not returned for a retry")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if phase, reason := status(t, w, testVM, "phase"), status(t, w, testVM, "reason"); phase != string(schema.PhaseTerminating) || reason != decision.ReasonDiskReleaseRefused {
+				t.Errorf("status %s %s, want Terminating %s", phase, reason, decision.ReasonDiskReleaseRefused)
+			}
+			if msg := status(t, w, testVM, "message"); !strings.Contains(msg, "test-vm-rootdisk") || !strings.Contains(msg, "denied the request") {
+				t.Errorf("message %q: want the disk and the refusal", msg)
+			}
+			if ev := strings.Join(w.events(), "\n"); !strings.HasPrefix(ev, "Warning "+decision.ReasonDiskReleaseRefused) {
+				t.Errorf("events %q, want a Warning %s", ev, decision.ReasonDiskReleaseRefused)
+			}
+			if after != time.Minute {
+				t.Errorf("looked at again after %s, want a minute", after)
+			}
+			if d, _ := w.servers.ObserveDisk(ownerOf(vm)); d.Owner != backend.DiskOwned || d.Deleting {
+				t.Errorf("disk %+v, want it untouched", d)
+			}
+
+			// The refusal lifted: the next decision releases the disk and lets the VM go.
+			w.servers.FailDisks(nil)
+			vm = current()
+			disk, _ = w.servers.ObserveDisk(ownerOf(vm))
+			if _, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, disk, decision.DefaultPolicy.Decide(vm, nil, disk, nil, now)); err != nil {
+				t.Fatal(err)
+			}
+			if fins := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); len(fins) != 0 {
+				t.Errorf("finalizers %v once the release went through, want none", fins)
+			}
+			if d, _ := w.servers.ObserveDisk(ownerOf(vm)); d.Owner != backend.DiskKept || d.Deleting {
+				t.Errorf("disk %+v, want it kept", d)
 			}
 		})
 	}

@@ -93,6 +93,9 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 	spec, errs := vm.Spec()
 	if len(errs) > 0 {
 		d.ensureFinalizer(srv != nil)
+		if d.claims && spec.ReclaimPolicy != schema.ReclaimDelete {
+			d.retainDisk() // the one disk action an invalid spec gets: it keeps the disk safe
+		}
 		d.report(schema.PhaseFailed, ReasonInvalidSpec, invalidMessage(errs), srv)
 		return d.plan
 	}
@@ -768,7 +771,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	explained := d.plan.Server != nil || d.plan.Disk != nil && d.plan.Disk.Op == CreateDisk
 	if !explained && (d.current.Phase != phase || d.current.Reason != reason) {
 		typ := EventNormal
-		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown {
+		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown || stalledReasons[reason] {
 			typ = EventWarning
 		}
 		if d.eventNote != "" {

@@ -277,6 +277,27 @@ func (d *decision) onTheWay(st schema.Status) bool {
 	return st.SameAs(cur)
 }
 
+// retainDisk lets go of the disk of a VM whose spec is invalid but whose reclaim policy keeps
+// the disk (Retain, or a policy that is not one): the VM stops owning it, as keepDisk does for
+// a valid spec. An invalid spec gets no other action, but without this one the disk would
+// stay owned, and a foreground deletion of the VM (the garbage collector deletes what the VM
+// owns before the VM) would take the disk the policy keeps.
+func (d *decision) retainDisk() {
+	seen := d.seenDisk
+	if seen == nil || seen.Owner != backend.DiskOwned || seen.Deleting {
+		return
+	}
+	spec, _ := d.vm.Spec()
+	why := "reclaim policy Retain"
+	if spec.ReclaimPolicy != schema.ReclaimRetain {
+		why = "its reclaim policy is not one, and a disk is kept unless it says Delete"
+	}
+	d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &backend.DiskSpec{Size: seen.Requested, Keep: true},
+		Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk,
+			Message: fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, why)}}
+	d.disk.Owner = backend.DiskKept
+}
+
 // deletingDisk: the VM is deleted and its server is gone. Its disk is deleted, or kept as the
 // reclaim policy says (and when the policy cannot be read, kept: a disk is its owner's data).
 func (d *decision) deletingDisk() {
@@ -297,6 +318,22 @@ func (d *decision) deletingDisk() {
 	d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &backend.DiskSpec{Size: disk.Requested, Keep: true},
 		Event: Event{Type: EventNormal, Reason: ReasonDiskRetained,
 			Message: fmt.Sprintf("Keeping disk %s after the VM is deleted (%s): a new VM named %s adopts it", disk.Name, why, d.vm.Name())}}
+}
+
+// DiskReleaseRefused is the plan for a deleted VM whose disk, named disk, the backend refused
+// to release (backend.ErrRejected, why): the VM still owns the disk, and the garbage collector
+// deletes what a VM owns once the VM is gone, so the finalizer stays and the VM with it.
+// Terminating and stalled on the refusal, with a Warning, and another try after a while: the
+// cause (the controller's permissions, an admission policy) is fixed by a person, as is a
+// reclaim policy set to Delete, which lets the disk go with the VM (and brings the VM back
+// at once, as every change does).
+func (p Policy) DiskReleaseRefused(vm schema.VirtualMachine, disk, why string, now time.Time) Plan {
+	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+	d.report(schema.PhaseTerminating, ReasonDiskReleaseRefused, fmt.Sprintf("The VM is deleted but stays until its disk %s is released: "+
+		"the disk would be deleted with the VM, and its reclaim policy keeps it; the release was refused: %s. "+
+		"Let the controller patch the claim, or set the VM's reclaim policy to Delete to let the disk go with it", disk, why), nil)
+	d.plan.RequeueAfter = Duration(rejectedRetry)
+	return d.plan
 }
 
 // DiskRejected is the plan for a VM whose disk the backend refused to create or take

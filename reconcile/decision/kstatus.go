@@ -43,6 +43,8 @@ var stalledReasons = map[string]bool{
 	ReasonServerRejected: true,
 	ReasonDiskConflict:   true,
 	ReasonDiskRejected:   true,
+	// Terminating, on the refusal of a person's making (DiskReleaseRefused).
+	ReasonDiskReleaseRefused: true,
 }
 
 // retries reports whether the controller makes a new server by itself after a Failed phase

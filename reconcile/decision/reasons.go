@@ -51,6 +51,9 @@ const (
 	ReasonWaitingForDisk = "WaitingForDisk" // Creating: the server waits for its disk (not bound, lost or going)
 	ReasonDiskConflict   = "DiskConflict"   // Failed: a disk of the VM's name is another's; never taken over
 	ReasonDiskRejected   = "DiskRejected"   // Failed: the backend refused to create the disk
+	// Terminating, stalled, and a Warning: the VM is deleted and stays, its finalizer on,
+	// because the release of the disk it owns was refused (reclaim policy Retain).
+	ReasonDiskReleaseRefused = "DiskReleaseRefused"
 
 	// Events only.
 	ReasonCreatingDisk  = "CreatingDisk"  // the disk is created, before the server that mounts it
