@@ -370,8 +370,10 @@ func (c *Controller) Start(ctx context.Context) error {
 }
 
 // RunWorkers waits for the caches, then runs workers until ctx is cancelled. Then it stops
-// taking work, lets in-flight reconciles finish for up to drain, and returns. Only one
-// replica (the leader) runs workers; the queue cannot be restarted afterwards.
+// taking work, lets in-flight reconciles finish for up to drain, and returns. Keys still
+// queued are left unreconciled: the process is exiting or has lost the Lease, and the next
+// leader's first list queues every VM again. Only one replica (the leader) runs workers; the
+// queue cannot be restarted afterwards.
 func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Duration) error {
 	defer c.queue.ShutDown()
 	c.log.Info("Waiting for caches to sync", "resource", c.cfg.GVR.String(), "namespace", c.cfg.Namespace, "selector", c.cfg.Selector)
@@ -390,7 +392,7 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 	c.log.Info("Starting workers", "count", workers)
 	for range workers {
 		wg.Go(func() {
-			for c.processNextItem(workCtx) {
+			for c.processNext(ctx, workCtx) {
 			}
 		})
 	}
@@ -467,17 +469,33 @@ func (c *Controller) enqueue(obj any, urgent bool) {
 	}
 }
 
-// processNextItem takes one key and reconciles it, under Config.ReconcileTimeout: Forget on
-// success, AddAfter when the plan asks to look again later or after a conflict (its VM's own
-// backoff), AddRateLimited on a transient error, a timeout or a panic. New work that needs
-// another pass goes ahead of the backlog again. It returns false once the queue is shut down.
-func (c *Controller) processNextItem(ctx context.Context) bool {
+// processNext takes one key while leading lasts and reconciles it under ctx, bounded by
+// Config.ReconcileTimeout: Forget on success, AddAfter when the plan asks to look again later
+// or after a conflict (its VM's own backoff), AddRateLimited on a transient error, a timeout
+// or a panic. New work that needs another pass goes ahead of the backlog again. It returns
+// false once the queue is shut down or leading has ended: the worker stops.
+//
+// leading is RunWorkers' ctx, which ends on SIGTERM or a lost Lease; ctx outlives it by the
+// drain, so that a reconcile in flight finishes its writes. No key is taken once leading has
+// ended: the workqueue's ShutDown stops Adds, but Get goes on handing out what is queued, and
+// the whole backlog would be reconciled, with its writes, for up to the drain, while another
+// replica may lead already and a SIGTERM's handoff waits.
+func (c *Controller) processNext(leading, ctx context.Context) bool {
+	if leading.Err() != nil {
+		return false
+	}
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer c.queue.Done(key)
 	urgent := c.queue.TakeUrgent(key)
+	// Get may have waited for this key past leading's end: it is let go unreconciled, as the
+	// keys still queued are. TakeUrgent has dropped the note of its lane (kept until taken)
+	// and Done (deferred) releases it, so the queue's books are as after any other key.
+	if leading.Err() != nil {
+		return false
+	}
 	retry, requeue := c.queue.AddRateLimited, c.queue.AddAfter
 	if urgent {
 		retry, requeue = c.queue.AddUrgentRateLimited, c.queue.AddUrgentAfter
