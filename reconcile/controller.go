@@ -398,7 +398,7 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 	}
 	if c.usage != nil {
 		c.log.Info("Sampling usage", "interval", c.cfg.Usage.Interval, "threshold", c.cfg.Usage.Threshold, "maxInterval", c.cfg.Usage.MaxInterval)
-		wg.Go(func() { c.usage.run(workCtx) })
+		wg.Go(func() { c.usage.run(ctx, workCtx) })
 	}
 	<-ctx.Done()
 	c.log.Info("Shutting down: no new work, draining in-flight reconciles", "timeout", drain)

@@ -71,11 +71,18 @@ func (p *poller) jittered() time.Duration {
 	return time.Duration(float64(p.policy.Interval) * (0.9 + 0.2*rand.Float64()))
 }
 
-// run samples until the queue shuts down.
-func (p *poller) run(ctx context.Context) {
-	for {
+// run samples until the queue shuts down or leading ends (SIGTERM, a lost Lease); a sample
+// in flight finishes under ctx, which outlives leading by the drain.
+func (p *poller) run(leading, ctx context.Context) {
+	for leading.Err() == nil {
 		key, shutdown := p.queue.Get()
 		if shutdown {
+			return
+		}
+		if leading.Err() != nil {
+			// Taken past leading's end (ShutDown stops Adds, not Get): left unsampled, as
+			// the workers leave their keys (Controller.processNext).
+			p.queue.Done(key)
 			return
 		}
 		if p.sampleBounded(ctx, key) {

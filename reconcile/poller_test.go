@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func TestPollerRun(t *testing.T) {
 	p.policy.Interval = time.Millisecond
 	w.servers.SetUsage(ownerOf(w.view(t, "active-steady")), backend.Usage{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}, nil)
 	done := make(chan struct{})
-	go func() { p.run(context.Background()); close(done) }()
+	go func() { p.run(context.Background(), context.Background()); close(done) }()
 	p.schedule(testVM)
 	eventually(t, "two samples", func() bool {
 		r.mu.Lock()
@@ -137,6 +138,55 @@ func TestPollerRun(t *testing.T) {
 	if j := p.jittered(); j < 900*time.Microsecond || j > 1100*time.Microsecond {
 		t.Errorf("jittered interval %v, want within 10%% of 1ms", j)
 	}
+}
+
+// TestPollerStopsWithLeading: once leading ends, the poller samples nothing more, though a
+// workqueue hands out what is due after its ShutDown (which stops Adds, not Get): the process
+// is exiting or has lost the Lease, and another replica may lead already. Both ways: a sample
+// due when leading has ended already, and one that Get hands out after leading ended while
+// it waited.
+func TestPollerStopsWithLeading(t *testing.T) {
+	for _, waiting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("waiting in Get %v", waiting), func(t *testing.T) {
+			w := newWorld(t, "active-steady")
+			r := &results{}
+			p := newPoller(t, w, r, "active-steady")
+			w.servers.SetUsage(ownerOf(w.view(t, "active-steady")), backend.Usage{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}, nil)
+			leading, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			if waiting {
+				q := &enteringGet{TypedDelayingInterface: p.queue, entered: make(chan struct{})}
+				p.queue = q
+				go func() { p.run(leading, context.Background()); close(done) }()
+				<-q.entered
+				cancel()
+				p.queue.Add(testVM) // Get hands it out: leading has ended
+			} else {
+				cancel()
+				p.queue.Add(testVM)
+				p.queue.ShutDown()
+				go func() { p.run(leading, context.Background()); close(done) }()
+			}
+			<-done // the barrier: run has returned
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.samples) != 0 {
+				t.Errorf("%d samples after leading ended, want none", len(r.samples))
+			}
+		})
+	}
+}
+
+// enteringGet is a delaying queue that says when Get is first called.
+type enteringGet struct {
+	workqueue.TypedDelayingInterface[cache.ObjectName]
+	once    sync.Once
+	entered chan struct{}
+}
+
+func (q *enteringGet) Get() (cache.ObjectName, bool) {
+	q.once.Do(func() { close(q.entered) })
+	return q.TypedDelayingInterface.Get()
 }
 
 // panickyUsage is a usage reader with a bug: it panics.
