@@ -232,6 +232,7 @@ func run(cc *cli.Context, c runConfig) error {
 	// Before any workqueue is built or the controller makes a request: client-go takes its
 	// metrics hooks once.
 	m := metrics.New()
+	m.SetReconcileTimeout(c.ReconcileTimeout)
 	cl, err := newRunClients(cfg, c.UsageQPS, c.UsageBurst)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ type Metrics struct {
 	reconcileDuration *prometheus.HistogramVec
 	leader            prometheus.Gauge
 	served            prometheus.Gauge
+	reconcileTimeout  prometheus.Gauge
 	cpuUsage          *prometheus.GaugeVec
 	memoryUsage       *prometheus.GaugeVec
 	passesToActive    prometheus.Histogram
@@ -55,6 +56,8 @@ func New() *Metrics {
 			Help: "1 while this replica holds the leader Lease (or runs without leader election), 0 otherwise."}),
 		served: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "resource_served",
 			Help: "1 while the API server serves the VM resource (its CRD exists, serves the version and is established), 0 otherwise."}),
+		reconcileTimeout: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "reconcile_timeout_seconds",
+			Help: "The longest a reconcile may take (--reconcile-timeout), in seconds, for alerts on workers held past it."}),
 	}
 	vm := []string{"namespace", "name"}
 	m.cpuUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "vm_cpu_usage_cores",
@@ -65,7 +68,7 @@ func New() *Metrics {
 		Help:    "Reconciles a VM took through the queue, from its first to the one that made it Active. The wait of each in the queue is workqueue_queue_duration_seconds{name=\"virtualmachines\"}.",
 		Buckets: []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}})
 	m.served.Set(1)
-	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served, m.cpuUsage, m.memoryUsage, m.passesToActive,
+	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served, m.reconcileTimeout, m.cpuUsage, m.memoryUsage, m.passesToActive,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	q := newQueueMetrics()
@@ -114,6 +117,10 @@ func (m *Metrics) UsageGone(vm cache.ObjectName) {
 	m.cpuUsage.DeleteLabelValues(vm.Namespace, vm.Name)
 	m.memoryUsage.DeleteLabelValues(vm.Namespace, vm.Name)
 }
+
+// SetReconcileTimeout records --reconcile-timeout, which the StuckWorker alert measures a
+// worker held on one VM against.
+func (m *Metrics) SetReconcileTimeout(d time.Duration) { m.reconcileTimeout.Set(d.Seconds()) }
 
 // SetServed records whether the VM resource is served.
 func (m *Metrics) SetServed(served bool) {
