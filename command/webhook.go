@@ -35,6 +35,7 @@ type webhookConfig struct {
 	CAValidity   time.Duration
 	CertValidity time.Duration
 	MaxReview    int64 // bytes
+	MaxInFlight  int64 // bytes of the reviews handled at once
 	logFlags
 }
 
@@ -53,6 +54,7 @@ func webhookCommand(c *webhookConfig) *cli.Command {
 		&cli.StringSliceFlag{Name: "field-map", Usage: "group/version=file: convert that version too, with that field map (repeatable); the versions of cloudnative.czs are built in", EnvVars: env("FIELD_MAP"), Destination: &c.FieldMaps},
 		&cli.DurationFlag{Name: "ca-validity", Value: 365 * 24 * time.Hour, Usage: "lifetime of a self-managed CA; renewed with a third left", EnvVars: env("CA_VALIDITY"), Destination: &c.CAValidity},
 		&cli.Int64Flag{Name: "max-review-bytes", Value: webhook.DefaultMaxReviewBytes, Usage: "largest ConversionReview read, in bytes; a larger one is answered 413 (a list the API server converts comes in one review: raise it for clients that list many thousands of VMs of a converted version without pages)", EnvVars: env("MAX_REVIEW_BYTES"), Destination: &c.MaxReview},
+		&cli.Int64Flag{Name: "max-review-bytes-in-flight", Value: webhook.DefaultMaxReviewBytesInFlight, Usage: fmt.Sprintf("most bytes of ConversionReviews read and converted at once, at least --max-review-bytes; a review that does not fit waits for others to be answered, %s at most, then is answered 503 with Retry-After (a review holds about four times its size: the default, two of the largest, fits the webhook Deployment's memory limit of 256Mi with its GOMEMLIMIT of 200MiB; raise them together)", webhook.DefaultMaxReviewWait), EnvVars: env("MAX_REVIEW_BYTES_IN_FLIGHT"), Destination: &c.MaxInFlight},
 		&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", EnvVars: env("CERT_VALIDITY"), Destination: &c.CertValidity},
 	)
 	// JSON by default: the webhook runs only in a cluster, where logs are collected.
@@ -85,6 +87,11 @@ func (c webhookConfig) Validate() error {
 	}
 	if c.MaxReview < 1<<20 {
 		errs = append(errs, fmt.Errorf("--max-review-bytes must be at least 1 MiB (1048576), got %d", c.MaxReview))
+	}
+	// A review as large as allowed must be able to get its turn, or it would wait for bytes
+	// that are never free.
+	if c.MaxInFlight < c.MaxReview {
+		errs = append(errs, fmt.Errorf("--max-review-bytes-in-flight (%d) must be at least --max-review-bytes (%d)", c.MaxInFlight, c.MaxReview))
 	}
 	for _, fm := range c.FieldMaps.Value() {
 		if _, _, err := parseFieldMapFlag(fm); err != nil {
@@ -168,7 +175,7 @@ func serveWebhook(cc *cli.Context, c webhookConfig) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle(crds.WebhookPath, webhook.Handler{Converter: conv, Log: log, MaxBytes: c.MaxReview})
+	mux.Handle(crds.WebhookPath, webhook.Handler{Converter: conv, Log: log, MaxBytes: c.MaxReview, InFlight: webhook.NewInFlight(c.MaxInFlight)})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Addr: c.Listen, Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -301,8 +301,15 @@ func webhookObjects(ns, image string, w Webhook) []any {
 						ImagePullPolicy: corev1.PullIfNotPresent, // as the controller's
 						// Its namespace (of the Service and the Secret) is the pod's own, from
 						// the downward API, so it follows the objects wherever they are applied.
-						Args:           []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--secret=" + w.Secret, "--crd=" + w.CRD},
-						Env:            []corev1.EnvVar{fieldEnv("POD_NAMESPACE", "metadata.namespace")},
+						Args: []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--secret=" + w.Secret, "--crd=" + w.CRD},
+						// GOMEMLIMIT has Go's collector work harder near it rather than let the
+						// heap grow to twice what is live (GOGC), which with reviews of many
+						// megabytes one after another overshoots the memory limit even when
+						// only one is handled at a time. 200MiB leaves the rest of the 256Mi
+						// limit to the binary's mapped pages (~30 MiB) and a margin;
+						// --max-review-bytes-in-flight keeps what is live well under it
+						// (webhook.DefaultMaxReviewBytesInFlight has the figures).
+						Env:            []corev1.EnvVar{fieldEnv("POD_NAMESPACE", "metadata.namespace"), {Name: "GOMEMLIMIT", Value: "200MiB"}},
 						Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: WebhookListenPort}},
 						LivenessProbe:  probe(10),
 						ReadinessProbe: probe(5),

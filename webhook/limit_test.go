@@ -48,14 +48,15 @@ func reviewOf(t *testing.T, n int) []byte {
 // TestReviewSizeLimit: a review of exactly the cap is converted; one byte over it is answered
 // 413 Request Entity Too Large, having been read no further than the cap and a byte without a
 // Content-Length, and not at all with one that announces more; a body many times the cap is
-// read no further either. The cap is the default one, as the webhook serves.
+// read no further either. The cap and the bound in flight are the default ones, as the
+// webhook serves.
 func TestReviewSizeLimit(t *testing.T) {
 	conv, err := convert.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const limit = DefaultMaxReviewBytes
-	h := Handler{Converter: conv}
+	h := Handler{Converter: conv, InFlight: NewInFlight(DefaultMaxReviewBytesInFlight)}
 	prefix := []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`)
 	tests := map[string]struct {
 		size          int64

@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,27 +32,81 @@ import (
 // maxRequestSize in sigs.k8s.io/controller-runtime pkg/webhook/admission/http.go; its
 // conversion webhook reads without a cap), a conversion review has no size the API server
 // never exceeds. The default holds a page of 500 VMs many times over and an unpaginated list
-// of about thirteen thousand (a VM is about 1.2 KB with its managed fields), while what the
-// handler holds for it (the body, the decoded review, the converted objects and the answer:
-// about four times the body, measured) stays well within the memory limit of the webhook's
-// Deployment (256Mi), garbage collection's headroom included. A larger cluster whose clients
-// list a converted version without pages raises it, and the memory limit with it.
+// of about thirteen thousand (a VM is about 1.2 KB with its managed fields). What the handler
+// holds for it (the body, the decoded review, the converted objects and the answer) is about
+// four times the body; with the garbage collector's headroom, one such review alone takes the
+// process to 145 to 191 MiB of RSS, within the memory limit of the webhook's Deployment
+// (256Mi) but not twice over: DefaultMaxReviewBytesInFlight bounds how many are handled at
+// once. A larger
+// cluster whose clients list a converted version without pages raises it, and the bound in
+// flight and the memory limit with it.
 const DefaultMaxReviewBytes = 16 << 20
+
+// DefaultMaxReviewBytesInFlight bounds the bytes of the reviews the webhook handles at once
+// (Handler.InFlight, --max-review-bytes-in-flight): two reviews of DefaultMaxReviewBytes, or
+// one and smaller ones up to the rest.
+//
+// The cap on one review does not bound the process, as the API server sends reviews
+// concurrently. Measured with the webhook binary over TLS on two cores, reviews of 14,639 VMs
+// of 1,145 bytes (testdata/bench/active-vm.json, named apart) in 16 MiB, converted from
+// v1alpha1 to v1, peak anonymous memory (RSS, the binary's ~30 MiB of mapped pages included):
+//
+//   - what a review holds at its peak is 3.8 times its body (heap in use above the idle
+//     process's, with the collector run after every 5% of growth, GOGC=5);
+//   - without this bound, one review alone took 115 to 140 MiB (145 to 191); four at once 361
+//     to 453 MiB (391 to 494), past the Deployment's memory limit of 256Mi;
+//   - the bound alone is not enough: the collector lets the heap grow to twice what was live
+//     at its last cycle (GOGC=100), which in a stream of reviews is measured while the
+//     previous one is at its peak, so four one after another (a bound of 16 MiB) still took
+//     185 to 238 MiB (207 to 283), and four at once under this bound 270 to 322 (305 to 357);
+//   - GOMEMLIMIT alone is not enough either: four at once took 210 to 212 MiB (239 to 242),
+//     but eight 344 to 361 (374 to 391), as what is live then exceeds it and the collector
+//     cannot help.
+//
+// So the Deployment sets GOMEMLIMIT=200MiB (the 256Mi limit less the mapped pages and a
+// margin), which makes the collector work harder near it rather than let the heap grow past
+// it, and this bound keeps what is live well under that, about 5 MiB idle and 3.8 x 32 MiB:
+// 127 MiB. With both, one review took 106 to 139 MiB (136 to 173); four or eight at once, or
+// four while eight clients each posted pages of 500 VMs (570 KB) in a row, 196 to 206 MiB
+// (226 to 244), on one core as on two. A Deployment of one's own sets GOMEMLIMIT likewise, or
+// a lower --max-review-bytes-in-flight.
+const DefaultMaxReviewBytesInFlight = 32 << 20
+
+// DefaultMaxReviewWait bounds how long a review waits for its turn (Handler.MaxWait) before it
+// is answered 503 with a Retry-After, which the API server's client obeys (client-go retries
+// a 503 that has one, up to ten times, within the request's own deadline).
+//
+// The request's context does not bound the wait by itself: the API server calls a webhook
+// over HTTP/1.1 (NextProtos in k8s.io/apiserver pkg/util/webhook/client.go), and net/http's
+// HTTP/1 server notices that the client went only once the handler has read the body, so a
+// review the API server gave up on would otherwise keep its place and, once let in, be read
+// and converted for no one. Thirty seconds is many maximum-size conversions (one takes about
+// a second on two cores, two to three with others at once) and half the API server's request
+// timeout (60s by default), which also ends the wait of a list for its conversion.
+const DefaultMaxReviewWait = 30 * time.Second
 
 // Handler answers ConversionReviews posted to it.
 type Handler struct {
 	Converter *convert.Converter
 	Log       *slog.Logger
 	// MaxBytes bounds a review's body: a longer one is answered 413 Request Entity Too
-	// Large, having been read no further than the bound. Zero: DefaultMaxReviewBytes.
+	// Large, having been read no further than the bound. Zero: DefaultMaxReviewBytes. Above
+	// InFlight's total it is lowered to that, which a review could never wait its way past.
 	MaxBytes int64
+	// InFlight, shared by every request, bounds the bytes of the bodies being handled at
+	// once; a request takes its Content-Length, or MaxBytes when it has none, before reading
+	// a byte. Nil: no bound (the webhook command always sets one).
+	InFlight *InFlight
+	// MaxWait bounds a request's wait for InFlight, as its context does: 503 after it.
+	// Zero: DefaultMaxReviewWait.
+	MaxWait time.Duration
 }
 
 // ServeHTTP converts the review's objects to its desiredAPIVersion. A review that cannot be
-// read gets 400, one larger than MaxBytes 413; one whose objects cannot be converted gets a
-// review with a Failure result that names the object and why, which the API server passes on
-// to its client: the whole review fails, as the API requires (convertedObjects must match
-// objects one for one).
+// read gets 400, one larger than MaxBytes 413, one that cannot get its turn in InFlight 503;
+// one whose objects cannot be converted gets a review with a Failure result that names the
+// object and why, which the API server passes on to its client: the whole review fails, as
+// the API requires (convertedObjects must match objects one for one).
 func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST a ConversionReview", http.StatusMethodNotAllowed)
@@ -60,12 +116,31 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if limit <= 0 {
 		limit = DefaultMaxReviewBytes
 	}
+	if h.InFlight != nil {
+		limit = min(limit, h.InFlight.Total())
+	}
+	// Refused before taking a turn, so that a review that could never be read does not
+	// wait for one.
+	if r.ContentLength > limit {
+		h.tooLarge(w, r, limit)
+		return
+	}
+	if h.InFlight != nil {
+		// A body without a length may be as long as the limit, and is read only that far.
+		n := r.ContentLength
+		if n < 0 {
+			n = limit
+		}
+		if !h.turn(w, r, n) {
+			return
+		}
+		defer h.InFlight.release(n)
+	}
 	body, err := readBody(w, r, limit)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		h.log().Warn("review too large", "limit", limit, "contentLength", r.ContentLength)
-		http.Error(w, fmt.Sprintf("read the review: larger than %d bytes (--max-review-bytes)", limit), http.StatusRequestEntityTooLarge)
+		h.tooLarge(w, r, limit)
 		return
 	case err != nil:
 		http.Error(w, fmt.Sprintf("read the review: %v", err), http.StatusBadRequest)
@@ -89,6 +164,34 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(data)
+}
+
+func (h Handler) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	h.log().Warn("review too large", "limit", limit, "contentLength", r.ContentLength)
+	http.Error(w, fmt.Sprintf("read the review: larger than %d bytes (--max-review-bytes)", limit), http.StatusRequestEntityTooLarge)
+}
+
+// turn takes n bytes of InFlight for the request, waiting no longer than its context and
+// MaxWait allow. When it cannot, it answers 503 and reports false.
+func (h Handler) turn(w http.ResponseWriter, r *http.Request, n int64) bool {
+	wait := h.MaxWait
+	if wait <= 0 {
+		wait = DefaultMaxReviewWait
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	start := time.Now()
+	err := h.InFlight.acquire(ctx, n)
+	if err == nil {
+		return true
+	}
+	waited := time.Since(start).Round(time.Millisecond)
+	h.log().Warn("review not let in: the reviews in flight hold too much", "bytes", n, "inFlight", h.InFlight.inUse(),
+		"limit", h.InFlight.Total(), "waited", waited, "error", err)
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, fmt.Sprintf("review of %d bytes not read: other reviews hold the memory for it (--max-review-bytes-in-flight %d), and it waited %s: %v",
+		n, h.InFlight.Total(), waited, err), http.StatusServiceUnavailable)
+	return false
 }
 
 // readBody reads the body, up to limit bytes. A body that says it is longer is refused before a

@@ -1,0 +1,317 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloudnative-czs/vm-controller/convert"
+)
+
+// gatedBody is a request body that says when the handler first reads it, which it does only
+// once the request has its turn, and gives nothing until the test releases it: a request
+// holds its bytes for as long as the test wants, without sleeping.
+type gatedBody struct {
+	r       *bytes.Reader
+	once    sync.Once
+	started chan struct{} // closed at the first Read
+	release chan struct{} // closed by the test
+}
+
+func newGatedBody(data []byte) *gatedBody {
+	return &gatedBody{r: bytes.NewReader(data), started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedBody) Read(p []byte) (int, error) {
+	g.once.Do(func() { close(g.started) })
+	<-g.release
+	return g.r.Read(p)
+}
+
+// reading reports whether the handler has begun to read the body, that is has let it in.
+func (g *gatedBody) reading() bool {
+	select {
+	case <-g.started:
+		return true
+	default:
+		return false
+	}
+}
+
+// boundedHandler is a handler whose reviews may hold total bytes at once, each at most
+// maxBytes, and a channel that receives the size of each request that starts to wait.
+func boundedHandler(t *testing.T, maxBytes, total int64) (Handler, *InFlight, chan int64) {
+	t.Helper()
+	conv, err := convert.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan int64, 16)
+	b := NewInFlight(total)
+	b.queued = func(n int64) { queued <- n }
+	return Handler{Converter: conv, MaxBytes: maxBytes, InFlight: b}, b, queued
+}
+
+// serveAsync serves the request in a goroutine; the channel receives its answer.
+func serveAsync(h http.Handler, req *http.Request) <-chan *httptest.ResponseRecorder {
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		done <- rec
+	}()
+	return done
+}
+
+// post is a request of body, read from gated when there is one.
+func post(ctx context.Context, body []byte, gated *gatedBody) *http.Request {
+	var r io.Reader = bytes.NewReader(body)
+	if gated != nil {
+		r = gated
+	}
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/convert", r)
+	req.ContentLength = int64(len(body))
+	return req
+}
+
+// converted fails unless the answer is a converted review.
+func converted(t *testing.T, name string, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	if rec.Code != http.StatusOK {
+		t.Errorf("%s: code %d: %s", name, rec.Code, strings.TrimSpace(rec.Body.String()))
+		return
+	}
+	var out apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.Result.Status != metav1.StatusSuccess {
+		t.Errorf("%s: not a converted review (%v): %.200s", name, err, rec.Body.String())
+	}
+}
+
+// idle fails unless the bound holds no bytes and no request waits.
+func idle(t *testing.T, b *InFlight) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used != 0 || b.waiters.Len() != 0 {
+		t.Errorf("%d bytes held and %d requests waiting once every request is answered", b.used, b.waiters.Len())
+	}
+}
+
+// TestInFlightLargeWaitsSmallPasses: with two large reviews in flight and too little left for
+// a third, the third is not read until one of the two is answered, and is then let in; a
+// small review sent while it waits is converted at once rather than queued behind it.
+func TestInFlightLargeWaitsSmallPasses(t *testing.T) {
+	const large = 64 << 10
+	h, b, queued := boundedHandler(t, large, 2*large+large/2)
+	body := reviewOf(t, large)
+
+	first, second, third := newGatedBody(body), newGatedBody(body), newGatedBody(body)
+	firstDone := serveAsync(h, post(context.Background(), body, first))
+	secondDone := serveAsync(h, post(context.Background(), body, second))
+	<-first.started
+	<-second.started
+
+	thirdDone := serveAsync(h, post(context.Background(), body, third))
+	select {
+	case n := <-queued:
+		if n != large {
+			t.Fatalf("a request of %d bytes waits, want the third large one (%d)", n, large)
+		}
+	case <-third.started:
+		t.Fatal("the third large review was read while two held all but half of one")
+	}
+
+	// The small review must not wait: were it queued, the hook says so and the test ends
+	// its wait rather than hang.
+	small := reviewOf(t, 1024)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	smallDone := serveAsync(h, post(ctx, small, nil))
+	select {
+	case rec := <-smallDone:
+		converted(t, "small review", rec)
+	case n := <-queued:
+		cancel()
+		<-smallDone
+		t.Fatalf("a small review (%d bytes) waited behind the large one", n)
+	}
+	if third.reading() {
+		t.Fatal("the third large review was let in before a large one was answered")
+	}
+
+	close(first.release)
+	converted(t, "first large review", <-firstDone)
+	<-third.started // let in by the first one's answer
+	close(second.release)
+	close(third.release)
+	converted(t, "second large review", <-secondDone)
+	converted(t, "third large review", <-thirdDone)
+	idle(t, b)
+}
+
+// TestInFlightWaitEnds: a review that cannot get its turn before its context ends, or before
+// the handler's own bound on waiting, is answered 503 with a message that says why and a
+// Retry-After, having taken nothing: once the review that held the bytes is answered, a
+// review of the whole bound is converted.
+func TestInFlightWaitEnds(t *testing.T) {
+	const size = 64 << 10
+	body := reviewOf(t, size)
+	tests := map[string]struct {
+		maxWait time.Duration
+		cancel  bool // end the request's context once it waits
+		err     string
+	}{
+		"the request's context ends": {cancel: true, err: "context canceled"},
+		"it waited MaxWait":          {maxWait: time.Nanosecond, err: "context deadline exceeded"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h, b, queued := boundedHandler(t, size, size)
+			h.MaxWait = tc.maxWait
+			holder := newGatedBody(body)
+			holderDone := serveAsync(h, post(context.Background(), body, holder))
+			<-holder.started
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			waiter := newGatedBody(body)
+			waiterDone := serveAsync(h, post(ctx, body, waiter))
+			select {
+			case <-queued:
+			case <-waiter.started:
+				t.Fatal("the review was read while another held every byte")
+			}
+			if tc.cancel {
+				cancel()
+			}
+			rec := <-waiterDone
+			if rec.Code != http.StatusServiceUnavailable {
+				t.Fatalf("code %d, want 503: %s", rec.Code, rec.Body.String())
+			}
+			msg := strings.TrimSpace(rec.Body.String())
+			for _, want := range []string{"review of 65536 bytes not read: other reviews hold the memory for it (--max-review-bytes-in-flight 65536)", tc.err} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("message %q does not say %q", msg, want)
+				}
+			}
+			if got := rec.Header().Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After %q, want 1", got)
+			}
+			if waiter.reading() {
+				t.Error("the review was read although it did not get its turn")
+			}
+
+			close(holder.release)
+			converted(t, "the review that held the bytes", <-holderDone)
+			idle(t, b)
+			converted(t, "a review of the whole bound afterwards", <-serveAsync(h, post(context.Background(), body, nil)))
+		})
+	}
+}
+
+// TestInFlightBoundsTheCap: a handler whose MaxBytes is above its bound in flight reads no
+// more than the bound, as a longer review could never get its turn: one of exactly the bound
+// is converted, one a byte longer answered 413 at once, without waiting, whether its length
+// is announced or not.
+func TestInFlightBoundsTheCap(t *testing.T) {
+	const total = 256 << 10
+	h, b, queued := boundedHandler(t, 4*total, total)
+	prefix := []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`)
+	tests := map[string]struct {
+		size          int64
+		contentLength int64 // -1: not announced (chunked)
+		code          int
+		maxRead       int64
+	}{
+		"the bound":                {size: total, contentLength: total, code: http.StatusOK, maxRead: total},
+		"the bound, chunked":       {size: total, contentLength: -1, code: http.StatusOK, maxRead: total},
+		"a byte over, announced":   {size: total + 1, contentLength: total + 1, code: http.StatusRequestEntityTooLarge, maxRead: 0},
+		"a byte over, chunked":     {size: total + 1, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: total + 1},
+		"twice the bound, chunked": {size: 2 * total, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: total + 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var body = &countingReader{r: &endless{prefix: prefix, n: tc.size}}
+			if tc.code == http.StatusOK {
+				body = &countingReader{r: bytes.NewReader(reviewOf(t, int(tc.size)))}
+			}
+			req := httptest.NewRequest(http.MethodPost, "/convert", body)
+			req.ContentLength = tc.contentLength
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code {
+				t.Errorf("code %d, want %d: %s", rec.Code, tc.code, strings.TrimSpace(rec.Body.String()))
+			}
+			if body.n > tc.maxRead {
+				t.Errorf("read %d bytes of the body, want at most %d", body.n, tc.maxRead)
+			}
+			select {
+			case n := <-queued:
+				t.Errorf("a request of %d bytes waited with nothing else in flight", n)
+			default:
+			}
+			idle(t, b)
+		})
+	}
+}
+
+// TestInFlightLetsInOldestThatFit: bytes given back go to the waiting requests oldest first,
+// each that fits in what is free, so a later small one is not held up by an earlier large
+// one that does not fit yet; more than the bound is refused without waiting.
+func TestInFlightLetsInOldestThatFit(t *testing.T) {
+	b := NewInFlight(10)
+	queued := make(chan int64, 4)
+	b.queued = func(n int64) { queued <- n }
+	ctx := context.Background()
+	if err := b.acquire(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	granted := map[string]chan error{}
+	for _, w := range []struct {
+		name string
+		n    int64
+	}{{"a", 6}, {"b", 6}, {"c", 3}} {
+		done := make(chan error, 1)
+		granted[w.name] = done
+		go func() { done <- b.acquire(ctx, w.n) }()
+		<-queued // in this order
+	}
+
+	b.release(10) // a (6) fits, then b (6) does not, c (3) does
+	for _, name := range []string{"a", "c"} {
+		if err := <-granted[name]; err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if used := b.inUse(); used != 9 {
+		t.Fatalf("%d bytes held, want a's 6 and c's 3", used)
+	}
+	select {
+	case <-granted["b"]:
+		t.Fatal("b was let in with 1 byte free")
+	default:
+	}
+	b.release(6) // a's
+	if err := <-granted["b"]; err != nil {
+		t.Fatal(err)
+	}
+	b.release(6)
+	b.release(3)
+	idle(t, b)
+
+	var never errNeverFits
+	if err := b.acquire(ctx, 11); !errors.As(err, &never) {
+		t.Errorf("acquire of more than the bound: %v, want errNeverFits", err)
+	}
+}
