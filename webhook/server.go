@@ -37,9 +37,8 @@ import (
 // four times the body; with the garbage collector's headroom, one such review alone takes the
 // process to 145 to 191 MiB of RSS, within the memory limit of the webhook's Deployment
 // (256Mi) but not twice over: DefaultMaxReviewBytesInFlight bounds how many are handled at
-// once. A larger
-// cluster whose clients list a converted version without pages raises it, and the bound in
-// flight and the memory limit with it.
+// once. A larger cluster whose clients list a converted version without pages raises it, and
+// the bound in flight and the memory limit with it.
 const DefaultMaxReviewBytes = 16 << 20
 
 // DefaultMaxReviewBytesInFlight bounds the bytes of the reviews the webhook handles at once
