@@ -33,7 +33,7 @@ var (
 	partWire      = part{"the transport: TLS, syscalls, network poller, wake-ups", true}
 	partHTTP      = part{"the transport: net/http's connection loops", true}
 	partRequests  = part{"client-go: building requests, reading answers", true}
-	partInformers = part{"client-go: informers and watches", true}
+	partInformers = part{"client-go: informers, watches and queues", true}
 	partWatch     = part{"decoding and caching watch events", false}
 	partAnswers   = part{"decoding write answers", false}
 	partReads     = part{"reading objects in reconciles", false}
@@ -106,11 +106,16 @@ func classify(fns []string) part {
 		}
 		return partReads
 	case hasPrefix("k8s.io/client-go/rest.", "net/http."):
-		return partRequests
-	case hasPrefix("k8s.io/client-go/tools/cache.", "k8s.io/apimachinery/pkg/watch."):
-		return partInformers
+		return partRequests // the request path, client-go's metric hooks included
+	// What a controller's code calls is its own, client-go's cache and queue among it (an
+	// event handler, a reconcile's read of the cache); what runs under an informer or a
+	// queue with none of its code on the stack is client-go's.
 	case own:
 		return partOwn
+	case hasPrefix("sigs.k8s.io/controller-runtime/"):
+		return partLibraries
+	case hasPrefix("k8s.io/client-go/tools/cache.", "k8s.io/apimachinery/pkg/watch.", "k8s.io/client-go/util/workqueue."):
+		return partInformers
 	case hasPrefix("k8s.io/", "sigs.k8s.io/"):
 		return partLibraries
 	}

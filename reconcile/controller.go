@@ -729,10 +729,11 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		after = out.after
 		if out.last == nil || round == maxDecisions {
-			if !out.releasing {
-				// Nothing more to decide on here (the plan wrote no VM, or this was the last
-				// round): the writes so far are what the next reconcile decides on, as after
-				// a settled plan, not the cache that has yet to bring them back.
+			if out.last == nil && !out.releasing {
+				// The plan wrote no VM: nothing more to decide on here, and the writes so far
+				// were decided on already, as in a settled pass, so that the next reconcile
+				// decides on them rather than on a cache that has yet to bring them back. (A
+				// last round's own write was not decided on: its echo brings the VM back.)
 				c.echoes.expect(key, rvs, last)
 			}
 			break

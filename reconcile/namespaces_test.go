@@ -196,7 +196,7 @@ func TestNamespaceWatchForbidden(t *testing.T) {
 		lists.Add(1)
 		return true, nil, apierrors.NewForbidden(corev1.Resource("namespaces"), "", errors.New("RBAC: no rule"))
 	})
-	var logged strings.Builder
+	var logged syncBuffer // the informer's goroutine writes it while the test reads
 	w := NewNamespaceWatch(client, "", slog.New(slog.NewTextHandler(&logged, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
