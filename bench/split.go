@@ -64,26 +64,19 @@ func ownCode(fn string) bool {
 
 // classify returns the part of a sample whose stack holds the functions fns, leaf first.
 func classify(fns []string) part {
-	has := func(subs ...string) bool {
+	// some reports whether a function of the stack matches one of subs.
+	some := func(match func(fn, sub string) bool, subs ...string) bool {
 		for _, fn := range fns {
-			for _, s := range subs {
-				if strings.Contains(fn, s) {
+			for _, sub := range subs {
+				if match(fn, sub) {
 					return true
 				}
 			}
 		}
 		return false
 	}
-	hasPrefix := func(prefixes ...string) bool {
-		for _, fn := range fns {
-			for _, p := range prefixes {
-				if strings.HasPrefix(fn, p) {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	has := func(subs ...string) bool { return some(strings.Contains, subs...) }
+	hasPrefix := func(prefixes ...string) bool { return some(strings.HasPrefix, prefixes...) }
 	own := false
 	for _, fn := range fns {
 		own = own || ownCode(fn)

@@ -127,23 +127,32 @@ func TestControllerDiskToActive(t *testing.T) {
 	}
 }
 
+// deletedWithDisk is the world of a deleted VM whose server is gone (the case
+// delete-without-server), with reclaim policy policy in the API, and its disk, bound at 40G,
+// owned by owner. It returns the world and the VM as a backend.Owner.
+func deletedWithDisk(t *testing.T, policy string, owner backend.DiskOwner) (*world, backend.Owner) {
+	t.Helper()
+	w := newWorld(t, "delete-without-server")
+	u := w.vm(t, testVM.Namespace, testVM.Name)
+	if err := unstructured.SetNestedField(u.Object, policy, "spec", "rootDiskReclaimPolicy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	vm := ownerOf(cachedView(t, u, w.fields))
+	w.servers.SetDisk(vm, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
+		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: owner})
+	return w, vm
+}
+
 // TestControllerReleasedOnce: the way out of a VM whose disk is kept is taken once, though
 // the cache lags the finalizer's removal: a reconcile queued before the cache lets the VM go
 // (the server's or the disk's last change) decides nothing, so that DiskRetained is recorded
 // once and the finalizer is not written again. (The informer is stopped after its first list,
 // so that the cache keeps the VM with its finalizer.)
 func TestControllerReleasedOnce(t *testing.T) {
-	w := newWorld(t, "delete-without-server")
-	u := w.vm(t, testVM.Namespace, testVM.Name)
-	if err := unstructured.SetNestedField(u.Object, "Retain", "spec", "rootDiskReclaimPolicy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
-		t.Fatal(err)
-	}
-	owner := ownerOf(cachedView(t, u, w.fields))
-	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
-		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskKept})
+	w, owner := deletedWithDisk(t, "Retain", backend.DiskKept)
 	c, r := newDiskController(t, w)
 	ctx := start(t, c)
 	c.vms.Load().stop()
@@ -178,17 +187,7 @@ func TestControllerReleasedOnce(t *testing.T) {
 // DiskReleaseRefused, and once the refusal is lifted the next reconcile (here come early, as
 // the VM's next change would bring it) releases the disk and lets the VM go.
 func TestControllerDiskReleaseRefused(t *testing.T) {
-	w := newWorld(t, "delete-without-server")
-	u := w.vm(t, testVM.Namespace, testVM.Name)
-	if err := unstructured.SetNestedField(u.Object, "Retain", "spec", "rootDiskReclaimPolicy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
-		t.Fatal(err)
-	}
-	owner := ownerOf(cachedView(t, u, w.fields))
-	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
-		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned})
+	w, owner := deletedWithDisk(t, "Retain", backend.DiskOwned)
 	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: %w: %w", backend.ErrRejected,
 		apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumeclaims"}, "test-vm-rootdisk", errors.New("denied"))))
 	c, _ := newDiskController(t, w)
@@ -333,18 +332,9 @@ func TestApplyDiskReleaseRefused(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			w := newWorld(t, "delete-without-server")
-			u := w.vm(t, testVM.Namespace, testVM.Name)
-			if err := unstructured.SetNestedField(u.Object, tc.policy, "spec", "rootDiskReclaimPolicy"); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
-				t.Fatal(err)
-			}
+			w, _ := deletedWithDisk(t, tc.policy, tc.owner)
 			current := func() schema.VirtualMachine { return cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields) }
 			vm := current()
-			w.servers.SetDisk(ownerOf(vm), &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
-				Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner})
 			disk, _ := w.servers.ObserveDisk(ownerOf(vm))
 			plan := decision.DefaultPolicy.Decide(vm, nil, disk, nil, now)
 			if plan.Disk == nil || plan.Finalizer != decision.RemoveFinalizer {

@@ -227,35 +227,9 @@ func TestInFlightWaitEnds(t *testing.T) {
 func TestInFlightBoundsTheCap(t *testing.T) {
 	const total = 256 << 10
 	h, b, queued := boundedHandler(t, 4*total, total)
-	prefix := []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`)
-	tests := map[string]struct {
-		size          int64
-		contentLength int64 // -1: not announced (chunked)
-		code          int
-		maxRead       int64
-	}{
-		"the bound":                {size: total, contentLength: total, code: http.StatusOK, maxRead: total},
-		"the bound, chunked":       {size: total, contentLength: -1, code: http.StatusOK, maxRead: total},
-		"a byte over, announced":   {size: total + 1, contentLength: total + 1, code: http.StatusRequestEntityTooLarge, maxRead: 0},
-		"a byte over, chunked":     {size: total + 1, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: total + 1},
-		"twice the bound, chunked": {size: 2 * total, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: total + 1},
-	}
-	for name, tc := range tests {
+	for name, tc := range sizeCases(total) {
 		t.Run(name, func(t *testing.T) {
-			var body = &countingReader{r: &endless{prefix: prefix, n: tc.size}}
-			if tc.code == http.StatusOK {
-				body = &countingReader{r: bytes.NewReader(reviewOf(t, int(tc.size)))}
-			}
-			req := httptest.NewRequest(http.MethodPost, "/convert", body)
-			req.ContentLength = tc.contentLength
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != tc.code {
-				t.Errorf("code %d, want %d: %s", rec.Code, tc.code, strings.TrimSpace(rec.Body.String()))
-			}
-			if body.n > tc.maxRead {
-				t.Errorf("read %d bytes of the body, want at most %d", body.n, tc.maxRead)
-			}
+			tc.check(t, h)
 			select {
 			case n := <-queued:
 				t.Errorf("a request of %d bytes waited with nothing else in flight", n)

@@ -55,39 +55,52 @@ func TestReviewSizeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const limit = DefaultMaxReviewBytes
 	h := Handler{Converter: conv, InFlight: NewInFlight(DefaultMaxReviewBytesInFlight)}
-	prefix := []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`)
-	tests := map[string]struct {
-		size          int64
-		contentLength int64 // what the request says of its body's length; -1: nothing (chunked)
-		code          int   // the answer
-		maxRead       int64 // bytes of the body read at most
-	}{
-		"at the cap":                 {size: limit, contentLength: limit, code: http.StatusOK, maxRead: limit},
-		"at the cap, chunked":        {size: limit, contentLength: -1, code: http.StatusOK, maxRead: limit},
-		"a byte over, announced":     {size: limit + 1, contentLength: limit + 1, code: http.StatusRequestEntityTooLarge, maxRead: 0},
-		"a byte over, chunked":       {size: limit + 1, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: limit + 1},
-		"ten times the cap, chunked": {size: 10 * limit, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: limit + 1},
+	for name, tc := range sizeCases(DefaultMaxReviewBytes) {
+		t.Run(name, func(t *testing.T) { tc.check(t, h) })
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			var body io.Reader = &endless{prefix: prefix, n: tc.size}
-			if tc.code == http.StatusOK {
-				body = bytes.NewReader(reviewOf(t, int(tc.size)))
-			}
-			counted := &countingReader{r: body}
-			req := httptest.NewRequest(http.MethodPost, "/convert", counted)
-			req.ContentLength = tc.contentLength
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != tc.code {
-				t.Errorf("code %d, want %d: %s", rec.Code, tc.code, strings.TrimSpace(rec.Body.String()))
-			}
-			if counted.n > tc.maxRead {
-				t.Errorf("read %d bytes of the body, want at most %d", counted.n, tc.maxRead)
-			}
-		})
+}
+
+// sizeCase is a review of size bytes whose request says its length is contentLength (-1:
+// nothing, chunked), and what the handler should make of it: the answer's code, and how many
+// of its bytes it reads at most.
+type sizeCase struct {
+	size, contentLength int64
+	code                int
+	maxRead             int64
+}
+
+// sizeCases are reviews about a limit: of exactly the limit, converted; a byte over it,
+// answered 413 having been read no further than the limit and a byte, and not at all when its
+// length says so; ten times the limit, read no further either.
+func sizeCases(limit int64) map[string]sizeCase {
+	return map[string]sizeCase{
+		"at the limit":                 {size: limit, contentLength: limit, code: http.StatusOK, maxRead: limit},
+		"at the limit, chunked":        {size: limit, contentLength: -1, code: http.StatusOK, maxRead: limit},
+		"a byte over, announced":       {size: limit + 1, contentLength: limit + 1, code: http.StatusRequestEntityTooLarge, maxRead: 0},
+		"a byte over, chunked":         {size: limit + 1, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: limit + 1},
+		"ten times the limit, chunked": {size: 10 * limit, contentLength: -1, code: http.StatusRequestEntityTooLarge, maxRead: limit + 1},
+	}
+}
+
+// check posts the case's review to h (a valid one when it should be converted, else a JSON
+// prefix that goes on) and checks the answer and how much of the body h read.
+func (tc sizeCase) check(t *testing.T, h http.Handler) {
+	t.Helper()
+	var body io.Reader = &endless{prefix: []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"`), n: tc.size}
+	if tc.code == http.StatusOK {
+		body = bytes.NewReader(reviewOf(t, int(tc.size)))
+	}
+	counted := &countingReader{r: body}
+	req := httptest.NewRequest(http.MethodPost, "/convert", counted)
+	req.ContentLength = tc.contentLength
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != tc.code {
+		t.Errorf("code %d, want %d: %s", rec.Code, tc.code, strings.TrimSpace(rec.Body.String()))
+	}
+	if counted.n > tc.maxRead {
+		t.Errorf("read %d bytes of the body, want at most %d", counted.n, tc.maxRead)
 	}
 }
 
