@@ -11,8 +11,9 @@ import (
 
 // applyBudget carries out the plan's action on the VM's disruption budget (backend.Budgets,
 // the eviction strategy Block), if it has one. A budget the backend refuses (a name another
-// holds) is an error, retried at the pace of the queue's backoff: the server runs on either
-// way, and only the drain it would hold is at stake.
+// holds, a policy that denies it) is an error, retried at the pace of the queue's backoff: the
+// server runs on either way, and only the drain it would hold is at stake. The plan's status
+// is written all the same (applyPlan), so that the retries do not act on the server again.
 func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, act *decision.BudgetAction) error {
 	if act == nil {
 		return nil

@@ -2,12 +2,16 @@ package reconcile
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // TestControllerBudget: a VM of evictionStrategy Block gets its disruption budget in the
@@ -63,3 +67,60 @@ func TestApplyBudgetWithoutBackend(t *testing.T) {
 
 // serversOnly is a backend with none of the optional interfaces.
 type serversOnly struct{ backend.Backend }
+
+// refusingBudgets is the memory backend whose budgets the cluster refuses (a policy engine
+// that denies budgets which hold drains, a budget of the name another holds, RBAC without
+// them).
+type refusingBudgets struct{ *memory.Backend }
+
+func (refusingBudgets) CreateBudget(context.Context, backend.Owner) (*backend.Budget, error) {
+	return nil, fmt.Errorf("PodDisruptionBudget test-vm-block-eviction already exists and this VM does not control it: %w", backend.ErrRejected)
+}
+
+// TestApplyBudgetRefusedWritesStatus: a Block VM whose budget is refused, asked once to
+// migrate. The migration's delete is done and its status written though the budget fails
+// (the error comes back for a retry), so that the retries do not delete the server again:
+// one request, one delete, over rounds in which the world moves on (the old server goes, the
+// next one runs on another node).
+func TestApplyBudgetRefusedWritesStatus(t *testing.T) {
+	const name = "evict-block-migrate-nobudget"
+	w := newWorld(t, name)
+	_, srv := decidecase.Read(t, caseFile(name))
+	a := w.applier()
+	b := refusingBudgets{w.servers}
+	a.backend = b
+	deletes, errs := 0, 0
+	for round := range 8 {
+		vm := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields) // as the API holds it
+		owner := ownerOf(vm)
+		if round == 0 {
+			w.servers.Set(owner, srv)
+		}
+		s, _ := w.servers.Observe(owner)
+		budget, _ := b.ObserveBudget(owner)
+		plan := serverPolicy.Decide(vm, s, nil, budget, now)
+		if plan.Server != nil && plan.Server.Op == decision.DeleteServer {
+			deletes++
+		}
+		if _, err := a.apply(context.Background(), vm, owner, s, nil, plan); err != nil {
+			if !errors.Is(err, backend.ErrRejected) {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			errs++
+		}
+		switch s, _ := w.servers.Observe(owner); {
+		case s == nil:
+		case s.Deleting:
+			w.servers.Set(owner, nil)
+		case s.State == backend.StatePending:
+			s.State, s.Detail, s.Node = backend.StateReady, "Running", "node-b"
+			w.servers.Set(owner, s)
+		}
+	}
+	if deletes != 1 || errs == 0 {
+		t.Errorf("one migration request deleted the server %d times (the budget refused %d times), want once", deletes, errs)
+	}
+	if got := status(t, w, testVM, "migration", "phase"); got != string(schema.MigrationSucceeded) {
+		t.Errorf("migration %q, want %s", got, schema.MigrationSucceeded)
+	}
+}
