@@ -757,7 +757,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		st.RootDisk = nil // the controller keeps no disks
 	}
 	st.Conditions = d.resumed(st.Conditions)
-	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration)
+	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration, reason)
 	st.Conditions = d.kstatus(st)
 
 	if st.SameAs(d.current) || d.onTheWay(*st) || d.placedOnly(*st) {

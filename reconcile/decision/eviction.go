@@ -132,10 +132,15 @@ func (d *decision) moved(e *Event) {
 // evictionConditions sets the conditions Moving and EvictionBlocked on a status being
 // reported, with the Events of their changes: ServerMoved when the new server of a move is
 // ready, DrainBlocked when a drain begins to wait for the VM.
-func (d *decision) evictionConditions(conds []schema.Condition, gen int64) []schema.Condition {
+func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reason string) []schema.Condition {
 	// The server the plan leaves: one this plan deletes (a migration, a restart, a stop) is
 	// going, and neither moved here nor holding a drain.
 	leaving := d.plan.Server != nil && d.plan.Server.Op == DeleteServer
+	if d.stopsWith(reason) {
+		// A move ends with a stop (eviction), in the decision that stops the VM: its new
+		// server ended under a run strategy that keeps it so, say.
+		d.moving = nil
+	}
 	if d.moving != nil && d.srv != nil && d.srv.State == backend.StateReady && !d.srv.Deleting && !leaving && d.srv.Disruption == nil {
 		on := "its node"
 		if d.srv.Node != "" {
@@ -173,7 +178,9 @@ func (d *decision) replacing() bool {
 // restsStopped reports whether the VM is stopped by a request, by its guest or by its run
 // strategy, by the reason its status gives: a drain does not start it again (replacing), and
 // a move under way ends with a stop.
-func (d *decision) restsStopped() bool {
-	r := d.current.Reason
+func (d *decision) restsStopped() bool { return d.stopsWith(d.current.Reason) }
+
+// stopsWith reports whether a status of reason r leaves the VM stopped (restsStopped).
+func (d *decision) stopsWith(r string) bool {
 	return atRest[r] || r == ReasonStopping || (r == ReasonServerFailed && !d.retries(r))
 }
