@@ -273,7 +273,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		// apply step puts it in (Plan.Created). The neutral word stands in for it meanwhile.
 		r := d.report(schema.PhaseCreating, ReasonServerCreating, PendingMessage,
 			&backend.Server{State: backend.StatePending, Detail: string(backend.StatePending)})
-		if gone := d.missingServer(); gone != "" && r.status {
+		if gone := d.missingServer(); gone != "" && r.status && !d.requestTakesServer() {
 			d.event(EventWarning, ReasonServerMissing,
 				fmt.Sprintf("Server %s was deleted, not by the controller; creating a new one", gone))
 		}
@@ -289,7 +289,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		}
 		r := d.report(schema.PhaseCreating, ReasonServerReplacing,
 			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), srv)
-		if gone := d.missingServer(); gone != "" && r.event {
+		if gone := d.missingServer(); gone != "" && r.event && !d.requestTakesServer() {
 			// Not a replacement of the controller's: say so, instead of the transition.
 			d.plan.Events[len(d.plan.Events)-1] = Event{Type: EventWarning, Reason: ReasonServerMissing,
 				Message: fmt.Sprintf("Server %s is being deleted, not by the controller; a new one follows once it is gone", gone)}

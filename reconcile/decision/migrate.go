@@ -33,6 +33,20 @@ import (
 // server about to be created is the move's.
 func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 	if req := d.newMigration(); req != "" {
+		if from := d.goingFrom(); from != "" {
+			// The server is going, or gone, already: this controller's delete for the
+			// request, whose status write did not go through (a conflict), or anyone's. The
+			// move is that deletion, as a restart's is (active): no second delete, and the next
+			// server avoids the node.
+			d.next().Migration = &schema.MigrationStatus{RequestedAt: req, Phase: schema.MigrationMoving, SourceNode: from,
+				Message: fmt.Sprintf("Moving the server off node %s", from)}
+			if srv := d.srv; srv != nil {
+				d.report(schema.PhaseCreating, ReasonMigrating, movingMessage(srv.Name, from), srv)
+				return true
+			}
+			want.AvoidNode = from
+			return false
+		}
 		if why := d.cannotMigrate(); why != "" {
 			d.refuseMigration(req, why)
 			return false
@@ -106,6 +120,29 @@ func (d *decision) newMigration() string {
 		return ""
 	}
 	return r
+}
+
+// goingFrom is the node of a server the VM had running, which is going or gone with no move
+// recorded: the server's own while it is being deleted, or, once it is gone, the node the
+// status last gave it. "" when there is none: no such server, or one on a node that does
+// not answer (its deletion cannot finish; nodelost.go).
+func (d *decision) goingFrom() string {
+	switch srv := d.srv; {
+	case srv != nil && srv.Deleting && srv.State != backend.StateLost:
+		return srv.Node
+	case srv == nil && d.missingServer() != "" && d.current.Reason != ReasonNodeLost:
+		return d.current.Server.Node // missingServer: the status names a server
+	}
+	return ""
+}
+
+// requestTakesServer reports whether a new restart or migrate request explains the VM's
+// server going, or gone, where the status says it runs: the controller's own delete for the
+// request, whose status write did not go through (a conflict), or anyone's. Either way the
+// next server carries the request out (active, migrate); the server is not called missing,
+// and a VM under a strategy that heeds requests is not taken for stopped (stoppedState).
+func (d *decision) requestTakesServer() bool {
+	return d.newRestart() != "" || d.newMigration() != "" && d.goingFrom() != ""
 }
 
 // cannotMigrate says why the VM's server cannot be moved now, or "": it must run, on a node,

@@ -103,8 +103,12 @@ func (d *decision) stoppedState() bool {
 	if slices.Contains(stoppedReasons, reason) {
 		return true
 	}
-	// The server the status claims went, or is going, without the controller deleting it.
+	// The server the status claims went, or is going, without the controller deleting it,
+	// unless a request explains it: the VM is asked to run on.
 	missing := (d.srv == nil || d.srv.Deleting) && d.missingServer() != ""
+	if missing && d.requestTakesServer() {
+		return false
+	}
 	switch d.strategy {
 	case schema.RunOnce:
 		return missing || reason == ReasonServerFailed || reason == ReasonServerMissing

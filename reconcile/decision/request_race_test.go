@@ -1,0 +1,106 @@
+package decision_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// TestRequestDeleteUnrecorded: the controller deleted the server for a migrate or restart
+// request, and the status write that records it met a conflict (someone wrote the VM
+// meanwhile). The next decision sees the request as new and the server going, or gone, where
+// the status still says it runs. Under every run strategy that runs it the request is carried
+// on: the server is not called missing, the migration is not refused and moves off the node
+// the server ran on, the VM is not taken for stopped, and nothing is deleted twice.
+func TestRequestDeleteUnrecorded(t *testing.T) {
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	base, running := decidecase.Read(t, filepath.Join(cases, "migrate-requested.txtar"))
+	for _, request := range []string{"migrate", "restart"} {
+		for _, strategy := range []string{"active", "rerunOnFailure", "once", "manual"} {
+			// The status as the controller wrote it for the running server: on node-a.
+			patch := `{"spec":{"action":"` + strategy + `"},"status":{"server":{"node":"node-a"}}}`
+			if request == "restart" {
+				patch = `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":null,"cloudnative.czs/restartedAt":"2026-06-01T11:59:00Z"}},"spec":{"action":"` + strategy + `"}}`
+			}
+			vm := patchVM(t, base, patch)
+			going := *running
+			going.Deleting = true
+			for name, srv := range map[string]*backend.Server{"going": &going, "gone": nil} {
+				plan := policy.Decide(vm, srv, nil, nil, now)
+				where := request + "/" + strategy + "/" + name
+				for _, e := range plan.Events {
+					if e.Reason == decision.ReasonMigrationRefused || e.Reason == decision.ReasonServerMissing {
+						t.Errorf("%s: %s %s: %s", where, e.Type, e.Reason, e.Message)
+					}
+				}
+				st := plan.Status
+				if st == nil {
+					t.Fatalf("%s: no status, want the request recorded", where)
+				}
+				if st.Phase == schema.PhaseInactive {
+					t.Errorf("%s: the request leaves the VM stopped: %s: %s", where, st.Reason, st.Message)
+				}
+				if plan.Server != nil && plan.Server.Op == decision.DeleteServer {
+					t.Errorf("%s: the server is deleted again", where)
+				}
+				switch request {
+				case "migrate":
+					if m := st.Migration; m == nil || m.Phase != schema.MigrationMoving || m.SourceNode != "node-a" {
+						t.Errorf("%s: migration %+v, want Moving off node-a", where, m)
+					}
+					if s := plan.Server; srv == nil && (s == nil || s.Op != decision.CreateServer || s.Spec.AvoidNode != "node-a") {
+						t.Errorf("%s: server action %+v, want a create that avoids node-a", where, s)
+					}
+				case "restart":
+					if st.RestartedAt != "2026-06-01T11:59:00Z" {
+						t.Errorf("%s: restartedAt %q, want the request recorded", where, st.RestartedAt)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestServerMissingWithoutRequest: without a request, a server gone where the status says
+// it runs is still called missing (a Warning), and under Manual the VM stays stopped: the
+// requests explain a server's going, nothing else does.
+func TestServerMissingWithoutRequest(t *testing.T) {
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	base, _ := decidecase.Read(t, filepath.Join(cases, "migrate-requested.txtar"))
+	for _, strategy := range []string{"active", "manual"} {
+		vm := patchVM(t, base, `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":null}},"spec":{"action":"`+strategy+`"}}`)
+		plan := policy.Decide(vm, nil, nil, nil, now)
+		missing := false
+		for _, e := range plan.Events {
+			missing = missing || e.Reason == decision.ReasonServerMissing
+		}
+		if !missing {
+			t.Errorf("%s: events %+v, want ServerMissing", strategy, plan.Events)
+		}
+		if strategy == "manual" && (plan.Status == nil || plan.Status.Phase != schema.PhaseInactive) {
+			t.Errorf("manual: status %+v, want the VM stopped", plan.Status)
+		}
+	}
+}
+
+// patchVM is vm with a JSON merge patch applied.
+func patchVM(t *testing.T, vm schema.VirtualMachine, patch string) schema.VirtualMachine {
+	t.Helper()
+	raw, err := jsonpatch.MergePatch([]byte(vm.JSON()), []byte(patch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := schema.Parse(raw, decidecase.Fields(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
