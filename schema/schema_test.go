@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func TestParseGVR(t *testing.T) {
@@ -245,6 +246,42 @@ func TestSpecValid(t *testing.T) {
 				t.Errorf("got %s %s %s %s %q %s", s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.RunStrategy, s.StorageClass, s.ReclaimPolicy)
 			}
 		})
+	}
+}
+
+// TestSpecQuantityText: a quantity whose text is longer than 100 characters, or whose
+// exponent goes beyond 200 either way, is refused before it is parsed, with a reason: such an
+// exponent passes admission's pattern, and apimachinery wraps it into an int32 (1e4294967297
+// would read as 10) or takes minutes over it (1e-99999999). Exponents within the bound still
+// read, and the E (exa) and Ei suffixes are not taken for one.
+func TestSpecQuantityText(t *testing.T) {
+	f := builtin(t, "v1alpha1")
+	for cpu, want := range map[string]string{
+		"1e-99999999":                  "its exponent is out of range",
+		"1e2147483648":                 "its exponent is out of range",
+		"1e4294967297":                 "its exponent is out of range",
+		"1e4294967305":                 "its exponent is out of range",
+		"1e201":                        "its exponent is out of range",
+		"1" + strings.Repeat("0", 100): "longer than 100 characters",
+		"1e2":                          "",
+		"100000e-3":                    "",
+		"0.1e+3":                       "",
+		"1E":                           "must be at most", // exa: a quantity, too many cores
+		"1Ei":                          "must be at most",
+	} {
+		vm, err := Parse([]byte(`{"spec":{"action":"active","resource":{"cpu":"`+cpu+`","memory":"1Gi","rootDisk":"1Gi"}}}`), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, errs := vm.Spec()
+		switch {
+		case want == "" && len(errs) > 0:
+			t.Errorf("cpu %s refused: %v", cpu, errs)
+		case want == "" && s.CPU.Cmp(resource.MustParse("100")) != 0:
+			t.Errorf("cpu %s read as %s, want 100", cpu, s.CPU.String())
+		case want != "" && (len(errs) != 1 || !strings.Contains(errs[0].Detail, want)):
+			t.Errorf("cpu %s: errors %v, want one saying %q", cpu, errs, want)
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package schema
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -135,6 +137,9 @@ func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resourc
 	default:
 		return resource.Quantity{}, field.Invalid(fp(), v.Raw, "must be a quantity such as "+example(wholeBytes))
 	}
+	if why := unreadable(text); why != "" {
+		return resource.Quantity{}, field.Invalid(fp(), text, why+"; write it like "+example(wholeBytes))
+	}
 	q, err := resource.ParseQuantity(text)
 	if err != nil {
 		return resource.Quantity{}, field.Invalid(fp(), text, "not a quantity; write it like "+example(wholeBytes))
@@ -158,6 +163,53 @@ func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resourc
 		return resource.Quantity{}, field.Invalid(fp(), text, "must be a whole number of bytes")
 	}
 	return q, nil
+}
+
+// The bounds on a quantity's text before it is parsed (unreadable). Admission's pattern lets
+// through an exponent of any length, which apimachinery reads into an int32: "1e4294967297"
+// wraps round to 10, and "1e-99999999" keeps a worker busy for minutes, past any deadline. No
+// quantity the resource model holds needs more: from a mantissa of maxQuantityText digits,
+// maxExponent reaches beyond int64 bytes and below a millicore either way.
+const (
+	maxQuantityText = 100
+	maxExponent     = 200
+)
+
+// unreadable says why text is refused before it is parsed, or "": too long, or a decimal
+// exponent beyond maxExponent either way.
+func unreadable(text string) string {
+	if len(text) > maxQuantityText {
+		return fmt.Sprintf("longer than %d characters", maxQuantityText)
+	}
+	if e, ok := decimalExponent(text); ok && (e > maxExponent || e < -maxExponent) {
+		return fmt.Sprintf("its exponent is out of range (at most %d either way)", maxExponent)
+	}
+	return ""
+}
+
+// decimalExponent is the exponent of a quantity written with one ("1e3", "5E-2"), and whether
+// it has one: not a suffix such as E (exa) or Ei. An exponent too long to read is reported as
+// beyond any bound.
+func decimalExponent(text string) (int, bool) {
+	i := strings.IndexAny(text, "eE")
+	if i < 0 {
+		return 0, false
+	}
+	exp, neg := text[i+1:], false
+	if exp != "" && (exp[0] == '+' || exp[0] == '-') {
+		exp, neg = exp[1:], exp[0] == '-'
+	}
+	if exp == "" || strings.Trim(exp, "0123456789") != "" {
+		return 0, false
+	}
+	n := math.MaxInt32
+	if len(exp) <= 9 {
+		n, _ = strconv.Atoi(exp)
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // tooLarge reports whether q is beyond what the resource model holds: int64 bytes, or int64
