@@ -110,7 +110,10 @@ func usageIntervalFlag(dst *time.Duration, usage string) cli.Flag {
 }
 
 func (f accessFlags) validate() error {
-	return validLabel("namespace", f.Namespace)
+	if err := validLabel("namespace", f.Namespace); err != nil {
+		return err
+	}
+	return validLabel("lease-namespace", f.LeaseNamespace)
 }
 
 // validLabel refuses a namespace flag's value that no namespace could have; empty passes.

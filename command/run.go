@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -174,8 +176,13 @@ func (c runConfig) Validate() error {
 	if c.UsageQPS <= 0 || c.UsageBurst < 1 {
 		return fmt.Errorf("--usage-qps must be greater than 0 and --usage-burst at least 1")
 	}
-	if l, r, p := c.LeaseDuration, c.RenewDeadline, c.RetryPeriod; p <= 0 || r <= p || l <= r {
-		return fmt.Errorf("want --lease-duration > --renew-deadline > --retry-period > 0, got %s, %s, %s", l, r, p)
+	// client-go's elector jitters each retry by up to a fifth and refuses, only once it starts,
+	// a renew deadline that a jittered retry could pass.
+	if l, r, p := c.LeaseDuration, c.RenewDeadline, c.RetryPeriod; p <= 0 || r <= time.Duration(leaderelection.JitterFactor*float64(p)) || l <= r {
+		return fmt.Errorf("want --lease-duration > --renew-deadline > %.1f x --retry-period > 0, got %s, %s, %s", leaderelection.JitterFactor, l, r, p)
+	}
+	if errs := validation.IsDNS1123Subdomain(c.LeaseName); len(errs) > 0 {
+		return fmt.Errorf("--lease-name %q: %s", c.LeaseName, strings.Join(errs, "; "))
 	}
 	return nil
 }

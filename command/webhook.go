@@ -81,8 +81,11 @@ func (c webhookConfig) Validate() error {
 		if c.Namespace == "" || c.Secret == "" {
 			errs = append(errs, errors.New("self-managed certificates need --namespace and --secret"))
 		}
-		if c.CertValidity <= 0 || c.CAValidity < c.CertValidity {
-			errs = append(errs, fmt.Errorf("want 0 < --cert-validity (%s) <= --ca-validity (%s)", c.CertValidity, c.CAValidity))
+		// At least an hour: renewal is checked every thirtieth of the lifetime, and a
+		// certificate shorter than the API server's own connections would be renewed
+		// faster than it is used.
+		if c.CertValidity < time.Hour || c.CAValidity < c.CertValidity {
+			errs = append(errs, fmt.Errorf("want 1h <= --cert-validity (%s) <= --ca-validity (%s)", c.CertValidity, c.CAValidity))
 		}
 	}
 	if c.MaxReview < 1<<20 {

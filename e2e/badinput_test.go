@@ -58,7 +58,7 @@ func TestBadInputFlags(t *testing.T) {
 		"restart backoff":        {[]string{"run", "--restart-backoff", "10m"}, nil, "", 2, "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"retry delays":           {[]string{"run", "--retry-base-delay", "2s", "--retry-max-delay", "1s"}, nil, "", 2, "--retry-base-delay must be positive and at most --retry-max-delay"},
 		"empty server image":     {[]string{"run", "--server-image", ""}, nil, "", 2, "--server-image must not be empty"},
-		"lease timings":          {[]string{"run", "--lease-duration", "1s"}, nil, "", 2, "want --lease-duration > --renew-deadline > --retry-period > 0, got 1s, 10s, 500ms"},
+		"lease timings":          {[]string{"run", "--lease-duration", "1s"}, nil, "", 2, "want --lease-duration > --renew-deadline > 1.2 x --retry-period > 0, got 1s, 10s, 500ms"},
 		"not a duration":         {[]string{"run", "--resync", "5x"}, nil, "", 2, `invalid value "5x" for flag -resync: parse error (see --help)`},
 		"environment variable":   {[]string{"run"}, []string{"VMC_WORKERS=abc"}, "", 2, `could not parse "abc" as int value from environment variable "VMC_WORKERS" for flag workers`},
 		"field map missing":      {[]string{"run", "--schema-file", filepath.Join(dir, "none.yaml")}, nil, "", 2, "read field map: open " + filepath.Join(dir, "none.yaml") + ": no such file or directory"},
