@@ -20,6 +20,7 @@ import (
 //	Moving, no other node takes the new server    -> Failed once it has waited StalledAfter:
 //	                                                 that server is deleted, and the next one
 //	                                                 may run anywhere, the source node included
+//	new request, server being deleted or gone     -> Moving from its node, no second delete
 //	new request, VM not running or disk pinned    -> Refused, with why; nothing else changes
 //
 // Exactly one server at a time: the next server is created only once the old one is gone, as
