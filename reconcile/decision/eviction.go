@@ -21,7 +21,8 @@ import (
 //     ready, Moving goes with the Event ServerMoved. The drain cordoned the node, so the new
 //     server lands on another.
 //   - Block: a disruption budget (backend.Budgets: a PodDisruptionBudget) keeps the server
-//     from being evicted, so a drain waits; while the server's node is cordoned, the
+//     from being evicted, so a drain waits; while the server's node is cordoned and the
+//     server runs (a Pending or ended pod is evicted without the budget being asked), the
 //     condition EvictionBlocked and a Warning say which VM holds the drain and how to move
 //     it. The budget goes when the strategy changes, and with the VM.
 
@@ -150,7 +151,7 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 		d.moving = nil
 	}
 	d.blocked = nil
-	if d.evictStrategy == schema.EvictionBlock && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving {
+	if d.evictStrategy == schema.EvictionBlock && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving && held(d.srv) {
 		// The budget is not named: the message must not change when a budget just asked for
 		// is first seen (the pods backend names it NAME-block-eviction).
 		d.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
@@ -163,6 +164,11 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 	conds = d.lifecycle(conds, ConditionMoving, d.moving, gen)
 	return d.lifecycle(conds, ConditionEvictionBlocked, d.blocked, gen)
 }
+
+// held reports whether a budget keeps srv from being evicted: the eviction API asks the budget
+// only for a pod that runs (or may run: on a node that does not answer); a Pending pod, or one
+// that ended (Succeeded, Failed), it evicts at once, budget or not.
+func held(srv *backend.Server) bool { return running(srv) || srv.State == backend.StateLost }
 
 // replacing reports whether the server of a running VM is being moved under Replace: evicted,
 // or gone after an eviction with the new one not yet ready. A move is carried out whatever the run
