@@ -758,6 +758,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	}
 	st.Conditions = d.resumed(st.Conditions)
 	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration, reason)
+	d.stoppedMigration(st, reason)
 	st.Conditions = d.kstatus(st)
 
 	if st.SameAs(d.current) || d.onTheWay(*st) || d.placedOnly(*st) {

@@ -22,6 +22,8 @@ import (
 //	                                                 may run anywhere, the source node included
 //	new request, server being deleted or gone     -> Moving from its node, no second delete
 //	new request, VM not running or disk pinned    -> Refused, with why; nothing else changes
+//	Moving, VM stopped (Halted, a stop request,   -> Failed: no server follows to carry it out
+//	  an end its run strategy keeps)
 //
 // Exactly one server at a time: the next server is created only once the old one is gone, as
 // in every replacement. A move never leaves a VM without a server for good: when no other node
@@ -180,4 +182,20 @@ func (d *decision) inactiveMigration() {
 	if req := d.newMigration(); req != "" {
 		d.refuseMigration(req, fmt.Sprintf("VM %s is not running: it is stopped (runStrategy %s); start it first", d.vm.Name(), d.strategy))
 	}
+}
+
+// stoppedMigration ends, in a status st of reason that leaves the VM stopped (Halted, a stop
+// request, a guest shut down or a failure its run strategy does not replace), a migration
+// still Moving: no server follows to carry it out, and a later start is a start, not the
+// move's next server (which would keep off the source node for a move the stop ended).
+func (d *decision) stoppedMigration(st *schema.Status, reason string) {
+	m := st.Migration
+	if m == nil || m.Phase != schema.MigrationMoving || d.strategy != schema.RunHalted && !d.stopsWith(reason) {
+		return
+	}
+	ended := *m
+	ended.Phase = schema.MigrationFailed
+	ended.Message = fmt.Sprintf("The VM was stopped (%s) before a server ran on a node other than %s; the next one may run on any node, %s included",
+		reason, m.SourceNode, m.SourceNode)
+	st.Migration = &ended
 }

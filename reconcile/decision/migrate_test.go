@@ -1,13 +1,98 @@
 package decision_test
 
 import (
+	"path/filepath"
 	"slices"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
+
+// TestStopEndsMigration: a migration under way (the server on node-a deleted, the next one
+// starting on node-b) and the VM stopped by each way a VM stops: Halted, a stop request, its
+// guest shutting down under a run strategy that keeps it so. The migration ends Failed once
+// the VM is stopped, rather than stay Moving for ever, and the server a later start creates is
+// not kept off node-a.
+func TestStopEndsMigration(t *testing.T) {
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	base, running := decidecase.Read(t, filepath.Join(cases, "migrate-requested.txtar"))
+	for _, c := range []struct{ strategy, stop, start string }{
+		{"active", `{"spec":{"action":"inactive"}}`, `{"spec":{"action":"active"}}`},
+		{"rerunOnFailure", `{"metadata":{"annotations":{"cloudnative.czs/stopRequestedAt":"2026-06-01T11:59:30Z"}}}`, ""},
+		{"once", `{"metadata":{"annotations":{"cloudnative.czs/stopRequestedAt":"2026-06-01T11:59:30Z"}}}`, ""},
+		{"manual", `{"metadata":{"annotations":{"cloudnative.czs/stopRequestedAt":"2026-06-01T11:59:30Z"}}}`, ""},
+		{"rerunOnFailure", "shutdown", ""},
+		{"once", "shutdown", ""},
+		{"once", "failure", ""},
+		{"manual", "shutdown", ""},
+	} {
+		name := c.strategy + "/" + c.stop
+		if c.start == "" {
+			c.start = `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T11:59:50Z"}}}`
+		}
+		srv := *running
+		w := world{vm: patchVM(t, base, `{"spec":{"action":"`+c.strategy+`"}}`), srv: &srv}
+		decide := func() decision.Plan {
+			p := policy.Decide(w.vm, w.srv, nil, nil, now)
+			w = applyPlan(t, w.vm, w.srv, nil, p)
+			return p
+		}
+		decide() // the server on node-a is deleted for the migration
+		w.srv = nil
+		decide() // the next one is created, kept off node-a
+		if !movingOff(w.vm.Status(), "node-a") || w.srv == nil || w.srv.Spec.AvoidNode != "node-a" {
+			t.Fatalf("%s: the migration is not under way: %+v, server %+v", name, w.vm.Status().Migration, w.srv)
+		}
+		w.srv.Node, w.srv.State = "node-b", backend.StateStarting
+		switch c.stop {
+		case "shutdown":
+			w.srv.State, w.srv.Since = backend.StateStopped, now
+		case "failure":
+			w.srv.State, w.srv.Since = backend.StateFailed, now
+		default:
+			w.vm = patchVM(t, w.vm, c.stop)
+		}
+		decide()
+		if w.srv != nil && w.srv.Deleting {
+			w.srv = nil
+			decide()
+		}
+		st := w.vm.Status()
+		if st.Phase != schema.PhaseInactive && st.Phase != schema.PhaseFailed {
+			t.Fatalf("%s: the VM is %s/%s, want it stopped", name, st.Phase, st.Reason)
+		}
+		if m := st.Migration; m == nil || m.Phase != schema.MigrationFailed || m.SourceNode != "node-a" {
+			t.Errorf("%s: stopped (%s) with migration %+v, want it Failed", name, st.Reason, m)
+		}
+		if next := policy.Decide(w.vm, w.srv, nil, nil, now); !next.Empty() {
+			t.Errorf("%s: deciding the stopped VM again asks for more: %+v", name, next)
+		}
+		w.vm = patchVM(t, w.vm, c.start)
+		for i := 0; i < 3 && (w.srv == nil || w.srv.Deleting || ended(w.srv)); i++ {
+			if w.srv != nil && w.srv.Deleting {
+				w.srv = nil
+			}
+			decide()
+		}
+		if w.srv == nil || ended(w.srv) || w.srv.Deleting {
+			t.Fatalf("%s: no new server after the start: %+v (%s)", name, w.srv, w.vm.Status().Reason)
+		}
+		if w.srv.Spec.AvoidNode != "" {
+			t.Errorf("%s: the server of the start keeps off %s", name, w.srv.Spec.AvoidNode)
+		}
+	}
+}
+
+// ended reports whether srv ended (it will not run again by itself).
+func ended(srv *backend.Server) bool {
+	return srv.State == backend.StateStopped || srv.State == backend.StateFailed
+}
 
 // migrationEvents checks the Events of a migration's outcome and returns evs without them: a
 // Warning MigrationRefused exactly when the status records a new refusal, a Normal Migrated
