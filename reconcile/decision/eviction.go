@@ -111,6 +111,11 @@ func (d *decision) evicted() bool {
 		}
 		d.moving = &lifecycleCondition{ReasonServerEvicted, fmt.Sprintf("Server %s was evicted from %s (%s)", srv.Name, from, why)}
 	}
+	if req := d.newMigration(); req != "" && srv.Node != "" {
+		// The eviction's deletion carries a migrate request out, as any deletion under way
+		// does (migrate): the next server keeps off the node.
+		d.movingFrom(req, srv.Node)
+	}
 	going := srv
 	if !srv.Deleting && (srv.State == backend.StateFailed || srv.State == backend.StateStopped) {
 		d.deleteServer(ReasonReplacingServer, fmt.Sprintf("Replacing server %s: %s", srv.Name, d.moving.message))

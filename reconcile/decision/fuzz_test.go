@@ -257,7 +257,9 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				!claims && !a.Spec.Equal(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: a.Spec.Image, Placement: spec.Placement}),
 				spec.Image != "" && a.Spec.Image != spec.Image:
 				fail("creates a server other than the spec asks for")
-			case a.Spec.AvoidNode != "" && !movingOff(current, a.Spec.AvoidNode):
+			case a.Spec.AvoidNode != "" && !movingOff(current, a.Spec.AvoidNode) && (plan.Status == nil || !movingOff(*plan.Status, a.Spec.AvoidNode)):
+				// The migration is under way, or recorded by this plan: a request that a
+				// deletion under way or done carries out (migrate).
 				fail("creates a server that avoids node %s, and no migration moves off it", a.Spec.AvoidNode)
 			case claims && !(disk == nil && plan.Disk != nil && plan.Disk.Op == decision.CreateDisk ||
 				disk != nil && !disk.Deleting && (disk.Owner.Mine() || disk.Owner == backend.DiskUnowned && plan.Disk != nil && plan.Disk.Op == decision.AdoptDisk)):

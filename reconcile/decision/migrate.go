@@ -41,8 +41,7 @@ func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 			// request, whose status write did not go through (a conflict), or anyone's. The
 			// move is that deletion, as a restart's is (active): no second delete, and the next
 			// server avoids the node.
-			d.next().Migration = &schema.MigrationStatus{RequestedAt: req, Phase: schema.MigrationMoving, SourceNode: from,
-				Message: fmt.Sprintf("Moving the server off node %s", from)}
+			d.movingFrom(req, from)
 			if srv := d.srv; srv != nil {
 				d.report(schema.PhaseCreating, ReasonMigrating, movingMessage(srv.Name, from), srv)
 				return true
@@ -127,16 +126,26 @@ func (d *decision) newMigration() string {
 
 // goingFrom is the node of a server the VM had running, which is going or gone with no move
 // recorded: the server's own while it is being deleted, or, once it is gone, the node the
-// status last gave it. "" when there is none: no such server, or one on a node that does
-// not answer (its deletion cannot finish; nodelost.go).
+// status last gave it (as running, or as evicted under Replace). "" when there is none: no
+// such server, or one on a node that does not answer (its deletion cannot finish;
+// nodelost.go).
 func (d *decision) goingFrom() string {
-	switch srv := d.srv; {
+	switch srv, cur := d.srv, d.current; {
 	case srv != nil && srv.Deleting && srv.State != backend.StateLost:
 		return srv.Node
-	case srv == nil && d.missingServer() != "" && d.current.Reason != ReasonNodeLost:
-		return d.current.Server.Node // missingServer: the status names a server
+	case srv == nil && d.missingServer() != "" && cur.Reason != ReasonNodeLost:
+		return cur.Server.Node // missingServer: the status names a server
+	case srv == nil && d.moving != nil && cur.Reason == ReasonServerEvicted && cur.Server != nil:
+		return cur.Server.Node
 	}
 	return ""
+}
+
+// movingFrom records the migration request req as carried out by a deletion of the server on
+// node from that is under way, or done, already.
+func (d *decision) movingFrom(req, from string) {
+	d.next().Migration = &schema.MigrationStatus{RequestedAt: req, Phase: schema.MigrationMoving, SourceNode: from,
+		Message: fmt.Sprintf("Moving the server off node %s", from)}
 }
 
 // requestTakesServer reports whether a new restart or migrate request explains the VM's

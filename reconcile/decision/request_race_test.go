@@ -104,3 +104,64 @@ func patchVM(t *testing.T, vm schema.VirtualMachine, patch string) schema.Virtua
 	}
 	return out
 }
+
+// TestMigrateDuringEviction: a migrate request written while a drain evicts the server under
+// evictionStrategy Replace (kubectl vm migrate saw the VM Active just before), seen by the
+// controller while the server goes or once it is gone. Under every run strategy that runs the
+// VM, the eviction's deletion carries the request out: the migration moves off node-a, the
+// next server keeps off it, and once that one is ready on node-b the migration has Succeeded;
+// it is never refused, and nothing is deleted by the controller.
+func TestMigrateDuringEviction(t *testing.T) {
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	base, evicted := decidecase.Read(t, filepath.Join(cases, "evict-replace-evicting.txtar"))
+	request := `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":"2026-06-01T11:59:30Z"}}}`
+	for _, strategy := range []string{"active", "rerunOnFailure", "once", "manual"} {
+		for _, seen := range []string{"going", "gone"} {
+			where := strategy + "/" + seen
+			srv := *evicted
+			w := world{vm: patchVM(t, base, `{"spec":{"action":"`+strategy+`"}}`), srv: &srv}
+			var events []decision.Event
+			decide := func() {
+				p := policy.Decide(w.vm, w.srv, nil, nil, now)
+				if p.Server != nil && p.Server.Op == decision.DeleteServer {
+					t.Errorf("%s: the controller deletes the server: %+v", where, p.Server.Event)
+				}
+				events = append(events, p.Events...)
+				if p.Server != nil {
+					events = append(events, p.Server.Event)
+				}
+				w = applyPlan(t, w.vm, w.srv, nil, p)
+			}
+			if seen == "going" {
+				w.vm = patchVM(t, w.vm, request)
+			}
+			decide() // the eviction under way: ServerEvicted
+			w.srv = nil
+			if seen == "gone" {
+				w.vm = patchVM(t, w.vm, request)
+			}
+			decide() // the next server
+			if w.srv == nil || w.srv.Spec.AvoidNode != "node-a" || !movingOff(w.vm.Status(), "node-a") {
+				t.Fatalf("%s: server %+v, migration %+v: want the next server kept off node-a, the migration Moving", where, w.srv, w.vm.Status().Migration)
+			}
+			w.srv.Node, w.srv.State = "node-b", backend.StateReady
+			decide()
+			st := w.vm.Status()
+			if m := st.Migration; m == nil || m.Phase != schema.MigrationSucceeded || m.TargetNode != "node-b" {
+				t.Errorf("%s: migration %+v, want Succeeded on node-b", where, m)
+			}
+			if st.Phase != schema.PhaseActive || st.Condition(decision.ConditionMoving) != nil {
+				t.Errorf("%s: %s/%s with Moving %+v, want Active, moved", where, st.Phase, st.Reason, st.Condition(decision.ConditionMoving))
+			}
+			for _, e := range events {
+				if e.Reason == decision.ReasonMigrationRefused || e.Reason == decision.ReasonServerMissing {
+					t.Errorf("%s: %s %s: %s", where, e.Type, e.Reason, e.Message)
+				}
+			}
+			if next := policy.Decide(w.vm, w.srv, nil, nil, now); !next.Empty() {
+				t.Errorf("%s: deciding the moved VM again asks for more: %s", where, renderPlan(t, next))
+			}
+		}
+	}
+}
