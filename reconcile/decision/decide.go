@@ -626,10 +626,16 @@ func invalidMessage(errs field.ErrorList) string {
 	return "Invalid spec: " + strings.Join(msgs, "; ")
 }
 
-// backoff is the wait before replacing a server after n earlier consecutive failures.
+// backoff is the wait before replacing a server after n earlier consecutive failures. A
+// doubling that would pass MaxRestartBackoff stops there: compared before it is made, so that
+// a maximum near time.Duration's own never wraps the wait round to a negative one (which
+// would replace a failing server at once, every time).
 func (p Policy) backoff(n int) time.Duration {
 	b := p.RestartBackoff
 	for i := 0; i < n && b < p.MaxRestartBackoff; i++ {
+		if b > p.MaxRestartBackoff/2 {
+			return p.MaxRestartBackoff
+		}
 		b *= 2
 	}
 	return min(b, p.MaxRestartBackoff)
