@@ -178,6 +178,10 @@ func (p policyFlags) validate() error {
 	if p.RestartBackoff <= 0 || p.MaxRestartBackoff < p.RestartBackoff {
 		return fmt.Errorf("--restart-backoff must be positive and at most --max-restart-backoff")
 	}
+	if err := durationsAtMostAYear(namedDuration{"restart-backoff", p.RestartBackoff}, namedDuration{"max-restart-backoff", p.MaxRestartBackoff},
+		namedDuration{"stalled-after", p.StalledAfter}); err != nil {
+		return err
+	}
 	if p.ServerImage == "" {
 		return fmt.Errorf("--server-image must not be empty")
 	}
@@ -254,4 +258,28 @@ func validConversion(conversion string) error {
 // crdFlag is --crd, the name of the CRD the command works on: webhook, migrate.
 func crdFlag(dst *string, usage string) cli.Flag {
 	return &cli.StringFlag{Name: "crd", Value: crds.DefaultName, Usage: usage, EnvVars: env("CRD"), Destination: dst}
+}
+
+// maxDuration bounds the duration flags of run and plan: a year is past any wait, period or
+// timeout that makes sense for them, and far below the values at which the arithmetic on
+// them breaks. Near time.Duration's range (about 292 years) a doubled restart backoff or a
+// usage interval with its 10% of jitter wrapped to a negative wait, and client-go keeps
+// --lease-duration in int32 seconds (68 years), which wrapped to a negative Lease the API
+// server refuses.
+const maxDuration = 365 * 24 * time.Hour
+
+// namedDuration is a duration flag's name and value, for durationsAtMostAYear.
+type namedDuration struct {
+	name  string
+	value time.Duration
+}
+
+// durationsAtMostAYear refuses the first duration above maxDuration, naming its flag.
+func durationsAtMostAYear(ds ...namedDuration) error {
+	for _, d := range ds {
+		if d.value > maxDuration {
+			return fmt.Errorf("--%s must be at most %s, got %s", d.name, maxDuration, d.value)
+		}
+	}
+	return nil
 }

@@ -72,7 +72,8 @@ func renderFlagsDoc(t *testing.T, a *cli.App) []byte {
 	b.WriteString("<!-- Generated from the flag declarations by `go test ./command -run TestFlagsDoc -update`; do not edit. -->\n\n")
 	b.WriteString("Every command of `vm-controller` and every flag it takes. A flag's environment variable sets it\n" +
 		"when the flag is not given on the command line. `vm-controller COMMAND --help` prints the same;\n" +
-		"`vm-controller --version` prints the version.\n")
+		"`vm-controller --version` prints the version. A duration flag of `run` and `plan` is at most\n" +
+		"8760h (a year); [bad input](bad-input.md) lists what each command refuses.\n")
 	commands := func(prog string, cmds []*cli.Command) {
 		for _, cmd := range cmds {
 			renderCommandDoc(t, &b, prog, cmd)

@@ -33,6 +33,7 @@ func TestPlanConfigValidate(t *testing.T) {
 		"resize":              {[]string{"--resize", "in_place"}, "--resize", `--resize "in_place": want in-place, replace or manual`},
 		"restart backoff":     {[]string{"--restart-backoff", "-1s"}, "--restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"max restart backoff": {[]string{"--max-restart-backoff", "1s"}, "--max-restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
+		"backoff past a year": {[]string{"--max-restart-backoff", "2000000h"}, "--max-restart-backoff", "--max-restart-backoff must be at most 8760h0m0s, got 2000000h0m0s"},
 		"api version":         {[]string{"--api-version", "v1"}, "--api-version", `--api-version "v1": want group/version, such as cloudnative.czs/v1alpha1`},
 		"ephemeral":           {args: []string{"--root-disk", "ephemeral"}},
 		"eviction strategy":   {[]string{"--eviction-strategy", "Migrate"}, "--eviction-strategy", `--eviction-strategy "Migrate": want None, Replace or Block`},

@@ -155,6 +155,9 @@ func (c runConfig) Validate() error {
 	if c.Resync < 0 {
 		return fmt.Errorf("--resync must not be negative")
 	}
+	if c.ShutdownTimeout < 0 {
+		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
+	}
 	if c.Events != "all" && c.Events != "warnings" {
 		return fmt.Errorf("--events %q: want all or warnings", c.Events)
 	}
@@ -180,6 +183,13 @@ func (c runConfig) Validate() error {
 	// a renew deadline that a jittered retry could pass.
 	if l, r, p := c.LeaseDuration, c.RenewDeadline, c.RetryPeriod; p <= 0 || r <= time.Duration(leaderelection.JitterFactor*float64(p)) || l <= r {
 		return fmt.Errorf("want --lease-duration > --renew-deadline > %.1f x --retry-period > 0, got %s, %s, %s", leaderelection.JitterFactor, l, r, p)
+	}
+	if err := durationsAtMostAYear(namedDuration{"resync", c.Resync}, namedDuration{"retry-base-delay", c.RetryBaseDelay},
+		namedDuration{"retry-max-delay", c.RetryMaxDelay}, namedDuration{"reconcile-timeout", c.ReconcileTimeout},
+		namedDuration{"shutdown-timeout", c.ShutdownTimeout}, namedDuration{"lease-duration", c.LeaseDuration},
+		namedDuration{"renew-deadline", c.RenewDeadline}, namedDuration{"retry-period", c.RetryPeriod},
+		namedDuration{"usage-interval", c.UsageInterval}, namedDuration{"usage-max-interval", c.UsageMaxInterval}); err != nil {
+		return err
 	}
 	if errs := validation.IsDNS1123Subdomain(c.LeaseName); len(errs) > 0 {
 		return fmt.Errorf("--lease-name %q: %s", c.LeaseName, strings.Join(errs, "; "))

@@ -51,8 +51,21 @@ func TestRunConfigValidate(t *testing.T) {
 		"lease name":                   {[]string{"--lease-name", "Bad/Name"}, "--lease-name", "--lease-name \"Bad/Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"},
 		"empty lease name":             {[]string{"--lease-name", ""}, "--lease-name", "--lease-name \"\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"},
 		"lease namespace":              {[]string{"--lease-namespace", "Bad_NS"}, "--lease-namespace", "--lease-namespace \"Bad_NS\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"},
-		"schema file is not read":      {args: []string{"--schema-file", "/nonexistent.yaml"}},
-		"group without a map okay":     {args: []string{"--api-version", "compute.example.org/v1"}},
+		"max backoff past a year":      {[]string{"--max-restart-backoff", "2000000h"}, "--max-restart-backoff", "--max-restart-backoff must be at most 8760h0m0s, got 2000000h0m0s"},
+		"a year of backoff":            {args: []string{"--max-restart-backoff", "8760h"}},
+		"restart backoff past a year":  {[]string{"--restart-backoff", "8761h", "--max-restart-backoff", "9000h"}, "--restart-backoff", "--restart-backoff must be at most 8760h0m0s, got 8761h0m0s"},
+		"stalled after past a year":    {[]string{"--stalled-after", "1000000h"}, "--stalled-after", "--stalled-after must be at most 8760h0m0s, got 1000000h0m0s"},
+		"resync past a year":           {[]string{"--resync", "1000000h"}, "--resync", "--resync must be at most 8760h0m0s, got 1000000h0m0s"},
+		"retry max delay past a year":  {[]string{"--retry-max-delay", "2562047h"}, "--retry-max-delay", "--retry-max-delay must be at most 8760h0m0s, got 2562047h0m0s"},
+		"reconcile timeout too long":   {[]string{"--reconcile-timeout", "9000h"}, "--reconcile-timeout", "--reconcile-timeout must be at most 8760h0m0s, got 9000h0m0s"},
+		"shutdown timeout past a year": {[]string{"--shutdown-timeout", "9000h"}, "--shutdown-timeout", "--shutdown-timeout must be at most 8760h0m0s, got 9000h0m0s"},
+		"negative shutdown timeout":    {[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout", "--shutdown-timeout must not be negative, got -1s"},
+		"lease duration past a year": {[]string{"--lease-duration", "1000000h", "--renew-deadline", "1h", "--retry-period", "1m"}, "--lease-duration",
+			"--lease-duration must be at most 8760h0m0s, got 1000000h0m0s"},
+		"usage intervals past a year": {[]string{"--usage-interval", "2500000h", "--usage-max-interval", "2500000h"}, "--usage-interval",
+			"--usage-interval must be at most 8760h0m0s, got 2500000h0m0s"},
+		"schema file is not read":  {args: []string{"--schema-file", "/nonexistent.yaml"}},
+		"group without a map okay": {args: []string{"--api-version", "compute.example.org/v1"}},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &runConfig{}
