@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
@@ -82,6 +83,23 @@ func http1(cfg *rest.Config) {
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3},
 	}).DialContext
 }
+
+// minQPS and maxQPS bound a rate of requests a flag asks for (run's --qps unless 0,
+// --retry-qps, --usage-qps). client-go keeps --qps and --usage-qps in a float32: below
+// about 1e-45 one was 0, which client-go reads as its own default of 5 per second, and
+// above about 3.4e38 +Inf, no limit at all; a --retry-qps of 1e-50 had each retry wait
+// past any lifetime. The bounds are well inside, and past what makes sense: one request
+// every 100 seconds, a million a second.
+const (
+	minQPS = 0.01
+	maxQPS = 1e6
+)
+
+// qpsRange is the range of qpsInRange, as the flags' refusals say it.
+var qpsRange = strconv.FormatFloat(minQPS, 'f', -1, 64) + " to " + strconv.FormatFloat(maxQPS, 'f', -1, 64)
+
+// qpsInRange reports whether qps is from minQPS to maxQPS: not NaN, not infinite.
+func qpsInRange(qps float64) bool { return qps >= minQPS && qps <= maxQPS }
 
 // limitQPS sets the client-side rate limit: qps 0 turns client-go's limiter off (a negative
 // rest.Config.QPS does; 0 there would mean client-go's own default of 5), leaving the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -49,6 +50,22 @@ func TestLimitQPS(t *testing.T) {
 				t.Errorf("client-go rate limiter present: %t, want %t", limited, tc.qps > 0)
 			}
 		})
+	}
+}
+
+// TestQPSRangeFitsClientGo: the ends of the range Validate accepts for --qps and --usage-qps
+// (minQPS, maxQPS) stay a limit in client-go's float32: neither 0, which client-go reads as
+// its default of 5 per second, nor +Inf.
+func TestQPSRangeFitsClientGo(t *testing.T) {
+	for _, qps := range []float64{minQPS, maxQPS} {
+		var cfg rest.Config
+		limitQPS(&cfg, qps, 1)
+		if !(cfg.QPS > 0) || math.IsInf(float64(cfg.QPS), 0) {
+			t.Errorf("--qps %g: rest.Config.QPS %g, want a positive finite limit", qps, cfg.QPS)
+		}
+		if got := float64(cfg.QPS); math.Abs(got-qps) > qps*1e-6 {
+			t.Errorf("--qps %g: rest.Config.QPS %g", qps, got)
+		}
 	}
 }
 

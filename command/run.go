@@ -78,7 +78,7 @@ func runCommand(c *runConfig) *cli.Command {
 	flags = append(flags,
 		&cli.IntFlag{Name: "workers", Value: 16, Usage: "VMs reconciled in parallel (16 keeps a burst at the API server's pace; see docs/dev/benchmarks.md)", EnvVars: env("WORKERS"), Destination: &c.Workers},
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, Usage: "informer resync period (0 disables)", EnvVars: env("RESYNC"), Destination: &c.Resync},
-		&cli.Float64Flag{Name: "qps", Value: 0, Usage: "API requests per second, sustained; 0: no client-side limit; API Priority and Fairness protects the server", EnvVars: env("QPS"), Destination: &c.QPS},
+		&cli.Float64Flag{Name: "qps", Value: 0, Usage: "API requests per second, sustained, 0.01 to 1000000; 0: no client-side limit; API Priority and Fairness protects the server", EnvVars: env("QPS"), Destination: &c.QPS},
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
 		&cli.BoolFlag{Name: "http2", Usage: "speak HTTP/2 to the API server, one multiplexed connection, as client-go does by default; default: HTTP/1.1, a connection per request in flight, with which a burst of VMs became Active sooner (see docs/deploying.md)", EnvVars: env("HTTP2"), Destination: &c.HTTP2},
 		c.serverImageFlag("container image of server pods"),
@@ -92,7 +92,7 @@ func runCommand(c *runConfig) *cli.Command {
 	flags = append(flags,
 		&cli.DurationFlag{Name: "retry-base-delay", Value: 5 * time.Millisecond, Usage: "first retry delay of a failed reconcile (or one that met a conflict); doubles per failure of the same VM", EnvVars: env("RETRY_BASE_DELAY"), Destination: &c.RetryBaseDelay},
 		&cli.DurationFlag{Name: "retry-max-delay", Value: 1000 * time.Second, Usage: "longest retry delay of a failed reconcile", EnvVars: env("RETRY_MAX_DELAY"), Destination: &c.RetryMaxDelay},
-		&cli.Float64Flag{Name: "retry-qps", Value: 10, Usage: "retries per second over all VMs (overall bucket); a conflict's retry does not wait in it, only for its VM's backoff", EnvVars: env("RETRY_QPS"), Destination: &c.RetryQPS},
+		&cli.Float64Flag{Name: "retry-qps", Value: 10, Usage: "retries per second over all VMs (overall bucket), 0.01 to 1000000; a conflict's retry does not wait in it, only for its VM's backoff", EnvVars: env("RETRY_QPS"), Destination: &c.RetryQPS},
 		&cli.IntFlag{Name: "retry-burst", Value: 100, Usage: "burst of the overall retry bucket", EnvVars: env("RETRY_BURST"), Destination: &c.RetryBurst},
 		&cli.DurationFlag{Name: "reconcile-timeout", Value: time.Minute, Usage: "longest a reconcile may take, every API and backend call in it; one that hangs ends as a transient error and is retried with backoff", EnvVars: env("RECONCILE_TIMEOUT"), Destination: &c.ReconcileTimeout},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight reconciles may take to finish", EnvVars: env("SHUTDOWN_TIMEOUT"), Destination: &c.ShutdownTimeout},
@@ -106,7 +106,7 @@ func runCommand(c *runConfig) *cli.Command {
 		usageIntervalFlag(&c.UsageInterval, "how often each Active VM's usage is sampled from metrics.k8s.io (±10% jitter); 0 turns usage reporting off"),
 		&cli.Float64Flag{Name: "usage-threshold", Value: decision.DefaultUsagePolicy.Threshold, Usage: "relative change of cpu or memory usage worth a status write (0.1: 10%)", EnvVars: env("USAGE_THRESHOLD"), Destination: &c.UsageThreshold},
 		&cli.DurationFlag{Name: "usage-max-interval", Value: decision.DefaultUsagePolicy.MaxInterval, Usage: "longest time reported usage goes unwritten, even if it did not move", EnvVars: env("USAGE_MAX_INTERVAL"), Destination: &c.UsageMaxInterval},
-		&cli.Float64Flag{Name: "usage-qps", Value: 20, Usage: "usage samples per second, sustained (a client of its own, so sampling never delays reconciles)", EnvVars: env("USAGE_QPS"), Destination: &c.UsageQPS},
+		&cli.Float64Flag{Name: "usage-qps", Value: 20, Usage: "usage samples per second, sustained, 0.01 to 1000000 (a client of its own, so sampling never delays reconciles)", EnvVars: env("USAGE_QPS"), Destination: &c.UsageQPS},
 		&cli.IntFlag{Name: "usage-burst", Value: 40, Usage: "usage samples per second, in bursts", EnvVars: env("USAGE_BURST"), Destination: &c.UsageBurst},
 		&cli.StringFlag{Name: "events", Value: "all", Usage: "which Events to record: all, or warnings (drops the Normal ones, such as CreatingServer and ServerReady, to spare the API server at many VMs)", EnvVars: env("EVENTS"), Destination: &c.Events},
 		&cli.StringFlag{Name: "metrics-addr", Value: ":8080", Usage: "address of the Prometheus /metrics endpoint; empty disables", EnvVars: env("METRICS_ADDR"), Destination: &c.MetricsAddr},
@@ -141,16 +141,21 @@ func (c runConfig) Validate() error {
 	for _, f := range []struct {
 		name  string
 		value int
-	}{{"workers", c.Workers}, {"burst", c.Burst}, {"retry-burst", c.RetryBurst}} {
+	}{{"workers", c.Workers}, {"burst", c.Burst}, {"retry-burst", c.RetryBurst}, {"usage-burst", c.UsageBurst}} {
 		if f.value < 1 {
 			return fmt.Errorf("--%s must be at least 1, got %d", f.name, f.value)
 		}
 	}
-	if c.QPS < 0 {
-		return fmt.Errorf("--qps must not be negative, got %g", c.QPS)
+	if c.QPS != 0 && !qpsInRange(c.QPS) {
+		return fmt.Errorf("--qps %g: want 0 (no client-side limit) or %s", c.QPS, qpsRange)
 	}
-	if c.RetryQPS <= 0 {
-		return fmt.Errorf("--retry-qps must be greater than 0, got %g", c.RetryQPS)
+	for _, f := range []struct {
+		name  string
+		value float64
+	}{{"retry-qps", c.RetryQPS}, {"usage-qps", c.UsageQPS}} {
+		if !qpsInRange(f.value) {
+			return fmt.Errorf("--%s %g: want %s", f.name, f.value, qpsRange)
+		}
 	}
 	if c.Resync < 0 {
 		return fmt.Errorf("--resync must not be negative")
@@ -173,11 +178,9 @@ func (c runConfig) Validate() error {
 	if c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay {
 		return fmt.Errorf("--retry-base-delay must be positive and at most --retry-max-delay")
 	}
-	if c.UsageInterval < 0 || c.UsageThreshold < 0 || c.UsageMaxInterval < c.UsageInterval {
+	// Written so that a threshold of NaN (which strconv reads) fails it too.
+	if c.UsageInterval < 0 || !(c.UsageThreshold >= 0) || c.UsageMaxInterval < c.UsageInterval {
 		return fmt.Errorf("want --usage-interval >= 0, --usage-threshold >= 0 and --usage-max-interval >= --usage-interval")
-	}
-	if c.UsageQPS <= 0 || c.UsageBurst < 1 {
-		return fmt.Errorf("--usage-qps must be greater than 0 and --usage-burst at least 1")
 	}
 	// client-go's elector jitters each retry by up to a fifth and refuses, only once it starts,
 	// a renew deadline that a jittered retry could pass.
