@@ -4,6 +4,7 @@ package command
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"runtime/debug"
@@ -76,6 +77,9 @@ func (c manifestsConfig) Validate() error {
 	if c.Replicas < 1 {
 		return fmt.Errorf("--replicas must be at least 1, got %d", c.Replicas)
 	}
+	if err := replicasFit("replicas", c.Replicas); err != nil {
+		return err
+	}
 	if err := validConversion(c.Conversion); err != nil {
 		return err
 	}
@@ -95,6 +99,9 @@ func (c manifestsConfig) Validate() error {
 		}
 		if c.WebhookReplicas < 1 {
 			return fmt.Errorf("--webhook-replicas must be at least 1, got %d", c.WebhookReplicas)
+		}
+		if err := replicasFit("webhook-replicas", c.WebhookReplicas); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -216,4 +223,13 @@ func imageTagOf(version, revision string, modified bool) string {
 		dirty = "-dirty"
 	}
 	return revision[:7] + dirty
+}
+
+// replicasFit refuses a count of replicas a Deployment cannot hold: its replicas are int32,
+// and the conversion wrapped (4294967297 rendered 1, 3000000000 a negative count).
+func replicasFit(flag string, n int) error {
+	if n > math.MaxInt32 {
+		return fmt.Errorf("--%s must be at most %d (a Deployment's replicas are int32), got %d", flag, math.MaxInt32, n)
+	}
+	return nil
 }

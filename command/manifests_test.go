@@ -22,6 +22,7 @@ func TestManifestsConfigValidate(t *testing.T) {
 		"namespace":       {[]string{"--namespace", "A_B"}, "--namespace", `--namespace "A_B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		"watch namespace": {[]string{"--watch-namespace", "A_B"}, "--watch-namespace", `--watch-namespace "A_B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		"replicas":        {[]string{"--replicas", "0"}, "--replicas", "--replicas must be at least 1, got 0"},
+		"replicas wrap":   {[]string{"--replicas", "4294967297"}, "--replicas", "--replicas must be at most 2147483647 (a Deployment's replicas are int32), got 4294967297"},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &manifestsConfig{}
@@ -58,7 +59,9 @@ func TestManifestsConversion(t *testing.T) {
 		"v1 without webhook": {[]string{"--api-version", "cloudnative.czs/v1"}, "--conversion", "--api-version cloudnative.czs/v1 needs --conversion webhook: the plain CRD does not serve v1"},
 		"another group":      {[]string{"--conversion", "webhook", "--api-version", "compute.example.org/v1"}, "--conversion", "--conversion webhook renders the CRD of cloudnative.czs; the CRD of compute.example.org is its owner's to ship"},
 		"no webhook replica": {[]string{"--conversion", "webhook", "--webhook-replicas", "0"}, "--webhook-replicas", "--webhook-replicas must be at least 1, got 0"},
-		"unknown":            {[]string{"--conversion", "Webhook"}, "--conversion", `--conversion "Webhook": want none or webhook`},
+		"webhook replicas wrap": {[]string{"--conversion", "webhook", "--webhook-replicas", "4294967296"}, "--webhook-replicas",
+			"--webhook-replicas must be at most 2147483647 (a Deployment's replicas are int32), got 4294967296"},
+		"unknown": {[]string{"--conversion", "Webhook"}, "--conversion", `--conversion "Webhook": want none or webhook`},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &manifestsConfig{}

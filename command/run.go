@@ -32,6 +32,9 @@ import (
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
+// maxWorkers bounds --workers.
+const maxWorkers = 10000
+
 // runConfig is the run command's configuration.
 type runConfig struct {
 	clusterFlags
@@ -76,7 +79,7 @@ func runCommand(c *runConfig) *cli.Command {
 	)
 	flags = append(flags, c.resourceFlags.flags(schemaFileUsage)...)
 	flags = append(flags,
-		&cli.IntFlag{Name: "workers", Value: 16, Usage: "VMs reconciled in parallel (16 keeps a burst at the API server's pace; see docs/dev/benchmarks.md)", EnvVars: env("WORKERS"), Destination: &c.Workers},
+		&cli.IntFlag{Name: "workers", Value: 16, Usage: "VMs reconciled in parallel, at most 10000 (16 keeps a burst at the API server's pace; see docs/dev/benchmarks.md)", EnvVars: env("WORKERS"), Destination: &c.Workers},
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, Usage: "informer resync period (0 disables)", EnvVars: env("RESYNC"), Destination: &c.Resync},
 		&cli.Float64Flag{Name: "qps", Value: 0, Usage: "API requests per second, sustained, 0.01 to 1000000; 0: no client-side limit; API Priority and Fairness protects the server", EnvVars: env("QPS"), Destination: &c.QPS},
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
@@ -145,6 +148,11 @@ func (c runConfig) Validate() error {
 		if f.value < 1 {
 			return fmt.Errorf("--%s must be at least 1, got %d", f.name, f.value)
 		}
+	}
+	// Each worker is a goroutine started at once: far past what the API server keeps up
+	// with, a count such as 100000000 would exhaust the memory before the first reconcile.
+	if c.Workers > maxWorkers {
+		return fmt.Errorf("--workers must be at most %d, got %d", maxWorkers, c.Workers)
 	}
 	if c.QPS != 0 && !qpsInRange(c.QPS) {
 		return fmt.Errorf("--qps %g: want 0 (no client-side limit) or %s", c.QPS, qpsRange)

@@ -16,6 +16,8 @@ func TestRunConfigValidate(t *testing.T) {
 		"namespace":                    {[]string{"--namespace", "Bad_NS"}, "--namespace", `--namespace "Bad_NS": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		"selector":                     {[]string{"--selector", "a in (("}, "--selector", `--selector: unable to parse requirement: found '(', expected: ',', ')' or identifier`},
 		"workers":                      {[]string{"--workers", "0"}, "--workers", "--workers must be at least 1, got 0"},
+		"workers past 10000":           {[]string{"--workers", "100000000"}, "--workers", "--workers must be at most 10000, got 100000000"},
+		"10000 workers":                {args: []string{"--workers", "10000"}},
 		"burst":                        {[]string{"--burst", "0"}, "--burst", "--burst must be at least 1, got 0"},
 		"retry burst":                  {[]string{"--retry-burst", "0"}, "--retry-burst", "--retry-burst must be at least 1, got 0"},
 		"negative qps":                 {[]string{"--qps", "-1"}, "--qps", "--qps -1: want 0 (no client-side limit) or 0.01 to 1000000"},
