@@ -59,43 +59,55 @@ func (c *Converter) Versions() []string {
 
 // Convert returns the object obj (JSON, with apiVersion and kind) in version to. An object
 // already in version to is returned as it is. Numbers pass through as they are written.
-func (c *Converter) Convert(obj []byte, to k8sschema.GroupVersion) ([]byte, error) {
+// notes say what the conversion could not do and worked around, for the log: an annotation
+// of kept fields it cannot read, kept as it is.
+func (c *Converter) Convert(obj []byte, to k8sschema.GroupVersion) (out []byte, notes []string, err error) {
 	m, err := decode(obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	av, ok := m["apiVersion"].(string)
 	if !ok {
-		return nil, errors.New("the object has no apiVersion")
+		return nil, nil, errors.New("the object has no apiVersion")
 	}
 	from, err := k8sschema.ParseGroupVersion(av)
 	if err != nil {
-		return nil, fmt.Errorf("parse apiVersion: %w", err)
+		return nil, nil, fmt.Errorf("parse apiVersion: %w", err)
 	}
 	if from == to {
-		return obj, nil
+		return obj, nil, nil
 	}
 	src, ok := c.layouts[from]
 	if !ok {
-		return nil, fmt.Errorf("no field map for %s (known: %s)", from, strings.Join(c.Versions(), ", "))
+		return nil, nil, fmt.Errorf("no field map for %s (known: %s)", from, strings.Join(c.Versions(), ", "))
 	}
 	dst, ok := c.layouts[to]
 	if !ok {
-		return nil, fmt.Errorf("no field map for %s (known: %s)", to, strings.Join(c.Versions(), ", "))
+		return nil, nil, fmt.Errorf("no field map for %s (known: %s)", to, strings.Join(c.Versions(), ", "))
 	}
-	out, err := convert(m, from, src, to, dst)
+	converted, notes, err := convert(m, from, src, to, dst)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return encode(out)
+	out, err = encode(converted)
+	return out, notes, err
 }
 
 // convert moves each field from src's path to dst's, keeps the rest of the object in the
 // annotation of from, and restores what an earlier conversion kept in the annotation of to.
-func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, to k8sschema.GroupVersion, dst schema.Fields) (map[string]any, error) {
+//
+// An annotation of kept fields that is not a JSON object (a hand edit cut it short, gave it
+// another type) cannot be restored. It is kept as it is, in both directions: it is the only
+// copy of what it held, and can still be repaired. The conversion goes on, because the API
+// server needs every stored object converted to read any of them (a list, the garbage
+// collector, a namespace's deletion), and notes it. Only where the way back must write the
+// fields the target cannot hold into that same annotation does it refuse, rather than lose
+// either.
+func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, to k8sschema.GroupVersion, dst schema.Fields) (map[string]any, []string, error) {
+	var notes []string
 	meta, err := metadata(m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[string]any{"apiVersion": to.String()}
 	if k, ok := m["kind"]; ok {
@@ -135,25 +147,22 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 		}
 		remove(rest, p.Path)
 		if err := set(out, target, v); err != nil {
-			return nil, fmt.Errorf("write %s at %s: %w", p.Key, target, err)
+			return nil, nil, fmt.Errorf("write %s at %s: %w", p.Key, target, err)
 		}
 	}
 
 	annotations, err := annotationsOf(meta)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	changed := false
 	// What the target version had when it was last converted away comes back where the
 	// fields moved here left room for it; a field set since wins over the kept value.
 	if kept, ok := annotations[FieldsAnnotation(to)]; ok {
-		var restore map[string]any
-		if s, isString := kept.(string); isString {
-			if r, err := decode([]byte(s)); err == nil {
-				restore = r
-			}
-		}
-		if restore != nil {
+		restore, err := keptFields(FieldsAnnotation(to), kept)
+		if err != nil {
+			notes = append(notes, err.Error()+": kept as it is; what it held is not restored")
+		} else {
 			delete(restore, "apiVersion")
 			delete(restore, "kind")
 			delete(restore, "metadata")
@@ -162,14 +171,22 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 			changed = true
 		}
 	}
-	if _, ok := annotations[FieldsAnnotation(from)]; ok {
-		delete(annotations, FieldsAnnotation(from))
-		changed = true
+	// The source's own: a readable one is replaced (the annotation is reserved); one it cannot
+	// read is most likely the one a conversion to this version could not restore (above).
+	if own, ok := annotations[FieldsAnnotation(from)]; ok {
+		if _, err := keptFields(FieldsAnnotation(from), own); err == nil {
+			delete(annotations, FieldsAnnotation(from))
+			changed = true
+		} else if len(rest) > 0 {
+			return nil, nil, fmt.Errorf("%w, and %s would keep in it the fields it cannot hold: repair or remove the annotation", err, to)
+		} else {
+			notes = append(notes, err.Error()+": kept as it is")
+		}
 	}
 	if len(rest) > 0 {
 		data, err := encode(rest)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		annotations[FieldsAnnotation(from)] = string(data)
 		changed = true
@@ -192,7 +209,17 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 		}
 		out["metadata"] = md
 	}
-	return out, nil
+	return out, notes, nil
+}
+
+// keptFields reads the annotation name's value: a JSON object of kept fields.
+func keptFields(name string, value any) (map[string]any, error) {
+	s, _ := value.(string) // annotationsOf checked
+	m, err := decode([]byte(s))
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s is not a JSON object of kept fields (%w)", name, err)
+	}
+	return m, nil
 }
 
 // metadata returns the object's metadata, nil when it has none.

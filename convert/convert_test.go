@@ -76,7 +76,7 @@ func TestGolden(t *testing.T) {
 				sections[f.Name] = f.Data
 			}
 			in := sections["input.json"]
-			got, err := c.Convert(in, gv(t, string(sections["to"])))
+			got, _, err := c.Convert(in, gv(t, string(sections["to"])))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestGolden(t *testing.T) {
 			if err := json.Unmarshal(in, &from); err != nil {
 				t.Fatal(err)
 			}
-			back, err := c.Convert(got, gv(t, from.APIVersion))
+			back, _, err := c.Convert(got, gv(t, from.APIVersion))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestConvertErrors(t *testing.T) {
 		"bad apiVersion":   {`{"apiVersion":"a/b/c"}`, v1, "parse apiVersion: unexpected GroupVersion string: a/b/c"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := c.Convert([]byte(tc.obj), tc.to)
+			_, _, err := c.Convert([]byte(tc.obj), tc.to)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("error %v, want %s", err, tc.want)
 			}
@@ -129,8 +129,69 @@ func TestConvertErrors(t *testing.T) {
 // TestSameVersion: an object already in the target version is returned untouched.
 func TestSameVersion(t *testing.T) {
 	in := []byte(`{"apiVersion":"cloudnative.czs/v1","spec":{"anything":1}}`)
-	got, err := builtin(t).Convert(in, k8sschema.GroupVersion{Group: "cloudnative.czs", Version: "v1"})
+	got, _, err := builtin(t).Convert(in, k8sschema.GroupVersion{Group: "cloudnative.czs", Version: "v1"})
 	if err != nil || !bytes.Equal(got, in) {
 		t.Errorf("got %s, %v", got, err)
+	}
+}
+
+// TestUnreadableKeptFields: an annotation of kept fields that is not a JSON object of them
+// (cut short, of the wrong type) cannot be restored. The conversion goes on, as the API server
+// needs every stored object to read, keeps the annotation as it is in both directions (it is
+// the only copy of what it held, and can still be repaired), and says so; where the way back
+// would have to overwrite it with fields of its own, it refuses rather than lose either.
+func TestUnreadableKeptFields(t *testing.T) {
+	c := builtin(t)
+	v1 := gv(t, "cloudnative.czs/v1")
+	v1alpha1 := gv(t, "cloudnative.czs/v1alpha1")
+	obj := func(apiVersion, kept, spec string) []byte {
+		a, _ := json.Marshal(kept)
+		return []byte(`{"apiVersion":"` + apiVersion + `","kind":"VirtualMachine","metadata":{"name":"vm","annotations":{"cloudnative.czs/v1-fields":` + string(a) + `}},"spec":` + spec + `}`)
+	}
+	const alpha = `{"resource":{"cpu":1,"memory":"1Gi","rootDisk":"1G"}}`
+	for name, tc := range map[string]struct {
+		in       []byte
+		to       k8sschema.GroupVersion
+		wantNote string // "" for none
+		wantErr  string
+	}{
+		"cut short, read as v1": {obj("cloudnative.czs/v1alpha1", `{"spec":{"runStrategy":"Wait`, alpha), v1,
+			"annotation cloudnative.czs/v1-fields is not a JSON object of kept fields (decode the object: unexpected EOF): kept as it is; what it held is not restored", ""},
+		"a list, read as v1": {obj("cloudnative.czs/v1alpha1", `["runStrategy"]`, alpha), v1,
+			"annotation cloudnative.czs/v1-fields is not a JSON object of kept fields (decode the object: json: cannot unmarshal array into Go value of type map[string]interface {}): kept as it is; what it held is not restored", ""},
+		"null, read as v1": {obj("cloudnative.czs/v1alpha1", `null`, alpha), v1,
+			"annotation cloudnative.czs/v1-fields is not a JSON object of kept fields (decode the object: not a JSON object): kept as it is; what it held is not restored", ""},
+		"back to v1alpha1": {obj("cloudnative.czs/v1", `{"spec":`, `{"resources":{"requests":{"cpu":1,"memory":"1Gi"}},"rootDisk":{"size":"1G"}}`), v1alpha1,
+			"annotation cloudnative.czs/v1-fields is not a JSON object of kept fields (decode the object: unexpected EOF): kept as it is", ""},
+		"back with fields v1alpha1 cannot hold": {obj("cloudnative.czs/v1", `{"spec":`, `{"resources":{"limits":{"cpu":2},"requests":{"cpu":1,"memory":"1Gi"}},"rootDisk":{"size":"1G"}}`), v1alpha1,
+			"", "annotation cloudnative.czs/v1-fields is not a JSON object of kept fields (decode the object: unexpected EOF), and cloudnative.czs/v1alpha1 would keep in it the fields it cannot hold: repair or remove the annotation"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, notes, err := c.Convert(tc.in, tc.to)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error %v, want %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(notes) != 1 || notes[0] != tc.wantNote {
+				t.Errorf("notes %q, want %q", notes, tc.wantNote)
+			}
+			var in, got struct {
+				Metadata struct{ Annotations map[string]string }
+			}
+			if err := json.Unmarshal(tc.in, &in); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if k := "cloudnative.czs/v1-fields"; got.Metadata.Annotations[k] != in.Metadata.Annotations[k] {
+				t.Errorf("annotation %q, want it kept as %q", got.Metadata.Annotations[k], in.Metadata.Annotations[k])
+			}
+		})
 	}
 }

@@ -11,5 +11,6 @@
 // v1 -> v1alpha1 -> v1.
 //
 // The annotations FieldsAnnotation(v) are reserved for this: an object carrying the one of its
-// own version loses it on conversion.
+// own version loses it on conversion. One that is not a JSON object cannot be restored; it is
+// kept as it is both ways, and Convert notes it (docs/versions.md).
 package convert

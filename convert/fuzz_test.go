@@ -131,18 +131,18 @@ func roundTrip(t *testing.T, data []byte, a, b k8sschema.GroupVersion) {
 		t.Fatal(err)
 	}
 	obj := (&choices{data}).vm(a, fa)
-	mid, err := c.Convert(obj, b)
+	mid, _, err := c.Convert(obj, b)
 	if err != nil {
 		t.Fatalf("convert %s to %s: %v", obj, b, err)
 	}
-	back, err := c.Convert(mid, a)
+	back, _, err := c.Convert(mid, a)
 	if err != nil {
 		t.Fatalf("convert %s to %s: %v", mid, a, err)
 	}
 	if !sameJSON(t, back, obj) {
 		t.Fatalf("round trip %s -> %s -> %s changed the object:\nin:   %s\nmid:  %s\nback: %s", a, b, a, obj, mid, back)
 	}
-	again, err := c.Convert(back, b)
+	again, _, err := c.Convert(back, b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -113,4 +114,27 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// TestUnreadableKeptFieldsLogged: an object whose annotation of kept fields cannot be read is
+// converted all the same, the annotation kept, and the webhook logs a warning that names the
+// object and the annotation: nothing else would tell that the fields it held are not there.
+func TestUnreadableKeptFieldsLogged(t *testing.T) {
+	conv, err := convert.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h := Handler{Converter: conv, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	vm := `{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"web","namespace":"default","annotations":{"cloudnative.czs/v1-fields":"{\"spec\":"}},"spec":{"resource":{"cpu":1,"memory":"1Gi","rootDisk":"1G"}}}`
+	body := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v1","objects":[` + vm + `]}}`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(body)))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"status":"Success"`) || !strings.Contains(rec.Body.String(), `cloudnative.czs/v1-fields`) {
+		t.Fatalf("code %d, body %s", rec.Code, rec.Body)
+	}
+	want := `level=WARN msg="kept an unreadable annotation" uid=u object="cloudnative.czs/v1alpha1 default/web" to=cloudnative.czs/v1 note="annotation cloudnative.czs/v1-fields is not a JSON object of kept fields (decode the object: unexpected EOF): kept as it is; what it held is not restored"`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant a line with:\n%s", logs.String(), want)
+	}
 }

@@ -225,9 +225,14 @@ func (h Handler) convert(req *apiextensionsv1.ConversionRequest) *apiextensionsv
 		return fail(fmt.Sprintf("desiredAPIVersion %q: %v", req.DesiredAPIVersion, err))
 	}
 	for i, obj := range req.Objects {
-		out, err := h.Converter.Convert(obj.Raw, to)
+		out, notes, err := h.Converter.Convert(obj.Raw, to)
 		if err != nil {
 			return fail(fmt.Sprintf("convert object %d (%s) to %s: %v", i, identity(obj.Raw), to, err))
+		}
+		// Converted, but without fields it held: only the log says so (a ConversionResponse
+		// carries no warnings).
+		for _, note := range notes {
+			h.log().Warn("kept an unreadable annotation", "uid", req.UID, "object", identity(obj.Raw), "to", to.String(), "note", note)
 		}
 		resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: out})
 	}
