@@ -70,10 +70,21 @@ type Spec struct {
 	// moves the VM off. It is asked of one server only and not reported back, so it is no
 	// part of what Equal compares.
 	AvoidNode string
+	// PreferAvoidNode, if set, is a node this server should keep off if another node takes
+	// it: the node the server it follows was evicted from (evictionStrategy Replace). Only
+	// preferred, not required as AvoidNode is: an eviction that is no drain (a descheduler,
+	// a kubelet under node pressure, the eviction API called by hand) leaves the node
+	// schedulable, and a VM whose placement admits that node only must still get its server
+	// there, since a move under Replace has no bound after which it gives up. Like AvoidNode,
+	// it is asked of one server only and not reported back, so it is no part of what Equal
+	// compares: a running server is never replaced over it.
+	PreferAvoidNode string
 }
 
 // Equal reports whether two specs ask for the same server (quantities compared by value, so
-// "1024Mi" equals "1Gi").
+// "1024Mi" equals "1Gi"). The nodes to avoid (AvoidNode, PreferAvoidNode) are not compared:
+// they are asked of one server at its creation, and a server that runs is never replaced for
+// them.
 func (s Spec) Equal(o Spec) bool {
 	return s.CPU.Cmp(o.CPU) == 0 && s.Memory.Cmp(o.Memory) == 0 && s.RootDisk.Cmp(o.RootDisk) == 0 && s.Image == o.Image &&
 		s.Disk == o.Disk && SamePlacement(s.Placement, o.Placement)
@@ -88,10 +99,11 @@ func (s Spec) MarshalYAML() (any, error) {
 		RootDisk string `yaml:"rootDisk,omitempty"`
 		Image    string `yaml:"image"`
 		Disk     bool   `yaml:"disk,omitempty"`
-		// Placement and the node to avoid, only when there are any.
-		Placement *Placement `yaml:"placement,omitempty"`
-		AvoidNode string     `yaml:"avoidNode,omitempty"`
-	}{CPU: s.CPU.String(), Memory: s.Memory.String(), Image: s.Image, Disk: s.Disk, AvoidNode: s.AvoidNode}
+		// Placement and the nodes to avoid, only when there are any.
+		Placement       *Placement `yaml:"placement,omitempty"`
+		AvoidNode       string     `yaml:"avoidNode,omitempty"`
+		PreferAvoidNode string     `yaml:"preferAvoidNode,omitempty"`
+	}{CPU: s.CPU.String(), Memory: s.Memory.String(), Image: s.Image, Disk: s.Disk, AvoidNode: s.AvoidNode, PreferAvoidNode: s.PreferAvoidNode}
 	if !s.Placement.Empty() {
 		out.Placement = s.Placement
 	}

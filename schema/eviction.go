@@ -14,8 +14,9 @@ const (
 	// EvictionNone lets the eviction take the server like any pod's; what follows is the
 	// controller's answer to a server that went (an active VM gets a new one).
 	EvictionNone EvictionStrategy = "None"
-	// EvictionReplace sees the eviction coming and brings the server up on another node
-	// once the old one is gone, with the same disk and without a failure's backoff.
+	// EvictionReplace sees the eviction coming and brings the server up again once the old
+	// one is gone, with the same disk and without a failure's backoff, on another node if
+	// one fits.
 	EvictionReplace EvictionStrategy = "Replace"
 	// EvictionBlock keeps a PodDisruptionBudget over the server, so that a drain waits
 	// until the VM is moved or stopped by its owner.

@@ -14,8 +14,9 @@ import (
 const AnnotationPlacement = "cloudnative.czs/placement"
 
 // place puts spec's placement into pod: the node selector, affinity, tolerations, priority
-// class and topology spread constraints as the VM gives them, and, for a migration, a required
-// node affinity that keeps the pod off spec.AvoidNode.
+// class and topology spread constraints as the VM gives them; for a migration, a required
+// node affinity that keeps the pod off spec.AvoidNode; after an eviction under Replace, a
+// preferred one that keeps it off spec.PreferAvoidNode if another node takes it.
 func place(pod *corev1.Pod, spec backend.Spec) {
 	if p := spec.Placement; !p.Empty() {
 		pod.Annotations[AnnotationPlacement] = p.Canonical()
@@ -39,6 +40,9 @@ func place(pod *corev1.Pod, spec backend.Spec) {
 	}
 	if spec.AvoidNode != "" {
 		avoid(pod, spec.AvoidNode)
+	}
+	if spec.PreferAvoidNode != "" {
+		preferAvoid(pod, spec.PreferAvoidNode)
 	}
 }
 
@@ -64,6 +68,24 @@ func avoid(pod *corev1.Pod, node string) {
 	for i := range sel.NodeSelectorTerms {
 		sel.NodeSelectorTerms[i].MatchFields = append(sel.NodeSelectorTerms[i].MatchFields, req)
 	}
+}
+
+// preferAvoid makes the scheduler rank every node but the one called node above it: a
+// preferred node affinity term of the greatest weight (100) matches the node's name NotIn
+// [node], as avoid's requirement does. Preferred terms are summed, not ORed, so the term is
+// added beside the VM's own, which keep their weights; the pod may still land on node when
+// no other node fits (the required terms, taints, room).
+func preferAvoid(pod *corev1.Pod, node string) {
+	term := corev1.PreferredSchedulingTerm{Weight: 100, Preference: corev1.NodeSelectorTerm{
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{node}}}}}
+	if pod.Spec.Affinity == nil {
+		pod.Spec.Affinity = &corev1.Affinity{}
+	}
+	if pod.Spec.Affinity.NodeAffinity == nil {
+		pod.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := pod.Spec.Affinity.NodeAffinity
+	na.PreferredDuringSchedulingIgnoredDuringExecution = append(na.PreferredDuringSchedulingIgnoredDuringExecution, term)
 }
 
 // placementOf is the placement pod was made with, from AnnotationPlacement: nil when it has

@@ -77,6 +77,87 @@ func TestPodPlacement(t *testing.T) {
 	}
 }
 
+// TestPodPreferAvoidNode: the server that follows an eviction under Replace prefers, and only
+// prefers, any node but the one it was evicted from: one preferred node affinity term of weight
+// 100 with the node's name NotIn [node], beside the VM's own affinity, which the pod keeps as it
+// is (its required terms untouched, its preferred terms with their weights), and which the
+// spec keeps unchanged. The pod's placement annotation and the server read back from it do not
+// carry the preference, so the server equals the spec it was made of.
+func TestPodPreferAvoidNode(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "vm", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	prefer := corev1.PreferredSchedulingTerm{Weight: 100, Preference: corev1.NodeSelectorTerm{
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-a"}}}}}
+	zone := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-a"}}}}
+	ssd := corev1.PreferredSchedulingTerm{Weight: 20, Preference: corev1.NodeSelectorTerm{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disktype", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}}}}
+	spread := &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname"}}}
+	for name, c := range map[string]struct {
+		placement *backend.Placement // the VM's
+		avoid     string             // a migration's node to avoid, if any
+		// What the pod's node affinity must then be, and its pod anti-affinity.
+		required *corev1.NodeSelector
+		wantPref []corev1.PreferredSchedulingTerm
+		podAnti  *corev1.PodAntiAffinity
+	}{
+		"no placement": {wantPref: []corev1.PreferredSchedulingTerm{prefer}},
+		"placement without affinity": {placement: &backend.Placement{NodeSelector: map[string]string{"disktype": "ssd"}},
+			wantPref: []corev1.PreferredSchedulingTerm{prefer}},
+		"pod anti-affinity only": {placement: &backend.Placement{Affinity: &corev1.Affinity{PodAntiAffinity: spread}},
+			wantPref: []corev1.PreferredSchedulingTerm{prefer}, podAnti: spread},
+		"required and preferred node affinity": {
+			placement: &backend.Placement{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution:  &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{zone}},
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{ssd}}}},
+			required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{zone}},
+			wantPref: []corev1.PreferredSchedulingTerm{ssd, prefer}},
+		"with a migration's node to avoid": {
+			placement: &backend.Placement{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{zone}}}}},
+			avoid: "node-b",
+			required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: zone.MatchExpressions,
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-b"}}}}}},
+			wantPref: []corev1.PreferredSchedulingTerm{prefer}},
+	} {
+		spec := backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"), RootDisk: resource.MustParse("1Gi"),
+			Image: "img", Placement: c.placement, AvoidNode: c.avoid, PreferAvoidNode: "node-a"}
+		before := c.placement.Canonical()
+		pod := newPod(vm, spec)
+		if c.placement.Canonical() != before {
+			t.Errorf("%s: newPod changed the spec's placement: %s, was %s", name, c.placement.Canonical(), before)
+		}
+		if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil {
+			t.Fatalf("%s: the pod has no node affinity: %+v", name, pod.Spec.Affinity)
+		}
+		na := pod.Spec.Affinity.NodeAffinity
+		if !reflect.DeepEqual(na.PreferredDuringSchedulingIgnoredDuringExecution, c.wantPref) {
+			t.Errorf("%s: preferred node affinity %+v, want %+v", name, na.PreferredDuringSchedulingIgnoredDuringExecution, c.wantPref)
+		}
+		if !reflect.DeepEqual(na.RequiredDuringSchedulingIgnoredDuringExecution, c.required) {
+			t.Errorf("%s: required node affinity %+v, want %+v", name, na.RequiredDuringSchedulingIgnoredDuringExecution, c.required)
+		}
+		if !reflect.DeepEqual(pod.Spec.Affinity.PodAntiAffinity, c.podAnti) || pod.Spec.Affinity.PodAffinity != nil {
+			t.Errorf("%s: pod (anti-)affinity %+v, want %+v", name, pod.Spec.Affinity, c.podAnti)
+		}
+		if got := pod.Annotations[AnnotationPlacement]; got != before {
+			t.Errorf("%s: placement annotation %q, want %q", name, got, before)
+		}
+		pod.UID, pod.Spec.NodeName = "7c433542-8907-45fe-887a-7813523dba9e", "node-a"
+		for from, srv := range map[string]backend.Server{"serverOf": serverOf(pod), "cached": cachePod(pod).server()} {
+			if srv.Spec.PreferAvoidNode != "" || !srv.Spec.Equal(spec) {
+				t.Errorf("%s: %s reads the server as %+v, want the spec it was made of without the node to prefer against", name, from, srv.Spec)
+			}
+		}
+		// kubectl vm migrate matches nodes against the VM's own placement, without the preference.
+		var own []corev1.PreferredSchedulingTerm
+		if next := NextServer(pod); next.Spec.Affinity != nil && next.Spec.Affinity.NodeAffinity != nil {
+			own = next.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		}
+		if mine := c.wantPref[:len(c.wantPref)-1]; len(own) != len(mine) || len(own) > 0 && !reflect.DeepEqual(own, mine) {
+			t.Errorf("%s: the next server of a migration prefers %+v, want the VM's own %+v", name, own, mine)
+		}
+	}
+}
+
 // TestPinnedBy: a local or hostPath volume, or a node affinity that names nodes, pins a disk;
 // a zone does not.
 func TestPinnedBy(t *testing.T) {

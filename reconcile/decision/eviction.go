@@ -18,8 +18,12 @@ import (
 //     DisruptionTarget condition) and says so (ServerEvicted, the condition Moving); once
 //     the old server is gone, and not before (one server at a time, on the same disk), it
 //     creates the new one at once, with no failure counted and no backoff; once that one is
-//     ready, Moving goes with the Event ServerMoved. The drain cordoned the node, so the new
-//     server lands on another.
+//     ready, Moving goes with the Event ServerMoved. The new server prefers any node but the
+//     one the old one was evicted from (backend.Spec.PreferAvoidNode): a drain cordoned that
+//     node, but an eviction that is no drain (a descheduler, a kubelet under pressure, the
+//     eviction API called by hand) leaves it schedulable. Only prefers: a VM whose placement
+//     admits that node only must still run, and a move under Replace has no bound after
+//     which it gives up, as a migration has.
 //   - Block: a disruption budget (backend.Budgets: a PodDisruptionBudget) keeps the server
 //     from being evicted, so a drain waits; while the server's node is cordoned and the
 //     server runs (a Pending or ended pod is evicted without the budget being asked), the
@@ -28,8 +32,8 @@ import (
 
 // Conditions of the eviction strategies, present (True) only while they hold.
 const (
-	// ConditionMoving: the server was evicted and the VM is moving to a new server on
-	// another node (Replace).
+	// ConditionMoving: the server was evicted and the VM is moving to a new server, on
+	// another node if one fits (Replace).
 	ConditionMoving = "Moving"
 	// ConditionEvictionBlocked: the server's node is cordoned (being drained) and the VM's
 	// budget keeps the server from being evicted (Block).
@@ -121,18 +125,42 @@ func (d *decision) evicted() bool {
 		d.deleteServer(ReasonReplacingServer, fmt.Sprintf("Replacing server %s: %s", srv.Name, d.moving.message))
 		going = d.deletingServer()
 	}
-	d.report(schema.PhaseCreating, ReasonServerEvicted,
-		fmt.Sprintf("%s; a new server follows on another node, with the same disk, once it is gone", d.moving.message), going)
+	next := "a new server follows once it is gone, with the same disk"
+	if srv.Node != "" {
+		next += ", on another node if one fits" // moved: only preferred
+	}
+	d.report(schema.PhaseCreating, ReasonServerEvicted, d.moving.message+"; "+next, going)
 	return true
 }
 
-// moved makes the event of a create that follows an eviction say so.
-func (d *decision) moved(e *Event) {
+// moved makes a create that follows an eviction say so, and keep the new server off the node
+// the old one was evicted from if another node takes it (evictedFrom). A migrate request the
+// eviction carries out keeps it off that node already, as a requirement (a.Spec.AvoidNode).
+func (d *decision) moved(a *ServerAction) {
 	if d.moving == nil {
 		return
 	}
-	e.Reason = ReasonMovingServer
-	e.Message = d.moving.message + "; " + strings.ToLower(e.Message[:1]) + e.Message[1:] + " on another node"
+	where := ""
+	if a.Spec.AvoidNode != "" {
+		where = " on another node"
+	} else if from := d.evictedFrom(); from != "" {
+		a.Spec.PreferAvoidNode = from
+		where = " on another node if one fits"
+	}
+	a.Event.Reason = ReasonMovingServer
+	a.Event.Message = d.moving.message + "; " + strings.ToLower(a.Event.Message[:1]) + a.Event.Message[1:] + where
+}
+
+// evictedFrom is the node the server of a move under Replace was evicted from, for the
+// decision that creates the next one: the node the status gave the server when it reported
+// the eviction (ServerEvicted), which the status keeps once the server is gone. "" when
+// there is no such move, or the node is not known.
+func (d *decision) evictedFrom() string {
+	cur := d.current
+	if d.moving == nil || d.srv != nil || cur.Reason != ReasonServerEvicted || cur.Server == nil {
+		return ""
+	}
+	return cur.Server.Node
 }
 
 // evictionConditions sets the conditions Moving and EvictionBlocked on a status being

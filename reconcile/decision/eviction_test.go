@@ -2,6 +2,8 @@ package decision_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -204,4 +206,68 @@ func FuzzEviction(f *testing.F) {
 			t.Errorf("Moving under strategy %s:\n%s", strat, renderPlan(t, plan))
 		}
 	})
+}
+
+// TestEvictionPreferenceNeverReplaces: under Replace, a server evicted from node-a by what is
+// no drain (node-a stays schedulable) is followed, once it is gone, by a server that prefers,
+// and only prefers, any other node (PreferAvoidNode, not AvoidNode). Wherever that server
+// lands (node-b, or node-a again when no other node fits) and whether its backend reports the
+// preference back (the in-memory backend does, pods do not), it is never replaced or deleted
+// for the preference: it runs, Moving goes once it is ready, and nothing is left to do. A
+// server of a VM not moving that reports a preference is left alone too.
+func TestEvictionPreferenceNeverReplaces(t *testing.T) {
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	base, evicting := decidecase.Read(t, filepath.Join(cases, "evict-replace-undrained.txtar"))
+	for _, c := range []struct {
+		node     string
+		reported bool // the backend reports the preference back
+	}{{"node-b", true}, {"node-b", false}, {"node-a", true}, {"node-a", false}} {
+		name := fmt.Sprintf("on %s, reported %t", c.node, c.reported)
+		srv := *evicting
+		w := world{vm: base, srv: &srv}
+		decide := func() decision.Plan {
+			p := policy.Decide(w.vm, w.srv, nil, nil, now)
+			w = applyPlan(t, w.vm, w.srv, nil, p)
+			return p
+		}
+		decide() // ServerEvicted, from node-a
+		w.srv = nil
+		p := decide()
+		if a := p.Server; a == nil || a.Op != decision.CreateServer || a.Spec.PreferAvoidNode != "node-a" || a.Spec.AvoidNode != "" {
+			t.Fatalf("%s: the server after the eviction: %+v, want one created preferring any node but node-a", name, p.Server)
+		}
+		if w.srv == nil || w.srv.Spec.PreferAvoidNode != "node-a" {
+			t.Fatalf("%s: the in-memory backend lost the preference: %+v", name, w.srv)
+		}
+		if !c.reported {
+			w.srv.Spec.PreferAvoidNode = ""
+		}
+		for _, state := range []backend.State{backend.StatePending, backend.StateStarting, backend.StateReady} {
+			w.srv.State, w.srv.Detail = state, string(state)
+			if state != backend.StatePending {
+				w.srv.Node = c.node
+			}
+			if p := decide(); p.Server != nil {
+				t.Fatalf("%s: a %s server is acted on: %+v", name, state, p.Server)
+			}
+		}
+		st := w.vm.Status()
+		if st.Phase != schema.PhaseActive || st.Condition(decision.ConditionMoving) != nil {
+			t.Errorf("%s: %s/%s with Moving %+v, want Active with the move over", name, st.Phase, st.Reason, st.Condition(decision.ConditionMoving))
+		}
+		if next := policy.Decide(w.vm, w.srv, nil, nil, now); !next.Empty() {
+			t.Errorf("%s: deciding the moved VM again asks for more: %+v", name, next)
+		}
+	}
+
+	// A running server of a VM that is not moving, which reports a node to prefer against.
+	vm, running := decidecase.Read(t, filepath.Join(cases, "active-steady.txtar"))
+	if running == nil {
+		t.Fatal("active-steady: no server")
+	}
+	running.Spec.PreferAvoidNode = "node-a"
+	if p := policy.Decide(vm, running, nil, nil, now); !p.Empty() {
+		t.Errorf("a running server that prefers to avoid node-a is acted on: %+v", p)
+	}
 }

@@ -261,6 +261,13 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				// The migration is under way, or recorded by this plan: a request that a
 				// deletion under way or done carries out (migrate).
 				fail("creates a server that avoids node %s, and no migration moves off it", a.Spec.AvoidNode)
+			case a.Spec.PreferAvoidNode != "" && (current.Reason != decision.ReasonServerEvicted || current.Server == nil ||
+				current.Server.Node != a.Spec.PreferAvoidNode || current.Condition(decision.ConditionMoving) == nil):
+				// Only the server that follows an eviction under Replace prefers to keep off
+				// the node the evicted one ran on.
+				fail("creates a server that prefers to avoid node %s, and no server evicted from it is followed", a.Spec.PreferAvoidNode)
+			case a.Spec.PreferAvoidNode != "" && a.Spec.AvoidNode != "":
+				fail("creates a server that both avoids node %s and prefers to avoid node %s", a.Spec.AvoidNode, a.Spec.PreferAvoidNode)
 			case claims && !(disk == nil && plan.Disk != nil && plan.Disk.Op == decision.CreateDisk ||
 				disk != nil && !disk.Deleting && (disk.Owner.Mine() || disk.Owner == backend.DiskUnowned && plan.Disk != nil && plan.Disk.Op == decision.AdoptDisk)):
 				fail("creates a server whose disk is not there, going, or not the VM's")

@@ -108,7 +108,7 @@ const (
 // Reasons of the eviction strategies (eviction.go): a phase's reason, the conditions Moving
 // and EvictionBlocked, and Events.
 const (
-	ReasonServerEvicted = "ServerEvicted" // Creating, and Moving: the server is being evicted; a new one follows on another node (Replace)
+	ReasonServerEvicted = "ServerEvicted" // Creating, and Moving: the server is being evicted; a new one follows, on another node if one fits (Replace)
 	ReasonDrainBlocked  = "DrainBlocked"  // EvictionBlocked and Warning Event: the node is cordoned and the budget holds its drain (Block)
 
 	// Events only.
