@@ -11,9 +11,11 @@ import (
 
 // applyBudget carries out the plan's action on the VM's disruption budget (backend.Budgets,
 // the eviction strategy Block), if it has one. A budget the backend refuses (a name another
-// holds, a policy that denies it) is an error, retried at the pace of the queue's backoff: the
-// server runs on either way, and only the drain it would hold is at stake. The plan's status
-// is written all the same (applyPlan), so that the retries do not act on the server again.
+// holds, a policy that denies it), and an adoption that finds the budget changed, are errors,
+// retried at the pace of the queue's backoff: the server runs on either way, and only the
+// drain it would hold is at stake. The plan's status is written all the same (applyPlan), so
+// that the retries do not act on the server again; on a deleted VM's way out, the finalizer
+// stays until the budget is deleted.
 func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, act *decision.BudgetAction) error {
 	if act == nil {
 		return nil
@@ -26,6 +28,8 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 	switch act.Op {
 	case decision.CreateBudget:
 		_, err = budgets.CreateBudget(ctx, owner)
+	case decision.AdoptBudget:
+		_, err = budgets.AdoptBudget(ctx, owner)
 	case decision.DeleteBudget:
 		err = budgets.DeleteBudget(ctx, owner)
 	default:

@@ -124,3 +124,51 @@ func TestApplyBudgetRefusedWritesStatus(t *testing.T) {
 		t.Errorf("migration %q, want %s", got, schema.MigrationSucceeded)
 	}
 }
+
+// TestWayOutDeletesBudget: a deleted Block VM whose server is gone (deleted with
+// kubectl delete --cascade=orphan, which takes the owner reference off its budget) has its
+// budget deleted, with the Event DeletingBudget, before its finalizer comes off; when the
+// delete fails, the finalizer stays for the retry.
+func TestWayOutDeletesBudget(t *testing.T) {
+	const name = "evict-block-deleted-server-gone"
+	for _, fails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delete fails %v", fails), func(t *testing.T) {
+			w := newWorld(t, name)
+			vm := w.view(t, name)
+			owner := ownerOf(vm)
+			w.servers.SetBudget(owner, decidecase.Budget(t, caseFile(name)))
+			a := w.applier()
+			if fails {
+				a.backend = failingBudgetDelete{w.servers}
+			}
+			budget, _ := w.servers.ObserveBudget(owner)
+			plan := serverPolicy.Decide(vm, nil, nil, budget, now)
+			_, err := a.apply(context.Background(), vm, owner, nil, nil, plan)
+			finalizers := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers()
+			left, _ := w.servers.ObserveBudget(owner)
+			if fails {
+				if err == nil || len(finalizers) == 0 || left == nil {
+					t.Errorf("apply = %v, finalizers %v, budget %+v: want the error, the finalizer and the budget kept", err, finalizers, left)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left != nil || len(finalizers) != 0 {
+				t.Errorf("budget %+v, finalizers %v after the way out: want both gone", left, finalizers)
+			}
+			if evs := strings.Join(w.events(), "\n"); !strings.Contains(evs, "Normal DeletingBudget ") {
+				t.Errorf("events %q, want DeletingBudget", evs)
+			}
+		})
+	}
+}
+
+// failingBudgetDelete is the memory backend whose budget deletes fail (the API server does
+// not answer).
+type failingBudgetDelete struct{ *memory.Backend }
+
+func (failingBudgetDelete) DeleteBudget(context.Context, backend.Owner) error {
+	return errors.New("delete budget: the server is currently unable to handle the request")
+}

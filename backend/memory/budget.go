@@ -36,13 +36,17 @@ func (b *Backend) ObserveBudget(vm backend.Owner) (*backend.Budget, error) {
 }
 
 // CreateBudget adds vm's budget, with an ID that counts creations; one that exists is
-// returned as it is.
-func (b *Backend) CreateBudget(_ context.Context, vm backend.Owner) (*backend.Budget, error) {
+// returned as it is, adopted first if it is Unowned.
+func (b *Backend) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.Budget, error) {
 	b.mu.Lock()
 	k := key(vm)
 	if got, ok := b.budgets[k]; ok {
+		unowned := got.Unowned
 		c := *got
 		b.mu.Unlock()
+		if unowned {
+			return b.AdoptBudget(ctx, vm)
+		}
 		return &c, nil
 	}
 	b.madeBudgets++
@@ -54,11 +58,37 @@ func (b *Backend) CreateBudget(_ context.Context, vm backend.Owner) (*backend.Bu
 	return &c, nil
 }
 
-// DeleteBudget removes vm's budget; one already gone is not an error.
+// AdoptBudget makes vm's the Unowned budget of its name (the budget table holds one budget
+// per VM name, as the pods backend one PodDisruptionBudget); one already vm's is returned
+// as it is, and none is an error.
+func (b *Backend) AdoptBudget(_ context.Context, vm backend.Owner) (*backend.Budget, error) {
+	b.mu.Lock()
+	k := key(vm)
+	got, ok := b.budgets[k]
+	if !ok {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("adopt budget %s: there is none", BudgetName(vm.Name))
+	}
+	adopted := got.Unowned
+	got.Unowned = false
+	c := *got
+	b.mu.Unlock()
+	if adopted {
+		b.changed(k)
+	}
+	return &c, nil
+}
+
+// DeleteBudget removes vm's budget; one already gone is not an error, and an Unowned one
+// (not vm's) stays.
 func (b *Backend) DeleteBudget(_ context.Context, vm backend.Owner) error {
 	b.mu.Lock()
 	k := key(vm)
-	_, ok := b.budgets[k]
+	got, ok := b.budgets[k]
+	if ok && got.Unowned {
+		b.mu.Unlock()
+		return nil
+	}
 	delete(b.budgets, k)
 	b.mu.Unlock()
 	if ok {
@@ -89,6 +119,7 @@ type budgetTable = map[types.NamespacedName]*backend.Budget
 //
 //	name: test-vm-block-eviction
 //	id: pdb-uid-1
+//	unowned: true   # an earlier VM's of the name, controlled by nothing (optional)
 //
 // Unknown keys are errors; a budget needs a name.
 func ParseBudget(data []byte) (*backend.Budget, error) {
@@ -110,6 +141,6 @@ func ParseBudget(data []byte) (*backend.Budget, error) {
 // budgetTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var budgetTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type backend.Budget", " is not a key of a budget (name, id)",
+	" not found in type backend.Budget", " is not a key of a budget (name, id, unowned)",
 	" into backend.Budget", " into a budget (want a mapping)",
 )

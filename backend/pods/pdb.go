@@ -2,6 +2,7 @@ package pods
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -24,6 +25,13 @@ import (
 // stops it. Its name (BudgetName) and its annotation say which VM holds the drain and how to
 // free it, for whoever finds it in a drain's output or in `kubectl get pdb`. The VM controls
 // it, so it goes with the VM.
+//
+// A deletion that orphans the VM's dependents (kubectl delete --cascade=orphan) takes the
+// owner reference off the budget before the VM goes. The budget still carries the VM's UID
+// label, so it is still the VM's: the controller deletes it on the VM's way out. One left
+// behind all the same, labelled for a VM of the same name and controlled by nothing, is
+// adopted by the next VM of that name that needs one (its owner, labels and selector become
+// the new VM's), as a kept disk is; a budget another object controls is never taken.
 //
 // This file also reads what the eviction strategies need of a server: the pod's
 // DisruptionTarget condition (an eviction under way) and whether its node is cordoned.
@@ -109,7 +117,9 @@ func toBudget(obj any) (any, error) {
 
 // ObserveBudget returns vm's PodDisruptionBudget as the cache shows it, or as the backend's
 // own write left it when the cache has not caught up; nil when vm has none. A budget of the
-// name that vm does not control is not vm's.
+// name is vm's when vm controls it, or when nothing does and it carries vm's UID label; one an
+// earlier VM of the name left controlled by nothing is reported Unowned; any other is not
+// reported (budgetOwnerOf).
 func (b *Backend) ObserveBudget(vm backend.Owner) (*backend.Budget, error) {
 	if b.budgets == nil {
 		return nil, nil
@@ -130,16 +140,56 @@ func (b *Backend) ObserveBudget(vm backend.Owner) (*backend.Budget, error) {
 		return nil, nil
 	}
 	pdb := obj.(*policyv1.PodDisruptionBudget)
-	if !controlledBy(pdb.OwnerReferences, vm) {
-		return nil, nil
+	switch budgetOwnerOf(pdb, vm) {
+	case budgetMine:
+		return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID)}, nil
+	case budgetUnowned:
+		return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID), Unowned: true}, nil
 	}
-	return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID)}, nil
+	return nil, nil
+}
+
+// budgetOwner is whose a PodDisruptionBudget of a VM's name is, seen from that VM.
+type budgetOwner int
+
+// Who holds a budget.
+const (
+	// budgetOther: another object controls it, or it is not labelled for the VM's name: never
+	// reported, taken or deleted.
+	budgetOther budgetOwner = iota
+	// budgetMine: the VM controls it, or nothing does and it carries the VM's UID (a deletion
+	// of the VM that orphaned its dependents took the owner reference off).
+	budgetMine
+	// budgetUnowned: made for an earlier VM of the name (its annotation names the VM) and
+	// controlled by nothing: the VM may adopt it.
+	budgetUnowned
+)
+
+// budgetOwnerOf says whose pdb is, seen from vm.
+func budgetOwnerOf(pdb *policyv1.PodDisruptionBudget, vm backend.Owner) budgetOwner {
+	ref := metav1.GetControllerOfNoCopy(pdb)
+	switch {
+	case ref != nil && ref.UID == vm.UID:
+		return budgetMine
+	case ref != nil:
+		return budgetOther
+	case pdb.Labels[LabelVMUID] == string(vm.UID):
+		return budgetMine
+	case pdb.Labels[LabelVMUID] != "" && pdb.Annotations[AnnotationVM] == vm.Name:
+		return budgetUnowned
+	}
+	return budgetOther
 }
 
 // controlledBy reports whether vm is the controller among refs.
 func controlledBy(refs []metav1.OwnerReference, vm backend.Owner) bool {
+	return controllerIs(refs, vm.UID)
+}
+
+// controllerIs reports whether the controller among refs has the UID uid.
+func controllerIs(refs []metav1.OwnerReference, uid types.UID) bool {
 	ref := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs})
-	return ref != nil && ref.UID == vm.UID
+	return ref != nil && ref.UID == uid
 }
 
 // newBudget builds vm's PodDisruptionBudget: one server pod of the VM's UID available.
@@ -166,8 +216,8 @@ func newBudget(vm backend.Owner) *policyv1.PodDisruptionBudget {
 }
 
 // CreateBudget creates vm's PodDisruptionBudget. One that vm already controls is returned;
-// one of the name that it does not control is ErrRejected, as is a budget the API server
-// refuses.
+// one of the name that nothing controls and that is vm's or an earlier VM's of the name is
+// adopted (adoptBudget); any other is ErrRejected, as is a budget the API server refuses.
 func (b *Backend) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.Budget, error) {
 	if b.budgets == nil {
 		return nil, fmt.Errorf("create budget: the backend keeps no budgets: %w", backend.ErrRejected)
@@ -183,7 +233,7 @@ func (b *Backend) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.
 			return nil, fmt.Errorf("get existing budget %s: %w", pdb.Name, err)
 		}
 		if !controlledBy(existing.OwnerReferences, vm) {
-			return nil, fmt.Errorf("PodDisruptionBudget %s already exists and this VM does not control it: %w", pdb.Name, backend.ErrRejected)
+			return b.adoptBudget(ctx, vm, existing)
 		}
 		out = existing
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -199,13 +249,74 @@ func (b *Backend) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.
 	return &c, nil
 }
 
+// AdoptBudget makes the PodDisruptionBudget of vm's name that nothing controls vm's, on the
+// condition that it is still as the cache shows it (adoptBudget).
+func (b *Backend) AdoptBudget(ctx context.Context, vm backend.Owner) (*backend.Budget, error) {
+	if b.budgets == nil {
+		return nil, fmt.Errorf("adopt budget: the backend keeps no budgets: %w", backend.ErrRejected)
+	}
+	name := BudgetName(vm.Name)
+	obj, ok, err := b.budgets.informer.GetIndexer().GetByKey(vm.Namespace + "/" + name)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read budget cache: %w", err)
+	case !ok:
+		return nil, fmt.Errorf("adopt budget %s: not in the cache", name)
+	}
+	return b.adoptBudget(ctx, vm, obj.(*policyv1.PodDisruptionBudget))
+}
+
+// adoptBudget makes pdb, a budget of vm's name, vm's in one strategic merge patch
+// conditional on its resourceVersion: vm's controller reference, labels and annotations, and
+// a selector of vm's server (the one it has selects an earlier VM's). One vm already
+// controls is returned as it is; one another object controls, or not labelled for vm's
+// name, is ErrRejected and left alone.
+func (b *Backend) adoptBudget(ctx context.Context, vm backend.Owner, pdb *policyv1.PodDisruptionBudget) (*backend.Budget, error) {
+	switch {
+	case budgetOwnerOf(pdb, vm) == budgetOther:
+		return nil, fmt.Errorf("PodDisruptionBudget %s already exists and is not this VM's (another object controls it, or it is not labelled for this VM): %w",
+			pdb.Name, backend.ErrRejected)
+	case controlledBy(pdb.OwnerReferences, vm):
+		return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID)}, nil
+	}
+	want := newBudget(vm)
+	meta := map[string]any{"labels": want.Labels, "annotations": want.Annotations, "ownerReferences": want.OwnerReferences}
+	if pdb.ResourceVersion != "" {
+		meta["resourceVersion"] = pdb.ResourceVersion
+	}
+	patch := map[string]any{"metadata": meta, "spec": map[string]any{
+		"minAvailable":   want.Spec.MinAvailable,
+		"maxUnavailable": nil,
+		"selector":       map[string]any{"$patch": "replace", "matchLabels": want.Spec.Selector.MatchLabels},
+	}}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("render budget patch: %w", err)
+	}
+	out, err := b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace).Patch(ctx, pdb.Name, types.StrategicMergePatchType, body,
+		metav1.PatchOptions{FieldManager: "vm-controller"})
+	switch {
+	case err == nil:
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("adopt budget %s: %w: %w", pdb.Name, backend.ErrRejected, err)
+	default:
+		// A conflict (the budget changed since it was read) or a budget gone: the next
+		// decision sees it as it is now.
+		return nil, fmt.Errorf("adopt budget %s: %w", pdb.Name, err)
+	}
+	got := &backend.Budget{Name: out.Name, ID: string(out.UID)}
+	b.budgets.note(out.Namespace+"/"+out.Name, writtenBudget{owner: vm.UID, budget: got}, out.UID)
+	c := *got
+	return &c, nil
+}
+
 // note remembers what a write of the budget of key left (w), until the informer brings the
 // budget's next event. The informer can bring the write's own event before note is called,
 // and its handler then had no note to drop: the note would stand until some later event of
 // the budget, which may never come. So once it is stored, the cache is read again: when it
-// already shows the write (the budget of uid after a create, no budget of uid after a delete),
-// the note goes. The handler drops notes after updating the cache, so one of the two sees
-// the other's work.
+// already shows the write (the budget of uid, controlled by w's VM, after a create or an
+// adoption; no budget of uid after a delete), the note goes. The handler drops notes after
+// updating the cache, so one of the two sees the other's work.
 func (bs *budgets) note(key string, w writtenBudget, uid types.UID) {
 	bs.written.Store(key, w)
 	obj, ok, err := bs.informer.GetIndexer().GetByKey(key)
@@ -213,17 +324,18 @@ func (bs *budgets) note(key string, w writtenBudget, uid types.UID) {
 		return
 	}
 	cached, _ := obj.(*policyv1.PodDisruptionBudget)
-	there := ok && cached != nil && cached.UID == uid
+	there := ok && cached != nil && cached.UID == uid && (w.budget == nil || controllerIs(cached.OwnerReferences, w.owner))
 	if there == (w.budget != nil) {
 		bs.written.CompareAndDelete(key, w)
 	}
 }
 
-// DeleteBudget deletes vm's PodDisruptionBudget, on the condition that it is the one vm
-// controls as the cache shows it; one already gone is not an error.
+// DeleteBudget deletes vm's PodDisruptionBudget, on the condition that it is the one that is
+// vm's as the cache shows it (ObserveBudget); one already gone is not an error, and one that
+// is not vm's is left alone.
 func (b *Backend) DeleteBudget(ctx context.Context, vm backend.Owner) error {
 	got, err := b.ObserveBudget(vm)
-	if err != nil || got == nil {
+	if err != nil || got == nil || got.Unowned {
 		return err
 	}
 	uid := types.UID(got.ID)

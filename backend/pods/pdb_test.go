@@ -9,11 +9,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -219,5 +222,171 @@ func TestBudgetEchoBeforeTheWriteReturns(t *testing.T) {
 	}
 	if got, err := b.ObserveBudget(vm); err != nil || got != nil {
 		t.Errorf("observed %+v, %v after the delete, want none", got, err)
+	}
+}
+
+// orphan takes every owner reference off the budget name, as the garbage collector does to
+// a VM's dependents when the VM is deleted with kubectl delete --cascade=orphan, and waits
+// until the cache shows it.
+func orphan(t *testing.T, b *Backend, client *kubefake.Clientset, notified <-chan types.NamespacedName, name string) {
+	t.Helper()
+	ctx := t.Context()
+	pdb, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb.OwnerReferences, pdb.ResourceVersion = nil, "2"
+	if _, err := client.PolicyV1().PodDisruptionBudgets("ns").Update(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, notified, func() bool {
+		obj, ok, _ := b.budgets.informer.GetIndexer().GetByKey("ns/" + name)
+		_, written := b.budgets.written.Load("ns/" + name)
+		return ok && len(obj.(*policyv1.PodDisruptionBudget).OwnerReferences) == 0 && !written
+	})
+}
+
+// TestBudgetOrphanedByDeletion: a VM deleted with kubectl delete --cascade=orphan loses the
+// owner reference of its budget before it goes. The budget is still the VM's (its UID
+// label): observed, and deleted on the VM's way out. One left behind all the same is not
+// in the way of the next VM of the name: that VM's create adopts it (its controller, labels
+// and selector become the new VM's), so that its server is held by it.
+func TestBudgetOrphanedByDeletion(t *testing.T) {
+	client := kubefake.NewClientset()
+	b, notified := started(t, Config{Client: client, Budgets: true})
+	ctx := t.Context()
+	old := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	made, err := b.CreateBudget(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan(t, b, client, notified, made.Name)
+
+	// The way out of the deleted VM.
+	if got, err := b.ObserveBudget(old); err != nil || got == nil || got.Name != made.Name || got.Unowned {
+		t.Errorf("the deleted VM observes %+v, %v; want its budget %s, though nothing controls it", got, err, made.Name)
+	}
+	if err := b.DeleteBudget(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(ctx, made.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the orphaned budget is still there after the VM's way out: %v", err)
+	}
+	await(t, notified, func() bool {
+		_, ok, _ := b.budgets.informer.GetIndexer().GetByKey("ns/" + made.Name)
+		return !ok
+	})
+
+	// A budget left behind (by an older controller) and a VM created again with the name.
+	made, err = b.CreateBudget(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan(t, b, client, notified, made.Name)
+	again := backend.Owner{APIVersion: old.APIVersion, Kind: old.Kind, Namespace: "ns", Name: "a", UID: "u-2"}
+	got, err := b.CreateBudget(ctx, again)
+	if err != nil {
+		t.Fatalf("the VM created again with the name: create budget: %v", err)
+	}
+	if got.Name != made.Name {
+		t.Errorf("budget %+v, want %s adopted", got, made.Name)
+	}
+	pdb, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(ctx, made.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !controlledBy(pdb.OwnerReferences, again) || len(pdb.OwnerReferences) != 1 || pdb.Labels[LabelVMUID] != "u-2" ||
+		!reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, map[string]string{LabelVMUID: "u-2"}) || pdb.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("adopted budget: owners %+v, labels %v, spec %+v; want the new VM's", pdb.OwnerReferences, pdb.Labels, pdb.Spec)
+	}
+}
+
+// TestBudgetAdoption: the budget of a VM's name, by who holds it, as the VM of UID u-2
+// observes it and as AdoptBudget and DeleteBudget treat it. Only one labelled for the name
+// and controlled by nothing is adopted; none that is not the VM's is ever deleted.
+func TestBudgetAdoption(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-2"}
+	earlier := backend.Owner{APIVersion: vm.APIVersion, Kind: vm.Kind, Namespace: "ns", Name: "a", UID: "u-1"}
+	tests := map[string]struct {
+		budget  func() *policyv1.PodDisruptionBudget // the budget of the name before
+		observe string                               // what the VM observes: none, mine or unowned
+		adopt   bool                                 // AdoptBudget makes it the VM's (else ErrRejected)
+	}{
+		"left by an earlier VM": {func() *policyv1.PodDisruptionBudget {
+			p := newBudget(earlier)
+			p.OwnerReferences = nil
+			return p
+		}, "unowned", true},
+		"controlled by an earlier VM": {func() *policyv1.PodDisruptionBudget { return newBudget(earlier) }, "none", false},
+		"controlled by another object": {func() *policyv1.PodDisruptionBudget {
+			p := newBudget(earlier)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "d", UID: "d-1", Controller: ptr.To(true)}}
+			return p
+		}, "none", false},
+		"labelled for another VM's name": {func() *policyv1.PodDisruptionBudget {
+			p := newBudget(backend.Owner{Namespace: "ns", Name: "b", UID: "u-9"})
+			p.Name, p.OwnerReferences = BudgetName("a"), nil
+			return p
+		}, "none", false},
+		"the VM's own, orphaned": {func() *policyv1.PodDisruptionBudget {
+			p := newBudget(vm)
+			p.OwnerReferences = nil
+			return p
+		}, "mine", true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			before := tc.budget()
+			before.UID, before.ResourceVersion = "pdb-1", "1"
+			client := kubefake.NewClientset(before)
+			b, _ := started(t, Config{Client: client, Budgets: true})
+			ctx := t.Context()
+			got, err := b.ObserveBudget(vm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			observed := "none"
+			switch {
+			case got != nil && got.Unowned:
+				observed = "unowned"
+			case got != nil:
+				observed = "mine"
+			}
+			if observed != tc.observe {
+				t.Errorf("observed %s (%+v), want %s", observed, got, tc.observe)
+			}
+			if observed != "mine" {
+				if err := b.DeleteBudget(ctx, vm); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(ctx, before.Name, metav1.GetOptions{}); err != nil {
+					t.Fatalf("a budget that is not the VM's was deleted: %v", err)
+				}
+			}
+			adopted, err := b.AdoptBudget(ctx, vm)
+			after, gerr := client.PolicyV1().PodDisruptionBudgets("ns").Get(ctx, before.Name, metav1.GetOptions{})
+			if gerr != nil {
+				t.Fatal(gerr)
+			}
+			if !tc.adopt {
+				if !errors.Is(err, backend.ErrRejected) {
+					t.Errorf("adopt: %+v, %v; want ErrRejected", adopted, err)
+				}
+				if !reflect.DeepEqual(after.OwnerReferences, before.OwnerReferences) || !reflect.DeepEqual(after.Spec, before.Spec) {
+					t.Errorf("a budget that is not the VM's was changed: %+v", after)
+				}
+				return
+			}
+			if err != nil || adopted.ID != "pdb-1" {
+				t.Fatalf("adopt: %+v, %v", adopted, err)
+			}
+			if !controlledBy(after.OwnerReferences, vm) || after.Labels[LabelVMUID] != "u-2" ||
+				!reflect.DeepEqual(after.Spec.Selector.MatchLabels, map[string]string{LabelVMUID: "u-2"}) {
+				t.Errorf("adopted: owners %+v, labels %v, selector %+v", after.OwnerReferences, after.Labels, after.Spec.Selector)
+			}
+			if got, err := b.ObserveBudget(vm); err != nil || got == nil || got.Unowned || got.ID != "pdb-1" {
+				t.Errorf("right after the adoption: %+v, %v; want the VM's", got, err)
+			}
+		})
 	}
 }

@@ -200,6 +200,7 @@ func (d *decision) deleting() {
 	if !d.vm.HasFinalizer(schema.Finalizer) {
 		return // not ours to hold, or already released
 	}
+	d.deletingBudget()
 	if d.srv == nil {
 		if d.claims {
 			d.deletingDisk()

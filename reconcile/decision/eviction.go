@@ -28,7 +28,10 @@ import (
 //     from being evicted, so a drain waits; while the server's node is cordoned and the
 //     server runs (a Pending or ended pod is evicted without the budget being asked), the
 //     condition EvictionBlocked and a Warning say which VM holds the drain and how to move
-//     it. The budget goes when the strategy changes, and with the VM.
+//     it. The budget goes when the strategy changes, and with the VM: on its way out (deleting)
+//     the controller deletes it, for a deletion that orphans the VM's dependents (kubectl
+//     delete --cascade=orphan) would leave it behind. One an earlier VM of the name left all
+//     the same (backend.Budget.Unowned) is adopted under Block, and otherwise left alone.
 
 // Conditions of the eviction strategies, present (True) only while they hold.
 const (
@@ -49,6 +52,9 @@ type BudgetOp string
 // The budget operations.
 const (
 	CreateBudget BudgetOp = "create"
+	// AdoptBudget makes the VM's a budget of its name an earlier VM left controlled by
+	// nothing (backend.Budgets.AdoptBudget).
+	AdoptBudget  BudgetOp = "adopt"
 	DeleteBudget BudgetOp = "delete"
 )
 
@@ -72,15 +78,20 @@ func (p Policy) evictionStrategy(spec schema.Spec) schema.EvictionStrategy {
 
 // eviction sets the strategy in force and asks for the budget it needs: one while the
 // strategy is Block (whether or not the VM runs, so that starting it is never a window
-// without one), none otherwise. It also carries the Moving condition of a move under way
-// while the VM is active under Replace.
+// without one), none otherwise. A budget an earlier VM of the name left (Unowned) is adopted
+// under Block and otherwise not touched: it is not the VM's. It also carries the Moving
+// condition of a move under way while the VM is active under Replace.
 func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 	d.evictStrategy = s
 	switch {
 	case s == schema.EvictionBlock && d.budget == nil:
 		d.plan.Budget = &BudgetAction{Op: CreateBudget, Event: Event{Type: EventNormal, Reason: ReasonCreatingBudget,
 			Message: "Creating a disruption budget for the server: a node's drain waits until the VM is moved or stopped (evictionStrategy Block)"}}
-	case s != schema.EvictionBlock && d.budget != nil:
+	case s == schema.EvictionBlock && d.budget.Unowned:
+		d.plan.Budget = &BudgetAction{Op: AdoptBudget, Event: Event{Type: EventNormal, Reason: ReasonAdoptingBudget,
+			Message: fmt.Sprintf("Adopting disruption budget %s, which an earlier VM named %s left owned by nothing: "+
+				"a node's drain waits until the VM is moved or stopped (evictionStrategy Block)", d.budget.Name, d.vm.Name())}}
+	case s != schema.EvictionBlock && d.budget != nil && !d.budget.Unowned:
 		d.plan.Budget = &BudgetAction{Op: DeleteBudget, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
 			Message: fmt.Sprintf("Deleting disruption budget %s: evictionStrategy is %s", d.budget.Name, s)}}
 	}
@@ -90,6 +101,19 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 	if c := d.current.Condition(ConditionMoving); c != nil && c.Status == schema.ConditionTrue {
 		d.moving = &lifecycleCondition{c.Reason, c.Message}
 	}
+}
+
+// deletingBudget asks, on a deleted VM's way out, for its budget to go before the finalizer
+// comes off. The VM owns it, and the garbage collector deletes what a VM owns once the VM is
+// gone; but a deletion that orphans the VM's dependents (kubectl delete --cascade=orphan)
+// takes the owner reference off first, and the budget would stay, holding the name against
+// the next VM of it. A budget holds no data, and the server it held is going with the VM.
+func (d *decision) deletingBudget() {
+	if d.budget == nil || d.budget.Unowned {
+		return // none, or not the VM's
+	}
+	d.plan.Budget = &BudgetAction{Op: DeleteBudget, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
+		Message: fmt.Sprintf("Deleting disruption budget %s before the VM is removed", d.budget.Name)}}
 }
 
 // evicted decides for an active VM whose server is being evicted under Replace, and reports

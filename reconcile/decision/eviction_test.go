@@ -23,7 +23,8 @@ import (
 
 // applyBudget carries out a plan's budget action on the in-memory backend, which holds the
 // budget observed (have), and returns the budget as it is afterwards. A plan that makes a
-// budget the VM has, or deletes one it lacks, fails the test.
+// budget the VM has, adopts one that is not Unowned, or deletes one that is not the VM's,
+// fails the test.
 func applyBudget(t *testing.T, b *memory.Backend, owner backend.Owner, have *backend.Budget, act *decision.BudgetAction) *backend.Budget {
 	t.Helper()
 	if have != nil {
@@ -37,9 +38,14 @@ func applyBudget(t *testing.T, b *memory.Backend, owner backend.Owner, have *bac
 				t.Fatalf("plan creates a budget while the VM has one")
 			}
 			_, err = b.CreateBudget(context.Background(), owner)
+		case decision.AdoptBudget:
+			if have == nil || !have.Unowned {
+				t.Fatalf("plan adopts a budget %+v, which is not one to adopt", have)
+			}
+			_, err = b.AdoptBudget(context.Background(), owner)
 		case decision.DeleteBudget:
-			if have == nil {
-				t.Fatalf("plan deletes a budget the VM does not have")
+			if have == nil || have.Unowned {
+				t.Fatalf("plan deletes a budget %+v, which is not the VM's", have)
 			}
 			err = b.DeleteBudget(context.Background(), owner)
 		default:
@@ -195,8 +201,15 @@ func FuzzEviction(f *testing.F) {
 		if len(errs) == 0 && !vm.Deleting() && !vm.Paused() && (w.budget != nil) != (strat == schema.EvictionBlock) {
 			t.Errorf("strategy %s: budget %+v after the plan\n%s", strat, w.budget, renderPlan(t, plan))
 		}
-		if (len(errs) > 0 || vm.Deleting() || vm.Paused()) && plan.Budget != nil {
-			t.Errorf("a budget action for a VM that is invalid, being deleted or paused:\n%s", renderPlan(t, plan))
+		if (len(errs) > 0 && !vm.Deleting() || vm.Paused()) && plan.Budget != nil {
+			t.Errorf("a budget action for a VM that is invalid or paused:\n%s", renderPlan(t, plan))
+		}
+		if vm.Deleting() && !vm.Paused() && plan.Budget != nil && plan.Budget.Op != decision.DeleteBudget {
+			t.Errorf("a budget action other than its deletion for a VM being deleted:\n%s", renderPlan(t, plan))
+		}
+		if plan.Finalizer == decision.RemoveFinalizer && w.budget != nil {
+			// A deletion that orphans the VM's dependents would leave it behind.
+			t.Errorf("the finalizer comes off while the VM's budget %+v stays:\n%s", w.budget, renderPlan(t, plan))
 		}
 		if strat == schema.EvictionReplace && srv != nil && srv.Disruption != nil && len(errs) == 0 && !vm.Deleting() && !vm.Paused() &&
 			srv.State != backend.StateFailed && srv.State != backend.StateStopped && plan.Server != nil {

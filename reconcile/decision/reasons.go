@@ -115,7 +115,8 @@ const (
 	ReasonMovingServer   = "MovingServer"   // the server after an eviction is created (Replace)
 	ReasonServerMoved    = "ServerMoved"    // the server after an eviction is ready (Replace)
 	ReasonCreatingBudget = "CreatingBudget" // the VM's disruption budget is created (Block)
-	ReasonDeletingBudget = "DeletingBudget" // the VM's disruption budget is deleted (the strategy is no longer Block)
+	ReasonAdoptingBudget = "AdoptingBudget" // a budget an earlier VM of the name left controlled by nothing becomes the VM's (Block)
+	ReasonDeletingBudget = "DeletingBudget" // the VM's disruption budget is deleted (the strategy is no longer Block, or the VM is deleted)
 )
 
 // Reasons of placement, migration on request and lost nodes (placement.go, migrate.go,
