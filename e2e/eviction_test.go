@@ -219,3 +219,46 @@ func TestEvictionBlock(t *testing.T) {
 		t.Errorf("condition EvictionBlocked %q after the drain, want none", got)
 	}
 }
+
+// TestEvictionBlockDeletedOrphanCreatedAgain: a Block VM deleted with kubectl delete
+// --cascade=orphan, whose budget the garbage collector leaves with no owner, goes with its
+// budget (the controller deletes it on the way out), and a VM created again with the name is
+// Active with a budget of its own: controlled by the new VM and selecting its server.
+func TestEvictionBlockDeletedOrphanCreatedAgain(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	startController(t, ns).waitReady(t)
+	diskVM(t, ns, "vm", "1", "1Gi", "  evictionStrategy: Block\n")
+	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
+	first := vmField(ns, "vm", ".metadata.uid")
+	eventually(t, time.Minute, func() (bool, string) {
+		got := field(ns, "pdb/vm-block-eviction", ".metadata.ownerReferences[0].uid")
+		return got == first, fmt.Sprintf("budget owner %q, want the VM %s", got, first)
+	})
+
+	kubectl(t, "-n", ns, "delete", "vm", "vm", "--cascade=orphan", "--wait=false")
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		_, err := kubectlErr("-n", ns, "get", "vm", "vm")
+		return isNotFound(err), fmt.Sprintf("vm error %v", err)
+	})
+	if out, err := kubectlErr("-n", ns, "get", "pdb", "vm-block-eviction", "-o", "jsonpath={.metadata.ownerReferences}"); !isNotFound(err) {
+		t.Errorf("the budget outlived the VM deleted with --cascade=orphan (owners %q, error %v)", out, err)
+	}
+
+	diskVM(t, ns, "vm", "1", "1Gi", "  evictionStrategy: Block\n")
+	waitPhase(t, ns, "vm", "Active", "ServerReady", 3*time.Minute)
+	second := vmField(ns, "vm", ".metadata.uid")
+	if second == "" || second == first {
+		t.Fatalf("the VM created again has UID %q, the deleted one had %s", second, first)
+	}
+	eventually(t, time.Minute, func() (bool, string) {
+		got := field(ns, "pdb/vm-block-eviction", `.metadata.ownerReferences[?(@.controller==true)].uid}/{.spec.selector.matchLabels.cloudnative\.czs/vm-uid`)
+		return got == second+"/"+second, fmt.Sprintf("budget controller/selected VM UID %q, want the new VM's %s", got, second)
+	})
+	if got := field(ns, "pod/vm-server", `.metadata.labels.cloudnative\.czs/vm-uid`); got != second {
+		t.Errorf("server pod labelled for VM %q, want the new VM's %s", got, second)
+	}
+	if got := condition(ns, "vm", "Ready"); got != "True/ServerReady" {
+		t.Errorf("condition Ready %q, want True/ServerReady", got)
+	}
+}
