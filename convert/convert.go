@@ -100,9 +100,9 @@ func (c *Converter) Convert(obj []byte, to k8sschema.GroupVersion) (out []byte, 
 // another type) cannot be restored. It is kept as it is, in both directions: it is the only
 // copy of what it held, and can still be repaired. The conversion goes on, because the API
 // server needs every stored object converted to read any of them (a list, the garbage
-// collector, a namespace's deletion), and notes it. Only where the way back must write the
-// fields the target cannot hold into that same annotation does it refuse, rather than lose
-// either.
+// collector, a namespace's deletion), and notes it. Where the source's own is unreadable and
+// the fields the target cannot hold need its name, it is one more thing the target cannot
+// hold: it goes into them, at metadata.annotations, and the way back puts it back.
 func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, to k8sschema.GroupVersion, dst schema.Fields) (map[string]any, []string, error) {
 	var notes []string
 	meta, err := metadata(m)
@@ -163,22 +163,30 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 		if err != nil {
 			notes = append(notes, err.Error()+": kept as it is; what it held is not restored")
 		} else {
+			own, hadOwn := keptAnnotation(restore, FieldsAnnotation(to))
 			delete(restore, "apiVersion")
 			delete(restore, "kind")
 			delete(restore, "metadata")
 			merge(out, restore)
 			delete(annotations, FieldsAnnotation(to))
+			if hadOwn {
+				// The object's own, unreadable, which the way here kept among these (below).
+				annotations[FieldsAnnotation(to)] = own
+			}
 			changed = true
 		}
 	}
 	// The source's own: a readable one is replaced (the annotation is reserved); one it cannot
-	// read is most likely the one a conversion to this version could not restore (above).
+	// read is most likely the one a conversion to this version could not restore (above), and
+	// is kept: as it is, or, when the fields the target cannot hold need its name, among them,
+	// at metadata.annotations (rest has no metadata of its own), whence the way back restores it.
 	if own, ok := annotations[FieldsAnnotation(from)]; ok {
 		if _, err := keptFields(FieldsAnnotation(from), own); err == nil {
 			delete(annotations, FieldsAnnotation(from))
 			changed = true
 		} else if len(rest) > 0 {
-			return nil, nil, fmt.Errorf("%w, and %s would keep in it the fields it cannot hold: repair or remove the annotation", err, to)
+			rest["metadata"] = map[string]any{"annotations": map[string]any{FieldsAnnotation(from): own}}
+			notes = append(notes, err.Error()+": kept as it is within the new one, with the fields "+to.String()+" cannot hold; converting back restores it")
 		} else {
 			notes = append(notes, err.Error()+": kept as it is")
 		}
@@ -220,6 +228,16 @@ func keptFields(name string, value any) (map[string]any, error) {
 		return nil, fmt.Errorf("annotation %s is not a JSON object of kept fields (%w)", name, err)
 	}
 	return m, nil
+}
+
+// keptAnnotation returns the annotation name that kept fields hold at metadata.annotations:
+// an object's own annotation of kept fields, unreadable, kept with the fields when they needed
+// its name.
+func keptAnnotation(kept map[string]any, name string) (string, bool) {
+	md, _ := kept["metadata"].(map[string]any)
+	a, _ := md["annotations"].(map[string]any)
+	v, ok := a[name].(string)
+	return v, ok
 }
 
 // metadata returns the object's metadata, nil when it has none.

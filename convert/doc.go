@@ -12,5 +12,6 @@
 //
 // The annotations FieldsAnnotation(v) are reserved for this: an object carrying the one of its
 // own version loses it on conversion. One that is not a JSON object cannot be restored; it is
-// kept as it is both ways, and Convert notes it (docs/versions.md).
+// kept both ways, as it is or, when the fields the target cannot hold need its name, with them
+// (at metadata.annotations, put back on the way back), and Convert notes it (docs/versions.md).
 package convert

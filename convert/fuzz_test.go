@@ -103,12 +103,16 @@ func (c *choices) vm(gv k8sschema.GroupVersion, f schema.Fields) []byte {
 	{
 		// Every object the API server holds has metadata with a name.
 		md := map[string]any{"name": c.word(), "uid": "u"}
-		// The API server never stores an empty map of annotations; the reserved ones of the
-		// object's own version are the conversion's (see the package comment).
+		// The API server never stores an empty map of annotations. The reserved ones are the
+		// conversion's, and one of the object's own version that it can read is replaced (see
+		// the package comment); a word is never a JSON object, so those here are the ones it
+		// cannot read, a hand edit's, which it keeps, the object's own as well as another's.
 		if n := c.next(3); n > 0 {
 			a := map[string]any{}
+			keys := []string{"note", "cloudnative.czs/other", "x.io/v1-fields",
+				FieldsAnnotation(v1alpha1), FieldsAnnotation(v1beta1), FieldsAnnotation(v1)}
 			for range n {
-				a[[]string{"note", "cloudnative.czs/other", "x.io/v1-fields"}[c.next(3)]] = c.word()
+				a[keys[c.next(len(keys))]] = c.word()
 			}
 			md["annotations"] = a
 		}
