@@ -28,7 +28,8 @@ type Budgets interface {
 	// another's is ErrRejected.
 	AdoptBudget(ctx context.Context, vm Owner) (*Budget, error)
 	// DeleteBudget asks for vm's budget to go away; one already gone is not an error. A
-	// budget that is not vm's (Unowned, or another's) is never deleted.
+	// budget that is not vm's (Unowned, or another's) is never deleted. A delete the backend
+	// refuses for good (its permissions, a policy) is ErrRejected.
 	DeleteBudget(ctx context.Context, vm Owner) error
 }
 

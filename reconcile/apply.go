@@ -132,8 +132,9 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	// A budget that fails (refused by a policy, a name another holds, a transient error) is
 	// retried with backoff, after the status: the server's action is done, and the status that
 	// records it (a request acted on, failures counted) must not wait for the budget, or every
-	// retry would act on the server again.
-	budgetErr := a.applyBudget(ctx, vm, owner, plan.Budget)
+	// retry would act on the server again. On the way out, a delete refused for good lets the
+	// VM go (applyBudget).
+	budgetErr := a.applyBudget(ctx, vm, owner, plan.Budget, plan.Finalizer == decision.RemoveFinalizer)
 	if plan.Status != nil {
 		// The patch holds the status and the resourceVersion precondition only, so that
 		// through the main resource too it cannot touch the spec or the finalizers.
@@ -153,7 +154,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		a.record(vm, plan.Events...)
 	}
 	if budgetErr != nil {
-		return out, budgetErr // the finalizer stays until the budget's action is done
+		return out, budgetErr // the finalizer stays until the budget's action is done, or refused for good
 	}
 	if plan.Finalizer == decision.RemoveFinalizer {
 		// The VM may be gone once its last finalizer is: nothing to carry on from.

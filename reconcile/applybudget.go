@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -14,9 +15,15 @@ import (
 // holds, a policy that denies it), and an adoption that finds the budget changed, are errors,
 // retried at the pace of the queue's backoff: the server runs on either way, and only the
 // drain it would hold is at stake. The plan's status is written all the same (applyPlan), so
-// that the retries do not act on the server again; on a deleted VM's way out, the finalizer
-// stays until the budget is deleted.
-func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, act *decision.BudgetAction) error {
+// that the retries do not act on the server again.
+//
+// On a deleted VM's way out (leaving: the plan takes the finalizer off), the finalizer stays
+// while the budget's delete fails for a time (the API server does not answer), and the retry
+// deletes it. A delete the backend refuses for good (its permissions, a policy that protects
+// budgets) does not hold the VM, unlike a disk's release (applyDisk): a budget holds no data,
+// and the server it held is gone. The Warning BudgetLeftBehind names the budget and the
+// refusal, and the VM goes.
+func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, act *decision.BudgetAction, leaving bool) error {
 	if act == nil {
 		return nil
 	}
@@ -35,7 +42,11 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 	default:
 		return fmt.Errorf("act on budget: unknown operation %q", act.Op)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, backend.ErrRejected) && act.Op == decision.DeleteBudget && leaving:
+		a.record(vm, decision.BudgetLeftBehind(vm, act.Name, err.Error()))
+		return nil
+	case err != nil:
 		return fmt.Errorf("%s budget: %w", act.Op, err)
 	}
 	a.record(vm, act.Event)

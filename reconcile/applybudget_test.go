@@ -127,39 +127,57 @@ func TestApplyBudgetRefusedWritesStatus(t *testing.T) {
 
 // TestWayOutDeletesBudget: a deleted Block VM whose server is gone (deleted with
 // kubectl delete --cascade=orphan, which takes the owner reference off its budget) has its
-// budget deleted, with the Event DeletingBudget, before its finalizer comes off; when the
-// delete fails, the finalizer stays for the retry.
+// budget deleted, with the Event DeletingBudget, before its finalizer comes off. When the
+// delete fails for a time, the finalizer stays for the retry; when the backend refuses it for
+// good, the VM goes all the same, with the Warning BudgetLeftBehind naming the budget and the
+// refusal: a budget holds no data.
 func TestWayOutDeletesBudget(t *testing.T) {
 	const name = "evict-block-deleted-server-gone"
-	for _, fails := range []bool{false, true} {
-		t.Run(fmt.Sprintf("delete fails %v", fails), func(t *testing.T) {
+	tests := map[string]struct {
+		backend   func(*memory.Backend) backend.Backend // the backend as the test sees it
+		err       bool                                  // apply returns an error, for a retry
+		finalizer bool                                  // the finalizer stays
+		budget    bool                                  // the budget stays
+		event     string                                // an Event recorded, type and reason
+		note      []string                              // what its note says, besides
+	}{
+		"deleted": {backend: func(m *memory.Backend) backend.Backend { return m }, event: "Normal DeletingBudget"},
+		"fails for a time": {backend: func(m *memory.Backend) backend.Backend { return failingBudgetDelete{m} },
+			err: true, finalizer: true, budget: true},
+		"refused": {backend: func(m *memory.Backend) backend.Backend { return refusingBudgetDelete{m} },
+			budget: true, event: "Warning BudgetLeftBehind", note: []string{"test-vm-block-eviction", `"protect-pdbs.example.org" denied the request`}},
+	}
+	for tname, tc := range tests {
+		t.Run(tname, func(t *testing.T) {
 			w := newWorld(t, name)
 			vm := w.view(t, name)
 			owner := ownerOf(vm)
 			w.servers.SetBudget(owner, decidecase.Budget(t, caseFile(name)))
 			a := w.applier()
-			if fails {
-				a.backend = failingBudgetDelete{w.servers}
-			}
+			a.backend = tc.backend(w.servers)
 			budget, _ := w.servers.ObserveBudget(owner)
 			plan := serverPolicy.Decide(vm, nil, nil, budget, now)
 			_, err := a.apply(context.Background(), vm, owner, nil, nil, plan)
-			finalizers := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers()
-			left, _ := w.servers.ObserveBudget(owner)
-			if fails {
-				if err == nil || len(finalizers) == 0 || left == nil {
-					t.Errorf("apply = %v, finalizers %v, budget %+v: want the error, the finalizer and the budget kept", err, finalizers, left)
+			if (err != nil) != tc.err {
+				t.Errorf("apply = %v, want an error: %v", err, tc.err)
+			}
+			if finalizers := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); (len(finalizers) != 0) != tc.finalizer {
+				t.Errorf("finalizers %v, want the finalizer kept: %v", finalizers, tc.finalizer)
+			}
+			if left, _ := w.servers.ObserveBudget(owner); (left != nil) != tc.budget {
+				t.Errorf("budget %+v, want it kept: %v", left, tc.budget)
+			}
+			evs := strings.Join(w.events(), "\n")
+			switch {
+			case tc.event == "" && evs != "":
+				t.Errorf("events %q, want none", evs)
+			case tc.event != "" && !strings.Contains(evs, tc.event+" "):
+				t.Errorf("events %q, want %s", evs, tc.event)
+			}
+			for _, n := range tc.note {
+				if !strings.Contains(evs, n) {
+					t.Errorf("events %q do not say %q", evs, n)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if left != nil || len(finalizers) != 0 {
-				t.Errorf("budget %+v, finalizers %v after the way out: want both gone", left, finalizers)
-			}
-			if evs := strings.Join(w.events(), "\n"); !strings.Contains(evs, "Normal DeletingBudget ") {
-				t.Errorf("events %q, want DeletingBudget", evs)
 			}
 		})
 	}
@@ -171,4 +189,12 @@ type failingBudgetDelete struct{ *memory.Backend }
 
 func (failingBudgetDelete) DeleteBudget(context.Context, backend.Owner) error {
 	return errors.New("delete budget: the server is currently unable to handle the request")
+}
+
+// refusingBudgetDelete is the memory backend whose budget deletes are refused for good (a
+// Role without delete, an admission policy that protects budgets).
+type refusingBudgetDelete struct{ *memory.Backend }
+
+func (refusingBudgetDelete) DeleteBudget(context.Context, backend.Owner) error {
+	return fmt.Errorf("%w: admission webhook \"protect-pdbs.example.org\" denied the request", backend.ErrRejected)
 }

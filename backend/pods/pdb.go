@@ -331,8 +331,9 @@ func (bs *budgets) note(key string, w writtenBudget, uid types.UID) {
 }
 
 // DeleteBudget deletes vm's PodDisruptionBudget, on the condition that it is the one that is
-// vm's as the cache shows it (ObserveBudget); one already gone is not an error, and one that
-// is not vm's is left alone.
+// vm's as the cache shows it (ObserveBudget); one already gone (or replaced) is not an error,
+// and one that is not vm's is left alone. A delete the API server refuses (Forbidden: the
+// controller's Role, an admission policy that protects budgets; Invalid) is ErrRejected.
 func (b *Backend) DeleteBudget(ctx context.Context, vm backend.Owner) error {
 	got, err := b.ObserveBudget(vm)
 	if err != nil || got == nil || got.Unowned {
@@ -342,7 +343,11 @@ func (b *Backend) DeleteBudget(ctx context.Context, vm backend.Owner) error {
 	err = b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace).Delete(ctx, got.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	switch {
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return fmt.Errorf("delete budget %s: %w: %w", got.Name, backend.ErrRejected, err)
+	default:
 		return fmt.Errorf("delete budget %s: %w", got.Name, err)
 	}
 	b.budgets.note(vm.Namespace+"/"+got.Name, writtenBudget{owner: vm.UID}, uid)

@@ -390,3 +390,39 @@ func TestBudgetAdoption(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteBudgetRefused: a delete of the VM's budget that the API server refuses for good
+// (a Role without delete, an admission policy that protects budgets, an invalid request) is
+// ErrRejected, which lets a deleted VM go without it; one that fails for a time (no answer, a
+// timeout) is not, and is retried. Either way the budget is still observed.
+func TestDeleteBudgetRefused(t *testing.T) {
+	gr := policyv1.Resource("poddisruptionbudgets")
+	tests := map[string]struct {
+		answer   error
+		rejected bool
+	}{
+		"forbidden":   {apierrors.NewForbidden(gr, "a-block-eviction", errors.New("denied by protect-pdbs")), true},
+		"invalid":     {apierrors.NewInvalid(policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget").GroupKind(), "a-block-eviction", nil), true},
+		"unavailable": {apierrors.NewServiceUnavailable("the server is currently unable to handle the request"), false},
+		"timeout":     {apierrors.NewTimeoutError("request did not complete", 1), false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+			pdb := newBudget(vm)
+			pdb.UID, pdb.ResourceVersion = "pdb-1", "1"
+			client := kubefake.NewClientset(pdb)
+			client.PrependReactor("delete", "poddisruptionbudgets", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+				return true, nil, tc.answer
+			})
+			b, _ := started(t, Config{Client: client, Budgets: true})
+			err := b.DeleteBudget(t.Context(), vm)
+			if err == nil || errors.Is(err, backend.ErrRejected) != tc.rejected {
+				t.Errorf("delete = %v, want an error, ErrRejected: %v", err, tc.rejected)
+			}
+			if got, _ := b.ObserveBudget(vm); got == nil || got.ID != "pdb-1" {
+				t.Errorf("after the failed delete the VM observes %+v, want its budget", got)
+			}
+		})
+	}
+}

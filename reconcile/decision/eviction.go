@@ -61,6 +61,9 @@ const (
 // BudgetAction is one operation on the VM's disruption budget (backend.Budgets).
 type BudgetAction struct {
 	Op BudgetOp `yaml:"op"`
+	// Name is the budget an adoption or a delete acts on, as observed; "" for a create (the
+	// backend names the budget it makes).
+	Name string `yaml:"name,omitempty"`
 	// Event says why; it is recorded as soon as the operation succeeds.
 	Event Event `yaml:"event"`
 }
@@ -88,11 +91,11 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 		d.plan.Budget = &BudgetAction{Op: CreateBudget, Event: Event{Type: EventNormal, Reason: ReasonCreatingBudget,
 			Message: "Creating a disruption budget for the server: a node's drain waits until the VM is moved or stopped (evictionStrategy Block)"}}
 	case s == schema.EvictionBlock && d.budget.Unowned:
-		d.plan.Budget = &BudgetAction{Op: AdoptBudget, Event: Event{Type: EventNormal, Reason: ReasonAdoptingBudget,
+		d.plan.Budget = &BudgetAction{Op: AdoptBudget, Name: d.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonAdoptingBudget,
 			Message: fmt.Sprintf("Adopting disruption budget %s, which an earlier VM named %s left owned by nothing: "+
 				"a node's drain waits until the VM is moved or stopped (evictionStrategy Block)", d.budget.Name, d.vm.Name())}}
 	case s != schema.EvictionBlock && d.budget != nil && !d.budget.Unowned:
-		d.plan.Budget = &BudgetAction{Op: DeleteBudget, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
+		d.plan.Budget = &BudgetAction{Op: DeleteBudget, Name: d.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
 			Message: fmt.Sprintf("Deleting disruption budget %s: evictionStrategy is %s", d.budget.Name, s)}}
 	}
 	if s != schema.EvictionReplace || !active || d.restsStopped() {
@@ -107,13 +110,26 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 // comes off. The VM owns it, and the garbage collector deletes what a VM owns once the VM is
 // gone; but a deletion that orphans the VM's dependents (kubectl delete --cascade=orphan)
 // takes the owner reference off first, and the budget would stay, holding the name against
-// the next VM of it. A budget holds no data, and the server it held is going with the VM.
+// the next VM of it. A budget holds no data, and the server it held is going with the VM: a
+// delete the backend refuses for good does not hold the VM (BudgetLeftBehind).
 func (d *decision) deletingBudget() {
 	if d.budget == nil || d.budget.Unowned {
 		return // none, or not the VM's
 	}
-	d.plan.Budget = &BudgetAction{Op: DeleteBudget, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
+	d.plan.Budget = &BudgetAction{Op: DeleteBudget, Name: d.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
 		Message: fmt.Sprintf("Deleting disruption budget %s before the VM is removed", d.budget.Name)}}
+}
+
+// BudgetLeftBehind is the Warning for a deleted VM whose budget, named budget, the backend
+// refused to delete on the VM's way out, for the reason why (the controller's permissions, a
+// policy that protects budgets). The VM goes all the same: a budget holds no data, and what it
+// held, the VM's server, is gone. The budget may stay, holding the name: a VM created again
+// with it adopts the budget under Block, and leaves it alone otherwise.
+func BudgetLeftBehind(vm schema.VirtualMachine, budget, why string) Event {
+	return Event{Type: EventWarning, Reason: ReasonBudgetLeftBehind, Message: fmt.Sprintf(
+		"The VM is removed, but its disruption budget %s was not deleted and may be left behind (%s): "+
+			"a VM created again with the name %s adopts it under evictionStrategy Block; otherwise delete it by hand",
+		budget, why, vm.Name())}
 }
 
 // evicted decides for an active VM whose server is being evicted under Replace, and reports

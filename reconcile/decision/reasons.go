@@ -117,6 +117,9 @@ const (
 	ReasonCreatingBudget = "CreatingBudget" // the VM's disruption budget is created (Block)
 	ReasonAdoptingBudget = "AdoptingBudget" // a budget an earlier VM of the name left controlled by nothing becomes the VM's (Block)
 	ReasonDeletingBudget = "DeletingBudget" // the VM's disruption budget is deleted (the strategy is no longer Block, or the VM is deleted)
+	// Warning: on a deleted VM's way out the backend refused to delete its budget; the VM
+	// goes, and the budget may be left behind (BudgetLeftBehind).
+	ReasonBudgetLeftBehind = "BudgetLeftBehind"
 )
 
 // Reasons of placement, migration on request and lost nodes (placement.go, migrate.go,
