@@ -29,14 +29,20 @@ var pluginNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 // pluginVM is a v1 VM with the run strategy rs and the status phase and reason given.
 func pluginVM(t *testing.T, rs, phase, reason string) (schema.VirtualMachine, schema.Fields) {
 	t.Helper()
+	return requestVM(t, rs, map[string]any{"phase": phase, "reason": reason}, nil)
+}
+
+// requestVM is a v1 VM with the run strategy rs, the status and the annotations given.
+func requestVM(t *testing.T, rs string, status, annotations map[string]any) (schema.VirtualMachine, schema.Fields) {
+	t.Helper()
 	f, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj := map[string]any{"apiVersion": "cloudnative.czs/v1", "kind": "VirtualMachine",
-		"metadata": map[string]any{"name": "vm1", "namespace": "ns"},
+		"metadata": map[string]any{"name": "vm1", "namespace": "ns", "annotations": annotations},
 		"spec":     map[string]any{"runStrategy": rs, "resources": map[string]any{"requests": map[string]any{"cpu": 1, "memory": "1Gi"}}, "rootDisk": map[string]any{"size": "1Gi"}},
-		"status":   map[string]any{"phase": phase, "reason": reason}}
+		"status":   status}
 	raw, _ := json.Marshal(obj)
 	return schema.ViewOf(raw, "1", f), f
 }
@@ -85,6 +91,86 @@ func TestVerbs(t *testing.T) {
 				var ec cli.ExitCoder
 				if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), tc.errorSay) {
 					t.Fatalf("error %v, want exit 1 saying %q", err, tc.errorSay)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if r.patch != nil {
+				b, _ := json.Marshal(r.patch)
+				got = string(b)
+			}
+			if got != tc.patch || !strings.Contains(r.say, tc.say) {
+				t.Errorf("patch %s, say %q; want %s, %q", got, r.say, tc.patch, tc.say)
+			}
+		})
+	}
+}
+
+// TestVerbsWithPendingRequests: a start or stop request the controller has not carried out
+// yet (its annotation differs from what status records) counts as the VM's state: the user's
+// latest verb wins, withdrawing a pending one of the other kind in the same write, and a
+// restart while a stop is pending is refused rather than dropped as overtaken.
+func TestVerbsWithPendingRequests(t *testing.T) {
+	at := pluginNow.Format(time.RFC3339)
+	const earlier, recorded = "2026-06-01T11:59:59Z", "2026-06-01T11:00:00Z"
+	running := map[string]any{"phase": "Active", "reason": "ServerReady", "startRequestedAt": recorded, "stopRequestedAt": recorded}
+	stoppedVM := map[string]any{"phase": "Inactive", "reason": "Stopped", "startRequestedAt": recorded, "stopRequestedAt": recorded}
+	tests := map[string]struct {
+		verb     string
+		rs       string
+		status   map[string]any
+		ann      map[string]any // the VM's request annotations
+		patch    string         // the merge patch as JSON; "" when nothing is written
+		say      string         // in what the verb prints, or in its error when it refuses
+		refusing bool
+	}{
+		"start withdraws a pending stop": {verb: "start", rs: "Manual", status: running,
+			ann:   map[string]any{schema.AnnotationStopRequestedAt: earlier},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopRequestedAt":null}}}`,
+			say:   "the stop requested at " + earlier + ", not yet carried out, is withdrawn"},
+		"start withdraws a pending stop under RerunOnFailure": {verb: "start", rs: "RerunOnFailure", status: running,
+			ann:   map[string]any{schema.AnnotationStopRequestedAt: earlier},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopRequestedAt":null}}}`,
+			say:   "start requested"},
+		"start of a running VM after a stop carried out changes nothing": {verb: "start", rs: "Manual", status: running,
+			ann: map[string]any{schema.AnnotationStopRequestedAt: recorded}, say: "already running"},
+		"stop withdraws a pending start": {verb: "stop", rs: "Manual", status: stoppedVM,
+			ann:   map[string]any{schema.AnnotationStartRequestedAt: earlier},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":null,"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`,
+			say:   "the start requested at " + earlier + ", not yet carried out, is withdrawn"},
+		"stop withdraws a pending start under Once": {verb: "stop", rs: "Once", status: stoppedVM,
+			ann:   map[string]any{schema.AnnotationStartRequestedAt: earlier},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":null,"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`,
+			say:   "stop requested"},
+		"stop of a stopped VM after a start carried out changes nothing": {verb: "stop", rs: "Manual", status: stoppedVM,
+			ann: map[string]any{schema.AnnotationStartRequestedAt: recorded}, say: "already stopped"},
+		"restart refused while a stop is pending": {verb: "restart", rs: "Manual", status: running,
+			ann: map[string]any{schema.AnnotationStopRequestedAt: earlier}, refusing: true,
+			say: "has a stop pending (cloudnative.czs/stopRequestedAt=" + earlier + ", not yet carried out)"},
+		"restart under Always ignores a stop request": {verb: "restart", rs: "Always", status: running,
+			ann:   map[string]any{schema.AnnotationStopRequestedAt: earlier},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"` + at + `"}}}`, say: "restart requested"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := requestVM(t, tc.rs, tc.status, tc.ann)
+			var r verbResult
+			var err error
+			switch tc.verb {
+			case "start":
+				r, err = startVerb(vm, f, pluginNow)
+			case "stop":
+				r, err = stopVerb(vm, f, pluginNow, nil)
+			case "restart":
+				r, err = restartVerb(vm, f, pluginNow)
+			}
+			if tc.refusing {
+				var ec cli.ExitCoder
+				if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), tc.say) || r.patch != nil {
+					t.Fatalf("patch %v, error %v; want exit 1 saying %q and nothing written", r.patch, err, tc.say)
 				}
 				return
 			}
@@ -280,5 +366,36 @@ func TestMigrateRefusals(t *testing.T) {
 	var ec cli.ExitCoder
 	if !errors.As(err, &ec) || ec.ExitCode() != 1 || err.Error() != `virtualmachine "nope" not found in namespace "ns"` {
 		t.Errorf("get of a missing VM: %v", err)
+	}
+}
+
+// TestMigrateRefusedWhileStopPending: a migration written while a stop waits under a strategy
+// that heeds it would be dropped as overtaken; migrate refuses it and writes nothing.
+func TestMigrateRefusedWhileStopPending(t *testing.T) {
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	f, err := schema.ForVersion(gvr.GroupVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": "vm1", "namespace": "ns", "resourceVersion": "1",
+			"annotations": map[string]any{schema.AnnotationStopRequestedAt: "2026-06-01T11:59:59Z"}},
+		"spec": map[string]any{"action": "manual", "resource": map[string]any{"cpu": "1", "memory": "1Gi", "rootDisk": "1Gi"}},
+		"status": map[string]any{"phase": "Active", "reason": "ServerReady", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"},
+			"stopRequestedAt": "2026-06-01T11:00:00Z"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, vm)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vm1-server", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(pod), fields: f, gvr: gvr,
+		namespace: "ns", out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
+	err = v.migrate(context.Background(), "vm1")
+	for _, a := range dyn.Actions() {
+		if a.GetVerb() == "patch" {
+			t.Fatalf("a migration was written with a stop pending")
+		}
+	}
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), "has a stop pending") {
+		t.Fatalf("err %v, want exit 1 naming the pending stop", err)
 	}
 }

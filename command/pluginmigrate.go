@@ -51,6 +51,11 @@ func (v *vmClient) migrate(ctx context.Context, name string) error {
 	if st.Phase != schema.PhaseActive || st.Server == nil || st.Server.Name == "" {
 		return refuse("virtualmachine/%s is not running (%s): only a running VM migrates", name, describe(st))
 	}
+	if spec, _ := vm.Spec(); spec.RunStrategy != "" {
+		if err := pendingStop(vm, spec.RunStrategy, "migration"); err != nil {
+			return err
+		}
+	}
 	pod, err := v.kube.CoreV1().Pods(v.namespace).Get(ctx, st.Server.Name, metav1.GetOptions{})
 	if err != nil {
 		return v.lookupError("the server pod "+st.Server.Name, err)

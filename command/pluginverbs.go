@@ -70,31 +70,75 @@ func describe(st schema.Status) string {
 // startVerb: on Halted, the spec's run strategy becomes Always (as virtctl start does); on
 // RerunOnFailure, Once and Manual a stopped VM gets a start request (the annotation
 // cloudnative.czs/startRequestedAt); a VM that runs, or runs under Always anyway, is left as
-// it is.
+// it is. A stop request the controller has not carried out yet is withdrawn in the same write
+// (the user's latest verb wins): without it, the start of a VM whose status still says it
+// runs would change nothing and the stop would run after it.
 func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
 	rs, err := strategyOf(vm, f)
 	if err != nil {
 		return verbResult{}, err
 	}
 	name, st := vm.Name(), vm.Status()
-	switch {
-	case rs == schema.RunHalted:
+	switch rs {
+	case schema.RunHalted:
 		return verbResult{patch: nested(f.Action, f.StrategyWord(schema.RunAlways)),
 			say: fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name)}, nil
-	case rs == schema.RunAlways:
+	case schema.RunAlways:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
-	case !stopped(st):
+	}
+	_, stop := pending(vm)
+	if stop.Value == "" && !stopped(st) {
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
 	}
 	at := now.UTC().Format(time.RFC3339)
-	return verbResult{patch: annotations(map[string]any{schema.AnnotationStartRequestedAt: at}),
-		say: fmt.Sprintf("virtualmachine/%s start requested (%s=%s)", name, schema.AnnotationStartRequestedAt, at)}, nil
+	kv := map[string]any{schema.AnnotationStartRequestedAt: at}
+	say := fmt.Sprintf("virtualmachine/%s start requested (%s=%s)", name, schema.AnnotationStartRequestedAt, at)
+	if stop.Value != "" {
+		kv[schema.AnnotationStopRequestedAt] = nil
+		say += withdrawn("stop", stop)
+	}
+	return verbResult{patch: annotations(kv), say: say}, nil
+}
+
+// pending are the start and stop requests the VM carries that its status has not recorded:
+// the controller has not acted on them yet (schema.Request is empty when there is none, or
+// the layout cannot record one).
+func pending(vm schema.VirtualMachine) (start, stop schema.Request) {
+	st := vm.Status()
+	start, stop = vm.StartRequested(), vm.StopRequested()
+	if start.Value == st.StartRequestedAt {
+		start = schema.Request{}
+	}
+	if stop.Value == st.StopRequestedAt {
+		stop = schema.Request{}
+	}
+	return start, stop
+}
+
+// withdrawn says that a pending request of the other kind goes with the verb's write.
+func withdrawn(kind string, r schema.Request) string {
+	return fmt.Sprintf("; the %s requested at %s, not yet carried out, is withdrawn", kind, r.Value)
+}
+
+// pendingStop refuses a verb that needs a running server while a stop request waits under a
+// strategy that heeds it: the controller would drop the verb's request as overtaken by the
+// stop. Under Always and Halted requests have no effect, and nothing is refused.
+func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string) error {
+	if rs == schema.RunAlways || rs == schema.RunHalted {
+		return nil
+	}
+	if _, stop := pending(vm); stop.Value != "" {
+		return refuse("virtualmachine/%s has a stop pending (%s=%s, not yet carried out): a %s now would be dropped; "+
+			"to keep it running, withdraw the stop with: kubectl vm start %s", vm.Name(), schema.AnnotationStopRequestedAt, stop.Value, verb, vm.Name())
+	}
+	return nil
 }
 
 // stopVerb: on Always, the spec's run strategy becomes Halted (as virtctl stop does); on
 // RerunOnFailure, Once and Manual a running VM gets a stop request (the annotation
 // cloudnative.czs/stopRequestedAt); a stopped VM is left as it is. grace, if not nil, goes
-// with the same write (cloudnative.czs/stopGracePeriodSeconds); nil removes an earlier one.
+// with the same write (cloudnative.czs/stopGracePeriodSeconds); nil removes an earlier one. A
+// start request not carried out yet is withdrawn in the same write, as startVerb does.
 func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *int64) (verbResult, error) {
 	rs, err := strategyOf(vm, f)
 	if err != nil {
@@ -107,23 +151,31 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 		g = fmt.Sprint(*grace)
 		note = fmt.Sprintf(", grace period %ds", *grace)
 	}
-	switch {
-	case rs == schema.RunHalted:
+	switch rs {
+	case schema.RunHalted:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (runStrategy Halted; %s): nothing changed", name, describe(st))}, nil
-	case rs == schema.RunAlways:
+	case schema.RunAlways:
 		p := nested(f.Action, f.StrategyWord(schema.RunHalted))
 		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: g}}
 		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s stopped: runStrategy Always -> Halted%s", name, note)}, nil
-	case stopped(st):
+	}
+	start, _ := pending(vm)
+	if start.Value == "" && stopped(st) {
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (%s): nothing changed", name, describe(st))}, nil
 	}
 	at := now.UTC().Format(time.RFC3339)
-	return verbResult{patch: annotations(map[string]any{schema.AnnotationStopRequestedAt: at, schema.AnnotationStopGracePeriod: g}),
-		say: fmt.Sprintf("virtualmachine/%s stop requested (%s=%s%s)", name, schema.AnnotationStopRequestedAt, at, note)}, nil
+	kv := map[string]any{schema.AnnotationStopRequestedAt: at, schema.AnnotationStopGracePeriod: g}
+	say := fmt.Sprintf("virtualmachine/%s stop requested (%s=%s%s)", name, schema.AnnotationStopRequestedAt, at, note)
+	if start.Value != "" {
+		kv[schema.AnnotationStartRequestedAt] = nil
+		say += withdrawn("start", start)
+	}
+	return verbResult{patch: annotations(kv), say: say}, nil
 }
 
 // restartVerb writes the restart annotation (cloudnative.czs/restartedAt) of a VM that runs
-// or is on its way; a stopped one has nothing to restart.
+// or is on its way; a stopped one has nothing to restart, and one with a stop pending would
+// drop it (pendingStop).
 func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
 	rs, err := strategyOf(vm, f)
 	if err != nil {
@@ -133,6 +185,9 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 	if rs == schema.RunHalted || rs != schema.RunAlways && stopped(st) {
 		return verbResult{}, cli.Exit(fmt.Sprintf("virtualmachine/%s is stopped (runStrategy %s; %s): nothing to restart; start it with: kubectl vm start %s",
 			name, rs, describe(st), name), 1)
+	}
+	if err := pendingStop(vm, rs, "restart"); err != nil {
+		return verbResult{}, err
 	}
 	at := now.UTC().Format(time.RFC3339)
 	return verbResult{patch: annotations(map[string]any{schema.AnnotationRestartedAt: at}),

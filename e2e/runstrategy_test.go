@@ -209,6 +209,44 @@ func TestRunStrategyManual(t *testing.T) {
 	}
 }
 
+// TestPluginStopThenStartManual: `kubectl vm stop` then `kubectl vm start` before the
+// controller acts on the stop leaves a Manual VM running: the start withdraws the pending stop
+// in its write, rather than finding the VM still Active and changing nothing. The controller
+// is stopped between the verbs' writes and the decision, so that the stop is surely pending.
+func TestPluginStopThenStartManual(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	c := startController(t, ns, "--workers", "1")
+	strategyVM(t, ns, "flip", "manual")
+	waitPhase(t, ns, "flip", "Inactive", "NotStarted", 2*time.Minute)
+	mustVM(t, "start", "flip", "-n", ns)
+	waitPhase(t, ns, "flip", "Active", "ServerReady", 2*time.Minute)
+	first, _, _ := podOf(ns, "flip")
+
+	if err := c.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustVM(t, "stop", "flip", "-n", ns); !strings.Contains(out, "stop requested") {
+		t.Errorf("kubectl vm stop said %q", out)
+	}
+	if out := mustVM(t, "start", "flip", "-n", ns); !strings.Contains(out, "not yet carried out, is withdrawn") {
+		t.Errorf("kubectl vm start with a stop pending said %q, want the stop withdrawn", out)
+	}
+	if got := vmField(ns, "flip", `.metadata.annotations.cloudnative\.czs/stopRequestedAt`); got != "" {
+		t.Errorf("the stop request %q is still on the VM after the start", got)
+	}
+
+	c = startController(t, ns, "--workers", "1")
+	c.barrier(t)
+	waitPhase(t, ns, "flip", "Active", "ServerReady", 2*time.Minute)
+	if uid, _, _ := podOf(ns, "flip"); uid != first {
+		t.Fatalf("pod %q after stop then start, want the first server %s kept running", uid, first)
+	}
+	if n, notes := occurrences(t, ns, "flip", "StoppingServer"); n != 0 {
+		t.Fatalf("%d StoppingServer Events: the withdrawn stop was carried out:\n%s", n, notes)
+	}
+}
+
 // TestPluginBadInput: a VM that does not exist, a wait past its timeout, a migration of a VM
 // that does not run: one line, a non-zero exit, nothing changed. Run alone (not in parallel)
 // so that it can cordon the cluster down to one schedulable node for the migration's refusal.
