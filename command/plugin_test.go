@@ -59,20 +59,24 @@ func TestVerbs(t *testing.T) {
 		patch         string // the merge patch as JSON; "" when nothing is written
 		say, errorSay string
 	}{
-		"start halted":             {"start", "Halted", "Inactive", "ServerStopped", `{"spec":{"runStrategy":"Always"}}`, "started: runStrategy Halted -> Always", ""},
-		"start always":             {"start", "Always", "Active", "ServerReady", "", "already started", ""},
-		"start manual not started": {"start", "Manual", "Inactive", "NotStarted", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
-		"start manual running":     {"start", "Manual", "Active", "ServerReady", "", "already running", ""},
-		"start once failed":        {"start", "Once", "Failed", "ServerFailed", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
-		"start rerun creating":     {"start", "RerunOnFailure", "Creating", "ServerCreating", "", "already running", ""},
-		"stop always":              {"stop", "Always", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"5"}},"spec":{"runStrategy":"Halted"}}`, "runStrategy Always -> Halted, grace period 5s", ""},
-		"stop halted":              {"stop", "Halted", "Inactive", "ServerStopped", "", "already stopped", ""},
-		"stop manual running":      {"stop", "Manual", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"5","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, "stop requested", ""},
-		"stop rerun shut down":     {"stop", "RerunOnFailure", "Inactive", "GuestShutDown", "", "already stopped", ""},
-		"restart always":           {"restart", "Always", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"` + at + `"}}}`, "restart requested", ""},
-		"restart halted":           {"restart", "Halted", "Inactive", "ServerStopped", "", "", "nothing to restart"},
-		"restart manual stopped":   {"restart", "Manual", "Inactive", "Stopped", "", "", "nothing to restart"},
-		"unknown strategy":         {"start", "Sometimes", "Failed", "InvalidSpec", "", "", "has no run strategy this tool knows"},
+		"start halted":              {"start", "Halted", "Inactive", "ServerStopped", `{"spec":{"runStrategy":"Always"}}`, "started: runStrategy Halted -> Always", ""},
+		"start always":              {"start", "Always", "Active", "ServerReady", "", "already started", ""},
+		"start manual not started":  {"start", "Manual", "Inactive", "NotStarted", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
+		"start manual running":      {"start", "Manual", "Active", "ServerReady", "", "already running", ""},
+		"start manual no phase yet": {"start", "Manual", "", "", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
+		"start rerun no phase yet":  {"start", "RerunOnFailure", "", "", "", "already running (no phase yet)", ""},
+		"stop manual no phase yet":  {"stop", "Manual", "", "", "", "already stopped (no phase yet)", ""},
+		"restart manual no phase":   {"restart", "Manual", "", "", "", "", "nothing to restart"},
+		"start once failed":         {"start", "Once", "Failed", "ServerFailed", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
+		"start rerun creating":      {"start", "RerunOnFailure", "Creating", "ServerCreating", "", "already running", ""},
+		"stop always":               {"stop", "Always", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"5"}},"spec":{"runStrategy":"Halted"}}`, "runStrategy Always -> Halted, grace period 5s", ""},
+		"stop halted":               {"stop", "Halted", "Inactive", "ServerStopped", "", "already stopped", ""},
+		"stop manual running":       {"stop", "Manual", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"5","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, "stop requested", ""},
+		"stop rerun shut down":      {"stop", "RerunOnFailure", "Inactive", "GuestShutDown", "", "already stopped", ""},
+		"restart always":            {"restart", "Always", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"` + at + `"}}}`, "restart requested", ""},
+		"restart halted":            {"restart", "Halted", "Inactive", "ServerStopped", "", "", "nothing to restart"},
+		"restart manual stopped":    {"restart", "Manual", "Inactive", "Stopped", "", "", "nothing to restart"},
+		"unknown strategy":          {"start", "Sometimes", "Failed", "InvalidSpec", "", "", "has no run strategy this tool knows"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -35,9 +35,13 @@ func strategyOf(vm schema.VirtualMachine, f schema.Fields) (schema.RunStrategy, 
 
 // stopped reports whether the VM's status says it has no server that runs or will run by
 // itself: Inactive, or Failed without a replacement to come (runStrategy Once or Manual, or
-// an invalid spec).
-func stopped(st schema.Status) bool {
+// an invalid spec). A Manual VM without a phase yet has not started: the controller has not
+// looked at it, and will report it NotStarted; under the other strategies a VM without a
+// phase is on its way to its first server.
+func stopped(rs schema.RunStrategy, st schema.Status) bool {
 	switch st.Phase {
+	case "":
+		return rs == schema.RunManual
 	case schema.PhaseInactive:
 		return true
 	case schema.PhaseFailed:
@@ -87,7 +91,7 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
 	}
 	_, stop := pending(vm)
-	if stop.Value == "" && !stopped(st) {
+	if stop.Value == "" && !stopped(rs, st) {
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
 	}
 	at := now.UTC().Format(time.RFC3339)
@@ -160,7 +164,7 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s stopped: runStrategy Always -> Halted%s", name, note)}, nil
 	}
 	start, _ := pending(vm)
-	if start.Value == "" && stopped(st) {
+	if start.Value == "" && stopped(rs, st) {
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (%s): nothing changed", name, describe(st))}, nil
 	}
 	at := now.UTC().Format(time.RFC3339)
@@ -182,7 +186,7 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 		return verbResult{}, err
 	}
 	name, st := vm.Name(), vm.Status()
-	if rs == schema.RunHalted || rs != schema.RunAlways && stopped(st) {
+	if rs == schema.RunHalted || rs != schema.RunAlways && stopped(rs, st) {
 		return verbResult{}, cli.Exit(fmt.Sprintf("virtualmachine/%s is stopped (runStrategy %s; %s): nothing to restart; start it with: kubectl vm start %s",
 			name, rs, describe(st), name), 1)
 	}
