@@ -59,15 +59,15 @@ func TestVerbs(t *testing.T) {
 		patch         string // the merge patch as JSON; "" when nothing is written
 		say, errorSay string
 	}{
-		"start halted":              {"start", "Halted", "Inactive", "ServerStopped", `{"spec":{"runStrategy":"Always"}}`, "started: runStrategy Halted -> Always", ""},
+		"start halted":              {"start", "Halted", "Inactive", "ServerStopped", `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null}},"spec":{"runStrategy":"Always"}}`, "started: runStrategy Halted -> Always", ""},
 		"start always":              {"start", "Always", "Active", "ServerReady", "", "already started", ""},
-		"start manual not started":  {"start", "Manual", "Inactive", "NotStarted", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
+		"start manual not started":  {"start", "Manual", "Inactive", "NotStarted", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null}}}`, "start requested", ""},
 		"start manual running":      {"start", "Manual", "Active", "ServerReady", "", "already running", ""},
-		"start manual no phase yet": {"start", "Manual", "", "", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
+		"start manual no phase yet": {"start", "Manual", "", "", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null}}}`, "start requested", ""},
 		"start rerun no phase yet":  {"start", "RerunOnFailure", "", "", "", "already running (no phase yet)", ""},
 		"stop manual no phase yet":  {"stop", "Manual", "", "", "", "already stopped (no phase yet)", ""},
 		"restart manual no phase":   {"restart", "Manual", "", "", "", "", "nothing to restart"},
-		"start once failed":         {"start", "Once", "Failed", "ServerFailed", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `"}}}`, "start requested", ""},
+		"start once failed":         {"start", "Once", "Failed", "ServerFailed", `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null}}}`, "start requested", ""},
 		"start rerun creating":      {"start", "RerunOnFailure", "Creating", "ServerCreating", "", "already running", ""},
 		"stop always":               {"stop", "Always", "Active", "ServerReady", `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"5"}},"spec":{"runStrategy":"Halted"}}`, "runStrategy Always -> Halted, grace period 5s", ""},
 		"stop halted":               {"stop", "Halted", "Inactive", "ServerStopped", "", "already stopped", ""},
@@ -133,11 +133,11 @@ func TestVerbsWithPendingRequests(t *testing.T) {
 	}{
 		"start withdraws a pending stop": {verb: "start", rs: "Manual", status: running,
 			ann:   map[string]any{schema.AnnotationStopRequestedAt: earlier},
-			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopRequestedAt":null}}}`,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":null}}}`,
 			say:   "the stop requested at " + earlier + ", not yet carried out, is withdrawn"},
 		"start withdraws a pending stop under RerunOnFailure": {verb: "start", rs: "RerunOnFailure", status: running,
 			ann:   map[string]any{schema.AnnotationStopRequestedAt: earlier},
-			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopRequestedAt":null}}}`,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":null}}}`,
 			say:   "start requested"},
 		"start of a running VM after a stop carried out changes nothing": {verb: "start", rs: "Manual", status: running,
 			ann: map[string]any{schema.AnnotationStopRequestedAt: recorded}, say: "already running"},
@@ -188,6 +188,44 @@ func TestVerbsWithPendingRequests(t *testing.T) {
 			}
 			if got != tc.patch || !strings.Contains(r.say, tc.say) {
 				t.Errorf("patch %s, say %q; want %s, %q", got, r.say, tc.patch, tc.say)
+			}
+		})
+	}
+}
+
+// TestVerbsForgetGracePeriod: the grace period of a stop (--grace-period, --force) applies to
+// that stop only. The controller reads the annotation at every stop, so a start removes it,
+// and so does a stop without a grace period of its own; else a --force would kill the server
+// of every later stop, even one made by a plain spec change.
+func TestVerbsForgetGracePeriod(t *testing.T) {
+	leftover := map[string]any{schema.AnnotationStopGracePeriod: "0"}
+	tests := map[string]struct {
+		verb, rs string
+		status   map[string]any
+	}{
+		"start on Halted":              {"start", "Halted", map[string]any{"phase": "Inactive", "reason": "ServerStopped"}},
+		"start on Manual":              {"start", "Manual", map[string]any{"phase": "Inactive", "reason": "Stopped"}},
+		"start on Once after shutdown": {"start", "Once", map[string]any{"phase": "Inactive", "reason": "GuestShutDown"}},
+		"plain stop on Always":         {"stop", "Always", map[string]any{"phase": "Active", "reason": "ServerReady"}},
+		"plain stop on Manual":         {"stop", "Manual", map[string]any{"phase": "Active", "reason": "ServerReady"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := requestVM(t, tc.rs, tc.status, leftover)
+			var r verbResult
+			var err error
+			if tc.verb == "start" {
+				r, err = startVerb(vm, f, pluginNow)
+			} else {
+				r, err = stopVerb(vm, f, pluginNow, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			md, _ := r.patch["metadata"].(map[string]any)
+			ann, _ := md["annotations"].(map[string]any)
+			if v, ok := ann[schema.AnnotationStopGracePeriod]; !ok || v != nil {
+				t.Errorf("patch %v keeps %s=0 for the next stop", r.patch, schema.AnnotationStopGracePeriod)
 			}
 		})
 	}

@@ -76,7 +76,10 @@ func describe(st schema.Status) string {
 // cloudnative.czs/startRequestedAt); a VM that runs, or runs under Always anyway, is left as
 // it is. A stop request the controller has not carried out yet is withdrawn in the same write
 // (the user's latest verb wins): without it, the start of a VM whose status still says it
-// runs would change nothing and the stop would run after it.
+// runs would change nothing and the stop would run after it. Every start removes the grace
+// period an earlier stop left (cloudnative.czs/stopGracePeriodSeconds): the controller reads
+// it at every stop, and a --force would otherwise apply again to the next stop, whoever
+// makes it.
 func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
 	rs, err := strategyOf(vm, f)
 	if err != nil {
@@ -85,8 +88,9 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 	name, st := vm.Name(), vm.Status()
 	switch rs {
 	case schema.RunHalted:
-		return verbResult{patch: nested(f.Action, f.StrategyWord(schema.RunAlways)),
-			say: fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name)}, nil
+		p := nested(f.Action, f.StrategyWord(schema.RunAlways))
+		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: nil}}
+		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name)}, nil
 	case schema.RunAlways:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
 	}
@@ -95,7 +99,7 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
 	}
 	at := now.UTC().Format(time.RFC3339)
-	kv := map[string]any{schema.AnnotationStartRequestedAt: at}
+	kv := map[string]any{schema.AnnotationStartRequestedAt: at, schema.AnnotationStopGracePeriod: nil}
 	say := fmt.Sprintf("virtualmachine/%s start requested (%s=%s)", name, schema.AnnotationStartRequestedAt, at)
 	if stop.Value != "" {
 		kv[schema.AnnotationStopRequestedAt] = nil
@@ -231,7 +235,8 @@ func startCommand(c *pluginConfig, version string) *cli.Command {
 		Usage:     "start a stopped VM",
 		ArgsUsage: "NAME",
 		Description: "On runStrategy Halted, sets the run strategy to Always. On RerunOnFailure, Once and Manual, writes the annotation " +
-			schema.AnnotationStartRequestedAt + " with the time, which the controller acts on once. A VM that runs is left as it is.",
+			schema.AnnotationStartRequestedAt + " with the time, which the controller acts on once, and withdraws a stop request not yet carried out. " +
+			"Removes the grace period an earlier stop left (" + schema.AnnotationStopGracePeriod + "). A VM that runs is left as it is.",
 		Flags:  c.flags(),
 		Action: runVerb(c, c, version, startVerb),
 	}
@@ -283,7 +288,7 @@ func stopCommand(c *stopConfig, version string) *cli.Command {
 		ArgsUsage: "NAME",
 		Description: "On runStrategy Always, sets the run strategy to Halted. On RerunOnFailure, Once and Manual, writes the annotation " +
 			schema.AnnotationStopRequestedAt + " with the time, which the controller acts on once. --grace-period and --force go with the same write, as the annotation " +
-			schema.AnnotationStopGracePeriod + ". A stopped VM is left as it is.",
+			schema.AnnotationStopGracePeriod + "; without them, an earlier one is removed. A start request not yet carried out is withdrawn. A stopped VM is left as it is.",
 		Flags: append(c.flags(),
 			&cli.IntFlag{Name: "grace-period", Value: -1, Usage: "seconds the server is given to shut down; -1: the server's own", Destination: &c.GracePeriod},
 			&cli.BoolFlag{Name: "force", Usage: "delete the server at once (a grace period of 0), as kubectl delete --force", Destination: &c.Force}),
