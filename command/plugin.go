@@ -164,6 +164,8 @@ func (v *vmClient) readError(name string, err error) error {
 		return cli.Exit(fmt.Sprintf("virtualmachine %q not found in namespace %q", name, v.namespace), 1)
 	case apierrors.IsForbidden(err):
 		return cli.Exit(fmt.Sprintf("cannot read virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
+	case apierrors.IsUnauthorized(err):
+		return cli.Exit(fmt.Sprintf("cannot read virtualmachine %q in namespace %q: unauthorized (%s)", name, v.namespace, apiMessage(err)), 1)
 	}
 	return fmt.Errorf("read virtualmachine %s in namespace %s: %w", name, v.namespace, err)
 }

@@ -12,12 +12,15 @@ import (
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
@@ -439,5 +442,73 @@ func TestMigrateRefusedWhileStopPending(t *testing.T) {
 	var ec cli.ExitCoder
 	if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), "has a stop pending") {
 		t.Fatalf("err %v, want exit 1 naming the pending stop", err)
+	}
+}
+
+// waitClient is a vmClient of one v1alpha1 VM, whose status is status, on a fake API server;
+// react, when not nil, is put before the fake's own handling of every request.
+func waitClient(t *testing.T, metadata, status map[string]any, react k8stesting.ReactionFunc, watchReact k8stesting.WatchReactionFunc) (*vmClient, *dynamicfake.FakeDynamicClient, *bytes.Buffer) {
+	t.Helper()
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	f, err := schema.ForVersion(gvr.GroupVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := map[string]any{"name": "vm1", "namespace": "ns", "resourceVersion": "1", "generation": int64(1)}
+	for k, v := range metadata {
+		md[k] = v
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+		"metadata": md, "spec": map[string]any{"action": "active"}, "status": status}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, u)
+	if react != nil {
+		dyn.PrependReactor("*", "virtualmachines", react)
+	}
+	if watchReact != nil {
+		dyn.PrependWatchReactor("virtualmachines", watchReact)
+	}
+	var out bytes.Buffer
+	return &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(), fields: f, gvr: gvr, namespace: "ns",
+		out: &out, now: time.Now}, dyn, &out
+}
+
+// TestWaitWatchErrors: a read or watch the API server refuses (forbidden, unauthorized) ends
+// wait at once with one line saying so; any other failed watch is made again after a backoff,
+// not in a tight loop, until the timeout.
+func TestWaitWatchErrors(t *testing.T) {
+	gr := k8sschema.GroupResource{Group: schema.Group, Resource: "virtualmachines"}
+	refuseGet := func(err error) k8stesting.ReactionFunc {
+		return func(a k8stesting.Action) (bool, runtime.Object, error) { return a.GetVerb() == "get", nil, err }
+	}
+	refuseWatch := func(err error) k8stesting.WatchReactionFunc {
+		return func(k8stesting.Action) (bool, watch.Interface, error) { return true, nil, err }
+	}
+	tests := map[string]struct {
+		get      k8stesting.ReactionFunc
+		watch    k8stesting.WatchReactionFunc
+		say      string // in the error
+		maxCalls int    // of get and watch together, within the timeout
+	}{
+		"watch forbidden":    {watch: refuseWatch(apierrors.NewForbidden(gr, "vm1", errors.New("no watch"))), say: "cannot watch virtualmachine \"vm1\" in namespace \"ns\": forbidden", maxCalls: 2},
+		"watch unauthorized": {watch: refuseWatch(apierrors.NewUnauthorized("token expired")), say: "unauthorized (token expired)", maxCalls: 2},
+		"get forbidden":      {get: refuseGet(apierrors.NewForbidden(gr, "vm1", errors.New("no get"))), say: "cannot read virtualmachine \"vm1\" in namespace \"ns\": forbidden", maxCalls: 1},
+		"get unauthorized":   {get: refuseGet(apierrors.NewUnauthorized("token expired")), say: "unauthorized", maxCalls: 1},
+		"watch fails otherwise": {watch: refuseWatch(apierrors.NewInternalError(errors.New("etcd is away"))),
+			say: "timed out after 500ms waiting for phase=Active of virtualmachine/vm1; last seen: phase Creating (last error: Internal error occurred: etcd is away)", maxCalls: 10},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			v, dyn, _ := waitClient(t, nil, map[string]any{"phase": "Creating"}, tc.get, tc.watch)
+			w, _ := parseFor("phase=Active")
+			start := time.Now()
+			err := v.wait(context.Background(), "vm1", w, "phase=Active", 500*time.Millisecond)
+			var ec cli.ExitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), tc.say) {
+				t.Fatalf("err %v, want exit 1 saying %q", err, tc.say)
+			}
+			if calls := len(dyn.Actions()); calls > tc.maxCalls {
+				t.Errorf("%d reads and watches in %s, want at most %d", calls, time.Since(start), tc.maxCalls)
+			}
+		})
 	}
 }

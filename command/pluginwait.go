@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -118,42 +121,70 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 	}
 }
 
+// waitBackoff spaces the reads and watches of wait after a watch or a read that failed for a
+// reason that may pass (the connection went, the watch expired, the API server was busy):
+// 100ms doubling up to 5s, started again every waitBackoffReset. A refusal (forbidden,
+// unauthorized, not found) ends wait at once instead.
+var (
+	waitBackoff      = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 10, Cap: 5 * time.Second}
+	waitBackoffReset = time.Minute
+)
+
 // wait watches the VM until w holds, or the timeout passes.
 func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u, vm, err := v.get(ctx, name)
-	if err != nil {
-		return err
-	}
-	last := vm.Status()
-	for {
-		if w.holds(last) {
-			fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last))
-			return nil
+	var last schema.Status
+	var lastErr error
+	delay := waitBackoff.DelayWithReset(clock.RealClock{}, waitBackoffReset)
+	err := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		u, vm, err := v.get(ctx, name)
+		if err != nil {
+			var refused cli.ExitCoder
+			if ctx.Err() != nil || errors.As(err, &refused) {
+				return false, err
+			}
+			lastErr = err
+			return false, nil
+		}
+		if last = vm.Status(); w.holds(last) {
+			return true, nil
 		}
 		gone, err := v.watchUntil(ctx, name, u.GetResourceVersion(), w, &last)
 		switch {
 		case err == nil && gone:
-			return cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last)), 1)
+			return false, cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last)), 1)
 		case err == nil:
-			continue // holds: said above
+			return true, nil
 		case ctx.Err() != nil:
-			return cli.Exit(fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last)), 1)
+			return false, ctx.Err()
+		case apierrors.IsForbidden(err):
+			return false, cli.Exit(fmt.Sprintf("cannot watch virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
+		case apierrors.IsUnauthorized(err):
+			return false, cli.Exit(fmt.Sprintf("cannot watch virtualmachine %q in namespace %q: unauthorized (%s)", name, v.namespace, apiMessage(err)), 1)
 		}
-		// The watch ended early (it expired or the connection went): read the VM again.
-		if u, vm, err = v.get(ctx, name); err != nil {
-			if ctx.Err() != nil {
-				return cli.Exit(fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last)), 1)
-			}
-			return err
+		// The watch ended early (it expired or the connection went): after the backoff,
+		// read the VM again and watch from there.
+		lastErr = err
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last))
+		return nil
+	case ctx.Err() != nil:
+		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last))
+		if lastErr != nil {
+			msg += fmt.Sprintf(" (last error: %v)", lastErr)
 		}
-		last = vm.Status()
+		return cli.Exit(msg, 1)
 	}
+	return err
 }
 
 // watchUntil watches the VM from resourceVersion rv, keeping its latest status in last, until
-// w holds (nil error), the VM is deleted (gone) or the watch ends (an error).
+// w holds (nil error), the VM is deleted (gone) or the watch ends (an error; the API server's
+// own when it sent one, for the caller to tell a refusal from a watch that may be made again).
 func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.Status) (gone bool, err error) {
 	wi, err := v.vms.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
 		ResourceVersion: rv, AllowWatchBookmarks: false})
@@ -186,7 +217,7 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 					return false, nil
 				}
 			case watch.Error:
-				return false, errors.New("the watch ended with an error")
+				return false, fmt.Errorf("the watch ended with an error: %w", apierrors.FromObject(ev.Object))
 			}
 		}
 	}
