@@ -498,7 +498,7 @@ func TestWaitWatchErrors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			v, dyn, _ := waitClient(t, nil, map[string]any{"phase": "Creating"}, tc.get, tc.watch)
+			v, dyn, _ := waitClient(t, nil, map[string]any{"phase": "Creating", "observedGeneration": int64(1)}, tc.get, tc.watch)
 			w, _ := parseFor("phase=Active")
 			start := time.Now()
 			err := v.wait(context.Background(), "vm1", w, "phase=Active", 500*time.Millisecond)
@@ -508,6 +508,80 @@ func TestWaitWatchErrors(t *testing.T) {
 			}
 			if calls := len(dyn.Actions()); calls > tc.maxCalls {
 				t.Errorf("%d reads and watches in %s, want at most %d", calls, time.Since(start), tc.maxCalls)
+			}
+		})
+	}
+}
+
+// TestWaitForSettledStatus: wait counts a phase or condition only in a status that describes
+// the VM as it is: not while a request it carries is still pending (a wait right after restart
+// or migrate would otherwise return at once on the old server's Ready), nor before the
+// controller observed its generation; and phase Inactive only once the server is gone.
+func TestWaitForSettledStatus(t *testing.T) {
+	const old, asked = "2026-06-01T10:00:00Z", "2026-06-01T12:00:00Z"
+	ready := []any{map[string]any{"type": "Ready", "status": "True", "reason": "ServerReady", "message": "", "lastTransitionTime": old}}
+	active := func(extra map[string]any) map[string]any {
+		st := map[string]any{"phase": "Active", "reason": "ServerReady", "observedGeneration": int64(1), "conditions": ready,
+			"restartedAt": old, "startRequestedAt": old, "stopRequestedAt": old, "migration": map[string]any{"requestedAt": old, "phase": "Succeeded"}}
+		for k, v := range extra {
+			st[k] = v
+		}
+		return st
+	}
+	ann := func(key string) map[string]any { return map[string]any{"annotations": map[string]any{key: asked}} }
+	tests := map[string]struct {
+		for_     string
+		metadata map[string]any
+		status   map[string]any
+		later    map[string]any // the status the controller writes 100ms in; nil: none
+		met      bool
+		waits    bool // the timeout says the controller has yet to act
+	}{
+		"Ready, nothing pending":                {"condition=Ready", nil, active(nil), nil, true, false},
+		"Ready with a restart pending":          {"condition=Ready", ann(schema.AnnotationRestartedAt), active(nil), nil, false, true},
+		"Ready once the restart is carried out": {"condition=Ready", ann(schema.AnnotationRestartedAt), active(nil), active(map[string]any{"restartedAt": asked}), true, false},
+		"Ready with a migration pending":        {"condition=Ready", ann(schema.AnnotationMigrateRequestedAt), active(nil), nil, false, true},
+		"Active with a stop pending":            {"phase=Active", ann(schema.AnnotationStopRequestedAt), active(nil), nil, false, true},
+		"Active before the spec is observed":    {"phase=Active", map[string]any{"generation": int64(2)}, active(nil), nil, false, true},
+		"Inactive while the server stops": {"phase=Inactive", nil,
+			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)}, nil, false, false},
+		"Inactive while the server stops under Halted": {"phase=Inactive", nil,
+			map[string]any{"phase": "Inactive", "reason": "ServerStopping", "observedGeneration": int64(1)}, nil, false, false},
+		"Inactive once the server is gone": {"phase=Inactive", nil,
+			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)},
+			map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, true, false},
+		"Terminating while being deleted": {"phase=Terminating", map[string]any{"deletionTimestamp": old, "finalizers": []any{"x"}},
+			map[string]any{"phase": "Terminating", "reason": "ServerDeleting", "observedGeneration": int64(1)}, nil, true, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			v, dyn, out := waitClient(t, tc.metadata, tc.status, nil, nil)
+			if tc.later != nil {
+				go func() {
+					time.Sleep(100 * time.Millisecond)
+					vms := dyn.Resource(v.gvr).Namespace("ns")
+					u, err := vms.Get(context.Background(), "vm1", metav1.GetOptions{})
+					if err != nil {
+						return
+					}
+					u.Object["status"] = tc.later
+					vms.UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+				}()
+			}
+			w, err := parseFor(tc.for_)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = v.wait(context.Background(), "vm1", w, tc.for_, 500*time.Millisecond)
+			if tc.met && err != nil {
+				t.Fatalf("wait: %v, want the condition met", err)
+			}
+			if !tc.met && (err == nil || !strings.Contains(err.Error(), "timed out")) {
+				t.Fatalf("wait: %v, said %q; want it to wait for the controller and time out", err, out.String())
+			}
+			if tc.waits && !strings.Contains(err.Error(), "the controller has yet to act on a request or a spec change of the VM") {
+				t.Fatalf("wait: %v, said %q; want it to wait for the controller and time out", err, out.String())
 			}
 		})
 	}

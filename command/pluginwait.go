@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -71,10 +72,22 @@ func parseFor(s string) (waitFor, error) {
 	return waitFor{}, fmt.Errorf("--for %q: want phase=NAME, condition=TYPE or condition=TYPE=STATUS", s)
 }
 
-// holds reports whether st satisfies w.
+// met reports whether vm satisfies w. Only a status that describes the VM as it is counts
+// (schema's Settled: the controller has observed its generation and acted on every restart,
+// start, stop and migration request it carries), so that a wait right after a verb does not
+// return on the status from before it, the old server's Ready; a VM being deleted counts as
+// it is, its requests no longer acted on.
+func (w waitFor) met(vm schema.VirtualMachine) bool {
+	return (vm.Settled() || vm.Deleting()) && w.holds(vm.Status())
+}
+
+// holds reports whether st satisfies w. Phase Inactive holds once the server is gone: while
+// it shuts down the phase is Inactive already, with the reason Stopping (a stop request) or
+// ServerStopping (runStrategy Halted).
 func (w waitFor) holds(st schema.Status) bool {
 	if w.phase != "" {
-		return st.Phase == w.phase
+		return st.Phase == w.phase && !(st.Phase == schema.PhaseInactive &&
+			(st.Reason == decision.ReasonStopping || st.Reason == decision.ReasonServerStopping))
 	}
 	c := st.Condition(w.condition)
 	return c != nil && c.Status == w.status
@@ -105,8 +118,9 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 		Name:      "wait",
 		Usage:     "wait until a VM's phase or condition is the one given",
 		ArgsUsage: "NAME",
-		Description: "Watches the VM until --for holds, as kubectl wait does. Past --timeout it exits with 1 and the phase, reason and " +
-			"message it last saw.",
+		Description: "Watches the VM until --for holds, as kubectl wait does, in a status that has observed the VM's generation and " +
+			"every restart, start, stop and migration request it carries; phase Inactive holds once the server is gone. Past --timeout " +
+			"it exits with 1 and the phase, reason and message it last saw.",
 		Flags: append(c.flags(),
 			&cli.StringFlag{Name: "for", Usage: "what to wait for: phase=NAME (phase=Active), condition=TYPE (condition=Ready) or condition=TYPE=STATUS", Destination: &c.For},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout}),
@@ -134,7 +148,7 @@ var (
 func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last schema.Status
+	var last schema.VirtualMachine // as the VM was last seen
 	var lastErr error
 	delay := waitBackoff.DelayWithReset(clock.RealClock{}, waitBackoffReset)
 	err := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
@@ -147,7 +161,7 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 			lastErr = err
 			return false, nil
 		}
-		if last = vm.Status(); w.holds(last) {
+		if last = vm; w.met(vm) {
 			return true, nil
 		}
 		gone, err := v.watchUntil(ctx, name, u.GetResourceVersion(), w, &last)
@@ -170,7 +184,7 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 	})
 	switch {
 	case err == nil:
-		fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last))
+		fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last.Status()))
 		return nil
 	case ctx.Err() != nil:
 		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last))
@@ -182,10 +196,10 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 	return err
 }
 
-// watchUntil watches the VM from resourceVersion rv, keeping its latest status in last, until
+// watchUntil watches the VM from resourceVersion rv, keeping its latest view in last, until
 // w holds (nil error), the VM is deleted (gone) or the watch ends (an error; the API server's
 // own when it sent one, for the caller to tell a refusal from a watch that may be made again).
-func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.Status) (gone bool, err error) {
+func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.VirtualMachine) (gone bool, err error) {
 	wi, err := v.vms.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
 		ResourceVersion: rv, AllowWatchBookmarks: false})
 	if err != nil {
@@ -212,8 +226,7 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 				if err != nil {
 					continue
 				}
-				*last = schema.ViewOf(raw, "", v.fields).Status()
-				if w.holds(*last) {
+				if *last = schema.ViewOf(raw, "", v.fields); w.met(*last) {
 					return false, nil
 				}
 			case watch.Error:
@@ -223,11 +236,16 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 	}
 }
 
-// lastSeen is the phase, reason and message of a status, for wait's timeout.
-func lastSeen(st schema.Status) string {
+// lastSeen is the phase, reason and message of the VM's status, for wait's timeout, and
+// whether the status did not yet describe the VM as it is (waitFor.met).
+func lastSeen(vm schema.VirtualMachine) string {
+	st := vm.Status()
 	s := describe(st)
 	if st.Message != "" {
 		s += ": " + st.Message
+	}
+	if st.Phase != "" && !vm.Settled() && !vm.Deleting() {
+		s += " (the controller has yet to act on a request or a spec change of the VM)"
 	}
 	return s
 }
