@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -179,8 +180,31 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
+// write reads the VM, lets decide say what to write (nil: nothing) and writes it, conditional
+// on the resourceVersion read, so that a verb never acts on a VM that changed under it. A VM
+// that changed meanwhile (its status is written often: usage, the controller's reports) is
+// read, decided on and written again, a few times (retry.DefaultRetry) before the verb gives
+// up with one line.
+func (v *vmClient) write(ctx context.Context, name string, decide func(schema.VirtualMachine) (map[string]any, error)) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, vm, err := v.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		p, err := decide(vm)
+		if err != nil || p == nil {
+			return err
+		}
+		return v.patch(ctx, name, u.GetResourceVersion(), p)
+	})
+	if apierrors.IsConflict(err) {
+		return cli.Exit(fmt.Sprintf("virtualmachine %q changed while the verb looked at it, %d times in a row; run it again", name, retry.DefaultRetry.Steps), 1)
+	}
+	return err
+}
+
 // patch writes a JSON merge patch to the VM, conditional on the resourceVersion the verb
-// decided on, so that a verb never acts on a VM that changed under it.
+// decided on; a conflict is returned as it is, for write to try again.
 func (v *vmClient) patch(ctx context.Context, name, resourceVersion string, p map[string]any) error {
 	md, _ := p["metadata"].(map[string]any)
 	if md == nil {
@@ -194,7 +218,7 @@ func (v *vmClient) patch(ctx context.Context, name, resourceVersion string, p ma
 	}
 	if _, err := v.vms.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: PluginName}); err != nil {
 		if apierrors.IsConflict(err) {
-			return cli.Exit(fmt.Sprintf("virtualmachine %q changed while the verb looked at it; run it again", name), 1)
+			return err
 		}
 		if apierrors.IsForbidden(err) {
 			return cli.Exit(fmt.Sprintf("cannot change virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)

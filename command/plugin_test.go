@@ -586,3 +586,71 @@ func TestWaitForSettledStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestVerbRetriesOnConflict: a VM written between the verb's read and its conditional write
+// (the usage poller and the controller write its status often) is read and decided on again,
+// a few times, rather than failing the verb at the first conflict.
+func TestVerbRetriesOnConflict(t *testing.T) {
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	f, err := schema.ForVersion(gvr.GroupVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stoppedVM := map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}
+	runningVM := map[string]any{"phase": "Active", "reason": "ServerReady", "observedGeneration": int64(1)}
+	tests := map[string]struct {
+		conflicts int            // patches refused with a conflict before one goes through
+		meanwhile map[string]any // the status written before the first conflict; nil: the same
+		say       string         // in what the verb prints, or in its error
+		written   bool           // whether the start request is on the VM afterwards
+		fails     bool
+	}{
+		"one status write meanwhile":       {conflicts: 1, say: "start requested", written: true},
+		"four status writes meanwhile":     {conflicts: 4, say: "start requested", written: true},
+		"started meanwhile: decided again": {conflicts: 1, meanwhile: runningVM, say: "already running"},
+		"changed at every try: gives up":   {conflicts: 100, say: `virtualmachine "vm1" changed while the verb looked at it, 5 times in a row; run it again`, fails: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+				"metadata": map[string]any{"name": "vm1", "namespace": "ns", "resourceVersion": "1", "generation": int64(1)},
+				"spec":     map[string]any{"action": "manual", "resource": map[string]any{"cpu": "1", "memory": "1Gi", "rootDisk": "1Gi"}},
+				"status":   stoppedVM}}
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, vm)
+			patches := 0
+			dyn.PrependReactor("patch", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if patches++; patches > tc.conflicts {
+					return false, nil, nil
+				}
+				if tc.meanwhile != nil && patches == 1 {
+					changed := vm.DeepCopy()
+					changed.Object["status"] = tc.meanwhile
+					if err := dyn.Tracker().Update(gvr, changed, "ns"); err != nil {
+						t.Error(err)
+					}
+				}
+				return true, nil, apierrors.NewConflict(gvr.GroupResource(), "vm1", errors.New("the object has been modified"))
+			})
+			v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(), fields: f, gvr: gvr, namespace: "ns",
+				out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
+			say, err := v.verb(context.Background(), "vm1", startVerb)
+			if tc.fails {
+				var ec cli.ExitCoder
+				if !errors.As(err, &ec) || ec.ExitCode() != 1 || err.Error() != tc.say {
+					t.Fatalf("err %v, want exit 1 saying %q", err, tc.say)
+				}
+				if patches > 5 {
+					t.Errorf("%d writes, want at most 5", patches)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(say, tc.say) {
+				t.Fatalf("said %q, err %v; want %q", say, err, tc.say)
+			}
+			got, _ := dyn.Resource(gvr).Namespace("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
+			if _, ok := got.GetAnnotations()[schema.AnnotationStartRequestedAt]; ok != tc.written {
+				t.Errorf("annotations %v, start request written: %v, want %v", got.GetAnnotations(), ok, tc.written)
+			}
+		})
+	}
+}

@@ -41,49 +41,59 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 	}
 }
 
-// migrate checks and writes the migration request of the VM name.
+// migrate checks and writes the migration request of the VM name; a VM that changed meanwhile
+// is read and checked again (vmClient.write).
 func (v *vmClient) migrate(ctx context.Context, name string) error {
-	u, vm, err := v.get(ctx, name)
-	if err != nil {
-		return err
-	}
-	st := vm.Status()
-	if st.Phase != schema.PhaseActive || st.Server == nil || st.Server.Name == "" {
-		return refuse("virtualmachine/%s is not running (%s): only a running VM migrates", name, describe(st))
-	}
-	if spec, _ := vm.Spec(); spec.RunStrategy != "" {
-		if err := pendingStop(vm, spec.RunStrategy, "migration"); err != nil {
-			return err
+	var source, at string
+	err := v.write(ctx, name, func(vm schema.VirtualMachine) (map[string]any, error) {
+		var err error
+		if source, err = v.migrationSource(ctx, vm); err != nil {
+			return nil, err
 		}
-	}
-	pod, err := v.kube.CoreV1().Pods(v.namespace).Get(ctx, st.Server.Name, metav1.GetOptions{})
+		at = v.now().UTC().Format(time.RFC3339)
+		return annotations(map[string]any{schema.AnnotationMigrateRequestedAt: at}), nil
+	})
 	if err != nil {
-		return v.lookupError("the server pod "+st.Server.Name, err)
-	}
-	source := pod.Spec.NodeName
-	if source == "" {
-		return refuse("virtualmachine/%s: its server %s is on no node yet", name, pod.Name)
-	}
-	if d := st.RootDisk; d != nil && d.ClaimName != "" {
-		if why, err := v.pinned(ctx, d.ClaimName); err != nil {
-			return err
-		} else if why != "" {
-			return refuse("virtualmachine/%s cannot migrate: its disk %s cannot follow it (%s)", name, d.ClaimName, why)
-		}
-	}
-	nodes, err := v.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return v.lookupError("the nodes", err)
-	}
-	if target := otherNode(nodes.Items, source, pods.NextServer(pod)); target == "" {
-		return refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its placement admits", name, source)
-	}
-	at := v.now().UTC().Format(time.RFC3339)
-	if err := v.patch(ctx, name, u.GetResourceVersion(), annotations(map[string]any{schema.AnnotationMigrateRequestedAt: at})); err != nil {
 		return err
 	}
 	fmt.Fprintf(v.out, "virtualmachine/%s migration requested from node %s (%s=%s)\n", name, source, schema.AnnotationMigrateRequestedAt, at)
 	return nil
+}
+
+// migrationSource checks that vm can migrate and returns the node its server is on.
+func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine) (string, error) {
+	name, st := vm.Name(), vm.Status()
+	if st.Phase != schema.PhaseActive || st.Server == nil || st.Server.Name == "" {
+		return "", refuse("virtualmachine/%s is not running (%s): only a running VM migrates", name, describe(st))
+	}
+	if spec, _ := vm.Spec(); spec.RunStrategy != "" {
+		if err := pendingStop(vm, spec.RunStrategy, "migration"); err != nil {
+			return "", err
+		}
+	}
+	pod, err := v.kube.CoreV1().Pods(v.namespace).Get(ctx, st.Server.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", v.lookupError("the server pod "+st.Server.Name, err)
+	}
+	source := pod.Spec.NodeName
+	if source == "" {
+		return "", refuse("virtualmachine/%s: its server %s is on no node yet", name, pod.Name)
+	}
+	if d := st.RootDisk; d != nil && d.ClaimName != "" {
+		if why, err := v.pinned(ctx, d.ClaimName); err != nil {
+			return "", err
+		} else if why != "" {
+			return "", refuse("virtualmachine/%s cannot migrate: its disk %s cannot follow it (%s)", name, d.ClaimName, why)
+		}
+	}
+	nodes, err := v.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", v.lookupError("the nodes", err)
+	}
+	if target := otherNode(nodes.Items, source, pods.NextServer(pod)); target == "" {
+		return "", refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its placement admits", name, source)
+	}
+	return source, nil
 }
 
 // refuse is a refusal: one line, exit code 1.

@@ -5,6 +5,7 @@
 package command
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -202,31 +203,33 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 		say: fmt.Sprintf("virtualmachine/%s restart requested (%s=%s)", name, schema.AnnotationRestartedAt, at)}, nil
 }
 
-// runVerb reads the VM, lets decide say what to write, writes it and says what happened.
-// check is the configuration to validate (the verb's own, which holds c).
+// runVerb reads the VM, lets decide say what to write, writes it and says what happened; a
+// VM that changed meanwhile is read and decided on again (vmClient.write). check is the
+// configuration to validate (the verb's own, which holds c).
 func runVerb(check validator, c *pluginConfig, version string, decide func(schema.VirtualMachine, schema.Fields, time.Time) (verbResult, error)) cli.ActionFunc {
 	return action(check, oneName, func(cc *cli.Context) error {
 		v, err := c.connect(cc, version)
 		if err != nil {
 			return err
 		}
-		name := cc.Args().First()
-		u, vm, err := v.get(cc.Context, name)
+		say, err := v.verb(cc.Context, cc.Args().First(), decide)
 		if err != nil {
 			return err
 		}
-		r, err := decide(vm, v.fields, v.now())
-		if err != nil {
-			return err
-		}
-		if r.patch != nil {
-			if err := v.patch(cc.Context, name, u.GetResourceVersion(), r.patch); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintln(v.out, r.say)
+		fmt.Fprintln(v.out, say)
 		return nil
 	})
+}
+
+// verb carries out a verb decided by decide on the VM name, and says what it did.
+func (v *vmClient) verb(ctx context.Context, name string, decide func(schema.VirtualMachine, schema.Fields, time.Time) (verbResult, error)) (string, error) {
+	var r verbResult
+	err := v.write(ctx, name, func(vm schema.VirtualMachine) (map[string]any, error) {
+		var err error
+		r, err = decide(vm, v.fields, v.now())
+		return r.patch, err
+	})
+	return r.say, err
 }
 
 func startCommand(c *pluginConfig, version string) *cli.Command {
