@@ -162,13 +162,34 @@ func (v *vmClient) get(ctx context.Context, name string) (*unstructured.Unstruct
 func (v *vmClient) readError(name string, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
-		return cli.Exit(fmt.Sprintf("virtualmachine %q not found in namespace %q", name, v.namespace), 1)
+		return cli.Exit(fmt.Sprintf("virtualmachine %q not found in namespace %q%s", name, v.namespace, v.notServed()), 1)
 	case apierrors.IsForbidden(err):
 		return cli.Exit(fmt.Sprintf("cannot read virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
 	case apierrors.IsUnauthorized(err):
 		return cli.Exit(fmt.Sprintf("cannot read virtualmachine %q in namespace %q: unauthorized (%s)", name, v.namespace, apiMessage(err)), 1)
 	}
 	return fmt.Errorf("read virtualmachine %s in namespace %s: %w", name, v.namespace, err)
+}
+
+// notServed says why a VM was not found when the reason is that the API server does not
+// serve the version it was asked in (--api-version), or not the resource in it: a GET of
+// either answers 404 as for a VM that does not exist. Discovery is asked only then; "" when
+// it is served, or discovery does not say.
+func (v *vmClient) notServed() string {
+	gv := v.gvr.GroupVersion().String()
+	list, err := v.kube.Discovery().ServerResourcesForGroupVersion(gv)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf(": the API server does not serve %s (--api-version)", gv)
+	case err != nil || list == nil:
+		return ""
+	}
+	for _, r := range list.APIResources {
+		if r.Name == v.gvr.Resource {
+			return ""
+		}
+	}
+	return fmt.Sprintf(": the API server serves no %s in %s (--api-version)", v.gvr.Resource, gv)
 }
 
 // apiMessage is the API server's message of err, without client-go's prefixes.

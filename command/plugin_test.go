@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	discoveryfake "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -404,13 +405,40 @@ func TestMigrateRefusals(t *testing.T) {
 		})
 	}
 
-	// A VM that does not exist: one line, exit 1.
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"})
-	v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(), fields: f, namespace: "ns", now: time.Now}
-	_, _, err = v.get(context.Background(), "nope")
-	var ec cli.ExitCoder
-	if !errors.As(err, &ec) || ec.ExitCode() != 1 || err.Error() != `virtualmachine "nope" not found in namespace "ns"` {
-		t.Errorf("get of a missing VM: %v", err)
+}
+
+// TestReadNotFound: a VM that does not exist is one line, exit 1; when the reason is that the
+// API server does not serve the version asked for (--api-version), or not the resource in it,
+// the line says so (a GET answers 404 either way).
+func TestReadNotFound(t *testing.T) {
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	f, err := schema.ForVersion(gvr.GroupVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		served []*metav1.APIResourceList // what discovery says the API server serves
+		want   string
+	}{
+		"no such VM": {[]*metav1.APIResourceList{{GroupVersion: "cloudnative.czs/v1alpha1", APIResources: []metav1.APIResource{{Name: "virtualmachines"}}}},
+			`virtualmachine "nope" not found in namespace "ns"`},
+		"version not served": {[]*metav1.APIResourceList{{GroupVersion: "cloudnative.czs/v1", APIResources: []metav1.APIResource{{Name: "virtualmachines"}}}},
+			`virtualmachine "nope" not found in namespace "ns": the API server does not serve cloudnative.czs/v1alpha1 (--api-version)`},
+		"resource not served in the version": {[]*metav1.APIResourceList{{GroupVersion: "cloudnative.czs/v1alpha1", APIResources: []metav1.APIResource{{Name: "machines"}}}},
+			`virtualmachine "nope" not found in namespace "ns": the API server serves no virtualmachines in cloudnative.czs/v1alpha1 (--api-version)`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"})
+			kube := kubefake.NewClientset()
+			kube.Discovery().(*discoveryfake.FakeDiscovery).Resources = tc.served
+			v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kube, fields: f, gvr: gvr, namespace: "ns", now: time.Now}
+			_, _, err := v.get(context.Background(), "nope")
+			var ec cli.ExitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != 1 || err.Error() != tc.want {
+				t.Errorf("get of a missing VM: %v, want exit 1 saying %q", err, tc.want)
+			}
+		})
 	}
 }
 
