@@ -54,7 +54,7 @@ func requestVM(t *testing.T, rs string, status, annotations map[string]any) (sch
 // TestVerbs: what start, stop and restart write (nothing, the spec's run strategy or a
 // request annotation) for each run strategy and state.
 func TestVerbs(t *testing.T) {
-	at := pluginNow.Format(time.RFC3339)
+	at := pluginNow.Format(requestTimeLayout)
 	grace := int64(5)
 	tests := map[string]struct {
 		verb          string
@@ -122,7 +122,7 @@ func TestVerbs(t *testing.T) {
 // latest verb wins, withdrawing a pending one of the other kind in the same write, and a
 // restart while a stop is pending is refused rather than dropped as overtaken.
 func TestVerbsWithPendingRequests(t *testing.T) {
-	at := pluginNow.Format(time.RFC3339)
+	at := pluginNow.Format(requestTimeLayout)
 	const earlier, recorded = "2026-06-01T11:59:59Z", "2026-06-01T11:00:00Z"
 	running := map[string]any{"phase": "Active", "reason": "ServerReady", "startRequestedAt": recorded, "stopRequestedAt": recorded}
 	stoppedVM := map[string]any{"phase": "Inactive", "reason": "Stopped", "startRequestedAt": recorded, "stopRequestedAt": recorded}
@@ -195,6 +195,48 @@ func TestVerbsWithPendingRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVerbsWithinOneSecond: stop, start and stop again within one second, each carried out
+// before the next (the status records each value). The second stop must be a new request to
+// the controller: its value differs from the first stop's, which the status records; at whole
+// seconds they were equal and the second stop was taken for the first and never carried out.
+func TestVerbsWithinOneSecond(t *testing.T) {
+	grace := int64(5)
+	running, f := requestVM(t, "Manual", map[string]any{"phase": "Active", "reason": "ServerReady"}, nil)
+	first, err := stopVerb(running, f, pluginNow, &grace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAt := annotationOf(t, first, schema.AnnotationStopRequestedAt)
+	later := pluginNow.Add(400 * time.Millisecond)
+	started := map[string]any{"phase": "Active", "reason": "ServerReady", "stopRequestedAt": stopAt, "startRequestedAt": stopAt}
+	vm, f2 := requestVM(t, "Manual", started, map[string]any{schema.AnnotationStopRequestedAt: stopAt, schema.AnnotationStartRequestedAt: stopAt})
+	second, err := stopVerb(vm, f2, later, &grace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := annotationOf(t, second, schema.AnnotationStopRequestedAt); again == "" || again == stopAt {
+		t.Fatalf("the second stop writes %q, the first's %q: the controller takes it for the one it carried out", again, stopAt)
+	}
+}
+
+// annotationOf is the value a verb's patch writes to the annotation key ("" for none).
+func annotationOf(t *testing.T, r verbResult, key string) string {
+	t.Helper()
+	b, _ := json.Marshal(r.patch)
+	var p struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	if v := p.Metadata.Annotations[key]; v != nil {
+		return *v
+	}
+	return ""
 }
 
 // TestVerbsForgetGracePeriod: the grace period of a stop (--grace-period, --force) applies to
@@ -399,7 +441,7 @@ func TestMigrateRefusals(t *testing.T) {
 				return
 			}
 			got, _ := dyn.Resource(gvr).Namespace("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
-			if err != nil || got.GetAnnotations()[schema.AnnotationMigrateRequestedAt] != pluginNow.Format(time.RFC3339) {
+			if err != nil || got.GetAnnotations()[schema.AnnotationMigrateRequestedAt] != pluginNow.Format(requestTimeLayout) {
 				t.Fatalf("err %v, annotations %v", err, got.GetAnnotations())
 			}
 		})

@@ -8,7 +8,6 @@ package command
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -50,7 +49,7 @@ func (v *vmClient) migrate(ctx context.Context, name string) error {
 		if source, err = v.migrationSource(ctx, vm); err != nil {
 			return nil, err
 		}
-		at = v.now().UTC().Format(time.RFC3339)
+		at = v.now().UTC().Format(requestTimeLayout)
 		return annotations(map[string]any{schema.AnnotationMigrateRequestedAt: at}), nil
 	})
 	if err != nil {

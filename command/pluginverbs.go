@@ -16,6 +16,13 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
+// requestTimeLayout is the layout of the times the verbs write as requests: RFC 3339 with
+// milliseconds. A request is new when its value differs from the one the controller last
+// acted on, so a stop written in the second of a stop already carried out (stop, start, stop
+// in a row) would be taken for that one and ignored at whole seconds. The controller reads
+// either form.
+const requestTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
 // verbResult is what a verb decided: the merge patch to write (nil: nothing to change) and
 // what to tell the user.
 type verbResult struct {
@@ -99,7 +106,7 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 	if stop.Value == "" && !stopped(rs, st) {
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
 	}
-	at := now.UTC().Format(time.RFC3339)
+	at := now.UTC().Format(requestTimeLayout)
 	kv := map[string]any{schema.AnnotationStartRequestedAt: at, schema.AnnotationStopGracePeriod: nil}
 	say := fmt.Sprintf("virtualmachine/%s start requested (%s=%s)", name, schema.AnnotationStartRequestedAt, at)
 	if stop.Value != "" {
@@ -172,7 +179,7 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 	if start.Value == "" && stopped(rs, st) {
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (%s): nothing changed", name, describe(st))}, nil
 	}
-	at := now.UTC().Format(time.RFC3339)
+	at := now.UTC().Format(requestTimeLayout)
 	kv := map[string]any{schema.AnnotationStopRequestedAt: at, schema.AnnotationStopGracePeriod: g}
 	say := fmt.Sprintf("virtualmachine/%s stop requested (%s=%s%s)", name, schema.AnnotationStopRequestedAt, at, note)
 	if start.Value != "" {
@@ -198,7 +205,7 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 	if err := pendingStop(vm, rs, "restart"); err != nil {
 		return verbResult{}, err
 	}
-	at := now.UTC().Format(time.RFC3339)
+	at := now.UTC().Format(requestTimeLayout)
 	return verbResult{patch: annotations(map[string]any{schema.AnnotationRestartedAt: at}),
 		say: fmt.Sprintf("virtualmachine/%s restart requested (%s=%s)", name, schema.AnnotationRestartedAt, at)}, nil
 }
