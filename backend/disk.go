@@ -50,7 +50,9 @@ type DiskSpec struct {
 	// new disk takes it.
 	StorageClass string
 	// Keep says the disk outlives its VM (reclaim policy Retain): the VM does not own it, so
-	// that deleting the VM, by any means, leaves the disk; it stays labelled for the VM.
+	// that deleting the VM, by any means, leaves the disk; it stays labelled for the VM. The
+	// backend marks a disk made or updated to Keep as kept (Disk.KeptMark), and a disk made
+	// or updated without it as not.
 	Keep bool
 }
 
@@ -137,6 +139,11 @@ type Disk struct {
 	BindsWithServer bool
 	Growth          Growth
 	Owner           DiskOwner
+	// KeptMark says the disk is marked as kept (for claims: the annotation
+	// cloudnative.czs/kept): the last VM to make or update it kept it (DiskSpec.Keep). A VM
+	// that names no reclaim policy keeps such a disk kept; only one that names Delete owns it
+	// again. Disks kept by earlier versions carry no mark.
+	KeptMark bool
 	// Pending says why it has no storage yet, in the words of whatever binds it (for claims:
 	// the persistent-volume controller's or a provisioner's last Event on it); "" when
 	// nothing has said.

@@ -246,9 +246,11 @@ func TestDiskDeletedWithVM(t *testing.T) {
 }
 
 // TestDiskRetainedAndAdopted: under reclaim policy Retain, deleting the VM keeps its claim,
-// owned by nothing and still labelled for the VM's name, and an Event names it; a new VM of the
-// same name adopts it (owned by the new VM, the same claim UID) and runs on it, growing it to
-// its larger rootDisk on the way.
+// owned by nothing, still labelled for the VM's name and marked kept, and an Event names it; a
+// new VM of the same name that names no reclaim policy (the manifest without Retain) adopts it
+// as kept (labelled for the new VM, owned by nothing, the same claim UID) and runs on it,
+// growing it to its larger rootDisk on the way; deleting that VM keeps the claim too. A third
+// VM of the name that says reclaim policy Delete adopts it owned, no longer marked kept.
 func TestDiskRetainedAndAdopted(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
@@ -267,21 +269,41 @@ func TestDiskRetainedAndAdopted(t *testing.T) {
 		n, notes := occurrences(t, ns, "vm", "DiskRetained")
 		return n == 1 && strings.Contains(notes, "Keeping disk vm-rootdisk"), fmt.Sprintf("DiskRetained %d: %q", n, notes)
 	})
-	if got := field(ns, "pvc/vm-rootdisk", `.metadata.uid}|{.metadata.ownerReferences}|{.metadata.labels.cloudnative\.czs/vm-uid}|{.metadata.labels.cloudnative\.czs/vm`); got != claim+"||"+first+"|vm" {
-		t.Fatalf("kept claim uid|owners|vm-uid label|vm label = %q, want %s||%s|vm", got, claim, first)
+	const keptFields = `.metadata.uid}|{.metadata.ownerReferences}|{.metadata.labels.cloudnative\.czs/vm-uid}|{.metadata.annotations.cloudnative\.czs/kept`
+	if got := field(ns, "pvc/vm-rootdisk", keptFields+`}|{.metadata.labels.cloudnative\.czs/vm`); got != claim+"||"+first+"|true|vm" {
+		t.Fatalf("kept claim uid|owners|vm-uid label|kept|vm label = %q, want %s||%s|true|vm", got, claim, first)
 	}
 
+	// The manifest without Retain: the disk stays kept.
 	diskVM(t, ns, "vm", "1", "2Gi", "")
 	waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
 	second := field(ns, "vm/vm", ".metadata.uid")
 	eventually(t, 2*time.Minute, func() (bool, string) {
-		got := field(ns, "pvc/vm-rootdisk", `.metadata.uid}|{.metadata.ownerReferences[0].uid}|{.metadata.labels.cloudnative\.czs/vm-uid}|{.status.capacity.storage`)
-		return got == claim+"|"+second+"|"+second+"|2Gi", "claim uid|owner|vm-uid label|capacity = " + got
+		got := field(ns, "pvc/vm-rootdisk", keptFields+`}|{.status.capacity.storage`)
+		return got == claim+"||"+second+"|true|2Gi", "claim uid|owners|vm-uid label|kept|capacity = " + got
 	})
 	mountsClaim(t, ns, "vm")
-	if n, _ := occurrences(t, ns, "vm", "AdoptingDisk"); n != 1 {
-		t.Errorf("AdoptingDisk occurred %d times, want once", n)
+	eventually(t, time.Minute, func() (bool, string) {
+		n, notes := occurrences(t, ns, "vm", "AdoptingDisk")
+		return n == 1 && strings.Contains(notes, "it stays kept"), fmt.Sprintf("AdoptingDisk %d: %q", n, notes)
+	})
+	kubectl(t, "-n", ns, "delete", vmRes, "vm", "--timeout=2m")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		n, notes := occurrences(t, ns, "vm", "DiskRetained")
+		return n == 2, fmt.Sprintf("DiskRetained %d: %q", n, notes)
+	})
+	if got := field(ns, "pvc/vm-rootdisk", keptFields); got != claim+"||"+second+"|true" {
+		t.Fatalf("claim after the second VM's deletion uid|owners|vm-uid label|kept = %q, want %s||%s|true", got, claim, second)
 	}
+
+	// Delete, named: the VM owns the disk again.
+	diskVM(t, ns, "vm", "1", "2Gi", "  rootDiskReclaimPolicy: Delete\n")
+	waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
+	third := field(ns, "vm/vm", ".metadata.uid")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		got := field(ns, "pvc/vm-rootdisk", `.metadata.uid}|{.metadata.ownerReferences[0].uid}|{.metadata.labels.cloudnative\.czs/vm-uid}|{.metadata.annotations.cloudnative\.czs/kept`)
+		return got == claim+"|"+third+"|"+third+"|", "claim uid|owner|vm-uid label|kept = " + got
+	})
 }
 
 // TestDiskReleaseRefused: a VM whose reclaim policy keeps its disk, and whose release of the

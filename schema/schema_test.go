@@ -218,10 +218,12 @@ func TestSpecValid(t *testing.T) {
 		cpu, mem, disk string
 		action         RunStrategy
 		class          string
-		policy         ReclaimPolicy
+		policy         ReclaimPolicy // "": unset, read as ReclaimDelete
 	}{
 		"disk class and policy": {`{"action":"active","resource":{"cpu":1,"memory":"1Gi","rootDisk":"1Gi"},"rootDiskStorageClassName":"fast-ssd","rootDiskReclaimPolicy":"Retain"}`,
 			"1", "1Gi", "1Gi", RunAlways, "fast-ssd", ReclaimRetain},
+		"policy Delete named": {`{"action":"active","resource":{"cpu":1,"memory":"1Gi","rootDisk":"1Gi"},"rootDiskReclaimPolicy":"Delete"}`,
+			"1", "1Gi", "1Gi", RunAlways, "", ReclaimDelete},
 		"numbers":        {`{"action":"active","resource":{"cpu":2,"memory":4000000000,"rootDisk":40000000000}}`, "2", "4G", "40G", RunAlways, "", ""},
 		"strings":        {`{"action":"inactive","resource":{"cpu":"500m","memory":"512Mi","rootDisk":"10Gi"}}`, "500m", "512Mi", "10Gi", RunHalted, "", ""},
 		"decimal cpu":    {`{"action":"active","resource":{"cpu":0.5,"memory":"1Gi","rootDisk":"1Gi"}}`, "500m", "1Gi", "1Gi", RunAlways, "", ""},
@@ -237,6 +239,11 @@ func TestSpecValid(t *testing.T) {
 			s, errs := vm.Spec()
 			if len(errs) > 0 {
 				t.Fatalf("refused: %v", errs)
+			}
+			// A policy the VM names is told from the default: a kept disk stays kept unless the
+			// VM names Delete.
+			if set := tc.policy != ""; s.ReclaimPolicySet != set {
+				t.Errorf("ReclaimPolicySet = %t, want %t", s.ReclaimPolicySet, set)
 			}
 			if tc.policy == "" {
 				tc.policy = ReclaimDelete

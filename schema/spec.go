@@ -37,6 +37,11 @@ type Spec struct {
 	// the VM does not say; empty when what it says is not a policy (an error), which a
 	// decision must not read as Delete.
 	ReclaimPolicy ReclaimPolicy
+	// ReclaimPolicySet says the VM names its reclaim policy. A VM that does not is read as
+	// ReclaimDelete for a disk of its own making, but keeps a disk that is kept (one it
+	// adopted from an earlier VM of its name, or one marked kept): only a policy the VM
+	// names as Delete lets a kept disk go with it.
+	ReclaimPolicySet bool
 	// EvictionStrategy is what an eviction of the server does (eviction.go); empty when the
 	// VM does not say, and the controller's --eviction-strategy applies.
 	EvictionStrategy EvictionStrategy
@@ -104,10 +109,12 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	case f.RootDiskReclaimPolicy == "" || !p.Exists():
 		s.ReclaimPolicy = ReclaimDelete
 	case p.Type != gjson.String:
+		s.ReclaimPolicySet = true
 		errs = append(errs, field.Invalid(fieldPath(f.RootDiskReclaimPolicy), p.Raw, "must be a string"))
 	case p.Str == string(ReclaimDelete), p.Str == string(ReclaimRetain):
-		s.ReclaimPolicy = ReclaimPolicy(p.Str)
+		s.ReclaimPolicy, s.ReclaimPolicySet = ReclaimPolicy(p.Str), true
 	default:
+		s.ReclaimPolicySet = true
 		errs = append(errs, field.NotSupported(fieldPath(f.RootDiskReclaimPolicy), p.Str, []string{string(ReclaimDelete), string(ReclaimRetain)}))
 	}
 	if s.EvictionStrategy, err = evictionStrategy(f.EvictionStrategy, v[7]); err != nil {

@@ -44,7 +44,8 @@ func (b *Backend) ObserveDisk(vm backend.Owner) (*backend.Disk, error) {
 	return &c, nil
 }
 
-// CreateDisk adds a Pending disk for vm (Bound at once after BindDisks(true)). A disk of that
+// CreateDisk adds a Pending disk for vm (Bound at once after BindDisks(true)), marked kept
+// when spec.Keep. A disk of that
 // name is returned as it is when it is vm's or adoptable, and is ErrDiskConflict when it is
 // another's.
 func (b *Backend) CreateDisk(_ context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
@@ -64,7 +65,8 @@ func (b *Backend) CreateDisk(_ context.Context, vm backend.Owner, spec backend.D
 	}
 	b.disks.made++
 	d := &backend.Disk{Name: DiskName(vm.Name), ID: fmt.Sprintf("disk-%d", b.disks.made), Phase: backend.DiskPending,
-		Requested: spec.Size, StorageClass: spec.StorageClass, CanGrow: !b.disks.fixed[spec.StorageClass], Owner: owner(spec)}
+		Requested: spec.Size, StorageClass: spec.StorageClass, CanGrow: !b.disks.fixed[spec.StorageClass], Owner: owner(spec),
+		KeptMark: spec.Keep}
 	if b.disks.bind {
 		d.Phase, d.Capacity = backend.DiskBound, spec.Size
 	}
@@ -84,8 +86,8 @@ func owner(spec backend.DiskSpec) backend.DiskOwner {
 	return backend.DiskOwned
 }
 
-// UpdateDisk makes vm's disk (or an unowned one of its name) vm's, owned unless spec.Keep,
-// and asks for spec.Size when it is larger: the storage answers as AnswerGrowth says.
+// UpdateDisk makes vm's disk (or an unowned one of its name) vm's, owned unless spec.Keep
+// (and marked kept if and only if spec.Keep), and asks for spec.Size when it is larger: the storage answers as AnswerGrowth says.
 func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
 	b.mu.Lock()
 	if err := b.disks.err; err != nil {
@@ -102,7 +104,7 @@ func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, spec backend.D
 		b.mu.Unlock()
 		return nil, fmt.Errorf("update disk %s: %w", d.Name, backend.ErrDiskConflict)
 	}
-	d.Owner = owner(spec)
+	d.Owner, d.KeptMark = owner(spec), spec.Keep
 	if spec.Size.Cmp(d.Requested) > 0 {
 		d.Requested = spec.Size
 		d.Growth = b.disks.growth

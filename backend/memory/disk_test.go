@@ -17,14 +17,18 @@ func diskReport(d *backend.Disk) string {
 	if d == nil {
 		return "none"
 	}
-	return fmt.Sprintf("%s %s %s %s/%s %s %q grow=%v del=%v", d.ID, d.Owner, d.Phase, d.Requested.String(), d.Capacity.String(),
+	r := fmt.Sprintf("%s %s %s %s/%s %s %q grow=%v del=%v", d.ID, d.Owner, d.Phase, d.Requested.String(), d.Capacity.String(),
 		d.Growth.State, d.Growth.Message, d.CanGrow, d.Deleting)
+	if d.KeptMark {
+		r += " marked"
+	}
+	return r
 }
 
 func size(s string) backend.DiskSpec { return backend.DiskSpec{Size: resource.MustParse(s)} }
 
 // TestDisks walks one VM's disk through what the decision asks of a backend (create, adopt,
-// keep, grow, delete) and what its storage answers, checking what each call returns, what
+// keep and mark kept, own again and unmark, grow, delete) and what its storage answers, checking what each call returns, what
 // ObserveDisk then shows, and that every change notifies.
 func TestDisks(t *testing.T) {
 	ctx := context.Background()
@@ -60,9 +64,16 @@ func TestDisks(t *testing.T) {
 			s := size("60G")
 			s.Keep = true
 			return b.UpdateDisk(ctx, vm, s)
-		}, `disk-1 Kept Bound 60G/60G  "" grow=true del=false`, ""},
+		}, `disk-1 Kept Bound 60G/60G  "" grow=true del=false marked`, ""},
+		{"owned again", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("60G")) },
+			`disk-1 Owned Bound 60G/60G  "" grow=true del=false`, ""},
+		{"kept again", func() (*backend.Disk, error) {
+			s := size("60G")
+			s.Keep = true
+			return b.UpdateDisk(ctx, vm, s)
+		}, `disk-1 Kept Bound 60G/60G  "" grow=true del=false marked`, ""},
 		{"deleted", func() (*backend.Disk, error) { return nil, b.DeleteDisk(ctx, vm) },
-			`disk-1 Kept Bound 60G/60G  "" grow=true del=true`, ""},
+			`disk-1 Kept Bound 60G/60G  "" grow=true del=true marked`, ""},
 		{"gone", func() (*backend.Disk, error) { b.SetDisk(vm, nil); return nil, nil }, `none`, ""},
 		{"another's", func() (*backend.Disk, error) {
 			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "x", Phase: backend.DiskBound, Owner: backend.DiskOther})
@@ -78,6 +89,19 @@ func TestDisks(t *testing.T) {
 			b.AnswerGrowth(backend.Growth{})
 			return b.UpdateDisk(ctx, vm, size("40G"))
 		}, `y Owned Bound 40G/40G  "" grow=false del=false`, ""},
+		{"unowned adopted kept", func() (*backend.Disk, error) {
+			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "z", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
+				Capacity: resource.MustParse("40G"), Owner: backend.DiskUnowned})
+			s := size("40G")
+			s.Keep = true
+			return b.UpdateDisk(ctx, vm, s)
+		}, `z Kept Bound 40G/40G  "" grow=false del=false marked`, ""},
+		{"created kept", func() (*backend.Disk, error) {
+			b.SetDisk(vm, nil)
+			s := size("40G")
+			s.Keep = true
+			return b.CreateDisk(ctx, vm, s)
+		}, `disk-2 Kept Pending 40G/0  "" grow=true del=false marked`, ""},
 	}
 	for _, s := range steps {
 		before := notified
@@ -141,6 +165,7 @@ func TestParseDisk(t *testing.T) {
 	}{
 		"bound":     {in: "name: d\nid: i\nphase: Bound\nrequested: 40G\ncapacity: 40G\n", want: `i Owned Bound 40G/40G  "" grow=true del=false`},
 		"kept":      {in: "phase: Pending\nrequested: 1Gi\nowner: Kept\ncanGrow: false\npending: waiting\n", want: ` Kept Pending 1Gi/0  "" grow=false del=false`},
+		"marked":    {in: "phase: Bound\nrequested: 1G\ncapacity: 1G\nowner: Unowned\nkeptMark: true\n", want: ` Unowned Bound 1G/1G  "" grow=true del=false marked`},
 		"growth":    {in: "phase: Bound\nrequested: 2G\ncapacity: 1G\ngrowth: {state: Infeasible, message: no}\n", want: ` Owned Bound 2G/1G Infeasible "no" grow=true del=false`},
 		"phase":     {in: "phase: Gone\nrequested: 1G\n", err: `phase "Gone": want one of Pending, Bound, Lost`},
 		"owner":     {in: "phase: Bound\nrequested: 1G\nowner: me\n", err: `owner "me": want one of Owned, Kept, Unowned, Other`},

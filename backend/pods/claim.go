@@ -17,11 +17,18 @@ import (
 
 // A VM's disk is a PersistentVolumeClaim in the VM's namespace, of the VM's name with the
 // suffix -rootdisk (ClaimName), labelled like its pods, annotated with the VM's full name, and
-// controlled by the VM unless the VM keeps it (reclaim policy Retain). Every server pod of the
-// VM mounts it (newPod); it outlives them all.
+// controlled by the VM unless the VM keeps it (reclaim policy Retain), in which case it is
+// annotated as kept (AnnotationKept). Every server pod of the VM mounts it (newPod); it
+// outlives them all.
+
+// AnnotationKept marks a claim as kept (backend.Disk.KeptMark): the VM it was last made or
+// updated for kept it (DiskSpec.Keep). A VM that names no reclaim policy keeps a claim so
+// marked; the mark goes when a VM that names Delete owns the claim again.
+const AnnotationKept = "cloudnative.czs/kept"
 
 // newClaim builds vm's claim: ReadWriteOnce, of spec's size and class (none: the cluster's
-// default, which the API server's admission fills in), controlled by vm unless spec.Keep.
+// default, which the API server's admission fills in), controlled by vm unless spec.Keep,
+// and then marked kept.
 func newClaim(vm backend.Owner, spec backend.DiskSpec) *corev1.PersistentVolumeClaim {
 	c := &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
@@ -39,7 +46,9 @@ func newClaim(vm backend.Owner, spec backend.DiskSpec) *corev1.PersistentVolumeC
 	if spec.StorageClass != "" {
 		c.Spec.StorageClassName = ptr.To(spec.StorageClass)
 	}
-	if !spec.Keep {
+	if spec.Keep {
+		c.Annotations[AnnotationKept] = "true"
+	} else {
 		c.OwnerReferences = []metav1.OwnerReference{controllerRef(vm)}
 	}
 	return c
@@ -74,6 +83,7 @@ const (
 	claimControlled
 	claimLabelled
 	claimExactValues // exact holds the claim's identity and sizes
+	claimKeptMark    // annotated as kept (AnnotationKept)
 )
 
 // claimExact holds, as read, the claim's identity and sizes when a compact field could not.
@@ -121,6 +131,9 @@ func cacheClaim(pvc *corev1.PersistentVolumeClaim) *cachedClaim {
 	}
 	if pvc.DeletionTimestamp != nil {
 		c.flags |= claimDeleting
+	}
+	if pvc.Annotations[AnnotationKept] == "true" {
+		c.flags |= claimKeptMark
 	}
 	var controller, label types.UID
 	if ref := metav1.GetControllerOf(pvc); ref != nil {
@@ -231,7 +244,7 @@ func (c *cachedClaim) disk(vm backend.Owner, canGrow bool, pending string) *back
 	d := &backend.Disk{Name: c.name, ID: string(ids.uid), Version: ids.version, Phase: claimPhases[c.phase],
 		Requested: ids.requested, Capacity: ids.capacity, StorageClass: c.class.String(), CanGrow: canGrow,
 		Growth: backend.Growth{State: growthStates[c.growth], Message: c.message.String()}, Owner: c.owner(vm),
-		Deleting: c.flags&claimDeleting != 0}
+		KeptMark: c.flags&claimKeptMark != 0, Deleting: c.flags&claimDeleting != 0}
 	if d.Phase == backend.DiskPending {
 		d.Pending = pending
 	}

@@ -229,8 +229,9 @@ func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend
 
 // UpdateDisk brings vm's claim to spec in one strategic merge patch, conditional on the claim
 // being as the cache shows it: labelled with vm's UID, controlled by vm unless spec.Keep (an
-// owner reference removed by its UID, so that others are kept), and asking for spec.Size when
-// it asks for less. A claim that is already so is not written.
+// owner reference removed by its UID, so that others are kept), annotated as kept if and only
+// if spec.Keep, and asking for spec.Size when it asks for less. A claim that is already so is
+// not written.
 func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
 	c, err := b.cachedClaim(vm)
 	switch {
@@ -243,10 +244,20 @@ func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, spec backend
 	}
 	ids := c.ids()
 	meta := map[string]any{"resourceVersion": ids.version}
+	annotations := map[string]any{}
 	changed := false
 	if ids.label != vm.UID || c.vm != vm.Name {
 		meta["labels"] = labelsFor(vm)
-		meta["annotations"] = map[string]string{AnnotationVM: vm.Name}
+		annotations[AnnotationVM] = vm.Name
+	}
+	switch marked := c.flags&claimKeptMark != 0; {
+	case spec.Keep && !marked:
+		annotations[AnnotationKept] = "true"
+	case !spec.Keep && marked:
+		annotations[AnnotationKept] = nil // removed
+	}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
 		changed = true
 	}
 	owned := c.flags&claimControlled != 0

@@ -39,8 +39,12 @@ func diskLine(d *backend.Disk) string {
 	if d == nil {
 		return "none"
 	}
-	return fmt.Sprintf("%s %s %s %s/%s grow=%v %s %q %q del=%v", d.Name, d.Owner, d.Phase, d.Requested.String(), d.Capacity.String(),
+	line := fmt.Sprintf("%s %s %s %s/%s grow=%v %s %q %q del=%v", d.Name, d.Owner, d.Phase, d.Requested.String(), d.Capacity.String(),
 		d.CanGrow, d.Growth.State, d.Growth.Message, d.Pending, d.Deleting)
+	if d.KeptMark {
+		line += " marked"
+	}
+	return line
 }
 
 // awaitDisk waits until the disk of diskVM, as ObserveDisk shows it, is want. With notice, a
@@ -69,8 +73,8 @@ func awaitDisk(t *testing.T, b *Backend, notified <-chan types.NamespacedName, w
 // TestDisksTyped walks a VM's claim through the typed clientset: CreateDisk writes it
 // (labelled, annotated, controlled by the VM, ReadWriteOnce, of the size and class asked); the
 // binder's Event on it says why it is not bound; bound, it has its capacity; UpdateDisk grows
-// it, keeps it (the owner reference removed, the labels kept) and owns it again, each a
-// strategic merge patch, and writes nothing when it is as asked; a StorageClass that starts
+// it, keeps it (the owner reference removed, the labels kept, marked kept) and owns it again
+// (the mark removed), each a strategic merge patch, and writes nothing when it is as asked; a StorageClass that starts
 // allowing expansion notifies the VM; DeleteDisk deletes it on its UID. Each change reaches the
 // VM's notify.
 func TestDisksTyped(t *testing.T) {
@@ -142,8 +146,8 @@ func TestDisksTyped(t *testing.T) {
 		requests string
 	}{
 		{backend.DiskSpec{Size: resource.MustParse("50G")}, "a-rootdisk Owned Bound 50G/40G grow=true  \"\" \"\" del=false", 1, true, "50G"},
-		{backend.DiskSpec{Size: resource.MustParse("50G"), Keep: true}, "a-rootdisk Kept Bound 50G/40G grow=true  \"\" \"\" del=false", 2, false, "50G"},
-		{backend.DiskSpec{Size: resource.MustParse("10G"), Keep: true}, "a-rootdisk Kept Bound 50G/40G grow=true  \"\" \"\" del=false", 2, false, "50G"},
+		{backend.DiskSpec{Size: resource.MustParse("50G"), Keep: true}, "a-rootdisk Kept Bound 50G/40G grow=true  \"\" \"\" del=false marked", 2, false, "50G"},
+		{backend.DiskSpec{Size: resource.MustParse("10G"), Keep: true}, "a-rootdisk Kept Bound 50G/40G grow=true  \"\" \"\" del=false marked", 2, false, "50G"},
 		{backend.DiskSpec{Size: resource.MustParse("50G")}, "a-rootdisk Owned Bound 50G/40G grow=true  \"\" \"\" del=false", 3, true, "50G"},
 	}
 	for i, s := range steps {
@@ -156,9 +160,10 @@ func TestDisksTyped(t *testing.T) {
 		}
 		awaitDisk(t, b, notified, s.want, false)
 		got, _ := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{})
+		_, marked := got.Annotations[AnnotationKept]
 		if owned := metav1.GetControllerOf(got) != nil; owned != s.owned || got.Labels[LabelVMUID] != string(diskVM.UID) ||
-			got.Spec.Resources.Requests.Storage().String() != s.requests {
-			t.Errorf("step %d: claim owned %v, labels %v, requests %s", i, owned, got.Labels, got.Spec.Resources.Requests.Storage())
+			got.Annotations[AnnotationVM] != "a" || marked == s.owned || got.Spec.Resources.Requests.Storage().String() != s.requests {
+			t.Errorf("step %d: claim owned %v, labels %v, annotations %v, requests %s", i, owned, got.Labels, got.Annotations, got.Spec.Resources.Requests.Storage())
 		}
 	}
 
@@ -197,7 +202,8 @@ func TestDisksTyped(t *testing.T) {
 }
 
 // TestDisksAdoptAndConflict: a claim kept by an earlier VM of the name (labelled for the name,
-// no controller) is unowned to the new VM, which adopts it in one patch; a claim of the name
+// no controller, marked kept) is unowned to the new VM, which adopts it in one patch, owned
+// and no longer marked (a VM that names reclaim policy Delete); a claim of the name
 // that the backend did not make is not in the cache, and creating the disk over it is a
 // conflict, never a takeover; a claim of the VM's own that the cache does not show yet is
 // returned by CreateDisk as it is.
@@ -211,7 +217,7 @@ func TestDisksAdoptAndConflict(t *testing.T) {
 	b, notified := diskBackend(t, client)
 	ctx := context.Background()
 
-	awaitDisk(t, b, notified, "a-rootdisk Unowned Bound 30G/30G grow=true  \"\" \"\" del=false", true)
+	awaitDisk(t, b, notified, "a-rootdisk Unowned Bound 30G/30G grow=true  \"\" \"\" del=false marked", true)
 	adopted, err := b.UpdateDisk(ctx, diskVM, backend.DiskSpec{Size: resource.MustParse("40G")})
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +226,9 @@ func TestDisksAdoptAndConflict(t *testing.T) {
 		t.Errorf("adopted %s, want %s", diskLine(adopted), want)
 	}
 	got, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "a-rootdisk", metav1.GetOptions{})
+	if _, marked := got.Annotations[AnnotationKept]; marked {
+		t.Errorf("adopted and owned, the claim is still marked kept: %v", got.Annotations)
+	}
 	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != diskVM.UID || got.Labels[LabelVMUID] != string(diskVM.UID) {
 		t.Errorf("adopted claim %+v", got.ObjectMeta)
 	}
@@ -237,6 +246,50 @@ func TestDisksAdoptAndConflict(t *testing.T) {
 	}
 	if f, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "b-rootdisk", metav1.GetOptions{}); len(f.Labels) != 0 || len(f.OwnerReferences) != 0 {
 		t.Errorf("the other claim was touched: %+v", f.ObjectMeta)
+	}
+}
+
+// TestDisksAdoptKept: a claim kept by an earlier VM of the name is adopted as kept (a VM that
+// names no reclaim policy, or Retain) in one patch: labelled with the new VM's UID, owned by
+// nothing, marked kept; a claim kept by a version that did not mark it is marked then.
+func TestDisksAdoptKept(t *testing.T) {
+	for name, marked := range map[string]bool{"marked": true, "kept by an earlier version": false} {
+		t.Run(name, func(t *testing.T) {
+			kept := newClaim(backend.Owner{Namespace: "ns", Name: "a", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"},
+				backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard", Keep: true})
+			kept.ResourceVersion, kept.UID = "5", "11111111-2222-3333-4444-555555555555"
+			kept.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("30G")}}
+			want := "a-rootdisk Unowned Bound 30G/30G grow=true  \"\" \"\" del=false"
+			if marked {
+				want += " marked"
+			} else {
+				delete(kept.Annotations, AnnotationKept)
+			}
+			client := kubefake.NewClientset(storageClass("standard", true), kept)
+			var patches []string
+			client.PrependReactor("patch", "persistentvolumeclaims", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
+				patches = append(patches, string(a.(clienttesting.PatchAction).GetPatch()))
+				return false, nil, nil
+			})
+			b, notified := diskBackend(t, client)
+			ctx := context.Background()
+			awaitDisk(t, b, notified, want, true)
+
+			adopted, err := b.UpdateDisk(ctx, diskVM, backend.DiskSpec{Size: resource.MustParse("30G"), Keep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "a-rootdisk Kept Bound 30G/30G grow=true  \"\" \"\" del=false marked"; diskLine(adopted) != want {
+				t.Errorf("adopted %s, want %s", diskLine(adopted), want)
+			}
+			got, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "a-rootdisk", metav1.GetOptions{})
+			if len(got.OwnerReferences) != 0 || got.Labels[LabelVMUID] != string(diskVM.UID) || got.Annotations[AnnotationKept] != "true" {
+				t.Errorf("adopted claim %+v", got.ObjectMeta)
+			}
+			if len(patches) != 1 {
+				t.Errorf("adopted in %d patches (%q), want 1", len(patches), patches)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,9 +33,64 @@ const (
 // claims reports whether VMs have disks of their own under p.
 func (p Policy) claims() bool { return p.RootDisk != RootDiskEphemeral }
 
-// diskSpec is what the VM's spec asks of its disk.
-func diskSpec(spec schema.Spec) backend.DiskSpec {
-	return backend.DiskSpec{Size: spec.RootDisk, StorageClass: spec.StorageClass, Keep: spec.ReclaimPolicy != schema.ReclaimDelete}
+// diskSpec is what the live VM's spec asks of its disk, seen as seen (nil: none yet).
+func diskSpec(spec schema.Spec, seen *backend.Disk) backend.DiskSpec {
+	return backend.DiskSpec{Size: spec.RootDisk, StorageClass: spec.StorageClass, Keep: keeps(spec, seen, true)}
+}
+
+// keeps reports whether the VM keeps its disk, seen as seen, when the VM is deleted: under
+// reclaim policy Retain, or one that is not a policy (a disk is its owner's data); and when
+// the VM names no policy, a disk that is kept already: one an earlier VM of the name kept
+// (unowned and labelled for the name: under Delete that VM's way out would have deleted it),
+// one marked kept, or, while the VM lives, one it does not own (kept by a version that did
+// not mark). Only Delete named in the spec lets a kept disk go with the VM. On the way out,
+// a disk the VM does not own and that carries no mark is one a deletion with
+// --cascade=orphan let go of: it goes as Delete says.
+func keeps(spec schema.Spec, seen *backend.Disk, live bool) bool {
+	switch {
+	case spec.ReclaimPolicy != schema.ReclaimDelete:
+		return true
+	case spec.ReclaimPolicySet || seen == nil:
+		return false
+	}
+	return seen.KeptMark || seen.Owner == backend.DiskUnowned || live && seen.Owner == backend.DiskKept
+}
+
+// keepWhy is why a VM whose spec is spec keeps its disk, for the Events that say so.
+func keepWhy(spec schema.Spec) string {
+	switch {
+	case spec.ReclaimPolicy == schema.ReclaimRetain:
+		return "reclaim policy Retain"
+	case spec.ReclaimPolicy != schema.ReclaimDelete:
+		return "its reclaim policy is not one, and a disk is kept unless it says Delete"
+	}
+	return "the VM names no reclaim policy, and a kept disk stays kept unless it says Delete"
+}
+
+// deleteHint is how a user lets the kept disk of a VM that names no reclaim policy go with the
+// VM; "" when the VM names one, or its layout has no reclaim policy. The Events that keep
+// such a disk end with it.
+func (d *decision) deleteHint(spec schema.Spec) string {
+	path := d.vm.Fields().RootDiskReclaimPolicy
+	if spec.ReclaimPolicySet || path == "" {
+		return ""
+	}
+	return fmt.Sprintf("; to delete it with the VM: kubectl patch vm %s --type merge -p '%s'",
+		d.vm.Name(), policyPatch(path, schema.ReclaimDelete))
+}
+
+// policyPatch is the JSON merge patch that sets the reclaim policy at path (dotted) to p.
+func policyPatch(path string, p schema.ReclaimPolicy) string {
+	out := `"` + string(p) + `"`
+	for path != "" {
+		i := strings.LastIndexByte(path, '.')
+		out = `{"` + path[i+1:] + `":` + out + `}`
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return out
 }
 
 // owner is whose a disk made or updated to spec is.
@@ -51,8 +107,8 @@ func owner(spec backend.DiskSpec) backend.DiskOwner {
 // disk has its storage), and false for ok when a disk of the name is another's: the VM is then
 // reported Failed, and nothing else is done.
 func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
-	want := diskSpec(spec)
 	seen := d.seenDisk
+	want := diskSpec(spec, seen)
 	switch {
 	case seen == nil:
 		class := "the cluster's default storage class"
@@ -79,10 +135,15 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 		size := d.grow(spec.RootDisk)
 		up := want
 		up.Size = size
-		d.disk.Owner = owner(up)
+		d.disk.Owner, d.disk.KeptMark = owner(up), up.Keep
 		msg := fmt.Sprintf("Adopting disk %s, which an earlier VM named %s kept", seen.Name, d.vm.Name())
 		if size.Cmp(seen.Requested) > 0 {
 			msg += fmt.Sprintf("; growing it from %s to %s", seen.Requested.String(), size.String())
+		}
+		if up.Keep {
+			msg += fmt.Sprintf("; it stays kept when this VM is deleted (%s)%s", keepWhy(spec), d.deleteHint(spec))
+		} else {
+			msg += "; it goes with this VM when the VM is deleted (reclaim policy Delete)"
 		}
 		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
 		d.diskCondition(spec.RootDisk)
@@ -119,27 +180,36 @@ func (d *decision) keepDisk(spec schema.Spec) {
 	if seen.Deleting {
 		return // someone deleted it; it goes once no server uses it
 	}
-	want := diskSpec(spec)
+	want := diskSpec(spec, seen)
 	size := d.grow(spec.RootDisk)
 	up := want
 	up.Size = size
 	grows := size.Cmp(seen.Requested) > 0
 	growth := fmt.Sprintf("growing it from %s to %s", seen.Requested.String(), size.String())
 	switch o := owner(up); {
-	case o != seen.Owner && up.Keep:
-		msg := fmt.Sprintf("Disk %s is kept when the VM is deleted (reclaim policy Retain): the VM no longer owns it", seen.Name)
+	case up.Keep && (o != seen.Owner || !seen.KeptMark):
+		// Owned until now, or kept by a version that did not mark it: marked, so that a
+		// later spec that names no policy keeps it too.
+		msg := fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, keepWhy(spec))
+		if o == seen.Owner {
+			msg = fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): marked as kept", seen.Name, keepWhy(spec))
+		}
+		msg += d.deleteHint(spec)
 		if grows {
 			msg += "; " + growth
 		}
 		d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk, Message: msg}}
-		d.disk.Owner = o
-	case o != seen.Owner:
+		d.disk.Owner, d.disk.KeptMark = o, true
+	case !up.Keep && (o != seen.Owner || seen.KeptMark):
 		msg := fmt.Sprintf("Disk %s goes with the VM when it is deleted (reclaim policy Delete): the VM owns it again", seen.Name)
+		if o == seen.Owner {
+			msg = fmt.Sprintf("Disk %s goes with the VM when it is deleted (reclaim policy Delete): no longer marked as kept", seen.Name)
+		}
 		if grows {
 			msg += "; " + growth
 		}
 		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
-		d.disk.Owner = o
+		d.disk.Owner, d.disk.KeptMark = o, false
 	case grows:
 		d.plan.Disk = &DiskAction{Op: ExpandDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonResizingDisk,
 			Message: fmt.Sprintf("Growing disk %s from %s to %s", seen.Name, seen.Requested.String(), size.String())}}
@@ -288,36 +358,31 @@ func (d *decision) retainDisk() {
 		return
 	}
 	spec, _ := d.vm.Spec()
-	why := "reclaim policy Retain"
-	if spec.ReclaimPolicy != schema.ReclaimRetain {
-		why = "its reclaim policy is not one, and a disk is kept unless it says Delete"
-	}
 	d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &backend.DiskSpec{Size: seen.Requested, Keep: true},
 		Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk,
-			Message: fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, why)}}
-	d.disk.Owner = backend.DiskKept
+			Message: fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, keepWhy(spec))}}
+	d.disk.Owner, d.disk.KeptMark = backend.DiskKept, true
 }
 
 // deletingDisk: the VM is deleted and its server is gone. Its disk is deleted, or kept as the
-// reclaim policy says (and when the policy cannot be read, kept: a disk is its owner's data).
+// reclaim policy says (and when the policy cannot be read, kept: a disk is its owner's data),
+// a disk marked kept by a VM that names no policy included (keeps).
 func (d *decision) deletingDisk() {
 	disk := d.disk
 	if disk == nil || disk.Deleting {
 		return
 	}
 	spec, _ := d.vm.Spec()
-	if spec.ReclaimPolicy == schema.ReclaimDelete {
+	if !keeps(spec, disk, false) {
 		d.plan.Disk = &DiskAction{Op: DeleteDisk, Event: Event{Type: EventNormal, Reason: ReasonDeletingDisk,
 			Message: fmt.Sprintf("Deleting disk %s: the VM is deleted (reclaim policy Delete)", disk.Name)}}
 		return
 	}
-	why := "reclaim policy Retain"
-	if spec.ReclaimPolicy != schema.ReclaimRetain {
-		why = "its reclaim policy is not one, and a disk is kept unless it says Delete"
-	}
+	why := keepWhy(spec)
 	d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &backend.DiskSpec{Size: disk.Requested, Keep: true},
 		Event: Event{Type: EventNormal, Reason: ReasonDiskRetained,
-			Message: fmt.Sprintf("Keeping disk %s after the VM is deleted (%s): a new VM named %s adopts it", disk.Name, why, d.vm.Name())}}
+			Message: fmt.Sprintf("Keeping disk %s after the VM is deleted (%s): a new VM named %s adopts it, and keeps it unless that VM names reclaim policy Delete",
+				disk.Name, why, d.vm.Name())}}
 }
 
 // DiskReleaseRefused is the plan for a deleted VM whose disk, named disk, the backend refused

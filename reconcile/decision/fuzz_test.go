@@ -116,7 +116,8 @@ func FuzzDecide(f *testing.F) {
 				Phase: fuzzDiskPhases[int(diskPhase)%len(fuzzDiskPhases)], Requested: quantity(requested), Capacity: quantity(capacity),
 				CanGrow: canGrow, Growth: backend.Growth{State: fuzzGrowthStates[int(growth)%len(fuzzGrowthStates)], Message: growthMessage},
 				Owner: fuzzDiskOwners[int(diskOwner)%len(fuzzDiskOwners)], Pending: pending, Deleting: diskDeleting,
-				BindsWithServer: int(diskPhase)/len(fuzzDiskPhases)%2 == 1} // the phase's spare bits: no new input, the corpus stays
+				BindsWithServer: int(diskPhase)/len(fuzzDiskPhases)%2 == 1, // the phase's spare bits: no new input, the corpus stays
+				KeptMark:        int(diskOwner)/len(fuzzDiskOwners)%2 == 1} // the owner's, as well
 
 		}
 		policy := decision.DefaultPolicy
@@ -154,8 +155,12 @@ func fuzzDiskArgs(d *backend.Disk) fuzzDisk {
 	if d == nil {
 		return fuzzDisk{}
 	}
+	owner := slices.Index(fuzzDiskOwners, d.Owner)
+	if d.KeptMark {
+		owner += len(fuzzDiskOwners)
+	}
 	return fuzzDisk{has: true, phase: uint8(slices.Index(fuzzDiskPhases, d.Phase)), growth: uint8(slices.Index(fuzzGrowthStates, d.Growth.State)),
-		owner: uint8(slices.Index(fuzzDiskOwners, d.Owner)), requested: quantityString(d.Requested), capacity: quantityString(d.Capacity),
+		owner: uint8(owner), requested: quantityString(d.Requested), capacity: quantityString(d.Capacity),
 		growthMessage: d.Growth.Message, pending: d.Pending, canGrow: d.CanGrow, deleting: d.Deleting}
 }
 
@@ -549,7 +554,7 @@ func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine,
 		case !vm.HasFinalizer(schema.Finalizer) && plan.Finalizer != decision.AddFinalizer:
 			fail("creates a disk without the finalizer that guarantees its cleanup")
 		case a.Spec == nil || a.Spec.Size.Cmp(spec.RootDisk) != 0 || a.Spec.StorageClass != spec.StorageClass ||
-			a.Spec.Keep != (spec.ReclaimPolicy != schema.ReclaimDelete):
+			a.Spec.Keep != keptBy(vm, spec, disk):
 			fail("creates a disk other than the spec asks for")
 		}
 	case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
@@ -560,7 +565,7 @@ func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine,
 			fail("shrinks a disk")
 		case a.Spec.Size.Cmp(disk.Requested) > 0 && (disk.Phase != backend.DiskBound || !disk.CanGrow || a.Spec.Size.Cmp(spec.RootDisk) != 0):
 			fail("grows a disk that cannot grow, or to another size than rootDisk")
-		case a.Op == decision.ReleaseDisk && !a.Spec.Keep, a.Op == decision.AdoptDisk && a.Spec.Keep != (spec.ReclaimPolicy != schema.ReclaimDelete):
+		case a.Op == decision.ReleaseDisk && !a.Spec.Keep, a.Op == decision.AdoptDisk && a.Spec.Keep != keptBy(vm, spec, disk):
 			fail("makes the disk owned otherwise than the reclaim policy says")
 		case a.Op != decision.ReleaseDisk && vm.Deleting():
 			fail("adopts or grows the disk of a VM that is being deleted")
@@ -575,10 +580,26 @@ func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine,
 			fail("deletes the disk of a VM that is not being deleted, or before its server is gone")
 		case spec.ReclaimPolicy != schema.ReclaimDelete:
 			fail("deletes a disk whose reclaim policy is %q", spec.ReclaimPolicy)
+		case keptBy(vm, spec, disk):
+			fail("deletes a kept disk (marked %t, %s) of a VM that does not name reclaim policy Delete", disk.KeptMark, disk.Owner)
 		}
 	default:
 		fail("unknown disk operation %q", a.Op)
 	}
+}
+
+// keptBy reports whether the VM keeps disk, seen as it is, when the VM is deleted: under a
+// reclaim policy other than Delete, and when the VM names none, a disk that is kept already
+// (an earlier VM's, one marked kept, or one a live VM does not own). Only Delete named in the
+// spec lets a kept disk go.
+func keptBy(vm schema.VirtualMachine, spec schema.Spec, disk *backend.Disk) bool {
+	if spec.ReclaimPolicy != schema.ReclaimDelete {
+		return true
+	}
+	if spec.ReclaimPolicySet || disk == nil {
+		return false
+	}
+	return disk.KeptMark || disk.Owner == backend.DiskUnowned || !vm.Deleting() && disk.Owner == backend.DiskKept
 }
 
 // diskEvents checks the Events of the DiskResizing condition's changes in evs (a Warning when
