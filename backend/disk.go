@@ -87,8 +87,8 @@ const (
 	// DiskUnowned: kept by an earlier VM of this name and owned by nothing: this VM may
 	// adopt it.
 	DiskUnowned DiskOwner = "Unowned"
-	// DiskOther: another's (owned by another object, or not labelled for this VM's name):
-	// never taken over.
+	// DiskOther: another's (owned by another object, not labelled for this VM's name, or
+	// kept for another kind of resource): never taken over.
 	DiskOther DiskOwner = "Other"
 )
 

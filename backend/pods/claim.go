@@ -18,13 +18,25 @@ import (
 // A VM's disk is a PersistentVolumeClaim in the VM's namespace, of the VM's name with the
 // suffix -rootdisk (ClaimName), labelled like its pods, annotated with the VM's full name, and
 // controlled by the VM unless the VM keeps it (reclaim policy Retain), in which case it is
-// annotated as kept (AnnotationKept). Every server pod of the VM mounts it (newPod); it
-// outlives them all.
+// annotated as kept (AnnotationKept), and annotated with the kind of resource the VM is
+// (AnnotationOwnerKind). Every server pod of the VM mounts it (newPod); it outlives them all.
 
 // AnnotationKept marks a claim as kept (backend.Disk.KeptMark): the VM it was last made or
 // updated for kept it (DiskSpec.Keep). A VM that names no reclaim policy keeps a claim so
 // marked; the mark goes when a VM that names Delete owns the claim again.
 const AnnotationKept = "cloudnative.czs/kept"
+
+// AnnotationOwnerKind records the kind of resource, with its group (Kind.group, e.g.
+// VirtualMachine.cloudnative.czs), whose object the claim was made, kept or adopted for. Only
+// an object of that kind adopts the claim: a controller run for another resource
+// (--api-version, --resource) whose object has the name of a kept disk's VM does not take the
+// disk. A claim without it (made by an earlier version) may be adopted by any.
+const AnnotationOwnerKind = "cloudnative.czs/owner-kind"
+
+// ownerKind is vm's kind with its group, as AnnotationOwnerKind records it.
+func ownerKind(vm backend.Owner) string {
+	return schema.FromAPIVersionAndKind(vm.APIVersion, vm.Kind).GroupKind().String()
+}
 
 // newClaim builds vm's claim: ReadWriteOnce, of spec's size and class (none: the cluster's
 // default, which the API server's admission fills in), controlled by vm unless spec.Keep,
@@ -46,6 +58,9 @@ func newClaim(vm backend.Owner, spec backend.DiskSpec) *corev1.PersistentVolumeC
 	if spec.StorageClass != "" {
 		c.Spec.StorageClassName = ptr.To(spec.StorageClass)
 	}
+	if kind := ownerKind(vm); kind != "" {
+		c.Annotations[AnnotationOwnerKind] = kind
+	}
 	if spec.Keep {
 		c.Annotations[AnnotationKept] = "true"
 	} else {
@@ -61,7 +76,8 @@ type cachedClaim struct {
 	cachemeta.Unkept
 	name             string
 	namespace, class interned
-	vm               string // the VM's full name (AnnotationVM); "" when the claim names none
+	vm               string   // the VM's full name (AnnotationVM); "" when the claim names none
+	kind             interned // the kind of the VM's resource (AnnotationOwnerKind); none on an earlier version's claim
 	// uid, controller (the UID of the claim's controlling owner) and label (LabelVMUID), in
 	// 16 bytes each; exact holds those that are not UUIDs.
 	uid, controller, label uuid
@@ -125,7 +141,8 @@ var (
 
 // cacheClaim makes the cached form of a claim.
 func cacheClaim(pvc *corev1.PersistentVolumeClaim) *cachedClaim {
-	c := &cachedClaim{name: pvc.Name, namespace: intern(pvc.Namespace), vm: pvc.Annotations[AnnotationVM]}
+	c := &cachedClaim{name: pvc.Name, namespace: intern(pvc.Namespace), vm: pvc.Annotations[AnnotationVM],
+		kind: intern(pvc.Annotations[AnnotationOwnerKind])}
 	if pvc.Spec.StorageClassName != nil {
 		c.class = intern(*pvc.Spec.StorageClassName)
 	}
@@ -220,8 +237,8 @@ func (c *cachedClaim) vmName() string {
 	return ""
 }
 
-// owner is whose the claim is, as seen from vm: a claim another object controls, or that is
-// not labelled for vm's name, is another's.
+// owner is whose the claim is, as seen from vm: a claim another object controls, that is not
+// labelled for vm's name, or that was kept for another kind of resource, is another's.
 func (c *cachedClaim) owner(vm backend.Owner) backend.DiskOwner {
 	ids := c.ids()
 	switch {
@@ -231,7 +248,7 @@ func (c *cachedClaim) owner(vm backend.Owner) backend.DiskOwner {
 		return backend.DiskOther
 	case c.flags&claimLabelled != 0 && ids.label == vm.UID:
 		return backend.DiskKept
-	case c.flags&claimLabelled != 0 && c.vm == vm.Name:
+	case c.flags&claimLabelled != 0 && c.vm == vm.Name && (c.kind == interned{} || c.kind.String() == ownerKind(vm)):
 		return backend.DiskUnowned
 	}
 	return backend.DiskOther

@@ -212,7 +212,7 @@ func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend
 		}
 		c := cacheClaim(existing)
 		if o := c.owner(vm); o == backend.DiskOther {
-			return nil, fmt.Errorf("claim %s exists and is not this VM's (another object owns it, or it is not labelled for this VM): %w",
+			return nil, fmt.Errorf("claim %s exists and is not this VM's (another object owns it, it is not labelled for this VM, or it was kept for another kind of resource): %w",
 				claim.Name, backend.ErrDiskConflict)
 		}
 		return b.diskOf(c, vm), nil
@@ -230,7 +230,7 @@ func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend
 // UpdateDisk brings vm's claim to spec in one strategic merge patch, conditional on the claim
 // being as the cache shows it: labelled with vm's UID, controlled by vm unless spec.Keep (an
 // owner reference removed by its UID, so that others are kept), annotated as kept if and only
-// if spec.Keep, and asking for spec.Size when it asks for less. A claim that is already so is
+// if spec.Keep, annotated with vm's kind, and asking for spec.Size when it asks for less. A claim that is already so is
 // not written.
 func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
 	c, err := b.cachedClaim(vm)
@@ -249,6 +249,9 @@ func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, spec backend
 	if ids.label != vm.UID || c.vm != vm.Name {
 		meta["labels"] = labelsFor(vm)
 		annotations[AnnotationVM] = vm.Name
+	}
+	if kind := ownerKind(vm); kind != "" && c.kind.String() != kind {
+		annotations[AnnotationOwnerKind] = kind
 	}
 	switch marked := c.flags&claimKeptMark != 0; {
 	case spec.Keep && !marked:

@@ -96,6 +96,7 @@ func TestDisksTyped(t *testing.T) {
 	}
 	ref := metav1.GetControllerOf(pvc)
 	if pvc.Labels[LabelVMUID] != string(diskVM.UID) || pvc.Labels[LabelVM] != "a" || pvc.Annotations[AnnotationVM] != "a" ||
+		pvc.Annotations[AnnotationOwnerKind] != "VirtualMachine.cloudnative.czs" ||
 		ref == nil || ref.UID != diskVM.UID || !ptr.Deref(ref.BlockOwnerDeletion, false) ||
 		len(pvc.Spec.AccessModes) != 1 || pvc.Spec.AccessModes[0] != corev1.ReadWriteOnce || ptr.Deref(pvc.Spec.StorageClassName, "") != "standard" {
 		t.Errorf("claim %+v", pvc.ObjectMeta)
@@ -288,6 +289,71 @@ func TestDisksAdoptKept(t *testing.T) {
 			}
 			if len(patches) != 1 {
 				t.Errorf("adopted in %d patches (%q), want 1", len(patches), patches)
+			}
+		})
+	}
+}
+
+// TestDisksKeptForAnotherKind: the claim a VirtualMachine keeps records its kind, and an
+// object of another resource (a controller run with --api-version and --resource for a
+// Machine) of the same name, in the same namespace, sees it as another's: it neither adopts
+// nor deletes it. A claim without the record (an earlier version's) may be adopted by any; an
+// adoption records the adopter's kind.
+func TestDisksKeptForAnotherKind(t *testing.T) {
+	machine := backend.Owner{APIVersion: "compute.example.org/v1", Kind: "Machine", Namespace: "ns", Name: "a", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	for name, recorded := range map[string]bool{"recorded": true, "an earlier version's": false} {
+		t.Run(name, func(t *testing.T) {
+			kept := newClaim(diskVM, backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard", Keep: true})
+			kept.ResourceVersion, kept.UID = "5", "11111111-2222-3333-4444-555555555555"
+			kept.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("30G")}}
+			if !recorded {
+				delete(kept.Annotations, AnnotationOwnerKind)
+			}
+			vmOther := diskVM
+			vmOther.UID = "22222222-3333-4444-5555-666666666666" // a later VirtualMachine of the name
+			if got := cacheClaim(kept).owner(vmOther); got != backend.DiskUnowned {
+				t.Errorf("to a later VirtualMachine of the name the kept claim is %s, want Unowned", got)
+			}
+			client := kubefake.NewClientset(storageClass("standard", true), kept)
+			b, _ := diskBackend(t, client)
+			ctx := context.Background()
+			claims := client.CoreV1().PersistentVolumeClaims("ns")
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+				if d, _ := b.ObserveDisk(machine); d != nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the claim never reached the cache")
+				}
+			}
+			d, _ := b.ObserveDisk(machine)
+			if !recorded {
+				if d.Owner != backend.DiskUnowned {
+					t.Fatalf("an earlier version's kept claim is %s to a Machine of the name, want Unowned", d.Owner)
+				}
+				if _, err := b.UpdateDisk(ctx, machine, backend.DiskSpec{Size: resource.MustParse("30G"), Keep: true}); err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{}); got.Annotations[AnnotationOwnerKind] != "Machine.compute.example.org" {
+					t.Errorf("the adopted claim records the kind %q", got.Annotations[AnnotationOwnerKind])
+				}
+				return
+			}
+			if d.Owner != backend.DiskOther {
+				t.Errorf("a VirtualMachine's kept claim is %s to a Machine of the same name, want Other", d.Owner)
+			}
+			if _, err := b.UpdateDisk(ctx, machine, backend.DiskSpec{Size: resource.MustParse("30G")}); !errors.Is(err, backend.ErrDiskConflict) {
+				t.Errorf("a Machine's adoption of a VirtualMachine's kept claim: %v, want ErrDiskConflict", err)
+			}
+			if _, err := b.CreateDisk(ctx, machine, backend.DiskSpec{Size: resource.MustParse("30G")}); !errors.Is(err, backend.ErrDiskConflict) {
+				t.Errorf("a Machine's create over a VirtualMachine's kept claim: %v, want ErrDiskConflict", err)
+			}
+			if err := b.DeleteDisk(ctx, machine); err != nil {
+				t.Fatal(err)
+			}
+			got, err := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{})
+			if err != nil || got.Labels[LabelVMUID] != string(diskVM.UID) || len(got.OwnerReferences) != 0 || got.DeletionTimestamp != nil {
+				t.Errorf("the VirtualMachine's kept claim was touched: %v %+v", err, got.ObjectMeta)
 			}
 		})
 	}

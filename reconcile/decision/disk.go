@@ -287,7 +287,7 @@ func (d *decision) diskCondition(want resource.Quantity) {
 func (d *decision) conflict() {
 	seen := d.seenDisk
 	d.report(schema.PhaseFailed, ReasonDiskConflict,
-		fmt.Sprintf("Disk %s exists and is not this VM's (another object owns it, or it is not labelled for this VM): rename or remove it; the controller never takes it over",
+		fmt.Sprintf("Disk %s exists and is not this VM's (another object owns it, it is not labelled for this VM, or it was kept for another kind of resource): rename or remove it; the controller never takes it over",
 			seen.Name), d.srv)
 	d.plan.RequeueAfter = Duration(rejectedRetry)
 }
