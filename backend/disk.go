@@ -32,7 +32,9 @@ type Disks interface {
 	// changes its class. ErrDiskConflict: the disk is another's.
 	UpdateDisk(ctx context.Context, vm Owner, spec DiskSpec) (*Disk, error)
 	// DeleteDisk asks for vm's disk to go away, on the condition that it is still the one
-	// last observed and vm's; a disk already gone is not an error.
+	// last observed, unchanged, and vm's; a disk already gone is not an error, and one
+	// changed since it was observed is (for claims: the API server's Conflict), so that the
+	// VM is decided again on the disk as it now is.
 	DeleteDisk(ctx context.Context, vm Owner) error
 }
 

@@ -300,17 +300,21 @@ func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, spec backend
 }
 
 // DeleteDisk deletes vm's claim, on the condition that it is still the claim the cache shows
-// and vm's: a claim of that name that is another's is never deleted.
+// and vm's: a claim of that name that is another's is never deleted. The delete is
+// conditional on the claim's UID and resourceVersion as the cache saw them, so that a claim
+// changed since (kept, its owner reference taken off, taken by another) is not deleted on a
+// stale view: the API server's Conflict is returned, and the VM is decided again on the claim
+// as it now is.
 func (b *Backend) DeleteDisk(ctx context.Context, vm backend.Owner) error {
 	c, err := b.cachedClaim(vm)
 	if err != nil || c == nil || !c.owner(vm).Mine() || c.flags&claimDeleting != 0 {
 		return err
 	}
-	uid := c.ids().uid
+	ids := c.ids()
 	err = b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Delete(ctx, c.name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid},
+		Preconditions: &metav1.Preconditions{UID: &ids.uid, ResourceVersion: &ids.version},
 	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete claim %s: %w", c.name, err)
 	}
 	return nil

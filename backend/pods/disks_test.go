@@ -9,9 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -354,6 +356,54 @@ func TestDisksKeptForAnotherKind(t *testing.T) {
 			got, err := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{})
 			if err != nil || got.Labels[LabelVMUID] != string(diskVM.UID) || len(got.OwnerReferences) != 0 || got.DeletionTimestamp != nil {
 				t.Errorf("the VirtualMachine's kept claim was touched: %v %+v", err, got.ObjectMeta)
+			}
+		})
+	}
+}
+
+// TestDeleteDiskPreconditions: DeleteDisk deletes the claim on its UID and the
+// resourceVersion the cache saw. A claim changed since (here let go of by someone who keeps
+// it: no owner reference, no VM label) is not deleted on the stale view: the API server's
+// Conflict comes back as an error (apierrors.IsConflict: the VM is decided again), not as a
+// claim gone. A claim as the cache saw it is deleted.
+func TestDeleteDiskPreconditions(t *testing.T) {
+	for name, changed := range map[string]bool{"changed since": true, "as seen": false} {
+		t.Run(name, func(t *testing.T) {
+			owned := newClaim(diskVM, backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard"})
+			owned.ResourceVersion, owned.UID = "5", "11111111-2222-3333-4444-555555555555"
+			now := owned.DeepCopy()
+			if changed {
+				now.ResourceVersion, now.OwnerReferences = "9", nil
+				delete(now.Labels, LabelVMUID)
+			}
+			client := kubefake.NewClientset(now)
+			var got *metav1.Preconditions
+			// The fake clientset does not check preconditions: this reactor does, as the
+			// API server would.
+			client.PrependReactor("delete", "persistentvolumeclaims", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
+				got = a.(clienttesting.DeleteActionImpl).DeleteOptions.Preconditions
+				if got != nil && got.ResourceVersion != nil && *got.ResourceVersion != now.ResourceVersion {
+					return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, now.Name,
+						fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s)", *got.ResourceVersion, now.ResourceVersion))
+				}
+				return false, nil, nil
+			})
+			b := New(Config{Client: client, Disks: true}) // not started: the cache holds what the test adds
+			if err := b.disks.claims.GetIndexer().Add(cacheClaim(owned)); err != nil {
+				t.Fatal(err)
+			}
+			err := b.DeleteDisk(context.Background(), diskVM)
+			if got == nil || got.UID == nil || *got.UID != owned.UID || got.ResourceVersion == nil || *got.ResourceVersion != "5" {
+				t.Errorf("preconditions %+v, want the UID and resourceVersion 5 the cache saw", got)
+			}
+			_, getErr := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "a-rootdisk", metav1.GetOptions{})
+			switch {
+			case changed && !apierrors.IsConflict(err):
+				t.Errorf("delete of a claim changed since it was seen: %v, want a Conflict", err)
+			case changed && getErr != nil:
+				t.Errorf("a claim changed since it was seen was deleted: %v", getErr)
+			case !changed && (err != nil || !apierrors.IsNotFound(getErr)):
+				t.Errorf("delete of the claim as seen: %v, then %v", err, getErr)
 			}
 		})
 	}
