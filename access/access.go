@@ -28,7 +28,7 @@ type Needs struct {
 	LeaderElect bool                        // --leader-elect
 	WatchCRD    bool                        // --watch-crd: reads and follows the resource's CRD
 	Usage       bool                        // --usage-interval > 0: samples usage from metrics.k8s.io
-	Disks       bool                        // --root-disk claim: a PersistentVolumeClaim per VM
+	Disks       bool                        // --root-disk claim: a PersistentVolumeClaim per VM (else only the ones left from it)
 	Namespace   string                      // --namespace: the one namespace watched; "" for all
 }
 
@@ -64,6 +64,9 @@ func Rules(n Needs) []Rule {
 		// Placement: a migration is refused for a disk bound to its node (a local volume).
 		rules = append(rules, Rule{Group: "", Resource: "persistentvolumes", Verbs: []string{"get"}, Cluster: true,
 			Why: "tells, when a migration is asked for, whether a VM's disk is bound to its node (a local volume) and cannot follow it"})
+	} else {
+		rules = append(rules, Rule{Group: "", Resource: "persistentvolumeclaims", Verbs: []string{"list", "watch", "patch", "delete"},
+			Why: "keeps or deletes, as its VM's reclaim policy says, a disk made under --root-disk claim before (--root-disk ephemeral makes none)"})
 	}
 	if n.Usage {
 		rules = append(rules, Rule{Group: "metrics.k8s.io", Resource: "pods", Verbs: []string{"get"},

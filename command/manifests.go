@@ -50,7 +50,7 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 		&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default", EnvVars: env("SERVER_IMAGE"), Destination: &c.ServerImage},
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
 		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)"),
-		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants none"),
+		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants only list, watch, patch and delete on PersistentVolumeClaims (the claims made before, kept or deleted as their reclaim policy says)"),
 		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve", EnvVars: env("WEBHOOK_REPLICAS"), Destination: &c.WebhookReplicas},
 	)
 	return &cli.Command{

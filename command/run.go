@@ -292,7 +292,7 @@ func run(cc *cli.Context, c runConfig) error {
 		Selector:  c.Selector,
 		Resync:    c.Resync,
 		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
-			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery(), Disks: c.claims(), Budgets: true}),
+			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery(), Disks: true, ClaimsOnly: !c.claims(), Budgets: true}),
 		Policy:              c.policy(c.rootDiskFlags),
 		Recorder:            recorder,
 		Logger:              log,

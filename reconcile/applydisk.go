@@ -92,10 +92,13 @@ func diskPolicy(b backend.Backend, p decision.Policy, log *slog.Logger) decision
 }
 
 // observeDisk is the disk of the VM's name as the controller knows it: the backend's cache,
-// unless it lags an action taken here; nil when VMs keep no disks of their own.
+// unless it lags an action taken here; nil when the backend keeps no disks. It is read under
+// --root-disk ephemeral too: a VM may still have the disk made for it under claim, which the
+// decision keeps or deletes as the VM's reclaim policy says (a cache read, nil for a VM
+// without one).
 func (c *Controller) observeDisk(key cache.ObjectName, owner backend.Owner) (*backend.Disk, error) {
 	disks, ok := c.cfg.Backend.(backend.Disks)
-	if !ok || c.cfg.Policy.RootDisk == decision.RootDiskEphemeral {
+	if !ok {
 		return nil, nil
 	}
 	d, err := disks.ObserveDisk(owner)

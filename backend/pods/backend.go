@@ -52,6 +52,11 @@ type Config struct {
 	// read access to them (StorageClasses cluster-wide). Without it, the backend keeps no
 	// disks.
 	Disks bool
+	// ClaimsOnly, with Disks, watches the labelled claims alone, neither the StorageClasses
+	// nor the Events, and needs read access to claims only: the controller makes and grows no
+	// disk (--root-disk ephemeral), but keeps or deletes, as their VMs' reclaim policies say,
+	// the ones made before (UpdateDisk, DeleteDisk).
+	ClaimsOnly bool
 	// Budgets keeps a PodDisruptionBudget for each VM whose eviction strategy is Block
 	// (backend.Budgets, pdb.go): it watches the labelled budgets, which needs read and
 	// write access to poddisruptionbudgets.

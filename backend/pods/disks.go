@@ -99,6 +99,10 @@ func (b *Backend) startDisks(ctx context.Context, notify func(types.NamespacedNa
 	if err != nil {
 		return nil, fmt.Errorf("watch claims: %w", err)
 	}
+	if b.cfg.ClaimsOnly {
+		go d.claims.RunWithContext(ctx)
+		return []cache.InformerSynced{claimsHandled.HasSynced}, nil
+	}
 	classesHandled, err := d.classes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, cur any) {
 			o, c := old.(*class), cur.(*class)

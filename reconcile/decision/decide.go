@@ -64,9 +64,9 @@ var DefaultPolicy = Policy{
 }
 
 // Decide returns what vm needs, given the server, the disk and the disruption budget the
-// backend observed for it (nil: none; the disk is read under --root-disk claim only) and the
-// time. It is pure: the same inputs give the same plan, and a plan applied and decided again
-// asks for nothing more.
+// backend observed for it (nil: none; under --root-disk ephemeral the disk is only kept or
+// deleted as the reclaim policy says, leftdisk.go) and the time. It is pure: the same inputs
+// give the same plan, and a plan applied and decided again asks for nothing more.
 //
 // A status in the plan describes the world as it will be once the plan's disk and server
 // actions are done, so that observing that world later finds nothing to write. The one thing
@@ -74,13 +74,10 @@ var DefaultPolicy = Policy{
 // in.
 func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, budget *backend.Budget, now time.Time) Plan {
 	now = now.UTC().Truncate(time.Second)
-	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget}
-	if d.claims {
-		d.seenDisk = disk
-		if disk != nil && disk.Owner.Mine() {
-			kept := *disk
-			d.disk = &kept
-		}
+	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget, seenDisk: disk}
+	if disk != nil && disk.Owner.Mine() {
+		kept := *disk
+		d.disk = &kept
 	}
 	if vm.Paused() {
 		d.paused()
@@ -93,7 +90,7 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 	spec, errs := vm.Spec()
 	if len(errs) > 0 {
 		d.ensureFinalizer(srv != nil)
-		if d.claims && spec.ReclaimPolicy != schema.ReclaimDelete {
+		if spec.ReclaimPolicy != schema.ReclaimDelete {
 			d.retainDisk() // the one disk action an invalid spec gets: it keeps the disk safe
 		}
 		d.report(schema.PhaseFailed, ReasonInvalidSpec, invalidMessage(errs), srv)
@@ -104,9 +101,7 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *back
 	d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)
 	if spec.RunStrategy == schema.RunHalted {
 		d.recordRequests()
-		if d.claims {
-			d.keepDisk(spec)
-		}
+		d.holdDisk(spec)
 		d.inactive()
 		return d.plan
 	}
@@ -136,7 +131,9 @@ type decision struct {
 	plan    Plan
 	// claims: VMs have disks of their own (Policy.RootDisk). seenDisk is the disk of the
 	// VM's name the backend observed, whoever's it is; disk is the VM's own as the plan
-	// leaves it (nil: none), what the status reports.
+	// leaves it (nil: none), what the status reports under claim. Under ephemeral a VM may
+	// still have the disk made for it under claim (leftdisk.go): kept or deleted as its
+	// reclaim policy says, never mounted, grown or reported.
 	claims   bool
 	seenDisk *backend.Disk
 	disk     *backend.Disk
@@ -202,9 +199,7 @@ func (d *decision) deleting() {
 	}
 	d.deletingBudget()
 	if d.srv == nil {
-		if d.claims {
-			d.deletingDisk()
-		}
+		d.deletingDisk() // under either mode: a disk left from claim is the owner's data too
 		d.plan.Finalizer = RemoveFinalizer
 		return
 	}
@@ -246,6 +241,8 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		if mayStart, ok = d.diskFor(spec); !ok {
 			return
 		}
+	} else {
+		d.leftDisk(spec)
 	}
 	if d.evicted() || p.migrate(d, &want) {
 		return
@@ -512,7 +509,7 @@ func (p Policy) serverState(d *decision) {
 	srv := d.srv
 	switch srv.State {
 	case backend.StatePending:
-		if w := d.waitingForDisk(); w != "" && !d.stuckBeforeDisk() {
+		if w := d.waitingForDisk(); d.claims && w != "" && !d.stuckBeforeDisk() {
 			if srv.Message != "" {
 				w += "; the server: " + srv.Message
 			}

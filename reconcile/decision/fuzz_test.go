@@ -525,12 +525,14 @@ func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachin
 }
 
 // checkDisk fails the test (through fail) if plan's action on the VM's disk is not one the
-// world and the policy allow: none under --root-disk ephemeral; a create only where no disk of
-// the name is, for an active VM with the finalizer, of the spec's size and class; a change
-// only of a disk that is there and not another's, never smaller than it is, larger only when
-// it is bound and can grow; a delete only of the VM's own disk, once the VM is deleted, its
-// server gone, and its reclaim policy Delete. A disk is the owner's data: this is what keeps
-// it.
+// world and the policy allow: a create only where no disk of the name is, for an active VM
+// with the finalizer, of the spec's size and class; a change only of a disk that is there and
+// not another's, never smaller than it is, larger only when it is bound and can grow; a delete
+// only of the VM's own disk, once the VM is deleted, its server gone, and its reclaim policy
+// Delete. Under --root-disk ephemeral, no create, no growth and no adoption of a disk that is
+// not the VM's: only the VM's own disk (one made under claim) owned or let go of as the
+// reclaim policy says, and deleted as under claim. A disk is the owner's data: this is what
+// keeps it.
 func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, plan decision.Plan) {
 	a := plan.Disk
 	if a == nil {
@@ -538,8 +540,17 @@ func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine,
 	}
 	spec, specErrs := vm.Spec()
 	if !claims {
-		fail("acts on a disk under --root-disk ephemeral")
-		return
+		switch {
+		case a.Op == decision.CreateDisk:
+			fail("creates a disk under --root-disk ephemeral")
+			return
+		case disk != nil && !disk.Owner.Mine():
+			fail("acts on a disk that is not the VM's under --root-disk ephemeral")
+			return
+		case a.Spec != nil && disk != nil && a.Spec.Size.Cmp(disk.Requested) != 0:
+			fail("resizes a disk under --root-disk ephemeral")
+			return
+		}
 	}
 	if a.Event.Reason == "" || a.Event.Message == "" || a.Event.Type != corev1.EventTypeNormal {
 		fail("disk action without a proper event: %+v", a.Event)

@@ -64,16 +64,12 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 	case srv != nil && !srv.Deleting && ended(srv) && !(d.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
 		// Kept as it ended: a spec change does not start a stopped VM either.
 		d.ensureFinalizer(true)
-		if d.claims {
-			d.keepDisk(spec)
-		}
+		d.holdDisk(spec)
 		d.inactiveMigration()
 		d.ended()
 		return
 	case (srv == nil || srv.Deleting) && d.stoppedState():
-		if d.claims {
-			d.keepDisk(spec)
-		}
+		d.holdDisk(spec)
 		d.inactiveMigration()
 		d.stayStopped()
 		return
@@ -124,9 +120,7 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 	if r := d.newRestart(); r != "" {
 		d.next().RestartedAt = r // overtaken by the stop
 	}
-	if d.claims {
-		d.keepDisk(spec)
-	}
+	d.holdDisk(spec)
 	srv := d.srv
 	if srv == nil {
 		d.report(schema.PhaseInactive, ReasonStopped, fmt.Sprintf("Stopped on request (%s); %s", at, d.startHint()), nil)
