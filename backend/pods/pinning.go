@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -15,15 +16,18 @@ import (
 var _ backend.DiskPinning = (*Backend)(nil)
 
 // DiskPinned tells whether vm's disk is bound to some nodes: its claim's PersistentVolume is
-// a local volume, or its required node affinity names nodes (by kubernetes.io/hostname or by
-// name). Such a disk cannot follow its VM to another node, so a migration is refused. A node
-// affinity that names a zone or a region only (a cloud's zonal disk) is no pin: the scheduler
-// keeps the new server in reach of the disk. Nor is a hostPath volume without a node affinity
-// (the in-tree host-path provisioner's, for single-node clusters): Kubernetes itself mounts it
-// on any node.
+// a local volume, or its required node affinity admits no node but the one the VM's server is
+// on. Such a disk cannot follow its VM to another node, so a migration is refused. With the
+// nodes watched (Config.WatchNodes, which grants listing them), the affinity is matched
+// against every other node by the scheduler's own rules (PinnedAmong): a zone's or a region's
+// disk follows wherever another node of its zone is, a TopoLVM or OpenEBS volume, whose
+// affinity names its node by the driver's own label, does not. Without them, it is judged by
+// its keys (PinnedBy). A hostPath volume without a node affinity (the in-tree host-path
+// provisioner's, for single-node clusters) is no pin: Kubernetes itself mounts it on any node.
 //
-// It reads the claim and the volume from the API server, not from a cache: it is asked only
-// when a user asks for a migration.
+// It reads the claim, the volume and the nodes from the API server (the nodes from its watch
+// cache), not from the backend's caches, which keep no volumes and no node labels: it is
+// asked only when a user asks for a migration.
 func (b *Backend) DiskPinned(ctx context.Context, vm backend.Owner) (string, error) {
 	name := ClaimName(vm.Name)
 	pvc, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -43,12 +47,56 @@ func (b *Backend) DiskPinned(ctx context.Context, vm backend.Owner) (string, err
 	if err != nil {
 		return "", fmt.Errorf("read volume %s of claim %s/%s: %w", pvc.Spec.VolumeName, vm.Namespace, name, err)
 	}
-	return PinnedBy(pv), nil
+	source := b.serverNode(vm)
+	if !b.cfg.WatchNodes || source == "" || pv.Spec.Local != nil || !required(pv) {
+		return PinnedBy(pv), nil
+	}
+	nodes, err := b.cfg.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return "", fmt.Errorf("list nodes for the node affinity of volume %s: %w", pv.Name, err)
+	}
+	return PinnedAmong(pv, source, nodes.Items), nil
+}
+
+// serverNode is the node of vm's server as the pods' cache shows it; "" when it has none.
+func (b *Backend) serverNode(vm backend.Owner) string {
+	obj, ok, err := b.pods.GetByKey(vm.Namespace + "/" + PodName(vm.Name))
+	if err != nil || !ok {
+		return ""
+	}
+	return obj.(*cachedPod).node.String()
+}
+
+// required reports whether pv has a required node affinity.
+func required(pv *corev1.PersistentVolume) bool {
+	na := pv.Spec.NodeAffinity
+	return na != nil && na.Required != nil
+}
+
+// PinnedAmong describes how pv is bound to the node source, or returns "" when it can follow
+// a server from there: it is not a local volume, and its required node affinity admits
+// another of nodes, matched by the scheduler's own rules (component-helpers), whatever its
+// keys are. It is exact where PinnedBy guesses from keys; the nodes must carry their labels.
+func PinnedAmong(pv *corev1.PersistentVolume, source string, nodes []corev1.Node) string {
+	if pv.Spec.Local != nil || !required(pv) {
+		return PinnedBy(pv)
+	}
+	admits := nodeaffinity.NewLazyErrorNodeSelector(pv.Spec.NodeAffinity.Required)
+	for i := range nodes {
+		if nodes[i].Name == source {
+			continue
+		}
+		if ok, err := admits.Match(&nodes[i]); err == nil && ok {
+			return ""
+		}
+	}
+	return fmt.Sprintf("its volume %s is bound to %s by its node affinity, which admits no other node", pv.Name, source)
 }
 
 // PinnedBy describes how pv is bound to some nodes (a local volume, or a required node
-// affinity naming nodes), or returns "": the rule both the controller and the plugin's
-// migrate apply, so that they refuse the same disks.
+// affinity naming nodes), or returns "", judging by the affinity's keys alone: the rule of a
+// controller that does not know the nodes, and of the plugin's migrate, so that they refuse
+// the same disks.
 func PinnedBy(pv *corev1.PersistentVolume) string {
 	nodes := pinnedNodes(pv)
 	switch {
@@ -67,25 +115,41 @@ func onNodes(nodes []string) string {
 	return " on " + strings.Join(nodes, ", ")
 }
 
-// pinnedNodes lists the nodes pv's required node affinity names, by hostname label or by
-// name.
+// spanning are the node labels of a zone or a region: a requirement on them alone admits
+// every node of the zone, and the scheduler keeps a new server in reach of the volume.
+var spanning = map[string]bool{
+	corev1.LabelTopologyZone:            true,
+	corev1.LabelTopologyRegion:          true,
+	corev1.LabelFailureDomainBetaZone:   true,
+	corev1.LabelFailureDomainBetaRegion: true,
+}
+
+// pinnedNodes lists what pv's required node affinity names nodes by: the values of an In
+// requirement on any label but a zone's or a region's (kubernetes.io/hostname, a CSI driver's
+// own node label such as topology.topolvm.io/node or openebs.io/nodename), or on metadata.name.
+// The terms are alternatives: a term that names no node (a zone only) lets the volume reach
+// every node of its zone, and nil is returned.
 func pinnedNodes(pv *corev1.PersistentVolume) []string {
-	na := pv.Spec.NodeAffinity
-	if na == nil || na.Required == nil {
+	if !required(pv) {
 		return nil
 	}
 	var nodes []string
-	for _, term := range na.Required.NodeSelectorTerms {
+	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		var named []string
 		for _, r := range term.MatchExpressions {
-			if r.Key == corev1.LabelHostname && r.Operator == corev1.NodeSelectorOpIn {
-				nodes = append(nodes, r.Values...)
+			if !spanning[r.Key] && r.Operator == corev1.NodeSelectorOpIn {
+				named = append(named, r.Values...)
 			}
 		}
 		for _, r := range term.MatchFields {
 			if r.Key == "metadata.name" && r.Operator == corev1.NodeSelectorOpIn {
-				nodes = append(nodes, r.Values...)
+				named = append(named, r.Values...)
 			}
 		}
+		if len(named) == 0 {
+			return nil
+		}
+		nodes = append(nodes, named...)
 	}
 	return nodes
 }

@@ -1,0 +1,129 @@
+package pods
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+)
+
+// The node labels of the pinning tests: a CSI driver's own node label (TopoLVM's; OpenEBS's
+// LVM LocalPV names nodes the same way, by openebs.io/nodename).
+const topolvmNode = "topology.topolvm.io/node"
+
+// nodeAffinity is a required node affinity of one term per argument, each of one In
+// requirement (key, value).
+func nodeAffinity(terms ...[2]string) *corev1.VolumeNodeAffinity {
+	sel := &corev1.NodeSelector{}
+	for _, kv := range terms {
+		sel.NodeSelectorTerms = append(sel.NodeSelectorTerms, corev1.NodeSelectorTerm{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: kv[0], Operator: corev1.NodeSelectorOpIn, Values: []string{kv[1]}}}})
+	}
+	return &corev1.VolumeNodeAffinity{Required: sel}
+}
+
+// pinNodes are three nodes: node-a and node-b in zone a, node-c alone in zone b, each with
+// its TopoLVM label.
+func pinNodes() []corev1.Node {
+	var nodes []corev1.Node
+	for name, zone := range map[string]string{"node-a": "a", "node-b": "a", "node-c": "b"} {
+		nodes = append(nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			corev1.LabelHostname: name, corev1.LabelTopologyZone: zone, topolvmNode: name}}})
+	}
+	return nodes
+}
+
+// TestPinnedByKeys: without the nodes, a node affinity pins the volume when each of its terms
+// requires a label other than a zone's or a region's: kubernetes.io/hostname, or a CSI
+// driver's own node label; a zone or a region alone does not, nor does a term of a zone beside
+// one of a node.
+func TestPinnedByKeys(t *testing.T) {
+	tests := map[string]struct {
+		affinity *corev1.VolumeNodeAffinity
+		want     string
+	}{
+		"topolvm":        {nodeAffinity([2]string{topolvmNode, "node-a"}), "its volume pv is bound to node-a by its node affinity"},
+		"openebs":        {nodeAffinity([2]string{"openebs.io/nodename", "node-a"}), "its volume pv is bound to node-a by its node affinity"},
+		"region":         {nodeAffinity([2]string{corev1.LabelTopologyRegion, "r"}), ""},
+		"beta zone":      {nodeAffinity([2]string{corev1.LabelFailureDomainBetaZone, "a"}), ""},
+		"beta region":    {nodeAffinity([2]string{corev1.LabelFailureDomainBetaRegion, "r"}), ""},
+		"zone or a node": {nodeAffinity([2]string{topolvmNode, "node-a"}, [2]string{corev1.LabelTopologyZone, "a"}), ""},
+		"two nodes":      {nodeAffinity([2]string{topolvmNode, "node-a"}, [2]string{corev1.LabelHostname, "node-b"}), "its volume pv is bound to node-a, node-b by its node affinity"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}, Spec: corev1.PersistentVolumeSpec{NodeAffinity: tc.affinity}}
+			if got := PinnedBy(pv); got != tc.want {
+				t.Errorf("PinnedBy = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPinnedAmong: with the nodes known, a volume is pinned when its node affinity admits no
+// node but the source, whatever its keys: a TopoLVM volume is; a zone's is not where another
+// node shares the zone, and is where the source is alone in it.
+func TestPinnedAmong(t *testing.T) {
+	tests := map[string]struct {
+		affinity *corev1.VolumeNodeAffinity
+		local    bool
+		source   string
+		want     string
+	}{
+		"topolvm":        {affinity: nodeAffinity([2]string{topolvmNode, "node-a"}), source: "node-a", want: "its volume pv is bound to node-a by its node affinity, which admits no other node"},
+		"zone shared":    {affinity: nodeAffinity([2]string{corev1.LabelTopologyZone, "a"}), source: "node-a"},
+		"zone alone":     {affinity: nodeAffinity([2]string{corev1.LabelTopologyZone, "b"}), source: "node-c", want: "its volume pv is bound to node-c by its node affinity, which admits no other node"},
+		"rack of two":    {affinity: nodeAffinity([2]string{topolvmNode, "node-a"}, [2]string{topolvmNode, "node-b"}), source: "node-a"},
+		"no affinity":    {source: "node-a"},
+		"local":          {affinity: nodeAffinity([2]string{corev1.LabelHostname, "node-a"}), local: true, source: "node-a", want: "its volume pv is a local volume on node-a"},
+		"unknown labels": {affinity: nodeAffinity([2]string{"example.org/pool", "p"}), source: "node-a", want: "its volume pv is bound to node-a by its node affinity, which admits no other node"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}, Spec: corev1.PersistentVolumeSpec{NodeAffinity: tc.affinity}}
+			if tc.local {
+				pv.Spec.Local = &corev1.LocalVolumeSource{Path: "/d"}
+			}
+			if got := PinnedAmong(pv, tc.source, pinNodes()); got != tc.want {
+				t.Errorf("PinnedAmong = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDiskPinned: the backend judges the VM's volume against the nodes when it watches them
+// (its server's node from the pods' cache), and by the affinity's keys otherwise.
+func TestDiskPinned(t *testing.T) {
+	pod := runningPod("1", "1Gi") // of resizeOwner
+	pod.Spec.NodeName = "node-c"
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: ClaimName(resizeOwner.Name)},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv"}}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"},
+		Spec: corev1.PersistentVolumeSpec{NodeAffinity: nodeAffinity([2]string{corev1.LabelTopologyZone, "b"})}}
+	objs := []runtime.Object{claim, pv}
+	for _, n := range pinNodes() {
+		objs = append(objs, n.DeepCopy())
+	}
+	for _, watch := range []bool{true, false} {
+		b := New(Config{Client: kubefake.NewClientset(objs...), WatchNodes: watch})
+		if err := b.pods.Add(cachePod(pod)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.DiskPinned(context.Background(), resizeOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// node-c is alone in zone b: with the nodes known, the volume cannot follow; by its
+		// keys alone, a zone's volume goes where the scheduler takes the server.
+		want := ""
+		if watch {
+			want = "its volume pv is bound to node-c by its node affinity, which admits no other node"
+		}
+		if got != want {
+			t.Errorf("watching nodes %v: DiskPinned = %q, want %q", watch, got, want)
+		}
+	}
+}
