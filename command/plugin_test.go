@@ -365,15 +365,22 @@ func TestMigrateRefusals(t *testing.T) {
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vm1-server", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n1"}}
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "vm1-rootdisk", Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}}
-	// pv is the claim's volume, with a required node affinity on key (none when key is ""):
-	// the hostname label pins it to n1, a zone does not (the scheduler keeps the server in it).
-	pv := func(key string) *corev1.PersistentVolume {
+	// pvOn is the claim's volume, with a required node affinity key=value (none when key is
+	// ""); pv, on n1 by key. The hostname label, or a driver's own node label, pins it to n1;
+	// a zone that n2 shares does not (the scheduler keeps the server in it).
+	pvOn := func(key, value string) *corev1.PersistentVolume {
 		v := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1"}}
 		if key != "" {
 			v.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}}}}
 		}
 		return v
+	}
+	pv := func(key string) *corev1.PersistentVolume { return pvOn(key, "n1") }
+	// zoned is a node of zone a, with its name as the hostname and as a driver's node label.
+	zoned := func(n *corev1.Node) *corev1.Node {
+		n.Labels = map[string]string{corev1.LabelHostname: n.Name, corev1.LabelTopologyZone: "a", "topology.topolvm.io/node": n.Name}
+		return n
 	}
 	taint := corev1.Taint{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}
 	// placed is the server pod made with placement p, after a migration that kept it off n3.
@@ -395,12 +402,16 @@ func TestMigrateRefusals(t *testing.T) {
 		objects []runtime.Object
 		refuse  string // "" : the request is written
 	}{
-		"not running":   {"Inactive", []runtime.Object{pod, node("n1", true, false), node("n2", true, false)}, "is not running"},
-		"one node":      {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", false, false)}, "no other Ready, schedulable node than n1"},
-		"cordoned":      {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, true)}, "no other Ready, schedulable node"},
-		"tainted":       {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false, taint)}, "no other Ready, schedulable node"},
-		"pinned disk":   {"Active", []runtime.Object{pod, claim, pv(corev1.LabelHostname), node("n1", true, false), node("n2", true, false)}, "its disk vm1-rootdisk cannot follow it"},
-		"zoned disk":    {"Active", []runtime.Object{pod, claim, pv(corev1.LabelTopologyZone), node("n1", true, false), node("n2", true, false)}, ""},
+		"not running": {"Inactive", []runtime.Object{pod, node("n1", true, false), node("n2", true, false)}, "is not running"},
+		"one node":    {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", false, false)}, "no other Ready, schedulable node than n1"},
+		"cordoned":    {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, true)}, "no other Ready, schedulable node"},
+		"tainted":     {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false, taint)}, "no other Ready, schedulable node"},
+		"pinned disk": {"Active", []runtime.Object{pod, claim, pv(corev1.LabelHostname), zoned(node("n1", true, false)), zoned(node("n2", true, false))}, "its disk vm1-rootdisk cannot follow it"},
+		"disk pinned by a driver's node label": {"Active", []runtime.Object{pod, claim, pv("topology.topolvm.io/node"), zoned(node("n1", true, false)),
+			zoned(node("n2", true, false))}, "its disk vm1-rootdisk cannot follow it"},
+		"zoned disk, no other node in the zone": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)),
+			labelled(node("n2", true, false), corev1.LabelTopologyZone, "b")}, "its disk vm1-rootdisk cannot follow it"},
+		"zoned disk":    {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)), zoned(node("n2", true, false))}, ""},
 		"no server pod": {"Active", []runtime.Object{node("n1", true, false)}, `the server pod vm1-server not found in namespace "ns"`},
 		"moves":         {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false)}, ""},
 		"placement admits no other": {"Active", []runtime.Object{placed(ssd), claim, pv(""), labelled(node("n1", true, false), "disk", "ssd"),

@@ -78,16 +78,16 @@ func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine
 	if source == "" {
 		return "", refuse("virtualmachine/%s: its server %s is on no node yet", name, pod.Name)
 	}
+	nodes, err := v.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", v.lookupError("the nodes", err)
+	}
 	if d := st.RootDisk; d != nil && d.ClaimName != "" {
-		if why, err := v.pinned(ctx, d.ClaimName); err != nil {
+		if why, err := v.pinned(ctx, d.ClaimName, source, nodes.Items); err != nil {
 			return "", err
 		} else if why != "" {
 			return "", refuse("virtualmachine/%s cannot migrate: its disk %s cannot follow it (%s)", name, d.ClaimName, why)
 		}
-	}
-	nodes, err := v.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", v.lookupError("the nodes", err)
 	}
 	if target := otherNode(nodes.Items, source, pods.NextServer(pod)); target == "" {
 		return "", refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its placement admits", name, source)
@@ -109,9 +109,10 @@ func (v *vmClient) lookupError(what string, err error) error {
 	return fmt.Errorf("read %s: %w", what, err)
 }
 
-// pinned says why the claim's volume cannot follow the VM to another node (pods.PinnedBy, as
-// the controller judges it), "" when it can.
-func (v *vmClient) pinned(ctx context.Context, claim string) (string, error) {
+// pinned says why the claim's volume cannot follow the VM off the node source to another of
+// nodes (pods.PinnedAmong, as the controller judges it: the volume's node affinity admits no
+// other node, whatever the driver's keys), "" when it can.
+func (v *vmClient) pinned(ctx context.Context, claim, source string, nodes []corev1.Node) (string, error) {
 	pvc, err := v.kube.CoreV1().PersistentVolumeClaims(v.namespace).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
 		return "", v.lookupError("the disk "+claim, err)
@@ -123,7 +124,7 @@ func (v *vmClient) pinned(ctx context.Context, claim string) (string, error) {
 	if err != nil {
 		return "", v.lookupError("the volume "+pvc.Spec.VolumeName, err)
 	}
-	return pods.PinnedBy(pv), nil
+	return pods.PinnedAmong(pv, source, nodes), nil
 }
 
 // otherNode is a node other than source that is Ready, schedulable, and admits next (the
