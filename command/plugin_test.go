@@ -631,6 +631,14 @@ func TestWaitForSettledStatus(t *testing.T) {
 		"Inactive once the server is gone": {"phase=Inactive", nil,
 			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)},
 			map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, true, false},
+		"Paused with a stop pending": {"condition=Paused", ann(schema.AnnotationStopRequestedAt), active(map[string]any{"conditions": append([]any{
+			map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "", "lastTransitionTime": old}}, ready...)}), nil, true, false},
+		"Paused before the spec is observed": {"condition=Paused", map[string]any{"generation": int64(2)}, active(map[string]any{"conditions": []any{
+			map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "", "lastTransitionTime": old}}}), nil, true, false},
+		"Failed on an invalid spec with a start pending": {"phase=Failed", ann(schema.AnnotationStartRequestedAt),
+			map[string]any{"phase": "Failed", "reason": "InvalidSpec", "observedGeneration": int64(1)}, nil, true, false},
+		"Failed on an invalid spec not yet observed": {"phase=Failed", map[string]any{"generation": int64(2)},
+			map[string]any{"phase": "Failed", "reason": "InvalidSpec", "observedGeneration": int64(1)}, nil, false, true},
 		"Terminating while being deleted": {"phase=Terminating", map[string]any{"deletionTimestamp": old, "finalizers": []any{"x"}},
 			map[string]any{"phase": "Terminating", "reason": "ServerDeleting", "observedGeneration": int64(1)}, nil, true, false},
 	}
