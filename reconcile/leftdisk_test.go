@@ -1,16 +1,22 @@
 package reconcile
 
 import (
+	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // TestControllerEphemeralLeftDisk: a controller under --root-disk ephemeral still observes the
@@ -63,5 +69,42 @@ func TestControllerEphemeralLeftDisk(t *testing.T) {
 				t.Errorf("disk owned %s after the VM is deleted under Retain, want %s", d.Owner, backend.DiskKept)
 			}
 		})
+	}
+}
+
+// pinningRefused answers DiskPinned as the pods backend does under --root-disk ephemeral's
+// permissions (no get of claims, nothing of volumes).
+type pinningRefused struct{ *memory.Backend }
+
+func (pinningRefused) DiskPinned(context.Context, backend.Owner) (string, error) {
+	return "", apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumeclaims"}, "test-vm-rootdisk", nil)
+}
+
+// TestControllerEphemeralMigrateRequestDeleted: under --root-disk ephemeral, a deleted VM with
+// a disk left from claim and a migrate request it was not acted on goes as its reclaim policy
+// says. Whether a disk is pinned to its node is not asked (the permissions of ephemeral do not
+// let the controller read claims and volumes): asking failed every reconcile, and the VM stayed
+// Terminating for ever.
+func TestControllerEphemeralMigrateRequestDeleted(t *testing.T) {
+	w, _ := deletedWithDisk(t, "Delete", backend.DiskOwned)
+	u := w.vm(t, testVM.Namespace, testVM.Name)
+	u.SetAnnotations(map[string]string{schema.AnnotationMigrateRequestedAt: "2026-06-01T11:58:00Z"})
+	if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: pinningRefused{w.servers}, Policy: policy,
+		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
+	ctx := start(t, c)
+	for range 3 {
+		c.processNextItem(ctx)
+	}
+	if fs := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); len(fs) != 0 {
+		t.Errorf("finalizers %v after 3 reconciles, want none: the VM has no server and its disk goes with it", fs)
+	}
+	if got := w.reasons(); !slices.Contains(got, decision.ReasonDeletingDisk) {
+		t.Errorf("events %v, want %s", got, decision.ReasonDeletingDisk)
 	}
 }

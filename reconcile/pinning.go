@@ -5,16 +5,20 @@ import (
 	"fmt"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
-// pinned fills in, for a VM whose migration was asked for and not yet acted on, whether its
-// disk is bound to its node (backend.DiskPinning): the decision refuses to move a VM whose
+// pinned fills in, for a live VM whose migration was asked for and not yet acted on, whether
+// its disk is bound to its node (backend.DiskPinning): the decision refuses to move a VM whose
 // disk cannot follow it. It reads past the backend's caches, so it asks only then; otherwise
 // disk is returned as it is. The disk from the cache is never changed: a copy carries it.
+// Under --root-disk ephemeral a new server mounts no disk, so none pins it (and the
+// controller may not read claims and volumes there: only their list, watch, patch and
+// delete); nor does a deleted VM, which moves nowhere: asking would fail its way out.
 func (c *Controller) pinned(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, disk *backend.Disk) (*backend.Disk, error) {
 	p, ok := c.cfg.Backend.(backend.DiskPinning)
-	if !ok || disk == nil || !newMigration(vm) {
+	if !ok || disk == nil || c.cfg.Policy.RootDisk == decision.RootDiskEphemeral || vm.Deleting() || !newMigration(vm) {
 		return disk, nil
 	}
 	why, err := p.DiskPinned(ctx, owner)
