@@ -31,7 +31,10 @@ import (
 // label, so it is still the VM's: the controller deletes it on the VM's way out. One left
 // behind all the same, labelled for a VM of the same name and controlled by nothing, is
 // adopted by the next VM of that name that needs one (its owner, labels and selector become
-// the new VM's), as a kept disk is; a budget another object controls is never taken.
+// the new VM's), as a kept disk is; a budget another object controls is never taken. As a
+// claim does, a budget records the kind of resource its VM is (AnnotationOwnerKind): one left
+// for another kind (a controller run with --api-version, --resource) is not adopted; one
+// without the record (made by an earlier version) may be, and gets the adopter's kind.
 //
 // This file also reads what the eviction strategies need of a server: the pod's
 // DisruptionTarget condition (an eviction under way) and whether its node is cordoned.
@@ -154,14 +157,15 @@ type budgetOwner int
 
 // Who holds a budget.
 const (
-	// budgetOther: another object controls it, or it is not labelled for the VM's name: never
-	// reported, taken or deleted.
+	// budgetOther: another object controls it, it is not labelled for the VM's name, or it
+	// was left for another kind of resource (AnnotationOwnerKind): never reported, taken or
+	// deleted.
 	budgetOther budgetOwner = iota
 	// budgetMine: the VM controls it, or nothing does and it carries the VM's UID (a deletion
 	// of the VM that orphaned its dependents took the owner reference off).
 	budgetMine
-	// budgetUnowned: made for an earlier VM of the name (its annotation names the VM) and
-	// controlled by nothing: the VM may adopt it.
+	// budgetUnowned: made for an earlier VM of the name (its annotation names the VM) of the
+	// VM's kind, or of no recorded kind, and controlled by nothing: the VM may adopt it.
 	budgetUnowned
 )
 
@@ -175,10 +179,17 @@ func budgetOwnerOf(pdb *policyv1.PodDisruptionBudget, vm backend.Owner) budgetOw
 		return budgetOther
 	case pdb.Labels[LabelVMUID] == string(vm.UID):
 		return budgetMine
-	case pdb.Labels[LabelVMUID] != "" && pdb.Annotations[AnnotationVM] == vm.Name:
+	case pdb.Labels[LabelVMUID] != "" && pdb.Annotations[AnnotationVM] == vm.Name && ofKind(pdb.Annotations, vm):
 		return budgetUnowned
 	}
 	return budgetOther
+}
+
+// ofKind reports whether annotations record vm's kind of resource (AnnotationOwnerKind), or
+// none (an earlier version's object), as a claim's owner does.
+func ofKind(annotations map[string]string, vm backend.Owner) bool {
+	kind := annotations[AnnotationOwnerKind]
+	return kind == "" || kind == ownerKind(vm)
 }
 
 // controlledBy reports whether vm is the controller among refs.
@@ -192,10 +203,11 @@ func controllerIs(refs []metav1.OwnerReference, uid types.UID) bool {
 	return ref != nil && ref.UID == uid
 }
 
-// newBudget builds vm's PodDisruptionBudget: one server pod of the VM's UID available.
+// newBudget builds vm's PodDisruptionBudget: one server pod of the VM's UID available,
+// recording vm's kind of resource (AnnotationOwnerKind).
 func newBudget(vm backend.Owner) *policyv1.PodDisruptionBudget {
 	one := intstr.FromInt32(1)
-	return &policyv1.PodDisruptionBudget{
+	pdb := &policyv1.PodDisruptionBudget{
 		TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      BudgetName(vm.Name),
@@ -213,6 +225,10 @@ func newBudget(vm backend.Owner) *policyv1.PodDisruptionBudget {
 			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{LabelVMUID: string(vm.UID)}},
 		},
 	}
+	if kind := ownerKind(vm); kind != "" {
+		pdb.Annotations[AnnotationOwnerKind] = kind
+	}
+	return pdb
 }
 
 // CreateBudget creates vm's PodDisruptionBudget. One that vm already controls is returned;
@@ -268,13 +284,14 @@ func (b *Backend) AdoptBudget(ctx context.Context, vm backend.Owner) (*backend.B
 
 // adoptBudget makes pdb, a budget of vm's name, vm's in one strategic merge patch
 // conditional on its resourceVersion: vm's controller reference, labels and annotations, and
-// a selector of vm's server (the one it has selects an earlier VM's). One vm already
-// controls is returned as it is; one another object controls, or not labelled for vm's
-// name, is ErrRejected and left alone.
+// a selector of vm's server (the one it has selects an earlier VM's); its annotations then
+// record vm's kind. One vm already controls is returned as it is; one another object
+// controls, not labelled for vm's name, or left for another kind of resource, is ErrRejected
+// and left alone.
 func (b *Backend) adoptBudget(ctx context.Context, vm backend.Owner, pdb *policyv1.PodDisruptionBudget) (*backend.Budget, error) {
 	switch {
 	case budgetOwnerOf(pdb, vm) == budgetOther:
-		return nil, fmt.Errorf("PodDisruptionBudget %s already exists and is not this VM's (another object controls it, or it is not labelled for this VM): %w",
+		return nil, fmt.Errorf("PodDisruptionBudget %s already exists and is not this VM's (another object controls it, it is not labelled for this VM, or it was left for another kind of resource): %w",
 			pdb.Name, backend.ErrRejected)
 	case controlledBy(pdb.OwnerReferences, vm):
 		return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID)}, nil

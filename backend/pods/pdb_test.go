@@ -307,6 +307,7 @@ func TestBudgetOrphanedByDeletion(t *testing.T) {
 func TestBudgetAdoption(t *testing.T) {
 	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-2"}
 	earlier := backend.Owner{APIVersion: vm.APIVersion, Kind: vm.Kind, Namespace: "ns", Name: "a", UID: "u-1"}
+	machine := backend.Owner{APIVersion: "other.example.org/v1", Kind: "Machine", Namespace: "ns", Name: "a", UID: "m-1"}
 	tests := map[string]struct {
 		budget  func() *policyv1.PodDisruptionBudget // the budget of the name before
 		observe string                               // what the VM observes: none, mine or unowned
@@ -317,6 +318,17 @@ func TestBudgetAdoption(t *testing.T) {
 			p.OwnerReferences = nil
 			return p
 		}, "unowned", true},
+		"left by an earlier version, no kind recorded": {func() *policyv1.PodDisruptionBudget {
+			p := newBudget(earlier)
+			p.OwnerReferences = nil
+			delete(p.Annotations, AnnotationOwnerKind)
+			return p
+		}, "unowned", true},
+		"left for another kind of object": {func() *policyv1.PodDisruptionBudget {
+			p := newBudget(machine)
+			p.OwnerReferences = nil
+			return p
+		}, "none", false},
 		"controlled by an earlier VM": {func() *policyv1.PodDisruptionBudget { return newBudget(earlier) }, "none", false},
 		"controlled by another object": {func() *policyv1.PodDisruptionBudget {
 			p := newBudget(earlier)
@@ -372,7 +384,8 @@ func TestBudgetAdoption(t *testing.T) {
 				if !errors.Is(err, backend.ErrRejected) {
 					t.Errorf("adopt: %+v, %v; want ErrRejected", adopted, err)
 				}
-				if !reflect.DeepEqual(after.OwnerReferences, before.OwnerReferences) || !reflect.DeepEqual(after.Spec, before.Spec) {
+				if !reflect.DeepEqual(after.OwnerReferences, before.OwnerReferences) || !reflect.DeepEqual(after.Spec, before.Spec) ||
+					!reflect.DeepEqual(after.Annotations, before.Annotations) {
 					t.Errorf("a budget that is not the VM's was changed: %+v", after)
 				}
 				return
@@ -384,11 +397,95 @@ func TestBudgetAdoption(t *testing.T) {
 				!reflect.DeepEqual(after.Spec.Selector.MatchLabels, map[string]string{LabelVMUID: "u-2"}) {
 				t.Errorf("adopted: owners %+v, labels %v, selector %+v", after.OwnerReferences, after.Labels, after.Spec.Selector)
 			}
+			if kind := after.Annotations[AnnotationOwnerKind]; kind != "VirtualMachine.cloudnative.czs" {
+				t.Errorf("adopted: the budget records the kind %q, want VirtualMachine.cloudnative.czs", kind)
+			}
 			if got, err := b.ObserveBudget(vm); err != nil || got == nil || got.Unowned || got.ID != "pdb-1" {
 				t.Errorf("right after the adoption: %+v, %v; want the VM's", got, err)
 			}
 		})
 	}
+}
+
+// TestBudgetKind: a budget records the kind of resource its VM is (AnnotationOwnerKind), so
+// that a controller run for another resource (--api-version, --resource) does not take the
+// budget a VirtualMachine of the same name left or still holds by its UID label: CreateBudget
+// over it is refused as AdoptBudget is, and it is left as it was. CreateBudget over a budget
+// an earlier version left (no kind recorded) adopts it and records the kind, and a budget made
+// anew carries the record.
+func TestBudgetKind(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	machine := backend.Owner{APIVersion: "other.example.org/v1", Kind: "Machine", Namespace: "ns", Name: "a", UID: "m-1"}
+	get := func(t *testing.T, client *kubefake.Clientset) *policyv1.PodDisruptionBudget {
+		t.Helper()
+		p, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(t.Context(), BudgetName("a"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	t.Run("made anew", func(t *testing.T) {
+		client := kubefake.NewClientset()
+		b, _ := started(t, Config{Client: client, Budgets: true})
+		if _, err := b.CreateBudget(t.Context(), machine); err != nil {
+			t.Fatal(err)
+		}
+		if kind := get(t, client).Annotations[AnnotationOwnerKind]; kind != "Machine.other.example.org" {
+			t.Errorf("the budget records the kind %q, want Machine.other.example.org", kind)
+		}
+	})
+
+	t.Run("a VirtualMachine's, to a Machine of the same name", func(t *testing.T) {
+		before := newBudget(vm)
+		before.OwnerReferences = nil // a --cascade=orphan deletion took it off; the VM still holds it by its label
+		before.UID, before.ResourceVersion = "pdb-1", "1"
+		client := kubefake.NewClientset(before)
+		b, _ := started(t, Config{Client: client, Budgets: true})
+		ctx := t.Context()
+		if got, _ := b.ObserveBudget(vm); got == nil || got.Unowned {
+			t.Fatalf("the VirtualMachine observes %+v, want its own", got)
+		}
+		if got, err := b.ObserveBudget(machine); err != nil || got != nil {
+			t.Errorf("the Machine observes %+v, %v; want none", got, err)
+		}
+		if got, err := b.AdoptBudget(ctx, machine); !errors.Is(err, backend.ErrRejected) {
+			t.Errorf("adopt for the Machine: %+v, %v; want ErrRejected", got, err)
+		}
+		if got, err := b.CreateBudget(ctx, machine); !errors.Is(err, backend.ErrRejected) {
+			t.Errorf("create for the Machine: %+v, %v; want ErrRejected", got, err)
+		}
+		if err := b.DeleteBudget(ctx, machine); err != nil {
+			t.Fatal(err)
+		}
+		after := get(t, client)
+		if after.UID != "pdb-1" || !reflect.DeepEqual(after.ObjectMeta.Annotations, before.Annotations) ||
+			!reflect.DeepEqual(after.Labels, before.Labels) || len(after.OwnerReferences) != 0 || !reflect.DeepEqual(after.Spec, before.Spec) {
+			t.Errorf("the VirtualMachine's budget was changed: %+v", after)
+		}
+		if got, _ := b.ObserveBudget(vm); got == nil || got.Unowned || got.ID != "pdb-1" {
+			t.Errorf("the VirtualMachine observes %+v after the Machine's requests, want its own", got)
+		}
+	})
+
+	t.Run("an earlier version's, created over", func(t *testing.T) {
+		earlier := vm
+		earlier.UID = "u-0"
+		before := newBudget(earlier)
+		before.OwnerReferences = nil
+		delete(before.Annotations, AnnotationOwnerKind)
+		before.UID, before.ResourceVersion = "pdb-1", "1"
+		client := kubefake.NewClientset(before)
+		b, _ := started(t, Config{Client: client, Budgets: true})
+		got, err := b.CreateBudget(t.Context(), machine)
+		if err != nil || got.ID != "pdb-1" {
+			t.Fatalf("create for the Machine: %+v, %v; want the budget left behind adopted", got, err)
+		}
+		after := get(t, client)
+		if !controlledBy(after.OwnerReferences, machine) || after.Annotations[AnnotationOwnerKind] != "Machine.other.example.org" {
+			t.Errorf("adopted: owners %+v, annotations %v; want the Machine's and its kind", after.OwnerReferences, after.Annotations)
+		}
+	})
 }
 
 // TestDeleteBudgetRefused: a delete of the VM's budget that the API server refuses for good
