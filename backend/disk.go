@@ -31,11 +31,14 @@ type Disks interface {
 	// spec.Keep, and grown to spec.Size when it asks for less. It never shrinks a disk nor
 	// changes its class. ErrDiskConflict: the disk is another's.
 	UpdateDisk(ctx context.Context, vm Owner, spec DiskSpec) (*Disk, error)
-	// DeleteDisk asks for vm's disk to go away, on the condition that it is still the one
-	// last observed, unchanged, and vm's; a disk already gone is not an error, and one
-	// changed since it was observed is (for claims: the API server's Conflict), so that the
-	// VM is decided again on the disk as it now is.
-	DeleteDisk(ctx context.Context, vm Owner) error
+	// DeleteDisk asks for vm's disk to go away, on the condition that it is still seen: the
+	// disk the decision to delete it was made on, as ObserveDisk returned it (or as the
+	// controller's own last write of it returned it). The delete is conditional on seen's ID
+	// and Version, never on a later observation, and is not asked for at all when seen is
+	// nil, not vm's (Owner.Mine) or already Deleting. A disk already gone is not an error;
+	// one changed since seen is (an apierrors.IsConflict error: for claims, the API
+	// server's), so that the VM is decided again on the disk as it now is.
+	DeleteDisk(ctx context.Context, vm Owner, seen *Disk) error
 }
 
 // ErrDiskConflict wraps a refusal to create or take a disk whose name another holds: a disk

@@ -36,7 +36,9 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
 		got, err = disks.UpdateDisk(ctx, owner, *act.Spec)
 	case decision.DeleteDisk:
-		err = disks.DeleteDisk(ctx, owner)
+		// Conditional on the disk as the decision saw it (its ID and Version), not as the
+		// backend shows it now: a disk changed since (kept, let go of) is not deleted.
+		err = disks.DeleteDisk(ctx, owner, seen)
 	default:
 		return fmt.Errorf("act on disk: unknown operation %q", act.Op)
 	}

@@ -307,6 +307,43 @@ func TestApplyDiskDeletion(t *testing.T) {
 	}
 }
 
+// TestApplyDiskDeletionChangedSince: the delete of a deleted VM's disk is conditional on the
+// disk the decision saw. A disk marked kept between the decision and the delete (the backend
+// now shows it kept) is not deleted: the apply step returns the Conflict, so that the VM is
+// decided again on the disk as it now is, with no Event and the finalizer still on.
+func TestApplyDiskDeletionChangedSince(t *testing.T) {
+	w := newWorld(t, "delete-without-server")
+	vm := w.view(t, "delete-without-server")
+	raw, err := jsonpatch.MergePatch(vm.JSON(), []byte(`{"spec":{"rootDiskReclaimPolicy":"Delete"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm = schema.ViewOf(raw, vm.ResourceVersion(), w.fields)
+	w.servers.SetDisk(ownerOf(vm), &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
+		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned})
+	seen, _ := w.servers.ObserveDisk(ownerOf(vm))
+	plan := decision.DefaultPolicy.Decide(vm, nil, seen, nil, now)
+	if plan.Disk == nil || plan.Disk.Op != decision.DeleteDisk {
+		t.Fatalf("plan %+v does not delete the disk", plan)
+	}
+	if _, err := w.servers.UpdateDisk(context.Background(), ownerOf(vm), backend.DiskSpec{Size: seen.Requested, Keep: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, seen, plan)
+	if !apierrors.IsConflict(err) {
+		t.Errorf("apply: %v, want a Conflict", err)
+	}
+	if after, _ := w.servers.ObserveDisk(ownerOf(vm)); after == nil || after.Deleting || !after.KeptMark {
+		t.Errorf("the disk marked kept after the decision is now %+v", after)
+	}
+	if reasons := w.reasons(); len(reasons) != 0 {
+		t.Errorf("events %v, want none", reasons)
+	}
+	if writes := w.writes(); len(writes) != 0 {
+		t.Errorf("writes %+v, want none: the finalizer stays", writes)
+	}
+}
+
 // TestApplyDiskReleaseRefused: on the way out, a refused release of a disk the VM still owns
 // keeps the VM (the garbage collector would delete the disk with it): the finalizer stays, the
 // VM is Terminating with DiskReleaseRefused and a Warning, and is looked at again in a minute;

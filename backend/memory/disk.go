@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -120,15 +122,28 @@ func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, spec backend.D
 }
 
 // DeleteDisk marks vm's disk as being deleted, as storage that waits for the last server
-// using it would; SetDisk(vm, nil) then removes it. Another's disk is left alone.
-func (b *Backend) DeleteDisk(_ context.Context, vm backend.Owner) error {
+// using it would; SetDisk(vm, nil) then removes it. As a claim's delete, it is conditional
+// on seen, the disk the decision saw: a disk whose ID or Version is not seen's is left alone
+// and the delete is a Conflict (apierrors.IsConflict), as the API server answers; a disk
+// already gone is not an error. Another's disk (seen or now) is left alone.
+func (b *Backend) DeleteDisk(_ context.Context, vm backend.Owner, seen *backend.Disk) error {
 	b.mu.Lock()
 	if err := b.disks.err; err != nil {
 		b.mu.Unlock()
 		return err
 	}
+	if seen == nil || !seen.Owner.Mine() || seen.Deleting {
+		b.mu.Unlock()
+		return nil
+	}
 	k := key(vm)
 	d, ok := b.disks.table[k]
+	if ok && (d.ID != seen.ID || d.Version != seen.Version) {
+		name, id, version := d.Name, d.ID, d.Version
+		b.mu.Unlock()
+		return apierrors.NewConflict(schema.GroupResource{Resource: "disks"}, name,
+			fmt.Errorf("the disk is %s at version %s, not %s at version %s as seen", id, version, seen.ID, seen.Version))
+	}
 	if ok && d.Owner.Mine() && !d.Deleting {
 		d.Deleting = true
 		b.stamp(d)

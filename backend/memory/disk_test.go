@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -72,7 +73,7 @@ func TestDisks(t *testing.T) {
 			s.Keep = true
 			return b.UpdateDisk(ctx, vm, s)
 		}, `disk-1 Kept Bound 60G/60G  "" grow=true del=false marked`, ""},
-		{"deleted", func() (*backend.Disk, error) { return nil, b.DeleteDisk(ctx, vm) },
+		{"deleted", func() (*backend.Disk, error) { d, _ := b.ObserveDisk(vm); return nil, b.DeleteDisk(ctx, vm, d) },
 			`disk-1 Kept Bound 60G/60G  "" grow=true del=true marked`, ""},
 		{"gone", func() (*backend.Disk, error) { b.SetDisk(vm, nil); return nil, nil }, `none`, ""},
 		{"another's", func() (*backend.Disk, error) {
@@ -81,7 +82,7 @@ func TestDisks(t *testing.T) {
 		}, `x Other Bound 0/0  "" grow=false del=false`, "create disk vm-rootdisk: the name is another's: rejected"},
 		{"another's not updated", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("40G")) },
 			`x Other Bound 0/0  "" grow=false del=false`, "update disk vm-rootdisk: the name is another's: rejected"},
-		{"another's not deleted", func() (*backend.Disk, error) { return nil, b.DeleteDisk(ctx, vm) },
+		{"another's not deleted", func() (*backend.Disk, error) { d, _ := b.ObserveDisk(vm); return nil, b.DeleteDisk(ctx, vm, d) },
 			`x Other Bound 0/0  "" grow=false del=false`, ""},
 		{"unowned adopted", func() (*backend.Disk, error) {
 			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "y", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
@@ -189,5 +190,63 @@ func TestParseDisk(t *testing.T) {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDeleteDiskAsSeen: DeleteDisk is conditional on the disk the decision saw, as a claim's
+// delete is on its UID and resourceVersion: a disk changed since (marked kept, replaced by
+// another of the name) is left as it is and the delete is a Conflict (the VM is decided
+// again); a disk as seen is deleted; one gone, or none seen, is no error.
+func TestDeleteDiskAsSeen(t *testing.T) {
+	ctx := context.Background()
+	vm := backend.Owner{Namespace: "ns", Name: "vm", UID: "u"}
+	b := New()
+	b.BindDisks(true)
+	if _, err := b.Start(ctx, func(types.NamespacedName) {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateDisk(ctx, vm, size("40G")); err != nil {
+		t.Fatal(err)
+	}
+	seen, _ := b.ObserveDisk(vm) // what the decision to delete is made on: owned, not marked
+	kept := size("40G")
+	kept.Keep = true
+	if _, err := b.UpdateDisk(ctx, vm, kept); err != nil { // marked kept since
+		t.Fatal(err)
+	}
+	if err := b.DeleteDisk(ctx, vm, seen); !apierrors.IsConflict(err) {
+		t.Errorf("delete of a disk marked kept since it was seen: %v, want a Conflict", err)
+	}
+	if d, _ := b.ObserveDisk(vm); d == nil || d.Deleting || !d.KeptMark {
+		t.Errorf("the disk marked kept since it was seen is now %s", diskReport(d))
+	}
+
+	// Another disk of the name, at the version seen: its ID tells it apart.
+	now, _ := b.ObserveDisk(vm)
+	other := *now
+	other.ID = "another"
+	b.SetDisk(vm, &other)
+	replaced, _ := b.ObserveDisk(vm)
+	stale := *now
+	stale.Version = replaced.Version
+	if err := b.DeleteDisk(ctx, vm, &stale); !apierrors.IsConflict(err) {
+		t.Errorf("delete of a disk replaced since it was seen: %v, want a Conflict", err)
+	}
+	if d, _ := b.ObserveDisk(vm); d == nil || d.Deleting {
+		t.Errorf("the disk replaced since it was seen is now %s", diskReport(d))
+	}
+
+	if err := b.DeleteDisk(ctx, vm, nil); err != nil {
+		t.Errorf("delete with no disk seen: %v", err)
+	}
+	if err := b.DeleteDisk(ctx, vm, replaced); err != nil {
+		t.Errorf("delete of the disk as seen: %v", err)
+	}
+	if d, _ := b.ObserveDisk(vm); d == nil || !d.Deleting {
+		t.Errorf("the disk deleted as seen is now %s", diskReport(d))
+	}
+	b.SetDisk(vm, nil)
+	if err := b.DeleteDisk(ctx, vm, replaced); err != nil {
+		t.Errorf("delete of a disk gone: %v", err)
 	}
 }

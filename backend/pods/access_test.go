@@ -128,6 +128,7 @@ func TestBackendUnderRBAC(t *testing.T) {
 	b, _ := started(t, Config{Client: client, WatchNodes: true, Disks: true, Budgets: true})
 	ctx := t.Context()
 	spec := backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"), RootDisk: resource.MustParse("1G"), Image: "img"}
+	var grown *backend.Disk // vm a's disk as its growth returned it, which the delete is conditional on
 
 	steps := []struct {
 		name string
@@ -154,11 +155,12 @@ func TestBackendUnderRBAC(t *testing.T) {
 			return err
 		}},
 		{"grow a disk", func() error {
-			_, err := b.UpdateDisk(ctx, vmA, backend.DiskSpec{Size: resource.MustParse("50G")})
+			var err error
+			grown, err = b.UpdateDisk(ctx, vmA, backend.DiskSpec{Size: resource.MustParse("50G")})
 			return err
 		}},
 		{"tell whether a disk is pinned", func() error { _, err := b.DiskPinned(ctx, vmA); return err }},
-		{"delete a disk", func() error { return b.DeleteDisk(ctx, vmA) }},
+		{"delete a disk", func() error { return b.DeleteDisk(ctx, vmA, grown) }},
 		{"create a budget", func() error { _, err := b.CreateBudget(ctx, vmA); return err }},
 		{"create a budget that exists", func() error { _, err := b.CreateBudget(ctx, vmA); return err }},
 		{"adopt a budget left behind", func() error { _, err := b.AdoptBudget(ctx, vmB); return err }},

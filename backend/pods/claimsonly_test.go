@@ -57,14 +57,14 @@ func TestClaimsOnly(t *testing.T) {
 		t.Fatalf("released claim: owners %v, labels %v, %v; want no owner, the VM's label", got.OwnerReferences, got.Labels, err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		if d, _ := b.ObserveDisk(diskVM); d != nil && d.Owner == backend.DiskKept {
+		if d, _ = b.ObserveDisk(diskVM); d != nil && d.Owner == backend.DiskKept {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the cache does not show the claim kept")
 		}
 	}
-	if err := b.DeleteDisk(ctx, diskVM); err != nil {
+	if err := b.DeleteDisk(ctx, diskVM, d); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, ClaimName(diskVM.Name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -303,23 +303,24 @@ func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, spec backend
 	return b.diskOf(cacheClaim(out), vm), nil
 }
 
-// DeleteDisk deletes vm's claim, on the condition that it is still the claim the cache shows
-// and vm's: a claim of that name that is another's is never deleted. The delete is
-// conditional on the claim's UID and resourceVersion as the cache saw them, so that a claim
-// changed since (kept, its owner reference taken off, taken by another) is not deleted on a
-// stale view: the API server's Conflict is returned, and the VM is decided again on the claim
-// as it now is.
-func (b *Backend) DeleteDisk(ctx context.Context, vm backend.Owner) error {
-	c, err := b.cachedClaim(vm)
-	if err != nil || c == nil || !c.owner(vm).Mine() || c.flags&claimDeleting != 0 {
-		return err
+// DeleteDisk deletes vm's claim, on the condition that it is still seen, the claim the
+// decision saw, and that seen is vm's: a claim of that name that is another's is never
+// deleted. The delete is conditional on seen's UID and resourceVersion (Disk.ID,
+// Disk.Version), not on the cache as it is when the delete runs, so that a claim changed
+// since the decision saw it (kept, its owner reference taken off, taken by another), even one
+// whose change the cache already shows, is not deleted on the decision's stale view: the API
+// server's Conflict is returned, and the VM is decided again on the claim as it now is.
+func (b *Backend) DeleteDisk(ctx context.Context, vm backend.Owner, seen *backend.Disk) error {
+	if b.disks == nil || seen == nil || !seen.Owner.Mine() || seen.Deleting {
+		return nil
 	}
-	ids := c.ids()
-	err = b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Delete(ctx, c.name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &ids.uid, ResourceVersion: &ids.version},
+	name := ClaimName(vm.Name)
+	uid, version := types.UID(seen.ID), seen.Version
+	err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version},
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete claim %s: %w", c.name, err)
+		return fmt.Errorf("delete claim %s: %w", name, err)
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func awaitDisk(t *testing.T, b *Backend, notified <-chan types.NamespacedName, w
 // binder's Event on it says why it is not bound; bound, it has its capacity; UpdateDisk grows
 // it, keeps it (the owner reference removed, the labels kept, marked kept) and owns it again
 // (the mark removed), each a strategic merge patch, and writes nothing when it is as asked; a StorageClass that starts
-// allowing expansion notifies the VM; DeleteDisk deletes it on its UID. Each change reaches the
+// allowing expansion notifies the VM; DeleteDisk deletes it on its UID and resourceVersion as observed. Each change reaches the
 // VM's notify.
 func TestDisksTyped(t *testing.T) {
 	client := kubefake.NewClientset(storageClass("standard", true), storageClass("fixed", false))
@@ -191,14 +191,16 @@ func TestDisksTyped(t *testing.T) {
 	if _, err := b.UpdateDisk(ctx, other, backend.DiskSpec{Size: resource.MustParse("50G")}); !errors.Is(err, backend.ErrDiskConflict) {
 		t.Errorf("update of another's: %v, want ErrDiskConflict", err)
 	}
-	if err := b.DeleteDisk(ctx, other); err != nil {
+	seen, _ := b.ObserveDisk(other)
+	if err := b.DeleteDisk(ctx, other, seen); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{}); err != nil {
 		t.Fatalf("another VM deleted the claim: %v", err)
 	}
 
-	if err := b.DeleteDisk(ctx, diskVM); err != nil {
+	seen, _ = b.ObserveDisk(diskVM)
+	if err := b.DeleteDisk(ctx, diskVM, seen); err != nil {
 		t.Fatal(err)
 	}
 	awaitDisk(t, b, notified, "none", true)
@@ -350,7 +352,7 @@ func TestDisksKeptForAnotherKind(t *testing.T) {
 			if _, err := b.CreateDisk(ctx, machine, backend.DiskSpec{Size: resource.MustParse("30G")}); !errors.Is(err, backend.ErrDiskConflict) {
 				t.Errorf("a Machine's create over a VirtualMachine's kept claim: %v, want ErrDiskConflict", err)
 			}
-			if err := b.DeleteDisk(ctx, machine); err != nil {
+			if err := b.DeleteDisk(ctx, machine, d); err != nil {
 				t.Fatal(err)
 			}
 			got, err := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{})
@@ -361,20 +363,43 @@ func TestDisksKeptForAnotherKind(t *testing.T) {
 	}
 }
 
-// TestDeleteDiskPreconditions: DeleteDisk deletes the claim on its UID and the
-// resourceVersion the cache saw. A claim changed since (here let go of by someone who keeps
-// it: no owner reference, no VM label) is not deleted on the stale view: the API server's
-// Conflict comes back as an error (apierrors.IsConflict: the VM is decided again), not as a
-// claim gone. A claim as the cache saw it is deleted.
+// TestDeleteDiskPreconditions: DeleteDisk deletes the claim on the UID and resourceVersion
+// of the claim the decision saw (version 5), whatever the cache shows when the delete runs. A
+// claim changed since (marked kept, let go of by someone who keeps it, taken by another
+// object), whether or not the informer has brought the change to the cache yet, is not
+// deleted on the stale view: the API server's Conflict comes back as an error
+// (apierrors.IsConflict: the VM is decided again), not as a claim gone. A claim as seen is
+// deleted.
 func TestDeleteDiskPreconditions(t *testing.T) {
-	for name, changed := range map[string]bool{"changed since": true, "as seen": false} {
+	const uid = "11111111-2222-3333-4444-555555555555"
+	tests := map[string]struct {
+		change func(*corev1.PersistentVolumeClaim) // nil: unchanged since seen
+		cached bool                                // the cache shows the change before the delete
+	}{
+		"as seen": {},
+		"let go of since, cache behind": {change: func(c *corev1.PersistentVolumeClaim) {
+			c.OwnerReferences = nil
+			delete(c.Labels, LabelVMUID)
+		}},
+		"marked kept since, cache behind": {change: func(c *corev1.PersistentVolumeClaim) { c.Annotations[AnnotationKept] = "true" }},
+		"marked kept since, cache caught up": {change: func(c *corev1.PersistentVolumeClaim) { c.Annotations[AnnotationKept] = "true" },
+			cached: true},
+		"kept since, cache caught up": {change: func(c *corev1.PersistentVolumeClaim) {
+			c.OwnerReferences = nil
+			c.Annotations[AnnotationKept] = "true"
+		}, cached: true},
+		"taken by another since, cache caught up": {change: func(c *corev1.PersistentVolumeClaim) {
+			c.OwnerReferences[0].UID = "another"
+		}, cached: true},
+	}
+	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			owned := newClaim(diskVM, backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard"})
-			owned.ResourceVersion, owned.UID = "5", "11111111-2222-3333-4444-555555555555"
+			owned.ResourceVersion, owned.UID = "5", uid
 			now := owned.DeepCopy()
-			if changed {
-				now.ResourceVersion, now.OwnerReferences = "9", nil
-				delete(now.Labels, LabelVMUID)
+			if tt.change != nil {
+				tt.change(now)
+				now.ResourceVersion = "9"
 			}
 			client := kubefake.NewClientset(now)
 			var got *metav1.Preconditions
@@ -382,21 +407,31 @@ func TestDeleteDiskPreconditions(t *testing.T) {
 			// API server would.
 			client.PrependReactor("delete", "persistentvolumeclaims", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
 				got = a.(clienttesting.DeleteActionImpl).DeleteOptions.Preconditions
-				if got != nil && got.ResourceVersion != nil && *got.ResourceVersion != now.ResourceVersion {
+				if got != nil && (got.ResourceVersion != nil && *got.ResourceVersion != now.ResourceVersion || got.UID != nil && *got.UID != now.UID) {
 					return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, now.Name,
 						fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s)", *got.ResourceVersion, now.ResourceVersion))
 				}
 				return false, nil, nil
 			})
-			b := New(Config{Client: client, Disks: true}) // not started: the cache holds what the test adds
+			b := New(Config{Client: client, Disks: true}) // not started: the cache holds what the test puts there
 			if err := b.disks.claims.GetIndexer().Add(cacheClaim(owned)); err != nil {
 				t.Fatal(err)
 			}
-			err := b.DeleteDisk(context.Background(), diskVM)
-			if got == nil || got.UID == nil || *got.UID != owned.UID || got.ResourceVersion == nil || *got.ResourceVersion != "5" {
-				t.Errorf("preconditions %+v, want the UID and resourceVersion 5 the cache saw", got)
+			seen, _ := b.ObserveDisk(diskVM) // what the decision to delete is made on
+			if seen == nil || seen.Owner != backend.DiskOwned || seen.KeptMark || seen.Version != "5" || seen.ID != uid {
+				t.Fatalf("seen %+v, want the owned claim at version 5", seen)
+			}
+			if tt.cached {
+				if err := b.disks.claims.GetIndexer().Update(cacheClaim(now)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := b.DeleteDisk(context.Background(), diskVM, seen)
+			if got == nil || got.UID == nil || *got.UID != uid || got.ResourceVersion == nil || *got.ResourceVersion != "5" {
+				t.Errorf("preconditions %+v, want the UID and resourceVersion 5 the decision saw", got)
 			}
 			_, getErr := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "a-rootdisk", metav1.GetOptions{})
+			changed := tt.change != nil
 			switch {
 			case changed && !apierrors.IsConflict(err):
 				t.Errorf("delete of a claim changed since it was seen: %v, want a Conflict", err)
@@ -406,6 +441,29 @@ func TestDeleteDiskPreconditions(t *testing.T) {
 				t.Errorf("delete of the claim as seen: %v, then %v", err, getErr)
 			}
 		})
+	}
+}
+
+// TestDeleteDiskNotAsked: DeleteDisk asks nothing of the API server for a disk seen as
+// another's, as already being deleted, or not seen at all.
+func TestDeleteDiskNotAsked(t *testing.T) {
+	claim := newClaim(diskVM, backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard"})
+	claim.ResourceVersion, claim.UID = "5", "11111111-2222-3333-4444-555555555555"
+	client := kubefake.NewClientset(claim)
+	client.PrependReactor("delete", "persistentvolumeclaims", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
+		t.Errorf("deleted %s", a.(clienttesting.DeleteActionImpl).Name)
+		return true, nil, nil
+	})
+	b := New(Config{Client: client, Disks: true})
+	for _, seen := range []*backend.Disk{
+		nil,
+		{Name: claim.Name, ID: string(claim.UID), Version: "5", Owner: backend.DiskOther},
+		{Name: claim.Name, ID: string(claim.UID), Version: "5", Owner: backend.DiskUnowned},
+		{Name: claim.Name, ID: string(claim.UID), Version: "5", Owner: backend.DiskOwned, Deleting: true},
+	} {
+		if err := b.DeleteDisk(context.Background(), diskVM, seen); err != nil {
+			t.Errorf("%+v: %v", seen, err)
+		}
 	}
 }
 

@@ -181,7 +181,8 @@ func applyPlanBudget(t *testing.T, vm schema.VirtualMachine, srv *backend.Server
 			if disk == nil || !disk.Owner.Mine() {
 				t.Fatalf("plan deletes a disk that is not the VM's")
 			}
-			err = servers.DeleteDisk(context.Background(), owner)
+			seen, _ := servers.ObserveDisk(owner) // disk, as the world holds it (SetDisk gives it a version)
+			err = servers.DeleteDisk(context.Background(), owner, seen)
 		}
 		if err != nil {
 			t.Fatal(err)
