@@ -27,10 +27,16 @@ type Disks interface {
 	// ErrRejected.
 	CreateDisk(ctx context.Context, vm Owner, spec DiskSpec) (*Disk, error)
 	// UpdateDisk brings vm's existing disk to spec, in one change conditional on the disk
-	// being as last observed: vm's (adopting it when it is unowned), owned by vm unless
+	// still being seen: the disk the decision to update it was made on, as ObserveDisk
+	// returned it (or as the controller's own last write of it returned it). The change is
+	// worked out from seen and is conditional on seen's ID and Version, never on a later
+	// observation: the disk made vm's (adopting it when it is unowned), owned by vm unless
 	// spec.Keep, and grown to spec.Size when it asks for less. It never shrinks a disk nor
-	// changes its class. ErrDiskConflict: the disk is another's.
-	UpdateDisk(ctx context.Context, vm Owner, spec DiskSpec) (*Disk, error)
+	// changes its class. ErrDiskConflict: seen is another's. A disk changed since seen, or
+	// gone, is an apierrors.IsConflict error (for claims, the API server's, or the
+	// backend's own when its cache already shows the change), so that the VM is decided
+	// again on the disk as it now is; a nil seen is an error.
+	UpdateDisk(ctx context.Context, vm Owner, seen *Disk, spec DiskSpec) (*Disk, error)
 	// DeleteDisk asks for vm's disk to go away, on the condition that it is still seen: the
 	// disk the decision to delete it was made on, as ObserveDisk returned it (or as the
 	// controller's own last write of it returned it). The delete is conditional on seen's ID

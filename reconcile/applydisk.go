@@ -34,7 +34,9 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	case decision.CreateDisk:
 		got, err = disks.CreateDisk(ctx, owner, *act.Spec)
 	case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
-		got, err = disks.UpdateDisk(ctx, owner, *act.Spec)
+		// Conditional on, and worked out from, the disk as the decision saw it: a disk
+		// changed since (marked kept, let go of, taken) is not adopted, released or grown.
+		got, err = disks.UpdateDisk(ctx, owner, seen, *act.Spec)
 	case decision.DeleteDisk:
 		// Conditional on the disk as the decision saw it (its ID and Version), not as the
 		// backend shows it now: a disk changed since (kept, let go of) is not deleted.

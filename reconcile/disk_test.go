@@ -326,7 +326,7 @@ func TestApplyDiskDeletionChangedSince(t *testing.T) {
 	if plan.Disk == nil || plan.Disk.Op != decision.DeleteDisk {
 		t.Fatalf("plan %+v does not delete the disk", plan)
 	}
-	if _, err := w.servers.UpdateDisk(context.Background(), ownerOf(vm), backend.DiskSpec{Size: seen.Requested, Keep: true}); err != nil {
+	if _, err := w.servers.UpdateDisk(context.Background(), ownerOf(vm), seen, backend.DiskSpec{Size: seen.Requested, Keep: true}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, seen, plan)
@@ -341,6 +341,62 @@ func TestApplyDiskDeletionChangedSince(t *testing.T) {
 	}
 	if writes := w.writes(); len(writes) != 0 {
 		t.Errorf("writes %+v, want none: the finalizer stays", writes)
+	}
+}
+
+// TestApplyDiskUpdateChangedSince: the update of a VM's disk (an adoption, a release) is
+// conditional on, and worked out from, the disk the decision saw. A disk changed between the
+// decision and the update is not updated on the stale view: an unowned disk the decision
+// adopts as owned (so that it would go with the VM) but that has been kept for the VM and
+// marked so since stays kept; a disk a deleted VM releases but that another has taken since is
+// left to it. The apply step returns the Conflict, so that the VM is decided again on the disk
+// as it now is, with no Event and, on the way out, the finalizer still on.
+func TestApplyDiskUpdateChangedSince(t *testing.T) {
+	tests := map[string]struct {
+		patch  string            // to the VM of delete-without-server
+		owner  backend.DiskOwner // the disk as the decision saw it
+		op     decision.DiskOp
+		change func(*backend.Disk) // since
+	}{
+		"adopt, marked kept since": {`{"metadata":{"deletionTimestamp":null},"spec":{"rootDiskReclaimPolicy":"Delete"}}`, backend.DiskUnowned,
+			decision.AdoptDisk, func(d *backend.Disk) { d.Owner, d.KeptMark = backend.DiskKept, true }},
+		"release, taken by another since": {`{"spec":{"rootDiskReclaimPolicy":"Retain"}}`, backend.DiskOwned,
+			decision.ReleaseDisk, func(d *backend.Disk) { d.Owner = backend.DiskOther }},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "delete-without-server")
+			vm := w.view(t, "delete-without-server")
+			raw, err := jsonpatch.MergePatch(vm.JSON(), []byte(tc.patch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm = schema.ViewOf(raw, vm.ResourceVersion(), w.fields)
+			w.servers.SetDisk(ownerOf(vm), &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
+				Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner})
+			seen, _ := w.servers.ObserveDisk(ownerOf(vm))
+			plan := decision.DefaultPolicy.Decide(vm, nil, seen, nil, now)
+			if plan.Disk == nil || plan.Disk.Op != tc.op {
+				t.Fatalf("plan %+v, want the disk's %s", plan, tc.op)
+			}
+			changed := *seen
+			tc.change(&changed)
+			w.servers.SetDisk(ownerOf(vm), &changed)
+			before, _ := w.servers.ObserveDisk(ownerOf(vm))
+			_, err = w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, seen, plan)
+			if !apierrors.IsConflict(err) {
+				t.Errorf("apply: %v, want a Conflict", err)
+			}
+			if after, _ := w.servers.ObserveDisk(ownerOf(vm)); after == nil || after.Version != before.Version || after.Owner != before.Owner || after.KeptMark != before.KeptMark {
+				t.Errorf("the disk changed after the decision is now %+v, was %+v", after, before)
+			}
+			if reasons := w.reasons(); len(reasons) != 0 {
+				t.Errorf("events %v, want none", reasons)
+			}
+			if writes := w.writes(); len(writes) != 0 {
+				t.Errorf("writes %+v, want none", writes)
+			}
+		})
 	}
 }
 

@@ -89,8 +89,12 @@ func owner(spec backend.DiskSpec) backend.DiskOwner {
 }
 
 // UpdateDisk makes vm's disk (or an unowned one of its name) vm's, owned unless spec.Keep
-// (and marked kept if and only if spec.Keep), and asks for spec.Size when it is larger: the storage answers as AnswerGrowth says.
-func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
+// (and marked kept if and only if spec.Keep), and asks for spec.Size when it is larger: the
+// storage answers as AnswerGrowth says. As a claim's patch, it is conditional on seen, the
+// disk the decision saw: a disk whose ID or Version is not seen's, or one gone, is left as it
+// is and the update is a Conflict (apierrors.IsConflict), as the API server answers. seen
+// another's is ErrDiskConflict.
+func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, seen *backend.Disk, spec backend.DiskSpec) (*backend.Disk, error) {
 	b.mu.Lock()
 	if err := b.disks.err; err != nil {
 		b.mu.Unlock()
@@ -99,7 +103,22 @@ func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, spec backend.D
 	k := key(vm)
 	d, ok := b.disks.table[k]
 	switch {
-	case !ok || d.Deleting:
+	case seen == nil:
+		b.mu.Unlock()
+		return nil, fmt.Errorf("update disk of %s/%s: no disk seen", vm.Namespace, vm.Name)
+	case seen.Owner == backend.DiskOther:
+		b.mu.Unlock()
+		return nil, fmt.Errorf("update disk %s: %w", seen.Name, backend.ErrDiskConflict)
+	case !ok:
+		b.mu.Unlock()
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "disks"}, DiskName(vm.Name),
+			fmt.Errorf("no disk, not %s at version %s as seen", seen.ID, seen.Version))
+	case d.ID != seen.ID || d.Version != seen.Version:
+		name, id, version := d.Name, d.ID, d.Version
+		b.mu.Unlock()
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "disks"}, name,
+			fmt.Errorf("the disk is %s at version %s, not %s at version %s as seen", id, version, seen.ID, seen.Version))
+	case d.Deleting:
 		b.mu.Unlock()
 		return nil, fmt.Errorf("update disk of %s/%s: no disk to update", vm.Namespace, vm.Name)
 	case d.Owner == backend.DiskOther:

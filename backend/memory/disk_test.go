@@ -28,6 +28,12 @@ func diskReport(d *backend.Disk) string {
 
 func size(s string) backend.DiskSpec { return backend.DiskSpec{Size: resource.MustParse(s)} }
 
+// observed is vm's disk as ObserveDisk shows it: what a decision to update it is made on.
+func observed(b *Backend, vm backend.Owner) *backend.Disk {
+	d, _ := b.ObserveDisk(vm)
+	return d
+}
+
 // TestDisks walks one VM's disk through what the decision asks of a backend (create, adopt,
 // keep and mark kept, own again and unmark, grow, delete) and what its storage answers, checking what each call returns, what
 // ObserveDisk then shows, and that every change notifies.
@@ -51,27 +57,27 @@ func TestDisks(t *testing.T) {
 			`disk-1 Owned Pending 40G/0  "" grow=true del=false`, ""},
 		{"bound", func() (*backend.Disk, error) { return nil, b.Bind(vm) },
 			`disk-1 Owned Bound 40G/40G  "" grow=true del=false`, ""},
-		{"grown at once", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("50G")) },
+		{"grown at once", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, observed(b, vm), size("50G")) },
 			`disk-1 Owned Bound 50G/50G  "" grow=true del=false`, ""},
-		{"never shrunk", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("10G")) },
+		{"never shrunk", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, observed(b, vm), size("10G")) },
 			`disk-1 Owned Bound 50G/50G  "" grow=true del=false`, ""},
 		{"growth refused", func() (*backend.Disk, error) {
 			b.AnswerGrowth(backend.Growth{State: backend.GrowthInfeasible, Message: "out of range"})
-			return b.UpdateDisk(ctx, vm, size("60G"))
+			return b.UpdateDisk(ctx, vm, observed(b, vm), size("60G"))
 		}, `disk-1 Owned Bound 60G/50G Infeasible "out of range" grow=true del=false`, ""},
 		{"growth done", func() (*backend.Disk, error) { return nil, b.Grow(vm, backend.Growth{}) },
 			`disk-1 Owned Bound 60G/60G  "" grow=true del=false`, ""},
 		{"kept", func() (*backend.Disk, error) {
 			s := size("60G")
 			s.Keep = true
-			return b.UpdateDisk(ctx, vm, s)
+			return b.UpdateDisk(ctx, vm, observed(b, vm), s)
 		}, `disk-1 Kept Bound 60G/60G  "" grow=true del=false marked`, ""},
-		{"owned again", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("60G")) },
+		{"owned again", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, observed(b, vm), size("60G")) },
 			`disk-1 Owned Bound 60G/60G  "" grow=true del=false`, ""},
 		{"kept again", func() (*backend.Disk, error) {
 			s := size("60G")
 			s.Keep = true
-			return b.UpdateDisk(ctx, vm, s)
+			return b.UpdateDisk(ctx, vm, observed(b, vm), s)
 		}, `disk-1 Kept Bound 60G/60G  "" grow=true del=false marked`, ""},
 		{"deleted", func() (*backend.Disk, error) { d, _ := b.ObserveDisk(vm); return nil, b.DeleteDisk(ctx, vm, d) },
 			`disk-1 Kept Bound 60G/60G  "" grow=true del=true marked`, ""},
@@ -80,7 +86,7 @@ func TestDisks(t *testing.T) {
 			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "x", Phase: backend.DiskBound, Owner: backend.DiskOther})
 			return b.CreateDisk(ctx, vm, size("40G"))
 		}, `x Other Bound 0/0  "" grow=false del=false`, "create disk vm-rootdisk: the name is another's: rejected"},
-		{"another's not updated", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, size("40G")) },
+		{"another's not updated", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, observed(b, vm), size("40G")) },
 			`x Other Bound 0/0  "" grow=false del=false`, "update disk vm-rootdisk: the name is another's: rejected"},
 		{"another's not deleted", func() (*backend.Disk, error) { d, _ := b.ObserveDisk(vm); return nil, b.DeleteDisk(ctx, vm, d) },
 			`x Other Bound 0/0  "" grow=false del=false`, ""},
@@ -88,14 +94,14 @@ func TestDisks(t *testing.T) {
 			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "y", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
 				Capacity: resource.MustParse("40G"), Owner: backend.DiskUnowned})
 			b.AnswerGrowth(backend.Growth{})
-			return b.UpdateDisk(ctx, vm, size("40G"))
+			return b.UpdateDisk(ctx, vm, observed(b, vm), size("40G"))
 		}, `y Owned Bound 40G/40G  "" grow=false del=false`, ""},
 		{"unowned adopted kept", func() (*backend.Disk, error) {
 			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "z", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
 				Capacity: resource.MustParse("40G"), Owner: backend.DiskUnowned})
 			s := size("40G")
 			s.Keep = true
-			return b.UpdateDisk(ctx, vm, s)
+			return b.UpdateDisk(ctx, vm, observed(b, vm), s)
 		}, `z Kept Bound 40G/40G  "" grow=false del=false marked`, ""},
 		{"created kept", func() (*backend.Disk, error) {
 			b.SetDisk(vm, nil)
@@ -146,7 +152,7 @@ func TestDiskVersions(t *testing.T) {
 	if d.Phase != backend.DiskBound || d.Capacity.String() != "40G" || d.CanGrow || d.StorageClass != "fixed" {
 		t.Fatalf("created %s in %q", diskReport(d), d.StorageClass)
 	}
-	u, err := b.UpdateDisk(ctx, vm, s)
+	u, err := b.UpdateDisk(ctx, vm, d, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +217,7 @@ func TestDeleteDiskAsSeen(t *testing.T) {
 	seen, _ := b.ObserveDisk(vm) // what the decision to delete is made on: owned, not marked
 	kept := size("40G")
 	kept.Keep = true
-	if _, err := b.UpdateDisk(ctx, vm, kept); err != nil { // marked kept since
+	if _, err := b.UpdateDisk(ctx, vm, seen, kept); err != nil { // marked kept since
 		t.Fatal(err)
 	}
 	if err := b.DeleteDisk(ctx, vm, seen); !apierrors.IsConflict(err) {
@@ -248,5 +254,60 @@ func TestDeleteDiskAsSeen(t *testing.T) {
 	b.SetDisk(vm, nil)
 	if err := b.DeleteDisk(ctx, vm, replaced); err != nil {
 		t.Errorf("delete of a disk gone: %v", err)
+	}
+}
+
+// TestUpdateDiskAsSeen: UpdateDisk is conditional on the disk the decision saw, as a claim's
+// patch is on its resourceVersion. The decision saw an unowned disk left by an earlier VM of
+// the name and adopts it, owned (so that it would go with the VM) and grown; a disk changed
+// since (kept for this VM and marked so, taken by another, replaced by another of the name)
+// or gone is left as it is and the update is a Conflict (the VM is decided again); a disk as
+// seen is adopted.
+func TestUpdateDiskAsSeen(t *testing.T) {
+	ctx := context.Background()
+	vm := backend.Owner{Namespace: "ns", Name: "vm", UID: "u"}
+	tests := map[string]func(d *backend.Disk) *backend.Disk{ // the disk since it was seen; nil: unchanged
+		"as seen":     nil,
+		"marked kept": func(d *backend.Disk) *backend.Disk { d.Owner, d.KeptMark = backend.DiskKept, true; return d },
+		"another's":   func(d *backend.Disk) *backend.Disk { d.Owner = backend.DiskOther; return d },
+		"replaced":    func(d *backend.Disk) *backend.Disk { d.ID = "another"; return d },
+		"gone":        func(*backend.Disk) *backend.Disk { return nil },
+	}
+	for name, change := range tests {
+		t.Run(name, func(t *testing.T) {
+			b := New()
+			if _, err := b.Start(ctx, func(types.NamespacedName) {}); err != nil {
+				t.Fatal(err)
+			}
+			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "d1", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
+				Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskUnowned})
+			seen := observed(b, vm) // what the decision to adopt it is made on
+			if change != nil {
+				c := *seen
+				b.SetDisk(vm, change(&c))
+			}
+			before := observed(b, vm)
+			got, err := b.UpdateDisk(ctx, vm, seen, size("50G"))
+			after := observed(b, vm)
+			if change == nil {
+				if err != nil || got == nil || got.Owner != backend.DiskOwned || got.KeptMark || got.Requested.String() != "50G" {
+					t.Fatalf("update of the disk as seen: %s, %v", diskReport(got), err)
+				}
+				if diskReport(after) != diskReport(got) {
+					t.Errorf("the disk updated as seen is now %s, returned as %s", diskReport(after), diskReport(got))
+				}
+				return
+			}
+			if !apierrors.IsConflict(err) || got != nil {
+				t.Errorf("update of a disk changed since it was seen: %s, %v; want a Conflict", diskReport(got), err)
+			}
+			if diskReport(after) != diskReport(before) || after != nil && after.Version != before.Version {
+				t.Errorf("the disk changed since it was seen is now %s, was %s", diskReport(after), diskReport(before))
+			}
+		})
+	}
+	b := New()
+	if _, err := b.UpdateDisk(ctx, vm, nil, size("50G")); err == nil || apierrors.IsConflict(err) {
+		t.Errorf("update with no disk seen: %v, want an error", err)
 	}
 }

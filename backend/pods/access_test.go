@@ -156,7 +156,8 @@ func TestBackendUnderRBAC(t *testing.T) {
 		}},
 		{"grow a disk", func() error {
 			var err error
-			grown, err = b.UpdateDisk(ctx, vmA, backend.DiskSpec{Size: resource.MustParse("50G")})
+			seen, _ := b.ObserveDisk(vmA)
+			grown, err = b.UpdateDisk(ctx, vmA, seen, backend.DiskSpec{Size: resource.MustParse("50G")})
 			return err
 		}},
 		{"tell whether a disk is pinned", func() error { _, err := b.DiskPinned(ctx, vmA); return err }},

@@ -49,7 +49,7 @@ func TestClaimsOnly(t *testing.T) {
 	if err != nil || d == nil || d.Owner != backend.DiskOwned || d.Phase != backend.DiskBound {
 		t.Fatalf("ObserveDisk: %+v, %v; want the VM's bound claim, owned", d, err)
 	}
-	if _, err := b.UpdateDisk(ctx, diskVM, backend.DiskSpec{Size: d.Requested, Keep: true}); err != nil {
+	if _, err := b.UpdateDisk(ctx, diskVM, d, backend.DiskSpec{Size: d.Requested, Keep: true}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	got, err := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, ClaimName(diskVM.Name), metav1.GetOptions{})

@@ -232,22 +232,48 @@ func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend
 }
 
 // UpdateDisk brings vm's claim to spec in one strategic merge patch, conditional on the claim
-// being as the cache shows it: labelled with vm's UID, controlled by vm unless spec.Keep (an
-// owner reference removed by its UID, so that others are kept), annotated as kept if and only
-// if spec.Keep, annotated with vm's kind, and asking for spec.Size when it asks for less. A claim that is already so is
-// not written.
-func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
-	c, err := b.cachedClaim(vm)
+// still being seen, the claim the decision saw: the patch carries seen's resourceVersion
+// (Disk.Version), never the one the cache shows when the update runs, and is worked out from
+// seen's claim: labelled with vm's UID, controlled by vm unless spec.Keep (an owner reference
+// removed by its UID, so that others are kept), annotated as kept if and only if spec.Keep,
+// annotated with vm's kind, and asking for spec.Size when it asks for less. A claim that is
+// already so is not written. seen another's is ErrDiskConflict.
+//
+// What the patch needs beyond a Disk report (the claim's labels and annotations) is read from
+// the cached claim, and only when the cache holds seen's claim itself (its UID and
+// resourceVersion), so that the patch is worked out from the claim the decision saw. A cache
+// that holds another version of the claim, another claim or none, is answered with a
+// Conflict and nothing is asked: a claim changed since the decision saw it (marked kept, its
+// owner reference taken off, taken by another) or gone is not patched on the decision's
+// stale view, whether the cache shows the change already (this Conflict) or not yet (the API
+// server's, on seen's resourceVersion); nor is one the cache shows only as it was before the
+// controller's own write that seen is. Either way the VM is decided again on the claim as it
+// now is.
+func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, seen *backend.Disk, spec backend.DiskSpec) (*backend.Disk, error) {
+	name := ClaimName(vm.Name)
 	switch {
-	case err != nil:
-		return nil, err
-	case c == nil:
-		return nil, fmt.Errorf("update claim %s: not in the cache", ClaimName(vm.Name))
-	case c.owner(vm) == backend.DiskOther:
-		return nil, fmt.Errorf("update claim %s: %w", c.name, backend.ErrDiskConflict)
+	case seen == nil:
+		return nil, fmt.Errorf("update claim %s: no claim seen", name)
+	case seen.Owner == backend.DiskOther:
+		return nil, fmt.Errorf("update claim %s: %w", name, backend.ErrDiskConflict)
 	}
-	ids := c.ids()
-	meta := map[string]any{"resourceVersion": ids.version}
+	c, err := b.cachedClaim(vm)
+	if err != nil {
+		return nil, err
+	}
+	var ids claimIDs
+	if c != nil {
+		ids = c.ids()
+	}
+	if c == nil || string(ids.uid) != seen.ID || ids.version != seen.Version {
+		now := "no claim"
+		if c != nil {
+			now = fmt.Sprintf("claim %s at resourceVersion %s", ids.uid, ids.version)
+		}
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, name,
+			fmt.Errorf("the cache shows %s, not %s at resourceVersion %s as seen", now, seen.ID, seen.Version))
+	}
+	meta := map[string]any{"resourceVersion": seen.Version}
 	annotations := map[string]any{}
 	changed := false
 	if ids.label != vm.UID || c.vm != vm.Name {

@@ -2,6 +2,7 @@ package pods
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -154,7 +156,8 @@ func TestDisksTyped(t *testing.T) {
 		{backend.DiskSpec{Size: resource.MustParse("50G")}, "a-rootdisk Owned Bound 50G/40G grow=true  \"\" \"\" del=false", 3, true, "50G"},
 	}
 	for i, s := range steps {
-		d, err := b.UpdateDisk(ctx, diskVM, s.spec)
+		seen, _ := b.ObserveDisk(diskVM)
+		d, err := b.UpdateDisk(ctx, diskVM, seen, s.spec)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -188,10 +191,10 @@ func TestDisksTyped(t *testing.T) {
 	if d, _ := b.ObserveDisk(other); d == nil || d.Owner != backend.DiskOther {
 		t.Errorf("another VM of the name sees %s", diskLine(d))
 	}
-	if _, err := b.UpdateDisk(ctx, other, backend.DiskSpec{Size: resource.MustParse("50G")}); !errors.Is(err, backend.ErrDiskConflict) {
+	seen, _ := b.ObserveDisk(other)
+	if _, err := b.UpdateDisk(ctx, other, seen, backend.DiskSpec{Size: resource.MustParse("50G")}); !errors.Is(err, backend.ErrDiskConflict) {
 		t.Errorf("update of another's: %v, want ErrDiskConflict", err)
 	}
-	seen, _ := b.ObserveDisk(other)
 	if err := b.DeleteDisk(ctx, other, seen); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +226,8 @@ func TestDisksAdoptAndConflict(t *testing.T) {
 	ctx := context.Background()
 
 	awaitDisk(t, b, notified, "a-rootdisk Unowned Bound 30G/30G grow=true  \"\" \"\" del=false marked", true)
-	adopted, err := b.UpdateDisk(ctx, diskVM, backend.DiskSpec{Size: resource.MustParse("40G")})
+	seen, _ := b.ObserveDisk(diskVM)
+	adopted, err := b.UpdateDisk(ctx, diskVM, seen, backend.DiskSpec{Size: resource.MustParse("40G")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +284,8 @@ func TestDisksAdoptKept(t *testing.T) {
 			ctx := context.Background()
 			awaitDisk(t, b, notified, want, true)
 
-			adopted, err := b.UpdateDisk(ctx, diskVM, backend.DiskSpec{Size: resource.MustParse("30G"), Keep: true})
+			seen, _ := b.ObserveDisk(diskVM)
+			adopted, err := b.UpdateDisk(ctx, diskVM, seen, backend.DiskSpec{Size: resource.MustParse("30G"), Keep: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,7 +340,7 @@ func TestDisksKeptForAnotherKind(t *testing.T) {
 				if d.Owner != backend.DiskUnowned {
 					t.Fatalf("an earlier version's kept claim is %s to a Machine of the name, want Unowned", d.Owner)
 				}
-				if _, err := b.UpdateDisk(ctx, machine, backend.DiskSpec{Size: resource.MustParse("30G"), Keep: true}); err != nil {
+				if _, err := b.UpdateDisk(ctx, machine, d, backend.DiskSpec{Size: resource.MustParse("30G"), Keep: true}); err != nil {
 					t.Fatal(err)
 				}
 				if got, _ := claims.Get(ctx, "a-rootdisk", metav1.GetOptions{}); got.Annotations[AnnotationOwnerKind] != "Machine.compute.example.org" {
@@ -346,7 +351,7 @@ func TestDisksKeptForAnotherKind(t *testing.T) {
 			if d.Owner != backend.DiskOther {
 				t.Errorf("a VirtualMachine's kept claim is %s to a Machine of the same name, want Other", d.Owner)
 			}
-			if _, err := b.UpdateDisk(ctx, machine, backend.DiskSpec{Size: resource.MustParse("30G")}); !errors.Is(err, backend.ErrDiskConflict) {
+			if _, err := b.UpdateDisk(ctx, machine, d, backend.DiskSpec{Size: resource.MustParse("30G")}); !errors.Is(err, backend.ErrDiskConflict) {
 				t.Errorf("a Machine's adoption of a VirtualMachine's kept claim: %v, want ErrDiskConflict", err)
 			}
 			if _, err := b.CreateDisk(ctx, machine, backend.DiskSpec{Size: resource.MustParse("30G")}); !errors.Is(err, backend.ErrDiskConflict) {
@@ -439,6 +444,129 @@ func TestDeleteDiskPreconditions(t *testing.T) {
 				t.Errorf("a claim changed since it was seen was deleted: %v", getErr)
 			case !changed && (err != nil || !apierrors.IsNotFound(getErr)):
 				t.Errorf("delete of the claim as seen: %v, then %v", err, getErr)
+			}
+		})
+	}
+}
+
+// TestUpdateDiskPreconditions: UpdateDisk patches the claim on the resourceVersion of the
+// claim the decision saw (version 5), worked out from that claim, whatever the cache shows
+// when the update runs. The decisions: adopt a claim kept by an earlier VM of the name, owned
+// (so that the garbage collector would delete it with the VM) and grown; grow the VM's own
+// claim. A claim changed since (marked kept, its owner reference taken off, taken by another
+// object) is not adopted or grown on the stale view: when the cache shows the change already,
+// nothing is asked and the backend answers a Conflict; when it does not yet, the patch carries
+// version 5 and the API server's Conflict comes back (apierrors.IsConflict either way: the VM
+// is decided again). A claim as seen is patched.
+func TestUpdateDiskPreconditions(t *testing.T) {
+	const uid = "11111111-2222-3333-4444-555555555555"
+	earlier := backend.Owner{APIVersion: diskVM.APIVersion, Kind: diskVM.Kind, Namespace: "ns", Name: "a", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	leftBehind := func() *corev1.PersistentVolumeClaim { // kept by an earlier VM of the name: Unowned
+		c := newClaim(earlier, backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard", Keep: true})
+		delete(c.Annotations, AnnotationKept) // kept by a version that did not mark it
+		return c
+	}
+	own := func() *corev1.PersistentVolumeClaim { // diskVM's, owned
+		return newClaim(diskVM, backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard"})
+	}
+	adopt := backend.DiskSpec{Size: resource.MustParse("40G")} // owned, grown
+	markKept := func(c *corev1.PersistentVolumeClaim) { c.Annotations[AnnotationKept] = "true" }
+	keep := func(c *corev1.PersistentVolumeClaim) {
+		c.OwnerReferences = nil
+		c.Annotations[AnnotationKept] = "true"
+	}
+	takeOver := func(c *corev1.PersistentVolumeClaim) {
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "another", Controller: ptr.To(true)}}
+	}
+	tests := map[string]struct {
+		claim  func() *corev1.PersistentVolumeClaim // as the decision saw it, at version 5
+		change func(*corev1.PersistentVolumeClaim)  // since, at version 9; nil: unchanged
+		cached bool                                 // the cache shows the change before the update
+	}{
+		"adopt, as seen": {claim: leftBehind},
+		"adopt, marked kept since, cache caught up":      {claim: leftBehind, change: markKept, cached: true},
+		"adopt, marked kept since, cache behind":         {claim: leftBehind, change: markKept},
+		"adopt, taken by another since, cache caught up": {claim: leftBehind, change: takeOver, cached: true},
+		"adopt, taken by another since, cache behind":    {claim: leftBehind, change: takeOver},
+		"grow, as seen":                                 {claim: own},
+		"grow, kept since, cache caught up":             {claim: own, change: keep, cached: true},
+		"grow, kept since, cache behind":                {claim: own, change: keep},
+		"grow, taken by another since, cache caught up": {claim: own, change: takeOver, cached: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			seenClaim := tt.claim()
+			seenClaim.ResourceVersion, seenClaim.UID = "5", uid
+			now := seenClaim.DeepCopy()
+			if tt.change != nil {
+				tt.change(now)
+				now.ResourceVersion = "9"
+			}
+			client := kubefake.NewClientset(now)
+			// The fake clientset takes a patch's resourceVersion as one more field to set,
+			// never as a condition: this reactor answers a Conflict on a mismatch, as the API
+			// server does.
+			var sent []string
+			client.PrependReactor("patch", "persistentvolumeclaims", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
+				var body struct {
+					Metadata struct {
+						ResourceVersion string `json:"resourceVersion"`
+					} `json:"metadata"`
+				}
+				if err := json.Unmarshal(a.(clienttesting.PatchAction).GetPatch(), &body); err != nil {
+					t.Fatal(err)
+				}
+				rv := body.Metadata.ResourceVersion
+				sent = append(sent, rv)
+				if rv != now.ResourceVersion {
+					return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, now.Name,
+						fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again (%s, not %s)", now.ResourceVersion, rv))
+				}
+				return false, nil, nil
+			})
+			b := New(Config{Client: client, Disks: true}) // not started: the cache holds what the test puts there
+			if err := b.disks.claims.GetIndexer().Add(cacheClaim(seenClaim)); err != nil {
+				t.Fatal(err)
+			}
+			seen, _ := b.ObserveDisk(diskVM) // what the decision to adopt or grow is made on
+			if seen == nil || !(seen.Owner == backend.DiskUnowned || seen.Owner == backend.DiskOwned) || seen.KeptMark || seen.Version != "5" || seen.ID != uid {
+				t.Fatalf("seen %s at %s, want the claim unowned or owned, unmarked, at version 5", diskLine(seen), seen.Version)
+			}
+			if tt.cached {
+				if err := b.disks.claims.GetIndexer().Update(cacheClaim(now)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := b.UpdateDisk(context.Background(), diskVM, seen, adopt)
+			after, getErr := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "a-rootdisk", metav1.GetOptions{})
+			if getErr != nil {
+				t.Fatal(getErr)
+			}
+			for _, rv := range sent {
+				if rv != "5" {
+					t.Errorf("patched on resourceVersion %s, want 5, the decision's", rv)
+				}
+			}
+			if tt.change == nil {
+				if err != nil || got == nil || got.Owner != backend.DiskOwned || len(sent) != 1 {
+					t.Fatalf("update of the claim as seen: %s, %v after patches %q", diskLine(got), err, sent)
+				}
+				if ref := metav1.GetControllerOf(after); ref == nil || ref.UID != diskVM.UID || after.Labels[LabelVMUID] != string(diskVM.UID) ||
+					after.Spec.Resources.Requests.Storage().String() != "40G" {
+					t.Errorf("the claim updated as seen is %+v, %v", after.ObjectMeta, after.Spec.Resources.Requests)
+				}
+				return
+			}
+			if !apierrors.IsConflict(err) || got != nil {
+				t.Errorf("update of a claim changed since it was seen: %s, %v; want a Conflict", diskLine(got), err)
+			}
+			if tt.cached && len(sent) != 0 {
+				t.Errorf("patches %q of a claim the cache shows changed since it was seen, want none", sent)
+			}
+			if after.ResourceVersion != "9" || !equality.Semantic.DeepEqual(after.ObjectMeta.OwnerReferences, now.OwnerReferences) ||
+				!equality.Semantic.DeepEqual(after.Annotations, now.Annotations) || !equality.Semantic.DeepEqual(after.Labels, now.Labels) ||
+				after.Spec.Resources.Requests.Storage().String() != "30G" {
+				t.Errorf("the claim changed since it was seen is now %+v, %v", after.ObjectMeta, after.Spec.Resources.Requests)
 			}
 		})
 	}

@@ -176,7 +176,8 @@ func applyPlanBudget(t *testing.T, vm schema.VirtualMachine, srv *backend.Server
 			made, err = servers.CreateDisk(context.Background(), owner, *a.Spec)
 			p.CreatedDisk(made)
 		case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
-			_, err = servers.UpdateDisk(context.Background(), owner, *a.Spec)
+			seen, _ := servers.ObserveDisk(owner) // disk, as the world holds it (SetDisk gives it a version)
+			_, err = servers.UpdateDisk(context.Background(), owner, seen, *a.Spec)
 		case decision.DeleteDisk:
 			if disk == nil || !disk.Owner.Mine() {
 				t.Fatalf("plan deletes a disk that is not the VM's")
