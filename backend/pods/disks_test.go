@@ -128,7 +128,12 @@ func TestDisksTyped(t *testing.T) {
 	}
 
 	// Bound, with its capacity; the binder's word is over.
+	// Each write of another's carries a version of its own, as the API server gives every
+	// write: the fake clientset keeps the version a write sends, and the backend tells the
+	// echo of its own write by its version (echo), so another's write of the same version
+	// could pass for one.
 	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("40G")}}
+	pvc.ResourceVersion = "100"
 	if pvc, err = claims.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +181,7 @@ func TestDisksTyped(t *testing.T) {
 	// The class of the claim starts to say no: the VM hears of it.
 	pvc, _ = claims.Get(ctx, "a-rootdisk", metav1.GetOptions{})
 	pvc.Spec.StorageClassName = ptr.To("fixed")
+	pvc.ResourceVersion = "200"
 	if _, err := claims.Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
