@@ -610,6 +610,13 @@ func TestWaitForSettledStatus(t *testing.T) {
 		return st
 	}
 	ann := func(key string) map[string]any { return map[string]any{"annotations": map[string]any{key: asked}} }
+	// A paused VM with a request of key, and its status: the Paused condition, and the rest as
+	// before it was paused.
+	pausedWith := func(key string) map[string]any {
+		return map[string]any{"annotations": map[string]any{key: asked, schema.AnnotationPaused: "true"}}
+	}
+	pausedReady := active(map[string]any{"conditions": append([]any{
+		map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "", "lastTransitionTime": old}}, ready...)})
 	tests := map[string]struct {
 		for_     string
 		metadata map[string]any
@@ -631,10 +638,11 @@ func TestWaitForSettledStatus(t *testing.T) {
 		"Inactive once the server is gone": {"phase=Inactive", nil,
 			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)},
 			map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, true, false},
-		"Paused with a stop pending": {"condition=Paused", ann(schema.AnnotationStopRequestedAt), active(map[string]any{"conditions": append([]any{
-			map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "", "lastTransitionTime": old}}, ready...)}), nil, true, false},
-		"Paused before the spec is observed": {"condition=Paused", map[string]any{"generation": int64(2)}, active(map[string]any{"conditions": []any{
-			map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "", "lastTransitionTime": old}}}), nil, true, false},
+		"Paused with a stop pending":              {"condition=Paused", pausedWith(schema.AnnotationStopRequestedAt), pausedReady, nil, true, false},
+		"Paused before the spec is observed":      {"condition=Paused", map[string]any{"generation": int64(2), "annotations": map[string]any{schema.AnnotationPaused: "true"}}, pausedReady, nil, true, false},
+		"Ready of a paused VM, a restart pending": {"condition=Ready", pausedWith(schema.AnnotationRestartedAt), pausedReady, nil, false, false},
+		"Ready once resumed, a restart pending":   {"condition=Ready", ann(schema.AnnotationRestartedAt), pausedReady, nil, false, true},
+		"Paused once resumed":                     {"condition=Paused", ann(schema.AnnotationRestartedAt), pausedReady, nil, false, true},
 		"Failed on an invalid spec with a start pending": {"phase=Failed", ann(schema.AnnotationStartRequestedAt),
 			map[string]any{"phase": "Failed", "reason": "InvalidSpec", "observedGeneration": int64(1)}, nil, true, false},
 		"Failed on an invalid spec not yet observed": {"phase=Failed", map[string]any{"generation": int64(2)},

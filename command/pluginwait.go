@@ -78,23 +78,27 @@ func parseFor(s string) (waitFor, error) {
 // return on the status from before it, the old server's Ready; a VM being deleted counts as
 // it is, its requests no longer acted on.
 func (w waitFor) met(vm schema.VirtualMachine) bool {
-	return current(vm) && w.holds(vm.Status())
+	return (current(vm) || w.condition == schema.ConditionPaused && paused(vm)) && w.holds(vm.Status())
 }
 
 // current reports whether vm's status describes it as it is: it is Settled, or it is being
-// deleted, or the controller acts on none of its requests until a person does something: it
-// is paused (the condition Paused, which is all the controller writes of a paused VM), or its
-// spec was refused at this generation (Failed, InvalidSpec: a request waits for a spec that
-// can run, and is carried out then).
+// deleted, or its spec was refused at this generation (Failed, InvalidSpec: the controller
+// acts on no request until the spec is fixed, and carries it out then).
 func current(vm schema.VirtualMachine) bool {
 	if vm.Settled() || vm.Deleting() {
 		return true
 	}
 	st := vm.Status()
-	if c := st.Condition(schema.ConditionPaused); c != nil && c.Status == schema.ConditionTrue {
-		return true
-	}
 	return st.Phase == schema.PhaseFailed && st.Reason == decision.ReasonInvalidSpec && st.ObservedGeneration == vm.Generation()
+}
+
+// paused reports whether vm is paused and its status says so: the condition Paused is all the
+// controller writes of a paused VM, so the rest of its status (an old server's Ready, a request
+// not acted on) is not current, but that condition is. A VM whose annotation is gone while its
+// status still says Paused has yet to be resumed.
+func paused(vm schema.VirtualMachine) bool {
+	c := vm.Status().Condition(schema.ConditionPaused)
+	return vm.Paused() && c != nil && c.Status == schema.ConditionTrue
 }
 
 // holds reports whether st satisfies w. Phase Inactive holds once the server is gone: while
@@ -260,7 +264,10 @@ func lastSeen(vm schema.VirtualMachine) string {
 	if st.Message != "" {
 		s += ": " + st.Message
 	}
-	if st.Phase != "" && !current(vm) {
+	switch {
+	case paused(vm):
+		s += fmt.Sprintf(" (paused: the controller acts on nothing of the VM until the annotation %s goes)", schema.AnnotationPaused)
+	case st.Phase != "" && !current(vm):
 		s += " (the controller has yet to act on a request or a spec change of the VM)"
 	}
 	return s

@@ -266,12 +266,27 @@ func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, seen *backen
 		ids = c.ids()
 	}
 	if c == nil || string(ids.uid) != seen.ID || ids.version != seen.Version {
-		now := "no claim"
-		if c != nil {
-			now = fmt.Sprintf("claim %s at resourceVersion %s", ids.uid, ids.version)
+		// The cache is behind the claim seen (seen is the answer of the controller's own last
+		// write of it, which the cache has yet to show), or ahead of it: the claim is read as
+		// it is, and the patch is worked out from it only if it is the one seen. Worked out
+		// from the cache's older claim, it would leave out what that write changed.
+		live, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			live = nil
+		case err != nil:
+			return nil, fmt.Errorf("read claim %s: %w", name, err)
 		}
-		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, name,
-			fmt.Errorf("the cache shows %s, not %s at resourceVersion %s as seen", now, seen.ID, seen.Version))
+		if live == nil || string(live.UID) != seen.ID || live.ResourceVersion != seen.Version {
+			now := "no claim"
+			if live != nil {
+				now = fmt.Sprintf("claim %s at resourceVersion %s", live.UID, live.ResourceVersion)
+			}
+			return nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, name,
+				fmt.Errorf("the API server has %s, not %s at resourceVersion %s as seen", now, seen.ID, seen.Version))
+		}
+		c = cacheClaim(live)
+		ids = c.ids()
 	}
 	meta := map[string]any{"resourceVersion": seen.Version}
 	annotations := map[string]any{}

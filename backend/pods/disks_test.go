@@ -692,3 +692,73 @@ func TestDiskBindsWithServer(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateDiskOnOwnAnswer: the disk seen may be the answer of the controller's own last
+// write of it, which the cache has yet to show (reconcile's disk expectations decide on it
+// then). UpdateDisk works out its patch from the claim as it is on the API server when that is
+// the claim seen, on its version; a claim changed since then is a Conflict, nothing written.
+// Worked out from the cache's older claim, a release after a write that changed the mark or
+// the owner would leave that change out; refused, the release waited for a backoff timer.
+func TestUpdateDiskOnOwnAnswer(t *testing.T) {
+	pvcs := corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	for name, changedSince := range map[string]bool{"the claim as answered": false, "the claim changed since": true} {
+		t.Run(name, func(t *testing.T) {
+			claim := newClaim(diskVM, backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard"})
+			claim.ResourceVersion, claim.UID = "5", "11111111-2222-3333-4444-555555555555"
+			client := kubefake.NewClientset(claim.DeepCopy())
+			var sent []string // the resourceVersion each patch carries
+			client.PrependReactor("patch", "persistentvolumeclaims", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
+				var body struct {
+					Metadata struct {
+						ResourceVersion string `json:"resourceVersion"`
+					} `json:"metadata"`
+				}
+				if err := json.Unmarshal(a.(clienttesting.PatchAction).GetPatch(), &body); err != nil {
+					return true, nil, err
+				}
+				sent = append(sent, body.Metadata.ResourceVersion)
+				return false, nil, nil
+			})
+			b := New(Config{Client: client, Disks: true}) // not started: the cache keeps the claim at 5
+			if err := b.disks.claims.GetIndexer().Add(cacheClaim(claim)); err != nil {
+				t.Fatal(err)
+			}
+			seen, _ := b.ObserveDisk(diskVM)
+			grown, err := b.UpdateDisk(context.Background(), diskVM, seen, backend.DiskSpec{Size: resource.MustParse("40G"), StorageClass: "standard"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The API server gives the write a version of its own (the fake keeps the one sent).
+			stored := func(rv string) {
+				got, _ := client.Tracker().Get(pvcs, "ns", claim.Name)
+				pvc := got.(*corev1.PersistentVolumeClaim)
+				pvc.ResourceVersion = rv
+				if err := client.Tracker().Update(pvcs, pvc, "ns"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stored("6")
+			grown.Version = "6"
+			if changedSince {
+				stored("7")
+			}
+			sent = nil
+			kept, err := b.UpdateDisk(context.Background(), diskVM, grown, backend.DiskSpec{Size: resource.MustParse("40G"), StorageClass: "standard", Keep: true})
+			got, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), claim.Name, metav1.GetOptions{})
+			_, marked := got.Annotations[AnnotationKept]
+			if changedSince {
+				if !apierrors.IsConflict(err) || len(sent) != 0 || marked || metav1.GetControllerOf(got) == nil {
+					t.Fatalf("release of a claim changed since: %v, patches %v, marked %v, owner %v; want a Conflict and nothing written", err, sent, marked, metav1.GetControllerOf(got))
+				}
+				return
+			}
+			if err != nil || len(sent) != 1 || sent[0] != "6" {
+				t.Fatalf("release on the answer: %v, patches on %v; want one on 6", err, sent)
+			}
+			if kept.Owner != backend.DiskKept || !marked || metav1.GetControllerOf(got) != nil ||
+				got.Spec.Resources.Requests.Storage().String() != "40G" {
+				t.Errorf("released %s; claim marked %v, owner %v, requests %s", diskLine(kept), marked, metav1.GetControllerOf(got), got.Spec.Resources.Requests.Storage())
+			}
+		})
+	}
+}
