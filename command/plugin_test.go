@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,16 +86,7 @@ func TestVerbs(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			vm, f := pluginVM(t, tc.rs, tc.phase, tc.reason)
-			var r verbResult
-			var err error
-			switch tc.verb {
-			case "start":
-				r, err = startVerb(vm, f, pluginNow)
-			case "stop":
-				r, err = stopVerb(vm, f, pluginNow, &grace)
-			case "restart":
-				r, err = restartVerb(vm, f, pluginNow)
-			}
+			r, err := decideVerb(tc.verb, vm, f, &grace)
 			if tc.errorSay != "" {
 				var ec cli.ExitCoder
 				if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), tc.errorSay) {
@@ -105,16 +97,33 @@ func TestVerbs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := ""
-			if r.patch != nil {
-				b, _ := json.Marshal(r.patch)
-				got = string(b)
-			}
-			if got != tc.patch || !strings.Contains(r.say, tc.say) {
-				t.Errorf("patch %s, say %q; want %s, %q", got, r.say, tc.patch, tc.say)
+			if got := patchText(r); got != tc.patch || !strings.Contains(r.say, tc.say) {
+				t.Errorf("patch %s, say %q; want %s, %q", patchText(r), r.say, tc.patch, tc.say)
 			}
 		})
 	}
+}
+
+// decideVerb decides the verb named (start, stop or restart) on vm at pluginNow; grace is stop's.
+func decideVerb(verb string, vm schema.VirtualMachine, f schema.Fields, grace *int64) (verbResult, error) {
+	switch verb {
+	case "start":
+		return startVerb(vm, f, pluginNow)
+	case "stop":
+		return stopVerb(vm, f, pluginNow, grace)
+	case "restart":
+		return restartVerb(vm, f, pluginNow)
+	}
+	return verbResult{}, fmt.Errorf("no verb %q", verb)
+}
+
+// patchText is the merge patch a verb writes, as JSON; "" when it writes nothing.
+func patchText(r verbResult) string {
+	if r.patch == nil {
+		return ""
+	}
+	b, _ := json.Marshal(r.patch)
+	return string(b)
 }
 
 // TestVerbsWithPendingRequests: a start or stop request the controller has not carried out
@@ -165,16 +174,7 @@ func TestVerbsWithPendingRequests(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			vm, f := requestVM(t, tc.rs, tc.status, tc.ann)
-			var r verbResult
-			var err error
-			switch tc.verb {
-			case "start":
-				r, err = startVerb(vm, f, pluginNow)
-			case "stop":
-				r, err = stopVerb(vm, f, pluginNow, nil)
-			case "restart":
-				r, err = restartVerb(vm, f, pluginNow)
-			}
+			r, err := decideVerb(tc.verb, vm, f, nil)
 			if tc.refusing {
 				var ec cli.ExitCoder
 				if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), tc.say) || r.patch != nil {
@@ -185,13 +185,8 @@ func TestVerbsWithPendingRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := ""
-			if r.patch != nil {
-				b, _ := json.Marshal(r.patch)
-				got = string(b)
-			}
-			if got != tc.patch || !strings.Contains(r.say, tc.say) {
-				t.Errorf("patch %s, say %q; want %s, %q", got, r.say, tc.patch, tc.say)
+			if got := patchText(r); got != tc.patch || !strings.Contains(r.say, tc.say) {
+				t.Errorf("patch %s, say %q; want %s, %q", patchText(r), r.say, tc.patch, tc.say)
 			}
 		})
 	}
