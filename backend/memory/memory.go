@@ -32,6 +32,8 @@ type Backend struct {
 	// many it created.
 	budgets     budgetTable
 	madeBudgets int
+	// departed remembers the servers that went while disrupted (backend.Departures, gone.go).
+	departed map[types.NamespacedName]departed
 }
 
 // usage is what Usage reports for one VM.
@@ -43,7 +45,8 @@ type usage struct {
 // New returns an empty in-memory backend.
 func New() *Backend {
 	return &Backend{servers: map[types.NamespacedName]*backend.Server{}, usage: map[types.NamespacedName]usage{},
-		disks: disks{table: map[types.NamespacedName]*backend.Disk{}, fixed: map[string]bool{}}, budgets: budgetTable{}}
+		disks: disks{table: map[types.NamespacedName]*backend.Disk{}, fixed: map[string]bool{}}, budgets: budgetTable{},
+		departed: map[types.NamespacedName]departed{}}
 }
 
 var (
@@ -91,6 +94,7 @@ func (b *Backend) Create(_ context.Context, vm backend.Owner, spec backend.Spec)
 		return &c, nil
 	}
 	b.created++
+	delete(b.departed, k) // a server of vm comes: nothing gone is remembered past it
 	s := &backend.Server{Name: vm.Name + "-server", ID: fmt.Sprintf("mem-%d", b.created),
 		State: backend.StatePending, Detail: string(backend.StatePending), Spec: spec}
 	if spec.Disk {
@@ -143,13 +147,19 @@ func (b *Backend) Grace(vm backend.Owner) (time.Duration, bool) {
 	return g, ok
 }
 
-// Set puts a server in place of vm's (nil removes it), as if the backend had changed it.
+// Set puts a server in place of vm's (nil removes it), as if the backend had changed it. A
+// server removed while it carries a Disruption is remembered as gone while disrupted
+// (LastGone), until a server of vm comes.
 func (b *Backend) Set(vm backend.Owner, s *backend.Server) {
 	b.mu.Lock()
 	k := key(vm)
 	if s == nil {
+		if old, ok := b.servers[k]; ok {
+			b.leftLocked(vm, old)
+		}
 		delete(b.servers, k)
 	} else {
+		delete(b.departed, k)
 		c := *s
 		b.servers[k] = &c
 	}

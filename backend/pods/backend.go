@@ -78,6 +78,8 @@ type Backend struct {
 	disks  *disks                    // nil unless cfg.Disks
 	// budgets is nil unless cfg.Budgets.
 	budgets *budgets
+	// departures remembers the servers that went while disrupted (gone.go).
+	departures departures
 	// created maps the key of each pod Create made, and of each claim CreateDisk or
 	// UpdateDisk wrote, to the resourceVersion it returned, until the informer brings the
 	// object back (see echo). Pods and claims have names of their own (PodName, ClaimName).
@@ -108,10 +110,11 @@ func New(cfg Config) *Backend {
 	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
 		ObjectType:    &corev1.Pod{},
-		// Start's notify, once it is given; the informer runs only after.
-		Handler: b.vmHandlers(func(vm types.NamespacedName) { b.notify(vm) }, func(old, cur any) bool {
+		// Start's notify, once it is given; the informer runs only after. What is
+		// remembered of disrupted servers is brought up to date first (gone.go).
+		Handler: b.departures.handlers(b.vmHandlers(func(vm types.NamespacedName) { b.notify(vm) }, func(old, cur any) bool {
 			return !old.(*cachedPod).sameVersion(cur.(*cachedPod))
-		}),
+		})),
 		ResyncPeriod: cfg.Resync,
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byNode: func(obj any) ([]string, error) {
 			if p, ok := obj.(*cachedPod); ok && p.node != (interned{}) {

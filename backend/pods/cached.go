@@ -312,6 +312,24 @@ func (p *cachedPod) owns(vm backend.Owner) bool {
 	return p.ownerUID.String() == string(vm.UID)
 }
 
+// ownerUIDText is the UID of the VM whose server p is, as owns compares it.
+func (p *cachedPod) ownerUIDText() types.UID {
+	if p.flags&exactOwnerUID != 0 {
+		return p.exact.ownerUID
+	}
+	return types.UID(p.ownerUID.String())
+}
+
+// disruption is the pod's DisruptionTarget condition, nil when it has none: read in place,
+// without making the server, since every pod event asks (gone.go). A disrupted pod keeps its
+// server as read (compact), so the compact fields never hold one.
+func (p *cachedPod) disruption() *backend.Disruption {
+	if p.flags&exactServer == 0 {
+		return nil
+	}
+	return p.exact.server.Disruption
+}
+
 // server is p read as a server, before its node's readiness is taken into account: serverOf
 // of the pod it was made from.
 func (p *cachedPod) server() backend.Server {
