@@ -31,7 +31,7 @@ func (w *world) applier() applier {
 func TestApplyCreate(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
-	plan := serverPolicy.Decide(vm, nil, nil, nil, now)
+	plan := serverPolicy.Decide(vm, nil, nil, nil, nil, now)
 	a := w.applier()
 	after, err := a.apply(context.Background(), vm, ownerOf(vm), nil, nil, plan)
 	if err != nil || after != 0 {
@@ -79,7 +79,7 @@ func TestApplyRejected(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
 	w.servers.FailCreate(fmt.Errorf("quota exceeded: %w", backend.ErrRejected))
-	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, now))
+	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, nil, now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestApplyErrors(t *testing.T) {
 				w.servers.Set(ownerOf(vm), srv)
 			}
 			tc.setup(w)
-			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, now))
+			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, nil, now))
 			switch {
 			case tc.err == nil && err != nil:
 				t.Fatalf("apply: %v, want no error", err)
@@ -168,7 +168,7 @@ func TestApplyDelete(t *testing.T) {
 	_, srv := decidecase.Read(t, caseFile("delete-with-server"))
 	w.servers.Set(ownerOf(vm), srv)
 	a := w.applier()
-	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, now)); err != nil {
+	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, nil, now)); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := w.servers.Observe(ownerOf(vm)); s == nil || !s.Deleting {
@@ -196,7 +196,7 @@ func TestApplyStopGrace(t *testing.T) {
 	vm := w.view(t, "verb-manual-stop-grace")
 	_, srv := decidecase.Read(t, caseFile("verb-manual-stop-grace"))
 	w.servers.Set(ownerOf(vm), srv)
-	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, now)); err != nil {
+	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, nil, now)); err != nil {
 		t.Fatal(err)
 	}
 	if g, ok := w.servers.Grace(ownerOf(vm)); !ok || g != 5*time.Second {
@@ -221,7 +221,7 @@ func TestApplyReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := cachedView(t, obj, w.fields)
-	plan := serverPolicy.Decide(vm, nil, nil, nil, now)
+	plan := serverPolicy.Decide(vm, nil, nil, nil, nil, now)
 	if plan.Finalizer != decision.RemoveFinalizer {
 		t.Fatalf("plan %+v does not release the VM", plan)
 	}
@@ -275,7 +275,7 @@ func TestApplyResize(t *testing.T) {
 			w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: tc.refuse, State: backend.ResizePending})
 			a := w.applier()
 			a.policy.Resize = tc.mode
-			plan := a.policy.Decide(vm, srv, nil, nil, now)
+			plan := a.policy.Decide(vm, srv, nil, nil, nil, now)
 			if plan.Server == nil || plan.Server.Op != decision.ResizeServer {
 				t.Fatalf("plan %+v, want a resize", plan.Server)
 			}
@@ -304,7 +304,7 @@ func TestApplyResize(t *testing.T) {
 			if c := st.Condition(typ); c == nil || c.Reason != reason || c.ObservedGeneration != vm.Generation() {
 				t.Errorf("condition %s: %+v, want reason %s at generation %d", typ, c, reason, vm.Generation())
 			}
-			next := a.policy.Decide(vm2, after, nil, nil, now)
+			next := a.policy.Decide(vm2, after, nil, nil, nil, now)
 			switch {
 			case tc.next == "" && !next.Empty():
 				t.Errorf("next plan %+v, want nothing", next)

@@ -98,7 +98,7 @@ func TestApplyBudgetRefusedWritesStatus(t *testing.T) {
 		}
 		s, _ := w.servers.Observe(owner)
 		budget, _ := b.ObserveBudget(owner)
-		plan := serverPolicy.Decide(vm, s, nil, budget, now)
+		plan := serverPolicy.Decide(vm, s, nil, nil, budget, now)
 		if plan.Server != nil && plan.Server.Op == decision.DeleteServer {
 			deletes++
 		}
@@ -156,7 +156,7 @@ func TestWayOutDeletesBudget(t *testing.T) {
 			a := w.applier()
 			a.backend = tc.backend(w.servers)
 			budget, _ := w.servers.ObserveBudget(owner)
-			plan := serverPolicy.Decide(vm, nil, nil, budget, now)
+			plan := serverPolicy.Decide(vm, nil, nil, nil, budget, now)
 			_, err := a.apply(context.Background(), vm, owner, nil, nil, plan)
 			if (err != nil) != tc.err {
 				t.Errorf("apply = %v, want an error: %v", err, tc.err)

@@ -618,6 +618,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		c.disks.forget(key)
 		c.echoes.forget(key)
 		c.passes.forget(key)
+		if d, ok := c.cfg.Backend.(backend.Departures); ok {
+			d.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
+		}
 		if debug {
 			log.Debug("VM is gone")
 		}
@@ -669,6 +672,10 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 				break
 			}
 		}
+		var gone *backend.Gone
+		if d, ok := c.cfg.Backend.(backend.Departures); ok && srv == nil {
+			gone = d.LastGone(owner) // a server evicted and gone before a decision saw it
+		}
 		disk, err := c.observeDisk(key, owner)
 		if err != nil {
 			return 0, err
@@ -680,7 +687,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if err != nil {
 			return 0, err
 		}
-		plan := c.cfg.Policy.Decide(vm, srv, disk, budget, c.cfg.Now())
+		plan := c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
 		if going && !vm.Paused() {
 			// A paused VM keeps its word: its Paused condition says why it, and so its
 			// namespace, waits (decision/paused.go).

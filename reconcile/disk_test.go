@@ -230,7 +230,7 @@ func TestApplyDiskRefused(t *testing.T) {
 			w := newWorld(t, "create-new")
 			vm := w.view(t, "create-new")
 			w.servers.FailDisks(tc.err)
-			after, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, nil, now))
+			after, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, nil, nil, now))
 			if srv, _ := w.servers.Observe(ownerOf(vm)); srv != nil {
 				t.Errorf("a server was made without its disk: %+v", srv)
 			}
@@ -281,7 +281,7 @@ func TestApplyDiskDeletion(t *testing.T) {
 				Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner}
 			w.servers.SetDisk(ownerOf(vm), disk)
 			disk, _ = w.servers.ObserveDisk(ownerOf(vm))
-			plan := decision.DefaultPolicy.Decide(vm, nil, disk, nil, now)
+			plan := decision.DefaultPolicy.Decide(vm, nil, nil, disk, nil, now)
 			if plan.Finalizer != decision.RemoveFinalizer {
 				t.Fatalf("plan %+v does not release the VM", plan)
 			}
@@ -322,7 +322,7 @@ func TestApplyDiskDeletionChangedSince(t *testing.T) {
 	w.servers.SetDisk(ownerOf(vm), &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
 		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned})
 	seen, _ := w.servers.ObserveDisk(ownerOf(vm))
-	plan := decision.DefaultPolicy.Decide(vm, nil, seen, nil, now)
+	plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
 	if plan.Disk == nil || plan.Disk.Op != decision.DeleteDisk {
 		t.Fatalf("plan %+v does not delete the disk", plan)
 	}
@@ -375,7 +375,7 @@ func TestApplyDiskUpdateChangedSince(t *testing.T) {
 			w.servers.SetDisk(ownerOf(vm), &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
 				Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner})
 			seen, _ := w.servers.ObserveDisk(ownerOf(vm))
-			plan := decision.DefaultPolicy.Decide(vm, nil, seen, nil, now)
+			plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
 			if plan.Disk == nil || plan.Disk.Op != tc.op {
 				t.Fatalf("plan %+v, want the disk's %s", plan, tc.op)
 			}
@@ -429,7 +429,7 @@ func TestApplyDiskReleaseRefused(t *testing.T) {
 			current := func() schema.VirtualMachine { return cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields) }
 			vm := current()
 			disk, _ := w.servers.ObserveDisk(ownerOf(vm))
-			plan := decision.DefaultPolicy.Decide(vm, nil, disk, nil, now)
+			plan := decision.DefaultPolicy.Decide(vm, nil, nil, disk, nil, now)
 			if plan.Disk == nil || plan.Finalizer != decision.RemoveFinalizer {
 				t.Fatalf("plan %+v: want a disk action, then the finalizer off", plan)
 			}
@@ -471,7 +471,7 @@ func TestApplyDiskReleaseRefused(t *testing.T) {
 			w.servers.FailDisks(nil)
 			vm = current()
 			disk, _ = w.servers.ObserveDisk(ownerOf(vm))
-			if _, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, disk, decision.DefaultPolicy.Decide(vm, nil, disk, nil, now)); err != nil {
+			if _, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, disk, decision.DefaultPolicy.Decide(vm, nil, nil, disk, nil, now)); err != nil {
 				t.Fatal(err)
 			}
 			if fins := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); len(fins) != 0 {
@@ -541,7 +541,7 @@ func TestApplyDiskNamespaceTerminating(t *testing.T) {
 		errors.New("unable to create new content in namespace default because it is being terminated"))
 	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace default is being terminated", Field: "metadata.namespace"}}
 	w.servers.FailDisks(fmt.Errorf("create claim test-vm-rootdisk: namespace default is being deleted: %w", terminating))
-	_, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, nil, now))
+	_, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, nil, nil, now))
 	if err != nil {
 		t.Fatalf("err %v, want none", err)
 	}

@@ -108,12 +108,34 @@ func Budget(tb testing.TB, file string) *backend.Budget {
 	return nil
 }
 
+// Gone is the server the backend remembers going while disrupted in a case (its gone.yaml,
+// backend.Departures), nil when the case has none.
+func Gone(tb testing.TB, file string) *backend.Gone {
+	tb.Helper()
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range ar.Files {
+		if f.Name != "gone.yaml" {
+			continue
+		}
+		g, err := memory.ParseGone(f.Data)
+		if err != nil {
+			tb.Fatalf("%s: gone.yaml: %v", file, err)
+		}
+		return g
+	}
+	return nil
+}
+
 // Input reads a case: its VM as JSON, which is base.yaml (beside the case) with the case's
 // vm.patch.yaml (a JSON merge patch, RFC 7386) applied, or the case's whole vm.yaml where a
 // merge patch cannot say it (an explicit null); and its server.yaml, nil when the case has no
 // server. A key written twice in one mapping fails the case: converted to JSON the YAML would
 // keep only the last, and the case would silently test something else. A policy.yaml section
-// is the decision tests' to read, a disk.yaml section Disk's, and a budget.yaml Budget's.
+// is the decision tests' to read, a disk.yaml section Disk's, a budget.yaml Budget's, and a
+// gone.yaml Gone's.
 func Input(tb testing.TB, file string) (vm, server []byte) {
 	tb.Helper()
 	ar, err := txtar.ParseFile(file)
@@ -143,7 +165,7 @@ func Input(tb testing.TB, file string) (vm, server []byte) {
 			}
 		case "server.yaml":
 			server = f.Data
-		case "policy.yaml", "disk.yaml", "budget.yaml":
+		case "policy.yaml", "disk.yaml", "budget.yaml", "gone.yaml":
 		default:
 			tb.Fatalf("%s: unknown section %q", file, f.Name)
 		}

@@ -27,6 +27,7 @@ func TestCases(t *testing.T) {
 			t.Errorf("%s: VM %q, server %+v", file, vm.Name(), srv)
 		}
 		Disk(t, file)
+		Gone(t, file)
 	}
 }
 

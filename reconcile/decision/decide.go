@@ -65,16 +65,22 @@ var DefaultPolicy = Policy{
 
 // Decide returns what vm needs, given the server, the disk and the disruption budget the
 // backend observed for it (nil: none; under --root-disk ephemeral the disk is only kept or
-// deleted as the reclaim policy says, leftdisk.go) and the time. It is pure: the same inputs
-// give the same plan, and a plan applied and decided again asks for nothing more.
+// deleted as the reclaim policy says, leftdisk.go) and the time. With no server, gone is what
+// the backend remembers of the last one when it went while disrupted (backend.Departures;
+// nil: nothing), which a move under evictionStrategy Replace takes as the eviction seen
+// (eviction.go). It is pure: the same inputs give the same plan, and a plan applied and
+// decided again asks for nothing more.
 //
 // A status in the plan describes the world as it will be once the plan's disk and server
 // actions are done, so that observing that world later finds nothing to write. The one thing
 // a plan cannot know is the identity of a server or disk it creates; the apply step fills it
 // in.
-func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, budget *backend.Budget, now time.Time) Plan {
+func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, disk *backend.Disk, budget *backend.Budget, now time.Time) Plan {
 	now = now.UTC().Truncate(time.Second)
 	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget, seenDisk: disk}
+	if srv == nil {
+		d.gone = gone
+	}
 	if disk != nil && disk.Owner.Mine() {
 		kept := *disk
 		d.disk = &kept
@@ -159,10 +165,14 @@ type decision struct {
 	strategy  schema.RunStrategy
 	nextRetry time.Time
 	// The eviction strategy's part (eviction.go): the budget observed, the strategy in
-	// force, and the conditions Moving and EvictionBlocked (nil drops them).
-	budget          *backend.Budget
-	evictStrategy   schema.EvictionStrategy
-	moving, blocked *lifecycleCondition
+	// force, and the conditions Moving and EvictionBlocked (nil drops them). gone is the
+	// server the backend remembers going while disrupted (nil unless there is no server);
+	// evictedGone is gone when this decision takes it for the eviction of the server the
+	// status names (goneEvicted).
+	budget            *backend.Budget
+	evictStrategy     schema.EvictionStrategy
+	moving, blocked   *lifecycleCondition
+	gone, evictedGone *backend.Gone
 }
 
 // lifecycleCondition is the reason and message of a condition that is present only while
@@ -175,8 +185,15 @@ const restartHint = "restart it with: kubectl annotate vm %s " + schema.Annotati
 // missingServer is the name of the server the status last reported as running or on its way,
 // for a decision that finds it gone or going: the controller did not delete it (that would be
 // a replacement, a restart after a failure or a stop, each with a reason of its own), so
-// someone else did, or its node went with it. "" when the status names no such server.
-func (d *decision) missingServer() string { return ClaimedServer(d.current) }
+// someone else did, or its node went with it. "" when the status names no such server, or
+// when it went in an eviction this decision moves the VM for (goneEvicted), as it is when the
+// status says the eviction (ServerEvicted).
+func (d *decision) missingServer() string {
+	if d.evictedGone != nil {
+		return ""
+	}
+	return ClaimedServer(d.current)
+}
 
 // ClaimedServer is the name of the server a status says is there (being made, starting,
 // running, or on a node that does not answer); empty when it claims none. The loop asks the

@@ -49,21 +49,22 @@ func TestDecideGolden(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			vm, srv := decidecase.Read(t, file)
+			gone := decidecase.Gone(t, file)
 			disk := decidecase.Disk(t, file)
 			budget := decidecase.Budget(t, file)
 			policy := casePolicy(t, file)
-			plan := policy.Decide(vm, srv, disk, budget, now)
+			plan := policy.Decide(vm, srv, gone, disk, budget, now)
 			got := renderPlan(t, plan)
-			if again := renderPlan(t, policy.Decide(vm, srv, disk, budget, now)); again != got {
+			if again := renderPlan(t, policy.Decide(vm, srv, gone, disk, budget, now)); again != got {
 				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
 			}
 			golden.Check(t, strings.TrimSuffix(file, ".txtar")+".golden", []byte(got))
 
-			w := applyPlanBudget(t, vm, srv, disk, budget, plan)
+			w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, plan)
 			if w.gone {
 				return
 			}
-			if next := policy.Decide(w.vm, w.srv, w.disk, w.budget, now); !next.Empty() {
+			if next := policy.Decide(w.vm, w.srv, w.lastGone, w.disk, w.budget, now); !next.Empty() {
 				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))
 			}
 		})
@@ -132,13 +133,15 @@ func renderPlan(t *testing.T, p decision.Plan) string {
 }
 
 // world is the world a plan was carried out on: the VM, its server and its disk as they are
-// now, and whether the VM was released for deletion (gone).
+// now, what the backend remembers of a server gone while disrupted (lastGone,
+// backend.Departures), and whether the VM was released for deletion (gone).
 type world struct {
-	vm     schema.VirtualMachine
-	srv    *backend.Server
-	disk   *backend.Disk
-	budget *backend.Budget
-	gone   bool
+	vm       schema.VirtualMachine
+	srv      *backend.Server
+	lastGone *backend.Gone
+	disk     *backend.Disk
+	budget   *backend.Budget
+	gone     bool
 }
 
 // applyPlan carries out a plan on a copy of the world the way the controller would: the
@@ -152,12 +155,21 @@ func applyPlan(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, disk
 // applyPlanBudget is applyPlan in a world that also holds the VM's disruption budget.
 func applyPlanBudget(t *testing.T, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, budget *backend.Budget, p decision.Plan) world {
 	t.Helper()
+	return applyPlanWorld(t, world{vm: vm, srv: srv, disk: disk, budget: budget}, p)
+}
+
+// applyPlanWorld is applyPlan in the world in: its VM, server, disk and budget, and the
+// server the backend remembers going while disrupted.
+func applyPlanWorld(t *testing.T, in world, p decision.Plan) world {
+	t.Helper()
+	vm, srv, disk, budget := in.vm, in.srv, in.disk, in.budget
 	raw := vm.JSON()
 	servers := memory.New()
 	owner := backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
 	if srv != nil {
 		servers.Set(owner, srv)
 	}
+	servers.SetGone(owner, in.lastGone)
 	if disk != nil {
 		servers.SetDisk(owner, disk)
 	}
@@ -218,6 +230,7 @@ func applyPlanBudget(t *testing.T, vm schema.VirtualMachine, srv *backend.Server
 	if err != nil {
 		t.Fatal(err)
 	}
+	lastGone := servers.LastGone(owner)
 	disk, err = servers.ObserveDisk(owner)
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +252,7 @@ func applyPlanBudget(t *testing.T, vm schema.VirtualMachine, srv *backend.Server
 		}
 		raw = mergePatch(t, raw, map[string]any{"metadata": map[string]any{"finalizers": fins}})
 		if p.Finalizer == decision.RemoveFinalizer && vm.Deleting() {
-			return world{vm: vm, srv: srv, disk: disk, budget: budget, gone: true}
+			return world{vm: vm, srv: srv, lastGone: lastGone, disk: disk, budget: budget, gone: true}
 		}
 	}
 	if p.Status != nil {
@@ -255,7 +268,7 @@ func applyPlanBudget(t *testing.T, vm schema.VirtualMachine, srv *backend.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	return world{vm: next, srv: srv, disk: disk, budget: budget}
+	return world{vm: next, srv: srv, lastGone: lastGone, disk: disk, budget: budget}
 }
 
 func mergePatch(t *testing.T, raw []byte, patch map[string]any) []byte {
@@ -286,12 +299,12 @@ func TestRefusalThroughNodeLost(t *testing.T) {
 	if refusal == nil || refusal.Reason != decision.ReasonResizeInfeasible {
 		t.Fatalf("%s: no refusal on record: %+v", file, refusal)
 	}
-	w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, now))
+	w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, now))
 	vm, srv = w.vm, w.srv
 
 	back := *srv
 	back.State, back.Message = backend.StateReady, ""
-	plan := policy.Decide(vm, &back, nil, nil, now.Add(time.Minute))
+	plan := policy.Decide(vm, &back, nil, nil, nil, now.Add(time.Minute))
 	if plan.Server != nil {
 		t.Fatalf("the refused resize is asked for again: %+v", plan.Server)
 	}

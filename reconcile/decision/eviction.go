@@ -104,6 +104,47 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 	if c := d.current.Condition(ConditionMoving); c != nil && c.Status == schema.ConditionTrue {
 		d.moving = &lifecycleCondition{c.Reason, c.Message}
 	}
+	if d.goneEvicted() {
+		// The eviction, seen only now that its server is gone: moved as if seen under way
+		// (evicted), but for the server's deletion, done already. A move under way keeps its
+		// message, as evicted keeps it.
+		g := d.gone
+		d.evictedGone = g
+		if d.moving == nil {
+			d.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(g.Name, g.Node, g.Disruption)}
+		}
+	}
+}
+
+// goneEvicted reports whether the server the backend remembers going while disrupted (gone,
+// backend.Departures) is the one the status names as running or on its way: a server evicted
+// and deleted before any decision saw it being evicted (deleted at once, a kubelet that is
+// quick, a controller busy or restarting in between). Without it the decision would read "no
+// server" as a server deleted by someone else, and under Once and Manual stop the VM. The
+// status must name that server (by its ID where both know one): once a decision has reported
+// the VM otherwise, or a server came after it, what the backend remembers is no longer news.
+// A server the status says is on a node that does not answer (NodeLost) is not moved, as
+// evicted does not move it: it went with its node (nodelost.go), whatever marked it.
+func (d *decision) goneEvicted() bool {
+	g, cur := d.gone, d.current
+	if g == nil || d.srv != nil || cur.Reason == ReasonNodeLost {
+		return false
+	}
+	name := ClaimedServer(cur)
+	return name != "" && name == g.Name && (cur.Server.ID == "" || g.ID == "" || cur.Server.ID == g.ID)
+}
+
+// evictedMessage says that server name was evicted from node (its node if "") for dis.
+func evictedMessage(name, node string, dis backend.Disruption) string {
+	from := "its node"
+	if node != "" {
+		from = "node " + node
+	}
+	why := dis.Reason
+	if dis.Message != "" {
+		why += ": " + dis.Message
+	}
+	return fmt.Sprintf("Server %s was evicted from %s (%s)", name, from, why)
 }
 
 // deletingBudget asks, on a deleted VM's way out, for its budget to go before the finalizer
@@ -145,15 +186,7 @@ func (d *decision) evicted() bool {
 		return false
 	}
 	if d.moving == nil {
-		from := "its node"
-		if srv.Node != "" {
-			from = "node " + srv.Node
-		}
-		why := srv.Disruption.Reason
-		if srv.Disruption.Message != "" {
-			why += ": " + srv.Disruption.Message
-		}
-		d.moving = &lifecycleCondition{ReasonServerEvicted, fmt.Sprintf("Server %s was evicted from %s (%s)", srv.Name, from, why)}
+		d.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(srv.Name, srv.Node, *srv.Disruption)}
 	}
 	if req := d.newMigration(); req != "" && srv.Node != "" {
 		// The eviction's deletion carries a migrate request out, as any deletion under way
@@ -193,11 +226,17 @@ func (d *decision) moved(a *ServerAction) {
 
 // evictedFrom is the node the server of a move under Replace was evicted from, for the
 // decision that creates the next one: the node the status gave the server when it reported
-// the eviction (ServerEvicted), which the status keeps once the server is gone. "" when
-// there is no such move, or the node is not known.
+// the eviction (ServerEvicted), which the status keeps once the server is gone, or, for an
+// eviction seen only once the server was gone (goneEvicted), the node the backend remembers.
+// "" when there is no such move, or the node is not known.
 func (d *decision) evictedFrom() string {
 	cur := d.current
-	if d.moving == nil || d.srv != nil || cur.Reason != ReasonServerEvicted || cur.Server == nil {
+	switch {
+	case d.moving == nil || d.srv != nil:
+		return ""
+	case d.evictedGone != nil:
+		return d.evictedGone.Node
+	case cur.Reason != ReasonServerEvicted || cur.Server == nil:
 		return ""
 	}
 	return cur.Server.Node

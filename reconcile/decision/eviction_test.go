@@ -179,14 +179,14 @@ func FuzzEviction(f *testing.F) {
 		if hasBudget {
 			budget = &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-uid-1"}
 		}
-		plan := policy.Decide(vm, srv, nil, budget, now)
+		plan := policy.Decide(vm, srv, nil, nil, budget, now)
 		checkPlan(t, policy, vm, srv, nil, plan)
-		if again := policy.Decide(vm, srv, nil, budget, now); renderPlan(t, again) != renderPlan(t, plan) {
+		if again := policy.Decide(vm, srv, nil, nil, budget, now); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
 		w := applyPlanBudget(t, vm, srv, nil, budget, plan)
 		if !w.gone {
-			if next := policy.Decide(w.vm, w.srv, nil, w.budget, now); !next.Empty() {
+			if next := policy.Decide(w.vm, w.srv, nil, nil, w.budget, now); !next.Empty() {
 				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
 			}
 		}
@@ -240,7 +240,7 @@ func TestEvictionPreferenceNeverReplaces(t *testing.T) {
 		srv := *evicting
 		w := world{vm: base, srv: &srv}
 		decide := func() decision.Plan {
-			p := policy.Decide(w.vm, w.srv, nil, nil, now)
+			p := policy.Decide(w.vm, w.srv, nil, nil, nil, now)
 			w = applyPlan(t, w.vm, w.srv, nil, p)
 			return p
 		}
@@ -269,7 +269,7 @@ func TestEvictionPreferenceNeverReplaces(t *testing.T) {
 		if st.Phase != schema.PhaseActive || st.Condition(decision.ConditionMoving) != nil {
 			t.Errorf("%s: %s/%s with Moving %+v, want Active with the move over", name, st.Phase, st.Reason, st.Condition(decision.ConditionMoving))
 		}
-		if next := policy.Decide(w.vm, w.srv, nil, nil, now); !next.Empty() {
+		if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now); !next.Empty() {
 			t.Errorf("%s: deciding the moved VM again asks for more: %+v", name, next)
 		}
 	}
@@ -280,7 +280,7 @@ func TestEvictionPreferenceNeverReplaces(t *testing.T) {
 		t.Fatal("active-steady: no server")
 	}
 	running.Spec.PreferAvoidNode = "node-a"
-	if p := policy.Decide(vm, running, nil, nil, now); !p.Empty() {
+	if p := policy.Decide(vm, running, nil, nil, nil, now); !p.Empty() {
 		t.Errorf("a running server that prefers to avoid node-a is acted on: %+v", p)
 	}
 }

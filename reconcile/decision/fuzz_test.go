@@ -123,13 +123,13 @@ func FuzzDecide(f *testing.F) {
 		policy := decision.DefaultPolicy
 		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
 		policy.RootDisk = fuzzRootDiskModes[int(root)%len(fuzzRootDiskModes)]
-		plan := policy.Decide(vm, srv, disk, nil, now)
+		plan := policy.Decide(vm, srv, nil, disk, nil, now)
 		checkPlan(t, policy, vm, srv, disk, plan)
-		if again := policy.Decide(vm, srv, disk, nil, now); renderPlan(t, again) != renderPlan(t, plan) {
+		if again := policy.Decide(vm, srv, nil, disk, nil, now); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
 		if w := applyPlan(t, vm, srv, disk, plan); !w.gone {
-			if next := policy.Decide(w.vm, w.srv, w.disk, w.budget, now); !next.Empty() {
+			if next := policy.Decide(w.vm, w.srv, nil, w.disk, w.budget, now); !next.Empty() {
 				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
 			}
 		}
@@ -493,7 +493,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 	}
 	w := applyPlan(t, vm, srv, disk, refused)
 	vm2, srv2, disk2 := w.vm, w.srv, w.disk
-	next := p.Decide(vm2, srv2, disk2, w.budget, now)
+	next := p.Decide(vm2, srv2, nil, disk2, w.budget, now)
 	checkPlan(t, p, vm2, srv2, disk2, next)
 	// The disk is no part of the resize: a disk to make is made whatever the server does; nor
 	// is the finalizer, which the refusal's plan leaves out and the next decision adds.
@@ -502,7 +502,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
 	}
 	if w := applyPlan(t, vm2, srv2, disk2, next); !w.gone {
-		if again := p.Decide(w.vm, w.srv, w.disk, w.budget, now); !again.Empty() {
+		if again := p.Decide(w.vm, w.srv, nil, w.disk, w.budget, now); !again.Empty() {
 			t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, next), renderPlan(t, again))
 		}
 	}

@@ -56,7 +56,7 @@ func TestKstatus(t *testing.T) {
 			vm, srv := decidecase.Read(t, file)
 			disk := decidecase.Disk(t, file)
 			policy := casePolicy(t, file)
-			w := applyPlan(t, vm, srv, disk, policy.Decide(vm, srv, disk, nil, now))
+			w := applyPlan(t, vm, srv, disk, policy.Decide(vm, srv, nil, disk, nil, now))
 			if got := compute(t, w.vm); got.Status != want {
 				t.Errorf("kstatus %s (%s), want %s; status:\n%s", got.Status, got.Message, want, w.vm.JSON())
 			}

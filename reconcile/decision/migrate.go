@@ -126,13 +126,16 @@ func (d *decision) newMigration() string {
 
 // goingFrom is the node of a server the VM had running, which is going or gone with no move
 // recorded: the server's own while it is being deleted, or, once it is gone, the node the
-// status last gave it (as running, or as evicted under Replace). "" when there is none: no
+// status last gave it (as running, or as evicted under Replace; or the node the backend
+// remembers of a server evicted and gone before a decision saw it). "" when there is none: no
 // such server, or one on a node that does not answer (its deletion cannot finish;
 // nodelost.go).
 func (d *decision) goingFrom() string {
 	switch srv, cur := d.srv, d.current; {
 	case srv != nil && srv.Deleting && srv.State != backend.StateLost:
 		return srv.Node
+	case srv == nil && d.evictedGone != nil:
+		return d.evictedGone.Node // evicted, and gone before a decision saw it (goneEvicted)
 	case srv == nil && d.missingServer() != "" && cur.Reason != ReasonNodeLost:
 		return cur.Server.Node // missingServer: the status names a server
 	case srv == nil && d.moving != nil && cur.Reason == ReasonServerEvicted && cur.Server != nil:

@@ -39,7 +39,7 @@ func TestStopEndsMigration(t *testing.T) {
 		srv := *running
 		w := world{vm: patchVM(t, base, `{"spec":{"action":"`+c.strategy+`"}}`), srv: &srv}
 		decide := func() decision.Plan {
-			p := policy.Decide(w.vm, w.srv, nil, nil, now)
+			p := policy.Decide(w.vm, w.srv, nil, nil, nil, now)
 			w = applyPlan(t, w.vm, w.srv, nil, p)
 			return p
 		}
@@ -70,7 +70,7 @@ func TestStopEndsMigration(t *testing.T) {
 		if m := st.Migration; m == nil || m.Phase != schema.MigrationFailed || m.SourceNode != "node-a" {
 			t.Errorf("%s: stopped (%s) with migration %+v, want it Failed", name, st.Reason, m)
 		}
-		if next := policy.Decide(w.vm, w.srv, nil, nil, now); !next.Empty() {
+		if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now); !next.Empty() {
 			t.Errorf("%s: deciding the stopped VM again asks for more: %+v", name, next)
 		}
 		w.vm = patchVM(t, w.vm, c.start)

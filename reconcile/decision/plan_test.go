@@ -51,7 +51,7 @@ func TestReportKeepsUsage(t *testing.T) {
 	if srv == nil {
 		t.Fatal("the case has no server")
 	}
-	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, now)
+	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, nil, now)
 	if plan.Status == nil || plan.Status.Server == nil || plan.Status.Server.Usage == nil ||
 		*plan.Status.Server.Usage != (schema.Usage{CPU: "250m", Memory: "64Mi"}) {
 		t.Errorf("status %+v: the usage was not kept", plan.Status)
@@ -63,7 +63,7 @@ func TestReportKeepsUsage(t *testing.T) {
 func TestSpecChangeNamesEach(t *testing.T) {
 	vm, srv := decidecase.Read(t, filepath.Join(cases, "cpu-changed.txtar"))
 	srv.Spec.Memory = resource.MustParse("3Gi")
-	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, now)
+	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, nil, now)
 	if plan.Server == nil {
 		t.Fatal("no server action")
 	}
@@ -76,7 +76,7 @@ func TestSpecChangeNamesEach(t *testing.T) {
 // finalizer removed, the next look) and drops the status, the Events and the disk's action.
 func TestReleasing(t *testing.T) {
 	vm, srv := decidecase.Read(t, filepath.Join(cases, "delete-with-server.txtar"))
-	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, now)
+	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, nil, now)
 	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Status == nil {
 		t.Fatalf("the case's plan %+v: want the server deleted and a status", plan)
 	}

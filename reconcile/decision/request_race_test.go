@@ -33,7 +33,7 @@ func TestRequestDeleteUnrecorded(t *testing.T) {
 			going := *running
 			going.Deleting = true
 			for name, srv := range map[string]*backend.Server{"going": &going, "gone": nil} {
-				plan := policy.Decide(vm, srv, nil, nil, now)
+				plan := policy.Decide(vm, srv, nil, nil, nil, now)
 				where := request + "/" + strategy + "/" + name
 				for _, e := range plan.Events {
 					if e.Reason == decision.ReasonMigrationRefused || e.Reason == decision.ReasonServerMissing {
@@ -77,7 +77,7 @@ func TestServerMissingWithoutRequest(t *testing.T) {
 	base, _ := decidecase.Read(t, filepath.Join(cases, "migrate-requested.txtar"))
 	for _, strategy := range []string{"active", "manual"} {
 		vm := patchVM(t, base, `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":null}},"spec":{"action":"`+strategy+`"}}`)
-		plan := policy.Decide(vm, nil, nil, nil, now)
+		plan := policy.Decide(vm, nil, nil, nil, nil, now)
 		missing := false
 		for _, e := range plan.Events {
 			missing = missing || e.Reason == decision.ReasonServerMissing
@@ -123,7 +123,7 @@ func TestMigrateDuringEviction(t *testing.T) {
 			w := world{vm: patchVM(t, base, `{"spec":{"action":"`+strategy+`"}}`), srv: &srv}
 			var events []decision.Event
 			decide := func() {
-				p := policy.Decide(w.vm, w.srv, nil, nil, now)
+				p := policy.Decide(w.vm, w.srv, nil, nil, nil, now)
 				if p.Server != nil && p.Server.Op == decision.DeleteServer {
 					t.Errorf("%s: the controller deletes the server: %+v", where, p.Server.Event)
 				}
@@ -159,7 +159,7 @@ func TestMigrateDuringEviction(t *testing.T) {
 					t.Errorf("%s: %s %s: %s", where, e.Type, e.Reason, e.Message)
 				}
 			}
-			if next := policy.Decide(w.vm, w.srv, nil, nil, now); !next.Empty() {
+			if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now); !next.Empty() {
 				t.Errorf("%s: deciding the moved VM again asks for more: %s", where, renderPlan(t, next))
 			}
 		}

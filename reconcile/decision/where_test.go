@@ -34,7 +34,7 @@ func TestWhereWithoutPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan := policy.Decide(vm, srv, nil, nil, now)
+			plan := policy.Decide(vm, srv, nil, nil, nil, now)
 			if (plan.Status != nil) != tc.writes {
 				t.Fatalf("writes a status: %v, want %v:\n%s", plan.Status != nil, tc.writes, renderPlan(t, plan))
 			}
@@ -43,7 +43,7 @@ func TestWhereWithoutPlace(t *testing.T) {
 					t.Errorf("status.server %+v, want node %s, IP %s", s, srv.Node, srv.IP)
 				}
 				w := applyPlan(t, vm, srv, nil, plan)
-				if next := policy.Decide(w.vm, w.srv, w.disk, nil, now); !next.Empty() {
+				if next := policy.Decide(w.vm, w.srv, nil, w.disk, nil, now); !next.Empty() {
 					t.Errorf("deciding again asks for more:\n%s", renderPlan(t, next))
 				}
 			}
