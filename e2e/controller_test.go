@@ -501,6 +501,8 @@ func TestControllerAdmission(t *testing.T) {
 		"missing resource":    {`{action: active}`, `spec.resource: Required value`},
 		"missing memory":      {`{action: active, resource: {cpu: 1, rootDisk: 1G}}`, `spec.resource.memory: Required value`},
 		"cpu of a wrong type": {`{action: active, resource: {cpu: [1], memory: 1G, rootDisk: 1G}}`, `spec.resource.cpu`},
+		"overlong cpu":        {`{action: active, resource: {cpu: "` + strings.Repeat("1", 65) + `", memory: 1G, rootDisk: 1G}}`, `spec.resource.cpu: Too long`},
+		"overlong label":      {`{action: active, resource: {cpu: 1, memory: 1G, rootDisk: 1G}, placement: {nodeSelector: {zone: "` + strings.Repeat("a", 64) + `"}}}`, `spec.placement.nodeSelector.zone: Too long`},
 	}
 	for name, tc := range cases {
 		manifest := fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: bad, namespace: %s}\nspec: %s\n", ns, tc.spec)
@@ -552,6 +554,23 @@ func TestControllerUnrunnableSpec(t *testing.T) {
 		out, _ := kubectlErr("-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name=zero,reason=InvalidSpec",
 			"-o", `jsonpath={range .items[*]}{.reason}:{.series.count}{"\n"}{end}`)
 		return out == "InvalidSpec:", "InvalidSpec events (reason:series count): " + out
+	})
+	// Admission bounds a nodeSelector's values, not its keys: a spec with a 40,000-byte key
+	// and 300 bad ones ends Failed all the same, with a message short enough for the
+	// condition (the CRD's 32 KiB) and an Event short enough for the Events API (1 KiB).
+	huge := fmt.Sprintf("%q: v", strings.Repeat("k", 40000))
+	for i := range 300 {
+		huge += fmt.Sprintf(", %q: v", fmt.Sprintf("bad key %d!", i))
+	}
+	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: huge, namespace: %s}\nspec: {action: active, resource: {cpu: 1, memory: 1G, rootDisk: 1G}, placement: {nodeSelector: {%s}}}\n", ns, huge))
+	waitPhase(t, ns, "huge", "Failed", "InvalidSpec", 3*time.Minute)
+	if msg := vmField(ns, "huge", `.status.conditions[?(@.type=="Ready")].message`); !strings.Contains(msg, "kkkkkkkk") || len(msg) > 32768 {
+		t.Errorf("Ready's message of %d bytes, %.200q: want at most 32768 naming the key", len(msg), msg)
+	}
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		out, _ := kubectlErr("-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name=huge,reason=InvalidSpec",
+			"-o", `jsonpath={range .items[*]}{.note}{"\n"}{end}`)
+		return strings.HasPrefix(out, "Invalid spec: ") && strings.Count(out, "\n") == 1, "InvalidSpec events' notes: " + out
 	})
 	// Fixing the spec brings it up.
 	kubectl(t, "-n", ns, "patch", "vm", "zero", "--type=merge", "-p", `{"spec":{"resource":{"memory":"64Mi"}}}`)

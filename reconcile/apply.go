@@ -176,9 +176,15 @@ func (a applier) record(vm schema.VirtualMachine, evs ...decision.Event) {
 	// about a different object, and repeats would never fold into one series.
 	ref := &corev1.ObjectReference{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
 	for _, e := range evs {
-		a.recorder.Eventf(ref, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", e.Message)
+		a.recorder.Eventf(ref, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", schema.Shorten(e.Message, eventNoteLimit))
 	}
 }
+
+// eventNoteLimit is the most bytes an Event's note may hold: the events.k8s.io/v1 API
+// refuses a longer one (its NoteLengthLimit), and the recorder, which sends Events in the
+// background, would only log the refusal. An invalid spec's message, which lists every
+// field error, passes it easily; the status keeps the whole message.
+const eventNoteLimit = 1024
 
 // finalizerPatch is a merge patch of the finalizers, conditional on a resourceVersion: a
 // struct rather than nested maps, so that rendering it allocates little.

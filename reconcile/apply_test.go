@@ -102,6 +102,70 @@ func TestApplyRejected(t *testing.T) {
 	}
 }
 
+// TestApplyInvalidSpecBounded: an invalid spec whose refused values are huge (admission
+// bounds a quantity's length and a nodeSelector's values, not its keys) still ends Failed
+// with InvalidSpec and one Warning: the messages fit the CRD's limit for a condition's
+// message and the Events API's for a note, which would otherwise refuse the status write (for
+// ever, retried) and the Event. The fake API server here checks neither limit, so the test
+// checks the lengths it was sent.
+func TestApplyInvalidSpecBounded(t *testing.T) {
+	long := strings.Repeat("k", 40000)
+	manyKeys := map[string]any{}
+	for i := range 500 {
+		manyKeys[fmt.Sprintf("bad key %03d!", i)] = "v"
+	}
+	cases := map[string]struct {
+		field []string // where the bad value goes
+		value any
+		quote string // the start of the refused value the message names
+	}{
+		"a long nodeSelector key": {[]string{"spec", "placement", "nodeSelector"}, map[string]any{long: "v"}, "kkkkkkkk"},
+		"a long cpu":              {[]string{"spec", "resource", "cpu"}, strings.Repeat("1", 40000), "11111111"},
+		"many bad keys":           {[]string{"spec", "placement", "nodeSelector"}, manyKeys, "bad key 000!"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "create-new")
+			u := caseObject(t, "create-new")
+			if err := unstructured.SetNestedField(u.Object, tc.value, tc.field...); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.client.Tracker().Update(vmGVR, u, u.GetNamespace()); err != nil {
+				t.Fatal(err)
+			}
+			vm := cachedView(t, u, w.fields)
+			if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, now)); err != nil {
+				t.Fatal(err)
+			}
+			got := w.vm(t, u.GetNamespace(), u.GetName())
+			reason, _, _ := unstructured.NestedString(got.Object, "status", "reason")
+			msg, _, _ := unstructured.NestedString(got.Object, "status", "message")
+			if reason != decision.ReasonInvalidSpec || !strings.Contains(msg, tc.quote) {
+				t.Errorf("status %s %.200q, want InvalidSpec naming the refused value", reason, msg)
+			}
+			if len(msg) > schema.ConditionMessageLimit {
+				t.Errorf("status message of %d bytes, want at most %d", len(msg), schema.ConditionMessageLimit)
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			if len(conds) == 0 {
+				t.Error("no conditions written")
+			}
+			for _, c := range conds {
+				if m, _ := c.(map[string]any)["message"].(string); len(m) > schema.ConditionMessageLimit {
+					t.Errorf("condition %v: message of %d bytes, want at most %d", c.(map[string]any)["type"], len(m), schema.ConditionMessageLimit)
+				}
+			}
+			evs := w.events()
+			if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning InvalidSpec ") {
+				t.Fatalf("events %.300q, want one InvalidSpec Warning", evs)
+			}
+			if note := strings.TrimPrefix(evs[0], "Warning InvalidSpec "); len(note) > eventNoteLimit || !strings.Contains(note, tc.quote) {
+				t.Errorf("event note of %d bytes %.100q, want at most %d naming the refused value", len(note), note, eventNoteLimit)
+			}
+		})
+	}
+}
+
 // TestApplyErrors: a transient failure of any step is returned (wrapped, so that the queue
 // backs off and a conflict is told apart) and stops the plan there; a VM that is gone ends it
 // quietly.

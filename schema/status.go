@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -157,12 +158,37 @@ func (s Status) Condition(t string) *Condition {
 	return &out
 }
 
+// ConditionMessageLimit is the most bytes a condition's message may hold: the CRD's
+// maxLength for it, metav1.Condition's. The API server refuses a status with a longer one,
+// so a message past it would keep a VM's status from being written at all.
+const ConditionMessageLimit = 32768
+
+// Shorten returns s cut to at most limit bytes, on a character's boundary, ending in "..."
+// when it was cut: for a message that must fit a field's limit (a condition's, an Event's
+// note) whatever a user's spec put in it.
+func Shorten(s string, limit int) string {
+	const more = "..."
+	if len(s) <= limit {
+		return s
+	}
+	if limit <= len(more) {
+		return more[:max(limit, 0)]
+	}
+	cut := limit - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
+}
+
 // SetCondition returns a new list: conds with c in place of the condition of its type, or c
 // appended, by apimachinery's rules (meta.SetStatusCondition): the transition time moves only
 // when the status changes, and conditions of other types, which other writers may own, stay
 // as they are. Further conditions of c's type, which only a damaged status holds, are dropped:
-// conditions are a map keyed by type. conds itself is not changed.
+// conditions are a map keyed by type. c's message is shortened to ConditionMessageLimit.
+// conds itself is not changed.
 func SetCondition(conds []Condition, c Condition) []Condition {
+	c.Message = Shorten(c.Message, ConditionMessageLimit)
 	m := toMeta(conds)
 	meta.SetStatusCondition(&m, c.meta())
 	out := make([]Condition, 0, len(m))

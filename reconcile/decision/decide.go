@@ -632,11 +632,26 @@ func (p Policy) ResizeRefused(vm schema.VirtualMachine, srv *backend.Server, why
 	return d.plan
 }
 
+// The bounds of an invalid spec's message. A field error repeats the refused value, which
+// admission may have let through at any length (a nodeSelector's key, an affinity's term): a
+// 40,000-digit cpu made a message the API server refused to store in a condition, so the VM
+// never reached Failed. The value is quoted in part, each error bounded, and the whole
+// message too (report).
+const (
+	maxQuotedValue = 80  // bytes of a refused string value a field error repeats
+	maxFieldError  = 512 // bytes of one field error, its detail included
+)
+
 // invalidMessage lists every field error, one after the other, for the status message.
 func invalidMessage(errs field.ErrorList) string {
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
-		msgs[i] = e.Error()
+		if v, ok := e.BadValue.(string); ok && len(v) > maxQuotedValue {
+			short := *e
+			short.BadValue = schema.Shorten(v, maxQuotedValue)
+			e = &short
+		}
+		msgs[i] = schema.Shorten(e.Error(), maxFieldError)
 	}
 	return "Invalid spec: " + strings.Join(msgs, "; ")
 }
@@ -738,6 +753,7 @@ type reported struct {
 // phase or reason is also recorded as an Event, unless the plan's action already explains it.
 func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.Server) reported {
 	st := d.next()
+	msg = schema.Shorten(msg, schema.ConditionMessageLimit) // the message of Ready too
 	st.Phase, st.Reason, st.Message = phase, reason, msg
 	st.ObservedGeneration = d.vm.Generation()
 	st.NextRetryTime = d.nextRetry // set while a failed server waits out its backoff only
