@@ -134,7 +134,7 @@ func TestApplyInvalidSpecBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			vm := cachedView(t, u, w.fields)
-			if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, now)); err != nil {
+			if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, nil, now)); err != nil {
 				t.Fatal(err)
 			}
 			got := w.vm(t, u.GetNamespace(), u.GetName())
