@@ -383,6 +383,15 @@ func running(srv *backend.Server) bool {
 	return srv.State == backend.StateReady || srv.State == backend.StateStarting
 }
 
+// kept reports whether --resize manual keeps srv with an old spec until a restart: it runs,
+// or it may run again (on a node that does not answer). A server still pending has not run
+// yet, and one that ended never will again: neither holds anything a restart would end, and a
+// pending one kept with the old spec (a placement no node satisfies, more cpu than any node
+// has) might never start.
+func kept(srv *backend.Server) bool {
+	return srv.State != backend.StatePending && srv.State != backend.StateFailed && srv.State != backend.StateStopped
+}
+
 // resizeReasons are the Resizing condition's reasons for the states of a resize under way.
 var resizeReasons = map[backend.ResizeState]string{
 	backend.ResizePending:    ReasonResizePending,
@@ -462,8 +471,9 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		p.serverState(d)
 		return
 	}
-	if p.Resize != ResizeManual || srv.State == backend.StateFailed || srv.State == backend.StateStopped {
-		// A server that ended has nothing to keep: it is replaced at once under every policy.
+	if p.Resize != ResizeManual || !kept(srv) {
+		// A server that is not running (pending, or ended) has nothing to keep: it is
+		// replaced at once under every policy.
 		msg := fmt.Sprintf("Replacing server %s: %s", srv.Name, what)
 		if why != "" {
 			msg += " (" + why + ")"

@@ -282,8 +282,8 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			case srv == nil || srv.Deleting:
 				fail("deletes a server that is not there or already going")
 			case p.Resize == decision.ResizeManual && a.Event.Reason == decision.ReasonReplacingServer &&
-				srv.State != backend.StateFailed && srv.State != backend.StateStopped:
-				fail("replaces a server that has not ended under --resize manual")
+				srv.State != backend.StatePending && srv.State != backend.StateFailed && srv.State != backend.StateStopped:
+				fail("replaces a server that runs under --resize manual")
 			case claims && a.Event.Reason == decision.ReasonReplacingServer && strings.Contains(a.Event.Message, "rootDisk"):
 				fail("replaces a server for its root disk under --root-disk claim")
 			}
