@@ -311,6 +311,14 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		}
 		return
 	}
+	if restart != "" && d.unrecorded() {
+		// The server no status has reported yet is the restart's: an earlier decision's
+		// create (srv == nil, above) made it, and the status write that recorded the restart
+		// did not go through. As with a deletion under way, the restart is recorded now, not
+		// carried out twice.
+		d.next().RestartedAt = restart
+		restart = ""
+	}
 	if restart != "" {
 		// Asked for by the user: now, whatever state the server is in (a Failed one does
 		// not wait for its backoff). The value is recorded in the same write, so the
@@ -528,6 +536,19 @@ func (d *decision) newRestart() string {
 		return r
 	}
 	return ""
+}
+
+// unrecorded reports whether the VM's server is one no status has reported yet. Every status
+// the controller writes names the server it saw, or made (Plan.Created), so such a server was
+// made after the current status was written: by a create whose status write did not go
+// through (a conflict: someone wrote the VM meanwhile), or whose status said no more than the
+// one before (onTheWay); either way the server is newer than anything the status showed. A
+// restart that create carried out is not carried out again on it. The rule compares no
+// clocks, as comparing the request's time (the writer's clock) with the server's creation
+// (the API server's) would.
+func (d *decision) unrecorded() bool {
+	cur := d.current.Server
+	return d.srv != nil && (cur == nil || cur.ID != d.srv.ID)
 }
 
 // serverState reports the VM by the state of its server, which has the wanted spec (or is

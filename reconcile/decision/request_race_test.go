@@ -3,6 +3,7 @@ package decision_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
@@ -66,6 +67,48 @@ func TestRequestDeleteUnrecorded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRestartCreateUnrecorded: a restart request first seen with the VM's server gone is
+// carried out by the create of the next server, and the status write that records it meets a
+// conflict (someone wrote the VM meanwhile). The next decision sees the request as new and the
+// server it made, which the status has not reported yet. Under every run strategy that runs
+// the VM, that server is the restart's: it is not deleted again, and the restart is recorded;
+// once it is, nothing more is asked for.
+func TestRestartCreateUnrecorded(t *testing.T) {
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	base, _ := decidecase.Read(t, filepath.Join(cases, "restart-no-server.txtar"))
+	for _, strategy := range []string{"active", "rerunOnFailure", "once", "manual"} {
+		vm := patchVM(t, base, `{"spec":{"action":"`+strategy+`"}}`)
+		first := policy.Decide(vm, nil, nil, nil, now)
+		if first.Server == nil || first.Server.Op != decision.CreateServer || first.Status == nil || first.Status.RestartedAt == "" {
+			t.Fatalf("%s: want a create that records the restart, got:\n%s", strategy, renderPlan(t, first))
+		}
+		// The create is done; its status write is not: the VM is as it was.
+		made := applyPlan(t, vm, nil, nil, first).srv
+		for name, srv := range map[string]*backend.Server{"pending": made, "ready": ready(made)} {
+			where := strategy + "/" + name
+			plan := policy.Decide(vm, srv, nil, nil, now.Add(time.Second))
+			if plan.Server != nil {
+				t.Errorf("%s: the server the restart's create made is acted on again: %s %s", where, plan.Server.Op, plan.Server.Event.Message)
+			}
+			if st := plan.Status; st == nil || st.RestartedAt != first.Status.RestartedAt {
+				t.Fatalf("%s: want the restart recorded, got:\n%s", where, renderPlan(t, plan))
+			}
+			w := applyPlan(t, vm, srv, nil, plan)
+			if next := policy.Decide(w.vm, w.srv, nil, nil, now.Add(time.Second)); !next.Empty() {
+				t.Errorf("%s: deciding again once the restart is recorded asks for more:\n%s", where, renderPlan(t, next))
+			}
+		}
+	}
+}
+
+// ready is srv running and ready on node-b.
+func ready(srv *backend.Server) *backend.Server {
+	r := *srv
+	r.State, r.Detail, r.Node = backend.StateReady, "Running", "node-b"
+	return &r
 }
 
 // TestServerMissingWithoutRequest: without a request, a server gone where the status says
