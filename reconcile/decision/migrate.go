@@ -22,6 +22,8 @@ import (
 //	                                                 may run anywhere, the source node included
 //	new request, server being deleted or gone     -> Moving from its node, no second delete
 //	new request, VM not running or disk pinned    -> Refused, with why; nothing else changes
+//	new request, Moving                           -> the move carries it out: its record
+//	                                                 takes the new value, nothing else changes
 //	Moving, VM stopped (Halted, a stop request,   -> Failed: no server follows to carry it out
 //	  an end its run strategy keeps)
 //
@@ -35,7 +37,7 @@ import (
 // the whole plan; otherwise the caller goes on, with want carrying the node to avoid when the
 // server about to be created is the move's.
 func (p Policy) migrate(d *decision, want *backend.Spec) bool {
-	if req := d.newMigration(); req != "" {
+	if req := d.newMigration(); req != "" && !d.foldMigration(req) {
 		if from := d.goingFrom(); from != "" {
 			// The server is going, or gone, already: this controller's delete for the
 			// request, whose status write did not go through (a conflict), or anyone's. The
@@ -63,6 +65,9 @@ func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 		return true
 	}
 	cur := d.current.Migration
+	if d.plan.Status != nil {
+		cur = d.plan.Status.Migration // a request folded into the move (foldMigration)
+	}
 	if cur == nil || cur.Phase != schema.MigrationMoving {
 		return false
 	}
@@ -181,6 +186,24 @@ func (d *decision) cannotMigrate() string {
 	return ""
 }
 
+// foldMigration folds a new request req into a move under way, if there is one, and reports
+// whether it did: the move is recorded as the one that carries req out, so that its outcome
+// (Succeeded, or Failed) answers req too, and nothing else changes. The move is what was
+// asked for, and there is one at a time. A refusal in its place ("not running": the move's
+// next server is pending or not there yet) would overwrite the Moving record, and with it
+// what the move has still to do: keep the next server off the source node, and give up once
+// no other node takes it (moveStuck), which would leave such a VM down for good.
+func (d *decision) foldMigration(req string) bool {
+	cur := d.current.Migration
+	if cur == nil || cur.Phase != schema.MigrationMoving {
+		return false
+	}
+	m := *cur
+	m.RequestedAt = req
+	d.next().Migration = &m // no Event: the move said what it does when it began
+	return true
+}
+
 // refuseMigration records a refused request, so that it is answered once, and says why in a
 // Warning Event. Nothing else changes.
 func (d *decision) refuseMigration(req, why string) {
@@ -191,7 +214,7 @@ func (d *decision) refuseMigration(req, why string) {
 // inactiveMigration answers a migration asked of a VM that is stopped: Halted (action
 // inactive), or stopped under a run strategy that heeds requests (onRequest).
 func (d *decision) inactiveMigration() {
-	if req := d.newMigration(); req != "" {
+	if req := d.newMigration(); req != "" && !d.foldMigration(req) {
 		d.refuseMigration(req, fmt.Sprintf("VM %s is not running: it is stopped (runStrategy %s); start it first", d.vm.Name(), d.strategy))
 	}
 }

@@ -134,3 +134,70 @@ func movingOff(st schema.Status, node string) bool {
 	m := st.Migration
 	return m != nil && m.Phase == schema.MigrationMoving && m.SourceNode == node
 }
+
+// TestMigrateAgainWhileMoving: a second migrate request written while a move off node-a is
+// under way, at each of its steps. The move carries it out: the record takes the new value and
+// goes on as the move would have (no refusal, no second delete, the next server kept off
+// node-a), and the outcome answers the new request: Succeeded once the next server is ready
+// elsewhere, Failed once no other node has taken it within StalledAfter (that server deleted,
+// so that the VM is not kept down for good).
+func TestMigrateAgainWhileMoving(t *testing.T) {
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	const again = "2026-06-01T11:59:30Z"
+	tests := map[string]struct {
+		file  string            // the move at that step (a golden case), with the request of 11:59:00 acted on
+		op    decision.ServerOp // the server action the move takes there ("": none)
+		phase schema.MigrationPhase
+	}{
+		"old server being deleted": {file: "migrate-waiting.txtar", phase: schema.MigrationMoving},
+		"old server gone":          {file: "migrate-create.txtar", op: decision.CreateServer, phase: schema.MigrationMoving},
+		"next server pending":      {file: "migrate-unschedulable.txtar", phase: schema.MigrationMoving},
+		"next server ready":        {file: "migrate-succeeded.txtar", phase: schema.MigrationSucceeded},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, srv := decidecase.Read(t, filepath.Join(cases, tc.file))
+			if !movingOff(vm.Status(), "node-a") {
+				t.Fatalf("%s: not a move off node-a: %+v", tc.file, vm.Status().Migration)
+			}
+			vm = patchVM(t, vm, `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":"`+again+`"}}}`)
+			plan := policy.Decide(vm, srv, nil, nil, now)
+			var op decision.ServerOp
+			if plan.Server != nil {
+				op = plan.Server.Op
+			}
+			if op != tc.op {
+				t.Errorf("server action %q, want %q", op, tc.op)
+			}
+			if op == decision.CreateServer && plan.Server.Spec.AvoidNode != "node-a" {
+				t.Errorf("the next server avoids %q, want node-a", plan.Server.Spec.AvoidNode)
+			}
+			if plan.Status == nil {
+				t.Fatalf("no status, want the request recorded:\n%s", renderPlan(t, plan))
+			}
+			m := plan.Status.Migration
+			if m == nil || m.RequestedAt != again || m.Phase != tc.phase || m.SourceNode != "node-a" {
+				t.Errorf("migration %+v, want %s off node-a for the request of %s", m, tc.phase, again)
+			}
+			migrationEvents(t.Errorf, vm.Status(), *plan.Status, plan.Events)
+			w := applyPlan(t, vm, srv, nil, plan)
+			if next := policy.Decide(w.vm, w.srv, nil, nil, now); !next.Empty() {
+				t.Errorf("deciding again asks for more:\n%s", renderPlan(t, next))
+			}
+		})
+	}
+
+	// The next server still pending once it has waited StalledAfter: the move gives up,
+	// for the new request.
+	vm, srv := decidecase.Read(t, filepath.Join(cases, "migrate-unschedulable.txtar"))
+	vm = patchVM(t, vm, `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":"`+again+`"}}}`)
+	w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, now))
+	plan := policy.Decide(w.vm, w.srv, nil, nil, now.Add(policy.StalledAfter))
+	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Server.Event.Reason != decision.ReasonMigrationFailed {
+		t.Fatalf("past StalledAfter the move's pending server is kept:\n%s", renderPlan(t, plan))
+	}
+	if m := plan.Status.Migration; m == nil || m.Phase != schema.MigrationFailed || m.RequestedAt != again {
+		t.Errorf("migration %+v, want Failed for the request of %s", m, again)
+	}
+}
