@@ -158,7 +158,7 @@ func (p *policyFlags) backoffFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "restart-backoff", Value: decision.DefaultPolicy.RestartBackoff, Usage: "wait before replacing a failed server; doubles with each consecutive failure",
 			EnvVars: env("RESTART_BACKOFF"), Destination: &p.RestartBackoff},
-		&cli.DurationFlag{Name: "max-restart-backoff", Value: decision.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server",
+		&cli.DurationFlag{Name: "max-restart-backoff", Value: decision.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server; also how long a server must be ready before its failures are no longer counted as consecutive",
 			EnvVars: env("MAX_RESTART_BACKOFF"), Destination: &p.MaxRestartBackoff},
 		&cli.StringFlag{Name: "resize", Value: string(decision.ResizeInPlace),
 			Usage:   "a change of cpu or memory: in-place (resize the running server, replace it where that is impossible), replace (always replace), manual (resize in place, else set RestartRequired and wait for a restart)",

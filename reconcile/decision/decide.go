@@ -17,7 +17,9 @@ type Policy struct {
 	// DefaultImage is the server image for VMs that do not name one.
 	DefaultImage string
 	// RestartBackoff is how long a failed server is kept (for inspection) before the first
-	// replacement; each further consecutive failure doubles it, up to MaxRestartBackoff.
+	// replacement; each further consecutive failure doubles it, up to MaxRestartBackoff. The
+	// failures are consecutive until a server has been ready for MaxRestartBackoff
+	// (stableAfter).
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
 	// Resize says what a change of a running server's size does (docs/lifecycle.md).
@@ -575,7 +577,7 @@ func (p Policy) serverState(d *decision) {
 	case backend.StateStarting:
 		d.report(schema.PhaseCreating, ReasonServerStarting, fmt.Sprintf("Server %s is running and not ready yet", srv.Name), srv)
 	case backend.StateReady:
-		d.failures(0)
+		p.readyFailures(d)
 		d.report(schema.PhaseActive, ReasonServerReady, fmt.Sprintf("Server %s is running and ready", srv.Name), srv)
 	case backend.StateLost:
 		d.nodeLost(srv)
@@ -603,6 +605,11 @@ func (p Policy) restart(d *decision) {
 		detail = " (" + srv.Message + ")"
 	}
 	n := d.current.ConsecutiveFailures
+	if ready := d.readySince(); !ready.IsZero() && !srv.Since.Before(ready.Add(p.stableAfter())) {
+		// It ran stably before it ended: its failures are forgotten now, as readyFailures
+		// would have written had a decision come after the bound and before the end.
+		n = 0
+	}
 	note := fmt.Sprintf("Server %s failed%s", srv.Name, detail)
 	if srv.State == backend.StateStopped {
 		if n == 0 {
@@ -614,7 +621,7 @@ func (p Policy) restart(d *decision) {
 				fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
 			return
 		}
-		note = fmt.Sprintf("Server %s shut down cleanly%s again before it was ready", srv.Name, detail)
+		note = fmt.Sprintf("Server %s shut down cleanly%s again before it had been ready for %s", srv.Name, detail, p.stableAfter())
 	}
 	at := p.retryAt(srv, n)
 	// Event notes leave out what changes from one failure to the next (the time, the count),
@@ -631,6 +638,49 @@ func (p Policy) restart(d *decision) {
 	d.failures(n + 1)
 	d.report(schema.PhaseCreating, ReasonServerReplacing,
 		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+}
+
+// stableAfter is how long a server must have been ready before its failures are forgotten:
+// the count of consecutive failures goes back to zero, and the next failure waits
+// RestartBackoff again. A server that fails sooner fails once more in a row, so that one that
+// crashes seconds after it is ready backs off as one that never gets there does, instead of
+// being replaced every RestartBackoff for ever. MaxRestartBackoff is the bound because with it
+// a server that keeps failing is replaced about once per MaxRestartBackoff at most, whenever
+// it fails: soon, after a backoff grown to that; late, after running that long. (Kubernetes'
+// kubelet does the like for a container's crash-loop backoff: it is forgotten once the
+// container has run for 10 minutes.)
+func (p Policy) stableAfter() time.Duration { return p.MaxRestartBackoff }
+
+// readyFailures carries the failure count into the status of a VM whose server is ready:
+// zero once the server has been ready for stableAfter; until then the count as it is, with
+// another look asked for when that time comes, so that the count is reset then even if
+// nothing else changes.
+func (p Policy) readyFailures(d *decision) {
+	n := d.current.ConsecutiveFailures
+	since := d.readySince()
+	if since.IsZero() {
+		since = d.now // ready as of this decision
+	}
+	stable := since.Add(p.stableAfter())
+	if n == 0 || !d.now.Before(stable) {
+		d.failures(0)
+		return
+	}
+	d.failures(n)
+	if d.plan.Server == nil { // a plan that acts on the server is looked at again anyway
+		d.requeue(stable.Sub(d.now))
+	}
+}
+
+// readySince is when the VM's server became ready, as the status says: the transition time
+// of its Ready condition, which stays while the condition is True, when the status reports
+// this very server Active. Zero when the status does not say it is ready.
+func (d *decision) readySince() time.Time {
+	c := d.current.Condition(schema.ConditionReady)
+	if d.current.Phase != schema.PhaseActive || c == nil || c.Status != schema.ConditionTrue || d.unrecorded() {
+		return time.Time{}
+	}
+	return c.LastTransitionTime
 }
 
 // rejectedRetry is how often a server the backend refused is asked for again: the cause (a
