@@ -44,7 +44,7 @@ func Rules(n Needs) []Rule {
 		{Group: "", Resource: "pods/resize", Verbs: []string{"patch"}, Why: "changes a running server's cpu and memory in place (in-place pod resize)"},
 		{Group: "events.k8s.io", Resource: "events", Verbs: []string{"create", "patch"}, Why: "records Events on VMs; patch updates a repeating event's series"},
 		{Group: "policy", Resource: "poddisruptionbudgets", Verbs: []string{"get", "list", "watch", "create", "patch", "delete"},
-			Why: "keeps a PodDisruptionBudget over the server of each VM whose eviction strategy is Block, so that a drain waits for it; get reads a budget whose name is taken; patch adopts one an earlier VM of the name left behind"},
+			Why: "keeps a PodDisruptionBudget over the server of each VM whose eviction strategy is Block, so that a drain waits for it; get reads a budget whose name is taken; patch adopts one an earlier VM of the name left behind, and records the VM's kind on one an earlier version made"},
 	}
 	// The namespaces: the one watched when there is one (its name field-selected).
 	namespaces := Rule{Group: "", Resource: "namespaces", Verbs: []string{"list", "watch"}, Cluster: true,

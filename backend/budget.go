@@ -27,6 +27,11 @@ type Budgets interface {
 	// by vm and holding vm's server. A budget already vm's is returned as it is; one that is
 	// another's is ErrRejected.
 	AdoptBudget(ctx context.Context, vm Owner) (*Budget, error)
+	// RecordBudgetKind records on vm's own budget the kind of resource vm is
+	// (Budget.KindUnrecorded), in one change conditional on the budget being as last
+	// observed, and returns it. A budget that records it already is returned as it is; one
+	// that is not vm's is ErrRejected.
+	RecordBudgetKind(ctx context.Context, vm Owner) (*Budget, error)
 	// DeleteBudget asks for vm's budget to go away; one already gone is not an error. A
 	// budget that is not vm's (Unowned, or another's) is never deleted. A delete the backend
 	// refuses for good (its permissions, a policy) is ErrRejected.
@@ -41,6 +46,12 @@ type Budget struct {
 	// (a deletion that orphaned that VM's dependents). It holds no server of this VM; the VM
 	// adopts it when it needs a budget and otherwise leaves it alone.
 	Unowned bool `yaml:"unowned,omitempty"`
+	// KindUnrecorded: the VM's own budget, which does not record the kind of resource the
+	// VM is (made by an earlier version). Only a budget left for the VM's kind, or for none,
+	// is adopted by a later VM of the name; without the record, a budget left behind (a
+	// deletion that orphaned it, a refused delete) could be taken by an object of another
+	// kind and name (a controller run for another resource), so the VM records it.
+	KindUnrecorded bool `yaml:"kindUnrecorded,omitempty"`
 }
 
 // Disruption says a server is being taken away by someone other than the controller: an

@@ -31,7 +31,8 @@ type Disks interface {
 	// returned it (or as the controller's own last write of it returned it). The change is
 	// worked out from seen and is conditional on seen's ID and Version, never on a later
 	// observation: the disk made vm's (adopting it when it is unowned), owned by vm unless
-	// spec.Keep, and grown to spec.Size when it asks for less. It never shrinks a disk nor
+	// spec.Keep, recording vm's kind of resource (Disk.KindUnrecorded), and grown to
+	// spec.Size when it asks for less. It never shrinks a disk nor
 	// changes its class. ErrDiskConflict: seen is another's. A disk changed since seen, or
 	// gone, is an apierrors.IsConflict error (for claims, the API server's, or the
 	// backend's own when its cache already shows the change), so that the VM is decided
@@ -155,6 +156,13 @@ type Disk struct {
 	// that names no reclaim policy keeps such a disk kept; only one that names Delete owns it
 	// again. Disks kept by earlier versions carry no mark.
 	KeptMark bool
+	// KindUnrecorded: the VM's own disk (owned or kept), which does not record the kind of
+	// resource the VM is (for claims: the annotation cloudnative.czs/owner-kind; made or
+	// kept by an earlier version). A disk kept for the VM's kind, or for none, is adopted by
+	// a later VM of the name; without the record, another kind's object of the name (a
+	// controller run for another resource) could take a kept disk, so the VM records it
+	// (Disks.UpdateDisk records it with any change).
+	KindUnrecorded bool
 	// Pending says why it has no storage yet, in the words of whatever binds it (for claims:
 	// the persistent-volume controller's or a provisioner's last Event on it); "" when
 	// nothing has said.

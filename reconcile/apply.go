@@ -176,6 +176,9 @@ func (a applier) record(vm schema.VirtualMachine, evs ...decision.Event) {
 	// about a different object, and repeats would never fold into one series.
 	ref := &corev1.ObjectReference{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
 	for _, e := range evs {
+		if e == (decision.Event{}) {
+			continue // an action without one (recording a kind)
+		}
 		a.recorder.Eventf(ref, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", schema.Shorten(e.Message, eventNoteLimit))
 	}
 }

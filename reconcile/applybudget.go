@@ -37,6 +37,8 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 		_, err = budgets.CreateBudget(ctx, owner)
 	case decision.AdoptBudget:
 		_, err = budgets.AdoptBudget(ctx, owner)
+	case decision.RecordBudgetKind:
+		_, err = budgets.RecordBudgetKind(ctx, owner)
 	case decision.DeleteBudget:
 		err = budgets.DeleteBudget(ctx, owner)
 	default:

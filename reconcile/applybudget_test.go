@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -45,6 +49,99 @@ func TestControllerBudget(t *testing.T) {
 	if b, _ := w.servers.ObserveBudget(ownerOf(vm)); b == nil {
 		t.Error("the budget someone deleted was not made again")
 	}
+}
+
+// TestControllerRecordsBudgetKind: a Block VM whose budget an earlier version made without the
+// VM's kind has it recorded by the reconcile that first sees it, with no Event and no other
+// write; the reconciles after ask nothing of the budget. A VM whose budget records its kind,
+// the steady case, asks nothing of it from the first.
+func TestControllerRecordsBudgetKind(t *testing.T) {
+	const name = "evict-block-kind-unrecorded"
+	tests := map[string]struct {
+		unrecorded bool     // the budget does not record the kind
+		want       []string // the budget writes of all the reconciles
+	}{
+		"made by an earlier version": {unrecorded: true, want: []string{"record-kind"}},
+		"recording the kind":         {unrecorded: false, want: nil},
+	}
+	for tname, tc := range tests {
+		t.Run(tname, func(t *testing.T) {
+			w := newWorld(t, name)
+			vm := w.view(t, name)
+			owner := ownerOf(vm)
+			_, srv := decidecase.Read(t, caseFile(name))
+			w.servers.Set(owner, srv)
+			budget := decidecase.Budget(t, caseFile(name))
+			budget.KindUnrecorded = tc.unrecorded
+			w.servers.SetBudget(owner, budget)
+			counted := &countedBudgets{Backend: w.servers}
+			c, r := newController(t, w, decision.UsagePolicy{})
+			c.cfg.Backend, c.applier.backend = counted, counted
+			ctx := start(t, c)
+			for round := range 3 {
+				if round > 0 {
+					c.queue.Add(cache.NewObjectName(owner.Namespace, owner.Name)) // a resync
+				}
+				for c.queue.Len() > 0 {
+					c.processNextItem(ctx)
+				}
+				if got := r.last(); got != "success" {
+					t.Fatalf("round %d: reconcile %q", round, got)
+				}
+			}
+			if got := counted.all(); !slices.Equal(got, tc.want) {
+				t.Errorf("budget writes %q, want %q", got, tc.want)
+			}
+			if b, _ := w.servers.ObserveBudget(owner); b == nil || b.ID != budget.ID || b.KindUnrecorded {
+				t.Errorf("budget %+v, want %s recording the kind", b, budget.ID)
+			}
+			if evs := w.events(); len(evs) != 0 {
+				t.Errorf("events %q, want none", evs)
+			}
+			if writes := w.writes(); len(writes) != 0 {
+				t.Errorf("VM writes %+v, want none", writes)
+			}
+		})
+	}
+}
+
+// countedBudgets is the memory backend that keeps the operations on budgets asked of it.
+type countedBudgets struct {
+	*memory.Backend
+	mu  sync.Mutex
+	ops []string
+}
+
+func (c *countedBudgets) count(op decision.BudgetOp) {
+	c.mu.Lock()
+	c.ops = append(c.ops, string(op))
+	c.mu.Unlock()
+}
+
+func (c *countedBudgets) all() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.ops)
+}
+
+func (c *countedBudgets) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.Budget, error) {
+	c.count(decision.CreateBudget)
+	return c.Backend.CreateBudget(ctx, vm)
+}
+
+func (c *countedBudgets) AdoptBudget(ctx context.Context, vm backend.Owner) (*backend.Budget, error) {
+	c.count(decision.AdoptBudget)
+	return c.Backend.AdoptBudget(ctx, vm)
+}
+
+func (c *countedBudgets) RecordBudgetKind(ctx context.Context, vm backend.Owner) (*backend.Budget, error) {
+	c.count(decision.RecordBudgetKind)
+	return c.Backend.RecordBudgetKind(ctx, vm)
+}
+
+func (c *countedBudgets) DeleteBudget(ctx context.Context, vm backend.Owner) error {
+	c.count(decision.DeleteBudget)
+	return c.Backend.DeleteBudget(ctx, vm)
 }
 
 // TestApplyBudgetWithoutBackend: a plan's budget action on a backend that keeps no budgets

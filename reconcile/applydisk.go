@@ -33,9 +33,10 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	switch act.Op {
 	case decision.CreateDisk:
 		got, err = disks.CreateDisk(ctx, owner, *act.Spec)
-	case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
+	case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk, decision.RecordDiskKind:
 		// Conditional on, and worked out from, the disk as the decision saw it: a disk
-		// changed since (marked kept, let go of, taken) is not adopted, released or grown.
+		// changed since (marked kept, let go of, taken) is not adopted, released, grown or
+		// written its kind.
 		got, err = disks.UpdateDisk(ctx, owner, seen, *act.Spec)
 	case decision.DeleteDisk:
 		// Conditional on the disk as the decision saw it (its ID and Version), not as the

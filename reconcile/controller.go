@@ -709,7 +709,8 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			break
 		}
 		if debug {
-			log.Debug("Applying plan", "finalizer", plan.Finalizer, "server", serverOp(plan), "status", plan.Status != nil, "events", len(plan.Events), "decision", round)
+			log.Debug("Applying plan", "finalizer", plan.Finalizer, "disk", diskOp(plan), "server", serverOp(plan), "budget", budgetOp(plan),
+				"status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
 		out, err := c.applier.applyPlan(ctx, vm, owner, srv, disk, plan)
 		rvs = append(rvs, out.written...)
@@ -797,4 +798,21 @@ func serverOp(p decision.Plan) string {
 		return ""
 	}
 	return string(p.Server.Op)
+}
+
+// diskOp is the plan's disk operation, "" for none: actions without an Event (recording a
+// kind) show only here.
+func diskOp(p decision.Plan) string {
+	if p.Disk == nil {
+		return ""
+	}
+	return string(p.Disk.Op)
+}
+
+// budgetOp is the plan's budget operation, "" for none.
+func budgetOp(p decision.Plan) string {
+	if p.Budget == nil {
+		return ""
+	}
+	return string(p.Budget.Op)
 }

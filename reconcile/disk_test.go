@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -397,6 +398,49 @@ func TestApplyDiskUpdateChangedSince(t *testing.T) {
 				t.Errorf("writes %+v, want none", writes)
 			}
 		})
+	}
+}
+
+// TestApplyDiskRecordsKind: a VM's own disk that an earlier version made without the VM's kind
+// (here one left from --root-disk claim, under ephemeral) has it recorded in one update that
+// changes nothing else of it, with no Event and no write of the VM. The decision after asks for
+// nothing, on the disk as the controller knows it while the cache still shows it as it was
+// (the update's expectation) as on the disk as it now is.
+func TestApplyDiskRecordsKind(t *testing.T) {
+	const name = "active-steady"
+	w := newWorld(t, name)
+	vm := w.view(t, name)
+	owner := ownerOf(vm)
+	_, srv := decidecase.Read(t, caseFile(name))
+	w.servers.Set(owner, srv)
+	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
+		Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned, KindUnrecorded: true})
+	seen, _ := w.servers.ObserveDisk(owner)
+	plan := serverPolicy.Decide(vm, srv, seen, nil, now)
+	if plan.Disk == nil || plan.Disk.Op != decision.RecordDiskKind || plan.Server != nil || plan.Status != nil || len(plan.Events) != 0 {
+		t.Fatalf("plan %+v, want the disk's kind recorded and nothing else", plan)
+	}
+	a := w.diskApplier()
+	a.policy = serverPolicy
+	if _, err := a.apply(context.Background(), vm, owner, srv, seen, plan); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := w.servers.ObserveDisk(owner)
+	if after == nil || after.KindUnrecorded || after.ID != seen.ID || after.Owner != backend.DiskOwned || after.KeptMark ||
+		after.Requested.Cmp(seen.Requested) != 0 {
+		t.Errorf("disk %+v, want %s as it was, recording the kind", after, seen.Name)
+	}
+	if reasons := w.reasons(); len(reasons) != 0 {
+		t.Errorf("events %v, want none", reasons)
+	}
+	if writes := w.writes(); len(writes) != 0 {
+		t.Errorf("VM writes %+v, want none", writes)
+	}
+	known := a.disks.adjust(cache.NewObjectName(owner.Namespace, owner.Name), seen) // the cache behind the update
+	for what, d := range map[string]*backend.Disk{"as the update left it": known, "as it now is": after} {
+		if next := serverPolicy.Decide(vm, srv, d, nil, now); !next.Empty() {
+			t.Errorf("deciding again on the disk %s asks for more: %+v", what, next)
+		}
 	}
 }
 

@@ -79,6 +79,30 @@ func (b *Backend) AdoptBudget(_ context.Context, vm backend.Owner) (*backend.Bud
 	return &c, nil
 }
 
+// RecordBudgetKind clears KindUnrecorded on vm's budget; one that records the kind already is
+// returned as it is, and an Unowned one (not vm's), or none, is an error.
+func (b *Backend) RecordBudgetKind(_ context.Context, vm backend.Owner) (*backend.Budget, error) {
+	b.mu.Lock()
+	k := key(vm)
+	got, ok := b.budgets[k]
+	switch {
+	case !ok:
+		b.mu.Unlock()
+		return nil, fmt.Errorf("record kind on budget %s: there is none", BudgetName(vm.Name))
+	case got.Unowned:
+		b.mu.Unlock()
+		return nil, fmt.Errorf("record kind on budget %s: it is not this VM's: %w", got.Name, backend.ErrRejected)
+	}
+	recorded := got.KindUnrecorded
+	got.KindUnrecorded = false
+	c := *got
+	b.mu.Unlock()
+	if recorded {
+		b.changed(k)
+	}
+	return &c, nil
+}
+
 // DeleteBudget removes vm's budget; one already gone is not an error, and an Unowned one
 // (not vm's) stays.
 func (b *Backend) DeleteBudget(_ context.Context, vm backend.Owner) error {
@@ -120,6 +144,7 @@ type budgetTable = map[types.NamespacedName]*backend.Budget
 //	name: test-vm-block-eviction
 //	id: pdb-uid-1
 //	unowned: true   # an earlier VM's of the name, controlled by nothing (optional)
+//	kindUnrecorded: true   # the VM's own, made by a version that did not record its kind (optional)
 //
 // Unknown keys are errors; a budget needs a name.
 func ParseBudget(data []byte) (*backend.Budget, error) {
@@ -141,6 +166,6 @@ func ParseBudget(data []byte) (*backend.Budget, error) {
 // budgetTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var budgetTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type backend.Budget", " is not a key of a budget (name, id, unowned)",
+	" not found in type backend.Budget", " is not a key of a budget (name, id, unowned, kindUnrecorded)",
 	" into backend.Budget", " into a budget (want a mapping)",
 )

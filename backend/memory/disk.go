@@ -89,7 +89,7 @@ func owner(spec backend.DiskSpec) backend.DiskOwner {
 }
 
 // UpdateDisk makes vm's disk (or an unowned one of its name) vm's, owned unless spec.Keep
-// (and marked kept if and only if spec.Keep), and asks for spec.Size when it is larger: the
+// (and marked kept if and only if spec.Keep), recording vm's kind, and asks for spec.Size when it is larger: the
 // storage answers as AnswerGrowth says. As a claim's patch, it is conditional on seen, the
 // disk the decision saw: a disk whose ID or Version is not seen's, or one gone, is left as it
 // is and the update is a Conflict (apierrors.IsConflict), as the API server answers. seen
@@ -125,7 +125,7 @@ func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, seen *backend.
 		b.mu.Unlock()
 		return nil, fmt.Errorf("update disk %s: %w", d.Name, backend.ErrDiskConflict)
 	}
-	d.Owner, d.KeptMark = owner(spec), spec.Keep
+	d.Owner, d.KeptMark, d.KindUnrecorded = owner(spec), spec.Keep, false
 	if spec.Size.Cmp(d.Requested) > 0 {
 		d.Requested = spec.Size
 		d.Growth = b.disks.growth

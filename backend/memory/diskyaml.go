@@ -30,7 +30,8 @@ type diskYAML struct {
 	BindsWithServer bool              `yaml:"bindsWithServer"`
 	Growth          backend.Growth    `yaml:"growth"`
 	Owner           backend.DiskOwner `yaml:"owner"`
-	KeptMark        bool              `yaml:"keptMark"` // marked as kept (backend.Disk.KeptMark)
+	KeptMark        bool              `yaml:"keptMark"`       // marked as kept (backend.Disk.KeptMark)
+	KindUnrecorded  bool              `yaml:"kindUnrecorded"` // the VM's own, not recording its kind (backend.Disk.KindUnrecorded)
 	Pending         string            `yaml:"pending"`
 	Deleting        bool              `yaml:"deleting"`
 	Pinned          string            `yaml:"pinned"` // how the disk is bound to some nodes, if it is
@@ -39,7 +40,7 @@ type diskYAML struct {
 // diskTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var diskTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.diskYAML", " is not a key of a disk (name, id, version, phase, requested, capacity, storageClass, canGrow, bindsWithServer, growth, owner, keptMark, pending, deleting, pinned)",
+	" not found in type memory.diskYAML", " is not a key of a disk (name, id, version, phase, requested, capacity, storageClass, canGrow, bindsWithServer, growth, owner, keptMark, kindUnrecorded, pending, deleting, pinned)",
 	" into memory.diskYAML", " into a disk (want a mapping)",
 	" not found in type backend.Growth", " is not a key of a disk's growth (state, message)",
 	" into backend.Growth", " into a disk's growth (want a mapping)",
@@ -66,6 +67,7 @@ var (
 //	growth: {state: InProgress, message: ""}  # optional: Pending, InProgress or Infeasible
 //	owner: Owned           # Owned, Kept, Unowned or Other (default Owned)
 //	keptMark: false        # marked as kept (for claims: the annotation cloudnative.czs/kept)
+//	kindUnrecorded: false  # the VM's own, not recording its kind (for claims: no cloudnative.czs/owner-kind)
 //	pending: ""            # why it is not bound, as the binder said
 //	deleting: false
 //
@@ -93,7 +95,8 @@ func ParseDisk(data []byte) (*backend.Disk, error) {
 		return nil, err
 	}
 	d := &backend.Disk{Name: in.Name, ID: in.ID, Version: in.Version, Phase: in.Phase, StorageClass: in.StorageClass, Pinned: in.Pinned,
-		CanGrow: in.CanGrow == nil || *in.CanGrow, BindsWithServer: in.BindsWithServer, Growth: in.Growth, Owner: in.Owner, KeptMark: in.KeptMark, Pending: in.Pending, Deleting: in.Deleting}
+		CanGrow: in.CanGrow == nil || *in.CanGrow, BindsWithServer: in.BindsWithServer, Growth: in.Growth, Owner: in.Owner, KeptMark: in.KeptMark,
+		KindUnrecorded: in.KindUnrecorded, Pending: in.Pending, Deleting: in.Deleting}
 	for _, q := range []struct {
 		name string
 		dst  *resource.Quantity

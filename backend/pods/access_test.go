@@ -108,8 +108,10 @@ func TestBackendUnderRBAC(t *testing.T) {
 	vmA := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
 	vmB := backend.Owner{APIVersion: vmA.APIVersion, Kind: vmA.Kind, Namespace: "ns", Name: "b", UID: "u-2"}
 	vmC := backend.Owner{APIVersion: vmA.APIVersion, Kind: vmA.Kind, Namespace: "ns", Name: "c", UID: "u-3"}
-	// The world before: a running server to resize, vm a's disk on a volume, and the budgets
-	// earlier VMs named b and c left controlled by nothing.
+	vmD := backend.Owner{APIVersion: vmA.APIVersion, Kind: vmA.Kind, Namespace: "ns", Name: "d", UID: "u-4"}
+	// The world before: a running server to resize, vm a's disk on a volume, the budgets
+	// earlier VMs named b and c left controlled by nothing, and vm d's budget that an earlier
+	// version made without its kind.
 	claim := newClaim(vmA, backend.DiskSpec{Size: resource.MustParse("40G"), StorageClass: "standard"})
 	claim.UID, claim.ResourceVersion, claim.Spec.VolumeName = "pvc-1", "1", "pv-1"
 	volume := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1", ResourceVersion: "1"}}
@@ -121,6 +123,10 @@ func TestBackendUnderRBAC(t *testing.T) {
 		left.OwnerReferences, left.UID, left.ResourceVersion = nil, "pdb-"+vm.UID, "1"
 		objs = append(objs, left)
 	}
+	unrecorded := newBudget(vmD)
+	delete(unrecorded.Annotations, AnnotationOwnerKind)
+	unrecorded.UID, unrecorded.ResourceVersion = "pdb-u-4", "1"
+	objs = append(objs, unrecorded)
 	client := kubefake.NewClientset(objs...)
 	resizingAPIServer(t, client, nil)
 	gvr := schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
@@ -166,6 +172,13 @@ func TestBackendUnderRBAC(t *testing.T) {
 		{"create a budget that exists", func() error { _, err := b.CreateBudget(ctx, vmA); return err }},
 		{"adopt a budget left behind", func() error { _, err := b.AdoptBudget(ctx, vmB); return err }},
 		{"create a budget over one left behind", func() error { _, err := b.CreateBudget(ctx, vmC); return err }},
+		{"record the kind on a budget of an earlier version", func() error {
+			got, err := b.RecordBudgetKind(ctx, vmD)
+			if err == nil && got.KindUnrecorded {
+				return errors.New("the kind is not recorded")
+			}
+			return err
+		}},
 		{"delete a budget", func() error { return b.DeleteBudget(ctx, vmA) }},
 	}
 	for _, s := range steps {

@@ -20,6 +20,8 @@ import (
 // controlled by the VM unless the VM keeps it (reclaim policy Retain), in which case it is
 // annotated as kept (AnnotationKept), and annotated with the kind of resource the VM is
 // (AnnotationOwnerKind). Every server pod of the VM mounts it (newPod); it outlives them all.
+// A claim of the VM's that an earlier version made without the kind is reported
+// KindUnrecorded, and gets it from the VM's next update (UpdateDisk).
 
 // AnnotationKept marks a claim as kept (backend.Disk.KeptMark): the VM it was last made or
 // updated for kept it (DiskSpec.Keep). A VM that names no reclaim policy keeps a claim so
@@ -262,6 +264,11 @@ func (c *cachedClaim) disk(vm backend.Owner, canGrow bool, pending string) *back
 		Requested: ids.requested, Capacity: ids.capacity, StorageClass: c.class.String(), CanGrow: canGrow,
 		Growth: backend.Growth{State: growthStates[c.growth], Message: c.message.String()}, Owner: c.owner(vm),
 		KeptMark: c.flags&claimKeptMark != 0, Deleting: c.flags&claimDeleting != 0}
+	if kind := ownerKind(vm); d.Owner.Mine() && kind != "" && c.kind.String() != kind {
+		// The VM's own, made or kept by an earlier version: the decision has it recorded
+		// (UpdateDisk), before a kept claim can be taken by another kind's object of the name.
+		d.KindUnrecorded = true
+	}
 	if d.Phase == backend.DiskPending {
 		d.Pending = pending
 	}

@@ -374,6 +374,92 @@ func TestDisksKeptForAnotherKind(t *testing.T) {
 	}
 }
 
+// TestDiskKindRecorded: a claim of the VM's own that an earlier version made or kept without
+// the kind of the VM's resource is reported KindUnrecorded (and no other claim is), and an
+// UpdateDisk that changes nothing else of it (the decision's record-kind) writes that
+// annotation alone, on the resourceVersion seen. Without the record, a Machine of the VM's
+// name takes the kept claim as one it may adopt, and the owned one once a --cascade=orphan
+// deletion takes the owner reference off; with it, neither.
+func TestDiskKindRecorded(t *testing.T) {
+	machine := backend.Owner{APIVersion: "compute.example.org/v1", Kind: "Machine", Namespace: "ns", Name: "a", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	earlier := diskVM
+	earlier.UID = "22222222-3333-4444-5555-666666666666"
+	tests := map[string]struct {
+		owner    backend.Owner // whom the claim was made for
+		keep     bool          // kept (no owner reference, marked kept)
+		recorded bool          // it records the kind
+		want     backend.DiskOwner
+	}{
+		"owned, an earlier version's": {owner: diskVM, want: backend.DiskOwned},
+		"kept, an earlier version's":  {owner: diskVM, keep: true, want: backend.DiskKept},
+		"owned, recorded":             {owner: diskVM, recorded: true, want: backend.DiskOwned},
+		"kept, recorded":              {owner: diskVM, keep: true, recorded: true, want: backend.DiskKept},
+		"an earlier VM's":             {owner: earlier, keep: true, want: backend.DiskUnowned},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			claim := newClaim(tc.owner, backend.DiskSpec{Size: resource.MustParse("30G"), StorageClass: "standard", Keep: tc.keep})
+			claim.ResourceVersion, claim.UID = "5", "11111111-2222-3333-4444-555555555555"
+			claim.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("30G")}}
+			if !tc.recorded {
+				delete(claim.Annotations, AnnotationOwnerKind)
+			}
+			client := kubefake.NewClientset(storageClass("standard", true), claim)
+			var patches []string
+			client.PrependReactor("patch", "persistentvolumeclaims", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
+				patches = append(patches, string(a.(clienttesting.PatchAction).GetPatch()))
+				return false, nil, nil
+			})
+			b := New(Config{Client: client, Disks: true}) // not started: the cache holds what the test puts there
+			if err := b.disks.claims.GetIndexer().Add(cacheClaim(claim)); err != nil {
+				t.Fatal(err)
+			}
+			seen, _ := b.ObserveDisk(diskVM)
+			if seen == nil || seen.Owner != tc.want {
+				t.Fatalf("observed %s, want %s", diskLine(seen), tc.want)
+			}
+			unrecorded := tc.want.Mine() && !tc.recorded
+			if seen.KindUnrecorded != unrecorded {
+				t.Errorf("KindUnrecorded %v, want %v", seen.KindUnrecorded, unrecorded)
+			}
+			if !unrecorded {
+				return
+			}
+			if got := cacheClaim(orphaned(claim)).owner(machine); got != backend.DiskUnowned {
+				t.Fatalf("without the record, the claim let go of is %s to a Machine of the name, want Unowned (the gap)", got)
+			}
+			// The decision's record-kind: the disk as it is.
+			got, err := b.UpdateDisk(context.Background(), diskVM, seen, backend.DiskSpec{Size: seen.Requested, Keep: tc.keep})
+			if err != nil || got.KindUnrecorded || got.Owner != tc.want {
+				t.Fatalf("update: %s (kind unrecorded: %v), %v", diskLine(got), got != nil && got.KindUnrecorded, err)
+			}
+			want := `{"metadata":{"annotations":{"cloudnative.czs/owner-kind":"VirtualMachine.cloudnative.czs"},"resourceVersion":"5"}}`
+			if len(patches) != 1 || patches[0] != want {
+				t.Errorf("patches %q, want only %s", patches, want)
+			}
+			after, err := client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), claim.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(after.OwnerReferences, claim.OwnerReferences) || !equality.Semantic.DeepEqual(after.Labels, claim.Labels) ||
+				!equality.Semantic.DeepEqual(after.Spec, claim.Spec) || after.Annotations[AnnotationKept] != claim.Annotations[AnnotationKept] {
+				t.Errorf("the update changed more than the kind: %+v", after)
+			}
+			if got := cacheClaim(orphaned(after)).owner(machine); got != backend.DiskOther {
+				t.Errorf("with the record, the claim let go of is %s to a Machine of the name, want Other", got)
+			}
+		})
+	}
+}
+
+// orphaned is c without its owner reference, as a --cascade=orphan deletion of its VM leaves
+// it (a kept claim has none to lose).
+func orphaned(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	c = c.DeepCopy()
+	c.OwnerReferences = nil
+	return c
+}
+
 // TestDeleteDiskPreconditions: DeleteDisk deletes the claim on the UID and resourceVersion
 // of the claim the decision saw (version 5), whatever the cache shows when the delete runs. A
 // claim changed since (marked kept, let go of by someone who keeps it, taken by another

@@ -34,7 +34,10 @@ import (
 // the new VM's), as a kept disk is; a budget another object controls is never taken. As a
 // claim does, a budget records the kind of resource its VM is (AnnotationOwnerKind): one left
 // for another kind (a controller run with --api-version, --resource) is not adopted; one
-// without the record (made by an earlier version) may be, and gets the adopter's kind.
+// without the record (made by an earlier version) may be, and gets the adopter's kind. So a
+// budget of an earlier version that its VM still holds gets the record too, once
+// (RecordBudgetKind, asked for by the decision when ObserveBudget reports KindUnrecorded),
+// before a deletion can leave it behind without it.
 //
 // This file also reads what the eviction strategies need of a server: the pod's
 // DisruptionTarget condition (an eviction under way) and whether its node is cordoned.
@@ -61,11 +64,12 @@ type budgets struct {
 	written sync.Map
 }
 
-// writtenBudget is the budget a create returned for the VM of UID owner, or nil after a
-// delete.
+// writtenBudget is the budget a create, an adoption or a record of the kind returned for the
+// VM of UID owner, with the kind it records (AnnotationOwnerKind), or nil after a delete.
 type writtenBudget struct {
 	owner  types.UID
 	budget *backend.Budget
+	kind   string
 }
 
 func newBudgets(cfg Config) *budgets {
@@ -143,13 +147,22 @@ func (b *Backend) ObserveBudget(vm backend.Owner) (*backend.Budget, error) {
 		return nil, nil
 	}
 	pdb := obj.(*policyv1.PodDisruptionBudget)
-	switch budgetOwnerOf(pdb, vm) {
-	case budgetMine:
-		return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID)}, nil
-	case budgetUnowned:
-		return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID), Unowned: true}, nil
+	switch o := budgetOwnerOf(pdb, vm); o {
+	case budgetMine, budgetUnowned:
+		return budgetReport(pdb, vm, o), nil
 	}
 	return nil, nil
+}
+
+// budgetReport is pdb as vm's Budget, o saying whose it is (budgetMine or budgetUnowned): an
+// own budget that does not record vm's kind is KindUnrecorded. It reads only what the cache
+// keeps (toBudget), so that observing a VM whose budget records its kind asks for nothing.
+func budgetReport(pdb *policyv1.PodDisruptionBudget, vm backend.Owner, o budgetOwner) *backend.Budget {
+	got := &backend.Budget{Name: pdb.Name, ID: string(pdb.UID), Unowned: o == budgetUnowned}
+	if kind := ownerKind(vm); o == budgetMine && kind != "" && pdb.Annotations[AnnotationOwnerKind] != kind {
+		got.KindUnrecorded = true
+	}
+	return got
 }
 
 // budgetOwner is whose a PodDisruptionBudget of a VM's name is, seen from that VM.
@@ -259,10 +272,7 @@ func (b *Backend) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.
 	default:
 		return nil, fmt.Errorf("create budget %s: %w", pdb.Name, err)
 	}
-	got := &backend.Budget{Name: out.Name, ID: string(out.UID)}
-	b.budgets.note(out.Namespace+"/"+out.Name, writtenBudget{owner: vm.UID, budget: got}, out.UID)
-	c := *got
-	return &c, nil
+	return b.budgets.wrote(out, vm), nil
 }
 
 // AdoptBudget makes the PodDisruptionBudget of vm's name that nothing controls vm's, on the
@@ -294,7 +304,7 @@ func (b *Backend) adoptBudget(ctx context.Context, vm backend.Owner, pdb *policy
 		return nil, fmt.Errorf("PodDisruptionBudget %s already exists and is not this VM's (another object controls it, it is not labelled for this VM, or it was left for another kind of resource): %w",
 			pdb.Name, backend.ErrRejected)
 	case controlledBy(pdb.OwnerReferences, vm):
-		return &backend.Budget{Name: pdb.Name, ID: string(pdb.UID)}, nil
+		return budgetReport(pdb, vm, budgetMine), nil
 	}
 	want := newBudget(vm)
 	meta := map[string]any{"labels": want.Labels, "annotations": want.Annotations, "ownerReferences": want.OwnerReferences}
@@ -321,18 +331,73 @@ func (b *Backend) adoptBudget(ctx context.Context, vm backend.Owner, pdb *policy
 		// decision sees it as it is now.
 		return nil, fmt.Errorf("adopt budget %s: %w", pdb.Name, err)
 	}
-	got := &backend.Budget{Name: out.Name, ID: string(out.UID)}
-	b.budgets.note(out.Namespace+"/"+out.Name, writtenBudget{owner: vm.UID, budget: got}, out.UID)
+	return b.budgets.wrote(out, vm), nil
+}
+
+// RecordBudgetKind records vm's kind of resource (AnnotationOwnerKind) on vm's own budget,
+// which an earlier version made without it, in one strategic merge patch of that annotation
+// conditional on the budget's resourceVersion as the cache shows it: a budget changed since
+// (let go of, taken) is not written on a stale view, and the Conflict has the VM decided
+// again. A budget that records the kind already is returned as it is, with no request; one
+// that is not vm's (budgetOwnerOf), or none, is refused. Nothing else of the budget changes.
+func (b *Backend) RecordBudgetKind(ctx context.Context, vm backend.Owner) (*backend.Budget, error) {
+	if b.budgets == nil {
+		return nil, fmt.Errorf("record kind on budget: the backend keeps no budgets: %w", backend.ErrRejected)
+	}
+	name := BudgetName(vm.Name)
+	obj, ok, err := b.budgets.informer.GetIndexer().GetByKey(vm.Namespace + "/" + name)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read budget cache: %w", err)
+	case !ok:
+		return nil, fmt.Errorf("record kind on budget %s: not in the cache", name)
+	}
+	pdb := obj.(*policyv1.PodDisruptionBudget)
+	if budgetOwnerOf(pdb, vm) != budgetMine {
+		return nil, fmt.Errorf("record kind on budget %s: it is not this VM's: %w", name, backend.ErrRejected)
+	}
+	got := budgetReport(pdb, vm, budgetMine)
+	if !got.KindUnrecorded {
+		return got, nil
+	}
+	meta := map[string]any{"annotations": map[string]string{AnnotationOwnerKind: ownerKind(vm)}}
+	if pdb.ResourceVersion != "" {
+		meta["resourceVersion"] = pdb.ResourceVersion
+	}
+	body, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return nil, fmt.Errorf("render budget patch: %w", err)
+	}
+	out, err := b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace).Patch(ctx, name, types.StrategicMergePatchType, body,
+		metav1.PatchOptions{FieldManager: "vm-controller"})
+	switch {
+	case err == nil:
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("record kind on budget %s: %w: %w", name, backend.ErrRejected, err)
+	default:
+		// A conflict (the budget changed since it was read) or a budget gone: the next
+		// decision sees it as it is now.
+		return nil, fmt.Errorf("record kind on budget %s: %w", name, err)
+	}
+	return b.budgets.wrote(out, vm), nil
+}
+
+// wrote notes out, the budget a write of vm's returned (a create, an adoption, a record of the
+// kind), until the informer shows it, and returns it as vm's Budget.
+func (bs *budgets) wrote(out *policyv1.PodDisruptionBudget, vm backend.Owner) *backend.Budget {
+	got := budgetReport(out, vm, budgetMine)
+	bs.note(out.Namespace+"/"+out.Name, writtenBudget{owner: vm.UID, budget: got, kind: out.Annotations[AnnotationOwnerKind]}, out.UID)
 	c := *got
-	return &c, nil
+	return &c
 }
 
 // note remembers what a write of the budget of key left (w), until the informer brings the
 // budget's next event. The informer can bring the write's own event before note is called,
 // and its handler then had no note to drop: the note would stand until some later event of
 // the budget, which may never come. So once it is stored, the cache is read again: when it
-// already shows the write (the budget of uid, controlled by w's VM, after a create or an
-// adoption; no budget of uid after a delete), the note goes. The handler drops notes after
+// already shows the write (the budget of uid, controlled by w's VM and recording w's kind,
+// after a create, an adoption or a record of the kind; no budget of uid after a delete), the
+// note goes. The handler drops notes after
 // updating the cache, so one of the two sees the other's work.
 func (bs *budgets) note(key string, w writtenBudget, uid types.UID) {
 	bs.written.Store(key, w)
@@ -341,7 +406,8 @@ func (bs *budgets) note(key string, w writtenBudget, uid types.UID) {
 		return
 	}
 	cached, _ := obj.(*policyv1.PodDisruptionBudget)
-	there := ok && cached != nil && cached.UID == uid && (w.budget == nil || controllerIs(cached.OwnerReferences, w.owner))
+	there := ok && cached != nil && cached.UID == uid &&
+		(w.budget == nil || controllerIs(cached.OwnerReferences, w.owner) && cached.Annotations[AnnotationOwnerKind] == w.kind)
 	if there == (w.budget != nil) {
 		bs.written.CompareAndDelete(key, w)
 	}

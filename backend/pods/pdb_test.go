@@ -1,9 +1,12 @@
 package pods
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -486,6 +489,179 @@ func TestBudgetKind(t *testing.T) {
 			t.Errorf("adopted: owners %+v, annotations %v; want the Machine's and its kind", after.OwnerReferences, after.Annotations)
 		}
 	})
+}
+
+// TestBudgetKindRecorded: a budget an earlier version made without the kind of its VM's
+// resource, which the VM controls, is reported KindUnrecorded, and RecordBudgetKind records the
+// kind in one patch of that annotation alone, conditional on the budget's resourceVersion as
+// the cache shows it. It is observed recorded at once (before the informer brings the patch)
+// and after; a second RecordBudgetKind, and observing a budget that records the kind, ask
+// nothing of the API server. Left behind by a --cascade=orphan deletion afterwards, the budget
+// is not taken by a Machine of the same name, as it would have been without the record.
+func TestBudgetKindRecorded(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	machine := backend.Owner{APIVersion: "other.example.org/v1", Kind: "Machine", Namespace: "ns", Name: "a", UID: "m-1"}
+	before := newBudget(vm)
+	delete(before.Annotations, AnnotationOwnerKind)
+	before.UID, before.ResourceVersion = "pdb-1", "1"
+	client := kubefake.NewClientset(before)
+	sent := preconditioned(t, client, "1")
+	b, notified := started(t, Config{Client: client, Budgets: true})
+	ctx := t.Context()
+	client.ClearActions()
+
+	got, err := b.ObserveBudget(vm)
+	if err != nil || got == nil || got.ID != "pdb-1" || got.Unowned || !got.KindUnrecorded {
+		t.Fatalf("observed %+v, %v; want the VM's budget, its kind unrecorded", got, err)
+	}
+	if got, err := b.RecordBudgetKind(ctx, vm); err != nil || got.ID != "pdb-1" || got.KindUnrecorded {
+		t.Fatalf("record: %+v, %v", got, err)
+	}
+	if got, _ := b.ObserveBudget(vm); got == nil || got.KindUnrecorded {
+		t.Errorf("right after the record: %+v, want it recorded", got)
+	}
+	if len(*sent) != 1 {
+		t.Fatalf("patches %+v, want one", *sent)
+	}
+	var patch map[string]any
+	if err := json.Unmarshal([]byte((*sent)[0]), &patch); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"metadata": map[string]any{"resourceVersion": "1",
+		"annotations": map[string]any{AnnotationOwnerKind: "VirtualMachine.cloudnative.czs"}}}
+	if !reflect.DeepEqual(patch, want) {
+		t.Errorf("patch %s, want only the kind, on resourceVersion 1", (*sent)[0])
+	}
+	after, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(ctx, before.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Annotations[AnnotationOwnerKind] != "VirtualMachine.cloudnative.czs" || !reflect.DeepEqual(after.OwnerReferences, before.OwnerReferences) ||
+		!reflect.DeepEqual(after.Labels, before.Labels) || !reflect.DeepEqual(after.Spec, before.Spec) {
+		t.Errorf("budget after the record: %+v", after)
+	}
+	await(t, notified, func() bool {
+		_, written := b.budgets.written.Load("ns/" + before.Name)
+		return !written
+	})
+	client.ClearActions()
+	if got, _ := b.ObserveBudget(vm); got == nil || got.KindUnrecorded {
+		t.Errorf("from the cache: %+v, want it recorded", got)
+	}
+	if got, err := b.RecordBudgetKind(ctx, vm); err != nil || got.KindUnrecorded {
+		t.Errorf("record again: %+v, %v", got, err)
+	}
+	if acts := client.Actions(); len(acts) != 0 {
+		t.Errorf("observing and recording a budget that records the kind asked %v of the API server, want nothing", acts)
+	}
+
+	orphan(t, b, client, notified, before.Name)
+	if got, err := b.ObserveBudget(machine); err != nil || got != nil {
+		t.Errorf("left behind, the budget is observed by the Machine: %+v, %v; want none", got, err)
+	}
+	if got, err := b.AdoptBudget(ctx, machine); !errors.Is(err, backend.ErrRejected) {
+		t.Errorf("left behind, the budget is adopted by the Machine: %+v, %v; want ErrRejected", got, err)
+	}
+}
+
+// TestRecordBudgetKindRefused: RecordBudgetKind writes only the VM's own budget, and only as
+// the decision could have seen it: one another object controls, or that an earlier VM left
+// (Unowned: its adoption records the kind), is refused with no request; a budget changed since
+// the cache showed it gets the API server's Conflict (the patch carries the cached
+// resourceVersion), and one the API server refuses for good is ErrRejected.
+func TestRecordBudgetKindRefused(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-2"}
+	unrecorded := func(owner backend.Owner) *policyv1.PodDisruptionBudget {
+		p := newBudget(owner)
+		delete(p.Annotations, AnnotationOwnerKind)
+		p.UID, p.ResourceVersion = "pdb-1", "1"
+		return p
+	}
+	tests := map[string]struct {
+		cached  *policyv1.PodDisruptionBudget // as the cache shows it
+		now     string                        // its resourceVersion on the API server
+		refuse  error                         // the API server's answer to a patch
+		check   func(error) bool
+		request bool // a patch is sent
+	}{
+		"another's": {cached: func() *policyv1.PodDisruptionBudget {
+			p := unrecorded(vm)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "d", UID: "d-1", Controller: ptr.To(true)}}
+			return p
+		}(), now: "1", check: func(err error) bool { return errors.Is(err, backend.ErrRejected) }},
+		"an earlier VM's": {cached: func() *policyv1.PodDisruptionBudget {
+			p := unrecorded(backend.Owner{APIVersion: vm.APIVersion, Kind: vm.Kind, Namespace: "ns", Name: "a", UID: "u-1"})
+			p.OwnerReferences = nil
+			return p
+		}(), now: "1", check: func(err error) bool { return errors.Is(err, backend.ErrRejected) }},
+		"changed since": {cached: unrecorded(vm), now: "2", check: apierrors.IsConflict, request: true},
+		"forbidden": {cached: unrecorded(vm), now: "1", refuse: apierrors.NewForbidden(policyv1.Resource("poddisruptionbudgets"), "a-block-eviction",
+			errors.New("denied")), check: func(err error) bool { return errors.Is(err, backend.ErrRejected) }, request: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			live := tc.cached.DeepCopy()
+			live.ResourceVersion = tc.now
+			client := kubefake.NewClientset(live)
+			preconditioned(t, client, tc.now)
+			if tc.refuse != nil {
+				client.PrependReactor("patch", "poddisruptionbudgets", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+					return true, nil, tc.refuse
+				})
+			}
+			b := New(Config{Client: client, Budgets: true}) // not started: the cache holds what the test puts there
+			if err := b.budgets.informer.GetIndexer().Add(tc.cached); err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.RecordBudgetKind(t.Context(), vm)
+			if !tc.check(err) {
+				t.Errorf("record: %+v, %v", got, err)
+			}
+			patched := false
+			for _, a := range client.Actions() {
+				patched = patched || a.GetVerb() == "patch"
+			}
+			if patched != tc.request {
+				t.Errorf("a patch sent: %v (%v), want %v", patched, client.Actions(), tc.request)
+			}
+			after, err := client.PolicyV1().PodDisruptionBudgets("ns").Get(t.Context(), live.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(after.Annotations, live.Annotations) {
+				t.Errorf("the budget was written: %v", after.Annotations)
+			}
+		})
+	}
+}
+
+// preconditioned makes client answer a budget patch whose resourceVersion is not rv with a
+// Conflict, as the API server does (the fake clientset takes it as one more field to set), and
+// returns the patches sent, in order.
+func preconditioned(t *testing.T, client *kubefake.Clientset, rv string) *[]string {
+	t.Helper()
+	var mu sync.Mutex
+	sent := &[]string{}
+	client.PrependReactor("patch", "poddisruptionbudgets", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		var body struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		*sent = append(*sent, string(p.GetPatch()))
+		mu.Unlock()
+		if body.Metadata.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(policyv1.Resource("poddisruptionbudgets"), p.GetName(),
+				fmt.Errorf("the object has been modified (%s, not %s)", rv, body.Metadata.ResourceVersion))
+		}
+		return false, nil, nil
+	})
+	return sent
 }
 
 // TestDeleteBudgetRefused: a delete of the VM's budget that the API server refuses for good

@@ -187,7 +187,7 @@ func applyPlanWorld(t *testing.T, in world, p decision.Plan) world {
 			}
 			made, err = servers.CreateDisk(context.Background(), owner, *a.Spec)
 			p.CreatedDisk(made)
-		case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk:
+		case decision.AdoptDisk, decision.ExpandDisk, decision.ReleaseDisk, decision.RecordDiskKind:
 			seen, _ := servers.ObserveDisk(owner) // disk, as the world holds it (SetDisk gives it a version)
 			_, err = servers.UpdateDisk(context.Background(), owner, seen, *a.Spec)
 		case decision.DeleteDisk:

@@ -169,7 +169,8 @@ func (d *decision) firstServer() bool {
 }
 
 // keepDisk keeps the VM's own disk as its spec says: owned or kept as the reclaim policy
-// says, and grown to rootDisk where it can grow. An inactive VM's disk is kept so too.
+// says, grown to rootDisk where it can grow, and recording the VM's kind (recordDiskKind). An
+// inactive VM's disk is kept so too.
 func (d *decision) keepDisk(spec schema.Spec) {
 	seen := d.seenDisk
 	if seen == nil || !seen.Owner.Mine() {
@@ -213,8 +214,24 @@ func (d *decision) keepDisk(spec schema.Spec) {
 	case grows:
 		d.plan.Disk = &DiskAction{Op: ExpandDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonResizingDisk,
 			Message: fmt.Sprintf("Growing disk %s from %s to %s", seen.Name, seen.Requested.String(), size.String())}}
+	default:
+		d.recordDiskKind(up)
 	}
+	d.disk.KindUnrecorded = false // each of the changes above records it
 	d.diskCondition(spec.RootDisk)
+}
+
+// recordDiskKind asks, when nothing else changes the VM's own disk, for it to record the
+// VM's kind of resource if an earlier version made or kept it without (KindUnrecorded):
+// a kept disk without it could be adopted by an object of another kind and of the VM's name
+// (a controller run for another resource) while the VM still lives, and an owned one once a
+// deletion that orphans it takes the owner reference off. up is the disk as it is, which the
+// change leaves so. A disk that records the kind, the hot path, asks for nothing.
+func (d *decision) recordDiskKind(up backend.DiskSpec) {
+	if !d.seenDisk.KindUnrecorded {
+		return
+	}
+	d.plan.Disk = &DiskAction{Op: RecordDiskKind, Spec: &up}
 }
 
 // grow is the size to ask of the disk d.disk stands for: want where it can grow to it now

@@ -54,8 +54,12 @@ const (
 	CreateBudget BudgetOp = "create"
 	// AdoptBudget makes the VM's a budget of its name an earlier VM left controlled by
 	// nothing (backend.Budgets.AdoptBudget).
-	AdoptBudget  BudgetOp = "adopt"
-	DeleteBudget BudgetOp = "delete"
+	AdoptBudget BudgetOp = "adopt"
+	// RecordBudgetKind has the VM's own budget, which an earlier version made without it,
+	// record the kind of resource the VM is (backend.Budgets.RecordBudgetKind), so that if it
+	// is left behind no object of another kind adopts it. Once: the budget then records it.
+	RecordBudgetKind BudgetOp = "record-kind"
+	DeleteBudget     BudgetOp = "delete"
 )
 
 // BudgetAction is one operation on the VM's disruption budget (backend.Budgets).
@@ -64,8 +68,10 @@ type BudgetAction struct {
 	// Name is the budget an adoption or a delete acts on, as observed; "" for a create (the
 	// backend names the budget it makes).
 	Name string `yaml:"name,omitempty"`
-	// Event says why; it is recorded as soon as the operation succeeds.
-	Event Event `yaml:"event"`
+	// Event says why; it is recorded as soon as the operation succeeds. RecordBudgetKind
+	// has none: it is bookkeeping that changes nothing the VM's owner sees, and it would
+	// come once for every Block VM of an earlier version.
+	Event Event `yaml:"event,omitempty"`
 }
 
 // evictionStrategy is the strategy in force for a VM of spec: its own, else the policy's.
@@ -82,7 +88,9 @@ func (p Policy) evictionStrategy(spec schema.Spec) schema.EvictionStrategy {
 // eviction sets the strategy in force and asks for the budget it needs: one while the
 // strategy is Block (whether or not the VM runs, so that starting it is never a window
 // without one), none otherwise. A budget an earlier VM of the name left (Unowned) is adopted
-// under Block and otherwise not touched: it is not the VM's. It also carries the Moving
+// under Block and otherwise not touched: it is not the VM's. The VM's own budget that does
+// not record its kind (KindUnrecorded: an earlier version made it) has it recorded under
+// Block, the one case in which it stays. It also carries the Moving
 // condition of a move under way while the VM is active under Replace.
 func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 	d.evictStrategy = s
@@ -94,6 +102,8 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 		d.plan.Budget = &BudgetAction{Op: AdoptBudget, Name: d.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonAdoptingBudget,
 			Message: fmt.Sprintf("Adopting disruption budget %s, which an earlier VM named %s left owned by nothing: "+
 				"a node's drain waits until the VM is moved or stopped (evictionStrategy Block)", d.budget.Name, d.vm.Name())}}
+	case s == schema.EvictionBlock && d.budget.KindUnrecorded:
+		d.plan.Budget = &BudgetAction{Op: RecordBudgetKind, Name: d.budget.Name}
 	case s != schema.EvictionBlock && d.budget != nil && !d.budget.Unowned:
 		d.plan.Budget = &BudgetAction{Op: DeleteBudget, Name: d.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
 			Message: fmt.Sprintf("Deleting disruption budget %s: evictionStrategy is %s", d.budget.Name, s)}}

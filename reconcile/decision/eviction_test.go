@@ -23,8 +23,8 @@ import (
 
 // applyBudget carries out a plan's budget action on the in-memory backend, which holds the
 // budget observed (have), and returns the budget as it is afterwards. A plan that makes a
-// budget the VM has, adopts one that is not Unowned, or deletes one that is not the VM's,
-// fails the test.
+// budget the VM has, adopts one that is not Unowned, records the kind on one that is not the
+// VM's or records it already, or deletes one that is not the VM's, fails the test.
 func applyBudget(t *testing.T, b *memory.Backend, owner backend.Owner, have *backend.Budget, act *decision.BudgetAction) *backend.Budget {
 	t.Helper()
 	if have != nil {
@@ -43,6 +43,11 @@ func applyBudget(t *testing.T, b *memory.Backend, owner backend.Owner, have *bac
 				t.Fatalf("plan adopts a budget %+v, which is not one to adopt", have)
 			}
 			_, err = b.AdoptBudget(context.Background(), owner)
+		case decision.RecordBudgetKind:
+			if have == nil || have.Unowned || !have.KindUnrecorded {
+				t.Fatalf("plan records the kind on a budget %+v, which is not the VM's or records it already", have)
+			}
+			_, err = b.RecordBudgetKind(context.Background(), owner)
 		case decision.DeleteBudget:
 			if have == nil || have.Unowned {
 				t.Fatalf("plan deletes a budget %+v, which is not the VM's", have)
@@ -106,12 +111,14 @@ var fuzzServerStates = []backend.State{backend.StatePending, backend.StateStarti
 
 // FuzzEviction feeds Decide arbitrary VMs (any JSON object, its spec.evictionStrategy and
 // conditions Moving and EvictionBlocked among what the fuzzer may write) with servers that are
-// being evicted or not, on cordoned nodes or not, with or without the VM's budget, under each
+// being evicted or not, on cordoned nodes or not, with or without the VM's budget (recording
+// the VM's kind or not), under each
 // --eviction-strategy, and checks what FuzzDecide checks (checkPlan, determinism, nothing
 // left to do once the plan is carried out, budget included) and the strategies' own promises:
 // a valid VM that is not being deleted has a budget, once its plan is carried out, exactly
 // when its strategy is Block; an evicted server under Replace that has not ended is neither
-// deleted nor joined by a second; Moving is only ever under Replace. The seeds are the golden
+// deleted nor joined by a second; Moving is only ever under Replace; the kind is recorded
+// only on a Block VM's budget that lacks it. The seeds are the golden
 // cases of testdata/decide (not claim/: it decides under --root-disk ephemeral). To fuzz for
 // longer:
 //
@@ -127,25 +134,26 @@ func FuzzEviction(f *testing.F) {
 				f.Fatalf("%s: %v", file, err)
 			}
 		}
-		hasBudget := decidecase.Budget(f, file) != nil
+		budget := decidecase.Budget(f, file)
+		hasBudget, unrecorded := budget != nil, budget != nil && budget.KindUnrecorded
 		for i, s := range fuzzEvictionStrategies {
 			if s != own.Eviction && i > 0 && own.Eviction != "" {
 				continue
 			}
 			if srv == nil {
-				f.Add(vm, uint8(i), false, uint8(0), false, "", false, "", hasBudget)
+				f.Add(vm, uint8(i), false, uint8(0), false, "", false, "", hasBudget, unrecorded)
 				continue
 			}
 			reason := ""
 			if srv.Disruption != nil {
 				reason = srv.Disruption.Reason
 			}
-			f.Add(vm, uint8(i), true, uint8(slices.Index(fuzzServerStates, srv.State)), srv.Deleting, srv.Node, srv.Cordoned, reason, hasBudget)
+			f.Add(vm, uint8(i), true, uint8(slices.Index(fuzzServerStates, srv.State)), srv.Deleting, srv.Node, srv.Cordoned, reason, hasBudget, unrecorded)
 		}
 	}
 	fields := decidecase.Fields(f)
 	f.Fuzz(func(t *testing.T, data []byte, strategy uint8, hasServer bool, state uint8, deleting bool, node string, cordoned bool,
-		disruption string, hasBudget bool) {
+		disruption string, hasBudget, kindUnrecorded bool) {
 		var obj map[string]any
 		if err := utiljson.Unmarshal(data, &obj); err != nil || obj == nil {
 			return
@@ -177,7 +185,7 @@ func FuzzEviction(f *testing.F) {
 		}
 		var budget *backend.Budget
 		if hasBudget {
-			budget = &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-uid-1"}
+			budget = &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-uid-1", KindUnrecorded: kindUnrecorded}
 		}
 		plan := policy.Decide(vm, srv, nil, nil, budget, now)
 		checkPlan(t, policy, vm, srv, nil, plan)
@@ -206,6 +214,11 @@ func FuzzEviction(f *testing.F) {
 		}
 		if vm.Deleting() && !vm.Paused() && plan.Budget != nil && plan.Budget.Op != decision.DeleteBudget {
 			t.Errorf("a budget action other than its deletion for a VM being deleted:\n%s", renderPlan(t, plan))
+		}
+		if plan.Budget != nil && plan.Budget.Op == decision.RecordBudgetKind && (budget == nil || !budget.KindUnrecorded || strat != schema.EvictionBlock) {
+			// A budget that records the kind is the steady VM's: recording it again would be
+			// a request on every reconcile.
+			t.Errorf("records the kind on a budget %+v under strategy %s:\n%s", budget, strat, renderPlan(t, plan))
 		}
 		if plan.Finalizer == decision.RemoveFinalizer && w.budget != nil {
 			// A deletion that orphans the VM's dependents would leave it behind.

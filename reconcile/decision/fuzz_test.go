@@ -117,7 +117,8 @@ func FuzzDecide(f *testing.F) {
 				CanGrow: canGrow, Growth: backend.Growth{State: fuzzGrowthStates[int(growth)%len(fuzzGrowthStates)], Message: growthMessage},
 				Owner: fuzzDiskOwners[int(diskOwner)%len(fuzzDiskOwners)], Pending: pending, Deleting: diskDeleting,
 				BindsWithServer: int(diskPhase)/len(fuzzDiskPhases)%2 == 1, // the phase's spare bits: no new input, the corpus stays
-				KeptMark:        int(diskOwner)/len(fuzzDiskOwners)%2 == 1} // the owner's, as well
+				KeptMark:        int(diskOwner)/len(fuzzDiskOwners)%2 == 1, // the owner's, as well
+				KindUnrecorded:  int(diskOwner)/(2*len(fuzzDiskOwners))%2 == 1}
 
 		}
 		policy := decision.DefaultPolicy
@@ -158,6 +159,9 @@ func fuzzDiskArgs(d *backend.Disk) fuzzDisk {
 	owner := slices.Index(fuzzDiskOwners, d.Owner)
 	if d.KeptMark {
 		owner += len(fuzzDiskOwners)
+	}
+	if d.KindUnrecorded {
+		owner += 2 * len(fuzzDiskOwners)
 	}
 	return fuzzDisk{has: true, phase: uint8(slices.Index(fuzzDiskPhases, d.Phase)), growth: uint8(slices.Index(fuzzGrowthStates, d.Growth.State)),
 		owner: uint8(owner), requested: quantityString(d.Requested), capacity: quantityString(d.Capacity),
@@ -552,7 +556,10 @@ func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine,
 			return
 		}
 	}
-	if a.Event.Reason == "" || a.Event.Message == "" || a.Event.Type != corev1.EventTypeNormal {
+	switch {
+	case a.Op == decision.RecordDiskKind && a.Event != (decision.Event{}):
+		fail("an Event for recording the disk's kind, which changes nothing the VM's owner sees: %+v", a.Event)
+	case a.Op != decision.RecordDiskKind && (a.Event.Reason == "" || a.Event.Message == "" || a.Event.Type != corev1.EventTypeNormal):
 		fail("disk action without a proper event: %+v", a.Event)
 	}
 	switch a.Op {
@@ -582,6 +589,17 @@ func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine,
 			fail("adopts or grows the disk of a VM that is being deleted")
 		case disk.Owner == backend.DiskUnowned && a.Op != decision.AdoptDisk:
 			fail("changes a disk it does not adopt")
+		}
+	case decision.RecordDiskKind:
+		// Only what no other change does, once: a disk that records the kind is the steady
+		// VM's, and recording it again would be a request on every reconcile.
+		switch {
+		case disk == nil || !disk.Owner.Mine() || disk.Deleting || !disk.KindUnrecorded:
+			fail("records the kind on a disk that is not the VM's, going, or records it already")
+		case vm.Deleting() || len(specErrs) > 0:
+			fail("records the kind on the disk of a VM that is being deleted or invalid")
+		case a.Spec == nil || a.Spec.Size.Cmp(disk.Requested) != 0 || a.Spec.Keep != (disk.Owner == backend.DiskKept) || a.Spec.Keep != disk.KeptMark:
+			fail("records the kind and changes the disk: %+v of %s", a.Spec, disk.Owner)
 		}
 	case decision.DeleteDisk:
 		switch {

@@ -28,8 +28,8 @@ func (d *decision) holdDisk(spec schema.Spec) {
 
 // leftDisk makes the VM own its disk, or stop owning it, as its reclaim policy says (keeps: a
 // kept disk stays kept unless the spec names Delete), as keepDisk does under claim (with the
-// same Events and the same mark), and does nothing else to it: its size stays what it is, and
-// no DiskResizing condition is kept.
+// same Events and the same mark), has it record the VM's kind as keepDisk does, and does
+// nothing else to it: its size stays what it is, and no DiskResizing condition is kept.
 func (d *decision) leftDisk(spec schema.Spec) {
 	seen := d.seenDisk
 	if d.disk == nil || seen.Deleting {
@@ -52,5 +52,8 @@ func (d *decision) leftDisk(spec schema.Spec) {
 		}
 		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
 		d.disk.Owner, d.disk.KeptMark = o, false
+	default:
+		d.recordDiskKind(up)
 	}
+	d.disk.KindUnrecorded = false // each of the changes above records it
 }

@@ -75,8 +75,8 @@ type ServerAction struct {
 // DiskOp is an operation on the VM's disk.
 type DiskOp string
 
-// The disk operations. Adopt, expand and release are one change of an existing disk
-// (backend.Disks.UpdateDisk), named for why it is made.
+// The disk operations. Adopt, expand, release and record-kind are one change of an existing
+// disk (backend.Disks.UpdateDisk), named for why it is made.
 const (
 	CreateDisk DiskOp = "create"
 	// AdoptDisk makes the disk the VM's as its reclaim policy says: a disk an earlier VM of
@@ -86,7 +86,12 @@ const (
 	ExpandDisk DiskOp = "expand"
 	// ReleaseDisk stops the VM owning its disk, which then outlives it (reclaim policy Retain).
 	ReleaseDisk DiskOp = "release"
-	DeleteDisk  DiskOp = "delete"
+	// RecordDiskKind has the VM's own disk, which an earlier version made or kept without
+	// it, record the kind of resource the VM is (backend.Disk.KindUnrecorded), and changes
+	// nothing else of it: it is asked for only when nothing else is, as every change records
+	// the kind. Once: the disk then records it.
+	RecordDiskKind DiskOp = "record-kind"
+	DeleteDisk     DiskOp = "delete"
 )
 
 // DiskAction is one operation on the VM's disk.
@@ -95,8 +100,10 @@ type DiskAction struct {
 	// Spec is the disk to create, or what the disk is to become (owned unless Keep, at least
 	// Size); nil for delete.
 	Spec *backend.DiskSpec `yaml:"spec,omitempty"`
-	// Event says why; it is recorded as soon as the operation succeeds.
-	Event Event `yaml:"event"`
+	// Event says why; it is recorded as soon as the operation succeeds. RecordDiskKind has
+	// none: it is bookkeeping that changes nothing the VM's owner sees, and it would come
+	// once for every VM of an earlier version.
+	Event Event `yaml:"event,omitempty"`
 }
 
 // The types of Event, as Kubernetes spells them (corev1.EventTypeNormal and
@@ -106,7 +113,7 @@ const (
 	EventWarning = "Warning"
 )
 
-// Event is a Kubernetes Event to record on the VM.
+// Event is a Kubernetes Event to record on the VM; the zero Event is none.
 type Event struct {
 	Type    string `yaml:"type"`   // EventNormal or EventWarning
 	Reason  string `yaml:"reason"` // one of the Reason constants
