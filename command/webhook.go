@@ -53,7 +53,7 @@ func webhookCommand(c *webhookConfig) *cli.Command {
 		crdFlag(&c.CRD, "CRD whose conversion caBundle the webhook sets (self-managed certificates); empty: none"),
 		&cli.StringSliceFlag{Name: "field-map", Usage: "group/version=file: convert that version too, with that field map (repeatable); the versions of cloudnative.czs are built in", EnvVars: env("FIELD_MAP"), Destination: &c.FieldMaps},
 		&cli.DurationFlag{Name: "ca-validity", Value: 365 * 24 * time.Hour, Usage: "lifetime of a self-managed CA; renewed with a third left", EnvVars: env("CA_VALIDITY"), Destination: &c.CAValidity},
-		&cli.Int64Flag{Name: "max-review-bytes", Value: webhook.DefaultMaxReviewBytes, Usage: "largest ConversionReview read, in bytes; a larger one is answered 413 (a list the API server converts comes in one review: raise it for clients that list many thousands of VMs of a converted version without pages)", EnvVars: env("MAX_REVIEW_BYTES"), Destination: &c.MaxReview},
+		&cli.Int64Flag{Name: "max-review-bytes", Value: webhook.DefaultMaxReviewBytes, Usage: "largest ConversionReview read, in bytes, 1 MiB to 1 GiB; a larger one is answered 413 (a list the API server converts comes in one review: raise it for clients that list many thousands of VMs of a converted version without pages; at most 1 GiB: a review takes about four times its size in memory, and 1 GiB is half of all etcd keeps under its default quota)", EnvVars: env("MAX_REVIEW_BYTES"), Destination: &c.MaxReview},
 		&cli.Int64Flag{Name: "max-review-bytes-in-flight", Value: webhook.DefaultMaxReviewBytesInFlight, Usage: fmt.Sprintf("most bytes of ConversionReviews read and converted at once, at least --max-review-bytes; a review that does not fit waits for others to be answered, %s at most, then is answered 503 with Retry-After (a review holds about four times its size: the default, two of the largest, fits the webhook Deployment's memory limit of 256Mi with its GOMEMLIMIT of 200MiB; raise them together)", webhook.DefaultMaxReviewWait), EnvVars: env("MAX_REVIEW_BYTES_IN_FLIGHT"), Destination: &c.MaxInFlight},
 		&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", EnvVars: env("CERT_VALIDITY"), Destination: &c.CertValidity},
 	)
@@ -88,8 +88,12 @@ func (c webhookConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("want 1h <= --cert-validity (%s) <= --ca-validity (%s)", c.CertValidity, c.CAValidity))
 		}
 	}
-	if c.MaxReview < 1<<20 {
+	switch {
+	case c.MaxReview < 1<<20:
 		errs = append(errs, fmt.Errorf("--max-review-bytes must be at least 1 MiB (1048576), got %d", c.MaxReview))
+	case c.MaxReview > webhook.MaxReviewBytesCeiling:
+		// More is no review the webhook could hold (webhook.MaxReviewBytesCeiling).
+		errs = append(errs, fmt.Errorf("--max-review-bytes must be at most 1 GiB (%d), got %d", webhook.MaxReviewBytesCeiling, c.MaxReview))
 	}
 	// A review as large as allowed must be able to get its turn, or it would wait for bytes
 	// that are never free.

@@ -41,6 +41,22 @@ import (
 // the bound in flight and the memory limit with it.
 const DefaultMaxReviewBytes = 16 << 20
 
+// MaxReviewBytesCeiling is the largest Handler.MaxBytes the webhook command takes
+// (--max-review-bytes): 1 GiB.
+//
+// It is not the API server's request limit. An admission review holds at most an object and
+// its old self, so the 3 MiB the API server takes of a body (MaxRequestBodyBytes, its
+// --max-request-bytes; etcd keeps 1.5 MiB of an object) bound it; a conversion review of a
+// list holds every item the read returns (DefaultMaxReviewBytes), so nothing the API server
+// enforces bounds it. What bounds it is what it can mean: a review takes about four times its
+// body in the webhook's memory, 4 GiB at this ceiling, sixteen times the Deployment's limit;
+// and no list holds more than etcd keeps of the resource, which etcd's default quota bounds at
+// 2 GiB for the whole cluster (--quota-backend-bytes; 8 GiB is its suggested most). 1 GiB is
+// about 900,000 VMs of 1.2 KB in one list read without pages, and 64 times the default. A
+// larger value is a slip (a size in the wrong unit), which would let one review take the
+// process past any memory limit it has.
+const MaxReviewBytesCeiling = 1 << 30
+
 // DefaultMaxReviewBytesInFlight bounds the bytes of the reviews the webhook handles at once
 // (Handler.InFlight, --max-review-bytes-in-flight): two reviews of DefaultMaxReviewBytes, or
 // one and smaller ones up to the rest.
