@@ -416,7 +416,7 @@ func TestApplyDiskRecordsKind(t *testing.T) {
 	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
 		Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned, KindUnrecorded: true})
 	seen, _ := w.servers.ObserveDisk(owner)
-	plan := serverPolicy.Decide(vm, srv, seen, nil, now)
+	plan := serverPolicy.Decide(vm, srv, nil, seen, nil, now)
 	if plan.Disk == nil || plan.Disk.Op != decision.RecordDiskKind || plan.Server != nil || plan.Status != nil || len(plan.Events) != 0 {
 		t.Fatalf("plan %+v, want the disk's kind recorded and nothing else", plan)
 	}
@@ -438,7 +438,7 @@ func TestApplyDiskRecordsKind(t *testing.T) {
 	}
 	known := a.disks.adjust(cache.NewObjectName(owner.Namespace, owner.Name), seen) // the cache behind the update
 	for what, d := range map[string]*backend.Disk{"as the update left it": known, "as it now is": after} {
-		if next := serverPolicy.Decide(vm, srv, d, nil, now); !next.Empty() {
+		if next := serverPolicy.Decide(vm, srv, nil, d, nil, now); !next.Empty() {
 			t.Errorf("deciding again on the disk %s asks for more: %+v", what, next)
 		}
 	}

@@ -44,7 +44,7 @@ func TestFailuresAcrossReady(t *testing.T) {
 			clock := now
 			decide := func() decision.Plan {
 				t.Helper()
-				p := policy.Decide(w.vm, w.srv, nil, nil, clock)
+				p := policy.Decide(w.vm, w.srv, nil, nil, nil, clock)
 				w = applyPlan(t, w.vm, w.srv, nil, p)
 				return p
 			}

@@ -81,7 +81,7 @@ func TestRestartCreateUnrecorded(t *testing.T) {
 	base, _ := decidecase.Read(t, filepath.Join(cases, "restart-no-server.txtar"))
 	for _, strategy := range []string{"active", "rerunOnFailure", "once", "manual"} {
 		vm := patchVM(t, base, `{"spec":{"action":"`+strategy+`"}}`)
-		first := policy.Decide(vm, nil, nil, nil, now)
+		first := policy.Decide(vm, nil, nil, nil, nil, now)
 		if first.Server == nil || first.Server.Op != decision.CreateServer || first.Status == nil || first.Status.RestartedAt == "" {
 			t.Fatalf("%s: want a create that records the restart, got:\n%s", strategy, renderPlan(t, first))
 		}
@@ -89,7 +89,7 @@ func TestRestartCreateUnrecorded(t *testing.T) {
 		made := applyPlan(t, vm, nil, nil, first).srv
 		for name, srv := range map[string]*backend.Server{"pending": made, "ready": ready(made)} {
 			where := strategy + "/" + name
-			plan := policy.Decide(vm, srv, nil, nil, now.Add(time.Second))
+			plan := policy.Decide(vm, srv, nil, nil, nil, now.Add(time.Second))
 			if plan.Server != nil {
 				t.Errorf("%s: the server the restart's create made is acted on again: %s %s", where, plan.Server.Op, plan.Server.Event.Message)
 			}
@@ -97,7 +97,7 @@ func TestRestartCreateUnrecorded(t *testing.T) {
 				t.Fatalf("%s: want the restart recorded, got:\n%s", where, renderPlan(t, plan))
 			}
 			w := applyPlan(t, vm, srv, nil, plan)
-			if next := policy.Decide(w.vm, w.srv, nil, nil, now.Add(time.Second)); !next.Empty() {
+			if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now.Add(time.Second)); !next.Empty() {
 				t.Errorf("%s: deciding again once the restart is recorded asks for more:\n%s", where, renderPlan(t, next))
 			}
 		}
