@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -374,6 +375,65 @@ func TestApplyResize(t *testing.T) {
 				t.Errorf("next plan %+v, want nothing", next)
 			case tc.next != "" && (next.Server == nil || next.Server.Op != tc.next):
 				t.Errorf("next plan %+v, want %s", next.Server, tc.next)
+			}
+		})
+	}
+}
+
+// TestApplyMigrationRecordReplaced: a migration record written over an earlier one replaces
+// it wholly in the VM as the API server stores it: none of the earlier record's fields the new
+// one leaves out (the nodes of the move before it, its message) stays behind.
+func TestApplyMigrationRecordReplaced(t *testing.T) {
+	tests := map[string]struct {
+		vm, server string                       // the golden case whose VM and server (if any) the world starts from
+		set        func(o map[string]any) error // the change of the stored VM that asks for the new migration
+		phase      schema.MigrationPhase        // the new record's
+	}{
+		// A migration that succeeded, then a request for a VM that is halted.
+		"refused after a move": {vm: "migrate-not-running", phase: schema.MigrationRefused, set: func(o map[string]any) error {
+			return unstructured.SetNestedMap(o, map[string]any{"requestedAt": "2026-06-01T11:00:00Z", "phase": "Succeeded",
+				"sourceNode": "node-a", "targetNode": "node-b", "message": "Server test-vm-server moved from node node-a to node node-b"},
+				"status", "migration")
+		}},
+		// A migration that succeeded onto node-b, then another request: Moving off node-b.
+		"moving after a move": {vm: "migrate-done-steady", server: "migrate-done-steady", phase: schema.MigrationMoving, set: func(o map[string]any) error {
+			return unstructured.SetNestedField(o, "2026-06-01T11:59:30Z", "metadata", "annotations", schema.AnnotationMigrateRequestedAt)
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, tc.vm)
+			obj := w.vm(t, "default", "test-vm")
+			if err := tc.set(obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.client.Tracker().Update(vmGVR, obj, "default"); err != nil {
+				t.Fatal(err)
+			}
+			vm := cachedView(t, obj, w.fields)
+			var srv *backend.Server
+			if tc.server != "" {
+				_, srv = decidecase.Read(t, caseFile(tc.server))
+				w.servers.Set(ownerOf(vm), srv)
+			}
+			plan := serverPolicy.Decide(vm, srv, nil, nil, now)
+			if plan.Status == nil || plan.Status.Migration == nil || plan.Status.Migration.Phase != tc.phase {
+				t.Fatalf("plan:\n%+v\nwant a migration record %s", plan.Status, tc.phase)
+			}
+			if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, plan); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(plan.Status.Migration)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want map[string]any
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatal(err)
+			}
+			got, _, _ := unstructured.NestedMap(w.vm(t, "default", "test-vm").Object, "status", "migration")
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("status.migration stored as\n%v\nwant the new record only\n%v", got, want)
 			}
 		})
 	}

@@ -585,8 +585,8 @@ func vmWith(t *testing.T, f Fields, path, v string) VirtualMachine {
 
 // FuzzStatusPatch renders arbitrary statuses as the /status patch, under each layout, onto a
 // VM without a status and onto one whose status says otherwise: what is read back is the
-// status written, the patch touches nothing but the status, and a status without a server
-// leaves none behind; and the patch is byte for byte what json.Marshal writes for its tree of
+// status written, the patch touches nothing but the status, a status without a server
+// leaves none behind, and a migration record replaces the one there wholly; and the patch is byte for byte what json.Marshal writes for its tree of
 // maps (marshalPatch).
 func FuzzStatusPatch(f *testing.F) {
 	maps := fuzzMaps(f)
@@ -609,6 +609,11 @@ func FuzzStatusPatch(f *testing.F) {
 			st.Conditions = []Condition{{Type: ctype, Status: ConditionStatus(cstatus), Reason: creason, Message: cmessage,
 				ObservedGeneration: cgeneration, LastTransitionTime: time.Unix(ctime, 0).UTC()}}
 		}
+		if !hasServer {
+			// A migration refused: a record without nodes, written onto one with them
+			// (otherStatus).
+			st.Migration = &MigrationStatus{RequestedAt: "r" + reason, Phase: MigrationRefused, Message: message}
+		}
 		for layout, fields := range maps {
 			patch, err := StatusPatch(fields, st, rv)
 			if err != nil {
@@ -621,6 +626,9 @@ func FuzzStatusPatch(f *testing.F) {
 				vm := withStatus(t, fields, old, rv)
 				back := writeStatus(t, vm, patch).Status()
 				want := st
+				if fields.Migration == "" {
+					want.Migration = nil // a layout without the record
+				}
 				if st.Server != nil && st.Server.Usage == nil && old.Server != nil {
 					// Usage has a writer of its own: a status that carries none leaves the
 					// reported usage as it is.
@@ -648,7 +656,8 @@ func otherStatus(st Status) Status {
 		Server:              &ServerStatus{Name: "old-server", ID: "old-id", State: "Old", Usage: &Usage{CPU: "1", Memory: "1Gi"}},
 		ConsecutiveFailures: st.ConsecutiveFailures + 1, ObservedGeneration: st.ObservedGeneration + 1, LastUpdateTime: at,
 		Conditions: []Condition{{Type: "Other", Status: ConditionUnknown, Reason: "Old", Message: "old", LastTransitionTime: at},
-			{Type: ConditionReady, Status: ConditionFalse, Reason: "Old", Message: "old", LastTransitionTime: at}}}
+			{Type: ConditionReady, Status: ConditionFalse, Reason: "Old", Message: "old", LastTransitionTime: at}},
+		Migration: &MigrationStatus{RequestedAt: "old", Phase: MigrationSucceeded, SourceNode: "old-a", TargetNode: "old-b", Message: "old"}}
 }
 
 // withStatus is a VM of the layout that carries st, written as the controller writes one.

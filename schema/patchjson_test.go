@@ -68,6 +68,9 @@ func patchStatuses() map[string]Status {
 		"migrating": {Phase: PhaseActive, Reason: "Running", Server: &ServerStatus{Name: "vm", ID: "u", State: "Running"},
 			Migration: &MigrationStatus{RequestedAt: "r", Phase: "Running", SourceNode: "a", TargetNode: "b", Message: "<m>"},
 			RootDisk:  &RootDiskStatus{ClaimName: "c", Phase: "Pending"}},
+		// A record without nodes: the patch writes them as null.
+		"migration refused": {Phase: PhaseInactive, Reason: "ServerStopped",
+			Migration: &MigrationStatus{RequestedAt: "r", Phase: MigrationRefused, Message: "not running"}},
 		"invalid utf-8": {Phase: PhaseFailed, Reason: "Invalid", Message: "bad \xff\xfe bytes"},
 	}
 	// Each character json.Marshal escapes, alone in a string.

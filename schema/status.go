@@ -374,12 +374,35 @@ func statusValues(f Fields, st Status, resourceVersion string) []pathValue {
 	return values
 }
 
-// migrationJSON is the migration record as the patch writes it: null when there is none.
+// migrationJSON is the migration record as the patch writes it: null when there is none, and
+// otherwise every field of the record, the ones it leaves out as null. The record is one
+// object, and a merge patch merges an object into the one it finds key by key: a field the
+// new record leaves out would keep the old record's value (a Refused record with the nodes of
+// the move before it). A null removes it.
 func migrationJSON(m *MigrationStatus) any {
 	if m == nil {
 		return nil
 	}
-	return m
+	return migrationPatch{Message: orNull(m.Message), Phase: m.Phase, RequestedAt: m.RequestedAt,
+		SourceNode: orNull(m.SourceNode), TargetNode: orNull(m.TargetNode)}
+}
+
+// migrationPatch is a migration record as a merge patch writes it (migrationJSON): a field
+// for each of MigrationStatus's, none left out, in the order json.Marshal writes a map's keys.
+type migrationPatch struct {
+	Message     *string        `json:"message"`
+	Phase       MigrationPhase `json:"phase"`
+	RequestedAt string         `json:"requestedAt"`
+	SourceNode  *string        `json:"sourceNode"`
+	TargetNode  *string        `json:"targetNode"`
+}
+
+// orNull is s, or nil (null in a patch, which removes the field) when s is empty.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // serverPaths are the paths of the server's fields; rootDiskPaths, of the disk's.
