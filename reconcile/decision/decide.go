@@ -690,7 +690,7 @@ const rejectedRetry = time.Minute
 // Rejected is the plan for a VM whose server the backend refused to create: Failed with the
 // backend's reason, and another try after a while rather than a retry storm.
 func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Plan {
-	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+	d := p.refused(vm, nil, now)
 	d.report(schema.PhaseFailed, ReasonServerRejected, "The server was refused: "+why, nil)
 	d.plan.RequeueAfter = Duration(rejectedRetry)
 	return d.plan
@@ -702,7 +702,7 @@ func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Pl
 // RestartRequired; otherwise the condition Resizing says why, and the next decision replaces
 // the server (specChanged).
 func (p Policy) ResizeRefused(vm schema.VirtualMachine, srv *backend.Server, why string, now time.Time) Plan {
-	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+	d := p.refused(vm, srv, now)
 	if p.Resize == ResizeManual {
 		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}
@@ -722,6 +722,23 @@ const (
 	maxQuotedValue = 80  // bytes of a refused string value a field error repeats
 	maxFieldError  = 512 // bytes of one field error, its detail included
 )
+
+// refused starts the decision of a backend's refusal of what a plan for vm asked (the VM's
+// server srv, nil when there is none): made without the disk, whose part of the status stays
+// as it is (refusal), and with the run strategy, the eviction strategy and a move under way
+// as Decide has them, so that the refusal's status keeps EvictionBlocked (its Warning is not
+// given a second time) and Moving (the next server still follows the eviction) as the plan
+// refused would have. It asks nothing of the VM's budget: the plan refused did, or the next
+// decision does.
+func (p Policy) refused(vm schema.VirtualMachine, srv *backend.Server, now time.Time) decision {
+	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+	if spec, errs := vm.Spec(); len(errs) == 0 {
+		d.strategy = spec.RunStrategy
+		d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)
+		d.plan.Budget = nil
+	}
+	return d
+}
 
 // invalidMessage lists every field error, one after the other, for the status message.
 func invalidMessage(errs field.ErrorList) string {

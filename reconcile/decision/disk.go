@@ -423,7 +423,7 @@ func (p Policy) DiskReleaseRefused(vm schema.VirtualMachine, disk, why string, n
 // backend's reason, the server there is (if any) left as it is, and another try after a while
 // rather than a retry storm.
 func (p Policy) DiskRejected(vm schema.VirtualMachine, srv *backend.Server, why string, conflict bool, now time.Time) Plan {
-	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+	d := p.refused(vm, srv, now)
 	reason := ReasonDiskRejected
 	if conflict {
 		reason = ReasonDiskConflict

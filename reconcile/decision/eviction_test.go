@@ -198,6 +198,9 @@ func FuzzEviction(f *testing.F) {
 				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
 			}
 		}
+		if serverOp(plan) == decision.CreateServer {
+			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, "exceeded quota", now))
+		}
 		spec, errs := vm.Spec()
 		strat := spec.EvictionStrategy
 		if strat == "" {

@@ -134,8 +134,12 @@ func FuzzDecide(f *testing.F) {
 				t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, plan), renderPlan(t, next))
 			}
 		}
-		if plan.Server != nil && plan.Server.Op == decision.ResizeServer {
+		switch serverOp(plan) {
+		case decision.ResizeServer:
 			checkRefused(t, policy, vm, srv, disk, resizeMessage)
+			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(vm, srv, resizeMessage, now))
+		case decision.CreateServer:
+			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, message, now))
 		}
 		checkRejected(t, policy, vm, message)
 		checkDiskRejected(t, policy, vm, srv, message)

@@ -1,0 +1,151 @@
+package decision_test
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// TestRefusalKeepsEviction: the plan of a backend's refusal (a server refused, a resize
+// refused, a disk refused) carries the eviction strategy's conditions as the plan refused
+// does. EvictionBlocked stays, with no second Warning DrainBlocked, in the refusal's plan or
+// in the next decision's; Moving stays, and the next decision's server still follows the
+// eviction (MovingServer).
+func TestRefusalKeepsEviction(t *testing.T) {
+	tests := map[string]struct {
+		// The golden case the VM starts from, and whether its own plan is carried out first
+		// (its status then holds the condition).
+		file  string
+		carry bool
+		// A JSON merge patch of the VM then ("" for none), and a change of the case's policy
+		// (nil for none).
+		patch  string
+		policy func(p *decision.Policy)
+		// The refusal of the next plan's server action (action, "" for none).
+		refuse func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan
+		action decision.ServerOp
+		// The condition the refusal keeps, and the reason of the Event of the server action
+		// the decision after it asks for ("" for none).
+		keep, next string
+	}{
+		// A drain waits for the VM, and a resize is refused: RestartRequired, the drain
+		// still held.
+		"resize refused on a cordoned node": {file: "evict-block-cordoned", carry: true, patch: `{"metadata":{"generation":2},"spec":{"resource":{"cpu":4}}}`,
+			policy: func(p *decision.Policy) { p.Resize = decision.ResizeManual },
+			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
+				return p.ResizeRefused(vm, srv, "node capacity", now)
+			},
+			action: decision.ResizeServer, keep: decision.ConditionEvictionBlocked},
+		// The same under --resize in-place: the next decision replaces the server, and
+		// EvictionBlocked goes with it, without a Warning.
+		"resize refused on a cordoned node, in place": {file: "evict-block-cordoned", carry: true, patch: `{"metadata":{"generation":2},"spec":{"resource":{"cpu":4}}}`,
+			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
+				return p.ResizeRefused(vm, srv, "node capacity", now)
+			},
+			action: decision.ResizeServer, keep: decision.ConditionEvictionBlocked, next: decision.ReasonReplacingServer},
+		// A drain waits for the VM, and its disk is refused.
+		"disk refused on a cordoned node": {file: "evict-block-cordoned", carry: true,
+			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
+				return p.DiskRejected(vm, srv, "forbidden", false, now)
+			},
+			keep: decision.ConditionEvictionBlocked},
+		// The evicted server is gone, and the next one is refused (a quota): the move stands,
+		// and the next try is the move's.
+		"server refused during a move": {file: "evict-replace-gone",
+			refuse: func(p decision.Policy, vm schema.VirtualMachine, _ *backend.Server) decision.Plan {
+				return p.Rejected(vm, "exceeded quota", now)
+			},
+			action: decision.CreateServer, keep: decision.ConditionMoving, next: decision.ReasonMovingServer},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(cases, tc.file+".txtar")
+			vm, srv := decidecase.Read(t, file)
+			budget := decidecase.Budget(t, file)
+			p := casePolicy(t, file)
+			if tc.policy != nil {
+				tc.policy(&p)
+			}
+			if tc.carry {
+				w := applyPlanBudget(t, vm, srv, nil, budget, p.Decide(vm, srv, nil, budget, now))
+				vm, srv, budget = w.vm, w.srv, w.budget
+			}
+			if tc.patch != "" {
+				vm = patchVM(t, vm, tc.patch)
+			}
+			was := vm.Status().Condition(tc.keep)
+			if was == nil {
+				t.Fatalf("the VM carries no %s:\n%s", tc.keep, vm.JSON())
+			}
+			plan := p.Decide(vm, srv, nil, budget, now)
+			if op := serverOp(plan); op != tc.action {
+				t.Fatalf("plan:\n%s\nwant a server action %q", renderPlan(t, plan), tc.action)
+			}
+			refused := tc.refuse(p, vm, srv)
+			checkRefusalEviction(t, vm, plan, refused)
+			if c := refused.Status.Condition(tc.keep); c == nil || c.Reason != was.Reason || c.Message != was.Message ||
+				!c.LastTransitionTime.Equal(was.LastTransitionTime) {
+				t.Errorf("the refusal's %s is %+v, want it kept as %+v", tc.keep, c, *was)
+			}
+			if refused.Budget != nil {
+				t.Errorf("the refusal acts on the budget: %+v", refused.Budget)
+			}
+
+			w := applyPlanBudget(t, vm, srv, nil, budget, refused)
+			next := p.Decide(w.vm, w.srv, nil, w.budget, now)
+			events := next.Events
+			if next.Server != nil {
+				events = append(slices.Clone(events), next.Server.Event)
+			}
+			if i := slices.IndexFunc(events, func(e decision.Event) bool { return e.Reason == decision.ReasonDrainBlocked }); i >= 0 {
+				t.Errorf("the next decision warns again: %s", events[i].Message)
+			}
+			if next.Server == nil && tc.next != "" || next.Server != nil && next.Server.Event.Reason != tc.next {
+				t.Errorf("the next decision:\n%s\nwant a server action with the Event %q", renderPlan(t, next), tc.next)
+			}
+			if next.Server == nil && next.Status != nil && next.Status.Condition(tc.keep) == nil {
+				t.Errorf("the next decision drops %s:\n%s", tc.keep, renderPlan(t, next))
+			}
+		})
+	}
+}
+
+// checkRefusalEviction fails the test if refused, the plan of a backend's refusal of what plan
+// asked for vm, carries the conditions Moving and EvictionBlocked otherwise than plan does, or
+// a Warning DrainBlocked that plan does not: a refusal neither drops them (the next decision
+// would give the Warning again, and lose the move) nor brings them.
+func checkRefusalEviction(t *testing.T, vm schema.VirtualMachine, plan, refused decision.Plan) {
+	t.Helper()
+	status := func(p decision.Plan) schema.Status {
+		if p.Status != nil {
+			return *p.Status
+		}
+		return vm.Status()
+	}
+	want, got := status(plan), status(refused)
+	for _, typ := range []string{decision.ConditionMoving, decision.ConditionEvictionBlocked} {
+		w, g := want.Condition(typ), got.Condition(typ)
+		if (w == nil) != (g == nil) || w != nil && (w.Status != g.Status || w.Reason != g.Reason || w.Message != g.Message) {
+			t.Errorf("%s: the refusal's is %+v, the plan refused's %+v\nplan:\n%s\nrefusal:\n%s", typ, g, w, renderPlan(t, plan), renderPlan(t, refused))
+		}
+	}
+	warns := func(p decision.Plan) bool {
+		return slices.ContainsFunc(p.Events, func(e decision.Event) bool { return e.Reason == decision.ReasonDrainBlocked })
+	}
+	if warns(plan) != warns(refused) {
+		t.Errorf("DrainBlocked: the plan refused warns %t, the refusal %t\nplan:\n%s\nrefusal:\n%s", warns(plan), warns(refused), renderPlan(t, plan), renderPlan(t, refused))
+	}
+}
+
+// serverOp is the operation of plan's server action, "" when it has none.
+func serverOp(plan decision.Plan) decision.ServerOp {
+	if plan.Server == nil {
+		return ""
+	}
+	return plan.Server.Op
+}
