@@ -416,7 +416,7 @@ func TestApplyMigrationRecordReplaced(t *testing.T) {
 				_, srv = decidecase.Read(t, caseFile(tc.server))
 				w.servers.Set(ownerOf(vm), srv)
 			}
-			plan := serverPolicy.Decide(vm, srv, nil, nil, now)
+			plan := serverPolicy.Decide(vm, srv, nil, nil, nil, now)
 			if plan.Status == nil || plan.Status.Migration == nil || plan.Status.Migration.Phase != tc.phase {
 				t.Fatalf("plan:\n%+v\nwant a migration record %s", plan.Status, tc.phase)
 			}

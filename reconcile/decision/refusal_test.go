@@ -72,7 +72,7 @@ func TestRefusalKeepsEviction(t *testing.T) {
 				tc.policy(&p)
 			}
 			if tc.carry {
-				w := applyPlanBudget(t, vm, srv, nil, budget, p.Decide(vm, srv, nil, budget, now))
+				w := applyPlanBudget(t, vm, srv, nil, budget, p.Decide(vm, srv, nil, nil, budget, now))
 				vm, srv, budget = w.vm, w.srv, w.budget
 			}
 			if tc.patch != "" {
@@ -82,7 +82,7 @@ func TestRefusalKeepsEviction(t *testing.T) {
 			if was == nil {
 				t.Fatalf("the VM carries no %s:\n%s", tc.keep, vm.JSON())
 			}
-			plan := p.Decide(vm, srv, nil, budget, now)
+			plan := p.Decide(vm, srv, nil, nil, budget, now)
 			if op := serverOp(plan); op != tc.action {
 				t.Fatalf("plan:\n%s\nwant a server action %q", renderPlan(t, plan), tc.action)
 			}
@@ -97,7 +97,7 @@ func TestRefusalKeepsEviction(t *testing.T) {
 			}
 
 			w := applyPlanBudget(t, vm, srv, nil, budget, refused)
-			next := p.Decide(w.vm, w.srv, nil, w.budget, now)
+			next := p.Decide(w.vm, w.srv, nil, nil, w.budget, now)
 			events := next.Events
 			if next.Server != nil {
 				events = append(slices.Clone(events), next.Server.Event)
