@@ -4,11 +4,14 @@
 package command
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
@@ -27,27 +30,72 @@ type clusterFlags struct {
 
 func (f *clusterFlags) flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: $KUBECONFIG, ~/.kube/config, or in-cluster config",
-			EnvVars: []string{"VMC_KUBECONFIG", "KUBECONFIG"}, Destination: &f.Kubeconfig},
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: the files $KUBECONFIG lists, merged as kubectl merges them, else ~/.kube/config, else the in-cluster config",
+			EnvVars: env("KUBECONFIG"), Destination: &f.Kubeconfig},
 		&cli.StringFlag{Name: "context", Usage: "kubeconfig context to use; empty: the current context", EnvVars: env("CONTEXT"), Destination: &f.Context},
 	}
 }
 
-// clientConfig finds the kubeconfig the way kubectl does: an explicit file, then $KUBECONFIG,
-// then ~/.kube/config (and the in-cluster service account when there is none).
-func (f clusterFlags) clientConfig() clientcmd.ClientConfig {
+// loadingRules find the kubeconfig the way kubectl does: --kubeconfig is one file; without
+// it, $KUBECONFIG is a list of files (separated as $PATH is), merged, the first file to set
+// a value winning; without either, ~/.kube/config; and with no file at all, the in-cluster
+// service account. $KUBECONFIG is read here and not as the flag's: taken for one file's
+// name, a list was a file that did not exist.
+func (f clusterFlags) loadingRules() *clientcmd.ClientConfigLoadingRules {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.Kubeconfig
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.Context})
+	return rules
+}
+
+// clientConfig is the client configuration of the loading rules and --context.
+func (f clusterFlags) clientConfig() clientcmd.ClientConfig {
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(f.loadingRules(), &clientcmd.ConfigOverrides{CurrentContext: f.Context})
+}
+
+// findKubeconfig refuses a kubeconfig that names no file there is: a --kubeconfig that does
+// not exist, or a $KUBECONFIG none of whose files exists. Of a list, kubectl skips a missing
+// file, and so do the loading rules; with every file missing they would go on without any,
+// to "no configuration has been provided" or, in a pod, the in-cluster config, far from the
+// cause.
+func findKubeconfig(rules *clientcmd.ClientConfigLoadingRules) error {
+	if rules.ExplicitPath != "" {
+		if _, err := os.Stat(rules.ExplicitPath); err != nil {
+			return fmt.Errorf("kubeconfig: %w", err)
+		}
+		return nil
+	}
+	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		return nil // ~/.kube/config, or without it the in-cluster config
+	}
+	var missing []string
+	var first error
+	for _, file := range rules.Precedence {
+		if file == "" {
+			continue
+		}
+		_, err := os.Stat(file)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil // there, or an error the loading rules report as they read it
+		}
+		missing = append(missing, file)
+		if first == nil {
+			first = err
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("kubeconfig: %w", first)
+	}
+	return fmt.Errorf("kubeconfig: none of the files $KUBECONFIG lists exists (%s): %w", strings.Join(missing, ", "), fs.ErrNotExist)
 }
 
 // restConfig loads the client configuration, naming this build (version) in the user agent,
 // with client-go's default rate limit: a command that wants another sets it (limitQPS).
 func (f clusterFlags) restConfig(version string) (*rest.Config, error) {
-	if f.Kubeconfig != "" {
-		if _, err := os.Stat(f.Kubeconfig); err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
-		}
+	if err := findKubeconfig(f.loadingRules()); err != nil {
+		return nil, err
 	}
 	cfg, err := f.clientConfig().ClientConfig()
 	if err != nil {

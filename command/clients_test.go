@@ -1,14 +1,19 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"flag"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -17,6 +22,7 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -178,5 +184,166 @@ func TestRunClientsShareConnections(t *testing.T) {
 	_, _ = cl.dynamic.Resource(k8sschema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("a").Get(ctx, "b", metav1.GetOptions{})
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d connections for requests one after the other, want 1", n)
+	}
+}
+
+// TestKubeconfigFiles: --kubeconfig is one file; $KUBECONFIG a list of files, merged as
+// kubectl merges them (a file that is missing is skipped, every file missing is refused),
+// never taken for one file's name; a missing or broken file is one clear error.
+func TestKubeconfigFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	// The cluster in one file, the user and the context in another: neither works alone.
+	clusterFile := write("cluster.yaml", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://cluster.example.org:6443"}}]
+current-context: dev
+`)
+	userFile := write("user.yaml", `apiVersion: v1
+kind: Config
+users: [{name: u, user: {token: from-the-second-file}}]
+contexts: [{name: dev, context: {cluster: c, user: u, namespace: vms}}]
+`)
+	whole := write("whole.yaml", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://whole.example.org:6443"}}]
+users: [{name: u, user: {token: whole}}]
+contexts: [{name: w, context: {cluster: c, user: u}}]
+current-context: w
+`)
+	notYAML := write("not-yaml", "clusters: [\n")
+	missing, missing2 := filepath.Join(dir, "none.yaml"), filepath.Join(dir, "none2.yaml")
+	list := func(files ...string) string { return strings.Join(files, string(filepath.ListSeparator)) }
+
+	tests := map[string]struct {
+		flag    string // --kubeconfig
+		env     string // $KUBECONFIG
+		host    string // the server the configuration reaches
+		token   string
+		ns      string // the namespace a client defaults to
+		wantErr string // the whole error, or with a trailing "...", its beginning
+	}{
+		"$KUBECONFIG lists two files":           {env: list(clusterFile, userFile), host: "https://cluster.example.org:6443", token: "from-the-second-file", ns: "vms"},
+		"the first file of the list wins":       {env: list(whole, clusterFile, userFile), host: "https://whole.example.org:6443", token: "whole", ns: "default"},
+		"a missing file of the list is skipped": {env: list(missing, clusterFile, userFile), host: "https://cluster.example.org:6443", token: "from-the-second-file", ns: "vms"},
+		"$KUBECONFIG one file":                  {env: whole, host: "https://whole.example.org:6443", token: "whole", ns: "default"},
+		"--kubeconfig":                          {flag: whole, host: "https://whole.example.org:6443", token: "whole", ns: "default"},
+		"--kubeconfig before $KUBECONFIG":       {flag: whole, env: list(clusterFile, userFile), host: "https://whole.example.org:6443", token: "whole", ns: "default"},
+		"--kubeconfig missing":                  {flag: missing, wantErr: "kubeconfig: stat " + missing + ": no such file or directory"},
+		"--kubeconfig is one file, not a list":  {flag: list(clusterFile, userFile), wantErr: "kubeconfig: stat " + list(clusterFile, userFile) + ": no such file or directory"},
+		"$KUBECONFIG missing":                   {env: missing, wantErr: "kubeconfig: stat " + missing + ": no such file or directory"},
+		"$KUBECONFIG lists only missing files":  {env: list(missing, missing2), wantErr: "kubeconfig: none of the files $KUBECONFIG lists exists (" + missing + ", " + missing2 + "): file does not exist"},
+		"--kubeconfig not YAML":                 {flag: notYAML, wantErr: `kubeconfig: error loading config file "` + notYAML + `": yaml: line 1: ...`},
+		"a file of $KUBECONFIG not YAML":        {env: list(clusterFile, notYAML), wantErr: `kubeconfig: error loading config file "` + notYAML + `": yaml: line 1: ...`},
+		"no kubeconfig at all":                  {wantErr: "kubeconfig: invalid configuration: no configuration has been provided..."},
+		"a cluster without a user or a context": {env: clusterFile, wantErr: `kubeconfig: invalid configuration: [context was not found for specified context: dev...`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tc.env)
+			if tc.env == "" && tc.flag == "" {
+				if _, err := os.Stat(clientcmd.RecommendedHomeFile); err == nil {
+					t.Skipf("%s exists", clientcmd.RecommendedHomeFile)
+				}
+				t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a pod
+			}
+			var args []string
+			if tc.flag != "" {
+				args = []string{"--kubeconfig", tc.flag}
+			}
+			f := parseClusterFlags(t, args...)
+			cfg, err := f.restConfig("test")
+			if tc.wantErr != "" {
+				got := fmt.Sprint(err)
+				if prefix, ok := strings.CutSuffix(tc.wantErr, "..."); ok && strings.HasPrefix(got, prefix) || got == tc.wantErr {
+					return
+				}
+				t.Fatalf("error %q, want %q", got, tc.wantErr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Host != tc.host || cfg.BearerToken != tc.token {
+				t.Errorf("server %s with token %q, want %s with %q", cfg.Host, cfg.BearerToken, tc.host, tc.token)
+			}
+			if ns, err := f.namespace(); err != nil || ns != tc.ns {
+				t.Errorf("namespace %q (%v), want %q", ns, err, tc.ns)
+			}
+		})
+	}
+}
+
+// TestCommandsReadKubeconfigList: check and the kubectl plugin reach the cluster of a
+// $KUBECONFIG that lists two files, the cluster in one and the user and the context in the
+// other (both failed at once with "kubeconfig: stat a:b: no such file or directory").
+func TestCommandsReadKubeconfigList(t *testing.T) {
+	srv := newFakeAPIServer(t, ownGVR, establishedCRD(t, ownCRDFile))
+	dir := t.TempDir()
+	clusterFile, userFile := filepath.Join(dir, "cluster.yaml"), filepath.Join(dir, "user.yaml")
+	for file, data := range map[string]string{
+		clusterFile: fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: fake, cluster: {server: %q}}]\ncurrent-context: fake\n", srv.URL),
+		userFile:    "apiVersion: v1\nkind: Config\nusers: [{name: fake, user: {token: fake}}]\ncontexts: [{name: fake, context: {cluster: fake, user: fake, namespace: vms}}]\n",
+	} {
+		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("KUBECONFIG", clusterFile+string(filepath.ListSeparator)+userFile)
+	unsetenv(t, "VMC_KUBECONFIG", "VMC_CONTEXT")
+
+	var out, errOut bytes.Buffer
+	a := App("")
+	a.Writer, a.ErrWriter = &out, &errOut
+	if err := a.Run([]string{"vm-controller", "check", "--api-version", ownGVR.GroupVersion().String()}); err != nil {
+		t.Fatalf("check: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "the cluster at "+srv.URL+" serves") {
+		t.Errorf("check did not reach the cluster of the two files:\n%s", out.String())
+	}
+
+	// The VM does not exist: what counts is that the plugin asked the cluster of the first
+	// file for it, in the namespace of the second file's context.
+	p := Plugin("")
+	p.Writer, p.ErrWriter = &out, &errOut
+	err := p.Run([]string{"kubectl vm", "status", "--api-version", ownGVR.GroupVersion().String(), "vm1"})
+	if err == nil || strings.HasPrefix(err.Error(), "kubeconfig:") {
+		t.Fatalf("status: %v, want the VM not found", err)
+	}
+	if want := "GET /apis/" + ownGVR.GroupVersion().String() + "/namespaces/vms/" + ownGVR.Resource + "/vm1"; srv.count(want) != 1 {
+		t.Errorf("the plugin did not ask %s (error %v); it asked %v", want, err, srv.requests)
+	}
+}
+
+// parseClusterFlags fills clusterFlags from args and the environment as a command's flags do,
+// without VMC_KUBECONFIG and VMC_CONTEXT.
+func parseClusterFlags(t *testing.T, args ...string) clusterFlags {
+	t.Helper()
+	unsetenv(t, "VMC_KUBECONFIG", "VMC_CONTEXT")
+	var f clusterFlags
+	set := flag.NewFlagSet("test", flag.ContinueOnError)
+	for _, fl := range f.flags() {
+		if err := fl.Apply(set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := set.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// unsetenv unsets the variables for the test: set, even to "", one would be read.
+func unsetenv(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
 	}
 }
