@@ -37,7 +37,11 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 	for where, e := range ruleExprs(t) {
 		exprs[where] = e
 	}
-	for where, e := range dashboardExprs(t) {
+	panels, variables := dashboardExprs(t)
+	for where, e := range panels {
+		exprs[where] = e
+	}
+	for where, e := range variables {
 		exprs[where] = e
 	}
 	if len(exprs) == 0 {
@@ -185,8 +189,9 @@ func ruleExprs(t *testing.T) map[string]string {
 	return exprs
 }
 
-// dashboardExprs returns the query of every panel target and query variable.
-func dashboardExprs(t *testing.T) map[string]string {
+// dashboardExprs returns the query of every panel target, and of every query variable (the
+// series of a label_values), each by where it is.
+func dashboardExprs(t *testing.T) (panels, variables map[string]string) {
 	t.Helper()
 	data, err := os.ReadFile(dashboardFile)
 	if err != nil {
@@ -212,7 +217,7 @@ func dashboardExprs(t *testing.T) map[string]string {
 	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatalf("parse %s: %v", dashboardFile, err)
 	}
-	exprs := map[string]string{}
+	panels, variables = map[string]string{}, map[string]string{}
 	var walk func(raw []json.RawMessage)
 	walk = func(raw []json.RawMessage) {
 		for _, r := range raw {
@@ -221,7 +226,7 @@ func dashboardExprs(t *testing.T) map[string]string {
 				t.Fatalf("parse a panel of %s: %v", dashboardFile, err)
 			}
 			for i, tg := range p.Targets {
-				exprs[dashboardFile+": panel "+p.Title+" #"+string(rune('A'+i))] = tg.Expr
+				panels[dashboardFile+": panel "+p.Title+" #"+string(rune('A'+i))] = tg.Expr
 			}
 			walk(p.Panels) // a collapsed row holds its panels
 		}
@@ -244,9 +249,164 @@ func dashboardExprs(t *testing.T) map[string]string {
 		if m := labelValues.FindStringSubmatch(e); m != nil {
 			e = m[1] // label_values(series, label): the label is no metric
 		}
-		exprs[dashboardFile+": variable "+v.Name] = e
+		variables[dashboardFile+": variable "+v.Name] = e
 	}
-	return exprs
+	return panels, variables
+}
+
+// sameOnEveryReplica are the gauges every replica exports with the same figure: the VM counts
+// of caches that hold the same VMs, and the flags all replicas share. Summed over replicas,
+// they count each VM once per replica; an alert or a panel takes their max (or min).
+var sameOnEveryReplica = []string{Namespace + "_vms", Namespace + "_resource_served", Namespace + "_reconcile_timeout_seconds"}
+
+// leaderOnly are the figures of which a standby has its own, and misleading, ones: it queues
+// every VM of its cache and never drains the queue, ready to take over. An alert or a panel
+// counts the leader's alone, joined to its vmcontroller_leader of 1.
+var leaderOnly = []string{"workqueue_depth", "workqueue_adds_total"}
+
+// leaderJoin restricts an expression to the series of the leading replica.
+var leaderJoin = regexp.MustCompile(`\band on \(job, instance\) vmcontroller_leader(\{[^}]*\})? == 1\b`)
+
+// TestMonitoringAggregatesReplicas fails when an alerting rule or a panel adds up what every
+// replica reports alike (with two replicas, VirtualMachinesFailed said twice the VMs there
+// were) or counts a standby's queue (which holds every VM for ever, so that a backlog alert
+// fired on every standby of more than 100 VMs).
+func TestMonitoringAggregatesReplicas(t *testing.T) {
+	exprs := ruleExprs(t)
+	panels, _ := dashboardExprs(t) // a variable lists label values, no figure
+	for where, e := range panels {
+		exprs[where] = e
+	}
+	for where, e := range exprs {
+		for _, name := range sameOnEveryReplica {
+			for _, at := range selectorsOf(e, name) {
+				switch agg := innermostAggregation(e, at); agg {
+				case "max", "min":
+				case "":
+					t.Errorf("%s: %s is the same on every replica: take its max or min over replicas, not a series per replica (in %q)", where, name, e)
+				default:
+					t.Errorf("%s: %s is the same on every replica: take its max or min over replicas, not the %s (in %q)", where, name, agg, e)
+				}
+			}
+		}
+		for _, name := range leaderOnly {
+			if len(selectorsOf(e, name)) > 0 && !leaderJoin.MatchString(e) {
+				t.Errorf("%s: %s counts a standby's queue too, which holds every VM: restrict it to the leader with and on (job, instance) vmcontroller_leader == 1 (in %q)", where, name, e)
+			}
+		}
+	}
+}
+
+// selectorsOf returns where expr selects the metric name: each place the name stands as a
+// whole identifier outside a string.
+func selectorsOf(expr, name string) []int {
+	s := blankStrings(expr)
+	var at []int
+	for i := 0; ; {
+		j := strings.Index(s[i:], name)
+		if j < 0 {
+			return at
+		}
+		start, end := i+j, i+j+len(name)
+		if (start == 0 || !isIdentChar(s[start-1])) && (end == len(s) || !isIdentChar(s[end])) {
+			at = append(at, start)
+		}
+		i = end
+	}
+}
+
+func isIdentChar(c byte) bool {
+	return c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// blankStrings replaces the text of every string literal of expr with underscores, keeping
+// every offset, so that a parenthesis or a name in a label matcher's value counts for nothing.
+func blankStrings(expr string) string {
+	return promqlStrings.ReplaceAllStringFunc(expr, func(lit string) string {
+		return lit[:1] + strings.Repeat("_", len(lit)-2) + lit[len(lit)-1:]
+	})
+}
+
+// promqlAggregations are PromQL's aggregation operators.
+var promqlAggregations = []string{"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk", "quantile", "limitk", "limit_ratio"}
+
+// innermostAggregation is the aggregation operator nearest around offset at of expr, "" when
+// none is: a function such as rate or min_over_time, or plain parentheses, are looked through.
+func innermostAggregation(expr string, at int) string {
+	s := blankStrings(expr)
+	depth := 0
+	for i := at - 1; i >= 0; i-- {
+		switch s[i] {
+		case ')':
+			depth++
+		case '(':
+			if depth > 0 {
+				depth--
+				continue
+			}
+			if name := callee(s[:i]); slices.Contains(promqlAggregations, name) {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// trailingIdent is the identifier at the end of a text.
+var trailingIdent = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*$`)
+
+// callee is the function or aggregation whose parenthesis opens right after s: the identifier
+// that ends s, past a by (...) or without (...) between them; "" for plain parentheses.
+func callee(s string) string {
+	s = strings.TrimRight(s, " \t\n")
+	if strings.HasSuffix(s, ")") {
+		open := strings.LastIndex(s, "(")
+		if open < 0 {
+			return ""
+		}
+		clause := strings.TrimRight(s[:open], " \t\n")
+		var ok bool
+		if s, ok = strings.CutSuffix(clause, "by"); !ok {
+			if s, ok = strings.CutSuffix(clause, "without"); !ok {
+				return ""
+			}
+		}
+		s = strings.TrimRight(s, " \t\n")
+	}
+	return trailingIdent.FindString(s)
+}
+
+func TestInnermostAggregation(t *testing.T) {
+	tests := map[string]struct {
+		expr string
+		want string
+	}{
+		"sum":                     {`sum(x{phase="Failed"}) > 0`, "sum"},
+		"max":                     {`max(x) > 0`, "max"},
+		"none":                    {`x > 0`, ""},
+		"through a function":      {`max(min_over_time(x[30m])) > 0`, "max"},
+		"a function alone":        {`min_over_time(x[30m]) > 0`, ""},
+		"by before":               {`sum by (phase) (x)`, "sum"},
+		"by after":                {`sum(x) by (phase)`, "sum"},
+		"nested":                  {`sum(max by (phase) (x{job=~"$job"}))`, "max"},
+		"without":                 {`min without (pod) (x)`, "min"},
+		"topk of max":             {`topk(10, max by (namespace, name) (x))`, "max"},
+		"in arithmetic":           {`clamp_min(2 * max(x), 300)`, "max"},
+		"plain parentheses":       {`sum((x))`, "sum"},
+		"parenthesis in a string": {`sum(y{a=~"(b"}) + x`, ""},
+		"of the other side":       {`sum(rate(y[5m])) / x`, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			at := selectorsOf(tc.expr, "x")
+			if len(at) != 1 {
+				t.Fatalf("selectorsOf(%q, x) = %v, want one place", tc.expr, at)
+			}
+			if got := innermostAggregation(tc.expr, at[0]); got != tc.want {
+				t.Errorf("innermostAggregation(%q) = %q, want %q", tc.expr, got, tc.want)
+			}
+		})
+	}
 }
 
 var (
