@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,10 +94,7 @@ func (e exported) check(name string) string {
 
 func exportedMetrics(t *testing.T) exported {
 	t.Helper()
-	m := New()
-	m.CountPhases(func() map[string]int { return map[string]int{"Active": 1} })
-	exercise(m)
-
+	m := exercised()
 	e := exported{names: map[string]bool{}, types: map[string]dto.MetricType{}}
 	descs := make(chan *prometheus.Desc)
 	go func() {
@@ -125,10 +123,19 @@ func exportedMetrics(t *testing.T) exported {
 	return e
 }
 
+// exercised is the process's one Metrics, exercised once: the first New of the process is
+// the one client-go's hooks report to.
+var exercised = sync.OnceValue(func() *Metrics {
+	m := New()
+	m.CountPhases(func() map[string]int { return map[string]int{"Active": 1} })
+	exercise(m)
+	return m
+})
+
 // exercise records one sample through each of the controller's paths, so that every vector
 // has a series and Gather reports its type. The workqueue and REST client metrics arrive
-// through client-go's process-wide hooks, which the first New of the process installs: this
-// test must be the first in its package to call New.
+// through client-go's process-wide hooks, which the first New of the process installs: the
+// tests take the Metrics of exercised, the first.
 func exercise(m *Metrics) {
 	m.Reconciled("success", time.Millisecond)
 	m.SetLeader(true)
@@ -252,6 +259,86 @@ func dashboardExprs(t *testing.T) (panels, variables map[string]string) {
 		variables[dashboardFile+": variable "+v.Name] = e
 	}
 	return panels, variables
+}
+
+// monitoringREADME shows the PodMonitor that scrapes the controller.
+var monitoringREADME = filepath.Join("..", "docs", "monitoring", "README.md")
+
+// podMonitorTargetLabels are the labels the Prometheus Operator gives every target of a
+// PodMonitor. A scraped label of the same name is renamed exported_<name> unless the endpoint
+// says honorLabels: true.
+var podMonitorTargetLabels = []string{"job", "instance", "namespace", "pod", "container", "endpoint"}
+
+// TestPodMonitorKeepsMetricLabels fails when a metric the controller exports carries a label
+// the PodMonitor of the README sets on its targets, and the monitor does not honour the
+// metric's: vmcontroller_vm_*_usage name the VM's namespace, which Prometheus renamed
+// exported_namespace, so that the dashboard's max by (namespace, name) merged the VMs of one
+// name in every namespace.
+func TestPodMonitorKeepsMetricLabels(t *testing.T) {
+	data, err := os.ReadFile(monitoringREADME)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var monitors int
+	for _, block := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
+		var pm struct {
+			Kind string `yaml:"kind"`
+			Spec struct {
+				PodMetricsEndpoints []struct {
+					Port        string `yaml:"port"`
+					HonorLabels bool   `yaml:"honorLabels"`
+				} `yaml:"podMetricsEndpoints"`
+			} `yaml:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(block[1]), &pm); err != nil || pm.Kind != "PodMonitor" {
+			continue
+		}
+		monitors++
+		for _, ep := range pm.Spec.PodMetricsEndpoints {
+			if ep.HonorLabels {
+				continue
+			}
+			for metric, labels := range exportedLabels(t) {
+				for _, l := range labels {
+					if slices.Contains(podMonitorTargetLabels, l) {
+						t.Errorf("%s: the PodMonitor's endpoint %q does not say honorLabels: true, and %s has a label %s, which Prometheus renames exported_%s", monitoringREADME, ep.Port, metric, l, l)
+					}
+				}
+			}
+		}
+	}
+	if monitors == 0 {
+		t.Fatalf("%s shows no PodMonitor", monitoringREADME)
+	}
+	// Under honorLabels, a metric's label of the name of one that tells the replicas apart
+	// would take the place of the target's, and the rules' joins on (job, instance) with it.
+	for metric, labels := range exportedLabels(t) {
+		for _, l := range labels {
+			if l != "namespace" && slices.Contains(podMonitorTargetLabels, l) {
+				t.Errorf("%s has a label %s, which under honorLabels takes the place of the target's", metric, l)
+			}
+		}
+	}
+}
+
+// exportedLabels are the label names of each metric the controller exports, after exercise.
+func exportedLabels(t *testing.T) map[string][]string {
+	t.Helper()
+	families, err := exercised().registry.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := map[string][]string{}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if !slices.Contains(out[f.GetName()], l.GetName()) {
+					out[f.GetName()] = append(out[f.GetName()], l.GetName())
+				}
+			}
+		}
+	}
+	return out
 }
 
 // sameOnEveryReplica are the gauges every replica exports with the same figure: the VM counts
