@@ -44,7 +44,11 @@ func checkCommand(c *checkConfig) *cli.Command {
 // Validate checks the flags that can be checked without reading a file or asking the
 // cluster.
 func (c checkConfig) Validate() error {
-	if _, err := c.gvr(); err != nil {
+	gvr, err := c.gvr()
+	if err != nil {
+		return err
+	}
+	if err := c.validFieldMap(gvr.GroupVersion()); err != nil {
 		return err
 	}
 	if err := c.rootDiskFlags.validate(); err != nil {

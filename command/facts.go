@@ -56,7 +56,7 @@ func targetOf(cluster clusterFlags, r resourceFlags, a accessFlags, d rootDiskFl
 
 // fieldsFromFlags says whether the field map comes from the flags alone (a file, or the
 // built-in map of this project's group), so that failing to get it is the flags' fault.
-func (t target) fieldsFromFlags() bool { return t.schemaFile != "" || t.gvr.Group == schema.Group }
+func (t target) fieldsFromFlags() bool { return !fieldMapFromCRD(t.schemaFile, t.gvr.GroupVersion()) }
 
 func (t target) needs() access.Needs {
 	return access.Needs{GVR: t.gvr, WatchNodes: t.watchNodes, WatchCRD: t.watchCRD, LeaderElect: t.leaderElect, Usage: t.usage, Disks: t.claims, Namespace: t.namespace}

@@ -56,6 +56,27 @@ func (f resourceFlags) gvr() (k8sschema.GroupVersionResource, error) {
 	return schema.ParseGVR(f.APIVersion, f.Resource)
 }
 
+// fieldMapFromCRD says whether run takes the field map from the resource's CRD: for a group
+// other than this project's, without --schema-file, the built-in layout the CRD's schema
+// has, read as run starts whatever --watch-crd says (facts.go). Otherwise the flags give it:
+// the file, or the built-in map of the version. run, check and manifests decide by it.
+func fieldMapFromCRD(schemaFile string, gv k8sschema.GroupVersion) bool {
+	return schemaFile == "" && gv.Group != schema.Group
+}
+
+// validFieldMap refuses, without reading a file or asking the cluster, flags that give run no
+// field map: a version of this project's group that has no built-in map, without
+// --schema-file. run and check validate with it, refusing such a version before they reach
+// the cluster, and manifests, so that it never renders a Deployment whose run would refuse
+// its flags.
+func (f resourceFlags) validFieldMap(gv k8sschema.GroupVersion) error {
+	if f.SchemaFile != "" || fieldMapFromCRD(f.SchemaFile, gv) {
+		return nil
+	}
+	_, err := loadFields("", gv)
+	return err
+}
+
 // loadFields returns the field map the flags ask for: the schema file, else the built-in map
 // of the version. For a CRD of another group without a file, run and check ask the CRD's
 // schema instead (facts.go).

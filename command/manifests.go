@@ -3,6 +3,7 @@
 package command
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -65,8 +66,21 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 // Validate checks the flags that can be checked without reading a file; each error names
 // the flag.
 func (c manifestsConfig) Validate() error {
-	if _, err := c.gvr(); err != nil {
+	gvr, err := c.gvr()
+	if err != nil {
 		return err
+	}
+	// The Deployment runs run with these flags: refuse here what run would refuse there,
+	// after the CRD and the RBAC were applied.
+	if err := c.validFieldMap(gvr.GroupVersion()); err != nil {
+		return err
+	}
+	if fieldMapFromCRD(c.SchemaFile, gvr.GroupVersion()) && !c.WatchCRD {
+		return fmt.Errorf("--watch-crd=false grants no read of CRD %s, from whose schema run chooses the field map of %s without --schema-file: give --schema-file, or keep --watch-crd",
+			crds.Name(gvr), gvr.GroupVersion())
+	}
+	if c.Image == "" {
+		return errors.New("--image must not be empty")
 	}
 	if err := validLabel("namespace", c.Namespace); err != nil {
 		return err
@@ -86,7 +100,6 @@ func (c manifestsConfig) Validate() error {
 	if err := c.rootDiskFlags.validate(); err != nil {
 		return err
 	}
-	gvr, _ := c.gvr()
 	switch c.Conversion {
 	case "none":
 		// The plain CRD serves no v1: a controller on it would find nothing to watch.

@@ -23,12 +23,41 @@ func TestManifestsConfigValidate(t *testing.T) {
 		"watch namespace": {[]string{"--watch-namespace", "A_B"}, "--watch-namespace", `--watch-namespace "A_B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		"replicas":        {[]string{"--replicas", "0"}, "--replicas", "--replicas must be at least 1, got 0"},
 		"replicas wrap":   {[]string{"--replicas", "4294967297"}, "--replicas", "--replicas must be at most 2147483647 (a Deployment's replicas are int32), got 4294967297"},
+		// A Deployment run would not start in, or that the API server refuses, after the CRD
+		// and the RBAC were applied.
+		"no image": {[]string{"--image", ""}, "--image", "--image must not be empty"},
+		"a version without a map": {[]string{"--api-version", "cloudnative.czs/v9"}, "--api-version",
+			`--api-version cloudnative.czs/v9: no built-in field map for version "v9" of cloudnative.czs (built in: v1, v1alpha1, v1beta1)`},
+		"a version with a map file":   {args: []string{"--api-version", "cloudnative.czs/v9", "--schema-file", "/nonexistent.yaml"}},
+		"another group, its CRD read": {args: []string{"--api-version", "compute.example.org/v1"}},
+		"another group, a map file":   {args: []string{"--api-version", "compute.example.org/v1", "--watch-crd=false", "--schema-file", "/nonexistent.yaml"}},
+		"another group, neither": {[]string{"--api-version", "compute.example.org/v1", "--watch-crd=false"}, "--watch-crd",
+			"--watch-crd=false grants no read of CRD virtualmachines.compute.example.org, from whose schema run chooses the field map of compute.example.org/v1 without --schema-file: give --schema-file, or keep --watch-crd"},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &manifestsConfig{}
 		parseFlags(t, manifestsCommand(c, "(devel)"), args...)
 		return c.Validate()
 	})
+}
+
+// TestManifestsRefuseWhatRunRefuses: whatever --api-version and --schema-file manifests
+// accepts, run accepts too; a field map run could not have is refused by both, with one
+// message.
+func TestManifestsRefuseWhatRunRefuses(t *testing.T) {
+	for _, version := range []string{"cloudnative.czs/v1alpha1", "cloudnative.czs/v1beta1", "cloudnative.czs/v9", "compute.example.org/v1"} {
+		for _, file := range []string{"", "/nonexistent.yaml"} {
+			args := []string{"--api-version", version, "--schema-file", file}
+			m := &manifestsConfig{}
+			parseFlags(t, manifestsCommand(m, "(devel)"), args...)
+			r := &runConfig{}
+			parseFlags(t, runCommand(r), args...)
+			mErr, rErr := errString(m.Validate()), errString(r.Validate())
+			if mErr != rErr {
+				t.Errorf("%q: manifests says %q, run %q", args, mErr, rErr)
+			}
+		}
+	}
 }
 
 // TestManifestsImage: the default image is the one `make image` builds from the same commit,

@@ -132,7 +132,11 @@ func (c runConfig) Validate() error {
 	if err := c.logFlags.validate(); err != nil {
 		return err
 	}
-	if _, err := c.gvr(); err != nil {
+	gvr, err := c.gvr()
+	if err != nil {
+		return err
+	}
+	if err := c.validFieldMap(gvr.GroupVersion()); err != nil {
 		return err
 	}
 	if err := c.accessFlags.validate(); err != nil {

@@ -78,6 +78,9 @@ func TestRunConfigValidate(t *testing.T) {
 		"usage threshold NaN":      {[]string{"--usage-threshold", "NaN"}, "--usage-threshold", "want --usage-interval >= 0, --usage-threshold >= 0 and --usage-max-interval >= --usage-interval"},
 		"schema file is not read":  {args: []string{"--schema-file", "/nonexistent.yaml"}},
 		"group without a map okay": {args: []string{"--api-version", "compute.example.org/v1"}},
+		"a version without a map": {[]string{"--api-version", "cloudnative.czs/v9"}, "--api-version",
+			`--api-version cloudnative.czs/v9: no built-in field map for version "v9" of cloudnative.czs (built in: v1, v1alpha1, v1beta1)`},
+		"a version with a map file": {args: []string{"--api-version", "cloudnative.czs/v9", "--schema-file", "/nonexistent.yaml"}},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &runConfig{}
