@@ -1,6 +1,15 @@
 package command
 
-import "testing"
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 func TestMigrateConfigValidate(t *testing.T) {
 	tests := map[string]validateCase{
@@ -17,4 +26,27 @@ func TestMigrateConfigValidate(t *testing.T) {
 		parseFlags(t, migrateCommand(c), args...)
 		return c.Validate()
 	})
+}
+
+// TestMigrateFailedPrintsNoResult: a migration that fails (here: the cluster does not answer)
+// prints the error and nothing of a result; it printed "storage version : 0 rewritten, ...
+// storedVersions [] -> unchanged" first, as if something had been looked at.
+func TestMigrateFailedPrintsNoResult(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nothing answers at its address
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: %q}}]\n"+
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n", srv.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, log bytes.Buffer
+	a := App("")
+	a.Writer, a.ErrWriter = &out, &log
+	err := a.Run([]string{"vm-controller", "migrate", "--kubeconfig", kubeconfig})
+	if err == nil || !strings.Contains(err.Error(), "read CRD virtualmachines.cloudnative.czs") {
+		t.Errorf("migrate: %v, want the CRD unread", err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("a failed migration printed %q", out.String())
+	}
 }
