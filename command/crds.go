@@ -5,6 +5,8 @@ package command
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,10 +37,20 @@ func crdsCommand(c *crdsConfig) *cli.Command {
 	}
 }
 
-// Validate refuses a conversion other than none or webhook, and webhook options without it.
+// Validate refuses a conversion other than none or webhook, a storage version the CRD does
+// not have, and webhook options without it.
 func (c crdsConfig) Validate() error {
 	if err := validConversion(c.Conversion); err != nil {
 		return err
+	}
+	if c.StorageVersion != "" {
+		versions, err := crds.Versions()
+		if err != nil {
+			return fmt.Errorf("read the CRD's versions: %w", err)
+		}
+		if !slices.Contains(versions, c.StorageVersion) {
+			return fmt.Errorf("--storage-version %q: want one of %s", c.StorageVersion, strings.Join(versions, ", "))
+		}
 	}
 	switch c.Conversion {
 	case "none":
