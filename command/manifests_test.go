@@ -2,6 +2,7 @@ package command
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+	"sigs.k8s.io/yaml"
 )
 
 func TestManifestsConfigValidate(t *testing.T) {
@@ -137,5 +139,76 @@ func TestImageTagOf(t *testing.T) {
 	}
 	if cases == 0 {
 		t.Fatal("testdata/image-tags.txt holds no case")
+	}
+}
+
+// deployingDoc shows examples of manifests, and what each grants cluster-wide.
+var deployingDoc = filepath.Join("..", "docs", "deploying.md")
+
+// TestDeployingExamplesClusterWide renders each `vm-controller manifests` example of
+// docs/deploying.md whose comment says what it grants cluster-wide, and holds the comment to
+// the ClusterRole's rules: every cluster-scoped resource granted is named, and "no
+// cluster-wide permission" means none. (The --root-disk ephemeral example said "no
+// cluster-wide permission at all" and granted list and watch on its namespace.)
+func TestDeployingExamplesClusterWide(t *testing.T) {
+	doc, err := os.ReadFile(deployingDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The word a comment names each resource by.
+	words := map[string]string{"namespaces": "namespace", "storageclasses": "storageclass", "persistentvolumes": "persistentvolume",
+		"nodes": "node", "customresourcedefinitions": "crd"}
+	examples := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		cmd, comment, ok := strings.Cut(line, "#")
+		if !strings.HasPrefix(line, "vm-controller manifests ") || !ok || !strings.Contains(comment, "cluster-wide") {
+			continue
+		}
+		examples++
+		cmd, _, _ = strings.Cut(cmd, "|")
+		args := strings.Fields(cmd)
+		t.Run(strings.Join(args[2:], " "), func(t *testing.T) {
+			var out bytes.Buffer
+			a := App("v1.0.0")
+			a.Writer, a.ErrWriter = &out, &out
+			if err := a.Run(args); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			var granted []string
+			for _, manifest := range strings.Split(out.String(), "\n---\n") {
+				var obj struct {
+					Kind  string `json:"kind"`
+					Rules []struct {
+						Resources []string `json:"resources"`
+					} `json:"rules"`
+				}
+				if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
+					t.Fatal(err)
+				}
+				if obj.Kind != "ClusterRole" {
+					continue
+				}
+				for _, r := range obj.Rules {
+					granted = append(granted, r.Resources...)
+				}
+			}
+			// What the comment says of the cluster-wide permissions: the words after "cluster-wide".
+			_, said, _ := strings.Cut(strings.ToLower(strings.ReplaceAll(comment, " ", "")), "cluster-wide")
+			if strings.Contains(strings.ReplaceAll(comment, " ", ""), "nocluster-wide") && len(granted) > 0 {
+				t.Errorf("%s: %q says no cluster-wide permission; the ClusterRole grants %v", deployingDoc, strings.TrimSpace(comment), granted)
+			}
+			for _, resource := range granted {
+				word, known := words[resource]
+				if !known {
+					t.Fatalf("cluster-wide %s: add the word a comment names it by", resource)
+				}
+				if !strings.Contains(said, word) {
+					t.Errorf("%s: %q does not say the ClusterRole grants %s", deployingDoc, strings.TrimSpace(comment), resource)
+				}
+			}
+		})
+	}
+	if examples == 0 {
+		t.Fatalf("%s: no example of manifests says what it grants cluster-wide", deployingDoc)
 	}
 }
