@@ -198,17 +198,39 @@ func (d *decision) missingServer() string {
 }
 
 // ClaimedServer is the name of the server a status says is there (being made, starting,
-// running, or on a node that does not answer); empty when it claims none. The loop asks the
-// backend past its cache for such a server before a decision may call it missing.
+// running, stuck on its way, or on a node that does not answer); empty when it claims none.
+// The loop asks the backend past its cache for such a server before a decision may call it
+// missing.
+//
+// The status's server alone does not say it: the status also names a server the controller
+// is deleting (a replacement, a stop, a migration, the VM's deletion), one being evicted
+// under Replace (eviction.go), one that ended (its run strategy keeps it, or it waits out its
+// backoff), and whatever server there is beside an invalid spec or a refused disk. A server
+// that goes from one of those is no news. The reason the controller wrote with it says which
+// (claimingReasons); FuzzDecide holds every status a plan writes to it.
 func ClaimedServer(cur schema.Status) string {
-	if cur.Server == nil || cur.Server.Name == "" {
+	if cur.Server == nil || cur.Server.Name == "" || !claimingReasons[cur.Reason] {
 		return ""
 	}
-	switch cur.Reason {
-	case ReasonServerReady, ReasonServerStarting, ReasonServerCreating, ReasonNodeLost:
-		return cur.Server.Name
+	if cur.Reason == ReasonNodeLost && cur.Phase != schema.PhaseUnknown {
+		return "" // the controller deletes it: the VM is being stopped or deleted (nodelost.go)
 	}
-	return ""
+	return cur.Server.Name
+}
+
+// claimingReasons are the reasons under which the status names a server that is there and
+// not going by the controller's hand: made and not yet running (ServerCreating, and with the
+// reasons of stuck.go and WaitingForDisk, stuck on its way), running, on a node that does
+// not answer, or in a state the controller does not know.
+var claimingReasons = map[string]bool{
+	ReasonServerCreating:     true,
+	ReasonUnschedulable:      true,
+	ReasonImagePullFailing:   true,
+	ReasonWaitingForDisk:     true,
+	ReasonServerStarting:     true,
+	ReasonServerReady:        true,
+	ReasonNodeLost:           true,
+	ReasonServerStateUnknown: true,
 }
 
 // deleting: the server goes first, then the finalizer, then Kubernetes removes the VM.

@@ -349,6 +349,9 @@ func (d *decision) rootDiskStatus() *schema.RootDiskStatus {
 // to Active records with the status's next write (the server starting, at the latest) rather
 // than with one of its own, which would be one more write for every VM on its way: a disk that
 // got bound, and the server made once it did, while the status still says ServerCreating.
+// The price of the write saved: a server deleted by someone else before the status names it
+// is not known to have been made (ClaimedServer), and the next one is made as the first was,
+// under every run strategy and without ServerMissing (docs/disks.md).
 func (d *decision) onTheWay(st schema.Status) bool {
 	cur := d.current
 	if cur.Reason != ReasonServerCreating || st.Reason != ReasonServerCreating {

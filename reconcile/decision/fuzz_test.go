@@ -400,6 +400,8 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		}
 	}
 
+	checkClaimed(fail, srv, plan, st)
+
 	switch st.Phase {
 	case schema.PhaseActive:
 		stays := plan.Server == nil || plan.Server.Op == decision.ResizeServer // a resize keeps the server
@@ -746,5 +748,36 @@ func checkKstatus(fail func(string, ...any), p decision.Policy, srv *backend.Ser
 		if stalled != nil && (srv == nil || srv.Waiting.Since.IsZero() || now.Before(srv.Waiting.Since.Add(p.StalledAfter))) {
 			fail("Stalled for %s before --stalled-after has passed", st.Reason)
 		}
+	}
+}
+
+// checkClaimed holds the status to ClaimedServer's word, on which the next decision tells a
+// server gone by someone else's hand (ServerMissing) from one gone by the controller's: a
+// server the plan leaves there, running or on its way, is claimed; one the plan deletes, one
+// being deleted and one that ended are not, but for a server on a node that does not answer
+// while the VM should run (NodeLost in phase Unknown: its going is news). A status whose
+// reason says nothing of the server (an invalid spec, another's disk) or one being evicted
+// under Replace (eviction.go) claims none.
+func checkClaimed(fail func(string, ...any), srv *backend.Server, plan decision.Plan, st *schema.Status) {
+	claimed := decision.ClaimedServer(*st)
+	lostRunning := st.Reason == decision.ReasonNodeLost && st.Phase == schema.PhaseUnknown
+	switch {
+	case plan.Server != nil && plan.Server.Op == decision.CreateServer:
+		// Named by the apply step (Plan.Created).
+	case plan.Server != nil && plan.Server.Op == decision.DeleteServer, srv != nil && srv.Deleting:
+		if claimed != "" && !lostRunning {
+			fail("status claims server %s, which is being deleted", claimed)
+		}
+	case srv == nil || srv.Name == "" || st.Server == nil || st.Server.Name != srv.Name:
+	case srv.State == backend.StateFailed || srv.State == backend.StateStopped:
+		if claimed != "" {
+			fail("status claims server %s, which ended", claimed)
+		}
+	case st.Reason == decision.ReasonInvalidSpec || st.Reason == decision.ReasonDiskConflict || st.Reason == decision.ReasonServerEvicted:
+		if claimed != "" {
+			fail("status %s claims server %s", st.Reason, claimed)
+		}
+	case claimed != srv.Name:
+		fail("status %s %s does not claim server %s, which stays (ClaimedServer)", st.Phase, st.Reason, srv.Name)
 	}
 }
