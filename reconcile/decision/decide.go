@@ -300,6 +300,9 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		}
 		return
 	}
+	if restart == "" && d.waitOutBackoff() {
+		return
+	}
 	if srv == nil {
 		if restart != "" {
 			d.next().RestartedAt = restart // the server about to be created is the restart
@@ -307,7 +310,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingServer,
 			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), spec.RootDisk.String())}}
 		d.moved(d.plan.Server)
-		d.failures(d.current.ConsecutiveFailures)
+		d.failures(d.failuresSoFar())
 		// The backend's own word for a new server is not known until it is created; the
 		// apply step puts it in (Plan.Created). The neutral word stands in for it meanwhile.
 		r := d.report(schema.PhaseCreating, ReasonServerCreating, PendingMessage,

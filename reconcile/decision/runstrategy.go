@@ -198,3 +198,48 @@ func (d *decision) startHint() string {
 func (p Policy) retryAt(srv *backend.Server, n int) time.Time {
 	return srv.Since.UTC().Truncate(time.Second).Add(p.backoff(n))
 }
+
+// waitOutBackoff decides for a VM whose failed server went, or is going, while it waited out
+// its backoff (status ServerFailed with nextRetryTime, under Always or RerunOnFailure), and
+// reports whether it did: deleted by someone else (an operator who cleans up failed pods, a
+// descheduler), not by the controller. Until nextRetryTime the VM stays Failed and no server
+// is made, as if the failed one were still there: otherwise a server that fails at once
+// would be made again as fast as someone deletes it, which is the loop the backoff is for.
+// The wait ends early, as for a failed server that is there, for a restart request (the
+// caller's) and for a spec changed since the failure (the status's generation is not the
+// VM's).
+func (d *decision) waitOutBackoff() bool {
+	cur, srv := d.current, d.srv
+	if !d.backingOff() || srv != nil && !(srv.Deleting && ended(srv)) {
+		return false
+	}
+	switch {
+	case !d.now.Before(cur.NextRetryTime):
+		d.failures(d.failuresSoFar()) // kept by the report that waits for a server being deleted
+		return false
+	case cur.ObservedGeneration != d.vm.Generation():
+		return false
+	}
+	d.failures(cur.ConsecutiveFailures)
+	d.nextRetry = cur.NextRetryTime
+	d.report(schema.PhaseFailed, ReasonServerFailed, cur.Message, srv)
+	d.requeue(cur.NextRetryTime.Sub(d.now))
+	return true
+}
+
+// backingOff reports whether the status says a failed server waits out its backoff (restart).
+func (d *decision) backingOff() bool {
+	cur := d.current
+	return cur.Reason == ReasonServerFailed && d.retries(cur.Reason) && !cur.NextRetryTime.IsZero()
+}
+
+// failuresSoFar is the count of consecutive failures that a new server starts with: the
+// status's, and a failed server that went during its backoff once the backoff is over,
+// counted as restart counts the one it replaces then, so that the next failure backs off for
+// longer.
+func (d *decision) failuresSoFar() int {
+	if d.backingOff() && !d.now.Before(d.current.NextRetryTime) {
+		return d.current.ConsecutiveFailures + 1
+	}
+	return d.current.ConsecutiveFailures
+}
