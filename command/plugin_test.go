@@ -630,6 +630,8 @@ func TestWaitForSettledStatus(t *testing.T) {
 			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)}, nil, false, false},
 		"Inactive while the server stops under Halted": {"phase=Inactive", nil,
 			map[string]any{"phase": "Inactive", "reason": "ServerStopping", "observedGeneration": int64(1)}, nil, false, false},
+		"Inactive while the server's node does not answer": {"phase=Inactive", nil,
+			map[string]any{"phase": "Inactive", "reason": "NodeLost", "observedGeneration": int64(1)}, nil, false, false},
 		"Inactive once the server is gone": {"phase=Inactive", nil,
 			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)},
 			map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, true, false},

@@ -103,11 +103,12 @@ func paused(vm schema.VirtualMachine) bool {
 
 // holds reports whether st satisfies w. Phase Inactive holds once the server is gone: while
 // it shuts down the phase is Inactive already, with the reason Stopping (a stop request) or
-// ServerStopping (runStrategy Halted).
+// ServerStopping (runStrategy Halted), or NodeLost while its node does not answer (it may
+// still run there).
 func (w waitFor) holds(st schema.Status) bool {
 	if w.phase != "" {
-		return st.Phase == w.phase && !(st.Phase == schema.PhaseInactive &&
-			(st.Reason == decision.ReasonStopping || st.Reason == decision.ReasonServerStopping))
+		return st.Phase == w.phase && !(st.Phase == schema.PhaseInactive && (st.Reason == decision.ReasonStopping ||
+			st.Reason == decision.ReasonServerStopping || st.Reason == decision.ReasonNodeLost))
 	}
 	c := st.Condition(w.condition)
 	return c != nil && c.Status == w.status

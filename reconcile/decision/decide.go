@@ -247,6 +247,10 @@ func (d *decision) deleting() {
 	if !d.srv.Deleting {
 		d.deleteServer(ReasonDeletingServer, fmt.Sprintf("Deleting server %s before the VM is removed", d.srv.Name))
 	}
+	if d.srv.State == backend.StateLost {
+		d.lostServer(schema.PhaseTerminating, d.deletingServer()) // its deletion cannot finish (nodelost.go)
+		return
+	}
 	d.report(schema.PhaseTerminating, ReasonServerDeleting,
 		fmt.Sprintf("Waiting for server %s to be deleted before the VM is removed", d.srv.Name), d.deletingServer())
 }
@@ -265,6 +269,10 @@ func (d *decision) inactive() {
 	if !d.srv.Deleting {
 		d.deleteServer(ReasonDeletingServer, fmt.Sprintf("Deleting server %s: action is inactive", d.srv.Name))
 		d.plan.Server.GracePeriod = d.stopGrace() // `kubectl vm stop --grace-period` on Always sets Halted
+	}
+	if d.srv.State == backend.StateLost {
+		d.lostServer(schema.PhaseInactive, d.deletingServer()) // its deletion cannot finish (nodelost.go)
+		return
 	}
 	d.report(schema.PhaseInactive, ReasonServerStopping,
 		fmt.Sprintf("Waiting for server %s to be deleted (action is inactive)", d.srv.Name), d.deletingServer())
@@ -932,7 +940,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	explained := d.plan.Server != nil || d.plan.Disk != nil && d.plan.Disk.Op == CreateDisk
 	if !explained && (d.current.Phase != phase || d.current.Reason != reason) {
 		typ := EventNormal
-		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown || stalledReasons[reason] {
+		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown || stalledReasons[reason] || reason == ReasonNodeLost {
 			typ = EventWarning
 		}
 		if d.eventNote != "" {

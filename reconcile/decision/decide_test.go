@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -322,5 +323,82 @@ func TestRefusalThroughNodeLost(t *testing.T) {
 		t.Errorf("RestartRequired reason %s, want %s", c.Reason, decision.ReasonResizeInfeasible)
 	case !strings.Contains(c.Message, refusal.Message) || strings.Contains(c.Message, "not running"):
 		t.Errorf("RestartRequired message does not give the refusal's cause (%q): %q", refusal.Message, c.Message)
+	}
+}
+
+// TestStopThroughNodeLost: a VM stopped (Halted, a stop request under each strategy that
+// heeds one) or deleted while its server's node does not answer. The server's deletion cannot
+// finish: the VM says NodeLost, with a Warning, in the phase of what waits for it, for as
+// long as the node is lost; once the node is deleted and the server with it, the VM is
+// stopped, or released, and no new server is made, nor a ServerMissing said.
+func TestStopThroughNodeLost(t *testing.T) {
+	tests := map[string]struct {
+		file   string // the golden case it starts from
+		patch  string // a merge patch of its VM ("" none)
+		phase  schema.Phase
+		reason string // once the server is gone; "" for a VM released
+	}{
+		"Halted":                    {"nodelost-halted.txtar", "", schema.PhaseInactive, decision.ReasonServerStopped},
+		"stop under Manual":         {"strategy-manual-stop-lost.txtar", "", schema.PhaseInactive, decision.ReasonStopped},
+		"stop under Once":           {"strategy-manual-stop-lost.txtar", `{"spec":{"action":"once"}}`, schema.PhaseInactive, decision.ReasonStopped},
+		"stop under RerunOnFailure": {"strategy-manual-stop-lost.txtar", `{"spec":{"action":"rerunOnFailure"}}`, schema.PhaseInactive, decision.ReasonStopped},
+		"VM deleted":                {"nodelost-vm-deleted.txtar", "", schema.PhaseTerminating, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(cases, tc.file)
+			vm, srv := decidecase.Read(t, file)
+			policy := casePolicy(t, file)
+			if tc.patch != "" {
+				raw, err := jsonpatch.MergePatch(vm.JSON(), []byte(tc.patch))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if vm, err = schema.Parse(raw, vm.Fields()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var events []decision.Event
+			at := now
+			for range 3 { // the stop, then the node still lost
+				plan := policy.Decide(vm, srv, nil, nil, at)
+				events = append(events, plan.Events...)
+				w := applyPlan(t, vm, srv, nil, plan)
+				vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
+			}
+			if srv == nil || srv.State != backend.StateLost || !srv.Deleting {
+				t.Fatalf("server %+v, want one being deleted on a node that does not answer", srv)
+			}
+			st := vm.Status()
+			if st.Phase != tc.phase || st.Reason != decision.ReasonNodeLost || !strings.Contains(st.Message, "kubectl delete node node-a") {
+				t.Errorf("while the node is lost: %s/%s %q, want %s/NodeLost with the way out", st.Phase, st.Reason, st.Message, tc.phase)
+			}
+			if c := st.Condition(schema.ConditionReconciling); c != nil && tc.phase == schema.PhaseInactive {
+				t.Errorf("Reconciling while the stop waits for the node: %+v", *c)
+			}
+			if !slices.ContainsFunc(events, func(e decision.Event) bool {
+				return e.Type == decision.EventWarning && e.Reason == decision.ReasonNodeLost
+			}) {
+				t.Errorf("no Warning NodeLost in %+v", events)
+			}
+
+			// The node is deleted, and its pods with it.
+			plan := policy.Decide(vm, nil, nil, nil, at)
+			if plan.Server != nil {
+				t.Errorf("once the server is gone: %s server", plan.Server.Op)
+			}
+			for _, e := range plan.Events {
+				if e.Reason == decision.ReasonServerMissing {
+					t.Errorf("the server the controller deleted is called missing: %+v", e)
+				}
+			}
+			w := applyPlan(t, vm, nil, nil, plan)
+			switch {
+			case tc.reason == "" && !w.gone:
+				t.Errorf("the deleted VM is not released: %+v", plan)
+			case tc.reason != "" && (w.vm.Status().Phase != tc.phase || w.vm.Status().Reason != tc.reason):
+				t.Errorf("once the server is gone: %s/%s, want %s/%s", w.vm.Status().Phase, w.vm.Status().Reason, tc.phase, tc.reason)
+			}
+		})
 	}
 }

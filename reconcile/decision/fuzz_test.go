@@ -469,6 +469,15 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		}
 		evs = nil
 	}
+	// A server whose node does not answer is a Warning NodeLost, also where the plan's action
+	// (the deletion that cannot finish, a disk made) would explain the change (nodelost.go).
+	if len(evs) == 1 && evs[0].Reason == decision.ReasonNodeLost && st.Reason == decision.ReasonNodeLost && explained &&
+		current.Reason != decision.ReasonNodeLost {
+		if evs[0].Type != corev1.EventTypeWarning || evs[0].Message != st.Message {
+			fail("event %+v: want the Warning NodeLost with the status's message", evs[0])
+		}
+		evs = nil
+	}
 	switch {
 	case explained || !changed:
 		if len(evs) != 0 {
@@ -477,10 +486,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	case len(evs) != 1 || evs[0].Reason != st.Reason:
 		fail("want one event with reason %s for the change of phase or reason", st.Reason)
 	default:
-		warning := st.Phase == schema.PhaseFailed || st.Phase == schema.PhaseUnknown ||
+		warning := st.Phase == schema.PhaseFailed || st.Phase == schema.PhaseUnknown || st.Reason == decision.ReasonNodeLost ||
 			st.Reason == decision.ReasonUnschedulable || st.Reason == decision.ReasonImagePullFailing
 		if (evs[0].Type == corev1.EventTypeWarning) != warning || evs[0].Message == "" {
-			fail("event %+v: want a Warning exactly for Failed, Unknown and a stuck server, with a note", evs[0])
+			fail("event %+v: want a Warning exactly for Failed, Unknown, NodeLost and a stuck server, with a note", evs[0])
 		}
 	}
 	if _, err := schema.StatusPatch(vm.Fields(), *st, vm.ResourceVersion()); err != nil {

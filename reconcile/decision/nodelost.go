@@ -15,9 +15,21 @@ import (
 // The VM says NodeLost, naming the node and the way out. Once the server is gone (the node
 // deleted and its pods collected, or the server force-deleted), the next decision creates a
 // new one, which the scheduler puts on a node that answers, with the same disk.
+//
+// A stop (Halted, a stop request) or the VM's deletion waits for the server's deletion, which
+// cannot finish either: the VM says NodeLost too, with the same Warning and way out, in the
+// phase of what waits (Inactive, Terminating), so that the user learns why it does not end,
+// and the next decision, once the server is gone, that the VM was being stopped: the
+// controller deleted that server, and it is not missing (ClaimedServer).
 
-// nodeLost reports a server whose node does not answer.
-func (d *decision) nodeLost(srv *backend.Server) {
+// nodeLost reports a server whose node does not answer, of a VM that is to run.
+func (d *decision) nodeLost(srv *backend.Server) { d.lostServer(schema.PhaseUnknown, srv) }
+
+// lostServer reports srv, whose node does not answer, in phase: Unknown for a VM that is to
+// run, Inactive for one being stopped, Terminating for one being deleted. The change to it
+// is a Warning, also where the plan's action (the deletion) would explain it: the action's
+// Event does not say why it cannot finish.
+func (d *decision) lostServer(phase schema.Phase, srv *backend.Server) {
 	msg := fmt.Sprintf("Server %s: its node does not answer", srv.Name)
 	if srv.Node != "" {
 		msg = fmt.Sprintf("Server %s: its node %s does not answer", srv.Name, srv.Node)
@@ -25,14 +37,26 @@ func (d *decision) nodeLost(srv *backend.Server) {
 	if srv.Message != "" {
 		msg += " (" + srv.Message + ")"
 	}
-	msg += "; it may still run there with its disk attached, so no other server starts while it exists."
+	then := "a new server then starts on another node with the same disk"
+	switch phase {
+	case schema.PhaseUnknown:
+		msg += "; it may still run there with its disk attached, so no other server starts while it exists."
+	case schema.PhaseInactive:
+		msg += "; it may still run there with its disk attached, and its deletion, which stops the VM, cannot finish while the node does not answer."
+		then = "the VM is then stopped"
+	default:
+		msg += "; it may still run there with its disk attached, and its deletion, which the VM's removal waits for, cannot finish while the node does not answer."
+		then = "the VM is then removed"
+	}
 	if srv.Node != "" {
 		msg += fmt.Sprintf(" If the node is down for good: kubectl delete node %s (or force-delete server %s);", srv.Node, srv.Name)
 	} else {
 		msg += fmt.Sprintf(" If its node is down for good: force-delete server %s;", srv.Name)
 	}
-	msg += " a new server then starts on another node with the same disk"
-	d.report(schema.PhaseUnknown, ReasonNodeLost, msg, srv)
+	msg += " " + then
+	if r := d.report(phase, ReasonNodeLost, msg, srv); r.status && !r.event && d.current.Reason != ReasonNodeLost {
+		d.event(EventWarning, ReasonNodeLost, msg)
+	}
 }
 
 // lostWhileDeleted reports a server the plan deletes whose node does not answer, and says
@@ -44,4 +68,13 @@ func (d *decision) lostWhileDeleted() bool {
 	}
 	d.nodeLost(d.deletingServer())
 	return true
+}
+
+// lostWhileStopping reports whether the status says a stop request is deleting the server
+// and the server's node does not answer (lostServer in phase Inactive, with the stop
+// recorded). Without a stop recorded it was Halted's: a VM whose strategy changed since is
+// what its new strategy makes of it, as it is once the server is gone (stoppedState).
+func (d *decision) lostWhileStopping() bool {
+	cur := d.current
+	return cur.Reason == ReasonNodeLost && cur.Phase == schema.PhaseInactive && cur.StopRequestedAt != ""
 }

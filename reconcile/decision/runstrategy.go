@@ -58,9 +58,10 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 	switch {
 	case d.replacing():
 		// Moved under evictionStrategy Replace (eviction.go), whatever the strategy.
-	case srv != nil && srv.State == backend.StateLost:
+	case srv != nil && srv.State == backend.StateLost && !(srv.Deleting && d.stopping()):
 		// On a node that does not answer: active reports NodeLost, and starts nothing while
-		// the server may still run there (nodelost.go).
+		// the server may still run there (nodelost.go). One a stop is deleting is the
+		// stop's (stayStopped).
 	case srv != nil && !srv.Deleting && ended(srv) && !(d.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
 		// Kept as it ended: a spec change does not start a stopped VM either.
 		d.ensureFinalizer(true)
@@ -96,7 +97,7 @@ var onItsWay = []string{ReasonServerReplacing, ReasonServerCreating, ReasonWaiti
 // stopped, rather than on its way to a new server, by the reason its status gives.
 func (d *decision) stoppedState() bool {
 	reason := d.current.Reason
-	if slices.Contains(stoppedReasons, reason) {
+	if slices.Contains(stoppedReasons, reason) || d.lostWhileStopping() {
 		return true
 	}
 	// The server the status claims went, or is going, without the controller deleting it,
@@ -112,6 +113,13 @@ func (d *decision) stoppedState() bool {
 		return missing || !slices.Contains(onItsWay, reason)
 	}
 	return false // RerunOnFailure: a server deleted by someone else is replaced, as a failure
+}
+
+// stopping reports whether the status says a stop request is deleting the server: Stopping,
+// or NodeLost in phase Inactive (the node of the server that the stop deletes does not
+// answer).
+func (d *decision) stopping() bool {
+	return d.current.Reason == ReasonStopping || d.lostWhileStopping()
 }
 
 // stopServer carries out a stop request: the server goes (with the grace period the stop
@@ -132,13 +140,18 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: d.stopGrace(), Event: Event{Type: EventNormal,
 			Reason: ReasonStoppingServer, Message: fmt.Sprintf("Deleting server %s: stop requested at %s", srv.Name, at)}}
 	}
+	if srv.State == backend.StateLost {
+		d.lostServer(schema.PhaseInactive, d.deletingServer()) // its deletion cannot finish (nodelost.go)
+		return
+	}
 	d.report(schema.PhaseInactive, ReasonStopping,
 		fmt.Sprintf("Waiting for server %s to be deleted (stop requested at %s)", srv.Name, at), d.deletingServer())
 }
 
 // stayStopped reports a stopped VM without a live server as it is: the reason it stopped
 // for, or under Manual, never started (NotStarted), or gone without the controller deleting
-// it (ServerMissing, not replaced).
+// it (ServerMissing, not replaced). A stop's server on a node that does not answer is
+// NodeLost, in phase Inactive, until it is gone (nodelost.go).
 func (d *decision) stayStopped() {
 	if r := d.newRestart(); r != "" {
 		d.next().RestartedAt = r // nothing runs to restart; a start makes a new server anyway
@@ -147,6 +160,10 @@ func (d *decision) stayStopped() {
 	if srv != nil {
 		d.ensureFinalizer(true)
 		srv = d.deletingServer() // being deleted by someone: the VM stays stopped once it is gone
+		if srv.State == backend.StateLost {
+			d.lostServer(schema.PhaseInactive, srv) // a stop's, which cannot finish (onRequest)
+			return
+		}
 	}
 	if gone := d.missingServer(); gone != "" {
 		r := d.report(schema.PhaseInactive, ReasonServerMissing, fmt.Sprintf("Server %s was deleted, not by the controller; "+
@@ -156,10 +173,15 @@ func (d *decision) stayStopped() {
 		}
 		return
 	}
-	if slices.Contains(stoppedReasons, cur.Reason) || cur.Reason == ReasonServerFailed || cur.Reason == ReasonServerMissing {
+	lost := d.lostWhileStopping()
+	if slices.Contains(stoppedReasons, cur.Reason) || cur.Reason == ReasonServerFailed || cur.Reason == ReasonServerMissing || lost {
 		phase, reason, msg := cur.Phase, cur.Reason, cur.Message
-		if reason == ReasonStopping && srv == nil {
+		switch {
+		case (reason == ReasonStopping || lost) && srv == nil:
 			reason, msg = ReasonStopped, fmt.Sprintf("Stopped on request (%s); %s", cur.StopRequestedAt, d.startHint())
+		case lost:
+			// Its node answers again, and the stop's deletion goes on (stopServer).
+			reason, msg = ReasonStopping, fmt.Sprintf("Waiting for server %s to be deleted (stop requested at %s)", srv.Name, cur.StopRequestedAt)
 		}
 		d.report(phase, reason, msg, srv)
 		return
