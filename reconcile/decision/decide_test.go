@@ -361,7 +361,7 @@ func TestStopThroughNodeLost(t *testing.T) {
 			var events []decision.Event
 			at := now
 			for range 3 { // the stop, then the node still lost
-				plan := policy.Decide(vm, srv, nil, nil, at)
+				plan := policy.Decide(vm, srv, nil, nil, nil, at)
 				events = append(events, plan.Events...)
 				w := applyPlan(t, vm, srv, nil, plan)
 				vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
@@ -383,7 +383,7 @@ func TestStopThroughNodeLost(t *testing.T) {
 			}
 
 			// The node is deleted, and its pods with it.
-			plan := policy.Decide(vm, nil, nil, nil, at)
+			plan := policy.Decide(vm, nil, nil, nil, nil, at)
 			if plan.Server != nil {
 				t.Errorf("once the server is gone: %s server", plan.Server.Op)
 			}
