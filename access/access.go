@@ -56,7 +56,7 @@ func Rules(n Needs) []Rule {
 	if n.Disks {
 		rules = append(rules,
 			Rule{Group: "", Resource: "persistentvolumeclaims", Verbs: []string{"get", "list", "watch", "create", "patch", "delete"},
-				Why: "creates, watches, grows, keeps and deletes each VM's disk (--root-disk claim); get reads a claim whose name is taken"},
+				Why: "creates, watches, grows, keeps and deletes each VM's disk (--root-disk claim); get reads a claim whose name is taken, or a deleted VM's claim the cache does not show"},
 			Rule{Group: "storage.k8s.io", Resource: "storageclasses", Verbs: []string{"list", "watch"}, Cluster: true,
 				Why: "tells whether a disk's StorageClass lets it grow (allowVolumeExpansion), and which class is the default (check)"},
 			Rule{Group: "", Resource: "events", Verbs: []string{"list", "watch"},
@@ -65,8 +65,8 @@ func Rules(n Needs) []Rule {
 		rules = append(rules, Rule{Group: "", Resource: "persistentvolumes", Verbs: []string{"get"}, Cluster: true,
 			Why: "tells, when a migration is asked for, whether a VM's disk is bound to its node (a local volume) and cannot follow it"})
 	} else {
-		rules = append(rules, Rule{Group: "", Resource: "persistentvolumeclaims", Verbs: []string{"list", "watch", "patch", "delete"},
-			Why: "keeps or deletes, as its VM's reclaim policy says, a disk made under --root-disk claim before (--root-disk ephemeral makes none)"})
+		rules = append(rules, Rule{Group: "", Resource: "persistentvolumeclaims", Verbs: []string{"get", "list", "watch", "patch", "delete"},
+			Why: "keeps or deletes, as its VM's reclaim policy says, a disk made under --root-disk claim before (--root-disk ephemeral makes none); get reads a deleted VM's claim the cache does not show"})
 	}
 	if n.Usage {
 		rules = append(rules, Rule{Group: "metrics.k8s.io", Resource: "pods", Verbs: []string{"get"},

@@ -90,7 +90,7 @@ func TestDiskRules(t *testing.T) {
 		"storage.k8s.io/storageclasses": "list,watch cluster",
 		"/events":                       "list,watch namespaced",
 	}
-	left := map[string]string{"/persistentvolumeclaims": "list,watch,patch,delete namespaced"}
+	left := map[string]string{"/persistentvolumeclaims": "get,list,watch,patch,delete namespaced"}
 	for _, disks := range []bool{true, false} {
 		got := map[string]string{}
 		for _, r := range Rules(Needs{GVR: gvr, Disks: disks}) {

@@ -21,6 +21,13 @@ type Disks interface {
 	// the decision never mistakes another's disk for a missing one. It must be cheap (a cache
 	// read): it runs on every reconcile.
 	ObserveDisk(vm Owner) (*Disk, error)
+	// ReadDisk returns the disk of vm's name as the backend holds it now, past what
+	// ObserveDisk reads, whoever holds it; nil when there is none. The controller asks it
+	// only before it lets a deleted VM go with no disk observed: a disk that is there but
+	// not seen (for claims: one whose label someone removed, which the label-selected cache
+	// drops) may still be owned by the VM, and a disk a deleted VM owns goes with it,
+	// whatever its reclaim policy says.
+	ReadDisk(ctx context.Context, vm Owner) (*Disk, error)
 	// CreateDisk creates vm's disk and returns it as created. It is idempotent: a disk that
 	// already is vm's is returned, not an error. A disk of that name that is not vm's and
 	// not adoptable is ErrDiskConflict; any other refusal that retrying cannot fix,

@@ -403,3 +403,68 @@ func TestDiskWaitsForClass(t *testing.T) {
 		t.Errorf("a server was made without its disk: %v", err)
 	}
 }
+
+// TestDiskUnlabelled: a claim whose label cloudnative.czs/vm-uid someone took off by hand
+// drops out of the controller's label-selected cache but stays its VM's. With the controller
+// down, the label comes off two VMs' claims, one VM is set to Retain, and both are deleted:
+// started again, the controller reads each claim past its cache before it lets the VM go, so
+// the Retain VM's claim is released (the same claim, no owner reference, marked kept,
+// labelled again) rather than deleted by the garbage collector with its VM, and the Delete
+// VM's claim is deleted, as a labelled one is. On a live VM, the label taken off comes back on
+// the same claim, and the VM stays Active.
+func TestDiskUnlabelled(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	c := startController(t, ns)
+	c.waitReady(t)
+	for _, vm := range []string{"kept", "gone", "live"} {
+		diskVM(t, ns, vm, "1", "1Gi", "")
+	}
+	uids := map[string]string{}
+	claims := map[string]string{}
+	for _, vm := range []string{"kept", "gone", "live"} {
+		waitPhase(t, ns, vm, "Active", "", 2*time.Minute)
+		uids[vm], claims[vm] = field(ns, "vm/"+vm, ".metadata.uid"), claimUID(ns, vm)
+	}
+
+	if err := c.stop(t); err != nil {
+		t.Fatalf("stop the controller: %v", err)
+	}
+	kubectl(t, "-n", ns, "label", "pvc", "kept-rootdisk", "gone-rootdisk", "cloudnative.czs/vm-uid-")
+	kubectl(t, "-n", ns, "patch", vmRes, "kept", "--type=merge", "-p", `{"spec":{"rootDiskReclaimPolicy":"Retain"}}`)
+	kubectl(t, "-n", ns, "delete", vmRes, "kept", "gone", "--wait=false")
+	startController(t, ns).waitReady(t)
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		_, errKept := kubectlErr("-n", ns, "get", vmRes, "kept")
+		_, errGone := kubectlErr("-n", ns, "get", vmRes, "gone")
+		return isNotFound(errKept) && isNotFound(errGone), fmt.Sprintf("VMs still there: %v; %v", errKept, errGone)
+	})
+	// The garbage collector had its chance: the kept VM is gone, and what it owned with it.
+	const keptFields = `.metadata.uid}|{.metadata.ownerReferences}|{.metadata.labels.cloudnative\.czs/vm-uid}|{.metadata.annotations.cloudnative\.czs/kept}|{.metadata.deletionTimestamp`
+	eventually(t, time.Minute, func() (bool, string) {
+		got := field(ns, "pvc/kept-rootdisk", keptFields)
+		return got == claims["kept"]+"||"+uids["kept"]+"|true|", fmt.Sprintf("kept claim uid|owners|vm-uid label|kept|deletion = %q, want %s||%s|true|",
+			got, claims["kept"], uids["kept"])
+	})
+	if n, notes := occurrences(t, ns, "kept", "DiskRetained"); n != 1 {
+		t.Errorf("DiskRetained Events of kept: %d (%q), want 1", n, notes)
+	}
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		_, err := kubectlErr("-n", ns, "get", "pvc", "gone-rootdisk")
+		return isNotFound(err), fmt.Sprintf("gone's claim still there: %v", err)
+	})
+	if n, notes := occurrences(t, ns, "gone", "DeletingDisk"); n != 1 {
+		t.Errorf("DeletingDisk Events of gone: %d (%q), want 1", n, notes)
+	}
+
+	kubectl(t, "-n", ns, "label", "pvc", "live-rootdisk", "cloudnative.czs/vm-uid-")
+	eventually(t, time.Minute, func() (bool, string) {
+		got := field(ns, "pvc/live-rootdisk", `.metadata.uid}|{.metadata.labels.cloudnative\.czs/vm-uid}|{.metadata.ownerReferences[0].uid`)
+		want := claims["live"] + "|" + uids["live"] + "|" + uids["live"]
+		return got == want, fmt.Sprintf("live claim uid|vm-uid label|owner = %q, want %s", got, want)
+	})
+	waitPhase(t, ns, "live", "Active", "ServerReady", time.Minute)
+	if n, notes := occurrences(t, ns, "live", "DiskConflict"); n != 0 {
+		t.Errorf("DiskConflict Events of live: %d (%q)", n, notes)
+	}
+}

@@ -688,6 +688,18 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, err
 		}
 		plan := c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
+		if disk == nil && plan.Finalizer == decision.RemoveFinalizer && !going {
+			// The VM is let go with no disk seen: confirmed past the cache first, since the
+			// garbage collector deletes the disk of a deleted VM that still owns it. One read
+			// per VM let go, none on a live VM's reconcile; a VM whose namespace goes leaves
+			// its disk to that deletion.
+			if disk, err = c.diskNotCached(ctx, owner, log); err != nil {
+				return 0, err
+			}
+			if disk != nil {
+				plan = c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
+			}
+		}
 		if going && !vm.Paused() {
 			// A paused VM keeps its word: its Paused condition says why it, and so its
 			// namespace, waits (decision/paused.go).
@@ -787,6 +799,28 @@ func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachi
 	}
 	log.Debug("Server not in the cache yet: waiting for it", "server", name)
 	return true, nil
+}
+
+// diskNotCached reads past the backend's cache the disk of the name of a VM about to be let
+// go while the cache shows it none; nil when there is none, or the backend keeps no disks. A
+// disk the cache does not show (a claim whose label someone removed drops out of the
+// label-selected cache) may still be owned by the VM: let go on the cache's word, the VM
+// would leave it to the garbage collector, which deletes what a deleted VM owns, a disk its
+// reclaim policy keeps included. Decided on as read, it is released or deleted as the policy
+// says before the VM goes.
+func (c *Controller) diskNotCached(ctx context.Context, owner backend.Owner, log *slog.Logger) (*backend.Disk, error) {
+	disks, ok := c.cfg.Backend.(backend.Disks)
+	if !ok {
+		return nil, nil
+	}
+	d, err := disks.ReadDisk(ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("confirm the disk is missing: %w", err)
+	}
+	if d != nil && d.Owner.Mine() && !d.Deleting {
+		log.Info("Disk not in the cache: deciding the VM's way out on it as the backend has it", "disk", d.Name, "owner", d.Owner)
+	}
+	return d, nil
 }
 
 func ownerOf(vm schema.VirtualMachine) backend.Owner {

@@ -46,6 +46,11 @@ func (b *Backend) ObserveDisk(vm backend.Owner) (*backend.Disk, error) {
 	return &c, nil
 }
 
+// ReadDisk is ObserveDisk: the memory backend has no cache to read past.
+func (b *Backend) ReadDisk(_ context.Context, vm backend.Owner) (*backend.Disk, error) {
+	return b.ObserveDisk(vm)
+}
+
 // CreateDisk adds a Pending disk for vm (Bound at once after BindDisks(true)), marked kept
 // when spec.Keep. A disk of that
 // name is returned as it is when it is vm's or adoptable, and is ErrDiskConflict when it is

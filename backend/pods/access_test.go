@@ -167,6 +167,7 @@ func TestBackendUnderRBAC(t *testing.T) {
 			return err
 		}},
 		{"tell whether a disk is pinned", func() error { _, err := b.DiskPinned(ctx, vmA); return err }},
+		{"read a disk past the cache", func() error { _, err := b.ReadDisk(ctx, vmA); return err }},
 		{"delete a disk", func() error { return b.DeleteDisk(ctx, vmA, grown) }},
 		{"create a budget", func() error { _, err := b.CreateBudget(ctx, vmA); return err }},
 		{"create a budget that exists", func() error { _, err := b.CreateBudget(ctx, vmA); return err }},

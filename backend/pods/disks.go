@@ -200,9 +200,32 @@ func (b *Backend) binderWord(c *cachedClaim) string {
 	return latest.message.String()
 }
 
+// ReadDisk reads the claim of vm's name from the API server, past the label-selected cache
+// ObserveDisk reads (backend.Disks): a claim whose label LabelVMUID someone removed is not in
+// the cache, though the VM may still control it. A claim without the label is reported as
+// owned only when the VM controls it (its owner reference carries the VM's UID); one kept,
+// and so controlled by nothing, is another's to a VM that cannot tell it from a claim made by
+// hand, and is left alone.
+func (b *Backend) ReadDisk(ctx context.Context, vm backend.Owner) (*backend.Disk, error) {
+	if b.disks == nil {
+		return nil, nil
+	}
+	name := ClaimName(vm.Name)
+	pvc, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read claim %s: %w", name, err)
+	}
+	return b.diskOf(cacheClaim(pvc), vm), nil
+}
+
 // CreateDisk creates vm's claim. A claim of that name that is vm's, or one vm may adopt, is
-// returned as it is; one that is another's is ErrDiskConflict; one the API server refuses is
-// ErrRejected, except when only the namespace is being deleted (a transient error).
+// returned as it is, except that one vm controls but that lost its label LabelVMUID is
+// labelled again (relabel); one that is another's is ErrDiskConflict; one the API server
+// refuses is ErrRejected, except when only the namespace is being deleted (a transient
+// error).
 func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
 	claim := newClaim(vm, spec)
 	client := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace)
@@ -215,9 +238,12 @@ func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend
 			return nil, fmt.Errorf("get existing claim %s: %w", claim.Name, err)
 		}
 		c := cacheClaim(existing)
-		if o := c.owner(vm); o == backend.DiskOther {
+		switch o := c.owner(vm); {
+		case o == backend.DiskOther:
 			return nil, fmt.Errorf("claim %s exists and is not this VM's (another object owns it, it is not labelled for this VM, or it was kept for another kind of resource): %w",
 				claim.Name, backend.ErrDiskConflict)
+		case o == backend.DiskOwned && c.ids().label != vm.UID:
+			return b.relabel(ctx, vm, existing)
 		}
 		return b.diskOf(c, vm), nil
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -226,6 +252,33 @@ func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend
 		return nil, fmt.Errorf("create claim %s: %w: %w", claim.Name, backend.ErrRejected, err)
 	default:
 		return nil, fmt.Errorf("create claim %s: %w", claim.Name, err)
+	}
+	b.created.Store(out.Namespace+"/"+out.Name, out.ResourceVersion)
+	return b.diskOf(cacheClaim(out), vm), nil
+}
+
+// relabel gives pvc, a claim vm controls, the labels and the name annotation the backend
+// makes its claims with, in one strategic merge patch conditional on pvc's resourceVersion.
+// Someone took its label LabelVMUID off: the cache, which holds only the labelled claims,
+// lost the claim, and without the label back every decision would find no disk and ask to
+// create it again, while the VM still owns the claim (a reclaim policy Retain would not be
+// carried out before the VM's deletion, and the garbage collector deletes what a deleted VM
+// owns). Only the label and the annotation are written; the rest is the decision's business,
+// once the cache shows the claim again.
+func (b *Backend) relabel(ctx context.Context, vm backend.Owner, pvc *corev1.PersistentVolumeClaim) (*backend.Disk, error) {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": pvc.ResourceVersion,
+		"labels": labelsFor(vm), "annotations": map[string]any{AnnotationVM: vm.Name}}})
+	if err != nil {
+		return nil, fmt.Errorf("render claim patch: %w", err)
+	}
+	out, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Patch(ctx, pvc.Name, types.StrategicMergePatchType, body,
+		metav1.PatchOptions{FieldManager: "vm-controller"})
+	switch {
+	case err == nil:
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("label claim %s: %w: %w", pvc.Name, backend.ErrRejected, err)
+	default:
+		return nil, fmt.Errorf("label claim %s: %w", pvc.Name, err)
 	}
 	b.created.Store(out.Namespace+"/"+out.Name, out.ResourceVersion)
 	return b.diskOf(cacheClaim(out), vm), nil
