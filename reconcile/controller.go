@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	runtimedebug "runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -162,7 +163,7 @@ func New(cfg Config) *Controller {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
 			get:   c.liveView, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
-			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil) }, timeout: cfg.ReconcileTimeout}
+			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil, nil) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
 }
@@ -633,10 +634,17 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		return 0, nil
 	}
 	var vm schema.VirtualMachine
-	if w, ok := c.echoes.latest(key, obj.(*vmcache.Object).GetResourceVersion()); ok {
+	// from are the versions of the VM the first decision's VM is or follows: what the cache
+	// may show while this reconcile's last write is still the newer (echoes.latest).
+	var from []string
+	cachedRV := obj.(*vmcache.Object).GetResourceVersion()
+	if w, ok := c.echoes.latest(key, cachedRV); ok {
 		vm = w.view(c.cfg.Fields) // this controller's last write, which the cache has yet to bring back
+		from = append(slices.Clip(w.over), w.rv)
 	} else if vm, err = obj.(*vmcache.Object).View(c.cfg.Fields); err != nil {
 		return 0, err
+	} else {
+		from = []string{cachedRV}
 	}
 	// A VM whose namespace is being deleted goes with it: nothing made there would be
 	// accepted, and nothing written would be read. It waits for its own deletion, which the
@@ -717,7 +725,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		after = time.Duration(plan.RequeueAfter)
 		if plan.Empty() {
 			// Settled: every write of this reconcile was decided on already.
-			c.echoes.expect(key, rvs, last)
+			c.echoes.expect(key, rvs, last, from)
 			break
 		}
 		if debug {
@@ -738,7 +746,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if err != nil {
 			// The writes that went through are facts: the retry decides on the VM as the last
 			// of them returned it, and their echoes bring nothing it will not see.
-			c.echoes.expect(key, rvs, last)
+			c.echoes.expect(key, rvs, last, from)
 			return 0, err
 		}
 		if out.releasing {
@@ -754,7 +762,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 				// were decided on already, as in a settled pass, so that the next reconcile
 				// decides on them rather than on a cache that has yet to bring them back. (A
 				// last round's own write was not decided on: its echo brings the VM back.)
-				c.echoes.expect(key, rvs, last)
+				c.echoes.expect(key, rvs, last, from)
 			}
 			break
 		}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -24,11 +25,21 @@ const maxEchoes = 8
 // Deciding on the cache there made the way out meet conflicts of its own making: the status
 // write of a deletion, then the server's deletion seen before that write's echo, and the
 // finalizer's removal refused as made on a stale VM.
+//
+// That VM is newer than the cache only while the cache shows a version it follows: the one
+// its decisions started from, or one of the writes since (lastWrite.over). Writes are noted
+// when a reconcile ends, and their echoes, and someone else's write after them, may come
+// before: seen then has nothing to forget, and a version the cache shows that is none of
+// those is newer than the write (every write is conditional on the version decided on, so
+// none comes in between). Taking the write there decided on a VM older than the cache: a
+// user's edit made during a reconcile went unseen until the VM's next update, or every
+// retry's write was refused as made on a stale VM. Versions are compared for equality only:
+// they are opaque.
 type echoes struct {
 	mu sync.Mutex
 	m  map[cache.ObjectName][]string
 	// last is the VM as the last noted write returned it, while that write's echo is due.
-	last map[cache.ObjectName]written
+	last map[cache.ObjectName]lastWrite
 	// done holds the UID of a VM whose finalizer this controller removed, until the cache
 	// lets it go: a reconcile in between (the server's or the disk's going, queued before
 	// the cache caught up) would decide on a VM that still holds the finalizer and take the
@@ -36,8 +47,18 @@ type echoes struct {
 	done map[cache.ObjectName]types.UID
 }
 
+// lastWrite is the VM as a write returned it, and the versions of the VM it is known to
+// follow: the one its decisions started from, what that one followed, and the writes since.
+type lastWrite struct {
+	written
+	over []string
+}
+
+// follows reports whether the VM at rv is one the write is known to follow.
+func (l lastWrite) follows(rv string) bool { return rv != l.rv && slices.Contains(l.over, rv) }
+
 func newEchoes() *echoes {
-	return &echoes{m: map[cache.ObjectName][]string{}, last: map[cache.ObjectName]written{}, done: map[cache.ObjectName]types.UID{}}
+	return &echoes{m: map[cache.ObjectName][]string{}, last: map[cache.ObjectName]lastWrite{}, done: map[cache.ObjectName]types.UID{}}
 }
 
 // released notes that the finalizer of the VM of key and uid is removed: nothing is left to
@@ -60,23 +81,30 @@ func (e *echoes) isReleased(key cache.ObjectName, uid types.UID) bool {
 
 // expect notes the resourceVersions of writes whose result has been decided on, and last,
 // the VM as the last of them returned it (nil: not known, as for a usage write; an older one
-// noted before is dropped, being older than these writes).
-func (e *echoes) expect(key cache.ObjectName, rvs []string, last *written) {
+// noted before is dropped, being older than these writes). from are the versions the writes'
+// decisions started from (see lastWrite.over): last is taken over the cache only while the
+// cache shows one of them or one of rvs.
+func (e *echoes) expect(key cache.ObjectName, rvs []string, last *written, from []string) {
 	if len(rvs) == 0 {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	l := append(e.m[key], rvs...)
-	if len(l) > maxEchoes {
-		l = append([]string(nil), l[len(l)-maxEchoes:]...)
-	}
-	e.m[key] = l
+	e.m[key] = bounded(append(e.m[key], rvs...))
 	if last != nil && last.rv == rvs[len(rvs)-1] {
-		e.last[key] = *last
+		over := append(append([]string(nil), from...), rvs[:len(rvs)-1]...)
+		e.last[key] = lastWrite{written: *last, over: bounded(over)}
 	} else {
 		delete(e.last, key)
 	}
+}
+
+// bounded keeps the newest maxEchoes of versions l, in a slice of its own when it cuts.
+func bounded(l []string) []string {
+	if len(l) > maxEchoes {
+		return append([]string(nil), l[len(l)-maxEchoes:]...)
+	}
+	return l
 }
 
 // seen reports whether rv is the echo of a noted write, and forgets it and every older one
@@ -107,13 +135,19 @@ func (e *echoes) seen(key cache.ObjectName, rv string) bool {
 }
 
 // latest returns the VM as this controller's last write of it returned it, when the cache,
-// at cachedRV, has not brought that write back yet: it is the newer of the two.
-func (e *echoes) latest(key cache.ObjectName, cachedRV string) (written, bool) {
+// at cachedRV, shows a version that write follows: it is the newer of the two. A cache at the
+// write, or past it (a version the write does not follow), is the newer, and the write is
+// forgotten.
+func (e *echoes) latest(key cache.ObjectName, cachedRV string) (lastWrite, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w, ok := e.last[key]
-	if !ok || w.rv == cachedRV {
-		return written{}, false
+	if !ok {
+		return lastWrite{}, false
+	}
+	if !w.follows(cachedRV) {
+		delete(e.last, key)
+		return lastWrite{}, false
 	}
 	return w, true
 }

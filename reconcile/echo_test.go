@@ -1,9 +1,17 @@
 package reconcile
 
 import (
+	"context"
+	"strconv"
+	"sync"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
 // TestEchoes: a noted write's echo is seen once, older noted ones go with it, a version
@@ -11,8 +19,8 @@ import (
 func TestEchoes(t *testing.T) {
 	a, b := cache.NewObjectName("ns", "a"), cache.NewObjectName("ns", "b")
 	e := newEchoes()
-	e.expect(a, []string{"10", "11", "12"}, nil)
-	e.expect(b, nil, nil)
+	e.expect(a, []string{"10", "11", "12"}, nil, nil)
+	e.expect(b, nil, nil, nil)
 	steps := []struct {
 		key  cache.ObjectName
 		rv   string
@@ -34,7 +42,7 @@ func TestEchoes(t *testing.T) {
 		t.Errorf("left %v", e.m)
 	}
 	for i := range 20 {
-		e.expect(a, []string{string(rune('a' + i))}, nil)
+		e.expect(a, []string{string(rune('a' + i))}, nil, nil)
 	}
 	if n := len(e.m[a]); n != maxEchoes {
 		t.Errorf("noted %d, want at most %d", n, maxEchoes)
@@ -46,8 +54,10 @@ func TestEchoes(t *testing.T) {
 }
 
 // TestEchoesLatest: the VM as the last noted write returned it is the newer one while the
-// cache shows another version; it goes when the cache brings that write back, when someone
-// else's write arrives, when a write is noted without it (a usage write), and with the VM.
+// cache shows a version it follows (the one decided on first, or an earlier write of the
+// reconcile); it goes when the cache brings that write back, when someone else's write
+// arrives, before the write is noted too (its echo and that write came first), when a write
+// is noted without it (a usage write), and with the VM.
 func TestEchoesLatest(t *testing.T) {
 	a := cache.NewObjectName("ns", "a")
 	w := written{raw: []byte(`{}`), rv: "12"}
@@ -56,18 +66,20 @@ func TestEchoesLatest(t *testing.T) {
 		cached string // the cache's resourceVersion afterwards
 		newer  bool
 	}{
-		"cache behind":              {func(*echoes) {}, "10", true},
-		"cache at the write":        {func(*echoes) {}, "12", false},
-		"an older echo comes":       {func(e *echoes) { e.seen(a, "11") }, "11", true},
-		"the write's echo comes":    {func(e *echoes) { e.seen(a, "12") }, "12", false},
-		"someone else's write":      {func(e *echoes) { e.seen(a, "13") }, "13", false},
-		"a usage write noted after": {func(e *echoes) { e.expect(a, []string{"14"}, nil) }, "10", false},
-		"the VM is gone":            {func(e *echoes) { e.forget(a) }, "10", false},
+		"cache behind":           {func(*echoes) {}, "10", true},
+		"cache at the write":     {func(*echoes) {}, "12", false},
+		"an older echo comes":    {func(e *echoes) { e.seen(a, "11") }, "11", true},
+		"the write's echo comes": {func(e *echoes) { e.seen(a, "12") }, "12", false},
+		"someone else's write":   {func(e *echoes) { e.seen(a, "13") }, "13", false},
+		// The write's echo and someone else's write came before the reconcile noted it.
+		"someone else's write first": {func(*echoes) {}, "13", false},
+		"a usage write noted after":  {func(e *echoes) { e.expect(a, []string{"14"}, nil, nil) }, "10", false},
+		"the VM is gone":             {func(e *echoes) { e.forget(a) }, "10", false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newEchoes()
-			e.expect(a, []string{"11", "12"}, &w)
+			e.expect(a, []string{"11", "12"}, &w, []string{"10"})
 			tc.then(e)
 			got, ok := e.latest(a, tc.cached)
 			if ok != tc.newer || ok && got.rv != "12" {
@@ -76,9 +88,19 @@ func TestEchoesLatest(t *testing.T) {
 		})
 	}
 	e := newEchoes()
-	e.expect(a, []string{"11", "12"}, &written{rv: "11"})
+	e.expect(a, []string{"11", "12"}, &written{rv: "11"}, []string{"10"})
 	if _, ok := e.latest(a, "10"); ok {
 		t.Error("a VM that is not the last write's is kept as the latest")
+	}
+	// A reconcile that decided on the latest VM carries what it follows over to its own write:
+	// the cache may still show the version the first reconcile started from.
+	e.expect(a, []string{"11", "12"}, &w, []string{"10"})
+	l, _ := e.latest(a, "10")
+	e.expect(a, []string{"13"}, &written{raw: []byte(`{}`), rv: "13"}, append(l.over, l.rv))
+	for _, rv := range []string{"10", "11", "12"} {
+		if got, ok := e.latest(a, rv); !ok || got.rv != "13" {
+			t.Errorf("cache at %s: latest = %+v, %t; want the second reconcile's write", rv, got, ok)
+		}
 	}
 }
 
@@ -91,7 +113,7 @@ func TestEchoesReleased(t *testing.T) {
 		t.Fatal("released before anything was noted")
 	}
 	e.released(key, "u1")
-	e.expect(key, []string{"5"}, nil)
+	e.expect(key, []string{"5"}, nil, nil)
 	e.seen(key, "5")
 	e.seen(key, "6")
 	if !e.isReleased(key, "u1") || e.isReleased(key, "u2") {
@@ -127,5 +149,105 @@ func TestPassCounter(t *testing.T) {
 	p.forget(a)
 	if len(p.m) != 0 {
 		t.Errorf("left %v", p.m)
+	}
+}
+
+// midCreate is a backend that runs hook once, inside the first Create: in the middle of a
+// reconcile, after its finalizer write and before its status write.
+type midCreate struct {
+	*memory.Backend
+	once sync.Once
+	hook func()
+}
+
+func (b *midCreate) Create(ctx context.Context, vm backend.Owner, s backend.Spec) (*backend.Server, error) {
+	b.once.Do(b.hook)
+	return b.Backend.Create(ctx, vm, s)
+}
+
+// afterStatus is a writer that runs hook once, after the first status write it carries out:
+// inside the reconcile, before the reconcile notes its writes (echoes.expect).
+type afterStatus struct {
+	vmWriter
+	once sync.Once
+	hook func()
+}
+
+func (h *afterStatus) patch(ctx context.Context, namespace, name string, patch []byte, subresources ...string) (written, error) {
+	out, err := h.vmWriter.patch(ctx, namespace, name, patch, subresources...)
+	if err == nil && len(subresources) > 0 {
+		h.once.Do(h.hook)
+	}
+	return out, err
+}
+
+// setAction sets spec.action in the API, as a user's kubectl edit would.
+func setAction(t *testing.T, w *world, action string) {
+	t.Helper()
+	u := w.vm(t, "default", "test-vm")
+	if err := unstructured.SetNestedField(u.Object, action, "spec", "action"); err != nil {
+		t.Fatal(err)
+	}
+	u.SetGeneration(u.GetGeneration() + 1)
+	n, _ := strconv.Atoi(u.GetResourceVersion())
+	u.SetResourceVersion(strconv.Itoa(n + 1))
+	if err := w.client.Tracker().Update(vmGVR, u, "default"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestControllerEditDuringReconcile: a user stops the VM (spec.action: inactive) while the
+// reconcile that wrote its status is still deciding, and the cache brings the status write's
+// echo and the edit before the reconcile notes its writes. The reconcile the edit queued
+// decides on the edit, not on the VM as the status write returned it (which the cache has
+// moved past): the server is stopped and the new generation observed.
+func TestControllerEditDuringReconcile(t *testing.T) {
+	w := newWorld(t, "create-new")
+	c, _ := newController(t, w, decision.UsagePolicy{})
+	c.applier.writer = &afterStatus{vmWriter: c.applier.writer, hook: func() {
+		cachedAt(t, c, w, testVM)   // the status write's echo is in the cache
+		setAction(t, w, "inactive") // the user stops the VM
+		cachedAt(t, c, w, testVM)   // and the cache shows it
+	}}
+	ctx := start(t, c)
+	c.processNextItem(ctx)
+	for c.queue.Len() > 0 {
+		c.processNextItem(ctx)
+	}
+	srv, _ := w.servers.Observe(ownerOf(w.view(t, "create-new")))
+	if gen, observed, _ := generations(t, w); srv != nil && !srv.Deleting || observed != gen {
+		t.Errorf("server left running: %t, observedGeneration %d of %d: want the server stopped and the edit observed",
+			srv != nil && !srv.Deleting, observed, gen)
+	}
+}
+
+// TestControllerEditBetweenWrites: a user's edit lands between the reconcile's finalizer
+// write and its status write, after the finalizer write's echo; the status write meets a
+// conflict. The retry decides on the edit in the cache, not on the VM as the finalizer write
+// returned it, and writes the status; deciding on that older VM, every retry met the same
+// conflict.
+func TestControllerEditBetweenWrites(t *testing.T) {
+	w := newWorld(t, "create-new")
+	c, r := newController(t, w, decision.UsagePolicy{})
+	b := &midCreate{Backend: w.servers, hook: func() {
+		cachedAt(t, c, w, testVM) // the finalizer write's echo is in the cache
+		editSpec(t, w, "3")       // a user's edit
+		cachedAt(t, c, w, testVM) // and the cache shows it
+	}}
+	c.cfg.Backend, c.applier.backend = b, b
+	ctx := start(t, c)
+	c.processNextItem(ctx)
+	if got := r.last(); got != "conflict" {
+		t.Fatalf("first reconcile: %q, want a conflict", got)
+	}
+	for i := 0; status(t, w, testVM, "phase") == ""; i++ {
+		if i == 8 {
+			r.mu.Lock()
+			t.Fatalf("no status after %d retries: %q", i, r.outcomes)
+		}
+		c.processNextItem(ctx)
+	}
+	if gen, observed, _ := generations(t, w); observed != gen {
+		t.Errorf("observedGeneration %d, want %d: the edit", observed, gen)
 	}
 }
