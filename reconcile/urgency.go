@@ -13,11 +13,12 @@ import (
 //   - a VM added after the informer's first list: a user created it (or it came back in a
 //     relist after a lost watch: created while the watch was down);
 //   - a VM of the first list that is not settled (unsettled): never reconciled, deleted, or
-//     changed by a user (spec, restart request) while no controller ran; the rest of the list, the backlog, is VMs
-//     looked at again because the controller started, almost all with nothing to do;
+//     changed by a user (spec; a restart, start, stop or migration request) while no
+//     controller ran; the rest of the list, the backlog, is VMs looked at again because the
+//     controller started, almost all with nothing to do;
 //   - an update that changes what users change (userChange): the spec, the deletion, the
-//     finalizers, an annotation the controller reads (a restart request, a pause, a migration request). Status written by someone else is
-//     backlog;
+//     finalizers, a request annotation (schema.RequestAnnotations: a restart, start, stop or
+//     migration request, a pause). Status written by someone else is backlog;
 //   - a VM deleted from the cache (its reconcile only forgets it);
 //   - a server that changed after the servers' first list (the backend's notify): a server
 //     that started, failed or went is what a VM on its way to Active, or in trouble, waits
@@ -33,8 +34,9 @@ import (
 func unsettled(o *vmcache.Object) bool { return !o.Settled() }
 
 // userChange reports whether cur differs from old in what a user (or another controller
-// acting for one) changes: the generation (the spec), the deletion, the finalizers or the
-// restart, pause and migrate annotations.
+// acting for one) changes: the generation (the spec), the deletion, the finalizers or a
+// request annotation (schema.RequestAnnotations, so that a request added there is counted
+// here too).
 func userChange(old, cur *vmcache.Object, f schema.Fields) bool {
 	a, errA := old.View(f)
 	b, errB := cur.View(f)
@@ -42,6 +44,5 @@ func userChange(old, cur *vmcache.Object, f schema.Fields) bool {
 		return true
 	}
 	return a.Generation() != b.Generation() || a.Deleting() != b.Deleting() ||
-		a.RestartRequested() != b.RestartRequested() || a.Paused() != b.Paused() || !slices.Equal(a.Finalizers(), b.Finalizers()) ||
-		a.MigrateRequested() != b.MigrateRequested()
+		!slices.Equal(a.Finalizers(), b.Finalizers()) || !a.SameRequests(b)
 }

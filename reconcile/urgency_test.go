@@ -12,6 +12,7 @@ import (
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // cached is the VM of a case as the informer caches it.
@@ -48,7 +49,9 @@ func TestUnsettled(t *testing.T) {
 }
 
 // TestUserChange: an update is new work when it changes the spec, the deletion, the
-// finalizers or the restart annotation; not when only the status changed.
+// finalizers or a request annotation (a restart, start, stop or migration request, a pause:
+// each of schema.RequestAnnotations); not when only the status or another annotation
+// changed. A stop that waited behind a start's backlog was one such request left out.
 func TestUserChange(t *testing.T) {
 	tests := map[string]struct {
 		change func(u *unstructured.Unstructured)
@@ -68,9 +71,24 @@ func TestUserChange(t *testing.T) {
 		"paused": {func(u *unstructured.Unstructured) {
 			u.SetAnnotations(map[string]string{"cloudnative.czs/paused": "true"})
 		}, true},
+		"start": {func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"cloudnative.czs/startRequestedAt": "2026-06-01T12:00:00Z"})
+		}, true},
+		"stop": {func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"cloudnative.czs/stopRequestedAt": "2026-06-01T12:00:00Z"})
+		}, true},
+		"another annotation": {func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"example.com/note": "x"})
+		}, false},
 		"status only": {func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "someone else's", "status", "message")
 		}, false},
+	}
+	for _, a := range schema.RequestAnnotations {
+		tests["request "+a] = struct {
+			change func(u *unstructured.Unstructured)
+			want   bool
+		}{func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{a: "true"}) }, true}
 	}
 	w := newWorld(t)
 	for name, tc := range tests {
