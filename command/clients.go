@@ -219,22 +219,30 @@ func apiClientsOver(cfg *rest.Config, hc *http.Client) (apiClients, error) {
 	return apiClients{kube: kube, dynamic: dyn}, nil
 }
 
-// runClients are the controller's clients. All but the watches' and usage's share cfg's rate
-// limiter, so that run's --qps is what the controller sends in all, not a limit per client;
-// all share one HTTP client, and so one pool of connections (see newRunClients).
+// runClients are the controller's clients. All but the watches', usage's and the Lease's
+// share cfg's rate limiter, so that run's --qps is what the controller sends in all, not a
+// limit per client; all share one HTTP client, and so one pool of connections (see
+// newRunClients).
 type runClients struct {
-	apiClients                      // dynamic: the CRD watch; typed: discovery, the leader Lease
+	apiClients                      // dynamic: the CRD watch; typed: discovery
 	vmREST     rest.Interface       // VMs: the list and every write, each answer read in place
 	vmWatch    rest.Interface       // VMs: the watch, unlimited
 	proto      kubernetes.Interface // protobuf: pods, nodes, Events
 	podWatch   kubernetes.Interface // protobuf: the pod watch, unlimited
 	usage      dynamic.Interface    // metrics.k8s.io, with a bucket of its own (--usage-qps, --usage-burst)
+	lease      kubernetes.Interface // the leader Lease, unlimited
 }
 
 // newRunClients makes the controller's clients from cfg, its rate-limited configuration:
 // the VM and pod watches stream over clients of their own without the rate limiter (a watch
 // opened behind a burst of writes would leave the cache behind), and usage sampling has a
 // bucket of its own, so that it never delays a reconcile.
+//
+// Leader election has a client of its own without the rate limiter, as kube-controller-manager
+// gives it one: in the bucket the writes share, a renewal waited behind a burst (Events are
+// sent each from a goroutine of their own, and queue there without bound) and failed before
+// it was sent, past --renew-deadline, and the leader gave up its Lease because it was busy.
+// The elector paces itself: a read and a write per --retry-period at most.
 //
 // Every client goes over one HTTP client made of cfg. client-go shares a transport between
 // configurations only when it can compare them, which it cannot with http1's dialer: each
@@ -273,5 +281,9 @@ func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int) (runClien
 	if err != nil {
 		return runClients{}, fmt.Errorf("make usage client: %w", err)
 	}
-	return runClients{apiClients: api, vmREST: vmREST, vmWatch: vmWatch, proto: proto, podWatch: podWatch, usage: usage}, nil
+	lease, err := kubernetes.NewForConfigAndClient(unlimited(cfg), hc)
+	if err != nil {
+		return runClients{}, fmt.Errorf("make lease client: %w", err)
+	}
+	return runClients{apiClients: api, vmREST: vmREST, vmWatch: vmWatch, proto: proto, podWatch: podWatch, usage: usage, lease: lease}, nil
 }

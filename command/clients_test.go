@@ -14,8 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -173,7 +175,7 @@ func TestRunClientsShareConnections(t *testing.T) {
 	ctx := context.Background()
 	for name, client := range map[string]rest.Interface{
 		"VM writes": cl.vmREST, "VM watch": cl.vmWatch, "pods": cl.proto.CoreV1().RESTClient(),
-		"pod watch": cl.podWatch.CoreV1().RESTClient(), "lease": cl.kube.CoordinationV1().RESTClient(),
+		"pod watch": cl.podWatch.CoreV1().RESTClient(), "lease": cl.lease.CoordinationV1().RESTClient(),
 	} {
 		if _, err := client.Get().AbsPath("/status").DoRaw(ctx); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -345,5 +347,39 @@ func unsetenv(t *testing.T, names ...string) {
 	for _, name := range names {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
+	}
+}
+
+// TestRunClientsLeaseOutsideBucket: with --qps set, a Lease renewal is sent at once behind a
+// burst of requests queued in the bucket the VM writes, pods and Events share. In that
+// bucket, the renewal, bounded by --renew-deadline, failed before it was sent, and the leader
+// gave up its Lease because it was busy.
+func TestRunClientsLeaseOutsideBucket(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"vm-controller","namespace":"ns"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := &rest.Config{Host: srv.URL}
+	limitQPS(cfg, 5, 10) // --qps 5 --burst 10
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	cl, err := newRunClients(cfg, 20, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A burst of Events waiting for the shared bucket, as the broadcaster's goroutines do.
+	bucket := cl.proto.EventsV1().RESTClient().GetRateLimiter()
+	burst, cancel := context.WithCancel(context.Background())
+	var waiting sync.WaitGroup
+	for range 100 {
+		waiting.Go(func() { _ = bucket.Wait(burst) })
+	}
+	defer func() { cancel(); waiting.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	// The renewal, as client-go's elector makes it: under --renew-deadline.
+	ctx, cancelRenew := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelRenew()
+	if _, err := cl.lease.CoordinationV1().Leases("ns").Get(ctx, "vm-controller", metav1.GetOptions{}); err != nil {
+		t.Errorf("a Lease read behind 100 requests in the bucket at --qps 5: %v", err)
 	}
 }

@@ -235,7 +235,7 @@ func run(cc *cli.Context, c runConfig) error {
 	limitQPS(cfg, c.QPS, c.Burst)
 	if cfg.QPS > 0 {
 		// One bucket for the VM, pod and events clients, so that --qps is what the
-		// controller sends in all, not a limit per client.
+		// controller sends in all, not a limit per client (not the Lease's: newRunClients).
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	}
 
@@ -341,7 +341,7 @@ func run(cc *cli.Context, c runConfig) error {
 		if e.identity == "" {
 			e.identity = defaultIdentity()
 		}
-		err = lead(ctx, cl.kube, e, leaderCallbacks{setLeader: m.SetLeader, healthz: watchdog}, log, work)
+		err = lead(ctx, cl.lease, e, leaderCallbacks{setLeader: m.SetLeader, healthz: watchdog}, log, work)
 	} else {
 		m.SetLeader(true)
 		err = work(ctx)
