@@ -272,9 +272,12 @@ func run(cc *cli.Context, c runConfig) error {
 	// Events go over protobuf: two Event creates per VM by default, each decoded and
 	// answered by the API server, which reads and writes protobuf without JSON's reflection.
 	// A namespace being deleted refuses them: they are dropped there, not sent one by one.
-	broadcaster := events.NewBroadcaster(reconcile.SkipTerminatingNamespaces(&events.EventSinkImpl{Interface: cl.proto.EventsV1()}, log, time.Now))
-	broadcaster.StartRecordingToSink(ctx.Done())
-	defer broadcaster.Shutdown()
+	// They are sent until after the drain, those of the last writes included (events.go).
+	broadcaster, err := startEvents(reconcile.SkipTerminatingNamespaces(&events.EventSinkImpl{Interface: cl.proto.EventsV1()}, log, time.Now))
+	if err != nil {
+		return fmt.Errorf("send events: %w", err)
+	}
+	defer broadcaster.flush(eventsFlushTimeout)
 	var recorder events.EventRecorder = broadcaster.NewRecorder(scheme.Scheme, "vm-controller")
 	if c.Events == "warnings" {
 		recorder = reconcile.WarningsOnly(recorder)
