@@ -12,6 +12,15 @@ import (
 // twice per decision, and echoes that never come (a relist folded them) must not pile up.
 const maxEchoes = 8
 
+// maxFollowed bounds the versions a last write is known to follow (lastWrite.over). They are
+// the writes the cache has yet to show, from the version it shows on (latest cuts the older
+// ones), so they grow only while the informer lags behind one VM's writes: by four per
+// reconcile that decides on the last write. Cut at maxEchoes, a burst's lag of three such
+// reconciles dropped the version the cache still showed, and the next decision was made on
+// the cache, older than the controller's own writes. Past this bound the write is given up
+// for the cache, whose writes then meet a conflict and are decided again.
+const maxFollowed = 64
+
 // echoes remember the resourceVersions this controller's writes returned, for reconciles
 // that decided on the VM as those writes left it (see Controller.reconcile). The informer
 // brings each write back as an update; one whose resourceVersion is remembered brings nothing
@@ -93,7 +102,10 @@ func (e *echoes) expect(key cache.ObjectName, rvs []string, last *written, from 
 	e.m[key] = bounded(append(e.m[key], rvs...))
 	if last != nil && last.rv == rvs[len(rvs)-1] {
 		over := append(append([]string(nil), from...), rvs[:len(rvs)-1]...)
-		e.last[key] = lastWrite{written: *last, over: bounded(over)}
+		if len(over) > maxFollowed {
+			over = over[len(over)-maxFollowed:]
+		}
+		e.last[key] = lastWrite{written: *last, over: over}
 	} else {
 		delete(e.last, key)
 	}
@@ -148,6 +160,11 @@ func (e *echoes) latest(key cache.ObjectName, cachedRV string) (lastWrite, bool)
 	if !w.follows(cachedRV) {
 		delete(e.last, key)
 		return lastWrite{}, false
+	}
+	if i := slices.Index(w.over, cachedRV); i > 0 {
+		// The cache has shown the versions before this one: it will not show them again.
+		w.over = w.over[i:]
+		e.last[key] = w
 	}
 	return w, true
 }

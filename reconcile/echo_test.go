@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -249,5 +250,36 @@ func TestControllerEditBetweenWrites(t *testing.T) {
 	}
 	if gen, observed, _ := generations(t, w); observed != gen {
 		t.Errorf("observedGeneration %d, want %d: the edit", observed, gen)
+	}
+}
+
+// TestEchoesLatestUnderLag: while the informer lags behind one VM's writes, each reconcile
+// decides on the last write and carries what it follows over to its own; the version the
+// cache still shows must stay among them however many reconciles that takes (within
+// maxFollowed writes), and what the cache has shown since is let go. A cut at eight writes
+// dropped it after three reconciles, and the fourth decided on the stale cache.
+func TestEchoesLatestUnderLag(t *testing.T) {
+	a := cache.NewObjectName("ns", "a")
+	e := newEchoes()
+	rv := 10
+	next := func() string { rv++; return strconv.Itoa(rv) }
+	cached := "10"
+	e.expect(a, []string{next(), next(), next(), next()}, &written{raw: []byte(`{}`), rv: "14"}, []string{cached})
+	for r := 2; r <= 20; r++ {
+		if r == 12 {
+			cached = "20" // the informer catches up with part of the writes
+		}
+		w, ok := e.latest(a, cached)
+		if !ok || w.rv != strconv.Itoa(rv) {
+			t.Fatalf("reconcile %d, the cache at %s: latest = %s, %t; want the last write, %d", r, cached, w.rv, ok, rv)
+		}
+		if w.over[0] != cached {
+			t.Fatalf("reconcile %d: the write follows %v, want them from the cache's %s on", r, w.over, cached)
+		}
+		rvs := []string{next(), next()}
+		e.expect(a, rvs, &written{raw: []byte(`{}`), rv: rvs[1]}, append(slices.Clip(w.over), w.rv))
+	}
+	if w, ok := e.latest(a, strconv.Itoa(rv)); ok {
+		t.Errorf("the cache at the last write: latest = %s, want the cache", w.rv)
 	}
 }
