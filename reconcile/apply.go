@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,16 @@ type applier struct {
 	now      func() time.Time
 	// route says where status writes go: /status, or the main resource (statusroute.go).
 	route statusRoute
+	// log takes what a plan carries on past: a refusal of bookkeeping that changes nothing
+	// the VM's owner sees (recording a kind). nil: nothing is logged.
+	log *slog.Logger
+}
+
+// warnRefused logs a refused write that the plan carries on past, with the VM's key.
+func (a applier) warnRefused(vm schema.VirtualMachine, what string, err error) {
+	if a.log != nil {
+		a.log.Warn("Write refused; carrying on without it", "vm", vm.Namespace()+"/"+vm.Name(), "write", what, "err", err)
+	}
 }
 
 // apply carries out plan for the VM seen as vm, in the order that keeps

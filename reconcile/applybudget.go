@@ -48,6 +48,10 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.DeleteBudget && leaving:
 		a.record(vm, decision.BudgetLeftBehind(vm, act.Name, err.Error()))
 		return nil
+	case errors.Is(err, backend.ErrRejected) && act.Op == decision.RecordBudgetKind:
+		// Bookkeeping, as a disk's (applyDisk): refused, the budget still holds the drain.
+		a.warnRefused(vm, "record the kind on budget "+act.Name, err)
+		return nil
 	case err != nil:
 		return fmt.Errorf("%s budget: %w", act.Op, err)
 	}

@@ -51,6 +51,12 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		return nil
 	case errors.Is(err, backend.ErrRejected) && plan.Finalizer == decision.RemoveFinalizer:
 		return nil
+	case errors.Is(err, backend.ErrRejected) && act.Op == decision.RecordDiskKind:
+		// Bookkeeping for a disk an earlier version made (its kind, for adoption after an
+		// orphaning delete): a policy that refuses it refuses nothing the VM needs, so the
+		// VM is not reported Failed over it. Asked again at the VM's next reconcile.
+		a.warnRefused(vm, "record the kind on disk "+seen.Name, err)
+		return nil
 	case errors.Is(err, backend.ErrRejected):
 		*plan = a.policy.DiskRejected(vm, srv, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
 		return nil

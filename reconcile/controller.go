@@ -155,7 +155,7 @@ func New(cfg Config) *Controller {
 		writer = restWriter{client: cfg.REST, gvr: cfg.GVR}
 	}
 	c.applier = applier{writer: writer, fields: cfg.Fields, backend: cfg.Backend,
-		recorder: cfg.Recorder, expect: c.expect, disks: c.disks, policy: cfg.Policy, now: cfg.Now, route: route}
+		recorder: cfg.Recorder, expect: c.expect, disks: c.disks, policy: cfg.Policy, now: cfg.Now, route: route, log: cfg.Logger}
 	if cfg.WatchCRD {
 		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
 	}
