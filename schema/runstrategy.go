@@ -120,7 +120,11 @@ func (vm VirtualMachine) request(annotationPath, recordedAt string) Request {
 	if recordedAt == "" {
 		return Request{}
 	}
-	v := gjson.GetBytes(vm.raw, annotationPath).String()
+	return RequestOf(gjson.GetBytes(vm.raw, annotationPath).String())
+}
+
+// RequestOf is the request of value v, an annotation's or the one status records of it.
+func RequestOf(v string) Request {
 	if v == "" {
 		return Request{}
 	}

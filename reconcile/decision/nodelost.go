@@ -72,9 +72,10 @@ func (d *decision) lostWhileDeleted() bool {
 
 // lostWhileStopping reports whether the status says a stop request is deleting the server
 // and the server's node does not answer (lostServer in phase Inactive, with the stop
-// recorded). Without a stop recorded it was Halted's: a VM whose strategy changed since is
-// what its new strategy makes of it, as it is once the server is gone (stoppedState).
+// recorded after the last start: stopRecordedLast). Otherwise it was Halted's, even with an
+// older stop on record: a VM whose strategy changed since is what its new strategy makes of
+// it, as it is once the server is gone (stoppedState).
 func (d *decision) lostWhileStopping() bool {
 	cur := d.current
-	return cur.Reason == ReasonNodeLost && cur.Phase == schema.PhaseInactive && cur.StopRequestedAt != ""
+	return cur.Reason == ReasonNodeLost && cur.Phase == schema.PhaseInactive && d.stopRecordedLast()
 }
