@@ -101,9 +101,13 @@ func (d *decision) stoppedState() bool {
 		return true
 	}
 	// The server the status claims went, or is going, without the controller deleting it,
-	// unless a request explains it: the VM is asked to run on.
+	// unless a request explains it: the VM is asked to run on. So is a VM whose server's
+	// node did not answer (NodeLost in phase Unknown): its server goes by the way out the
+	// status gives (the node deleted, the server force-deleted), which promises a new server
+	// under every strategy; nobody asked the VM to stop, and its guest neither shut down nor
+	// failed, as far as anyone could tell (docs/placement.md#when-a-node-is-lost).
 	missing := (d.srv == nil || d.srv.Deleting) && d.missingServer() != ""
-	if missing && d.requestTakesServer() {
+	if missing && (d.requestTakesServer() || reason == ReasonNodeLost) {
 		return false
 	}
 	switch d.strategy {
