@@ -213,7 +213,7 @@ func ClaimedServer(cur schema.Status) string {
 		return ""
 	}
 	if cur.Reason == ReasonNodeLost && cur.Phase != schema.PhaseUnknown {
-		return "" // the controller deletes it: the VM is being stopped or deleted (nodelost.go)
+		return "" // the controller deletes it: the VM is being replaced, stopped or deleted (nodelost.go)
 	}
 	return cur.Server.Name
 }
@@ -334,7 +334,13 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 			d.next().RestartedAt = restart // the server that follows is the restart; no second delete
 		}
 		if srv.State == backend.StateLost {
-			d.nodeLost(srv) // its deletion cannot finish while the node does not answer
+			// Its deletion cannot finish while the node does not answer. The controller's,
+			// for a new server, stays so (lostWhileDeleted); anyone else's is news.
+			if d.lostWhileReplacing() {
+				d.lostServer(schema.PhaseCreating, srv)
+			} else {
+				d.nodeLost(srv)
+			}
 			return
 		}
 		r := d.report(schema.PhaseCreating, ReasonServerReplacing,

@@ -402,3 +402,57 @@ func TestStopThroughNodeLost(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaceThroughNodeLost: a VM whose server the controller deletes for a new one (a
+// restart, a spec change) while the server's node does not answer, under each strategy. The
+// deletion cannot finish: the VM says NodeLost, in phase Creating (a new server is what
+// waits), without claiming the server (ClaimedServer); once the node is deleted and the
+// server with it, the new server is made, under Manual and Once too, and no ServerMissing is
+// said: the controller deleted that server.
+func TestReplaceThroughNodeLost(t *testing.T) {
+	replacements := map[string]string{ // a merge patch that asks for a new server
+		"restart":     `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"2026-06-01T11:59:00Z"}}}`,
+		"spec change": `{"metadata":{"generation":2},"spec":{"image":"registry.example/fixed:1"}}`,
+	}
+	strategies := map[string]string{"Always": "active", "RerunOnFailure": "rerunOnFailure", "Once": "once", "Manual": "manual"}
+	for what, patch := range replacements {
+		for strategy, action := range strategies {
+			t.Run(what+" under "+strategy, func(t *testing.T) {
+				file := filepath.Join(cases, "node-lost.txtar")
+				vm, srv := decidecase.Read(t, file)
+				policy := casePolicy(t, file)
+				vm = patchVM(t, vm, `{"spec":{"action":"`+action+`"},"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T11:00:00.000Z"}},"status":{"startRequestedAt":"2026-06-01T11:00:00.000Z"}}`)
+				vm = applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, now)).vm // NodeLost, Unknown
+				vm = patchVM(t, vm, patch)
+				at := now.Add(time.Minute)
+				for i := range 3 { // the deletion, then the node still lost
+					plan := policy.Decide(vm, srv, nil, nil, nil, at)
+					if i == 0 && (plan.Server == nil || plan.Server.Op != decision.DeleteServer) {
+						t.Fatalf("no deletion for the %s: %+v", what, plan.Server)
+					}
+					w := applyPlan(t, vm, srv, nil, plan)
+					vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
+				}
+				st := vm.Status()
+				if st.Phase != schema.PhaseCreating || st.Reason != decision.ReasonNodeLost || !strings.Contains(st.Message, "force-delete server test-vm-server") {
+					t.Errorf("while the node is lost: %s/%s %q, want Creating/NodeLost with the way out", st.Phase, st.Reason, st.Message)
+				}
+				if c := decision.ClaimedServer(st); c != "" {
+					t.Errorf("the status claims server %s, which the controller deletes", c)
+				}
+
+				// The node is deleted, and its pods with it.
+				plan := policy.Decide(vm, nil, nil, nil, nil, at)
+				if plan.Server == nil || plan.Server.Op != decision.CreateServer {
+					st := applyPlan(t, vm, nil, nil, plan).vm.Status()
+					t.Errorf("once the server is gone: %s/%s, no new server", st.Phase, st.Reason)
+				}
+				for _, e := range plan.Events {
+					if e.Reason == decision.ReasonServerMissing {
+						t.Errorf("the server the controller deleted is called missing: %+v", e)
+					}
+				}
+			})
+		}
+	}
+}

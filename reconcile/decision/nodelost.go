@@ -16,17 +16,19 @@ import (
 // deleted and its pods collected, or the server force-deleted), the next decision creates a
 // new one, which the scheduler puts on a node that answers, with the same disk.
 //
-// A stop (Halted, a stop request) or the VM's deletion waits for the server's deletion, which
-// cannot finish either: the VM says NodeLost too, with the same Warning and way out, in the
-// phase of what waits (Inactive, Terminating), so that the user learns why it does not end,
-// and the next decision, once the server is gone, that the VM was being stopped: the
-// controller deleted that server, and it is not missing (ClaimedServer).
+// A stop (Halted, a stop request), a replacement (a restart, a spec change) or the VM's
+// deletion waits for the server's deletion, which cannot finish either: the VM says NodeLost
+// too, with the same Warning and way out, in the phase of what waits (Inactive, Creating,
+// Terminating), so that the user learns why it does not end, and the next decision, once the
+// server is gone, what the VM was doing: the controller deleted that server, and it is not
+// missing (ClaimedServer); a replaced VM gets its new server under every strategy.
 
 // nodeLost reports a server whose node does not answer, of a VM that is to run.
 func (d *decision) nodeLost(srv *backend.Server) { d.lostServer(schema.PhaseUnknown, srv) }
 
 // lostServer reports srv, whose node does not answer, in phase: Unknown for a VM that is to
-// run, Inactive for one being stopped, Terminating for one being deleted. The change to it
+// run, Creating for one whose server the controller replaces, Inactive for one being
+// stopped, Terminating for one being deleted. The change to it
 // is a Warning, also where the plan's action (the deletion) would explain it: the action's
 // Event does not say why it cannot finish.
 func (d *decision) lostServer(phase schema.Phase, srv *backend.Server) {
@@ -41,6 +43,8 @@ func (d *decision) lostServer(phase schema.Phase, srv *backend.Server) {
 	switch phase {
 	case schema.PhaseUnknown:
 		msg += "; it may still run there with its disk attached, so no other server starts while it exists."
+	case schema.PhaseCreating:
+		msg += "; it may still run there with its disk attached, and its deletion, which the new server waits for, cannot finish while the node does not answer."
 	case schema.PhaseInactive:
 		msg += "; it may still run there with its disk attached, and its deletion, which stops the VM, cannot finish while the node does not answer."
 		then = "the VM is then stopped"
@@ -59,15 +63,24 @@ func (d *decision) lostServer(phase schema.Phase, srv *backend.Server) {
 	}
 }
 
-// lostWhileDeleted reports a server the plan deletes whose node does not answer, and says
-// whether it did: its deletion cannot finish until the node answers or is deleted, and the VM
-// says so rather than waiting for a replacement that cannot come yet.
+// lostWhileDeleted reports a server the plan deletes for a new one (a restart, a spec change)
+// whose node does not answer, and says whether it did: its deletion cannot finish until the
+// node answers or is deleted, and the VM says so rather than waiting for a replacement that
+// cannot come yet. In phase Creating, not Unknown: the status does not claim the server
+// (ClaimedServer), whose going is the controller's doing, and a VM under Manual or Once is on
+// its way to the new server (stoppedState).
 func (d *decision) lostWhileDeleted() bool {
 	if d.srv.State != backend.StateLost {
 		return false
 	}
-	d.nodeLost(d.deletingServer())
+	d.lostServer(schema.PhaseCreating, d.deletingServer())
 	return true
+}
+
+// lostWhileReplacing reports whether the status says the controller deletes the server for a
+// new one and the server's node does not answer (lostWhileDeleted).
+func (d *decision) lostWhileReplacing() bool {
+	return d.current.Reason == ReasonNodeLost && d.current.Phase == schema.PhaseCreating
 }
 
 // lostWhileStopping reports whether the status says a stop request is deleting the server

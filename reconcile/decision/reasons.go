@@ -14,7 +14,7 @@ const (
 	ReasonServerFailed    = "ServerFailed"    // Failed: the server failed; a new one follows after a backoff
 	ReasonServerRejected  = "ServerRejected"  // Failed: the backend refused to create the server
 	ReasonServerDeleting  = "ServerDeleting"  // Terminating: the server is being deleted, then the VM goes
-	ReasonNodeLost        = "NodeLost"        // Unknown (Inactive, Terminating: stopped, deleted): the server's node does not answer
+	ReasonNodeLost        = "NodeLost"        // Unknown (Creating, Inactive, Terminating: replaced, stopped, deleted): the server's node does not answer
 	// Unknown: the backend reports a state this controller does not know (a newer backend).
 	ReasonServerStateUnknown = "ServerStateUnknown"
 

@@ -114,7 +114,7 @@ func (d *decision) stoppedState() bool {
 	case schema.RunOnce:
 		return missing || reason == ReasonServerFailed || reason == ReasonServerMissing
 	case schema.RunManual:
-		return missing || !slices.Contains(onItsWay, reason)
+		return missing || !slices.Contains(onItsWay, reason) && !d.lostWhileReplacing()
 	}
 	return false // RerunOnFailure: a server deleted by someone else is replaced, as a failure
 }
