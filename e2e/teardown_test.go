@@ -40,12 +40,14 @@ func TestNamespaceDeletedWithVMs(t *testing.T) {
 	})
 
 	after := c.logText()[before:]
-	plans := regexp.MustCompile(`msg="Applying plan" vm=\S+ .*finalizer=(\S*) server=(\S*) status=(\S+) events=(\d+)`).FindAllStringSubmatch(after, -1)
+	plans := regexp.MustCompile(`msg="Applying plan" vm=\S+ .*finalizer=(\S*) disk=(\S*) server=(\S*) budget=(\S*) status=(\S+) events=(\d+)`).FindAllStringSubmatch(after, -1)
 	removed := 0
 	for _, p := range plans {
-		p[1], p[2] = strings.Trim(p[1], `"`), strings.Trim(p[2], `"`) // slog quotes an empty value
-		if p[1] != "remove" || p[2] != "" || p[3] != "false" || p[4] != "0" {
-			t.Errorf("in the namespace's deletion, a plan with finalizer=%q server=%q status=%s events=%s; want only finalizer removals", p[1], p[2], p[3], p[4])
+		for i := 1; i <= 4; i++ {
+			p[i] = strings.Trim(p[i], `"`) // slog quotes an empty value
+		}
+		if p[1] != "remove" || p[2] != "" || p[3] != "" || p[4] != "" || p[5] != "false" || p[6] != "0" {
+			t.Errorf("in the namespace's deletion, a plan with finalizer=%q disk=%q server=%q budget=%q status=%s events=%s; want only finalizer removals", p[1], p[2], p[3], p[4], p[5], p[6])
 			continue
 		}
 		removed++
