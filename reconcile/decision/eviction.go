@@ -190,7 +190,7 @@ func BudgetLeftBehind(vm schema.VirtualMachine, budget, why string) Event {
 // once this one is gone (active, then moved).
 func (d *decision) evicted() bool {
 	srv := d.srv
-	if d.evictStrategy != schema.EvictionReplace || srv == nil || srv.Disruption == nil || srv.State == backend.StateLost {
+	if d.evictStrategy != schema.EvictionReplace || srv == nil || srv.Disruption == nil || srv.State == backend.StateLost || d.failedFirst() {
 		// A server on a node that does not answer is not moved: its deletion cannot finish
 		// while the node may still run it with the disk (nodelost.go says so).
 		return false
@@ -214,6 +214,17 @@ func (d *decision) evicted() bool {
 	}
 	d.report(schema.PhaseCreating, ReasonServerEvicted, d.moving.message+"; "+next, going)
 	return true
+}
+
+// failedFirst reports whether the server failed before it was evicted: the status already
+// reports this very server failed and waiting out its backoff (backingOff). Its eviction (a
+// descheduler's RemoveFailedPods, a drain: the eviction API takes ended pods too) moves no
+// running VM; it deletes a failed server, which waits out the backoff as one deleted by hand
+// does (waitOutBackoff). Taken for a move, it would make the next server at once and leave the
+// failure uncounted, so that a server that fails at once would never back off for longer.
+func (d *decision) failedFirst() bool {
+	cur, srv := d.current.Server, d.srv
+	return srv.State == backend.StateFailed && d.backingOff() && cur != nil && cur.ID == srv.ID
 }
 
 // moved makes a create that follows an eviction say so, and keep the new server off the node
