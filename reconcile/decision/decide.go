@@ -79,7 +79,8 @@ var DefaultPolicy = Policy{
 // in.
 func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, disk *backend.Disk, budget *backend.Budget, now time.Time) Plan {
 	now = now.UTC().Truncate(time.Second)
-	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget, seenDisk: disk}
+	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget, seenDisk: disk,
+		maxBackoff: p.MaxRestartBackoff}
 	if srv == nil {
 		d.gone = gone
 	}
@@ -167,6 +168,9 @@ type decision struct {
 	// failed server will be replaced (status.nextRetryTime).
 	strategy  schema.RunStrategy
 	nextRetry time.Time
+	// maxBackoff is Policy.MaxRestartBackoff, the bound of a wait for a failed server's
+	// replacement by the controller's clock (recordedRetry).
+	maxBackoff time.Duration
 	// The eviction strategy's part (eviction.go): the budget observed, the strategy in
 	// force, and the conditions Moving and EvictionBlocked (nil drops them). gone is the
 	// server the backend remembers going while disrupted (nil unless there is no server);
@@ -711,7 +715,7 @@ func (p Policy) restart(d *decision) {
 		}
 		note = fmt.Sprintf("Server %s shut down cleanly%s again before it had been ready for %s", srv.Name, detail, p.stableAfter())
 	}
-	at := p.retryAt(srv, n)
+	at := d.boundRetry(p.retryAt(srv, n), p.backoff(n), srv)
 	// Event notes leave out what changes from one failure to the next (the time, the count),
 	// so that a server failing again and again makes one event series, not a flood.
 	if d.now.Before(at) {
@@ -819,7 +823,8 @@ const (
 // refused would have. It asks nothing of the VM's budget: the plan refused did, or the next
 // decision does.
 func (p Policy) refused(vm schema.VirtualMachine, srv *backend.Server, now time.Time) decision {
-	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true,
+		maxBackoff: p.MaxRestartBackoff}
 	if spec, errs := vm.Spec(); len(errs) == 0 {
 		d.strategy = spec.RunStrategy
 		d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)

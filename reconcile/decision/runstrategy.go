@@ -3,6 +3,7 @@ package decision
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -220,9 +221,49 @@ func (d *decision) startHint() string {
 		d.vm.Name(), d.vm.Name(), schema.AnnotationStartRequestedAt)
 }
 
-// retryAt is when a server that failed after n earlier consecutive failures is replaced.
+// retryAt is when a server that failed after n earlier consecutive failures is replaced, by
+// the clock of the server's host (for pods, the container's finishedAt, the node's):
+// boundRetry bounds it by the controller's.
 func (p Policy) retryAt(srv *backend.Server, n int) time.Time {
 	return srv.Since.UTC().Truncate(time.Second).Add(p.backoff(n))
+}
+
+// boundRetry bounds at, when the failed server srv is to be replaced after a backoff of wait
+// (retryAt), by the controller's clock: no later than wait past this decision, which records
+// the failure (as if the server had ended now), or once the status records it (backingOff,
+// naming srv), than the time the status gives, itself bounded (recordedRetry). A node whose
+// clock runs ahead would otherwise hold the VM for as long as it is ahead. Once the failure is
+// recorded the bound does not move with now, so deciding again does not rewrite the time.
+func (d *decision) boundRetry(at time.Time, wait time.Duration, srv *backend.Server) time.Time {
+	if cur := d.current.Server; d.backingOff() && cur != nil && cur.ID == srv.ID {
+		return earlier(at, d.recordedRetry())
+	}
+	return earlier(at, d.now.Add(wait))
+}
+
+// recordedRetry is when the failed server the status reports waiting out its backoff
+// (backingOff) is replaced: status.nextRetryTime, but no later than MaxRestartBackoff past the
+// status's last write (lastUpdateTime, by the controller's clock), which recorded the
+// failure or came after it. A nextRetryTime the controller wrote is bounded so already
+// (boundRetry); one an earlier version reckoned from a node's clock that runs ahead is not,
+// and with the failed server deleted nothing else would end the wait. It does not move with
+// now, only with the status's writes, and a later write keeps the earlier bound
+// (waitOutBackoff writes it as nextRetryTime). A layout without lastUpdateTime has no bound
+// but the one boundRetry put on the time when it was written.
+func (d *decision) recordedRetry() time.Time {
+	cur := d.current
+	if cur.LastUpdateTime.IsZero() {
+		return cur.NextRetryTime
+	}
+	return earlier(cur.NextRetryTime, cur.LastUpdateTime.UTC().Truncate(time.Second).Add(d.maxBackoff))
+}
+
+// earlier is the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // waitOutBackoff decides for a VM whose failed server went, or is going, while it waited out
@@ -239,17 +280,22 @@ func (d *decision) waitOutBackoff() bool {
 	if !d.backingOff() || srv != nil && !(srv.Deleting && ended(srv)) {
 		return false
 	}
+	until := d.recordedRetry()
 	switch {
-	case !d.now.Before(cur.NextRetryTime):
+	case !d.now.Before(until):
 		d.failures(d.failuresSoFar()) // kept by the report that waits for a server being deleted
 		return false
 	case cur.ObservedGeneration != d.vm.Generation():
 		return false
 	}
 	d.failures(cur.ConsecutiveFailures)
-	d.nextRetry = cur.NextRetryTime
-	d.report(schema.PhaseFailed, ReasonServerFailed, cur.Message, srv)
-	d.requeue(cur.NextRetryTime.Sub(d.now))
+	d.nextRetry = until
+	msg := cur.Message
+	if !until.Equal(cur.NextRetryTime) { // bounded: the message says the time in force
+		msg = strings.Replace(msg, cur.NextRetryTime.UTC().Format(time.RFC3339), until.Format(time.RFC3339), 1)
+	}
+	d.report(schema.PhaseFailed, ReasonServerFailed, msg, srv)
+	d.requeue(until.Sub(d.now))
 	return true
 }
 
@@ -264,7 +310,7 @@ func (d *decision) backingOff() bool {
 // counted as restart counts the one it replaces then, so that the next failure backs off for
 // longer.
 func (d *decision) failuresSoFar() int {
-	if d.backingOff() && !d.now.Before(d.current.NextRetryTime) {
+	if d.backingOff() && !d.now.Before(d.recordedRetry()) {
 		return d.current.ConsecutiveFailures + 1
 	}
 	return d.current.ConsecutiveFailures
