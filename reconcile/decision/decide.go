@@ -965,8 +965,20 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	case schema.PhaseUnknown:
 		ready.Status = schema.ConditionUnknown
 	}
-	// The transition time stays when the status does (meta.SetStatusCondition's rule).
+	// The transition time stays when the status does (meta.SetStatusCondition's rule), but
+	// for the server it is about: one no status has named yet (unrecorded: made by a create
+	// whose status write did not go through) became ready since that status was written, not
+	// when the server it named did, and now is the time known of it (late, which keeps the
+	// failures for longer rather than shorter). Carried over, the older time would read as a
+	// new server ready for long (readySince), and its failures would be forgotten at once.
 	st.Conditions = schema.SetCondition(d.current.Conditions, ready)
+	if ready.Status == schema.ConditionTrue && d.unrecorded() {
+		for i := range st.Conditions { // SetCondition's own list: the status's is not changed
+			if st.Conditions[i].Type == schema.ConditionReady {
+				st.Conditions[i].LastTransitionTime = d.now
+			}
+		}
+	}
 	if phase == schema.PhaseInactive && atRest[reason] {
 		// Stopped as asked: not ready, but not on its way anywhere either. kstatus reads a
 		// Ready of False as work in progress, so a halted VM would keep a GitOps tool

@@ -86,3 +86,31 @@ func TestFailuresAcrossReady(t *testing.T) {
 		})
 	}
 }
+
+// TestFailuresKeptForUnrecordedServer: the server the status names ready is deleted by
+// someone; a create makes the next one, and the status write that records it does not go
+// through (a conflict, a failover). The next decision finds the new server ready, the status
+// still Active and Ready with the old server's time: the new server's failures are forgotten
+// only once it has been ready for MaxRestartBackoff itself, not a second after it is seen.
+func TestFailuresKeptForUnrecordedServer(t *testing.T) {
+	file := filepath.Join(cases, "active-steady.txtar")
+	vm, _ := decidecase.Read(t, file)
+	policy := casePolicy(t, file)
+	vm = patchVM(t, vm, `{"status":{"consecutiveFailures":3}}`)
+	created := applyPlan(t, vm, nil, nil, policy.Decide(vm, nil, nil, nil, nil, now)).srv // its status write is lost
+	seen := now.Add(30 * time.Second)
+	w := applyPlan(t, vm, ready(created), nil, policy.Decide(vm, ready(created), nil, nil, nil, seen))
+	for _, tc := range []struct {
+		after time.Duration // since the new server is first seen ready
+		want  int           // consecutiveFailures
+	}{
+		{time.Second, 3},
+		{policy.MaxRestartBackoff - time.Second, 3},
+		{policy.MaxRestartBackoff, 0},
+	} {
+		p := policy.Decide(w.vm, w.srv, nil, nil, nil, seen.Add(tc.after))
+		if got := applyPlan(t, w.vm, w.srv, nil, p).vm.Status().ConsecutiveFailures; got != tc.want {
+			t.Errorf("server %s ready for %s: consecutiveFailures %d, want %d", w.srv.ID, tc.after, got, tc.want)
+		}
+	}
+}
