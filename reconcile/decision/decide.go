@@ -783,6 +783,10 @@ const rejectedRetry = time.Minute
 // backend's reason, and another try after a while rather than a retry storm.
 func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Plan {
 	d := p.refused(vm, nil, now)
+	// The count the refused server was to start with: a failed server that went during its
+	// backoff counts once the backoff is over (failuresSoFar), and is counted so when the
+	// next try's create starts from this status, which says no backoff any more.
+	d.failures(d.failuresSoFar())
 	d.report(schema.PhaseFailed, ReasonServerRejected, "The server was refused: "+why, nil)
 	d.plan.RequeueAfter = Duration(rejectedRetry)
 	return d.plan

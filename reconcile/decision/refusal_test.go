@@ -149,3 +149,29 @@ func serverOp(plan decision.Plan) decision.ServerOp {
 	}
 	return plan.Server.Op
 }
+
+// TestRejectedKeepsFailures: for every golden case whose plan creates a server, the status of
+// the backend's refusal of that create (Rejected) keeps the failure count the server was to
+// start with. A failed server that went during its backoff counts once the backoff is over
+// (failed-deleted-after-backoff: 5, not 4); a refusal that lost the count would let the next
+// server's failure back off for no longer than the last one.
+func TestRejectedKeepsFailures(t *testing.T) {
+	creates := 0
+	for _, file := range caseFiles(t) {
+		vm, srv := decidecase.Read(t, file)
+		gone, disk, budget := decidecase.Gone(t, file), decidecase.Disk(t, file), decidecase.Budget(t, file)
+		p := casePolicy(t, file)
+		plan := p.Decide(vm, srv, gone, disk, budget, now)
+		if serverOp(plan) != decision.CreateServer || plan.Status == nil {
+			continue
+		}
+		creates++
+		refused := p.Rejected(vm, "exceeded quota", now)
+		if got, want := refused.Status.ConsecutiveFailures, plan.Status.ConsecutiveFailures; got != want {
+			t.Errorf("%s: the refusal's consecutiveFailures is %d, the create's %d", filepath.Base(file), got, want)
+		}
+	}
+	if creates == 0 {
+		t.Fatal("no golden case creates a server")
+	}
+}
