@@ -114,33 +114,6 @@ func TestReplaceDeleteUnrecorded(t *testing.T) {
 	}
 }
 
-// TestMigrationFailedDeleteUnrecorded: a move's next server no other node took is deleted
-// (MigrationFailed), and the status write that reports it did not go through. The next
-// decision sees it going where the status claims it, stuck: under Manual and Once the VM
-// runs on, and the server is not called missing.
-func TestMigrationFailedDeleteUnrecorded(t *testing.T) {
-	file := filepath.Join(cases, "migrate-unschedulable-failed.txtar")
-	base, srv := decidecase.Read(t, file)
-	policy := casePolicy(t, file)
-	for _, strategy := range []string{"active", "once", "manual"} {
-		vm := patchVM(t, base, `{"spec":{"action":"`+strategy+`"},"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T11:00:00.000Z"}},"status":{"startRequestedAt":"2026-06-01T11:00:00.000Z"}}`)
-		if p := policy.Decide(vm, srv, nil, nil, nil, now); p.Server == nil || p.Server.Op != decision.DeleteServer {
-			t.Fatalf("%s: the stuck move's server is not deleted: %+v", strategy, p.Server)
-		}
-		going := *srv
-		going.Deleting = true
-		plan := policy.Decide(vm, &going, nil, nil, nil, now.Add(time.Second))
-		for _, e := range plan.Events {
-			if e.Reason == decision.ReasonServerMissing {
-				t.Errorf("%s: %s %s: %s", strategy, e.Type, e.Reason, e.Message)
-			}
-		}
-		if st := plan.Status; st == nil || st.Phase == schema.PhaseInactive {
-			t.Errorf("%s: the failed move's delete leaves the VM stopped: %+v", strategy, st)
-		}
-	}
-}
-
 // TestRestartCreateUnrecorded: a restart request first seen with the VM's server gone is
 // carried out by the create of the next server, and the status write that records it meets a
 // conflict (someone wrote the VM meanwhile). The next decision sees the request as new and the
