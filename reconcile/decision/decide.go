@@ -117,7 +117,6 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, gone *back
 	if want.Image == "" {
 		want.Image = p.DefaultImage
 	}
-	d.ownReplacement = p.replacedByPlan(&d, want, spec.Image != "")
 	if spec.RunStrategy == schema.RunAlways {
 		d.recordRequests()
 		p.active(&d, want, spec)
@@ -180,9 +179,6 @@ type decision struct {
 	evictStrategy     schema.EvictionStrategy
 	moving, blocked   *lifecycleCondition
 	gone, evictedGone *backend.Gone
-	// ownReplacement: the server the status claims, found going or gone, may be the
-	// controller's own replacement, whose status write did not go through (replacedByPlan).
-	ownReplacement bool
 }
 
 // lifecycleCondition is the reason and message of a condition that is present only while
@@ -331,7 +327,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		// apply step puts it in (Plan.Created). The neutral word stands in for it meanwhile.
 		r := d.report(schema.PhaseCreating, ReasonServerCreating, PendingMessage,
 			&backend.Server{State: backend.StatePending, Detail: string(backend.StatePending)})
-		if gone := d.missingServer(); gone != "" && r.status && !d.takenByPlan() {
+		if gone := d.missingServer(); gone != "" && r.status && !d.requestTakesServer() {
 			d.event(EventWarning, ReasonServerMissing,
 				fmt.Sprintf("Server %s was deleted, not by the controller; creating a new one", gone))
 		}
@@ -353,7 +349,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		}
 		r := d.report(schema.PhaseCreating, ReasonServerReplacing,
 			fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), srv)
-		if gone := d.missingServer(); gone != "" && r.event && !d.takenByPlan() {
+		if gone := d.missingServer(); gone != "" && r.event && !d.requestTakesServer() {
 			// Not a replacement of the controller's: say so, instead of the transition.
 			d.plan.Events[len(d.plan.Events)-1] = Event{Type: EventWarning, Reason: ReasonServerMissing,
 				Message: fmt.Sprintf("Server %s is being deleted, not by the controller; a new one follows once it is gone", gone)}
@@ -556,51 +552,6 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 	}
 	p.serverState(d)
 }
-
-// replacedByPlan reports whether the server the status claims (missingServer), found going or
-// gone, may be gone by the controller's own hand: a decision replaced it, and the status
-// write that said so did not go through (a conflict, or a new leader between the delete and
-// the write). A server still there that is being deleted is the controller's when the
-// decision that saw it with this spec replaced it: its spec is not the wanted one and no
-// resize in place or RestartRequired keeps it (specChanged), or it is a move's server that
-// no other node took (moveStuck: MigrationFailed). A server gone leaves nothing to compare:
-// it may be the controller's when the spec changed since the status was written (its
-// observedGeneration is older than the VM's generation), as every spec change is decided on
-// before the status that observes it is written. Someone else's deletion in that window is
-// taken for the controller's too: the VM runs on, as it did, rather than stopping on a
-// guess; and a spec change that would have resized in place is not told apart from one that
-// replaces.
-func (p Policy) replacedByPlan(d *decision, want backend.Spec, imageSet bool) bool {
-	srv := d.srv
-	switch {
-	case d.missingServer() == "":
-		return false
-	case srv == nil:
-		return d.current.ObservedGeneration < d.vm.Generation()
-	case !srv.Deleting:
-		return false
-	case d.current.Migration != nil && d.current.Migration.Phase == schema.MigrationMoving && p.moveStuck(d):
-		return true
-	}
-	have := srv.Spec
-	if !imageSet {
-		have.Image = want.Image
-	}
-	if d.diskBlind(srv) {
-		have.RootDisk, have.Disk = want.RootDisk, want.Disk
-	}
-	if have.Equal(want) {
-		return false
-	}
-	inPlace := backend.ResizeOnly(have, want) && p.Resize != ResizeReplace && p.CanResize && running(srv) && d.refused() == nil
-	return !inPlace && !(p.Resize == ResizeManual && kept(srv))
-}
-
-// takenByPlan reports whether the VM's claimed server going, or gone, is explained by the
-// controller's own plan: a new restart or migrate request (requestTakesServer), or a
-// replacement whose status write did not go through (replacedByPlan). Such a server is not
-// called missing, and a VM under a strategy that heeds requests is not taken for stopped.
-func (d *decision) takenByPlan() bool { return d.requestTakesServer() || d.ownReplacement }
 
 // replace deletes the server so that a new one with the wanted spec follows.
 func (p Policy) replace(d *decision, note string) {

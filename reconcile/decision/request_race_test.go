@@ -69,51 +69,6 @@ func TestRequestDeleteUnrecorded(t *testing.T) {
 	}
 }
 
-// TestReplaceDeleteUnrecorded: the controller deleted the server for a spec change (running,
-// or stuck on its way: a fixed image), and the status write that reports it did not go
-// through (a conflict, or a new leader between the delete and the write). The next decision
-// sees the server going, or gone, where the status still claims it. Under every run strategy
-// that runs the VM it is the replacement carried on: the server is not called missing, and a
-// VM under Manual or Once is not taken for stopped.
-func TestReplaceDeleteUnrecorded(t *testing.T) {
-	file := filepath.Join(cases, "active-steady.txtar")
-	base, running := decidecase.Read(t, file)
-	policy := casePolicy(t, file)
-	stuck := map[string]backend.WaitReason{decision.ReasonImagePullFailing: backend.WaitImage, decision.ReasonUnschedulable: backend.WaitUnschedulable}
-	for _, claimed := range []string{decision.ReasonServerReady, decision.ReasonImagePullFailing, decision.ReasonUnschedulable} {
-		for _, strategy := range []string{"active", "rerunOnFailure", "once", "manual"} {
-			vm := patchVM(t, base, `{"spec":{"action":"`+strategy+`"},"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T11:00:00.000Z"}},"status":{"startRequestedAt":"2026-06-01T11:00:00.000Z"}}`)
-			srv := *running
-			if w, ok := stuck[claimed]; ok {
-				vm = patchVM(t, vm, `{"status":{"phase":"Creating","reason":"`+claimed+`","message":"Server test-vm-server is stuck"}}`)
-				srv.State, srv.Detail = backend.StatePending, "Pending"
-				srv.Waiting = backend.Waiting{Reason: w, Message: "stuck", Since: now.Add(-time.Minute)}
-			}
-			vm = patchVM(t, vm, `{"metadata":{"generation":2},"spec":{"image":"registry.example/fixed:1"}}`)
-			if p := policy.Decide(vm, &srv, nil, nil, nil, now); p.Server == nil || p.Server.Op != decision.DeleteServer {
-				t.Fatalf("%s/%s: the spec change does not replace the server: %+v", claimed, strategy, p.Server)
-			}
-			going := srv
-			going.Deleting = true
-			for name, srv := range map[string]*backend.Server{"going": &going, "gone": nil} {
-				where := claimed + "/" + strategy + "/" + name
-				plan := policy.Decide(vm, srv, nil, nil, nil, now.Add(time.Second))
-				for _, e := range plan.Events {
-					if e.Reason == decision.ReasonServerMissing {
-						t.Errorf("%s: %s %s: %s", where, e.Type, e.Reason, e.Message)
-					}
-				}
-				if st := plan.Status; st == nil || st.Phase == schema.PhaseInactive {
-					t.Errorf("%s: the replacement leaves the VM stopped: %+v", where, st)
-				}
-				if srv == nil && (plan.Server == nil || plan.Server.Op != decision.CreateServer) {
-					t.Errorf("%s: no new server: %+v", where, plan.Server)
-				}
-			}
-		}
-	}
-}
-
 // TestRestartCreateUnrecorded: a restart request first seen with the VM's server gone is
 // carried out by the create of the next server, and the status write that records it meets a
 // conflict (someone wrote the VM meanwhile). The next decision sees the request as new and the

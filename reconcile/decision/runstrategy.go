@@ -108,7 +108,7 @@ func (d *decision) stoppedState() bool {
 	// under every strategy; nobody asked the VM to stop, and its guest neither shut down nor
 	// failed, as far as anyone could tell (docs/placement.md#when-a-node-is-lost).
 	missing := (d.srv == nil || d.srv.Deleting) && d.missingServer() != ""
-	if missing && (d.takenByPlan() || reason == ReasonNodeLost) {
+	if missing && (d.requestTakesServer() || reason == ReasonNodeLost) {
 		return false
 	}
 	switch d.strategy {
