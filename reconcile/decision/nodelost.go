@@ -2,6 +2,7 @@ package decision
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -31,7 +32,22 @@ func (d *decision) nodeLost(srv *backend.Server) { d.lostServer(schema.PhaseUnkn
 // stopped, Terminating for one being deleted. The change to it
 // is a Warning, also where the plan's action (the deletion) would explain it: the action's
 // Event does not say why it cannot finish.
-func (d *decision) lostServer(phase schema.Phase, srv *backend.Server) {
+func (d *decision) lostServer(phase schema.Phase, srv *backend.Server) { d.lostFor(phase, srv, "") }
+
+// lostOnStop reports srv, whose node does not answer and whose deletion carries out the stop
+// request stop, in phase Inactive. The message names the stop (stopNote): it is the status's
+// record that the deletion is a stop's, not Halted's (lostWhileStopping), which the recorded
+// requests cannot give: their values are times written by whatever machine wrote them, and a
+// stop acts whenever it is the only new request, whatever its time.
+func (d *decision) lostOnStop(srv *backend.Server, stop string) {
+	d.lostFor(schema.PhaseInactive, srv, stop)
+}
+
+// stopNote is how a message names the stop request at stop that the VM's stop carries out.
+func stopNote(stop string) string { return "(stop requested at " + stop + ")" }
+
+// lostFor is lostServer, for the stop request at stop ("" for none) in phase Inactive.
+func (d *decision) lostFor(phase schema.Phase, srv *backend.Server, stop string) {
 	msg := fmt.Sprintf("Server %s: its node does not answer", srv.Name)
 	if srv.Node != "" {
 		msg = fmt.Sprintf("Server %s: its node %s does not answer", srv.Name, srv.Node)
@@ -46,7 +62,11 @@ func (d *decision) lostServer(phase schema.Phase, srv *backend.Server) {
 	case schema.PhaseCreating:
 		msg += "; it may still run there with its disk attached, and its deletion, which the new server waits for, cannot finish while the node does not answer."
 	case schema.PhaseInactive:
-		msg += "; it may still run there with its disk attached, and its deletion, which stops the VM, cannot finish while the node does not answer."
+		which := "which stops the VM"
+		if stop != "" {
+			which += " " + stopNote(stop)
+		}
+		msg += "; it may still run there with its disk attached, and its deletion, " + which + ", cannot finish while the node does not answer."
 		then = "the VM is then stopped"
 	default:
 		msg += "; it may still run there with its disk attached, and its deletion, which the VM's removal waits for, cannot finish while the node does not answer."
@@ -84,11 +104,14 @@ func (d *decision) lostWhileReplacing() bool {
 }
 
 // lostWhileStopping reports whether the status says a stop request is deleting the server
-// and the server's node does not answer (lostServer in phase Inactive, with the stop
-// recorded after the last start: stopRecordedLast). Otherwise it was Halted's, even with an
-// older stop on record: a VM whose strategy changed since is what its new strategy makes of
-// it, as it is once the server is gone (stoppedState).
+// and the server's node does not answer: NodeLost in phase Inactive, with a message that names
+// the stop recorded (lostOnStop), as the decisions that carry the stop out write it. Otherwise
+// it was Halted's, even with a stop on record: a VM whose strategy changed since is what its
+// new strategy makes of it, as it is once the server is gone (stoppedState). Not by the times
+// of the recorded requests: a stop acts whenever it is the only new request, and a clock
+// behind the one that wrote the start would make it history.
 func (d *decision) lostWhileStopping() bool {
 	cur := d.current
-	return cur.Reason == ReasonNodeLost && cur.Phase == schema.PhaseInactive && d.stopRecordedLast()
+	return cur.Reason == ReasonNodeLost && cur.Phase == schema.PhaseInactive && cur.StopRequestedAt != "" &&
+		strings.Contains(cur.Message, stopNote(cur.StopRequestedAt))
 }

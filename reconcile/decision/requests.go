@@ -30,15 +30,6 @@ func (d *decision) newRequests() (start, stop schema.Request) {
 	return start, stop
 }
 
-// stopRecordedLast reports whether the status records a stop request that won over the start
-// recorded with it, by newRequests' rule (the later time; a tie goes to the stop): the stop
-// the status last carried out. A stop recorded before a later start is history, not a stop
-// under way.
-func (d *decision) stopRecordedLast() bool {
-	start, stop := schema.RequestOf(d.current.StartRequestedAt), schema.RequestOf(d.current.StopRequestedAt)
-	return stop.Value != "" && !start.At.After(stop.At)
-}
-
 // recordRequests records new start and stop requests without acting on them: under Always
 // and Halted the spec alone says whether a server runs (`kubectl vm start|stop` change the
 // spec there), and a request left unrecorded would act later, when the strategy turns to one

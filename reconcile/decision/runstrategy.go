@@ -146,7 +146,7 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 			Reason: ReasonStoppingServer, Message: fmt.Sprintf("Deleting server %s: stop requested at %s", srv.Name, at)}}
 	}
 	if srv.State == backend.StateLost {
-		d.lostServer(schema.PhaseInactive, d.deletingServer()) // its deletion cannot finish (nodelost.go)
+		d.lostOnStop(d.deletingServer(), at) // its deletion cannot finish (nodelost.go)
 		return
 	}
 	d.report(schema.PhaseInactive, ReasonStopping,
@@ -166,7 +166,11 @@ func (d *decision) stayStopped() {
 		d.ensureFinalizer(true)
 		srv = d.deletingServer() // being deleted by someone: the VM stays stopped once it is gone
 		if srv.State == backend.StateLost {
-			d.lostServer(schema.PhaseInactive, srv) // a stop's, which cannot finish (onRequest)
+			stop := "" // a stop's, which cannot finish (onRequest), or Halted's that the strategy followed
+			if cur.Reason == ReasonStopping || d.lostWhileStopping() {
+				stop = cur.StopRequestedAt
+			}
+			d.lostFor(schema.PhaseInactive, srv, stop)
 			return
 		}
 	}
