@@ -103,6 +103,12 @@ func (d *decision) lostWhileReplacing() bool {
 	return d.current.Reason == ReasonNodeLost && d.current.Phase == schema.PhaseCreating
 }
 
+// lostWhileInactive reports whether the status says the server is deleted to stop the VM
+// (Halted, a stop request) and the server's node does not answer: NodeLost in phase Inactive.
+func (d *decision) lostWhileInactive() bool {
+	return d.current.Reason == ReasonNodeLost && d.current.Phase == schema.PhaseInactive
+}
+
 // lostWhileStopping reports whether the status says a stop request is deleting the server
 // and the server's node does not answer: NodeLost in phase Inactive, with a message that names
 // the stop recorded (lostOnStop), as the decisions that carry the stop out write it. Otherwise
@@ -112,6 +118,6 @@ func (d *decision) lostWhileReplacing() bool {
 // behind the one that wrote the start would make it history.
 func (d *decision) lostWhileStopping() bool {
 	cur := d.current
-	return cur.Reason == ReasonNodeLost && cur.Phase == schema.PhaseInactive && cur.StopRequestedAt != "" &&
+	return d.lostWhileInactive() && cur.StopRequestedAt != "" &&
 		strings.Contains(cur.Message, stopNote(cur.StopRequestedAt))
 }

@@ -59,10 +59,14 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 	switch {
 	case d.replacing():
 		// Moved under evictionStrategy Replace (eviction.go), whatever the strategy.
-	case srv != nil && srv.State == backend.StateLost && !(srv.Deleting && d.stopping()):
+	case srv != nil && srv.State == backend.StateLost && !(srv.Deleting && d.stopping()) &&
+		!(srv.Deleting && d.strategy == schema.RunManual && d.lostWhileInactive()):
 		// On a node that does not answer: active reports NodeLost, and starts nothing while
 		// the server may still run there (nodelost.go). One a stop is deleting is the
-		// stop's (stayStopped).
+		// stop's (stayStopped), and so, under Manual, is one Halted was deleting: a Manual
+		// VM runs on a start request, and active would claim the server (Unknown), whose
+		// going then starts a new one (stoppedState). On a node that answers it is
+		// NotStarted.
 	case srv != nil && !srv.Deleting && ended(srv) && !(d.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
 		// Kept as it ended: a spec change does not start a stopped VM either.
 		d.ensureFinalizer(true)
