@@ -222,9 +222,11 @@ func (d *decision) evicted() bool {
 // running VM; it deletes a failed server, which waits out the backoff as one deleted by hand
 // does (waitOutBackoff). Taken for a move, it would make the next server at once and leave the
 // failure uncounted, so that a server that fails at once would never back off for longer.
+// Failed, or shut down cleanly: under Always one that shuts down again before it has been
+// ready waits out the backoff as a failed one (restart), and is no more a running VM.
 func (d *decision) failedFirst() bool {
 	cur, srv := d.current.Server, d.srv
-	return srv.State == backend.StateFailed && d.backingOff() && cur != nil && cur.ID == srv.ID
+	return ended(srv) && d.backingOff() && cur != nil && cur.ID == srv.ID
 }
 
 // moved makes a create that follows an eviction say so, and keep the new server off the node
