@@ -238,13 +238,22 @@ func (p Policy) retryAt(srv *backend.Server, n int) time.Time {
 
 // boundRetry bounds at, when the failed server srv is to be replaced after a backoff of wait
 // (retryAt), by the controller's clock: no later than wait past this decision, which records
-// the failure (as if the server had ended now), or once the status records it (backingOff,
-// naming srv), than the time the status gives, itself bounded (recordedRetry). A node whose
-// clock runs ahead would otherwise hold the VM for as long as it is ahead. Once the failure is
-// recorded the bound does not move with now, so deciding again does not rewrite the time.
+// the failure (as if the server had ended now), and once the status records it (backingOff,
+// naming srv), the time the status gives, itself bounded (recordedRetry). A node whose
+// clock runs ahead would otherwise hold the VM for as long as it is ahead. From below too: a
+// server that ended, by its node's clock, before the status's last write (lastUpdateTime, the
+// controller's clock), which did not record its failure, ended on a node whose clock is
+// behind, and its backoff counts from now, when the controller sees the failure; otherwise a
+// node behind by the backoff or more would have it over before it began, and a crash loop
+// would not back off at all. Once the failure is recorded the bounds do not move with now, so
+// deciding again does not rewrite the time.
 func (d *decision) boundRetry(at time.Time, wait time.Duration, srv *backend.Server) time.Time {
-	if cur := d.current.Server; d.backingOff() && cur != nil && cur.ID == srv.ID {
-		return earlier(at, d.recordedRetry())
+	cur := d.current
+	if s := cur.Server; d.backingOff() && s != nil && s.ID == srv.ID {
+		return d.recordedRetry()
+	}
+	if last := cur.LastUpdateTime; !last.IsZero() && srv.Since.Before(last.UTC().Truncate(time.Second)) {
+		return d.now.Add(wait)
 	}
 	return earlier(at, d.now.Add(wait))
 }
