@@ -281,15 +281,50 @@ func (b *Backend) AdoptBudget(ctx context.Context, vm backend.Owner) (*backend.B
 	if b.budgets == nil {
 		return nil, fmt.Errorf("adopt budget: the backend keeps no budgets: %w", backend.ErrRejected)
 	}
+	pdb, err := b.cachedBudget(vm, "adopt")
+	if err != nil {
+		return nil, err
+	}
+	return b.adoptBudget(ctx, vm, pdb)
+}
+
+// cachedBudget is the budget of vm's name as the cache shows it, for the operation op (in
+// its error when there is none).
+func (b *Backend) cachedBudget(vm backend.Owner, op string) (*policyv1.PodDisruptionBudget, error) {
 	name := BudgetName(vm.Name)
 	obj, ok, err := b.budgets.informer.GetIndexer().GetByKey(vm.Namespace + "/" + name)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("read budget cache: %w", err)
 	case !ok:
-		return nil, fmt.Errorf("adopt budget %s: not in the cache", name)
+		return nil, fmt.Errorf("%s budget %s: not in the cache", op, name)
 	}
-	return b.adoptBudget(ctx, vm, obj.(*policyv1.PodDisruptionBudget))
+	return obj.(*policyv1.PodDisruptionBudget), nil
+}
+
+// patchBudget sends patch, a strategic merge patch of pdb whose metadata is meta, for the
+// operation op, conditional on pdb's resourceVersion as the cache shows it, and notes the
+// budget it returns as vm's (budgets.wrote). A refusal (invalid, forbidden) is ErrRejected;
+// a conflict (the budget changed since it was read) or a budget gone is returned as it is,
+// and the next decision sees the budget as it is now.
+func (b *Backend) patchBudget(ctx context.Context, vm backend.Owner, pdb *policyv1.PodDisruptionBudget, op string, patch, meta map[string]any) (*backend.Budget, error) {
+	if pdb.ResourceVersion != "" {
+		meta["resourceVersion"] = pdb.ResourceVersion
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("render budget patch: %w", err)
+	}
+	out, err := b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace).Patch(ctx, pdb.Name, types.StrategicMergePatchType, body,
+		metav1.PatchOptions{FieldManager: "vm-controller"})
+	switch {
+	case err == nil:
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("%s budget %s: %w: %w", op, pdb.Name, backend.ErrRejected, err)
+	default:
+		return nil, fmt.Errorf("%s budget %s: %w", op, pdb.Name, err)
+	}
+	return b.budgets.wrote(out, vm), nil
 }
 
 // adoptBudget makes pdb, a budget of vm's name, vm's in one strategic merge patch
@@ -308,30 +343,12 @@ func (b *Backend) adoptBudget(ctx context.Context, vm backend.Owner, pdb *policy
 	}
 	want := newBudget(vm)
 	meta := map[string]any{"labels": want.Labels, "annotations": want.Annotations, "ownerReferences": want.OwnerReferences}
-	if pdb.ResourceVersion != "" {
-		meta["resourceVersion"] = pdb.ResourceVersion
-	}
 	patch := map[string]any{"metadata": meta, "spec": map[string]any{
 		"minAvailable":   want.Spec.MinAvailable,
 		"maxUnavailable": nil,
 		"selector":       map[string]any{"$patch": "replace", "matchLabels": want.Spec.Selector.MatchLabels},
 	}}
-	body, err := json.Marshal(patch)
-	if err != nil {
-		return nil, fmt.Errorf("render budget patch: %w", err)
-	}
-	out, err := b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace).Patch(ctx, pdb.Name, types.StrategicMergePatchType, body,
-		metav1.PatchOptions{FieldManager: "vm-controller"})
-	switch {
-	case err == nil:
-	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("adopt budget %s: %w: %w", pdb.Name, backend.ErrRejected, err)
-	default:
-		// A conflict (the budget changed since it was read) or a budget gone: the next
-		// decision sees it as it is now.
-		return nil, fmt.Errorf("adopt budget %s: %w", pdb.Name, err)
-	}
-	return b.budgets.wrote(out, vm), nil
+	return b.patchBudget(ctx, vm, pdb, "adopt", patch, meta)
 }
 
 // RecordBudgetKind records vm's kind of resource (AnnotationOwnerKind) on vm's own budget,
@@ -344,42 +361,19 @@ func (b *Backend) RecordBudgetKind(ctx context.Context, vm backend.Owner) (*back
 	if b.budgets == nil {
 		return nil, fmt.Errorf("record kind on budget: the backend keeps no budgets: %w", backend.ErrRejected)
 	}
-	name := BudgetName(vm.Name)
-	obj, ok, err := b.budgets.informer.GetIndexer().GetByKey(vm.Namespace + "/" + name)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("read budget cache: %w", err)
-	case !ok:
-		return nil, fmt.Errorf("record kind on budget %s: not in the cache", name)
+	pdb, err := b.cachedBudget(vm, "record kind on")
+	if err != nil {
+		return nil, err
 	}
-	pdb := obj.(*policyv1.PodDisruptionBudget)
 	if budgetOwnerOf(pdb, vm) != budgetMine {
-		return nil, fmt.Errorf("record kind on budget %s: it is not this VM's: %w", name, backend.ErrRejected)
+		return nil, fmt.Errorf("record kind on budget %s: it is not this VM's: %w", pdb.Name, backend.ErrRejected)
 	}
 	got := budgetReport(pdb, vm, budgetMine)
 	if !got.KindUnrecorded {
 		return got, nil
 	}
 	meta := map[string]any{"annotations": map[string]string{AnnotationOwnerKind: ownerKind(vm)}}
-	if pdb.ResourceVersion != "" {
-		meta["resourceVersion"] = pdb.ResourceVersion
-	}
-	body, err := json.Marshal(map[string]any{"metadata": meta})
-	if err != nil {
-		return nil, fmt.Errorf("render budget patch: %w", err)
-	}
-	out, err := b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace).Patch(ctx, name, types.StrategicMergePatchType, body,
-		metav1.PatchOptions{FieldManager: "vm-controller"})
-	switch {
-	case err == nil:
-	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("record kind on budget %s: %w: %w", name, backend.ErrRejected, err)
-	default:
-		// A conflict (the budget changed since it was read) or a budget gone: the next
-		// decision sees it as it is now.
-		return nil, fmt.Errorf("record kind on budget %s: %w", name, err)
-	}
-	return b.budgets.wrote(out, vm), nil
+	return b.patchBudget(ctx, vm, pdb, "record kind on", map[string]any{"metadata": meta}, meta)
 }
 
 // wrote notes out, the budget a write of vm's returned (a create, an adoption, a record of the
