@@ -401,12 +401,10 @@ func TestApplyDiskUpdateChangedSince(t *testing.T) {
 	}
 }
 
-// TestApplyDiskRecordsKind: a VM's own disk that an earlier version made without the VM's kind
-// (here one left from --root-disk claim, under ephemeral) has it recorded in one update that
-// changes nothing else of it, with no Event and no write of the VM. The decision after asks for
-// nothing, on the disk as the controller knows it while the cache still shows it as it was
-// (the update's expectation) as on the disk as it now is.
-func TestApplyDiskRecordsKind(t *testing.T) {
+// kindUnrecorded is a world of a running VM whose own disk an earlier version made without
+// the VM's kind, with the disk as the decision sees it and the plan for it.
+func kindUnrecorded(t *testing.T) (*world, schema.VirtualMachine, *backend.Server, *backend.Disk, decision.Plan) {
+	t.Helper()
 	const name = "active-steady"
 	w := newWorld(t, name)
 	vm := w.view(t, name)
@@ -416,7 +414,17 @@ func TestApplyDiskRecordsKind(t *testing.T) {
 	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
 		Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned, KindUnrecorded: true})
 	seen, _ := w.servers.ObserveDisk(owner)
-	plan := serverPolicy.Decide(vm, srv, nil, seen, nil, now)
+	return w, vm, srv, seen, serverPolicy.Decide(vm, srv, nil, seen, nil, now)
+}
+
+// TestApplyDiskRecordsKind: a VM's own disk that an earlier version made without the VM's kind
+// (here one left from --root-disk claim, under ephemeral) has it recorded in one update that
+// changes nothing else of it, with no Event and no write of the VM. The decision after asks for
+// nothing, on the disk as the controller knows it while the cache still shows it as it was
+// (the update's expectation) as on the disk as it now is.
+func TestApplyDiskRecordsKind(t *testing.T) {
+	w, vm, srv, seen, plan := kindUnrecorded(t)
+	owner := ownerOf(vm)
 	if plan.Disk == nil || plan.Disk.Op != decision.RecordDiskKind || plan.Server != nil || plan.Status != nil || len(plan.Events) != 0 {
 		t.Fatalf("plan %+v, want the disk's kind recorded and nothing else", plan)
 	}

@@ -7,12 +7,10 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
-	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
@@ -28,16 +26,8 @@ func policyDenied(resource, name string) error {
 // the plan carries on and the VM stays as it is, not Failed with DiskRejected as a refused
 // create would make it.
 func TestApplyRecordDiskKindRefused(t *testing.T) {
-	const name = "active-steady"
-	w := newWorld(t, name)
-	vm := w.view(t, name)
+	w, vm, srv, seen, plan := kindUnrecorded(t)
 	owner := ownerOf(vm)
-	_, srv := decidecase.Read(t, caseFile(name))
-	w.servers.Set(owner, srv)
-	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
-		Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned, KindUnrecorded: true})
-	seen, _ := w.servers.ObserveDisk(owner)
-	plan := serverPolicy.Decide(vm, srv, nil, seen, nil, now)
 	if plan.Disk == nil || plan.Disk.Op != decision.RecordDiskKind {
 		t.Fatalf("plan %+v, want the kind recorded", plan)
 	}
