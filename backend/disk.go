@@ -26,7 +26,9 @@ type Disks interface {
 	// only before it lets a deleted VM go with no disk observed: a disk that is there but
 	// not seen (for claims: one whose label someone removed, which the label-selected cache
 	// drops) may still be owned by the VM, and a disk a deleted VM owns goes with it,
-	// whatever its reclaim policy says.
+	// whatever its reclaim policy says. A read the backend may not make is an
+	// apierrors.IsForbidden error (for claims, the API server's): the VM then stays, and its
+	// status says why, until the read is allowed.
 	ReadDisk(ctx context.Context, vm Owner) (*Disk, error)
 	// CreateDisk creates vm's disk and returns it as created. It is idempotent: a disk that
 	// already is vm's is returned, not an error. A disk of that name that is not vm's and
@@ -51,7 +53,9 @@ type Disks interface {
 	// and Version, never on a later observation, and is not asked for at all when seen is
 	// nil, not vm's (Owner.Mine) or already Deleting. A disk already gone is not an error;
 	// one changed since seen is (an apierrors.IsConflict error: for claims, the API
-	// server's), so that the VM is decided again on the disk as it now is.
+	// server's), so that the VM is decided again on the disk as it now is. A delete the
+	// backend may not ask for is an apierrors.IsForbidden error, not ErrRejected: the VM
+	// stays, and says why, until it may.
 	DeleteDisk(ctx context.Context, vm Owner, seen *Disk) error
 }
 

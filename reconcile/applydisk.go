@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -20,7 +21,9 @@ import (
 // none of its business; a delete refused leaves the disk where it is), except a refused
 // release of a disk the VM still owns: the garbage collector would delete that disk with the
 // VM, so the VM stays, its finalizer on, until the release is let through
-// (DiskReleaseRefused).
+// (DiskReleaseRefused). A call the backend was forbidden on the way out (its Forbidden, not
+// a refusal: a delete, or the read an update makes of a disk the cache lags) holds the VM the
+// same way, and says so, until the call is allowed (diskForbidden).
 func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, seen *backend.Disk, plan *decision.Plan) error {
 	act := plan.Disk
 	disks, ok := a.backend.(backend.Disks)
@@ -60,6 +63,9 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	case errors.Is(err, backend.ErrRejected):
 		*plan = a.policy.DiskRejected(vm, srv, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
 		return nil
+	case forbidden(err) && plan.Finalizer == decision.RemoveFinalizer:
+		*plan = a.diskForbidden(vm, string(act.Op), err)
+		return nil
 	case err != nil:
 		return fmt.Errorf("%s disk: %w", act.Op, err)
 	}
@@ -73,6 +79,22 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	a.record(vm, act.Event)
 	return nil
+}
+
+// forbidden reports whether err is the API server's Forbidden, of a call the controller's
+// permissions (or an admission policy) do not let through, but for a namespace being deleted.
+func forbidden(err error) bool {
+	return apierrors.IsForbidden(err) && !namespaceGoing(err)
+}
+
+// diskForbidden is the plan for a deleted VM whose way out was forbidden call on its disk
+// (decision.Policy.DiskForbidden): it waits, and says why. Each look logs a warning too, once
+// a minute per VM at most: the status is the user's word, the log the operator's.
+func (a applier) diskForbidden(vm schema.VirtualMachine, call string, err error) decision.Plan {
+	if a.log != nil {
+		a.log.Warn("Disk call forbidden; the deleted VM waits", "vm", vm.Namespace()+"/"+vm.Name(), "call", call, "err", err)
+	}
+	return a.policy.DiskForbidden(vm, call, err.Error(), a.now())
 }
 
 // releasesOwned reports whether act, refused with err, was the release of a disk the VM

@@ -700,11 +700,14 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// The VM is let go with no disk seen: confirmed past the cache first, since the
 			// garbage collector deletes the disk of a deleted VM that still owns it. One read
 			// per VM let go, none on a live VM's reconcile; a VM whose namespace goes leaves
-			// its disk to that deletion.
-			if disk, err = c.diskNotCached(ctx, owner, log); err != nil {
+			// its disk to that deletion. A read the controller may not make holds the VM,
+			// which says why, until it may (diskForbidden).
+			switch disk, err = c.diskNotCached(ctx, owner, log); {
+			case forbidden(err):
+				plan = c.applier.diskForbidden(vm, "read", err)
+			case err != nil:
 				return 0, err
-			}
-			if disk != nil {
+			case disk != nil:
 				plan = c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
 			}
 		}
