@@ -247,12 +247,19 @@ func (p Policy) retryAt(srv *backend.Server, n int) time.Time {
 // node behind by the backoff or more would have it over before it began, and a crash loop
 // would not back off at all. Once the failure is recorded the bounds do not move with now, so
 // deciding again does not rewrite the time.
+//
+// The bound from below needs status.nextRetryTime to hold the time it gives: the write that
+// records the failure moves lastUpdateTime past the server's end, and without the field
+// every decision after it would find the failure unrecorded and push the time on by the
+// backoff, for ever. A layout without the field (its next try is in the message only) keeps
+// the bound from above alone.
 func (d *decision) boundRetry(at time.Time, wait time.Duration, srv *backend.Server) time.Time {
 	cur := d.current
 	if s := cur.Server; d.backingOff() && s != nil && s.ID == srv.ID {
 		return d.recordedRetry()
 	}
-	if last := cur.LastUpdateTime; !last.IsZero() && srv.Since.Before(last.UTC().Truncate(time.Second)) {
+	last := cur.LastUpdateTime
+	if d.vm.Fields().NextRetryTime != "" && !last.IsZero() && srv.Since.Before(last.UTC().Truncate(time.Second)) {
 		return d.now.Add(wait)
 	}
 	return earlier(at, d.now.Add(wait))
