@@ -338,9 +338,13 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 			d.next().RestartedAt = restart // the server that follows is the restart; no second delete
 		}
 		if srv.State == backend.StateLost {
-			// Its deletion cannot finish while the node does not answer. The controller's,
-			// for a new server, stays so (lostWhileDeleted); anyone else's is news.
-			if d.lostWhileReplacing() {
+			// Its deletion cannot finish while the node does not answer. The controller's
+			// stays so, in phase Creating: one for a new server (lostWhileDeleted), and
+			// one that stopped the VM (Halted, a stop request) that is to run again now,
+			// whose new server waits for it as a replacement's does; in phase Unknown the
+			// status would claim the server, and its going would be called missing.
+			// Anyone else's is news.
+			if d.lostWhileReplacing() || d.lostWhileInactive() {
 				d.lostServer(schema.PhaseCreating, srv)
 			} else {
 				d.nodeLost(srv)

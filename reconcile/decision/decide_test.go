@@ -456,3 +456,82 @@ func TestReplaceThroughNodeLost(t *testing.T) {
 		}
 	}
 }
+
+// TestStartThroughNodeLost: a VM stopped (Halted, a stop request) while its server's node does
+// not answer, so that the stop's deletion cannot finish (NodeLost, Inactive), is then started:
+// by a start request, or by a run strategy that runs it. The new server waits for that
+// deletion: the VM says NodeLost still, in phase Creating, without claiming the server, for
+// as long as the node is lost (not ServerReplacing, which hides why nothing moves and the way
+// out; not Unknown, which would call the server's going missing). Once the node is deleted and
+// the server with it, the new server is made, ServerCreating, with the start recorded and no
+// ServerMissing said.
+func TestStartThroughNodeLost(t *testing.T) {
+	tests := map[string]struct {
+		file      string // the golden case that stops the VM
+		stopUnder string // the run strategy it is stopped under ("" the case's)
+		action    string // the run strategy it is started under ("" the stop's)
+		start     bool   // started by a start request
+	}{
+		"Halted, then Always":             {"nodelost-halted.txtar", "", "active", false},
+		"Halted, then RerunOnFailure":     {"nodelost-halted.txtar", "", "rerunOnFailure", false},
+		"Halted, then Once":               {"nodelost-halted.txtar", "", "once", false},
+		"Halted, then Manual and a start": {"nodelost-halted.txtar", "", "manual", true},
+		"stop under Manual, then a start": {"strategy-manual-stop-lost.txtar", "", "", true},
+		"stop under Manual, then Always":  {"strategy-manual-stop-lost.txtar", "", "active", false},
+		"stop under Once, then a start":   {"strategy-manual-stop-lost.txtar", "once", "", true},
+		"stop under Rerun, then a start":  {"strategy-manual-stop-lost.txtar", "rerunOnFailure", "", true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(cases, tc.file)
+			vm, srv := decidecase.Read(t, file)
+			policy := casePolicy(t, file)
+			if tc.stopUnder != "" {
+				vm = patchVM(t, vm, `{"spec":{"action":"`+tc.stopUnder+`"}}`)
+			}
+			at := now
+			for range 2 { // the stop, then the node still lost
+				w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, at))
+				vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
+			}
+			if st := vm.Status(); st.Phase != schema.PhaseInactive || st.Reason != decision.ReasonNodeLost {
+				t.Fatalf("stopped: %s/%s, want Inactive/NodeLost", st.Phase, st.Reason)
+			}
+			if tc.action != "" {
+				vm = patchVM(t, vm, `{"spec":{"action":"`+tc.action+`"}}`)
+			}
+			if tc.start {
+				vm = patchVM(t, vm, `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T12:01:30.000Z"}}}`)
+			}
+			for range 3 { // the start, then the node still lost
+				w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, at))
+				vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
+			}
+			st := vm.Status()
+			if st.Phase != schema.PhaseCreating || st.Reason != decision.ReasonNodeLost || !strings.Contains(st.Message, "kubectl delete node node-a") {
+				t.Errorf("started while the node is lost: %s/%s %q, want Creating/NodeLost with the way out", st.Phase, st.Reason, st.Message)
+			}
+			if c := decision.ClaimedServer(st); c != "" {
+				t.Errorf("the status claims server %s, which the controller deletes", c)
+			}
+
+			// The node is deleted, and its pods with it.
+			plan := policy.Decide(vm, nil, nil, nil, nil, at)
+			if plan.Server == nil || plan.Server.Op != decision.CreateServer {
+				t.Fatalf("once the server is gone: %+v, no new server", plan.Server)
+			}
+			for _, e := range plan.Events {
+				if e.Reason == decision.ReasonServerMissing {
+					t.Errorf("the server the controller deleted is called missing: %+v", e)
+				}
+			}
+			st = applyPlan(t, vm, nil, nil, plan).vm.Status()
+			if st.Phase != schema.PhaseCreating || st.Reason != decision.ReasonServerCreating {
+				t.Errorf("once the server is gone: %s/%s, want Creating/ServerCreating", st.Phase, st.Reason)
+			}
+			if r := vm.StartRequested().Value; tc.start && st.StartRequestedAt != r {
+				t.Errorf("start request %s not recorded: startRequestedAt %q", r, st.StartRequestedAt)
+			}
+		})
+	}
+}

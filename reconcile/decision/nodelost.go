@@ -28,8 +28,8 @@ import (
 func (d *decision) nodeLost(srv *backend.Server) { d.lostServer(schema.PhaseUnknown, srv) }
 
 // lostServer reports srv, whose node does not answer, in phase: Unknown for a VM that is to
-// run, Creating for one whose server the controller replaces, Inactive for one being
-// stopped, Terminating for one being deleted. The change to it
+// run, Creating for one whose server the controller replaces (or that is started while the
+// deletion that stopped it waits), Inactive for one being stopped, Terminating for one being deleted. The change to it
 // is a Warning, also where the plan's action (the deletion) would explain it: the action's
 // Event does not say why it cannot finish.
 func (d *decision) lostServer(phase schema.Phase, srv *backend.Server) { d.lostFor(phase, srv, "") }

@@ -36,6 +36,13 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 	}
 	if start.Value != "" {
 		switch {
+		case srv != nil && srv.Deleting && srv.State == backend.StateLost:
+			// Not yet either, and the deletion (a stop's, Halted's) cannot finish while
+			// the node does not answer: NodeLost still holds, now in the phase of a new
+			// server that waits for it, as for a restart (lostWhileDeleted). Once the
+			// server is gone the start is carried out as any other, ServerCreating.
+			d.lostServer(schema.PhaseCreating, srv)
+			return
 		case srv != nil && srv.Deleting:
 			// Not yet: the start is recorded with the create that carries it out, once
 			// the old server is gone.
