@@ -738,6 +738,17 @@ const rejectedRetry = time.Minute
 // backend's reason, and another try after a while rather than a retry storm.
 func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Plan {
 	d := p.refused(vm, nil, now)
+	// A migrate request the refused create was to carry out, as the move off the node of a
+	// server going or gone already (migrate: goingFrom), is recorded as that move, as the
+	// create's status would have recorded it. This status replaces the one that tells where
+	// that server was (ServerEvicted, or one that names it running): decided again, the
+	// request would be refused for a VM "not running", and the next server would not keep
+	// off the node.
+	if req := d.newMigration(); req != "" && !d.foldMigration(req) {
+		if from := d.goingFrom(); from != "" {
+			d.movingFrom(req, from)
+		}
+	}
 	// The count the refused server was to start with: a failed server that went during its
 	// backoff counts once the backoff is over (failuresSoFar), and is counted so when the
 	// next try's create starts from this status, which says no backoff any more.

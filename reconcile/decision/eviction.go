@@ -144,17 +144,32 @@ func (d *decision) goneEvicted() bool {
 	return name != "" && name == g.Name && (cur.Server.ID == "" || g.ID == "" || cur.Server.ID == g.ID)
 }
 
-// evictedMessage says that server name was evicted from node (its node if "") for dis.
+// evictedMessage says that server name was evicted from node (its node if "") for dis. It is
+// the message of the condition Moving, kept word for word for the whole move, so that it is
+// also the move's record of the node its next server keeps off (evictedNode).
 func evictedMessage(name, node string, dis backend.Disruption) string {
-	from := "its node"
-	if node != "" {
-		from = "node " + node
-	}
 	why := dis.Reason
 	if dis.Message != "" {
 		why += ": " + dis.Message
 	}
-	return fmt.Sprintf("Server %s was evicted from %s (%s)", name, from, why)
+	if node == "" {
+		return fmt.Sprintf("Server %s was evicted from its node (%s)", name, why)
+	}
+	return "Server " + name + evictedFromNode + node + " (" + why + ")"
+}
+
+// evictedFromNode is the words of evictedMessage before the node; neither a server's name nor
+// a node's has a space in it.
+const evictedFromNode = " was evicted from node "
+
+// evictedNode is the node an evictedMessage names; "" when it names none.
+func evictedNode(msg string) string {
+	_, rest, ok := strings.Cut(msg, evictedFromNode)
+	if !ok {
+		return ""
+	}
+	node, _, _ := strings.Cut(rest, " ")
+	return node
 }
 
 // deletingBudget asks, on a deleted VM's way out, for its budget to go before the finalizer
@@ -251,7 +266,12 @@ func (d *decision) moved(a *ServerAction) {
 // decision that creates the next one: the node the status gave the server when it reported
 // the eviction (ServerEvicted), which the status keeps once the server is gone, or, for an
 // eviction seen only once the server was gone (goneEvicted), the node the backend remembers.
-// "" when there is no such move, or the node is not known.
+// A status that says something else since (the backend refused the next server: Rejected,
+// whose status names no server) still has the move's condition Moving, which every status of
+// the move keeps until its server is ready: the node it names, the one the move began from.
+// Without it a refused create was asked for again without the preference, and the next
+// server could start on the node it was moved off. "" when there is no such move, or the node
+// is not known.
 func (d *decision) evictedFrom() string {
 	cur := d.current
 	switch {
@@ -259,10 +279,10 @@ func (d *decision) evictedFrom() string {
 		return ""
 	case d.evictedGone != nil:
 		return d.evictedGone.Node
-	case cur.Reason != ReasonServerEvicted || cur.Server == nil:
-		return ""
+	case cur.Reason == ReasonServerEvicted && cur.Server != nil:
+		return cur.Server.Node
 	}
-	return cur.Server.Node
+	return evictedNode(d.moving.message)
 }
 
 // evictionConditions sets the conditions Moving and EvictionBlocked on a status being

@@ -211,6 +211,21 @@ func quantity(s string) resource.Quantity {
 	return q
 }
 
+// followsEviction reports whether the status st records a move under Replace off node: the
+// condition Moving, with the evicted server on node as the status reports it (ServerEvicted),
+// or, once a status that names no evicted server replaced that one (the next server refused),
+// node as Moving's message names it.
+func followsEviction(st schema.Status, node string) bool {
+	m := st.Condition(decision.ConditionMoving)
+	switch {
+	case m == nil:
+		return false
+	case st.Reason == decision.ReasonServerEvicted && st.Server != nil:
+		return st.Server.Node == node
+	}
+	return strings.Contains(m.Message, " was evicted from node "+node+" (")
+}
+
 // checkPlan fails the test if plan contradicts itself, the world it was decided for or the
 // policy p: it creates a server while one exists, deletes one that is not there (or is
 // already going), resizes in place where p or the server does not allow it, replaces a running
@@ -274,8 +289,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				// The migration is under way, or recorded by this plan: a request that a
 				// deletion under way or done carries out (migrate).
 				fail("creates a server that avoids node %s, and no migration moves off it", a.Spec.AvoidNode)
-			case a.Spec.PreferAvoidNode != "" && (current.Reason != decision.ReasonServerEvicted || current.Server == nil ||
-				current.Server.Node != a.Spec.PreferAvoidNode || current.Condition(decision.ConditionMoving) == nil):
+			case a.Spec.PreferAvoidNode != "" && !followsEviction(current, a.Spec.PreferAvoidNode):
 				// Only the server that follows an eviction under Replace prefers to keep off
 				// the node the evicted one ran on.
 				fail("creates a server that prefers to avoid node %s, and no server evicted from it is followed", a.Spec.PreferAvoidNode)

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
@@ -167,11 +168,54 @@ func TestRejectedKeepsFailures(t *testing.T) {
 		}
 		creates++
 		refused := p.Rejected(vm, "exceeded quota", now)
-		if got, want := refused.Status.ConsecutiveFailures, plan.Status.ConsecutiveFailures; got != want {
+		st := vm.Status() // what the refusal leaves: a VM refused already may have it written
+		if refused.Status != nil {
+			st = *refused.Status
+		}
+		if got, want := st.ConsecutiveFailures, plan.Status.ConsecutiveFailures; got != want {
 			t.Errorf("%s: the refusal's consecutiveFailures is %d, the create's %d", filepath.Base(file), got, want)
 		}
 	}
 	if creates == 0 {
 		t.Fatal("no golden case creates a server")
+	}
+}
+
+// TestRejectedKeepsAvoidedNode: a server created to move the VM off a node (the next one after
+// an eviction under Replace, which prefers another node; a migration's, which requires one) and
+// refused by the backend is asked for again, after each refusal, keeping off the same node as
+// the create refused. The refusal's status is all the next decision has of the move: the
+// status that named the evicted server on its node (ServerEvicted) is replaced by the refusal's,
+// and a migrate request the refused create was to carry out was recorded by its plan only.
+func TestRejectedKeepsAvoidedNode(t *testing.T) {
+	tests := map[string]struct {
+		file          string // the golden case whose plan creates the server
+		avoid, prefer string // the node the create keeps off: required, preferred
+	}{
+		"evicted, gone":                         {"evict-replace-gone", "", "node-a"},
+		"evicted without a drain, gone":         {"evict-replace-undrained-gone", "", "node-a"},
+		"evicted, gone, a migrate request seen": {"evict-replace-migrate-gone", "node-a", ""},
+		"migrated, gone":                        {"migrate-create", "node-a", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(cases, tc.file+".txtar")
+			vm, srv := decidecase.Read(t, file)
+			gone, disk, budget := decidecase.Gone(t, file), decidecase.Disk(t, file), decidecase.Budget(t, file)
+			p := casePolicy(t, file)
+			at := now
+			for i := range 3 { // the create, then the create after each of two refusals
+				plan := p.Decide(vm, srv, gone, disk, budget, at)
+				if serverOp(plan) != decision.CreateServer {
+					t.Fatalf("decision %d:\n%s\nwant a create", i, renderPlan(t, plan))
+				}
+				if s := plan.Server.Spec; s.AvoidNode != tc.avoid || s.PreferAvoidNode != tc.prefer {
+					t.Errorf("decision %d (after %d refusals) creates a server that avoids %q and prefers to avoid %q, want %q and %q",
+						i, i, s.AvoidNode, s.PreferAvoidNode, tc.avoid, tc.prefer)
+				}
+				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.Rejected(vm, "exceeded quota", at))
+				vm, srv, gone, disk, budget, at = w.vm, w.srv, w.lastGone, w.disk, w.budget, at.Add(time.Minute)
+			}
+		})
 	}
 }
