@@ -364,8 +364,16 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		// The server no status has reported yet is the restart's: an earlier decision's
 		// create (srv == nil, above) made it, and the status write that recorded the restart
 		// did not go through. As with a deletion under way, the restart is recorded now, not
-		// carried out twice.
+		// carried out twice. It may also be a create that came before the request, whose
+		// status said nothing new (onTheWay: the first server under claim, made while the
+		// status names none): nothing tells the two apart but clocks. A server that has not
+		// started yet is kept either way, and loses nothing: its guest boots after the
+		// request, as a restarted one would, and replacing it would replace the restart's own
+		// server a second time. The request is answered all the same, with an Event
+		// (restartNotNeeded) and a status that names the server, so that a further request
+		// replaces it.
 		d.next().RestartedAt = restart
+		defer d.restartNotNeeded(restart, srv)
 		restart = ""
 	}
 	if restart != "" {
@@ -585,6 +593,22 @@ func (d *decision) newRestart() string {
 		return r
 	}
 	return ""
+}
+
+// restartNotNeeded says, with an Event, that the restart request at restart is recorded and
+// the server srv kept (active, unrecorded), unless the plan replaces srv all the same (a
+// spec change, a failure): that replacement carries the restart out.
+func (d *decision) restartNotNeeded(restart string, srv *backend.Server) {
+	if a := d.plan.Server; a != nil && a.Op == DeleteServer {
+		return
+	}
+	msg := fmt.Sprintf("Restart requested at %s: server %s has not started yet and boots after the request, as a restarted one would; "+
+		"it is kept (to replace it all the same, request another restart)", restart, srv.Name)
+	if srv.State != backend.StatePending {
+		msg = fmt.Sprintf("Restart requested at %s: taken as carried out by the creation of server %s, which no status had reported yet; "+
+			"it is kept (to replace it all the same, request another restart)", restart, srv.Name)
+	}
+	d.event(EventNormal, ReasonRestartNotNeeded, msg)
 }
 
 // unrecorded reports whether the VM's server is one no status has reported yet. Every status

@@ -450,6 +450,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	evs = resumedEvents(fail, current, *st, evs)
 	evs = evictionEvents(fail, current, *st, srv, evs)
 	evs = migrationEvents(fail, current, *st, evs)
+	evs = restartEvents(fail, current, *st, srv, plan, evs)
 	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
 		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer
@@ -685,6 +686,24 @@ func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Sta
 		fail("DiskResizing condition %+v without a disk of the VM's", *now)
 	}
 	return rest
+}
+
+// restartEvents checks the Event RestartNotNeeded, and returns evs without it: one at most,
+// Normal, where a restart request is recorded by this plan and the server kept, one no status
+// had reported yet, which the status now names.
+func restartEvents(fail func(string, ...any), current, st schema.Status, srv *backend.Server, plan decision.Plan, evs []decision.Event) []decision.Event {
+	i := slices.IndexFunc(evs, func(e decision.Event) bool { return e.Reason == decision.ReasonRestartNotNeeded })
+	if i < 0 {
+		return evs
+	}
+	kept := plan.Server == nil || plan.Server.Op != decision.DeleteServer
+	unrecorded := srv != nil && (current.Server == nil || current.Server.ID != srv.ID)
+	named := srv != nil && st.Server != nil && st.Server.ID == srv.ID
+	if evs[i].Type != corev1.EventTypeNormal || st.RestartedAt == current.RestartedAt || !kept || !unrecorded || !named ||
+		slices.ContainsFunc(evs[i+1:], func(e decision.Event) bool { return e.Reason == decision.ReasonRestartNotNeeded }) {
+		fail("event %+v without a restart recorded, and the server no status had reported kept and named", evs[i])
+	}
+	return slices.Delete(slices.Clone(evs), i, i+1)
 }
 
 // checkDiskRejected checks the plan for a VM whose disk the backend refused: Failed with the

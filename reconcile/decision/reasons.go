@@ -27,6 +27,9 @@ const (
 	ReasonResizingServer   = "ResizingServer"  // a resize in place was asked for
 	ReasonServerResized    = "ServerResized"   // the new cpu and memory are in effect
 	ReasonServerRestarted  = "ServerRestarted" // the server is replaced on request (the restart annotation)
+	// A restart request is recorded and the server kept: it is taken for the server the
+	// restart's own create made, which no status had reported yet (unrecorded).
+	ReasonRestartNotNeeded = "RestartNotNeeded"
 
 	// Reasons of the Resizing condition: how far a resize in place has got.
 	ReasonResizePending    = "ResizePending"    // asked for; the host has not answered

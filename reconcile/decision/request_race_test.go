@@ -2,6 +2,7 @@ package decision_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,5 +207,62 @@ func TestMigrateDuringEviction(t *testing.T) {
 				t.Errorf("%s: deciding the moved VM again asks for more: %s", where, renderPlan(t, next))
 			}
 		}
+	}
+}
+
+// TestRestartBeforeFirstRun: under --root-disk claim the first server of a VM is created once
+// its disk is bound, or at once for a disk that binds with it, and no status names it while
+// it is on its way (onTheWay). A restart requested then finds a server no status has
+// reported, which it takes for the one the restart's own create made (unrecorded), whichever
+// came first. Its guest has not run: it boots after the request, as a restarted one would, so
+// nothing is lost if the server is kept; but the request is not answered in silence. The
+// restart is recorded with a RestartNotNeeded Event that names it, the status then names the
+// server, and a further restart request replaces it.
+func TestRestartBeforeFirstRun(t *testing.T) {
+	const first, second = "2026-06-01T12:00:30Z", "2026-06-01T12:02:00Z"
+	for _, name := range []string{"pending-binds-with-server", "bound-no-server"} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(claimCases, name+".txtar")
+			vm, srv := decidecase.Read(t, file)
+			disk := decidecase.Disk(t, file)
+			policy := casePolicy(t, file)
+			create := policy.Decide(vm, srv, nil, disk, nil, now)
+			if serverOp(create) != decision.CreateServer {
+				t.Fatalf("want the first server created:\n%s", renderPlan(t, create))
+			}
+			w := applyPlan(t, vm, srv, disk, create)
+			if s := w.vm.Status().Server; s != nil && s.ID != "" {
+				t.Fatalf("the status names the new server %+v: the case no longer leaves it unrecorded", s)
+			}
+			if w.srv == nil || w.srv.State != backend.StatePending {
+				t.Fatalf("server %+v, want one pending", w.srv)
+			}
+
+			vm = patchVM(t, w.vm, `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"`+first+`"}}}`)
+			plan := policy.Decide(vm, w.srv, nil, w.disk, nil, now.Add(time.Minute))
+			if plan.Server != nil {
+				t.Errorf("the server that has not run is acted on: %s %s", plan.Server.Op, plan.Server.Event.Message)
+			}
+			if plan.Status == nil || plan.Status.RestartedAt != first {
+				t.Fatalf("want the restart recorded:\n%s", renderPlan(t, plan))
+			}
+			said := false
+			for _, e := range plan.Events {
+				said = said || e.Reason == decision.ReasonRestartNotNeeded && strings.Contains(e.Message, first) && strings.Contains(e.Message, w.srv.Name)
+			}
+			if !said {
+				t.Errorf("the restart is recorded without an Event that says so:\n%s", renderPlan(t, plan))
+			}
+			w = applyPlan(t, vm, w.srv, w.disk, plan)
+			if next := policy.Decide(w.vm, w.srv, nil, w.disk, nil, now.Add(time.Minute)); !next.Empty() {
+				t.Errorf("deciding again once the restart is recorded asks for more:\n%s", renderPlan(t, next))
+			}
+
+			vm = patchVM(t, w.vm, `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"`+second+`"}}}`)
+			again := policy.Decide(vm, w.srv, nil, w.disk, nil, now.Add(2*time.Minute))
+			if a := again.Server; a == nil || a.Op != decision.DeleteServer || a.Event.Reason != decision.ReasonServerRestarted {
+				t.Errorf("a further restart does not replace the server:\n%s", renderPlan(t, again))
+			}
+		})
 	}
 }
