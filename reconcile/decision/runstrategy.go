@@ -238,35 +238,32 @@ func (d *decision) startHint() string {
 
 // retryAt is when a server that failed after n earlier consecutive failures is replaced, by
 // the clock of the server's host (for pods, the container's finishedAt, the node's):
-// boundRetry bounds it by the controller's.
+// boundRetry decides whether that clock is used at all.
 func (p Policy) retryAt(srv *backend.Server, n int) time.Time {
 	return srv.Since.UTC().Truncate(time.Second).Add(p.backoff(n))
 }
 
-// boundRetry bounds at, when the failed server srv is to be replaced after a backoff of wait
-// (retryAt), by the controller's clock: no later than wait past this decision, which records
-// the failure (as if the server had ended now), and once the status records it (backingOff,
-// naming srv), the time the status gives, itself bounded (recordedRetry). A node whose
-// clock runs ahead would otherwise hold the VM for as long as it is ahead. From below too: a
-// server that ended, by its node's clock, before the status's last write (lastUpdateTime, the
-// controller's clock), which did not record its failure, ended on a node whose clock is
-// behind, and its backoff counts from now, when the controller sees the failure; otherwise a
-// node behind by the backoff or more would have it over before it began, and a crash loop
-// would not back off at all. Once the failure is recorded the bounds do not move with now, so
-// deciding again does not rewrite the time.
+// boundRetry is when the failed server srv is replaced, after a backoff of wait, by the
+// controller's clock. Once the status records the failure (backingOff, naming srv), the time
+// it gives, itself bounded (recordedRetry): it does not move with now, so deciding again does
+// not rewrite it. Until then the backoff counts from now, the decision that records the
+// failure, whatever the node's clock says (at, retryAt): a node whose clock runs ahead would
+// hold the VM for as long as it is ahead, and one that runs behind would cut the backoff short
+// by as much, or skip it, and a crash loop would not back off. From the server's end alone a
+// clock behind by some time cannot be told from a failure the controller saw that much late
+// (a lagging watch, a restart); it is taken as the former, which waits one backoff too many at
+// worst, never none.
 //
-// The bound from below needs status.nextRetryTime to hold the time it gives: the write that
-// records the failure moves lastUpdateTime past the server's end, and without the field
-// every decision after it would find the failure unrecorded and push the time on by the
-// backoff, for ever. A layout without the field (its next try is in the message only) keeps
-// the bound from above alone.
+// That needs status.nextRetryTime to hold the time: without the field every decision would
+// find the failure unrecorded and push the time on by the backoff, for ever (the next try is
+// in the message only). A layout without it takes the node's clock as it is, bounded from
+// above only: no later than wait past now.
 func (d *decision) boundRetry(at time.Time, wait time.Duration, srv *backend.Server) time.Time {
 	cur := d.current
 	if s := cur.Server; d.backingOff() && s != nil && s.ID == srv.ID {
 		return d.recordedRetry()
 	}
-	last := cur.LastUpdateTime
-	if d.vm.Fields().NextRetryTime != "" && !last.IsZero() && srv.Since.Before(last.UTC().Truncate(time.Second)) {
+	if d.vm.Fields().NextRetryTime != "" {
 		return d.now.Add(wait)
 	}
 	return earlier(at, d.now.Add(wait))
