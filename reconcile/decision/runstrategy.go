@@ -257,14 +257,22 @@ func (p Policy) retryAt(srv *backend.Server, n int) time.Time {
 // That needs status.nextRetryTime to hold the time: without the field every decision would
 // find the failure unrecorded and push the time on by the backoff, for ever (the next try is
 // in the message only). A layout without it takes the node's clock as it is, bounded from
-// above only: no later than wait past now.
+// above only: no later than wait past the decision that records the failure. Once the status
+// reports srv failed, that decision is the status's last write (lastUpdateTime), which does
+// not move with now: bounded by now instead, a node whose clock runs ahead would have the time
+// pushed on, and the status rewritten, at every look until the node's time came. A layout
+// without lastUpdateTime either has only now to bound it by.
 func (d *decision) boundRetry(at time.Time, wait time.Duration, srv *backend.Server) time.Time {
 	cur := d.current
-	if s := cur.Server; d.backingOff() && s != nil && s.ID == srv.ID {
+	s := cur.Server
+	if d.backingOff() && s != nil && s.ID == srv.ID {
 		return d.recordedRetry()
 	}
 	if d.vm.Fields().NextRetryTime != "" {
 		return d.now.Add(wait)
+	}
+	if last := cur.LastUpdateTime; cur.Reason == ReasonServerFailed && s != nil && s.ID == srv.ID && !last.IsZero() {
+		return earlier(at, last.UTC().Truncate(time.Second).Add(wait))
 	}
 	return earlier(at, d.now.Add(wait))
 }
