@@ -53,9 +53,10 @@ func (a applier) warnRefused(vm schema.VirtualMachine, what string, err error) {
 // the server that mounts it, and the finalizer comes off only after the server is gone and
 // the disk deleted or released. Every write is conditional on the resourceVersion the decision saw (and
 // the ones its own writes produce), so a decision made on a stale view fails with a conflict
-// and is made again, rather than overwriting newer state.
+// and is made again, rather than overwriting newer state. The plan is taken as decided with
+// no server gone while disrupted (Decide's gone nil); applyPlan takes one.
 func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, disk *backend.Disk, plan decision.Plan) (time.Duration, error) {
-	out, err := a.applyPlan(ctx, vm, owner, observed, disk, plan)
+	out, err := a.applyPlan(ctx, vm, owner, observed, nil, disk, plan)
 	return out.after, err
 }
 
@@ -72,8 +73,10 @@ type applied struct {
 }
 
 // applyPlan is apply, with what the writes returned, so that the caller can carry on from the
-// VM as it now is instead of waiting for the informer to bring it back.
-func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, disk *backend.Disk, plan decision.Plan) (applied, error) {
+// VM as it now is instead of waiting for the informer to bring it back. observed, gone and disk
+// are what the plan was decided on (Decide's srv, gone and disk): a refusal is decided on them
+// too (Rejected, DiskRejected), so that it keeps what the plan refused began.
+func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, gone *backend.Gone, disk *backend.Disk, plan decision.Plan) (applied, error) {
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
 	rv := vm.ResourceVersion()
 	var out applied
@@ -86,7 +89,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		out.last, out.written = w, append(out.written, rv)
 	}
 	if plan.Disk != nil {
-		if err := a.applyDisk(ctx, vm, owner, observed, disk, &plan); namespaceGoing(err) {
+		if err := a.applyDisk(ctx, vm, owner, observed, gone, disk, &plan); namespaceGoing(err) {
 			// As for the server's create below: the namespace's deletion is the next
 			// change to act on.
 			return applied{written: out.written}, nil
@@ -100,7 +103,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			srv, err := a.backend.Create(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrRejected):
-				plan = a.policy.Rejected(vm, err.Error(), a.now())
+				plan = a.policy.Rejected(vm, gone, err.Error(), a.now())
 			case namespaceGoing(err):
 				// The VM's namespace is being deleted, and the VM with it: no server can be
 				// made there any more, and the VM's own deletion, which the namespace's

@@ -24,7 +24,7 @@ import (
 // (DiskReleaseRefused). A call the backend was forbidden on the way out (its Forbidden, not
 // a refusal: a delete, or the read an update makes of a disk the cache lags) holds the VM the
 // same way, and says so, until the call is allowed (diskForbidden).
-func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, seen *backend.Disk, plan *decision.Plan) error {
+func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, plan *decision.Plan) error {
 	act := plan.Disk
 	disks, ok := a.backend.(backend.Disks)
 	if !ok {
@@ -61,7 +61,7 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		a.warnRefused(vm, "record the kind on disk "+seen.Name, err)
 		return nil
 	case errors.Is(err, backend.ErrRejected):
-		*plan = a.policy.DiskRejected(vm, srv, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
+		*plan = a.policy.DiskRejected(vm, srv, gone, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
 		return nil
 	case forbidden(err) && plan.Finalizer == decision.RemoveFinalizer:
 		*plan = a.diskForbidden(vm, string(act.Op), err)

@@ -247,7 +247,7 @@ func TestApplyDiskRefused(t *testing.T) {
 			if got := status(t, w, testVM, "reason"); got != tc.reason || status(t, w, testVM, "phase") != string(schema.PhaseFailed) {
 				t.Errorf("status %s %s, want Failed %s", status(t, w, testVM, "phase"), got, tc.reason)
 			}
-			if want := time.Duration(decision.DefaultPolicy.DiskRejected(vm, nil, "", false, now).RequeueAfter); want == 0 || after != want {
+			if want := time.Duration(decision.DefaultPolicy.DiskRejected(vm, nil, nil, "", false, now).RequeueAfter); want == 0 || after != want {
 				t.Errorf("looked at again after %s, want %s", after, want)
 			}
 		})

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -120,4 +121,42 @@ func condition(t *testing.T, w *world, typ string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// TestControllerEvictedUnseenRefused: as TestControllerEvictedUnseenManual, but the backend
+// refuses the server that moves the VM (a quota). The refusal's status keeps the move
+// (Moving), and once the backend takes servers again the next one is the move's: MovingServer,
+// off node-a if another node takes it. Before, the refusal was decided without what the
+// backend remembered of the eviction, and the move was lost: the next server was a plain
+// CreatingServer with no preference, and no ServerMoved came.
+func TestControllerEvictedUnseenRefused(t *testing.T) {
+	const name = "evict-replace-manual-gone-unseen"
+	w := newWorld(t, name)
+	w.servers.FailCreate(fmt.Errorf("exceeded quota: %w", backend.ErrRejected))
+	c, ctx, owner := evictedUnseen(t, w, name)
+
+	if got := status(t, w, testVM, "reason"); got != decision.ReasonServerRejected {
+		t.Fatalf("reason %q, want %s", got, decision.ReasonServerRejected)
+	}
+	if c := condition(t, w, decision.ConditionMoving); c["status"] != "True" || c["reason"] != decision.ReasonServerEvicted {
+		t.Errorf("after the refusal, condition Moving %v, want True, ServerEvicted", c)
+	}
+	w.events()
+
+	w.servers.FailCreate(nil)
+	cachedAt(t, c, w, testVM)
+	c.queue.Add(testVM) // the refusal's retry
+	for c.queue.Len() > 0 {
+		c.processNextItem(ctx)
+	}
+	srv, _ := w.servers.Observe(owner)
+	if srv == nil {
+		t.Fatalf("no new server: the VM is %s (%s)", status(t, w, testVM, "phase"), status(t, w, testVM, "reason"))
+	}
+	if srv.Spec.PreferAvoidNode != "node-a" {
+		t.Errorf("the new server prefers to avoid %q, want node-a", srv.Spec.PreferAvoidNode)
+	}
+	if evs := w.events(); !slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, "Normal MovingServer ") }) {
+		t.Errorf("events %q, want MovingServer", evs)
+	}
 }

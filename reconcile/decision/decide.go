@@ -759,9 +759,14 @@ func (d *decision) readySince() time.Time {
 const rejectedRetry = time.Minute
 
 // Rejected is the plan for a VM whose server the backend refused to create: Failed with the
-// backend's reason, and another try after a while rather than a retry storm.
-func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Plan {
-	d := p.refused(vm, nil, now)
+// backend's reason, and another try after a while rather than a retry storm. gone is what the
+// decision whose create was refused was given of a server gone while disrupted (Decide's
+// gone; nil: nothing): a create that moved the VM for an eviction seen only once its server
+// was gone (goneEvicted) keeps the move in the refusal's status (Moving, whose message names
+// the node to keep off: evictedNode), since once this status no longer names that server
+// nothing else records the move.
+func (p Policy) Rejected(vm schema.VirtualMachine, gone *backend.Gone, why string, now time.Time) Plan {
+	d := p.refused(vm, nil, gone, now)
 	// A migrate request the refused create was to carry out, as the move off the node of a
 	// server going or gone already (migrate: goingFrom), is recorded as that move, as the
 	// create's status would have recorded it. This status replaces the one that tells where
@@ -788,7 +793,7 @@ func (p Policy) Rejected(vm schema.VirtualMachine, why string, now time.Time) Pl
 // RestartRequired; otherwise the condition Resizing says why, and the next decision replaces
 // the server (specChanged).
 func (p Policy) ResizeRefused(vm schema.VirtualMachine, srv *backend.Server, why string, now time.Time) Plan {
-	d := p.refused(vm, srv, now)
+	d := p.refused(vm, srv, nil, now) // a server is there: nothing gone counts (Decide)
 	if p.Resize == ResizeManual {
 		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}
@@ -810,15 +815,19 @@ const (
 )
 
 // refused starts the decision of a backend's refusal of what a plan for vm asked (the VM's
-// server srv, nil when there is none): made without the disk, whose part of the status stays
-// as it is (refusal), and with the run strategy, the eviction strategy and a move under way
-// as Decide has them, so that the refusal's status keeps EvictionBlocked (its Warning is not
-// given a second time) and Moving (the next server still follows the eviction) as the plan
-// refused would have. It asks nothing of the VM's budget: the plan refused did, or the next
-// decision does.
-func (p Policy) refused(vm schema.VirtualMachine, srv *backend.Server, now time.Time) decision {
+// server srv, nil when there is none, and the server gone while disrupted that plan's decision
+// was given, gone): made without the disk, whose part of the status stays as it is (refusal),
+// and with the run strategy, the eviction strategy and a move under way as Decide has them, an
+// eviction seen only once its server was gone included (goneEvicted), so that the refusal's
+// status keeps EvictionBlocked (its Warning is not given a second time) and Moving (the next
+// server still follows the eviction) as the plan refused would have. It asks nothing of the
+// VM's budget: the plan refused did, or the next decision does.
+func (p Policy) refused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, now time.Time) decision {
 	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true,
 		maxBackoff: p.MaxRestartBackoff}
+	if srv == nil {
+		d.gone = gone // as Decide takes it
+	}
 	if spec, errs := vm.Spec(); len(errs) == 0 {
 		d.strategy = spec.RunStrategy
 		d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)

@@ -424,9 +424,10 @@ func (p Policy) DiskReleaseRefused(vm schema.VirtualMachine, disk, why string, n
 // DiskRejected is the plan for a VM whose disk the backend refused to create or take
 // (backend.ErrRejected; backend.ErrDiskConflict when the name is another's): Failed with the
 // backend's reason, the server there is (if any) left as it is, and another try after a while
-// rather than a retry storm.
-func (p Policy) DiskRejected(vm schema.VirtualMachine, srv *backend.Server, why string, conflict bool, now time.Time) Plan {
-	d := p.refused(vm, srv, now)
+// rather than a retry storm. gone is what the decision whose disk action was refused was
+// given of a server gone while disrupted (as for Rejected: a move it began is kept).
+func (p Policy) DiskRejected(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, why string, conflict bool, now time.Time) Plan {
+	d := p.refused(vm, srv, gone, now)
 	reason := ReasonDiskRejected
 	if conflict {
 		reason = ReasonDiskConflict

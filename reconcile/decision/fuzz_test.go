@@ -139,7 +139,7 @@ func FuzzDecide(f *testing.F) {
 			checkRefused(t, policy, vm, srv, disk, resizeMessage)
 			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(vm, srv, resizeMessage, now))
 		case decision.CreateServer:
-			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, message, now))
+			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, nil, message, now))
 		}
 		checkRejected(t, policy, vm, message)
 		checkDiskRejected(t, policy, vm, srv, message)
@@ -546,7 +546,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 // reason, no other action, and a later look.
 func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, why string) {
 	t.Helper()
-	p := policy.Rejected(vm, why, now)
+	p := policy.Rejected(vm, nil, why, now)
 	if p.Server != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
 		t.Errorf("Rejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
 	}
@@ -712,7 +712,7 @@ func restartEvents(fail func(string, ...any), current, st schema.Status, srv *ba
 func checkDiskRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, why string) {
 	t.Helper()
 	for _, conflict := range []bool{false, true} {
-		p := policy.DiskRejected(vm, srv, why, conflict, now)
+		p := policy.DiskRejected(vm, srv, nil, why, conflict, now)
 		if p.Server != nil || p.Disk != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
 			t.Errorf("DiskRejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
 		}

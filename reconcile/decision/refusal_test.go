@@ -52,14 +52,14 @@ func TestRefusalKeepsEviction(t *testing.T) {
 		// A drain waits for the VM, and its disk is refused.
 		"disk refused on a cordoned node": {file: "evict-block-cordoned", carry: true,
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
-				return p.DiskRejected(vm, srv, "forbidden", false, now)
+				return p.DiskRejected(vm, srv, nil, "forbidden", false, now)
 			},
 			keep: decision.ConditionEvictionBlocked},
 		// The evicted server is gone, and the next one is refused (a quota): the move stands,
 		// and the next try is the move's.
 		"server refused during a move": {file: "evict-replace-gone",
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, _ *backend.Server) decision.Plan {
-				return p.Rejected(vm, "exceeded quota", now)
+				return p.Rejected(vm, nil, "exceeded quota", now)
 			},
 			action: decision.CreateServer, keep: decision.ConditionMoving, next: decision.ReasonMovingServer},
 	}
@@ -167,7 +167,7 @@ func TestRejectedKeepsFailures(t *testing.T) {
 			continue
 		}
 		creates++
-		refused := p.Rejected(vm, "exceeded quota", now)
+		refused := p.Rejected(vm, gone, "exceeded quota", now)
 		st := vm.Status() // what the refusal leaves: a VM refused already may have it written
 		if refused.Status != nil {
 			st = *refused.Status
@@ -194,6 +194,8 @@ func TestRejectedKeepsAvoidedNode(t *testing.T) {
 	}{
 		"evicted, gone":                         {"evict-replace-gone", "", "node-a"},
 		"evicted without a drain, gone":         {"evict-replace-undrained-gone", "", "node-a"},
+		"evicted, gone unseen":                  {"evict-replace-gone-unseen", "", "node-a"},
+		"evicted under Manual, gone unseen":     {"evict-replace-manual-gone-unseen", "", "node-a"},
 		"evicted, gone, a migrate request seen": {"evict-replace-migrate-gone", "node-a", ""},
 		"migrated, gone":                        {"migrate-create", "node-a", ""},
 	}
@@ -213,8 +215,41 @@ func TestRejectedKeepsAvoidedNode(t *testing.T) {
 					t.Errorf("decision %d (after %d refusals) creates a server that avoids %q and prefers to avoid %q, want %q and %q",
 						i, i, s.AvoidNode, s.PreferAvoidNode, tc.avoid, tc.prefer)
 				}
-				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.Rejected(vm, "exceeded quota", at))
+				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.Rejected(vm, gone, "exceeded quota", at))
 				vm, srv, gone, disk, budget, at = w.vm, w.srv, w.lastGone, w.disk, w.budget, at.Add(time.Minute)
+			}
+		})
+	}
+}
+
+// TestRejectedKeepsMoveSeenOnceGone: under evictionStrategy Replace, a server evicted and gone
+// before any decision saw it (the backend remembers it: backend.Departures) moves the VM, and
+// the backend refuses the next server (a quota). The refusal's status keeps the move's
+// condition Moving, as the create refused would have written it, and the try a minute later
+// is still the move's: MovingServer, keeping off the node the server was evicted from. Before,
+// the refusal was decided without what the backend remembers: its status had no Moving, the
+// next try was a plain CreatingServer that could land on the drained node, and the move's
+// Event ServerMoved never came.
+func TestRejectedKeepsMoveSeenOnceGone(t *testing.T) {
+	for _, name := range []string{"evict-replace-gone-unseen", "evict-replace-manual-gone-unseen", "evict-replace-once-gone-unseen"} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(cases, name+".txtar")
+			vm, _ := decidecase.Read(t, file)
+			gone := decidecase.Gone(t, file)
+			p := casePolicy(t, file)
+			plan := p.Decide(vm, nil, gone, nil, nil, now)
+			if serverOp(plan) != decision.CreateServer || plan.Status == nil || plan.Status.Condition(decision.ConditionMoving) == nil {
+				t.Fatalf("plan:\n%s\nwant a create with the condition Moving", renderPlan(t, plan))
+			}
+			refused := p.Rejected(vm, gone, "exceeded quota", now)
+			checkRefusalEviction(t, vm, plan, refused)
+
+			w := applyPlanWorld(t, world{vm: vm, lastGone: gone}, refused)
+			next := p.Decide(w.vm, w.srv, w.lastGone, w.disk, w.budget, now.Add(time.Minute))
+			if serverOp(next) != decision.CreateServer || next.Server.Event.Reason != decision.ReasonMovingServer ||
+				next.Server.Spec.PreferAvoidNode != "node-a" {
+				t.Errorf("a minute after the refusal:\n%s\nwant a create with the Event %s that prefers to avoid node-a",
+					renderPlan(t, next), decision.ReasonMovingServer)
 			}
 		})
 	}
