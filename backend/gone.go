@@ -26,11 +26,19 @@ type Departures interface {
 	Forget(vm types.NamespacedName)
 }
 
-// Gone is a VM's server that went while disrupted, as the backend last saw it.
+// Gone is a VM's server that went while disrupted, as the backend last saw it; or (Replaced)
+// one the controller deleted itself to replace it, as the controller remembers it.
 type Gone struct {
 	Name string `yaml:"name"`           // the backend's name for it
 	ID   string `yaml:"id"`             // its unique identity (for pods: the UID)
 	Node string `yaml:"node,omitempty"` // the host it ran on; "" if it was never placed
-	// Disruption is what took it (for pods: its DisruptionTarget condition).
-	Disruption Disruption `yaml:"disruption"`
+	// Disruption is what took it (for pods: its DisruptionTarget condition); zero for a server
+	// that went only by the controller's delete (Replaced).
+	Disruption Disruption `yaml:"disruption,omitempty"`
+	// Replaced: the controller deleted it to replace it (a spec change, a restart, a
+	// migration: a new server follows), and no status write has recorded that since: the
+	// write that went with the delete was lost (a conflict: someone wrote the VM
+	// meanwhile). The controller sets it from its own memory of its deletes, for a server
+	// going or gone; a backend never does (LastGone leaves it false).
+	Replaced bool `yaml:"replaced,omitempty"`
 }

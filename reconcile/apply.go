@@ -125,6 +125,11 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			}
 			if observed != nil {
 				a.expect.deleted(key, observed.ID)
+				if plan.Status != nil && plan.Status.Phase == schema.PhaseCreating {
+					// A new server follows: remembered until the status says so, should
+					// the write below be lost (replaced.go).
+					a.expect.replaced.deleted(key, owner.UID, observed)
+				}
 			}
 			a.record(vm, plan.Server.Event)
 		case decision.ResizeServer:
@@ -165,6 +170,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		}
 		rv = w.rv
 		out.last, out.written = &w, append(out.written, rv)
+		a.expect.replaced.written(key, *plan.Status)
 		a.record(vm, plan.Events...)
 	}
 	if budgetErr != nil {

@@ -684,6 +684,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if d, ok := c.cfg.Backend.(backend.Departures); ok && srv == nil {
 			gone = d.LastGone(owner) // a server evicted and gone before a decision saw it
 		}
+		// A server this controller deleted to replace it, going or gone, whose status write
+		// was lost (replaced.go).
+		gone = c.expect.replaced.gone(key, owner.UID, srv, gone)
 		disk, err := c.observeDisk(key, owner)
 		if err != nil {
 			return 0, err

@@ -72,8 +72,12 @@ func (t *expectTable[T]) settle(vm cache.ObjectName, still func(T) bool) (T, boo
 // expectations remember the server actions this controller took until the backend's cache
 // reflects them, in the manner of kube-controller-manager's ControllerExpectations. Without
 // them, a reconcile that runs between a create and the informer seeing the new server would
-// find no server and ask for it again: a wasted API call and a duplicate Event.
-type expectations struct{ expectTable[expectation] }
+// find no server and ask for it again: a wasted API call and a duplicate Event. replaced
+// remembers a server deleted to replace it until the VM's status does (replaced.go).
+type expectations struct {
+	expectTable[expectation]
+	replaced replacements
+}
 
 type expectation struct {
 	created   *backend.Server // created, not yet in the cache
@@ -81,7 +85,13 @@ type expectation struct {
 }
 
 func newExpectations() *expectations {
-	return &expectations{newExpectTable[expectation]()}
+	return &expectations{expectTable: newExpectTable[expectation]()}
+}
+
+// forget drops everything remembered of vm: it is gone.
+func (e *expectations) forget(vm cache.ObjectName) {
+	e.expectTable.forget(vm)
+	e.replaced.forget(vm)
 }
 
 func (e *expectations) created(vm cache.ObjectName, s *backend.Server) {

@@ -78,8 +78,9 @@ func (b *Backend) leftLocked(vm backend.Owner, s *backend.Server) {
 //	id: pod-uid-1
 //	node: node-a        # optional: where it ran
 //	disruption: {reason: EvictionByEvictionAPI, message: "Eviction API: evicting"}
+//	replaced: true      # optional: the controller deleted it to replace it (backend.Gone.Replaced)
 //
-// Unknown keys are errors; it needs a name and a disruption's reason.
+// Unknown keys are errors; it needs a name, and a disruption's reason unless it was replaced.
 func ParseGone(data []byte) (*backend.Gone, error) {
 	var in backend.Gone
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -93,7 +94,7 @@ func ParseGone(data []byte) (*backend.Gone, error) {
 	switch {
 	case in.Name == "":
 		return nil, errors.New("a gone server needs a name")
-	case in.Disruption.Reason == "":
+	case in.Disruption.Reason == "" && !in.Replaced:
 		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")
 	}
 	return &in, nil
@@ -102,7 +103,7 @@ func ParseGone(data []byte) (*backend.Gone, error) {
 // goneTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var goneTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type backend.Gone", " is not a key of a gone server (name, id, node, disruption)",
+	" not found in type backend.Gone", " is not a key of a gone server (name, id, node, disruption, replaced)",
 	" into backend.Gone", " into a gone server (want a mapping)",
 	" not found in type backend.Disruption", " is not a key of a gone server's disruption (reason, message)",
 	" into backend.Disruption", " into a gone server's disruption (want a mapping)",

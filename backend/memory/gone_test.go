@@ -79,11 +79,15 @@ func TestParseGone(t *testing.T) {
 		Disruption: backend.Disruption{Reason: "EvictionByEvictionAPI", Message: "m"}}); *g != want {
 		t.Errorf("got %+v, want %+v", *g, want)
 	}
+	// One the controller deleted to replace it needs no disruption.
+	if g, err := ParseGone([]byte("name: a-server\nid: pod-1\nreplaced: true\n")); err != nil || *g != (backend.Gone{Name: "a-server", ID: "pod-1", Replaced: true}) {
+		t.Errorf("replaced: got %+v, %v", g, err)
+	}
 	for in, want := range map[string]string{
 		"":                                     "empty",
 		"id: pod-1\ndisruption: {reason: R}\n": "needs a name",
 		"name: a-server\n":                     "a reason is needed",
-		"name: a-server\ndisruption: {reason: R}\nstate: Ready\n": "field state is not a key of a gone server (name, id, node, disruption)",
+		"name: a-server\ndisruption: {reason: R}\nstate: Ready\n": "field state is not a key of a gone server (name, id, node, disruption, replaced)",
 		"name: a-server\ndisruption: {reason: R, why: x}\n":       "field why is not a key of a gone server's disruption (reason, message)",
 	} {
 		if _, err := ParseGone([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {

@@ -70,8 +70,10 @@ var DefaultPolicy = Policy{
 // deleted as the reclaim policy says, leftdisk.go) and the time. With no server, gone is what
 // the backend remembers of the last one when it went while disrupted (backend.Departures;
 // nil: nothing), which a move under evictionStrategy Replace takes as the eviction seen
-// (eviction.go). It is pure: the same inputs give the same plan, and a plan applied and
-// decided again asks for nothing more.
+// (eviction.go). gone may also be (Replaced) the server the controller deleted to replace it
+// and whose status write was lost, with no server or beside that server while it is being
+// deleted (replaced.go). It is pure: the same inputs give the same plan, and a plan applied
+// and decided again asks for nothing more.
 //
 // A status in the plan describes the world as it will be once the plan's disk and server
 // actions are done, so that observing that world later finds nothing to write. The one thing
@@ -84,6 +86,7 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, gone *back
 	if srv == nil {
 		d.gone = gone
 	}
+	d.replacedBy(gone)
 	if disk != nil && disk.Owner.Mine() {
 		kept := *disk
 		d.disk = &kept
@@ -179,6 +182,9 @@ type decision struct {
 	evictStrategy     schema.EvictionStrategy
 	moving, blocked   *lifecycleCondition
 	gone, evictedGone *backend.Gone
+	// replaced is the server the status names that the controller deleted to replace it,
+	// whose status write was lost (gone, Replaced; replaced.go); nil when there is none.
+	replaced *backend.Gone
 }
 
 // lifecycleCondition is the reason and message of a condition that is present only while
@@ -191,9 +197,11 @@ const restartHint = "restart it with: kubectl annotate vm %s " + schema.Annotati
 // missingServer is the name of the server the status last reported as running or on its way,
 // for a decision that finds it gone or going: the controller did not delete it (that would be
 // a replacement, a restart after a failure or a stop, each with a reason of its own), so
-// someone else did, or its node went with it. "" when the status names no such server, or
-// when it went in an eviction this decision moves the VM for (goneEvicted), as it is when the
-// status says the eviction (ServerEvicted).
+// someone else did, or its node went with it, unless something explains its going
+// (requestTakesServer: a request, or the controller's own replacement whose status write was
+// lost). "" when the status names no such server, or when it went in an eviction this
+// decision moves the VM for (goneEvicted), as it is when the status says the eviction
+// (ServerEvicted).
 func (d *decision) missingServer() string {
 	if d.evictedGone != nil {
 		return ""

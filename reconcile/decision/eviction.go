@@ -134,12 +134,20 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 // status must name that server (by its ID where both know one): once a decision has reported
 // the VM otherwise, or a server came after it, what the backend remembers is no longer news.
 // A server the status says is on a node that does not answer (NodeLost) is not moved, as
-// evicted does not move it: it went with its node (nodelost.go), whatever marked it.
+// evicted does not move it: it went with its node (nodelost.go), whatever marked it. Nor is
+// one that went by the controller's delete alone (Replaced, with no disruption: replaced.go).
 func (d *decision) goneEvicted() bool {
 	g, cur := d.gone, d.current
-	if g == nil || d.srv != nil || cur.Reason == ReasonNodeLost {
+	if g == nil || d.srv != nil || cur.Reason == ReasonNodeLost || g.Replaced && g.Disruption == (backend.Disruption{}) {
 		return false
 	}
+	return d.claimedGone(g)
+}
+
+// claimedGone reports whether g is the server the status names as running or on its way
+// (ClaimedServer), by its ID where both know one.
+func (d *decision) claimedGone(g *backend.Gone) bool {
+	cur := d.current
 	name := ClaimedServer(cur)
 	return name != "" && name == g.Name && (cur.Server.ID == "" || g.ID == "" || cur.Server.ID == g.ID)
 }

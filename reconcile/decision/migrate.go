@@ -160,9 +160,12 @@ func (d *decision) movingFrom(req, from string) {
 // server going, or gone, where the status says it runs: the controller's own delete for the
 // request, whose status write did not go through (a conflict), or anyone's. Either way the
 // next server carries the request out (active, migrate); the server is not called missing,
-// and a VM under a strategy that heeds requests is not taken for stopped (stoppedState).
+// and a VM under a strategy that heeds requests is not taken for stopped (stoppedState). So
+// does the request a spec is, or any other cause of the controller's own replacement whose
+// status write was lost, which the controller remembers (replaced): the next server carries
+// the replacement out.
 func (d *decision) requestTakesServer() bool {
-	return d.newRestart() != "" || d.newMigration() != "" && d.goingFrom() != ""
+	return d.replaced != nil || d.newRestart() != "" || d.newMigration() != "" && d.goingFrom() != ""
 }
 
 // cannotMigrate says why the VM's server cannot be moved now, or "": it must run, on a node,
