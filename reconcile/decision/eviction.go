@@ -116,13 +116,13 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 	}
 	if d.goneEvicted() {
 		// The eviction, seen only now that its server is gone: moved as if seen under way
-		// (evicted), but for the server's deletion, done already. A move under way keeps its
-		// message, as evicted keeps it.
+		// (evicted), but for the server's deletion, done already. The status named that
+		// server running or on its way, never evicted, so its eviction is news: in a move
+		// under way too (the move's next server, evicted in turn), the message becomes its
+		// own, as evicted makes it.
 		g := d.gone
 		d.evictedGone = g
-		if d.moving == nil {
-			d.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(g.Name, g.Node, g.Disruption)}
-		}
+		d.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(g.Name, g.Node, g.Disruption)}
 	}
 }
 
@@ -153,8 +153,11 @@ func (d *decision) claimedGone(g *backend.Gone) bool {
 }
 
 // evictedMessage says that server name was evicted from node (its node if "") for dis. It is
-// the message of the condition Moving, kept word for word for the whole move, so that it is
-// also the move's record of the node its next server keeps off (evictedNode).
+// the message of the condition Moving: written when an eviction is first seen, and kept word
+// for word from then on, through the status of a refused create too, until the move ends or
+// a server of the move is evicted in turn, whose eviction then gives it its own (evicted,
+// eviction). So it always says the move's latest eviction, and is the move's record of the
+// node its next server keeps off (evictedNode).
 func evictedMessage(name, node string, dis backend.Disruption) string {
 	why := dis.Reason
 	if dis.Message != "" {
@@ -218,7 +221,10 @@ func (d *decision) evicted() bool {
 		// while the node may still run it with the disk (nodelost.go says so).
 		return false
 	}
-	if d.moving == nil {
+	if d.moving == nil || !d.evictionReported(srv) {
+		// A move's message is its latest eviction's: that of a server of the move evicted in
+		// turn (its next server, on a node that stays schedulable) replaces the one of the
+		// server the move began with, once, when it is first seen.
 		d.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(srv.Name, srv.Node, *srv.Disruption)}
 	}
 	if req := d.newMigration(); req != "" && srv.Node != "" {
@@ -239,6 +245,17 @@ func (d *decision) evicted() bool {
 	return true
 }
 
+// evictionReported reports whether the status already says that srv is being evicted
+// (ServerEvicted, naming this very server by its ID) with a condition Moving that names its
+// node: Moving then says its eviction, and is kept word for word, whatever the disruption's
+// words say since. A status written by a version that kept the first eviction's message for
+// the whole move gets the message of the eviction it reports.
+func (d *decision) evictionReported(srv *backend.Server) bool {
+	cur := d.current
+	return d.moving != nil && cur.Reason == ReasonServerEvicted && cur.Server != nil && cur.Server.Name == srv.Name && cur.Server.ID == srv.ID &&
+		evictedNode(d.moving.message) == srv.Node
+}
+
 // failedFirst reports whether the server failed before it was evicted: the status already
 // reports this very server failed and waiting out its backoff (backingOff). Its eviction (a
 // descheduler's RemoveFailedPods, a drain: the eviction API takes ended pods too) moves no
@@ -254,14 +271,19 @@ func (d *decision) failedFirst() bool {
 
 // moved makes a create that follows an eviction say so, and keep the new server off the node
 // the old one was evicted from if another node takes it (evictedFrom). A migrate request the
-// eviction carries out keeps it off that node already, as a requirement (a.Spec.AvoidNode).
+// eviction carries out keeps it off that node already, as a requirement (a.Spec.AvoidNode):
+// off the migration's source node, which the Event names when it is not the node of the
+// eviction the message says (a server of the move evicted in turn, from another node).
 func (d *decision) moved(a *ServerAction) {
 	if d.moving == nil {
 		return
 	}
 	where := ""
-	if a.Spec.AvoidNode != "" {
+	if avoid := a.Spec.AvoidNode; avoid != "" {
 		where = " on another node"
+		if avoid != evictedNode(d.moving.message) {
+			where = " on a node other than " + avoid
+		}
 	} else if from := d.evictedFrom(); from != "" {
 		a.Spec.PreferAvoidNode = from
 		where = " on another node if one fits"
@@ -276,10 +298,10 @@ func (d *decision) moved(a *ServerAction) {
 // eviction seen only once the server was gone (goneEvicted), the node the backend remembers.
 // A status that says something else since (the backend refused the next server: Rejected,
 // whose status names no server) still has the move's condition Moving, which every status of
-// the move keeps until its server is ready: the node it names, the one the move began from.
-// Without it a refused create was asked for again without the preference, and the next
-// server could start on the node it was moved off. "" when there is no such move, or the node
-// is not known.
+// the move keeps until a server of the move is ready: the node it names, that of the move's
+// latest eviction (evictedMessage), the one the refused create kept off. Without it a refused
+// create was asked for again without the preference, and the next server could start on the
+// node it was moved off. "" when there is no such move, or the node is not known.
 func (d *decision) evictedFrom() string {
 	cur := d.current
 	switch {
