@@ -153,3 +153,77 @@ func TestEvictedAgainDuringMove(t *testing.T) {
 		})
 	}
 }
+
+// TestPreferenceHeldUntilMoveReady: the preference against the node a server was evicted from
+// (docs/eviction.md) is asked of every server the move creates until one of them is ready,
+// since the move is not over until then: the move's server that fails before it is ready is
+// replaced by one that still prefers to keep off node-a, with the Event MovingServer, and
+// Moving stays. Once a server of the move is ready, Moving goes with ServerMoved, and the next
+// server (that one failed) places freely.
+func TestPreferenceHeldUntilMoveReady(t *testing.T) {
+	file := filepath.Join(cases, "evict-replace-evicting.txtar")
+	vm, srv := decidecase.Read(t, file)
+	p := casePolicy(t, file)
+	at := now
+	w := world{vm: vm, srv: srv}
+	decide := func() decision.Plan {
+		plan := p.Decide(w.vm, w.srv, nil, nil, nil, at)
+		w = applyPlan(t, w.vm, w.srv, nil, plan)
+		at = at.Add(max(time.Duration(plan.RequeueAfter), 5*time.Second))
+		return plan
+	}
+	// nextCreate decides until a server is created (the failed one deleted, its backoff waited
+	// out, the deleted one gone) and returns that create.
+	nextCreate := func(what string) *decision.ServerAction {
+		t.Helper()
+		for range 20 {
+			if w.srv != nil && w.srv.Deleting {
+				w.srv = nil // gone
+			}
+			if plan := decide(); serverOp(plan) == decision.CreateServer {
+				return plan.Server
+			}
+		}
+		t.Fatalf("%s: no server created; the VM is %s/%s", what, w.vm.Status().Phase, w.vm.Status().Reason)
+		return nil
+	}
+	fail := func(node string) {
+		w.srv.Node, w.srv.State, w.srv.Detail, w.srv.Since = node, backend.StateFailed, "Failed", at
+	}
+
+	decide() // ServerEvicted, from node-a
+	if a := nextCreate("after the eviction"); a.Spec.PreferAvoidNode != "node-a" {
+		t.Fatalf("the move's first server prefers to avoid %q, want node-a", a.Spec.PreferAvoidNode)
+	}
+	w.srv.ID = "pod-uid-2"
+	fail("node-b") // before it was ever ready
+	a := nextCreate("after the move's server failed")
+	if a.Spec.PreferAvoidNode != "node-a" || a.Event.Reason != decision.ReasonMovingServer {
+		t.Errorf("the server after the move's failed one prefers to avoid %q, with the Event %s; want node-a, %s",
+			a.Spec.PreferAvoidNode, a.Event.Reason, decision.ReasonMovingServer)
+	}
+	if movingMessage(w.vm) == "" {
+		t.Errorf("the move's server failed before it was ready, and Moving went: %s", w.vm.Status().Reason)
+	}
+
+	w.srv.ID, w.srv.Node, w.srv.State, w.srv.Detail = "pod-uid-3", "node-c", backend.StateReady, "Running"
+	plan := decide()
+	if movingMessage(w.vm) != "" || !hasEvent(plan, decision.ReasonServerMoved) {
+		t.Fatalf("the move's server is ready:\n%s\nwant ServerMoved, and Moving gone", renderPlan(t, plan))
+	}
+	fail("node-c")
+	if a := nextCreate("after the moved server failed"); a.Spec.PreferAvoidNode != "" || a.Event.Reason == decision.ReasonMovingServer {
+		t.Errorf("the server after the moved one prefers to avoid %q, with the Event %s; want it placed freely",
+			a.Spec.PreferAvoidNode, a.Event.Reason)
+	}
+}
+
+// hasEvent reports whether plan records an Event of reason.
+func hasEvent(plan decision.Plan, reason string) bool {
+	for _, e := range plan.Events {
+		if e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
