@@ -128,10 +128,20 @@ func TestControllerDiskToActive(t *testing.T) {
 	}
 }
 
-// deletedWithDisk is the world of a deleted VM whose server is gone (the case
-// delete-without-server), with reclaim policy policy in the API, and its disk, bound at 40G,
-// owned by owner. It returns the world and the VM as a backend.Owner.
+// deletedWithDisk is the world of a deleted VM whose server is gone (deletedUnder), and its
+// disk, bound at 40G, owned by owner. It returns the world and the VM as a backend.Owner.
 func deletedWithDisk(t *testing.T, policy string, owner backend.DiskOwner) (*world, backend.Owner) {
+	t.Helper()
+	w, vm := deletedUnder(t, policy)
+	w.servers.SetDisk(vm, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
+		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: owner})
+	return w, vm
+}
+
+// deletedUnder is the world of a deleted VM whose server is gone (the case
+// delete-without-server), with reclaim policy policy in the API. It returns the world and the
+// VM as a backend.Owner.
+func deletedUnder(t *testing.T, policy string) (*world, backend.Owner) {
 	t.Helper()
 	w := newWorld(t, "delete-without-server")
 	u := w.vm(t, testVM.Namespace, testVM.Name)
@@ -141,10 +151,7 @@ func deletedWithDisk(t *testing.T, policy string, owner backend.DiskOwner) (*wor
 	if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
 		t.Fatal(err)
 	}
-	vm := ownerOf(cachedView(t, u, w.fields))
-	w.servers.SetDisk(vm, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
-		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: owner})
-	return w, vm
+	return w, ownerOf(cachedView(t, u, w.fields))
 }
 
 // TestControllerReleasedOnce: the way out of a VM whose disk is kept is taken once, though

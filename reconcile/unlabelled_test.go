@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -68,15 +67,7 @@ func TestControllerUnlabelledClaimDeleted(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			w := newWorld(t, "delete-without-server")
-			u := w.vm(t, testVM.Namespace, testVM.Name)
-			if err := unstructured.SetNestedField(u.Object, tc.policy, "spec", "rootDiskReclaimPolicy"); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
-				t.Fatal(err)
-			}
-			owner := ownerOf(cachedView(t, u, w.fields))
+			w, owner := deletedUnder(t, tc.policy)
 			kube := kubefake.NewClientset(unlabelledClaim(owner))
 			c := podsController(t, w, kube)
 			ctx := start(t, c)

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -123,15 +122,7 @@ func TestControllerWayOutDiskForbidden(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			w := newWorld(t, "delete-without-server")
-			u := w.vm(t, testVM.Namespace, testVM.Name)
-			if err := unstructured.SetNestedField(u.Object, tc.policy, "spec", "rootDiskReclaimPolicy"); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.client.Tracker().Update(vmGVR, u, testVM.Namespace); err != nil {
-				t.Fatal(err)
-			}
-			owner := ownerOf(cachedView(t, u, w.fields))
+			w, owner := deletedUnder(t, tc.policy)
 			claim := unlabelledClaim(owner)
 			if tc.labelled {
 				claim.Labels = map[string]string{pods.LabelVMUID: string(owner.UID)}
