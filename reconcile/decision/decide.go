@@ -709,7 +709,7 @@ func (p Policy) restart(d *decision) {
 		d.failures(n)
 		d.nextRetry = at
 		d.eventNote = note + "; a new server will be created after a backoff"
-		d.report(schema.PhaseFailed, ReasonServerFailed, fmt.Sprintf("%s; a new server will be created at %s", note, at.Format(time.RFC3339)), srv)
+		d.report(schema.PhaseFailed, ReasonServerFailed, note+retryNote+at.Format(time.RFC3339), srv)
 		d.plan.RequeueAfter = Duration(at.Sub(d.now))
 		return
 	}

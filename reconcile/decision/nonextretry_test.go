@@ -1,6 +1,7 @@
 package decision_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -62,4 +63,76 @@ func TestFailedReplacedWithoutNextRetryField(t *testing.T) {
 			t.Errorf("never replaced within %s of the failure (backoff %s); the messages written:\n%q", clock.Sub(now), policy.RestartBackoff, messages)
 		})
 	}
+}
+
+// TestRetryWithoutNextRetryFieldHoldsThroughOtherWrites: in a layout without
+// status.nextRetryTime, on a node whose clock runs an hour ahead, the failure was recorded 5s
+// ago with its retry at 12:00:05. The spec changes since (a new generation), and the status
+// write of that moves lastUpdateTime: the retry stays at the time the message gives, rather
+// than moving on with each write.
+func TestRetryWithoutNextRetryFieldHoldsThroughOtherWrites(t *testing.T) {
+	dir := t.TempDir()
+	base, err := os.ReadFile(filepath.Join(cases, "base.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "base.yaml"), base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "recorded.txtar")
+	if err := os.WriteFile(file, []byte(`The failure recorded 5s ago, the spec changed since.
+-- vm.patch.yaml --
+metadata: {generation: 2}
+spec: {evictionStrategy: None}
+status:
+  phase: Failed
+  reason: ServerFailed
+  observedGeneration: 1
+  message: 'Server test-vm-server failed (Error: exit code 1); a new server will be created at 2026-06-01T12:00:05Z'
+  lastUpdateTime: "2026-06-01T11:59:55Z"
+  server: {name: test-vm-server, id: pod-uid-1, state: Failed}
+-- server.yaml --
+name: test-vm-server
+id: pod-uid-1
+state: Failed
+detail: Failed
+deleting: false
+spec:
+  cpu: "2"
+  memory: "4G"
+  rootDisk: "40G"
+  image: registry.k8s.io/pause:3.10
+since: -1h
+message: "Error: exit code 1"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vm0, srv := decidecase.Read(t, file)
+	f := vm0.Fields()
+	f.NextRetryTime = ""
+	vm, err := schema.Parse(vm0.JSON(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := casePolicy(t, filepath.Join(cases, "active-steady.txtar"))
+	p.RootDisk = decision.RootDiskEphemeral
+	w := world{vm: vm, srv: srv}
+	clock, retry := now, now.Add(5*time.Second)
+	writes := 0
+	for range 20 {
+		plan := p.Decide(w.vm, w.srv, nil, nil, nil, clock)
+		if plan.Server != nil && plan.Server.Op == decision.DeleteServer {
+			if clock.After(retry) {
+				t.Errorf("replaced at %s, the recorded retry was %s", clock.Format(time.RFC3339), retry.Format(time.RFC3339))
+			}
+			return
+		}
+		if plan.Status != nil {
+			writes++
+		}
+		w = applyPlan(t, w.vm, w.srv, nil, plan)
+		clock = clock.Add(max(time.Duration(plan.RequeueAfter), time.Second))
+	}
+	t.Errorf("not replaced by %s (recorded retry %s); %d status writes; last message %q",
+		clock.Format(time.RFC3339), retry.Format(time.RFC3339), writes, w.vm.Status().Message)
 }

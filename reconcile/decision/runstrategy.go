@@ -255,26 +255,53 @@ func (p Policy) retryAt(srv *backend.Server, n int) time.Time {
 // worst, never none.
 //
 // That needs status.nextRetryTime to hold the time: without the field every decision would
-// find the failure unrecorded and push the time on by the backoff, for ever (the next try is
-// in the message only). A layout without it takes the node's clock as it is, bounded from
-// above only: no later than wait past the decision that records the failure. Once the status
-// reports srv failed, that decision is the status's last write (lastUpdateTime), which does
-// not move with now: bounded by now instead, a node whose clock runs ahead would have the time
-// pushed on, and the status rewritten, at every look until the node's time came. A layout
-// without lastUpdateTime either has only now to bound it by.
+// find the failure unrecorded and push the time on by the backoff, for ever. A layout without
+// it takes the node's clock as it is, bounded from above only: no later than wait past the
+// decision that records the failure.
+//
+// A status that reports srv failed without a time of its own in nextRetryTime (written by a
+// version before the field, or under a run strategy that did not replace it: Once, then
+// Always) recorded the failure at its last write: the backoff counts from there. In a layout
+// without the field the time the message gives holds (retryInMessage), bounded as
+// recordedRetry bounds nextRetryTime; a later write of the status for something else (a new
+// generation) moves lastUpdateTime, and a time reckoned from it would move with every write,
+// each a rewrite of the message.
 func (d *decision) boundRetry(at time.Time, wait time.Duration, srv *backend.Server) time.Time {
 	cur := d.current
 	s := cur.Server
 	if d.backingOff() && s != nil && s.ID == srv.ID {
 		return d.recordedRetry()
 	}
-	if d.vm.Fields().NextRetryTime != "" {
+	last := cur.LastUpdateTime.UTC().Truncate(time.Second)
+	recorded := cur.Reason == ReasonServerFailed && s != nil && s.ID == srv.ID && !cur.LastUpdateTime.IsZero()
+	switch {
+	case d.vm.Fields().NextRetryTime != "" && recorded:
+		return last.Add(wait)
+	case d.vm.Fields().NextRetryTime != "":
 		return d.now.Add(wait)
-	}
-	if last := cur.LastUpdateTime; cur.Reason == ReasonServerFailed && s != nil && s.ID == srv.ID && !last.IsZero() {
-		return earlier(at, last.UTC().Truncate(time.Second).Add(wait))
+	case recorded:
+		if t, ok := retryInMessage(cur.Message); ok {
+			return earlier(t, last.Add(d.maxBackoff))
+		}
+		return earlier(at, last.Add(wait))
 	}
 	return earlier(at, d.now.Add(wait))
+}
+
+// retryNote ends the message of a failed server waiting out its backoff, before the time a new
+// server is made; in a layout without status.nextRetryTime it is the one record of that time
+// (retryInMessage).
+const retryNote = "; a new server will be created at "
+
+// retryInMessage is the time a failed server's message gives for its replacement (retryNote);
+// false when it gives none (another message, or one cut short).
+func retryInMessage(msg string) (time.Time, bool) {
+	i := strings.LastIndex(msg, retryNote)
+	if i < 0 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, msg[i+len(retryNote):])
+	return t, err == nil
 }
 
 // recordedRetry is when the failed server the status reports waiting out its backoff
