@@ -156,7 +156,8 @@ type decision struct {
 	diskResizing *lifecycleCondition
 	diskEvents   []Event
 	// refusal: the plan of a backend's refusal (Rejected, ResizeRefused, DiskRejected),
-	// made without the disk: the status keeps what it says of the disk.
+	// made without the disk: the status keeps what it says of the disk. ServerRejected,
+	// given the disk, decides on it (refusedOn).
 	refusal bool
 	// eventNote, if set, is the note of the transition event instead of the status message.
 	eventNote string
@@ -766,15 +767,31 @@ func (d *decision) readySince() time.Time {
 // quota, a clashing name, missing permissions) is usually fixed by a person, not by time.
 const rejectedRetry = time.Minute
 
-// Rejected is the plan for a VM whose server the backend refused to create: Failed with the
-// backend's reason, and another try after a while rather than a retry storm. gone is what the
-// decision whose create was refused was given of a server gone while disrupted (Decide's
-// gone; nil: nothing): a create that moved the VM for an eviction seen only once its server
-// was gone (goneEvicted) keeps the move in the refusal's status (Moving, whose message names
-// the node to keep off: evictedNode), since once this status no longer names that server
-// nothing else records the move.
+// ServerRejected is the plan for a VM whose server the backend refused to create: Failed with
+// the backend's reason, and another try after a while rather than a retry storm. gone and
+// disk are what the decision whose create was refused was given (Decide's gone and disk; nil:
+// nothing). A create that moved the VM for an eviction seen only once its server was gone
+// (goneEvicted) keeps the move in the refusal's status (Moving, whose message names the node
+// to keep off: evictedNode), since once this status no longer names that server nothing else
+// records the move. The disk is reported as that decision left it (its action, an adoption or
+// a growth, came before the create and was carried out): a disk bound since the status was
+// last written is Bound in the refusal's status, not Pending for as long as the refusals last,
+// and the refusal decided again on the world it left writes nothing new.
+func (p Policy) ServerRejected(vm schema.VirtualMachine, disk *backend.Disk, gone *backend.Gone, why string, now time.Time) Plan {
+	d := p.refused(vm, nil, gone, now)
+	d.refusedOn(p, disk)
+	return d.rejected(why)
+}
+
+// Rejected is ServerRejected with the disk unknown: the status keeps what it says of the disk.
+// It stands for a caller that does not have the disk at hand.
 func (p Policy) Rejected(vm schema.VirtualMachine, gone *backend.Gone, why string, now time.Time) Plan {
 	d := p.refused(vm, nil, gone, now)
+	return d.rejected(why)
+}
+
+// rejected completes the plan of a refused create (ServerRejected).
+func (d *decision) rejected(why string) Plan {
 	// A migrate request the refused create was to carry out, as the move off the node of a
 	// server going or gone already (migrate: goingFrom), is recorded as that move, as the
 	// create's status would have recorded it. This status replaces the one that tells where
@@ -824,7 +841,8 @@ const (
 
 // refused starts the decision of a backend's refusal of what a plan for vm asked (the VM's
 // server srv, nil when there is none, and the server gone while disrupted that plan's decision
-// was given, gone): made without the disk, whose part of the status stays as it is (refusal),
+// was given, gone): made without the disk, whose part of the status stays as it is (refusal)
+// unless the caller decides it (ServerRejected: refusedOn),
 // and with the run strategy, the eviction strategy and a move under way as Decide has them, an
 // eviction seen only once its server was gone included (goneEvicted), so that the refusal's
 // status keeps EvictionBlocked (its Warning is not given a second time) and Moving (the next
@@ -842,6 +860,34 @@ func (p Policy) refused(vm schema.VirtualMachine, srv *backend.Server, gone *bac
 		d.plan.Budget = nil
 	}
 	return d
+}
+
+// refusedOn decides the disk's part of a refused create's status on disk, what the decision
+// whose create was refused was given, as Decide does: the disk the VM has once that
+// decision's disk action (carried out before the create) is done, and its DiskResizing
+// condition, with the Events of that condition's changes, which the status refused did not
+// record. The action itself is not asked for again. Under --root-disk ephemeral the status
+// reports no disk, as Decide's. A disk a create cannot follow (none, another's, or one going
+// away) is no world the create was decided on: the status keeps what it says of the disk.
+func (d *decision) refusedOn(p Policy, disk *backend.Disk) {
+	spec, errs := d.vm.Spec()
+	if len(errs) > 0 {
+		return
+	}
+	if !p.claims() {
+		d.refusal = false
+		return
+	}
+	if disk == nil || disk.Deleting || disk.Owner == backend.DiskOther {
+		return
+	}
+	d.refusal, d.claims, d.seenDisk = false, true, disk
+	if disk.Owner.Mine() {
+		kept := *disk
+		d.disk = &kept
+	}
+	d.diskFor(spec)
+	d.plan.Disk = nil
 }
 
 // invalidMessage lists every field error, one after the other, for the status message.

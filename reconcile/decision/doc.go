@@ -2,9 +2,10 @@
 // the VM, the server and the disk a backend observed (in backend-neutral states) and the time,
 // and returns a Plan: status to write, finalizer to add or remove, disk to create, adopt, grow,
 // release or delete (disk.go, under --root-disk claim), server to create, delete or resize,
-// events, when to look again. Policy.Rejected, Policy.ResizeRefused and Policy.DiskRejected are
-// the plans for a backend's refusals, UsagePolicy.DecideUsage the same kind of decision for
-// usage samples. Every reason it writes is a constant in reasons.go.
+// events, when to look again. Policy.ServerRejected (Rejected, without the disk),
+// Policy.ResizeRefused and Policy.DiskRejected are the plans for a backend's refusals,
+// UsagePolicy.DecideUsage the same kind of decision for usage samples. Every reason it writes
+// is a constant in reasons.go.
 //
 // Why a package of its own: the decision is pure (no I/O, no log, no clock but the one it is
 // given), so golden files under testdata/decide pin every decision, FuzzDecide holds it to

@@ -139,9 +139,9 @@ func FuzzDecide(f *testing.F) {
 			checkRefused(t, policy, vm, srv, disk, resizeMessage)
 			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(vm, srv, resizeMessage, now))
 		case decision.CreateServer:
-			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, nil, message, now))
+			checkRefusalEviction(t, vm, plan, policy.ServerRejected(vm, disk, nil, message, now))
 		}
-		checkRejected(t, policy, vm, message)
+		checkRejected(t, policy, vm, srv, disk, message)
 		checkDiskRejected(t, policy, vm, srv, message)
 	})
 }
@@ -543,18 +543,26 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 }
 
 // checkRejected checks the plan for a VM whose server the backend refused: Failed with the
-// reason, no other action, and a later look.
-func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, why string) {
+// reason, no other action, and a later look; the refusal carried out and decided again writes
+// nothing new.
+func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string) {
 	t.Helper()
-	p := policy.Rejected(vm, nil, why, now)
-	if p.Server != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
-		t.Errorf("Rejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
+	p := policy.ServerRejected(vm, disk, nil, why, now)
+	if p.Server != nil || p.Disk != nil || p.Budget != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
+		t.Errorf("ServerRejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
 	}
 	if p.Status != nil && (p.Status.Phase != schema.PhaseFailed || p.Status.Reason != decision.ReasonServerRejected || p.Status.Server != nil) {
-		t.Errorf("Rejected status %+v", p.Status)
+		t.Errorf("ServerRejected status %+v", p.Status)
 	}
 	if p.Status == nil && vm.Status().Reason != decision.ReasonServerRejected {
-		t.Errorf("Rejected writes no status for a VM whose status says %s", vm.Status().Reason)
+		t.Errorf("ServerRejected writes no status for a VM whose status says %s", vm.Status().Reason)
+	}
+	if p.Status == nil {
+		return
+	}
+	w := applyPlan(t, vm, srv, disk, p)
+	if again := policy.ServerRejected(w.vm, w.disk, nil, why, now); again.Status != nil || len(again.Events) > 0 {
+		t.Errorf("ServerRejected decided again after carrying out\n%s\nwrites more:\n%s", renderPlan(t, p), renderPlan(t, again))
 	}
 }
 

@@ -167,7 +167,7 @@ func TestRejectedKeepsFailures(t *testing.T) {
 			continue
 		}
 		creates++
-		refused := p.Rejected(vm, gone, "exceeded quota", now)
+		refused := p.ServerRejected(vm, disk, gone, "exceeded quota", now)
 		st := vm.Status() // what the refusal leaves: a VM refused already may have it written
 		if refused.Status != nil {
 			st = *refused.Status
@@ -215,7 +215,7 @@ func TestRejectedKeepsAvoidedNode(t *testing.T) {
 					t.Errorf("decision %d (after %d refusals) creates a server that avoids %q and prefers to avoid %q, want %q and %q",
 						i, i, s.AvoidNode, s.PreferAvoidNode, tc.avoid, tc.prefer)
 				}
-				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.Rejected(vm, gone, "exceeded quota", at))
+				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.ServerRejected(vm, disk, gone, "exceeded quota", at))
 				vm, srv, gone, disk, budget, at = w.vm, w.srv, w.lastGone, w.disk, w.budget, at.Add(time.Minute)
 			}
 		})
@@ -252,5 +252,57 @@ func TestRejectedKeepsMoveSeenOnceGone(t *testing.T) {
 					renderPlan(t, next), decision.ReasonMovingServer)
 			}
 		})
+	}
+}
+
+// refuseCreate is the plan of the backend's refusal of a create decided on vm, gone and disk.
+func refuseCreate(p decision.Policy, vm schema.VirtualMachine, gone *backend.Gone, disk *backend.Disk, at time.Time) decision.Plan {
+	return p.ServerRejected(vm, disk, gone, "exceeded quota", at)
+}
+
+// TestRejectedReportsDisk: the status of a refused create (a missing PriorityClass, a quota)
+// reports the VM's disk as the backend observed it, as the create's own status would have: a
+// disk bound since the last status write (the server made on it is no write of its own:
+// onTheWay) is Bound in the refusal's status, not Pending for as long as the refusals last. A
+// refusal decided again on the world it left writes nothing new.
+func TestRejectedReportsDisk(t *testing.T) {
+	creates := 0
+	for _, file := range decidecase.Files(t, claimCases) {
+		vm, srv := decidecase.Read(t, file)
+		gone, disk, budget := decidecase.Gone(t, file), decidecase.Disk(t, file), decidecase.Budget(t, file)
+		p := casePolicy(t, file)
+		if p.RootDisk == decision.RootDiskEphemeral || disk == nil {
+			continue
+		}
+		name := filepath.Base(file)
+		at := now
+		for i := range 3 { // the create, then the create after each of two refusals
+			plan := p.Decide(vm, srv, gone, disk, budget, at)
+			if serverOp(plan) != decision.CreateServer {
+				break
+			}
+			if i == 0 {
+				creates++
+			}
+			// The plan's disk action comes first and is carried out (an adoption, a growth);
+			// the refusal is decided on what the plan was decided on.
+			before := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, decision.Plan{Disk: plan.Disk})
+			refused := refuseCreate(p, vm, gone, disk, at)
+			if i > 0 && refused.Status != nil {
+				t.Errorf("%s: refusal %d writes the status again:\n%s", name, i+1, renderPlan(t, refused))
+			}
+			st := vm.Status()
+			if refused.Status != nil {
+				st = *refused.Status
+			}
+			if got := st.RootDisk; got == nil || got.ClaimName != disk.Name || got.Phase != string(disk.Phase) {
+				t.Errorf("%s: refusal %d reports the disk as %+v, want %s %s", name, i+1, got, disk.Name, disk.Phase)
+			}
+			w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: before.disk, budget: budget}, refused)
+			vm, srv, gone, disk, budget, at = w.vm, w.srv, w.lastGone, w.disk, w.budget, at.Add(time.Minute)
+		}
+	}
+	if creates == 0 {
+		t.Fatal("no golden case under claim creates a server")
 	}
 }
