@@ -147,13 +147,64 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 		}
 		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
 		d.diskCondition(spec.RootDisk)
+		d.classChange(spec)
 		return d.firstServer(), true
 	case seen.Deleting:
 		d.diskWait = fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", seen.Name)
 		return false, true
 	}
 	d.keepDisk(spec)
+	d.classChange(spec)
 	return d.firstServer(), true
+}
+
+// classChange says, for a VM that is to run, when the spec names a storage class other than
+// the one its disk was made in: a claim's class cannot change, so the change does not apply
+// to the disk, and the controller does not make the disk again by itself, since a disk is its
+// owner's data. The VM is Stalled (it gets nowhere the spec says without a person's change),
+// with what to do: for a disk not bound, which holds no data unless it names a volume, delete
+// it and the controller makes it again in the new class (it is waited for while it goes, then
+// made as a new VM's); for a disk bound, set the class back, since a disk in another class is
+// a new disk, to which the controller copies nothing. A spec that names no class asks for none
+// (the disk was made in the default one, whose name the claim then carries). A stopped VM is
+// not told until it is to run again: nothing waits on its disk meanwhile.
+func (d *decision) classChange(spec schema.Spec) {
+	disk := d.disk
+	if disk == nil || disk.Deleting || spec.StorageClass == "" || spec.StorageClass == disk.StorageClass {
+		return
+	}
+	path := d.vm.Fields().RootDiskStorageClass
+	made, back := "without a storage class", "remove "+path
+	if disk.StorageClass != "" {
+		made = fmt.Sprintf("in storage class %q", disk.StorageClass)
+		back = fmt.Sprintf("set %s back to %q", path, disk.StorageClass)
+	}
+	msg := fmt.Sprintf("%s %q does not apply to disk %s, made %s: a claim's storage class cannot change", path, spec.StorageClass, disk.Name, made)
+	if disk.Phase == backend.DiskPending {
+		del := fmt.Sprintf("kubectl delete pvc %s -n %s", disk.Name, d.vm.Namespace())
+		if d.srv != nil {
+			// Its server's pod holds the claim while it exists (the claim's protection).
+			del = fmt.Sprintf("kubectl delete -n %s pvc/%s pod/%s: the server holds it while it exists", d.vm.Namespace(), disk.Name, d.srv.Name)
+		}
+		msg += fmt.Sprintf(". The disk is not bound: unless it names a volume (its spec.volumeName), it holds no data; delete it (%s) "+
+			"and the controller makes it again in %q; or %s", del, spec.StorageClass, back)
+	} else {
+		msg += fmt.Sprintf(", and the disk keeps its class and its data: %s (a disk in another class is a new disk, to which the controller copies nothing)", back)
+	}
+	d.diskClass = &lifecycleCondition{ReasonDiskClassChangeRefused, msg}
+}
+
+// classChangeEvent adds the Warning of a class change that does not apply (classChange) to the
+// disk's Events when st, the status being written, turns Stalled for it.
+func (d *decision) classChangeEvent(st schema.Status) {
+	c := st.Condition(schema.ConditionStalled)
+	if c == nil || c.Reason != ReasonDiskClassChangeRefused {
+		return
+	}
+	if was := d.current.Condition(schema.ConditionStalled); was != nil && was.Reason == c.Reason {
+		return
+	}
+	d.diskEvents = append(d.diskEvents, Event{Type: EventWarning, Reason: ReasonDiskClassChangeRefused, Message: c.Message})
 }
 
 // firstServer reports whether a VM without a server may have one made on the disk the plan
@@ -310,9 +361,10 @@ func (d *decision) conflict() {
 }
 
 // waitingForDisk is the status message of a VM whose server cannot start for its disk: it is
-// not bound (with the binder's word for why), it lost its storage, or it is going away; "" when
-// the disk is not what the server waits for (none, bound, or pending with nothing said: a
-// disk on its way, as a server on its way says nothing either).
+// not bound (with the binder's word for why, and what to do when the spec names another
+// class: classChange), it lost its storage, or it is going away; "" when the disk is not what
+// the server waits for (none, bound, or pending with nothing said of it: a disk on its way, as
+// a server on its way says nothing either).
 func (d *decision) waitingForDisk() string {
 	if d.diskWait != "" {
 		return d.diskWait
@@ -326,8 +378,12 @@ func (d *decision) waitingForDisk() string {
 		return fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", disk.Name)
 	case disk.Phase == backend.DiskLost:
 		return fmt.Sprintf("Disk %s lost its storage: its volume is gone", disk.Name)
+	case disk.Pending != "" && d.diskClass != nil:
+		return fmt.Sprintf("Waiting for disk %s to be bound: %s; %s", disk.Name, disk.Pending, d.diskClass.message)
 	case disk.Pending != "":
 		return fmt.Sprintf("Waiting for disk %s to be bound: %s", disk.Name, disk.Pending)
+	case d.diskClass != nil:
+		return fmt.Sprintf("Waiting for disk %s to be bound; %s", disk.Name, d.diskClass.message)
 	}
 	return ""
 }

@@ -379,6 +379,13 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		fail("status without a Ready condition")
 	}
 	checkKstatus(fail, p, srv, plan, st)
+	// A storage class that does not apply is the spec's, other than the class of the VM's
+	// own disk, which stays as it is.
+	if c := st.Condition(schema.ConditionStalled); c != nil && c.Reason == decision.ReasonDiskClassChangeRefused &&
+		(!claims || disk == nil || !disk.Owner.Mine() && disk.Owner != backend.DiskUnowned || spec.StorageClass == "" ||
+			spec.StorageClass == disk.StorageClass || plan.Disk != nil && plan.Disk.Op == decision.DeleteDisk) {
+		fail("Stalled %s for a disk of the spec's class, or none of the VM's", c.Reason)
+	}
 
 	// Resizing follows a resize of a running server that stays; RestartRequired, under
 	// --resize manual, a server kept as it is. Never both.
@@ -671,8 +678,9 @@ func keptBy(vm schema.VirtualMachine, spec schema.Spec, disk *backend.Disk) bool
 
 // diskEvents checks the Events of the DiskResizing condition's changes in evs (a Warning when
 // it turns to a refusal, the storage's, the class's or of a shrink, with the condition's
-// message; DiskResized when a growth ends with the disk at its size) and returns the other
-// events.
+// message; DiskResized when a growth ends with the disk at its size), and the Warning of a
+// storage class that does not apply to the disk (with Stalled turning to it), and returns the
+// other events.
 func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Status, disk *backend.Disk, evs []decision.Event) []decision.Event {
 	was, now := current.Condition(schema.ConditionDiskResizing), st.Condition(schema.ConditionDiskResizing)
 	var rest []decision.Event
@@ -685,6 +693,12 @@ func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Sta
 		case decision.ReasonDiskResized:
 			if e.Type != corev1.EventTypeNormal || now != nil || was == nil || disk == nil || !disk.GrowthDone() {
 				fail("event %+v without a growth done and its DiskResizing condition going away", e)
+			}
+		case decision.ReasonDiskClassChangeRefused:
+			stalled, before := st.Condition(schema.ConditionStalled), current.Condition(schema.ConditionStalled)
+			if e.Type != corev1.EventTypeWarning || stalled == nil || stalled.Reason != e.Reason || stalled.Message != e.Message ||
+				before != nil && before.Reason == e.Reason {
+				fail("event %+v without Stalled turning to it", e)
 			}
 		default:
 			rest = append(rest, e)

@@ -74,6 +74,10 @@ const (
 	ReasonDiskResizeInfeasible = "DiskResizeInfeasible" // the storage refused; the disk keeps its size
 	ReasonDiskNotExpandable    = "DiskNotExpandable"    // the disk's class does not let it grow; it keeps its size
 	ReasonDiskShrinkRefused    = "DiskShrinkRefused"    // rootDisk is below the disk's size; a disk never shrinks
+
+	// Reason of Stalled, and a Warning Event when it begins: the spec names another storage
+	// class than the one the disk was made in, which a disk never changes (diskClass).
+	ReasonDiskClassChangeRefused = "DiskClassChangeRefused"
 )
 
 // Reasons of a paused VM (paused.go): of the Paused condition, and of its Events.
