@@ -103,7 +103,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			srv, err := a.backend.Create(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrRejected):
-				plan = a.policy.Rejected(vm, gone, err.Error(), a.now())
+				plan = a.policy.Rejected(vm, disk, gone, err.Error(), a.now())
 			case namespaceGoing(err):
 				// The VM's namespace is being deleted, and the VM with it: no server can be
 				// made there any more, and the VM's own deletion, which the namespace's

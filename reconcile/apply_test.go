@@ -85,7 +85,7 @@ func TestApplyRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The try the Rejected plan asks for.
-	if want := time.Duration(serverPolicy.Rejected(vm, nil, "", now).RequeueAfter); want == 0 || after != want {
+	if want := time.Duration(serverPolicy.Rejected(vm, nil, nil, "", now).RequeueAfter); want == 0 || after != want {
 		t.Errorf("requeue after %v, want %v", after, want)
 	}
 	got := w.vm(t, "default", "test-vm")

@@ -770,7 +770,7 @@ func (d *decision) readySince() time.Time {
 // quota, a clashing name, missing permissions) is usually fixed by a person, not by time.
 const rejectedRetry = time.Minute
 
-// ServerRejected is the plan for a VM whose server the backend refused to create: Failed with
+// Rejected is the plan for a VM whose server the backend refused to create: Failed with
 // the backend's reason, and another try after a while rather than a retry storm. gone and
 // disk are what the decision whose create was refused was given (Decide's gone and disk; nil:
 // nothing). A create that moved the VM for an eviction seen only once its server was gone
@@ -780,16 +780,9 @@ const rejectedRetry = time.Minute
 // a growth, came before the create and was carried out): a disk bound since the status was
 // last written is Bound in the refusal's status, not Pending for as long as the refusals last,
 // and the refusal decided again on the world it left writes nothing new.
-func (p Policy) ServerRejected(vm schema.VirtualMachine, disk *backend.Disk, gone *backend.Gone, why string, now time.Time) Plan {
+func (p Policy) Rejected(vm schema.VirtualMachine, disk *backend.Disk, gone *backend.Gone, why string, now time.Time) Plan {
 	d := p.refused(vm, nil, gone, now)
 	d.refusedOn(p, disk)
-	return d.rejected(why)
-}
-
-// Rejected is ServerRejected with the disk unknown: the status keeps what it says of the disk.
-// It stands for a caller that does not have the disk at hand.
-func (p Policy) Rejected(vm schema.VirtualMachine, gone *backend.Gone, why string, now time.Time) Plan {
-	d := p.refused(vm, nil, gone, now)
 	return d.rejected(why)
 }
 

@@ -199,7 +199,7 @@ func FuzzEviction(f *testing.F) {
 			}
 		}
 		if serverOp(plan) == decision.CreateServer {
-			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, nil, "exceeded quota", now))
+			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, nil, nil, "exceeded quota", now))
 		}
 		spec, errs := vm.Spec()
 		strat := spec.EvictionStrategy

@@ -139,7 +139,7 @@ func FuzzDecide(f *testing.F) {
 			checkRefused(t, policy, vm, srv, disk, resizeMessage)
 			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(vm, srv, resizeMessage, now))
 		case decision.CreateServer:
-			checkRefusalEviction(t, vm, plan, policy.ServerRejected(vm, disk, nil, message, now))
+			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, disk, nil, message, now))
 		}
 		checkRejected(t, policy, vm, srv, disk, message)
 		checkDiskRejected(t, policy, vm, srv, message)
@@ -554,7 +554,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 // nothing new.
 func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string) {
 	t.Helper()
-	p := policy.ServerRejected(vm, disk, nil, why, now)
+	p := policy.Rejected(vm, disk, nil, why, now)
 	if p.Server != nil || p.Disk != nil || p.Budget != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
 		t.Errorf("ServerRejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
 	}
@@ -568,7 +568,7 @@ func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachin
 		return
 	}
 	w := applyPlan(t, vm, srv, disk, p)
-	if again := policy.ServerRejected(w.vm, w.disk, nil, why, now); again.Status != nil || len(again.Events) > 0 {
+	if again := policy.Rejected(w.vm, w.disk, nil, why, now); again.Status != nil || len(again.Events) > 0 {
 		t.Errorf("ServerRejected decided again after carrying out\n%s\nwrites more:\n%s", renderPlan(t, p), renderPlan(t, again))
 	}
 }

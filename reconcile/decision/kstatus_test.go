@@ -65,7 +65,7 @@ func TestKstatus(t *testing.T) {
 	// A server the backend refused (a quota): Failed, not retried in a storm.
 	file := filepath.Join(cases, "create-new.txtar")
 	vm, _ := decidecase.Read(t, file)
-	plan := casePolicy(t, file).Rejected(vm, nil, `pods "test-vm-server" is forbidden: exceeded quota: compute`, now)
+	plan := casePolicy(t, file).Rejected(vm, nil, nil, `pods "test-vm-server" is forbidden: exceeded quota: compute`, now)
 	w := applyPlan(t, vm, nil, nil, plan)
 	if got := compute(t, w.vm); got.Status != kstatus.FailedStatus {
 		t.Errorf("a refused server: kstatus %s (%s), want Failed", got.Status, got.Message)

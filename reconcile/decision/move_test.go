@@ -106,7 +106,7 @@ func TestEvictedAgainDuringMove(t *testing.T) {
 				if e := plan.Server.Event; tc.avoid != "" && !strings.HasSuffix(e.Message, " on a node other than "+tc.avoid) {
 					t.Errorf("decision %d: the create's Event %q does not name the node it keeps off, %s", i, e.Message, tc.avoid)
 				}
-				refused := p.Rejected(w.vm, gone, "exceeded quota", at)
+				refused := p.Rejected(w.vm, nil, gone, "exceeded quota", at)
 				w = applyPlanWorld(t, w, refused)
 				if refused.Status != nil {
 					writes = append(writes, movingMessage(w.vm))

@@ -59,7 +59,7 @@ func TestRefusalKeepsEviction(t *testing.T) {
 		// and the next try is the move's.
 		"server refused during a move": {file: "evict-replace-gone",
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, _ *backend.Server) decision.Plan {
-				return p.Rejected(vm, nil, "exceeded quota", now)
+				return p.Rejected(vm, nil, nil, "exceeded quota", now)
 			},
 			action: decision.CreateServer, keep: decision.ConditionMoving, next: decision.ReasonMovingServer},
 	}
@@ -167,7 +167,7 @@ func TestRejectedKeepsFailures(t *testing.T) {
 			continue
 		}
 		creates++
-		refused := p.ServerRejected(vm, disk, gone, "exceeded quota", now)
+		refused := p.Rejected(vm, disk, gone, "exceeded quota", now)
 		st := vm.Status() // what the refusal leaves: a VM refused already may have it written
 		if refused.Status != nil {
 			st = *refused.Status
@@ -215,7 +215,7 @@ func TestRejectedKeepsAvoidedNode(t *testing.T) {
 					t.Errorf("decision %d (after %d refusals) creates a server that avoids %q and prefers to avoid %q, want %q and %q",
 						i, i, s.AvoidNode, s.PreferAvoidNode, tc.avoid, tc.prefer)
 				}
-				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.ServerRejected(vm, disk, gone, "exceeded quota", at))
+				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.Rejected(vm, disk, gone, "exceeded quota", at))
 				vm, srv, gone, disk, budget, at = w.vm, w.srv, w.lastGone, w.disk, w.budget, at.Add(time.Minute)
 			}
 		})
@@ -241,7 +241,7 @@ func TestRejectedKeepsMoveSeenOnceGone(t *testing.T) {
 			if serverOp(plan) != decision.CreateServer || plan.Status == nil || plan.Status.Condition(decision.ConditionMoving) == nil {
 				t.Fatalf("plan:\n%s\nwant a create with the condition Moving", renderPlan(t, plan))
 			}
-			refused := p.Rejected(vm, gone, "exceeded quota", now)
+			refused := p.Rejected(vm, nil, gone, "exceeded quota", now)
 			checkRefusalEviction(t, vm, plan, refused)
 
 			w := applyPlanWorld(t, world{vm: vm, lastGone: gone}, refused)
@@ -257,7 +257,7 @@ func TestRejectedKeepsMoveSeenOnceGone(t *testing.T) {
 
 // refuseCreate is the plan of the backend's refusal of a create decided on vm, gone and disk.
 func refuseCreate(p decision.Policy, vm schema.VirtualMachine, gone *backend.Gone, disk *backend.Disk, at time.Time) decision.Plan {
-	return p.ServerRejected(vm, disk, gone, "exceeded quota", at)
+	return p.Rejected(vm, disk, gone, "exceeded quota", at)
 }
 
 // TestRejectedReportsDisk: the status of a refused create (a missing PriorityClass, a quota)
