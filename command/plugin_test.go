@@ -592,7 +592,10 @@ func TestWaitWatchErrors(t *testing.T) {
 // TestWaitForSettledStatus: wait counts a phase or condition only in a status that describes
 // the VM as it is: not while a request it carries is still pending (a wait right after restart
 // or migrate would otherwise return at once on the old server's Ready), nor before the
-// controller observed its generation; and phase Inactive only once the server is gone.
+// controller observed its generation; and phase Inactive only once the server is gone. Of a
+// paused VM only the condition Paused counts (the rest of its status is as it was before the
+// pause, an old server's Ready and Active), and any other wait waits until the VM is resumed
+// and the controller has written its status again.
 func TestWaitForSettledStatus(t *testing.T) {
 	const old, asked = "2026-06-01T10:00:00Z", "2026-06-01T12:00:00Z"
 	ready := []any{map[string]any{"type": "Ready", "status": "True", "reason": "ServerReady", "message": "", "lastTransitionTime": old}}
@@ -612,40 +615,56 @@ func TestWaitForSettledStatus(t *testing.T) {
 	}
 	pausedReady := active(map[string]any{"conditions": append([]any{
 		map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "", "lastTransitionTime": old}}, ready...)})
+	pausedOnly := map[string]any{"annotations": map[string]any{schema.AnnotationPaused: "true"}}
+	// What the timeout says of a status that is not current.
+	const (
+		yetToAct = "the controller has yet to act on a request or a spec change of the VM"
+		isPaused = "(paused: the controller acts on nothing of the VM until the annotation cloudnative.czs/paused goes)"
+		resuming = "(resumed: the controller has yet to report on the VM again)"
+	)
 	tests := map[string]struct {
 		for_     string
 		metadata map[string]any
 		status   map[string]any
 		later    map[string]any // the status the controller writes 100ms in; nil: none
 		met      bool
-		waits    bool // the timeout says the controller has yet to act
+		says     string // in the timeout's message; "": not checked
 	}{
-		"Ready, nothing pending":                {"condition=Ready", nil, active(nil), nil, true, false},
-		"Ready with a restart pending":          {"condition=Ready", ann(schema.AnnotationRestartedAt), active(nil), nil, false, true},
-		"Ready once the restart is carried out": {"condition=Ready", ann(schema.AnnotationRestartedAt), active(nil), active(map[string]any{"restartedAt": asked}), true, false},
-		"Ready with a migration pending":        {"condition=Ready", ann(schema.AnnotationMigrateRequestedAt), active(nil), nil, false, true},
-		"Active with a stop pending":            {"phase=Active", ann(schema.AnnotationStopRequestedAt), active(nil), nil, false, true},
-		"Active before the spec is observed":    {"phase=Active", map[string]any{"generation": int64(2)}, active(nil), nil, false, true},
+		"Ready, nothing pending":                {"condition=Ready", nil, active(nil), nil, true, ""},
+		"Ready with a restart pending":          {"condition=Ready", ann(schema.AnnotationRestartedAt), active(nil), nil, false, yetToAct},
+		"Ready once the restart is carried out": {"condition=Ready", ann(schema.AnnotationRestartedAt), active(nil), active(map[string]any{"restartedAt": asked}), true, ""},
+		"Ready with a migration pending":        {"condition=Ready", ann(schema.AnnotationMigrateRequestedAt), active(nil), nil, false, yetToAct},
+		"Active with a stop pending":            {"phase=Active", ann(schema.AnnotationStopRequestedAt), active(nil), nil, false, yetToAct},
+		"Active before the spec is observed":    {"phase=Active", map[string]any{"generation": int64(2)}, active(nil), nil, false, yetToAct},
 		"Inactive while the server stops": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)}, nil, false, false},
+			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)}, nil, false, ""},
 		"Inactive while the server stops under Halted": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "ServerStopping", "observedGeneration": int64(1)}, nil, false, false},
+			map[string]any{"phase": "Inactive", "reason": "ServerStopping", "observedGeneration": int64(1)}, nil, false, ""},
 		"Inactive while the server's node does not answer": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "NodeLost", "observedGeneration": int64(1)}, nil, false, false},
+			map[string]any{"phase": "Inactive", "reason": "NodeLost", "observedGeneration": int64(1)}, nil, false, ""},
 		"Inactive once the server is gone": {"phase=Inactive", nil,
 			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)},
-			map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, true, false},
-		"Paused with a stop pending":              {"condition=Paused", pausedWith(schema.AnnotationStopRequestedAt), pausedReady, nil, true, false},
-		"Paused before the spec is observed":      {"condition=Paused", map[string]any{"generation": int64(2), "annotations": map[string]any{schema.AnnotationPaused: "true"}}, pausedReady, nil, true, false},
-		"Ready of a paused VM, a restart pending": {"condition=Ready", pausedWith(schema.AnnotationRestartedAt), pausedReady, nil, false, false},
-		"Ready once resumed, a restart pending":   {"condition=Ready", ann(schema.AnnotationRestartedAt), pausedReady, nil, false, true},
-		"Paused once resumed":                     {"condition=Paused", ann(schema.AnnotationRestartedAt), pausedReady, nil, false, true},
+			map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, true, ""},
+		"Paused with a stop pending":              {"condition=Paused", pausedWith(schema.AnnotationStopRequestedAt), pausedReady, nil, true, ""},
+		"Paused before the spec is observed":      {"condition=Paused", map[string]any{"generation": int64(2), "annotations": map[string]any{schema.AnnotationPaused: "true"}}, pausedReady, nil, true, ""},
+		"Paused, nothing pending":                 {"condition=Paused", pausedOnly, pausedReady, nil, true, ""},
+		"Ready of a paused VM, a restart pending": {"condition=Ready", pausedWith(schema.AnnotationRestartedAt), pausedReady, nil, false, isPaused},
+		// The status from before the pause says Ready and Active; the server may be gone.
+		"Ready of a paused VM, nothing pending":  {"condition=Ready", pausedOnly, pausedReady, nil, false, isPaused},
+		"Active of a paused VM, nothing pending": {"phase=Active", pausedOnly, pausedReady, nil, false, isPaused},
+		"Ready of a VM paused, not yet reported": {"condition=Ready", pausedOnly, active(nil), nil, false, isPaused},
+		"Active of a paused VM being deleted": {"phase=Active", map[string]any{"deletionTimestamp": old, "finalizers": []any{"x"},
+			"annotations": map[string]any{schema.AnnotationPaused: "true"}}, pausedReady, nil, false, isPaused},
+		"Ready once resumed, a restart pending": {"condition=Ready", ann(schema.AnnotationRestartedAt), pausedReady, nil, false, resuming},
+		"Ready once resumed, not yet reported":  {"condition=Ready", nil, pausedReady, nil, false, resuming},
+		"Ready once resumed and reported":       {"condition=Ready", nil, pausedReady, active(nil), true, ""},
+		"Paused once resumed":                   {"condition=Paused", ann(schema.AnnotationRestartedAt), pausedReady, nil, false, resuming},
 		"Failed on an invalid spec with a start pending": {"phase=Failed", ann(schema.AnnotationStartRequestedAt),
-			map[string]any{"phase": "Failed", "reason": "InvalidSpec", "observedGeneration": int64(1)}, nil, true, false},
+			map[string]any{"phase": "Failed", "reason": "InvalidSpec", "observedGeneration": int64(1)}, nil, true, ""},
 		"Failed on an invalid spec not yet observed": {"phase=Failed", map[string]any{"generation": int64(2)},
-			map[string]any{"phase": "Failed", "reason": "InvalidSpec", "observedGeneration": int64(1)}, nil, false, true},
+			map[string]any{"phase": "Failed", "reason": "InvalidSpec", "observedGeneration": int64(1)}, nil, false, yetToAct},
 		"Terminating while being deleted": {"phase=Terminating", map[string]any{"deletionTimestamp": old, "finalizers": []any{"x"}},
-			map[string]any{"phase": "Terminating", "reason": "ServerDeleting", "observedGeneration": int64(1)}, nil, true, false},
+			map[string]any{"phase": "Terminating", "reason": "ServerDeleting", "observedGeneration": int64(1)}, nil, true, ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -674,8 +693,8 @@ func TestWaitForSettledStatus(t *testing.T) {
 			if !tc.met && (err == nil || !strings.Contains(err.Error(), "timed out")) {
 				t.Fatalf("wait: %v, said %q; want it to wait for the controller and time out", err, out.String())
 			}
-			if tc.waits && !strings.Contains(err.Error(), "the controller has yet to act on a request or a spec change of the VM") {
-				t.Fatalf("wait: %v, said %q; want it to wait for the controller and time out", err, out.String())
+			if tc.says != "" && !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("wait: %v; want the timeout to say %q", err, tc.says)
 			}
 		})
 	}

@@ -83,8 +83,15 @@ func (w waitFor) met(vm schema.VirtualMachine) bool {
 
 // current reports whether vm's status describes it as it is: it is Settled, or it is being
 // deleted, or its spec was refused at this generation (Failed, InvalidSpec: the controller
-// acts on no request until the spec is fixed, and carries it out then).
+// acts on no request until the spec is fixed, and carries it out then). The status of a paused
+// VM never is, being deleted or not: the controller writes only its Paused condition (paused),
+// and the rest is as it was before the pause (an old server's Ready, Active with the server
+// gone). Nor is it once the VM is resumed, until the controller writes the status again, which
+// drops the condition.
 func current(vm schema.VirtualMachine) bool {
+	if vm.Paused() || pausedStatus(vm.Status()) {
+		return false
+	}
 	if vm.Settled() || vm.Deleting() {
 		return true
 	}
@@ -97,8 +104,14 @@ func current(vm schema.VirtualMachine) bool {
 // not acted on) is not current, but that condition is. A VM whose annotation is gone while its
 // status still says Paused has yet to be resumed.
 func paused(vm schema.VirtualMachine) bool {
-	c := vm.Status().Condition(schema.ConditionPaused)
-	return vm.Paused() && c != nil && c.Status == schema.ConditionTrue
+	return vm.Paused() && pausedStatus(vm.Status())
+}
+
+// pausedStatus reports whether st has the condition Paused, True: the controller wrote it
+// while the VM was paused, and removes it at its first write after.
+func pausedStatus(st schema.Status) bool {
+	c := st.Condition(schema.ConditionPaused)
+	return c != nil && c.Status == schema.ConditionTrue
 }
 
 // holds reports whether st satisfies w. Phase Inactive holds once the server is gone: while
@@ -266,8 +279,10 @@ func lastSeen(vm schema.VirtualMachine) string {
 		s += ": " + st.Message
 	}
 	switch {
-	case paused(vm):
+	case vm.Paused():
 		s += fmt.Sprintf(" (paused: the controller acts on nothing of the VM until the annotation %s goes)", schema.AnnotationPaused)
+	case pausedStatus(st):
+		s += " (resumed: the controller has yet to report on the VM again)"
 	case st.Phase != "" && !current(vm):
 		s += " (the controller has yet to act on a request or a spec change of the VM)"
 	}
