@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -553,28 +555,28 @@ func waitClient(t *testing.T, metadata, status map[string]any, react k8stesting.
 // not in a tight loop, until the timeout.
 func TestWaitWatchErrors(t *testing.T) {
 	gr := k8sschema.GroupResource{Group: schema.Group, Resource: "virtualmachines"}
-	refuseGet := func(err error) k8stesting.ReactionFunc {
-		return func(a k8stesting.Action) (bool, runtime.Object, error) { return a.GetVerb() == "get", nil, err }
+	refuseList := func(err error) k8stesting.ReactionFunc {
+		return func(a k8stesting.Action) (bool, runtime.Object, error) { return a.GetVerb() == "list", nil, err }
 	}
 	refuseWatch := func(err error) k8stesting.WatchReactionFunc {
 		return func(k8stesting.Action) (bool, watch.Interface, error) { return true, nil, err }
 	}
 	tests := map[string]struct {
-		get      k8stesting.ReactionFunc
+		list     k8stesting.ReactionFunc
 		watch    k8stesting.WatchReactionFunc
 		say      string // in the error
-		maxCalls int    // of get and watch together, within the timeout
+		maxCalls int    // of list and watch together, within the timeout
 	}{
 		"watch forbidden":    {watch: refuseWatch(apierrors.NewForbidden(gr, "vm1", errors.New("no watch"))), say: "cannot watch virtualmachine \"vm1\" in namespace \"ns\": forbidden", maxCalls: 2},
 		"watch unauthorized": {watch: refuseWatch(apierrors.NewUnauthorized("token expired")), say: "unauthorized (token expired)", maxCalls: 2},
-		"get forbidden":      {get: refuseGet(apierrors.NewForbidden(gr, "vm1", errors.New("no get"))), say: "cannot read virtualmachine \"vm1\" in namespace \"ns\": forbidden", maxCalls: 1},
-		"get unauthorized":   {get: refuseGet(apierrors.NewUnauthorized("token expired")), say: "unauthorized", maxCalls: 1},
+		"list forbidden":     {list: refuseList(apierrors.NewForbidden(gr, "vm1", errors.New("no list"))), say: "cannot read virtualmachine \"vm1\" in namespace \"ns\": forbidden", maxCalls: 1},
+		"list unauthorized":  {list: refuseList(apierrors.NewUnauthorized("token expired")), say: "unauthorized", maxCalls: 1},
 		"watch fails otherwise": {watch: refuseWatch(apierrors.NewInternalError(errors.New("etcd is away"))),
 			say: "timed out after 500ms waiting for phase=Active of virtualmachine/vm1; last seen: phase Creating (last error: Internal error occurred: etcd is away)", maxCalls: 10},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			v, dyn, _ := waitClient(t, nil, map[string]any{"phase": "Creating", "observedGeneration": int64(1)}, tc.get, tc.watch)
+			v, dyn, _ := waitClient(t, nil, map[string]any{"phase": "Creating", "observedGeneration": int64(1)}, tc.list, tc.watch)
 			w, _ := parseFor("phase=Active")
 			start := time.Now()
 			err := v.wait(context.Background(), "vm1", w, "phase=Active", 500*time.Millisecond)
@@ -584,6 +586,96 @@ func TestWaitWatchErrors(t *testing.T) {
 			}
 			if calls := len(dyn.Actions()); calls > tc.maxCalls {
 				t.Errorf("%d reads and watches in %s, want at most %d", calls, time.Since(start), tc.maxCalls)
+			}
+		})
+	}
+}
+
+// TestWaitRecoversFromTooOldResourceVersion: wait watches from the resourceVersion of the list
+// that read the VM, the API server's present, not from the VM's own (that of its last change,
+// which on a VM nobody touched for a while is older than the history the API server keeps: the
+// watch ends at once with 410 Gone). A 410 that comes all the same (a watch that fell behind)
+// is answered by listing again, and is no error of the wait: the timeout does not report it.
+func TestWaitRecoversFromTooOldResourceVersion(t *testing.T) {
+	tests := map[string]struct {
+		expire func(rv, present int64, watches int) bool // whether the API server answers a watch from rv with 410
+		later  map[string]any                            // the status the controller writes 200ms in; nil: none
+		met    bool
+		quiet  bool // no watch may meet a 410: each starts from the present
+	}{
+		"a quiet VM, its own resourceVersion past the history": {
+			expire: func(rv, present int64, _ int) bool { return rv < present }, quiet: true},
+		"a 410 at the first watch, then the VM is Active": {
+			expire: func(_, _ int64, watches int) bool { return watches == 1 },
+			later:  map[string]any{"phase": "Active", "reason": "ServerReady", "observedGeneration": int64(1)}, met: true},
+		"a 410 at the first watch, nothing changes": {
+			expire: func(_, _ int64, watches int) bool { return watches == 1 }},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var v *vmClient
+			var dyn *dynamicfake.FakeDynamicClient
+			var mu sync.Mutex
+			watches, expired := 0, 0
+			react := func(a k8stesting.Action) (bool, watch.Interface, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				watches++
+				rv, _ := strconv.ParseInt(a.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion, 10, 64)
+				l, err := dyn.Tracker().List(v.gvr, v.gvr.GroupVersion().WithKind("VirtualMachine"), "ns")
+				if err != nil {
+					t.Error(err)
+					return false, nil, nil
+				}
+				present, _ := strconv.ParseInt(l.(metav1.ListInterface).GetResourceVersion(), 10, 64)
+				if !tc.expire(rv, present, watches) {
+					return false, nil, nil
+				}
+				expired++
+				w := watch.NewRaceFreeFake()
+				w.Error(&apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, present)).ErrStatus)
+				w.Stop()
+				return true, w, nil
+			}
+			v, dyn, _ = waitClient(t, nil, map[string]any{"phase": "Creating", "observedGeneration": int64(1)}, nil, react)
+			if tc.later != nil {
+				go func() {
+					time.Sleep(200 * time.Millisecond)
+					vms := dyn.Resource(v.gvr).Namespace("ns")
+					u, err := vms.Get(context.Background(), "vm1", metav1.GetOptions{})
+					if err != nil {
+						return
+					}
+					u.Object["status"] = tc.later
+					vms.UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+				}()
+			}
+			w, _ := parseFor("phase=Active")
+			err := v.wait(context.Background(), "vm1", w, "phase=Active", 700*time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.quiet && expired > 0 {
+				t.Errorf("%d of %d watches started before the present and met a 410", expired, watches)
+			}
+			if tc.met {
+				if err != nil {
+					t.Fatalf("wait: %v (410 answered to %d of %d watches), want the condition met", err, expired, watches)
+				}
+				return
+			}
+			const want = "timed out after 700ms waiting for phase=Active of virtualmachine/vm1; last seen: phase Creating"
+			if err == nil || err.Error() != want {
+				t.Fatalf("wait: %v (410 answered to %d of %d watches), want %q", err, expired, watches, want)
+			}
+			lists := 0
+			for _, a := range dyn.Actions() {
+				if a.GetVerb() == "list" {
+					lists++
+				}
+			}
+			if lists < 1+expired {
+				t.Errorf("%d lists for %d watches answered 410, want a list after each", lists, expired)
 			}
 		})
 	}

@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
@@ -169,16 +172,17 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 	}
 }
 
-// waitBackoff spaces the reads and watches of wait after a watch or a read that failed for a
-// reason that may pass (the connection went, the watch expired, the API server was busy):
-// 100ms doubling up to 5s, started again every waitBackoffReset. A refusal (forbidden,
-// unauthorized, not found) ends wait at once instead.
+// waitBackoff spaces the lists of wait after a list that failed, or a watch that cannot go on,
+// for a reason that may pass (the connection went, the API server was busy, the watch fell
+// behind the history the API server keeps): 100ms doubling up to 5s, started again every
+// waitBackoffReset. A refusal (forbidden, unauthorized, not found) ends wait at once instead.
 var (
 	waitBackoff      = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 10, Cap: 5 * time.Second}
 	waitBackoffReset = time.Minute
 )
 
-// wait watches the VM until w holds, or the timeout passes.
+// wait watches the VM until w holds, or the timeout passes: it lists the VM and watches it
+// from the list's resourceVersion, and lists again when the watch cannot go on.
 func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -186,7 +190,7 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 	var lastErr error
 	delay := waitBackoff.DelayWithReset(clock.RealClock{}, waitBackoffReset)
 	err := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
-		u, vm, err := v.get(ctx, name)
+		vm, rv, err := v.list(ctx, name)
 		if err != nil {
 			var refused cli.ExitCoder
 			if ctx.Err() != nil || errors.As(err, &refused) {
@@ -198,7 +202,7 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 		if last = vm; w.met(vm) {
 			return true, nil
 		}
-		gone, err := v.watchUntil(ctx, name, u.GetResourceVersion(), w, &last)
+		gone, err := v.watchUntil(ctx, name, rv, w, &last, &lastErr)
 		switch {
 		case err == nil && gone:
 			return false, cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last)), 1)
@@ -210,9 +214,12 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 			return false, cli.Exit(fmt.Sprintf("cannot watch virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
 		case apierrors.IsUnauthorized(err):
 			return false, cli.Exit(fmt.Sprintf("cannot watch virtualmachine %q in namespace %q: unauthorized (%s)", name, v.namespace, apiMessage(err)), 1)
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+			// 410: the watch fell behind the history the API server keeps. Listing again
+			// and watching from there is the way on, as a reflector does; not an error.
+			return false, nil
 		}
-		// The watch ended early (it expired or the connection went): after the backoff,
-		// read the VM again and watch from there.
+		// The watch could not go on: after the backoff, list the VM again and watch from there.
 		lastErr = err
 		return false, nil
 	})
@@ -230,44 +237,84 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 	return err
 }
 
+// nameSelector is the field selector of the VM named name, for its list and its watch.
+func nameSelector(name string) string {
+	return fields.OneTermEqualSelector("metadata.name", name).String()
+}
+
+// list reads the VM named name, as get does, by a list of that one name, and returns with it
+// the list's resourceVersion: the API server's present, where a watch can start. The VM's own
+// resourceVersion is that of its last change, which for a VM nobody touched for a while is
+// older than the history the API server keeps, and a watch from it ends at once with 410 Gone.
+func (v *vmClient) list(ctx context.Context, name string) (schema.VirtualMachine, string, error) {
+	l, err := v.vms.List(ctx, metav1.ListOptions{FieldSelector: nameSelector(name)})
+	if err != nil {
+		return schema.VirtualMachine{}, "", v.readError(name, err)
+	}
+	for _, u := range l.Items {
+		if u.GetName() != name {
+			continue
+		}
+		raw, err := u.MarshalJSON()
+		if err != nil {
+			return schema.VirtualMachine{}, "", fmt.Errorf("read virtualmachine %s: %w", name, err)
+		}
+		return schema.ViewOf(raw, u.GetResourceVersion(), v.fields), l.GetResourceVersion(), nil
+	}
+	return schema.VirtualMachine{}, "", v.readError(name, apierrors.NewNotFound(v.gvr.GroupResource(), name))
+}
+
 // watchUntil watches the VM from resourceVersion rv, keeping its latest view in last, until
-// w holds (nil error), the VM is deleted (gone) or the watch ends (an error; the API server's
-// own when it sent one, for the caller to tell a refusal from a watch that may be made again).
-func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.VirtualMachine) (gone bool, err error) {
-	wi, err := v.vms.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
-		ResourceVersion: rv, AllowWatchBookmarks: false})
+// w holds (nil error), the VM is deleted (gone) or the watch cannot go on (an error: the API
+// server's own when it sent one, for the caller to tell a refusal, or a resourceVersion the
+// API server no longer holds, from the rest). A watch that ends or fails otherwise (it
+// expired, the connection went, the API server was busy) is made again from the latest
+// resourceVersion it saw, bookmarks included, at most once a second (client-go's
+// RetryWatcher); the error of each watch that could not be made is kept in lastErr.
+func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.VirtualMachine, lastErr *error) (gone bool, err error) {
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.FieldSelector = nameSelector(name)
+		wi, err := v.vms.Watch(ctx, o)
+		if err != nil {
+			*lastErr = err
+		}
+		return wi, err
+	}}
+	// The RetryWatcher logs each watch it makes again through klog, on stderr by default; what
+	// the user needs is in wait's own line.
+	rw, err := watchtools.NewRetryWatcherWithContext(klog.NewContext(ctx, klog.Logger{}), rv, lw)
 	if err != nil {
 		return false, err
 	}
-	defer wi.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case ev, ok := <-wi.ResultChan():
+	defer func() {
+		rw.Stop()
+		<-rw.Done() // its last write of lastErr comes before wait reads it
+	}()
+	_, err = watchtools.UntilWithoutRetry(ctx, rw, func(ev watch.Event) (bool, error) {
+		switch ev.Type {
+		case watch.Deleted:
+			gone = true
+			return true, nil
+		case watch.Added, watch.Modified:
+			u, ok := ev.Object.(interface{ MarshalJSON() ([]byte, error) })
 			if !ok {
-				return false, errors.New("the watch ended")
+				return false, nil
 			}
-			switch ev.Type {
-			case watch.Deleted:
-				return true, nil
-			case watch.Added, watch.Modified:
-				u, ok := ev.Object.(interface{ MarshalJSON() ([]byte, error) })
-				if !ok {
-					continue
-				}
-				raw, err := u.MarshalJSON()
-				if err != nil {
-					continue
-				}
-				if *last = schema.ViewOf(raw, "", v.fields); w.met(*last) {
-					return false, nil
-				}
-			case watch.Error:
-				return false, fmt.Errorf("the watch ended with an error: %w", apierrors.FromObject(ev.Object))
+			raw, err := u.MarshalJSON()
+			if err != nil {
+				return false, nil
 			}
+			*last = schema.ViewOf(raw, "", v.fields)
+			return w.met(*last), nil
+		case watch.Error:
+			return false, fmt.Errorf("the watch ended with an error: %w", apierrors.FromObject(ev.Object))
 		}
+		return false, nil
+	})
+	if errors.Is(err, watchtools.ErrWatchClosed) {
+		err = errors.New("the watch ended")
 	}
+	return gone, err
 }
 
 // lastSeen is the phase, reason and message of the VM's status, for wait's timeout, and
