@@ -722,7 +722,13 @@ func TestWaitForSettledStatus(t *testing.T) {
 		met      bool
 		says     string // in the timeout's message; "": not checked
 	}{
-		"Ready, nothing pending":                {"condition=Ready", nil, active(nil), nil, true, ""},
+		"Ready, nothing pending": {"condition=Ready", nil, active(nil), nil, true, ""},
+		// Condition types and phases in any case, as kubectl wait matches condition types.
+		"ready, in lower case":                  {"condition=ready", nil, active(nil), nil, true, ""},
+		"READY=TRUE, in upper case":             {"condition=READY=TRUE", nil, active(nil), nil, true, ""},
+		"active, in lower case":                 {"phase=active", nil, active(nil), nil, true, ""},
+		"paused, in lower case":                 {"condition=paused", pausedOnly, pausedReady, nil, true, ""},
+		"ready of a paused VM, in lower case":   {"condition=ready", pausedOnly, pausedReady, nil, false, isPaused},
 		"Ready with a restart pending":          {"condition=Ready", ann(schema.AnnotationRestartedAt), active(nil), nil, false, yetToAct},
 		"Ready once the restart is carried out": {"condition=Ready", ann(schema.AnnotationRestartedAt), active(nil), active(map[string]any{"restartedAt": asked}), true, ""},
 		"Ready with a migration pending":        {"condition=Ready", ann(schema.AnnotationMigrateRequestedAt), active(nil), nil, false, yetToAct},

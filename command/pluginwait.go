@@ -41,7 +41,9 @@ type waitFor struct {
 	status    schema.ConditionStatus
 }
 
-// parseFor reads --for: phase=NAME, condition=TYPE (status True) or condition=TYPE=STATUS.
+// parseFor reads --for: phase=NAME, condition=TYPE (status True) or condition=TYPE=STATUS. The
+// phase and the status are read in any case; the type is matched in any case (holds), as
+// kubectl wait matches it.
 func parseFor(s string) (waitFor, error) {
 	kind, rest, ok := strings.Cut(s, "=")
 	switch {
@@ -81,7 +83,7 @@ func parseFor(s string) (waitFor, error) {
 // return on the status from before it, the old server's Ready; a VM being deleted counts as
 // it is, its requests no longer acted on.
 func (w waitFor) met(vm schema.VirtualMachine) bool {
-	return (current(vm) || w.condition == schema.ConditionPaused && paused(vm)) && w.holds(vm.Status())
+	return (current(vm) || strings.EqualFold(w.condition, schema.ConditionPaused) && paused(vm)) && w.holds(vm.Status())
 }
 
 // current reports whether vm's status describes it as it is: it is Settled, or it is being
@@ -117,7 +119,8 @@ func pausedStatus(st schema.Status) bool {
 	return c != nil && c.Status == schema.ConditionTrue
 }
 
-// holds reports whether st satisfies w. Phase Inactive holds once the server is gone: while
+// holds reports whether st satisfies w; a condition's type in any case (condition=ready is
+// Ready), as kubectl wait matches it. Phase Inactive holds once the server is gone: while
 // it shuts down the phase is Inactive already, with the reason Stopping (a stop request) or
 // ServerStopping (runStrategy Halted), or NodeLost while its node does not answer (it may
 // still run there).
@@ -126,8 +129,12 @@ func (w waitFor) holds(st schema.Status) bool {
 		return st.Phase == w.phase && !(st.Phase == schema.PhaseInactive && (st.Reason == decision.ReasonStopping ||
 			st.Reason == decision.ReasonServerStopping || st.Reason == decision.ReasonNodeLost))
 	}
-	c := st.Condition(w.condition)
-	return c != nil && c.Status == w.status
+	for _, c := range st.Conditions {
+		if strings.EqualFold(c.Type, w.condition) {
+			return c.Status == w.status // the first of the type, as kubectl wait reads it
+		}
+	}
+	return false
 }
 
 // Validate checks --for and --timeout.
