@@ -42,12 +42,18 @@ func pluginVM(t *testing.T, rs, phase, reason string) (schema.VirtualMachine, sc
 // requestVM is a v1 VM with the run strategy rs, the status and the annotations given.
 func requestVM(t *testing.T, rs string, status, annotations map[string]any) (schema.VirtualMachine, schema.Fields) {
 	t.Helper()
+	return namedVM(t, "vm1", rs, status, annotations)
+}
+
+// namedVM is requestVM's VM, named name.
+func namedVM(t *testing.T, name, rs string, status, annotations map[string]any) (schema.VirtualMachine, schema.Fields) {
+	t.Helper()
 	f, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj := map[string]any{"apiVersion": "cloudnative.czs/v1", "kind": "VirtualMachine",
-		"metadata": map[string]any{"name": "vm1", "namespace": "ns", "annotations": annotations},
+		"metadata": map[string]any{"name": name, "namespace": "ns", "annotations": annotations},
 		"spec":     map[string]any{"runStrategy": rs, "resources": map[string]any{"requests": map[string]any{"cpu": 1, "memory": "1Gi"}}, "rootDisk": map[string]any{"size": "1Gi"}},
 		"status":   status}
 	raw, _ := json.Marshal(obj)

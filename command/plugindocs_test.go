@@ -1,0 +1,278 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	discoveryfake "k8s.io/client-go/discovery/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// The pages that quote what the plugin prints.
+var (
+	runStrategiesDoc = filepath.Join("..", "docs", "run-strategies.md")
+	pluginBadInput   = filepath.Join("..", "docs", "reference", "bad-input.md")
+)
+
+// TestPluginDocsQuoteThePlugin: each message of the plugin that docs/run-strategies.md and
+// docs/reference/bad-input.md quote is there as the plugin prints it. Each case makes the
+// plugin print it (the verb's decision, or the verb against a fake API server) and checks
+// that the quote, where "..." and "<...>" stand for any text, matches all of it.
+func TestPluginDocsQuoteThePlugin(t *testing.T) {
+	gr := k8sschema.GroupResource{Group: schema.Group, Resource: "virtualmachines"}
+	tests := map[string]struct {
+		doc   string
+		quote string                             // as the page has it, its line breaks as spaces
+		print func(t *testing.T) (string, error) // the plugin's line: what it says, or its error
+	}{
+		"start of a running VM under Always": {runStrategiesDoc,
+			"virtualmachine/test-vm is already started (runStrategy Always keeps it running; phase Active (ServerReady)): nothing changed",
+			decided("test-vm", "Always", "Active", "ServerReady", startVerb)},
+		"start of a running VM under Manual": {runStrategiesDoc,
+			"virtualmachine/manual-vm is already running (phase Active (ServerReady)): nothing changed",
+			decided("manual-vm", "Manual", "Active", "ServerReady", startVerb)},
+		"a VM that changes at every try": {runStrategiesDoc,
+			"changed while the verb looked at it, 5 times in a row; run it again", conflicting},
+		"no such VM": {runStrategiesDoc, `virtualmachine "x" not found in namespace "y"`, missing("x", "y", "v1alpha1", true)},
+
+		"bad input: no such VM": {pluginBadInput, `kubectl vm: virtualmachine "nope" not found in namespace "team-a"`,
+			onStderr(missing("nope", "team-a", "v1alpha1", true))},
+		"bad input: a version not served": {pluginBadInput,
+			`kubectl vm: virtualmachine "x" not found in namespace "y": the API server does not serve cloudnative.czs/v9 (--api-version)`,
+			onStderr(missing("x", "y", "v9", false))},
+		"bad input: nodes forbidden": {pluginBadInput, "cannot read the nodes: forbidden (...)", func(*testing.T) (string, error) {
+			return "", (&vmClient{}).lookupError("the nodes", apierrors.NewForbidden(k8sschema.GroupResource{Resource: "nodes"}, "", errors.New("no")))
+		}},
+		"bad input: volume forbidden": {pluginBadInput, "cannot read the volume pv1: forbidden (...)", func(*testing.T) (string, error) {
+			return "", (&vmClient{}).lookupError("the volume pv1", apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumes"}, "pv1", errors.New("no")))
+		}},
+		"bad input: VM forbidden": {pluginBadInput,
+			`kubectl vm: cannot read virtualmachine "x" in namespace "y": forbidden (<the API server's message>)`,
+			onStderr(func(*testing.T) (string, error) {
+				return "", (&vmClient{namespace: "y"}).readError("x", apierrors.NewForbidden(gr, "x", errors.New("no")))
+			})},
+		"bad input: start of a running VM": {pluginBadInput,
+			"virtualmachine/x is already running (phase Active (ServerReady)): nothing changed",
+			decided("x", "Manual", "Active", "ServerReady", startVerb)},
+		"bad input: start of a running VM under Always": {pluginBadInput,
+			"virtualmachine/x is already started (runStrategy Always keeps it running; phase Active (ServerReady)): nothing changed",
+			decided("x", "Always", "Active", "ServerReady", startVerb)},
+		"bad input: stop of a stopped VM": {pluginBadInput, "virtualmachine/x is already stopped (...): nothing changed",
+			decided("x", "Manual", "Inactive", "Stopped", stopWithoutGrace)},
+		"bad input: stop of a stopped VM under Halted": {pluginBadInput, "virtualmachine/x is already stopped (...): nothing changed",
+			decided("x", "Halted", "Inactive", "ServerStopped", stopWithoutGrace)},
+		"bad input: restart of a stopped VM": {pluginBadInput,
+			"virtualmachine/x is stopped (runStrategy Manual; ...): nothing to restart; start it with: kubectl vm start x",
+			decided("x", "Manual", "Inactive", "Stopped", restartVerb)},
+		"bad input: restart with a stop pending": {pluginBadInput,
+			"virtualmachine/x has a stop pending (cloudnative.czs/stopRequestedAt=..., not yet carried out): a restart now would be dropped; " +
+				"to keep it running, withdraw the stop with: kubectl vm start x",
+			func(t *testing.T) (string, error) {
+				vm, f := namedVM(t, "x", "Manual", map[string]any{"phase": "Active", "reason": "ServerReady"},
+					map[string]any{schema.AnnotationStopRequestedAt: "2026-06-01T11:59:59Z"})
+				r, err := restartVerb(vm, f, pluginNow)
+				return r.say, err
+			}},
+		"bad input: wait past its timeout": {pluginBadInput,
+			"timed out after 3s waiting for phase=Active of virtualmachine/idle; last seen: phase Inactive (NotStarted): <message>",
+			func(t *testing.T) (string, error) {
+				v, _, _ := waitClient(t, map[string]any{"name": "idle"}, map[string]any{"phase": "Inactive", "reason": "NotStarted",
+					"message": "runStrategy Manual: the VM runs when asked to", "observedGeneration": int64(1)}, nil, nil)
+				// The message names --timeout, 3s; the test ends it sooner.
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				w, _ := parseFor("phase=Active")
+				return "", v.wait(ctx, "idle", w, "phase=Active", 3*time.Second)
+			}},
+		"bad input: wait may not watch": {pluginBadInput,
+			`cannot watch virtualmachine "x" in namespace "y": forbidden (<the API server's message>)`,
+			waitRefused("watch", apierrors.NewForbidden(gr, "x", errors.New("no watch")))},
+		"bad input: wait may not list": {pluginBadInput, `cannot read virtualmachine "x" ...`,
+			waitRefused("list", apierrors.NewForbidden(gr, "x", errors.New("no list")))},
+		"bad input: migrate of a VM that does not run": {pluginBadInput,
+			"virtualmachine/x is not running (...): only a running VM migrates", migrateRefused("Inactive", "", false)},
+		"bad input: migrate of a VM whose disk is pinned": {pluginBadInput,
+			"virtualmachine/x cannot migrate: its disk x-rootdisk cannot follow it (its volume pv1 is bound to n1 by its node affinity, which admits no other node)",
+			migrateRefused("Active", "affinity", true)},
+		"bad input: migrate of a VM whose disk is a local volume": {pluginBadInput,
+			"... (its volume pv1 is a local volume on n1)", migrateRefused("Active", "local", true)},
+		"bad input: migrate with no other node": {pluginBadInput,
+			"virtualmachine/x cannot migrate: no other Ready, schedulable node than n1 that its placement admits", migrateRefused("Active", "", false)},
+		"bad input: a VM that changes at every try": {pluginBadInput,
+			`virtualmachine "x" changed while the verb looked at it, 5 times in a row; run it again`, conflicting},
+	}
+	pages := map[string]string{}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			page, ok := pages[tc.doc]
+			if !ok {
+				b, err := os.ReadFile(tc.doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				page = strings.Join(strings.Fields(string(b)), " ")
+				pages[tc.doc] = page
+			}
+			if !strings.Contains(page, tc.quote) {
+				t.Errorf("%s does not quote %q", tc.doc, tc.quote)
+			}
+			say, err := tc.print(t)
+			if err != nil {
+				say = err.Error()
+			}
+			if !quotes(tc.quote).MatchString(say) {
+				t.Errorf("the plugin prints %q; %s quotes it as %q", say, tc.doc, tc.quote)
+			}
+		})
+	}
+}
+
+// quotes is the pattern of a quote: "..." and "<...>" stand for any text, and the quote ends
+// where the line does (it may leave out the line's beginning, as "changed while the verb
+// looked at it, ..." does, the VM's name before it).
+func quotes(quote string) *regexp.Regexp {
+	var b strings.Builder
+	rest := quote
+	for {
+		loc := regexp.MustCompile(`\.\.\.|<[^>]+>`).FindStringIndex(rest)
+		if loc == nil {
+			b.WriteString(regexp.QuoteMeta(rest))
+			break
+		}
+		b.WriteString(regexp.QuoteMeta(rest[:loc[0]]) + ".+")
+		rest = rest[loc[1]:]
+	}
+	return regexp.MustCompile(b.String() + "$")
+}
+
+// decided is what verb says of the VM named name under rs, in the phase and reason given.
+func decided(name, rs, phase, reason string, verb func(schema.VirtualMachine, schema.Fields, time.Time) (verbResult, error)) func(*testing.T) (string, error) {
+	return func(t *testing.T) (string, error) {
+		vm, f := namedVM(t, name, rs, map[string]any{"phase": phase, "reason": reason}, nil)
+		r, err := verb(vm, f, pluginNow)
+		return r.say, err
+	}
+}
+
+// stopWithoutGrace is stop without --grace-period or --force.
+func stopWithoutGrace(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+	return stopVerb(vm, f, now, nil)
+}
+
+// onStderr is what RunMain writes of print's error, as the plugin's main does.
+func onStderr(print func(*testing.T) (string, error)) func(*testing.T) (string, error) {
+	return func(t *testing.T) (string, error) {
+		_, err := print(t)
+		var stderr bytes.Buffer
+		app := &cli.App{Action: func(*cli.Context) error { return err }, ExitErrHandler: func(*cli.Context, error) {}}
+		RunMain(app, "kubectl vm", []string{PluginName}, &stderr)
+		return strings.TrimSuffix(stderr.String(), "\n"), nil
+	}
+}
+
+// missing is the read of the VM name in namespace ns, which does not exist, at the version
+// given; served: whether the API server serves it.
+func missing(name, ns, version string, served bool) func(*testing.T) (string, error) {
+	return func(t *testing.T) (string, error) {
+		gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: version, Resource: "virtualmachines"}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"})
+		kube := kubefake.NewClientset()
+		list := &metav1.APIResourceList{GroupVersion: "cloudnative.czs/v1alpha1", APIResources: []metav1.APIResource{{Name: "virtualmachines"}}}
+		if served {
+			list.GroupVersion = gvr.GroupVersion().String()
+		}
+		kube.Discovery().(*discoveryfake.FakeDiscovery).Resources = []*metav1.APIResourceList{list}
+		v := &vmClient{vms: dyn.Resource(gvr).Namespace(ns), kube: kube, gvr: gvr, namespace: ns, now: time.Now}
+		_, _, err := v.get(context.Background(), name)
+		return "", err
+	}
+}
+
+// conflicting is a start whose every write meets a conflict.
+func conflicting(t *testing.T) (string, error) {
+	v, dyn, _ := waitClient(t, map[string]any{"name": "x"}, map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, nil, nil)
+	dyn.PrependReactor("patch", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(v.gvr.GroupResource(), "x", errors.New("the object has been modified"))
+	})
+	return v.verb(context.Background(), "x", func(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+		return verbResult{patch: annotations(map[string]any{schema.AnnotationStartRequestedAt: "t"})}, nil
+	})
+}
+
+// waitRefused is a wait on the VM x in namespace y whose list or watch (verb) the API server
+// refuses with err.
+func waitRefused(verb string, err error) func(*testing.T) (string, error) {
+	return func(t *testing.T) (string, error) {
+		var react k8stesting.ReactionFunc
+		var watchReact k8stesting.WatchReactionFunc
+		if verb == "list" {
+			react = func(a k8stesting.Action) (bool, runtime.Object, error) { return a.GetVerb() == "list", nil, err }
+		} else {
+			watchReact = func(k8stesting.Action) (bool, watch.Interface, error) { return true, nil, err }
+		}
+		v, _, _ := waitClient(t, map[string]any{"name": "x"}, map[string]any{"phase": "Creating", "observedGeneration": int64(1)}, react, watchReact)
+		v.namespace = "y" // the namespace the message names
+		w, _ := parseFor("phase=Active")
+		return "", v.wait(context.Background(), "x", w, "phase=Active", time.Second)
+	}
+}
+
+// migrateRefused is a migration of the VM x in the phase given, its server on n1 and its disk
+// on pv1; pinned: "affinity" when pv1 is bound to n1 by its node affinity, "local" when it is
+// besides a local volume, "" when nothing pins it; other: a second node, n2, is Ready and
+// schedulable.
+func migrateRefused(phase, pinned string, other bool) func(*testing.T) (string, error) {
+	return func(t *testing.T) (string, error) {
+		gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+		f, err := schema.ForVersion(gvr.GroupVersion())
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := func(name string) *corev1.Node {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		}
+		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1"}}
+		if pinned == "local" {
+			pv.Spec.Local = &corev1.LocalVolumeSource{Path: "/mnt/disks/1"}
+		}
+		if pinned != "" {
+			pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}
+		}
+		objects := []runtime.Object{node("n1"), pv,
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x-server", Namespace: "y"}, Spec: corev1.PodSpec{NodeName: "n1"}},
+			&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "x-rootdisk", Namespace: "y"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}}}
+		if other {
+			objects = append(objects, node("n2"))
+		}
+		vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+			"metadata": map[string]any{"name": "x", "namespace": "y", "resourceVersion": "1"},
+			"spec":     map[string]any{"action": "active", "resource": map[string]any{"cpu": "1", "memory": "1Gi", "rootDisk": "1Gi"}},
+			"status": map[string]any{"phase": phase, "reason": "x", "server": map[string]any{"name": "x-server", "id": "u", "state": "Running"},
+				"rootDisk": map[string]any{"claimName": "x-rootdisk", "phase": "Bound"}}}}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, vm)
+		v := &vmClient{vms: dyn.Resource(gvr).Namespace("y"), kube: kubefake.NewClientset(objects...), fields: f, gvr: gvr,
+			namespace: "y", out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
+		return "", v.migrate(context.Background(), "x")
+	}
+}
