@@ -3,10 +3,14 @@ package command
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +27,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -275,4 +280,159 @@ func migrateRefused(phase, pinned string, other bool) func(*testing.T) (string, 
 			namespace: "y", out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
 		return "", v.migrate(context.Background(), "x")
 	}
+}
+
+// TestPluginDocsByHandWrites: the writes docs/run-strategies.md gives "by hand" are the ones
+// the verbs make on the VMs it names, under their run strategies: test-vm is the README's
+// (examples/test-vm.yaml, runStrategy Always), manual-vm is the same under Manual. A request
+// annotation is start's or stop's write under RerunOnFailure, Once and Manual only: under
+// Always and Halted the verbs change the spec, and the controller records a request and does
+// nothing more.
+func TestPluginDocsByHandWrites(t *testing.T) {
+	example, err := os.ReadFile(filepath.Join("..", "examples", "test-vm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vms := map[string]string{"test-vm": "", "manual-vm": "manual"} // name: spec.action ("": the example's)
+	page, err := os.ReadFile(runStrategiesDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(page), "By hand, the same writes")
+	if _, block, ok = strings.Cut(block, "```sh\n"); ok {
+		block, _, ok = strings.Cut(block, "```")
+	}
+	if !ok {
+		t.Fatalf("%s: no sh block after \"By hand, the same writes\"", runStrategiesDoc)
+	}
+	lines := 0
+	for _, line := range strings.Split(block, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		if len(f) < 4 || f[0] != "kubectl" || f[2] != "vm" {
+			continue
+		}
+		lines++
+		name := f[3]
+		action, known := vms[name]
+		if !known {
+			t.Errorf("%q: a VM the test does not know; want one of %v", line, vms)
+			continue
+		}
+		// vm is the VM name under action (or its own), in the status given.
+		vm := func(action string, status map[string]any) (schema.VirtualMachine, schema.Fields) {
+			raw, err := yaml.YAMLToJSON(example)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var obj map[string]any
+			if err := json.Unmarshal(raw, &obj); err != nil {
+				t.Fatal(err)
+			}
+			obj["metadata"].(map[string]any)["name"] = name
+			if action != "" {
+				obj["spec"].(map[string]any)["action"] = action
+			}
+			obj["status"] = status
+			raw, _ = json.Marshal(obj)
+			gv, _ := k8sschema.ParseGroupVersion(obj["apiVersion"].(string))
+			fields, err := schema.ForVersion(gv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return schema.ViewOf(raw, "1", fields), fields
+		}
+		running := map[string]any{"phase": "Active", "reason": "ServerReady"}
+		stopped := map[string]any{"phase": "Inactive", "reason": "Stopped"}
+		var r verbResult
+		var want string // what the verb must write, as the line does
+		switch f[1] {
+		case "annotate":
+			var keys []string
+			var grace *int64
+			for _, kv := range f[4:] {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || strings.HasPrefix(k, "-") {
+					continue
+				}
+				keys = append(keys, k)
+				if k == schema.AnnotationStopGracePeriod {
+					g, _ := strconv.ParseInt(v, 10, 64)
+					grace = &g
+				}
+			}
+			slices.Sort(keys)
+			want = "annotations " + strings.Join(keys, ", ")
+			switch {
+			case slices.Contains(keys, schema.AnnotationStartRequestedAt):
+				v, fl := vm(action, stopped)
+				r, err = startVerb(v, fl, pluginNow)
+			case slices.Contains(keys, schema.AnnotationStopRequestedAt):
+				v, fl := vm(action, running)
+				r, err = stopVerb(v, fl, pluginNow, grace)
+			default:
+				t.Errorf("%q: neither a start nor a stop request", line)
+				continue
+			}
+		case "patch":
+			_, p, _ := strings.Cut(line, "-p '")
+			p, _, _ = strings.Cut(p, "'")
+			var spec struct {
+				Spec struct {
+					Action string `json:"action"`
+				} `json:"spec"`
+			}
+			if err := json.Unmarshal([]byte(p), &spec); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			want = "spec.action " + spec.Spec.Action
+			switch spec.Spec.Action {
+			case "active": // start on Halted
+				v, fl := vm("inactive", stopped)
+				r, err = startVerb(v, fl, pluginNow)
+			case "inactive": // stop on Always
+				v, fl := vm("active", running)
+				r, err = stopVerb(v, fl, pluginNow, nil)
+			default:
+				t.Errorf("%q: no verb writes spec.action %q", line, spec.Spec.Action)
+				continue
+			}
+			if action != "" && action != "active" && action != "inactive" {
+				t.Errorf("%q: %s is under action %s, where the verbs write requests, not the spec", line, name, action)
+			}
+		default:
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", line, err)
+			continue
+		}
+		if got := written(r.patch); got != want {
+			t.Errorf("%q writes %s; on %s the verb writes %q (%s)", line, want, name, got, r.say)
+		}
+	}
+	if lines == 0 {
+		t.Fatalf("%s: no kubectl line by hand", runStrategiesDoc)
+	}
+}
+
+// written says what a verb's merge patch sets: the annotations it gives a value (in order),
+// or the spec's action; "nothing" for no patch.
+func written(p map[string]any) string {
+	if p == nil {
+		return "nothing"
+	}
+	if spec, ok := p["spec"].(map[string]any); ok {
+		return fmt.Sprintf("spec.action %v", spec["action"])
+	}
+	md, _ := p["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	var keys []string
+	for k, v := range ann {
+		if v != nil {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return "annotations " + strings.Join(keys, ", ")
 }
