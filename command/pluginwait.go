@@ -163,8 +163,9 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 		Usage:     "wait until a VM's phase or condition is the one given",
 		ArgsUsage: "NAME",
 		Description: "Watches the VM until --for holds, as kubectl wait does, in a status that has observed the VM's generation and " +
-			"every restart, start, stop and migration request it carries; phase Inactive holds once the server is gone. Past --timeout " +
-			"it exits with 1 and the phase, reason and message it last saw.",
+			"every restart, start, stop and migration request it carries; phase Inactive holds once the server is gone. Phases and " +
+			"condition types match in any case. Of a paused VM only condition=Paused holds: any other wait goes on until it is " +
+			"resumed and the controller reports it again. Past --timeout it exits with 1 and the phase, reason and message it last saw.",
 		Flags: append(c.flags(),
 			&cli.StringFlag{Name: "for", Usage: "what to wait for: phase=NAME (phase=Active), condition=TYPE (condition=Ready) or condition=TYPE=STATUS", Destination: &c.For},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout}),
