@@ -130,6 +130,7 @@ const (
 type Server struct {
 	Name     string // the backend's name for it
 	ID       string // a unique identity (for pods: the UID)
+	Version  string // changes with every change of the server (for pods: the resourceVersion); "" if none is kept
 	State    State
 	Detail   string    // the backend's own word for the state (for pods: the phase)
 	Message  string    // why it is in that state, when the backend says
@@ -150,6 +151,15 @@ type Server struct {
 	// it); Disruption, nil unless the server is being evicted or otherwise disrupted.
 	Cordoned   bool
 	Disruption *Disruption
+}
+
+// Objects is implemented by backends whose servers are Kubernetes objects in their VM's
+// namespace, with Server.ID their UID and Server.Version their resourceVersion (for pods:
+// Pods). An Event about a server then names it as its related object; a backend that is not
+// one has Events that name the VM only.
+type Objects interface {
+	// ServerKind returns the API version and kind of the backend's servers.
+	ServerKind() (apiVersion, kind string)
 }
 
 // Reader is implemented by backends that can read a server from its source, past the cache

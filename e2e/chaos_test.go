@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -584,30 +583,32 @@ func TestChaosServersDeleted(t *testing.T) {
 			return fresh == n && cs.activeWithPod() == n && len(cs.pods) == n, fmt.Sprintf("round %d: %d new pods; %s", round, fresh, cs)
 		})
 	}
-	// kubectl get events: each creation of a server is on record. Repeats of an event with the
-	// same note are one events.k8s.io series with a count (docs/reference/phases-reasons-events.md, Events: "rather than a
-	// flood"); the second occurrence is written at once, later ones in batches.
-	var separate []string
+	// kubectl get events: each creation of a server is on record, as an Event of its own that
+	// names the pod made as its related object, though every note is the same
+	// (docs/reference/phases-reasons-events.md, Events: a new server's CreatingServer is an
+	// Event of its own). Four pods were made for each VM: the first and three replacements.
+	var missing []string
 	for _, vm := range names("vm", 0, n) {
-		var events, occurrences int
+		var uids map[string]bool
+		var out string
 		eventually(t, 3*time.Minute, func() (bool, string) {
-			out := k.must(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "reason=CreatingServer,regarding.name="+vm,
-				"-o", `jsonpath={range .items[*]}{.metadata.name}={.series.count}{" "}{end}`)
-			events, occurrences = 0, 0
+			out = k.must(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "reason=CreatingServer,regarding.name="+vm,
+				"-o", `jsonpath={range .items[*]}{.related.kind}/{.related.uid}{" "}{end}`)
+			uids = map[string]bool{}
 			for _, e := range strings.Fields(out) {
-				_, count, _ := strings.Cut(e, "=")
-				n, _ := strconv.Atoi(count)
-				events++
-				occurrences += max(n, 1)
+				kind, uid, _ := strings.Cut(e, "/")
+				if kind == "Pod" && uid != "" {
+					uids[uid] = true
+				}
 			}
-			return occurrences >= 2, fmt.Sprintf("%s: CreatingServer series counts %q", vm, out)
+			return len(uids) >= 4, fmt.Sprintf("%s: CreatingServer Events name the pods %q", vm, out)
 		})
-		if events != 1 {
-			separate = append(separate, fmt.Sprintf("%s: %d events, %d occurrences", vm, events, occurrences))
+		if cur := cs.pods[vm+"-server"].uid; len(uids) != 4 || !uids[cur] {
+			missing = append(missing, fmt.Sprintf("%s: CreatingServer Events name the pods %q, want 4 of them, the current %s among them", vm, out, cur))
 		}
 	}
-	if len(separate) > 0 {
-		t.Errorf("the recreations are separate CreatingServer events with the same note, not one series: %s", strings.Join(separate, "; "))
+	if len(missing) > 0 {
+		t.Errorf("the creations of servers are not one Event for each pod made: %s", strings.Join(missing, "; "))
 	}
 	// And each says why: a Warning that the server went without the controller deleting it.
 	for _, vm := range names("vm", 0, n) {

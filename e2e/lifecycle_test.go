@@ -64,10 +64,12 @@ func condition(ns, name, typ string) string {
 
 // occurrences is how often the controller recorded an Event of reason on VM vm, with the
 // notes of those Events, one a line. The recorder (client-go's events broadcaster) folds a
-// repeat of the same reason on the same VM into the first Event as a series: it writes
-// series.count 2 at the second occurrence, at once, and higher counts only in batches. So
-// the count tells 0, 1 and "more than one" apart as soon as the Events are stored; a
-// recorder of another process (the controller started again) makes an Event of its own.
+// repeat of the same reason on the same VM about the same server, as it was (the related
+// object, at its resourceVersion; or about no server), into the first Event as a series: it
+// writes series.count 2 at the second occurrence, at once, and higher counts only in
+// batches. So the count tells 0, 1 and "more than one" apart as soon as the Events are
+// stored; an Event about another server, or the same one changed, and one of a recorder of
+// another process (the controller started again) is an Event of its own.
 func occurrences(t *testing.T, ns, vm, reason string) (int, string) {
 	t.Helper()
 	out := kubectl(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name="+vm+",reason="+reason,
@@ -226,9 +228,9 @@ const restartValue = "2026-06-01T12:00:00Z"
 // was first, once its controller has handled everything up to a barrier: the pod there is
 // now is the second and last one the VM ever had, and stays (it is not being deleted); the
 // status records the restart; and the Events say a restart happened once, and a server was
-// created twice (the first pod and its replacement). The pod watch is the complete record
-// (a replacement of a replacement repeats a note the recorder may hold back, see
-// occurrences); the Events are what a user reads.
+// created twice (the first pod and its replacement), each CreatingServer an Event of its own
+// (it names its pod, see occurrences). The pod watch is the complete record (Events are sent
+// in the background, and may be dropped); the Events are what a user reads.
 func restartedOnce(t *testing.T, ns, first string, w *podWatch) {
 	t.Helper()
 	uids, now, deleting := w.mark(t)

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
@@ -97,6 +98,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			return out, err
 		}
 	}
+	var created *backend.Server // the server the plan made, if it made one
 	if plan.Server != nil {
 		switch plan.Server.Op {
 		case decision.CreateServer:
@@ -117,7 +119,8 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			default:
 				a.expect.created(key, srv)
 				plan.Created(srv)
-				a.record(vm, plan.Server.Event)
+				created = srv
+				a.recordAbout(vm, srv, plan.Server.Event)
 			}
 		case decision.DeleteServer:
 			if err := a.deleteServer(ctx, owner, plan.Server.GracePeriod); err != nil {
@@ -131,7 +134,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 					a.expect.replaced.deleted(key, owner.UID, observed)
 				}
 			}
-			a.record(vm, plan.Server.Event)
+			a.recordAbout(vm, observed, plan.Server.Event)
 		case decision.ResizeServer:
 			r, ok := a.backend.(backend.Resizer)
 			if !ok {
@@ -144,7 +147,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			case err != nil:
 				return out, fmt.Errorf("resize server: %w", err)
 			default:
-				a.record(vm, plan.Server.Event)
+				a.recordAbout(vm, observed, plan.Server.Event)
 			}
 		}
 	}
@@ -171,7 +174,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		rv = w.rv
 		out.last, out.written = &w, append(out.written, rv)
 		a.expect.replaced.written(key, *plan.Status)
-		a.record(vm, plan.Events...)
+		a.recordAbout(vm, named(plan.Status.Server, created, observed), plan.Events...)
 	}
 	if budgetErr != nil {
 		return out, budgetErr // the finalizer stays until the budget's action is done, or refused for good
@@ -187,20 +190,45 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	return out, nil
 }
 
-// record records events on vm.
+// record records events on vm that are about no server of it (its disk's, its budget's).
 func (a applier) record(vm schema.VirtualMachine, evs ...decision.Event) {
+	a.recordAbout(vm, nil, evs...)
+}
+
+// recordAbout records events on vm about srv, its server as the events speak of it (nil:
+// none), which each names as its related object (relatedServer says why).
+func (a applier) recordAbout(vm schema.VirtualMachine, srv *backend.Server, evs ...decision.Event) {
 	if a.recorder == nil {
 		return
 	}
 	// The reference leaves out the resourceVersion: with it, every event of a VM would be
 	// about a different object, and repeats would never fold into one series.
 	ref := &corev1.ObjectReference{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
+	var related runtime.Object // none: nil itself, not a nil *ObjectReference, which is no nil object
+	if r := a.relatedServer(vm, srv); r != nil {
+		related = r
+	}
 	for _, e := range evs {
 		if e == (decision.Event{}) {
 			continue // an action without one (recording a kind)
 		}
-		a.recorder.Eventf(ref, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", schema.Shorten(e.Message, eventNoteLimit))
+		a.recorder.Eventf(ref, related, e.Type, e.Reason, eventAction(e.Reason), "%s", schema.Shorten(e.Message, eventNoteLimit))
 	}
+}
+
+// named is the server that st, the server a status names, is: of servers, the one of its
+// ID, as the plan found or made it; one of its name and ID only, of no known version, when
+// none is; nil when the status names none.
+func named(st *schema.ServerStatus, servers ...*backend.Server) *backend.Server {
+	if st == nil || st.ID == "" {
+		return nil
+	}
+	for _, s := range servers {
+		if s != nil && s.ID == st.ID {
+			return s
+		}
+	}
+	return &backend.Server{Name: st.Name, ID: st.ID}
 }
 
 // eventNoteLimit is the most bytes an Event's note may hold: the events.k8s.io/v1 API

@@ -6,12 +6,45 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
+
+// relatedServer is the related object of an Event about srv, vm's server: the server, at the
+// version the Event speaks of; nil when there is no server, or the backend's servers are no
+// Kubernetes objects (backend.Objects).
+//
+// client-go's recorder folds an Event into an earlier one that has the same type, reason,
+// action, reporting controller and instance, regarding and related object, up to six minutes
+// after the earlier one last occurred: it counts it in the earlier one's series, whose note
+// stays. The note is not compared, so the related object is what tells apart the Events that
+// say something new. Its UID gives each server Events of its own: a new server's
+// CreatingServer, ServerReady or failure is not counted in its predecessor's. Its
+// resourceVersion, the server's as the decision saw it (a created one's as the create
+// returned it), gives each state of one server its own: a resize to another size, the
+// ServerResized that follows, a failure told otherwise, each is said of a server that has
+// changed since, and an object reference may name an object at a resourceVersion. That is
+// the key of "the same outcome": an Event made again of the server as it was (a refusal asked
+// again, a decision made again after a lost status write) says nothing new, and folds, its
+// count growing. The regarding reference, the VM, leaves its resourceVersion out, which
+// every status write changes: with it, nothing would ever fold. An Event about no server (a
+// disk's, an invalid spec's) has no related object, and folds by its type and reason alone.
+func (a applier) relatedServer(vm schema.VirtualMachine, srv *backend.Server) *corev1.ObjectReference {
+	objects, ok := a.backend.(backend.Objects)
+	if srv == nil || !ok {
+		return nil
+	}
+	apiVersion, kind := objects.ServerKind()
+	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: vm.Namespace(), Name: srv.Name,
+		UID: types.UID(srv.ID), ResourceVersion: srv.Version}
+}
 
 // WarningsOnly records the Warning events of r and drops the Normal ones (CreatingServer,
 // ServerReady and the like). Every event is an object the API server writes to etcd; at many

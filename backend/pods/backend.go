@@ -86,7 +86,17 @@ type Backend struct {
 	created sync.Map
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Objects = (*Backend)(nil)
+)
+
+// podType is the API version and kind of a pod: of the pods it makes, and of the servers the
+// Events about one name (ServerKind).
+var podType = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+
+// ServerKind says the servers are Pods (backend.Objects).
+func (b *Backend) ServerKind() (apiVersion, kind string) { return podType.APIVersion, podType.Kind }
 
 // New returns a pod backend; nothing is watched until Start.
 func New(cfg Config) *Backend {

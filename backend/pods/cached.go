@@ -161,8 +161,8 @@ func cachePod(pod *corev1.Pod) *cachedPod {
 }
 
 // compact puts s, which serverOf made of the pod p is made of, into p's compact fields if they
-// make s again exactly, and reports whether they do. s.Name and s.ID are the pod's name and
-// UID, which p has already.
+// make s again exactly, and reports whether they do. s.Name, s.ID and s.Version are the pod's
+// name, UID and resourceVersion, which p has already.
 func (p *cachedPod) compact(s backend.Server) bool {
 	state, okState := index(serverStates[:], s.State)
 	phase, okPhase := index(podPhases[:], s.Detail)
@@ -339,6 +339,7 @@ func (p *cachedPod) server() backend.Server {
 	s := backend.Server{
 		Name:     p.name,
 		ID:       string(p.podUID()),
+		Version:  p.resourceVersion(),
 		State:    serverStates[p.state],
 		Detail:   podPhases[p.phase],
 		Deleting: p.flags&podDeleting != 0,

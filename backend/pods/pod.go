@@ -95,7 +95,7 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 		res[corev1.ResourceEphemeralStorage] = spec.RootDisk
 	}
 	pod := &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		TypeMeta: podType,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            PodName(vm.Name),
 			Namespace:       vm.Namespace,
@@ -126,6 +126,7 @@ func serverOf(pod *corev1.Pod) backend.Server {
 	s := backend.Server{
 		Name:     pod.Name,
 		ID:       string(pod.UID),
+		Version:  pod.ResourceVersion,
 		Detail:   string(pod.Status.Phase),
 		Deleting: pod.DeletionTimestamp != nil,
 		Resize:   resizeOf(pod),
