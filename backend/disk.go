@@ -2,7 +2,6 @@ package backend
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -62,8 +61,20 @@ type Disks interface {
 // ErrDiskConflict wraps a refusal to create or take a disk whose name another holds: a disk
 // not labelled for the VM, or controlled by another object. It is an ErrRejected: the VM is
 // marked Failed and asked for again at the pace of refusals, and the disk is never taken
-// over.
-var ErrDiskConflict = fmt.Errorf("the name is another's: %w", ErrRejected)
+// over. Its text says what to do about the disk, which the error wrapping it names last:
+// "claim x exists and is not this VM's: delete or rename it, or give the VM another name;
+// ...", the status message of a DiskConflict.
+var ErrDiskConflict error = diskConflict{}
+
+// diskConflict is ErrDiskConflict: an ErrRejected, whose text is what to do rather than
+// "rejected".
+type diskConflict struct{}
+
+func (diskConflict) Error() string {
+	return "delete or rename it, or give the VM another name; the controller never takes it over"
+}
+
+func (diskConflict) Unwrap() error { return ErrRejected }
 
 // DiskSpec is what a disk is asked to be.
 type DiskSpec struct {

@@ -229,7 +229,7 @@ func TestApplyDiskRefused(t *testing.T) {
 		err    error
 		reason string // the status's; "" for a transient failure
 	}{
-		"name taken":  {fmt.Errorf("create claim test-vm-rootdisk: %w", backend.ErrDiskConflict), decision.ReasonDiskConflict},
+		"name taken":  {fmt.Errorf("claim test-vm-rootdisk exists and is not this VM's: %w", backend.ErrDiskConflict), decision.ReasonDiskConflict},
 		"quota":       {fmt.Errorf("create claim: exceeded quota: %w", backend.ErrRejected), decision.ReasonDiskRejected},
 		"server down": {errors.New("connection refused"), ""},
 	}
@@ -478,7 +478,7 @@ func TestApplyDiskReleaseRefused(t *testing.T) {
 		"retain, owned":            {"Retain", backend.DiskOwned, refused, true},
 		"no policy, owned":         {"Sometimes", backend.DiskOwned, refused, true},
 		"retain, kept":             {"Retain", backend.DiskKept, refused, false},
-		"retain, another's":        {"Retain", backend.DiskOwned, fmt.Errorf("update claim test-vm-rootdisk: %w", backend.ErrDiskConflict), false},
+		"retain, another's":        {"Retain", backend.DiskOwned, fmt.Errorf("claim test-vm-rootdisk is not this VM's: %w", backend.ErrDiskConflict), false},
 		"delete, refused":          {"Delete", backend.DiskOwned, fmt.Errorf("delete claim test-vm-rootdisk: %w: %w", backend.ErrRejected, forbidden), false},
 		"retain, owned, transient": {"Retain", backend.DiskOwned, errors.New("connection refused"), true},
 	}

@@ -66,7 +66,7 @@ func (b *Backend) CreateDisk(_ context.Context, vm backend.Owner, spec backend.D
 		c := *d
 		b.mu.Unlock()
 		if c.Owner == backend.DiskOther {
-			return nil, fmt.Errorf("create disk %s: %w", c.Name, backend.ErrDiskConflict)
+			return nil, fmt.Errorf("disk %s exists and is not this VM's: %w", c.Name, backend.ErrDiskConflict)
 		}
 		return &c, nil
 	}
@@ -113,7 +113,7 @@ func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, seen *backend.
 		return nil, fmt.Errorf("update disk of %s/%s: no disk seen", vm.Namespace, vm.Name)
 	case seen.Owner == backend.DiskOther:
 		b.mu.Unlock()
-		return nil, fmt.Errorf("update disk %s: %w", seen.Name, backend.ErrDiskConflict)
+		return nil, fmt.Errorf("disk %s is not this VM's: %w", seen.Name, backend.ErrDiskConflict)
 	case !ok:
 		b.mu.Unlock()
 		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "disks"}, DiskName(vm.Name),
@@ -128,7 +128,7 @@ func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, seen *backend.
 		return nil, fmt.Errorf("update disk of %s/%s: no disk to update", vm.Namespace, vm.Name)
 	case d.Owner == backend.DiskOther:
 		b.mu.Unlock()
-		return nil, fmt.Errorf("update disk %s: %w", d.Name, backend.ErrDiskConflict)
+		return nil, fmt.Errorf("disk %s is not this VM's: %w", d.Name, backend.ErrDiskConflict)
 	}
 	d.Owner, d.KeptMark, d.KindUnrecorded = owner(spec), spec.Keep, false
 	if spec.Size.Cmp(d.Requested) > 0 {

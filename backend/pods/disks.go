@@ -308,7 +308,7 @@ func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, seen *backen
 	case seen == nil:
 		return nil, fmt.Errorf("update claim %s: no claim seen", name)
 	case seen.Owner == backend.DiskOther:
-		return nil, fmt.Errorf("update claim %s: %w", name, backend.ErrDiskConflict)
+		return nil, fmt.Errorf("claim %s is not this VM's: %w", name, backend.ErrDiskConflict)
 	}
 	c, err := b.cachedClaim(vm)
 	if err != nil {
