@@ -707,8 +707,10 @@ func (p Policy) restart(d *decision) {
 		note = fmt.Sprintf("Server %s shut down cleanly%s again before it had been ready for %s", srv.Name, detail, p.stableAfter())
 	}
 	at := d.boundRetry(p.retryAt(srv, n), p.backoff(n), srv)
-	// Event notes leave out what changes from one failure to the next (the time, the count),
-	// so that a server failing again and again makes one event series, not a flood.
+	// Event notes leave out what changes while one failure waits out its backoff (the time,
+	// the count), so that decisions made again on the failed server fold into its one Event;
+	// each server's failure is an Event of its own (the loop names the server as the Event's
+	// related object, reconcile/events.go).
 	if d.now.Before(at) {
 		d.failures(n)
 		d.nextRetry = at
