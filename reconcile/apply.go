@@ -143,7 +143,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			_, err := r.Resize(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrResizeInfeasible):
-				plan = a.policy.ResizeRefused(vm, observed, err.Error(), a.now())
+				plan = a.policy.ResizeRefused(vm, observed, disk, err.Error(), a.now())
 			case err != nil:
 				return out, fmt.Errorf("resize server: %w", err)
 			default:

@@ -814,9 +814,13 @@ func (d *decision) rejected(why string) Plan {
 // (backend.ErrResizeInfeasible): the server is kept as it is, and the refusal is recorded at
 // this generation so that the next decision does not ask again. Under --resize manual that is
 // RestartRequired; otherwise the condition Resizing says why, and the next decision replaces
-// the server (specChanged).
-func (p Policy) ResizeRefused(vm schema.VirtualMachine, srv *backend.Server, why string, now time.Time) Plan {
+// the server (specChanged). disk is what the decision whose resize was refused was given: the
+// status reports the disk as that decision did (refusedOn), its Stalled condition of a class
+// change that does not apply (classChange) included, which a status that dropped it would
+// give again, with its Warning, at the next decision.
+func (p Policy) ResizeRefused(vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string, now time.Time) Plan {
 	d := p.refused(vm, srv, nil, now) // a server is there: nothing gone counts (Decide)
+	d.refusedOn(p, disk)
 	if p.Resize == ResizeManual {
 		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}

@@ -137,7 +137,7 @@ func FuzzDecide(f *testing.F) {
 		switch serverOp(plan) {
 		case decision.ResizeServer:
 			checkRefused(t, policy, vm, srv, disk, resizeMessage)
-			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(vm, srv, resizeMessage, now))
+			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(vm, srv, disk, resizeMessage, now))
 		case decision.CreateServer:
 			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, disk, nil, message, now))
 		}
@@ -527,10 +527,15 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 // that decision carried out leaves nothing more to do.
 func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string) {
 	t.Helper()
-	refused := p.ResizeRefused(vm, srv, why, now)
+	refused := p.ResizeRefused(vm, srv, disk, why, now)
 	if refused.Server != nil || refused.Disk != nil || refused.Finalizer != "" || refused.Status == nil {
 		t.Errorf("ResizeRefused plans other than a status:\n%s", renderPlan(t, refused))
 		return
+	}
+	if c := vm.Status().Condition(schema.ConditionStalled); c != nil && c.Reason == decision.ReasonDiskClassChangeRefused {
+		if r := refused.Status.Condition(schema.ConditionStalled); r == nil || r.Reason != c.Reason {
+			t.Errorf("ResizeRefused drops Stalled %s:\n%s", c.Reason, renderPlan(t, refused))
+		}
 	}
 	w := applyPlan(t, vm, srv, disk, refused)
 	vm2, srv2, disk2 := w.vm, w.srv, w.disk

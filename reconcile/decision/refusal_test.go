@@ -39,14 +39,14 @@ func TestRefusalKeepsEviction(t *testing.T) {
 		"resize refused on a cordoned node": {file: "evict-block-cordoned", carry: true, patch: `{"metadata":{"generation":2},"spec":{"resource":{"cpu":4}}}`,
 			policy: func(p *decision.Policy) { p.Resize = decision.ResizeManual },
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
-				return p.ResizeRefused(vm, srv, "node capacity", now)
+				return p.ResizeRefused(vm, srv, nil, "node capacity", now)
 			},
 			action: decision.ResizeServer, keep: decision.ConditionEvictionBlocked},
 		// The same under --resize in-place: the next decision replaces the server, and
 		// EvictionBlocked goes with it, without a Warning.
 		"resize refused on a cordoned node, in place": {file: "evict-block-cordoned", carry: true, patch: `{"metadata":{"generation":2},"spec":{"resource":{"cpu":4}}}`,
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
-				return p.ResizeRefused(vm, srv, "node capacity", now)
+				return p.ResizeRefused(vm, srv, nil, "node capacity", now)
 			},
 			action: decision.ResizeServer, keep: decision.ConditionEvictionBlocked, next: decision.ReasonReplacingServer},
 		// A drain waits for the VM, and its disk is refused.
