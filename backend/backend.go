@@ -79,12 +79,20 @@ type Spec struct {
 	// it is asked of one server only and not reported back, so it is no part of what Equal
 	// compares: a running server is never replaced over it.
 	PreferAvoidNode string
+	// Restart, if set, is the restart request this server is created to carry out: the
+	// value of its VM's annotation cloudnative.czs/restartedAt that the decision acted on. The
+	// backend keeps it with the server and reports it back (for pods: an annotation), so that
+	// a decision that finds the server before any status has named it (the create's status
+	// write was lost) knows it for the restart's own, and not for a server that predates the
+	// request. Like the nodes to avoid, it is no part of what Equal compares: no server is
+	// replaced for its mark.
+	Restart string
 }
 
 // Equal reports whether two specs ask for the same server (quantities compared by value, so
-// "1024Mi" equals "1Gi"). The nodes to avoid (AvoidNode, PreferAvoidNode) are not compared:
-// they are asked of one server at its creation, and a server that runs is never replaced for
-// them.
+// "1024Mi" equals "1Gi"). The nodes to avoid (AvoidNode, PreferAvoidNode) and the restart
+// mark (Restart) are not compared: they are asked of one server at its creation, and a server
+// that runs is never replaced for them.
 func (s Spec) Equal(o Spec) bool {
 	return s.CPU.Cmp(o.CPU) == 0 && s.Memory.Cmp(o.Memory) == 0 && s.RootDisk.Cmp(o.RootDisk) == 0 && s.Image == o.Image &&
 		s.Disk == o.Disk && SamePlacement(s.Placement, o.Placement)
@@ -103,7 +111,10 @@ func (s Spec) MarshalYAML() (any, error) {
 		Placement       *Placement `yaml:"placement,omitempty"`
 		AvoidNode       string     `yaml:"avoidNode,omitempty"`
 		PreferAvoidNode string     `yaml:"preferAvoidNode,omitempty"`
-	}{CPU: s.CPU.String(), Memory: s.Memory.String(), Image: s.Image, Disk: s.Disk, AvoidNode: s.AvoidNode, PreferAvoidNode: s.PreferAvoidNode}
+		// Restart, only for a server made to carry out a restart request.
+		Restart string `yaml:"restart,omitempty"`
+	}{CPU: s.CPU.String(), Memory: s.Memory.String(), Image: s.Image, Disk: s.Disk, AvoidNode: s.AvoidNode, PreferAvoidNode: s.PreferAvoidNode,
+		Restart: s.Restart}
 	if !s.Placement.Empty() {
 		out.Placement = s.Placement
 	}

@@ -77,13 +77,15 @@ type specYAML struct {
 	Image    string `yaml:"image"`
 	// Placement is the placement it was made with, as a VM's spec.placement says it.
 	Placement map[string]any `yaml:"placement"`
+	// Restart is the restart request it was made to carry out, if any (backend.Spec.Restart).
+	Restart string `yaml:"restart"`
 }
 
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
 	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting, cordoned, disruption)",
-	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image, placement)",
+	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image, placement, restart)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
 	" not found in type memory.resizeYAML", " is not a key of a server's resize (state, message, cpu, memory)",
@@ -117,7 +119,8 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	disruption: {reason: EvictionByEvictionAPI, message: ""}  # optional: it is being evicted
 //
 // A spec may carry a placement, as a VM's spec.placement writes it
-// (placement: {nodeSelector: {disktype: ssd}}).
+// (placement: {nodeSelector: {disktype: ssd}}), and the restart request the server was made
+// to carry out (restart: "2026-06-01T11:59:30Z"; backend.Spec.Restart).
 //
 // Times are relative to now so that a case means the same whatever clock it runs with.
 // Unknown keys, an unknown state and malformed quantities are errors; a rootDisk may be left
@@ -144,7 +147,7 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		return nil, fmt.Errorf("state %q: want one of %s", s.State, strings.Join(names, ", "))
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
-		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != ""}, Disk: s.Disk,
+		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != "", Restart: s.Spec.Restart}, Disk: s.Disk,
 		Node: s.Node, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption}
 	if d := s.Disruption; d != nil && d.Reason == "" {
 		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")

@@ -177,6 +177,12 @@ func TestCachedPodReadsBack(t *testing.T) {
 		"a phase Kubernetes lacks": {edit: func(p *corev1.Pod) { p.Status.Phase = "Hibernating" }, exact: true},
 		"no server container":      {edit: func(p *corev1.Pod) { p.Spec.Containers[0].Name = "sidecar"; running(p) }},
 		"no node":                  {edit: func(p *corev1.Pod) { p.Spec.NodeName = "" }},
+
+		// The mark of a server made for a restart request: a time as `kubectl vm restart`
+		// writes it is compact; other text is kept as read.
+		"restart mark":             {edit: func(p *corev1.Pod) { running(p); p.Annotations[AnnotationRestart] = "2026-06-01T11:59:30Z" }},
+		"restart mark, fractional": {edit: func(p *corev1.Pod) { running(p); p.Annotations[AnnotationRestart] = "2026-06-01T11:59:30.5Z" }, exact: true},
+		"restart mark, offset":     {edit: func(p *corev1.Pod) { running(p); p.Annotations[AnnotationRestart] = "2026-06-01T13:59:30+02:00" }, exact: true},
 	}
 	seen := map[any]bool{} // the states of the servers, and of their resizes
 	for name, tc := range tests {

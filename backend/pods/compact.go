@@ -3,6 +3,7 @@ package pods
 import (
 	"net/netip"
 	"strconv"
+	"time"
 	"unique"
 
 	googleuuid "github.com/google/uuid"
@@ -137,6 +138,24 @@ func parseIP(s string) ([16]byte, podFlags, bool) {
 	}
 	return a.As16(), podIPv6, true
 }
+
+// parseRestart reads a restart mark ("" for none) as seconds since the epoch, when it is a
+// time in RFC 3339 in UTC to the second, as restartText writes it back; any other text is not
+// one, and the server is kept as read.
+func parseRestart(s string) (int64, bool) {
+	if s == "" {
+		return 0, true
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return 0, false
+	}
+	v := t.Unix()
+	return v, restartText(v) == s
+}
+
+// restartText is the restart mark parseRestart read as v.
+func restartText(v int64) string { return time.Unix(v, 0).UTC().Format(time.RFC3339) }
 
 // index is v's code in table.
 func index[T comparable](table []T, v T) (uint8, bool) {

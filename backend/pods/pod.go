@@ -27,6 +27,10 @@ const (
 	// AnnotationVM names the VM in full (a label value cannot hold every name), so that a pod
 	// whose owner reference is gone still leads back to its VM.
 	AnnotationVM = "cloudnative.czs/vm"
+	// AnnotationRestart marks a pod created to carry out a restart request with the request's
+	// value (backend.Spec.Restart), the VM's annotation of the same name as the decision acted
+	// on it. Pods made for no request, and those made before the mark existed, have none.
+	AnnotationRestart = "cloudnative.czs/restartedAt"
 )
 
 // The VM's disk in its server pod.
@@ -116,6 +120,9 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 			EnableServiceLinks:           ptr.To(false),
 		},
 	}
+	if spec.Restart != "" {
+		pod.Annotations[AnnotationRestart] = spec.Restart
+	}
 	place(pod, spec)
 	return pod
 }
@@ -151,6 +158,7 @@ func serverOf(pod *corev1.Pod) backend.Server {
 			Disk:     s.Disk != "",
 			// The placement it was made with: placement.go.
 			Placement: placementOf(pod.Annotations[AnnotationPlacement]),
+			Restart:   pod.Annotations[AnnotationRestart],
 		}
 	}
 	switch pod.Status.Phase {

@@ -329,7 +329,10 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 	}
 	if srv == nil {
 		if restart != "" {
-			d.next().RestartedAt = restart // the server about to be created is the restart
+			// The server about to be created is the restart; it carries the request's mark,
+			// by which a decision that finds it before the status names it knows it.
+			d.next().RestartedAt = restart
+			want.Restart = restart
 		}
 		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingServer,
 			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), spec.RootDisk.String())}}
@@ -373,20 +376,33 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		return
 	}
 	if restart != "" && d.unrecorded() {
-		// The server no status has reported yet is the restart's: an earlier decision's
-		// create (srv == nil, above) made it, and the status write that recorded the restart
-		// did not go through. As with a deletion under way, the restart is recorded now, not
-		// carried out twice. It may also be a create that came before the request, whose
-		// status said nothing new (onTheWay: the first server under claim, made while the
-		// status names none): nothing tells the two apart but clocks. A server that has not
-		// started yet is kept either way, and loses nothing: its guest boots after the
-		// request, as a restarted one would, and replacing it would replace the restart's own
-		// server a second time. The request is answered all the same, with an Event
-		// (restartNotNeeded) and a status that names the server, so that a further request
-		// replaces it.
-		d.next().RestartedAt = restart
-		defer d.restartNotNeeded(restart, srv)
-		restart = ""
+		// A server no status has reported yet. One marked with the request (Spec.Restart) is
+		// the restart's own: an earlier decision's create (srv == nil, above) made it, and
+		// the status write that recorded the restart did not go through. As with a deletion
+		// under way, the restart is recorded now, not carried out twice; nothing more is
+		// said, as nothing was when that write went through.
+		//
+		// One without the mark predates the request: a create whose status said nothing new
+		// (onTheWay: the first server under claim, made while the status names none), or a
+		// replacement's whose write was lost. If it has not started yet it is kept, and loses
+		// nothing: its guest boots after the request, as a restarted one would. The request
+		// is answered all the same, with an Event (restartNotNeeded) and a status that names
+		// the server, so that a further request replaces it. One that has started (its guest
+		// may have booted before the request) is restarted below, as any server is.
+		//
+		// A server made by a version before the mark has none: should a restart's status
+		// write be lost during an upgrade, the server that restart made is taken for one
+		// that predates it, and once it has started it is restarted a second time. A
+		// restart too many, once, rather than one taken as done that was not.
+		switch {
+		case srv.Spec.Restart == restart:
+			d.next().RestartedAt = restart
+			restart = ""
+		case srv.State == backend.StatePending:
+			d.next().RestartedAt = restart
+			defer d.restartNotNeeded(restart, srv)
+			restart = ""
+		}
 	}
 	if restart != "" {
 		// Asked for by the user: now, whatever state the server is in (a Failed one does
@@ -608,29 +624,25 @@ func (d *decision) newRestart() string {
 }
 
 // restartNotNeeded says, with an Event, that the restart request at restart is recorded and
-// the server srv kept (active, unrecorded), unless the plan replaces srv all the same (a
-// spec change, a failure): that replacement carries the restart out.
+// the server srv kept: one no status has reported yet, not made for the request, that has not
+// started (active, unrecorded); unless the plan replaces srv all the same (a spec change): that
+// replacement carries the restart out.
 func (d *decision) restartNotNeeded(restart string, srv *backend.Server) {
 	if a := d.plan.Server; a != nil && a.Op == DeleteServer {
 		return
 	}
-	msg := fmt.Sprintf("Restart requested at %s: server %s has not started yet and boots after the request, as a restarted one would; "+
-		"it is kept (to replace it all the same, request another restart)", restart, srv.Name)
-	if srv.State != backend.StatePending {
-		msg = fmt.Sprintf("Restart requested at %s: taken as carried out by the creation of server %s, which no status had reported yet; "+
-			"it is kept (to replace it all the same, request another restart)", restart, srv.Name)
-	}
-	d.event(EventNormal, ReasonRestartNotNeeded, msg)
+	d.event(EventNormal, ReasonRestartNotNeeded, fmt.Sprintf("Restart requested at %s: server %s has not started yet and boots after the request, "+
+		"as a restarted one would; it is kept (to replace it all the same, request another restart)", restart, srv.Name))
 }
 
 // unrecorded reports whether the VM's server is one no status has reported yet. Every status
 // the controller writes names the server it saw, or made (Plan.Created), so such a server was
 // made after the current status was written: by a create whose status write did not go
 // through (a conflict: someone wrote the VM meanwhile), or whose status said no more than the
-// one before (onTheWay); either way the server is newer than anything the status showed. A
-// restart that create carried out is not carried out again on it. The rule compares no
-// clocks, as comparing the request's time (the writer's clock) with the server's creation
-// (the API server's) would.
+// one before (onTheWay); either way the server is newer than anything the status showed. It
+// is not newer than a restart request, though: a restart that create carried out is known by
+// the server's mark (backend.Spec.Restart), not by clocks, as comparing the request's time
+// (the writer's clock) with the server's creation (the API server's) would.
 func (d *decision) unrecorded() bool {
 	cur := d.current.Server
 	return d.srv != nil && (cur == nil || cur.ID != d.srv.ID)

@@ -717,7 +717,8 @@ func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Sta
 
 // restartEvents checks the Event RestartNotNeeded, and returns evs without it: one at most,
 // Normal, where a restart request is recorded by this plan and the server kept, one no status
-// had reported yet, which the status now names.
+// had reported yet, pending and not made for the request (its mark), which the status now
+// names.
 func restartEvents(fail func(string, ...any), current, st schema.Status, srv *backend.Server, plan decision.Plan, evs []decision.Event) []decision.Event {
 	i := slices.IndexFunc(evs, func(e decision.Event) bool { return e.Reason == decision.ReasonRestartNotNeeded })
 	if i < 0 {
@@ -726,7 +727,8 @@ func restartEvents(fail func(string, ...any), current, st schema.Status, srv *ba
 	kept := plan.Server == nil || plan.Server.Op != decision.DeleteServer
 	unrecorded := srv != nil && (current.Server == nil || current.Server.ID != srv.ID)
 	named := srv != nil && st.Server != nil && st.Server.ID == srv.ID
-	if evs[i].Type != corev1.EventTypeNormal || st.RestartedAt == current.RestartedAt || !kept || !unrecorded || !named ||
+	predates := srv != nil && srv.State == backend.StatePending && srv.Spec.Restart != st.RestartedAt
+	if evs[i].Type != corev1.EventTypeNormal || st.RestartedAt == current.RestartedAt || !kept || !unrecorded || !named || !predates ||
 		slices.ContainsFunc(evs[i+1:], func(e decision.Event) bool { return e.Reason == decision.ReasonRestartNotNeeded }) {
 		fail("event %+v without a restart recorded, and the server no status had reported kept and named", evs[i])
 	}

@@ -2,6 +2,7 @@ package decision_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,8 +214,8 @@ func TestMigrateDuringEviction(t *testing.T) {
 // TestRestartBeforeFirstRun: under --root-disk claim the first server of a VM is created once
 // its disk is bound, or at once for a disk that binds with it, and no status names it while
 // it is on its way (onTheWay). A restart requested then finds a server no status has
-// reported, which it takes for the one the restart's own create made (unrecorded), whichever
-// came first. Its guest has not run: it boots after the request, as a restarted one would, so
+// reported (unrecorded), without the request's mark: it predates the request. Its guest has
+// not run: it boots after the request, as a restarted one would, so
 // nothing is lost if the server is kept; but the request is not answered in silence. The
 // restart is recorded with a RestartNotNeeded Event that names it, the status then names the
 // server, and a further restart request replaces it.
@@ -262,6 +263,59 @@ func TestRestartBeforeFirstRun(t *testing.T) {
 			again := policy.Decide(vm, w.srv, nil, w.disk, nil, now.Add(2*time.Minute))
 			if a := again.Server; a == nil || a.Op != decision.DeleteServer || a.Event.Reason != decision.ReasonServerRestarted {
 				t.Errorf("a further restart does not replace the server:\n%s", renderPlan(t, again))
+			}
+		})
+	}
+}
+
+// TestRestartUnrecordedServer: a restart request meets a server no status has reported yet
+// (under --root-disk claim the first server, whose create's status said nothing new). A
+// server that carries no mark of the request predates it: one that has started (its guest
+// booted before the request) is restarted as any other, one still pending is kept and the
+// request answered with RestartNotNeeded. A server marked with the request is the one its
+// own create made (whose status write was lost): the restart is recorded, not carried out a
+// second time.
+func TestRestartUnrecordedServer(t *testing.T) {
+	const request = "2026-06-01T11:59:30Z"
+	file := filepath.Join(claimCases, "restart-unrecorded-ready.txtar")
+	vm, base := decidecase.Read(t, file)
+	disk := decidecase.Disk(t, file)
+	policy := casePolicy(t, file)
+	tests := map[string]struct {
+		state   backend.State // the server's
+		restart bool          // it carries out the request (its create was the restart's)
+		deleted bool          // the plan restarts it (ServerRestarted)
+	}{
+		"pending, predates the request":  {state: backend.StatePending},
+		"starting, predates the request": {state: backend.StateStarting, deleted: true},
+		"ready, predates the request":    {state: backend.StateReady, deleted: true},
+		"failed, predates the request":   {state: backend.StateFailed, deleted: true},
+		"pending, the restart's own":     {state: backend.StatePending, restart: true},
+		"ready, the restart's own":       {state: backend.StateReady, restart: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := *base
+			srv.State = tc.state
+			if tc.restart {
+				srv.Spec.Restart = request
+			}
+			plan := policy.Decide(vm, &srv, nil, disk, nil, now)
+			if plan.Status == nil || plan.Status.RestartedAt != request {
+				t.Fatalf("want the restart recorded:\n%s", renderPlan(t, plan))
+			}
+			a := plan.Server
+			restarted := a != nil && a.Op == decision.DeleteServer && a.Event.Reason == decision.ReasonServerRestarted
+			if restarted != tc.deleted || !tc.deleted && a != nil {
+				t.Errorf("restarted %v, want %v:\n%s", restarted, tc.deleted, renderPlan(t, plan))
+			}
+			notNeeded := slices.ContainsFunc(plan.Events, func(e decision.Event) bool { return e.Reason == decision.ReasonRestartNotNeeded })
+			if want := !tc.deleted && !tc.restart; notNeeded != want {
+				t.Errorf("Event RestartNotNeeded %v, want %v:\n%s", notNeeded, want, renderPlan(t, plan))
+			}
+			w := applyPlan(t, vm, &srv, disk, plan)
+			if next := policy.Decide(w.vm, w.srv, nil, w.disk, nil, now); !next.Empty() {
+				t.Errorf("deciding again asks for more:\n%s", renderPlan(t, next))
 			}
 		})
 	}
