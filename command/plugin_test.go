@@ -22,6 +22,7 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	discoveryfake "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -646,16 +647,7 @@ func TestWaitRecoversFromTooOldResourceVersion(t *testing.T) {
 			}
 			v, dyn, _ = waitClient(t, nil, map[string]any{"phase": "Creating", "observedGeneration": int64(1)}, nil, react)
 			if tc.later != nil {
-				go func() {
-					time.Sleep(200 * time.Millisecond)
-					vms := dyn.Resource(v.gvr).Namespace("ns")
-					u, err := vms.Get(context.Background(), "vm1", metav1.GetOptions{})
-					if err != nil {
-						return
-					}
-					u.Object["status"] = tc.later
-					vms.UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
-				}()
+				go statusLater(dyn, v.gvr, tc.later, 200*time.Millisecond)
 			}
 			w, _ := parseFor("phase=Active")
 			err := v.wait(context.Background(), "vm1", w, "phase=Active", 700*time.Millisecond)
@@ -775,16 +767,7 @@ func TestWaitForSettledStatus(t *testing.T) {
 			t.Parallel()
 			v, dyn, out := waitClient(t, tc.metadata, tc.status, nil, nil)
 			if tc.later != nil {
-				go func() {
-					time.Sleep(100 * time.Millisecond)
-					vms := dyn.Resource(v.gvr).Namespace("ns")
-					u, err := vms.Get(context.Background(), "vm1", metav1.GetOptions{})
-					if err != nil {
-						return
-					}
-					u.Object["status"] = tc.later
-					vms.UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
-				}()
+				go statusLater(dyn, v.gvr, tc.later, 100*time.Millisecond)
 			}
 			w, err := parseFor(tc.for_)
 			if err != nil {
@@ -870,4 +853,17 @@ func TestVerbRetriesOnConflict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// statusLater writes status as vm1's in namespace ns after a while, as the controller would
+// while a wait watches.
+func statusLater(dyn dynamic.Interface, gvr k8sschema.GroupVersionResource, status map[string]any, after time.Duration) {
+	time.Sleep(after)
+	vms := dyn.Resource(gvr).Namespace("ns")
+	u, err := vms.Get(context.Background(), "vm1", metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	u.Object["status"] = status
+	vms.UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
 }
