@@ -433,25 +433,7 @@ func TestReplaceThroughNodeLost(t *testing.T) {
 					w := applyPlan(t, vm, srv, nil, plan)
 					vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
 				}
-				st := vm.Status()
-				if st.Phase != schema.PhaseCreating || st.Reason != decision.ReasonNodeLost || !strings.Contains(st.Message, "force-delete server test-vm-server") {
-					t.Errorf("while the node is lost: %s/%s %q, want Creating/NodeLost with the way out", st.Phase, st.Reason, st.Message)
-				}
-				if c := decision.ClaimedServer(st); c != "" {
-					t.Errorf("the status claims server %s, which the controller deletes", c)
-				}
-
-				// The node is deleted, and its pods with it.
-				plan := policy.Decide(vm, nil, nil, nil, nil, at)
-				if plan.Server == nil || plan.Server.Op != decision.CreateServer {
-					st := applyPlan(t, vm, nil, nil, plan).vm.Status()
-					t.Errorf("once the server is gone: %s/%s, no new server", st.Phase, st.Reason)
-				}
-				for _, e := range plan.Events {
-					if e.Reason == decision.ReasonServerMissing {
-						t.Errorf("the server the controller deleted is called missing: %+v", e)
-					}
-				}
+				waitsOnLostNode(t, policy, vm, at, "force-delete server test-vm-server")
 			})
 		}
 	}
@@ -507,25 +489,8 @@ func TestStartThroughNodeLost(t *testing.T) {
 				w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, at))
 				vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
 			}
-			st := vm.Status()
-			if st.Phase != schema.PhaseCreating || st.Reason != decision.ReasonNodeLost || !strings.Contains(st.Message, "kubectl delete node node-a") {
-				t.Errorf("started while the node is lost: %s/%s %q, want Creating/NodeLost with the way out", st.Phase, st.Reason, st.Message)
-			}
-			if c := decision.ClaimedServer(st); c != "" {
-				t.Errorf("the status claims server %s, which the controller deletes", c)
-			}
-
-			// The node is deleted, and its pods with it.
-			plan := policy.Decide(vm, nil, nil, nil, nil, at)
-			if plan.Server == nil || plan.Server.Op != decision.CreateServer {
-				t.Fatalf("once the server is gone: %+v, no new server", plan.Server)
-			}
-			for _, e := range plan.Events {
-				if e.Reason == decision.ReasonServerMissing {
-					t.Errorf("the server the controller deleted is called missing: %+v", e)
-				}
-			}
-			st = applyPlan(t, vm, nil, nil, plan).vm.Status()
+			plan := waitsOnLostNode(t, policy, vm, at, "kubectl delete node node-a")
+			st := applyPlan(t, vm, nil, nil, plan).vm.Status()
 			if st.Phase != schema.PhaseCreating || st.Reason != decision.ReasonServerCreating {
 				t.Errorf("once the server is gone: %s/%s, want Creating/ServerCreating", st.Phase, st.Reason)
 			}
@@ -534,4 +499,30 @@ func TestStartThroughNodeLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitsOnLostNode checks a VM whose new server waits for the deletion of one on a node that
+// does not answer: its status says NodeLost, in phase Creating, with the way out wayOut and
+// without claiming the server the controller deletes; and once the node is deleted, and the
+// server with it (a decision at at that observes none), the new server is made with no
+// ServerMissing said. It returns that decision's plan.
+func waitsOnLostNode(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, at time.Time, wayOut string) decision.Plan {
+	t.Helper()
+	st := vm.Status()
+	if st.Phase != schema.PhaseCreating || st.Reason != decision.ReasonNodeLost || !strings.Contains(st.Message, wayOut) {
+		t.Errorf("while the node is lost: %s/%s %q, want Creating/NodeLost with the way out", st.Phase, st.Reason, st.Message)
+	}
+	if c := decision.ClaimedServer(st); c != "" {
+		t.Errorf("the status claims server %s, which the controller deletes", c)
+	}
+	plan := policy.Decide(vm, nil, nil, nil, nil, at)
+	if plan.Server == nil || plan.Server.Op != decision.CreateServer {
+		t.Fatalf("once the server is gone: %+v, no new server", plan.Server)
+	}
+	for _, e := range plan.Events {
+		if e.Reason == decision.ReasonServerMissing {
+			t.Errorf("the server the controller deleted is called missing: %+v", e)
+		}
+	}
+	return plan
 }
