@@ -6,8 +6,14 @@
 // to the storage version and writes it back in that version. The update carries the
 // resourceVersion it read, so it never overwrites a change made meanwhile; a conflict means
 // someone else wrote the object, which stored it in the storage version as well. Running it
-// again, or resuming it from a continue token, rewrites what it rewrote before and changes
-// nothing, so it is safe to interrupt.
+// again, or resuming it from a continue token that has expired (the run starts over),
+// rewrites what an earlier run rewrote and changes nothing, so it is safe to interrupt.
+//
+// Every page of one list is read from the snapshot of its first page, which the API server's
+// compaction of etcd removes 5 to 10 minutes later (by default): a pass that takes longer
+// gets 410 Gone (the continue token expired) and has to list from the beginning again. A run
+// remembers the objects it has rewritten, by UID, and skips them on the new pass, so that
+// each pass spends its time on what is left and the run ends with one that reaches the end.
 package migrate
 
 import (
@@ -20,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/cloudnative-czs/vm-controller/crds"
@@ -39,6 +46,7 @@ type Result struct {
 	Rewritten      int      // objects written back
 	Conflicts      int      // objects someone else wrote meanwhile (stored in the storage version by that write)
 	Gone           int      // objects deleted between the list and the update
+	Skipped        int      // objects a pass listed again after a continue token expired, done by this run already (once per pass)
 	StoredBefore   []string // status.storedVersions before the run
 	Trimmed        bool     // whether status.storedVersions was changed
 }
@@ -46,6 +54,11 @@ type Result struct {
 // Run migrates every object, starting from the page continueToken names ("" for the first),
 // and trims status.storedVersions once all are done. Each page's token is logged: a run that
 // stops can be resumed from the last one.
+//
+// When a token expires (the pass outlived etcd's compaction window, or a resumed run was
+// given an old one) Run lists from the beginning again, skipping the objects it has already
+// done, and ends once a pass gets to the end of the list. Objects created after a pass began
+// are not missed: the API server stores them in the storage version as it creates them.
 func (m *Migrator) Run(ctx context.Context, continueToken string) (Result, error) {
 	def, err := m.Client.Resource(crds.GVR).Get(ctx, m.CRD, metav1.GetOptions{})
 	if err != nil {
@@ -62,29 +75,58 @@ func (m *Migrator) Run(ctx context.Context, continueToken string) (Result, error
 	if limit <= 0 {
 		limit = 500
 	}
+	// done holds the UIDs of the objects this run has rewritten (or found written by someone
+	// else, or gone). A UID is enough to skip one: an object rewritten in this run is stored
+	// in the storage version from then on, whatever is written to it later (trim refuses if
+	// the storage version changed meanwhile), and one deleted and created again under its
+	// name has a new UID, so it is rewritten. An object without a UID (the API server gives
+	// every object one) is never skipped.
+	done := map[types.UID]struct{}{}
+	// fromStart: the pass under way began at the first page; progressed: it has done an
+	// object that was not done before.
+	fromStart, progressed := continueToken == "", false
 	for page := 1; ; page++ {
 		list, err := m.Client.Resource(gvr).List(ctx, metav1.ListOptions{Limit: limit, Continue: continueToken})
 		if apierrors.IsResourceExpired(err) && continueToken != "" {
-			// The token outlived the list's snapshot: start again from the beginning, which
-			// rewrites some objects twice and changes nothing.
-			m.log().Warn("continue token expired; listing from the start", "page", page)
+			if fromStart && !progressed {
+				// The next pass would list the same objects done before and expire as
+				// this one did: listing them alone takes longer than the token lives.
+				return res, fmt.Errorf("list %s: the continue token expired before a pass from the start got past the %d objects this run has rewritten (larger pages take fewer lists): %w",
+					gvr.GroupResource(), len(done), err)
+			}
+			// The token outlived the list's snapshot: start again from the beginning,
+			// skipping what this run has done.
+			m.log().Warn("continue token expired; listing from the start, skipping what this run has rewritten", "page", page, "done", len(done))
 			continueToken = ""
+			fromStart, progressed = true, false
 			continue
 		}
 		if err != nil {
 			return res, fmt.Errorf("list %s: %w", gvr.GroupResource(), err)
 		}
+		skipped := 0
 		for i := range list.Items {
-			if err := m.rewrite(ctx, gvr, &list.Items[i], &res); err != nil {
+			obj := &list.Items[i]
+			uid := obj.GetUID()
+			if _, ok := done[uid]; ok {
+				skipped++
+				continue
+			}
+			if err := m.rewrite(ctx, gvr, obj, &res); err != nil {
 				return res, err
 			}
+			if uid != "" {
+				done[uid] = struct{}{}
+			}
+			progressed = true
 		}
+		res.Skipped += skipped
 		if next := list.GetContinue(); next != "" && next == continueToken {
 			return res, fmt.Errorf("list %s: the server returned the continue token it was given", gvr.GroupResource())
 		} else {
 			continueToken = next
 		}
-		m.log().Info("migrated page", "page", page, "objects", len(list.Items), "continue", continueToken)
+		m.log().Info("migrated page", "page", page, "objects", len(list.Items), "skipped", skipped, "continue", continueToken)
 		if continueToken == "" {
 			break
 		}
