@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/rest"
 
 	"github.com/cloudnative-czs/vm-controller/migrate"
 )
@@ -66,6 +67,17 @@ func (c migrateConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// apiConfig is the migrate client's configuration: the cluster flags', at the migrate
+// command's rate (migrateQPS).
+func (c migrateConfig) apiConfig(version string) (*rest.Config, error) {
+	rc, err := c.restConfig(version)
+	if err != nil {
+		return nil, err
+	}
+	limitQPS(rc, migrateQPS, migrateBurst)
+	return rc, nil
+}
+
 // migrateStorage runs the migration and, once it is done, prints what it did. A run that
 // fails prints nothing of it, only the error: its figures would pass for a result (an
 // unreachable cluster read as "0 rewritten"); the log has each page done and its continue
@@ -77,11 +89,10 @@ func migrateStorage(cc *cli.Context, c migrateConfig) error {
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	rc, err := c.restConfig(cc.App.Version)
+	rc, err := c.apiConfig(cc.App.Version)
 	if err != nil {
 		return err
 	}
-	limitQPS(rc, migrateQPS, migrateBurst)
 	cl, err := newAPIClients(rc)
 	if err != nil {
 		return err
