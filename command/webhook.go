@@ -36,6 +36,7 @@ type webhookConfig struct {
 	CertValidity time.Duration
 	MaxReview    int64 // bytes
 	MaxInFlight  int64 // bytes of the reviews handled at once
+	BodyTimeout  time.Duration
 	logFlags
 }
 
@@ -55,6 +56,7 @@ func webhookCommand(c *webhookConfig) *cli.Command {
 		&cli.DurationFlag{Name: "ca-validity", Value: 365 * 24 * time.Hour, Usage: "lifetime of a self-managed CA; renewed with a third left", EnvVars: env("CA_VALIDITY"), Destination: &c.CAValidity},
 		&cli.Int64Flag{Name: "max-review-bytes", Value: webhook.DefaultMaxReviewBytes, Usage: "largest ConversionReview read, in bytes, 1 MiB to 1 GiB; a larger one is answered 413 (a list the API server converts comes in one review: raise it for clients that list many thousands of VMs of a converted version without pages; at most 1 GiB: a review takes about four times its size in memory, and 1 GiB is half of all etcd keeps under its default quota)", EnvVars: env("MAX_REVIEW_BYTES"), Destination: &c.MaxReview},
 		&cli.Int64Flag{Name: "max-review-bytes-in-flight", Value: webhook.DefaultMaxReviewBytesInFlight, Usage: fmt.Sprintf("most bytes of ConversionReviews read and converted at once, at least --max-review-bytes; a review that does not fit waits for others to be answered, %s at most, then is answered 503 with Retry-After (a review holds about four times its size: the default, two of the largest, fits the webhook Deployment's memory limit of 256Mi with its GOMEMLIMIT of 200MiB; raise them together)", webhook.DefaultMaxReviewWait), EnvVars: env("MAX_REVIEW_BYTES_IN_FLIGHT"), Destination: &c.MaxInFlight},
+		&cli.DurationFlag{Name: "review-body-timeout", Value: webhook.DefaultReviewBodyTimeout, Usage: fmt.Sprintf("longest a review's body may take to arrive once the review has its turn, at least 1s and under %s (the longest a review waits for its turn); a body not there by then is answered 408 and its connection closed, so that a client that announces a large body and sends nothing holds --max-review-bytes-in-flight no longer (the API server sends a review at once: raise it only for reviews larger than the network carries in that time)", webhook.DefaultMaxReviewWait), EnvVars: env("REVIEW_BODY_TIMEOUT"), Destination: &c.BodyTimeout},
 		&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", EnvVars: env("CERT_VALIDITY"), Destination: &c.CertValidity},
 	)
 	// JSON by default: the webhook runs only in a cluster, where logs are collected.
@@ -99,6 +101,11 @@ func (c webhookConfig) Validate() error {
 	// that are never free.
 	if c.MaxInFlight < c.MaxReview {
 		errs = append(errs, fmt.Errorf("--max-review-bytes-in-flight (%d) must be at least --max-review-bytes (%d)", c.MaxInFlight, c.MaxReview))
+	}
+	// Under the wait for a turn, or a review queued behind bodies that never come would be
+	// answered 503 before their timeout gives it their bytes.
+	if c.BodyTimeout < time.Second || c.BodyTimeout >= webhook.DefaultMaxReviewWait {
+		errs = append(errs, fmt.Errorf("--review-body-timeout must be at least 1s and under %s, got %s", webhook.DefaultMaxReviewWait, c.BodyTimeout))
 	}
 	for _, fm := range c.FieldMaps.Value() {
 		if _, _, err := parseFieldMapFlag(fm); err != nil {
@@ -182,7 +189,8 @@ func serveWebhook(cc *cli.Context, c webhookConfig) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle(crds.WebhookPath, webhook.Handler{Converter: conv, Log: log, MaxBytes: c.MaxReview, InFlight: webhook.NewInFlight(c.MaxInFlight)})
+	mux.Handle(crds.WebhookPath, webhook.Handler{Converter: conv, Log: log, MaxBytes: c.MaxReview, InFlight: webhook.NewInFlight(c.MaxInFlight),
+		BodyTimeout: c.BodyTimeout})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Addr: c.Listen, Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -31,6 +31,9 @@ type InFlight struct {
 	// queued, if set, is called with mu held when a request of n bytes starts waiting:
 	// tests learn that a request waits without sleeping.
 	queued func(n int64)
+	// taken, if set, is called with mu held when a request's n bytes are taken, at once or
+	// after a wait: tests learn that a request holds its share without sleeping.
+	taken func(n int64)
 }
 
 type waiter struct {
@@ -66,6 +69,9 @@ func (b *InFlight) acquire(ctx context.Context, n int64) error {
 	b.mu.Lock()
 	if b.total-b.used >= n {
 		b.used += n
+		if b.taken != nil {
+			b.taken(n)
+		}
 		b.mu.Unlock()
 		return nil
 	}
@@ -109,6 +115,9 @@ func (b *InFlight) release(n int64) {
 		if w := e.Value.(*waiter); b.total-b.used >= w.n {
 			b.used += w.n
 			b.waiters.Remove(e)
+			if b.taken != nil {
+				b.taken(w.n)
+			}
 			close(w.ready)
 		}
 		e = next

@@ -1,10 +1,13 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -288,4 +291,101 @@ func TestInFlightLetsInOldestThatFit(t *testing.T) {
 	if err := b.acquire(ctx, 11); !errors.As(err, &never) {
 		t.Errorf("acquire of more than the bound: %v, want errNeverFits", err)
 	}
+}
+
+// TestStalledBodyGivesBackItsShare: two requests that claim half the bound each and then send
+// nothing of their bodies hold every byte in flight; a real review sent then waits for them,
+// and once their bodies have not arrived within BodyTimeout each is answered 408 and its
+// connection closed, which gives the bytes back, and the review waiting is converted rather
+// than answered 503 at the end of its own wait, which is far longer. Over TLS, as the webhook
+// serves.
+func TestStalledBodyGivesBackItsShare(t *testing.T) {
+	const share = 1 << 20
+	h, b, queued := boundedHandler(t, share, 2*share)
+	taken := make(chan int64, 4)
+	b.taken = func(n int64) { taken <- n }
+	// Long enough for the review below to be sent and queued behind the stalled requests
+	// (which the test checks rather than assumes), short enough not to slow the test; the
+	// wait ten times as long, so that the review can only be answered 200 if the stalled
+	// requests let go of their bytes.
+	h.BodyTimeout = time.Second
+	h.MaxWait = 10 * time.Second
+	srv := httptest.NewUnstartedServer(h)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	var stalled []*tls.Conn
+	for range 2 {
+		conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), srv.Client().Transport.(*http.Transport).TLSClientConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Closed before the server (cleanups run last first), so that Close does not wait
+		// for requests that still read, as it would on a server without the bound.
+		t.Cleanup(func() { conn.Close() })
+		if _, err := fmt.Fprintf(conn, "POST /convert HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", share); err != nil {
+			t.Fatal(err)
+		}
+		if n := <-taken; n != share {
+			t.Fatalf("a request took %d bytes, want the stalled one's %d", n, share)
+		}
+		stalled = append(stalled, conn)
+	}
+
+	body := reviewOf(t, 1024)
+	type answer struct {
+		code int
+		body []byte
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := srv.Client().Post(srv.URL+"/convert", "application/json", bytes.NewReader(body))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		done <- answer{resp.StatusCode, data, err}
+	}()
+	select {
+	case n := <-queued:
+		if n != int64(len(body)) {
+			t.Fatalf("a request of %d bytes waits, want the review's %d", n, len(body))
+		}
+	case a := <-done:
+		t.Fatalf("the review was answered (%d %v) without waiting for the stalled requests: they did not hold the bound", a.code, a.err)
+	}
+
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	rec := httptest.NewRecorder() // what converted reads
+	rec.WriteHeader(a.code)
+	rec.Body.Write(a.body)
+	if converted(t, "the review sent while stalled requests held the bound", rec); t.Failed() {
+		t.FailNow()
+	}
+
+	for i, conn := range stalled {
+		// A bound on the test's wait, not on the server's: the answer has come already.
+		if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("stalled request %d: no answer: %v", i, err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+			t.Errorf("stalled request %d: %s (close %v): %s, want 408 and the connection closed", i, resp.Status, resp.Close, msg)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("stalled request %d: the connection is still open after its answer: %v", i, err)
+		}
+	}
+	idle(t, b)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -100,6 +101,26 @@ const DefaultMaxReviewBytesInFlight = 32 << 20
 // timeout (60s by default), which also ends the wait of a list for its conversion.
 const DefaultMaxReviewWait = 30 * time.Second
 
+// DefaultReviewBodyTimeout bounds how long a review's body may take to arrive once the review
+// has its turn in InFlight (Handler.BodyTimeout, --review-body-timeout).
+//
+// A request takes its share of InFlight before it reads a byte of its body, so without a bound
+// a client that says Content-Length: 16 MiB and then sends nothing holds that share for as long
+// as it keeps the connection open: two such requests hold the default bound, every real review
+// then waits DefaultMaxReviewWait and is answered 503, and every read of the VMs in a version
+// other than the stored one fails. The API server sends a review at once: it encodes the whole
+// review before the call (the rest client's Body) and writes it right after the headers, so a
+// real body arrives as fast as the network carries it, 16 MiB in well under a second within a
+// cluster. Ten seconds is enough for DefaultMaxReviewBytes at 1.6 MB/s, and for the largest
+// review the command takes (MaxReviewBytesCeiling) at about 100 MB/s. It is a third of
+// DefaultMaxReviewWait: bytes given back go to the requests that wait for them first, so a
+// review queued behind stalled bodies is let in when they time out, with two thirds of its
+// wait left, and well within the API server's request timeout (60s by default), past which
+// the client whose read needed the review gets an error whatever the webhook answers (the
+// call itself has no deadline: context.TODO in webhook_converter.go). A client that stalls
+// again and again delays reviews by this bound, no longer.
+const DefaultReviewBodyTimeout = 10 * time.Second
+
 // Handler answers ConversionReviews posted to it.
 type Handler struct {
 	Converter *convert.Converter
@@ -115,10 +136,15 @@ type Handler struct {
 	// MaxWait bounds a request's wait for InFlight, as its context does: 503 after it.
 	// Zero: DefaultMaxReviewWait.
 	MaxWait time.Duration
+	// BodyTimeout bounds how long the body may take to arrive once the request has its turn:
+	// a body that has not arrived by then is answered 408 and its connection closed, which
+	// gives its bytes of InFlight back. Zero: DefaultReviewBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // ServeHTTP converts the review's objects to its desiredAPIVersion. A review that cannot be
-// read gets 400, one larger than MaxBytes 413, one that cannot get its turn in InFlight 503;
+// read gets 400, one larger than MaxBytes 413, one that cannot get its turn in InFlight 503,
+// one whose body does not arrive within BodyTimeout of its turn 408;
 // one whose objects cannot be converted gets a review with a Failure result that names the
 // object and why, which the API server passes on to its client: the whole review fails, as
 // the API requires (convertedObjects must match objects one for one).
@@ -151,11 +177,25 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer h.InFlight.release(n)
 	}
+	// The deadline runs from the turn, not from the request's first byte as http.Server's
+	// ReadTimeout would, which would count the wait for a turn against the body. It bounds
+	// the body only: net/http clears it once the body has been read to its end, and sets its
+	// own before the connection's next request.
+	timeout := h.BodyTimeout
+	if timeout <= 0 {
+		timeout = DefaultReviewBodyTimeout
+	}
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		h.log().Warn("review body read without a deadline", "error", err)
+	}
 	body, err := readBody(w, r, limit)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		h.tooLarge(w, r, limit)
+		return
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		h.bodyTimedOut(w, r, timeout)
 		return
 	case err != nil:
 		http.Error(w, fmt.Sprintf("read the review: %v", err), http.StatusBadRequest)
@@ -184,6 +224,15 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h Handler) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 	h.log().Warn("review too large", "limit", limit, "contentLength", r.ContentLength)
 	http.Error(w, fmt.Sprintf("read the review: larger than %d bytes (--max-review-bytes)", limit), http.StatusRequestEntityTooLarge)
+}
+
+// bodyTimedOut answers 408 a request whose body did not arrive within timeout, and has the
+// server close the connection: the rest of the body may never come, and the connection can
+// carry no other request before it has.
+func (h Handler) bodyTimedOut(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
+	h.log().Warn("review body not received in time", "timeout", timeout, "contentLength", r.ContentLength, "remote", r.RemoteAddr)
+	w.Header().Set("Connection", "close")
+	http.Error(w, fmt.Sprintf("read the review: its body did not arrive within %s (--review-body-timeout)", timeout), http.StatusRequestTimeout)
 }
 
 // turn takes n bytes of InFlight for the request, waiting no longer than its context and
