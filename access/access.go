@@ -108,7 +108,7 @@ func WebhookRules(w Webhook) []Rule {
 		// has one. The rule is as narrow as RBAC allows: Secrets of the webhook's namespace.
 		{Group: "", Resource: "secrets", Verbs: []string{"create"}, Own: true,
 			Why: "creates the certificates' Secret the first time a replica starts (RBAC cannot limit create to a name)"},
-		{Group: crds.GVR.Group, Resource: crds.GVR.Resource, Verbs: []string{"get", "patch"}, Cluster: true, Names: []string{w.CRD},
-			Why: "reads the CRD's conversion settings and sets its caBundle before a new certificate is served; this CRD only"},
+		{Group: crds.GVR.Group, Resource: crds.GVR.Resource, Verbs: []string{"get", "list", "watch", "patch"}, Cluster: true, Names: []string{w.CRD},
+			Why: "reads the CRD's conversion settings and sets its caBundle before a new certificate is served, and watches the CRD (field-selected by name) to set it as soon as the CRD gains webhook conversion or loses the caBundle; this CRD only"},
 	}
 }

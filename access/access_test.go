@@ -71,6 +71,8 @@ func TestWebhookRules(t *testing.T) {
 		{"secrets", "update", "vm-controller-webhook-tls"},
 		{"secrets", "create", ""},
 		{"customresourcedefinitions", "get", "virtualmachines.cloudnative.czs"},
+		{"customresourcedefinitions", "list", "virtualmachines.cloudnative.czs"},
+		{"customresourcedefinitions", "watch", "virtualmachines.cloudnative.czs"},
 		{"customresourcedefinitions", "patch", "virtualmachines.cloudnative.czs"},
 	}
 	if !slices.Equal(got, want) {

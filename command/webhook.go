@@ -183,7 +183,9 @@ func serveWebhook(cc *cli.Context, c webhookConfig) error {
 			return err
 		}
 		// Checked far more often than renewal is due, so a replica takes another's renewal
-		// long before the certificate it serves expires.
+		// long before the certificate it serves expires; and at once whenever the CRD has
+		// webhook conversion without the caBundle in use (Run watches it), as when its
+		// webhook form is applied after the webhook started.
 		go certs.Run(ctx, min(c.CertValidity/30, time.Hour))
 		tlsConfig.GetCertificate = certs.GetCertificate
 	}

@@ -17,14 +17,20 @@ import (
 	"log/slog"
 	"math/big"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/crds"
 )
@@ -40,8 +46,9 @@ const (
 )
 
 // Certs manages the webhook's own CA and serving certificate. Every replica runs Ensure on a
-// timer; the Secret is the one copy they share, written with a resourceVersion precondition
-// so that two replicas renewing at once agree on the winner's certificate.
+// timer, and when the CRD needs the caBundle (Run); the Secret is the one copy they share,
+// written with a resourceVersion precondition so that two replicas renewing at once agree on
+// the winner's certificate.
 type Certs struct {
 	Service   string // the Service's name; the certificate is for its DNS names
 	Namespace string // the Service's and the Secret's namespace
@@ -56,8 +63,9 @@ type Certs struct {
 	// once less than a third of it is left, so that a missed timer or two changes nothing.
 	CAValidity, CertValidity time.Duration
 
-	mu   sync.RWMutex
-	cert *tls.Certificate
+	mu       sync.RWMutex
+	cert     *tls.Certificate
+	caBundle string // the Secret's CA bundle when cert was put in use, base64 as in the CRD
 }
 
 // GetCertificate is for tls.Config: the certificate Ensure last put in use.
@@ -109,26 +117,108 @@ func (c *Certs) Ensure(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		c.cert = &pair
+		c.caBundle = base64.StdEncoding.EncodeToString(b.bundle)
 		c.mu.Unlock()
 		return nil
 	}
 }
 
-// Run calls Ensure every interval until ctx ends, logging what fails: the certificate in
-// use stays until it is replaced.
+// Run keeps the certificates current until ctx ends: it calls Ensure every interval, which
+// renews what is due and takes up what another replica renewed, and, when there is a CRD,
+// as soon as that CRD uses webhook conversion with a caBundle other than the one in use.
+//
+// The timer alone left a CRD without a caBundle for up to an interval (an hour with the
+// default --cert-validity) whenever it gained webhook conversion after the webhook started,
+// as the documented upgrade does (deploy the webhook, then apply the CRD's webhook form), or
+// whenever something reset its caBundle (an apply of a form without one): the API server
+// cannot verify the webhook then, and every read in a version other than the stored one
+// fails. So Run also watches that one CRD. The watch calls Ensure rather than write the
+// bundle it holds, so that a replica which sees another's renewal in the CRD takes it from
+// the Secret instead of writing back its own older bundle.
+//
+// Ensure runs from one work queue, one call at a time however many events come during one;
+// a call that fails is logged and tried again after a backoff from a second up to interval.
+// The certificate in use stays until one succeeds.
 func (c *Certs) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := c.Ensure(ctx); err != nil {
-				c.log().Error("renew webhook certificate", "error", err)
-			}
+	const key = "ensure" // the queue's one item: every reason to call Ensure is the same work
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, interval))
+	stop := context.AfterFunc(ctx, q.ShutDown)
+	defer stop()
+	if c.CRD != "" {
+		if err := c.watchCRD(ctx, func() { q.Add(key) }); err != nil {
+			c.log().Error("watch CRD; its caBundle is checked on the timer only", "crd", c.CRD, "error", err)
 		}
 	}
+	q.AddAfter(key, interval)
+	for {
+		item, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		err := c.Ensure(ctx)
+		switch {
+		case ctx.Err() != nil:
+			// Stopping: the queue is shutting down.
+		case err != nil:
+			c.log().Error("renew webhook certificate", "error", err)
+			q.AddRateLimited(item)
+		default:
+			q.Forget(item)
+			q.AddAfter(item, interval)
+		}
+		q.Done(item)
+	}
+}
+
+// watchCRD calls wake whenever the CRD, watched by name (which its RBAC names too), uses
+// webhook conversion and its caBundle is not the one in use, until ctx ends.
+func (c *Certs) watchCRD(ctx context.Context, wake func()) error {
+	informer := dynamicinformer.NewFilteredDynamicInformer(c.Dynamic, crds.GVR, "", 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.CRD).String()
+	}).Informer()
+	check := func(obj any) {
+		if c.wantsBundle(obj) {
+			wake()
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    check,
+		UpdateFunc: func(_, obj any) { check(obj) },
+	}); err != nil {
+		return fmt.Errorf("watch CRD %s: %w", c.CRD, err)
+	}
+	// A webhook deployed with RBAC of before the watch (get and patch on the CRD) keeps to
+	// the timer: say so once, rather than have the reflector log each retry.
+	var warned atomic.Bool
+	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if !apierrors.IsForbidden(err) {
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+			return
+		}
+		if !warned.Swap(true) {
+			c.log().Warn("cannot watch CRD; its caBundle is checked on the timer only: grant list and watch on it", "crd", c.CRD, "error", err)
+		}
+	}); err != nil {
+		return fmt.Errorf("watch CRD %s: %w", c.CRD, err)
+	}
+	go informer.RunWithContext(ctx)
+	return nil
+}
+
+// wantsBundle reports whether obj, the CRD, uses webhook conversion with a caBundle other
+// than the one in use, or whether none is in use yet.
+func (c *Certs) wantsBundle(obj any) bool {
+	def, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	if strategy, _, _ := unstructuredString(def.Object, "spec", "conversion", "strategy"); strategy != "Webhook" {
+		return false
+	}
+	got, _, _ := unstructuredString(def.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.caBundle == "" || got != c.caBundle
 }
 
 // bundle is the content of the Secret.
@@ -241,7 +331,7 @@ func (c *Certs) write(ctx context.Context, secret *corev1.Secret, b bundle) erro
 
 // inject sets the CRD's caBundle to bundle unless it holds it already. A CRD without webhook
 // conversion is left alone: setting a caBundle there would be refused, and it converts
-// nothing through the webhook anyway.
+// nothing through the webhook anyway; Run calls Ensure again once it has it.
 func (c *Certs) inject(ctx context.Context, pemBundle []byte) error {
 	if c.CRD == "" {
 		return nil

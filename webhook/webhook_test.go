@@ -259,3 +259,82 @@ func TestNoWebhookConversion(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestCABundleOnceTheCRDUsesTheWebhook: the upgrade of docs/versions.md starts the webhook
+// while the CRD's conversion is still None, then applies the CRD's webhook form. Run sets the
+// caBundle as soon as the CRD has webhook conversion, and again as soon as something resets
+// it (an apply of a form without one), not at its timer, an hour away here as with the
+// default --cert-validity: until then the API server could not verify the webhook.
+func TestCABundleOnceTheCRDUsesTheWebhook(t *testing.T) {
+	client, dyn := cluster(t, "None")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	c := newCerts(client, dyn, &now)
+	ctx := context.Background()
+	if err := c.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := client.CoreV1().Secrets(c.Namespace).Get(ctx, c.Secret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := base64.StdEncoding.EncodeToString(secret.Data[keyBundle])
+	events, err := dyn.Resource(crds.GVR).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Stop()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		c.Run(runCtx, time.Hour)
+	}()
+	defer func() {
+		cancel()
+		<-ran
+	}()
+
+	// The webhook form's conversion, without a caBundle, as kubectl apply writes it.
+	applyWebhookForm := func() {
+		t.Helper()
+		def, err := dyn.Resource(crds.GVR).Get(ctx, crds.DefaultName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conversion := map[string]any{"strategy": "Webhook", "webhook": map[string]any{"conversionReviewVersions": []any{"v1"},
+			"clientConfig": map[string]any{"service": map[string]any{"name": c.Service, "namespace": c.Namespace, "path": "/convert"}}}}
+		if err := unstructured.SetNestedField(def.Object, conversion, "spec", "conversion"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(crds.GVR).Update(ctx, def, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// injected waits for the CRD to hold the Secret's bundle.
+	injected := func(after string) {
+		t.Helper()
+		failAt := time.After(10 * time.Second) // a bound on the test's wait, not the expected time
+		for {
+			select {
+			case e, ok := <-events.ResultChan():
+				if !ok {
+					t.Fatal("the watch of the CRD ended")
+				}
+				def, ok := e.Object.(*unstructured.Unstructured)
+				if !ok {
+					continue
+				}
+				if got, _, _ := unstructured.NestedString(def.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle"); got == want {
+					return
+				}
+			case <-failAt:
+				t.Fatalf("no caBundle 10s after %s: the timer would set it in an hour", after)
+			}
+		}
+	}
+	applyWebhookForm()
+	injected("the CRD switched to webhook conversion")
+	applyWebhookForm()
+	injected("the CRD's caBundle was reset")
+}
