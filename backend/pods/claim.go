@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +82,7 @@ type cachedClaim struct {
 	vm               string   // the VM's full name (AnnotationVM); "" when the claim names none
 	kind             interned // the kind of the VM's resource (AnnotationOwnerKind); none on an earlier version's claim
 	// uid, controller (the UID of the claim's controlling owner) and label (LabelVMUID), in
-	// 16 bytes each; exact holds those that are not UUIDs.
+	// 16 bytes each; exact holds those that are not UUIDs, and the claim's other owners.
 	uid, controller, label uuid
 	version                uint64 // resourceVersion, unless exact has it
 	// requested and capacity are bytes, each with its format's code; exact holds a quantity
@@ -100,15 +101,20 @@ const (
 	claimDeleting claimFlags = 1 << iota
 	claimControlled
 	claimLabelled
-	claimExactValues // exact holds the claim's identity and sizes
+	claimExactValues // exact holds the claim's identity and sizes, and its other owners
 	claimKeptMark    // annotated as kept (AnnotationKept)
 )
 
-// claimExact holds, as read, the claim's identity and sizes when a compact field could not.
+// claimExact holds, as read, the claim's identity and sizes when a compact field could not,
+// and the UIDs of the owners that do not control the claim (owner references without
+// controller: true, which a user or a tool adds; the backend never makes one): the garbage
+// collector deletes a claim once every owner it names is gone, controller or not, so a VM
+// named there owns the claim (owner). Rare, they cost the common claim nothing.
 type claimExact struct {
 	uid, controller, label types.UID
 	version                string
 	requested, capacity    resource.Quantity
+	others                 []types.UID
 }
 
 var (
@@ -155,9 +161,14 @@ func cacheClaim(pvc *corev1.PersistentVolumeClaim) *cachedClaim {
 		c.flags |= claimKeptMark
 	}
 	var controller, label types.UID
-	if ref := metav1.GetControllerOf(pvc); ref != nil {
-		c.flags |= claimControlled
-		controller = ref.UID
+	var others []types.UID
+	for _, ref := range pvc.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller && c.flags&claimControlled == 0 {
+			c.flags |= claimControlled
+			controller = ref.UID
+			continue
+		}
+		others = append(others, ref.UID)
 	}
 	if l, ok := pvc.Labels[LabelVMUID]; ok {
 		c.flags |= claimLabelled
@@ -185,10 +196,10 @@ func cacheClaim(pvc *corev1.PersistentVolumeClaim) *cachedClaim {
 	version, okVersion := parseVersion(pvc.ResourceVersion)
 	okCtl = okCtl || controller == ""
 	okLbl = okLbl || label == ""
-	if !okReq || !okCap || !okUID || !okCtl || !okLbl || !okVersion {
+	if !okReq || !okCap || !okUID || !okCtl || !okLbl || !okVersion || len(others) > 0 {
 		c.flags |= claimExactValues
 		c.exact = &claimExact{uid: pvc.UID, controller: controller, label: label, version: pvc.ResourceVersion,
-			requested: requested, capacity: capacity}
+			requested: requested, capacity: capacity, others: others}
 		return c
 	}
 	c.uid, c.controller, c.label, c.version = uid, ctl, lbl, version
@@ -239,8 +250,23 @@ func (c *cachedClaim) vmName() string {
 	return ""
 }
 
+// plainOwner reports whether uid is the UID of one of the claim's owners that do not control it.
+func (c *cachedClaim) plainOwner(uid types.UID) bool {
+	return c.exact != nil && slices.Contains(c.exact.others, uid)
+}
+
 // owner is whose the claim is, as seen from vm: a claim another object controls, that is not
 // labelled for vm's name, or that was kept for another kind of resource, is another's.
+//
+// A claim that names vm among its owners without naming it its controller (an owner reference
+// with vm's UID and no controller: true, which a user or a tool added) is owned by vm, as one
+// vm controls is, labelled or not and whatever its kind annotation says: the garbage collector
+// deletes it with vm all the same. So it is neither kept nor adoptable: under reclaim policy
+// Retain the decision releases it (UpdateDisk then removes every owner reference with vm's
+// UID, controller or not), under Delete it goes with vm as an owned claim does, and one that
+// lost its label is read past the cache and labelled again (ReadDisk, CreateDisk). A claim
+// another object controls stays another's even when it names vm too: the garbage collector
+// keeps it while that controller lives, and the VM never touches it.
 func (c *cachedClaim) owner(vm backend.Owner) backend.DiskOwner {
 	ids := c.ids()
 	switch {
@@ -248,6 +274,8 @@ func (c *cachedClaim) owner(vm backend.Owner) backend.DiskOwner {
 		return backend.DiskOwned
 	case c.flags&claimControlled != 0:
 		return backend.DiskOther
+	case c.plainOwner(vm.UID):
+		return backend.DiskOwned
 	case c.flags&claimLabelled != 0 && ids.label == vm.UID:
 		return backend.DiskKept
 	case c.flags&claimLabelled != 0 && c.vm == vm.Name && (c.kind == interned{} || c.kind.String() == ownerKind(vm)):
@@ -284,7 +312,7 @@ func (c *cachedClaim) same(o *cachedClaim) bool {
 		ea, eb := *a.exact, *b.exact
 		ea.version, eb.version = "", ""
 		if ea.uid != eb.uid || ea.controller != eb.controller || ea.label != eb.label ||
-			ea.requested.Cmp(eb.requested) != 0 || ea.capacity.Cmp(eb.capacity) != 0 {
+			ea.requested.Cmp(eb.requested) != 0 || ea.capacity.Cmp(eb.capacity) != 0 || !slices.Equal(ea.others, eb.others) {
 			return false
 		}
 		a.exact, b.exact = nil, nil

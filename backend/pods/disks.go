@@ -202,10 +202,11 @@ func (b *Backend) binderWord(c *cachedClaim) string {
 
 // ReadDisk reads the claim of vm's name from the API server, past the label-selected cache
 // ObserveDisk reads (backend.Disks): a claim whose label LabelVMUID someone removed is not in
-// the cache, though the VM may still control it. A claim without the label is reported as
-// owned only when the VM controls it (its owner reference carries the VM's UID); one kept,
-// and so controlled by nothing, is another's to a VM that cannot tell it from a claim made by
-// hand, and is left alone.
+// the cache, though the VM may still own it. A claim without the label is reported as owned
+// only when one of its owner references carries the VM's UID (the VM's controller reference,
+// or one without controller: true that a user or a tool added: the garbage collector deletes
+// the claim with the VM either way); one kept, and so owned by nothing, is another's to a VM
+// that cannot tell it from a claim made by hand, and is left alone.
 func (b *Backend) ReadDisk(ctx context.Context, vm backend.Owner) (*backend.Disk, error) {
 	if b.disks == nil {
 		return nil, nil
@@ -222,10 +223,10 @@ func (b *Backend) ReadDisk(ctx context.Context, vm backend.Owner) (*backend.Disk
 }
 
 // CreateDisk creates vm's claim. A claim of that name that is vm's, or one vm may adopt, is
-// returned as it is, except that one vm controls but that lost its label LabelVMUID is
-// labelled again (relabel); one that is another's is ErrDiskConflict; one the API server
-// refuses is ErrRejected, except when only the namespace is being deleted (a transient
-// error).
+// returned as it is, except that one vm owns (controls, or is named an owner of: owner) but
+// that lost its label LabelVMUID is labelled again (relabel); one that is another's is
+// ErrDiskConflict; one the API server refuses is ErrRejected, except when only the namespace
+// is being deleted (a transient error).
 func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
 	claim := newClaim(vm, spec)
 	client := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace)
@@ -257,7 +258,7 @@ func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend
 	return b.diskOf(cacheClaim(out), vm), nil
 }
 
-// relabel gives pvc, a claim vm controls, the labels and the name annotation the backend
+// relabel gives pvc, a claim vm owns (owner), the labels and the name annotation the backend
 // makes its claims with, in one strategic merge patch conditional on pvc's resourceVersion.
 // Someone took its label LabelVMUID off: the cache, which holds only the labelled claims,
 // lost the claim, and without the label back every decision would find no disk and ask to
@@ -287,10 +288,11 @@ func (b *Backend) relabel(ctx context.Context, vm backend.Owner, pvc *corev1.Per
 // UpdateDisk brings vm's claim to spec in one strategic merge patch, conditional on the claim
 // still being seen, the claim the decision saw: the patch carries seen's resourceVersion
 // (Disk.Version), never the one the cache shows when the update runs, and is worked out from
-// seen's claim: labelled with vm's UID, controlled by vm unless spec.Keep (an owner reference
-// removed by its UID, so that others are kept), annotated as kept if and only if spec.Keep,
-// annotated with vm's kind, and asking for spec.Size when it asks for less. A claim that is
-// already so is not written. seen another's is ErrDiskConflict.
+// seen's claim: labelled with vm's UID, controlled by vm unless spec.Keep (then every owner
+// reference with vm's UID, controller or not, removed by that UID, so that others' are kept),
+// annotated as kept if and only if spec.Keep, annotated with vm's kind, and asking for
+// spec.Size when it asks for less. A claim that is already so is not written. seen another's
+// is ErrDiskConflict.
 //
 // What the patch needs beyond a Disk report (the claim's labels and annotations) is read from
 // the cached claim, and only when the cache holds seen's claim itself (its UID and
@@ -361,12 +363,17 @@ func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, seen *backen
 		meta["annotations"] = annotations
 		changed = true
 	}
-	owned := c.flags&claimControlled != 0
+	// seen is not another's: a controller is vm. Kept, the claim loses every owner reference
+	// with vm's UID, the controller's and any other (owner): the garbage collector deletes a
+	// claim with the last owner it names, and "$patch: delete" by uid takes each reference
+	// with that UID off, others' left as they are. Owned, it is controlled by vm: a reference
+	// with vm's UID that did not say so is merged (by uid) into the controller's.
+	controlled := c.flags&claimControlled != 0
 	switch {
-	case !spec.Keep && !owned:
+	case !spec.Keep && !controlled:
 		meta["ownerReferences"] = []metav1.OwnerReference{controllerRef(vm)}
 		changed = true
-	case spec.Keep && owned:
+	case spec.Keep && (controlled || c.plainOwner(vm.UID)):
 		meta["ownerReferences"] = []map[string]any{{"$patch": "delete", "uid": string(vm.UID)}}
 		changed = true
 	}
