@@ -56,7 +56,8 @@ func keeps(spec schema.Spec, seen *backend.Disk, live bool) bool {
 	return seen.KeptMark || seen.Owner == backend.DiskUnowned || live && seen.Owner == backend.DiskKept
 }
 
-// keepWhy is why a VM whose spec is spec keeps its disk, for the Events that say so.
+// keepWhy is why a VM whose spec is spec keeps its disk, for the Events that say so, in a
+// layout that has a reclaim policy (whyKept: in the VM's own).
 func keepWhy(spec schema.Spec) string {
 	switch {
 	case spec.ReclaimPolicy == schema.ReclaimRetain:
@@ -67,16 +68,47 @@ func keepWhy(spec schema.Spec) string {
 	return "the VM names no reclaim policy, and a kept disk stays kept unless it says Delete"
 }
 
-// deleteHint is how a user lets the kept disk of a VM that names no reclaim policy go with the
-// VM; "" when the VM names one, or its layout has no reclaim policy. The Events that keep
-// such a disk end with it.
+// whyKept is keepWhy in the VM's layout. A layout without a reclaim policy (a CRD of an
+// earlier release, a field map that maps none) holds no policy for a VM to name, Delete
+// included: its VMs keep a disk that is kept already (keeps), the safe side, until someone
+// deletes the claim, and an Event that said "unless it says Delete" would send the user after
+// a field the resource does not have. noReclaimHint says what they can do instead.
+func (d *decision) whyKept(spec schema.Spec) string {
+	if d.noReclaimField() {
+		return "the VM names no reclaim policy, and a kept disk stays kept"
+	}
+	return keepWhy(spec)
+}
+
+// noReclaimField reports whether the VM's layout has no reclaim policy.
+func (d *decision) noReclaimField() bool { return d.vm.Fields().RootDiskReclaimPolicy == "" }
+
+// deleteHint is how a user lets the kept disk of a VM that names no reclaim policy go; "" when
+// the VM names one. The Events that keep such a disk end with it. In a layout with a reclaim
+// policy it is the patch that names Delete; in one without, which cannot name it, the claim's
+// deletion by hand once the VM is deleted (noReclaimHint): while the VM lives its server
+// uses the disk.
 func (d *decision) deleteHint(spec schema.Spec) string {
 	path := d.vm.Fields().RootDiskReclaimPolicy
-	if spec.ReclaimPolicySet || path == "" {
+	switch {
+	case spec.ReclaimPolicySet:
 		return ""
+	case path == "":
+		if d.seenDisk == nil {
+			return ""
+		}
+		return "; " + noReclaimHint(d.seenDisk.Name, d.vm.Namespace(), "to have the disk gone, delete it by hand once the VM is deleted")
 	}
 	return fmt.Sprintf("; to delete it with the VM: kubectl patch vm %s --type merge -p '%s'",
 		d.vm.Name(), policyPatch(path, schema.ReclaimDelete))
+}
+
+// noReclaimHint says that a VM whose layout has no reclaim policy cannot say Delete, then
+// what (todo) to do instead, with the command that deletes its claim, named disk, in
+// namespace.
+func noReclaimHint(disk, namespace, todo string) string {
+	return fmt.Sprintf("the VM's resource has no reclaim policy field, so it cannot say Delete: %s: kubectl delete pvc %s -n %s",
+		todo, disk, namespace)
 }
 
 // policyPatch is the JSON merge patch that sets the reclaim policy at path (dotted) to p.
@@ -141,7 +173,7 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 			msg += fmt.Sprintf("; growing it from %s to %s", seen.Requested.String(), size.String())
 		}
 		if up.Keep {
-			msg += fmt.Sprintf("; it stays kept when this VM is deleted (%s)%s", keepWhy(spec), d.deleteHint(spec))
+			msg += fmt.Sprintf("; it stays kept when this VM is deleted (%s)%s", d.whyKept(spec), d.deleteHint(spec))
 		} else {
 			msg += "; it goes with this VM when the VM is deleted (reclaim policy Delete)"
 		}
@@ -242,9 +274,9 @@ func (d *decision) keepDisk(spec schema.Spec) {
 	case up.Keep && (o != seen.Owner || !seen.KeptMark):
 		// Owned until now, or kept by a version that did not mark it: marked, so that a
 		// later spec that names no policy keeps it too.
-		msg := fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, keepWhy(spec))
+		msg := fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, d.whyKept(spec))
 		if o == seen.Owner {
-			msg = fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): marked as kept", seen.Name, keepWhy(spec))
+			msg = fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): marked as kept", seen.Name, d.whyKept(spec))
 		}
 		msg += d.deleteHint(spec)
 		if grows {
@@ -436,13 +468,15 @@ func (d *decision) retainDisk() {
 	spec, _ := d.vm.Spec()
 	d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &backend.DiskSpec{Size: seen.Requested, Keep: true},
 		Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk,
-			Message: fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, keepWhy(spec))}}
+			Message: fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, d.whyKept(spec))}}
 	d.disk.Owner, d.disk.KeptMark = backend.DiskKept, true
 }
 
 // deletingDisk: the VM is deleted and its server is gone. Its disk is deleted, or kept as the
 // reclaim policy says (and when the policy cannot be read, kept: a disk is its owner's data),
-// a disk marked kept by a VM that names no policy included (keeps).
+// a disk marked kept by a VM that names no policy included (keeps). In a layout without a
+// reclaim policy that disk is kept too, the safe side; its Event says how to delete it by
+// hand, since no VM there can name Delete for it.
 func (d *decision) deletingDisk() {
 	disk := d.disk
 	if disk == nil || disk.Deleting {
@@ -454,11 +488,14 @@ func (d *decision) deletingDisk() {
 			Message: fmt.Sprintf("Deleting disk %s: the VM is deleted (reclaim policy Delete)", disk.Name)}}
 		return
 	}
-	why := keepWhy(spec)
+	next := "keeps it unless that VM names reclaim policy Delete"
+	if d.noReclaimField() {
+		next = "keeps it; " + noReclaimHint(disk.Name, d.vm.Namespace(), "if the disk is not wanted, delete it by hand")
+	}
 	d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &backend.DiskSpec{Size: disk.Requested, Keep: true},
 		Event: Event{Type: EventNormal, Reason: ReasonDiskRetained,
-			Message: fmt.Sprintf("Keeping disk %s after the VM is deleted (%s): a new VM named %s adopts it, and keeps it unless that VM names reclaim policy Delete",
-				disk.Name, why, d.vm.Name())}}
+			Message: fmt.Sprintf("Keeping disk %s after the VM is deleted (%s): a new VM named %s adopts it, and %s",
+				disk.Name, d.whyKept(spec), d.vm.Name(), next)}}
 }
 
 // DiskReleaseRefused is the plan for a deleted VM whose disk, named disk, the backend refused
@@ -467,12 +504,22 @@ func (d *decision) deletingDisk() {
 // Terminating and stalled on the refusal, with a Warning, and another try after a while: the
 // cause (the controller's permissions, an admission policy) is fixed by a person, as is a
 // reclaim policy set to Delete, which lets the disk go with the VM (and brings the VM back
-// at once, as every change does).
+// at once, as every change does). A layout without a reclaim policy has none to set: there
+// the message gives the claim's deletion, which lets the VM go as well.
 func (p Policy) DiskReleaseRefused(vm schema.VirtualMachine, disk, why string, now time.Time) Plan {
 	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
-	d.report(schema.PhaseTerminating, ReasonDiskReleaseRefused, fmt.Sprintf("The VM is deleted but stays until its disk %s is released: "+
+	msg := fmt.Sprintf("The VM is deleted but stays until its disk %s is released: "+
 		"the disk would be deleted with the VM, and its reclaim policy keeps it; the release was refused: %s. "+
-		"Let the controller patch the claim, or set the VM's reclaim policy to Delete to let the disk go with it", disk, why), nil)
+		"Let the controller patch the claim, or set the VM's reclaim policy to Delete to let the disk go with it", disk, why)
+	if d.noReclaimField() {
+		// Kept only as a disk kept already (keeps): no policy to set, but the claim can go.
+		spec, _ := vm.Spec()
+		msg = fmt.Sprintf("The VM is deleted but stays until its disk %s is released: "+
+			"the disk would be deleted with the VM, and it is kept (%s); the release was refused: %s. "+
+			"Let the controller patch the claim, or delete the claim to let the disk go (the VM's resource has no reclaim policy field to set to Delete): "+
+			"kubectl delete pvc %s -n %s", disk, d.whyKept(spec), why, disk, vm.Namespace())
+	}
+	d.report(schema.PhaseTerminating, ReasonDiskReleaseRefused, msg, nil)
 	d.plan.RequeueAfter = Duration(rejectedRetry)
 	return d.plan
 }
