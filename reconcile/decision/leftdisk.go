@@ -38,9 +38,9 @@ func (d *decision) leftDisk(spec schema.Spec) {
 	up := backend.DiskSpec{Size: seen.Requested, Keep: keeps(spec, seen, true)} // its size as it is
 	switch o := owner(up); {
 	case up.Keep && (o != seen.Owner || !seen.KeptMark):
-		msg := fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, keepWhy(spec))
+		msg := fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, d.whyKept(spec))
 		if o == seen.Owner {
-			msg = fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): marked as kept", seen.Name, keepWhy(spec))
+			msg = fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): marked as kept", seen.Name, d.whyKept(spec))
 		}
 		d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk,
 			Message: msg + d.deleteHint(spec)}}

@@ -37,19 +37,14 @@ func TestLayoutWithoutReclaim(t *testing.T) {
 	for name, tc := range map[string]struct {
 		op     decision.DiskOp
 		reason string
-		// leftDisk: the case runs under --root-disk ephemeral, whose Event of a disk it
-		// marks kept gives the reason in the words of a layout with a policy; the command
-		// that follows says the resource has none.
-		leftDisk bool
 	}{
-		"adopt":                 {op: decision.AdoptDisk, reason: decision.ReasonAdoptingDisk},
-		"adopt-marked":          {op: decision.AdoptDisk, reason: decision.ReasonAdoptingDisk},
-		"retain-unset-unmarked": {op: decision.ReleaseDisk, reason: decision.ReasonRetainingDisk},
-		"delete-kept-unset":     {op: decision.ReleaseDisk, reason: decision.ReasonDiskRetained},
-		"ephemeral-retain-unset": {op: decision.ReleaseDisk, reason: decision.ReasonRetainingDisk,
-			leftDisk: true},
-		"delete-orphaned-unset": {op: decision.DeleteDisk, reason: decision.ReasonDeletingDisk},
-		"delete-disk":           {op: decision.DeleteDisk, reason: decision.ReasonDeletingDisk},
+		"adopt":                  {op: decision.AdoptDisk, reason: decision.ReasonAdoptingDisk},
+		"adopt-marked":           {op: decision.AdoptDisk, reason: decision.ReasonAdoptingDisk},
+		"retain-unset-unmarked":  {op: decision.ReleaseDisk, reason: decision.ReasonRetainingDisk},
+		"delete-kept-unset":      {op: decision.ReleaseDisk, reason: decision.ReasonDiskRetained},
+		"ephemeral-retain-unset": {op: decision.ReleaseDisk, reason: decision.ReasonRetainingDisk},
+		"delete-orphaned-unset":  {op: decision.DeleteDisk, reason: decision.ReasonDeletingDisk},
+		"delete-disk":            {op: decision.DeleteDisk, reason: decision.ReasonDeletingDisk},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(claimCases, name+".txtar")
@@ -89,7 +84,7 @@ func TestLayoutWithoutReclaim(t *testing.T) {
 			if kept && !strings.Contains(msg, "has no reclaim policy field, so it cannot say Delete") {
 				t.Errorf("the Event does not say the VM cannot say Delete: %s", msg)
 			}
-			if kept && !tc.leftDisk && strings.Contains(msg, "unless") {
+			if kept && strings.Contains(msg, "unless") {
 				t.Errorf("the Event says the disk could go unless something, in a layout that cannot say it: %s", msg)
 			}
 
