@@ -28,7 +28,9 @@ type Fields struct {
 	Image    string // optional per-VM server image; empty when the layout has none
 	// RootDiskStorageClass and RootDiskReclaimPolicy are optional: the StorageClass of the
 	// VM's disk and what becomes of the disk when the VM is deleted (Delete or Retain). A
-	// layout without them gets the cluster's default class and Delete.
+	// layout without them gets the cluster's default class and Delete, but for a disk kept
+	// already (an earlier VM's, one marked kept), which stays kept: such a layout cannot say
+	// Delete (the decision's whyKept).
 	RootDiskStorageClass  string
 	RootDiskReclaimPolicy string
 	// EvictionStrategy is optional: what a drain's eviction of the VM's server does (None,
