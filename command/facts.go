@@ -65,9 +65,10 @@ func (t target) needs() access.Needs {
 // facts are what the cluster says about the target.
 type facts struct {
 	fields schema.Fields
-	// layout says which built-in layout the CRD's schema chose and why, for check's table and
-	// run's log; empty unless the schema chose one.
-	layout string
+	// layout is the built-in layout the CRD's schema chose, with why, for check's table, run's
+	// log and the controller, which holds the CRD to it (reconcile.Config.Layout); nil
+	// unless the schema chose one.
+	layout *crds.Layout
 	// noStatus: the CRD was read and judged (--watch-crd), and its version has no /status
 	// subresource, so the controller writes status through the main resource.
 	noStatus bool
@@ -110,9 +111,9 @@ func gather(ctx context.Context, cl apiClients, host string, t target) (facts, e
 	if f.fields, f.layout, err = g.fieldMap(ctx); err != nil {
 		return facts{}, err
 	}
-	if f.layout != "" {
+	if f.layout != nil {
 		// The map was chosen by the CRD's schema: say which, before the checks that use it.
-		f.checks = append(f.checks, pass("fieldmap", "%s", f.layout))
+		f.checks = append(f.checks, pass("fieldmap", "%s", f.layout.Why))
 	}
 	disc, answered := checkDiscovery(cl.kube, host, t.gvr)
 	f.checks = append(f.checks, disc)
@@ -206,24 +207,24 @@ func (g *gatherer) crd(ctx context.Context) ([]byte, error) {
 }
 
 // fieldMap returns the field map: --schema-file, else the built-in map of the version, else
-// for a CRD of another group the built-in layout its schema has (crds.ChooseLayout), with
-// why it was chosen.
-func (g *gatherer) fieldMap(ctx context.Context) (fields schema.Fields, why string, err error) {
+// for a CRD of another group the built-in layout its schema has (crds.ChooseLayout), which it
+// returns too, with why it was chosen (nil for the others).
+func (g *gatherer) fieldMap(ctx context.Context) (fields schema.Fields, chosen *crds.Layout, err error) {
 	gvr := g.t.gvr
 	if g.t.fieldsFromFlags() {
 		fields, err = loadFields(g.t.schemaFile, gvr.GroupVersion())
-		return fields, "", err
+		return fields, nil, err
 	}
 	def, err := g.crd(ctx)
 	if err != nil {
 		_, noMap := loadFields("", gvr.GroupVersion())
-		return schema.Fields{}, "", fmt.Errorf("%w (and CRD %s, whose schema could choose a built-in layout, cannot be read: %w)", noMap, crds.Name(gvr), err)
+		return schema.Fields{}, nil, fmt.Errorf("%w (and CRD %s, whose schema could choose a built-in layout, cannot be read: %w)", noMap, crds.Name(gvr), err)
 	}
 	l, err := crds.ChooseLayout(def, gvr.Version)
 	if err != nil {
-		return schema.Fields{}, "", fmt.Errorf("--api-version %s without --schema-file: CRD %s: %w", gvr.GroupVersion(), crds.Name(gvr), err)
+		return schema.Fields{}, nil, fmt.Errorf("--api-version %s without --schema-file: CRD %s: %w", gvr.GroupVersion(), crds.Name(gvr), err)
 	}
-	return l.Fields, l.Why, nil
+	return l.Fields, &l, nil
 }
 
 // checkResult is one row of the check table.

@@ -6,6 +6,7 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -224,6 +225,11 @@ func run(cc *cli.Context, c runConfig) error {
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// A CRD whose schema no longer gives the field map chosen from it ends the run as a signal
+	// does (the workers drain, a leader steps down), with that as its cause: run then fails,
+	// and the restart chooses again (reconcile.Config.Layout).
+	ctx, relayout := context.WithCancelCause(ctx)
+	defer relayout(nil)
 
 	cfg, err := c.restConfig(cc.App.Version)
 	if err != nil {
@@ -253,8 +259,13 @@ func run(cc *cli.Context, c runConfig) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	if f.layout != "" {
-		log.Info("Chose the field map", "resource", gvr.String(), "why", f.layout)
+	if f.layout != nil {
+		log.Info("Chose the field map", "resource", gvr.String(), "why", f.layout.Why)
+		if !t.watchCRD {
+			// Nothing follows the CRD: a change of its schema that gives another layout
+			// goes unseen, and the controller reads its VMs the old way until restarted.
+			log.Warn("CRD not followed (--watch-crd=false); restart the controller after changing the CRD's schema", "crd", crds.Name(gvr))
+		}
 	}
 	if err := f.failures(); err != nil {
 		return err
@@ -309,6 +320,8 @@ func run(cc *cli.Context, c runConfig) error {
 		Observer:            m,
 		WatchCRD:            c.WatchCRD,
 		OnServed:            m.SetServed,
+		Layout:              f.layout,
+		OnLayoutChanged:     relayout,
 		Usage:               decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
 		UsageObserver:       m,
 		// Without the subresource, status goes through the main resource.
@@ -352,8 +365,22 @@ func run(cc *cli.Context, c runConfig) error {
 	if err != nil {
 		return err
 	}
+	if changed := layoutChanged(ctx); changed != nil {
+		return changed
+	}
 	log.Info("Stopped")
 	return nil
+}
+
+// layoutChanged is run's error when it ended because the CRD no longer gives the field map
+// chosen from it (reconcile.Config.OnLayoutChanged), else nil: a failure, so that the
+// process exits non-zero and its Deployment restarts it, to choose again.
+func layoutChanged(ctx context.Context) error {
+	var changed *crds.LayoutChanged
+	if !errors.As(context.Cause(ctx), &changed) {
+		return nil
+	}
+	return fmt.Errorf("%w; exiting so that a restart chooses it again", changed)
 }
 
 // statusRoute says whether the controller writes status through the main resource

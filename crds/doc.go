@@ -14,7 +14,8 @@
 // What a cluster serves is read as JSON, the way the API server returns it: where CRDs are
 // served (GVR), the name of the one that defines a resource (Name), whether it serves a
 // version (Served), whether its schema can carry what a field map says (StatusSubresource,
-// CheckSchema), and which built-in layout fits a CRD of another group (ChooseLayout). The
+// CheckSchema), which built-in layout fits a CRD of another group (ChooseLayout), and whether
+// that CRD, changed, still gives the layout chosen from it (Layout.Rechoose). The
 // start-up checks of run and check, the controller's CRD watch, the RBAC rules, the
 // manifests, the conversion webhook's caBundle and the storage migration all ask here, so that
 // they cannot disagree on any of it.

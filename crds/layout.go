@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tidwall/gjson"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -98,4 +99,39 @@ func withoutOptional(crd []byte, version string, f schema.Fields) (schema.Fields
 		return schema.Fields{}, nil, false
 	}
 	return out, left, true
+}
+
+// LayoutChanged is the error of a CRD whose schema no longer chooses the layout a controller
+// chose from it earlier: the schema was changed in place (an earlier release's copy upgraded
+// to the current one, say) while the controller ran. Its fields are where the controller
+// reads and writes every VM, so it cannot go on with the old layout: a field the new schema
+// added (the disk's reclaim policy) would never be read, and what it says never done.
+type LayoutChanged struct {
+	CRD     string // the CRD's name
+	Version string // the version whose layout changed
+	Was     Layout // the layout chosen before
+	Now     string // the layout the schema chooses now (its Why), or why it chooses none
+}
+
+// Error is one short line; Was.Why and Now, long, are for a log's attributes.
+func (e *LayoutChanged) Error() string {
+	return fmt.Sprintf("the schema of %s in CRD %s no longer gives the field map chosen from it", e.Version, e.CRD)
+}
+
+// Rechoose chooses again from crd, as JSON the way the API server returns it, the layout of
+// version that l was chosen as: nil when ChooseLayout chooses the same fields, else a
+// *LayoutChanged. Only the fields count, not the reason given for them: a change elsewhere in
+// the schema (or in the status, the served flags, the labels) that leaves the choice as it
+// was is no change. A schema that now has no layout, or more than one, is a change too: a
+// controller started on it would refuse to run.
+func (l Layout) Rechoose(crd []byte, version string) error {
+	now, err := ChooseLayout(crd, version)
+	if err == nil && now.Fields == l.Fields {
+		return nil
+	}
+	e := &LayoutChanged{CRD: gjson.GetBytes(crd, "metadata.name").String(), Version: version, Was: l, Now: now.Why}
+	if err != nil {
+		e.Now = "no layout: " + err.Error()
+	}
+	return e
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/reconcile/priority"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
@@ -77,6 +78,22 @@ type Config struct {
 	WatchCRD bool
 	// OnServed, if set, is called when the resource stops or starts being served.
 	OnServed func(served bool)
+	// Layout, if set, is the built-in layout Fields were chosen as from the CRD's schema at
+	// start-up (crds.ChooseLayout: a CRD of another group, no field-map file). Fields are
+	// built into the informer, the decisions and every write, and a CRD can be changed in
+	// place to give another layout (an earlier release's copy upgraded to the current
+	// shape): read with the old one, what only the new one has, a disk's reclaim policy,
+	// would never be read, and a kept disk would be deleted with its VM. So with WatchCRD
+	// the CRD watch chooses again on every change of the CRD, and when the choice differs
+	// it stops the informer of the VMs and calls OnLayoutChanged, for the process to stop
+	// and choose again on its restart. Until the watch has judged the CRD of its first
+	// list the resource does not count as served, so no worker starts before. Nil: Fields
+	// came from a file or are built in, and no change of the CRD changes them.
+	Layout *crds.Layout
+	// OnLayoutChanged, if set, is called once, with a *crds.LayoutChanged, when the CRD no
+	// longer gives Layout, after the informer of the VMs has stopped: the caller ends the
+	// process (a leader steps down), which the informer's stop alone does not.
+	OnLayoutChanged func(error)
 	// Usage says how to sample the usage of Active VMs; a zero Interval, or a backend that
 	// cannot report usage, turns sampling off.
 	Usage decision.UsagePolicy
@@ -158,6 +175,9 @@ func New(cfg Config) *Controller {
 		recorder: cfg.Recorder, expect: c.expect, disks: c.disks, policy: cfg.Policy, now: cfg.Now, route: route, log: cfg.Logger}
 	if cfg.WatchCRD {
 		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
+		if cfg.Layout != nil {
+			c.served.layout, c.served.onLayout = cfg.Layout, c.onLayoutChanged
+		}
 	}
 	if reader, ok := cfg.Backend.(backend.UsageReader); ok && cfg.Usage.Interval > 0 {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
