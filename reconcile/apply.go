@@ -90,6 +90,27 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		out.last, out.written = w, append(out.written, rv)
 	}
 	if plan.Disk != nil {
+		if plan.Disk.Op == decision.DeleteDisk {
+			// A disk's delete is the one action of a plan that cannot be undone, and it
+			// comes before any write of the VM that is conditional on the resourceVersion
+			// decided on: the VM is first made sure to be still as decided on (asDecided),
+			// so that a reclaim policy changed since (Retain, set while the VM was
+			// Terminating) is not overridden by the cache's older Delete.
+			w, err := a.asDecided(ctx, vm, rv)
+			switch {
+			case apierrors.IsNotFound(err):
+				// Gone, its finalizer taken off by someone else: nothing more to do, and
+				// no policy left to read; the disk is left as it is.
+				return applied{written: out.written}, nil
+			case err != nil:
+				return out, err
+			case w.rv != rv:
+				// Written after all (a mutating admission webhook changed the VM): carried
+				// on from, as any write.
+				rv = w.rv
+				out.last, out.written = &w, append(out.written, rv)
+			}
+		}
 		if err := a.applyDisk(ctx, vm, owner, observed, gone, disk, &plan); namespaceGoing(err) {
 			// As for the server's create below: the namespace's deletion is the next
 			// change to act on.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,6 +80,49 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	a.record(vm, act.Event)
 	return nil
+}
+
+// asDecided makes sure that vm is, on the API server, still at rv, the resourceVersion the
+// plan was decided on (or its own writes gave it), and returns it as the API server answered.
+// applyPlan asks it before a disk's delete. The decision reads the reclaim policy from the VM
+// cache, and the disk's delete is conditional on the disk alone (its UID and version): a
+// policy set to Retain on a Terminating VM (the API server accepts it, and DiskReleaseRefused
+// tells users to do so) that the cache had yet to show when the server went would be
+// overridden by the cache's older Delete, and the owner's data deleted. A VM changed since is
+// an apierrors.IsConflict error: the loop decides again, on the VM as it now is, after this
+// VM's own backoff and with a debug log, as for any conditional write the cache was behind.
+//
+// The check is a merge patch of the resourceVersion alone, a write conditional on it that
+// changes nothing: the API server answers a patch that leaves the VM as it is with no write
+// (no new resourceVersion, no watch event, its managedFields as they were), after making sure
+// of the VM in etcd, as consistent as a read. A GET would say the same but needs a verb the
+// controller's role does not have (its rules on VMs are list, watch and patch): a controller
+// upgraded before its role would be forbidden it, and every deleted VM held. It costs one
+// request per disk deleted, none on any other reconcile.
+//
+// A window is left, between this answer and the disk's delete (one round trip): a policy set
+// to Retain in it is too late. No API makes a write of one object conditional on another's
+// version, so that window cannot be closed; the policy that counts is the one the VM has when
+// the controller checks it, just before it deletes the disk (docs/disks.md).
+func (a applier) asDecided(ctx context.Context, vm schema.VirtualMachine, rv string) (written, error) {
+	var p preconditionPatch
+	p.Metadata.ResourceVersion = rv
+	patch, err := json.Marshal(&p)
+	if err != nil {
+		return written{}, fmt.Errorf("render the precondition of the disk's delete: %w", err)
+	}
+	w, err := a.writer.patch(ctx, vm.Namespace(), vm.Name(), patch)
+	if err != nil {
+		return written{}, fmt.Errorf("make sure the VM is as decided on before its disk is deleted: %w", err)
+	}
+	return w, nil
+}
+
+// preconditionPatch is a merge patch of the resourceVersion alone (asDecided).
+type preconditionPatch struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
 }
 
 // forbidden reports whether err is the API server's Forbidden, of a call the controller's

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,9 +44,13 @@ type world struct {
 	// fail holds errors to return for the next patches of a kind ("main" or "status"),
 	// instead of carrying them out.
 	fail map[string][]error
-	// log is every write to a VM ("patch <name>" or "patch <name>/status") with whether a
-	// server existed for the VM at that moment, in order.
+	// log is every write to a VM ("patch <name>" or "patch <name>/status"), carried out or
+	// refused, with whether a server existed for the VM at that moment, in order. A patch
+	// that changed nothing wrote nothing: it is in unchanged instead.
 	log []write
+	// unchanged are the patches that left the VM as it was (a resourceVersion precondition
+	// alone, as before a disk's delete), in order: the API server writes nothing for them.
+	unchanged []write
 }
 
 // write is one patch the fake API server received.
@@ -84,7 +89,9 @@ func (w *world) failNext(kind string, err error) {
 
 // patch logs a merge patch and carries it out as the API server would, which the fake's
 // tracker does not: a resourceVersion in the patch must be the object's (else Conflict), and
-// every write gives the object a new resourceVersion.
+// every write gives the object a new resourceVersion. A patch that changes nothing is no
+// write: it is answered with the object as it is, under the same resourceVersion, as the API
+// server answers it, and logged apart (unchanged).
 func (w *world) patch(a k8stesting.Action) (bool, runtime.Object, error) {
 	p := a.(k8stesting.PatchAction)
 	var body map[string]any
@@ -96,17 +103,26 @@ func (w *world) patch(a k8stesting.Action) (bool, runtime.Object, error) {
 	if p.GetSubresource() != "" {
 		kind = p.GetSubresource()
 	}
+	logged := write{name: p.GetName(), subresource: p.GetSubresource(), body: body, serverExisted: srv != nil}
 	w.mu.Lock()
-	w.log = append(w.log, write{name: p.GetName(), subresource: p.GetSubresource(), body: body, serverExisted: srv != nil})
 	var injected error
 	if errs := w.fail[kind]; len(errs) > 0 {
 		injected, w.fail[kind] = errs[0], errs[1:]
 	}
 	w.mu.Unlock()
-	if injected != nil {
-		return true, nil, injected
+	var cur, next *unstructured.Unstructured
+	err := injected
+	if err == nil {
+		cur, next, err = w.merge(p, body)
 	}
-	cur, next, err := w.merge(p, body)
+	w.mu.Lock()
+	if err == nil && equality.Semantic.DeepEqual(cur.Object, next.Object) {
+		w.unchanged = append(w.unchanged, logged)
+		w.mu.Unlock()
+		return true, cur, nil
+	}
+	w.log = append(w.log, logged)
+	w.mu.Unlock()
 	if err != nil {
 		return true, nil, err
 	}
