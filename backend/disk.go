@@ -22,10 +22,11 @@ type Disks interface {
 	ObserveDisk(vm Owner) (*Disk, error)
 	// ReadDisk returns the disk of vm's name as the backend holds it now, past what
 	// ObserveDisk reads, whoever holds it; nil when there is none. The controller asks it
-	// only before it lets a deleted VM go with no disk observed: a disk that is there but
-	// not seen (for claims: one whose label someone removed, which the label-selected cache
-	// drops) may still be owned by the VM, and a disk a deleted VM owns goes with it,
-	// whatever its reclaim policy says. A read the backend may not make is an
+	// only before it lets a deleted VM go while it observes no disk the VM owns: a
+	// disk that is there but not seen (for claims: one whose label someone removed, which
+	// the label-selected cache drops), or seen as it was before the VM adopted it (a cache
+	// behind that write), may be owned by the VM, and a disk a deleted VM owns goes with
+	// it, whatever its reclaim policy says. A read the backend may not make is an
 	// apierrors.IsForbidden error (for claims, the API server's): the VM then stays, and its
 	// status says why, until the read is allowed.
 	ReadDisk(ctx context.Context, vm Owner) (*Disk, error)

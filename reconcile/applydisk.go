@@ -184,3 +184,15 @@ func (c *Controller) observeDisk(key cache.ObjectName, owner backend.Owner) (*ba
 	}
 	return c.disks.adjust(key, d), nil
 }
+
+// confirmsDisk reports whether the way out of a deleted VM whose disk the cache shows as d
+// makes sure of that disk with the API server by itself: a disk the VM owns, which the plan
+// deletes or releases in a call conditional on the disk as seen (refused if the cache was
+// behind, and then decided again), or one already being deleted, which nothing brings back.
+// Any other view (no disk, one kept, whose release changes nothing and so asks nothing,
+// another's, one the VM may adopt) would let the VM go on the cache's word alone, and the
+// cache may be behind a change that made the disk the VM's: the loop reads it first
+// (diskNotCached).
+func confirmsDisk(d *backend.Disk) bool {
+	return d != nil && (d.Owner == backend.DiskOwned || d.Deleting)
+}

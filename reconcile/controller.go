@@ -719,18 +719,23 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, err
 		}
 		plan := c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
-		if disk == nil && plan.Finalizer == decision.RemoveFinalizer && !going {
-			// The VM is let go with no disk seen: confirmed past the cache first, since the
-			// garbage collector deletes the disk of a deleted VM that still owns it. One read
-			// per VM let go, none on a live VM's reconcile; a VM whose namespace goes leaves
-			// its disk to that deletion. A read the controller may not make holds the VM,
-			// which says why, until it may (diskForbidden).
-			switch disk, err = c.diskNotCached(ctx, owner, log); {
+		if plan.Finalizer == decision.RemoveFinalizer && !going && !confirmsDisk(disk) {
+			// The VM is to be let go on the cache's word that it owns no disk (none seen,
+			// one kept, another's, one it may adopt): confirmed past the cache first, since
+			// the garbage collector deletes the disk of a deleted VM that still owns it,
+			// and a cache behind the VM's own adoption of its disk shows it as it was.
+			// Decided again on the disk as read. One read per such VM let go, none on a live
+			// VM's reconcile; a VM whose namespace goes leaves its disk to that deletion. A
+			// read the controller may not make holds the VM, which says why, until it may
+			// (diskForbidden).
+			read, err := c.diskNotCached(ctx, owner, disk, log)
+			switch {
 			case forbidden(err):
 				plan = c.applier.diskForbidden(vm, "read", err)
 			case err != nil:
 				return 0, err
-			case disk != nil:
+			default:
+				disk = read
 				plan = c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
 			}
 		}
@@ -836,23 +841,30 @@ func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachi
 }
 
 // diskNotCached reads past the backend's cache the disk of the name of a VM about to be let
-// go while the cache shows it none; nil when there is none, or the backend keeps no disks. A
-// disk the cache does not show (a claim whose label someone removed drops out of the
-// label-selected cache) may still be owned by the VM: let go on the cache's word, the VM
-// would leave it to the garbage collector, which deletes what a deleted VM owns, a disk its
-// reclaim policy keeps included. Decided on as read, it is released or deleted as the policy
-// says before the VM goes.
-func (c *Controller) diskNotCached(ctx context.Context, owner backend.Owner, log *slog.Logger) (*backend.Disk, error) {
+// go while the cache, seen, shows it no disk of its own that the way out acts on (see
+// confirmsDisk); nil when there is none, or the backend keeps no disks. A disk the cache does
+// not show (a claim whose label someone removed drops out of the label-selected cache), or
+// shows as it was before the VM adopted it (the cache behind that write, past the expectation
+// of it), may be owned by the VM: let go on the cache's word, the VM would leave it to the
+// garbage collector, which deletes what a deleted VM owns, a disk its reclaim policy keeps
+// included. Decided on as read, it is released or deleted as the policy says before the VM
+// goes.
+func (c *Controller) diskNotCached(ctx context.Context, owner backend.Owner, seen *backend.Disk, log *slog.Logger) (*backend.Disk, error) {
 	disks, ok := c.cfg.Backend.(backend.Disks)
 	if !ok {
 		return nil, nil
 	}
 	d, err := disks.ReadDisk(ctx, owner)
 	if err != nil {
-		return nil, fmt.Errorf("confirm the disk is missing: %w", err)
+		return nil, fmt.Errorf("confirm the disk as the cache shows it: %w", err)
 	}
-	if d != nil && d.Owner.Mine() && !d.Deleting {
-		log.Info("Disk not in the cache: deciding the VM's way out on it as the backend has it", "disk", d.Name, "owner", d.Owner)
+	if d != nil && d.Owner.Mine() && !d.Deleting && (seen == nil || seen.ID != d.ID || seen.Owner != d.Owner) {
+		var cached backend.DiskOwner // "": none
+		if seen != nil {
+			cached = seen.Owner
+		}
+		log.Info("Disk not as the cache shows it: deciding the VM's way out on it as the backend has it", "disk", d.Name, "owner", d.Owner,
+			"cachedOwner", cached)
 	}
 	return d, nil
 }

@@ -2,16 +2,21 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
@@ -19,8 +24,9 @@ import (
 )
 
 // The tests of a deleted VM's way out on caches that are behind the API server: no stale
-// view of the VM lets the controller delete a disk the VM's reclaim policy keeps
-// (docs/disks.md).
+// view of the VM or of its claim lets the controller delete a disk the VM's reclaim policy
+// keeps, nor let the VM go while its claim, which the garbage collector then deletes, still
+// names it its owner (docs/disks.md).
 
 // setPolicy sets the reclaim policy of test-vm on the API server, as a user's patch does:
 // the VM gets a new resourceVersion, which no cache of the controller has seen.
@@ -45,6 +51,12 @@ func released(t *testing.T, w *world) bool {
 	t.Helper()
 	vm := w.vm(t, testVM.Namespace, testVM.Name)
 	return vm == nil || len(vm.GetFinalizers()) == 0
+}
+
+// ownedBy reports whether the claim names uid among its owners: the garbage collector deletes
+// a dependent once every owner it names is gone, controller or not.
+func ownedBy(claim *corev1.PersistentVolumeClaim, uid string) bool {
+	return slices.ContainsFunc(claim.OwnerReferences, func(r metav1.OwnerReference) bool { return string(r.UID) == uid })
 }
 
 // unchangedPatches returns the patches that left the VM as it was, in order.
@@ -183,5 +195,106 @@ func TestApplyDiskDeletionPrecondition(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestControllerStaleClaimCacheOnTheWayOut: a deleted VM under Retain whose claim the cache
+// shows as it was before the VM made it its own: the VM, then under Delete, adopted it (owned,
+// the kept mark removed), and the claim informer has not brought that write back (its watch
+// here delivers nothing) past the expectation of it (dropped here, as expectTimeout drops it).
+// The cache shows the claim unowned (an earlier VM's, adoptable) or kept; either way the way
+// out would ask nothing of the API server about it. The VM is not let go on the cache's word:
+// the claim is read past the cache, found owned by the VM, and released (DiskRetained, no
+// owner reference, marked kept) before the finalizer comes off; let go with the owner
+// reference on, the garbage collector would delete it.
+func TestControllerStaleClaimCacheOnTheWayOut(t *testing.T) {
+	tests := map[string]struct {
+		label  string            // the claim's LabelVMUID as the cache shows it; "": the VM's
+		cached backend.DiskOwner // the claim as the cache shows it
+	}{
+		"adopted, cached unowned": {label: "99999999-0000-0000-0000-000000000000", cached: backend.DiskUnowned},
+		"owned, cached kept":      {cached: backend.DiskKept},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w, owner := deletedUnder(t, "Retain")
+			claim := unlabelledClaim(owner)
+			claim.OwnerReferences = nil
+			claim.Labels = map[string]string{pods.LabelVMUID: string(owner.UID)}
+			if tc.label != "" {
+				claim.Labels[pods.LabelVMUID] = tc.label
+			}
+			claim.Annotations[pods.AnnotationKept] = "true"
+			kube := kubefake.NewClientset(claim)
+			var frozen atomic.Bool
+			frozen.Store(true)
+			kube.PrependWatchReactor("persistentvolumeclaims", func(k8stesting.Action) (bool, watch.Interface, error) {
+				if frozen.Load() {
+					return true, watch.NewFake(), nil // a watch that delivers nothing
+				}
+				return false, nil, nil
+			})
+			c := podsController(t, w, kube)
+			ctx := start(t, c)
+			if d, _ := c.cfg.Backend.(backend.Disks).ObserveDisk(owner); d == nil || d.Owner != tc.cached {
+				t.Fatalf("the cache shows the claim as %+v, want it %s", d, tc.cached)
+			}
+
+			// The VM's adoption of its claim, which the cache does not see.
+			adopted := claim.DeepCopy()
+			adopted.ResourceVersion = "6"
+			adopted.Labels[pods.LabelVMUID] = string(owner.UID)
+			delete(adopted.Annotations, pods.AnnotationKept)
+			adopted.OwnerReferences = unlabelledClaim(owner).OwnerReferences
+			if err := kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), adopted, owner.Namespace); err != nil {
+				t.Fatal(err)
+			}
+			c.disks.forget(testVM) // the expectation of the adoption has run out
+
+			c.processNextItem(ctx)
+			got, err := kube.CoreV1().PersistentVolumeClaims(owner.Namespace).Get(context.Background(), claim.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if released(t, w) && ownedBy(got, string(owner.UID)) {
+				t.Fatalf("the VM was let go while its claim names it an owner (%v): the garbage collector deletes the claim under Retain", got.OwnerReferences)
+			}
+			if ownedBy(got, string(owner.UID)) || got.Annotations[pods.AnnotationKept] != "true" || got.DeletionTimestamp != nil {
+				t.Errorf("claim owners %v, annotations %v: want it kept, released", got.OwnerReferences, got.Annotations)
+			}
+			if !released(t, w) {
+				t.Errorf("the VM keeps its finalizer (status %s)", status(t, w, testVM, "reason"))
+			}
+			if evs := strings.Join(w.reasons(), ","); evs != decision.ReasonDiskRetained {
+				t.Errorf("events %s, want %s", evs, decision.ReasonDiskRetained)
+			}
+		})
+	}
+}
+
+// TestControllerLiveNoClaimRead: the read past the claim cache is the way out's alone: a live
+// VM's reconcile, whatever the cache shows of its claim (here kept, which the way out would
+// read), reads no claim from the API server.
+func TestControllerLiveNoClaimRead(t *testing.T) {
+	w := newWorld(t, "create-new")
+	setPolicy(t, w, "Retain")
+	owner := ownerOf(cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields))
+	claim := unlabelledClaim(owner)
+	claim.OwnerReferences = nil
+	claim.Labels = map[string]string{pods.LabelVMUID: string(owner.UID)}
+	claim.Annotations[pods.AnnotationKept] = "true"
+	kube := kubefake.NewClientset(claim)
+	c := podsController(t, w, kube)
+	ctx := start(t, c)
+	kube.ClearActions()
+
+	c.processNextItem(ctx)
+	for _, a := range kube.Actions() {
+		if a.GetResource().Resource == "persistentvolumeclaims" && a.GetVerb() == "get" {
+			t.Errorf("a live VM's reconcile read its claim: %s", fmt.Sprint(a))
+		}
+	}
+	if released(t, w) {
+		t.Error("the live VM was let go")
 	}
 }
