@@ -112,7 +112,8 @@ func (m *Metrics) UsageSampled(vm cache.ObjectName, cpuCores, memoryBytes float6
 	m.memoryUsage.WithLabelValues(vm.Namespace, vm.Name).Set(memoryBytes)
 }
 
-// UsageGone drops a VM's usage series, so that deleted or stopped VMs leave no stale ones.
+// UsageGone drops a VM's usage series, so that deleted or stopped VMs, and VMs whose usage
+// can no longer be read (no metrics API), leave no stale ones.
 func (m *Metrics) UsageGone(vm cache.ObjectName) {
 	m.cpuUsage.DeleteLabelValues(vm.Namespace, vm.Name)
 	m.memoryUsage.DeleteLabelValues(vm.Namespace, vm.Name)

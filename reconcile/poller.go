@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
@@ -21,7 +22,8 @@ import (
 type UsageObserver interface {
 	// UsageSampled reports a VM's usage: cpu in cores, memory in bytes.
 	UsageSampled(vm cache.ObjectName, cpuCores, memoryBytes float64)
-	// UsageGone says a VM has no usage to report any more (not Active, or deleted).
+	// UsageGone says a VM has no usage to report any more: not Active, deleted, or its status
+	// shows none (the metrics API is gone, or no sample has been written yet).
 	UsageGone(vm cache.ObjectName)
 }
 
@@ -121,9 +123,7 @@ func (p *poller) sample(ctx context.Context, key cache.ObjectName) bool {
 		return false
 	}
 	usage, err := p.reader.Usage(ctx, ownerOf(vm))
-	if err == nil && p.observer != nil {
-		p.observer.UsageSampled(key, usage.CPU.AsApproximateFloat64(), usage.Memory.AsApproximateFloat64())
-	}
+	p.observe(key, st, usage, err)
 	p.mu.Lock()
 	last := p.lastWrite[key]
 	p.mu.Unlock()
@@ -157,6 +157,26 @@ func (p *poller) sample(ctx context.Context, key cache.ObjectName) bool {
 		p.log.Warn("Cannot write usage", "vm", key.String(), "error", err)
 	}
 	return true
+}
+
+// observe tells the observer what one sample says, so that a VM's usage series shows no more
+// than its status does: a figure, or none once the status has none. Without the metrics API
+// the status loses its usage (DecideUsage clears it), and the series goes with it at once,
+// even if that write fails and waits for the next sample: a dashboard would otherwise show
+// the last figure for as long as the VM stays Active. Any other failed sample (a server the
+// metrics API has no figures for, or a read that failed) leaves the status as it is, and the
+// series too, unless the status shows no usage: then neither does the series (a figure
+// sampled whose write did not go through).
+func (p *poller) observe(key cache.ObjectName, st schema.Status, usage backend.Usage, err error) {
+	if p.observer == nil {
+		return
+	}
+	switch {
+	case err == nil:
+		p.observer.UsageSampled(key, usage.CPU.AsApproximateFloat64(), usage.Memory.AsApproximateFloat64())
+	case errors.Is(err, backend.ErrUsageUnavailable), st.Server == nil || st.Server.Usage == nil:
+		p.observer.UsageGone(key)
+	}
 }
 
 func (p *poller) forget(key cache.ObjectName) {

@@ -59,7 +59,7 @@ func TestPollerSample(t *testing.T) {
 		"not active: not sampled":     {vm: "create-new", gone: true},
 		"being deleted: not sampled":  {vm: "delete-with-server", gone: true},
 		"paused: not sampled":         {vm: "paused-steady", gone: true},
-		"no figures yet":              {vm: "active-steady", usage: fmt.Errorf("new: %w", backend.ErrNoUsage), again: true},
+		"no figures yet":              {vm: "active-steady", usage: fmt.Errorf("new: %w", backend.ErrNoUsage), again: true, gone: true}, // nor in the status
 		"VM gone from the API":        {vm: "active-steady", patchErr: apierrors.NewNotFound(vmGVR.GroupResource(), "test-vm"), gone: true},
 		"conflict: next sample tells": {vm: "active-steady", patchErr: apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("x")), again: true},
 		"write fails: next sample":    {vm: "active-steady", patchErr: errors.New("timeout"), again: true},
@@ -210,5 +210,59 @@ func TestPollerPanic(t *testing.T) {
 	if text := log.String(); !strings.Contains(text, `msg="Usage sample panicked"`) || !strings.Contains(text, "vm=default/test-vm") ||
 		!strings.Contains(text, "panickyUsage.Usage") {
 		t.Errorf("log %s: want the panic with the VM and the stack", text)
+	}
+}
+
+// TestPollerUsageSeriesFollowsStatus: a VM's usage series says no more than its status does.
+// Once the metrics API goes, the status loses its usage and the series goes with it, even
+// when that write fails (the next sample writes it again); before, the gauges kept the last
+// figure for as long as the VM stayed Active. A server without figures, or a read that failed,
+// leaves the status and the series as they are, unless the status shows no usage.
+func TestPollerUsageSeriesFollowsStatus(t *testing.T) {
+	tests := map[string]struct {
+		firstWrite error // the error of the first sample's write, which reports usage
+		second     error // why the second sample has no figures
+		secondPut  error // the error of the second sample's write, if it makes one
+		gone       bool  // UsageGone told after the second sample
+		cpu        string
+	}{
+		"metrics API gone":                       {second: fmt.Errorf("metrics.k8s.io: %w", backend.ErrUsageUnavailable), gone: true},
+		"metrics API gone, the write fails":      {second: fmt.Errorf("metrics.k8s.io: %w", backend.ErrUsageUnavailable), secondPut: errors.New("timeout"), gone: true, cpu: "250m"},
+		"no figures for the server":              {second: fmt.Errorf("pod metrics: %w", backend.ErrNoUsage), cpu: "250m"},
+		"the read fails":                         {second: errors.New("timeout"), cpu: "250m"},
+		"the read fails, no usage in the status": {firstWrite: errors.New("timeout"), second: errors.New("timeout"), gone: true},
+		"no figures, no usage in the status":     {firstWrite: errors.New("timeout"), second: fmt.Errorf("pod metrics: %w", backend.ErrNoUsage), gone: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "active-steady")
+			r := &results{}
+			p := newPoller(t, w, r, "active-steady")
+			owner := ownerOf(w.view(t, "active-steady"))
+			w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("250m"), Memory: resource.MustParse("64Mi")}, nil)
+			if tc.firstWrite != nil {
+				w.failNext("status", tc.firstWrite)
+			}
+			p.sample(context.Background(), testVM)
+			if !slices.Contains(r.samples, testVM.String()) || len(r.gone) != 0 {
+				t.Fatalf("first sample: sampled %v, gone %v; want it sampled", r.samples, r.gone)
+			}
+			p.get = func(cache.ObjectName) (schema.VirtualMachine, bool) { // the cache caught up
+				return cachedView(t, w.vm(t, "default", "test-vm"), w.fields), true
+			}
+			w.servers.SetUsage(owner, backend.Usage{}, tc.second)
+			if tc.secondPut != nil {
+				w.failNext("status", tc.secondPut)
+			}
+			if !p.sample(context.Background(), testVM) {
+				t.Error("an Active VM is not sampled again")
+			}
+			if gone := slices.Contains(r.gone, testVM.String()); gone != tc.gone {
+				t.Errorf("UsageGone told: %v, want %v", gone, tc.gone)
+			}
+			if cpu := status(t, w, testVM, "server", "usage", "cpu"); cpu != tc.cpu {
+				t.Errorf("usage cpu %q, want %q", cpu, tc.cpu)
+			}
+		})
 	}
 }
