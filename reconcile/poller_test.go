@@ -263,6 +263,10 @@ func TestPollerUsageSeriesFollowsStatus(t *testing.T) {
 			if cpu := status(t, w, testVM, "server", "usage", "cpu"); cpu != tc.cpu {
 				t.Errorf("usage cpu %q, want %q", cpu, tc.cpu)
 			}
+			// Removed, not left behind empty (usage: {}).
+			if u := at(w.vm(t, "default", "test-vm").Object, "status", "server", "usage"); tc.cpu == "" && u != nil {
+				t.Errorf("status.server.usage is %v, want it gone", u)
+			}
 		})
 	}
 }

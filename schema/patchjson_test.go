@@ -106,11 +106,10 @@ func TestMergePatchAsMarshal(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var cpu, mem any
+				values := usageRemoved(f) // what it removes: TestUsagePatchRemovesUsage
 				if u != nil {
-					cpu, mem = u.CPU, u.Memory
+					values = []pathValue{{f.UsageCPU, u.CPU}, {f.UsageMemory, u.Memory}}
 				}
-				values := []pathValue{{f.UsageCPU, cpu}, {f.UsageMemory, mem}}
 				if conds != nil {
 					values = append(values, pathValue{f.Conditions, conds}, pathValue{"metadata.resourceVersion", "7"})
 				}

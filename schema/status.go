@@ -354,9 +354,12 @@ func statusValues(f Fields, st Status, resourceVersion string) []pathValue {
 	switch {
 	case st.Server != nil && st.Server.Usage != nil:
 		values = append(values, kv{f.UsageCPU, st.Server.Usage.CPU}, kv{f.UsageMemory, st.Server.Usage.Memory})
-	case st.Server == nil:
-		values = append(values, kv{f.UsageCPU, nil}, kv{f.UsageMemory, nil}) // no server, no usage
-		drop(parents.server)
+	case st.Server == nil: // no server, no usage
+		if parents.server != "" {
+			drop(parents.server) // the usage's parent with it
+		} else {
+			values = append(values, usageRemoved(f)...)
+		}
 	}
 	if d := st.RootDisk; d != nil {
 		var capacity any
@@ -408,6 +411,20 @@ func orNull(s string) *string {
 // serverPaths are the paths of the server's fields; rootDiskPaths, of the disk's.
 func (f Fields) serverPaths() []string {
 	return []string{f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.ServerNode, f.ServerIP}
+}
+
+// usageRemoved are the values of a patch that removes the usage: the parent object of its two
+// fields where they have one of their own (status.server.usage), so that no empty object is
+// left behind (usage: {}) and the usage is gone from the status as docs/usage.md says; else
+// each field. A merge patch's null removes an object as it does a leaf. With a field left out
+// of the layout the other's parent may hold more than the layout knows of, and stays.
+func usageRemoved(f Fields) []pathValue {
+	if f.UsageCPU != "" && f.UsageMemory != "" {
+		if parent := ownParent(f, []string{f.UsageCPU, f.UsageMemory}); parent != "" {
+			return []pathValue{{parent, nil}}
+		}
+	}
+	return []pathValue{{f.UsageCPU, nil}, {f.UsageMemory, nil}}
 }
 
 func (f Fields) rootDiskPaths() []string {
@@ -480,15 +497,17 @@ func setPath(root map[string]any, path string, v any) error {
 }
 
 // UsagePatch renders a usage report as a JSON merge patch for the /status subresource: the
-// usage paths (null with u nil), and the conditions when conds is not nil. Only a patch that
-// replaces the conditions list carries resourceVersion, so that it cannot undo a concurrent
-// change of another condition; a usage-only patch touches nothing else and needs none.
+// usage paths, or with u nil the usage removed (usageRemoved), and the conditions when conds
+// is not nil. Only a patch that replaces the conditions list carries resourceVersion, so that
+// it cannot undo a concurrent change of another condition; a usage-only patch touches nothing
+// else and needs none.
 func UsagePatch(f Fields, u *Usage, conds []Condition, resourceVersion string) ([]byte, error) {
-	var cpu, mem any
+	var values []pathValue
 	if u != nil {
-		cpu, mem = u.CPU, u.Memory
+		values = []pathValue{{f.UsageCPU, u.CPU}, {f.UsageMemory, u.Memory}}
+	} else {
+		values = usageRemoved(f)
 	}
-	values := []pathValue{{f.UsageCPU, cpu}, {f.UsageMemory, mem}}
 	if conds != nil {
 		values = append(values, pathValue{f.Conditions, conds})
 		if resourceVersion != "" {
