@@ -344,7 +344,7 @@ func run(cc *cli.Context, c runConfig) error {
 	if err := serve(ctx, "metrics", c.MetricsAddr, metricsMux(m.Handler(), c.Pprof), log); err != nil {
 		return err
 	}
-	if err := serve(ctx, "health", c.HealthAddr, healthMux(alive, ctrl.HasSynced), log); err != nil {
+	if err := serve(ctx, "health", c.HealthAddr, healthMux(alive, ctrl), log); err != nil {
 		return err
 	}
 

@@ -54,9 +54,26 @@ func metricsMux(metrics http.Handler, withPprof bool) *http.ServeMux {
 	return mux
 }
 
-// healthMux serves /healthz (the process works: for the liveness probe) and /readyz (the
-// caches are synced: for the readiness probe).
-func healthMux(alive func(*http.Request) error, ready func() bool) *http.ServeMux {
+// readiness is what /readyz asks of the controller (*reconcile.Controller).
+type readiness interface {
+	// HasSynced: ready, the VM resource served and the caches synced.
+	HasSynced() bool
+	// Served: the VM resource is served, as far as the controller knows.
+	Served() bool
+}
+
+// notServed is /readyz's answer while the VM resource is not served. The controller says
+// served or not, not why: the log line "The VM resource is not served; waiting for it" has the
+// reason, which this names the causes of, so that whoever reads the probe's failure looks at
+// the CRD rather than at the caches (which, the resource gone, never sync).
+const notServed = "VM resource not served: its CRD is missing, does not serve the version or is not Established, " +
+	"or its schema no longer gives the field map in use (the log says which)"
+
+// healthMux serves /healthz (the process works: for the liveness probe) and /readyz (the VM
+// resource is served and the caches are synced: for the readiness probe). A 503 of /readyz
+// says which of the two is missing: the resource not served is the more telling, as the caches
+// of a resource that is not served do not sync either.
+func healthMux(alive func(*http.Request) error, ready readiness) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := alive(r); err != nil {
@@ -66,11 +83,14 @@ func healthMux(alive func(*http.Request) error, ready func() bool) *http.ServeMu
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
+		switch {
+		case ready.HasSynced():
+			fmt.Fprintln(w, "ok")
+		case !ready.Served():
+			http.Error(w, notServed, http.StatusServiceUnavailable)
+		default:
 			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
 		}
-		fmt.Fprintln(w, "ok")
 	})
 	return mux
 }
