@@ -141,6 +141,7 @@ func exercise(m *Metrics) {
 	m.SetLeader(true)
 	m.SetServed(true)
 	m.UsageSampled(cache.ObjectName{Namespace: "ns", Name: "vm"}, 0.25, 1<<20)
+	m.PassesToActive(2)
 
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "monitoring_test"})
