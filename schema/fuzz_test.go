@@ -629,9 +629,10 @@ func FuzzStatusPatch(f *testing.F) {
 				if fields.Migration == "" {
 					want.Migration = nil // a layout without the record
 				}
-				if st.Server != nil && st.Server.Usage == nil && old.Server != nil {
-					// Usage has a writer of its own: a status that carries none leaves the
-					// reported usage as it is.
+				if st.Server != nil && st.Server.Usage == nil && old.Server != nil && st.Phase == PhaseActive {
+					// Usage has a writer of its own: an Active VM's status that carries none
+					// leaves the reported usage as it is (one that is not Active reports
+					// none, and its write removes it).
 					srv := *st.Server
 					srv.Usage = old.Server.Usage
 					want.Server = &srv

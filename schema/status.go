@@ -360,6 +360,11 @@ func statusValues(f Fields, st Status, resourceVersion string) []pathValue {
 		} else {
 			values = append(values, usageRemoved(f)...)
 		}
+	case st.Phase != PhaseActive:
+		// A VM that is not Active reports no usage (its poller has stopped and dropped its
+		// series); an Active VM's usage is its poller's, which a reconcile's write leaves as
+		// it finds it.
+		values = append(values, usageRemoved(f)...)
 	}
 	if d := st.RootDisk; d != nil {
 		var capacity any

@@ -1023,8 +1023,11 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	if srv != nil {
 		st.Server = &schema.ServerStatus{Name: srv.Name, ID: srv.ID, State: srv.Detail}
 		d.where(st.Server, srv)
-		if cur := d.current.Server; cur != nil && cur.Usage != nil {
-			u := *cur.Usage // usage is reported by its own loop; keep it
+		// Usage is reported by its own loop, for an Active VM's server only: kept while the
+		// VM stays Active on the server it was sampled from, dropped otherwise (a VM that is
+		// not Active reports none, and the loop has dropped its series; docs/usage.md).
+		if cur := d.current.Server; cur != nil && cur.Usage != nil && phase == schema.PhaseActive && cur.ID == srv.ID {
+			u := *cur.Usage
 			st.Server.Usage = &u
 		}
 	}
