@@ -73,7 +73,8 @@ type facts struct {
 	// subresource, so the controller writes status through the main resource.
 	noStatus bool
 	// checks are check's rows, in order: the layout (when chosen), discovery, crd, fields,
-	// storage (under --root-disk claim), and one per RBAC rule.
+	// storage (under --root-disk claim), lease (a Lease in the watched namespace), and one
+	// per RBAC rule.
 	checks []checkResult
 }
 
@@ -145,6 +146,9 @@ func gather(ctx context.Context, cl apiClients, host string, t target) (facts, e
 	if t.claims {
 		f.checks = append(f.checks, checkStorage(ctx, cl.kube))
 	}
+	if r, ok := checkLeaseNamespace(t); ok {
+		f.checks = append(f.checks, r)
+	}
 	f.checks = append(f.checks, checkAccess(ctx, cl.kube, t.needs(), t.namespace, t.leaseNamespace)...)
 	return f, nil
 }
@@ -154,11 +158,7 @@ func gather(ctx context.Context, cl apiClients, host string, t target) (facts, e
 // class have their disks, and the others wait for theirs (WaitingForDisk) until a default is
 // set.
 func checkStorage(ctx context.Context, kube kubernetes.Interface) checkResult {
-	warn := func(format string, args ...any) checkResult {
-		r := pass("storage", format, args...)
-		r.warn = true
-		return r
-	}
+	warn := func(format string, args ...any) checkResult { return warning("storage", format, args...) }
 	list, err := kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return warn("cannot list StorageClasses to find the default one (%v): a VM that names no class gets its disk only if the cluster has a default", err)
@@ -177,6 +177,19 @@ func checkStorage(ctx context.Context, kube kubernetes.Interface) checkResult {
 		return pass("storage", "StorageClass %s is the cluster's default: the disk of a VM that names no class is made in it", defaults[0])
 	}
 	return pass("storage", "StorageClasses %s are marked default; Kubernetes makes a disk that names no class in the newest of them", strings.Join(defaults, ", "))
+}
+
+// checkLeaseNamespace warns, when there is a leader Lease, that it is in the one namespace
+// watched: deleting that namespace deletes the Lease (and the ServiceAccount of a controller
+// that runs there) along with the VMs, so the controller loses its Lease and exits before it
+// has removed their finalizers, and the namespace stays Terminating. It works until then,
+// hence a warning; ok is false when there is nothing to say.
+func checkLeaseNamespace(t target) (r checkResult, ok bool) {
+	if !t.leaderElect || t.namespace == "" || t.leaseNamespace != t.namespace {
+		return checkResult{}, false
+	}
+	return warning("lease", "the leader Lease is in %s, the namespace watched: deleting %s deletes the Lease, and the ServiceAccount of a controller that runs there, before the controller has removed its VMs' finalizers, and %s stays Terminating; run the controller in a namespace of its own (--lease-namespace; manifests --namespace vm-controller --watch-namespace %s)",
+		t.namespace, t.namespace, t.namespace, t.namespace), true
 }
 
 // defaultClassAnnotation marks a StorageClass as the cluster's default.
@@ -229,7 +242,7 @@ func (g *gatherer) fieldMap(ctx context.Context) (fields schema.Fields, chosen *
 
 // checkResult is one row of the check table.
 type checkResult struct {
-	name    string // fieldmap, discovery, crd, fields, rbac
+	name    string // fieldmap, discovery, crd, fields, storage, lease, rbac
 	ok      bool
 	warn    bool   // passed, with a caveat the detail names (ok is true)
 	skipped bool   // not run because a check it needs failed
@@ -252,6 +265,13 @@ func (r checkResult) result() string {
 
 func pass(name, format string, args ...any) checkResult {
 	return checkResult{name: name, ok: true, detail: fmt.Sprintf(format, args...)}
+}
+
+// warning is a check that passed with a caveat, which the detail names.
+func warning(name, format string, args ...any) checkResult {
+	r := pass(name, format, args...)
+	r.warn = true
+	return r
 }
 
 func fail(name, format string, args ...any) checkResult {

@@ -80,6 +80,8 @@ func TestGather(t *testing.T) {
 		claims   bool            // --root-disk claim
 		classes  map[string]bool // the server's StorageClasses (default or not); nil: the test's default
 		deny     string          // a verb RBAC denies
+		watch    string          // the one namespace watched; "" for all
+		lease    string          // --leader-elect with the Lease in this namespace; "" for none
 		rows     string          // the rows' names and results
 		noStatus bool
 		reads    int    // GETs of the CRD
@@ -105,6 +107,14 @@ func TestGather(t *testing.T) {
 			rows: "discovery pass,crd pass,fields pass,storage WARN,rbac pass", reads: 1},
 		"claims, classes not listed": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, claims: true, classes: map[string]bool{},
 			rows: "discovery pass,crd pass,fields pass,storage WARN,rbac pass", reads: 1},
+		// Deleting vms would delete the Lease before the controller removed its VMs'
+		// finalizers, and vms would stay Terminating.
+		"the Lease in the namespace watched": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, watch: "vms", lease: "vms",
+			rows: "discovery pass,crd pass,fields pass,lease WARN,rbac pass", reads: 1},
+		"the Lease in a namespace of its own": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, watch: "vms", lease: "vm-controller",
+			rows: "discovery pass,crd pass,fields pass,rbac pass", reads: 1},
+		"the Lease, every namespace watched": {gvr: ownGVR, crd: ownCRDFile, watchCRD: true, lease: "vms",
+			rows: "discovery pass,crd pass,fields pass,rbac pass", reads: 1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -127,7 +137,8 @@ func TestGather(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := gather(context.Background(), cl, cfg.Host, target{gvr: tc.gvr, watchCRD: tc.watchCRD, claims: tc.claims})
+			f, err := gather(context.Background(), cl, cfg.Host, target{gvr: tc.gvr, watchCRD: tc.watchCRD, claims: tc.claims,
+				namespace: tc.watch, leaderElect: tc.lease != "", leaseNamespace: tc.lease})
 			if got := errString(err); got != tc.err {
 				t.Fatalf("error %q, want %q", got, tc.err)
 			}

@@ -42,7 +42,7 @@ type manifestsConfig struct {
 func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 	flags := append(c.resourceFlags.gvrFlags(),
 		installNamespaceFlag(&c.Namespace, "namespace the controller runs in (created unless default or kube-system)"),
-		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces", EnvVars: env("WATCH_NAMESPACE"), Destination: &c.WatchNamespace},
+		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces. It must not be --namespace: deleting it would take the controller's ServiceAccount and Lease before the VMs' finalizers are removed", EnvVars: env("WATCH_NAMESPACE"), Destination: &c.WatchNamespace},
 		&cli.StringFlag{Name: "image", Value: imageRepository + ":" + imageTag(version), Usage: "the controller's container image", EnvVars: env("IMAGE"), Destination: &c.Image},
 		&cli.IntFlag{Name: "replicas", Value: 2, Usage: "replicas; one leads, the others stand by", EnvVars: env("REPLICAS"), Destination: &c.Replicas},
 		watchNodesFlag(&c.WatchNodes, "grant read access to nodes and run with --watch-nodes (lost nodes show as Unknown)"),
@@ -88,6 +88,9 @@ func (c manifestsConfig) Validate() error {
 	if err := validLabel("watch-namespace", c.WatchNamespace); err != nil {
 		return err
 	}
+	if err := ownNamespace(c.Namespace, c.WatchNamespace); err != nil {
+		return err
+	}
 	if c.Replicas < 1 {
 		return fmt.Errorf("--replicas must be at least 1, got %d", c.Replicas)
 	}
@@ -118,6 +121,23 @@ func (c manifestsConfig) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ownNamespace refuses a controller installed in the namespace it watches. Deleting that
+// namespace deletes the controller's ServiceAccount and its Lease along with the VMs: the
+// controller is refused (Unauthorized), loses its Lease and exits before it has removed the
+// VMs' finalizers, so the namespace stays Terminating for good. Installed elsewhere, the
+// controller sees the namespace go and lets its VMs go with it (reconcile/namespaces.go).
+func ownNamespace(namespace, watchNamespace string) error {
+	if watchNamespace == "" || watchNamespace != namespace {
+		return nil
+	}
+	own := deploy.DefaultNamespace
+	if own == watchNamespace {
+		own = watchNamespace + "-controller"
+	}
+	return fmt.Errorf("--namespace %s is the namespace --watch-namespace watches: deleting it would delete the controller's ServiceAccount and Lease before the controller removed its VMs' finalizers, and it would stay Terminating; install the controller in a namespace of its own, such as --namespace %s --watch-namespace %s",
+		namespace, own, watchNamespace)
 }
 
 // printManifests renders everything to deploy and prints it.

@@ -17,7 +17,7 @@ import (
 func TestManifestsConfigValidate(t *testing.T) {
 	tests := map[string]validateCase{
 		"defaults":        {},
-		"one namespace":   {args: []string{"--namespace", "vms", "--watch-namespace", "vms"}},
+		"one namespace":   {args: []string{"--namespace", "vm-controller", "--watch-namespace", "vms"}},
 		"api version":     {[]string{"--api-version", "v1"}, "api version", `api version "v1": want group/version, such as cloudnative.czs/v1alpha1`},
 		"root disk":       {[]string{"--root-disk", "pvc"}, "--root-disk", `--root-disk "pvc": want claim or ephemeral`},
 		"ephemeral":       {args: []string{"--root-disk", "ephemeral"}},
@@ -35,6 +35,12 @@ func TestManifestsConfigValidate(t *testing.T) {
 		"another group, a map file":   {args: []string{"--api-version", "compute.example.org/v1", "--watch-crd=false", "--schema-file", "/nonexistent.yaml"}},
 		"another group, neither": {[]string{"--api-version", "compute.example.org/v1", "--watch-crd=false"}, "--watch-crd",
 			"--watch-crd=false grants no read of CRD virtualmachines.compute.example.org, from whose schema run chooses the field map of compute.example.org/v1 without --schema-file: give --schema-file, or keep --watch-crd"},
+		// Deleting vms would delete the controller's ServiceAccount and Lease first: the
+		// controller exited before removing its VMs' finalizers, and vms stayed Terminating.
+		"one namespace, the controller in it": {[]string{"--namespace", "vms", "--watch-namespace", "vms"}, "--watch-namespace",
+			"--namespace vms is the namespace --watch-namespace watches: deleting it would delete the controller's ServiceAccount and Lease before the controller removed its VMs' finalizers, and it would stay Terminating; install the controller in a namespace of its own, such as --namespace vm-controller --watch-namespace vms"},
+		"the default namespace watched": {[]string{"--watch-namespace", "vm-controller"}, "--watch-namespace",
+			"--namespace vm-controller is the namespace --watch-namespace watches: deleting it would delete the controller's ServiceAccount and Lease before the controller removed its VMs' finalizers, and it would stay Terminating; install the controller in a namespace of its own, such as --namespace vm-controller-controller --watch-namespace vm-controller"},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &manifestsConfig{}

@@ -81,8 +81,14 @@ type Webhook struct {
 // default); the Service maps Webhook.Port to it.
 const WebhookListenPort = 9443
 
-// Render returns the manifests as one YAML stream, in the order kubectl apply needs them.
+// Render returns the manifests as one YAML stream, in the order kubectl apply needs them. It
+// refuses a controller installed in the namespace it watches: deleting that namespace would
+// delete the controller's ServiceAccount and Lease before the controller removed its VMs'
+// finalizers, and the namespace would never finish terminating.
 func Render(o Options) ([]byte, error) {
+	if o.WatchNamespace != "" && o.WatchNamespace == o.Namespace {
+		return nil, fmt.Errorf("the controller's namespace %s is the one it watches: install it in a namespace of its own", o.Namespace)
+	}
 	needs := access.Needs{GVR: o.GVR, WatchNodes: o.WatchNodes, LeaderElect: true, WatchCRD: o.WatchCRD, Usage: o.Usage, Disks: o.Disks, Namespace: o.WatchNamespace}
 	var objs []any
 	if o.Namespace != "default" && o.Namespace != "kube-system" {
@@ -128,7 +134,8 @@ func Render(o Options) ([]byte, error) {
 
 // rbac turns the rules into roles. Cluster-scoped resources need a ClusterRole; namespaced
 // ones go into a ClusterRole only when every namespace is watched, otherwise into a Role in
-// the watched namespace; the leader Lease lives in the controller's own namespace.
+// the watched namespace; the leader Lease lives in the controller's own namespace, never the
+// watched one (Render).
 func rbac(account string, lbl map[string]string, namespace, watchNamespace string, rules []access.Rule) []any {
 	var cluster, watched, own []rbacv1.PolicyRule
 	for _, r := range rules {
@@ -167,9 +174,6 @@ func rbac(account string, lbl map[string]string, namespace, watchNamespace strin
 			&rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: m(account, ns),
 				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: account}, Subjects: subject},
 		}
-	}
-	if watchNamespace != "" && watchNamespace == namespace {
-		return append(out, role(namespace, append(watched, own...))...)
 	}
 	if len(watched) > 0 {
 		out = append(out, role(watchNamespace, watched)...)

@@ -20,9 +20,9 @@ var vms = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alph
 func TestRenderGolden(t *testing.T) {
 	cases := map[string]Options{
 		"default": {GVR: vms, Namespace: DefaultNamespace, Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true},
-		// One namespace, no nodes, no CRD, no disks (their StorageClasses are cluster-wide):
-		// nothing cluster-scoped at all.
-		"namespaced": {GVR: vms, Namespace: "vms", WatchNamespace: "vms", Image: "vm-controller:v1", Replicas: 2},
+		// One namespace, from a namespace of its own; no nodes, no CRD, no disks (their
+		// StorageClasses are cluster-wide): nothing cluster-scoped but the watched Namespace.
+		"namespaced": {GVR: vms, Namespace: DefaultNamespace, WatchNamespace: "vms", Image: "vm-controller:v1", Replicas: 2},
 		"other-group": {GVR: schema.GroupVersionResource{Group: "compute.example.org", Version: "v1", Resource: "machines"},
 			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true,
 			Args: []string{"--server-image=registry.example.org/server:2"}, FieldMap: []byte("# the field map of Machines\nspec: {}\n")},
@@ -52,5 +52,16 @@ func TestRenderGolden(t *testing.T) {
 			}
 			golden.Check(t, filepath.Join("..", "testdata", "manifests", name+".golden"), got)
 		})
+	}
+}
+
+// TestRenderRefusesTheWatchedNamespace: a controller installed in the namespace it watches
+// is refused. Deleting that namespace deleted the controller's ServiceAccount and Lease first:
+// the controller was refused, lost its Lease and exited before it removed the VMs'
+// finalizers, and the namespace stayed Terminating.
+func TestRenderRefusesTheWatchedNamespace(t *testing.T) {
+	_, err := Render(Options{GVR: vms, Namespace: "vms", WatchNamespace: "vms", Image: "vm-controller:v1", Replicas: 2})
+	if want := "the controller's namespace vms is the one it watches: install it in a namespace of its own"; err == nil || err.Error() != want {
+		t.Errorf("Render = %v, want %q", err, want)
 	}
 }
