@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cloudnative-czs/vm-controller/access"
 	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/deploy"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -51,7 +52,7 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 		&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default", EnvVars: env("SERVER_IMAGE"), Destination: &c.ServerImage},
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
 		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)"),
-		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants only list, watch, patch and delete on PersistentVolumeClaims (the claims made before, kept or deleted as their reclaim policy says)"),
+		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants only "+ephemeralClaimVerbs()+" on PersistentVolumeClaims (the claims made before, kept or deleted as their reclaim policy says)"),
 		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve", EnvVars: env("WEBHOOK_REPLICAS"), Destination: &c.WebhookReplicas},
 	)
 	return &cli.Command{
@@ -61,6 +62,26 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 		OnUsageError: usageError,
 		Action:       action(c, noArgs, func(cc *cli.Context) error { return printManifests(cc, *c) }),
 	}
+}
+
+// ephemeralClaimVerbs are the verbs on PersistentVolumeClaims the RBAC grants under
+// --root-disk ephemeral ("get, list, watch, patch and delete"), read from access, which the
+// manifests grant: --help once left out get.
+func ephemeralClaimVerbs() string {
+	for _, r := range access.Rules(access.Needs{Disks: false}) {
+		if r.Group == "" && r.Resource == "persistentvolumeclaims" {
+			return andList(r.Verbs)
+		}
+	}
+	return "nothing"
+}
+
+// andList is "a, b and c".
+func andList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // Validate checks the flags that can be checked without reading a file; each error names
