@@ -11,14 +11,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/tidwall/gjson"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/access"
 	"github.com/cloudnative-czs/vm-controller/crds"
@@ -116,7 +119,13 @@ func gather(ctx context.Context, cl apiClients, host string, t target) (facts, e
 		// The map was chosen by the CRD's schema: say which, before the checks that use it.
 		f.checks = append(f.checks, pass("fieldmap", "%s", f.layout.Why))
 	}
-	disc, answered := checkDiscovery(cl.kube, host, t.gvr)
+	// The CRD may say why a group's version is not served; it is read for that only where
+	// it is read anyway (--watch-crd, or a field map chosen from it).
+	var readCRD func() ([]byte, error)
+	if t.watchCRD || !t.fieldsFromFlags() {
+		readCRD = func() ([]byte, error) { return g.crd(ctx) }
+	}
+	disc, answered := checkDiscovery(ctx, cl.kube, host, t.gvr, readCRD)
 	f.checks = append(f.checks, disc)
 	if !disc.ok && !answered {
 		for _, n := range []string{"crd", "fields", "rbac"} {
@@ -279,11 +288,15 @@ func fail(name, format string, args ...any) checkResult {
 }
 
 // checkDiscovery checks that the cluster at host answers (answered) and serves the resource
-// (ok).
-func checkDiscovery(kube kubernetes.Interface, host string, gvr k8sschema.GroupVersionResource) (r checkResult, answered bool) {
+// (ok). When it does not serve the version, readCRD, unless nil, reads the resource's CRD to
+// say why.
+func checkDiscovery(ctx context.Context, kube kubernetes.Interface, host string, gvr k8sschema.GroupVersionResource, readCRD func() ([]byte, error)) (r checkResult, answered bool) {
 	list, err := kube.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if err != nil {
 		if apierrors.IsNotFound(err) || strings.Contains(err.Error(), "the server could not find the requested resource") {
+			if served := servedVersions(ctx, kube, gvr.Group); len(served) > 0 {
+				return fail("discovery", "%s", versionNotServed(host, gvr, served, readCRD)), true
+			}
 			return fail("discovery", "the cluster at %s does not serve %s: install the CRD first (vm-controller crds | kubectl apply -f -)", host, gvr.GroupVersion()), true
 		}
 		if apierrors.IsUnauthorized(err) {
@@ -300,6 +313,79 @@ func checkDiscovery(kube kubernetes.Interface, host string, gvr k8sschema.GroupV
 		}
 	}
 	return fail("discovery", "the cluster at %s serves %s but no resource %q in it", host, gvr.GroupVersion(), gvr.Resource), true
+}
+
+// servedVersions are the versions the cluster serves of group, asked of discovery
+// (/apis/GROUP); none when it serves none of them, or cannot say.
+func servedVersions(ctx context.Context, kube kubernetes.Interface, group string) []string {
+	rc := kube.Discovery().RESTClient()
+	if rc == nil {
+		return nil
+	}
+	var g metav1.APIGroup
+	if err := rc.Get().AbsPath("/apis", group).Do(ctx).Into(&g); err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(g.Versions))
+	for _, v := range g.Versions {
+		out = append(out, v.Version)
+	}
+	return out
+}
+
+// versionNotServed says why the cluster at host serves gvr's group in the versions served
+// and not in gvr's, and what serves it. "Install the CRD" would be wrong: the CRD is there.
+// The CRD, when readCRD can read it, tells a version set served: false from one it lacks;
+// this project's CRD lacks v1 in its plain form, which only the form with webhook conversion
+// has (docs/versions.md).
+func versionNotServed(host string, gvr k8sschema.GroupVersionResource, served []string, readCRD func() ([]byte, error)) string {
+	name, version := crds.Name(gvr), gvr.Version
+	head := fmt.Sprintf("the cluster at %s serves %s in %s, not %s", host, gvr.Group, strings.Join(served, ", "), version)
+	another := fmt.Sprintf("give --api-version %s/%s", gvr.Group, served[0])
+	webhookForm := fmt.Sprintf("run the webhook and apply that form (vm-controller crds --conversion webhook --namespace NS | kubectl apply -f -; docs/versions.md), or %s", another)
+	ownWebhookVersion := gvr.Group == schema.Group && webhookOnly(version)
+	var def []byte
+	var err error
+	if readCRD != nil {
+		def, err = readCRD()
+	}
+	switch {
+	case (readCRD == nil || err != nil) && ownWebhookVersion:
+		return fmt.Sprintf("%s: %s is only in the form of CRD %s with webhook conversion (unless that form is applied with %s served: false): %s", head, version, name, version, webhookForm)
+	case readCRD == nil || err != nil:
+		return fmt.Sprintf("%s: CRD %s has no version %s, or sets it served: false: %s, or serve %s in the CRD", head, name, version, another, version)
+	case !gjson.GetBytes(def, fmt.Sprintf("spec.versions.#(name==%q)", version)).Exists() && ownWebhookVersion:
+		return fmt.Sprintf("%s: CRD %s is in its plain form, without %s, which only its form with webhook conversion has: %s", head, name, version, webhookForm)
+	case !gjson.GetBytes(def, fmt.Sprintf("spec.versions.#(name==%q)", version)).Exists():
+		return fmt.Sprintf("%s: CRD %s has no version %s: %s, or add %s to the CRD", head, name, version, another, version)
+	case !gjson.GetBytes(def, fmt.Sprintf("spec.versions.#(name==%q).served", version)).Bool():
+		return fmt.Sprintf("%s: CRD %s has %s with served: false: set it served: true (kubectl edit crd %s), or %s", head, name, version, name, another)
+	}
+	if err := crds.Served(def, version); err != nil {
+		return fmt.Sprintf("%s: %v", head, err)
+	}
+	return fmt.Sprintf("%s: CRD %s serves it, and discovery does not list it yet: try again", head, name)
+}
+
+// webhookOnly says whether version is in the form of this project's CRD with webhook
+// conversion and not in its plain form, which `vm-controller crds` prints (v1).
+func webhookOnly(version string) bool {
+	all, err := crds.Versions()
+	if err != nil || !slices.Contains(all, version) {
+		return false
+	}
+	plain, err := crds.YAML()
+	if err != nil {
+		return false
+	}
+	for _, doc := range strings.Split(string(plain), "\n---\n") {
+		def, err := sigsyaml.YAMLToJSON([]byte(doc))
+		if err != nil || gjson.GetBytes(def, "metadata.name").String() != crds.DefaultName {
+			continue
+		}
+		return !gjson.GetBytes(def, fmt.Sprintf("spec.versions.#(name==%q)", version)).Exists()
+	}
+	return false
 }
 
 // judgeCRD is the verdict on the CRD read, as JSON: it serves the version (as the
