@@ -61,14 +61,17 @@ build:
 run: tools
 	cluster/run.sh $(ARGS)
 
+# tools/image is its own module, run from its directory; its paths are absolute, so that the
+# tarballs it prints can be passed on as printed (kind load image-archive, crane push) from
+# the checkout's root, or from anywhere.
 image:
 	@for arch in $(IMAGE_ARCHS); do \
 		echo "go build linux/$$arch"; \
 		GOOS=linux GOARCH=$$arch $(STATIC) -o bin/image/linux-$$arch/vm-controller . || exit 1; \
 	done
-	cd tools/image && go run . -version '$(VERSION)' -out ../../bin/image -created '$(SOURCE_DATE_EPOCH)' \
+	cd tools/image && go run . -version '$(VERSION)' -out '$(CURDIR)/bin/image' -created '$(SOURCE_DATE_EPOCH)' \
 		$(if $(CA_BUNDLE),-ca-bundle '$(CA_BUNDLE)') \
-		$(foreach a,$(IMAGE_ARCHS),-binary $(a)=../../bin/image/linux-$(a)/vm-controller)
+		$(foreach a,$(IMAGE_ARCHS),-binary '$(a)=$(CURDIR)/bin/image/linux-$(a)/vm-controller')
 
 release:
 	VERSION='$(VERSION)' tools/release/release.sh
