@@ -113,10 +113,18 @@ func watchNodesFlag(dst *bool, usage string) cli.Flag {
 	return &cli.BoolFlag{Name: "watch-nodes", Value: true, Usage: usage, EnvVars: env("WATCH_NODES"), Destination: dst}
 }
 
-// watchCRDFlag is --watch-crd: run, check, manifests.
+// watchCRDFlag is --watch-crd: run, check, manifests. Each command's usage is followed by
+// watchCRDRelayout, which the watch does whichever command sets it up.
 func watchCRDFlag(dst *bool, usage string) cli.Flag {
-	return &cli.BoolFlag{Name: "watch-crd", Value: true, Usage: usage, EnvVars: env("WATCH_CRD"), Destination: dst}
+	return &cli.BoolFlag{Name: "watch-crd", Value: true, Usage: usage + ". " + watchCRDRelayout, EnvVars: env("WATCH_CRD"), Destination: dst}
 }
+
+// watchCRDRelayout says what the CRD watch does to a field map chosen from the CRD's schema:
+// the controller reads every VM with the layout chosen as it started, and one the schema no
+// longer gives would misread them (a VM's reclaim policy not read, its disk deleted with it),
+// so the watch stops the controller for a restart to choose again, and without the watch only
+// a restart sees the change (docs/field-maps-and-versions.md).
+const watchCRDRelayout = "With a field map chosen from the CRD's schema (another group, without --schema-file), the watch also stops the controller (exit 1) when the schema no longer gives that map, so that a restart chooses again; without the watch, restart the controller after changing the CRD's schema"
 
 func leaderElectFlag(dst *bool, usage string) cli.Flag {
 	return &cli.BoolFlag{Name: "leader-elect", Usage: usage, EnvVars: env("LEADER_ELECT"), Destination: dst}
