@@ -249,10 +249,21 @@ type runClients struct {
 // client had a pool of connections of its own, a VM's writes and its pod's create went over
 // two connections where one would do, and each pool opened its own as a burst began (a TLS
 // handshake each, in the controller's profile of a burst; docs/dev/benchmarks.md).
-func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int) (runClients, error) {
-	hc, err := rest.HTTPClientFor(cfg)
+//
+// With a fence (leader election), every client but the Lease's goes over an HTTP client
+// whose transport refuses writes while the fence is closed (leader.go), at the last point
+// before a request leaves the process, whichever client, informer or Event sink makes it.
+// The Lease's goes over the same transport without it: a renewal is what opens the fence.
+func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int, f *fence) (runClients, error) {
+	leaseHC, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return runClients{}, fmt.Errorf("make HTTP client: %w", err)
+	}
+	hc := leaseHC
+	if f != nil {
+		fenced := *leaseHC
+		fenced.Transport = f.wrap(leaseHC.Transport)
+		hc = &fenced
 	}
 	api, err := apiClientsOver(cfg, hc)
 	if err != nil {
@@ -281,7 +292,7 @@ func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int) (runClien
 	if err != nil {
 		return runClients{}, fmt.Errorf("make usage client: %w", err)
 	}
-	lease, err := kubernetes.NewForConfigAndClient(unlimited(cfg), hc)
+	lease, err := kubernetes.NewForConfigAndClient(unlimited(cfg), leaseHC)
 	if err != nil {
 		return runClients{}, fmt.Errorf("make lease client: %w", err)
 	}

@@ -168,7 +168,7 @@ func TestRunClientsShareConnections(t *testing.T) {
 		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
 	http1(cfg)
 	limitQPS(cfg, 0, 100)
-	cl, err := newRunClients(cfg, 0, 100)
+	cl, err := newRunClients(cfg, 0, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestRunClientsLeaseOutsideBucket(t *testing.T) {
 	cfg := &rest.Config{Host: srv.URL}
 	limitQPS(cfg, 5, 10) // --qps 5 --burst 10
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
-	cl, err := newRunClients(cfg, 20, 40)
+	cl, err := newRunClients(cfg, 20, 40, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

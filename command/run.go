@@ -276,7 +276,15 @@ func run(cc *cli.Context, c runConfig) error {
 	// metrics hooks once.
 	m := metrics.New()
 	m.SetReconcileTimeout(c.ReconcileTimeout)
-	cl, err := newRunClients(cfg, c.UsageQPS, c.UsageBurst)
+	// A leader's writes are fenced by the freshness of its Lease (leader.go): one paused past
+	// the Lease that resumes after another took over writes nothing it decided on before.
+	var wf *fence
+	var fenceCheck func() error
+	if c.LeaderElect {
+		wf = newFence(c.RenewDeadline, systemClock(), m.FencedWrite)
+		fenceCheck = wf.Check
+	}
+	cl, err := newRunClients(cfg, c.UsageQPS, c.UsageBurst, wf)
 	if err != nil {
 		return err
 	}
@@ -327,6 +335,7 @@ func run(cc *cli.Context, c runConfig) error {
 		// Without the subresource, status goes through the main resource.
 		NoStatusSubresource: noStatus,
 		Namespaces:          reconcile.NewNamespaceWatch(cl.proto, c.Namespace, log),
+		Fence:               fenceCheck,
 	})
 	m.CountPhases(ctrl.PhaseCounts)
 	log.Info("Starting vm-controller", "version", cc.App.Version, "host", cfg.Host, "resource", gvr.String(),
@@ -353,7 +362,7 @@ func run(cc *cli.Context, c runConfig) error {
 	}
 	if c.LeaderElect {
 		e := election{name: c.LeaseName, namespace: t.leaseNamespace, identity: c.HolderIdentity,
-			lease: c.LeaseDuration, renew: c.RenewDeadline, retry: c.RetryPeriod}
+			lease: c.LeaseDuration, renew: c.RenewDeadline, retry: c.RetryPeriod, fence: wf}
 		if e.identity == "" {
 			e.identity = defaultIdentity()
 		}

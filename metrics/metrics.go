@@ -36,6 +36,7 @@ type Metrics struct {
 	cpuUsage          *prometheus.GaugeVec
 	memoryUsage       *prometheus.GaugeVec
 	passesToActive    prometheus.Histogram
+	fencedWrites      prometheus.Counter
 }
 
 var hooks sync.Once
@@ -47,7 +48,7 @@ func New() *Metrics {
 	m := &Metrics{
 		registry: reg,
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "reconcile_total",
-			Help: "Reconciles by result: success, requeue (success, look again later), conflict (decided on a stale object; retried), error (retried with backoff), timeout (cut off at --reconcile-timeout; retried with backoff), panic (recovered; retried with backoff)."},
+			Help: "Reconciles by result: success, requeue (success, look again later), conflict (decided on a stale object; retried), error (retried with backoff), timeout (cut off at --reconcile-timeout; retried with backoff), panic (recovered; retried with backoff), fenced (this replica's Lease was not renewed in time: nothing more written; looked at again shortly)."},
 			[]string{"result"}),
 		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconcile_duration_seconds",
 			Help: "Time to gather, decide and apply one VM, by result.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)},
@@ -67,8 +68,10 @@ func New() *Metrics {
 	m.passesToActive = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconcile_passes_to_active",
 		Help:    "Reconciles a VM took through the queue, from its first to the one that made it Active. The wait of each in the queue is workqueue_queue_duration_seconds{name=\"virtualmachines\"}.",
 		Buckets: []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}})
+	m.fencedWrites = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "fenced_writes_total",
+		Help: "API writes refused before they left the process because this replica's last renewal of the leader Lease was older than --renew-deadline: it may have been paused while another replica took over."})
 	m.served.Set(1)
-	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served, m.reconcileTimeout, m.cpuUsage, m.memoryUsage, m.passesToActive,
+	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served, m.reconcileTimeout, m.cpuUsage, m.memoryUsage, m.passesToActive, m.fencedWrites,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	q := newQueueMetrics()
@@ -96,6 +99,11 @@ func (m *Metrics) Reconciled(result string, took time.Duration) {
 	m.reconciles.WithLabelValues(result).Inc()
 	m.reconcileDuration.WithLabelValues(result).Observe(took.Seconds())
 }
+
+// FencedWrite counts one write refused by the leader fence. A leader that counts them has
+// been paused or cut off from the API server for about the Lease's length: writes it decided
+// on before were kept from overwriting the next leader's.
+func (m *Metrics) FencedWrite() { m.fencedWrites.Inc() }
 
 // SetLeader records whether this replica leads.
 func (m *Metrics) SetLeader(leading bool) {

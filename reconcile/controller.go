@@ -108,6 +108,14 @@ type Config struct {
 	// until its own deletion, then only released, with no status written (namespaces.go).
 	// Nil: every namespace is taken as live.
 	Namespaces Namespaces
+	// Fence, if set, says whether this replica may still write: nil while it may, else an
+	// error wrapping ErrFenced (a leader whose Lease has not been renewed within the renew
+	// deadline: it may have been paused while another replica took over). Each decision round
+	// asks it first, so that no round decides on state that another leader may have changed
+	// since; the writes themselves are refused below the clients whatever a round asks. A
+	// reconcile that meets ErrFenced, from here or from a write, is looked at again after
+	// fencedWait, not retried with backoff. Nil: no fence (no leader election).
+	Fence func() error
 }
 
 // Observer receives the outcome of each reconcile, for metrics.
@@ -138,6 +146,9 @@ type Controller struct {
 	echoes     *echoes
 	passes     *passCounter
 	reconciles atomic.Uint64
+	// fenced is set while writes are fenced (Config.Fence) and the loop has said so: one
+	// line per episode, not one per VM.
+	fenced atomic.Bool
 }
 
 // New builds a controller; nothing runs until Start (the informers, on every replica) and
@@ -182,7 +193,7 @@ func New(cfg Config) *Controller {
 	if reader, ok := cfg.Backend.(backend.UsageReader); ok && cfg.Usage.Interval > 0 {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
-			get:   c.liveView, observer: cfg.UsageObserver, now: cfg.Now, log: cfg.Logger, lastWrite: map[cache.ObjectName]time.Time{},
+			get:   c.liveView, observer: cfg.UsageObserver, now: cfg.Now, log: fencedQuiet{cfg.Logger}, lastWrite: map[cache.ObjectName]time.Time{},
 			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil, nil) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
@@ -552,6 +563,19 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 		retry(key)
 		c.log.Error("Reconcile panicked; will retry", "vm", key.String(), "reconcileID", id, "panic", fmt.Sprint(p.value),
 			"retries", c.queue.NumRequeues(key), "stack", string(p.stack))
+	case errors.Is(err, ErrFenced):
+		// This replica may no longer lead: nothing more was written, and the VM is looked at
+		// again shortly, not after its backoff (a renewal reopens the fence; a lost Lease
+		// ends the process, and the next leader's list queues the VM anyway). One line
+		// says the fence closed, not one per VM.
+		result = "fenced"
+		requeue(key, fencedWait)
+		if c.fenced.CompareAndSwap(false, true) {
+			c.log.Info("Writes fenced: the leader Lease was not renewed in time; holding reconciles until it is", "error", err)
+		}
+		if debug {
+			log.Debug("Fenced; will look again", "after", fencedWait, "error", err)
+		}
 	case timedOut:
 		result = "timeout"
 		retry(key)
@@ -585,10 +609,44 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 			log.Debug("Reconciled", "duration", took)
 		}
 	}
+	if result != "fenced" && c.cfg.Fence == nil {
+		c.fenced.Store(false) // without Config.Fence, a write's refusal is all that says so
+	}
 	if c.cfg.Observer != nil {
 		c.cfg.Observer.Reconciled(result, took)
 	}
 	return true
+}
+
+// fencedWait is how long a reconcile that met the fence waits to be looked at again: about
+// the retry period of a renewal that was late, not the growing backoff of an error.
+const fencedWait = time.Second
+
+// checkFence is nil when this replica may write (Config.Fence), else the fence's error. An
+// open fence after a closed one ends the episode the loop logged.
+func (c *Controller) checkFence() error {
+	if c.cfg.Fence == nil {
+		return nil
+	}
+	err := c.cfg.Fence()
+	if err == nil && c.fenced.CompareAndSwap(true, false) {
+		c.log.Info("Writes no longer fenced: the leader Lease was renewed")
+	}
+	return err
+}
+
+// fencedQuiet is the usage poller's logger with a write refused by the fence at debug: the
+// workers say once that the fence closed, and the VM is sampled again on its schedule.
+type fencedQuiet struct{ *slog.Logger }
+
+func (l fencedQuiet) Warn(msg string, args ...any) {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, ErrFenced) {
+			l.Debug(msg, args...)
+			return
+		}
+	}
+	l.Logger.Warn(msg, args...)
 }
 
 // panicked is a reconcile that panicked: what it panicked with, and the stack where it did.
@@ -684,6 +742,13 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	var last *written // the VM as the last of them returned it
 	var after time.Duration
 	for round := 1; ; round++ {
+		// A round decides on what this replica last saw or wrote: once it may no longer
+		// lead, another leader may have changed the VM or its disk since, and the round's
+		// writes would put that back (Config.Fence).
+		if err := c.checkFence(); err != nil {
+			c.echoes.expect(key, rvs, last, from)
+			return 0, err
+		}
 		owner := ownerOf(vm)
 		srv, err := c.cfg.Backend.Observe(owner)
 		if err != nil {

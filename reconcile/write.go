@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,6 +14,12 @@ import (
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
+
+// ErrFenced is the error of a write refused before it left the process, because this
+// replica can no longer be sure it leads: its last renewal of the leader Lease is older than
+// the renew deadline, and another replica may lead already (command/leader.go's fence).
+// Whatever the write was decided on may be stale; nothing of it reached the API server.
+var ErrFenced = errors.New("write fenced: this replica may no longer hold the leader Lease")
 
 // vmWriter writes VMs: a merge patch of one VM, or of its status through the subresource,
 // answered with the VM as the write left it, so that a reconcile carries on from that

@@ -1,0 +1,315 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/cloudnative-czs/vm-controller/reconcile"
+)
+
+// testClock is a fenceClock the test moves: each clock on its own, as a paused virtual
+// machine's can part.
+type testClock struct {
+	mu   sync.Mutex
+	mono time.Duration
+	wall time.Time
+}
+
+func newTestClock() *testClock { return &testClock{wall: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *testClock) clock() fenceClock {
+	return fenceClock{
+		mono: func() time.Duration { c.mu.Lock(); defer c.mu.Unlock(); return c.mono },
+		wall: func() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.wall },
+	}
+}
+
+// advance moves the monotonic clock by mono and the wall clock by wall.
+func (c *testClock) advance(mono, wall time.Duration) {
+	c.mu.Lock()
+	c.mono += mono
+	c.wall = c.wall.Add(wall)
+	c.mu.Unlock()
+}
+
+// fakeLock is a Lease lock whose Create and Update take as long as the test says, and fail
+// when it says.
+type fakeLock struct {
+	resourcelock.Interface // nil: only Create, Update and Identity are called
+	clock                  *testClock
+	took                   time.Duration
+	fail                   error
+}
+
+func (l *fakeLock) Identity() string { return "me" }
+
+func (l *fakeLock) Create(_ context.Context, _ resourcelock.LeaderElectionRecord) error {
+	l.clock.advance(l.took, l.took)
+	return l.fail
+}
+
+func (l *fakeLock) Update(_ context.Context, _ resourcelock.LeaderElectionRecord) error {
+	l.clock.advance(l.took, l.took)
+	return l.fail
+}
+
+// okTransport answers every request, counting them.
+type okTransport struct{ sent atomic.Int32 }
+
+func (t *okTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.sent.Add(1)
+	if r.Body != nil {
+		_ = r.Body.Close()
+	}
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+}
+
+// TestFence: writes go out only within --renew-deadline of the sending of this replica's last
+// successful renewal of the Lease, by both clocks; reads always. Before its first renewal, a
+// standby writes nothing; a renewal that failed, or the release (no holder), opens nothing.
+func TestFence(t *testing.T) {
+	const renew = 3 * time.Second
+	clk := newTestClock()
+	var refused atomic.Int32
+	f := newFence(renew, clk.clock(), func() { refused.Add(1) })
+	lock := &fakeLock{clock: clk, took: 500 * time.Millisecond}
+	fl := fencedLock{Interface: lock, fence: f}
+	next := &okTransport{}
+	rt := f.wrap(next)
+	ctx := context.Background()
+
+	send := func(method string) error {
+		req := httptest.NewRequest(method, "https://api/apis/x/v1/namespaces/a/things/b", strings.NewReader("{}"))
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return err
+	}
+	writesPass := func(when string, want bool) {
+		t.Helper()
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			err := send(m)
+			if got := err == nil; got != want {
+				t.Errorf("%s: %s passes: %t, want %t (%v)", when, m, got, want, err)
+			}
+			if err != nil && !errors.Is(err, reconcile.ErrFenced) {
+				t.Errorf("%s: %s refused with %v, want ErrFenced", when, m, err)
+			}
+		}
+		for _, m := range []string{http.MethodGet, http.MethodHead} {
+			if err := send(m); err != nil {
+				t.Errorf("%s: %s refused: %v; reads always pass", when, m, err)
+			}
+		}
+	}
+
+	writesPass("before the first renewal", false)
+	if err := fl.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	// The renewal counts from its sending, 500ms ago, not from its answer.
+	writesPass("after the renewal", true)
+	clk.advance(renew-500*time.Millisecond-time.Millisecond, renew-500*time.Millisecond-time.Millisecond)
+	writesPass("just before --renew-deadline", true)
+	clk.advance(time.Millisecond, time.Millisecond)
+	writesPass("at --renew-deadline of the sending", false)
+
+	lock.fail = errors.New("conflict: another replica holds the Lease")
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err == nil {
+		t.Fatal("the failing Update succeeded")
+	}
+	writesPass("after a failed renewal", false)
+	lock.fail = nil
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	writesPass("after the next renewal", true)
+
+	// A paused virtual machine: its guest's monotonic clock stood still, the wall clock
+	// was set forward on its resume.
+	clk.advance(0, renew)
+	writesPass("with the wall clock past the deadline", false)
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	writesPass("renewed again", true)
+	// The wall clock set back: the monotonic one still counts.
+	clk.advance(renew, -time.Hour)
+	writesPass("with the monotonic clock past the deadline", false)
+
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(renew, renew)
+	// The release names no holder: it renews nothing.
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	writesPass("after the release", false)
+
+	if n := refused.Load(); n != 6*4 {
+		t.Errorf("%d refusals counted, want %d", n, 6*4)
+	}
+	if err := (*fence)(nil).Check(); err != nil {
+		t.Errorf("no fence (no leader election): %v", err)
+	}
+	if (*fence)(nil).wrap(next) != http.RoundTripper(next) {
+		t.Error("no fence wraps the transport")
+	}
+}
+
+// TestFencedWritesNeverSent: through the controller's clients, over a real HTTP server, a
+// fenced write never reaches the API server, whichever client makes it, and its error is
+// ErrFenced through client-go's wrapping; reads go out. The Lease's client is never fenced:
+// its renewals are what open the fence. Once renewed, writes go out.
+func TestFencedWritesNeverSent(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.Contains(r.URL.Path, "/leases/"):
+			fmt.Fprint(w, `{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"vm-controller","namespace":"ns"}}`)
+		case strings.Contains(r.URL.Path, "/pods"):
+			fmt.Fprint(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns"}}`)
+		case strings.Contains(r.URL.Path, "/events"):
+			fmt.Fprint(w, `{"kind":"Event","apiVersion":"events.k8s.io/v1","metadata":{"name":"e","namespace":"ns"}}`)
+		default:
+			fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","namespace":"ns"}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	writesSeen := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var w []string
+		for _, s := range seen {
+			if !strings.HasPrefix(s, "GET ") {
+				w = append(w, s)
+			}
+		}
+		return w
+	}
+
+	clk := newTestClock()
+	var refused atomic.Int32
+	f := newFence(3*time.Second, clk.clock(), func() { refused.Add(1) })
+	cfg := &rest.Config{Host: srv.URL}
+	limitQPS(cfg, 0, 100)
+	cl, err := newRunClients(cfg, 0, 100, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	patch := []byte(`{"metadata":{"labels":{"a":"b"}}}`)
+	cm := k8sschema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	writes := map[string]func() error{
+		"VM patch": func() error {
+			return cl.vmREST.Patch(types.MergePatchType).AbsPath("/apis/cloudnative.czs/v1alpha1/namespaces/ns/virtualmachines/vm").Body(patch).Do(ctx).Error()
+		},
+		"dynamic patch": func() error {
+			_, err := cl.dynamic.Resource(cm).Namespace("ns").Patch(ctx, "b", types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		},
+		"pod create": func() error {
+			_, err := cl.proto.CoreV1().Pods("ns").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, metav1.CreateOptions{})
+			return err
+		},
+		"pod delete": func() error { return cl.proto.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}) },
+		"Event": func() error {
+			_, err := cl.proto.EventsV1().Events("ns").Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}}, metav1.CreateOptions{})
+			return err
+		},
+		"usage write": func() error {
+			_, err := cl.usage.Resource(cm).Namespace("ns").Patch(ctx, "b", types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		},
+	}
+	for name, write := range writes {
+		if err := write(); !errors.Is(err, reconcile.ErrFenced) {
+			t.Errorf("%s with the fence closed: %v, want ErrFenced", name, err)
+		}
+	}
+	if w := writesSeen(); len(w) != 0 {
+		t.Errorf("fenced writes reached the server: %q", w)
+	}
+	if n := refused.Load(); n != int32(len(writes)) {
+		t.Errorf("%d refusals counted, want %d", n, len(writes))
+	}
+	// Reads go out.
+	if _, err := cl.dynamic.Resource(cm).Namespace("ns").Get(ctx, "b", metav1.GetOptions{}); err != nil {
+		t.Errorf("read with the fence closed: %v", err)
+	}
+	// The Lease's client writes whatever the fence says.
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "vm-controller", Namespace: "ns"}}
+	if _, err := cl.lease.CoordinationV1().Leases("ns").Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("Lease update with the fence closed: %v", err)
+	}
+	if w := writesSeen(); len(w) != 1 || !strings.HasPrefix(w[0], "PUT ") {
+		t.Errorf("writes that reached the server: %q, want the Lease's PUT alone", w)
+	}
+
+	f.renewedAt(f.sending())
+	for name, write := range writes {
+		if err := write(); err != nil {
+			t.Errorf("%s with the fence open: %v", name, err)
+		}
+	}
+	if w := writesSeen(); len(w) != 1+len(writes) {
+		t.Errorf("%d writes reached the server with the fence open, want %d: %q", len(w)-1, len(writes), w)
+	}
+}
+
+// TestLeadOpensFence: the elector's renewals reach the fence: once this replica leads, its
+// writes go out; a fence given to lead with no renewal of its own stays closed.
+func TestLeadOpensFence(t *testing.T) {
+	kube := fake.NewClientset()
+	clk := newTestClock()
+	f := newFence(time.Second, systemClock(), nil)
+	closed := newFence(time.Second, clk.clock(), nil)
+	e := election{name: "vm-controller", namespace: "ns", identity: "me", lease: 2 * time.Second, renew: time.Second,
+		retry: 100 * time.Millisecond, fence: f}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var during, other error
+	err := lead(ctx, kube, e, leaderCallbacks{setLeader: func(bool) {}, healthz: leaderelection.NewLeaderHealthzAdaptor(time.Second)},
+		slog.New(slog.DiscardHandler), func(context.Context) error {
+			during, other = f.Check(), closed.Check()
+			cancel()
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		t.Errorf("fence while leading: %v, want open", during)
+	}
+	if !errors.Is(other, reconcile.ErrFenced) {
+		t.Errorf("a fence never renewed: %v, want ErrFenced", other)
+	}
+}
