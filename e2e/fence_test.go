@@ -1,0 +1,99 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFencedLeaderWritesNothing: a leader paused for longer than its Lease (SIGSTOP, as a
+// frozen node or heavy swapping would) while it reconciles a VM's change resumes after the
+// standby has taken over, and writes nothing it decided on before: its writes are fenced by
+// the freshness of its Lease. In the meantime the user set the VM's disk to Retain, the new
+// leader released the claim, and the VM was deleted: the claim survives, unowned. Before the
+// fence, the resumed leader's next decision round re-adopted the claim for the VM that was
+// gone, and the garbage collector deleted it with its volume.
+func TestFencedLeaderWritesNothing(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	const lease = "vm-controller"
+	replica := func(id string) *controller {
+		return startController(t, ns, "--leader-elect", "--lease-namespace", ns, "--holder-identity", id,
+			"--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms")
+	}
+	a := replica("a")
+	eventually(t, time.Minute, func() (bool, string) {
+		holder := leaderOf(ns, lease)
+		return holder == "a", "lease holder " + holder
+	})
+	a.waitReady(t)
+	b := replica("b")
+	b.waitReady(t)
+	// A stopped process ignores SIGTERM: the cleanup, which runs before the controllers'
+	// (registered earlier), lets it go on first.
+	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+
+	diskVM(t, ns, "vm", "100m", "1Gi", "  rootDiskReclaimPolicy: Delete\n")
+	waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
+	claim := claimUID(ns, "vm")
+	if claim == "" {
+		t.Fatal("the VM has no claim")
+	}
+
+	// A change the leader acts on in several rounds (a new server, then the status), and
+	// the leader frozen as it does.
+	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"image":"registry.k8s.io/pause:3.8"}}`)
+	time.Sleep(10 * time.Millisecond)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := len(a.logText())
+	eventually(t, time.Minute, func() (bool, string) {
+		holder := leaderOf(ns, lease)
+		return holder == "b", "lease holder " + holder
+	})
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		got := field(ns, "vm/vm", `.status.reason}|{.status.observedGeneration}|{.metadata.generation`)
+		parts := strings.Split(got, "|")
+		return len(parts) == 3 && parts[0] == "ServerReady" && parts[1] == parts[2], "reason|observedGeneration|generation = " + got
+	})
+	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"rootDiskReclaimPolicy":"Retain"}}`)
+	eventually(t, time.Minute, func() (bool, string) {
+		got := field(ns, "pvc/vm-rootdisk", `.metadata.ownerReferences}|{.metadata.annotations.cloudnative\.czs/kept`)
+		return got == "|true", "claim owners|kept = " + got
+	})
+	kubectl(t, "-n", ns, "delete", vmRes, "vm", "--wait=false")
+	eventually(t, time.Minute, func() (bool, string) {
+		_, err := kubectlErr("-n", ns, "get", vmRes, "vm")
+		return isNotFound(err), fmt.Sprintf("VM still there (%v)", err)
+	})
+	if got := len(a.logText()); got != frozen {
+		t.Fatalf("the stopped leader logged %d bytes while stopped", got-frozen)
+	}
+
+	// Resumed, it finds another leader and exits; meanwhile, it writes nothing.
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExit(t, a); err == nil {
+		t.Error("the resumed leader exited 0, want a failure: it lost the Lease")
+	}
+	// Long enough for the garbage collector to delete a claim owned by the VM that is gone.
+	time.Sleep(10 * time.Second)
+	got := field(ns, "pvc/vm-rootdisk", `.metadata.uid}|{.metadata.ownerReferences}|{.metadata.deletionTimestamp`)
+	if want := claim + "||"; got != want {
+		t.Errorf("claim uid|owners|deletionTimestamp = %q, want %q: the Retain claim must survive unowned", got, want)
+	}
+	resumed := a.logText()[frozen:]
+	if strings.Contains(resumed, `msg="Applying plan"`) {
+		t.Errorf("the resumed leader applied a plan decided on before its pause:\n%s", resumed)
+	}
+	if strings.Contains(resumed, "Reconcile failed") {
+		t.Errorf("the resumed leader logged failed reconciles, want fenced ones:\n%s", resumed)
+	}
+	t.Logf("the resumed leader's log:\n%s", lastLines(resumed, 15))
+}
