@@ -105,10 +105,13 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			case err != nil:
 				return out, err
 			case w.rv != rv:
-				// Written after all (a mutating admission webhook changed the VM): carried
-				// on from, as any write.
-				rv = w.rv
-				out.last, out.written = &w, append(out.written, rv)
+				// Written after all: an admission policy changed the VM on this update (one
+				// that sets a reclaim policy on VMs that name none, say), or the CRD gained a
+				// default since the VM was stored. The plan was decided on the VM without
+				// that change, which may say Retain: nothing more of it is done, and the loop
+				// decides next on the VM as this write returned it.
+				out.last, out.written = &w, append(out.written, w.rv)
+				return out, nil
 			}
 		}
 		if err := a.applyDisk(ctx, vm, owner, observed, gone, disk, &plan); namespaceGoing(err) {
