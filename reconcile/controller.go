@@ -277,8 +277,11 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			if vmcache.Same(o, n) {
 				return
 			}
-			// The poller's usage writes change nothing a decision reads.
-			if c.usage != nil && vmcache.OnlyUsageChanged(o, n, c.cfg.Fields) {
+			// The poller's usage writes change nothing a decision reads, but for a VM that is
+			// not Active, which reports no usage: a write the poller sent while it was Active
+			// may land after the reconcile that removed the usage, and the reconcile it brings
+			// removes it again.
+			if c.usage != nil && n.Phase() == schema.PhaseActive && vmcache.OnlyUsageChanged(o, n, c.cfg.Fields) {
 				return
 			}
 			c.enqueue(cur, userChange(o, n, c.cfg.Fields))
