@@ -197,6 +197,12 @@ func (c runConfig) Validate() error {
 	}
 	// client-go's elector jitters each retry by up to a fifth and refuses, only once it starts,
 	// a renew deadline that a jittered retry could pass.
+	// client-go writes the Lease's duration to its record in whole seconds, cut down, and a
+	// standby waits what the record says: 2.9s would let it lead 2s after the last renewal,
+	// while a --renew-deadline of 2.5s still lets the old leader's writes out (the fence).
+	if c.LeaseDuration%time.Second != 0 {
+		return fmt.Errorf("--lease-duration must be a whole number of seconds (the Lease records it so), got %s", c.LeaseDuration)
+	}
 	if l, r, p := c.LeaseDuration, c.RenewDeadline, c.RetryPeriod; p <= 0 || r <= time.Duration(leaderelection.JitterFactor*float64(p)) || l <= r {
 		return fmt.Errorf("want --lease-duration > --renew-deadline > %.1f x --retry-period > 0, got %s, %s, %s", leaderelection.JitterFactor, l, r, p)
 	}
