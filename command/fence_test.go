@@ -87,7 +87,8 @@ func (t *okTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestFence: writes go out only within --renew-deadline of the sending of this replica's last
 // successful renewal of the Lease, by both clocks; reads always. Before its first renewal, a
-// standby writes nothing; a renewal that failed, or the release (no holder), opens nothing.
+// standby writes nothing; a renewal that failed opens nothing; the release (no holder) closes
+// the fence for good.
 func TestFence(t *testing.T) {
 	const renew = 3 * time.Second
 	clk := newTestClock()
@@ -162,15 +163,21 @@ func TestFence(t *testing.T) {
 	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(renew, renew)
-	// The release names no holder: it renews nothing.
+	writesPass("renewed before the release", true)
+	// The release names no holder: a standby may lead as soon as it reads it, so it closes
+	// the fence, however fresh the last renewal (sent 1s ago here).
 	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	writesPass("after the release", false)
+	// Nothing opens it again.
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	writesPass("renewed after the release", false)
 
-	if n := refused.Load(); n != 6*4 {
-		t.Errorf("%d refusals counted, want %d", n, 6*4)
+	if n := refused.Load(); n != 7*4 {
+		t.Errorf("%d refusals counted, want %d", n, 7*4)
 	}
 	if err := (*fence)(nil).Check(); err != nil {
 		t.Errorf("no fence (no leader election): %v", err)

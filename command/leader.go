@@ -159,7 +159,8 @@ func systemClock() fenceClock {
 
 // fence lets this replica's writes leave the process only while its last renewal of the
 // Lease is younger than the renew deadline (see above). Until its first renewal, a standby's
-// writes are fenced too: it has none to make.
+// writes are fenced too: it has none to make. Once this replica has released the Lease, the
+// fence stays closed: a standby may lead as soon as it reads the release.
 type fence struct {
 	renew time.Duration
 	clock fenceClock
@@ -170,6 +171,8 @@ type fence struct {
 	renewed  bool
 	sentMono time.Duration // when the last successful renewal was sent, by each clock
 	sentWall time.Time
+	// ended, once set, says why the fence is closed for good, whatever a renewal says.
+	ended string
 }
 
 func newFence(renew time.Duration, clock fenceClock, refused func()) *fence {
@@ -185,6 +188,9 @@ func (f *fence) sending() (time.Duration, time.Time) { return f.clock.mono(), f.
 func (f *fence) renewedAt(mono time.Duration, wall time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.ended != "" {
+		return
+	}
 	if !f.renewed || mono > f.sentMono {
 		f.sentMono = mono
 	}
@@ -192,6 +198,15 @@ func (f *fence) renewedAt(mono time.Duration, wall time.Time) {
 		f.sentWall = wall
 	}
 	f.renewed = true
+}
+
+// end closes the fence for good, for reason.
+func (f *fence) end(reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended == "" {
+		f.ended = reason
+	}
 }
 
 // Check is nil while writes may go out, else an error wrapping reconcile.ErrFenced. A nil
@@ -202,8 +217,11 @@ func (f *fence) Check() error {
 	}
 	mono, wall := f.clock.mono(), f.clock.wall()
 	f.mu.Lock()
-	renewed, sentMono, sentWall := f.renewed, f.sentMono, f.sentWall
+	renewed, sentMono, sentWall, ended := f.renewed, f.sentMono, f.sentWall, f.ended
 	f.mu.Unlock()
+	if ended != "" {
+		return fmt.Errorf("%w: %s", reconcile.ErrFenced, ended)
+	}
 	if !renewed {
 		return fmt.Errorf("%w: this replica has not renewed the leader Lease", reconcile.ErrFenced)
 	}
@@ -255,7 +273,9 @@ func (t fencedTransport) WrappedRoundTripper() http.RoundTripper { return t.next
 
 // fencedLock is the Lease lock with each successful Create or Update that makes this replica
 // the holder told to the fence, timed from before the request was sent. The release (an
-// Update that names no holder) renews nothing.
+// Update that names no holder) closes the fence for good before it is sent: a standby that
+// reads it may lead at once, while this replica's last renewal would otherwise keep its
+// writes (the Events flushed on the way out) going for up to --renew-deadline.
 type fencedLock struct {
 	resourcelock.Interface
 	fence *fence
@@ -273,6 +293,9 @@ func (l fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionR
 }
 
 func (l fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity == "" {
+		l.fence.end("this replica has released the leader Lease")
+	}
 	mono, wall := l.fence.sending()
 	if err := l.Interface.Update(ctx, ler); err != nil {
 		return err // as the lock returned it: the elector reads it
