@@ -4,11 +4,20 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/cloudnative-czs/vm-controller/reconcile"
@@ -51,5 +60,197 @@ func TestLeadReleaseClosesFence(t *testing.T) {
 	}
 	if err := f.Check(); !errors.Is(err, reconcile.ErrFenced) {
 		t.Errorf("fence after the release: %v, want ErrFenced", err)
+	}
+}
+
+// leaseServer is one Lease with the API server's optimistic concurrency (an Update of a stale
+// resourceVersion is a Conflict), which the fake clientset's tracker lacks, shared by the fake
+// clientsets it is installed in. hook runs before each Update with the holder it names, and
+// may hold it up.
+type leaseServer struct {
+	mu      sync.Mutex
+	lease   *coordinationv1.Lease
+	rv      int
+	holders []string // the holder named by each successful write, in order
+	hook    func(holder string)
+}
+
+func (s *leaseServer) holder() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease == nil || s.lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *s.lease.Spec.HolderIdentity
+}
+
+func (s *leaseServer) written() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.holders)
+}
+
+func (s *leaseServer) install(kube *fake.Clientset) {
+	gr := k8sschema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	holderOf := func(l *coordinationv1.Lease) string {
+		if l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	kube.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// By verb: a CreateAction and an UpdateAction have the same methods.
+		switch a.GetVerb() {
+		case "get":
+			a := a.(k8stesting.GetAction)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.lease == nil {
+				return true, nil, apierrors.NewNotFound(gr, a.GetName())
+			}
+			return true, s.lease.DeepCopy(), nil
+		case "create":
+			l := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.lease != nil {
+				return true, nil, apierrors.NewAlreadyExists(gr, l.Name)
+			}
+			s.rv++
+			l.ResourceVersion = strconv.Itoa(s.rv)
+			s.lease = l
+			s.holders = append(s.holders, holderOf(l))
+			return true, l.DeepCopy(), nil
+		case "update":
+			l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+			if s.hook != nil {
+				s.hook(holderOf(l))
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.lease == nil || l.ResourceVersion != s.lease.ResourceVersion {
+				return true, nil, apierrors.NewConflict(gr, l.Name, errors.New("the object has been modified"))
+			}
+			s.rv++
+			l.ResourceVersion = strconv.Itoa(s.rv)
+			s.lease = l
+			s.holders = append(s.holders, holderOf(l))
+			return true, l.DeepCopy(), nil
+		}
+		return false, nil, nil
+	})
+}
+
+// pollUntil polls cond until it holds, or fails the test after d.
+func pollUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLeadRefusesAnotherTerm: a leader whose renewal stalls past the Lease (as in a pause),
+// while a standby takes the Lease and releases it again (its SIGTERM), finds the Lease free
+// when the stalled renewal returns. It does not take it back in this process: its caches and
+// expectations are from before the other's term. The record of its new term is refused
+// unsent, its fence stays closed, the elector gives up, and lead returns errLostLease, so
+// that the process restarts clean.
+func TestLeadRefusesAnotherTerm(t *testing.T) {
+	srv := &leaseServer{}
+	var stallA atomic.Bool
+	release := make(chan struct{})
+	srv.hook = func(h string) {
+		if h == "a" && stallA.CompareAndSwap(true, false) {
+			<-release // until b has led and released
+		}
+	}
+	// One clientset each: the fake runs its reactors one at a time, and a's stall must
+	// not hold b's requests.
+	kubeA, kubeB := fake.NewClientset(), fake.NewClientset()
+	srv.install(kubeA)
+	srv.install(kubeB)
+	const lease, renew = 2 * time.Second, 1500 * time.Millisecond
+	fa := newFence(renew, systemClock(), nil)
+	fb := newFence(renew, systemClock(), nil)
+	ea := election{name: "l", namespace: "ns", identity: "a", lease: lease, renew: renew, retry: 500 * time.Millisecond, fence: fa}
+	eb := election{name: "l", namespace: "ns", identity: "b", lease: lease, renew: renew, retry: 100 * time.Millisecond, fence: fb}
+	log := slog.New(slog.DiscardHandler)
+
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	aLeads := make(chan struct{})
+	var aWorkEnded atomic.Bool
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- lead(ctxA, kubeA, ea, quietCallbacks(), log, func(ctx context.Context) error {
+			close(aLeads)
+			<-ctx.Done()
+			aWorkEnded.Store(true)
+			return nil
+		})
+	}()
+	<-aLeads
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	bLed := make(chan error, 1)
+	go func() {
+		// b leads and is at once told to stop (a rollout's SIGTERM): it releases the Lease.
+		_ = lead(ctxB, kubeB, eb, quietCallbacks(), log, func(context.Context) error {
+			bLed <- fa.Check()
+			return nil
+		})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	stallA.Store(true)
+	select {
+	case err := <-bLed:
+		if !errors.Is(err, reconcile.ErrFenced) {
+			t.Errorf("a's fence while b led: %v, want ErrFenced", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("b never led")
+	}
+	pollUntil(t, "b's release", 5*time.Second, func() bool { return srv.holder() == "" })
+	close(release)
+
+	// Until lead returns, a's fence stays closed.
+	var opened atomic.Bool
+	var err error
+	func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		timeout := time.After(15 * time.Second)
+		for {
+			if fa.Check() == nil {
+				opened.Store(true)
+			}
+			select {
+			case err = <-aDone:
+				return
+			case <-tick.C:
+			case <-timeout:
+				t.Fatalf("a's lead never returned; holders written %q", srv.written())
+			}
+		}
+	}()
+	if !errors.As(err, new(errLostLease)) {
+		t.Errorf("a's lead returned %v, want errLostLease", err)
+	}
+	if !aWorkEnded.Load() {
+		t.Error("a's work did not end")
+	}
+	if opened.Load() {
+		t.Error("a's fence opened again after b's term")
+	}
+	if err := fa.Check(); !errors.Is(err, reconcile.ErrFenced) {
+		t.Errorf("a's fence after lead returned: %v, want ErrFenced", err)
+	}
+	w := srv.written()
+	if i := slices.Index(w, "b"); i < 0 || slices.Contains(w[i:], "a") {
+		t.Errorf("holders written %q: a must not hold the Lease after b", w)
 	}
 }

@@ -320,3 +320,63 @@ func TestLeadOpensFence(t *testing.T) {
 		t.Errorf("a fence never renewed: %v, want ErrFenced", other)
 	}
 }
+
+// TestFenceTerm: the first acquisition fixes the term (the record's LeaderTransitions); its
+// renewals open the fence. A record of another term, or a new record (the Lease was deleted
+// meanwhile), is refused unsent and closes the fence for good.
+func TestFenceTerm(t *testing.T) {
+	clk := newTestClock()
+	f := newFence(3*time.Second, clk.clock(), nil)
+	lock := &countingLock{fakeLock: fakeLock{clock: clk}}
+	fl := fencedLock{Interface: lock, fence: f}
+	ctx := context.Background()
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(); err != nil {
+		t.Fatalf("renewed in its term: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		create bool
+		tr     int
+	}{{"a new record", true, 0}, {"a new record of the same count", true, 4}, {"another term", false, 6}, {"the term again", false, 4}} {
+		sent := lock.sent
+		var err error
+		if tc.create {
+			err = fl.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: tc.tr})
+		} else {
+			err = fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: tc.tr})
+		}
+		if tc.name == "the term again" {
+			// Sent (the elector renews as it did), but the fence stays closed.
+			if err != nil || lock.sent != sent+1 {
+				t.Errorf("%s: %v, %d sent; want it sent", tc.name, err, lock.sent-sent)
+			}
+		} else if !errors.Is(err, errOtherTerm) || lock.sent != sent {
+			t.Errorf("%s: %v, %d sent; want errOtherTerm, nothing sent", tc.name, err, lock.sent-sent)
+		}
+		if err := f.Check(); !errors.Is(err, reconcile.ErrFenced) {
+			t.Errorf("%s: fence %v, want closed", tc.name, err)
+		}
+	}
+}
+
+// countingLock is a fakeLock that counts the records it was sent.
+type countingLock struct {
+	fakeLock
+	sent int
+}
+
+func (l *countingLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.sent++
+	return l.fakeLock.Create(ctx, ler)
+}
+
+func (l *countingLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.sent++
+	return l.fakeLock.Update(ctx, ler)
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -68,7 +69,7 @@ func lead(ctx context.Context, kube kubernetes.Interface, e election, cb leaderC
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.identity},
 	}
 	if e.fence != nil {
-		lock = fencedLock{Interface: lock, fence: e.fence}
+		lock = fencedLock{Interface: lock, fence: e.fence, log: log}
 	}
 	// The elector runs on its own context, cancelled only after work has drained.
 	elCtx, elCancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -159,8 +160,10 @@ func systemClock() fenceClock {
 
 // fence lets this replica's writes leave the process only while its last renewal of the
 // Lease is younger than the renew deadline (see above). Until its first renewal, a standby's
-// writes are fenced too: it has none to make. Once this replica has released the Lease, the
-// fence stays closed: a standby may lead as soon as it reads the release.
+// writes are fenced too: it has none to make. Once this replica has released the Lease, or
+// another replica has led since this one first acquired it, the fence stays closed: a standby
+// may lead as soon as it reads the release, and a process that led before another replica's
+// term holds caches and expectations from before it.
 type fence struct {
 	renew time.Duration
 	clock fenceClock
@@ -173,6 +176,10 @@ type fence struct {
 	sentWall time.Time
 	// ended, once set, says why the fence is closed for good, whatever a renewal says.
 	ended string
+	// term is the record's LeaderTransitions at this replica's first acquisition of the
+	// Lease (once termKnown): the one term in which this process may write.
+	termKnown bool
+	term      int
 }
 
 func newFence(renew time.Duration, clock fenceClock, refused func()) *fence {
@@ -188,6 +195,10 @@ func (f *fence) sending() (time.Duration, time.Time) { return f.clock.mono(), f.
 func (f *fence) renewedAt(mono time.Duration, wall time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.renewedLocked(mono, wall)
+}
+
+func (f *fence) renewedLocked(mono time.Duration, wall time.Time) {
 	if f.ended != "" {
 		return
 	}
@@ -200,13 +211,47 @@ func (f *fence) renewedAt(mono time.Duration, wall time.Time) {
 	f.renewed = true
 }
 
-// end closes the fence for good, for reason.
-func (f *fence) end(reason string) {
+// end closes the fence for good, for reason; true if it was not closed for good already.
+func (f *fence) end(reason string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ended == "" {
-		f.ended = reason
+	return f.endLocked(reason)
+}
+
+func (f *fence) endLocked(reason string) bool {
+	if f.ended != "" {
+		return false
 	}
+	f.ended = reason
+	return true
+}
+
+// errOtherTerm refuses a write of the Lease that would make this replica its holder in
+// another term than its first.
+var errOtherTerm = errors.New("another replica has led since this replica first acquired the leader Lease; not taking it back in this process")
+
+// inTerm is nil if a record naming this replica, of LeaderTransitions transitions, may be sent:
+// it belongs to the term this process began in, or none is known yet. A new record (a Create
+// once a term is known: the Lease was deleted meanwhile) cannot tell who led in between. A
+// refusal closes the fence for good; first is true the first time.
+func (f *fence) inTerm(transitions int, create bool) (first bool, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.termKnown || (!create && transitions == f.term) {
+		return false, nil
+	}
+	return f.endLocked(errOtherTerm.Error()), errOtherTerm
+}
+
+// acquired records a successful renewal sent at mono and wall of a record of transitions:
+// the first begins the term.
+func (f *fence) acquired(mono time.Duration, wall time.Time, transitions int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.termKnown {
+		f.termKnown, f.term = true, transitions
+	}
+	f.renewedLocked(mono, wall)
 }
 
 // Check is nil while writes may go out, else an error wrapping reconcile.ErrFenced. A nil
@@ -276,32 +321,64 @@ func (t fencedTransport) WrappedRoundTripper() http.RoundTripper { return t.next
 // Update that names no holder) closes the fence for good before it is sent: a standby that
 // reads it may lead at once, while this replica's last renewal would otherwise keep its
 // writes (the Events flushed on the way out) going for up to --renew-deadline.
+//
+// A successful write cannot tell a renewal from a new term: a leader whose renewal stalled
+// past the Lease, while another replica led and released it, won the Lease back and wrote on
+// with the caches and expectations from before the other's term. So the first acquisition
+// fixes this process's term (the record's LeaderTransitions, which the elector raises for
+// each new holder and keeps while one renews), and a record of another term is refused
+// unsent: the elector gives up once --renew-deadline has passed, and lead returns
+// errLostLease, so that the process restarts clean. The fence stays closed meanwhile.
 type fencedLock struct {
 	resourcelock.Interface
 	fence *fence
+	log   *slog.Logger
 }
 
 func (l fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	mine := ler.HolderIdentity == l.Identity()
+	if mine {
+		if err := l.checkTerm(ler, true); err != nil {
+			return err
+		}
+	}
 	mono, wall := l.fence.sending()
 	if err := l.Interface.Create(ctx, ler); err != nil {
 		return err // as the lock returned it: the elector reads it
 	}
-	if ler.HolderIdentity == l.Identity() {
-		l.fence.renewedAt(mono, wall)
+	if mine {
+		l.fence.acquired(mono, wall, ler.LeaderTransitions)
 	}
 	return nil
 }
 
 func (l fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	if ler.HolderIdentity == "" {
+	mine := ler.HolderIdentity == l.Identity()
+	switch {
+	case mine:
+		if err := l.checkTerm(ler, false); err != nil {
+			return err
+		}
+	case ler.HolderIdentity == "":
 		l.fence.end("this replica has released the leader Lease")
 	}
 	mono, wall := l.fence.sending()
 	if err := l.Interface.Update(ctx, ler); err != nil {
 		return err // as the lock returned it: the elector reads it
 	}
-	if ler.HolderIdentity == l.Identity() {
-		l.fence.renewedAt(mono, wall)
+	if mine {
+		l.fence.acquired(mono, wall, ler.LeaderTransitions)
 	}
 	return nil
+}
+
+// checkTerm refuses ler if it would begin another term than this process's (fence.inTerm),
+// saying so once.
+func (l fencedLock) checkTerm(ler resourcelock.LeaderElectionRecord, create bool) error {
+	first, err := l.fence.inTerm(ler.LeaderTransitions, create)
+	if first && l.log != nil {
+		l.log.Info("Another replica has led since this one acquired the Lease; not taking it back, exiting once the elector gives up",
+			"lease", l.Describe(), "transitions", ler.LeaderTransitions, "create", create)
+	}
+	return err
 }
