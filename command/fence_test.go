@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -127,7 +128,7 @@ func TestFence(t *testing.T) {
 	}
 
 	writesPass("before the first renewal", false)
-	if err := fl.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+	if err := fl.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}); err != nil {
 		t.Fatal(err)
 	}
 	// The renewal counts from its sending, 500ms ago, not from its answer.
@@ -138,12 +139,12 @@ func TestFence(t *testing.T) {
 	writesPass("at --renew-deadline of the sending", false)
 
 	lock.fail = errors.New("conflict: another replica holds the Lease")
-	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err == nil {
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}); err == nil {
 		t.Fatal("the failing Update succeeded")
 	}
 	writesPass("after a failed renewal", false)
 	lock.fail = nil
-	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}); err != nil {
 		t.Fatal(err)
 	}
 	writesPass("after the next renewal", true)
@@ -152,7 +153,7 @@ func TestFence(t *testing.T) {
 	// was set forward on its resume.
 	clk.advance(0, renew)
 	writesPass("with the wall clock past the deadline", false)
-	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}); err != nil {
 		t.Fatal(err)
 	}
 	writesPass("renewed again", true)
@@ -160,7 +161,7 @@ func TestFence(t *testing.T) {
 	clk.advance(renew, -time.Hour)
 	writesPass("with the monotonic clock past the deadline", false)
 
-	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}); err != nil {
 		t.Fatal(err)
 	}
 	writesPass("renewed before the release", true)
@@ -171,7 +172,7 @@ func TestFence(t *testing.T) {
 	}
 	writesPass("after the release", false)
 	// Nothing opens it again.
-	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}); err != nil {
 		t.Fatal(err)
 	}
 	writesPass("renewed after the release", false)
@@ -281,7 +282,7 @@ func TestFencedWritesNeverSent(t *testing.T) {
 		t.Errorf("writes that reached the server: %q, want the Lease's PUT alone", w)
 	}
 
-	f.renewedAt(f.sending())
+	renewNow(f, 4*time.Second)
 	for name, write := range writes {
 		if err := write(); err != nil {
 			t.Errorf("%s with the fence open: %v", name, err)
@@ -330,10 +331,10 @@ func TestFenceTerm(t *testing.T) {
 	lock := &countingLock{fakeLock: fakeLock{clock: clk}}
 	fl := fencedLock{Interface: lock, fence: f}
 	ctx := context.Background()
-	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: 4}); err != nil {
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: 4}); err != nil {
+	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Check(); err != nil {
@@ -347,9 +348,9 @@ func TestFenceTerm(t *testing.T) {
 		sent := lock.sent
 		var err error
 		if tc.create {
-			err = fl.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: tc.tr})
+			err = fl.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: tc.tr})
 		} else {
-			err = fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: tc.tr})
+			err = fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: tc.tr})
 		}
 		if tc.name == "the term again" {
 			// Sent (the elector renews as it did), but the fence stays closed.
@@ -379,4 +380,171 @@ func (l *countingLock) Create(ctx context.Context, ler resourcelock.LeaderElecti
 func (l *countingLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	l.sent++
 	return l.fakeLock.Update(ctx, ler)
+}
+
+// renewNow tells f of a renewal sent now, of a record that holds lease.
+func renewNow(f *fence, lease time.Duration) {
+	mono, wall := f.sending()
+	f.renewedAt(mono, wall, lease)
+}
+
+// TestFenceRecordLease: the fence counts with the Lease's duration as its record holds it
+// (whole seconds, what a standby waits), not as --lease-duration said it: writes start until
+// --renew-deadline after the renewal's sending, or that duration if it is shorter, and are
+// given until the midpoint between the two to be sent.
+func TestFenceRecordLease(t *testing.T) {
+	for _, tc := range []struct {
+		renew, lease, age time.Duration
+		open              bool
+		left              time.Duration
+	}{
+		{3 * time.Second, 4 * time.Second, 0, true, 3500 * time.Millisecond},
+		{3 * time.Second, 4 * time.Second, 2900 * time.Millisecond, true, 600 * time.Millisecond},
+		{3 * time.Second, 4 * time.Second, 3 * time.Second, false, 0},
+		// --lease-duration 2.9s was recorded as 2s (run's Validate refuses it now).
+		{2500 * time.Millisecond, 2 * time.Second, 1900 * time.Millisecond, true, 100 * time.Millisecond},
+		{2500 * time.Millisecond, 2 * time.Second, 2 * time.Second, false, 0},
+		// Under a second, recorded as 0: a standby takes it at once.
+		{500 * time.Millisecond, 0, 0, false, 0},
+	} {
+		clk := newTestClock()
+		f := newFence(tc.renew, clk.clock(), nil)
+		fl := fencedLock{Interface: &fakeLock{clock: clk}, fence: f}
+		if err := fl.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me",
+			LeaseDurationSeconds: int(tc.lease / time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		clk.advance(tc.age, tc.age)
+		left, err := f.open()
+		if (err == nil) != tc.open || left != tc.left {
+			t.Errorf("renew %s, record %s, %s after the renewal: %s to send, %v; want open %t, %s", tc.renew, tc.lease, tc.age, left, err, tc.open, tc.left)
+		}
+	}
+}
+
+// answerTransport answers each request at once, or with an error, keeping its context.
+type answerTransport struct {
+	ctx  context.Context
+	fail error
+}
+
+func (t *answerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.ctx = r.Context()
+	if r.Body != nil {
+		_ = r.Body.Close()
+	}
+	if t.fail != nil {
+		return nil, t.fail
+	}
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+}
+
+// blockTransport answers no request until its context ends, or 5s have passed.
+type blockTransport struct{}
+
+func (blockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	select {
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	case <-time.After(5 * time.Second):
+		return nil, errors.New("no answer in 5s")
+	}
+}
+
+// TestFencedTransportSendLimit: a write the fence let out is abandoned, as fenced, if still
+// unanswered when its time to send is up; one answered in time is read whole, however long
+// that takes. The context each write goes out with ends once its answer is closed, or with
+// its error: nothing is left behind.
+func TestFencedTransportSendLimit(t *testing.T) {
+	clk := newTestClock()
+	var refused atomic.Int32
+	f := newFence(3*time.Second, clk.clock(), func() { refused.Add(1) })
+	renewNow(f, 4*time.Second)
+	clk.advance(2950*time.Millisecond, 2950*time.Millisecond) // 550ms to send
+	write := func() *http.Request {
+		return httptest.NewRequest(http.MethodPatch, "https://api/apis/x/v1/namespaces/a/things/b", strings.NewReader("{}"))
+	}
+
+	next := &answerTransport{}
+	resp, err := f.wrap(next).RoundTrip(write())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(650 * time.Millisecond)
+	if err := next.ctx.Err(); err != nil {
+		t.Errorf("an answered write's context ended before its body was closed: %v", err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "{}" {
+		t.Errorf("body %q, %v", b, err)
+	}
+	_ = resp.Body.Close()
+	if next.ctx.Err() == nil {
+		t.Error("the write's context lives on after its body was closed")
+	}
+
+	failing := &answerTransport{fail: errors.New("connection refused")}
+	if _, err := f.wrap(failing).RoundTrip(write()); err == nil || errors.Is(err, reconcile.ErrFenced) {
+		t.Errorf("a failed write: %v, want its own error", err)
+	}
+	if failing.ctx.Err() == nil {
+		t.Error("the write's context lives on after its error")
+	}
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d refusals counted, want none yet", n)
+	}
+
+	start := time.Now()
+	_, err = f.wrap(blockTransport{}).RoundTrip(write())
+	if !errors.Is(err, reconcile.ErrFenced) {
+		t.Errorf("a write unanswered past its time: %v, want ErrFenced", err)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond || took > 4*time.Second {
+		t.Errorf("abandoned after %s, want about 550ms", took)
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("%d refusals counted, want 1", n)
+	}
+}
+
+// TestFencedSlowDial: through the controller's clients, over a real HTTP server, a write that
+// the fence let out just before --renew-deadline but whose connection takes long to dial (a
+// SYN retransmitted) is abandoned when its time to send is up: it never reaches the API
+// server, which a standby may lead through by then.
+func TestFencedSlowDial(t *testing.T) {
+	var arrived atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			arrived.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","namespace":"ns"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	clk := newTestClock()
+	f := newFence(3*time.Second, clk.clock(), nil)
+	cfg := &rest.Config{Host: srv.URL}
+	const dial = 1200 * time.Millisecond
+	dialed := make(chan struct{})
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		defer close(dialed)
+		time.Sleep(dial) // not cut short: the dial outlives the write
+		return (&net.Dialer{}).DialContext(context.WithoutCancel(ctx), network, addr)
+	}
+	limitQPS(cfg, 0, 100)
+	cl, err := newRunClients(cfg, 0, 100, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewNow(f, 4*time.Second)
+	clk.advance(2900*time.Millisecond, 2900*time.Millisecond) // 600ms to send
+	_, err = cl.dynamic.Resource(k8sschema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").
+		Patch(context.Background(), "b", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
+	if !errors.Is(err, reconcile.ErrFenced) {
+		t.Errorf("a write still dialling past its time to send: %v, want ErrFenced", err)
+	}
+	<-dialed
+	time.Sleep(200 * time.Millisecond)
+	if n := arrived.Load(); n != 0 {
+		t.Errorf("%d writes reached the server after their time to send", n)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -132,15 +133,20 @@ func lead(ctx context.Context, kube kubernetes.Interface, e election, cb leaderC
 // --renew-deadline, and until then the workers decided on state from before the pause and
 // wrote it over the new leader's. A re-adopted claim that the new leader had released to
 // keep, whose VM was gone, was deleted by the garbage collector with its volume. The fence
-// stops every write of the controller, at the last point before it leaves the process, once
-// this replica's last renewal of the Lease is too old for it still to be the leader.
+// bounds when each write of the controller starts, and when it is sent: it refuses a write
+// before it leaves the process once this replica's last renewal of the Lease is too old for
+// it still to be the leader, and abandons one still being dialled or sent when a standby
+// could soon take over.
 //
 // Why the bound holds: a standby takes the Lease only after it has seen the same record for
-// --lease-duration by its own clock, and it sees a renewal no sooner than the renewal was
-// sent. A renewal sent at T therefore keeps every other replica from leading until
-// T + --lease-duration; this replica writes only until T + --renew-deadline, and the
-// difference (--lease-duration > --renew-deadline, run's Validate) is the margin for a
-// write that passed the fence to reach the API server, and for the clocks' rates to differ.
+// the duration that record holds (LeaseDurationSeconds: --lease-duration, which client-go
+// writes cut down to whole seconds, so run's Validate wants whole seconds) by its own clock,
+// and it sees a renewal no sooner than the renewal was sent. A renewal sent at T therefore
+// keeps every other replica from leading until T + the record's duration; this replica
+// starts writes only until T + --renew-deadline, and abandons any not yet answered at the
+// midpoint between the two (fencedTransport). The rest is the margin for the clocks' rates
+// to differ. A write's bytes already handed to the kernel cannot be recalled: past that
+// point, the bound is best effort.
 
 // fenceClock reads the two clocks the fence measures by: the monotonic one, and the wall
 // clock without its monotonic reading. A paused virtual machine may not advance its guest's
@@ -174,6 +180,9 @@ type fence struct {
 	renewed  bool
 	sentMono time.Duration // when the last successful renewal was sent, by each clock
 	sentWall time.Time
+	// lease is the duration the last renewal's record holds, in whole seconds: what a
+	// standby waits, whatever --lease-duration says.
+	lease time.Duration
 	// ended, once set, says why the fence is closed for good, whatever a renewal says.
 	ended string
 	// term is the record's LeaderTransitions at this replica's first acquisition of the
@@ -190,18 +199,19 @@ func newFence(renew time.Duration, clock fenceClock, refused func()) *fence {
 // earliest any other replica can have seen it (conservative).
 func (f *fence) sending() (time.Duration, time.Time) { return f.clock.mono(), f.clock.wall() }
 
-// renewedAt records a successful renewal sent at mono and wall. An earlier renewal that
-// returns late moves nothing back.
-func (f *fence) renewedAt(mono time.Duration, wall time.Time) {
+// renewedAt records a successful renewal sent at mono and wall, of a record that holds lease.
+// An earlier renewal that returns late moves nothing back.
+func (f *fence) renewedAt(mono time.Duration, wall time.Time, lease time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.renewedLocked(mono, wall)
+	f.renewedLocked(mono, wall, lease)
 }
 
-func (f *fence) renewedLocked(mono time.Duration, wall time.Time) {
+func (f *fence) renewedLocked(mono time.Duration, wall time.Time, lease time.Duration) {
 	if f.ended != "" {
 		return
 	}
+	f.lease = lease
 	if !f.renewed || mono > f.sentMono {
 		f.sentMono = mono
 	}
@@ -243,15 +253,15 @@ func (f *fence) inTerm(transitions int, create bool) (first bool, err error) {
 	return f.endLocked(errOtherTerm.Error()), errOtherTerm
 }
 
-// acquired records a successful renewal sent at mono and wall of a record of transitions:
-// the first begins the term.
-func (f *fence) acquired(mono time.Duration, wall time.Time, transitions int) {
+// acquired records a successful renewal sent at mono and wall of ler: the first begins the
+// term.
+func (f *fence) acquired(mono time.Duration, wall time.Time, ler resourcelock.LeaderElectionRecord) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.termKnown {
-		f.termKnown, f.term = true, transitions
+		f.termKnown, f.term = true, ler.LeaderTransitions
 	}
-	f.renewedLocked(mono, wall)
+	f.renewedLocked(mono, wall, time.Duration(ler.LeaseDurationSeconds)*time.Second)
 }
 
 // Check is nil while writes may go out, else an error wrapping reconcile.ErrFenced. A nil
@@ -260,22 +270,32 @@ func (f *fence) Check() error {
 	if f == nil {
 		return nil
 	}
+	_, err := f.open()
+	return err
+}
+
+// open is how long a write that starts now has to be sent (fencedTransport), or the fence's
+// error. Writes start until --renew-deadline after the last renewal's sending, or the
+// duration its record holds if that is shorter (run's Validate wants it longer), and are
+// sent until the midpoint between that and the record's duration.
+func (f *fence) open() (time.Duration, error) {
 	mono, wall := f.clock.mono(), f.clock.wall()
 	f.mu.Lock()
-	renewed, sentMono, sentWall, ended := f.renewed, f.sentMono, f.sentWall, f.ended
+	renewed, sentMono, sentWall, lease, ended := f.renewed, f.sentMono, f.sentWall, f.lease, f.ended
 	f.mu.Unlock()
 	if ended != "" {
-		return fmt.Errorf("%w: %s", reconcile.ErrFenced, ended)
+		return 0, fmt.Errorf("%w: %s", reconcile.ErrFenced, ended)
 	}
 	if !renewed {
-		return fmt.Errorf("%w: this replica has not renewed the leader Lease", reconcile.ErrFenced)
+		return 0, fmt.Errorf("%w: this replica has not renewed the leader Lease", reconcile.ErrFenced)
 	}
 	age := max(mono-sentMono, wall.Sub(sentWall))
-	if age >= f.renew {
-		return fmt.Errorf("%w: the last renewal of the leader Lease was sent %s ago, past --renew-deadline %s",
-			reconcile.ErrFenced, age.Round(time.Millisecond), f.renew)
+	start := min(f.renew, lease)
+	if age >= start {
+		return 0, fmt.Errorf("%w: the last renewal of the leader Lease was sent %s ago, past --renew-deadline %s (the Lease lasts %s)",
+			reconcile.ErrFenced, age.Round(time.Millisecond), f.renew, lease)
 	}
-	return nil
+	return start + (lease-start)/2 - age, nil
 }
 
 // wrap is rt with every request but a read (GET, HEAD: lists and watches included) refused
@@ -291,26 +311,94 @@ func (f *fence) wrap(rt http.RoundTripper) http.RoundTripper {
 	return fencedTransport{next: rt, fence: f}
 }
 
-// fencedTransport refuses a write the fence does not let out; client-go returns the error
+// fencedTransport refuses a write the fence does not let out, and abandons one that the fence
+// let out but that is still unanswered (being dialled, waiting for a connection, being sent)
+// when the fence's time to send it is up: the fence bounds when a write starts, and a slow
+// dial would otherwise deliver it after a standby took over. client-go returns the error
 // wrapped in a *url.Error, which errors.Is sees through.
 type fencedTransport struct {
 	next  http.RoundTripper
 	fence *fence
 }
 
+// Where a write let out stands; the first of answered and abandoned holds.
+const (
+	writeSending int32 = iota
+	writeAnswered
+	writeAbandoned
+)
+
 func (t fencedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if err := t.fence.Check(); err != nil {
-			if r.Body != nil {
-				_ = r.Body.Close() // a RoundTripper closes the body, even on an error
-			}
-			if t.fence.refused != nil {
-				t.fence.refused()
-			}
-			return nil, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, err)
-		}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return t.next.RoundTrip(r)
 	}
-	return t.next.RoundTrip(r)
+	left, err := t.fence.open()
+	if err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close() // a RoundTripper closes the body, even on an error
+		}
+		return nil, t.refuse(r, err)
+	}
+	// The request's own context, cancelled when the time to send is up and the write is
+	// still unanswered; once answered, only when its body is closed (or on an error), so
+	// that an answer that came in time is read whole.
+	ctx, cancel := context.WithCancel(r.Context())
+	var state atomic.Int32
+	timer := time.AfterFunc(left, func() {
+		if state.CompareAndSwap(writeSending, writeAbandoned) {
+			cancel()
+		}
+	})
+	resp, err := t.next.RoundTrip(r.WithContext(ctx))
+	answered := state.CompareAndSwap(writeSending, writeAnswered)
+	timer.Stop()
+	if err != nil {
+		cancel()
+		if !answered {
+			return nil, t.refuse(r, fmt.Errorf("%w: abandoned unanswered %s after the fence let it out, when a standby may soon take the Lease",
+				reconcile.ErrFenced, left.Round(time.Millisecond)))
+		}
+		return nil, err
+	}
+	resp.Body = cancelOnClose(resp.Body, cancel)
+	return resp, nil
+}
+
+// refuse counts a write the fence refused or abandoned, and says so.
+func (t fencedTransport) refuse(r *http.Request, err error) error {
+	if t.fence.refused != nil {
+		t.fence.refused()
+	}
+	return fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, err)
+}
+
+// cancelOnClose is body, which cancels the request's context once closed; one that is also a
+// writer (the answer to an upgrade) stays one.
+func cancelOnClose(body io.ReadCloser, cancel context.CancelFunc) io.ReadCloser {
+	if rw, ok := body.(io.ReadWriteCloser); ok {
+		return cancelRWBody{rw, cancel}
+	}
+	return cancelBody{body, cancel}
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelBody) Close() error {
+	defer b.cancel()
+	return b.ReadCloser.Close()
+}
+
+type cancelRWBody struct {
+	io.ReadWriteCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelRWBody) Close() error {
+	defer b.cancel()
+	return b.ReadWriteCloser.Close()
 }
 
 // WrappedRoundTripper lets client-go see the transport underneath (utilnet.RoundTripperWrapper).
@@ -347,7 +435,7 @@ func (l fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionR
 		return err // as the lock returned it: the elector reads it
 	}
 	if mine {
-		l.fence.acquired(mono, wall, ler.LeaderTransitions)
+		l.fence.acquired(mono, wall, ler)
 	}
 	return nil
 }
@@ -367,7 +455,7 @@ func (l fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionR
 		return err // as the lock returned it: the elector reads it
 	}
 	if mine {
-		l.fence.acquired(mono, wall, ler.LeaderTransitions)
+		l.fence.acquired(mono, wall, ler)
 	}
 	return nil
 }
