@@ -738,9 +738,6 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		return 0, nil
 	}
 	passes := 0
-	if vm.Phase() != schema.PhaseActive {
-		passes = c.passes.add(key)
-	}
 	var rvs []string  // of this reconcile's writes of the VM, in order
 	var last *written // the VM as the last of them returned it
 	var after time.Duration
@@ -751,6 +748,10 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if err := c.checkFence(); err != nil {
 			c.echoes.expect(key, rvs, last, from)
 			return 0, err
+		}
+		// A pass is counted once it may decide: a fenced reconcile decided nothing.
+		if round == 1 && vm.Phase() != schema.PhaseActive {
+			passes = c.passes.add(key)
 		}
 		owner := ownerOf(vm)
 		srv, err := c.cfg.Backend.Observe(owner)

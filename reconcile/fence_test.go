@@ -212,3 +212,41 @@ func TestControllerFencedQuietly(t *testing.T) {
 		t.Error("checkFence fenced with the fence open")
 	}
 }
+
+// TestControllerFencedPassesUncounted: a fenced reconcile decides nothing, so it is no pass
+// towards Active (vmcontroller_reconcile_passes_to_active): a VM fenced five times and then
+// reconciled counts as a VM reconciled once.
+func TestControllerFencedPassesUncounted(t *testing.T) {
+	counts := func(fenced int) (pending int, reported []int) {
+		w := newWorld(t, "create-new")
+		c, _ := newController(t, w, decision.UsagePolicy{})
+		pr := &passRecorder{}
+		c.cfg.Observer = pr
+		var n atomic.Int32
+		c.cfg.Fence = func() error {
+			if int(n.Add(1)) <= fenced {
+				return fmt.Errorf("%w: renewal too old", ErrFenced)
+			}
+			return nil
+		}
+		ctx := start(t, c)
+		for range fenced + 1 {
+			if c.queue.Len() == 0 {
+				c.queue.Add(testVM)
+			}
+			c.processNextItem(ctx)
+		}
+		c.passes.mu.Lock()
+		defer c.passes.mu.Unlock()
+		return c.passes.m[testVM], pr.passes
+	}
+	wantPending, wantReported := counts(0)
+	if wantPending+len(wantReported) == 0 {
+		t.Fatal("a reconcile of a new VM counted no pass")
+	}
+	pending, reported := counts(5)
+	if pending != wantPending || fmt.Sprint(reported) != fmt.Sprint(wantReported) {
+		t.Errorf("fenced 5 times, then reconciled: %d passes pending, %v reported; want %d, %v as without the fence",
+			pending, reported, wantPending, wantReported)
+	}
+}
