@@ -17,6 +17,11 @@ import (
 // leader released the claim, and the VM was deleted: the claim survives, unowned. Before the
 // fence, the resumed leader's next decision round re-adopted the claim for the VM that was
 // gone, and the garbage collector deleted it with its volume.
+//
+// The leader is stopped as soon as its log says it applies a plan for the change, so that it
+// resumes in the middle of acting on it; and its log must then say that the fence refused
+// what came next: without that, the test would pass with the fence broken whenever the
+// pause fell between reconciles.
 func TestFencedLeaderWritesNothing(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
@@ -45,9 +50,15 @@ func TestFencedLeaderWritesNothing(t *testing.T) {
 	}
 
 	// A change the leader acts on in several rounds (a new server, then the status), and
-	// the leader frozen as it does.
+	// the leader frozen as it does: as soon as its log says it applies a plan for the VM.
+	before := len(a.logText())
 	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p", `{"spec":{"image":"registry.k8s.io/pause:3.8"}}`)
-	time.Sleep(10 * time.Millisecond)
+	applying := `msg="Applying plan" vm=` + ns + `/vm `
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(a.logText()[before:], applying); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader applied no plan for the change within a minute:\n%s", lastLines(a.logText()[before:], 20))
+		}
+	}
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +105,11 @@ func TestFencedLeaderWritesNothing(t *testing.T) {
 	}
 	if strings.Contains(resumed, "Reconcile failed") {
 		t.Errorf("the resumed leader logged failed reconciles, want fenced ones:\n%s", resumed)
+	}
+	// The fence refused something: a write, or a decision round (reconcile/controller.go).
+	if !strings.Contains(resumed, `msg="Writes fenced: the leader Lease was not renewed in time; holding reconciles until it is"`) &&
+		!strings.Contains(resumed, `msg="Fenced; will look again"`) {
+		t.Errorf("the resumed leader's log says nothing was fenced: the test proves nothing of the fence:\n%s", resumed)
 	}
 	t.Logf("the resumed leader's log:\n%s", lastLines(resumed, 15))
 }
