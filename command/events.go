@@ -5,6 +5,7 @@ package command
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,8 +24,9 @@ const eventsFlushTimeout = 5 * time.Second
 // flight were cancelled.
 type eventSender struct {
 	events.EventBroadcaster
-	sink *countingSink
-	stop context.CancelFunc
+	sink    *countingSink
+	stop    context.CancelFunc
+	flushed sync.Once
 }
 
 // startEvents starts sending the Events recorded through the returned broadcaster to sink.
@@ -46,12 +48,17 @@ func startEvents(sink events.EventSink) (*eventSender, error) {
 // to settle (settle), then takes no more Events, the broadcaster handing every one it has to
 // its request (Shutdown), and waits for those requests to settle. (A request that fails is
 // retried only after 10s, past any flush: it is dropped, as at any stop.)
+//
+// Only the first call does so; later ones return at once. A leader flushes at the end of its
+// work, before it releases its Lease (thenFlush).
 func (s *eventSender) flush(timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	s.settle(deadline)
-	s.Shutdown()
-	s.settle(deadline)
-	s.stop()
+	s.flushed.Do(func() {
+		deadline := time.Now().Add(timeout)
+		s.settle(deadline)
+		s.Shutdown()
+		s.settle(deadline)
+		s.stop()
+	})
 }
 
 // settle waits until no request is under way at two looks flushPoll apart, or deadline: time
@@ -92,4 +99,15 @@ func (c *countingSink) Patch(ctx context.Context, old *eventsv1.Event, data []by
 	c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
 	return c.sink.Patch(ctx, old, data)
+}
+
+// thenFlush is work followed by the flush of the Events it recorded, as one piece of work: a
+// leader sends the Events of its last writes while it still holds its Lease, whose release
+// fences every later write (leader.go), so that they are not refused on the way out.
+func thenFlush(work func(context.Context) error, s *eventSender) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := work(ctx)
+		s.flush(eventsFlushTimeout)
+		return err
+	}
 }

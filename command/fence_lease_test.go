@@ -12,11 +12,14 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection"
 
@@ -252,5 +255,58 @@ func TestLeadRefusesAnotherTerm(t *testing.T) {
 	w := srv.written()
 	if i := slices.Index(w, "b"); i < 0 || slices.Contains(w[i:], "a") {
 		t.Errorf("holders written %q: a must not hold the Lease after b", w)
+	}
+}
+
+// fencedSink stores an Event only while the fence lets writes out, as the fenced transport
+// does for the Event's request.
+type fencedSink struct {
+	slowSink
+	f       *fence
+	refused []string
+}
+
+func (s *fencedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	if err := s.f.Check(); err != nil {
+		s.mu.Lock()
+		s.refused = append(s.refused, e.Reason)
+		s.mu.Unlock()
+		return nil, err
+	}
+	return s.store(ctx, e)
+}
+
+// TestLeaderSendsLastEventsBeforeRelease: the Events of a leader's last writes, recorded as its
+// work drains on SIGTERM, are sent before it releases its Lease (thenFlush, as run composes
+// its work): the release fences every write after it, and they would be refused.
+func TestLeaderSendsLastEventsBeforeRelease(t *testing.T) {
+	kube := fake.NewClientset()
+	f := newFence(10*time.Second, systemClock(), nil)
+	e := election{name: "l", namespace: "ns", identity: "a", lease: 15 * time.Second, renew: 10 * time.Second,
+		retry: 500 * time.Millisecond, fence: f}
+	sink := &fencedSink{f: f}
+	s, err := startEvents(sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.flush(eventsFlushTimeout)
+	recorder := s.NewRecorder(scheme.Scheme, "vm-controller")
+	regarding := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vm", UID: "u1"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = lead(ctx, kube, e, quietCallbacks(), slog.New(slog.DiscardHandler), thenFlush(func(ctx context.Context) error {
+		cancel() // SIGTERM
+		<-ctx.Done()
+		// the drain's last reconcile
+		recorder.Eventf(regarding, nil, corev1.EventTypeNormal, "ServerReady", "Reconcile", "ready")
+		return nil
+	}, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.stored) != 1 || len(sink.refused) != 0 {
+		t.Errorf("the last Event: stored %q, refused %q; want it stored before the release", sink.stored, sink.refused)
 	}
 }

@@ -363,9 +363,9 @@ func run(cc *cli.Context, c runConfig) error {
 		return err
 	}
 
-	work := func(ctx context.Context) error {
+	work := thenFlush(func(ctx context.Context) error {
 		return ctrl.RunWorkers(ctx, c.Workers, c.ShutdownTimeout)
-	}
+	}, broadcaster)
 	if c.LeaderElect {
 		e := election{name: c.LeaseName, namespace: t.leaseNamespace, identity: c.HolderIdentity,
 			lease: c.LeaseDuration, renew: c.RenewDeadline, retry: c.RetryPeriod, fence: wf}
