@@ -310,3 +310,92 @@ func TestLeaderSendsLastEventsBeforeRelease(t *testing.T) {
 		t.Errorf("the last Event: stored %q, refused %q; want it stored before the release", sink.stored, sink.refused)
 	}
 }
+
+// TestLeadStaleReleaseSparesNewLeader: a leader cut off from the API server (its renewals time
+// out) gives up once --renew-deadline has passed and, on its way out, releases the Lease:
+// client-go's release reads the Lease and then decides on its own stale view that it leads.
+// By then a standby has taken the Lease; the release, were it sent, would end the new
+// leader's term, which, finding its record gone, would refuse another term and exit, leaving
+// nobody leading. The release is refused unsent: the new leader leads on.
+func TestLeadStaleReleaseSparesNewLeader(t *testing.T) {
+	srv := &leaseServer{}
+	kubeA, kubeB := fake.NewClientset(), fake.NewClientset()
+	srv.install(kubeA)
+	srv.install(kubeB)
+	// a: renewals every second, given up 1.9s after the first that fails; so after its last
+	// success at t0, tries at t0+1s and t0+2s, and the release's read at t0+2.9s.
+	const lease = 3 * time.Second
+	var partitionAt atomic.Int64 // unix nanos of t0; 0: a reaches the API server
+	var armed, healed atomic.Bool
+	kubeA.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := partitionAt.Load()
+		if p == 0 || healed.Load() {
+			return false, nil, nil
+		}
+		if a.GetVerb() == "get" && time.Since(time.Unix(0, p)) > 2450*time.Millisecond {
+			// The release's read: the network is back, and b holds the Lease by then.
+			deadline := time.Now().Add(5 * time.Second)
+			for srv.holder() != "b" && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			healed.Store(true)
+			return false, nil, nil
+		}
+		return true, nil, errors.New("dial tcp: i/o timeout")
+	})
+	srv.hook = func(h string) {
+		if h == "a" && armed.CompareAndSwap(true, false) {
+			go func() { time.Sleep(time.Millisecond); partitionAt.Store(time.Now().UnixNano()) }()
+		}
+	}
+	fa := newFence(1900*time.Millisecond, systemClock(), nil)
+	fb := newFence(1900*time.Millisecond, systemClock(), nil)
+	ea := election{name: "l", namespace: "ns", identity: "a", lease: lease, renew: 1900 * time.Millisecond, retry: time.Second, fence: fa}
+	eb := election{name: "l", namespace: "ns", identity: "b", lease: lease, renew: 1900 * time.Millisecond, retry: 100 * time.Millisecond, fence: fb}
+	log := slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	aLeads := make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- lead(ctx, kubeA, ea, quietCallbacks(), log, func(ctx context.Context) error { close(aLeads); <-ctx.Done(); return nil })
+	}()
+	<-aLeads
+	var bLed atomic.Bool
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- lead(ctx, kubeB, eb, quietCallbacks(), log, func(ctx context.Context) error { bLed.Store(true); <-ctx.Done(); return nil })
+	}()
+	time.Sleep(300 * time.Millisecond)
+	armed.Store(true)
+
+	select {
+	case err := <-aDone:
+		if !errors.As(err, new(errLostLease)) {
+			t.Errorf("a's lead returned %v, want errLostLease", err)
+		}
+	case err := <-bDone:
+		t.Fatalf("b's lead returned %v before a gave up (b led: %t); holders written %q", err, bLed.Load(), srv.written())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("a never gave up; holders written %q", srv.written())
+	}
+	if !healed.Load() {
+		t.Fatalf("a gave up without reading the Lease after b took it; holders written %q", srv.written())
+	}
+	// b leads on, through several renewals.
+	select {
+	case err := <-bDone:
+		t.Fatalf("b's lead returned %v after a's release; holders written %q", err, srv.written())
+	case <-time.After(2 * time.Second):
+	}
+	if !bLed.Load() {
+		t.Error("b never led")
+	}
+	if err := fb.Check(); err != nil {
+		t.Errorf("b's fence: %v, want open", err)
+	}
+	w := srv.written()
+	if i := slices.Index(w, "b"); i < 0 || slices.ContainsFunc(w[i:], func(h string) bool { return h != "b" }) {
+		t.Errorf("holders written %q: want b's alone once b holds the Lease", w)
+	}
+}

@@ -35,15 +35,32 @@ type testClock struct {
 	mu   sync.Mutex
 	mono time.Duration
 	wall time.Time
+	// running, once set (run), is when the clocks began to run with real time as well: the
+	// fence's send deadline is a real timer that asks the fence again when it fires.
+	running time.Time
 }
 
 func newTestClock() *testClock { return &testClock{wall: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)} }
 
 func (c *testClock) clock() fenceClock {
 	return fenceClock{
-		mono: func() time.Duration { c.mu.Lock(); defer c.mu.Unlock(); return c.mono },
-		wall: func() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.wall },
+		mono: func() time.Duration { c.mu.Lock(); defer c.mu.Unlock(); return c.mono + c.ranLocked() },
+		wall: func() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.wall.Add(c.ranLocked()) },
 	}
+}
+
+// run makes both clocks advance with real time from now on, besides the test's moves.
+func (c *testClock) run() {
+	c.mu.Lock()
+	c.running = time.Now()
+	c.mu.Unlock()
+}
+
+func (c *testClock) ranLocked() time.Duration {
+	if c.running.IsZero() {
+		return 0
+	}
+	return time.Since(c.running)
 }
 
 // advance moves the monotonic clock by mono and the wall clock by wall.
@@ -55,15 +72,26 @@ func (c *testClock) advance(mono, wall time.Duration) {
 }
 
 // fakeLock is a Lease lock whose Create and Update take as long as the test says, and fail
-// when it says.
+// when it says; Get returns the record the test says (read), or an error if none.
 type fakeLock struct {
-	resourcelock.Interface // nil: only Create, Update and Identity are called
+	resourcelock.Interface // nil: only Get, Create, Update, Identity and Describe are called
 	clock                  *testClock
 	took                   time.Duration
 	fail                   error
+	read                   *resourcelock.LeaderElectionRecord
 }
 
 func (l *fakeLock) Identity() string { return "me" }
+
+func (l *fakeLock) Describe() string { return "ns/lease" }
+
+func (l *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	if l.read == nil {
+		return nil, nil, errors.New("no record")
+	}
+	r := *l.read
+	return &r, nil, nil
+}
 
 func (l *fakeLock) Create(_ context.Context, _ resourcelock.LeaderElectionRecord) error {
 	l.clock.advance(l.took, l.took)
@@ -166,7 +194,12 @@ func TestFence(t *testing.T) {
 	}
 	writesPass("renewed before the release", true)
 	// The release names no holder: a standby may lead as soon as it reads it, so it closes
-	// the fence, however fresh the last renewal (sent 1s ago here).
+	// the fence, however fresh the last renewal (sent 1s ago here). client-go reads the
+	// Lease just before it.
+	lock.read = &resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}
+	if _, _, err := fl.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
 		t.Fatal(err)
 	}
@@ -493,6 +526,7 @@ func TestFencedTransportSendLimit(t *testing.T) {
 		t.Errorf("%d refusals counted, want none yet", n)
 	}
 
+	clk.run() // the fence's time passes with the write's: no renewal comes
 	start := time.Now()
 	_, err = f.wrap(blockTransport{}).RoundTrip(write())
 	if !errors.Is(err, reconcile.ErrFenced) {
@@ -537,6 +571,7 @@ func TestFencedSlowDial(t *testing.T) {
 	}
 	renewNow(f, 4*time.Second)
 	clk.advance(2900*time.Millisecond, 2900*time.Millisecond) // 600ms to send
+	clk.run()                                                 // and no renewal comes
 	_, err = cl.dynamic.Resource(k8sschema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").
 		Patch(context.Background(), "b", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 	if !errors.Is(err, reconcile.ErrFenced) {
@@ -546,5 +581,139 @@ func TestFencedSlowDial(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if n := arrived.Load(); n != 0 {
 		t.Errorf("%d writes reached the server after their time to send", n)
+	}
+}
+
+// TestFenceReleaseOnlyOwnRecord: client-go's release reads the Lease, then decides on its own
+// view that it leads, which may be stale. The release is sent only if the record just read
+// names this replica in its term; else it is refused unsent. Either way the fence closes.
+func TestFenceReleaseOnlyOwnRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		read *resourcelock.LeaderElectionRecord
+		sent bool
+	}{
+		{"its own record in its term", &resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: 4}, true},
+		{"another's record", &resourcelock.LeaderElectionRecord{HolderIdentity: "b", LeaderTransitions: 5}, false},
+		{"its name in another term", &resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaderTransitions: 6}, false},
+		{"a record released already", &resourcelock.LeaderElectionRecord{LeaderTransitions: 5}, false},
+		{"no record (the read failed)", nil, false},
+	} {
+		clk := newTestClock()
+		f := newFence(3*time.Second, clk.clock(), nil)
+		lock := &countingLock{fakeLock: fakeLock{clock: clk}}
+		fl := fencedLock{Interface: lock, fence: f}
+		ctx := context.Background()
+		if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: 4}); err != nil {
+			t.Fatal(err)
+		}
+		lock.read = tc.read
+		_, _, _ = fl.Get(ctx)
+		sent := lock.sent
+		err := fl.Update(ctx, resourcelock.LeaderElectionRecord{LeaderTransitions: 4, LeaseDurationSeconds: 1})
+		if got := lock.sent > sent; got != tc.sent || (err == nil) != tc.sent {
+			t.Errorf("release after reading %s: sent %t, %v; want sent %t", tc.name, got, err, tc.sent)
+		}
+		if err := f.Check(); !errors.Is(err, reconcile.ErrFenced) {
+			t.Errorf("release after reading %s: fence %v, want closed", tc.name, err)
+		}
+	}
+}
+
+// TestFencedSlowWriteOfHealthyLeader: over a real HTTP server, a leader that renews all along
+// has a write that takes longer than the time to send its first renewal gave it (a slow
+// admission webhook, a loaded API server) answered, not abandoned: the deadline follows the
+// latest renewal.
+func TestFencedSlowWriteOfHealthyLeader(t *testing.T) {
+	var applied atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		time.Sleep(2 * time.Second) // past the 1.5s the renewal before the write gives
+		applied.Add(1)
+		fmt.Fprint(w, `{}`)
+	}))
+	defer srv.Close()
+	var refused atomic.Int32
+	f := newFence(time.Second, systemClock(), func() { refused.Add(1) })
+	renewNow(f, 2*time.Second)
+	stop := make(chan struct{})
+	renewing := make(chan struct{})
+	go func() { // a renewal every 100ms: the leader is healthy throughout
+		defer close(renewing)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				renewNow(f, 2*time.Second)
+			}
+		}
+	}()
+	defer func() { close(stop); <-renewing }()
+	req, err := http.NewRequest(http.MethodPatch, srv.URL+"/x", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: f.wrap(nil)}).Do(req)
+	if err != nil {
+		t.Fatalf("a healthy leader's slow write: %v, want it answered", err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "{}" {
+		t.Errorf("body %q, %v", b, err)
+	}
+	_ = resp.Body.Close()
+	if n := applied.Load(); n != 1 {
+		t.Errorf("%d writes applied, want 1", n)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d refusals counted, want none", n)
+	}
+}
+
+// answerLate answers each write only once its context has ended: an answer that arrives just
+// as the fence's deadline fires.
+type answerLate struct{}
+
+func (answerLate) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+	}
+	return &http.Response{StatusCode: http.StatusOK, Request: r, Body: io.NopCloser(readerFunc(func([]byte) (int, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return 0, io.EOF
+	}))}, nil
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// TestFencedAnsweredAsDeadlineFires: a write whose answer arrives as its deadline fires is
+// abandoned as fenced, and counted, not handed on with a body whose read fails as cancelled.
+func TestFencedAnsweredAsDeadlineFires(t *testing.T) {
+	clk := newTestClock()
+	var refused atomic.Int32
+	f := newFence(3*time.Second, clk.clock(), func() { refused.Add(1) })
+	renewNow(f, 4*time.Second)
+	clk.advance(2950*time.Millisecond, 2950*time.Millisecond) // 550ms to send
+	clk.run()                                                 // and no renewal comes
+	req := httptest.NewRequest(http.MethodPatch, "https://api/x", strings.NewReader("{}"))
+	resp, err := f.wrap(answerLate{}).RoundTrip(req)
+	if err == nil {
+		_, rerr := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		t.Fatalf("an answer as the deadline fired was handed on (its body read: %v), want ErrFenced", rerr)
+	}
+	if !errors.Is(err, reconcile.ErrFenced) || resp != nil {
+		t.Errorf("an answer as the deadline fired: %v, %v; want ErrFenced and no response", resp, err)
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("%d refusals counted, want 1", n)
 	}
 }

@@ -189,6 +189,9 @@ type fence struct {
 	// Lease (once termKnown): the one term in which this process may write.
 	termKnown bool
 	term      int
+	// read is the record of the Lease as this replica last read it (fencedLock.Get), nil
+	// if the last read failed or there was none: what a release is checked against.
+	read *resourcelock.LeaderElectionRecord
 }
 
 func newFence(renew time.Duration, clock fenceClock, refused func()) *fence {
@@ -253,6 +256,40 @@ func (f *fence) inTerm(transitions int, create bool) (first bool, err error) {
 	return f.endLocked(errOtherTerm.Error()), errOtherTerm
 }
 
+// errReleaseNotOurs refuses a release of a Lease that, as last read, is not this replica's in
+// its term: client-go's elector releases on its own view that it leads, which may be stale
+// (its renewals failed while another replica took over), and sends the release over the
+// record it has just read, which would end the new leader's term.
+var errReleaseNotOurs = errors.New("not releasing the leader Lease: as last read, it is not this replica's in its term")
+
+// readRecord remembers ler (nil: the read failed) as the record last read.
+func (f *fence) readRecord(ler *resourcelock.LeaderElectionRecord) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ler == nil {
+		f.read = nil
+		return
+	}
+	r := *ler
+	f.read = &r
+}
+
+// mayRelease is nil if the record last read names identity as its holder in this process's
+// term: only then is the Lease this replica's to release.
+func (f *fence) mayRelease(identity string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.read == nil:
+		return fmt.Errorf("%w (not read)", errReleaseNotOurs)
+	case f.read.HolderIdentity != identity:
+		return fmt.Errorf("%w (held by %q)", errReleaseNotOurs, f.read.HolderIdentity)
+	case !f.termKnown || f.read.LeaderTransitions != f.term:
+		return fmt.Errorf("%w (transitions %d)", errReleaseNotOurs, f.read.LeaderTransitions)
+	}
+	return nil
+}
+
 // acquired records a successful renewal sent at mono and wall of ler: the first begins the
 // term.
 func (f *fence) acquired(mono time.Duration, wall time.Time, ler resourcelock.LeaderElectionRecord) {
@@ -279,23 +316,51 @@ func (f *fence) Check() error {
 // duration its record holds if that is shorter (run's Validate wants it longer), and are
 // sent until the midpoint between that and the record's duration.
 func (f *fence) open() (time.Duration, error) {
-	mono, wall := f.clock.mono(), f.clock.wall()
-	f.mu.Lock()
-	renewed, sentMono, sentWall, lease, ended := f.renewed, f.sentMono, f.sentWall, f.lease, f.ended
-	f.mu.Unlock()
-	if ended != "" {
-		return 0, fmt.Errorf("%w: %s", reconcile.ErrFenced, ended)
+	age, lease, err := f.age()
+	if err != nil {
+		return 0, err
 	}
-	if !renewed {
-		return 0, fmt.Errorf("%w: this replica has not renewed the leader Lease", reconcile.ErrFenced)
-	}
-	age := max(mono-sentMono, wall.Sub(sentWall))
 	start := min(f.renew, lease)
 	if age >= start {
 		return 0, fmt.Errorf("%w: the last renewal of the leader Lease was sent %s ago, past --renew-deadline %s (the Lease lasts %s)",
 			reconcile.ErrFenced, age.Round(time.Millisecond), f.renew, lease)
 	}
 	return start + (lease-start)/2 - age, nil
+}
+
+// sendLeft is how long a write already let out still has to be answered, counted from the
+// fence's latest renewal: until the midpoint between the start limit and the record's
+// duration after that renewal's sending (see open). Renewals sent since the write started
+// count, so that a healthy leader's slow write is not abandoned; the fence closed for good,
+// or the midpoint passed, is the fence's error.
+func (f *fence) sendLeft() (time.Duration, error) {
+	age, lease, err := f.age()
+	if err != nil {
+		return 0, err
+	}
+	start := min(f.renew, lease)
+	if left := start + (lease-start)/2 - age; left > 0 {
+		return left, nil
+	}
+	return 0, fmt.Errorf("%w: the last renewal of the leader Lease was sent %s ago, near the %s after which a standby may take it",
+		reconcile.ErrFenced, age.Round(time.Millisecond), lease)
+}
+
+// age is how long ago the last renewal was sent, by whichever clock says longer, and the
+// duration its record holds; or the fence's error if it is closed for good or was never
+// opened.
+func (f *fence) age() (age, lease time.Duration, err error) {
+	mono, wall := f.clock.mono(), f.clock.wall()
+	f.mu.Lock()
+	renewed, sentMono, sentWall, lease, ended := f.renewed, f.sentMono, f.sentWall, f.lease, f.ended
+	f.mu.Unlock()
+	if ended != "" {
+		return 0, 0, fmt.Errorf("%w: %s", reconcile.ErrFenced, ended)
+	}
+	if !renewed {
+		return 0, 0, fmt.Errorf("%w: this replica has not renewed the leader Lease", reconcile.ErrFenced)
+	}
+	return max(mono-sentMono, wall.Sub(sentWall)), lease, nil
 }
 
 // wrap is rt with every request but a read (GET, HEAD: lists and watches included) refused
@@ -314,8 +379,11 @@ func (f *fence) wrap(rt http.RoundTripper) http.RoundTripper {
 // fencedTransport refuses a write the fence does not let out, and abandons one that the fence
 // let out but that is still unanswered (being dialled, waiting for a connection, being sent)
 // when the fence's time to send it is up: the fence bounds when a write starts, and a slow
-// dial would otherwise deliver it after a standby took over. client-go returns the error
-// wrapped in a *url.Error, which errors.Is sees through.
+// dial would otherwise deliver it after a standby took over. That time counts from the
+// latest renewal, those sent while the write was under way included (sendDeadline), so a
+// healthy leader's slow write goes through. An answer that arrives as the time is up is
+// abandoned too: its context is cancelled, so its body could not be read. client-go returns
+// the error wrapped in a *url.Error, which errors.Is sees through.
 type fencedTransport struct {
 	next  http.RoundTripper
 	fence *fence
@@ -327,6 +395,54 @@ const (
 	writeAnswered
 	writeAbandoned
 )
+
+// sendDeadline abandons a write let out (cancels its context) once the fence says its time to
+// be answered is up. The time is the fence's, not fixed when the write started: when the
+// timer fires, the fence is asked again, and a leader that renewed meanwhile gets the time
+// its latest renewal gives (the timer is armed again for it); only the fence's own verdict
+// abandons the write.
+type sendDeadline struct {
+	fence  *fence
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	state int32
+	timer *time.Timer
+	why   error // the fence's error, once abandoned
+}
+
+func (d *sendDeadline) arm(left time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.timer = time.AfterFunc(left, d.fire)
+}
+
+func (d *sendDeadline) fire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state != writeSending {
+		return
+	}
+	left, err := d.fence.sendLeft()
+	if err == nil {
+		d.timer = time.AfterFunc(left, d.fire)
+		return
+	}
+	d.state, d.why = writeAbandoned, err
+	d.cancel()
+}
+
+// answered settles the write as answered unless it was abandoned first; it returns the
+// fence's error if it was.
+func (d *sendDeadline) answered() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state == writeSending {
+		d.state = writeAnswered
+		d.timer.Stop()
+	}
+	return d.why
+}
 
 func (t fencedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -343,21 +459,23 @@ func (t fencedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// still unanswered; once answered, only when its body is closed (or on an error), so
 	// that an answer that came in time is read whole.
 	ctx, cancel := context.WithCancel(r.Context())
-	var state atomic.Int32
-	timer := time.AfterFunc(left, func() {
-		if state.CompareAndSwap(writeSending, writeAbandoned) {
-			cancel()
-		}
-	})
+	d := &sendDeadline{fence: t.fence, cancel: cancel}
+	began := time.Now()
+	d.arm(left)
 	resp, err := t.next.RoundTrip(r.WithContext(ctx))
-	answered := state.CompareAndSwap(writeSending, writeAnswered)
-	timer.Stop()
+	if why := d.answered(); why != nil {
+		// Abandoned, even if an answer came as the deadline fired: its context is
+		// cancelled, so its body could not be read whole, and the caller is told (and the
+		// metric counts) the fence's reason rather than a cancelled read.
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+		cancel()
+		return nil, t.refuse(r, fmt.Errorf("abandoned unanswered %s after the fence let it out, when a standby may soon take the Lease: %w",
+			time.Since(began).Round(time.Millisecond), why))
+	}
 	if err != nil {
 		cancel()
-		if !answered {
-			return nil, t.refuse(r, fmt.Errorf("%w: abandoned unanswered %s after the fence let it out, when a standby may soon take the Lease",
-				reconcile.ErrFenced, left.Round(time.Millisecond)))
-		}
 		return nil, err
 	}
 	resp.Body = cancelOnClose(resp.Body, cancel)
@@ -410,6 +528,12 @@ func (t fencedTransport) WrappedRoundTripper() http.RoundTripper { return t.next
 // reads it may lead at once, while this replica's last renewal would otherwise keep its
 // writes (the Events flushed on the way out) going for up to --renew-deadline.
 //
+// The release is sent only if the record read just before it (client-go's release reads the
+// Lease first, then decides on its own view that it leads) names this replica in its term: a
+// leader whose renewals failed while another took over would otherwise release the new
+// leader's Lease, and the new leader, finding its record gone, would refuse another term and
+// exit, leaving the Lease to whoever takes it next.
+//
 // A successful write cannot tell a renewal from a new term: a leader whose renewal stalled
 // past the Lease, while another replica led and released it, won the Lease back and wrote on
 // with the caches and expectations from before the other's term. So the first acquisition
@@ -440,6 +564,19 @@ func (l fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionR
 	return nil
 }
 
+// Get is the lock's Get, remembering the record read: client-go's release reads the Lease
+// just before it sends the release, and decides on its own (possibly stale) view of leading,
+// so Update checks the release against it.
+func (l fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	ler, raw, err := l.Interface.Get(ctx)
+	if err != nil {
+		l.fence.readRecord(nil)
+		return ler, raw, err // as the lock returned it: the elector reads it (NotFound)
+	}
+	l.fence.readRecord(ler)
+	return ler, raw, nil
+}
+
 func (l fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	mine := ler.HolderIdentity == l.Identity()
 	switch {
@@ -448,7 +585,14 @@ func (l fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionR
 			return err
 		}
 	case ler.HolderIdentity == "":
-		l.fence.end("this replica has released the leader Lease")
+		// Closed whether or not the release is sent: this replica is done leading.
+		l.fence.end("this replica is releasing the leader Lease")
+		if err := l.fence.mayRelease(l.Identity()); err != nil {
+			if l.log != nil {
+				l.log.Info("Not releasing the leader Lease: as last read, it is not this replica's in its term", "lease", l.Describe(), "reason", err)
+			}
+			return err
+		}
 	}
 	mono, wall := l.fence.sending()
 	if err := l.Interface.Update(ctx, ler); err != nil {
