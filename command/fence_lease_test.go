@@ -399,3 +399,44 @@ func TestLeadStaleReleaseSparesNewLeader(t *testing.T) {
 		t.Errorf("holders written %q: want b's alone once b holds the Lease", w)
 	}
 }
+
+// TestLeadLeaseDeletedExits: the Lease deleted under a healthy leader (kubectl delete lease)
+// cannot tell who led meanwhile: the leader's renewal would re-create it as a new term, which
+// the fence refuses. The fence closes, and once --renew-deadline has passed lead returns
+// errLostLease, so that the process restarts clean and a standby, or the restart, takes the
+// new Lease.
+func TestLeadLeaseDeletedExits(t *testing.T) {
+	kube := fake.NewClientset()
+	f := newFence(1500*time.Millisecond, systemClock(), nil)
+	e := election{name: "l", namespace: "ns", identity: "a", lease: 2 * time.Second, renew: 1500 * time.Millisecond, retry: 200 * time.Millisecond, fence: f}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leads := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- lead(ctx, kube, e, quietCallbacks(), slog.New(slog.DiscardHandler), func(ctx context.Context) error {
+			close(leads)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	<-leads
+	time.Sleep(500 * time.Millisecond)
+	if err := kube.CoordinationV1().Leases("ns").Delete(context.Background(), "l", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.As(err, new(errLostLease)) {
+			t.Errorf("lead returned %v, want errLostLease", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("lead still running 10s after the Lease was deleted")
+	}
+	if err := f.Check(); !errors.Is(err, reconcile.ErrFenced) {
+		t.Errorf("fence after the Lease was deleted: %v, want closed", err)
+	}
+	if _, err := kube.CoordinationV1().Leases("ns").Get(context.Background(), "l", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease after the leader exited: %v, want not re-created", err)
+	}
+}

@@ -103,7 +103,7 @@ func runCommand(c *runConfig) *cli.Command {
 		leaderElectFlag(&c.LeaderElect, "run as one of several replicas: only the holder of a coordination.k8s.io Lease reconciles"),
 		&cli.StringFlag{Name: "lease-name", Value: "vm-controller", Usage: "name of the leader Lease", EnvVars: env("LEASE_NAME"), Destination: &c.LeaseName},
 		leaseNamespaceFlag(&c.LeaseNamespace, "namespace of the leader Lease; empty: the pod's namespace in a cluster, else the kubeconfig context's"),
-		&cli.StringFlag{Name: "holder-identity", Usage: "this replica's name in the Lease; empty: $POD_NAME or the host name, plus a random suffix", EnvVars: env("HOLDER_IDENTITY"), Destination: &c.HolderIdentity},
+		&cli.StringFlag{Name: "holder-identity", Usage: "this replica's name in the Lease, unique per process (two processes of one name both lead); empty: $POD_NAME or the host name, plus a random suffix", EnvVars: env("HOLDER_IDENTITY"), Destination: &c.HolderIdentity},
 		&cli.DurationFlag{Name: "lease-duration", Value: 15 * time.Second, Usage: "how long a Lease lasts without renewal; a crashed leader is replaced after at most this", EnvVars: env("LEASE_DURATION"), Destination: &c.LeaseDuration},
 		&cli.DurationFlag{Name: "renew-deadline", Value: 10 * time.Second, Usage: "how long the leader keeps trying to renew before it gives up leading", EnvVars: env("RENEW_DEADLINE"), Destination: &c.RenewDeadline},
 		&cli.DurationFlag{Name: "retry-period", Value: 500 * time.Millisecond, Usage: "how often replicas try to acquire or renew the Lease (a standby polls every 1-2.2 periods, so this bounds how soon it takes over)", EnvVars: env("RETRY_PERIOD"), Destination: &c.RetryPeriod},
