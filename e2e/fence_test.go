@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,11 +63,18 @@ func TestFencedLeaderWritesNothing(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	frozen := len(a.logText())
+	eventually(t, time.Minute, func() (bool, string) {
+		state := processState(a.cmd.Process.Pid)
+		return state == "T", "process state " + state
+	})
 	eventually(t, time.Minute, func() (bool, string) {
 		holder := leaderOf(ns, lease)
 		return holder == "b", "lease holder " + holder
 	})
+	// The mark is taken once the process is stopped and b leads, seconds later: what the
+	// process wrote before it stopped has been read from its pipe by then, so that nothing
+	// it logged before the stop is taken for something it did after.
+	frozen := len(a.logText())
 	eventually(t, 2*time.Minute, func() (bool, string) {
 		got := field(ns, "vm/vm", `.status.reason}|{.status.observedGeneration}|{.metadata.generation`)
 		parts := strings.Split(got, "|")
@@ -112,4 +120,20 @@ func TestFencedLeaderWritesNothing(t *testing.T) {
 		t.Errorf("the resumed leader's log says nothing was fenced: the test proves nothing of the fence:\n%s", resumed)
 	}
 	t.Logf("the resumed leader's log:\n%s", lastLines(resumed, 15))
+}
+
+// processState is the state letter of process pid as /proc has it ("T": stopped by a signal),
+// or why it cannot be read.
+func processState(pid int) string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return err.Error()
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses; the state follows the last ")".
+	stat := string(raw)
+	i := strings.LastIndex(stat, ")")
+	if i < 0 || i+2 >= len(stat) {
+		return "unreadable: " + stat
+	}
+	return stat[i+2 : i+3]
 }
