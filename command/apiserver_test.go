@@ -85,24 +85,33 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 			items = append(items, fmt.Sprintf(`{"metadata":{"name":%q,"annotations":{"storageclass.kubernetes.io/is-default-class":"%t"}},"provisioner":"p"}`, name, isDefault))
 		}
 		fmt.Fprintf(w, `{"kind":"StorageClassList","apiVersion":"storage.k8s.io/v1","metadata":{},"items":[%s]}`, strings.Join(items, ","))
-	case r.Method == http.MethodPost && r.URL.Path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
-		// client-go sends built-in types as protobuf: decode as the API server would.
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
-		review, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
-		if err != nil || !ok || review.Spec.ResourceAttributes == nil {
-			http.Error(w, fmt.Sprintf("not a SelfSubjectAccessReview: %v", err), http.StatusBadRequest)
-			return
-		}
-		allowed := review.Spec.ResourceAttributes.Verb != s.deny
-		fmt.Fprintf(w, `{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":%t}}`, allowed)
+	case r.Method == http.MethodPost && r.URL.Path == accessReviewPath:
+		answerAccessReview(w, r, func(a *authorizationv1.ResourceAttributes) bool { return a.Verb != s.deny })
 	default:
 		notFound(w, k8sschema.GroupResource{Resource: r.URL.Path}, "")
 	}
+}
+
+// accessReviewPath is where client-go posts a SelfSubjectAccessReview.
+const accessReviewPath = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+// answerAccessReview answers the SelfSubjectAccessReview posted in r with whether allowed
+// allows its resource attributes; 400 for a body that is none. client-go sends built-in types
+// as protobuf: it is decoded as the API server would.
+func answerAccessReview(w http.ResponseWriter, r *http.Request, allowed func(*authorizationv1.ResourceAttributes) bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	review, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
+	if err != nil || !ok || review.Spec.ResourceAttributes == nil {
+		http.Error(w, fmt.Sprintf("not a SelfSubjectAccessReview: %v", err), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":%t}}`, allowed(review.Spec.ResourceAttributes))
 }
 
 // notFound answers as the API server does for an object or a path it does not have.

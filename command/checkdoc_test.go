@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,7 +16,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/internal/golden"
@@ -160,22 +158,10 @@ func newDocAPIServer(t *testing.T, sa bool) *docAPIServer {
 func (s *docAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	sa := s.sa
 	switch {
-	case r.Method == http.MethodPost && r.URL.Path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
-		review, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
-		if err != nil || !ok || review.Spec.ResourceAttributes == nil {
-			http.Error(w, fmt.Sprintf("not a SelfSubjectAccessReview: %v", err), http.StatusBadRequest)
-			return
-		}
-		a := review.Spec.ResourceAttributes
-		allowed := !sa || (a.Group == ownGVR.Group && a.Resource == ownGVR.Resource && a.Subresource == "" && (a.Verb == "list" || a.Verb == "watch"))
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":%t}}`, allowed)
+	case r.Method == http.MethodPost && r.URL.Path == accessReviewPath:
+		answerAccessReview(w, r, func(a *authorizationv1.ResourceAttributes) bool {
+			return !sa || (a.Group == ownGVR.Group && a.Resource == ownGVR.Resource && a.Subresource == "" && (a.Verb == "list" || a.Verb == "watch"))
+		})
 	case sa && r.Method == http.MethodGet && r.URL.Path == s.crdPath():
 		forbidden(w, apierrors.NewForbidden(crds.GVR.GroupResource(), crds.Name(s.gvr),
 			fmt.Errorf("User %q cannot get resource %q in API group %q at the cluster scope", saUser, crds.GVR.Resource, crds.GVR.Group)))
