@@ -803,7 +803,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 				plan = c.applier.diskForbidden(vm, "read", err)
 			case err != nil:
 				return 0, err
-			default:
+			case read != nil || disk != nil: // none seen and none read: decided on that already
 				disk = read
 				plan = c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
 			}
