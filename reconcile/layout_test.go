@@ -92,6 +92,13 @@ func chosenLayout(t *testing.T, crd *unstructured.Unstructured) *crds.Layout {
 func layoutClient(objs ...runtime.Object) (*dynamicfake.FakeDynamicClient, <-chan struct{}) {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[k8sschema.GroupVersionResource]string{crds.GVR: "CustomResourceDefinitionList", otherGVR: "VirtualMachineList"}, objs...)
+	return client, watchOpened(client, crds.GVR)
+}
+
+// watchOpened serves the fake's watches from its tracker and returns a channel closed once a
+// watch of gvr is open: the fake does not replay what happened between an informer's list and
+// its watch, so a test waits for it before it changes anything.
+func watchOpened(client *dynamicfake.FakeDynamicClient, gvr k8sschema.GroupVersionResource) <-chan struct{} {
 	watching := make(chan struct{})
 	var once sync.Once
 	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
@@ -103,12 +110,12 @@ func layoutClient(objs ...runtime.Object) (*dynamicfake.FakeDynamicClient, <-cha
 		if err != nil {
 			return true, nil, err
 		}
-		if action.GetResource() == crds.GVR {
+		if action.GetResource() == gvr {
 			once.Do(func() { close(watching) })
 		}
 		return true, wi, nil
 	})
-	return client, watching
+	return watching
 }
 
 // TestServedWatchLayout feeds the CRD watch of a controller whose field map was chosen from

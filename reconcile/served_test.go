@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/crds"
 )
@@ -51,22 +48,7 @@ func TestServedWatch(t *testing.T) {
 	gvr := k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1alpha1", Resource: "virtualmachines"}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[k8sschema.GroupVersionResource]string{crds.GVR: "CustomResourceDefinitionList"})
-	// The fake does not replay what happened between the informer's list and its watch, so
-	// the test waits until the watch is registered before it changes anything.
-	watching := make(chan struct{})
-	var once sync.Once
-	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
-		var opts metav1.ListOptions
-		if a, ok := action.(k8stesting.WatchActionImpl); ok {
-			opts = a.ListOptions
-		}
-		wi, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
-		if err != nil {
-			return true, nil, err
-		}
-		once.Do(func() { close(watching) })
-		return true, wi, nil
-	})
+	watching := watchOpened(client, crds.GVR)
 	crdClient := client.Resource(crds.GVR)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
