@@ -51,7 +51,8 @@ func (a applier) warnRefused(vm schema.VirtualMachine, what string, err error) {
 
 // apply carries out plan for the VM seen as vm, in the order that keeps
 // the guarantees: the finalizer is on before a server (or a disk) exists, a disk exists before
-// the server that mounts it, and the finalizer comes off only after the server is gone and
+// the server that mounts it, a server replaced for the spec's sake is deleted only once the
+// status says so (StatusFirst), and the finalizer comes off only after the server is gone and
 // the disk deleted or released. Every write is conditional on the resourceVersion the decision saw (and
 // the ones its own writes produce), so a decision made on a stale view fails with a conflict
 // and is made again, rather than overwriting newer state. The plan is taken as decided with
@@ -147,18 +148,12 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				a.recordAbout(vm, srv, plan.Server.Event)
 			}
 		case decision.DeleteServer:
-			if err := a.deleteServer(ctx, owner, plan.Server.GracePeriod); err != nil {
-				return out, fmt.Errorf("delete server: %w", err)
+			if plan.Server.StatusFirst && plan.Status != nil {
+				break // after the status write, below
 			}
-			if observed != nil {
-				a.expect.deleted(key, observed.ID)
-				if plan.Status != nil && plan.Status.Phase == schema.PhaseCreating {
-					// A new server follows: remembered until the status says so, should
-					// the write below be lost (replaced.go).
-					a.expect.replaced.deleted(key, owner.UID, observed)
-				}
+			if err := a.removeServer(ctx, vm, owner, observed, plan); err != nil {
+				return out, err
 			}
-			a.recordAbout(vm, observed, plan.Server.Event)
 		case decision.ResizeServer:
 			r, ok := a.backend.(backend.Resizer)
 			if !ok {
@@ -199,6 +194,12 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		out.last, out.written = &w, append(out.written, rv)
 		a.expect.replaced.written(key, *plan.Status)
 		a.recordAbout(vm, named(plan.Status.Server, created, observed), plan.Events...)
+		if s := plan.Server; s != nil && s.Op == decision.DeleteServer && s.StatusFirst {
+			// The status says the server is being replaced: now it may go.
+			if err := a.removeServer(ctx, vm, owner, observed, plan); err != nil {
+				return out, err
+			}
+		}
 	}
 	if budgetErr != nil {
 		return out, budgetErr // the finalizer stays until the budget's action is done, or refused for good
@@ -212,6 +213,27 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	out.after = time.Duration(plan.RequeueAfter)
 	return out, nil
+}
+
+// removeServer deletes the VM's server as plan asks (DeleteServer), observed being the server
+// the plan was decided on, remembers the delete until the cache shows it, and records the
+// plan's Event for it.
+func (a applier) removeServer(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan decision.Plan) error {
+	if err := a.deleteServer(ctx, owner, plan.Server.GracePeriod); err != nil {
+		return fmt.Errorf("delete server: %w", err)
+	}
+	if observed != nil {
+		key := cache.NewObjectName(owner.Namespace, owner.Name)
+		a.expect.deleted(key, observed.ID)
+		if !plan.Server.StatusFirst && plan.Status != nil && plan.Status.Phase == schema.PhaseCreating {
+			// A new server follows: remembered until the status says so, should the status
+			// write after this delete be lost (replaced.go). A delete after its status
+			// (StatusFirst) has nothing to remember: the status says so already.
+			a.expect.replaced.deleted(key, owner.UID, observed)
+		}
+	}
+	a.recordAbout(vm, observed, plan.Server.Event)
+	return nil
 }
 
 // record records events on vm that are about no server of it (its disk's, its budget's).

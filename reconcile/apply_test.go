@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -434,6 +435,60 @@ func TestApplyMigrationRecordReplaced(t *testing.T) {
 			got, _, _ := unstructured.NestedMap(w.vm(t, "default", "test-vm").Object, "status", "migration")
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("status.migration stored as\n%v\nwant the new record only\n%v", got, want)
+			}
+		})
+	}
+}
+
+// TestApplyReplacementOrder: a server replaced because of the spec is deleted only once the
+// status that says so is written (StatusFirst), so that no one deciding on the VM after the
+// delete finds the server gone under a status that says it runs; a status write that fails
+// leaves the server as it was. A restart deletes first, as every delete that carries out a
+// request does: the request says why the server goes until the status records it.
+func TestApplyReplacementOrder(t *testing.T) {
+	tests := map[string]struct {
+		// statusFirst: the status is written while the server still runs.
+		statusFirst bool
+	}{
+		"rootdisk-changed": {statusFirst: true},
+		"restart-once":     {statusFirst: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, name)
+			vm := w.view(t, name)
+			_, srv := decidecase.Read(t, caseFile(name))
+			w.servers.Set(ownerOf(vm), srv)
+			plan := serverPolicy.Decide(vm, srv, nil, nil, nil, now)
+			if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Status == nil || plan.Server.StatusFirst != tc.statusFirst {
+				t.Fatalf("plan %+v, want a delete and a status, statusFirst %v", plan, tc.statusFirst)
+			}
+
+			// The status write fails.
+			w.failNext("status", apierrors.NewConflict(vmGVR.GroupResource(), vm.Name(), errors.New("the VM changed")))
+			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, plan)
+			if !apierrors.IsConflict(err) {
+				t.Fatalf("apply: %v, want the conflict", err)
+			}
+			if s, _ := w.servers.Observe(ownerOf(vm)); tc.statusFirst && (s == nil || s.Deleting) {
+				t.Errorf("server %+v after a failed status write, want it running", s)
+			}
+
+			// It goes through.
+			w.servers.Set(ownerOf(vm), srv)
+			if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, plan); err != nil {
+				t.Fatal(err)
+			}
+			if s, _ := w.servers.Observe(ownerOf(vm)); s == nil || !s.Deleting {
+				t.Errorf("server %+v, want it going", s)
+			}
+			writes := w.writes()
+			last := writes[len(writes)-1]
+			if last.subresource != "status" || last.serverDeleting == tc.statusFirst {
+				t.Errorf("last write %s/%s with the server being deleted: %v, want %v", last.name, last.subresource, last.serverDeleting, !tc.statusFirst)
+			}
+			if evs := w.events(); len(evs) == 0 || !slices.ContainsFunc(evs, func(e string) bool { return strings.Contains(e, plan.Server.Event.Reason) }) {
+				t.Errorf("events %q, want %s", evs, plan.Server.Event.Reason)
 			}
 		})
 	}

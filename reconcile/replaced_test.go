@@ -1,9 +1,11 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -178,5 +181,124 @@ func TestReplacements(t *testing.T) {
 	r.forget(key)
 	if g := r.gone(key, "uid-1", nil, nil); g != nil {
 		t.Errorf("kept after the VM went: %+v", *g)
+	}
+}
+
+// refusingDeletes is the memory backend refusing the next delete of a server, as the API server
+// does when a write does not get through (or the fence refuses it: fence_test.go).
+type refusingDeletes struct {
+	*memory.Backend
+	refuse atomic.Int32
+}
+
+func (b *refusingDeletes) Delete(ctx context.Context, vm backend.Owner) error {
+	if b.refuse.Add(-1) >= 0 {
+		return fencedByTransport()
+	}
+	return b.Backend.Delete(ctx, vm)
+}
+
+// TestControllerReplacementNewLeader: a replica replacing a VM's server for a spec change stops
+// in the middle (its Lease lost, a kill -9: its next write never gets through), and another
+// replica, which remembers nothing of it, takes over. The server is never gone while the status
+// still says it runs: the status that says it is being replaced goes first, and the delete after
+// it. So the new replica carries the replacement on, under every run strategy: the new server
+// has the new spec, and no one's delete is taken for someone else's (ServerMissing, which under
+// Manual and Once stopped the VM).
+func TestControllerReplacementNewLeader(t *testing.T) {
+	tests := map[string]struct {
+		strategy string // the VM's spec.action
+		// stops makes the first replica's next write after the user's change fail: "status"
+		// (its status write) or "delete" (its delete of the server).
+		stops string
+	}{
+		"Manual, the status write fails": {strategy: "manual", stops: "status"},
+		"Once, the status write fails":   {strategy: "once", stops: "status"},
+		"Always, the status write fails": {strategy: "active", stops: "status"},
+		"Manual, the delete fails":       {strategy: "manual", stops: "delete"},
+		"Once, the delete fails":         {strategy: "once", stops: "delete"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "strategy-manual-running")
+			obj := w.vm(t, testVM.Namespace, testVM.Name)
+			if err := unstructured.SetNestedField(obj.Object, tc.strategy, "spec", "action"); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
+				t.Fatal(err)
+			}
+			owner := ownerOf(cachedView(t, obj, w.fields))
+			_, running := decidecase.Read(t, caseFile("strategy-manual-running"))
+			w.servers.Set(owner, running)
+			refusing := &refusingDeletes{Backend: w.servers}
+			first, _ := newController(t, w, decision.UsagePolicy{})
+			first.cfg.Backend, first.applier.backend = refusing, refusing
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			if err := first.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !cache.WaitForCacheSync(ctx.Done(), first.HasSynced) {
+				t.Fatal("caches did not sync")
+			}
+			work := func(c *Controller, ctx context.Context, what string, done func() bool) {
+				t.Helper()
+				eventually(t, what, func() bool {
+					for c.queue.Len() > 0 {
+						c.processNextItem(ctx)
+					}
+					return done()
+				})
+			}
+			work(first, ctx, "the VM is ready", func() bool { return status(t, w, testVM, "reason") == decision.ReasonServerReady })
+			w.events()
+
+			// The user's change; the first replica's next write fails, and it stops there.
+			switch tc.stops {
+			case "status":
+				w.failNext("status", fencedByTransport())
+			case "delete":
+				refusing.refuse.Store(1)
+			}
+			obj = w.vm(t, testVM.Namespace, testVM.Name)
+			if err := newImage(obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
+				t.Fatal(err)
+			}
+			cachedAt(t, first, w, testVM)
+			first.processNextItem(ctx)
+			stop()
+			if srv, _ := w.servers.Observe(owner); srv != nil && srv.Deleting {
+				w.servers.Set(owner, nil) // a delete that got through ends
+			}
+
+			next, _ := newController(t, w, decision.UsagePolicy{})
+			nextCtx := start(t, next)
+			work(next, nextCtx, "the new replica decides on the VM", func() bool {
+				srv, _ := w.servers.Observe(owner)
+				if srv != nil && srv.Deleting {
+					w.servers.Set(owner, nil)
+				}
+				r := status(t, w, testVM, "reason")
+				return srv != nil && srv.ID != running.ID || r == decision.ReasonServerMissing
+			})
+
+			srv, _ := w.servers.Observe(owner)
+			switch {
+			case srv == nil:
+				t.Errorf("no new server: the VM is %s (%s)", status(t, w, testVM, "phase"), status(t, w, testVM, "reason"))
+			case srv.ID == running.ID || srv.Spec.Image != "example.com/vm:2":
+				t.Errorf("server %s with image %s, want a new server with image example.com/vm:2", srv.ID, srv.Spec.Image)
+			}
+			if got := status(t, w, testVM, "reason"); got != decision.ReasonServerCreating {
+				t.Errorf("reason %q, want %s", got, decision.ReasonServerCreating)
+			}
+			if evs := w.events(); slices.ContainsFunc(evs, func(e string) bool { return strings.Contains(e, decision.ReasonServerMissing) }) {
+				t.Errorf("events %q: the controller took its own delete for someone else's", evs)
+			}
+		})
 	}
 }

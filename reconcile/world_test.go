@@ -58,6 +58,7 @@ type write struct {
 	name, subresource string
 	body              map[string]any
 	serverExisted     bool
+	serverDeleting    bool // the server existed and was being deleted
 }
 
 // newWorld starts a world holding the VMs of the given testdata/decide cases.
@@ -103,7 +104,7 @@ func (w *world) patch(a k8stesting.Action) (bool, runtime.Object, error) {
 	if p.GetSubresource() != "" {
 		kind = p.GetSubresource()
 	}
-	logged := write{name: p.GetName(), subresource: p.GetSubresource(), body: body, serverExisted: srv != nil}
+	logged := write{name: p.GetName(), subresource: p.GetSubresource(), body: body, serverExisted: srv != nil, serverDeleting: srv != nil && srv.Deleting}
 	w.mu.Lock()
 	var injected error
 	if errs := w.fail[kind]; len(errs) > 0 {

@@ -593,9 +593,11 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 	p.serverState(d)
 }
 
-// replace deletes the server so that a new one with the wanted spec follows.
+// replace deletes the server so that a new one with the wanted spec follows, once the status
+// says so (StatusFirst).
 func (p Policy) replace(d *decision, note string) {
 	d.deleteServer(ReasonReplacingServer, note)
+	d.plan.Server.StatusFirst = true
 	if d.lostWhileDeleted() {
 		return
 	}

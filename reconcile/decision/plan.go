@@ -9,7 +9,8 @@ import (
 
 // Plan is everything one reconcile of one VM asks for, as data. The apply step carries it out
 // in a fixed order: add the finalizer, act on the disk, act on the server, write the status,
-// remove the finalizer. So a disk exists before the server that mounts it is created, and on
+// remove the finalizer; a replacement for the spec's sake writes the status before it deletes
+// the server (ServerAction.StatusFirst). So a disk exists before the server that mounts it is created, and on
 // deletion (where a plan acts on the disk only once the server is gone) the disk is deleted
 // or released before the finalizer comes off. Each event is recorded once the write it
 // reports has succeeded.
@@ -70,6 +71,17 @@ type ServerAction struct {
 	// GracePeriod, for a delete that stops the VM, is the grace period the stop asked for
 	// (schema.AnnotationStopGracePeriod; backend.GracefulDeleter); nil: the backend's default.
 	GracePeriod *Duration `yaml:"gracePeriod,omitempty"`
+	// StatusFirst, for a delete that replaces the server because of the spec (a change of
+	// it, or a resize the host refused), has the status written before the server is
+	// deleted, not after. Nothing else records why such a server goes: a restart, a stop or
+	// a migration is a request on the VM, new until the status records it, which explains
+	// its delete to whoever decides next. Deleted first, the server would be gone while the
+	// status still said it ran, and a controller deciding in between with no memory of the
+	// delete (a new leader; this one after a restart) would take it for one someone else
+	// deleted: under Manual and Once the VM stopped with ServerMissing. Written first, the
+	// status says ServerReplacing; should the delete not follow, the spec still asks for the
+	// replacement, and the next decision deletes the server.
+	StatusFirst bool `yaml:"statusFirst,omitempty"`
 }
 
 // DiskOp is an operation on the VM's disk.
