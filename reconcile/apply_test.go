@@ -381,6 +381,55 @@ func TestApplyResize(t *testing.T) {
 	}
 }
 
+// TestApplyRefusedResizeDeleteFails: the host refused a resize, so the server is replaced; the
+// replacement's status goes first (StatusFirst), and it no longer carries the record of the
+// refusal. When the delete after it fails, the next decision carries the replacement on: it
+// deletes the server, writes nothing, and neither asks for the refused resize again nor says
+// the VM is ready in between.
+func TestApplyRefusedResizeDeleteFails(t *testing.T) {
+	w := newWorld(t, "cpu-resize-requested")
+	_, srv := decidecase.Read(t, caseFile("cpu-resize-requested"))
+	vm := w.view(t, "cpu-resize-requested")
+	owner := ownerOf(vm)
+	w.servers.Set(owner, srv)
+	w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: "node capacity"})
+	a := w.applier()
+	stored := func() schema.VirtualMachine { return cachedView(t, w.vm(t, "default", "test-vm"), w.fields) }
+
+	if plan := a.policy.Decide(vm, srv, nil, nil, nil, now); plan.Server == nil || plan.Server.Op != decision.ResizeServer {
+		t.Fatalf("plan %+v, want a resize", plan.Server)
+	} else if _, err := a.apply(context.Background(), vm, owner, srv, nil, plan); err != nil {
+		t.Fatal(err)
+	}
+	plan := a.policy.Decide(stored(), srv, nil, nil, nil, now)
+	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || !plan.Server.StatusFirst || plan.Status == nil {
+		t.Fatalf("plan %+v, want the server replaced, the status first", plan)
+	}
+	w.servers.FailDelete(errors.New("connection refused"))
+	if _, err := a.apply(context.Background(), stored(), owner, srv, nil, plan); err == nil {
+		t.Fatal("apply: no error from the failed delete")
+	}
+	if r := status(t, w, testVM, "reason"); r != decision.ReasonServerReplacing {
+		t.Fatalf("reason %q after the failed delete, want %s written first", r, decision.ReasonServerReplacing)
+	}
+
+	w.servers.FailDelete(nil)
+	writes := len(w.writes())
+	plan = a.policy.Decide(stored(), srv, nil, nil, nil, now)
+	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Status != nil {
+		t.Fatalf("plan after the failed delete:\n%+v\n%+v\nwant the delete again and nothing written", plan.Server, plan.Status)
+	}
+	if _, err := a.apply(context.Background(), stored(), owner, srv, nil, plan); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := w.servers.Observe(owner); s == nil || !s.Deleting || s.Spec.CPU.String() != srv.Spec.CPU.String() {
+		t.Errorf("server %+v, want it going, not resized", s)
+	}
+	if n := len(w.writes()); n != writes {
+		t.Errorf("%d writes of the VM, want none", n-writes)
+	}
+}
+
 // TestApplyMigrationRecordReplaced: a migration record written over an earlier one replaces
 // it wholly in the VM as the API server stores it: none of the earlier record's fields the new
 // one leaves out (the nodes of the move before it, its message) stays behind.

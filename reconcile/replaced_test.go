@@ -204,7 +204,9 @@ func (b *refusingDeletes) Delete(ctx context.Context, vm backend.Owner) error {
 // still says it runs: the status that says it is being replaced goes first, and the delete after
 // it. So the new replica carries the replacement on, under every run strategy: the new server
 // has the new spec, and no one's delete is taken for someone else's (ServerMissing, which under
-// Manual and Once stopped the VM).
+// Manual and Once stopped the VM). The cases where the status write fails fail on the order of
+// before (delete, then status); those where the delete fails hold the other half of the order:
+// the status is on record before the delete, and the next replica deletes.
 func TestControllerReplacementNewLeader(t *testing.T) {
 	tests := map[string]struct {
 		strategy string // the VM's spec.action
@@ -271,6 +273,9 @@ func TestControllerReplacementNewLeader(t *testing.T) {
 			cachedAt(t, first, w, testVM)
 			first.processNextItem(ctx)
 			stop()
+			if r := status(t, w, testVM, "reason"); tc.stops == "delete" && r != decision.ReasonServerReplacing {
+				t.Fatalf("reason %q after the failed delete, want %s written before it", r, decision.ReasonServerReplacing)
+			}
 			if srv, _ := w.servers.Observe(owner); srv != nil && srv.Deleting {
 				w.servers.Set(owner, nil) // a delete that got through ends
 			}

@@ -543,6 +543,11 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		from.RootDisk = want.RootDisk
 	}
 	what := specChange(from, want, imageSet)
+	if d.replacementWritten() && (p.Resize != ResizeManual || !kept(srv)) {
+		// Under --resize manual a server that runs now is kept all the same (below).
+		p.replace(d, fmt.Sprintf("Replacing server %s: %s (the replacement the status records)", srv.Name, what))
+		return
+	}
 	why := ""
 	refused := d.refused()
 	switch {
@@ -603,6 +608,19 @@ func (p Policy) replace(d *decision, note string) {
 	}
 	d.report(schema.PhaseCreating, ReasonServerReplacing,
 		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", d.srv.Name), d.deletingServer())
+}
+
+// replacementWritten reports whether the status already says that the observed server, still
+// there and not being deleted, is being replaced for this generation of the spec: a
+// replacement's status is written before its delete (StatusFirst), and the delete did not
+// follow (a write that failed, a replica that stopped). The replacement is carried on as
+// written rather than decided afresh: what chose it may be gone from the status by then (the
+// record of a resize the host refused, which the replacement's status no longer carries), and
+// deciding afresh would ask for that resize again and write Active in between.
+func (d *decision) replacementWritten() bool {
+	cur, srv := d.current, d.srv
+	return cur.Phase == schema.PhaseCreating && cur.Reason == ReasonServerReplacing && cur.Server != nil &&
+		cur.Server.ID == srv.ID && !srv.Deleting && cur.ObservedGeneration == d.vm.Generation()
 }
 
 // refused is the record of a resize the host refused for this generation of the spec (by
