@@ -38,34 +38,51 @@ func IsPlugin(argv0 string) bool {
 }
 
 // pluginConfig is what every verb takes: kubectl's flags for reaching the cluster and
-// choosing the namespace, and the resource's version.
+// choosing the namespace, and the resource: its version, plural name and field map, as the
+// controller is given them.
 type pluginConfig struct {
 	clusterFlags
 	Namespace  string
 	APIVersion string
+	Resource   string
+	SchemaFile string
 }
 
-// Validate checks the version's form; the cluster is asked nothing yet.
+// Validate checks the resource's form; the cluster is asked nothing yet.
 func (c *pluginConfig) Validate() error {
-	if _, err := schema.ParseGVR(c.APIVersion, schema.DefaultResource); err != nil {
+	if _, err := schema.ParseGVR(c.APIVersion, c.resource()); err != nil {
 		return fmt.Errorf("--api-version: %w", err)
 	}
 	return nil
 }
 
-// flags are kubectl's --kubeconfig, --context and -n/--namespace, and --api-version.
+// resource is --resource, or the default plural name when the flag was not parsed (the
+// verbs' tests build the configuration by hand).
+func (c *pluginConfig) resource() string {
+	if c.Resource == "" {
+		return schema.DefaultResource
+	}
+	return c.Resource
+}
+
+// flags are kubectl's --kubeconfig, --context and -n/--namespace, and --api-version,
+// --resource and --schema-file.
 func (c *pluginConfig) flags() []cli.Flag {
 	return append(c.clusterFlags.flags(),
 		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Usage: "namespace of the VM (or -n); empty: the kubeconfig context's, or default",
 			Destination: &c.Namespace},
 		&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version the VM is read and written in",
-			EnvVars: env("API_VERSION"), Destination: &c.APIVersion})
+			EnvVars: env("API_VERSION"), Destination: &c.APIVersion},
+		&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VM's kind",
+			EnvVars: env("RESOURCE"), Destination: &c.Resource},
+		schemaFileFlag(&c.SchemaFile, "field-map file: where each field of a VM lives in the resource, the one the controller runs with; "+
+			"empty: the built-in map of --api-version (required for a group other than "+schema.Group+")"))
 }
 
 // Plugin is the command line of kubectl-vm. version is the build's, as for App.
 func Plugin(version string) *cli.App {
 	version = buildVersion(version)
-	return &cli.App{
+	app := &cli.App{
 		Name:  "kubectl vm",
 		Usage: "start, stop, restart, wait for, inspect and migrate VirtualMachines (the kubectl plugin of vm-controller)",
 		UsageText: "kubectl vm start|stop|restart|wait|status|migrate NAME [flags]\n\n" +
@@ -89,6 +106,10 @@ func Plugin(version string) *cli.App {
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {},
 	}
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = usageError // a bad flag of a verb: one line and exit 2, as every command's
+	}
+	return app
 }
 
 // oneName takes exactly one argument, the VM's name.
@@ -113,11 +134,11 @@ type vmClient struct {
 
 // connect makes the clients of c.
 func (c *pluginConfig) connect(cc *cli.Context, version string) (*vmClient, error) {
-	gvr, err := schema.ParseGVR(c.APIVersion, schema.DefaultResource)
+	gvr, err := schema.ParseGVR(c.APIVersion, c.resource())
 	if err != nil {
 		return nil, err
 	}
-	fields, err := schema.ForVersion(gvr.GroupVersion())
+	fields, err := loadFields(c.SchemaFile, gvr.GroupVersion())
 	if err != nil {
 		return nil, err
 	}

@@ -113,6 +113,65 @@ func TestVerbs(t *testing.T) {
 	}
 }
 
+// TestVerbsOnStatusThatNamesAServer: a stopped VM whose status still names a server gets the
+// stop request (the server is deleted by it): an ended server kept for inspection, a server
+// kept running beside a spec the controller refuses; a stop under way gets a second one only
+// when it shortens the grace period. A paused VM's status is not read as now: its requests are
+// written whatever it says, with a note; it is not migrated.
+func TestVerbsOnStatusThatNamesAServer(t *testing.T) {
+	at := pluginNow.Format(requestTimeLayout)
+	zero := int64(0)
+	server := map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running"}
+	tests := map[string]struct {
+		verb, rs string
+		status   map[string]any
+		paused   bool
+		grace    *int64
+		patch    string // "" when nothing is written
+		say      string
+	}{
+		"stop, shut down, server kept": {verb: "stop", rs: "RerunOnFailure", status: map[string]any{"phase": "Inactive", "reason": "GuestShutDown", "server": server},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, say: "stop requested"},
+		"stop, failed under Once, server kept": {verb: "stop", rs: "Once", status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": server},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, say: "stop requested"},
+		"stop, invalid spec, server running": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Failed", "reason": "InvalidSpec", "server": server},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, say: "stop requested"},
+		"stop, stopping": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopping", "server": server},
+			say: "already stopping (phase Inactive (Stopping)): nothing changed; to cut its shutdown short: kubectl vm stop vm1 --force"},
+		"stop --force, stopping": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopping", "server": server}, grace: &zero,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"0","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, say: "stop requested"},
+		"stop, stopped": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopped"}, say: "already stopped"},
+		"stop, stopped, paused": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopped"}, paused: true,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, say: "the VM is paused"},
+		"start, running, paused": {verb: "start", rs: "Manual", status: map[string]any{"phase": "Active", "reason": "ServerReady", "server": server}, paused: true,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null}}}`, say: "the VM is paused"},
+		"restart, stopped, paused": {verb: "restart", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopped"}, paused: true,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"` + at + `"}}}`, say: "the VM is paused"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var ann map[string]any
+			if tc.paused {
+				ann = map[string]any{schema.AnnotationPaused: "true"}
+			}
+			vm, f := requestVM(t, tc.rs, tc.status, ann)
+			r, err := decideVerb(tc.verb, vm, f, tc.grace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := patchText(r); got != tc.patch || !strings.Contains(r.say, tc.say) {
+				t.Errorf("patch %s, say %q; want %s, %q", got, r.say, tc.patch, tc.say)
+			}
+		})
+	}
+	vm, _ := requestVM(t, "Manual", map[string]any{"phase": "Active", "reason": "ServerReady", "server": server}, map[string]any{schema.AnnotationPaused: "true"})
+	_, err := (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm)
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), "is paused") {
+		t.Errorf("migrate of a paused VM: %v, want a refusal saying it is paused", err)
+	}
+}
+
 // decideVerb decides the verb named (start, stop or restart) on vm at pluginNow; grace is stop's.
 func decideVerb(verb string, vm schema.VirtualMachine, f schema.Fields, grace *int64) (verbResult, error) {
 	switch verb {
@@ -322,6 +381,7 @@ func TestPluginConfigValidate(t *testing.T) {
 		"stop force grace 0":   {&stopConfig{pluginConfig: ok, GracePeriod: 0, Force: true}, ""},
 		"stop force and grace": {&stopConfig{pluginConfig: ok, GracePeriod: 3, Force: true}, "--force with --grace-period 3"},
 		"stop negative grace":  {&stopConfig{pluginConfig: ok, GracePeriod: -2}, "--grace-period -2"},
+		"stop grace too long":  {&stopConfig{pluginConfig: ok, GracePeriod: 1 << 31}, "--grace-period 2147483648"},
 		"wait":                 {&waitConfig{pluginConfig: ok, For: "phase=Active", Timeout: time.Second}, ""},
 		"wait without for":     {&waitConfig{pluginConfig: ok, Timeout: time.Second}, "--for is required"},
 		"wait zero timeout":    {&waitConfig{pluginConfig: ok, For: "condition=Ready", Timeout: 0}, "--timeout"},
@@ -866,4 +926,20 @@ func statusLater(dyn dynamic.Interface, gvr k8sschema.GroupVersionResource, stat
 	}
 	u.Object["status"] = status
 	vms.UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+}
+
+// TestPluginBadFlag: a verb's bad flag is one line and exit 2, as every command's, not the
+// verb's help and exit 1: a script tells a typo from a refusal by it.
+func TestPluginBadFlag(t *testing.T) {
+	for _, args := range [][]string{{"stop", "vm1", "--bogus"}, {"stop", "vm1", "--grace-period", "abc"}, {"wait", "vm1", "--timeout", "5"},
+		{"start", "--nope", "vm1"}, {"migrate", "vm1", "-x"}} {
+		app := Plugin("test")
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		err := app.Run(PluginArgs(append([]string{PluginName}, args...)))
+		var ec cli.ExitCoder
+		if !errors.As(err, &ec) || ec.ExitCode() != 2 || strings.Contains(err.Error(), "\n") || out.Len() != 0 {
+			t.Errorf("%q: error %v, output %q; want one line and exit 2, no help", args, err, out.String())
+		}
+	}
 }

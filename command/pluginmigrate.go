@@ -62,6 +62,12 @@ func (v *vmClient) migrate(ctx context.Context, name string) error {
 // migrationSource checks that vm can migrate and returns the node its server is on.
 func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine) (string, error) {
 	name, st := vm.Name(), vm.Status()
+	if vm.Paused() {
+		// Its status says nothing of now, and a move checked against today's nodes would be
+		// carried out whenever it is resumed.
+		return "", refuse("virtualmachine/%s is paused (%s): the controller leaves it alone; resume it first: kubectl annotate vm %s %s-",
+			name, schema.AnnotationPaused, name, schema.AnnotationPaused)
+	}
 	if st.Phase != schema.PhaseActive || st.Server == nil || st.Server.Name == "" {
 		return "", refuse("virtualmachine/%s is not running (%s): only a running VM migrates", name, describe(st))
 	}

@@ -7,6 +7,7 @@ package command
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -103,7 +104,7 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
 	}
 	_, stop := pending(vm)
-	if stop.Value == "" && !stopped(rs, st) {
+	if stop.Value == "" && !stopped(rs, st) && !vm.Paused() {
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
 	}
 	at := now.UTC().Format(requestTimeLayout)
@@ -113,7 +114,7 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 		kv[schema.AnnotationStopRequestedAt] = nil
 		say += withdrawn("stop", stop)
 	}
-	return verbResult{patch: annotations(kv), say: say}, nil
+	return verbResult{patch: annotations(kv), say: say + pausedNote(vm)}, nil
 }
 
 // pending are the start and stop requests the VM carries that its status has not recorded:
@@ -152,9 +153,17 @@ func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string) e
 
 // stopVerb: on Always, the spec's run strategy becomes Halted (as virtctl stop does); on
 // RerunOnFailure, Once and Manual a running VM gets a stop request (the annotation
-// cloudnative.czs/stopRequestedAt); a stopped VM is left as it is. grace, if not nil, goes
-// with the same write (cloudnative.czs/stopGracePeriodSeconds); nil removes an earlier one. A
-// start request not carried out yet is withdrawn in the same write, as startVerb does.
+// cloudnative.czs/stopRequestedAt); a stopped VM with no server left is left as it is. grace,
+// if not nil, goes with the same write (cloudnative.czs/stopGracePeriodSeconds); nil removes
+// an earlier one. A start request not carried out yet is withdrawn in the same write, as
+// startVerb does.
+//
+// A stopped VM whose status still names a server gets the request all the same: a server that
+// ended and is kept for inspection (GuestShutDown, ServerFailed), which a stop deletes, as
+// docs/run-strategies.md says; a server kept running beside a spec the controller refuses
+// (InvalidSpec, DiskConflict), which the stop deletes once the spec is fixed; and a stop under
+// way, when the new one shortens its grace period (--force on a guest that hangs in its
+// shutdown). A paused VM's status says nothing of now: its request is written whatever it says.
 func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *int64) (verbResult, error) {
 	rs, err := strategyOf(vm, f)
 	if err != nil {
@@ -176,8 +185,13 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s stopped: runStrategy Always -> Halted%s", name, note)}, nil
 	}
 	start, _ := pending(vm)
-	if start.Value == "" && stopped(rs, st) {
+	switch {
+	case start.Value != "" || !stopped(rs, st) || vm.Paused():
+	case st.Server == nil:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (%s): nothing changed", name, describe(st))}, nil
+	case st.Reason == decision.ReasonStopping && grace == nil:
+		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; to cut its shutdown short: kubectl vm stop %s --force",
+			name, describe(st), name)}, nil
 	}
 	at := now.UTC().Format(requestTimeLayout)
 	kv := map[string]any{schema.AnnotationStopRequestedAt: at, schema.AnnotationStopGracePeriod: g}
@@ -186,7 +200,16 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 		kv[schema.AnnotationStartRequestedAt] = nil
 		say += withdrawn("start", start)
 	}
-	return verbResult{patch: annotations(kv), say: say}, nil
+	return verbResult{patch: annotations(kv), say: say + pausedNote(vm)}, nil
+}
+
+// pausedNote says, for a request written to a paused VM, that nothing happens until it is
+// resumed: the controller leaves a paused VM alone, its status included.
+func pausedNote(vm schema.VirtualMachine) string {
+	if !vm.Paused() {
+		return ""
+	}
+	return fmt.Sprintf("; the VM is paused (%s): the controller carries it out once it is resumed, and its status says nothing of now until then", schema.AnnotationPaused)
 }
 
 // restartVerb writes the restart annotation (cloudnative.czs/restartedAt) of a VM that runs
@@ -198,7 +221,7 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 		return verbResult{}, err
 	}
 	name, st := vm.Name(), vm.Status()
-	if rs == schema.RunHalted || rs != schema.RunAlways && stopped(rs, st) {
+	if rs == schema.RunHalted || rs != schema.RunAlways && stopped(rs, st) && !vm.Paused() {
 		return verbResult{}, cli.Exit(fmt.Sprintf("virtualmachine/%s is stopped (runStrategy %s; %s): nothing to restart; start it with: kubectl vm start %s",
 			name, rs, describe(st), name), 1)
 	}
@@ -207,7 +230,7 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 	}
 	at := now.UTC().Format(requestTimeLayout)
 	return verbResult{patch: annotations(map[string]any{schema.AnnotationRestartedAt: at}),
-		say: fmt.Sprintf("virtualmachine/%s restart requested (%s=%s)", name, schema.AnnotationRestartedAt, at)}, nil
+		say: fmt.Sprintf("virtualmachine/%s restart requested (%s=%s)", name, schema.AnnotationRestartedAt, at) + pausedNote(vm)}, nil
 }
 
 // runVerb reads the VM, lets decide say what to write, writes it and says what happened; a
@@ -266,8 +289,8 @@ func (c *stopConfig) Validate() error {
 	if err := c.pluginConfig.Validate(); err != nil {
 		errs = append(errs, err.Error())
 	}
-	if c.GracePeriod < -1 {
-		errs = append(errs, fmt.Sprintf("--grace-period %d: want a number of seconds from 0 up (-1: the server's own)", c.GracePeriod))
+	if c.GracePeriod < -1 || c.GracePeriod > math.MaxInt32 {
+		errs = append(errs, fmt.Sprintf("--grace-period %d: want a number of seconds from 0 to %d (-1: the server's own)", c.GracePeriod, math.MaxInt32))
 	}
 	if c.Force && c.GracePeriod > 0 {
 		errs = append(errs, fmt.Sprintf("--force with --grace-period %d: --force deletes at once (grace period 0)", c.GracePeriod))

@@ -139,7 +139,10 @@ func (d *decision) stopping() bool {
 }
 
 // stopServer carries out a stop request: the server goes (with the grace period the stop
-// asked for), and the VM stays stopped until a start request.
+// asked for), and the VM stays stopped until a start request. A server already being deleted
+// is deleted again when the stop gives a grace period (kubectl vm stop --force on a guest that
+// hangs in its shutdown): a delete with a shorter grace period than the one under way cuts it
+// short, as kubectl delete --force does; a longer one changes nothing.
 func (d *decision) stopServer(spec schema.Spec, at string) {
 	if r := d.newRestart(); r != "" {
 		d.next().RestartedAt = r // overtaken by the stop
@@ -152,9 +155,12 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 	}
 	d.ensureFinalizer(true)
 	d.moving = nil // a move under Replace ends with the stop
-	if !srv.Deleting {
-		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: d.stopGrace(), Event: Event{Type: EventNormal,
+	if grace := d.stopGrace(); !srv.Deleting || grace != nil {
+		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: grace, Event: Event{Type: EventNormal,
 			Reason: ReasonStoppingServer, Message: fmt.Sprintf("Deleting server %s: stop requested at %s", srv.Name, at)}}
+		if srv.Deleting {
+			d.plan.Server.Event.Message += fmt.Sprintf(", grace period %s", time.Duration(*grace))
+		}
 	}
 	if srv.State == backend.StateLost {
 		d.lostOnStop(d.deletingServer(), at) // its deletion cannot finish (nodelost.go)
