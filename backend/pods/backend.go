@@ -175,7 +175,15 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 				owner(o)
 			}
 		}
-		nodesHandled, err := b.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		nodesHandled, err := b.nodes.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			// A node made again under its name (deleted by hand, and its kubelet registered
+			// it again before the pods on it were collected) is news to the VMs whose servers
+			// its deletion made lost. The first list is not: every VM is looked at then anyway.
+			AddFunc: func(obj any, isInInitialList bool) {
+				if !isInInitialList {
+					onNode(obj)
+				}
+			},
 			UpdateFunc: func(old, cur any) {
 				o, c := old.(*corev1.Node), cur.(*corev1.Node)
 				if nodeReady(o) != nodeReady(c) || o.Spec.Unschedulable != c.Spec.Unschedulable {

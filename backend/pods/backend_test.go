@@ -20,7 +20,7 @@ import (
 
 // TestBackendTyped runs the backend over the typed clientset: Create writes the pod, the
 // informer brings it back, a change of it names its VM, Observe reads it as a server (lost once its node
-// is not ready), a pod of the same name that another VM controls is rejected, and Delete
+// is not ready, or gone; back once the node is made again), a pod of the same name that another VM controls is rejected, and Delete
 // removes the pod.
 func TestBackendTyped(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1"},
@@ -72,6 +72,19 @@ func TestBackendTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, notified, func() bool { srv, _ := b.Observe(vm); return srv != nil && srv.State == backend.StateLost })
+
+	// The node is deleted by hand (the server is lost: its node is gone), and its kubelet
+	// registers it again before the pods bound to it are collected: the VM is told.
+	if err := client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, notified, func() bool { srv, _ := b.Observe(vm); return srv != nil && srv.State == backend.StateLost && srv.Message == "node n1 is gone" })
+	node = node.DeepCopy()
+	node.ResourceVersion, node.Status.Conditions[0].Status = "3", corev1.ConditionTrue
+	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, notified, func() bool { srv, _ := b.Observe(vm); return srv != nil && srv.State == backend.StateReady })
 
 	other := vm
 	other.UID = "u-2"

@@ -309,8 +309,8 @@ func (d *decision) evictedFrom() string {
 		return ""
 	case d.evictedGone != nil:
 		return d.evictedGone.Node
-	case cur.Reason == ReasonServerEvicted && cur.Server != nil:
-		return cur.Server.Node
+	case cur.Reason == ReasonServerEvicted && cur.Server != nil && cur.Server.Node != "":
+		return cur.Server.Node // "" in a layout with no place for it: the condition's message names it
 	}
 	return evictedNode(d.moving.message)
 }

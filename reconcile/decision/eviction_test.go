@@ -300,3 +300,27 @@ func TestEvictionPreferenceNeverReplaces(t *testing.T) {
 		t.Errorf("a running server that prefers to avoid node-a is acted on: %+v", p)
 	}
 }
+
+// TestEvictedFromWithoutServerNode: in a layout with no place for the server's node (the
+// v1alpha1 CRD before placement, a field map without it), the server that follows an eviction
+// under Replace still prefers any node but the one it was evicted from, which the condition
+// Moving names.
+func TestEvictedFromWithoutServerNode(t *testing.T) {
+	raw, _ := decidecase.Input(t, filepath.Join(cases, "evict-replace-gone.txtar"))
+	for _, node := range []bool{true, false} {
+		f := decidecase.Fields(t)
+		if !node {
+			f.ServerNode = ""
+		}
+		vm, err := schema.Parse(raw, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := decision.DefaultPolicy
+		p.RootDisk = decision.RootDiskEphemeral
+		plan := p.Decide(vm, nil, nil, nil, nil, now)
+		if plan.Server == nil || plan.Server.Spec == nil || plan.Server.Spec.PreferAvoidNode != "node-a" {
+			t.Errorf("layout with the server's node %v: plan %+v, want a create that prefers any node but node-a", node, plan.Server)
+		}
+	}
+}
