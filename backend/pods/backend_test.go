@@ -78,7 +78,10 @@ func TestBackendTyped(t *testing.T) {
 	if err := client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await(t, notified, func() bool { srv, _ := b.Observe(vm); return srv != nil && srv.State == backend.StateLost && srv.Message == "node n1 is gone" })
+	await(t, notified, func() bool {
+		srv, _ := b.Observe(vm)
+		return srv != nil && srv.State == backend.StateLost && srv.Message == "node n1 is gone"
+	})
 	node = node.DeepCopy()
 	node.ResourceVersion, node.Status.Conditions[0].Status = "3", corev1.ConditionTrue
 	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
