@@ -202,7 +202,12 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		}
 	}
 	if budgetErr != nil {
-		return out, budgetErr // the finalizer stays until the budget's action is done, or refused for good
+		// The finalizer stays until the budget's action is done, or refused for good. The
+		// plan's time to look again stands beside the error's backoff: a failed server's
+		// backoff, a bound after which a stuck one is Stalled, are the server's, and a budget
+		// refused at every try must not put them off to the error backoff's ceiling.
+		out.after = time.Duration(plan.RequeueAfter)
+		return out, budgetErr
 	}
 	if plan.Finalizer == decision.RemoveFinalizer {
 		// The VM may be gone once its last finalizer is: nothing to carry on from.

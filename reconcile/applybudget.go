@@ -48,6 +48,11 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.DeleteBudget && leaving:
 		a.record(vm, decision.BudgetLeftBehind(vm, act.Name, err.Error()))
 		return nil
+	case errors.Is(err, backend.ErrRejected) && (act.Op == decision.CreateBudget || act.Op == decision.AdoptBudget):
+		// Retried with backoff all the same (the policy may change, the name be freed), and
+		// said on the VM: only the logs said it, and a drain took the server unannounced.
+		a.record(vm, decision.BudgetRefused(act.Name, err.Error()))
+		return fmt.Errorf("%s budget: %w", act.Op, err)
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.RecordBudgetKind:
 		// Bookkeeping, as a disk's (applyDisk): refused, the budget still holds the drain.
 		a.warnRefused(vm, "record the kind on budget "+act.Name, err)

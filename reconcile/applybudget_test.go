@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -172,6 +173,49 @@ type refusingBudgets struct{ *memory.Backend }
 
 func (refusingBudgets) CreateBudget(context.Context, backend.Owner) (*backend.Budget, error) {
 	return nil, fmt.Errorf("PodDisruptionBudget test-vm-block-eviction already exists and this VM does not control it: %w", backend.ErrRejected)
+}
+
+// TestApplyBudgetRefusedKeepsRequeue: a Block VM whose budget is refused (a Warning
+// BudgetRefused says so), its failed server waiting out a backoff. The plan's time to look again (the backoff's end) comes back with the
+// budget's error, and the loop queues the VM for it as well as for the error's backoff: a
+// budget refused at every try, whose backoff grows to minutes, does not put the server's
+// replacement off with it.
+func TestApplyBudgetRefusedKeepsRequeue(t *testing.T) {
+	const name = "failed-backoff-wait"
+	w := newWorld(t, name)
+	_, srv := decidecase.Read(t, caseFile(name))
+	p := serverPolicy
+	p.Eviction = schema.EvictionBlock
+	a := w.applier()
+	a.backend, a.policy = refusingBudgets{w.servers}, p
+	vm := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
+	w.servers.Set(ownerOf(vm), srv)
+	plan := p.Decide(vm, srv, nil, nil, nil, now)
+	if plan.RequeueAfter == 0 || plan.Budget == nil || plan.Budget.Op != decision.CreateBudget {
+		t.Fatalf("plan %+v, want a budget's create and a time to look again", plan)
+	}
+	after, err := a.apply(context.Background(), vm, ownerOf(vm), srv, nil, plan)
+	if !errors.Is(err, backend.ErrRejected) {
+		t.Fatalf("apply: %v, want the budget's refusal", err)
+	}
+	if after != time.Duration(plan.RequeueAfter) {
+		t.Errorf("after %v with the budget's error, want the plan's %v", after, time.Duration(plan.RequeueAfter))
+	}
+	if evs := w.events(); !slices.ContainsFunc(evs, func(e string) bool {
+		return strings.HasPrefix(e, "Warning BudgetRefused The VM's disruption budget was refused (PodDisruptionBudget test-vm-block-eviction already exists")
+	}) {
+		t.Errorf("events %q, want the Warning BudgetRefused quoting the refusal", evs)
+	}
+
+	// Through the loop: the reconcile's error comes with the plan's time, which processNext
+	// queues the VM for beside the error's backoff (the queue keeps the sooner).
+	c, _ := newController(t, w, decision.UsagePolicy{})
+	c.cfg.Backend, c.applier.backend, c.applier.policy, c.cfg.Policy = a.backend, a.backend, p, p
+	ctx := start(t, c)
+	after, err = c.reconcileRecovered(ctx, testVM, c.log, false)
+	if !errors.Is(err, backend.ErrRejected) || after != time.Duration(plan.RequeueAfter) {
+		t.Errorf("reconcile: after %v, error %v; want the plan's %v with the budget's refusal", after, err, time.Duration(plan.RequeueAfter))
+	}
 }
 
 // TestApplyBudgetRefusedWritesStatus: a Block VM whose budget is refused, asked once to

@@ -593,6 +593,9 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 	case err != nil:
 		result = "error"
 		retry(key)
+		if after > 0 {
+			requeue(key, after) // the plan's own time, if sooner than the backoff's (the queue keeps the sooner)
+		}
 		if !debug {
 			log = log.With("vm", key.String(), "reconcileID", id)
 		}
@@ -847,7 +850,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// The writes that went through are facts: the retry decides on the VM as the last
 			// of them returned it, and their echoes bring nothing it will not see.
 			c.echoes.expect(key, rvs, last, from)
-			return 0, err
+			return out.after, err // a plan's own time to look again, carried past an error of its budget (applyPlan)
 		}
 		if out.releasing {
 			c.echoes.released(key, vm.UID())

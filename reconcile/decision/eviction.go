@@ -197,6 +197,21 @@ func (d *decision) deletingBudget() {
 		Message: fmt.Sprintf("Deleting disruption budget %s before the VM is removed", d.budget.Name)}}
 }
 
+// BudgetRefused is the Warning for a VM under Block whose budget, named budget, the backend
+// refused to make (or adopt) for the reason why (a policy that denies budgets which block
+// drains, a name another object holds, the controller's permissions): until it is made, nothing
+// keeps a drain from evicting the server. The controller tries again with the error's backoff;
+// repeats fold into one Event series.
+func BudgetRefused(budget, why string) Event {
+	which := "The VM's disruption budget" // a create's: the backend names it
+	if budget != "" {
+		which = "The disruption budget " + budget
+	}
+	return Event{Type: EventWarning, Reason: ReasonBudgetRefused, Message: fmt.Sprintf(
+		"%s was refused (%s): until it is made, a drain of the server's node does not wait for the VM "+
+			"(evictionStrategy Block); the controller tries again", which, why)}
+}
+
 // BudgetLeftBehind is the Warning for a deleted VM whose budget, named budget, the backend
 // refused to delete on the VM's way out, for the reason why (the controller's permissions, a
 // policy that protects budgets). The VM goes all the same: a budget holds no data, and what it

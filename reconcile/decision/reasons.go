@@ -127,6 +127,9 @@ const (
 	// Warning: on a deleted VM's way out the backend refused to delete its budget; the VM
 	// goes, and the budget may be left behind (BudgetLeftBehind).
 	ReasonBudgetLeftBehind = "BudgetLeftBehind"
+	// Warning: the backend refused the VM's budget (its create or adoption) under Block: a
+	// drain of the server's node does not wait for the VM until it is made (BudgetRefused).
+	ReasonBudgetRefused = "BudgetRefused"
 )
 
 // Reasons of placement, migration on request and lost nodes (placement.go, migrate.go,
