@@ -48,16 +48,7 @@ func TestControllerReplacementWriteLost(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, "strategy-manual-running")
-			obj := w.vm(t, testVM.Namespace, testVM.Name)
-			if err := unstructured.SetNestedField(obj.Object, tc.strategy, "spec", "action"); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
-				t.Fatal(err)
-			}
-			owner := ownerOf(cachedView(t, obj, w.fields))
-			_, running := decidecase.Read(t, caseFile("strategy-manual-running"))
-			w.servers.Set(owner, running)
+			owner, running := runningUnder(t, w, tc.strategy)
 			c, _ := newController(t, w, decision.UsagePolicy{})
 			ctx := start(t, c)
 			work := func(what string, done func() bool) {
@@ -74,7 +65,7 @@ func TestControllerReplacementWriteLost(t *testing.T) {
 
 			// The user's change; the status write after the controller's delete is refused.
 			w.failNext("status", apierrors.NewConflict(vmGVR.GroupResource(), testVM.Name, errors.New("the VM changed")))
-			obj = w.vm(t, testVM.Namespace, testVM.Name)
+			obj := w.vm(t, testVM.Namespace, testVM.Name)
 			if err := tc.change(obj.Object); err != nil {
 				t.Fatal(err)
 			}
@@ -113,6 +104,24 @@ func TestControllerReplacementWriteLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runningUnder sets the run strategy of the world's VM (of the case strategy-manual-running)
+// to strategy (spec.action's word) and gives it the case's running server, which it returns
+// with the VM as the backend's owner.
+func runningUnder(t *testing.T, w *world, strategy string) (backend.Owner, *backend.Server) {
+	t.Helper()
+	obj := w.vm(t, testVM.Namespace, testVM.Name)
+	if err := unstructured.SetNestedField(obj.Object, strategy, "spec", "action"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	owner := ownerOf(cachedView(t, obj, w.fields))
+	_, running := decidecase.Read(t, caseFile("strategy-manual-running"))
+	w.servers.Set(owner, running)
+	return owner, running
 }
 
 // newImage changes the VM's image, which no server takes in place: a new generation of the
@@ -223,16 +232,7 @@ func TestControllerReplacementNewLeader(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, "strategy-manual-running")
-			obj := w.vm(t, testVM.Namespace, testVM.Name)
-			if err := unstructured.SetNestedField(obj.Object, tc.strategy, "spec", "action"); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
-				t.Fatal(err)
-			}
-			owner := ownerOf(cachedView(t, obj, w.fields))
-			_, running := decidecase.Read(t, caseFile("strategy-manual-running"))
-			w.servers.Set(owner, running)
+			owner, running := runningUnder(t, w, tc.strategy)
 			refusing := &refusingDeletes{Backend: w.servers}
 			first, _ := newController(t, w, decision.UsagePolicy{})
 			first.cfg.Backend, first.applier.backend = refusing, refusing
@@ -263,7 +263,7 @@ func TestControllerReplacementNewLeader(t *testing.T) {
 			case "delete":
 				refusing.refuse.Store(1)
 			}
-			obj = w.vm(t, testVM.Namespace, testVM.Name)
+			obj := w.vm(t, testVM.Namespace, testVM.Name)
 			if err := newImage(obj.Object); err != nil {
 				t.Fatal(err)
 			}
