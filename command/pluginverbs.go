@@ -178,7 +178,14 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 	}
 	switch rs {
 	case schema.RunHalted:
-		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (runStrategy Halted; %s): nothing changed", name, describe(st))}, nil
+		say := fmt.Sprintf("virtualmachine/%s is already stopped (runStrategy Halted; %s): nothing changed", name, describe(st))
+		if grace != nil && st.Server != nil {
+			// Halted's deletion takes the grace period it was set with; no request to carry a
+			// shorter one exists under Halted.
+			say += fmt.Sprintf("; --grace-period and --force shorten only a stop request's deletion (RerunOnFailure, Once, Manual): "+
+				"if the guest hangs in its shutdown, kubectl delete pod %s -n %s --grace-period 0", st.Server.Name, vm.Namespace())
+		}
+		return verbResult{say: say}, nil
 	case schema.RunAlways:
 		p := nested(f.Action, f.StrategyWord(schema.RunHalted))
 		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: g}}
@@ -189,6 +196,12 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 	case start.Value != "" || !stopped(rs, st) || vm.Paused():
 	case st.Server == nil:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (%s): nothing changed", name, describe(st))}, nil
+	case st.Reason == decision.ReasonNodeLost:
+		// A stop whose server's node does not answer (phase Inactive): no grace period ends it,
+		// and a force delete while the guest may still run with the disk is the way out only for
+		// a node down for good, which the status message names.
+		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; its server's node does not answer, "+
+			"and the stop waits for it: %s", name, describe(st), st.Message)}, nil
 	case st.Reason == decision.ReasonStopping && grace == nil:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; to cut its shutdown short: kubectl vm stop %s --force",
 			name, describe(st), name)}, nil
@@ -269,7 +282,7 @@ func startCommand(c *pluginConfig, version string) *cli.Command {
 		ArgsUsage: "NAME",
 		Description: "On runStrategy Halted, sets the run strategy to Always. On RerunOnFailure, Once and Manual, writes the annotation " +
 			schema.AnnotationStartRequestedAt + " with the time, which the controller acts on once, and withdraws a stop request not yet carried out. " +
-			"Removes the grace period an earlier stop left (" + schema.AnnotationStopGracePeriod + "). A VM that runs is left as it is.",
+			"Removes the grace period an earlier stop left (" + schema.AnnotationStopGracePeriod + "). A VM that runs is left as it is, unless it is paused: a paused VM gets the request whatever its status says.",
 		Flags:  c.flags(),
 		Action: runVerb(c, c, version, startVerb),
 	}
@@ -321,7 +334,9 @@ func stopCommand(c *stopConfig, version string) *cli.Command {
 		ArgsUsage: "NAME",
 		Description: "On runStrategy Always, sets the run strategy to Halted. On RerunOnFailure, Once and Manual, writes the annotation " +
 			schema.AnnotationStopRequestedAt + " with the time, which the controller acts on once. --grace-period and --force go with the same write, as the annotation " +
-			schema.AnnotationStopGracePeriod + "; without them, an earlier one is removed. A start request not yet carried out is withdrawn. A stopped VM is left as it is.",
+			schema.AnnotationStopGracePeriod + "; without them, an earlier one is removed. A start request not yet carried out is withdrawn. " +
+			"A stopped VM with no server left is left as it is; one whose status still names a server (an ended one kept for inspection, one beside a refused spec) gets the request, " +
+			"and a stop under way gets a second one only with --grace-period or --force, which cut its shutdown short. A paused VM gets the request whatever its status says.",
 		Flags: append(c.flags(),
 			&cli.IntFlag{Name: "grace-period", Value: -1, Usage: "seconds the server is given to shut down; -1: the server's own", Destination: &c.GracePeriod},
 			&cli.BoolFlag{Name: "force", Usage: "delete the server at once (a grace period of 0), as kubectl delete --force", Destination: &c.Force}),
@@ -333,11 +348,12 @@ func stopCommand(c *stopConfig, version string) *cli.Command {
 
 func restartCommand(c *pluginConfig, version string) *cli.Command {
 	return &cli.Command{
-		Name:        "restart",
-		Usage:       "replace a VM's server with a new one",
-		ArgsUsage:   "NAME",
-		Description: "Writes the annotation " + schema.AnnotationRestartedAt + " with the time, which the controller acts on once. A stopped VM has nothing to restart.",
-		Flags:       c.flags(),
-		Action:      runVerb(c, c, version, restartVerb),
+		Name:      "restart",
+		Usage:     "replace a VM's server with a new one",
+		ArgsUsage: "NAME",
+		Description: "Writes the annotation " + schema.AnnotationRestartedAt + " with the time, which the controller acts on once. A stopped VM has nothing to restart " +
+			"(a paused VM gets the request whatever its status says: it waits for the resume).",
+		Flags:  c.flags(),
+		Action: runVerb(c, c, version, restartVerb),
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/priority"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -215,6 +217,28 @@ func TestApplyBudgetRefusedKeepsRequeue(t *testing.T) {
 	after, err = c.reconcileRecovered(ctx, testVM, c.log, false)
 	if !errors.Is(err, backend.ErrRejected) || after != time.Duration(plan.RequeueAfter) {
 		t.Errorf("reconcile: after %v, error %v; want the plan's %v with the budget's refusal", after, err, time.Duration(plan.RequeueAfter))
+	}
+
+	// And a worker queues the VM for it: 1 s before the backoff's end (the clock moved on),
+	// under an error backoff of an hour, the VM comes back.
+	later := func() time.Time { return now.Add(time.Duration(plan.RequeueAfter) - time.Second) }
+	c.cfg.Now, c.applier.now = later, later
+	c.queue = priority.New[cache.ObjectName]("", workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour))
+	c.queue.Add(testVM)
+	c.processNextItem(ctx)
+	if n := c.queue.NumRequeues(testVM); n != 1 {
+		t.Fatalf("%d retries after the budget's error, want 1", n)
+	}
+	back := make(chan cache.ObjectName, 1)
+	go func() {
+		k, _ := c.queue.Get()
+		back <- k
+	}()
+	select {
+	case k := <-back:
+		c.queue.Done(k)
+	case <-time.After(30 * time.Second): // a guard against a hang only: the hour's backoff is the failure
+		t.Fatal("the VM was not queued again for the plan's time, only after the error's backoff")
 	}
 }
 

@@ -395,17 +395,19 @@ func (p *cachedPod) server() backend.Server {
 	return s
 }
 
-// observed is p as a server now: a server that has not ended, on a node that is gone or not
-// ready, is lost. That holds for one still Pending once it is bound to the node: its kubelet
-// may have started its container (the pod's status, which would say so, comes from that
-// kubelet), and its deletion cannot finish while the node does not answer; without it, such a
-// server was ServerCreating for as long as the node stayed away, and once the taint manager
-// deleted it, missing (under Once and Manual, a VM stopped for good). nodeReady is nil when
-// nodes are not watched.
+// observed is p as a server now: a ready or starting server on a node that is gone or not
+// ready is lost. So is one still Pending on such a node once it is being deleted (by the taint
+// manager after the node's toleration, by a replacement, a stop): its kubelet, which may have
+// started its container since it last reported, is the one to confirm the deletion, which
+// cannot finish while the node does not answer. Without it such a server was taken for gone
+// when it went, or for one someone else deleted (under Once and Manual a VM stopped for good).
+// One not being deleted stays Pending: it has not run as far as anyone knows, and a node's
+// blip of a few seconds is no news for a server whose image is being pulled. nodeReady is nil
+// when nodes are not watched.
 func (p *cachedPod) observed(nodeReady func(name string) (ready bool, known bool)) *backend.Server {
 	s := p.server()
 	node := p.node.String()
-	if (s.State == backend.StateReady || s.State == backend.StateStarting || s.State == backend.StatePending) && nodeReady != nil && node != "" {
+	if (s.State == backend.StateReady || s.State == backend.StateStarting || s.State == backend.StatePending && s.Deleting) && nodeReady != nil && node != "" {
 		if ready, known := nodeReady(node); !known {
 			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is gone", node)
 		} else if !ready {

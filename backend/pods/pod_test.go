@@ -127,11 +127,13 @@ func TestServerOf(t *testing.T) {
 		"node not ready": {corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse)}, false, nodeDown, backend.StateLost, "node n1 is not ready"},
 		"node gone":      {corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionTrue)}, false, nodeGone, backend.StateLost, "node n1 is gone"},
 		"phase unknown":  {corev1.PodStatus{Phase: corev1.PodUnknown, Message: "kubelet unreachable"}, false, nil, backend.StateLost, "kubelet unreachable"},
-		// Bound, its image still being pulled: its kubelet may have started it since.
-		"pending, node not ready":     {corev1.PodStatus{Phase: corev1.PodPending}, false, nodeDown, backend.StateLost, "node n1 is not ready"},
-		"pending deleting, node gone": {corev1.PodStatus{Phase: corev1.PodPending}, true, nodeGone, backend.StateLost, "node n1 is gone"},
-		"pending, node up":            {corev1.PodStatus{Phase: corev1.PodPending}, false, nodeUp, backend.StatePending, "^$"},
-		"failed, node not ready":      {corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}, false, nodeDown, backend.StateFailed, "Evicted"},
+		// Bound, its image still being pulled: its kubelet may have started it since, and only
+		// it can confirm its deletion.
+		"pending, node not ready":          {corev1.PodStatus{Phase: corev1.PodPending}, false, nodeDown, backend.StatePending, "^$"},
+		"pending deleting, node not ready": {corev1.PodStatus{Phase: corev1.PodPending}, true, nodeDown, backend.StateLost, "node n1 is not ready"},
+		"pending deleting, node gone":      {corev1.PodStatus{Phase: corev1.PodPending}, true, nodeGone, backend.StateLost, "node n1 is gone"},
+		"pending, node up":                 {corev1.PodStatus{Phase: corev1.PodPending}, false, nodeUp, backend.StatePending, "^$"},
+		"failed, node not ready":           {corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}, false, nodeDown, backend.StateFailed, "Evicted"},
 		"failed": {corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3, FinishedAt: finished}}}}},
 			false, nil, backend.StateFailed, "Error, exit code 3"},
 		"evicted":   {corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}, false, nil, backend.StateFailed, "Evicted low on memory"},

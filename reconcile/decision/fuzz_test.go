@@ -303,9 +303,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			switch {
 			case srv == nil:
 				fail("deletes a server that is not there")
-			case srv.Deleting && (a.Event.Reason != decision.ReasonStoppingServer || a.GracePeriod == nil || !newStop(vm)):
-				// A new stop's grace period may cut a deletion under way short (stopServer).
-				fail("deletes a server already going, but for a new stop with a grace period")
+			case srv.Deleting && (a.Event.Reason != decision.ReasonStoppingServer || a.GracePeriod == nil || !newStop(vm) || srv.State == backend.StateLost):
+				// A new stop's grace period may cut a deletion under way short (stopServer), but
+				// not one on a node that does not answer.
+				fail("deletes a server already going, but for a new stop with a grace period on a node that answers")
 			case p.Resize == decision.ResizeManual && a.Event.Reason == decision.ReasonReplacingServer &&
 				srv.State != backend.StatePending && srv.State != backend.StateFailed && srv.State != backend.StateStopped:
 				fail("replaces a server that runs under --resize manual")

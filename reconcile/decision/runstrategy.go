@@ -142,7 +142,8 @@ func (d *decision) stopping() bool {
 // asked for), and the VM stays stopped until a start request. A server already being deleted
 // is deleted again when the stop gives a grace period (kubectl vm stop --force on a guest that
 // hangs in its shutdown): a delete with a shorter grace period than the one under way cuts it
-// short, as kubectl delete --force does; a longer one changes nothing.
+// short, as kubectl delete --force does; a longer one changes nothing. One whose node does not
+// answer is not: its deletion waits for the node, or for the way out its status names.
 func (d *decision) stopServer(spec schema.Spec, at string) {
 	if r := d.newRestart(); r != "" {
 		d.next().RestartedAt = r // overtaken by the stop
@@ -155,7 +156,10 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 	}
 	d.ensureFinalizer(true)
 	d.moving = nil // a move under Replace ends with the stop
-	if grace := d.stopGrace(); !srv.Deleting || grace != nil {
+	// Not one on a node that does not answer: a delete with a grace period of 0 removes its pod
+	// at once, while its guest may still run there with the disk (nodelost.go names the way
+	// out, for a node down for good).
+	if grace := d.stopGrace(); !srv.Deleting || grace != nil && srv.State != backend.StateLost {
 		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: grace, Event: Event{Type: EventNormal,
 			Reason: ReasonStoppingServer, Message: fmt.Sprintf("Deleting server %s: stop requested at %s", srv.Name, at)}}
 		if srv.Deleting {
