@@ -12,12 +12,12 @@ import (
 // What FuzzDecide holds the decisions about pausing to (see paused.go).
 
 // checkPaused fails unless the plan for a paused VM leaves it alone: no finalizer change, no
-// server action, no requeue; a status, if any, that is the current one with the Paused
+// server, disk or budget action, no requeue; a status, if any, that is the current one with the Paused
 // condition set (True, its reason DeletionPaused for a VM being deleted, else Paused, at the
 // VM's generation) and the write's time; at most one Event, of the condition's reason, when
 // that reason is new. A deleted VM that nothing holds gets nothing at all.
 func checkPaused(fail func(string, ...any), vm schema.VirtualMachine, plan decision.Plan) {
-	if plan.Finalizer != "" || plan.Server != nil || plan.RequeueAfter != 0 {
+	if plan.Finalizer != "" || plan.Server != nil || plan.Disk != nil || plan.Budget != nil || plan.RequeueAfter != 0 {
 		fail("acts on a paused VM")
 	}
 	st := plan.Status
