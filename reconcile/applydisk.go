@@ -61,6 +61,9 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		// VM is not reported Failed over it. Asked again at the VM's next reconcile.
 		a.warnRefused(vm, "record the kind on disk "+seen.Name, err)
 		return nil
+	case errors.Is(err, backend.ErrRejected) && act.Op == decision.ExpandDisk && !errors.Is(err, backend.ErrDiskConflict):
+		*plan = a.growthRefused(vm, srv, gone, seen, act, err, *plan)
+		return nil
 	case errors.Is(err, backend.ErrRejected):
 		*plan = a.policy.DiskRejected(vm, srv, gone, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
 		return nil
@@ -80,6 +83,24 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	a.record(vm, act.Event)
 	return nil
+}
+
+// growthRefused is the plan for a VM whose disk's growth the API server refused (a quota on
+// storage, an admission policy): the disk keeps its size and its data, and the rest of the
+// plan is carried out (a server the VM is to have is made on the disk as it is). As
+// DiskRejected it was the VM Failed and no server made, every minute, with no way back: the
+// CRD refuses a smaller rootDisk. The VM is decided again on its disk as if the growth had been
+// asked of the storage and refused there (the claim's own word for that, DiskResizeInfeasible:
+// Stalled, a Warning quoting the refusal), without the plan's disk action; its budget action is
+// the plan's, decided with the budget. The growth is asked again at the VM's next reconcile,
+// and refused again until the quota allows it, with nothing more written.
+func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, act *decision.DiskAction, err error, plan decision.Plan) decision.Plan {
+	refused := *seen
+	refused.Requested = act.Spec.Size
+	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: "the API server refused to grow the claim: " + err.Error()}
+	re := a.policy.Decide(vm, srv, gone, &refused, nil, a.now())
+	re.Disk, re.Budget = nil, plan.Budget
+	return re
 }
 
 // asDecided makes sure that vm is, on the API server, still at rv, the resourceVersion the

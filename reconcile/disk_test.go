@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +218,59 @@ func TestControllerDiskReleaseRefused(t *testing.T) {
 	}
 	if d, _ := w.servers.ObserveDisk(owner); d == nil || d.Owner != backend.DiskKept || d.Deleting {
 		t.Errorf("disk %+v, want it kept", d)
+	}
+}
+
+// TestApplyGrowthRefused: a disk's growth the API server refuses (a quota on storage) for a VM
+// whose server is gone: the disk keeps its size, the server is made on it all the same, and the
+// VM says the growth was refused (Stalled, DiskResizeInfeasible, one Warning quoting the
+// refusal), not Failed with no server; decided again on the disk as it is, the growth is asked
+// again, refused again, and nothing more is written.
+func TestApplyGrowthRefused(t *testing.T) {
+	w := newWorld(t, "claim/grow")
+	vm := w.view(t, "claim/grow")
+	owner := ownerOf(vm)
+	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound,
+		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, StorageClass: "standard", Owner: backend.DiskOwned})
+	seen, _ := w.servers.ObserveDisk(owner)
+	plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+	if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk || plan.Server == nil || plan.Server.Op != decision.CreateServer {
+		t.Fatalf("plan %+v %+v, want the disk grown and a server made", plan.Disk, plan.Server)
+	}
+	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: requested storage 50G, limited 45G: %w", backend.ErrRejected))
+	a := w.diskApplier()
+	if _, err := a.apply(context.Background(), vm, owner, nil, seen, plan); err != nil {
+		t.Fatal(err)
+	}
+	if srv, _ := w.servers.Observe(owner); srv == nil {
+		t.Errorf("no server: the VM is %s (%s)", status(t, w, testVM, "phase"), status(t, w, testVM, "reason"))
+	}
+	if d, _ := w.servers.ObserveDisk(owner); d == nil || d.Requested.String() != "40G" || d.Deleting {
+		t.Errorf("disk %+v, want it as it was", d)
+	}
+	stored := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
+	st := stored.Status()
+	c := st.Condition(schema.ConditionDiskResizing)
+	if st.Phase == schema.PhaseFailed || c == nil || c.Reason != decision.ReasonDiskResizeInfeasible || !strings.Contains(c.Message, "exceeded quota") ||
+		st.Condition(schema.ConditionStalled) == nil {
+		t.Errorf("status %s %s, DiskResizing %+v, Stalled %+v: want the growth refused, Stalled", st.Phase, st.Reason, c, st.Condition(schema.ConditionStalled))
+	}
+	if evs := w.events(); !slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, "Warning DiskResizeInfeasible ") }) {
+		t.Errorf("events %q, want the Warning DiskResizeInfeasible", evs)
+	}
+
+	// Decided again on the disk as it is: the growth is asked again, refused, nothing written.
+	srv, _ := w.servers.Observe(owner)
+	writes := len(w.writes())
+	again := decision.DefaultPolicy.Decide(stored, srv, nil, seen, nil, now)
+	if _, err := a.apply(context.Background(), stored, owner, srv, seen, again); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.writes()) - writes; n != 0 {
+		t.Errorf("%d writes of the VM deciding again, want none", n)
+	}
+	if evs := w.events(); len(evs) != 0 {
+		t.Errorf("events %q deciding again, want none", evs)
 	}
 }
 
