@@ -409,7 +409,13 @@ func (d *decision) waitingForDisk() string {
 	case disk.Deleting:
 		return fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", disk.Name)
 	case disk.Phase == backend.DiskLost:
-		return fmt.Sprintf("Disk %s lost its storage: its volume is gone", disk.Name)
+		del := fmt.Sprintf("kubectl delete pvc %s -n %s", disk.Name, d.vm.Namespace())
+		if d.srv != nil {
+			// Its server's pod holds the claim while it exists (the claim's protection).
+			del = fmt.Sprintf("kubectl delete -n %s pvc/%s pod/%s: the server holds it while it exists", d.vm.Namespace(), disk.Name, d.srv.Name)
+		}
+		return fmt.Sprintf("Disk %s lost its storage: its volume is gone; restore the volume its claim names (spec.volumeName), "+
+			"or delete the claim (%s) and the controller makes a new, empty disk", disk.Name, del)
 	case disk.Pending != "" && d.diskClass != nil:
 		return fmt.Sprintf("Waiting for disk %s to be bound: %s; %s", disk.Name, disk.Pending, d.diskClass.message)
 	case disk.Pending != "":

@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -82,6 +83,8 @@ func (d *decision) progress(st *schema.Status) (reconciling, stalled *lifecycleC
 		return nil, d.diskResizing
 	case d.diskClass != nil:
 		return nil, d.diskClass
+	case st.Reason == ReasonWaitingForDisk && d.disk != nil && !d.disk.Deleting && d.disk.Phase == backend.DiskLost:
+		return nil, phase // a volume gone does not come back without a person
 	}
 	switch st.Phase {
 	case schema.PhaseCreating, schema.PhaseTerminating:
