@@ -103,15 +103,34 @@ func (b *Backend) startDisks(ctx context.Context, notify func(types.NamespacedNa
 		go d.claims.RunWithContext(ctx)
 		return []cache.InformerSynced{claimsHandled.HasSynced}, nil
 	}
-	classesHandled, err := d.classes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	ofClass := func(name string) {
+		claims, _ := d.claims.GetIndexer().ByIndex(byClass, name)
+		for _, obj := range claims {
+			owner(obj)
+		}
+	}
+	classesHandled, err := d.classes.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		// A class made again under its name (most of a class's fields cannot change, so a
+		// class that is to allow expansion is deleted and made again) is news to the VMs
+		// whose disks are of it, as its deletion is; the first list is not.
+		AddFunc: func(obj any, isInInitialList bool) {
+			if c, ok := obj.(*class); ok && !isInInitialList {
+				ofClass(c.GetName())
+			}
+		},
 		UpdateFunc: func(old, cur any) {
 			o, c := old.(*class), cur.(*class)
 			if o.grows == c.grows {
 				return
 			}
-			claims, _ := d.claims.GetIndexer().ByIndex(byClass, c.GetName())
-			for _, obj := range claims {
-				owner(obj)
+			ofClass(c.GetName())
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if c, ok := obj.(*class); ok {
+				ofClass(c.GetName())
 			}
 		},
 	})

@@ -190,6 +190,16 @@ func TestDisksTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitDisk(t, b, notified, "a-rootdisk Owned Bound 50G/40G grow=true  \"\" \"\" del=false", true)
+	// Deleted, and made again under its name (how a class that is to allow expansion is changed,
+	// most of its fields being fixed): the VM hears of each.
+	if err := client.StorageV1().StorageClasses().Delete(ctx, "fixed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	awaitDisk(t, b, notified, "a-rootdisk Owned Bound 50G/40G grow=false  \"\" \"\" del=false", true)
+	if _, err := client.StorageV1().StorageClasses().Create(ctx, storageClass("fixed", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	awaitDisk(t, b, notified, "a-rootdisk Owned Bound 50G/40G grow=true  \"\" \"\" del=false", true)
 
 	// Another VM of the name (another UID) sees another's claim, and cannot take or delete it.
 	other := diskVM
