@@ -93,13 +93,19 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 // asked of the storage and refused there (the claim's own word for that, DiskResizeInfeasible:
 // Stalled, a Warning quoting the refusal), without the plan's disk action; its budget action is
 // the plan's, decided with the budget. The growth is asked again at the VM's next reconcile,
-// and refused again until the quota allows it, with nothing more written.
+// at least every RejectedRetry, and refused again until the quota allows it, with nothing more
+// written.
 func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, act *decision.DiskAction, err error, plan decision.Plan) decision.Plan {
 	refused := *seen
 	refused.Requested = act.Spec.Size
 	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: "the API server refused to grow the claim: " + err.Error()}
 	re := a.policy.Decide(vm, srv, gone, &refused, nil, a.now())
 	re.Disk, re.Budget = nil, plan.Budget
+	if re.RequeueAfter == 0 || re.RequeueAfter > decision.Duration(decision.RejectedRetry) {
+		// Nothing else brings the VM back once the quota allows the growth (a quota is not
+		// watched): it is looked at again at the pace of refusals.
+		re.RequeueAfter = decision.Duration(decision.RejectedRetry)
+	}
 	return re
 }
 

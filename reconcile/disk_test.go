@@ -239,8 +239,12 @@ func TestApplyGrowthRefused(t *testing.T) {
 	}
 	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: requested storage 50G, limited 45G: %w", backend.ErrRejected))
 	a := w.diskApplier()
-	if _, err := a.apply(context.Background(), vm, owner, nil, seen, plan); err != nil {
+	after, err := a.apply(context.Background(), vm, owner, nil, seen, plan)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if after == 0 || after > decision.RejectedRetry {
+		t.Errorf("looked at again after %v, want within %v: nothing else brings the VM back once the quota allows the growth", after, decision.RejectedRetry)
 	}
 	if srv, _ := w.servers.Observe(owner); srv == nil {
 		t.Errorf("no server: the VM is %s (%s)", status(t, w, testVM, "phase"), status(t, w, testVM, "reason"))

@@ -800,9 +800,9 @@ func (d *decision) readySince() time.Time {
 	return c.LastTransitionTime
 }
 
-// rejectedRetry is how often a server the backend refused is asked for again: the cause (a
+// RejectedRetry is how often a server the backend refused is asked for again: the cause (a
 // quota, a clashing name, missing permissions) is usually fixed by a person, not by time.
-const rejectedRetry = time.Minute
+const RejectedRetry = time.Minute
 
 // Rejected is the plan for a VM whose server the backend refused to create: Failed with
 // the backend's reason, and another try after a while rather than a retry storm. gone and
@@ -838,7 +838,7 @@ func (d *decision) rejected(why string) Plan {
 	// next try's create starts from this status, which says no backoff any more.
 	d.failures(d.failuresSoFar())
 	d.report(schema.PhaseFailed, ReasonServerRejected, "The server was refused: "+why, nil)
-	d.plan.RequeueAfter = Duration(rejectedRetry)
+	d.plan.RequeueAfter = Duration(RejectedRetry)
 	return d.plan
 }
 

@@ -389,7 +389,7 @@ func (d *decision) conflict() {
 	d.report(schema.PhaseFailed, ReasonDiskConflict,
 		fmt.Sprintf("Disk %s exists and is not this VM's (another object owns it, it is not labelled for this VM, or it was kept for another kind of resource): rename or remove it; the controller never takes it over",
 			seen.Name), d.srv)
-	d.plan.RequeueAfter = Duration(rejectedRetry)
+	d.plan.RequeueAfter = Duration(RejectedRetry)
 }
 
 // waitingForDisk is the status message of a VM whose server cannot start for its disk: it is
@@ -526,7 +526,7 @@ func (p Policy) DiskReleaseRefused(vm schema.VirtualMachine, disk, why string, n
 			"kubectl delete pvc %s -n %s", disk, d.whyKept(spec), why, disk, vm.Namespace())
 	}
 	d.report(schema.PhaseTerminating, ReasonDiskReleaseRefused, msg, nil)
-	d.plan.RequeueAfter = Duration(rejectedRetry)
+	d.plan.RequeueAfter = Duration(RejectedRetry)
 	return d.plan
 }
 
@@ -542,6 +542,6 @@ func (p Policy) DiskRejected(vm schema.VirtualMachine, srv *backend.Server, gone
 		reason = ReasonDiskConflict
 	}
 	d.report(schema.PhaseFailed, reason, "The disk was refused: "+why, srv)
-	d.plan.RequeueAfter = Duration(rejectedRetry)
+	d.plan.RequeueAfter = Duration(RejectedRetry)
 	return d.plan
 }

@@ -24,6 +24,6 @@ func (p Policy) DiskForbidden(vm schema.VirtualMachine, call, why string, now ti
 		"(for a claim: its role's rule on persistentvolumeclaims, as `vm-controller manifests` prints it), or lift the policy that refuses it; "+
 		"the VM goes on by itself within a minute",
 		call, call, why), nil)
-	d.plan.RequeueAfter = Duration(rejectedRetry)
+	d.plan.RequeueAfter = Duration(RejectedRetry)
 	return d.plan
 }

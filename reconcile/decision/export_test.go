@@ -6,6 +6,3 @@ var (
 	UnderWay = underWay
 	AtRest   = atRest
 )
-
-// RejectedRetry is how long a plan for a refused create waits.
-const RejectedRetry = rejectedRetry
