@@ -948,3 +948,22 @@ func TestPluginBadFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginSchemaFile: the verbs take a VM of another group with the field map the controller
+// runs with (--schema-file, --resource), as the error for such a group says; without one they
+// say so, before the cluster is asked anything.
+func TestPluginSchemaFile(t *testing.T) {
+	run := func(args ...string) error {
+		app := Plugin("test")
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		return app.Run(PluginArgs(append([]string{PluginName, "status", "m1", "--api-version", "compute.example.org/v1", "--resource", "machines",
+			"--kubeconfig", "/nonexistent/kubeconfig"}, args...)))
+	}
+	if err := run("--schema-file", "../testdata/machines/fieldmap.yaml"); err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
+		t.Errorf("with the field map: %v, want it to get as far as the kubeconfig", err)
+	}
+	if err := run(); err == nil || !strings.Contains(err.Error(), "give one with --schema-file") {
+		t.Errorf("without a field map: %v, want the field map asked for", err)
+	}
+}
