@@ -355,18 +355,26 @@ func TestLeadOpensFence(t *testing.T) {
 	}
 }
 
-// TestFenceTerm: the first acquisition fixes the term (the record's LeaderTransitions); its
-// renewals open the fence. A record of another term, or a new record (the Lease was deleted
-// meanwhile), is refused unsent and closes the fence for good.
-func TestFenceTerm(t *testing.T) {
+// fencedInTerm is a fence and the fenced lock over a counting fake whose first acquisition,
+// by "me", fixed the term at 4 (the record's LeaderTransitions).
+func fencedInTerm(t *testing.T) (*fence, *countingLock, fencedLock) {
+	t.Helper()
 	clk := newTestClock()
 	f := newFence(3*time.Second, clk.clock(), nil)
 	lock := &countingLock{fakeLock: fakeLock{clock: clk}}
 	fl := fencedLock{Interface: lock, fence: f}
-	ctx := context.Background()
-	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: 4}); err != nil {
+	if err := fl.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: 4}); err != nil {
 		t.Fatal(err)
 	}
+	return f, lock, fl
+}
+
+// TestFenceTerm: the first acquisition fixes the term (the record's LeaderTransitions); its
+// renewals open the fence. A record of another term, or a new record (the Lease was deleted
+// meanwhile), is refused unsent and closes the fence for good.
+func TestFenceTerm(t *testing.T) {
+	f, lock, fl := fencedInTerm(t)
+	ctx := context.Background()
 	if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -599,14 +607,8 @@ func TestFenceReleaseOnlyOwnRecord(t *testing.T) {
 		{"a record released already", &resourcelock.LeaderElectionRecord{LeaderTransitions: 5}, false},
 		{"no record (the read failed)", nil, false},
 	} {
-		clk := newTestClock()
-		f := newFence(3*time.Second, clk.clock(), nil)
-		lock := &countingLock{fakeLock: fakeLock{clock: clk}}
-		fl := fencedLock{Interface: lock, fence: f}
+		f, lock, fl := fencedInTerm(t)
 		ctx := context.Background()
-		if err := fl.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4, LeaderTransitions: 4}); err != nil {
-			t.Fatal(err)
-		}
 		lock.read = tc.read
 		_, _, _ = fl.Get(ctx)
 		sent := lock.sent
