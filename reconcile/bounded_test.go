@@ -82,13 +82,7 @@ func TestControllerPanic(t *testing.T) {
 	c.cfg.Backend = buggy
 	var log syncBuffer
 	c.log = slog.New(slog.NewTextHandler(&log, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error)
-	go func() { done <- c.RunWorkers(ctx, 1, time.Minute) }()
+	stop := runWorker(t, c)
 
 	otherVM := cache.NewObjectName("default", "other-vm")
 	eventually(t, "the other VM is reconciled by the worker that met the panic", func() bool {
@@ -116,8 +110,7 @@ func TestControllerPanic(t *testing.T) {
 	eventually(t, "the VM is reconciled once the bug is gone", func() bool {
 		return status(t, w, testVM, "phase") == string(schema.PhaseCreating)
 	})
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("RunWorkers: %v", err)
 	}
 }

@@ -89,6 +89,22 @@ func start(t testing.TB, c *Controller) context.Context {
 	return ctx
 }
 
+// runWorker starts c and one worker of it, which run until stop is called or the test ends;
+// stop ends them and returns what RunWorkers did.
+func runWorker(t *testing.T, c *Controller) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.RunWorkers(ctx, 1, time.Minute) }()
+	stop = sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
 // eventually waits until cond holds. The informer delivers writes asynchronously; this is the
 // barrier for that. The limit only stops a test that would otherwise hang.
 func eventually(t *testing.T, what string, cond func() bool) {

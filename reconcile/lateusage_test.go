@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,14 +21,7 @@ import (
 func TestControllerLateUsageOfNotActive(t *testing.T) {
 	w := newWorld(t, "create-new")
 	c, _ := newController(t, w, decision.UsagePolicy{Interval: time.Hour, Threshold: 0.1, MaxInterval: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error)
-	go func() { done <- c.RunWorkers(ctx, 1, time.Minute) }()
-	defer func() { cancel(); <-done }()
+	runWorker(t, c)
 
 	eventually(t, "a server is created", func() bool { s, _ := w.servers.Observe(ownerOf(w.view(t, "create-new"))); return s != nil })
 	owner := ownerOf(w.view(t, "create-new"))
@@ -42,7 +34,7 @@ func TestControllerLateUsageOfNotActive(t *testing.T) {
 	eventually(t, "the VM is Unknown", func() bool { return status(t, w, testVM, "phase") == string(schema.PhaseUnknown) })
 
 	late := []byte(`{"status":{"server":{"usage":{"cpu":"250m","memory":"64Mi"}}}}`)
-	if _, err := w.client.Resource(vmGVR).Namespace(testVM.Namespace).Patch(ctx, testVM.Name, types.MergePatchType, late, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := w.client.Resource(vmGVR).Namespace(testVM.Namespace).Patch(t.Context(), testVM.Name, types.MergePatchType, late, metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the late usage of a VM that is not Active is removed", func() bool {
