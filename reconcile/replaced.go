@@ -12,20 +12,20 @@ import (
 )
 
 // replacements remember, per VM, the server this controller deleted to replace it, until a
-// status write of the VM that no longer names that server goes through. For a restart, a
-// migration or a failed server the apply step deletes the server first and writes the status
-// after (a replacement for the spec's sake writes the status first: StatusFirst); when that
-// write is lost (a conflict), the status still names the server, and the decision would take
-// the server's going for someone else's delete. Given this record (backend.Gone, Replaced), it carries the
-// replacement on instead (decision/replaced.go).
+// status write of the VM that no longer names that server goes through. For a restart or a
+// migration the apply step deletes the server first and writes the status after (a
+// replacement for the spec's sake, or of a server that ended, writes the status first:
+// StatusFirst); when that write is lost (a conflict), the status still names the server, and
+// the decision would take the server's going for someone else's delete, where the request
+// does not explain it (decision/replaced.go says when). Given this record (backend.Gone,
+// Replaced), it carries the replacement on instead.
 //
 // Unlike an expectation it has no timeout: the write may be retried for longer than any
 // bound, and the status names the server all that while. It goes with the VM (forget), and a
 // VM made again under the name (another UID) does not inherit it. It is memory only: a new
 // leader that takes over between the delete and the write remembers nothing, and decides on
 // the status and the VM's requests: a restart's or a migration's request, new until the status
-// records it, explains the delete; a failed server under Always or RerunOnFailure gets its
-// new server with the Warning ServerMissing.
+// records it, explains the delete.
 type replacements struct {
 	mu sync.Mutex
 	m  map[cache.ObjectName]replacement

@@ -36,6 +36,9 @@ func TestControllerReplacementWriteLost(t *testing.T) {
 		image string
 		// reason is the status's reason once the old server is gone and the next decided.
 		reason string
+		// shutdown: the server's guest shuts down (under Always it is replaced at once) in
+		// place of the user's change.
+		shutdown bool
 	}{
 		"spec change, Manual": {strategy: "manual", change: newImage, next: true, image: "example.com/vm:2", reason: decision.ReasonServerCreating},
 		"spec change, Once":   {strategy: "once", change: newImage, next: true, image: "example.com/vm:2", reason: decision.ReasonServerCreating},
@@ -44,6 +47,7 @@ func TestControllerReplacementWriteLost(t *testing.T) {
 			next: true, image: "registry.k8s.io/pause:3.10", reason: decision.ReasonServerCreating},
 		"stop, Manual": {strategy: "manual", change: annotate(schema.AnnotationStopRequestedAt, "2026-06-01T11:59:00Z"),
 			reason: decision.ReasonStopped},
+		"shut down, Always": {strategy: "active", shutdown: true, next: true, image: "registry.k8s.io/pause:3.10", reason: decision.ReasonServerCreating},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -65,12 +69,18 @@ func TestControllerReplacementWriteLost(t *testing.T) {
 
 			// The user's change; the status write after the controller's delete is refused.
 			w.failNext("status", apierrors.NewConflict(vmGVR.GroupResource(), testVM.Name, errors.New("the VM changed")))
-			obj := w.vm(t, testVM.Namespace, testVM.Name)
-			if err := tc.change(obj.Object); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
-				t.Fatal(err)
+			if tc.shutdown {
+				ended := *running
+				ended.State, ended.Detail = backend.StateStopped, "Succeeded"
+				w.servers.Set(owner, &ended)
+			} else {
+				obj := w.vm(t, testVM.Namespace, testVM.Name)
+				if err := tc.change(obj.Object); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
+					t.Fatal(err)
+				}
 			}
 			work("the server is deleted and the VM decided on again", func() bool {
 				srv, _ := w.servers.Observe(owner)
@@ -222,12 +232,17 @@ func TestControllerReplacementNewLeader(t *testing.T) {
 		// stops makes the first replica's next write after the user's change fail: "status"
 		// (its status write) or "delete" (its delete of the server).
 		stops string
+		// shutdown: what the first replica replaces the server for is its guest's clean
+		// shutdown under Always, not a change of the image.
+		shutdown bool
 	}{
-		"Manual, the status write fails": {strategy: "manual", stops: "status"},
-		"Once, the status write fails":   {strategy: "once", stops: "status"},
-		"Always, the status write fails": {strategy: "active", stops: "status"},
-		"Manual, the delete fails":       {strategy: "manual", stops: "delete"},
-		"Once, the delete fails":         {strategy: "once", stops: "delete"},
+		"Manual, the status write fails":            {strategy: "manual", stops: "status"},
+		"Once, the status write fails":              {strategy: "once", stops: "status"},
+		"Always, the status write fails":            {strategy: "active", stops: "status"},
+		"Manual, the delete fails":                  {strategy: "manual", stops: "delete"},
+		"Once, the delete fails":                    {strategy: "once", stops: "delete"},
+		"Always, shut down, the status write fails": {strategy: "active", stops: "status", shutdown: true},
+		"Always, shut down, the delete fails":       {strategy: "active", stops: "delete", shutdown: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -263,14 +278,23 @@ func TestControllerReplacementNewLeader(t *testing.T) {
 			case "delete":
 				refusing.refuse.Store(1)
 			}
-			obj := w.vm(t, testVM.Namespace, testVM.Name)
-			if err := newImage(obj.Object); err != nil {
-				t.Fatal(err)
+			image := "example.com/vm:2"
+			if tc.shutdown {
+				image = running.Spec.Image
+				ended := *running
+				ended.State, ended.Detail = backend.StateStopped, "Succeeded"
+				w.servers.Set(owner, &ended)
+				eventually(t, "the shutdown is queued", func() bool { return first.queue.Len() > 0 })
+			} else {
+				obj := w.vm(t, testVM.Namespace, testVM.Name)
+				if err := newImage(obj.Object); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
+					t.Fatal(err)
+				}
+				cachedAt(t, first, w, testVM)
 			}
-			if err := w.client.Tracker().Update(vmGVR, obj, testVM.Namespace); err != nil {
-				t.Fatal(err)
-			}
-			cachedAt(t, first, w, testVM)
 			first.processNextItem(ctx)
 			stop()
 			if r := status(t, w, testVM, "reason"); tc.stops == "delete" && r != decision.ReasonServerReplacing {
@@ -295,8 +319,8 @@ func TestControllerReplacementNewLeader(t *testing.T) {
 			switch {
 			case srv == nil:
 				t.Errorf("no new server: the VM is %s (%s)", status(t, w, testVM, "phase"), status(t, w, testVM, "reason"))
-			case srv.ID == running.ID || srv.Spec.Image != "example.com/vm:2":
-				t.Errorf("server %s with image %s, want a new server with image example.com/vm:2", srv.ID, srv.Spec.Image)
+			case srv.ID == running.ID || srv.Spec.Image != image:
+				t.Errorf("server %s with image %s, want a new server with image %s", srv.ID, srv.Spec.Image, image)
 			}
 			if got := status(t, w, testVM, "reason"); got != decision.ReasonServerCreating {
 				t.Errorf("reason %q, want %s", got, decision.ReasonServerCreating)

@@ -715,6 +715,12 @@ func (p Policy) restart(d *decision) {
 		d.ended()
 		return
 	}
+	if d.replacementWritten() {
+		// The status says this server is being replaced (written before its delete), and the
+		// delete did not follow: carried on as written, the failure already counted.
+		d.replaceEnded(fmt.Sprintf("Replacing server %s (the replacement the status records)", srv.Name), d.current.ConsecutiveFailures)
+		return
+	}
 	detail := ""
 	if srv.Message != "" {
 		detail = " (" + srv.Message + ")"
@@ -730,10 +736,7 @@ func (p Policy) restart(d *decision) {
 		if n == 0 {
 			// Counted all the same, so that a server that shuts down again before it is
 			// ever ready (an image that exits at once) backs off like a failing one.
-			d.deleteServer(ReasonRestartingServer, fmt.Sprintf("Server %s shut down cleanly%s; replacing it (runStrategy Always)", srv.Name, detail))
-			d.failures(1)
-			d.report(schema.PhaseCreating, ReasonServerReplacing,
-				fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+			d.replaceEnded(fmt.Sprintf("Server %s shut down cleanly%s; replacing it (runStrategy Always)", srv.Name, detail), 1)
 			return
 		}
 		note = fmt.Sprintf("Server %s shut down cleanly%s again before it had been ready for %s", srv.Name, detail, p.stableAfter())
@@ -751,10 +754,23 @@ func (p Policy) restart(d *decision) {
 		d.plan.RequeueAfter = Duration(at.Sub(d.now))
 		return
 	}
-	d.deleteServer(ReasonRestartingServer, note+"; replacing it")
-	d.failures(n + 1)
+	d.replaceEnded(note+"; replacing it", n+1)
+}
+
+// replaceEnded deletes the server that ended so that a new one follows, with failures the
+// count of consecutive failures the new one starts from. The status goes first (StatusFirst):
+// a server that shut down cleanly is replaced at once, before any status records its end, and
+// one that failed may be too (its backoff over by the node's clock, in a layout without
+// status.nextRetryTime); deleted first, it would be gone under a status that says it runs,
+// and a new leader deciding before the status write would take it for one someone else
+// deleted (ServerMissing). Should the delete not follow, the next decision carries the
+// replacement on (replacementWritten) rather than count the end once more.
+func (d *decision) replaceEnded(note string, failures int) {
+	d.deleteServer(ReasonRestartingServer, note)
+	d.plan.Server.StatusFirst = true
+	d.failures(failures)
 	d.report(schema.PhaseCreating, ReasonServerReplacing,
-		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", srv.Name), d.deletingServer())
+		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", d.srv.Name), d.deletingServer())
 }
 
 // stableAfter is how long a server must have been ready before its failures are forgotten:

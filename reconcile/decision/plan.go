@@ -9,8 +9,9 @@ import (
 
 // Plan is everything one reconcile of one VM asks for, as data. The apply step carries it out
 // in a fixed order: add the finalizer, act on the disk, act on the server, write the status,
-// remove the finalizer; a replacement for the spec's sake writes the status before it deletes
-// the server (ServerAction.StatusFirst). So a disk exists before the server that mounts it is created, and on
+// remove the finalizer; a replacement for the spec's sake, or of a server that ended, writes
+// the status before it deletes the server (ServerAction.StatusFirst). So a disk exists before
+// the server that mounts it is created, and on
 // deletion (where a plan acts on the disk only once the server is gone) the disk is deleted
 // or released before the finalizer comes off. Each event is recorded once the write it
 // reports has succeeded.
@@ -72,15 +73,16 @@ type ServerAction struct {
 	// (schema.AnnotationStopGracePeriod; backend.GracefulDeleter); nil: the backend's default.
 	GracePeriod *Duration `yaml:"gracePeriod,omitempty"`
 	// StatusFirst, for a delete that replaces the server because of the spec (a change of
-	// it, or a resize the host refused), has the status written before the server is
-	// deleted, not after. Nothing else records why such a server goes: a restart, a stop or
-	// a migration is a request on the VM, new until the status records it, which explains
-	// its delete to whoever decides next. Deleted first, the server would be gone while the
-	// status still said it ran, and a controller deciding in between with no memory of the
-	// delete (a new leader; this one after a restart) would take it for one someone else
-	// deleted: under Manual and Once the VM stopped with ServerMissing. Written first, the
-	// status says ServerReplacing; should the delete not follow, the spec still asks for the
-	// replacement, and the next decision deletes the server.
+	// it, or a resize the host refused) or because it ended (under Always, RerunOnFailure),
+	// has the status written before the server is deleted, not after. Nothing else records
+	// why such a server goes: a restart, a stop or a migration is a request on the VM, new
+	// until the status records it, which explains its delete to whoever decides next.
+	// Deleted first, the server would be gone while the status still said it ran, and a
+	// controller deciding in between with no memory of the delete (a new leader; this one
+	// after a restart) would take it for one someone else deleted: under Manual and Once the
+	// VM stopped with ServerMissing, under the others a false Warning. Written first, the
+	// status says ServerReplacing; should the delete not follow, the next decision deletes
+	// the server as the status records (replacementWritten).
 	StatusFirst bool `yaml:"statusFirst,omitempty"`
 }
 
