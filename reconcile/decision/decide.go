@@ -335,7 +335,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 			want.Restart = restart
 		}
 		d.plan.Server = &ServerAction{Op: CreateServer, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingServer,
-			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), spec.RootDisk.String())}}
+			Message: fmt.Sprintf("Creating a server with cpu %s, memory %s, root disk %s", want.CPU.String(), want.Memory.String(), d.rootDiskSize(spec))}}
 		d.moved(d.plan.Server)
 		d.failures(d.failuresSoFar())
 		// The backend's own word for a new server is not known until it is created; the
@@ -474,6 +474,28 @@ func (d *decision) diskBlind(srv *backend.Server) bool { return d.claims || srv.
 // running reports whether a server runs, so that it can be resized in place.
 func running(srv *backend.Server) bool {
 	return srv.State == backend.StateReady || srv.State == backend.StateStarting
+}
+
+// rootDiskSize is the size of the root disk a server made now mounts. Under claims it is the
+// disk's (the size it has, else the size asked for), or the size this plan grows it to: it
+// differs from spec.rootDisk for a disk grown by hand, kept from an earlier VM of the name
+// and not grown yet, or whose growth the storage refused. Otherwise spec.rootDisk: an
+// ephemeral disk, or one this plan makes.
+func (d *decision) rootDiskSize(spec schema.Spec) string {
+	if !d.claims || d.disk == nil {
+		return spec.RootDisk.String()
+	}
+	size := d.disk.Capacity
+	if size.IsZero() {
+		size = d.disk.Requested
+	}
+	if a := d.plan.Disk; a != nil && a.Spec != nil && a.Spec.Size.Cmp(size) > 0 {
+		size = a.Spec.Size
+	}
+	if size.IsZero() {
+		return spec.RootDisk.String()
+	}
+	return size.String()
 }
 
 // kept reports whether --resize manual keeps srv with an old spec until a restart: it runs,
