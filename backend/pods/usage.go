@@ -31,7 +31,7 @@ func (b *Backend) Usage(ctx context.Context, vm backend.Owner) (backend.Usage, e
 	if apierrors.IsNotFound(err) {
 		// metrics-server answers NotFound both for a pod it has not scraped yet and, through
 		// the aggregator, when the whole API is missing: discovery tells them apart.
-		if served, derr := b.metricsServed(); derr == nil && !served {
+		if served, derr := b.metricsServed(ctx); derr == nil && !served {
 			return backend.Usage{}, fmt.Errorf("the cluster does not serve %s: %w", PodMetricsGVR.GroupVersion(), backend.ErrUsageUnavailable)
 		}
 		return backend.Usage{}, fmt.Errorf("pod metrics of %s: %w", name, backend.ErrNoUsage)
@@ -45,12 +45,25 @@ func (b *Backend) Usage(ctx context.Context, vm backend.Owner) (backend.Usage, e
 	return sumUsage(u)
 }
 
-// metricsServed asks discovery whether metrics.k8s.io serves pods.
-func (b *Backend) metricsServed() (bool, error) {
+// metricsServed asks discovery whether metrics.k8s.io serves pods, within ctx: the sample's
+// deadline binds it as it binds the read it follows (an aggregated API that does not answer
+// would hold the one usage poller, and every VM's sample behind it, for the API server's own
+// timeout). Client-go's ServerResourcesForGroupVersion takes no context, so the request is
+// made through the discovery client's REST client; a discovery without one (a fake) is asked
+// the plain way.
+func (b *Backend) metricsServed(ctx context.Context) (bool, error) {
 	if b.cfg.Discovery == nil {
 		return true, nil
 	}
-	list, err := b.cfg.Discovery.ServerResourcesForGroupVersion(PodMetricsGVR.GroupVersion().String())
+	gv := PodMetricsGVR.GroupVersion()
+	var list *metav1.APIResourceList
+	var err error
+	if rc := b.cfg.Discovery.RESTClient(); rc != nil {
+		list = &metav1.APIResourceList{}
+		err = rc.Get().AbsPath("/apis", gv.Group, gv.Version).Do(ctx).Into(list)
+	} else {
+		list, err = b.cfg.Discovery.ServerResourcesForGroupVersion(gv.String())
+	}
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -90,4 +103,4 @@ func sumUsage(u *unstructured.Unstructured) (backend.Usage, error) {
 }
 
 // discoveryClient is the part of discovery the backend uses.
-type discoveryClient = discovery.ServerResourcesInterface
+type discoveryClient = discovery.DiscoveryInterface

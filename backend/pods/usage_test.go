@@ -2,16 +2,24 @@ package pods
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -69,5 +77,72 @@ func TestUsage(t *testing.T) {
 				t.Errorf("usage %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestUsageDiscoveryBounded: a pod without figures has discovery asked whether the metrics API
+// is served at all; an aggregated API that does not answer holds that request, which the
+// sample's context bounds as it bounds the read before it. Before, the request took no
+// context, and the one usage poller waited for the API server's own timeout.
+func TestUsageDiscoveryBounded(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	asked := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/apis/metrics.k8s.io/v1beta1" { // discovery: never answers
+			arrived <- struct{}{}
+			select {
+			case <-r.Context().Done():
+				asked <- r.Context().Err()
+			case <-release:
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(apierrors.NewNotFound(PodMetricsGVR.GroupResource(), "vm-server").Status())
+	}))
+	defer srv.Close()
+	defer close(release)
+	cfg := &rest.Config{Host: srv.URL}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Discovery's own timeout (32 s by default) outlasts the wait below: only the sample's
+	// context can end its request in time.
+	disc, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: srv.URL, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(Config{Client: kubefake.NewClientset(), UsageClient: client, Discovery: disc})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Usage(ctx, backend.Owner{Namespace: "ns", Name: "vm", UID: "u"})
+		done <- err
+	}()
+	// The sample's deadline passes (a cancel stands for it) while the discovery request hangs.
+	select {
+	case <-arrived:
+		cancel()
+	case err := <-done:
+		t.Fatalf("the sample ended (%v) before it asked discovery", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, backend.ErrNoUsage) {
+			t.Errorf("error %v, want one wrapping %v", err, backend.ErrNoUsage)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the sample did not end with its context: discovery's request does not take it")
+	}
+	select {
+	case err := <-asked:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("discovery's request ended with %v, want the sample's context's end", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("discovery's request did not end")
 	}
 }
