@@ -91,12 +91,16 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		out.last, out.written = w, append(out.written, rv)
 	}
 	if plan.Disk != nil {
-		if plan.Disk.Op == decision.DeleteDisk {
-			// A disk's delete is the one action of a plan that cannot be undone, and it
-			// comes before any write of the VM that is conditional on the resourceVersion
-			// decided on: the VM is first made sure to be still as decided on (asDecided),
-			// so that a reclaim policy changed since (Retain, set while the VM was
-			// Terminating) is not overridden by the cache's older Delete.
+		if takesDisk(plan.Disk) {
+			// A disk's delete cannot be undone, nor can an adoption that makes the VM its
+			// owner once the VM is gone (the garbage collector deletes a disk whose owner
+			// is gone); both come before any write of the VM that is conditional on the
+			// resourceVersion decided on. The VM is first made sure to be still as decided
+			// on (asDecided): so that a reclaim policy changed since (Retain, set while the
+			// VM was Terminating) is not overridden by the cache's older Delete, and a disk
+			// is not given to a VM deleted since, whose name a new VM may have taken and
+			// the disk kept for (a cache behind the API server: a new leader's, a VM
+			// informer that lags the claims').
 			w, err := a.asDecided(ctx, vm, rv)
 			switch {
 			case apierrors.IsNotFound(err):
@@ -218,6 +222,13 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	out.after = time.Duration(plan.RequeueAfter)
 	return out, nil
+}
+
+// takesDisk reports whether the disk action act cannot be undone should the VM not be as the
+// plan was decided on: a delete, or an adoption that makes the VM the disk's owner (one as
+// kept only labels the disk for the VM, which a later VM of the name adopts again).
+func takesDisk(act *decision.DiskAction) bool {
+	return act.Op == decision.DeleteDisk || act.Op == decision.AdoptDisk && act.Spec != nil && !act.Spec.Keep
 }
 
 // removeServer deletes the VM's server as plan asks (DeleteServer), observed being the server

@@ -111,7 +111,9 @@ func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, go
 
 // asDecided makes sure that vm is, on the API server, still at rv, the resourceVersion the
 // plan was decided on (or its own writes gave it), and returns it as the API server answered.
-// applyPlan asks it before a disk's delete. The decision reads the reclaim policy from the VM
+// applyPlan asks it before a disk's delete, and before an adoption that makes the VM the
+// disk's owner (takesDisk): a VM deleted since, and maybe made again under its name, does not
+// get the disk, which the garbage collector would then delete. The decision reads the reclaim policy from the VM
 // cache, and the disk's delete is conditional on the disk alone (its UID and version): a
 // policy set to Retain on a Terminating VM (the API server accepts it, and DiskReleaseRefused
 // tells users to do so) that the cache had yet to show when the server went would be
@@ -125,7 +127,7 @@ func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, go
 // of the VM in etcd, as consistent as a read. A GET would say the same but needs a verb the
 // controller's role does not have (its rules on VMs are list, watch and patch): a controller
 // upgraded before its role would be forbidden it, and every deleted VM held. It costs one
-// request per disk deleted, none on any other reconcile.
+// request per disk deleted or adopted as owned, none on any other reconcile.
 //
 // A window is left, between this answer and the disk's delete (one round trip): a policy set
 // to Retain in it is too late. No API makes a write of one object conditional on another's

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -670,5 +671,135 @@ func TestApplyDiskNamespaceTerminating(t *testing.T) {
 	}
 	if evs := w.events(); len(evs) != 0 {
 		t.Errorf("events %q", evs)
+	}
+}
+
+// storageQuota is the memory backend under a quota on storage (a ResourceQuota's
+// requests.storage): the API server refuses any change of a claim that asks for more than
+// limit, whatever else the change makes, and lets every other change through.
+type storageQuota struct {
+	*memory.Backend
+	limit resource.Quantity
+}
+
+func (q storageQuota) UpdateDisk(ctx context.Context, vm backend.Owner, seen *backend.Disk, spec backend.DiskSpec) (*backend.Disk, error) {
+	if spec.Size.Cmp(q.limit) > 0 {
+		return nil, fmt.Errorf("update claim %s: exceeded quota: requested storage %s, limited %s: %w", seen.Name, spec.Size.String(), q.limit.String(), backend.ErrRejected)
+	}
+	return q.Backend.UpdateDisk(ctx, vm, seen, spec)
+}
+
+// TestApplyOwnerChangeUnderQuota: a change of the disk's owner (reclaim policy Retain set, a
+// kept disk adopted) made together with a larger rootDisk, under a quota that refuses the
+// growth. The change of owner goes through all the same, and only the growth is refused
+// (DiskResizeInfeasible, the VM not Failed, its server made or kept). Sent in one write with
+// the growth, the change was refused with it: the disk stayed owned (a foreground deletion of
+// the VM then had the garbage collector delete the disk its owner had set to Retain), or was
+// never adopted, the VM Failed with no server.
+func TestApplyOwnerChangeUnderQuota(t *testing.T) {
+	tests := map[string]struct {
+		file  string
+		disk  backend.Disk
+		owner backend.DiskOwner // the disk's once the change is made
+	}{
+		"Retain set": {file: "claim/retain-set-and-grow", owner: backend.DiskKept,
+			disk: backend.Disk{Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), Owner: backend.DiskOwned}},
+		"kept disk adopted": {file: "claim/adopt-and-grow", owner: backend.DiskKept,
+			disk: backend.Disk{Requested: resource.MustParse("30G"), Capacity: resource.MustParse("30G"), Owner: backend.DiskUnowned}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, tc.file)
+			vm := w.view(t, tc.file)
+			owner := ownerOf(vm)
+			d := tc.disk
+			d.Name, d.ID, d.Version, d.Phase, d.CanGrow, d.StorageClass = "test-vm-rootdisk", "d1", "1", backend.DiskBound, true, "standard"
+			w.servers.SetDisk(owner, &d)
+			a := w.diskApplier()
+			a.backend = storageQuota{Backend: w.servers, limit: d.Requested}
+			_, srv := decidecase.Read(t, caseFile(tc.file))
+			if srv != nil {
+				w.servers.Set(owner, srv)
+			}
+			for i := range 3 { // the change, the growth, the growth asked again
+				srv, _ := w.servers.Observe(owner)
+				seen, _ := w.servers.ObserveDisk(owner)
+				stored := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
+				plan := decision.DefaultPolicy.Decide(stored, srv, nil, seen, nil, now.Add(time.Duration(i)*time.Minute))
+				if _, err := a.apply(context.Background(), stored, owner, srv, seen, plan); err != nil {
+					t.Fatalf("round %d: %v", i, err)
+				}
+			}
+			got, _ := w.servers.ObserveDisk(owner)
+			if got == nil || got.Owner != tc.owner || got.Requested.Cmp(d.Requested) != 0 {
+				t.Errorf("disk %+v, want it %s at %s", got, tc.owner, d.Requested.String())
+			}
+			if srv, _ := w.servers.Observe(owner); srv == nil {
+				t.Errorf("no server")
+			}
+			st := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields).Status()
+			c := st.Condition(schema.ConditionDiskResizing)
+			if st.Phase == schema.PhaseFailed || c == nil || c.Reason != decision.ReasonDiskResizeInfeasible || !strings.Contains(c.Message, "exceeded quota") {
+				t.Errorf("status %s %s, DiskResizing %+v: want the growth alone refused", st.Phase, st.Reason, c)
+			}
+		})
+	}
+}
+
+// TestApplyAdoptionByVMGone: a plan to adopt a kept disk as the VM's own (reclaim policy
+// Delete), decided on a cache that still shows a VM deleted since, whose name a new VM took
+// (a new leader's cache, a VM informer behind the claims'). Adopted, the disk would name the
+// gone VM as its owner, and the garbage collector would delete it at once. The VM is made sure
+// of first (asDecided): the adoption is not made, the disk stays as it is, and the loop decides
+// again on the VM as it now is.
+func TestApplyAdoptionByVMGone(t *testing.T) {
+	for _, made := range []bool{false, true} { // deleted; deleted and made again under the name
+		name := "deleted"
+		if made {
+			name = "made again"
+		}
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "claim/adopt-delete")
+			stale := w.vm(t, testVM.Namespace, testVM.Name)
+			stale.SetFinalizers([]string{schema.Finalizer})
+			if err := w.client.Tracker().Update(vmGVR, stale, testVM.Namespace); err != nil {
+				t.Fatal(err)
+			}
+			stale = w.vm(t, testVM.Namespace, testVM.Name)
+			vm := cachedView(t, stale, w.fields)
+			owner := ownerOf(vm)
+			w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound, StorageClass: "standard",
+				Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskUnowned, KeptMark: true})
+			seen, _ := w.servers.ObserveDisk(owner)
+			plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+			if plan.Disk == nil || plan.Disk.Op != decision.AdoptDisk || plan.Disk.Spec.Keep {
+				t.Fatalf("plan %+v, want the disk adopted as the VM's own", plan.Disk)
+			}
+
+			// Meanwhile, on the API server: the VM is deleted, and maybe made again.
+			if err := w.client.Tracker().Delete(vmGVR, testVM.Namespace, testVM.Name); err != nil {
+				t.Fatal(err)
+			}
+			if made {
+				again := stale.DeepCopy()
+				again.SetUID("uid-of-the-new-vm")
+				again.SetResourceVersion("")
+				again.SetFinalizers(nil)
+				unstructured.RemoveNestedField(again.Object, "spec", "rootDiskReclaimPolicy")
+				if err := w.client.Tracker().Create(vmGVR, again, testVM.Namespace); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := w.diskApplier().applyPlan(context.Background(), vm, owner, nil, nil, seen, plan)
+			if made && !apierrors.IsConflict(err) {
+				t.Errorf("apply: %v, want a conflict: the VM at the name is another", err)
+			}
+			if !made && err != nil {
+				t.Errorf("apply: %v, want nothing done and no error: the VM is gone", err)
+			}
+			if d, _ := w.servers.ObserveDisk(owner); d == nil || d.Owner != backend.DiskUnowned || !d.KeptMark {
+				t.Errorf("disk %+v, want it kept as it was", d)
+			}
+		})
 	}
 }

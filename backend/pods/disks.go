@@ -244,7 +244,7 @@ func (b *Backend) ReadDisk(ctx context.Context, vm backend.Owner) (*backend.Disk
 // CreateDisk creates vm's claim. A claim of that name that is vm's, or one vm may adopt, is
 // returned as it is, except that one vm owns (controls, or is named an owner of: owner) but
 // that lost its label LabelVMUID is labelled again (relabel); one that is another's is
-// ErrDiskConflict; one the API server refuses is ErrRejected, except when only the namespace
+// ErrDiskConflict, unless it is being deleted (a transient error); one the API server refuses is ErrRejected, except when only the namespace
 // is being deleted (a transient error).
 func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
 	claim := newClaim(vm, spec)
@@ -259,6 +259,12 @@ func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend
 		}
 		c := cacheClaim(existing)
 		switch o := c.owner(vm); {
+		case o == backend.DiskOther && existing.DeletionTimestamp != nil:
+			// Another's claim on its way out (an earlier VM's of the name, deleted with it,
+			// that the cache no longer shows): no conflict, which would report the VM Failed
+			// and tell its owner to delete a claim that is going. A transient error: the
+			// create is tried again, with backoff, until the claim is gone.
+			return nil, fmt.Errorf("claim %s exists and is being deleted: a new one is made once it is gone", claim.Name)
 		case o == backend.DiskOther:
 			return nil, fmt.Errorf("claim %s exists and is not this VM's (another object owns it, it is not labelled for this VM, or it was kept for another kind of resource): %w",
 				claim.Name, backend.ErrDiskConflict)

@@ -277,6 +277,18 @@ func TestDisksAdoptAndConflict(t *testing.T) {
 	if f, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "b-rootdisk", metav1.GetOptions{}); len(f.Labels) != 0 || len(f.OwnerReferences) != 0 {
 		t.Errorf("the other claim was touched: %+v", f.ObjectMeta)
 	}
+
+	// The same claim on its way out (an earlier VM's, deleted with it, gone from the cache):
+	// no conflict, a transient error until it is gone.
+	f, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "b-rootdisk", metav1.GetOptions{})
+	f.DeletionTimestamp, f.Finalizers = &metav1.Time{Time: time.Now()}, []string{"kubernetes.io/pvc-protection"}
+	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(ctx, f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.CreateDisk(ctx, vmB, backend.DiskSpec{Size: resource.MustParse("40G")})
+	if err == nil || errors.Is(err, backend.ErrDiskConflict) || errors.Is(err, backend.ErrRejected) {
+		t.Errorf("create over another's claim being deleted: %v, want a transient error", err)
+	}
 }
 
 // TestDisksAdoptKept: a claim kept by an earlier VM of the name is adopted as kept (a VM that

@@ -155,6 +155,9 @@ type decision struct {
 	diskWait     string
 	diskResizing *lifecycleCondition
 	diskEvents   []Event
+	// growthNext: the plan changes the disk's owner or mark, and the growth rootDisk asks
+	// for follows in a write of its own (disk.go: growsNext).
+	growthNext bool
 	// diskClass, if set, says the storage class the spec names does not apply to the disk
 	// (disk.go: classChange); kstatus.go makes it Stalled's.
 	diskClass *lifecycleCondition

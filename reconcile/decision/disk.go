@@ -164,14 +164,10 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 	case seen.Owner == backend.DiskUnowned:
 		adopted := *seen
 		d.disk = &adopted
-		size := d.grow(spec.RootDisk)
 		up := want
-		up.Size = size
+		up.Size = seen.Requested // grown by a change of its own, once adopted (ownerChange)
 		d.disk.Owner, d.disk.KeptMark = owner(up), up.Keep
-		msg := fmt.Sprintf("Adopting disk %s, which an earlier VM named %s kept", seen.Name, d.vm.Name())
-		if size.Cmp(seen.Requested) > 0 {
-			msg += fmt.Sprintf("; growing it from %s to %s", seen.Requested.String(), size.String())
-		}
+		msg := fmt.Sprintf("Adopting disk %s, which an earlier VM named %s kept", seen.Name, d.vm.Name()) + d.growsNext(spec.RootDisk)
 		if up.Keep {
 			msg += fmt.Sprintf("; it stays kept when this VM is deleted (%s)%s", d.whyKept(spec), d.deleteHint(spec))
 		} else {
@@ -264,12 +260,8 @@ func (d *decision) keepDisk(spec schema.Spec) {
 	if seen.Deleting {
 		return // someone deleted it; it goes once no server uses it
 	}
-	want := diskSpec(spec, seen)
-	size := d.grow(spec.RootDisk)
-	up := want
-	up.Size = size
-	grows := size.Cmp(seen.Requested) > 0
-	growth := fmt.Sprintf("growing it from %s to %s", seen.Requested.String(), size.String())
+	up := diskSpec(spec, seen)
+	up.Size = seen.Requested // a change of owner or mark does not grow the disk (ownerChange)
 	switch o := owner(up); {
 	case up.Keep && (o != seen.Owner || !seen.KeptMark):
 		// Owned until now, or kept by a version that did not mark it: marked, so that a
@@ -278,10 +270,7 @@ func (d *decision) keepDisk(spec schema.Spec) {
 		if o == seen.Owner {
 			msg = fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): marked as kept", seen.Name, d.whyKept(spec))
 		}
-		msg += d.deleteHint(spec)
-		if grows {
-			msg += "; " + growth
-		}
+		msg += d.deleteHint(spec) + d.growsNext(spec.RootDisk)
 		d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk, Message: msg}}
 		d.disk.Owner, d.disk.KeptMark = o, true
 	case !up.Keep && (o != seen.Owner || seen.KeptMark):
@@ -289,19 +278,37 @@ func (d *decision) keepDisk(spec schema.Spec) {
 		if o == seen.Owner {
 			msg = fmt.Sprintf("Disk %s goes with the VM when it is deleted (reclaim policy Delete): no longer marked as kept", seen.Name)
 		}
-		if grows {
-			msg += "; " + growth
-		}
+		msg += d.growsNext(spec.RootDisk)
 		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
 		d.disk.Owner, d.disk.KeptMark = o, false
-	case grows:
-		d.plan.Disk = &DiskAction{Op: ExpandDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonResizingDisk,
-			Message: fmt.Sprintf("Growing disk %s from %s to %s", seen.Name, seen.Requested.String(), size.String())}}
 	default:
+		if size := d.grow(spec.RootDisk); size.Cmp(seen.Requested) > 0 {
+			up.Size = size
+			d.plan.Disk = &DiskAction{Op: ExpandDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonResizingDisk,
+				Message: fmt.Sprintf("Growing disk %s from %s to %s", seen.Name, seen.Requested.String(), size.String())}}
+			break
+		}
 		d.recordDiskKind(up)
 	}
 	d.disk.KindUnrecorded = false // each of the changes above records it
 	d.diskCondition(spec.RootDisk)
+}
+
+// growsNext ends the Event of a change of the disk's owner or mark with the growth that
+// follows it: a change of owner (adopted, released, kept, owned again) is written on its own,
+// and the disk grown to rootDisk by the next decision (ExpandDisk), never in the same write.
+// Sent together, a refusal of the growth (a quota on storage, which the API server answers
+// for the whole patch) refused the change of owner too: a Retain set with a larger rootDisk
+// was not in effect for as long as the quota stood (and a foreground deletion had the garbage
+// collector delete the disk), and a kept disk was not adopted, its VM given no server. Alone,
+// a refused growth is only that (applyDisk's growthRefused). "" when no growth follows.
+func (d *decision) growsNext(want resource.Quantity) string {
+	disk := d.disk
+	if want.Cmp(disk.Requested) <= 0 || disk.Phase != backend.DiskBound || !disk.CanGrow || disk.Deleting {
+		return ""
+	}
+	d.growthNext = true
+	return fmt.Sprintf("; it grows from %s to %s next", disk.Requested.String(), want.String())
 }
 
 // recordDiskKind asks, when nothing else changes the VM's own disk, for it to record the
@@ -353,6 +360,8 @@ func (d *decision) diskCondition(want resource.Quantity) {
 		}
 		c(ReasonDiskNotExpandable, fmt.Sprintf("Disk %s cannot grow to %s: %s does not allow volume expansion; it keeps %s",
 			disk.Name, want.String(), class, disk.Requested.String()))
+	case want.Cmp(disk.Requested) > 0 && d.growthNext:
+		c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s once its change of owner is written", disk.Name, want.String()))
 	case want.Cmp(disk.Requested) > 0:
 		c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s once it is bound", disk.Name, want.String()))
 	case disk.Phase == backend.DiskBound && !disk.GrowthDone():

@@ -276,11 +276,17 @@ func TestRejectedReportsDisk(t *testing.T) {
 		}
 		name := filepath.Base(file)
 		at := now
+		var last decision.Plan
 		for i := range 3 { // the create, then the create after each of two refusals
 			plan := p.Decide(vm, srv, gone, disk, budget, at)
 			if serverOp(plan) != decision.CreateServer {
 				break
 			}
+			// After a change of the disk's owner, the growth that follows it in a write of its
+			// own (disk.go: growsNext) changes DiskResizing once: the status is written again.
+			grows := last.Disk != nil && (last.Disk.Op == decision.AdoptDisk || last.Disk.Op == decision.ReleaseDisk) &&
+				plan.Disk != nil && plan.Disk.Op == decision.ExpandDisk
+			last = plan
 			if i == 0 {
 				creates++
 			}
@@ -288,7 +294,7 @@ func TestRejectedReportsDisk(t *testing.T) {
 			// the refusal is decided on what the plan was decided on.
 			before := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, decision.Plan{Disk: plan.Disk})
 			refused := refuseCreate(p, vm, gone, disk, at)
-			if i > 0 && refused.Status != nil {
+			if i > 0 && refused.Status != nil && !grows {
 				t.Errorf("%s: refusal %d writes the status again:\n%s", name, i+1, renderPlan(t, refused))
 			}
 			st := vm.Status()
