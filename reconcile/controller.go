@@ -405,7 +405,8 @@ func (c *Controller) Start(ctx context.Context) error {
 }
 
 // RunWorkers waits for the caches, then runs workers until ctx is cancelled. Then it stops
-// taking work, lets in-flight reconciles finish for up to drain, and returns. Keys still
+// taking work, lets in-flight reconciles finish for up to drain, cancels those left, and
+// returns (ErrWorkersStuck should one not return within AbandonAfter of that). Keys still
 // queued are left unreconciled: the process is exiting or has lost the Lease, and the next
 // leader's first list queues every VM again. Only one replica (the leader) runs workers; the
 // queue cannot be restarted afterwards.
@@ -449,10 +450,28 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 	case <-time.After(drain):
 		cancelWork()
 		c.log.Warn("Drain timed out; cancelled in-flight reconciles", "timeout", drain)
-		<-done
+		select {
+		case <-done:
+		case <-time.After(AbandonAfter):
+			// A call that ignores its context (none is known to) would hold the process
+			// here for ever: after a lost Lease as a replica that never campaigns again
+			// while its health check passes, after SIGTERM until SIGKILL, with the Lease
+			// not released. The workers are left to the process's exit; the fence refuses
+			// whatever they would still write once the Lease is another's.
+			c.log.Error("Workers did not return after their reconciles were cancelled; leaving them", "timeout", AbandonAfter)
+			return ErrWorkersStuck
+		}
 	}
 	return nil
 }
+
+// AbandonAfter is how long RunWorkers waits for its workers once it has cancelled their
+// reconciles at the end of the drain: a call that honours its context returns at once.
+const AbandonAfter = 2 * time.Second
+
+// ErrWorkersStuck is RunWorkers' error when its workers did not return once their reconciles
+// were cancelled (AbandonAfter).
+var ErrWorkersStuck = errors.New("workers did not return after their reconciles were cancelled")
 
 // HasSynced reports whether the caches of VMs and servers hold a full list and the handlers
 // have queued every VM of it; readiness follows it. A shared informer's own HasSynced turns

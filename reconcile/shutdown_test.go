@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -143,5 +144,49 @@ func TestProcessNextEndedInGet(t *testing.T) {
 	c.queue.Add(testVM)
 	if n := c.queue.Len(); n != 1 {
 		t.Errorf("%d keys queued after adding the key again, want 1: it is still in process", n)
+	}
+}
+
+// hangingCreates is the memory backend with a Create that ignores its context and returns
+// only once release is closed: a call no deadline ends.
+type hangingCreates struct {
+	*memory.Backend
+	called  chan struct{}
+	release chan struct{}
+}
+
+func (b hangingCreates) Create(ctx context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
+	b.called <- struct{}{}
+	<-b.release
+	return b.Backend.Create(ctx, vm, spec)
+}
+
+// TestRunWorkersLeavesStuckWorkers: a reconcile whose call ignores its context holds its
+// worker past the drain and past the cancel that ends it. RunWorkers returns all the same,
+// with ErrWorkersStuck, so that the process exits (after a lost Lease, a replica that never
+// campaigned again stayed up with its health check passing; after SIGTERM, it waited for
+// SIGKILL with the Lease held).
+func TestRunWorkersLeavesStuckWorkers(t *testing.T) {
+	w := newWorld(t, "create-new")
+	c, _ := newController(t, w, decision.UsagePolicy{})
+	hanging := hangingCreates{Backend: w.servers, called: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(hanging.release)
+	c.cfg.Backend, c.applier.backend = hanging, hanging
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.RunWorkers(ctx, 1, time.Millisecond) }()
+	<-hanging.called // the worker is in the call
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrWorkersStuck) {
+			t.Errorf("RunWorkers: %v, want %v", err, ErrWorkersStuck)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("RunWorkers did not return while a worker was stuck")
 	}
 }
