@@ -407,6 +407,9 @@ func judgeCRD(name string, def []byte, version string, f schema.Fields) []checkR
 		out = append(out, pass("crd", "CRD %s has the status subresource in %s", name, version))
 	}
 	n, errs := crds.CheckSchema(def, version, f)
+	if err := crds.UnmappedReclaimPolicy(def, version, f); err != nil {
+		errs = append(errs, err)
+	}
 	for _, err := range errs {
 		out = append(out, fail("fields", "field map: %v", err))
 	}

@@ -56,6 +56,32 @@ func CheckSchema(crd []byte, version string, f schema.Fields) (checked int, errs
 	return checked, errs
 }
 
+// ReclaimPolicyPath is where this project's CRD keeps a VM's reclaim policy.
+const ReclaimPolicyPath = "spec.rootDiskReclaimPolicy"
+
+// UnmappedReclaimPolicy is an error when the schema of the CRD's version has a reclaim policy
+// at ReclaimPolicyPath and the field map f maps none (a field map given by hand, written for a
+// CRD before the field, or one that leaves it out): the API server would accept a VM's Retain,
+// and the controller, reading no policy, would delete the VM's disk with it. A schema that
+// only preserves unknown fields there does not count: nothing says the field is one.
+func UnmappedReclaimPolicy(crd []byte, version string, f schema.Fields) error {
+	if f.RootDiskReclaimPolicy != "" {
+		return nil
+	}
+	v, err := crdVersion(crd, version)
+	if err != nil {
+		return err
+	}
+	node := v.Get("schema.openAPIV3Schema")
+	for _, s := range strings.Split(ReclaimPolicyPath, ".") {
+		if node = property(node, s); !node.Exists() {
+			return nil
+		}
+	}
+	return fmt.Errorf("the schema of %s has %s, which the field map does not map: a VM's Retain there would be ignored, "+
+		"and its disk deleted with it; map it (rootDiskReclaimPolicy: %s in the field map)", version, ReclaimPolicyPath, ReclaimPolicyPath)
+}
+
 // checkNode walks the schema along path and checks the type of what it finds.
 func checkNode(node gjson.Result, path string, want schema.ValueType) error {
 	segs := strings.Split(path, ".")

@@ -164,3 +164,25 @@ func TestStatusSubresource(t *testing.T) {
 		t.Error("invalid JSON accepted")
 	}
 }
+
+// TestUnmappedReclaimPolicy: a field map that maps no reclaim policy, for a CRD whose schema
+// has one, is an error (a VM's Retain would be accepted and ignored, its disk deleted with
+// it); a map that maps it, and a CRD without the field (the machines' CRD), are none.
+func TestUnmappedReclaimPolicy(t *testing.T) {
+	crd := projectCRD(t)
+	full := builtin(t, "v1alpha1")
+	if err := UnmappedReclaimPolicy(crd, "v1alpha1", full); err != nil {
+		t.Errorf("the built-in map: %v", err)
+	}
+	without, _ := full.Without(map[string]bool{ReclaimPolicyPath: true})
+	if without.RootDiskReclaimPolicy != "" {
+		t.Fatal("the map still maps the reclaim policy")
+	}
+	err := UnmappedReclaimPolicy(crd, "v1alpha1", without)
+	if err == nil || !strings.Contains(err.Error(), "rootDiskReclaimPolicy: spec.rootDiskReclaimPolicy") {
+		t.Errorf("a map without the policy: %v, want an error that says how to map it", err)
+	}
+	if err := UnmappedReclaimPolicy(machineCRD(t), "v1", machineFields(t)); err != nil {
+		t.Errorf("a CRD without the field: %v", err)
+	}
+}
