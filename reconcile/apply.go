@@ -119,13 +119,17 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				return out, nil
 			}
 		}
-		if err := a.applyDisk(ctx, vm, owner, observed, gone, disk, &plan); namespaceGoing(err) {
+		decidedOn, err := a.applyDisk(ctx, vm, owner, observed, gone, disk, &plan)
+		if namespaceGoing(err) {
 			// As for the server's create below: the namespace's deletion is the next
 			// change to act on.
 			return applied{written: out.written}, nil
 		} else if err != nil {
 			return out, err
 		}
+		// A refusal of the server below is decided on the disk the plan now is decided
+		// on: the disk as the plan would leave it, or, its growth refused, as it is.
+		disk = decidedOn
 	}
 	var created *backend.Server // the server the plan made, if it made one
 	if plan.Server != nil {

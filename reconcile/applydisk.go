@@ -24,12 +24,14 @@ import (
 // VM, so the VM stays, its finalizer on, until the release is let through
 // (DiskReleaseRefused). A call the backend was forbidden on the way out (its Forbidden, not
 // a refusal: a delete, or the read an update makes of a disk the cache lags) holds the VM the
-// same way, and says so, until the call is allowed (diskForbidden).
-func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, plan *decision.Plan) error {
+// same way, and says so, until the call is allowed (diskForbidden). It returns the disk what
+// follows in the plan is decided on, should it be refused too: seen, or, for a growth the API
+// server refused, seen with that refusal (growthRefused).
+func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, plan *decision.Plan) (*backend.Disk, error) {
 	act := plan.Disk
 	disks, ok := a.backend.(backend.Disks)
 	if !ok {
-		return fmt.Errorf("%s disk: the backend keeps no disks", act.Op)
+		return seen, fmt.Errorf("%s disk: the backend keeps no disks", act.Op)
 	}
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
 	var got *backend.Disk
@@ -47,31 +49,32 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		// backend shows it now: a disk changed since (kept, let go of) is not deleted.
 		err = disks.DeleteDisk(ctx, owner, seen)
 	default:
-		return fmt.Errorf("act on disk: unknown operation %q", act.Op)
+		return seen, fmt.Errorf("act on disk: unknown operation %q", act.Op)
 	}
 	switch {
 	case errors.Is(err, backend.ErrRejected) && plan.Finalizer == decision.RemoveFinalizer && releasesOwned(act, seen, err):
 		*plan = a.policy.DiskReleaseRefused(vm, seen.Name, err.Error(), a.now())
-		return nil
+		return seen, nil
 	case errors.Is(err, backend.ErrRejected) && plan.Finalizer == decision.RemoveFinalizer:
-		return nil
+		return seen, nil
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.RecordDiskKind:
 		// Bookkeeping for a disk an earlier version made (its kind, for adoption after an
 		// orphaning delete): a policy that refuses it refuses nothing the VM needs, so the
 		// VM is not reported Failed over it. Asked again at the VM's next reconcile.
 		a.warnRefused(vm, "record the kind on disk "+seen.Name, err)
-		return nil
+		return seen, nil
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.ExpandDisk && !errors.Is(err, backend.ErrDiskConflict):
-		*plan = a.growthRefused(vm, srv, gone, seen, act, err, *plan)
-		return nil
+		var refused *backend.Disk
+		*plan, refused = a.growthRefused(vm, srv, gone, seen, act, err, *plan)
+		return refused, nil
 	case errors.Is(err, backend.ErrRejected):
 		*plan = a.policy.DiskRejected(vm, srv, gone, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
-		return nil
+		return seen, nil
 	case forbidden(err) && plan.Finalizer == decision.RemoveFinalizer:
 		*plan = a.diskForbidden(vm, string(act.Op), err)
-		return nil
+		return seen, nil
 	case err != nil:
-		return fmt.Errorf("%s disk: %w", act.Op, err)
+		return seen, fmt.Errorf("%s disk: %w", act.Op, err)
 	}
 	if act.Op == decision.DeleteDisk {
 		a.disks.deleted(key, seen)
@@ -82,7 +85,7 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		plan.CreatedDisk(got)
 	}
 	a.record(vm, act.Event)
-	return nil
+	return seen, nil
 }
 
 // growthRefused is the plan for a VM whose disk's growth the API server refused (a quota on
@@ -95,7 +98,7 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 // the plan's, decided with the budget. The growth is asked again at the VM's next reconcile,
 // at least every RejectedRetry, and refused again until the quota allows it, with nothing more
 // written.
-func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, act *decision.DiskAction, err error, plan decision.Plan) decision.Plan {
+func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, act *decision.DiskAction, err error, plan decision.Plan) (decision.Plan, *backend.Disk) {
 	refused := *seen
 	refused.Requested = act.Spec.Size
 	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: "the API server refused to grow the claim: " + err.Error()}
@@ -106,7 +109,7 @@ func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, go
 		// watched): it is looked at again at the pace of refusals.
 		re.RequeueAfter = decision.Duration(decision.RejectedRetry)
 	}
-	return re
+	return re, &refused
 }
 
 // asDecided makes sure that vm is, on the API server, still at rv, the resourceVersion the

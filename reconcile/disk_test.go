@@ -279,6 +279,34 @@ func TestApplyGrowthRefused(t *testing.T) {
 	}
 }
 
+// TestApplyGrowthAndServerRefused: the growth refused by a quota, and the server the plan then
+// makes refused too (a PriorityClass missing, a quota on pods): the status reports both
+// refusals, the server's in the phase and the growth's in DiskResizing (Infeasible, quoting
+// the quota), not the growth as pending: the refusal of the server was decided on the disk as
+// its growth's refusal left it.
+func TestApplyGrowthAndServerRefused(t *testing.T) {
+	w := newWorld(t, "claim/grow")
+	vm := w.view(t, "claim/grow")
+	owner := ownerOf(vm)
+	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound,
+		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, StorageClass: "standard", Owner: backend.DiskOwned})
+	seen, _ := w.servers.ObserveDisk(owner)
+	plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+	if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk || plan.Server == nil || plan.Server.Op != decision.CreateServer {
+		t.Fatalf("plan %+v %+v, want the disk grown and a server made", plan.Disk, plan.Server)
+	}
+	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: requested storage 50G, limited 45G: %w", backend.ErrRejected))
+	w.servers.FailCreate(fmt.Errorf("create pod: no PriorityClass with name vms was found: %w", backend.ErrRejected))
+	if _, err := w.diskApplier().apply(context.Background(), vm, owner, nil, seen, plan); err != nil {
+		t.Fatal(err)
+	}
+	st := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields).Status()
+	c := st.Condition(schema.ConditionDiskResizing)
+	if st.Reason != decision.ReasonServerRejected || c == nil || c.Reason != decision.ReasonDiskResizeInfeasible || !strings.Contains(c.Message, "exceeded quota") {
+		t.Errorf("status %s %s, DiskResizing %+v: want the server refused and the growth refused", st.Phase, st.Reason, c)
+	}
+}
+
 // TestApplyDiskRefused: a disk the backend refuses (its name another's, or any refusal
 // retrying cannot fix) ends the plan there: no server, the VM Failed with the reason, another
 // look in a minute; a transient failure is returned for a retry, with nothing written after
