@@ -9,6 +9,7 @@ package metrics
 import (
 	"context"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"net/http"
+
+	"github.com/cloudnative-czs/vm-controller/reconcile"
 )
 
 // Namespace prefixes the controller's own metrics.
@@ -71,6 +74,13 @@ func New() *Metrics {
 	m.fencedWrites = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "fenced_writes_total",
 		Help: "API writes refused before they left the process because this replica's last renewal of the leader Lease was older than --renew-deadline: it may have been paused while another replica took over."})
 	m.served.Set(1)
+	// Every result's series exists from the start, at 0: a series born at 1 on the first
+	// panic (or timeout, or error) shows Prometheus' increase() and rate() no change, so
+	// the alert on it would miss it.
+	for _, result := range reconcile.Results {
+		m.reconciles.WithLabelValues(result)
+		m.reconcileDuration.WithLabelValues(result)
+	}
 	reg.MustRegister(m.reconciles, m.reconcileDuration, m.leader, m.served, m.reconcileTimeout, m.cpuUsage, m.memoryUsage, m.passesToActive, m.fencedWrites,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -141,9 +151,10 @@ func (m *Metrics) SetServed(served bool) {
 }
 
 // CountPhases registers a gauge of VMs by phase, counted from count at each scrape, so the
-// figure is as fresh as the cache and costs nothing between scrapes.
+// figure is as fresh as the cache and costs nothing between scrapes. Every phase a VM can be
+// counted under (reconcile.CountedPhases) is exported, 0 when no VM is in it.
 func (m *Metrics) CountPhases(count func() map[string]int) {
-	m.registry.MustRegister(phaseCollector{count: count,
+	m.registry.MustRegister(phaseCollector{count: count, known: reconcile.CountedPhases(),
 		desc: prometheus.NewDesc(Namespace+"_vms", "VirtualMachines in the cache by status.phase (None: no status yet).", []string{"phase"}, nil)})
 }
 
@@ -154,14 +165,25 @@ func (m *Metrics) Handler() http.Handler {
 
 type phaseCollector struct {
 	count func() map[string]int
+	known []string // exported at 0 when count has none
 	desc  *prometheus.Desc
 }
 
 func (c phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
+// Collect exports every known phase, 0 when no VM is in it, and any other phase count
+// reports. A phase left out when it emptied would vanish from Prometheus rather than read
+// 0, and min_over_time, which skips the gap, would hold its last count: one VM Creating for
+// a minute kept VirtualMachinesStuckCreating true for half an hour.
 func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
-	for phase, n := range c.count() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), phase)
+	counts := c.count()
+	for _, phase := range c.known {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[phase]), phase)
+	}
+	for phase, n := range counts {
+		if !slices.Contains(c.known, phase) {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), phase)
+		}
 	}
 }
 

@@ -556,3 +556,208 @@ func TestMetricNames(t *testing.T) {
 		})
 	}
 }
+
+// genericPrefixes are the prefixes of the metrics the controller exports under the names
+// and labels Kubernetes' own components and most operators export them too: a rule or a
+// panel that selects them by name alone counts every such program.
+var genericPrefixes = []string{"workqueue_", "rest_client_"}
+
+// controllerJoin restricts an expression to the series of the controller's replicas, by the
+// vmcontroller_leader (of any value) each exports.
+var controllerJoin = regexp.MustCompile(`\band\s+on\s*\(\s*job\s*,\s*instance\s*\)\s*vmcontroller_leader\b`)
+
+// dashboardJob is the matcher of a panel's selector that keeps it to the jobs of the
+// variable job, which lists the jobs of vm-controller.
+var dashboardJob = regexp.MustCompile(`\bjob\s*=~\s*"\$job"`)
+
+// TestMonitoringCountsTheControllerAlone fails when an alerting rule selects a generic
+// metric (workqueue_*, rest_client_*) without restricting it to the controller's replicas
+// (VMControllerStuckWorker, critical, told the operator to restart vm-controller when
+// another program's queue had a long processor), or a panel selects any metric outside the
+// jobs of the variable job, or that variable's All selects every job of Prometheus.
+func TestMonitoringCountsTheControllerAlone(t *testing.T) {
+	for where, e := range ruleExprs(t) {
+		for _, name := range uniqueNames(e) {
+			if !hasGenericPrefix(name) {
+				continue
+			}
+			for _, at := range selectorsOf(e, name) {
+				start, end := aggregationSpan(e, at)
+				if !controllerJoin.MatchString(e[start:end]) {
+					t.Errorf("%s: %s is exported by other programs too: restrict it to the controller with and on (job, instance) vmcontroller_leader in the same aggregation (in %q)", where, name, e)
+				}
+			}
+		}
+	}
+	panels, _ := dashboardExprs(t)
+	for where, e := range panels {
+		for _, name := range uniqueNames(e) {
+			for _, at := range selectorsOf(e, name) {
+				if !dashboardJob.MatchString(matcherAfter(e, at+len(name))) {
+					t.Errorf("%s: %s is not kept to the controller's jobs: select it with job=~\"$job\" (in %q)", where, name, e)
+				}
+			}
+		}
+	}
+	job := dashboardVariable(t, "job")
+	if !strings.HasPrefix(job.Query, "label_values("+Namespace+"_") {
+		t.Errorf("%s: variable job lists %q, want the jobs of a metric of the controller's own (label_values(%s_..., job))", dashboardFile, job.Query, Namespace)
+	}
+	if job.AllValue != "" {
+		t.Errorf("%s: variable job has allValue %q: All then selects that regular expression, every job of Prometheus; without it, All is the jobs listed", dashboardFile, job.AllValue)
+	}
+}
+
+// uniqueNames are the metric names expr selects, each once (selectorsOf finds every place).
+func uniqueNames(expr string) []string {
+	names := metricNames(expr)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// installLabels tell apart the installs of vm-controller that share one Prometheus.
+var installLabels = []string{"job", "namespace"}
+
+// ruleAggregation is an aggregation operator applied in a rule, with its by clause if any.
+var ruleAggregation = regexp.MustCompile(`\b(` + strings.Join(promqlAggregations, "|") + `)\s*(?:(by|without)\s*\(([^)]*)\)\s*)?\(`)
+
+// TestRulesPerInstall fails when an alerting rule aggregates over the installs that share a
+// Prometheus: sum(vmcontroller_leader) > 1 fired for two installs with one leader each, and
+// max(vmcontroller_leader) < 1 let one install's leader hide another's having none. Every
+// aggregation keeps job and namespace; absent(), which cannot, is left to what it is.
+func TestRulesPerInstall(t *testing.T) {
+	for where, e := range ruleExprs(t) {
+		for _, m := range ruleAggregation.FindAllStringSubmatch(blankStrings(e), -1) {
+			clause, grouping := m[2], m[3]
+			var by []string
+			for _, l := range strings.Split(grouping, ",") {
+				by = append(by, strings.TrimSpace(l))
+			}
+			for _, l := range installLabels {
+				if clause != "by" || !slices.Contains(by, l) {
+					t.Errorf("%s: %s merges the installs: group by %s too (in %q)", where, strings.TrimSuffix(m[0], "("), strings.Join(installLabels, ", "), e)
+					break
+				}
+			}
+		}
+	}
+}
+
+func hasGenericPrefix(name string) bool {
+	return slices.ContainsFunc(genericPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+}
+
+// aggregationSpan is the text of expr, as offsets, that the selector at offset at is
+// aggregated in: the parentheses of the nearest aggregation around it, or the whole
+// expression when none is. A restriction to the controller outside that span comes after
+// the aggregation has dropped the labels it would join on.
+func aggregationSpan(expr string, at int) (start, end int) {
+	s := blankStrings(expr)
+	depth := 0
+	for i := at - 1; i >= 0; i-- {
+		switch s[i] {
+		case ')':
+			depth++
+		case '(':
+			if depth > 0 {
+				depth--
+				continue
+			}
+			if !slices.Contains(promqlAggregations, callee(s[:i])) {
+				continue
+			}
+			for j, d := i+1, 0; j < len(s); j++ {
+				switch s[j] {
+				case '(':
+					d++
+				case ')':
+					if d == 0 {
+						return i + 1, j
+					}
+					d--
+				}
+			}
+			return i + 1, len(s)
+		}
+	}
+	return 0, len(s)
+}
+
+// matcherAfter is the label matcher ({...}) that follows a metric name ending at offset
+// end of expr, "" when none does.
+func matcherAfter(expr string, end int) string {
+	rest := strings.TrimLeft(expr[end:], " \t\n")
+	if !strings.HasPrefix(rest, "{") {
+		return ""
+	}
+	return promqlMatchers.FindString(rest)
+}
+
+// templateVariable is a variable of the dashboard's templating, as far as the tests read it.
+type templateVariable struct {
+	Query    string
+	AllValue string
+}
+
+// dashboardVariable returns the dashboard's variable of that name.
+func dashboardVariable(t *testing.T, name string) templateVariable {
+	t.Helper()
+	data, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatalf("read dashboard: %v", err)
+	}
+	var dash struct {
+		Templating struct {
+			List []struct {
+				Name       string          `json:"name"`
+				Query      json.RawMessage `json:"query"`
+				Definition string          `json:"definition"`
+				AllValue   string          `json:"allValue"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("parse %s: %v", dashboardFile, err)
+	}
+	for _, v := range dash.Templating.List {
+		if v.Name != name {
+			continue
+		}
+		var q struct {
+			Query string `json:"query"`
+		}
+		if err := json.Unmarshal(v.Query, &q); err != nil {
+			if err := json.Unmarshal(v.Query, &q.Query); err != nil {
+				t.Fatalf("parse the query of variable %s: %v", name, err)
+			}
+		}
+		return templateVariable{Query: strings.TrimSpace(q.Query), AllValue: v.AllValue}
+	}
+	t.Fatalf("%s has no variable %s", dashboardFile, name)
+	return templateVariable{}
+}
+
+func TestAggregationSpan(t *testing.T) {
+	tests := map[string]struct {
+		expr string
+		want string
+	}{
+		"none":       {`x > 1 and on (job, instance) y`, `x > 1 and on (job, instance) y`},
+		"sum":        {`sum(rate(x[5m]) and on (job) y) > 0`, `rate(x[5m]) and on (job) y`},
+		"sum by":     {`sum by (job) (x) / sum by (job) (z)`, `x`},
+		"function":   {`max by (name) (clamp_min(x, 1)) > 2`, `clamp_min(x, 1)`},
+		"in a label": {`sum(w{a=")"} + x) > 0`, `w{a=")"} + x`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			at := selectorsOf(tc.expr, "x")
+			if len(at) != 1 {
+				t.Fatalf("selectorsOf(%q, x) = %v, want one place", tc.expr, at)
+			}
+			start, end := aggregationSpan(tc.expr, at[0])
+			if got := tc.expr[start:end]; got != tc.want {
+				t.Errorf("aggregationSpan(%q) = %q, want %q", tc.expr, got, tc.want)
+			}
+		})
+	}
+}

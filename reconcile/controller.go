@@ -120,10 +120,25 @@ type Config struct {
 
 // Observer receives the outcome of each reconcile, for metrics.
 type Observer interface {
-	// Reconciled reports one reconcile: result is success, requeue, conflict, error,
-	// timeout (cut off at Config.ReconcileTimeout) or panic.
+	// Reconciled reports one reconcile: result is one of Results.
 	Reconciled(result string, took time.Duration)
 }
+
+// The results of a reconcile, as Observer.Reconciled reports them.
+const (
+	ResultSuccess  = "success"
+	ResultRequeue  = "requeue"  // success; look again later
+	ResultConflict = "conflict" // decided on a stale object; decided again
+	ResultError    = "error"    // retried with backoff
+	ResultTimeout  = "timeout"  // cut off at Config.ReconcileTimeout; retried with backoff
+	ResultPanic    = "panic"    // recovered and logged with the stack; retried with backoff
+	ResultFenced   = "fenced"   // the fence was closed (Config.Fence): nothing more written
+)
+
+// Results lists every result a reconcile can have, for a metric to start each at zero: a
+// counter born at 1 on the first panic shows no increase to Prometheus, so the first panic
+// would not alert.
+var Results = []string{ResultSuccess, ResultRequeue, ResultConflict, ResultError, ResultTimeout, ResultPanic, ResultFenced}
 
 // Controller keeps every watched VirtualMachine's server and status true to its spec.
 type Controller struct {
@@ -489,7 +504,20 @@ func (c *Controller) HasSynced() bool {
 // knows: always true unless it follows the CRD.
 func (c *Controller) Served() bool { return c.served == nil || c.served.served() }
 
-// PhaseCounts counts the cached VMs by status.phase ("None" for a VM without one yet).
+// NoPhase is what PhaseCounts counts a VM without status.phase under.
+const NoPhase = "None"
+
+// CountedPhases lists every phase PhaseCounts may count a VM under: each of schema.Phases,
+// and NoPhase.
+func CountedPhases() []string {
+	out := make([]string, 0, len(schema.Phases)+1)
+	for _, p := range schema.Phases {
+		out = append(out, string(p))
+	}
+	return append(out, NoPhase)
+}
+
+// PhaseCounts counts the cached VMs by status.phase (NoPhase for a VM without one yet).
 func (c *Controller) PhaseCounts() map[string]int {
 	counts := map[string]int{}
 	vms := c.vms.Load()
@@ -500,7 +528,7 @@ func (c *Controller) PhaseCounts() map[string]int {
 		if o, ok := obj.(*vmcache.Object); ok {
 			p := string(o.Phase())
 			if p == "" {
-				p = "None"
+				p = NoPhase
 			}
 			counts[p]++
 		}
@@ -575,13 +603,13 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 	timedOut := err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
 	took := time.Since(start)
-	result := "success"
+	result := ResultSuccess
 	var p *panicked
 	switch {
 	case errors.As(err, &p):
 		// One failed reconcile, not the end of the process: retried with backoff like an
 		// error, and loud, because a panic is a bug to report.
-		result = "panic"
+		result = ResultPanic
 		retry(key)
 		c.log.Error("Reconcile panicked; will retry", "vm", key.String(), "reconcileID", id, "panic", fmt.Sprint(p.value),
 			"retries", c.queue.NumRequeues(key), "stack", string(p.stack))
@@ -590,7 +618,7 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 		// again shortly, not after its backoff (a renewal reopens the fence; a lost Lease
 		// ends the process, and the next leader's list queues the VM anyway). One line
 		// says the fence closed, not one per VM.
-		result = "fenced"
+		result = ResultFenced
 		requeue(key, fencedWait)
 		if c.fenced.CompareAndSwap(false, true) {
 			c.log.Info("Writes fenced: the leader Lease was not renewed in time; holding reconciles until it is", "error", err)
@@ -599,18 +627,18 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 			log.Debug("Fenced; will look again", "after", fencedWait, "error", err)
 		}
 	case timedOut:
-		result = "timeout"
+		result = ResultTimeout
 		retry(key)
 		c.log.Error("Reconcile timed out; will retry", "vm", key.String(), "reconcileID", id, "timeout", c.cfg.ReconcileTimeout,
 			"error", err, "retries", c.queue.NumRequeues(key))
 	case apierrors.IsConflict(err):
 		// The cache was behind someone else's write: decide again on the newer object, after
 		// this VM's own backoff, not behind other VMs' retries (Config.ConflictRateLimiter).
-		result = "conflict"
+		result = ResultConflict
 		requeue(key, c.cfg.ConflictRateLimiter.When(key))
 		log.Debug("Conflict; will decide again", "error", err)
 	case err != nil:
-		result = "error"
+		result = ResultError
 		retry(key)
 		if after > 0 {
 			requeue(key, after) // the plan's own time, if sooner than the backoff's (the queue keeps the sooner)
@@ -620,7 +648,7 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 		}
 		log.Error("Reconcile failed; will retry", "error", err, "retries", c.queue.NumRequeues(key))
 	case after > 0:
-		result = "requeue"
+		result = ResultRequeue
 		c.queue.Forget(key)
 		c.cfg.ConflictRateLimiter.Forget(key)
 		requeue(key, after)
@@ -634,7 +662,7 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 			log.Debug("Reconciled", "duration", took)
 		}
 	}
-	if result != "fenced" && c.cfg.Fence == nil {
+	if result != ResultFenced && c.cfg.Fence == nil {
 		c.fenced.Store(false) // without Config.Fence, a write's refusal is all that says so
 	}
 	if c.cfg.Observer != nil {

@@ -24,6 +24,11 @@ const (
 	PhaseUnknown     Phase = "Unknown"     // the server's state cannot be known (node lost)
 )
 
+// Phases lists every phase, for what must name each whether or not a VM is in it: the
+// metric of VMs by phase exports a 0 for an empty phase, since a series that vanished
+// instead reads to Prometheus as its last value for a while.
+var Phases = []Phase{PhaseCreating, PhaseActive, PhaseInactive, PhaseFailed, PhaseTerminating, PhaseUnknown}
+
 // ConditionStatus is the status of a condition: True, False or Unknown.
 type ConditionStatus string
 
