@@ -286,11 +286,19 @@ func metric(exposition, sample string) float64 {
 	return -1
 }
 
-// reconciles is vmcontroller_reconcile_total summed over its results.
+// reconciles is vmcontroller_reconcile_total summed over every result it exports (each is
+// exported from the start, at 0), so that a result added later is counted too.
 func reconciles(exposition string) float64 {
 	sum := 0.0
-	for _, result := range []string{"success", "requeue", "conflict", "error", "timeout", "panic"} {
-		sum += max(metric(exposition, `vmcontroller_reconcile_total{result="`+result+`"}`), 0)
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, `vmcontroller_reconcile_total{`) {
+			continue
+		}
+		if _, v, ok := strings.Cut(line, "} "); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				sum += f
+			}
+		}
 	}
 	return sum
 }
