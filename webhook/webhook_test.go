@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,12 +16,14 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/convert"
 	"github.com/cloudnative-czs/vm-controller/crds"
@@ -337,4 +340,81 @@ func TestCABundleOnceTheCRDUsesTheWebhook(t *testing.T) {
 	injected("the CRD switched to webhook conversion")
 	applyWebhookForm()
 	injected("the CRD's caBundle was reset")
+}
+
+// TestCABundleConflict: on a fresh install the replicas set the CRD's caBundle at once, each
+// at the version it read, and all but the first are refused with a conflict. Ensure then reads
+// the CRD again rather than fail, which would end the webhook at start-up: a CRD that holds the
+// bundle by then (the other replica's write) is success without another write, and one that
+// does not is written again. A CRD that conflicts every time is an error in the end.
+func TestCABundleConflict(t *testing.T) {
+	for name, tc := range map[string]struct {
+		conflicts   int  // patches of the CRD refused
+		otherWrites bool // another replica's write of the same bundle comes with the conflict
+		patches     int  // attempted, the refused ones included
+		fails       bool
+	}{
+		"the other replica wrote the bundle": {conflicts: 1, otherWrites: true, patches: 1},
+		"the CRD changed otherwise":          {conflicts: 1, patches: 2},
+		"a conflict every time":              {conflicts: 100, patches: 4, fails: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client, dyn := cluster(t, "Webhook")
+			now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+			ctx := context.Background()
+			// The other replica's certificates, in the Secret both share, so that the bundle
+			// it writes to the CRD is the one this replica wants.
+			other := newCerts(client, dyn, &now)
+			other.CRD = ""
+			if err := other.Ensure(ctx); err != nil {
+				t.Fatal(err)
+			}
+			secret, err := client.CoreV1().Secrets("ops").Get(ctx, "vm-controller-webhook-tls", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := base64.StdEncoding.EncodeToString(secret.Data[keyBundle])
+
+			patches := 0
+			dyn.PrependReactor("patch", "customresourcedefinitions", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				patches++
+				if patches > tc.conflicts {
+					return false, nil, nil
+				}
+				if tc.otherWrites {
+					// The tracker, not the client: a reactor runs with the client locked.
+					obj, err := dyn.Tracker().Get(crds.GVR, "", crds.DefaultName)
+					if err != nil {
+						return true, nil, err
+					}
+					def := obj.(*unstructured.Unstructured).DeepCopy()
+					if err := unstructured.SetNestedField(def.Object, want, "spec", "conversion", "webhook", "clientConfig", "caBundle"); err != nil {
+						return true, nil, err
+					}
+					def.SetResourceVersion("2")
+					if err := dyn.Tracker().Update(crds.GVR, def, ""); err != nil {
+						return true, nil, err
+					}
+				}
+				return true, nil, apierrors.NewConflict(crds.GVR.GroupResource(), crds.DefaultName, errors.New("the object has been modified"))
+			})
+
+			err = newCerts(client, dyn, &now).Ensure(ctx)
+			if tc.fails {
+				if !apierrors.IsConflict(err) {
+					t.Fatalf("Ensure: %v, want the conflict", err)
+				}
+			} else if err != nil {
+				t.Fatalf("Ensure: %v", err)
+			}
+			if patches != tc.patches {
+				t.Errorf("%d patches of the CRD, want %d", patches, tc.patches)
+			}
+			if !tc.fails {
+				if got := base64.StdEncoding.EncodeToString(caBundle(t, dyn)); got != want {
+					t.Errorf("the CRD's caBundle is not the Secret's bundle")
+				}
+			}
+		})
+	}
 }
