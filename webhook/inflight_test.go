@@ -522,3 +522,50 @@ func TestUnreadAnswerGivesBackItsShare(t *testing.T) {
 		t.Errorf("log:\n%s\nwant a line with %s", logs.String(), want)
 	}
 }
+
+// TestInFlightChunkedTakesTheCap: a review without a Content-Length (chunked) takes the whole
+// cap from the bound before a byte of it is read, as its body may be that long; taking less,
+// reviews of unknown length could together read more than the bound.
+func TestInFlightChunkedTakesTheCap(t *testing.T) {
+	const maxBytes, total = 1 << 20, 2 << 20
+	h, b, _ := boundedHandler(t, maxBytes, total)
+	taken := make(chan int64, 4)
+	b.taken = func(n int64) { taken <- n }
+	body := reviewOf(t, 4096)
+	g := newGatedBody(body)
+	req := post(context.Background(), body, g)
+	req.ContentLength = -1
+	done := serveAsync(h, req)
+	if n := <-taken; n != maxBytes {
+		t.Errorf("a chunked review took %d bytes of the bound before it was read, want the cap %d", n, maxBytes)
+	}
+	close(g.release)
+	converted(t, "a chunked review", <-done)
+	idle(t, b)
+}
+
+// TestInFlightLetInAsContextEnds: a waiting request let in just as its context ends, after it
+// has seen the context end and before it leaves the queue, keeps the bytes and is told so
+// (acquire returns nil), so that its caller gives them back once answered; told it has
+// nothing, the caller would never release them, and the bound would shrink by them for good.
+func TestInFlightLetInAsContextEnds(t *testing.T) {
+	b := NewInFlight(10)
+	if err := b.acquire(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Ended once it waits, before its select: the request sees its context end, not its
+	// turn, and then, before it takes the lock to leave, the bytes are given back and it is
+	// let in.
+	b.queued = func(int64) { cancel() }
+	b.leaving = func(int64) { b.release(10) }
+	if err := b.acquire(ctx, 7); err != nil {
+		t.Fatalf("acquire: %v, with %d bytes held for it", err, b.inUse())
+	}
+	if used := b.inUse(); used != 7 {
+		t.Fatalf("%d bytes held, want the 7 the request was let in with", used)
+	}
+	b.release(7)
+	idle(t, b)
+}

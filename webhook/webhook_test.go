@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -136,6 +137,9 @@ func TestConversionOverTLS(t *testing.T) {
 	}
 }
 
+// TestReviewErrors: what is not a ConversionReview v1 with a request, posted, is refused with
+// an HTTP error that says why; a review whose objects cannot be converted is answered with a
+// Failure result that names the object, which the API server passes on to its client.
 func TestReviewErrors(t *testing.T) {
 	client, dyn := cluster(t, "Webhook")
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -144,20 +148,47 @@ func TestReviewErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, hc := serve(t, c, caBundle(t, dyn))
+	valid := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v1","objects":[` + vmV1alpha1 + `]}}`
 	for name, tc := range map[string]struct {
+		method  string // empty: POST
 		body    string
 		code    int
 		message string // of a Failure result
+		text    string // of an HTTP error, when it is checked
 	}{
-		"not JSON":     {`{`, http.StatusBadRequest, ""},
-		"not a review": {`{"apiVersion":"v1","kind":"Pod"}`, http.StatusBadRequest, ""},
-		"no request":   {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest, ""},
-		"unknown target": {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v9","objects":[` + vmV1alpha1 + `]}}`,
-			http.StatusOK, "convert object 0 (cloudnative.czs/v1alpha1 default/web) to cloudnative.czs/v9: no field map for cloudnative.czs/v9 (known: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1)"},
-		"bad target": {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"a/b/c","objects":[]}}`,
-			http.StatusOK, `desiredAPIVersion "a/b/c": unexpected GroupVersion string: a/b/c`},
+		// A valid review, but not posted: it would be converted were the method not checked.
+		"not POST": {method: http.MethodGet, body: valid, code: http.StatusMethodNotAllowed, text: "POST a ConversionReview"},
+		// The v1beta1 review has the same fields, so it would decode and be converted; but the
+		// API server sends the version it asks for (conversionReviewVersions: v1) and expects
+		// the answer in it.
+		"a ConversionReview of v1beta1": {body: strings.Replace(valid, "apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1", 1), code: http.StatusBadRequest,
+			text: "want a ConversionReview of apiextensions.k8s.io/v1 with a request, got apiextensions.k8s.io/v1beta1 ConversionReview"},
+		"not JSON":     {body: `{`, code: http.StatusBadRequest},
+		"not a review": {body: `{"apiVersion":"v1","kind":"Pod"}`, code: http.StatusBadRequest},
+		"no request":   {body: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, code: http.StatusBadRequest},
+		"unknown target": {body: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v9","objects":[` + vmV1alpha1 + `]}}`,
+			code: http.StatusOK, message: "convert object 0 (cloudnative.czs/v1alpha1 default/web) to cloudnative.czs/v9: no field map for cloudnative.czs/v9 (known: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1)"},
+		"bad target": {body: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"a/b/c","objects":[]}}`,
+			code: http.StatusOK, message: `desiredAPIVersion "a/b/c": unexpected GroupVersion string: a/b/c`},
 	} {
 		t.Run(name, func(t *testing.T) {
+			if tc.method != "" || tc.text != "" {
+				method := cmp.Or(tc.method, http.MethodPost)
+				req, err := http.NewRequest(method, srv.URL+"/convert", strings.NewReader(tc.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				data, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != tc.code || strings.TrimSpace(string(data)) != tc.text {
+					t.Errorf("%s: %d %q, want %d %q", method, resp.StatusCode, strings.TrimSpace(string(data)), tc.code, tc.text)
+				}
+				return
+			}
 			code, out := review(t, hc, srv.URL+"/convert", tc.body)
 			if code != tc.code {
 				t.Fatalf("code %d, want %d", code, tc.code)
