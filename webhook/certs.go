@@ -109,6 +109,15 @@ func (c *Certs) Ensure(ctx context.Context) error {
 			c.log().Info("renewed webhook certificate", "secret", c.Secret, "notAfter", b.notAfter)
 		}
 		if err := c.inject(ctx, b.bundle); err != nil {
+			// The CRD changed since it was read: on a fresh install, the replicas all set
+			// the caBundle at once, and all but the first are refused. Read both again,
+			// the Secret too, so that a replica which lost to another's renewal takes its
+			// bundle rather than write back its own; a CRD that holds the bundle by then is
+			// left as it is. Failing here would end the webhook at start-up for nothing.
+			if apierrors.IsConflict(err) && attempt < 3 {
+				c.log().Info("CRD changed while its caBundle was set; reading it again", "crd", c.CRD, "attempt", attempt+1, "error", err)
+				continue
+			}
 			return err
 		}
 		pair, err := tls.X509KeyPair(b.cert, b.key)
@@ -329,9 +338,11 @@ func (c *Certs) write(ctx context.Context, secret *corev1.Secret, b bundle) erro
 	return nil
 }
 
-// inject sets the CRD's caBundle to bundle unless it holds it already. A CRD without webhook
-// conversion is left alone: setting a caBundle there would be refused, and it converts
-// nothing through the webhook anyway; Run calls Ensure again once it has it.
+// inject sets the CRD's caBundle to bundle unless it holds it already, at the CRD's version it
+// read: a conflict, which Ensure retries, rather than a write over a change it has not seen
+// (another replica's newer bundle). A CRD without webhook conversion is left alone: setting a
+// caBundle there would be refused, and it converts nothing through the webhook anyway; Run
+// calls Ensure again once it has it.
 func (c *Certs) inject(ctx context.Context, pemBundle []byte) error {
 	if c.CRD == "" {
 		return nil

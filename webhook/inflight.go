@@ -34,6 +34,10 @@ type InFlight struct {
 	// taken, if set, is called with mu held when a request's n bytes are taken, at once or
 	// after a wait: tests learn that a request holds its share without sleeping.
 	taken func(n int64)
+	// leaving, if set, is called without mu when a waiting request's context has ended,
+	// before it takes mu to leave: tests let it in at that moment, which the race between
+	// its context and release would otherwise decide.
+	leaving func(n int64)
 }
 
 type waiter struct {
@@ -86,6 +90,9 @@ func (b *InFlight) acquire(ctx context.Context, n int64) error {
 	case <-w.ready:
 		return nil
 	case <-ctx.Done():
+	}
+	if b.leaving != nil {
+		b.leaving(n)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

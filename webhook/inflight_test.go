@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -387,5 +389,183 @@ func TestStalledBodyGivesBackItsShare(t *testing.T) {
 			t.Errorf("stalled request %d: the connection is still open after its answer: %v", i, err)
 		}
 	}
+	idle(t, b)
+}
+
+// reviewOfMany is a valid review of n VMs of v1alpha1, to be converted to v1: its answer is
+// about as large as the review.
+func reviewOfMany(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"many","desiredAPIVersion":"cloudnative.czs/v1","objects":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"vm-%d","namespace":"default"},"spec":{"action":"active","resource":{"cpu":2,"memory":"4Gi","rootDisk":"40G"}}}`, i)
+	}
+	b.WriteString(`]}}`)
+	return b.Bytes()
+}
+
+// smallSendBuffer is a listener whose connections have a send buffer of a few KiB, which also
+// turns off the kernel's growing of it: an answer of a few hundred KiB fills it, and the
+// socket's, long before a client that does not read has taken it.
+type smallSendBuffer struct{ net.Listener }
+
+func (l smallSendBuffer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetWriteBuffer(4096); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, err
+}
+
+// syncBuffer is a log the server's goroutines write while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// TestUnreadAnswerGivesBackItsShare: a client that sends a whole review and never reads the
+// answer holds its share of the bound until the answer could not be written within
+// BodyTimeout; the handler then gives the bytes back, and a review that waits for them is
+// converted rather than answered 503 at the end of its own wait, which is far longer. Without
+// a bound on the write, the handler stays in Write for as long as the client keeps the
+// connection open, and two such clients hold the default bound for good.
+func TestUnreadAnswerGivesBackItsShare(t *testing.T) {
+	big := reviewOfMany(1500) // about 300 KiB, and as much of answer
+	h, b, queued := boundedHandler(t, int64(len(big)), int64(len(big)))
+	taken := make(chan int64, 4)
+	b.taken = func(n int64) { taken <- n }
+	var logs syncBuffer
+	h.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	// As in TestStalledBodyGivesBackItsShare: the review below can only be answered 200 if
+	// the unread answer lets go of its bytes.
+	h.BodyTimeout = time.Second
+	h.MaxWait = 10 * time.Second
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = smallSendBuffer{srv.Listener}
+	srv.Start()
+	// Closed after the client's connection (cleanups run last first): Close waits for the
+	// handlers, which ends the test's requests before idle checks the bound.
+	t.Cleanup(func() {
+		srv.Close()
+		idle(t, b)
+	})
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "POST /convert HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(big), big); err != nil {
+		t.Fatal(err)
+	}
+	// ... and never reads the answer.
+	if n := <-taken; n != int64(len(big)) {
+		t.Fatalf("a request took %d bytes, want the unread one's %d", n, len(big))
+	}
+
+	body := reviewOf(t, 1024)
+	type answer struct {
+		code int
+		body []byte
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := srv.Client().Post(srv.URL+"/convert", "application/json", bytes.NewReader(body))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		done <- answer{resp.StatusCode, data, err}
+	}()
+	select {
+	case n := <-queued:
+		if n != int64(len(body)) {
+			t.Fatalf("a request of %d bytes waits, want the review's %d", n, len(body))
+		}
+	case a := <-done:
+		t.Fatalf("the review was answered (%d %v) without waiting for the unread answer: it did not hold the bound", a.code, a.err)
+	}
+
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	rec := httptest.NewRecorder() // what converted reads
+	rec.WriteHeader(a.code)
+	rec.Body.Write(a.body)
+	converted(t, "the review sent while an unread answer held the bound", rec)
+	if want := `msg="review answer not taken in time" timeout=1s`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant a line with %s", logs.String(), want)
+	}
+}
+
+// TestInFlightChunkedTakesTheCap: a review without a Content-Length (chunked) takes the whole
+// cap from the bound before a byte of it is read, as its body may be that long; taking less,
+// reviews of unknown length could together read more than the bound.
+func TestInFlightChunkedTakesTheCap(t *testing.T) {
+	const maxBytes, total = 1 << 20, 2 << 20
+	h, b, _ := boundedHandler(t, maxBytes, total)
+	taken := make(chan int64, 4)
+	b.taken = func(n int64) { taken <- n }
+	body := reviewOf(t, 4096)
+	g := newGatedBody(body)
+	req := post(context.Background(), body, g)
+	req.ContentLength = -1
+	done := serveAsync(h, req)
+	if n := <-taken; n != maxBytes {
+		t.Errorf("a chunked review took %d bytes of the bound before it was read, want the cap %d", n, maxBytes)
+	}
+	close(g.release)
+	converted(t, "a chunked review", <-done)
+	idle(t, b)
+}
+
+// TestInFlightLetInAsContextEnds: a waiting request let in just as its context ends, after it
+// has seen the context end and before it leaves the queue, keeps the bytes and is told so
+// (acquire returns nil), so that its caller gives them back once answered; told it has
+// nothing, the caller would never release them, and the bound would shrink by them for good.
+func TestInFlightLetInAsContextEnds(t *testing.T) {
+	b := NewInFlight(10)
+	if err := b.acquire(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Ended once it waits, before its select: the request sees its context end, not its
+	// turn, and then, before it takes the lock to leave, the bytes are given back and it is
+	// let in.
+	b.queued = func(int64) { cancel() }
+	b.leaving = func(int64) { b.release(10) }
+	if err := b.acquire(ctx, 7); err != nil {
+		t.Fatalf("acquire: %v, with %d bytes held for it", err, b.inUse())
+	}
+	if used := b.inUse(); used != 7 {
+		t.Fatalf("%d bytes held, want the 7 the request was let in with", used)
+	}
+	b.release(7)
 	idle(t, b)
 }

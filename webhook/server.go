@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -119,6 +120,14 @@ const DefaultMaxReviewWait = 30 * time.Second
 // the client whose read needed the review gets an error whatever the webhook answers (the
 // call itself has no deadline: context.TODO in webhook_converter.go). A client that stalls
 // again and again delays reviews by this bound, no longer.
+//
+// It bounds the answer's writing the same way, from the end of the conversion: a client that
+// sends its review and never reads the answer would otherwise hold the review's share until it
+// closed the connection, as the handler would stay in Write. The answer is about as large as
+// the review and the API server reads it at once, so the same time is enough for it. A client
+// that does both, a body that arrives just within the bound and an answer never read, holds
+// its share for twice this bound and the conversion: 20 s and about a second with the
+// defaults, still within DefaultMaxReviewWait.
 const DefaultReviewBodyTimeout = 10 * time.Second
 
 // Handler answers ConversionReviews posted to it.
@@ -138,13 +147,16 @@ type Handler struct {
 	MaxWait time.Duration
 	// BodyTimeout bounds how long the body may take to arrive once the request has its turn:
 	// a body that has not arrived by then is answered 408 and its connection closed, which
-	// gives its bytes of InFlight back. Zero: DefaultReviewBodyTimeout.
+	// gives its bytes of InFlight back. It bounds likewise how long the converted answer may
+	// take to be taken by the client: one not written by then is given up and its connection
+	// closed, which gives the bytes back too. Zero: DefaultReviewBodyTimeout.
 	BodyTimeout time.Duration
 }
 
 // ServeHTTP converts the review's objects to its desiredAPIVersion. A review that cannot be
 // read gets 400, one larger than MaxBytes 413, one that cannot get its turn in InFlight 503,
-// one whose body does not arrive within BodyTimeout of its turn 408;
+// one whose body does not arrive within BodyTimeout of its turn 408, one whose answer is not
+// taken within BodyTimeout its connection closed;
 // one whose objects cannot be converted gets a review with a Failure result that names the
 // object and why, which the API server passes on to its client: the whole review fails, as
 // the API requires (convertedObjects must match objects one for one).
@@ -217,8 +229,38 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("encode the review: %v", err), http.StatusInternalServerError)
 		return
 	}
+	h.answer(w, r, data, timeout)
+}
+
+// answer writes the converted review, which must be taken within timeout: the request holds
+// its share of InFlight until the handler returns, and without a deadline a client that never
+// reads its answer would keep the handler in Write, and the share, for as long as it keeps the
+// connection open. An answer is about as large as its review, and the API server reads it as
+// soon as it comes (its client reads the whole body), so the time a body may take to arrive is
+// the time an answer may take to leave. http.Server's WriteTimeout would not do: it runs from
+// the end of the request's headers, so it would count the wait for a turn and the conversion
+// against the answer.
+func (h Handler) answer(w http.ResponseWriter, r *http.Request, data []byte, timeout time.Duration) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(data)
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	rc := http.NewResponseController(w)
+	if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		h.log().Warn("review answer written without a deadline", "error", err)
+	}
+	_, err := w.Write(data)
+	if err == nil {
+		// Flushed here rather than once the handler has returned, so that the log says
+		// whether the answer left. net/http clears the deadline after the handler, before the
+		// connection's next request.
+		err = rc.Flush()
+	}
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// net/http closes the connection after a failed write.
+		h.log().Warn("review answer not taken in time", "timeout", timeout, "bytes", len(data), "remote", r.RemoteAddr)
+	case err != nil:
+		h.log().Warn("review answer not sent", "bytes", len(data), "remote", r.RemoteAddr, "error", err)
+	}
 }
 
 func (h Handler) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {

@@ -2,11 +2,13 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,12 +17,14 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/convert"
 	"github.com/cloudnative-czs/vm-controller/crds"
@@ -133,6 +137,9 @@ func TestConversionOverTLS(t *testing.T) {
 	}
 }
 
+// TestReviewErrors: what is not a ConversionReview v1 with a request, posted, is refused with
+// an HTTP error that says why; a review whose objects cannot be converted is answered with a
+// Failure result that names the object, which the API server passes on to its client.
 func TestReviewErrors(t *testing.T) {
 	client, dyn := cluster(t, "Webhook")
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -141,20 +148,47 @@ func TestReviewErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, hc := serve(t, c, caBundle(t, dyn))
+	valid := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v1","objects":[` + vmV1alpha1 + `]}}`
 	for name, tc := range map[string]struct {
+		method  string // empty: POST
 		body    string
 		code    int
 		message string // of a Failure result
+		text    string // of an HTTP error, when it is checked
 	}{
-		"not JSON":     {`{`, http.StatusBadRequest, ""},
-		"not a review": {`{"apiVersion":"v1","kind":"Pod"}`, http.StatusBadRequest, ""},
-		"no request":   {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest, ""},
-		"unknown target": {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v9","objects":[` + vmV1alpha1 + `]}}`,
-			http.StatusOK, "convert object 0 (cloudnative.czs/v1alpha1 default/web) to cloudnative.czs/v9: no field map for cloudnative.czs/v9 (known: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1)"},
-		"bad target": {`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"a/b/c","objects":[]}}`,
-			http.StatusOK, `desiredAPIVersion "a/b/c": unexpected GroupVersion string: a/b/c`},
+		// A valid review, but not posted: it would be converted were the method not checked.
+		"not POST": {method: http.MethodGet, body: valid, code: http.StatusMethodNotAllowed, text: "POST a ConversionReview"},
+		// The v1beta1 review has the same fields, so it would decode and be converted; but the
+		// API server sends the version it asks for (conversionReviewVersions: v1) and expects
+		// the answer in it.
+		"a ConversionReview of v1beta1": {body: strings.Replace(valid, "apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1", 1), code: http.StatusBadRequest,
+			text: "want a ConversionReview of apiextensions.k8s.io/v1 with a request, got apiextensions.k8s.io/v1beta1 ConversionReview"},
+		"not JSON":     {body: `{`, code: http.StatusBadRequest},
+		"not a review": {body: `{"apiVersion":"v1","kind":"Pod"}`, code: http.StatusBadRequest},
+		"no request":   {body: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, code: http.StatusBadRequest},
+		"unknown target": {body: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v9","objects":[` + vmV1alpha1 + `]}}`,
+			code: http.StatusOK, message: "convert object 0 (cloudnative.czs/v1alpha1 default/web) to cloudnative.czs/v9: no field map for cloudnative.czs/v9 (known: cloudnative.czs/v1, cloudnative.czs/v1alpha1, cloudnative.czs/v1beta1)"},
+		"bad target": {body: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"a/b/c","objects":[]}}`,
+			code: http.StatusOK, message: `desiredAPIVersion "a/b/c": unexpected GroupVersion string: a/b/c`},
 	} {
 		t.Run(name, func(t *testing.T) {
+			if tc.method != "" || tc.text != "" {
+				method := cmp.Or(tc.method, http.MethodPost)
+				req, err := http.NewRequest(method, srv.URL+"/convert", strings.NewReader(tc.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				data, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != tc.code || strings.TrimSpace(string(data)) != tc.text {
+					t.Errorf("%s: %d %q, want %d %q", method, resp.StatusCode, strings.TrimSpace(string(data)), tc.code, tc.text)
+				}
+				return
+			}
 			code, out := review(t, hc, srv.URL+"/convert", tc.body)
 			if code != tc.code {
 				t.Fatalf("code %d, want %d", code, tc.code)
@@ -337,4 +371,81 @@ func TestCABundleOnceTheCRDUsesTheWebhook(t *testing.T) {
 	injected("the CRD switched to webhook conversion")
 	applyWebhookForm()
 	injected("the CRD's caBundle was reset")
+}
+
+// TestCABundleConflict: on a fresh install the replicas set the CRD's caBundle at once, each
+// at the version it read, and all but the first are refused with a conflict. Ensure then reads
+// the CRD again rather than fail, which would end the webhook at start-up: a CRD that holds the
+// bundle by then (the other replica's write) is success without another write, and one that
+// does not is written again. A CRD that conflicts every time is an error in the end.
+func TestCABundleConflict(t *testing.T) {
+	for name, tc := range map[string]struct {
+		conflicts   int  // patches of the CRD refused
+		otherWrites bool // another replica's write of the same bundle comes with the conflict
+		patches     int  // attempted, the refused ones included
+		fails       bool
+	}{
+		"the other replica wrote the bundle": {conflicts: 1, otherWrites: true, patches: 1},
+		"the CRD changed otherwise":          {conflicts: 1, patches: 2},
+		"a conflict every time":              {conflicts: 100, patches: 4, fails: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client, dyn := cluster(t, "Webhook")
+			now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+			ctx := context.Background()
+			// The other replica's certificates, in the Secret both share, so that the bundle
+			// it writes to the CRD is the one this replica wants.
+			other := newCerts(client, dyn, &now)
+			other.CRD = ""
+			if err := other.Ensure(ctx); err != nil {
+				t.Fatal(err)
+			}
+			secret, err := client.CoreV1().Secrets("ops").Get(ctx, "vm-controller-webhook-tls", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := base64.StdEncoding.EncodeToString(secret.Data[keyBundle])
+
+			patches := 0
+			dyn.PrependReactor("patch", "customresourcedefinitions", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				patches++
+				if patches > tc.conflicts {
+					return false, nil, nil
+				}
+				if tc.otherWrites {
+					// The tracker, not the client: a reactor runs with the client locked.
+					obj, err := dyn.Tracker().Get(crds.GVR, "", crds.DefaultName)
+					if err != nil {
+						return true, nil, err
+					}
+					def := obj.(*unstructured.Unstructured).DeepCopy()
+					if err := unstructured.SetNestedField(def.Object, want, "spec", "conversion", "webhook", "clientConfig", "caBundle"); err != nil {
+						return true, nil, err
+					}
+					def.SetResourceVersion("2")
+					if err := dyn.Tracker().Update(crds.GVR, def, ""); err != nil {
+						return true, nil, err
+					}
+				}
+				return true, nil, apierrors.NewConflict(crds.GVR.GroupResource(), crds.DefaultName, errors.New("the object has been modified"))
+			})
+
+			err = newCerts(client, dyn, &now).Ensure(ctx)
+			if tc.fails {
+				if !apierrors.IsConflict(err) {
+					t.Fatalf("Ensure: %v, want the conflict", err)
+				}
+			} else if err != nil {
+				t.Fatalf("Ensure: %v", err)
+			}
+			if patches != tc.patches {
+				t.Errorf("%d patches of the CRD, want %d", patches, tc.patches)
+			}
+			if !tc.fails {
+				if got := base64.StdEncoding.EncodeToString(caBundle(t, dyn)); got != want {
+					t.Errorf("the CRD's caBundle is not the Secret's bundle")
+				}
+			}
+		})
+	}
 }
