@@ -27,9 +27,11 @@ import (
 // in one review (getObjectsToConvert in k8s.io/apiextensions-apiserver
 // pkg/apiserver/conversion/webhook_converter.go): one object for a get, a write or a watch
 // event, at most the API server's request body limit of 3 MiB (MaxRequestBodyBytes in
-// k8s.io/apiserver pkg/server/config.go; etcd keeps 1.5 MiB at most); for a list, every item of
-// the page, as many as the client's limit (kubectl asks for 500), or every object when the
-// list is served from the watch cache without one. So unlike an admission review, which holds
+// k8s.io/apiserver pkg/server/config.go; etcd keeps 1.5 MiB at most). With its watch cache on,
+// each version's cache holds its objects converted one by one as they are written, and lists
+// are served from it with no review (measured on Kubernetes 1.36: docs/deploying.md); a list
+// the cache does not serve (the cache off, or not ready) sends every item of the page, as many
+// as the client's limit (kubectl asks for 500), or every object without one. So unlike an admission review, which holds
 // two objects and which controller-runtime caps at 7 MiB (2 x 3 MiB, and 1 MiB for the rest:
 // maxRequestSize in sigs.k8s.io/controller-runtime pkg/webhook/admission/http.go; its
 // conversion webhook reads without a cap), a conversion review has no size the API server
