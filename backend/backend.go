@@ -162,6 +162,11 @@ type Server struct {
 	// it); Disruption, nil unless the server is being evicted or otherwise disrupted.
 	Cordoned   bool
 	Disruption *Disruption
+
+	// Unwatched, on a server read past the cache (Reader.Get), says the backend's watch
+	// does not show it (for pods: the label cloudnative.czs/vm-uid was taken off the pod),
+	// so that none of its changes brings its VM back, and the cache never will show it.
+	Unwatched bool
 }
 
 // Objects is implemented by backends whose servers are Kubernetes objects in their VM's
@@ -178,7 +183,10 @@ type Objects interface {
 // not hold: the cache of servers may lag the cache of VMs (a restore that writes VMs before
 // their servers, a watch that restarted), and a server that is only not seen yet must not be
 // reported missing and created again. When Get finds it, the controller decides nothing for
-// the VM until Observe shows it (Delete and Resize may act on what the cache shows).
+// the VM until Observe shows it (Delete and Resize may act on what the cache shows), unless
+// the cache never will (Server.Unwatched): then it decides on the server as read. It also
+// asks before it lets a deleted VM go with no server in the cache: a server created but not
+// seen yet, or unwatched, is deleted first.
 type Reader interface {
 	// Get returns vm's server as the backend holds it now, or nil when it has none.
 	Get(ctx context.Context, vm Owner) (*Server, error)

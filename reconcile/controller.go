@@ -809,13 +809,20 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, fmt.Errorf("observe server: %w", err)
 		}
 		srv = c.expect.adjust(key, srv)
+		unwatched := false
 		if srv == nil && !going { // in a namespace being deleted, its servers go whatever the cache says
-			uncached, err := c.serverNotCached(ctx, vm, owner, log)
-			if err != nil {
+			read, err := c.serverNotCached(ctx, vm, owner, log)
+			switch {
+			case err != nil:
 				return 0, err
-			}
-			if uncached {
+			case read != nil && read.Unwatched:
+				// The cache never will show it: decided on as read, and looked at again
+				// at unwatchedPoll, since none of its changes brings the VM back.
+				srv, unwatched = read, true
+			case read != nil:
 				after = notCachedWait // the server's add in the cache brings the VM back sooner
+			}
+			if read != nil && !read.Unwatched {
 				break
 			}
 		}
@@ -838,6 +845,22 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			return 0, err
 		}
 		plan := c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
+		if plan.Finalizer == decision.RemoveFinalizer && !going && srv == nil {
+			// The VM is to be let go on the cache's word that it has no server: confirmed
+			// past the cache first. A server created a moment ago that the cache has not
+			// shown yet (the VM deleted during its create), or one the cache never shows
+			// (unwatched), would be left running without the VM that owns it, and with
+			// --cascade=orphan for good. One read per VM let go, none on a live VM's
+			// reconcile; a VM whose namespace goes leaves its servers to that deletion.
+			read, err := c.serverGone(ctx, owner)
+			if err != nil {
+				return 0, err
+			}
+			if read != nil {
+				srv = read
+				plan = c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
+			}
+		}
 		if plan.Finalizer == decision.RemoveFinalizer && !going && !confirmsDisk(disk) {
 			// The VM is to be let go on the cache's word that it owns no disk (none seen,
 			// one kept, another's, one it may adopt): confirmed past the cache first, since
@@ -873,6 +896,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			c.usage.schedule(key)
 		}
 		after = time.Duration(plan.RequeueAfter)
+		if unwatched && (after == 0 || after > unwatchedPoll) {
+			after = unwatchedPoll
+		}
 		if plan.Empty() {
 			// Settled: every write of this reconcile was decided on already.
 			c.echoes.expect(key, rvs, last, from)
@@ -931,32 +957,55 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 // looked at again, should the cache's add of the server not bring it back first.
 const notCachedWait = 5 * time.Second
 
-// serverNotCached reports whether vm's status names a server that the cache of servers does not
-// show but the backend has: the cache of servers lags the cache of VMs (VMs restored before
-// their servers, a watch of servers that restarted). Deciding on that cache would report the
-// server missing, flip the VM to Creating and create the server again, and the backend's
-// Delete and Resize act on what its cache shows; so nothing is decided until the cache has the
-// server. It reads past the cache only when the status names a server the cache lacks: a
-// server really gone costs one read. Backends without backend.Reader are taken at their
-// cache's word.
-func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, log *slog.Logger) (bool, error) {
+// unwatchedPoll is how often a VM whose server the backend's watch does not show
+// (backend.Server.Unwatched) is looked at again: nothing else brings it back.
+const unwatchedPoll = time.Minute
+
+// serverNotCached returns the server vm's status names when the cache of servers does not
+// show it but the backend has it; nil when it has none. The cache of servers may lag the cache
+// of VMs (VMs restored before their servers, a watch of servers that restarted): deciding on
+// that cache would report the server missing, flip the VM to Creating and create the server
+// again, and the backend's Delete and Resize act on what its cache shows; so nothing is
+// decided until the cache has the server, unless it never will (Unwatched: a pod whose label
+// was taken off), which the caller decides on as read, with a warning that says how to put
+// the label back. It reads past the cache only when the status names a server the cache
+// lacks: a server really gone costs one read. Backends without backend.Reader are taken at
+// their cache's word.
+func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, log *slog.Logger) (*backend.Server, error) {
 	r, ok := c.cfg.Backend.(backend.Reader)
 	if !ok {
-		return false, nil
+		return nil, nil
 	}
 	name := decision.ClaimedServer(vm.Status())
 	if name == "" {
-		return false, nil
+		return nil, nil
+	}
+	srv, err := r.Get(ctx, owner)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("confirm server %s is missing: %w", name, err)
+	case srv == nil:
+	case srv.Unwatched:
+		log.Warn("Server not watched: its changes do not reach the controller, which reads it every minute; "+
+			"put its label back (for pods: kubectl label pod NAME cloudnative.czs/vm-uid=UID)", "server", srv.Name, "uid", owner.UID)
+	default:
+		log.Debug("Server not in the cache yet: waiting for it", "server", name)
+	}
+	return srv, nil
+}
+
+// serverGone reads past the cache the server of a VM about to be let go with none in the
+// cache; nil when the backend has none, or cannot read past its cache (backend.Reader).
+func (c *Controller) serverGone(ctx context.Context, owner backend.Owner) (*backend.Server, error) {
+	r, ok := c.cfg.Backend.(backend.Reader)
+	if !ok {
+		return nil, nil
 	}
 	srv, err := r.Get(ctx, owner)
 	if err != nil {
-		return false, fmt.Errorf("confirm server %s is missing: %w", name, err)
+		return nil, fmt.Errorf("confirm the server is gone: %w", err)
 	}
-	if srv == nil {
-		return false, nil
-	}
-	log.Debug("Server not in the cache yet: waiting for it", "server", name)
-	return true, nil
+	return srv, nil
 }
 
 // diskNotCached reads past the backend's cache the disk of the name of a VM about to be let

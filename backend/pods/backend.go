@@ -298,6 +298,21 @@ func (b *Backend) Observe(vm backend.Owner) (*backend.Server, error) {
 
 // Get reads vm's pod from the API server, past the cache (backend.Reader).
 func (b *Backend) Get(ctx context.Context, vm backend.Owner) (*backend.Server, error) {
+	pod, err := b.read(ctx, vm)
+	if err != nil || pod == nil {
+		return nil, err
+	}
+	srv := b.observed(cachePod(pod), vm)
+	if srv != nil && pod.Labels[LabelVMUID] != string(vm.UID) {
+		// The cache holds only the labelled pods (the watch selects on the label): one
+		// whose label was taken off (by hand, by a tool) is owned by vm all the same.
+		srv.Unwatched = true
+	}
+	return srv, nil
+}
+
+// read is vm's pod as the API server has it; nil when there is none.
+func (b *Backend) read(ctx context.Context, vm backend.Owner) (*corev1.Pod, error) {
 	pod, err := b.cfg.Client.CoreV1().Pods(vm.Namespace).Get(ctx, PodName(vm.Name), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -305,7 +320,7 @@ func (b *Backend) Get(ctx context.Context, vm backend.Owner) (*backend.Server, e
 	case err != nil:
 		return nil, fmt.Errorf("get pod %s: %w", PodName(vm.Name), err)
 	}
-	return b.observed(cachePod(pod), vm), nil
+	return pod, nil
 }
 
 // observed is vm's server as pod shows it; nil when the pod is another's and not going away.
@@ -384,10 +399,24 @@ func (b *Backend) DeleteGracefully(ctx context.Context, vm backend.Owner, grace 
 	return b.delete(ctx, vm, &secs)
 }
 
+// delete deletes vm's pod, the one the cache shows, or, when it shows none, the one the API
+// server has: a pod created a moment ago that the cache has not seen yet, or one whose label
+// was taken off (which the cache never shows). Taken at the cache's word, such a pod was left
+// running while its VM was let go. Only a pod vm owns is deleted, by its UID.
 func (b *Backend) delete(ctx context.Context, vm backend.Owner, graceSeconds *int64) error {
 	srv, err := b.Observe(vm)
-	if err != nil || srv == nil {
+	if err != nil {
 		return err
+	}
+	if srv == nil {
+		pod, err := b.read(ctx, vm)
+		if err != nil || pod == nil {
+			return err
+		}
+		if !cachePod(pod).owns(vm) {
+			return nil // another's: not this VM's to delete
+		}
+		srv = &backend.Server{Name: pod.Name, ID: string(pod.UID)}
 	}
 	uid := srv.ID
 	err = b.cfg.Client.CoreV1().Pods(vm.Namespace).Delete(ctx, srv.Name, metav1.DeleteOptions{
