@@ -35,6 +35,8 @@ type Backend interface {
 	// retrying cannot fix.
 	Create(ctx context.Context, vm Owner, spec Spec) (*Server, error)
 	// Delete asks for vm's server to go away; a server already gone is not an error.
+	// ErrRejected marks a refusal that retrying soon cannot fix (the controller's
+	// permissions, an admission policy).
 	Delete(ctx context.Context, vm Owner) error
 }
 

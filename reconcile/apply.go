@@ -159,7 +159,14 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			if plan.Server.StatusFirst && plan.Status != nil {
 				break // after the status write, below
 			}
-			if err := a.removeServer(ctx, vm, owner, observed, plan); err != nil {
+			err := a.removeServer(ctx, vm, owner, observed, plan)
+			switch {
+			case errors.Is(err, backend.ErrRejected):
+				// Refused for a reason retrying soon does not fix (the controller's role, an
+				// admission policy): the status says so, instead of the error backoff with
+				// the status as it was (ServerDeleteRefused).
+				plan = a.policy.ServerDeleteRefused(vm, observed, err.Error(), a.now())
+			case err != nil:
 				return out, err
 			}
 		case decision.ResizeServer:

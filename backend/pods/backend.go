@@ -423,10 +423,14 @@ func (b *Backend) delete(ctx context.Context, vm backend.Owner, graceSeconds *in
 		Preconditions:      &metav1.Preconditions{UID: (*types.UID)(&uid)},
 		GracePeriodSeconds: graceSeconds,
 	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete pod %s: %w", srv.Name, err)
+	switch {
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil
+	case apierrors.IsForbidden(err) && !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause), apierrors.IsInvalid(err):
+		// The role, or an admission policy, refuses it: retrying soon does not help.
+		return fmt.Errorf("delete pod %s: %w: %w", srv.Name, backend.ErrRejected, err)
 	}
-	return nil
+	return fmt.Errorf("delete pod %s: %w", srv.Name, err)
 }
 
 // toNode keeps only a node's name, Ready condition and whether it is cordoned. Tombstones

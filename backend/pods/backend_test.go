@@ -8,11 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -246,5 +248,46 @@ func TestSyncedAfterHandlers(t *testing.T) {
 	}
 	if len(got) != len(objs) {
 		t.Errorf("notified %v, want a, b and c", got)
+	}
+}
+
+// TestBackendDeleteUncached: Delete deletes vm's pod that the cache does not show (created a
+// moment ago, or its label taken off), by its UID, and only vm's; a delete the API server
+// forbids is a refusal (ErrRejected: the role, an admission policy), not an error to retry at
+// once. Get says an owned pod without its label is one the cache never shows (Unwatched).
+func TestBackendDeleteUncached(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	spec := backend.Spec{CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi"), RootDisk: resource.MustParse("1Gi"), Image: "img:1"}
+	pod := newPod(vm, spec)
+	pod.UID = "pod-1"
+	delete(pod.Labels, LabelVMUID)
+	client := kubefake.NewClientset(pod)
+	b := New(Config{Client: client}) // not started: its cache is empty
+	ctx := context.Background()
+
+	if srv, err := b.Get(ctx, vm); err != nil || srv == nil || !srv.Unwatched {
+		t.Fatalf("Get = %+v, %v; want the pod, unwatched", srv, err)
+	}
+	other := vm
+	other.UID = "u-2" // a VM of the name made again: the pod is not its
+	if err := b.Delete(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Pods("ns").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("another VM's pod was deleted: %v", err)
+	}
+
+	client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), pod.Name, errors.New("the role has no delete"))
+	})
+	if err := b.Delete(ctx, vm); !errors.Is(err, backend.ErrRejected) {
+		t.Errorf("a forbidden delete: %v, want ErrRejected", err)
+	}
+	client.ReactionChain = client.ReactionChain[1:]
+	if err := b.Delete(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Pods("ns").Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod the cache does not show is still there: %v", err)
 	}
 }

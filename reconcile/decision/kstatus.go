@@ -47,6 +47,8 @@ var stalledReasons = map[string]bool{
 	ReasonDiskRejected:   true,
 	// Terminating, on the refusal of a person's making (DiskReleaseRefused).
 	ReasonDiskReleaseRefused: true,
+	// The server's delete refused (its deletion, a stop, a restart): a person's fix too.
+	ReasonServerDeleteRefused: true,
 }
 
 // retries reports whether the controller makes a new server by itself after a Failed phase

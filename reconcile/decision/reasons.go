@@ -17,6 +17,9 @@ const (
 	ReasonNodeLost        = "NodeLost"        // Unknown (Creating, Inactive, Terminating: replaced, stopped, deleted): the server's node does not answer
 	// Unknown: the backend reports a state this controller does not know (a newer backend).
 	ReasonServerStateUnknown = "ServerStateUnknown"
+	// Terminating for a deleted VM, else Failed; stalled, and a Warning: the backend refused
+	// to delete the server (deleterefused.go).
+	ReasonServerDeleteRefused = "ServerDeleteRefused"
 
 	// Events only: what the controller did and why.
 	ReasonCreatingServer   = "CreatingServer"
