@@ -738,8 +738,12 @@ const maxDecisions = 3
 // writes bring nothing new: they are noted, and the event handler drops them (see echoes).
 func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *slog.Logger, debug bool) (time.Duration, error) {
 	vms := c.vms.Load()
-	if vms == nil {
-		return 0, nil // not served: the informer's first list enqueues it again
+	if vms == nil || !vms.ctrl.HasSynced() {
+		// Not served, or served again and the informer's first list not in yet: that list
+		// enqueues the VM again. Read from a cache still filling, a VM that exists would be
+		// taken for gone, and what is remembered of it (expectations, a lost write's
+		// replacement, the backend's record of an evicted server) forgotten.
+		return 0, nil
 	}
 	obj, exists, err := vms.store.GetByKey(key.String())
 	if err != nil {
