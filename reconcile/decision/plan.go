@@ -166,9 +166,19 @@ func (p *Plan) CreatedDisk(d *backend.Disk) {
 // namespace's deletion waits for. The disk, a claim in that namespace, goes with it whatever
 // the VM's reclaim policy says: the namespace's deletion deletes every claim in it. (The
 // loop keeps a paused VM's plan whole: its Paused condition says why the namespace waits.)
+// A status that says why the VM cannot be let go yet is kept (holdsRelease), without its
+// Events: the way on is a person's, and the VM's status is where the namespace's deletion
+// sends them ("some resources are remaining").
 func (p Plan) Releasing() Plan {
-	p.Status = nil
+	if p.Status == nil || p.Finalizer == RemoveFinalizer || !holdsRelease[p.Status.Reason] {
+		p.Status = nil
+	}
 	p.Events = nil
 	p.Disk = nil
 	return p
 }
+
+// holdsRelease are the reasons of a status that says why a deleted VM is not let go and what
+// lets it go: its server on a node that does not answer (NodeLost: the node deleted, the pod
+// force-deleted), its server's delete refused (ServerDeleteRefused).
+var holdsRelease = map[string]bool{ReasonNodeLost: true, ReasonServerDeleteRefused: true}

@@ -93,4 +93,16 @@ func TestReleasing(t *testing.T) {
 	if plan.Status == nil || plan.Disk == nil {
 		t.Error("Releasing changed the plan it was called on")
 	}
+
+	// A VM whose server is on a node that does not answer is not let go: its status says why,
+	// and how (the node deleted, the pod force-deleted), which the namespace's deletion sends
+	// a person to read; its Events go, which the API server refuses there.
+	vm, srv = decidecase.Read(t, filepath.Join(cases, "nodelost-vm-deleted.txtar"))
+	lost := decision.DefaultPolicy.Decide(vm, srv, nil, nil, nil, now)
+	if lost.Status == nil || lost.Status.Reason != decision.ReasonNodeLost || lost.Finalizer == decision.RemoveFinalizer {
+		t.Fatalf("the case's plan %+v: want the status NodeLost and the finalizer kept", lost)
+	}
+	if got := lost.Releasing(); got.Status == nil || got.Status.Reason != decision.ReasonNodeLost || got.Events != nil {
+		t.Errorf("Releasing a VM held by its lost node: status %+v, events %v; want the status NodeLost, no Events", got.Status, got.Events)
+	}
 }
