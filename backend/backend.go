@@ -180,6 +180,25 @@ type Objects interface {
 	ServerKind() (apiVersion, kind string)
 }
 
+// DiskObjects is implemented by backends whose disks (Disks) are Kubernetes objects in their
+// VM's namespace, with Disk.ID their UID and Disk.Version their resourceVersion (for pods:
+// PersistentVolumeClaims). An Event about an action on a disk then names it as its related
+// object, as one about a server names the server (Objects); without it, such an Event names
+// the VM only, and a second one of the same reason is folded into the first.
+type DiskObjects interface {
+	// DiskKind returns the API version and kind of the backend's disks.
+	DiskKind() (apiVersion, kind string)
+}
+
+// BudgetObjects is implemented by backends whose budgets (Budgets) are Kubernetes objects in
+// their VM's namespace, with Budget.ID their UID and Budget.Version their resourceVersion (for
+// pods: PodDisruptionBudgets). An Event about an action on a budget then names it as its
+// related object (DiskObjects says why).
+type BudgetObjects interface {
+	// BudgetKind returns the API version and kind of the backend's budgets.
+	BudgetKind() (apiVersion, kind string)
+}
+
 // Reader is implemented by backends that can read a server from its source, past the cache
 // Observe reads. The controller asks it only when a VM's status names a server the cache does
 // not hold: the cache of servers may lag the cache of VMs (a restore that writes VMs before

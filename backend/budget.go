@@ -42,6 +42,9 @@ type Budgets interface {
 type Budget struct {
 	Name string `yaml:"name"` // the backend's name for it (for pods: the PodDisruptionBudget's)
 	ID   string `yaml:"id"`   // a unique identity (for pods: the UID)
+	// Version changes with every change of the budget (for pods: the resourceVersion); ""
+	// if none is kept.
+	Version string `yaml:"version,omitempty"`
 	// Unowned: not the VM's but an earlier VM's of its name, left controlled by nothing
 	// (a deletion that orphaned that VM's dependents). It holds no server of this VM; the VM
 	// adopts it when it needs a budget and otherwise leaves it alone.

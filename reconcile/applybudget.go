@@ -31,10 +31,16 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 	if !ok {
 		return fmt.Errorf("%s budget: the backend keeps no disruption budgets", act.Op)
 	}
+	// The budget as the action finds it, which its Events name (relatedBudget): the
+	// backend's adoption, record of the kind and delete act on what it observes too, so that
+	// this is the version they are conditional on. A cache read; nil for a create, whose
+	// Event names the budget made, and on an error, whose Events then name none.
+	seen, _ := budgets.ObserveBudget(owner)
+	var got *backend.Budget
 	var err error
 	switch act.Op {
 	case decision.CreateBudget:
-		_, err = budgets.CreateBudget(ctx, owner)
+		got, err = budgets.CreateBudget(ctx, owner)
 	case decision.AdoptBudget:
 		_, err = budgets.AdoptBudget(ctx, owner)
 	case decision.RecordBudgetKind:
@@ -44,14 +50,19 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 	default:
 		return fmt.Errorf("act on budget: unknown operation %q", act.Op)
 	}
+	about := seen
+	if act.Op == decision.CreateBudget && got != nil {
+		about = got
+	}
+	related := a.relatedBudget(vm, about)
 	switch {
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.DeleteBudget && leaving:
-		a.record(vm, decision.BudgetLeftBehind(vm, act.Name, err.Error()))
+		a.recordRelated(vm, related, decision.BudgetLeftBehind(vm, act.Name, err.Error()))
 		return nil
 	case errors.Is(err, backend.ErrRejected) && (act.Op == decision.CreateBudget || act.Op == decision.AdoptBudget):
 		// Retried with backoff all the same (the policy may change, the name be freed), and
 		// said on the VM: only the logs said it, and a drain took the server unannounced.
-		a.record(vm, decision.BudgetRefused(act.Name, err.Error()))
+		a.recordRelated(vm, related, decision.BudgetRefused(act.Name, err.Error()))
 		return fmt.Errorf("%s budget: %w", act.Op, err)
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.RecordBudgetKind:
 		// Bookkeeping, as a disk's (applyDisk): refused, the budget still holds the drain.
@@ -60,7 +71,7 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 	case err != nil:
 		return fmt.Errorf("%s budget: %w", act.Op, err)
 	}
-	a.record(vm, act.Event)
+	a.recordRelated(vm, related, act.Event)
 	return nil
 }
 

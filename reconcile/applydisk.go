@@ -81,10 +81,13 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	} else {
 		a.disks.changed(key, seen, got)
 	}
+	// The Event names the disk as the action found it (relatedDisk), or as made.
+	about := seen
 	if act.Op == decision.CreateDisk {
 		plan.CreatedDisk(got)
+		about = got
 	}
-	a.record(vm, act.Event)
+	a.recordRelated(vm, a.relatedDisk(vm, about), act.Event)
 	return seen, nil
 }
 

@@ -34,8 +34,9 @@ import (
 // the key of "the same outcome": an Event made again of the server as it was (a refusal asked
 // again, a decision made again after a lost status write) says nothing new, and folds, its
 // count growing. The regarding reference, the VM, leaves its resourceVersion out, which
-// every status write changes: with it, nothing would ever fold. An Event about no server (a
-// disk's, an invalid spec's) has no related object, and folds by its type and reason alone.
+// every status write changes: with it, nothing would ever fold. An Event of an action on the
+// disk or the budget names that instead (relatedDisk, relatedBudget); one about nothing of
+// the VM's (an invalid spec's) has no related object, and folds by its type and reason alone.
 func (a applier) relatedServer(vm schema.VirtualMachine, srv *backend.Server) *corev1.ObjectReference {
 	objects, ok := a.backend.(backend.Objects)
 	if srv == nil || !ok {
@@ -44,6 +45,65 @@ func (a applier) relatedServer(vm schema.VirtualMachine, srv *backend.Server) *c
 	apiVersion, kind := objects.ServerKind()
 	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: vm.Namespace(), Name: srv.Name,
 		UID: types.UID(srv.ID), ResourceVersion: srv.Version}
+}
+
+// relatedDisk is the related object of an Event of an action on d, vm's disk: the disk, at
+// the version the action was decided on; nil when there is none, or the backend's disks are
+// no Kubernetes objects (backend.DiskObjects). It is to a disk's Events what relatedServer is
+// to a server's: without it, every AdoptingDisk, ResizingDisk or CreatingDisk of a VM within
+// six minutes of the first was counted in the first, whose note stayed (a growth to 70G shown
+// as the one to 60G before it, an adoption as owned shown as the one as kept).
+//
+// The version is the one before the action, as the decision saw the disk (a created one's as
+// the create returned it), not the one the action's write gave it. Each action on a disk is
+// a write conditional on that version (Disks.UpdateDisk, DeleteDisk), so two different
+// changes cannot both start from one version: each is an Event of its own. And the same
+// action made again of the disk as it was (a create that finds the claim it made, a delete
+// decided again on a disk already gone) says nothing new, and folds. A delete returns no
+// version to take the one after from in any case.
+func (a applier) relatedDisk(vm schema.VirtualMachine, d *backend.Disk) *corev1.ObjectReference {
+	objects, ok := a.backend.(backend.DiskObjects)
+	if d == nil || !ok {
+		return nil
+	}
+	apiVersion, kind := objects.DiskKind()
+	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: vm.Namespace(), Name: d.Name,
+		UID: types.UID(d.ID), ResourceVersion: d.Version}
+}
+
+// relatedBudget is the related object of an Event of an action on b, vm's disruption budget:
+// the budget, at the version the action started from (relatedDisk says why), or as a create
+// returned it; nil when there is none, or the backend's budgets are no Kubernetes objects
+// (backend.BudgetObjects). A budget made again after its deletion (the strategy Block set,
+// unset and set again) is another object: its CreatingBudget is an Event of its own.
+func (a applier) relatedBudget(vm schema.VirtualMachine, b *backend.Budget) *corev1.ObjectReference {
+	objects, ok := a.backend.(backend.BudgetObjects)
+	if b == nil || !ok {
+		return nil
+	}
+	apiVersion, kind := objects.BudgetKind()
+	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: vm.Namespace(), Name: b.Name,
+		UID: types.UID(b.ID), ResourceVersion: b.Version}
+}
+
+// recordRelated records events on vm, each naming related as its related object (nil: none).
+func (a applier) recordRelated(vm schema.VirtualMachine, related *corev1.ObjectReference, evs ...decision.Event) {
+	if a.recorder == nil {
+		return
+	}
+	// The reference leaves out the resourceVersion: with it, every event of a VM would be
+	// about a different object, and repeats would never fold into one series.
+	ref := &corev1.ObjectReference{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
+	var rel runtime.Object // none: nil itself, not a nil *ObjectReference, which is no nil object
+	if related != nil {
+		rel = related
+	}
+	for _, e := range evs {
+		if e == (decision.Event{}) {
+			continue // an action without one (recording a kind)
+		}
+		a.recorder.Eventf(ref, rel, e.Type, e.Reason, eventAction(e.Reason), "%s", schema.Shorten(e.Message, eventNoteLimit))
+	}
 }
 
 // WarningsOnly records the Warning events of r and drops the Normal ones (CreatingServer,

@@ -273,3 +273,127 @@ func TestNamed(t *testing.T) {
 		})
 	}
 }
+
+// podObjects is the memory backend, its servers, disks and budgets said to be Pods,
+// PersistentVolumeClaims and PodDisruptionBudgets (backend.Objects, DiskObjects,
+// BudgetObjects) as the pods backend's are.
+type podObjects struct{ podServers }
+
+func (podObjects) DiskKind() (apiVersion, kind string)   { return "v1", "PersistentVolumeClaim" }
+func (podObjects) BudgetKind() (apiVersion, kind string) { return "policy/v1", "PodDisruptionBudget" }
+
+// TestEventsOfOneDisk: Events of actions on one disk that change it, two growths one after
+// the other, are each written with their own note, as a server's are (TestEventsOfOneServer):
+// they named no related object, and the second was counted in the first, whose note ("from
+// 40G to 60G") stayed. Each names the claim as the action found it. The same Event made
+// again of the claim as it was (a create that finds the claim it made) still folds.
+func TestEventsOfOneDisk(t *testing.T) {
+	w := newWorld(t, "create-new")
+	vm := w.view(t, "create-new")
+	recorder, list := sentEvents(t)
+	a := w.applier()
+	a.backend, a.recorder, a.disks = podObjects{podServers{w.servers}}, recorder, newDiskExpectations()
+	w.servers.BindDisks(true)
+	owner := ownerOf(vm)
+	ctx := context.Background()
+	apply := func(seen *backend.Disk, act decision.DiskAction) {
+		t.Helper()
+		if _, err := a.apply(ctx, vm, owner, nil, seen, decision.Plan{Disk: &act}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observe := func() *backend.Disk {
+		t.Helper()
+		d, err := w.servers.ObserveDisk(owner)
+		if err != nil || d == nil {
+			t.Fatalf("observe disk: %v, %v", d, err)
+		}
+		return d
+	}
+	size := func(s string) *backend.DiskSpec { return &backend.DiskSpec{Size: resource.MustParse(s)} }
+	event := func(reason, note string) decision.Event {
+		return decision.Event{Type: decision.EventNormal, Reason: reason, Message: note}
+	}
+	create := decision.DiskAction{Op: decision.CreateDisk, Spec: size("40G"),
+		Event: event(decision.ReasonCreatingDisk, "Creating disk test-vm-rootdisk of 40G")}
+	apply(nil, create)
+	made := observe()
+	apply(nil, create) // decided again before the cache showed the claim: the create finds it as made
+	grow := func(from, to string) {
+		t.Helper()
+		apply(observe(), decision.DiskAction{Op: decision.ExpandDisk, Spec: size(to),
+			Event: event(decision.ReasonResizingDisk, fmt.Sprintf("Resizing disk test-vm-rootdisk from %s to %s", from, to))})
+	}
+	grow("40G", "60G")
+	grown := observe()
+	grow("60G", "70G")
+	name := memory.DiskName(vm.Name())
+	want := []string{
+		"CreatingDisk x2 PersistentVolumeClaim/" + name + "@" + made.Version + ": Creating disk test-vm-rootdisk of 40G",
+		"ResizingDisk x1 PersistentVolumeClaim/" + name + "@" + made.Version + ": Resizing disk test-vm-rootdisk from 40G to 60G",
+		"ResizingDisk x1 PersistentVolumeClaim/" + name + "@" + grown.Version + ": Resizing disk test-vm-rootdisk from 60G to 70G",
+	}
+	got := waitEvents(list, func(got []string) bool { return slices.Equal(got, want) })
+	if !slices.Equal(got, want) {
+		t.Errorf("Events stored:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, e := range list() {
+		if r := e.Related; r == nil || r.UID != types.UID(made.ID) || r.Namespace != vm.Namespace() {
+			t.Errorf("%s names %+v, want the claim %s in %s", e.Reason, r, made.ID, vm.Namespace())
+		}
+	}
+}
+
+// TestEventsOfBudgets: a budget made again after its deletion (the strategy Block set, unset
+// and set again within six minutes) has a CreatingBudget of its own, not one counted in the
+// first budget's; a create that finds the budget it made folds into the first.
+func TestEventsOfBudgets(t *testing.T) {
+	w := newWorld(t, "create-new")
+	vm := w.view(t, "create-new")
+	recorder, list := sentEvents(t)
+	a := w.applier()
+	a.backend, a.recorder = podObjects{podServers{w.servers}}, recorder
+	owner := ownerOf(vm)
+	ctx := context.Background()
+	apply := func(act decision.BudgetAction) {
+		t.Helper()
+		if _, err := a.apply(ctx, vm, owner, nil, nil, decision.Plan{Budget: &act}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := memory.BudgetName(vm.Name())
+	create := decision.BudgetAction{Op: decision.CreateBudget,
+		Event: decision.Event{Type: decision.EventNormal, Reason: decision.ReasonCreatingBudget, Message: "Creating disruption budget " + name}}
+	remove := decision.BudgetAction{Op: decision.DeleteBudget, Name: name,
+		Event: decision.Event{Type: decision.EventNormal, Reason: decision.ReasonDeletingBudget, Message: "Deleting disruption budget " + name}}
+	apply(create)
+	apply(create) // the create asked again finds the budget it made
+	apply(remove)
+	apply(create)
+	budget := "PodDisruptionBudget/" + name + "@"
+	want := []string{
+		"CreatingBudget x1 " + budget + ": Creating disruption budget " + name,
+		"CreatingBudget x2 " + budget + ": Creating disruption budget " + name,
+		"DeletingBudget x1 " + budget + ": Deleting disruption budget " + name,
+	}
+	got := waitEvents(list, func(got []string) bool { return slices.Equal(got, want) })
+	if !slices.Equal(got, want) {
+		t.Errorf("Events stored:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The first budget's create, counted twice, and its delete name it; the second's create
+	// names the second (the memory backend's IDs count creations).
+	uids := map[string]types.UID{}
+	for _, e := range list() {
+		count := int32(1)
+		if e.Series != nil {
+			count = e.Series.Count
+		}
+		if e.Related != nil {
+			uids[fmt.Sprintf("%s x%d", e.Reason, count)] = e.Related.UID
+		}
+	}
+	wantUIDs := map[string]types.UID{"CreatingBudget x2": "budget-1", "DeletingBudget x1": "budget-1", "CreatingBudget x1": "budget-2"}
+	if !reflect.DeepEqual(uids, wantUIDs) {
+		t.Errorf("the Events name budgets %v, want %v", uids, wantUIDs)
+	}
+}

@@ -87,8 +87,10 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Objects = (*Backend)(nil)
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.Objects       = (*Backend)(nil)
+	_ backend.DiskObjects   = (*Backend)(nil)
+	_ backend.BudgetObjects = (*Backend)(nil)
 )
 
 // podType is the API version and kind of a pod: of the pods it makes, and of the servers the
@@ -97,6 +99,22 @@ var podType = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 
 // ServerKind says the servers are Pods (backend.Objects).
 func (b *Backend) ServerKind() (apiVersion, kind string) { return podType.APIVersion, podType.Kind }
+
+// claimType and budgetType are the API version and kind of the claims and the
+// PodDisruptionBudgets the backend makes, and of the disks and budgets the Events about one
+// name (DiskKind, BudgetKind).
+var (
+	claimType  = metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"}
+	budgetType = metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}
+)
+
+// DiskKind says the disks are PersistentVolumeClaims (backend.DiskObjects).
+func (b *Backend) DiskKind() (apiVersion, kind string) { return claimType.APIVersion, claimType.Kind }
+
+// BudgetKind says the budgets are PodDisruptionBudgets (backend.BudgetObjects).
+func (b *Backend) BudgetKind() (apiVersion, kind string) {
+	return budgetType.APIVersion, budgetType.Kind
+}
 
 // New returns a pod backend; nothing is watched until Start.
 func New(cfg Config) *Backend {

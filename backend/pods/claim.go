@@ -46,7 +46,7 @@ func ownerKind(vm backend.Owner) string {
 // and then marked kept.
 func newClaim(vm backend.Owner, spec backend.DiskSpec) *corev1.PersistentVolumeClaim {
 	c := &corev1.PersistentVolumeClaim{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		TypeMeta: claimType,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        ClaimName(vm.Name),
 			Namespace:   vm.Namespace,

@@ -158,7 +158,7 @@ func (b *Backend) ObserveBudget(vm backend.Owner) (*backend.Budget, error) {
 // own budget that does not record vm's kind is KindUnrecorded. It reads only what the cache
 // keeps (toBudget), so that observing a VM whose budget records its kind asks for nothing.
 func budgetReport(pdb *policyv1.PodDisruptionBudget, vm backend.Owner, o budgetOwner) *backend.Budget {
-	got := &backend.Budget{Name: pdb.Name, ID: string(pdb.UID), Unowned: o == budgetUnowned}
+	got := &backend.Budget{Name: pdb.Name, ID: string(pdb.UID), Version: pdb.ResourceVersion, Unowned: o == budgetUnowned}
 	if kind := ownerKind(vm); o == budgetMine && kind != "" && pdb.Annotations[AnnotationOwnerKind] != kind {
 		got.KindUnrecorded = true
 	}
@@ -221,7 +221,7 @@ func controllerIs(refs []metav1.OwnerReference, uid types.UID) bool {
 func newBudget(vm backend.Owner) *policyv1.PodDisruptionBudget {
 	one := intstr.FromInt32(1)
 	pdb := &policyv1.PodDisruptionBudget{
-		TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		TypeMeta: budgetType,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      BudgetName(vm.Name),
 			Namespace: vm.Namespace,

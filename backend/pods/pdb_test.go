@@ -18,6 +18,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -697,5 +698,49 @@ func TestDeleteBudgetRefused(t *testing.T) {
 				t.Errorf("after the failed delete the VM observes %+v, want its budget", got)
 			}
 		})
+	}
+}
+
+// TestObjectKinds: the kinds the backend gives its servers, disks and budgets, which the
+// controller's Events name as their related objects, are the API's own kinds of what it makes
+// of them: an Event that named another kind would point kubectl at no object.
+func TestObjectKinds(t *testing.T) {
+	b := New(Config{Client: kubefake.NewClientset()})
+	for _, tc := range []struct {
+		what string
+		kind func() (string, string)
+		obj  k8sruntime.Object
+	}{
+		{"server", b.ServerKind, &corev1.Pod{}},
+		{"disk", b.DiskKind, &corev1.PersistentVolumeClaim{}},
+		{"budget", b.BudgetKind, &policyv1.PodDisruptionBudget{}},
+	} {
+		gvks, _, err := scheme.Scheme.ObjectKinds(tc.obj)
+		if err != nil || len(gvks) != 1 {
+			t.Fatalf("%s: %v, %v", tc.what, gvks, err)
+		}
+		apiVersion, kind := gvks[0].ToAPIVersionAndKind()
+		if gotVersion, gotKind := tc.kind(); gotVersion != apiVersion || gotKind != kind {
+			t.Errorf("%s kind %s %s, want %s %s", tc.what, gotVersion, gotKind, apiVersion, kind)
+		}
+	}
+}
+
+// TestBudgetVersion: a budget is reported at its resourceVersion, which the Events of actions
+// on it name, so that an action on the budget as it was is told from one on it since changed.
+func TestBudgetVersion(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "a", UID: "u-1"}
+	pdb := newBudget(vm)
+	pdb.UID, pdb.ResourceVersion = "b-1", "42"
+	got := budgetReport(pdb, vm, budgetMine)
+	if got.ID != "b-1" || got.Version != "42" {
+		t.Errorf("reported %+v, want ID b-1 at version 42", got)
+	}
+	kept, err := toBudget(pdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached := budgetReport(kept.(*policyv1.PodDisruptionBudget), vm, budgetMine); *cached != *got {
+		t.Errorf("from the cache %+v, want %+v", cached, got)
 	}
 }
