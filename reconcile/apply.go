@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
@@ -263,30 +262,10 @@ func (a applier) removeServer(ctx context.Context, vm schema.VirtualMachine, own
 	return nil
 }
 
-// record records events on vm that are about no server of it (its disk's, its budget's).
-func (a applier) record(vm schema.VirtualMachine, evs ...decision.Event) {
-	a.recordAbout(vm, nil, evs...)
-}
-
 // recordAbout records events on vm about srv, its server as the events speak of it (nil:
 // none), which each names as its related object (relatedServer says why).
 func (a applier) recordAbout(vm schema.VirtualMachine, srv *backend.Server, evs ...decision.Event) {
-	if a.recorder == nil {
-		return
-	}
-	// The reference leaves out the resourceVersion: with it, every event of a VM would be
-	// about a different object, and repeats would never fold into one series.
-	ref := &corev1.ObjectReference{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
-	var related runtime.Object // none: nil itself, not a nil *ObjectReference, which is no nil object
-	if r := a.relatedServer(vm, srv); r != nil {
-		related = r
-	}
-	for _, e := range evs {
-		if e == (decision.Event{}) {
-			continue // an action without one (recording a kind)
-		}
-		a.recorder.Eventf(ref, related, e.Type, e.Reason, eventAction(e.Reason), "%s", schema.Shorten(e.Message, eventNoteLimit))
-	}
+	a.recordRelated(vm, a.relatedServer(vm, srv), evs...)
 }
 
 // named is the server that st, the server a status names, is: of servers, the one of its
