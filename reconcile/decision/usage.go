@@ -3,6 +3,7 @@ package decision
 import (
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -105,4 +106,24 @@ func moved(reported string, now resource.Quantity, threshold, floor float64) boo
 		return false
 	}
 	return a == 0 || d/math.Abs(a) > threshold
+}
+
+// usageReported drops the UsageReported condition from conds, the conditions of st (a status
+// a reconcile writes), once st no longer bears it out, so that it goes in the same write as
+// the usage it describes. True says status.server.usage holds the server's figures: it goes
+// with them (report drops usage once the VM is not Active on the server it was sampled from).
+// False says why an Active VM's usage is not sampled: it goes once the VM is not Active or has
+// no server, since nothing is sampled for it then; while it is, the poller keeps it or turns it
+// True. The poller writes no status for a VM that is not Active, so a condition left here
+// would stay for as long as the VM does.
+func usageReported(conds []schema.Condition, st *schema.Status) []schema.Condition {
+	i := slices.IndexFunc(conds, func(c schema.Condition) bool { return c.Type == ConditionUsageReported })
+	if i < 0 {
+		return conds
+	}
+	sampled := st.Phase == schema.PhaseActive && st.Server != nil
+	if !sampled || conds[i].Status == schema.ConditionTrue && st.Server.Usage == nil {
+		return schema.RemoveCondition(conds, ConditionUsageReported)
+	}
+	return conds
 }
