@@ -42,8 +42,8 @@ type UsageUpdate struct {
 
 // DecideUsage decides, from the status a VM carries, one sample (or why there is none), when
 // usage was last written, and the time, whether to write: only when usage moved by more than
-// the threshold and the floor, MaxInterval passed, or the UsageReported condition changes. A server without
-// figures yet, or a failed sample, writes nothing: the next sample will tell.
+// the threshold and the floor, MaxInterval passed, or the UsageReported condition changes. A
+// server without figures yet, or a failed sample, writes nothing: the next sample will tell.
 func (p UsagePolicy) DecideUsage(current schema.Status, generation int64, sample backend.Usage, sampleErr error, lastWrite, now time.Time) (UsageUpdate, bool) {
 	now = now.UTC().Truncate(time.Second)
 	old := current.Condition(ConditionUsageReported)
