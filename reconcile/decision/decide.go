@@ -1086,7 +1086,8 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		d.where(st.Server, srv)
 		// Usage is reported by its own loop, for an Active VM's server only: kept while the
 		// VM stays Active on the server it was sampled from, dropped otherwise (a VM that is
-		// not Active reports none, and the loop has dropped its series; docs/usage.md).
+		// not Active reports none, and the loop has dropped its series; docs/usage.md). Its
+		// condition goes with it (usageReported).
 		if cur := d.current.Server; cur != nil && cur.Usage != nil && phase == schema.PhaseActive && cur.ID == srv.ID {
 			u := *cur.Usage
 			st.Server.Usage = &u
@@ -1122,6 +1123,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	}
 	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionResizing, d.resizing, st.ObservedGeneration)
 	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionRestartRequired, d.restartRequired, st.ObservedGeneration)
+	st.Conditions = usageReported(st.Conditions, st) // goes with the usage it describes
 	switch {
 	case d.refusal:
 		st.RootDisk = d.current.RootDisk

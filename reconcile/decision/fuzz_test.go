@@ -390,6 +390,13 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	case !rest && ready == 0:
 		fail("status without a Ready condition")
 	}
+	// UsageReported describes the usage of an Active VM's server: True that the status holds
+	// it, False why it does not. A reconcile that drops the usage drops the condition in the
+	// same write; a paused VM's status is left as it was, the condition included.
+	if c := st.Condition(decision.ConditionUsageReported); c != nil && st.Condition(schema.ConditionPaused) == nil &&
+		(st.Phase != schema.PhaseActive || st.Server == nil || c.Status == schema.ConditionTrue && st.Server.Usage == nil) {
+		fail("UsageReported %s/%s in phase %s, server %+v", c.Status, c.Reason, st.Phase, st.Server)
+	}
 	checkKstatus(fail, p, srv, plan, st)
 	// A storage class that does not apply is the spec's, other than the class of the VM's
 	// own disk, which stays as it is.

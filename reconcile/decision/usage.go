@@ -3,6 +3,7 @@ package decision
 import (
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,7 +19,8 @@ const ConditionUsageReported = schema.ConditionUsageReported
 type UsagePolicy struct {
 	// Interval is the time between two samples of one VM (the poller adds ±10% jitter).
 	Interval time.Duration
-	// Threshold is the relative change of cpu or memory that is worth a status write.
+	// Threshold is the relative change of cpu or memory that is worth a status write, if the
+	// change is also past an absolute floor (usageCPUFloor, usageMemoryFloor).
 	Threshold float64
 	// MaxInterval is the longest time reported usage goes unwritten while it is available,
 	// even if it did not move.
@@ -40,8 +42,8 @@ type UsageUpdate struct {
 
 // DecideUsage decides, from the status a VM carries, one sample (or why there is none), when
 // usage was last written, and the time, whether to write: only when usage moved by more than
-// the threshold, MaxInterval passed, or the UsageReported condition changes. A server without
-// figures yet, or a failed sample, writes nothing: the next sample will tell.
+// the threshold and the floor, MaxInterval passed, or the UsageReported condition changes. A
+// server without figures yet, or a failed sample, writes nothing: the next sample will tell.
 func (p UsagePolicy) DecideUsage(current schema.Status, generation int64, sample backend.Usage, sampleErr error, lastWrite, now time.Time) (UsageUpdate, bool) {
 	now = now.UTC().Truncate(time.Second)
 	old := current.Condition(ConditionUsageReported)
@@ -72,20 +74,56 @@ func (p UsagePolicy) DecideUsage(current schema.Status, generation int64, sample
 			Reason: ReasonUsageReported, Message: "Usage comes from the metrics.k8s.io API", ObservedGeneration: generation, LastTransitionTime: now})
 	}
 	write := upd.Conditions != nil || have == nil || !now.Before(lastWrite.Add(p.MaxInterval)) ||
-		moved(have.CPU, *cpu, p.Threshold) || moved(have.Memory, *mem, p.Threshold)
+		moved(have.CPU, *cpu, p.Threshold, usageCPUFloor) || moved(have.Memory, *mem, p.Threshold, usageMemoryFloor)
 	return upd, write
 }
 
-// moved reports whether a quantity changed by more than threshold, relative to the
-// reported value (any change from zero, or from a value that does not parse, counts).
-func moved(reported string, now resource.Quantity, threshold float64) bool {
+// The absolute floors under which a move of usage is not worth a write, whatever the
+// threshold says. Relative to a figure near zero any move is large (2m to 3m of cpu is 50%),
+// and a VM that idles moves by that much from one sample to the next, so without a floor an
+// idle VM is written at every sample. The floors are fixed amounts, not fractions of what the
+// VM asks for: the noise they hide (the guest's timers and agents, page cache coming and
+// going) is of about the same size in a small VM as in a large one, and a fraction of a small
+// request would be below the millicore a figure is rounded to. Above a figure of floor /
+// threshold (100m of cpu, 40Mi of memory at 10%) the relative threshold is the larger and
+// decides alone; a move within a floor still shows at the next write that MaxInterval forces.
+const (
+	usageCPUFloor    = 0.01    // cores: 10m, a hundredth of a core
+	usageMemoryFloor = 4 << 20 // bytes: 4Mi
+)
+
+// moved reports whether a quantity changed by more than floor and by more than threshold,
+// relative to the reported value (from zero, any change past the floor counts; from a value
+// that does not parse, any change).
+func moved(reported string, now resource.Quantity, threshold, floor float64) bool {
 	q, err := resource.ParseQuantity(reported)
 	if err != nil {
 		return true
 	}
 	a, b := q.AsApproximateFloat64(), now.AsApproximateFloat64()
-	if a == 0 {
-		return b != 0
+	d := math.Abs(b - a)
+	if d <= floor {
+		return false
 	}
-	return math.Abs(b-a)/math.Abs(a) > threshold
+	return a == 0 || d/math.Abs(a) > threshold
+}
+
+// usageReported drops the UsageReported condition from conds, the conditions of st (a status
+// a reconcile writes), once st no longer bears it out, so that it goes in the same write as
+// the usage it describes. True says status.server.usage holds the server's figures: it goes
+// with them (report drops usage once the VM is not Active on the server it was sampled from).
+// False says why an Active VM's usage is not sampled: it goes once the VM is not Active or has
+// no server, since nothing is sampled for it then; while it is, the poller keeps it or turns it
+// True. The poller writes no status for a VM that is not Active, so a condition left here
+// would stay for as long as the VM does.
+func usageReported(conds []schema.Condition, st *schema.Status) []schema.Condition {
+	i := slices.IndexFunc(conds, func(c schema.Condition) bool { return c.Type == ConditionUsageReported })
+	if i < 0 {
+		return conds
+	}
+	sampled := st.Phase == schema.PhaseActive && st.Server != nil
+	if !sampled || conds[i].Status == schema.ConditionTrue && st.Server.Usage == nil {
+		return schema.RemoveCondition(conds, ConditionUsageReported)
+	}
+	return conds
 }
