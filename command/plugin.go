@@ -48,10 +48,18 @@ type pluginConfig struct {
 	SchemaFile string
 }
 
-// Validate checks the resource's form; the cluster is asked nothing yet.
+// Validate checks the resource's form and that the flags give a field map (--schema-file,
+// or a version with a built-in one); the cluster is asked nothing yet. A version without a
+// map is a wrong flag, exit 2 as run and check give it, not a failure of the verb.
 func (c *pluginConfig) Validate() error {
-	if _, err := schema.ParseGVR(c.APIVersion, c.resource()); err != nil {
+	gvr, err := schema.ParseGVR(c.APIVersion, c.resource())
+	if err != nil {
 		return fmt.Errorf("--api-version: %w", err)
+	}
+	if c.SchemaFile == "" {
+		if _, err := loadFields("", gvr.GroupVersion()); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -937,7 +937,8 @@ func statusLater(dyn dynamic.Interface, gvr k8sschema.GroupVersionResource, stat
 // verb's help and exit 1: a script tells a typo from a refusal by it.
 func TestPluginBadFlag(t *testing.T) {
 	for _, args := range [][]string{{"stop", "vm1", "--bogus"}, {"stop", "vm1", "--grace-period", "abc"}, {"wait", "vm1", "--timeout", "5"},
-		{"start", "--nope", "vm1"}, {"migrate", "vm1", "-x"}} {
+		{"start", "--nope", "vm1"}, {"migrate", "vm1", "-x"}, {"start", "x", "--api-version", "cloudnative.czs/v9"},
+		{"status", "x", "--api-version", "cloudnative.czs/v9"}, {"stop", "x", "--api-version", "cloudnative.czs/v9"}} {
 		app := Plugin("test")
 		var out bytes.Buffer
 		app.Writer, app.ErrWriter = &out, &out

@@ -62,8 +62,8 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 		"bad input: no such VM": {pluginBadInput, `kubectl vm: virtualmachine "nope" not found in namespace "team-a"`,
 			onStderr(missing("nope", "team-a", "v1alpha1", true))},
 		"bad input: a version not served": {pluginBadInput,
-			`kubectl vm: virtualmachine "x" not found in namespace "y": the API server does not serve cloudnative.czs/v9 (--api-version)`,
-			onStderr(missing("x", "y", "v9", false))},
+			`kubectl vm: virtualmachine "x" not found in namespace "y": the API server does not serve cloudnative.czs/v1 (--api-version)`,
+			onStderr(missing("x", "y", "v1", false))},
 		"bad input: nodes forbidden": {pluginBadInput, "cannot read the nodes: forbidden (...)", func(*testing.T) (string, error) {
 			return "", (&vmClient{}).lookupError("the nodes", apierrors.NewForbidden(k8sschema.GroupResource{Resource: "nodes"}, "", errors.New("no")))
 		}},

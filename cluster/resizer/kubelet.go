@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloudnative-czs/vm-controller/cluster"
 )
 
 // Annotations a test puts on a pod to steer this stand-in kubelet.
@@ -20,6 +22,17 @@ const (
 	// as the kubelet does, a memory limit is not lowered below it.
 	UsageMemoryAnnotation = "kwok.x-k8s.io/usage-memory"
 )
+
+// defaultUsageMemory is the usage kwok reports for a pod without UsageMemoryAnnotation, read
+// from cluster/usage.yaml so that the two cannot differ: a decrease below it fails as one
+// below an annotated usage does.
+var defaultUsageMemory = func() resource.Quantity {
+	q, err := cluster.DefaultMemoryUsage()
+	if err != nil {
+		panic(err) // the file is embedded: TestDefaultMemoryUsage catches it before any run
+	}
+	return q
+}()
 
 // room is what a node has for a pod's resize: its allocatable cpu and memory, and what the
 // other pods on it have been granted.
@@ -172,14 +185,19 @@ func fits(req corev1.ResourceList, node room) (reason, message string) {
 }
 
 // actuationError is why applying the resources fails: a test's Error answer, or a memory
-// limit lowered below what the pod uses (kwok's simulated usage), which a kubelet will not do.
+// limit lowered below what the pod uses (kwok's simulated usage: the annotation, else
+// usage.yaml's default), which a kubelet will not do.
 func actuationError(pod *corev1.Pod, desired map[string]corev1.ResourceRequirements) string {
 	if pod.Annotations[AnswerAnnotation] == corev1.PodReasonError {
 		return fmt.Sprintf("answered Error by the annotation %s", AnswerAnnotation)
 	}
-	usage, err := resource.ParseQuantity(pod.Annotations[UsageMemoryAnnotation])
-	if err != nil {
-		return ""
+	usage := defaultUsageMemory
+	if v, ok := pod.Annotations[UsageMemoryAnnotation]; ok {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return "" // kwok cannot evaluate it either: no usage to judge by
+		}
+		usage = q
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		want, ok := desired[cs.Name]

@@ -142,6 +142,13 @@ func TestKubelet(t *testing.T) {
 		{time.Second, nil, want{"error", 0, "PodResizeInProgress(Error) allocated 2 resources 2/4G gen 2"}},
 		{time.Second, func(p *corev1.Pod) { p.Annotations[UsageMemoryAnnotation] = "1G" }, want{"actuate", 0, "allocated 2 resources 2/2G gen 2"}},
 	}}
+	// Without the annotation kwok reports usage.yaml's default (32Mi): 20Mi is below it.
+	tests["memory below the default usage"] = caseT{kwokPod("2", "64Mi"), roomy, []stepT{
+		{0, nil, want{"report", 0, "allocated 2 resources 2/64Mi gen 1"}},
+		{0, func(p *corev1.Pod) { resize(p, "2", "20Mi") }, want{"allocate", time.Second, "PodResizeInProgress() allocated 2 resources 2/64Mi gen 2"}},
+		{time.Second, nil, want{"error", 0, "PodResizeInProgress(Error) allocated 2 resources 2/64Mi gen 2"}},
+		{time.Second, func(p *corev1.Pod) { p.Annotations = map[string]string{UsageMemoryAnnotation: "16Mi"} }, want{"actuate", 0, "allocated 2 resources 2/20Mi gen 2"}},
+	}}
 	tests["not running"] = caseT{func() *corev1.Pod { p := kwokPod("2", "4G"); p.Status.Phase = corev1.PodPending; return p }(), roomy, []stepT{
 		{0, nil, want{"", 0, "allocated 0 resources - gen 0"}},
 	}}

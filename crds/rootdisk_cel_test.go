@@ -1,0 +1,164 @@
+package crds
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// webhookCRDForTest is the webhook form of the CRD, every version, as the API server gets it.
+func webhookCRDForTest(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	data, err := WithWebhook(Webhook{Namespace: "vm-controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := decodeCRD(t, data)
+	return &crd
+}
+
+// TestCRDValidates: the API server's own validation of a CRD (the one kubectl apply meets)
+// accepts both forms, CEL rules included: they compile, and their estimated cost is within
+// the API server's limits, which a rule that reads the status as well as the spec could pass.
+func TestCRDValidates(t *testing.T) {
+	plain, err := YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := decodeCRD(t, plain)
+	for name, crd := range map[string]*apiextensionsv1.CustomResourceDefinition{"plain": &p, "webhook": webhookCRDForTest(t)} {
+		apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
+		var internal apiextensions.CustomResourceDefinition
+		if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(crd, &internal, nil); err != nil {
+			t.Fatal(err)
+		}
+		if errs := validation.ValidateCustomResourceDefinition(context.Background(), &internal); len(errs) > 0 {
+			t.Errorf("%s form: the API server refuses the CRD: %v", name, errs.ToAggregate())
+		}
+	}
+}
+
+// TestRootDiskShrinkRule evaluates the CRD's CEL rules, as the API server does on an update
+// of the main resource (whose status is then the stored one: the status subresource), in
+// every version. A rootDisk below the one before is refused, unless it is at or above the
+// disk's size as the status records it: a growth that the class cannot make (DiskNotExpandable)
+// can be taken back to the size the disk has.
+func TestRootDiskShrinkRule(t *testing.T) {
+	crd := webhookCRDForTest(t)
+	type vm struct {
+		rootDisk any // the spec's
+		capacity any // status.rootDisk.capacity; nil: none recorded
+	}
+	tests := []struct {
+		name     string
+		old, new vm
+		refused  bool
+	}{
+		{"a growth", vm{"1G", nil}, vm{"2G", nil}, false},
+		{"the same", vm{"2G", "1G"}, vm{"2G", "1G"}, false},
+		{"a shrink, no size recorded", vm{"2G", nil}, vm{"1G", nil}, true},
+		{"back to the disk's size after a growth that did not happen", vm{"2G", "1G"}, vm{"1G", "1G"}, false},
+		{"between the disk's size and the size before", vm{"2G", "1G"}, vm{"1500M", "1G"}, false},
+		{"the disk's size in other units", vm{"2Gi", "1Gi"}, vm{"1073741824", "1Gi"}, false},
+		{"an integer back to the disk's size", vm{int64(2000000000), int64(1000000000)}, vm{int64(1000000000), int64(1000000000)}, false},
+		{"below the disk's size and the size before", vm{"2G", "1G"}, vm{"500M", "1G"}, true},
+		{"below a disk larger than the size before", vm{"1G", "2G"}, vm{"500M", "2G"}, true},
+		{"below a disk rounded up", vm{"2G", "1Gi"}, vm{"1G", "1Gi"}, true},
+		{"a capacity that is no quantity", vm{"2G", "lots"}, vm{"1G", "lots"}, true},
+	}
+	for _, version := range schema.BuiltinVersions() {
+		f, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		validator, s := celValidator(t, crd, version)
+		object := func(v vm) map[string]any {
+			u := map[string]any{"apiVersion": schema.Group + "/" + version, "kind": "VirtualMachine",
+				"metadata": map[string]any{"name": "vm", "namespace": "ns"}}
+			if err := unstructured.SetNestedField(u, v.rootDisk, strings.Split(f.RootDisk, ".")...); err != nil {
+				t.Fatal(err)
+			}
+			if v.capacity != nil {
+				u["status"] = map[string]any{"rootDisk": map[string]any{"claimName": "vm-rootdisk", "phase": "Bound", "capacity": v.capacity}}
+			}
+			return u
+		}
+		for _, tc := range tests {
+			errs, _ := validator.Validate(context.Background(), nil, s, object(tc.new), object(tc.old), celconfig.RuntimeCELCostBudget)
+			switch {
+			case tc.refused && len(errs) == 0:
+				t.Errorf("%s, %s: %v to %v accepted, want it refused", version, tc.name, tc.old, tc.new)
+			case tc.refused && !strings.Contains(errs.ToAggregate().Error(), f.RootDisk+": Invalid value"):
+				t.Errorf("%s, %s: refused as %v, want it refused at %s", version, tc.name, errs.ToAggregate(), f.RootDisk)
+			case !tc.refused && len(errs) > 0:
+				t.Errorf("%s, %s: %v to %v refused: %v", version, tc.name, tc.old, tc.new, errs.ToAggregate())
+			}
+		}
+		// A create has no size before it: nothing to shrink from.
+		if errs, _ := validator.Validate(context.Background(), nil, s, object(vm{"1G", nil}), nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+			t.Errorf("%s: a create refused: %v", version, errs.ToAggregate())
+		}
+	}
+}
+
+// TestRootDiskShrinkMessage: a refused rootDisk says what is allowed, the lowest size it takes.
+func TestRootDiskShrinkMessage(t *testing.T) {
+	crd := webhookCRDForTest(t)
+	validator, s := celValidator(t, crd, "v1alpha1")
+	vm := func(rootDisk string, capacity any) map[string]any {
+		u := map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine", "metadata": map[string]any{"name": "vm"},
+			"spec": map[string]any{"resource": map[string]any{"rootDisk": rootDisk}}}
+		if capacity != nil {
+			u["status"] = map[string]any{"rootDisk": map[string]any{"capacity": capacity}}
+		}
+		return u
+	}
+	for _, tc := range []struct {
+		old, new map[string]any
+		want     string
+	}{
+		{vm("2G", "1G"), vm("500M", "1G"), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 1G, the disk's size (status.rootDisk.capacity): give 1G or more; the disk keeps its data and never shrinks`},
+		{vm("2G", nil), vm("1G", nil), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 2G, the size asked before (status.rootDisk.capacity records no smaller disk): give 2G or more; the disk keeps its data and never shrinks`},
+	} {
+		errs, _ := validator.Validate(context.Background(), nil, s, tc.new, tc.old, celconfig.RuntimeCELCostBudget)
+		if got := errs.ToAggregate(); got == nil || got.Error() != tc.want {
+			t.Errorf("refusal %v\nwant       %s", got, tc.want)
+		}
+	}
+}
+
+// celValidator is the API server's CEL validator of version's schema, rooted at the resource.
+func celValidator(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, version string) (*cel.Validator, *structuralschema.Structural) {
+	t.Helper()
+	for _, v := range crd.Spec.Versions {
+		if v.Name != version {
+			continue
+		}
+		var internal apiextensions.JSONSchemaProps
+		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
+			t.Fatal(err)
+		}
+		s, err := structuralschema.NewStructural(&internal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		validator := cel.NewValidator(s, true, celconfig.PerCallLimit)
+		if validator == nil {
+			t.Fatalf("%s: no CEL rules in the schema", version)
+		}
+		return validator, s
+	}
+	t.Fatalf("the CRD has no version %s", version)
+	return nil, nil
+}
