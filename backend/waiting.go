@@ -24,6 +24,11 @@ type Waiting struct {
 	Reason  WaitReason
 	Message string // the backend's own words for it
 	// Since is when the server began to wait for this reason, so that a server stuck for
-	// longer than a bound can be told apart from one that is only slow; zero: not known.
+	// longer than a bound can be told apart from one that is only slow; zero: not known, and
+	// the decision counts from when it first reported the wait.
 	Since time.Time
+	// BackOff: the host is waiting to try again, and Message says that much rather than what
+	// failed (for pods: the kubelet's ImagePullBackOff, between two ErrImagePull that give
+	// the cause). The decision keeps the message it already reports for the server's wait.
+	BackOff bool
 }

@@ -42,6 +42,7 @@ type waitingYAML struct {
 	Reason  backend.WaitReason `yaml:"reason"`
 	Message string             `yaml:"message"`
 	Since   string             `yaml:"since"`
+	BackOff bool               `yaml:"backOff"` // the host waits to try again (backend.Waiting.BackOff)
 }
 
 // waitReasons are the reasons a written-down server may wait for.
@@ -59,7 +60,7 @@ func (w waitingYAML) parse(now time.Time) (backend.Waiting, error) {
 	if !known {
 		return backend.Waiting{}, fmt.Errorf("waiting.reason %q: want %s or %s", w.Reason, backend.WaitUnschedulable, backend.WaitImage)
 	}
-	out := backend.Waiting{Reason: w.Reason, Message: w.Message}
+	out := backend.Waiting{Reason: w.Reason, Message: w.Message, BackOff: w.BackOff}
 	if w.Since != "" {
 		d, err := time.ParseDuration(w.Since)
 		if err != nil {

@@ -102,8 +102,9 @@ type podNotes struct {
 	message, resizeMessage interned
 	since                  time.Time
 	// why a pending pod waits (backend.Waiting): its reason's code in waitReasons, the
-	// scheduler's or kubelet's message, and since when.
+	// scheduler's or kubelet's message, since when, and whether the kubelet backs off.
 	wait        uint8
+	waitBackOff bool
 	waitMessage interned
 	waitSince   time.Time
 	// cpu and memory in effect, when they are set and not the spec's.
@@ -206,7 +207,7 @@ func (p *cachedPod) compact(s backend.Server) bool {
 		p.flags |= podDisk
 	}
 	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since,
-		wait: wait, waitMessage: intern(s.Waiting.Message), waitSince: s.Waiting.Since}
+		wait: wait, waitBackOff: s.Waiting.BackOff, waitMessage: intern(s.Waiting.Message), waitSince: s.Waiting.Since}
 	// The resources in effect cost nothing when they are unset or the spec's, as they are
 	// when no resize is under way (a kubelet that reports them does so for every pod).
 	switch unset, same := inEffect(s.Resize.CPU, s.Spec.CPU, p.cpu, p.formats[0], cpuScale, scratch[:0]); {
@@ -382,8 +383,8 @@ func (p *cachedPod) server() backend.Server {
 	if n := p.notes; n != nil {
 		s.Message, s.Since = n.message.String(), n.since
 		s.Resize.Message, s.Resize.CPU, s.Resize.Memory = n.resizeMessage.String(), n.cpu, n.memory
-		if n.wait != 0 || n.waitMessage != (interned{}) || !n.waitSince.IsZero() {
-			s.Waiting = backend.Waiting{Reason: waitReasons[n.wait], Message: n.waitMessage.String(), Since: n.waitSince}
+		if n.wait != 0 || n.waitBackOff || n.waitMessage != (interned{}) || !n.waitSince.IsZero() {
+			s.Waiting = backend.Waiting{Reason: waitReasons[n.wait], Message: n.waitMessage.String(), Since: n.waitSince, BackOff: n.waitBackOff}
 		}
 	}
 	if p.flags&cpuInEffect != 0 {

@@ -196,23 +196,64 @@ func condition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatu
 	return corev1.ConditionUnknown
 }
 
-// terminatedMessage says how a pod ended.
+// terminatedMessage says how a pod ended: the pod's own reason and message first, when the
+// pod has them, then how its containers ended.
+//
+// The pod's reason is the cause when something outside the containers ended the pod: a
+// kubelet's eviction under node pressure (Evicted), a node's shutdown (Terminated), a node
+// that could not admit it (OutOfcpu, NodeAffinity, ...). The containers' states are then only
+// the aftermath: an evicted container reads ContainerStatusUnknown, exit code 137, which says
+// nothing of memory pressure. So the pod's words lead, the container's detail follows.
+//
+// The detail is the server container's, read by its name: another container (a sidecar
+// something injected) may have ended otherwise. A server that never ran because an init
+// container failed has none; that init container's is given instead.
 func terminatedMessage(pod *corev1.Pod) string {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil {
-			return strings.TrimSpace(fmt.Sprintf("%s, exit code %d %s", t.Reason, t.ExitCode, t.Message))
+	var parts []string
+	if pod.Status.Reason != "" {
+		cause := pod.Status.Reason
+		if m := strings.TrimSpace(pod.Status.Message); m != "" {
+			cause += ": " + strings.TrimSuffix(m, ".")
 		}
+		parts = append(parts, cause)
+	} else if m := strings.TrimSpace(pod.Status.Message); m != "" {
+		parts = append(parts, strings.TrimSuffix(m, "."))
 	}
-	return strings.TrimSpace(pod.Status.Reason + " " + pod.Status.Message)
+	if name, t := endedContainer(pod); t != nil {
+		detail := strings.TrimSpace(fmt.Sprintf("%s, exit code %d %s", t.Reason, t.ExitCode, t.Message))
+		switch {
+		case name != ContainerName:
+			detail = "init container " + name + ": " + detail
+		case len(parts) > 0:
+			detail = "the server: " + detail
+		}
+		parts = append(parts, detail)
+	}
+	return strings.Join(parts, "; ")
 }
 
-// finishedAt is when a pod ended: its container's finish time, else when it stopped being
-// ready, else when it started.
-func finishedAt(pod *corev1.Pod) time.Time {
+// endedContainer is the container whose end says how the server ended, and its terminated
+// state: the server container's, else that of an init container that failed (exit code not
+// 0: those that completed are not why the pod ended); nil when none ended.
+func endedContainer(pod *corev1.Pod) (string, *corev1.ContainerStateTerminated) {
 	for _, cs := range pod.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil && !t.FinishedAt.IsZero() {
-			return t.FinishedAt.UTC()
+		if cs.Name == ContainerName && cs.State.Terminated != nil {
+			return cs.Name, cs.State.Terminated
 		}
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return cs.Name, t
+		}
+	}
+	return "", nil
+}
+
+// finishedAt is when a pod ended: the finish time of the container that says how it ended
+// (endedContainer), else when it stopped being ready, else when it started.
+func finishedAt(pod *corev1.Pod) time.Time {
+	if _, t := endedContainer(pod); t != nil && !t.FinishedAt.IsZero() {
+		return t.FinishedAt.UTC()
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {

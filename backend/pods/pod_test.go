@@ -134,9 +134,9 @@ func TestServerOf(t *testing.T) {
 		"pending deleting, node gone":      {corev1.PodStatus{Phase: corev1.PodPending}, true, nodeGone, backend.StateLost, "node n1 is gone"},
 		"pending, node up":                 {corev1.PodStatus{Phase: corev1.PodPending}, false, nodeUp, backend.StatePending, "^$"},
 		"failed, node not ready":           {corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}, false, nodeDown, backend.StateFailed, "Evicted"},
-		"failed": {corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3, FinishedAt: finished}}}}},
+		"failed": {corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3, FinishedAt: finished}}}}},
 			false, nil, backend.StateFailed, "Error, exit code 3"},
-		"evicted":   {corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}, false, nil, backend.StateFailed, "Evicted low on memory"},
+		"evicted":   {corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}, false, nil, backend.StateFailed, "Evicted: low on memory"},
 		"succeeded": {corev1.PodStatus{Phase: corev1.PodSucceeded}, false, nil, backend.StateStopped, ""},
 	}
 	for name, tc := range tests {

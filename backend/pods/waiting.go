@@ -2,7 +2,6 @@ package pods
 
 import (
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -49,28 +48,35 @@ func waitingOf(pod *corev1.Pod) (backend.Waiting, string) {
 		}
 		return backend.Waiting{}, c.Message
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		w := cs.State.Waiting
-		if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" {
-			continue
-		}
-		if imagePullReasons[w.Reason] {
-			msg := w.Reason
-			if w.Message != "" {
-				msg += ": " + w.Message
+	// The init containers run first: one that waits keeps the server's container waiting
+	// too, as PodInitializing, which says nothing of why. A container other than the server's
+	// (an init container, a sidecar something injected) is named in the message.
+	for _, l := range []struct {
+		kind     string
+		statuses []corev1.ContainerStatus
+	}{{"init container", pod.Status.InitContainerStatuses}, {"container", pod.Status.ContainerStatuses}} {
+		for _, cs := range l.statuses {
+			w := cs.State.Waiting
+			if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" {
+				continue
 			}
-			return backend.Waiting{Reason: backend.WaitImage, Message: msg, Since: startedAt(pod)}, ""
+			who := ""
+			if cs.Name != ContainerName && cs.Name != "" {
+				who = l.kind + " " + cs.Name + ": "
+			}
+			if imagePullReasons[w.Reason] {
+				msg := who + w.Reason
+				if w.Message != "" {
+					msg += ": " + w.Message
+				}
+				// No Since: the waiting state has no time, and the pod's start is when the
+				// pull began, not when it failed (a large image pulled for minutes before
+				// one error the kubelet retries would be past --stalled-after at once). The
+				// decision counts from when it first reports the wait.
+				return backend.Waiting{Reason: backend.WaitImage, Message: msg, BackOff: w.Reason == "ImagePullBackOff"}, ""
+			}
+			return backend.Waiting{}, strings.TrimSpace(who + w.Reason + " " + w.Message)
 		}
-		return backend.Waiting{}, strings.TrimSpace(w.Reason + " " + w.Message)
 	}
 	return backend.Waiting{}, ""
-}
-
-// startedAt is when the kubelet took the pod up (and began to pull its images), else when
-// it was created.
-func startedAt(pod *corev1.Pod) time.Time {
-	if pod.Status.StartTime != nil && !pod.Status.StartTime.IsZero() {
-		return pod.Status.StartTime.UTC()
-	}
-	return pod.CreationTimestamp.UTC()
 }

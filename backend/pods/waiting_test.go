@@ -11,8 +11,12 @@ import (
 )
 
 // TestWaitingOf: a pending pod says why it does not run, as the scheduler and the kubelet
-// put it: unschedulable since the scheduler said so, an image not pulled since the kubelet
-// took the pod up, anything else as a plain message, and nothing of a claim (the disk says it).
+// put it: unschedulable since the scheduler said so; an image not pulled with no time, as the
+// kubelet gives none (the pod's start is when the pull began, which may be long before it
+// failed: the decision counts from when it first reports the wait), and marked as a back-off
+// when the kubelet only says it waits to try again; an init container's wait before the
+// server's PodInitializing, which hides it; anything else as a plain message, and nothing of
+// a claim (the disk says it).
 func TestWaitingOf(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	marked := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 3, 0, time.UTC))
@@ -29,6 +33,16 @@ func TestWaitingOf(t *testing.T) {
 				Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}}
 		}
 	}
+	initWaiting := func(reason, message string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.StartTime = &started
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{
+				{Name: "setup", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}},
+				{Name: "istio-init", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+		}
+	}
 	tests := map[string]struct {
 		edit    func(*corev1.Pod)
 		want    backend.Waiting
@@ -43,11 +57,20 @@ func TestWaitingOf(t *testing.T) {
 			message: "Scheduling is blocked due to non-empty scheduling gates"},
 		"a claim not bound": {edit: scheduled("Unschedulable", "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.", marked)},
 		"ErrImagePull": {edit: waiting("ErrImagePull", "lookup pull-fails.invalid: no such host", &started),
-			want: backend.Waiting{Reason: backend.WaitImage, Message: "ErrImagePull: lookup pull-fails.invalid: no such host", Since: started.Time}},
+			want: backend.Waiting{Reason: backend.WaitImage, Message: "ErrImagePull: lookup pull-fails.invalid: no such host"}},
 		"ImagePullBackOff": {edit: waiting("ImagePullBackOff", `Back-off pulling image "x"`, &started),
-			want: backend.Waiting{Reason: backend.WaitImage, Message: `ImagePullBackOff: Back-off pulling image "x"`, Since: started.Time}},
+			want: backend.Waiting{Reason: backend.WaitImage, Message: `ImagePullBackOff: Back-off pulling image "x"`, BackOff: true}},
 		"InvalidImageName, not started": {edit: waiting("InvalidImageName", "", nil),
-			want: backend.Waiting{Reason: backend.WaitImage, Message: "InvalidImageName", Since: created.Time}},
+			want: backend.Waiting{Reason: backend.WaitImage, Message: "InvalidImageName"}},
+		"init container image": {edit: initWaiting("ImagePullBackOff", `Back-off pulling image "bad"`),
+			want: backend.Waiting{Reason: backend.WaitImage, Message: `init container istio-init: ImagePullBackOff: Back-off pulling image "bad"`, BackOff: true}},
+		"init container, another wait": {edit: initWaiting("CreateContainerConfigError", `secret "x" not found`),
+			message: `init container istio-init: CreateContainerConfigError secret "x" not found`},
+		"initializing": {edit: func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "setup", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+		}, message: "PodInitializing"},
 		"another wait":       {edit: waiting("CreateContainerConfigError", "secret x not found", &started), message: "CreateContainerConfigError secret x not found"},
 		"container creating": {edit: waiting("ContainerCreating", "", &started)},
 	}

@@ -173,6 +173,10 @@ type decision struct {
 	// stalled, if set, is the Stalled condition of a server stuck for too long (stuck.go);
 	// kstatus.go decides it for every other cause.
 	stalled *lifecycleCondition
+	// waitReported, if set, is the transition time of the Ready condition of a status that
+	// first reports a server's wait whose beginning the backend cannot tell: the time the
+	// wait is counted from (stuck.go, reportedWait).
+	waitReported time.Time
 	// strategy is the VM's run strategy (valid specs only); nextRetry, if set, is when the
 	// failed server will be replaced (status.nextRetryTime).
 	strategy  schema.RunStrategy
@@ -1107,8 +1111,10 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	// when the server it named did, and now is the time known of it (late, which keeps the
 	// failures for longer rather than shorter). Carried over, the older time would read as a
 	// new server ready for long (readySince), and its failures would be forgotten at once.
+	// Likewise, for a status that first reports a server's wait the backend cannot date, the
+	// time is that of this report, which the wait is counted from (stuck.go, reportedWait).
 	st.Conditions = schema.SetCondition(d.current.Conditions, ready)
-	if ready.Status == schema.ConditionTrue && d.unrecorded() {
+	if ready.Status == schema.ConditionTrue && d.unrecorded() || !d.waitReported.IsZero() {
 		for i := range st.Conditions { // SetCondition's own list: the status's is not changed
 			if st.Conditions[i].Type == schema.ConditionReady {
 				st.Conditions[i].LastTransitionTime = d.now

@@ -397,7 +397,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		(st.Phase != schema.PhaseActive || st.Server == nil || c.Status == schema.ConditionTrue && st.Server.Usage == nil) {
 		fail("UsageReported %s/%s in phase %s, server %+v", c.Status, c.Reason, st.Phase, st.Server)
 	}
-	checkKstatus(fail, p, srv, plan, st)
+	checkKstatus(fail, p, current, srv, plan, st)
 	// A storage class that does not apply is the spec's, other than the class of the VM's
 	// own disk, which stays as it is.
 	if c := st.Condition(schema.ConditionStalled); c != nil && c.Reason == decision.ReasonDiskClassChangeRefused &&
@@ -806,7 +806,7 @@ func whereBits(srv *backend.Server) uint8 {
 // that waits for it; Stalled for it only past --stalled-after; a VM on its way (Creating,
 // Terminating) either Reconciling or Stalled; a VM as its spec asks (Active with nothing under
 // way, Inactive without a server) neither.
-func checkKstatus(fail func(string, ...any), p decision.Policy, srv *backend.Server, plan decision.Plan, st *schema.Status) {
+func checkKstatus(fail func(string, ...any), p decision.Policy, current schema.Status, srv *backend.Server, plan decision.Plan, st *schema.Status) {
 	reconciling, stalled := st.Condition(schema.ConditionReconciling), st.Condition(schema.ConditionStalled)
 	for _, c := range []*schema.Condition{reconciling, stalled} {
 		if c != nil && (c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration || c.Reason == "") {
@@ -835,10 +835,32 @@ func checkKstatus(fail func(string, ...any), p decision.Policy, srv *backend.Ser
 		if st.Phase != schema.PhaseCreating || srv == nil || srv.State != backend.StatePending || srv.Waiting.Reason != want || plan.Server != nil {
 			fail("%s for a server that does not wait for it: %+v", st.Reason, srv)
 		}
-		if stalled != nil && (srv == nil || srv.Waiting.Since.IsZero() || now.Before(srv.Waiting.Since.Add(p.StalledAfter))) {
+		if stalled != nil && (srv == nil || now.Before(waitBegan(current, st.Reason, srv).Add(p.StalledAfter))) {
 			fail("Stalled for %s before --stalled-after has passed", st.Reason)
 		}
+		if srv != nil && srv.Waiting.Since.IsZero() && current.Reason != st.Reason {
+			// A wait the backend does not date is counted from the status that first
+			// reports it, whose Ready condition says when.
+			if c := st.Condition(schema.ConditionReady); c == nil || !c.LastTransitionTime.Equal(now) {
+				fail("first report of a wait of no known start: Ready %+v, want its transition time now", c)
+			}
+		}
 	}
+}
+
+// waitBegan is when srv began to wait for the VM's reason as the decision may know it: the
+// backend's time, else the transition time of the Ready condition of a current status that
+// reports this wait of this server already, else now.
+func waitBegan(current schema.Status, reason string, srv *backend.Server) time.Time {
+	if !srv.Waiting.Since.IsZero() {
+		return srv.Waiting.Since
+	}
+	c := current.Condition(schema.ConditionReady)
+	if current.Reason == reason && current.Server != nil && current.Server.ID == srv.ID && c != nil &&
+		c.Status == schema.ConditionFalse && c.Reason == reason && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime
+	}
+	return now
 }
 
 // checkClaimed holds the status to ClaimedServer's word, on which the next decision tells a

@@ -37,6 +37,24 @@ func (p Policy) stuck(d *decision) bool {
 	if w.Message != "" {
 		msg += ": " + w.Message
 	}
+	reported, since := d.reportedWait(why.reason)
+	if w.BackOff && reported {
+		// The host only says it waits to try again, most often without the cause the
+		// status already gives (the kubelet alternates ErrImagePull, with the cause, and
+		// ImagePullBackOff, without): the status keeps its message, and is not rewritten
+		// at each of the host's retries.
+		msg = d.current.Message
+	}
+	if w.Since.IsZero() {
+		// The backend cannot tell since when (the kubelet's waiting state has no time):
+		// the wait began when the status first reported it (reportedWait), or now.
+		w.Since = d.now
+		if reported {
+			w.Since = since
+		} else {
+			d.waitReported = d.now
+		}
+	}
 	var stalled string
 	if at, ok := p.stalledAt(w); ok {
 		since := w.Since.UTC().Truncate(time.Second)
@@ -61,6 +79,38 @@ func (p Policy) stuck(d *decision) bool {
 		d.event(EventWarning, ReasonStalled, stalled)
 	}
 	return true
+}
+
+// reportedWait reports whether the current status already reports this server waiting for
+// reason, and since when: the transition time of its Ready condition, which report sets to
+// the time of the decision that first reports the wait (waitReported) when the backend
+// cannot tell since when the server waits.
+//
+// Why the Ready condition holds that time: it is in every status layout (lastUpdateTime is
+// not), it is written with the status that first reports the wait, so it costs no write of
+// its own (and none on the way to Active, where no server waits), and it stays as it is
+// while Ready stays False, through every later write while the server waits (a new message,
+// Stalled): SetCondition moves a transition time only when the status changes. A status
+// field such as lastUpdateTime moves with each of those writes, which would start the clock
+// again. As it is in the status, a decision made again gives the same time, and a
+// controller that restarts reads it back rather than starting the clock when it first looks.
+// What the pod would say is not there: a container's waiting state has no time, and only
+// the pod's Events, which the controller does not watch, have one.
+//
+// The time is that of the first report, not of the failure: the failure may be older by as
+// much as the time between the kubelet's word and the controller's look, which is short
+// while the controller watches the pod, so the VM is Stalled no earlier than StalledAfter
+// after the wait began.
+func (d *decision) reportedWait(reason string) (bool, time.Time) {
+	cur := d.current
+	if cur.Reason != reason || cur.Server == nil || cur.Server.ID != d.srv.ID {
+		return false, time.Time{}
+	}
+	c := cur.Condition(schema.ConditionReady)
+	if c == nil || c.Status != schema.ConditionFalse || c.Reason != reason || c.LastTransitionTime.IsZero() {
+		return false, time.Time{}
+	}
+	return true, c.LastTransitionTime.UTC()
 }
 
 // stalledAt is when a server waiting for w's cause is past waiting for (Policy.StalledAfter
