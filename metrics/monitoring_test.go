@@ -421,7 +421,13 @@ var promqlAggregations = []string{"sum", "min", "max", "avg", "group", "stddev",
 // innermostAggregation is the aggregation operator nearest around offset at of expr, "" when
 // none is: a function such as rate or min_over_time, or plain parentheses, are looked through.
 func innermostAggregation(expr string, at int) string {
-	s := blankStrings(expr)
+	name, _ := enclosingAggregation(blankStrings(expr), at)
+	return name
+}
+
+// enclosingAggregation is the aggregation operator nearest around offset at of s (its strings
+// blanked) and the offset of the parenthesis it opens; "" and -1 when none is.
+func enclosingAggregation(s string, at int) (name string, open int) {
 	depth := 0
 	for i := at - 1; i >= 0; i-- {
 		switch s[i] {
@@ -433,11 +439,11 @@ func innermostAggregation(expr string, at int) string {
 				continue
 			}
 			if name := callee(s[:i]); slices.Contains(promqlAggregations, name) {
-				return name
+				return name, i
 			}
 		}
 	}
-	return ""
+	return "", -1
 }
 
 // trailingIdent is the identifier at the end of a text.
@@ -653,34 +659,22 @@ func hasGenericPrefix(name string) bool {
 // the aggregation has dropped the labels it would join on.
 func aggregationSpan(expr string, at int) (start, end int) {
 	s := blankStrings(expr)
-	depth := 0
-	for i := at - 1; i >= 0; i-- {
-		switch s[i] {
-		case ')':
-			depth++
+	_, i := enclosingAggregation(s, at)
+	if i < 0 {
+		return 0, len(s)
+	}
+	for j, d := i+1, 0; j < len(s); j++ {
+		switch s[j] {
 		case '(':
-			if depth > 0 {
-				depth--
-				continue
+			d++
+		case ')':
+			if d == 0 {
+				return i + 1, j
 			}
-			if !slices.Contains(promqlAggregations, callee(s[:i])) {
-				continue
-			}
-			for j, d := i+1, 0; j < len(s); j++ {
-				switch s[j] {
-				case '(':
-					d++
-				case ')':
-					if d == 0 {
-						return i + 1, j
-					}
-					d--
-				}
-			}
-			return i + 1, len(s)
+			d--
 		}
 	}
-	return 0, len(s)
+	return i + 1, len(s)
 }
 
 // matcherAfter is the label matcher ({...}) that follows a metric name ending at offset

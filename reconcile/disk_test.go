@@ -222,12 +222,11 @@ func TestControllerDiskReleaseRefused(t *testing.T) {
 	}
 }
 
-// TestApplyGrowthRefused: a disk's growth the API server refuses (a quota on storage) for a VM
-// whose server is gone: the disk keeps its size, the server is made on it all the same, and the
-// VM says the growth was refused (Stalled, DiskResizeInfeasible, one Warning quoting the
-// refusal), not Failed with no server; decided again on the disk as it is, the growth is asked
-// again, refused again, and nothing more is written.
-func TestApplyGrowthRefused(t *testing.T) {
+// growthUnderQuota is the world of claim/grow, a VM without a server whose disk of 40G is to
+// grow to 50G, under a quota on storage that refuses the growth; with the VM, its owner, the
+// disk as the decision sees it and the plan that grows it and makes the server.
+func growthUnderQuota(t *testing.T) (*world, schema.VirtualMachine, backend.Owner, *backend.Disk, decision.Plan) {
+	t.Helper()
 	w := newWorld(t, "claim/grow")
 	vm := w.view(t, "claim/grow")
 	owner := ownerOf(vm)
@@ -239,6 +238,16 @@ func TestApplyGrowthRefused(t *testing.T) {
 		t.Fatalf("plan %+v %+v, want the disk grown and a server made", plan.Disk, plan.Server)
 	}
 	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: requested storage 50G, limited 45G: %w", backend.ErrRejected))
+	return w, vm, owner, seen, plan
+}
+
+// TestApplyGrowthRefused: a disk's growth the API server refuses (a quota on storage) for a VM
+// whose server is gone: the disk keeps its size, the server is made on it all the same, and the
+// VM says the growth was refused (Stalled, DiskResizeInfeasible, one Warning quoting the
+// refusal), not Failed with no server; decided again on the disk as it is, the growth is asked
+// again, refused again, and nothing more is written.
+func TestApplyGrowthRefused(t *testing.T) {
+	w, vm, owner, seen, plan := growthUnderQuota(t)
 	a := w.diskApplier()
 	after, err := a.apply(context.Background(), vm, owner, nil, seen, plan)
 	if err != nil {
@@ -285,17 +294,7 @@ func TestApplyGrowthRefused(t *testing.T) {
 // the quota), not the growth as pending: the refusal of the server was decided on the disk as
 // its growth's refusal left it.
 func TestApplyGrowthAndServerRefused(t *testing.T) {
-	w := newWorld(t, "claim/grow")
-	vm := w.view(t, "claim/grow")
-	owner := ownerOf(vm)
-	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound,
-		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, StorageClass: "standard", Owner: backend.DiskOwned})
-	seen, _ := w.servers.ObserveDisk(owner)
-	plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
-	if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk || plan.Server == nil || plan.Server.Op != decision.CreateServer {
-		t.Fatalf("plan %+v %+v, want the disk grown and a server made", plan.Disk, plan.Server)
-	}
-	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: requested storage 50G, limited 45G: %w", backend.ErrRejected))
+	w, vm, owner, seen, plan := growthUnderQuota(t)
 	w.servers.FailCreate(fmt.Errorf("create pod: no PriorityClass with name vms was found: %w", backend.ErrRejected))
 	if _, err := w.diskApplier().apply(context.Background(), vm, owner, nil, seen, plan); err != nil {
 		t.Fatal(err)

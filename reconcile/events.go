@@ -43,8 +43,13 @@ func (a applier) relatedServer(vm schema.VirtualMachine, srv *backend.Server) *c
 		return nil
 	}
 	apiVersion, kind := objects.ServerKind()
-	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: vm.Namespace(), Name: srv.Name,
-		UID: types.UID(srv.ID), ResourceVersion: srv.Version}
+	return objectRef(vm, apiVersion, kind, srv.Name, srv.ID, srv.Version)
+}
+
+// objectRef is the reference to an object of vm's namespace: its server, disk or budget.
+func objectRef(vm schema.VirtualMachine, apiVersion, kind, name, id, version string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: vm.Namespace(), Name: name,
+		UID: types.UID(id), ResourceVersion: version}
 }
 
 // relatedDisk is the related object of an Event of an action on d, vm's disk: the disk, at
@@ -67,8 +72,7 @@ func (a applier) relatedDisk(vm schema.VirtualMachine, d *backend.Disk) *corev1.
 		return nil
 	}
 	apiVersion, kind := objects.DiskKind()
-	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: vm.Namespace(), Name: d.Name,
-		UID: types.UID(d.ID), ResourceVersion: d.Version}
+	return objectRef(vm, apiVersion, kind, d.Name, d.ID, d.Version)
 }
 
 // relatedBudget is the related object of an Event of an action on b, vm's disruption budget:
@@ -82,8 +86,7 @@ func (a applier) relatedBudget(vm schema.VirtualMachine, b *backend.Budget) *cor
 		return nil
 	}
 	apiVersion, kind := objects.BudgetKind()
-	return &corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: vm.Namespace(), Name: b.Name,
-		UID: types.UID(b.ID), ResourceVersion: b.Version}
+	return objectRef(vm, apiVersion, kind, b.Name, b.ID, b.Version)
 }
 
 // recordRelated records events on vm, each naming related as its related object (nil: none).

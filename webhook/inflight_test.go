@@ -334,40 +334,7 @@ func TestStalledBodyGivesBackItsShare(t *testing.T) {
 		stalled = append(stalled, conn)
 	}
 
-	body := reviewOf(t, 1024)
-	type answer struct {
-		code int
-		body []byte
-		err  error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		resp, err := srv.Client().Post(srv.URL+"/convert", "application/json", bytes.NewReader(body))
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		done <- answer{resp.StatusCode, data, err}
-	}()
-	select {
-	case n := <-queued:
-		if n != int64(len(body)) {
-			t.Fatalf("a request of %d bytes waits, want the review's %d", n, len(body))
-		}
-	case a := <-done:
-		t.Fatalf("the review was answered (%d %v) without waiting for the stalled requests: they did not hold the bound", a.code, a.err)
-	}
-
-	a := <-done
-	if a.err != nil {
-		t.Fatal(a.err)
-	}
-	rec := httptest.NewRecorder() // what converted reads
-	rec.WriteHeader(a.code)
-	rec.Body.Write(a.body)
-	if converted(t, "the review sent while stalled requests held the bound", rec); t.Failed() {
+	if waitedThenConverted(t, srv, queued, "stalled requests"); t.Failed() {
 		t.FailNow()
 	}
 
@@ -484,40 +451,7 @@ func TestUnreadAnswerGivesBackItsShare(t *testing.T) {
 		t.Fatalf("a request took %d bytes, want the unread one's %d", n, len(big))
 	}
 
-	body := reviewOf(t, 1024)
-	type answer struct {
-		code int
-		body []byte
-		err  error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		resp, err := srv.Client().Post(srv.URL+"/convert", "application/json", bytes.NewReader(body))
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		done <- answer{resp.StatusCode, data, err}
-	}()
-	select {
-	case n := <-queued:
-		if n != int64(len(body)) {
-			t.Fatalf("a request of %d bytes waits, want the review's %d", n, len(body))
-		}
-	case a := <-done:
-		t.Fatalf("the review was answered (%d %v) without waiting for the unread answer: it did not hold the bound", a.code, a.err)
-	}
-
-	a := <-done
-	if a.err != nil {
-		t.Fatal(a.err)
-	}
-	rec := httptest.NewRecorder() // what converted reads
-	rec.WriteHeader(a.code)
-	rec.Body.Write(a.body)
-	converted(t, "the review sent while an unread answer held the bound", rec)
+	waitedThenConverted(t, srv, queued, "an unread answer")
 	if want := `msg="review answer not taken in time" timeout=1s`; !strings.Contains(logs.String(), want) {
 		t.Errorf("log:\n%s\nwant a line with %s", logs.String(), want)
 	}
@@ -568,4 +502,44 @@ func TestInFlightLetInAsContextEnds(t *testing.T) {
 	}
 	b.release(7)
 	idle(t, b)
+}
+
+// waitedThenConverted posts a small review to srv while what holds names holds the bound in
+// flight: the review waits (queued reports its size) rather than being answered at once, and
+// is converted once the bound is given back.
+func waitedThenConverted(t *testing.T, srv *httptest.Server, queued <-chan int64, holds string) {
+	t.Helper()
+	body := reviewOf(t, 1024)
+	type answer struct {
+		code int
+		body []byte
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := srv.Client().Post(srv.URL+"/convert", "application/json", bytes.NewReader(body))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		done <- answer{resp.StatusCode, data, err}
+	}()
+	select {
+	case n := <-queued:
+		if n != int64(len(body)) {
+			t.Fatalf("a request of %d bytes waits, want the review's %d", n, len(body))
+		}
+	case a := <-done:
+		t.Fatalf("the review was answered (%d %v) without waiting for %s: they did not hold the bound", a.code, a.err, holds)
+	}
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	rec := httptest.NewRecorder() // what converted reads
+	rec.WriteHeader(a.code)
+	rec.Body.Write(a.body)
+	converted(t, "the review sent while "+holds+" held the bound", rec)
 }
