@@ -16,6 +16,12 @@ const (
 	// WaitImage: the server's image cannot be fetched (a wrong name, a registry that does not
 	// answer or refuses). The message is the host's (for pods: the kubelet's).
 	WaitImage WaitReason = "ImagePull"
+	// WaitStart: the server is placed on its host and does not start there (for pods: bound
+	// to a node whose kubelet has not created its containers: a volume that cannot attach or
+	// mount, as a disk still attached to a node that stopped answering; a sandbox that cannot
+	// be made). Every server waits so for a moment: the decision names it only once it has
+	// lasted longer than Policy.StalledAfter. Since is when it was placed.
+	WaitStart WaitReason = "Start"
 )
 
 // Waiting says why a pending server does not start; the zero value says nothing (it is on its

@@ -46,7 +46,7 @@ type waitingYAML struct {
 }
 
 // waitReasons are the reasons a written-down server may wait for.
-var waitReasons = []backend.WaitReason{backend.WaitUnschedulable, backend.WaitImage}
+var waitReasons = []backend.WaitReason{backend.WaitUnschedulable, backend.WaitImage, backend.WaitStart}
 
 // parse is the wait, with since counted back from now.
 func (w waitingYAML) parse(now time.Time) (backend.Waiting, error) {
@@ -58,7 +58,7 @@ func (w waitingYAML) parse(now time.Time) (backend.Waiting, error) {
 		known = known || w.Reason == r
 	}
 	if !known {
-		return backend.Waiting{}, fmt.Errorf("waiting.reason %q: want %s or %s", w.Reason, backend.WaitUnschedulable, backend.WaitImage)
+		return backend.Waiting{}, fmt.Errorf("waiting.reason %q: want %s, %s or %s", w.Reason, backend.WaitUnschedulable, backend.WaitImage, backend.WaitStart)
 	}
 	out := backend.Waiting{Reason: w.Reason, Message: w.Message, BackOff: w.BackOff}
 	if w.Since != "" {

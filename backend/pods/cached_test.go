@@ -102,6 +102,12 @@ func TestCachedPodReadsBack(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
 				Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
 		}},
+		"container creating on its node": {edit: func(p *corev1.Pod) {
+			p.Status.Phase, p.Spec.NodeName = corev1.PodPending, "node-a"
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started}}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+		}},
 		"running not ready": {edit: func(p *corev1.Pod) {
 			running(p)
 			p.Status.Conditions = []corev1.PodCondition{ready(corev1.ConditionFalse)}

@@ -119,7 +119,7 @@ var (
 		backend.ResizeInfeasible, backend.ResizeInProgress}
 	podPhases = [...]string{"", string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded),
 		string(corev1.PodFailed), string(corev1.PodUnknown)}
-	waitReasons = [...]backend.WaitReason{"", backend.WaitUnschedulable, backend.WaitImage}
+	waitReasons = [...]backend.WaitReason{"", backend.WaitUnschedulable, backend.WaitImage, backend.WaitStart}
 )
 
 // parseIP reads a pod IP as 16 bytes and the flag of its kind (none for ""), when they

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,6 +77,15 @@ func waitingOf(pod *corev1.Pod) (backend.Waiting, string) {
 				return backend.Waiting{Reason: backend.WaitImage, Message: msg, BackOff: w.Reason == "ImagePullBackOff"}, ""
 			}
 			return backend.Waiting{}, strings.TrimSpace(who + w.Reason + " " + w.Message)
+		}
+	}
+	// Bound to a node, and nothing else said: its containers are being created. The kubelet
+	// says why that takes long (FailedAttachVolume, FailedMount) in the pod's Events only;
+	// the time it was bound is the scheduler's, on its PodScheduled condition.
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && pod.Spec.NodeName != "" && !c.LastTransitionTime.IsZero() {
+			return backend.Waiting{Reason: backend.WaitStart, Since: c.LastTransitionTime.UTC(),
+				Message: fmt.Sprintf("its containers are not created on node %s (kubectl describe pod %s shows the node's Events: a volume that cannot attach or mount is the usual cause)", pod.Spec.NodeName, pod.Name)}, ""
 		}
 	}
 	return backend.Waiting{}, ""

@@ -49,6 +49,12 @@ func TestWaitingOf(t *testing.T) {
 		message string
 	}{
 		"nothing yet": {edit: func(*corev1.Pod) {}},
+		"containers being created on its node": {edit: func(p *corev1.Pod) {
+			p.Spec.NodeName = "node-a"
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: marked}}
+			waiting("ContainerCreating", "", &started)(p)
+		}, want: backend.Waiting{Reason: backend.WaitStart, Since: marked.Time,
+			Message: "its containers are not created on node node-a (kubectl describe pod vm-server shows the node's Events: a volume that cannot attach or mount is the usual cause)"}},
 		"unschedulable": {edit: scheduled("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.", marked),
 			want: backend.Waiting{Reason: backend.WaitUnschedulable, Message: "0/3 nodes are available: 3 Insufficient cpu.", Since: marked.Time}},
 		"unschedulable, no transition time": {edit: scheduled("Unschedulable", "0/3 nodes are available", metav1.Time{}),

@@ -249,6 +249,7 @@ var claimingReasons = map[string]bool{
 	ReasonServerCreating:     true,
 	ReasonUnschedulable:      true,
 	ReasonImagePullFailing:   true,
+	ReasonServerNotStarting:  true,
 	ReasonWaitingForDisk:     true,
 	ReasonServerStarting:     true,
 	ReasonServerReady:        true,

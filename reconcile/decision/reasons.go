@@ -97,6 +97,10 @@ const (
 const (
 	ReasonUnschedulable    = "Unschedulable"    // Creating: no node can take the server; the message is the scheduler's
 	ReasonImagePullFailing = "ImagePullFailing" // Creating: the server's image cannot be pulled; the message is the kubelet's
+	// Creating: the server is placed on a node and has not started there for longer than
+	// --stalled-after (for pods: its containers not created, as for a volume that cannot
+	// attach); named only then, Stalled with it.
+	ReasonServerNotStarting = "ServerNotStarting"
 	// Event only (Warning): a server stuck for longer than --stalled-after made the VM
 	// Stalled. A reason of its own, so that the recorder does not fold it into the series of
 	// the stuck reason's Events, note and all.

@@ -22,6 +22,7 @@ import (
 var stuckReasons = map[backend.WaitReason]struct{ reason, what string }{
 	backend.WaitUnschedulable: {ReasonUnschedulable, "cannot be scheduled"},
 	backend.WaitImage:         {ReasonImagePullFailing, "cannot pull its image"},
+	backend.WaitStart:         {ReasonServerNotStarting, "does not start"},
 }
 
 // stuck reports a pending server that waits for a cause the backend names, and says whether
@@ -32,6 +33,18 @@ func (p Policy) stuck(d *decision) bool {
 	why, ok := stuckReasons[w.Reason]
 	if !ok {
 		return false
+	}
+	if w.Reason == backend.WaitStart {
+		// Every server waits so for a moment: named only once past the bound, so that a
+		// VM on its way to Active writes nothing for it; looked at again then.
+		at, ok := p.stalledAt(w)
+		if !ok {
+			return false
+		}
+		if d.now.Before(at) && d.current.Reason != why.reason {
+			d.requeue(at.Sub(d.now))
+			return false
+		}
 	}
 	msg := fmt.Sprintf("Server %s %s", srv.Name, why.what)
 	if w.Message != "" {
