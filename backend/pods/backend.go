@@ -321,7 +321,7 @@ func (b *Backend) Get(ctx context.Context, vm backend.Owner) (*backend.Server, e
 		return nil, err
 	}
 	srv := b.observed(cachePod(pod), vm)
-	if srv != nil && pod.Labels[LabelVMUID] != string(vm.UID) {
+	if _, labelled := pod.Labels[LabelVMUID]; srv != nil && !labelled {
 		// The cache holds only the labelled pods (the watch selects on the label): one
 		// whose label was taken off (by hand, by a tool) is owned by vm all the same.
 		srv.Unwatched = true

@@ -104,7 +104,8 @@ func TestCachedPodReadsBack(t *testing.T) {
 		}},
 		"container creating on its node": {edit: func(p *corev1.Pod) {
 			p.Status.Phase, p.Spec.NodeName = corev1.PodPending, "node-a"
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started}}
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse}}
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{
 				Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
 		}},

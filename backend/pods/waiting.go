@@ -1,7 +1,6 @@
 package pods
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,13 +78,18 @@ func waitingOf(pod *corev1.Pod) (backend.Waiting, string) {
 			return backend.Waiting{}, strings.TrimSpace(who + w.Reason + " " + w.Message)
 		}
 	}
-	// Bound to a node, and nothing else said: its containers are being created. The kubelet
-	// says why that takes long (FailedAttachVolume, FailedMount) in the pod's Events only;
-	// the time it was bound is the scheduler's, on its PodScheduled condition.
+	// Bound to a node whose kubelet says the pod is not ready to start containers
+	// (PodReadyToStartContainers False: its volumes not attached or mounted, its sandbox not
+	// made). An image pull comes after that, with the condition True, and is not this wait;
+	// a kubelet that does not set the condition says nothing. Why it takes long
+	// (FailedAttachVolume, FailedMount) is in the pod's Events only; the time the pod was
+	// bound is the scheduler's, on its PodScheduled condition. The decision words it (stuck.go).
+	if pod.Spec.NodeName == "" || condition(pod, corev1.PodReadyToStartContainers) != corev1.ConditionFalse {
+		return backend.Waiting{}, ""
+	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && pod.Spec.NodeName != "" && !c.LastTransitionTime.IsZero() {
-			return backend.Waiting{Reason: backend.WaitStart, Since: c.LastTransitionTime.UTC(),
-				Message: fmt.Sprintf("its containers are not created on node %s (kubectl describe pod %s shows the node's Events: a volume that cannot attach or mount is the usual cause)", pod.Spec.NodeName, pod.Name)}, ""
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return backend.Waiting{Reason: backend.WaitStart, Since: c.LastTransitionTime.UTC()}, ""
 		}
 	}
 	return backend.Waiting{}, ""

@@ -49,12 +49,20 @@ func TestWaitingOf(t *testing.T) {
 		message string
 	}{
 		"nothing yet": {edit: func(*corev1.Pod) {}},
-		"containers being created on its node": {edit: func(p *corev1.Pod) {
+		"not ready to start containers on its node": {edit: func(p *corev1.Pod) {
 			p.Spec.NodeName = "node-a"
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: marked}}
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: marked},
+				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse}}
 			waiting("ContainerCreating", "", &started)(p)
-		}, want: backend.Waiting{Reason: backend.WaitStart, Since: marked.Time,
-			Message: "its containers are not created on node node-a (kubectl describe pod vm-server shows the node's Events: a volume that cannot attach or mount is the usual cause)"}},
+		}, want: backend.Waiting{Reason: backend.WaitStart, Since: marked.Time}},
+		// Its image being pulled: the pod is ready to start containers, and this is no wait
+		// for its node (a large image takes long to pull).
+		"ready to start containers, its image pulled": {edit: func(p *corev1.Pod) {
+			p.Spec.NodeName = "node-a"
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: marked},
+				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue}}
+			waiting("ContainerCreating", "", &started)(p)
+		}},
 		"unschedulable": {edit: scheduled("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.", marked),
 			want: backend.Waiting{Reason: backend.WaitUnschedulable, Message: "0/3 nodes are available: 3 Insufficient cpu.", Since: marked.Time}},
 		"unschedulable, no transition time": {edit: scheduled("Unschedulable", "0/3 nodes are available", metav1.Time{}),

@@ -632,7 +632,7 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 // says so (StatusFirst).
 func (p Policy) replace(d *decision, note string) {
 	d.deleteServer(ReasonReplacingServer, note)
-	d.plan.Server.StatusFirst = true
+	d.plan.Server.StatusFirst = d.statusFirst()
 	if d.lostWhileDeleted() {
 		return
 	}
@@ -647,11 +647,21 @@ func (p Policy) replace(d *decision, note string) {
 // written rather than decided afresh: what chose it may be gone from the status by then (the
 // record of a resize the host refused, which the replacement's status no longer carries), and
 // deciding afresh would ask for that resize again and write Active in between.
+//
+// A replacement whose delete the backend refused (ServerDeleteRefused, for this server) is
+// carried on too: decided afresh, a server that ended would be counted as ended once more at
+// each try, and the status rewritten between the two reasons.
 func (d *decision) replacementWritten() bool {
 	cur, srv := d.current, d.srv
-	return cur.Phase == schema.PhaseCreating && cur.Reason == ReasonServerReplacing && cur.Server != nil &&
-		cur.Server.ID == srv.ID && !srv.Deleting && cur.ObservedGeneration == d.vm.Generation()
+	written := cur.Phase == schema.PhaseCreating && cur.Reason == ReasonServerReplacing || cur.Reason == ReasonServerDeleteRefused
+	return written && cur.Server != nil && cur.Server.ID == srv.ID && !srv.Deleting && cur.ObservedGeneration == d.vm.Generation()
 }
+
+// statusFirst reports whether a replacement's status goes before its delete (StatusFirst):
+// not when the status says the backend refused that delete (ServerDeleteRefused), which names
+// no server as running, so that no one takes the delete for another's. Written first, the
+// status would turn back to ServerReplacing at each try, then to the refusal again.
+func (d *decision) statusFirst() bool { return d.current.Reason != ReasonServerDeleteRefused }
 
 // refused is the record of a resize the host refused for this generation of the spec (by
 // ResizeRefused), so that the same resize is not asked for again; nil when there is none.
@@ -797,7 +807,7 @@ func (p Policy) restart(d *decision) {
 // replacement on (replacementWritten) rather than count the end once more.
 func (d *decision) replaceEnded(note string, failures int) {
 	d.deleteServer(ReasonRestartingServer, note)
-	d.plan.Server.StatusFirst = true
+	d.plan.Server.StatusFirst = d.statusFirst()
 	d.failures(failures)
 	d.report(schema.PhaseCreating, ReasonServerReplacing,
 		fmt.Sprintf("Waiting for server %s to be deleted before a new one is created", d.srv.Name), d.deletingServer())

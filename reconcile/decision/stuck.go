@@ -34,23 +34,26 @@ func (p Policy) stuck(d *decision) bool {
 	if !ok {
 		return false
 	}
+	reported, since := d.reportedWait(why.reason)
 	if w.Reason == backend.WaitStart {
 		// Every server waits so for a moment: named only once past the bound, so that a
-		// VM on its way to Active writes nothing for it; looked at again then.
+		// VM on its way to Active writes nothing for it; looked at again then. The backend
+		// gives no words for it: they are made here, once it is named.
 		at, ok := p.stalledAt(w)
 		if !ok {
 			return false
 		}
-		if d.now.Before(at) && d.current.Reason != why.reason {
+		if d.now.Before(at) && !reported {
 			d.requeue(at.Sub(d.now))
 			return false
 		}
+		w.Message = fmt.Sprintf("its containers are not created on node %s (kubectl describe pod %s shows the node's Events: "+
+			"a volume that cannot attach or mount is the usual cause)", srv.Node, srv.Name)
 	}
 	msg := fmt.Sprintf("Server %s %s", srv.Name, why.what)
 	if w.Message != "" {
 		msg += ": " + w.Message
 	}
-	reported, since := d.reportedWait(why.reason)
 	if w.BackOff && reported {
 		// The host only says it waits to try again, most often without the cause the
 		// status already gives (the kubelet alternates ErrImagePull, with the cause, and
