@@ -856,9 +856,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// (unwatched), would be left running without the VM that owns it, and with
 			// --cascade=orphan for good. One read per VM let go, none on a live VM's
 			// reconcile; a VM whose namespace goes leaves its servers to that deletion.
-			read, err := c.serverGone(ctx, owner)
+			read, err := c.readServer(ctx, owner)
 			if err != nil {
-				return 0, err
+				return 0, fmt.Errorf("confirm the server is gone: %w", err)
 			}
 			if read != nil {
 				srv = read
@@ -976,15 +976,11 @@ const unwatchedPoll = time.Minute
 // lacks: a server really gone costs one read. Backends without backend.Reader are taken at
 // their cache's word.
 func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, log *slog.Logger) (*backend.Server, error) {
-	r, ok := c.cfg.Backend.(backend.Reader)
-	if !ok {
-		return nil, nil
-	}
 	name := decision.ClaimedServer(vm.Status())
 	if name == "" {
 		return nil, nil
 	}
-	srv, err := r.Get(ctx, owner)
+	srv, err := c.readServer(ctx, owner)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("confirm server %s is missing: %w", name, err)
@@ -998,18 +994,14 @@ func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachi
 	return srv, nil
 }
 
-// serverGone reads past the cache the server of a VM about to be let go with none in the
-// cache; nil when the backend has none, or cannot read past its cache (backend.Reader).
-func (c *Controller) serverGone(ctx context.Context, owner backend.Owner) (*backend.Server, error) {
+// readServer reads owner's server past the backend's cache; nil when the backend has none,
+// or cannot read past its cache (backend.Reader).
+func (c *Controller) readServer(ctx context.Context, owner backend.Owner) (*backend.Server, error) {
 	r, ok := c.cfg.Backend.(backend.Reader)
 	if !ok {
 		return nil, nil
 	}
-	srv, err := r.Get(ctx, owner)
-	if err != nil {
-		return nil, fmt.Errorf("confirm the server is gone: %w", err)
-	}
-	return srv, nil
+	return r.Get(ctx, owner)
 }
 
 // diskNotCached reads past the backend's cache the disk of the name of a VM about to be let
