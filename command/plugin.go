@@ -299,34 +299,73 @@ func RunMain(app *cli.App, name string, args []string, stderr io.Writer) int {
 }
 
 // PluginArgs puts a verb's flags before its arguments, as urfave/cli wants them, so that
-// kubectl's habit works: `kubectl vm stop NAME -n ns --force` as well as `kubectl vm stop -n
-// ns NAME`. A flag's value is the next argument unless the flag is a boolean one or written
-// as --flag=value; after "--" everything is an argument.
+// kubectl's habits work: `kubectl vm stop NAME -n ns --force` as well as `kubectl vm stop -n
+// ns NAME`, and `kubectl vm -n ns stop NAME` (the verb's flags given before it, as kubectl
+// takes -n before its own verbs). A flag's value is the next argument unless the flag is a
+// boolean one or written as --flag=value; after "--" everything is an argument. Without a
+// verb, or with the program's own --help or --version before it, args are left as they are.
 func PluginArgs(args []string) []string {
-	if len(args) < 3 {
+	verb := verbAt(args)
+	if verb < 0 {
 		return args
 	}
-	boolean := map[string]bool{"--force": true, "-force": true, "--help": true, "-help": true, "-h": true, "--h": true}
 	var flags, rest []string
-	for i := 2; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			rest = append(rest, args[i+1:]...)
-			i = len(args)
-		case strings.HasPrefix(a, "-") && len(a) > 1:
-			flags = append(flags, a)
-			if !strings.Contains(a, "=") && !boolean[a] && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		default:
-			rest = append(rest, a)
-		}
-	}
-	out := append([]string{args[0], args[1]}, flags...)
+	flags = takeFlags(args[1:verb], &rest)
+	flags = append(flags, takeFlags(args[verb+1:], &rest)...)
+	out := append([]string{args[0], args[verb]}, flags...)
 	if len(rest) > 0 {
 		out = append(out, "--")
 	}
 	return append(out, rest...)
+}
+
+// pluginBoolean are the flags of the plugin's verbs that take no value.
+var pluginBoolean = map[string]bool{"--force": true, "-force": true, "--help": true, "-help": true, "-h": true, "--h": true}
+
+// programFlags are the flags of kubectl vm itself, which come before any verb.
+var programFlags = map[string]bool{"--help": true, "-help": true, "-h": true, "--h": true, "--version": true, "-version": true, "-v": true, "--v": true}
+
+// verbAt is the index in args of the verb: the first argument after the program's name that
+// is neither a flag nor a flag's value; -1 when there is none, when "--" comes first, or when
+// the program's own --help or --version comes before it.
+func verbAt(args []string) int {
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return -1
+		case programFlags[a]:
+			return -1
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			if !strings.Contains(a, "=") && !pluginBoolean[a] {
+				i++ // its value
+			}
+		default:
+			return i
+		}
+	}
+	return -1
+}
+
+// takeFlags returns the flags of args, each with its value, in their order, and appends the
+// other arguments to rest.
+func takeFlags(args []string, rest *[]string) []string {
+	var flags []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			*rest = append(*rest, args[i+1:]...)
+			return flags
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && !pluginBoolean[a] && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			*rest = append(*rest, a)
+		}
+	}
+	return flags
 }

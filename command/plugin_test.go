@@ -401,7 +401,7 @@ func TestPluginConfigValidate(t *testing.T) {
 	}
 }
 
-// TestPluginArgs: flags after the VM's name work, as with kubectl.
+// TestPluginArgs: flags after the VM's name and before the verb work, as with kubectl.
 func TestPluginArgs(t *testing.T) {
 	tests := map[string]struct{ in, want []string }{
 		"flags after":   {[]string{"kubectl-vm", "stop", "vm1", "-n", "ns", "--force"}, []string{"kubectl-vm", "stop", "-n", "ns", "--force", "--", "vm1"}},
@@ -409,6 +409,14 @@ func TestPluginArgs(t *testing.T) {
 		"no args":       {[]string{"kubectl-vm", "--help"}, []string{"kubectl-vm", "--help"}},
 		"double dash":   {[]string{"kubectl-vm", "start", "--", "-odd"}, []string{"kubectl-vm", "start", "--", "-odd"}},
 		"just the verb": {[]string{"kubectl-vm", "status", "vm1"}, []string{"kubectl-vm", "status", "--", "vm1"}},
+		"namespace before the verb": {[]string{"kubectl-vm", "-n", "ns", "stop", "vm1", "--force"},
+			[]string{"kubectl-vm", "stop", "-n", "ns", "--force", "--", "vm1"}},
+		"flags on both sides": {[]string{"kubectl-vm", "--namespace=ns", "--context", "c1", "wait", "vm1", "--for", "phase=Active"},
+			[]string{"kubectl-vm", "wait", "--namespace=ns", "--context", "c1", "--for", "phase=Active", "--", "vm1"}},
+		"a flag only":    {[]string{"kubectl-vm", "-n", "ns"}, []string{"kubectl-vm", "-n", "ns"}},
+		"help before":    {[]string{"kubectl-vm", "--help", "stop"}, []string{"kubectl-vm", "--help", "stop"}},
+		"the verb alone": {[]string{"kubectl-vm", "status"}, []string{"kubectl-vm", "status"}},
+		"version":        {[]string{"kubectl-vm", "--version"}, []string{"kubectl-vm", "--version"}},
 	}
 	for name, tc := range tests {
 		if got := PluginArgs(tc.in); !reflect.DeepEqual(got, tc.want) {
