@@ -210,7 +210,18 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		a.recordAbout(vm, named(plan.Status.Server, created, observed), plan.Events...)
 		if s := plan.Server; s != nil && s.Op == decision.DeleteServer && s.StatusFirst {
 			// The status says the server is being replaced: now it may go.
-			if err := a.removeServer(ctx, vm, owner, observed, plan); err != nil {
+			err := a.removeServer(ctx, vm, owner, observed, plan)
+			switch {
+			case errors.Is(err, backend.ErrRejected):
+				// Refused for good (ServerDeleteRefused): said now, in a second write, as
+				// a delete before its status says it in the first, not after an error
+				// backoff with the status saying the server is being replaced.
+				plan = a.policy.ServerDeleteRefused(w.view(a.fields), observed, err.Error(), a.now())
+				if err := a.writeRefusal(ctx, vm, owner, observed, plan, &out); err != nil {
+					return out, err
+				}
+				rv = out.last.rv
+			case err != nil:
 				return out, err
 			}
 		}
@@ -232,6 +243,30 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	out.after = time.Duration(plan.RequeueAfter)
 	return out, nil
+}
+
+// writeRefusal writes the status of plan, the refusal of a delete made after its status
+// (ServerDeleteRefused), at the resourceVersion that write returned (out.last), and records
+// its Events. A VM gone meanwhile leaves nothing to write.
+func (a applier) writeRefusal(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, plan decision.Plan, out *applied) error {
+	if plan.Status == nil {
+		return nil
+	}
+	patch, err := a.route.statusPatch(a.fields, out.last.view(a.fields), *plan.Status, out.last.rv)
+	if err != nil {
+		return fmt.Errorf("render status: %w", err)
+	}
+	w, err := a.writer.patch(ctx, owner.Namespace, owner.Name, patch, a.route.subresources()...)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	out.last, out.written = &w, append(out.written, w.rv)
+	a.expect.replaced.written(cache.NewObjectName(owner.Namespace, owner.Name), *plan.Status)
+	a.recordAbout(vm, observed, plan.Events...)
+	return nil
 }
 
 // takesDisk reports whether the disk action act cannot be undone should the VM not be as the

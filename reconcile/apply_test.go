@@ -542,3 +542,50 @@ func TestApplyReplacementOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyReplacementDeleteRefused: a replacement's delete after its status (StatusFirst)
+// that the backend refuses for good is said at once, in a second status write: Failed,
+// ServerDeleteRefused, Stalled, with a Warning, looked at again within RejectedRetry. Before,
+// the refusal went to the error backoff with the status saying the server was being replaced,
+// and only the next try, which deletes first, said it.
+func TestApplyReplacementDeleteRefused(t *testing.T) {
+	const name = "rootdisk-changed"
+	w := newWorld(t, name)
+	vm := w.view(t, name)
+	_, srv := decidecase.Read(t, caseFile(name))
+	w.servers.Set(ownerOf(vm), srv)
+	plan := serverPolicy.Decide(vm, srv, nil, nil, nil, now)
+	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || !plan.Server.StatusFirst || plan.Status == nil {
+		t.Fatalf("plan %+v, want the server replaced, the status first", plan)
+	}
+	w.servers.FailDelete(fmt.Errorf("delete pod %s: pods %q is forbidden: an admission policy: %w", srv.Name, srv.Name, backend.ErrRejected))
+	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, plan)
+	if err != nil {
+		t.Fatalf("apply: %v, want the refusal in the status", err)
+	}
+	if after == 0 || after > decision.RejectedRetry {
+		t.Errorf("looked at again after %v, want within %v", after, decision.RejectedRetry)
+	}
+	if s, _ := w.servers.Observe(ownerOf(vm)); s == nil || s.Deleting {
+		t.Errorf("server %+v, want it left as it is", s)
+	}
+	st := cachedView(t, w.vm(t, vm.Namespace(), vm.Name()), w.fields).Status()
+	if st.Phase != schema.PhaseFailed || st.Reason != decision.ReasonServerDeleteRefused || !strings.Contains(st.Message, "forbidden") ||
+		st.Condition(schema.ConditionStalled) == nil {
+		t.Errorf("status %s %s %q, Stalled %v: want Failed ServerDeleteRefused quoting the refusal, Stalled", st.Phase, st.Reason, st.Message, st.Condition(schema.ConditionStalled))
+	}
+	writes := w.writes()
+	if n := len(writes); n != 2 || writes[0].subresource != "status" || writes[1].subresource != "status" {
+		t.Errorf("writes %+v, want the replacement's status, then the refusal's", writes)
+	}
+	if evs := w.events(); !slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, "Warning ServerDeleteRefused ") }) {
+		t.Errorf("events %q, want the Warning ServerDeleteRefused", evs)
+	}
+
+	// The next decision, on the VM as written, deletes first and keeps the status as it is.
+	vm = cachedView(t, w.vm(t, vm.Namespace(), vm.Name()), w.fields)
+	plan = serverPolicy.Decide(vm, srv, nil, nil, nil, now)
+	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Server.StatusFirst {
+		t.Errorf("plan %+v after the refusal, want the delete asked again before any status", plan.Server)
+	}
+}
