@@ -17,7 +17,12 @@ var _ backend.Disks = (*Backend)(nil)
 // disks is the backend's table of disks, by the name of the VM they are for, and how its
 // storage answers.
 type disks struct {
-	table   map[types.NamespacedName]*backend.Disk
+	table map[types.NamespacedName]*backend.Disk
+	// vms is the UID of the VM each disk of the table is Owner of as recorded there (owned or
+	// kept): the disk is that VM's only. To a later VM of the name, the same disk is another's
+	// (owned: the owner reference names the earlier VM) or unowned (kept, adoptable), as a
+	// claim is to the pods backend, which tells by the UIDs in its owner reference and label.
+	vms     map[types.NamespacedName]types.UID
 	made    int // disks created, for their IDs
 	changes int // changes of any disk, for their versions
 	// bind makes a new disk Bound at once, with its size; otherwise it stays Pending until
@@ -34,7 +39,7 @@ type disks struct {
 // DiskName is the name the backend gives the disk of the VM called vm.
 func DiskName(vm string) string { return vm + "-rootdisk" }
 
-// ObserveDisk returns a copy of the disk of vm's name, or nil.
+// ObserveDisk returns a copy of the disk of vm's name as vm sees it (seenBy), or nil.
 func (b *Backend) ObserveDisk(vm backend.Owner) (*backend.Disk, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -42,8 +47,33 @@ func (b *Backend) ObserveDisk(vm backend.Owner) (*backend.Disk, error) {
 	if !ok {
 		return nil, nil
 	}
-	c := *d
+	c := b.seenBy(d, vm)
 	return &c, nil
+}
+
+// seenBy is a copy of d, the disk of vm's name in the table, as vm sees it: one owned or kept
+// by an earlier VM of the name (another UID) is another's, or, kept, unowned. The caller holds
+// the lock.
+func (b *Backend) seenBy(d *backend.Disk, vm backend.Owner) backend.Disk {
+	c := *d
+	if uid := b.disks.vms[key(vm)]; c.Owner.Mine() && uid != vm.UID {
+		c.Owner = backend.DiskOther
+		if d.Owner == backend.DiskKept {
+			c.Owner = backend.DiskUnowned
+		}
+		c.KindUnrecorded = false
+	}
+	return c
+}
+
+// record makes the disk of vm's name vm's in the table, when d says it is (owned or kept).
+// The caller holds the lock.
+func (b *Backend) record(vm backend.Owner, d *backend.Disk) {
+	if d.Owner.Mine() {
+		b.disks.vms[key(vm)] = vm.UID
+	} else {
+		delete(b.disks.vms, key(vm))
+	}
 }
 
 // ReadDisk is ObserveDisk: the memory backend has no cache to read past.
@@ -63,7 +93,7 @@ func (b *Backend) CreateDisk(_ context.Context, vm backend.Owner, spec backend.D
 	}
 	k := key(vm)
 	if d, ok := b.disks.table[k]; ok {
-		c := *d
+		c := b.seenBy(d, vm)
 		b.mu.Unlock()
 		if c.Owner == backend.DiskOther {
 			return nil, fmt.Errorf("disk %s exists and is not this VM's: %w", c.Name, backend.ErrDiskConflict)
@@ -79,6 +109,7 @@ func (b *Backend) CreateDisk(_ context.Context, vm backend.Owner, spec backend.D
 	}
 	b.stamp(d)
 	b.disks.table[k] = d
+	b.record(vm, d)
 	c := *d
 	b.mu.Unlock()
 	b.changed(k)
@@ -126,11 +157,12 @@ func (b *Backend) UpdateDisk(_ context.Context, vm backend.Owner, seen *backend.
 	case d.Deleting:
 		b.mu.Unlock()
 		return nil, fmt.Errorf("update disk of %s/%s: no disk to update", vm.Namespace, vm.Name)
-	case d.Owner == backend.DiskOther:
+	case b.seenBy(d, vm).Owner == backend.DiskOther:
 		b.mu.Unlock()
 		return nil, fmt.Errorf("disk %s is not this VM's: %w", d.Name, backend.ErrDiskConflict)
 	}
 	d.Owner, d.KeptMark, d.KindUnrecorded = owner(spec), spec.Keep, false
+	b.record(vm, d)
 	if spec.Size.Cmp(d.Requested) > 0 {
 		d.Requested = spec.Size
 		d.Growth = b.disks.growth
@@ -168,7 +200,7 @@ func (b *Backend) DeleteDisk(_ context.Context, vm backend.Owner, seen *backend.
 		return apierrors.NewConflict(schema.GroupResource{Resource: "disks"}, name,
 			fmt.Errorf("the disk is %s at version %s, not %s at version %s as seen", id, version, seen.ID, seen.Version))
 	}
-	if ok && d.Owner.Mine() && !d.Deleting {
+	if ok && b.seenBy(d, vm).Owner.Mine() && !d.Deleting {
 		d.Deleting = true
 		b.stamp(d)
 	} else {
@@ -188,16 +220,18 @@ func (b *Backend) stamp(d *backend.Disk) {
 }
 
 // SetDisk puts a disk in place of the one of vm's name (nil removes it), as if the storage
-// had changed it.
+// had changed it; d's Owner is as vm sees it (an owned or kept disk is vm's, by its UID).
 func (b *Backend) SetDisk(vm backend.Owner, d *backend.Disk) {
 	b.mu.Lock()
 	k := key(vm)
 	if d == nil {
 		delete(b.disks.table, k)
+		delete(b.disks.vms, k)
 	} else {
 		c := *d
 		b.stamp(&c)
 		b.disks.table[k] = &c
+		b.record(vm, &c)
 	}
 	b.mu.Unlock()
 	b.changed(k)

@@ -311,3 +311,56 @@ func TestUpdateDiskAsSeen(t *testing.T) {
 		t.Errorf("update with no disk seen: %v, want an error", err)
 	}
 }
+
+// TestDiskOfEarlierVM: a disk is the VM's by its UID, as a claim is to the pods backend (its
+// owner reference, its label), not by its name: to a later VM of the name, the disk an
+// earlier one owned is another's (its delete and update are refused or leave it alone) and
+// the one an earlier one kept is unowned, which the later VM may adopt.
+func TestDiskOfEarlierVM(t *testing.T) {
+	ctx := context.Background()
+	earlier := backend.Owner{Namespace: "ns", Name: "vm", UID: "u1"}
+	later := backend.Owner{Namespace: "ns", Name: "vm", UID: "u2"}
+	b := New()
+	if _, err := b.Start(ctx, func(types.NamespacedName) {}); err != nil {
+		t.Fatal(err)
+	}
+	b.BindDisks(true)
+	if _, err := b.CreateDisk(ctx, earlier, size("40G")); err != nil {
+		t.Fatal(err)
+	}
+	if got := diskReport(observed(b, earlier)); got != `disk-1 Owned Bound 40G/40G  "" grow=true del=false` {
+		t.Errorf("to its VM: %s", got)
+	}
+	seen := observed(b, later)
+	if seen == nil || seen.Owner != backend.DiskOther {
+		t.Fatalf("owned by the earlier VM, to the later: %s, want Other", diskReport(seen))
+	}
+	if _, err := b.CreateDisk(ctx, later, size("40G")); !errors.Is(err, backend.ErrDiskConflict) {
+		t.Errorf("create by the later VM: %v, want ErrDiskConflict", err)
+	}
+	mine := observed(b, earlier)
+	if _, err := b.UpdateDisk(ctx, later, mine, size("50G")); !errors.Is(err, backend.ErrDiskConflict) {
+		t.Errorf("update by the later VM on the earlier one's view: %v, want ErrDiskConflict", err)
+	}
+	if err := b.DeleteDisk(ctx, later, mine); err != nil || observed(b, earlier).Deleting {
+		t.Errorf("delete by the later VM: %v, %s, want the disk left alone", err, diskReport(observed(b, earlier)))
+	}
+
+	// Kept by the earlier VM: unowned to the later, which adopts it as its own.
+	kept := backend.DiskSpec{Size: resource.MustParse("40G"), Keep: true}
+	if _, err := b.UpdateDisk(ctx, earlier, observed(b, earlier), kept); err != nil {
+		t.Fatal(err)
+	}
+	if got := observed(b, later); got == nil || got.Owner != backend.DiskUnowned {
+		t.Fatalf("kept by the earlier VM, to the later: %s, want Unowned", diskReport(got))
+	}
+	if _, err := b.UpdateDisk(ctx, later, observed(b, later), size("40G")); err != nil {
+		t.Fatalf("adoption by the later VM: %v", err)
+	}
+	if got := observed(b, later); got.Owner != backend.DiskOwned {
+		t.Errorf("adopted: %s, want Owned", diskReport(got))
+	}
+	if got := observed(b, earlier); got.Owner != backend.DiskOther {
+		t.Errorf("to the earlier VM once adopted: %s, want Other", diskReport(got))
+	}
+}

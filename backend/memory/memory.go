@@ -45,7 +45,7 @@ type usage struct {
 // New returns an empty in-memory backend.
 func New() *Backend {
 	return &Backend{servers: map[types.NamespacedName]*backend.Server{}, usage: map[types.NamespacedName]usage{},
-		disks: disks{table: map[types.NamespacedName]*backend.Disk{}, fixed: map[string]bool{}}, budgets: budgetTable{},
+		disks: disks{table: map[types.NamespacedName]*backend.Disk{}, vms: map[types.NamespacedName]types.UID{}, fixed: map[string]bool{}}, budgets: budgetTable{},
 		departed: map[types.NamespacedName]departed{}}
 }
 
