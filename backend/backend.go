@@ -205,7 +205,8 @@ type BudgetObjects interface {
 // their servers, a watch that restarted), and a server that is only not seen yet must not be
 // reported missing and created again. When Get finds it, the controller decides nothing for
 // the VM until Observe shows it (Delete and Resize may act on what the cache shows), unless
-// the cache never will (Server.Unwatched): then it decides on the server as read. It also
+// the cache never will (Server.Unwatched): then it decides on the server as read, and the
+// backend's Delete and Resize act on such a server as Get reads it. It also
 // asks before it lets a deleted VM go with no server in the cache: a server created but not
 // seen yet, or unwatched, is deleted first.
 type Reader interface {

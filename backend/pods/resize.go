@@ -39,11 +39,27 @@ const (
 
 // Resize patches the cpu and memory of vm's pod through the resize subresource and returns the
 // pod as the API server stored it. The patch names the pod's UID, so a pod that replaced the
-// one in the cache is never resized by a decision made about the old one.
+// one in the cache, or the one read, is never resized by a decision made about the old one.
+//
+// The pod is the one the cache shows, or, when it shows none, one whose label was taken off
+// as Get reads it (Unwatched): the cache never shows such a pod, and the controller decides on
+// it as read, so a resize taken at the cache's word would fail for as long as the label stays
+// off. A pod that is only not in the cache yet is not resized: the controller decides nothing
+// on it until the cache shows it (backend.Reader). The read costs nothing while the cache
+// shows the pod.
 func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
 	srv, err := b.Observe(vm)
 	if err != nil {
 		return nil, err
+	}
+	if srv == nil {
+		read, err := b.Get(ctx, vm)
+		if err != nil {
+			return nil, fmt.Errorf("resize server of %s/%s: %w", vm.Namespace, vm.Name, err)
+		}
+		if read != nil && read.Unwatched {
+			srv = read
+		}
 	}
 	if srv == nil || srv.Deleting {
 		return nil, fmt.Errorf("resize server of %s/%s: no server pod to resize", vm.Namespace, vm.Name)

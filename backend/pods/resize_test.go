@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -334,5 +335,79 @@ func TestResizeOtherPod(t *testing.T) {
 	stored := obj.(*corev1.Pod)
 	if cpu := stored.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]; stored.UID != "pod-uid-2" || cpu.String() != "2" {
 		t.Errorf("the newer pod %s was changed: cpu %s", stored.UID, cpu.String())
+	}
+}
+
+// TestResizeUnwatched: a pod whose label LabelVMUID was taken off is never in the cache, and
+// the controller decides on it as Get reads it (Unwatched); Resize reads it the same way and
+// resizes it by its UID. The read is made only when the cache shows no pod: a cached pod costs
+// the patch alone. A pod that is neither cached nor found, one that is only not in the cache
+// yet (labelled: the controller waits for the cache), and another VM's are not resized.
+func TestResizeUnwatched(t *testing.T) {
+	unlabelled := func(owner types.UID) *corev1.Pod {
+		p := runningPod("2", "4G")
+		delete(p.Labels, LabelVMUID)
+		p.OwnerReferences[0].UID = owner
+		return p
+	}
+	tests := map[string]struct {
+		stored *corev1.Pod // on the API server
+		cached *corev1.Pod // in the cache
+		ok     bool
+		verbs  string // the requests made
+	}{
+		"unlabelled":        {stored: unlabelled(resizeOwner.UID), ok: true, verbs: "get patch"},
+		"cached":            {stored: runningPod("2", "4G"), cached: runningPod("2", "4G"), ok: true, verbs: "patch"},
+		"none":              {verbs: "get"},
+		"not in the cache":  {stored: runningPod("2", "4G"), verbs: "get"},
+		"another VM's, too": {stored: unlabelled("other-vm-uid"), verbs: "get"},
+	}
+	want := backend.Spec{CPU: resource.MustParse("3"), Memory: resource.MustParse("8G"), RootDisk: resource.MustParse("40G"), Image: "img:1"}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var stored, cached []*corev1.Pod
+			if tc.stored != nil {
+				stored = append(stored, tc.stored)
+			}
+			if tc.cached != nil {
+				cached = append(cached, tc.cached)
+			}
+			client := fakeClient(t, stored...)
+			resizingAPIServer(t, client, nil)
+			b := cachedBackend(t, client, cached...)
+
+			srv, err := b.Resize(context.Background(), resizeOwner, want)
+			var verbs []string
+			for _, a := range client.Actions() {
+				verbs = append(verbs, a.GetVerb())
+			}
+			if got := strings.Join(verbs, " "); got != tc.verbs {
+				t.Errorf("requests %q, want %q", got, tc.verbs)
+			}
+			if !tc.ok {
+				if err == nil || errors.Is(err, backend.ErrResizeInfeasible) || !strings.Contains(err.Error(), "no server pod to resize") {
+					t.Fatalf("error %v, want no server pod to resize (retried)", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if srv.ID != "pod-uid" || !srv.Spec.Equal(want) || srv.Resize.State != backend.ResizePending {
+				t.Errorf("server %s with spec %+v, resize %+v: want pod-uid at 3/8G, pending", srv.ID, srv.Spec, srv.Resize)
+			}
+			for _, a := range client.Actions() {
+				if p, ok := a.(clienttesting.PatchAction); ok && !strings.Contains(string(p.GetPatch()), `"uid":"pod-uid"`) {
+					t.Errorf("patch %s does not name the pod's UID", p.GetPatch())
+				}
+			}
+			obj, err := client.Tracker().Get(podsGVR, "ns", "vm-server")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cpu := obj.(*corev1.Pod).Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]; cpu.String() != "3" {
+				t.Errorf("stored cpu %s, want 3", cpu.String())
+			}
+		})
 	}
 }
