@@ -14,7 +14,9 @@
 //
 // The pods backend is where Pod phases end: it translates each pod into a backend.State (Pending,
 // Starting, Ready, Failed, Stopped, Lost) and keeps the phase only as the Server's Detail, the
-// word the status repeats; the decision (package reconcile/decision) never sees a Pod.
+// word the status repeats; the decision (package reconcile/decision) never sees a Pod. A server
+// whose container has terminated has ended, whatever the phase of a pod that another container
+// keeps running (phaseOf).
 //
 // An informer on the labelled pods, which reads each pod off the protobuf watch stream into a
 // compact cached form (wire.go, cached.go), and optionally one on nodes to tell a lost node,

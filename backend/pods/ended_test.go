@@ -71,3 +71,91 @@ func TestEndedPodMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestServerEndedInLivePod: a pod's server is ended once its server container has terminated,
+// whatever the pod's phase and readiness say while another container runs (a sidecar a mesh
+// or a logging agent injected, a native sidecar the kubelet has not stopped yet): with
+// restartPolicy Never the server will not run again, and read as Starting or Ready it would
+// never be replaced nor the VM reported stopped or failed. Exit code 0 is a clean shutdown,
+// any other a failure, with the server container's finish time and end, not the sidecar's. A
+// pod that failed only because a sidecar did reads by its server too, unless the pod's own
+// reason says something outside ended it. A server that runs while a sidecar has ended reads
+// as before.
+func TestServerEndedInLivePod(t *testing.T) {
+	finished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC))
+	sidecarFinished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 9, 0, time.UTC))
+	terminated := func(name, reason string, code int32, at metav1.Time) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			Reason: reason, ExitCode: code, FinishedAt: at}}}
+	}
+	running := func(name string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	}
+	ready := func(s corev1.ConditionStatus) []corev1.PodCondition {
+		return []corev1.PodCondition{{Type: corev1.PodReady, Status: s}}
+	}
+	nodeDown := func(string) (bool, bool) { return false, true }
+	tests := map[string]struct {
+		status  corev1.PodStatus
+		nodes   func(string) (bool, bool)
+		state   backend.State
+		message string
+		since   time.Time
+	}{
+		"server exited 0, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
+			ContainerStatuses: []corev1.ContainerStatus{running("istio-proxy"), terminated(ContainerName, "Completed", 0, finished)}},
+			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time},
+		"server exited 1, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
+			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Error", 1, finished), running("log-agent")}},
+			state: backend.StateFailed, message: "Error, exit code 1", since: finished.Time},
+		"server OOMKilled, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
+			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "OOMKilled", 137, finished), running("istio-proxy")}},
+			state: backend.StateFailed, message: "OOMKilled, exit code 137", since: finished.Time},
+		// Before the kubelet writes the pod's readiness again.
+		"server ended, pod still ready": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionTrue),
+			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Error", 2, finished), running("istio-proxy")}},
+			state: backend.StateFailed, message: "Error, exit code 2", since: finished.Time},
+		// Ended is ended on a node that does not answer too: not lost.
+		"server ended, node not ready": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
+			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished), running("istio-proxy")}},
+			nodes: nodeDown, state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time},
+		// A native sidecar (an init container with restartPolicy Always) runs on until the
+		// kubelet stops it after the server.
+		"server ended, native sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
+			InitContainerStatuses: []corev1.ContainerStatus{running("istio-proxy")},
+			ContainerStatuses:     []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished)}},
+			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time},
+		// The kubelet says Pending while a container has not started (a sidecar's image not
+		// pulled), even when the server has run and ended.
+		"server ended, sidecar waits": {status: corev1.PodStatus{Phase: corev1.PodPending,
+			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Error", 1, finished),
+				{Name: "istio-proxy", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}},
+			state: backend.StateFailed, message: "Error, exit code 1", since: finished.Time},
+		"pod failed by its sidecar": {status: corev1.PodStatus{Phase: corev1.PodFailed,
+			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished), terminated("istio-proxy", "OOMKilled", 137, sidecarFinished)}},
+			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time},
+		// The server exited 0 when the kubelet stopped it: the eviction ended it.
+		"pod evicted, server exited 0": {status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory",
+			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished)}},
+			state: backend.StateFailed, message: "Evicted: low on memory; the server: Completed, exit code 0", since: finished.Time},
+		"server runs, sidecar ended": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
+			ContainerStatuses: []corev1.ContainerStatus{running(ContainerName), terminated("istio-proxy", "Error", 1, sidecarFinished)}},
+			state: backend.StateStarting},
+		"server runs and is ready, sidecar ended": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionTrue),
+			ContainerStatuses: []corev1.ContainerStatus{running(ContainerName), terminated("istio-proxy", "Completed", 0, sidecarFinished)}},
+			state: backend.StateReady},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := newPod(backend.Owner{Name: "vm", UID: "u"}, backend.Spec{Image: "i"})
+			p.UID, p.Spec.NodeName, p.Status = "pod-uid", "n1", tc.status
+			s := cachePod(p).observed(tc.nodes)
+			if s.State != tc.state || s.Message != tc.message || !s.Since.Equal(tc.since) {
+				t.Errorf("state %s, message %q, since %v; want %s, %q, %v", s.State, s.Message, s.Since, tc.state, tc.message, tc.since)
+			}
+			if s.Detail != string(tc.status.Phase) {
+				t.Errorf("detail %q, want the pod's phase %s", s.Detail, tc.status.Phase)
+			}
+		})
+	}
+}

@@ -161,7 +161,7 @@ func serverOf(pod *corev1.Pod) backend.Server {
 			Restart:   pod.Annotations[AnnotationRestart],
 		}
 	}
-	switch pod.Status.Phase {
+	switch phaseOf(pod) {
 	case corev1.PodPending, "":
 		s.State = backend.StatePending
 		s.Waiting, s.Message = waitingOf(pod)
@@ -178,6 +178,46 @@ func serverOf(pod *corev1.Pod) backend.Server {
 		s.State, s.Message = backend.StateLost, pod.Status.Message
 	}
 	return s
+}
+
+// phaseOf is the phase a pod is read by: its own, unless the server container has ended.
+//
+// A pod ends when all its containers have, so one whose server has ended may stay Running
+// for as long as another container runs: a sidecar that a mesh or a logging agent injected
+// (a regular container, which nothing stops when the server does). With restartPolicy Never
+// the server will not run again, so the pod reads as it would once that sidecar ended too:
+// Succeeded when the server exited 0, Failed otherwise, whatever the pod's phase says, and
+// whatever its readiness says meanwhile. Without it the VM's server would read Starting or
+// Ready for ever and its run strategy would never see it end. Native sidecars (init
+// containers with restartPolicy Always) are stopped by the kubelet once the server has
+// ended; until then the pod reads as ended too.
+//
+// For the same reason a pod that ended Failed only because a sidecar failed (an
+// OOMKilled proxy) while the server exited 0 reads Succeeded, as it would without the
+// sidecar. Not when the pod has a reason of its own (Evicted, a node's shutdown): something
+// outside the containers ended it, and a server that exited 0 on the way out did not shut
+// down by itself. Nor in phase Unknown, whose container states are as old as the kubelet's
+// last word.
+func phaseOf(pod *corev1.Pod) corev1.PodPhase {
+	phase := pod.Status.Phase
+	t := serverTerminated(pod)
+	switch {
+	case t == nil || phase == corev1.PodUnknown || phase == corev1.PodFailed && pod.Status.Reason != "":
+		return phase
+	case t.ExitCode == 0:
+		return corev1.PodSucceeded
+	}
+	return corev1.PodFailed
+}
+
+// serverTerminated is the server container's terminated state, nil while it has not ended.
+func serverTerminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == ContainerName {
+			return cs.State.Terminated
+		}
+	}
+	return nil
 }
 
 func quantity(l corev1.ResourceList, name corev1.ResourceName) resource.Quantity {
@@ -236,10 +276,8 @@ func terminatedMessage(pod *corev1.Pod) string {
 // state: the server container's, else that of an init container that failed (exit code not
 // 0: those that completed are not why the pod ended); nil when none ended.
 func endedContainer(pod *corev1.Pod) (string, *corev1.ContainerStateTerminated) {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == ContainerName && cs.State.Terminated != nil {
-			return cs.Name, cs.State.Terminated
-		}
+	if t := serverTerminated(pod); t != nil {
+		return ContainerName, t
 	}
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
