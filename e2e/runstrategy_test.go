@@ -176,14 +176,14 @@ func TestRunStrategyManual(t *testing.T) {
 	if got := vmField(ns, "manual", ".status.startRequestedAt"); got == "" || got != vmField(ns, "manual", `.metadata.annotations.cloudnative\.czs/startRequestedAt`) {
 		t.Errorf("status.startRequestedAt %q, want the annotation's value", got)
 	}
-	status := mustVM(t, "status", "manual", "-n", ns)
+	status := mustVM(t, "-n", ns, "status", "manual") // -n before the verb, as kubectl takes it
 	for _, want := range []string{"Run strategy:", "Manual", "Phase:", "Active", "Node:", "manual-server"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("kubectl vm status lacks %q:\n%s", want, status)
 		}
 	}
 
-	if out := mustVM(t, "stop", "manual", "-n", ns, "--grace-period", "7"); !strings.Contains(out, "stop requested") {
+	if out := mustVM(t, "--namespace", ns, "stop", "manual", "--grace-period", "7"); !strings.Contains(out, "stop requested") {
 		t.Errorf("kubectl vm stop said %q", out)
 	}
 	waitPhase(t, ns, "manual", "Inactive", "Stopped", 2*time.Minute)
