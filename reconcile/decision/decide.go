@@ -165,6 +165,9 @@ type decision struct {
 	// made without the disk: the status keeps what it says of the disk. ServerRejected,
 	// given the disk, decides on it (refusedOn).
 	refusal bool
+	// budgetUnseen: the plan of a backend's refusal (refused), made without the budget the
+	// VM has; whether it holds a drain is read from the status (budgetHolds).
+	budgetUnseen bool
 	// eventNote, if set, is the note of the transition event instead of the status message.
 	eventNote string
 	// resizing and restartRequired are the lifecycle conditions the status is to carry;
@@ -939,7 +942,7 @@ const (
 // server still follows the eviction) as the plan refused would have. It asks nothing of the
 // VM's budget: the plan refused did, or the next decision does.
 func (p Policy) refused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, now time.Time) decision {
-	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true,
+	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true, budgetUnseen: true,
 		maxBackoff: p.MaxRestartBackoff}
 	if srv == nil {
 		d.gone = gone // as Decide takes it
