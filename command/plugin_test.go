@@ -116,7 +116,7 @@ func TestVerbs(t *testing.T) {
 // TestVerbsOnStatusThatNamesAServer: a stopped VM whose status still names a server gets the
 // stop request (the server is deleted by it): an ended server kept for inspection, a server
 // kept running beside a spec the controller refuses; a stop under way gets a second one only
-// when it shortens the grace period. A paused VM's status is not read as now: its requests are
+// when it shortens the grace period, as does Halted's deletion under way. A paused VM's status is not read as now: its requests are
 // written whatever it says, with a note; it is not migrated.
 func TestVerbsOnStatusThatNamesAServer(t *testing.T) {
 	at := pluginNow.Format(requestTimeLayout)
@@ -142,7 +142,15 @@ func TestVerbsOnStatusThatNamesAServer(t *testing.T) {
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"0","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, say: "stop requested"},
 		"stop, stopped": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopped"}, say: "already stopped"},
 		"stop --force, Halted, stopping": {verb: "stop", rs: "Halted", grace: &zero, status: map[string]any{"phase": "Inactive", "reason": "ServerStopping", "server": server},
-			say: "--grace-period and --force shorten only a stop request's deletion (RerunOnFailure, Once, Manual): if the guest hangs in its shutdown, kubectl delete pod vm1-server -n ns --grace-period 0"},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"0","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`,
+			say:   "is deleted again with it"},
+		"stop, Halted, stopping": {verb: "stop", rs: "Halted", status: map[string]any{"phase": "Inactive", "reason": "ServerStopping", "server": server},
+			say: "already stopped (runStrategy Halted; phase Inactive (ServerStopping)): nothing changed; to cut its server's shutdown short: kubectl vm stop vm1 --force"},
+		"stop --force, Halted, stopped": {verb: "stop", rs: "Halted", grace: &zero, status: map[string]any{"phase": "Inactive", "reason": "ServerStopped"},
+			say: "already stopped (runStrategy Halted; phase Inactive (ServerStopped)): nothing changed"},
+		"stop --force, Halted, lost node": {verb: "stop", rs: "Halted", grace: &zero,
+			status: map[string]any{"phase": "Inactive", "reason": "NodeLost", "message": "Server vm1-server: its node node-a does not answer", "server": server},
+			say:    "its server's node does not answer, and the stop waits for it"},
 		"stop --force, stop waits on a lost node": {verb: "stop", rs: "Manual", grace: &zero,
 			status: map[string]any{"phase": "Inactive", "reason": "NodeLost", "message": "Server vm1-server: its node node-a does not answer", "server": server},
 			say:    "already stopping (phase Inactive (NodeLost)): nothing changed; its server's node does not answer, and the stop waits for it: Server vm1-server: its node node-a does not answer"},

@@ -156,7 +156,9 @@ func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string) e
 // cloudnative.czs/stopRequestedAt); a stopped VM with no server left is left as it is. grace,
 // if not nil, goes with the same write (cloudnative.czs/stopGracePeriodSeconds); nil removes
 // an earlier one. A start request not carried out yet is withdrawn in the same write, as
-// startVerb does.
+// startVerb does. On Halted, a VM whose server is still being deleted gets a stop request only
+// with a grace period, which the controller deletes the server again with (--force on a guest
+// that hangs in its shutdown); otherwise it is left as it is.
 //
 // A stopped VM whose status still names a server gets the request all the same: a server that
 // ended and is kept for inspection (GuestShutDown, ServerFailed), which a stop deletes, as
@@ -179,13 +181,21 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 	switch rs {
 	case schema.RunHalted:
 		say := fmt.Sprintf("virtualmachine/%s is already stopped (runStrategy Halted; %s): nothing changed", name, describe(st))
-		if grace != nil && st.Server != nil {
-			// Halted's deletion takes the grace period it was set with; no request to carry a
-			// shorter one exists under Halted.
-			say += fmt.Sprintf("; --grace-period and --force shorten only a stop request's deletion (RerunOnFailure, Once, Manual): "+
-				"if the guest hangs in its shutdown, kubectl delete pod %s -n %s --grace-period 0", st.Server.Name, vm.Namespace())
+		switch {
+		case st.Server == nil:
+			return verbResult{say: say}, nil
+		case st.Reason == decision.ReasonNodeLost:
+			return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (runStrategy Halted; %s): nothing changed; its server's node does not answer, "+
+				"and the stop waits for it: %s", name, describe(st), st.Message)}, nil
+		case grace == nil:
+			return verbResult{say: say + fmt.Sprintf("; to cut its server's shutdown short: kubectl vm stop %s --force", name)}, nil
 		}
-		return verbResult{say: say}, nil
+		// Halted's deletion under way, with a grace period: a stop request carries it, which
+		// the controller records and acts on once, deleting the server again with it.
+		at := now.UTC().Format(requestTimeLayout)
+		return verbResult{patch: annotations(map[string]any{schema.AnnotationStopRequestedAt: at, schema.AnnotationStopGracePeriod: g}),
+			say: fmt.Sprintf("virtualmachine/%s stop requested (%s=%s%s): its server, being deleted under runStrategy Halted, is deleted again with it",
+				name, schema.AnnotationStopRequestedAt, at, note) + pausedNote(vm)}, nil
 	case schema.RunAlways:
 		p := nested(f.Action, f.StrategyWord(schema.RunHalted))
 		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: g}}
@@ -336,7 +346,8 @@ func stopCommand(c *stopConfig, version string) *cli.Command {
 			schema.AnnotationStopRequestedAt + " with the time, which the controller acts on once. --grace-period and --force go with the same write, as the annotation " +
 			schema.AnnotationStopGracePeriod + "; without them, an earlier one is removed. A start request not yet carried out is withdrawn. " +
 			"A stopped VM with no server left is left as it is; one whose status still names a server (an ended one kept for inspection, one beside a refused spec) gets the request, " +
-			"and a stop under way gets a second one only with --grace-period or --force, which cut its shutdown short. A paused VM gets the request whatever its status says.",
+			"and a stop under way gets a second one only with --grace-period or --force, which cut its shutdown short; " +
+			"so does, on Halted, a VM whose server is still being deleted. A paused VM gets the request whatever its status says.",
 		Flags: append(c.flags(),
 			&cli.IntFlag{Name: "grace-period", Value: -1, Usage: "seconds the server is given to shut down; -1: the server's own", Destination: &c.GracePeriod},
 			&cli.BoolFlag{Name: "force", Usage: "delete the server at once (a grace period of 0), as kubectl delete --force", Destination: &c.Force}),

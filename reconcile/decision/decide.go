@@ -112,9 +112,9 @@ func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, gone *back
 	d.strategy = spec.RunStrategy
 	d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)
 	if spec.RunStrategy == schema.RunHalted {
-		d.recordRequests()
+		stop := d.recordRequests()
 		d.holdDisk(spec)
-		d.inactive()
+		d.inactive(stop)
 		return d.plan
 	}
 	if want.Image == "" {
@@ -165,6 +165,9 @@ type decision struct {
 	// made without the disk: the status keeps what it says of the disk. ServerRejected,
 	// given the disk, decides on it (refusedOn).
 	refusal bool
+	// budgetUnseen: the plan of a backend's refusal (refused), made without the budget the
+	// VM has; whether it holds a drain is read from the status (budgetHolds).
+	budgetUnseen bool
 	// eventNote, if set, is the note of the transition event instead of the status message.
 	eventNote string
 	// resizing and restartRequired are the lifecycle conditions the status is to carry;
@@ -279,8 +282,14 @@ func (d *decision) deleting() {
 		fmt.Sprintf("Waiting for server %s to be deleted before the VM is removed", d.srv.Name), d.deletingServer())
 }
 
-// inactive: the user wants no server but keeps the object.
-func (d *decision) inactive() {
+// inactive: the user wants no server but keeps the object. stop is a new stop request (""
+// for none): it changes nothing of Halted but its grace period, which, as under the strategies
+// that heed requests (stopServer), cuts a deletion under way short (kubectl vm stop --force
+// on a VM whose stop set Halted and whose guest hangs in its shutdown): the server is deleted
+// again with it, as kubectl delete --force does; a longer one changes nothing. Once, since
+// the request is recorded with it. Not one whose node does not answer: a delete with a grace
+// period of 0 removes its pod at once while its guest may still run there with the disk.
+func (d *decision) inactive(stop string) {
 	if r := d.newRestart(); r != "" {
 		d.next().RestartedAt = r // nothing to restart; a later start makes a new server anyway
 	}
@@ -290,9 +299,12 @@ func (d *decision) inactive() {
 		return
 	}
 	d.ensureFinalizer(true)
-	if !d.srv.Deleting {
+	if grace := d.stopGrace(); !d.srv.Deleting {
 		d.deleteServer(ReasonDeletingServer, fmt.Sprintf("Deleting server %s: action is inactive", d.srv.Name))
-		d.plan.Server.GracePeriod = d.stopGrace() // `kubectl vm stop --grace-period` on Always sets Halted
+		d.plan.Server.GracePeriod = grace // `kubectl vm stop --grace-period` on Always sets Halted
+	} else if stop != "" && grace != nil && d.srv.State != backend.StateLost {
+		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: grace, Event: Event{Type: EventNormal, Reason: ReasonStoppingServer,
+			Message: fmt.Sprintf("Deleting server %s: stop requested at %s, grace period %s", d.srv.Name, stop, time.Duration(*grace))}}
 	}
 	if d.srv.State == backend.StateLost {
 		d.lostServer(schema.PhaseInactive, d.deletingServer()) // its deletion cannot finish (nodelost.go)
@@ -939,7 +951,7 @@ const (
 // server still follows the eviction) as the plan refused would have. It asks nothing of the
 // VM's budget: the plan refused did, or the next decision does.
 func (p Policy) refused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, now time.Time) decision {
-	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true,
+	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true, budgetUnseen: true,
 		maxBackoff: p.MaxRestartBackoff}
 	if srv == nil {
 		d.gone = gone // as Decide takes it

@@ -28,9 +28,9 @@ import (
 //     from being evicted, so a drain waits; while the server's node is cordoned and the
 //     server runs (a Pending or ended pod is evicted without the budget being asked), the
 //     condition EvictionBlocked and a Warning say which VM holds the drain and how to move
-//     it. The budget goes when the strategy changes, and with the VM: on its way out (deleting)
-//     the controller deletes it, for a deletion that orphans the VM's dependents (kubectl
-//     delete --cascade=orphan) would leave it behind. One an earlier VM of the name left all
+//     it, once the budget is seen (budgetHolds). The budget goes when the strategy changes,
+//     and with the VM: on its way out (deleting) the controller deletes it, for a deletion
+//     that orphans the VM's dependents (kubectl delete --cascade=orphan) would leave it behind. One an earlier VM of the name left all
 //     the same (backend.Budget.Unowned) is adopted under Block, and otherwise left alone.
 
 // Conditions of the eviction strategies, present (True) only while they hold.
@@ -351,9 +351,9 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 		d.moving = nil
 	}
 	d.blocked = nil
-	if d.evictStrategy == schema.EvictionBlock && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving && held(d.srv) {
-		// The budget is not named: the message must not change when a budget just asked for
-		// is first seen (the pods backend names it NAME-block-eviction).
+	if d.evictStrategy == schema.EvictionBlock && d.budgetHolds() && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving && held(d.srv) {
+		// The budget is not named: the pods backend names it NAME-block-eviction, and an
+		// adopted one keeps its name.
 		d.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
 			"Node %s is cordoned, and the VM's disruption budget keeps server %s from being evicted (evictionStrategy Block): %s",
 			d.srv.Node, d.srv.Name, fmt.Sprintf(migrateHint, d.vm.Name()))}
@@ -363,6 +363,25 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 	}
 	conds = d.lifecycle(conds, ConditionMoving, d.moving, gen)
 	return d.lifecycle(conds, ConditionEvictionBlocked, d.blocked, gen)
+}
+
+// budgetHolds reports whether the VM has a budget that holds its server: its own, observed.
+// None (not made yet, deleted by someone, or refused: a policy, a name another object holds)
+// holds nothing, and neither does one an earlier VM of the name left (Unowned), which selects
+// that VM's server until it is adopted. The plan that asks for the budget does not claim it:
+// the API server may refuse it, and the status written with the refusal, decided again at
+// every retry, would say the drain waits while the drain evicts the server. The Warning
+// BudgetRefused of each refusal says the server is unprotected; once the budget is made and
+// seen, the next decision says it holds the drain. The plan of a backend's refusal (refused)
+// is decided without the budget: it holds as the status says, which only a decision that saw
+// the budget writes, so that a refusal neither drops the condition (its Warning would come
+// again) nor claims it without a budget.
+func (d *decision) budgetHolds() bool {
+	if d.budgetUnseen {
+		c := d.current.Condition(ConditionEvictionBlocked)
+		return c != nil && c.Status == schema.ConditionTrue
+	}
+	return d.budget != nil && !d.budget.Unowned
 }
 
 // held reports whether a budget keeps srv from being evicted: the eviction API asks the budget

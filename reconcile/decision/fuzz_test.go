@@ -901,7 +901,8 @@ func newStop(vm schema.VirtualMachine) bool {
 }
 
 // growsNext reports whether next, decided on what plan left, is the growth of the disk that
-// plan changed the owner or mark of without growing it: the one plan that may follow another.
+// plan changed the owner or mark of without growing it: a plan that may follow another
+// (holdsNext is the other).
 func growsNext(plan, next decision.Plan) bool {
 	a, b := plan.Disk, next.Disk
 	return a != nil && b != nil && (a.Op == decision.AdoptDisk || a.Op == decision.ReleaseDisk) && b.Op == decision.ExpandDisk &&

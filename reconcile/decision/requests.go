@@ -33,15 +33,17 @@ func (d *decision) newRequests() (start, stop schema.Request) {
 // recordRequests records new start and stop requests without acting on them: under Always
 // and Halted the spec alone says whether a server runs (`kubectl vm start|stop` change the
 // spec there), and a request left unrecorded would act later, when the strategy turns to one
-// that heeds requests.
-func (d *decision) recordRequests() {
-	start, stop := d.newRequests()
+// that heeds requests. It returns the new stop request ("" for none), for Halted's one use of
+// it: a stop with a grace period cuts a deletion under way short (inactive).
+func (d *decision) recordRequests() (stop string) {
+	start, st := d.newRequests()
 	if start.Value != "" {
 		d.next().StartRequestedAt = start.Value
 	}
-	if stop.Value != "" {
-		d.next().StopRequestedAt = stop.Value
+	if st.Value != "" {
+		d.next().StopRequestedAt = st.Value
 	}
+	return st.Value
 }
 
 // stopGrace is the grace period of a deletion that stops the VM, as the stop annotation asks
