@@ -20,9 +20,9 @@ func TestChooseLayout(t *testing.T) {
 		without bool
 	}{
 		"the project's CRD": {file: "", version: "v1alpha1", want: "cloudnative.czs/v1alpha1",
-			why: "built-in layout of cloudnative.czs/v1alpha1: the CRD's schema has every path (31)"},
+			why: "built-in layout of cloudnative.czs/v1alpha1: the CRD's schema has every path (32)"},
 		"v1alpha1 shape": {file: "same-shape.yaml", version: "v1alpha1", want: "cloudnative.czs/v1alpha1", without: true,
-			why: "built-in layout of cloudnative.czs/v1alpha1 without spec.rootDiskStorageClassName, spec.rootDiskReclaimPolicy, spec.evictionStrategy, spec.placement, status.rootDisk.claimName, status.rootDisk.phase, status.rootDisk.capacity, status.server.node, status.server.ip, status.nextRetryTime, status.startRequestedAt, status.stopRequestedAt, status.migration, which the CRD's schema lacks: it has every other path (18)"},
+			why: "built-in layout of cloudnative.czs/v1alpha1 without spec.rootDiskStorageClassName, spec.rootDiskReclaimPolicy, spec.evictionStrategy, spec.placement, status.rootDisk.claimName, status.rootDisk.phase, status.rootDisk.capacity, status.rootDisk.request, status.server.node, status.server.ip, status.nextRetryTime, status.startRequestedAt, status.stopRequestedAt, status.migration, which the CRD's schema lacks: it has every other path (18)"},
 		"v1beta1 of that shape": {file: "same-shape.yaml", version: "v1beta1", want: "cloudnative.czs/v1alpha1", without: true,
 			why: "not cloudnative.czs/v1's (spec.action.path at spec.runStrategy: the schema has no property \"runStrategy\" under spec)"},
 		"v1 shape": {file: "v1-shape.yaml", version: "v1", want: "cloudnative.czs/v1", without: true,
@@ -62,7 +62,7 @@ func TestChooseLayout(t *testing.T) {
 			if tc.without {
 				want.RootDiskStorageClass, want.RootDiskReclaimPolicy = "", ""
 				want.EvictionStrategy = ""
-				want.RootDiskClaim, want.RootDiskPhase, want.RootDiskCapacity = "", "", ""
+				want.RootDiskClaim, want.RootDiskPhase, want.RootDiskCapacity, want.RootDiskRequest = "", "", "", ""
 				want.ServerNode, want.ServerIP = "", ""
 				want.NextRetryTime, want.StartRequestedAt, want.StopRequestedAt = "", "", ""
 				want.Placement, want.Migration = "", ""
@@ -71,5 +71,28 @@ func TestChooseLayout(t *testing.T) {
 				t.Errorf("the layout's fields are not the built-in map of %s (without the disk's: %v):\n%+v", l.Of, tc.without, l.Fields)
 			}
 		})
+	}
+}
+
+// TestChooseLayoutWithoutRequest: a CRD copied from the release before status.rootDisk.request
+// gets the layout without the request alone: its VMs' status still reports the disk (its
+// claim, phase and capacity), as that release's did, and rootDisk goes back no lower than the
+// disk's capacity there, as it did.
+func TestChooseLayoutWithoutRequest(t *testing.T) {
+	crd := edit(t, upgradedCRD(t), func(m map[string]any) {
+		for _, v := range m["spec"].(map[string]any)["versions"].([]any) {
+			props := v.(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)
+			disk := props["status"].(map[string]any)["properties"].(map[string]any)["rootDisk"].(map[string]any)
+			delete(disk["properties"].(map[string]any), "request")
+		}
+	})
+	l, err := ChooseLayout(crd, "v1alpha1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := builtin(t, "v1alpha1")
+	want.RootDiskRequest = ""
+	if l.Fields != want || !strings.Contains(l.Why, "without status.rootDisk.request, which") {
+		t.Errorf("chose %s because %q:\n%+v\nwant the built-in map of v1alpha1 without status.rootDisk.request alone", l.Of, l.Why, l.Fields)
 	}
 }

@@ -73,7 +73,7 @@ func TestRechoose(t *testing.T) {
 			delete(v, "additionalPrinterColumns")
 		})},
 		"upgraded to the current shape": {crd: upgradedCRD(t),
-			now: "built-in layout of cloudnative.czs/v1alpha1: the CRD's schema has every path (31)"},
+			now: "built-in layout of cloudnative.czs/v1alpha1: the CRD's schema has every path (32)"},
 		"a schema that keeps unknown fields": {crd: edit(t, otherCRD(t, "open.yaml"), func(m map[string]any) {
 			m["metadata"].(map[string]any)["name"] = "virtualmachines.other.example.org"
 		}), now: "no layout: the schema of v1alpha1 accepts the layouts of cloudnative.czs/v1 and cloudnative.czs/v1alpha1 alike"},

@@ -52,30 +52,46 @@ func TestCRDValidates(t *testing.T) {
 // TestRootDiskShrinkRule evaluates the CRD's CEL rules, as the API server does on an update
 // of the main resource (whose status is then the stored one: the status subresource), in
 // every version. A rootDisk below the one before is refused, unless it is at or above the
-// disk's size as the status records it: a growth that the class cannot make (DiskNotExpandable)
-// can be taken back to the size the disk has.
+// disk's size or the size its claim asks for as the status records them: a growth that the
+// class cannot make (DiskNotExpandable) can be taken back to the size the disk has, or, on
+// storage that rounds a disk up, to the size its claim asks for. A status without the request
+// (an earlier release's) is judged as before.
 func TestRootDiskShrinkRule(t *testing.T) {
 	crd := webhookCRDForTest(t)
 	type vm struct {
 		rootDisk any // the spec's
 		capacity any // status.rootDisk.capacity; nil: none recorded
+		request  any // status.rootDisk.request; nil: none recorded
 	}
 	tests := []struct {
 		name     string
 		old, new vm
 		refused  bool
 	}{
-		{"a growth", vm{"1G", nil}, vm{"2G", nil}, false},
-		{"the same", vm{"2G", "1G"}, vm{"2G", "1G"}, false},
-		{"a shrink, no size recorded", vm{"2G", nil}, vm{"1G", nil}, true},
-		{"back to the disk's size after a growth that did not happen", vm{"2G", "1G"}, vm{"1G", "1G"}, false},
-		{"between the disk's size and the size before", vm{"2G", "1G"}, vm{"1500M", "1G"}, false},
-		{"the disk's size in other units", vm{"2Gi", "1Gi"}, vm{"1073741824", "1Gi"}, false},
-		{"an integer back to the disk's size", vm{int64(2000000000), int64(1000000000)}, vm{int64(1000000000), int64(1000000000)}, false},
-		{"below the disk's size and the size before", vm{"2G", "1G"}, vm{"500M", "1G"}, true},
-		{"below a disk larger than the size before", vm{"1G", "2G"}, vm{"500M", "2G"}, true},
-		{"below a disk rounded up", vm{"2G", "1Gi"}, vm{"1G", "1Gi"}, true},
-		{"a capacity that is no quantity", vm{"2G", "lots"}, vm{"1G", "lots"}, true},
+		{"a growth", vm{"1G", nil, nil}, vm{"2G", nil, nil}, false},
+		{"the same", vm{"2G", "1G", "1G"}, vm{"2G", "1G", "1G"}, false},
+		{"a shrink, no size recorded", vm{"2G", nil, nil}, vm{"1G", nil, nil}, true},
+		{"back to the disk's size after a growth that did not happen", vm{"2G", "1G", "1G"}, vm{"1G", "1G", "1G"}, false},
+		{"between the disk's size and the size before", vm{"2G", "1G", "1G"}, vm{"1500M", "1G", "1G"}, false},
+		{"the disk's size in other units", vm{"2Gi", "1Gi", "1Gi"}, vm{"1073741824", "1Gi", "1Gi"}, false},
+		{"an integer back to the disk's size", vm{int64(2000000000), int64(1000000000), int64(1000000000)}, vm{int64(1000000000), int64(1000000000), int64(1000000000)}, false},
+		{"below the disk's size and the size before", vm{"2G", "1G", "1G"}, vm{"500M", "1G", "1G"}, true},
+		{"below a disk larger than the size before", vm{"1G", "2G", "2G"}, vm{"500M", "2G", "2G"}, true},
+		{"a capacity that is no quantity", vm{"2G", "lots", nil}, vm{"1G", "lots", nil}, true},
+		// Storage that rounds a disk up: 1G asked, 1Gi made. A growth to 2G the class cannot
+		// make is taken back to the claim's own 1G, below the disk's size.
+		{"back to the request of a disk rounded up", vm{"2G", "1Gi", "1G"}, vm{"1G", "1Gi", "1G"}, false},
+		{"to the size of a disk rounded up", vm{"2G", "1Gi", "1G"}, vm{"1Gi", "1Gi", "1G"}, false},
+		{"below the request of a disk rounded up", vm{"2G", "1Gi", "1G"}, vm{"999M", "1Gi", "1G"}, true},
+		{"a request not yet bound", vm{"2G", nil, "1G"}, vm{"1G", nil, "1G"}, false},
+		{"a request that is no quantity", vm{"2G", "1Gi", "lots"}, vm{"1G", "1Gi", "lots"}, true},
+		// A growth asked of the claim and not made (the storage refused it): the claim asks
+		// for more than the disk has, and rootDisk goes no lower than the disk's size.
+		{"below the size of a disk whose claim asks for more", vm{"2G", "1G", "2G"}, vm{"1G", "1G", "2G"}, false},
+		{"below a disk whose claim asks for more", vm{"2G", "1G", "2G"}, vm{"500M", "1G", "2G"}, true},
+		// An earlier release's status, without the request: as before.
+		{"below a disk rounded up, no request recorded", vm{"2G", "1Gi", nil}, vm{"1G", "1Gi", nil}, true},
+		{"to the size of a disk rounded up, no request recorded", vm{"2G", "1Gi", nil}, vm{"1Gi", "1Gi", nil}, false},
 	}
 	for _, version := range schema.BuiltinVersions() {
 		f, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: version})
@@ -89,8 +105,15 @@ func TestRootDiskShrinkRule(t *testing.T) {
 			if err := unstructured.SetNestedField(u, v.rootDisk, strings.Split(f.RootDisk, ".")...); err != nil {
 				t.Fatal(err)
 			}
-			if v.capacity != nil {
-				u["status"] = map[string]any{"rootDisk": map[string]any{"claimName": "vm-rootdisk", "phase": "Bound", "capacity": v.capacity}}
+			if v.capacity != nil || v.request != nil {
+				disk := map[string]any{"claimName": "vm-rootdisk", "phase": "Pending"}
+				if v.capacity != nil {
+					disk["phase"], disk["capacity"] = "Bound", v.capacity
+				}
+				if v.request != nil {
+					disk["request"] = v.request
+				}
+				u["status"] = map[string]any{"rootDisk": disk}
 			}
 			return u
 		}
@@ -106,7 +129,7 @@ func TestRootDiskShrinkRule(t *testing.T) {
 			}
 		}
 		// A create has no size before it: nothing to shrink from.
-		if errs, _ := validator.Validate(context.Background(), nil, s, object(vm{"1G", nil}), nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+		if errs, _ := validator.Validate(context.Background(), nil, s, object(vm{"1G", nil, nil}), nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
 			t.Errorf("%s: a create refused: %v", version, errs.ToAggregate())
 		}
 	}
@@ -116,11 +139,18 @@ func TestRootDiskShrinkRule(t *testing.T) {
 func TestRootDiskShrinkMessage(t *testing.T) {
 	crd := webhookCRDForTest(t)
 	validator, s := celValidator(t, crd, "v1alpha1")
-	vm := func(rootDisk string, capacity any) map[string]any {
+	vm := func(rootDisk string, capacity, request any) map[string]any {
 		u := map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine", "metadata": map[string]any{"name": "vm"},
 			"spec": map[string]any{"resource": map[string]any{"rootDisk": rootDisk}}}
+		disk := map[string]any{}
 		if capacity != nil {
-			u["status"] = map[string]any{"rootDisk": map[string]any{"capacity": capacity}}
+			disk["capacity"] = capacity
+		}
+		if request != nil {
+			disk["request"] = request
+		}
+		if len(disk) > 0 {
+			u["status"] = map[string]any{"rootDisk": disk}
 		}
 		return u
 	}
@@ -128,8 +158,12 @@ func TestRootDiskShrinkMessage(t *testing.T) {
 		old, new map[string]any
 		want     string
 	}{
-		{vm("2G", "1G"), vm("500M", "1G"), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 1G, the disk's size (status.rootDisk.capacity): give 1G or more; the disk keeps its data and never shrinks`},
-		{vm("2G", nil), vm("1G", nil), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 2G, the size asked before (status.rootDisk.capacity records no smaller disk): give 2G or more; the disk keeps its data and never shrinks`},
+		{vm("2G", "1G", nil), vm("500M", "1G", nil), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 1G, the disk's size (status.rootDisk.capacity): give 1G or more; the disk keeps its data and never shrinks`},
+		{vm("2G", nil, nil), vm("1G", nil, nil), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 2G, the size asked before (status.rootDisk records no smaller disk): give 2G or more; the disk keeps its data and never shrinks`},
+		{vm("2G", "1Gi", "1G"), vm("500M", "1Gi", "1G"), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 1G, the size the disk's claim asks for (status.rootDisk.request): give 1G or more; the disk keeps its data and never shrinks`},
+		{vm("2G", "1G", "1G"), vm("500M", "1G", "1G"), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 1G, the size the disk's claim asks for (status.rootDisk.request): give 1G or more; the disk keeps its data and never shrinks`},
+		{vm("2G", "1G", "2G"), vm("500M", "1G", "2G"), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 1G, the disk's size (status.rootDisk.capacity): give 1G or more; the disk keeps its data and never shrinks`},
+		{vm("2G", nil, "1G"), vm("500M", nil, "1G"), `spec.resource.rootDisk: Invalid value: rootDisk cannot shrink below 1G, the size the disk's claim asks for (status.rootDisk.request): give 1G or more; the disk keeps its data and never shrinks`},
 	} {
 		errs, _ := validator.Validate(context.Background(), nil, s, tc.new, tc.old, celconfig.RuntimeCELCostBudget)
 		if got := errs.ToAggregate(); got == nil || got.Error() != tc.want {

@@ -107,6 +107,7 @@ func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, go
 	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: "the API server refused to grow the claim: " + err.Error()}
 	re := a.policy.Decide(vm, srv, gone, &refused, nil, a.now())
 	re.Disk, re.Budget = nil, plan.Budget
+	re.DiskAsks(seen.Requested, vm.Status())
 	if re.RequeueAfter == 0 || re.RequeueAfter > decision.Duration(decision.RejectedRetry) {
 		// Nothing else brings the VM back once the quota allows the growth (a quota is not
 		// watched): it is looked at again at the pace of refusals.

@@ -264,6 +264,11 @@ func TestApplyGrowthRefused(t *testing.T) {
 	}
 	stored := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
 	st := stored.Status()
+	// The claim asks for 40G still: the status says so, not the size refused, which would
+	// hold rootDisk above the claim's own where the storage rounds a disk up.
+	if st.RootDisk == nil || st.RootDisk.Request != "40G" {
+		t.Errorf("status.rootDisk %+v, want the request the claim has, 40G", st.RootDisk)
+	}
 	c := st.Condition(schema.ConditionDiskResizing)
 	if st.Phase == schema.PhaseFailed || c == nil || c.Reason != decision.ReasonDiskResizeInfeasible || !strings.Contains(c.Message, "exceeded quota") ||
 		st.Condition(schema.ConditionStalled) == nil {

@@ -207,7 +207,7 @@ func TestServedWatchLayout(t *testing.T) {
 		case c := <-relayouts:
 			if !s.relayout {
 				t.Errorf("%s: asked to stop (%+v), want nothing", s.name, c)
-			} else if !strings.Contains(c.Now, "every path (31)") || c.Was.Fields != w.layout.Fields {
+			} else if !strings.Contains(c.Now, "every path (32)") || c.Was.Fields != w.layout.Fields {
 				t.Errorf("%s: asked to stop with %+v, want the layout it had and the full one of today", s.name, c)
 			}
 		default:

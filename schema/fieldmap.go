@@ -87,6 +87,7 @@ type fileDisk struct {
 	ClaimName scalar `yaml:"claimName"`
 	Phase     scalar `yaml:"phase"`
 	Capacity  scalar `yaml:"capacity"`
+	Request   scalar `yaml:"request"`
 }
 
 type fileServer struct {
@@ -173,6 +174,7 @@ func (f *Fields) infos() []fieldInfo {
 		{"status.rootDisk.claimName", &f.RootDiskClaim, true, false, typeString},
 		{"status.rootDisk.phase", &f.RootDiskPhase, true, false, typeString},
 		{"status.rootDisk.capacity", &f.RootDiskCapacity, true, false, typeQuantity},
+		{"status.rootDisk.request", &f.RootDiskRequest, true, false, typeQuantity},
 		{"status.server.node", &f.ServerNode, true, false, typeString},
 		{"status.server.ip", &f.ServerIP, true, false, typeString},
 		{"status.nextRetryTime", &f.NextRetryTime, true, false, typeString},
@@ -210,6 +212,7 @@ func (m *fileMap) scalars() map[string]*scalar {
 		"status.rootDisk.claimName":     &m.Status.RootDisk.ClaimName,
 		"status.rootDisk.phase":         &m.Status.RootDisk.Phase,
 		"status.rootDisk.capacity":      &m.Status.RootDisk.Capacity,
+		"status.rootDisk.request":       &m.Status.RootDisk.Request,
 		"status.server.node":            &m.Status.Server.Node,
 		"status.server.ip":              &m.Status.Server.IP,
 		"status.nextRetryTime":          &m.Status.NextRetryTime,
@@ -294,6 +297,9 @@ func ParseFieldMap(data []byte) (Fields, error) {
 	if disk := [...]string{f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity}; (disk[0] == "" || disk[1] == "" || disk[2] == "") &&
 		(disk[0] != "" || disk[1] != "" || disk[2] != "") {
 		errs.add(m.Status.RootDisk.ClaimName.line, "status.rootDisk: give claimName, phase and capacity together, or none of them")
+	}
+	if f.RootDiskRequest != "" && f.RootDiskClaim == "" {
+		errs.add(m.Status.RootDisk.Request.line, "status.rootDisk.request: give it with claimName, phase and capacity")
 	}
 	if err := errs.err(); err != nil {
 		return Fields{}, err

@@ -183,6 +183,8 @@ func TestParseFieldMapErrors(t *testing.T) {
 			`line 5: status.phase: path "spec.phase" is outside the status subtree: status fields are written through the /status subresource, which changes nothing else; line 6: status.reason: path "status..reason" has an empty segment (at 2)`},
 		"part of the disk": {"  conditions: status.conditions\n", "  conditions: status.conditions\n  rootDisk: {claimName: status.disk.name, phase: status.disk.phase}\n",
 			`line 12: status.rootDisk: give claimName, phase and capacity together, or none of them`},
+		"the disk's request alone": {"  conditions: status.conditions\n", "  conditions: status.conditions\n  rootDisk: {request: status.disk.request}\n",
+			`line 12: status.rootDisk.request: give it with claimName, phase and capacity`},
 		"empty file":     {"", "", `the field map is empty`},
 		"only a comment": {"", "# nothing\n", `the field map is empty`},
 		"a list":         {"", "- spec\n", `line 1: the top level wants a mapping of spec, status, got a list`},
@@ -273,7 +275,7 @@ func TestStatusRoundTripMaps(t *testing.T) {
 		Server:              &ServerStatus{Name: "vm-server", ID: "uid-1", State: "Failed", Usage: &Usage{CPU: "250m", Memory: "100Mi"}},
 		ConsecutiveFailures: 3, ObservedGeneration: 4, LastUpdateTime: at,
 		Conditions: []Condition{{Type: ConditionReady, Status: ConditionFalse, ObservedGeneration: 4, LastTransitionTime: at, Reason: "ServerFailed", Message: "it failed"}},
-		RootDisk:   &RootDiskStatus{ClaimName: "vm-rootdisk", Phase: "Bound", Capacity: "40G"},
+		RootDisk:   &RootDiskStatus{ClaimName: "vm-rootdisk", Phase: "Bound", Capacity: "40G", Request: "40G"},
 	}
 	for name, f := range map[string]Fields{"v1beta1": builtin(t, "v1beta1"), "v1": builtin(t, "v1"), "machine": machine, "minimal": minimal} {
 		t.Run(name, func(t *testing.T) {
@@ -298,8 +300,13 @@ func TestStatusRoundTripMaps(t *testing.T) {
 			if f.LastUpdateTime == "" {
 				want.LastUpdateTime = time.Time{}
 			}
-			if !f.HasRootDiskStatus() {
+			switch {
+			case !f.HasRootDiskStatus():
 				want.RootDisk = nil
+			case f.RootDiskRequest == "":
+				disk := *st.RootDisk
+				disk.Request = ""
+				want.RootDisk = &disk
 			}
 			got := vm.Status()
 			if !got.SameAs(want) || !got.LastUpdateTime.Equal(want.LastUpdateTime) {

@@ -77,6 +77,12 @@ type Fields struct {
 	RootDiskClaim    string
 	RootDiskPhase    string
 	RootDiskCapacity string
+	// RootDiskRequest is optional, and only beside the three above: the size the disk's
+	// claim asks for, which storage that rounds sizes up leaves below its capacity. The CRD's
+	// rule on rootDisk lets it go back to that size (a growth the class cannot make taken
+	// back); a layout without it reports the rest of the disk, and rootDisk goes back no
+	// lower than the disk's capacity there (a CRD copied from an earlier release).
+	RootDiskRequest string
 
 	// ServerNode and ServerIP are optional: where the server runs, its host and address. A
 	// layout without them does not report them (the decision leaves them out).

@@ -55,15 +55,16 @@ func (f Fields) Only(key string) Fields {
 	return out
 }
 
-// Without is f without the optional fields of keys (the disk's status fields go together,
-// as a map must give them: all or none), and the keys of the fields it left out, in the order
-// of a map file. Required fields stay.
+// Without is f without the optional fields of keys (the disk's claimName, phase and capacity
+// go together, as a map must give them: all or none, and its request with them; the request
+// goes alone, as a CRD of an earlier release lacks it), and the keys of the fields it left
+// out, in the order of a map file. Required fields stay.
 func (f Fields) Without(keys map[string]bool) (Fields, []string) {
 	out := f
 	infos := out.infos()
 	disk := false
 	for _, fi := range infos {
-		if keys[fi.key] && strings.HasPrefix(fi.key, "status.rootDisk.") {
+		if keys[fi.key] && diskGroup(fi.key) {
 			disk = true
 		}
 	}
@@ -76,4 +77,9 @@ func (f Fields) Without(keys map[string]bool) (Fields, []string) {
 		left = append(left, fi.key)
 	}
 	return out, left
+}
+
+// diskGroup reports whether key is one of the disk's status fields that a map gives together.
+func diskGroup(key string) bool {
+	return strings.HasPrefix(key, "status.rootDisk.") && key != "status.rootDisk.request"
 }

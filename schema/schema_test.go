@@ -54,7 +54,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		Server:              &ServerStatus{Name: "vm-server", ID: "uid-1", State: "Running", Usage: &Usage{CPU: "250m", Memory: "100Mi"}},
 		ConsecutiveFailures: 2, ObservedGeneration: 7, LastUpdateTime: at,
 		Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, ObservedGeneration: 7, LastTransitionTime: at, Reason: "ServerReady", Message: "ok"}},
-		RootDisk:   &RootDiskStatus{ClaimName: "vm-rootdisk", Phase: "Bound", Capacity: "40G"},
+		RootDisk:   &RootDiskStatus{ClaimName: "vm-rootdisk", Phase: "Bound", Capacity: "1Gi", Request: "1G"},
 	}
 	obj := []byte(`{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"a","resourceVersion":"5"},
 		"status":{"phase":"Creating","stale":"kept by merge","server":{"id":"old"}}}`)
@@ -80,7 +80,8 @@ func TestStatusRoundTrip(t *testing.T) {
 		t.Errorf("patch must carry resourceVersion as a precondition, got %q", vm.ResourceVersion())
 	}
 
-	// A disk that has no capacity yet leaves none behind.
+	// A disk that has no capacity yet leaves none behind, and one that records no request
+	// (a status of a layout without it) none either.
 	st.RootDisk = &RootDiskStatus{ClaimName: "vm-rootdisk", Phase: "Pending"}
 	patch, _ = StatusPatch(builtin(t, "v1alpha1"), st, "")
 	merged, _ = jsonpatch.MergePatch(merged, patch)

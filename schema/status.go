@@ -110,6 +110,11 @@ type RootDiskStatus struct {
 	ClaimName string `json:"claimName" yaml:"claimName"` // the backend's name for it (for pods: the PersistentVolumeClaim's)
 	Phase     string `json:"phase" yaml:"phase"`         // Pending, Bound or Lost
 	Capacity  string `json:"capacity,omitempty" yaml:"capacity,omitempty"`
+	// Request is the size the disk asks for (for pods: the claim's request), which storage
+	// that rounds sizes up leaves below Capacity: rootDisk may go back to it (the CRD's rule),
+	// where a growth the class cannot make is taken back. "" where the layout has no place
+	// for it (Fields.RootDiskRequest).
+	Request string `json:"request,omitempty" yaml:"request,omitempty"`
 }
 
 // AnnotationRestartedAt asks for a restart of the VM's server, in the convention of kubectl
@@ -372,13 +377,17 @@ func statusValues(f Fields, st Status, resourceVersion string) []pathValue {
 		values = append(values, usageRemoved(f)...)
 	}
 	if d := st.RootDisk; d != nil {
-		var capacity any
+		var capacity, request any
 		if d.Capacity != "" {
 			capacity = d.Capacity
 		}
-		values = append(values, kv{f.RootDiskClaim, d.ClaimName}, kv{f.RootDiskPhase, d.Phase}, kv{f.RootDiskCapacity, capacity})
+		if d.Request != "" {
+			request = d.Request
+		}
+		values = append(values, kv{f.RootDiskClaim, d.ClaimName}, kv{f.RootDiskPhase, d.Phase}, kv{f.RootDiskCapacity, capacity},
+			kv{f.RootDiskRequest, request})
 	} else {
-		values = append(values, kv{f.RootDiskClaim, nil}, kv{f.RootDiskPhase, nil}, kv{f.RootDiskCapacity, nil})
+		values = append(values, kv{f.RootDiskClaim, nil}, kv{f.RootDiskPhase, nil}, kv{f.RootDiskCapacity, nil}, kv{f.RootDiskRequest, nil})
 		drop(parents.disk)
 	}
 	if resourceVersion != "" {
@@ -438,7 +447,7 @@ func usageRemoved(f Fields) []pathValue {
 }
 
 func (f Fields) rootDiskPaths() []string {
-	return []string{f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity}
+	return []string{f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity, f.RootDiskRequest}
 }
 
 // ownParent is the deepest path under status that holds every path of group and no other

@@ -188,12 +188,12 @@ func (vm VirtualMachine) HasFinalizer(name string) bool {
 // is simply rewritten.
 func (vm VirtualMachine) Status() Status {
 	f := vm.fields
-	var v [22]gjson.Result
+	var v [23]gjson.Result
 	vm.getAll(v[:], f.Phase, f.Reason, f.Message, f.ConsecutiveFailures, f.ObservedGeneration, f.LastUpdateTime, f.RestartedAt,
 		f.ServerName, f.ServerID, f.ServerState, f.UsageCPU, f.UsageMemory, f.Conditions,
 		f.RootDiskClaim, f.RootDiskPhase, f.RootDiskCapacity, f.ServerNode, f.ServerIP,
 		f.NextRetryTime, f.StartRequestedAt, f.StopRequestedAt, // the run strategies' (runstrategy.go)
-		f.Migration)
+		f.Migration, f.RootDiskRequest)
 	st := Status{
 		Phase:               Phase(v[0].String()),
 		Reason:              v[1].String(),
@@ -221,8 +221,8 @@ func (vm VirtualMachine) Status() Status {
 	for _, c := range v[12].Array() {
 		st.Conditions = append(st.Conditions, conditionOf(c))
 	}
-	if claim, phase, capacity := v[13], v[14], v[15]; claim.Exists() || phase.Exists() || capacity.Exists() {
-		st.RootDisk = &RootDiskStatus{ClaimName: claim.String(), Phase: phase.String(), Capacity: capacity.String()}
+	if claim, phase, capacity, request := v[13], v[14], v[15], v[22]; claim.Exists() || phase.Exists() || capacity.Exists() || request.Exists() {
+		st.RootDisk = &RootDiskStatus{ClaimName: claim.String(), Phase: phase.String(), Capacity: capacity.String(), Request: request.String()}
 	}
 	st.RunStrategyStatus = runStrategyStatus(v[18], v[19], v[20])
 	st.Migration = migrationOf(v[21])

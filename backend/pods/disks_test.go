@@ -744,7 +744,9 @@ func TestGrowthOf(t *testing.T) {
 }
 
 // TestCachedClaimReadsBack: the compact form of a claim reports the disk the claim is,
-// identities and sizes that do not compact included.
+// identities and sizes that do not compact included, and the size the claim asks for apart
+// from the size it has: storage that rounds a disk up has the one below the other, and the
+// VM's status records both (the CRD lets rootDisk go back to the request).
 func TestCachedClaimReadsBack(t *testing.T) {
 	base := newClaim(diskVM, backend.DiskSpec{Size: resource.MustParse("40G"), StorageClass: "standard"})
 	base.UID, base.ResourceVersion = "11111111-2222-3333-4444-555555555555", "42"
@@ -755,8 +757,13 @@ func TestCachedClaimReadsBack(t *testing.T) {
 		"a fraction": func(c *corev1.PersistentVolumeClaim) {
 			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("0.5")
 		},
-		"going":            func(c *corev1.PersistentVolumeClaim) { c.DeletionTimestamp = ptr.To(metav1.Now()) },
-		"lost, no class":   func(c *corev1.PersistentVolumeClaim) { c.Status.Phase, c.Spec.StorageClassName = corev1.ClaimLost, nil },
+		"going":          func(c *corev1.PersistentVolumeClaim) { c.DeletionTimestamp = ptr.To(metav1.Now()) },
+		"lost, no class": func(c *corev1.PersistentVolumeClaim) { c.Status.Phase, c.Spec.StorageClassName = corev1.ClaimLost, nil },
+		"bound, rounded up": func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1G")
+			c.Status.Phase = corev1.ClaimBound
+			c.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+		},
 		"another's, owned": func(c *corev1.PersistentVolumeClaim) { c.OwnerReferences[0].UID = "someone" },
 	} {
 		pvc := base.DeepCopy()
@@ -764,8 +771,11 @@ func TestCachedClaimReadsBack(t *testing.T) {
 		c := cacheClaim(pvc)
 		d := c.disk(diskVM, true, "")
 		wantPhase := backend.DiskPending
-		if pvc.Status.Phase == corev1.ClaimLost {
+		switch pvc.Status.Phase {
+		case corev1.ClaimLost:
 			wantPhase = backend.DiskLost
+		case corev1.ClaimBound:
+			wantPhase = backend.DiskBound
 		}
 		wantOwner := backend.DiskOwned
 		if pvc.OwnerReferences[0].UID != diskVM.UID {
@@ -773,6 +783,8 @@ func TestCachedClaimReadsBack(t *testing.T) {
 		}
 		if d.ID != string(pvc.UID) || d.Version != pvc.ResourceVersion || d.Requested.Cmp(pvc.Spec.Resources.Requests[corev1.ResourceStorage]) != 0 ||
 			d.Requested.String() != ptr.To(pvc.Spec.Resources.Requests[corev1.ResourceStorage]).String() ||
+			d.Capacity.Cmp(pvc.Status.Capacity[corev1.ResourceStorage]) != 0 ||
+			d.Capacity.String() != ptr.To(pvc.Status.Capacity[corev1.ResourceStorage]).String() ||
 			d.StorageClass != ptr.Deref(pvc.Spec.StorageClassName, "") || d.Phase != wantPhase || d.Owner != wantOwner ||
 			d.Deleting != (pvc.DeletionTimestamp != nil) || c.GetUID() != pvc.UID || c.GetResourceVersion() != pvc.ResourceVersion {
 			t.Errorf("%s: read back as %+v", name, d)

@@ -1160,7 +1160,10 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		st.RootDisk = d.rootDiskStatus()
 		st.Conditions = d.lifecycle(st.Conditions, schema.ConditionDiskResizing, d.diskResizing, st.ObservedGeneration)
 	default:
-		st.RootDisk = nil // the controller keeps no disks
+		// The controller keeps no disks, so none grows: a DiskResizing of a run under claim
+		// goes with the disk's status.
+		st.RootDisk = nil
+		st.Conditions = schema.RemoveCondition(st.Conditions, schema.ConditionDiskResizing)
 	}
 	st.Conditions = d.resumed(st.Conditions)
 	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration, reason)

@@ -436,7 +436,12 @@ func (d *decision) waitingForDisk() string {
 }
 
 // rootDiskStatus is the disk as the status reports it: the VM's disk the plan leaves; nil
-// when it has none, or the layout has no place for it.
+// when it has none, or the layout has no place for it. It records the size the disk asks for
+// beside the size it has, where the layout has a place for it: storage that rounds a disk up
+// (1G asked, 1Gi made) has the one below the other, and the CRD's rule on rootDisk lets it
+// go back to either, so that a growth the class cannot make (DiskNotExpandable) is taken back
+// to the size the disk asks for, which is no growth (keepDisk), rather than to its capacity,
+// which would be one more growth the class cannot make.
 func (d *decision) rootDiskStatus() *schema.RootDiskStatus {
 	if d.disk == nil || !d.vm.Fields().HasRootDiskStatus() {
 		return nil
@@ -444,6 +449,9 @@ func (d *decision) rootDiskStatus() *schema.RootDiskStatus {
 	st := &schema.RootDiskStatus{ClaimName: d.disk.Name, Phase: string(d.disk.Phase)}
 	if !d.disk.Capacity.IsZero() {
 		st.Capacity = d.disk.Capacity.String()
+	}
+	if d.vm.Fields().RootDiskRequest != "" && !d.disk.Requested.IsZero() {
+		st.Request = d.disk.Requested.String()
 	}
 	return st
 }

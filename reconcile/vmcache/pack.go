@@ -64,7 +64,7 @@ func dictionaryData() ([]byte, error) {
 	creating := schema.Status{
 		Phase: schema.PhaseCreating, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage,
 		Server:             &schema.ServerStatus{Name: server, ID: "00000000-0000-0000-0000-000000000000", State: string(backend.StatePending)},
-		RootDisk:           &schema.RootDiskStatus{ClaimName: claim, Phase: string(backend.DiskPending)},
+		RootDisk:           &schema.RootDiskStatus{ClaimName: claim, Phase: string(backend.DiskPending), Request: "10Gi"},
 		ObservedGeneration: 1, LastUpdateTime: at,
 		Conditions: []schema.Condition{{Type: schema.ConditionReady, Status: schema.ConditionFalse, ObservedGeneration: 1,
 			LastTransitionTime: at, Reason: decision.ReasonServerCreating, Message: decision.PendingMessage},
@@ -75,7 +75,7 @@ func dictionaryData() ([]byte, error) {
 		Phase: schema.PhaseActive, Reason: decision.ReasonServerReady, Message: "Server " + server + " is running and ready",
 		Server: &schema.ServerStatus{Name: server, ID: "00000000-0000-0000-0000-000000000000", State: string(backend.StateReady),
 			Usage: &schema.Usage{CPU: "100m", Memory: "64Mi"}, Node: "node-00000", IP: "10.0.0.1"},
-		RootDisk:           &schema.RootDiskStatus{ClaimName: claim, Phase: string(backend.DiskBound), Capacity: "10Gi"},
+		RootDisk:           &schema.RootDiskStatus{ClaimName: claim, Phase: string(backend.DiskBound), Capacity: "10Gi", Request: "10Gi"},
 		ObservedGeneration: 1, LastUpdateTime: at,
 		Conditions: []schema.Condition{
 			{Type: schema.ConditionReady, Status: schema.ConditionTrue, ObservedGeneration: 1,
