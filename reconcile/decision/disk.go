@@ -353,6 +353,10 @@ func (d *decision) diskCondition(want resource.Quantity) {
 	case want.Cmp(disk.Requested) < 0:
 		c(ReasonDiskShrinkRefused, fmt.Sprintf("rootDisk %s is less than the %s of disk %s: a disk never shrinks; it keeps its size and data",
 			want.String(), disk.Requested.String(), disk.Name))
+	case want.Cmp(disk.Requested) > 0 && !disk.CanGrow && disk.Phase == backend.DiskBound && want.Cmp(disk.Capacity) <= 0:
+		// The volume has that size already (storage that rounds up: 1G asked, 1Gi made):
+		// nothing to grow, and nothing refused. The claim's request stays as it is: a class
+		// without volume expansion refuses any larger one, even within the volume's size.
 	case want.Cmp(disk.Requested) > 0 && !disk.CanGrow:
 		class := "its storage class"
 		if disk.StorageClass != "" {
