@@ -122,6 +122,13 @@ func freeAddr(t testing.TB) string {
 func startController(t *testing.T, ns string, args ...string) *controller {
 	t.Helper()
 	installCRDs(t)
+	return runController(t, controllerBinary(t), ns, args...)
+}
+
+// runController is startController for the binary bin, against the CRDs the cluster has: the
+// upgrade test runs an earlier build under that build's CRDs.
+func runController(t *testing.T, bin, ns string, args ...string) *controller {
+	t.Helper()
 	workers := 4 // run's default
 	for i, a := range args {
 		if a == "--workers" && i+1 < len(args) {
@@ -142,7 +149,7 @@ func startController(t *testing.T, ns string, args ...string) *controller {
 			t.Fatal(err)
 		}
 		c.logFile = log.Name()
-		c.cmd = exec.Command(controllerBinary(t), all...)
+		c.cmd = exec.Command(bin, all...)
 		c.cmd.Stdout, c.cmd.Stderr = log, log
 		err = c.cmd.Start()
 		log.Close() // the child has its own descriptor
