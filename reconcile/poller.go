@@ -125,7 +125,16 @@ func (p *poller) sample(ctx context.Context, key cache.ObjectName) bool {
 	usage, err := p.reader.Usage(ctx, ownerOf(vm))
 	p.observe(key, st, usage, err)
 	p.mu.Lock()
-	last := p.lastWrite[key]
+	last, known := p.lastWrite[key]
+	if !known && st.Server.Usage != nil && st.Condition(decision.ConditionUsageReported) != nil {
+		// Usage a process before this one wrote (a restart, a new leader), at a time no
+		// status records: taken as written now, so that a sample that has not moved past
+		// the threshold writes nothing. Otherwise each restart sent a write for every
+		// running VM at its first sample, moved or not; the figure is refreshed by
+		// MaxInterval from here at the latest.
+		last = p.now()
+		p.lastWrite[key] = last
+	}
 	p.mu.Unlock()
 	upd, write := p.policy.DecideUsage(st, vm.Generation(), usage, err, last, p.now())
 	if err != nil {

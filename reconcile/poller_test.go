@@ -117,6 +117,45 @@ func TestPollerQuiet(t *testing.T) {
 	}
 }
 
+// TestPollerAfterRestart: a process's first sample of a VM whose status reports usage (a
+// restart, a new leader) writes nothing while the usage has not moved past the threshold, and
+// the figure is refreshed MaxInterval later; a move past the threshold is written at once.
+// Before, every running VM's first sample was written, moved or not: a write per VM at each
+// restart of the controller.
+func TestPollerAfterRestart(t *testing.T) {
+	const name = "usage-condition-kept-resync" // usage 250m and 1G, UsageReported True
+	w := newWorld(t, name)
+	r := &results{}
+	p := newPoller(t, w, r, name)
+	clock := now
+	p.now = func() time.Time { return clock }
+	owner := ownerOf(w.view(t, name))
+	w.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("255m"), Memory: resource.MustParse("1G")}, nil)
+	p.sample(context.Background(), testVM)
+	if ws := w.writes(); len(ws) != 0 {
+		t.Fatalf("writes %+v at the first sample of usage that has not moved, want none", ws)
+	}
+	clock = now.Add(9 * time.Minute)
+	p.sample(context.Background(), testVM)
+	if n := len(w.writes()); n != 0 {
+		t.Errorf("%d writes before MaxInterval, want none", n)
+	}
+	clock = now.Add(10 * time.Minute)
+	p.sample(context.Background(), testVM)
+	if n := len(w.writes()); n != 1 {
+		t.Errorf("%d writes at MaxInterval, want one", n)
+	}
+
+	// A move past the threshold, at a process's first sample, is written at once.
+	w2 := newWorld(t, name)
+	p2 := newPoller(t, w2, r, name)
+	w2.servers.SetUsage(owner, backend.Usage{CPU: resource.MustParse("500m"), Memory: resource.MustParse("1G")}, nil)
+	p2.sample(context.Background(), testVM)
+	if cpu := status(t, w2, testVM, "server", "usage", "cpu"); len(w2.writes()) != 1 || cpu != "500m" {
+		t.Errorf("writes %d, usage cpu %q: want the move written", len(w2.writes()), cpu)
+	}
+}
+
 // TestPollerRun: run samples what is scheduled and schedules it again while it is Active,
 // until its queue shuts down.
 func TestPollerRun(t *testing.T) {
