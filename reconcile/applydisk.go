@@ -98,14 +98,22 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 // CRD refuses a smaller rootDisk. The VM is decided again on its disk as if the growth had been
 // asked of the storage and refused there (the claim's own word for that, DiskResizeInfeasible:
 // Stalled, a Warning quoting the refusal), without the plan's disk action; its budget action is
-// the plan's, decided with the budget. The growth is asked again at the VM's next reconcile,
+// the plan's, and it is decided with the budget as the plan was. The growth is asked again at the VM's next reconcile,
 // at least every RejectedRetry, and refused again until the quota allows it, with nothing more
 // written.
 func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, act *decision.DiskAction, err error, plan decision.Plan) (decision.Plan, *backend.Disk) {
 	refused := *seen
 	refused.Requested = act.Spec.Size
 	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: "the API server refused to grow the claim: " + err.Error()}
-	re := a.policy.Decide(vm, srv, gone, &refused, nil, a.now())
+	// The budget as the backend's cache shows it, as the plan was decided with: without it
+	// the decision would take the VM for one without a budget, and a status that says the
+	// budget holds a drain (EvictionBlocked) would lose it at each refusal while the budget
+	// still held the drain.
+	var budget *backend.Budget
+	if budgets, ok := a.backend.(backend.Budgets); ok {
+		budget, _ = budgets.ObserveBudget(ownerOf(vm))
+	}
+	re := a.policy.Decide(vm, srv, gone, &refused, budget, a.now())
 	re.Disk, re.Budget = nil, plan.Budget
 	re.DiskAsks(seen.Requested, vm.Status())
 	if re.RequeueAfter == 0 || re.RequeueAfter > decision.Duration(decision.RejectedRetry) {

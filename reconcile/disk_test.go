@@ -835,3 +835,37 @@ func TestApplyAdoptionByVMGone(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyGrowthRefusedKeepsEvictionBlocked: a growth a quota refuses, for a VM under Block
+// whose budget holds its cordoned node's drain (EvictionBlocked): the status written with the
+// refusal keeps the condition. The refusal was decided without the budget, as if the VM had
+// none, and each refusal (every RejectedRetry for as long as the quota stood) wrote the
+// status without it while the budget still held the drain.
+func TestApplyGrowthRefusedKeepsEvictionBlocked(t *testing.T) {
+	const name = "claim/grow-evict-block-cordoned"
+	w := newWorld(t, name)
+	vm := w.view(t, name)
+	owner := ownerOf(vm)
+	_, srv := decidecase.Read(t, caseFile(name))
+	w.servers.Set(owner, srv)
+	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound,
+		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, StorageClass: "standard", Owner: backend.DiskOwned})
+	w.servers.SetBudget(owner, &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-1"})
+	seen, _ := w.servers.ObserveDisk(owner)
+	budget, _ := w.servers.ObserveBudget(owner)
+	plan := decision.DefaultPolicy.Decide(vm, srv, nil, seen, budget, now)
+	if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk {
+		t.Fatalf("plan %+v, want the disk grown", plan.Disk)
+	}
+	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: %w", backend.ErrRejected))
+	if _, err := w.diskApplier().apply(context.Background(), vm, owner, srv, seen, plan); err != nil {
+		t.Fatal(err)
+	}
+	st := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields).Status()
+	if c := st.Condition(decision.ConditionEvictionBlocked); c == nil || c.Status != schema.ConditionTrue {
+		t.Errorf("EvictionBlocked %+v after the growth was refused, want it kept: the budget holds the drain", c)
+	}
+	if c := st.Condition(schema.ConditionDiskResizing); c == nil || c.Reason != decision.ReasonDiskResizeInfeasible {
+		t.Errorf("DiskResizing %+v, want the growth refused", c)
+	}
+}
