@@ -51,6 +51,9 @@ type world struct {
 	// unchanged are the patches that left the VM as it was (a resourceVersion precondition
 	// alone, as before a disk's delete), in order: the API server writes nothing for them.
 	unchanged []write
+	// prune are the fields every write drops, as the API server prunes what a CRD's schema
+	// does not have (a CRD older than the controller).
+	prune [][]string
 }
 
 // write is one patch the fake API server received.
@@ -117,6 +120,11 @@ func (w *world) patch(a k8stesting.Action) (bool, runtime.Object, error) {
 		cur, next, err = w.merge(p, body)
 	}
 	w.mu.Lock()
+	if err == nil {
+		for _, path := range w.prune {
+			unstructured.RemoveNestedField(next.Object, path...)
+		}
+	}
 	if err == nil && equality.Semantic.DeepEqual(cur.Object, next.Object) {
 		w.unchanged = append(w.unchanged, logged)
 		w.mu.Unlock()
