@@ -153,6 +153,14 @@ type Server struct {
 	Resize   Resize    // how far a change of cpu and memory in place has got (resize.go)
 	// Disk is the name of its VM's disk it mounts (Disks); "" for a server without one.
 	Disk string
+	// Lingers, on an ended server (Stopped, Failed), says that what realises it runs on all
+	// the same and holds its host, as a live server does: a disruption budget then holds it
+	// (for pods: the server container has terminated, and another container, a sidecar a
+	// mesh or a logging agent injected, keeps the pod Running; the eviction API asks the
+	// budget of a Running pod, and evicts a terminal one without asking it). False for a live
+	// server, and for one that ended with all of it (for pods: Succeeded, Failed, or Pending,
+	// which the eviction API takes without the budget too).
+	Lingers bool
 
 	// Where it runs and why it does not run yet (waiting.go).
 	Node    string  // the host it was placed on (for pods: the node's name); "" until placed

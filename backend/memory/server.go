@@ -34,6 +34,7 @@ type serverYAML struct {
 	// Whether it is being evicted (backend.Server's Cordoned and Disruption).
 	Cordoned   bool                `yaml:"cordoned"`
 	Disruption *backend.Disruption `yaml:"disruption"`
+	Lingers    bool                `yaml:"lingers"` // ended, and what realises it runs on (backend.Server.Lingers)
 }
 
 // waitingYAML is backend.Waiting written down: its reason, message and since when (relative
@@ -85,7 +86,7 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting, cordoned, disruption)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting, cordoned, disruption, lingers)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image, placement, restart)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
@@ -118,6 +119,7 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	waiting: {reason: Unschedulable, message: "0/3 nodes are available", since: 10m}  # optional, or ImagePull
 //	cordoned: true         # optional: its node takes no new servers (a drain cordoned it)
 //	disruption: {reason: EvictionByEvictionAPI, message: ""}  # optional: it is being evicted
+//	lingers: true          # optional, for Failed and Stopped: what realises it runs on (a sidecar keeps the pod Running)
 //
 // A spec may carry a placement, as a VM's spec.placement writes it
 // (placement: {nodeSelector: {disktype: ssd}}), and the restart request the server was made
@@ -149,7 +151,7 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
 		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != "", Restart: s.Spec.Restart}, Disk: s.Disk,
-		Node: s.Node, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption}
+		Node: s.Node, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption, Lingers: s.Lingers}
 	if d := s.Disruption; d != nil && d.Reason == "" {
 		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")
 	}

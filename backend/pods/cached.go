@@ -94,6 +94,8 @@ const (
 	podIPv6
 	// podRestart: restart holds the server's restart mark.
 	podRestart
+	// podLingers: the server ended in a pod that runs on (backend.Server.Lingers).
+	podLingers
 )
 
 // podNotes are the parts of a server that a running, ready pod with nothing under way does
@@ -205,6 +207,9 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	}
 	if disk {
 		p.flags |= podDisk
+	}
+	if s.Lingers {
+		p.flags |= podLingers
 	}
 	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since,
 		wait: wait, waitBackOff: s.Waiting.BackOff, waitMessage: intern(s.Waiting.Message), waitSince: s.Waiting.Since}
@@ -357,6 +362,7 @@ func (p *cachedPod) server() backend.Server {
 		State:    serverStates[p.state],
 		Detail:   podPhases[p.phase],
 		Deleting: p.flags&podDeleting != 0,
+		Lingers:  p.flags&podLingers != 0,
 		Spec: backend.Spec{
 			CPU:      quantityOf(p.cpu, p.formats[0], cpuScale),
 			Memory:   quantityOf(p.memory, p.formats[1], bytesScale),

@@ -80,7 +80,9 @@ func TestEndedPodMessage(t *testing.T) {
 // any other a failure, with the server container's finish time and end, not the sidecar's. A
 // pod that failed only because a sidecar did reads by its server too, unless the pod's own
 // reason says something outside ended it. A server that runs while a sidecar has ended reads
-// as before.
+// as before. A server that ended in a pod still Running lingers (backend.Server.Lingers): the
+// pod holds its node, and the eviction API asks its budget about it; one whose pod is
+// terminal, or Pending, does not.
 func TestServerEndedInLivePod(t *testing.T) {
 	finished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC))
 	sidecarFinished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 9, 0, time.UTC))
@@ -101,30 +103,31 @@ func TestServerEndedInLivePod(t *testing.T) {
 		state   backend.State
 		message string
 		since   time.Time
+		lingers bool
 	}{
 		"server exited 0, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			ContainerStatuses: []corev1.ContainerStatus{running("istio-proxy"), terminated(ContainerName, "Completed", 0, finished)}},
-			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time},
+			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true},
 		"server exited 1, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Error", 1, finished), running("log-agent")}},
-			state: backend.StateFailed, message: "Error, exit code 1", since: finished.Time},
+			state: backend.StateFailed, message: "Error, exit code 1", since: finished.Time, lingers: true},
 		"server OOMKilled, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "OOMKilled", 137, finished), running("istio-proxy")}},
-			state: backend.StateFailed, message: "OOMKilled, exit code 137", since: finished.Time},
+			state: backend.StateFailed, message: "OOMKilled, exit code 137", since: finished.Time, lingers: true},
 		// Before the kubelet writes the pod's readiness again.
 		"server ended, pod still ready": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionTrue),
 			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Error", 2, finished), running("istio-proxy")}},
-			state: backend.StateFailed, message: "Error, exit code 2", since: finished.Time},
+			state: backend.StateFailed, message: "Error, exit code 2", since: finished.Time, lingers: true},
 		// Ended is ended on a node that does not answer too: not lost.
 		"server ended, node not ready": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished), running("istio-proxy")}},
-			nodes: nodeDown, state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time},
+			nodes: nodeDown, state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true},
 		// A native sidecar (an init container with restartPolicy Always) runs on until the
 		// kubelet stops it after the server.
 		"server ended, native sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			InitContainerStatuses: []corev1.ContainerStatus{running("istio-proxy")},
 			ContainerStatuses:     []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished)}},
-			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time},
+			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true},
 		// The kubelet says Pending while a container has not started (a sidecar's image not
 		// pulled), even when the server has run and ended.
 		"server ended, sidecar waits": {status: corev1.PodStatus{Phase: corev1.PodPending,
@@ -155,6 +158,12 @@ func TestServerEndedInLivePod(t *testing.T) {
 			}
 			if s.Detail != string(tc.status.Phase) {
 				t.Errorf("detail %q, want the pod's phase %s", s.Detail, tc.status.Phase)
+			}
+			if s.Lingers != tc.lingers {
+				t.Errorf("lingers %v, want %v", s.Lingers, tc.lingers)
+			}
+			if direct := serverOf(p); direct.Lingers != tc.lingers {
+				t.Errorf("serverOf: lingers %v, want %v", direct.Lingers, tc.lingers)
 			}
 		})
 	}

@@ -177,6 +177,10 @@ func serverOf(pod *corev1.Pod) backend.Server {
 	default: // Unknown: the kubelet cannot be reached
 		s.State, s.Message = backend.StateLost, pod.Status.Message
 	}
+	// Ended by its server container while another keeps the pod Running (phaseOf): the pod
+	// holds its node, and a drain's eviction asks the VM's budget about it as about a
+	// running server. A Pending one is evicted without the budget, as one that never ran.
+	s.Lingers = (s.State == backend.StateStopped || s.State == backend.StateFailed) && pod.Status.Phase == corev1.PodRunning
 	return s
 }
 

@@ -26,9 +26,10 @@ import (
 //     which it gives up, as a migration has.
 //   - Block: a disruption budget (backend.Budgets: a PodDisruptionBudget) keeps the server
 //     from being evicted, so a drain waits; while the server's node is cordoned and the
-//     server runs (a Pending or ended pod is evicted without the budget being asked), the
-//     condition EvictionBlocked and a Warning say which VM holds the drain and how to move
-//     it, once the budget is seen (budgetHolds). The budget goes when the strategy changes,
+//     server runs (a Pending or ended pod is evicted without the budget being asked), or
+//     ended in a pod that runs on (backend.Server.Lingers), the condition EvictionBlocked
+//     and a Warning say which VM holds the drain and how to let it go, once the budget is
+//     seen (budgetHolds). The budget goes when the strategy changes,
 //     and with the VM: on its way out (deleting) the controller deletes it, for a deletion
 //     that orphans the VM's dependents (kubectl delete --cascade=orphan) would leave it behind. One an earlier VM of the name left all
 //     the same (backend.Budget.Unowned) is adopted under Block, and otherwise left alone.
@@ -354,9 +355,13 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 	if d.evictStrategy == schema.EvictionBlock && d.budgetHolds() && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving && held(d.srv) {
 		// The budget is not named: the pods backend names it NAME-block-eviction, and an
 		// adopted one keeps its name.
+		hint := fmt.Sprintf(migrateHint, d.vm.Name())
+		if ended(d.srv) {
+			hint = d.lingerHint(reason)
+		}
 		d.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
 			"Node %s is cordoned, and the VM's disruption budget keeps server %s from being evicted (evictionStrategy Block): %s",
-			d.srv.Node, d.srv.Name, fmt.Sprintf(migrateHint, d.vm.Name()))}
+			d.srv.Node, d.srv.Name, hint)}
 		if c := d.current.Condition(ConditionEvictionBlocked); c == nil || c.Status != schema.ConditionTrue {
 			d.event(EventWarning, ReasonDrainBlocked, d.blocked.message)
 		}
@@ -386,8 +391,32 @@ func (d *decision) budgetHolds() bool {
 
 // held reports whether a budget keeps srv from being evicted: the eviction API asks the budget
 // only for a pod that runs (or may run: on a node that does not answer); a Pending pod, or one
-// that ended (Succeeded, Failed), it evicts at once, budget or not.
-func held(srv *backend.Server) bool { return running(srv) || srv.State == backend.StateLost }
+// that ended (Succeeded, Failed), it evicts at once, budget or not. A server that ended in a
+// pod another container keeps Running (Lingers) is held as a running one: the pod is not
+// terminal, and with its server ended it is not ready either, so the budget allows nothing.
+func held(srv *backend.Server) bool {
+	return running(srv) || srv.State == backend.StateLost || ended(srv) && srv.Lingers
+}
+
+// lingerHint is how a user lets a drain take a server that ended but lingers (held), for a
+// status of reason; migrating is refused for a server that ended. One its run strategy keeps
+// (stopsWith) stays until a stop deletes it, or a start deletes it and makes the next one, on
+// a node other than the cordoned one. A failed one that waits out its backoff (retries) goes
+// when the controller replaces it, or before, on a stop. Any other (kept beside a spec the
+// controller refuses) goes when the controller deletes it.
+func (d *decision) lingerHint(reason string) string {
+	name := d.vm.Name()
+	const why = "the server has ended, but another container (a sidecar) keeps its pod running"
+	switch {
+	case d.stopsWith(reason):
+		return fmt.Sprintf("%s, and runStrategy %s keeps the ended server: to free the node, stop the VM "+
+			"(kubectl vm stop %s) or start it again, on another node (kubectl vm start %s)", why, d.strategy, name, name)
+	case d.retries(reason):
+		return fmt.Sprintf("%s until a new server replaces it after its backoff (status.nextRetryTime): "+
+			"to free the node before, stop the VM (kubectl vm stop %s)", why, name)
+	}
+	return why + " until the controller deletes the server"
+}
 
 // replacing reports whether the server of a running VM is being moved under Replace: evicted,
 // or gone after an eviction with the new one not yet ready. A move is carried out whatever the run
