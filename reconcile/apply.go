@@ -71,6 +71,9 @@ type applied struct {
 	last      *written
 	written   []string
 	releasing bool
+	// unkept: the API server did not keep the status written as it was sent (unkept), and a
+	// decision on its answer would send it again.
+	unkept bool
 }
 
 // applyPlan is apply, with what the writes returned, so that the caller can carry on from the
@@ -204,6 +207,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		if err != nil {
 			return out, fmt.Errorf("write status: %w", err)
 		}
+		out.unkept = a.unkept(patch, rv, w)
 		rv = w.rv
 		out.last, out.written = &w, append(out.written, rv)
 		a.expect.replaced.written(key, *plan.Status)
@@ -263,10 +267,29 @@ func (a applier) writeRefusal(ctx context.Context, vm schema.VirtualMachine, own
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
+	out.unkept = a.unkept(patch, out.last.rv, w)
 	out.last, out.written = &w, append(out.written, w.rv)
 	a.expect.replaced.written(cache.NewObjectName(owner.Namespace, owner.Name), *plan.Status)
 	a.recordAbout(vm, observed, plan.Events...)
 	return nil
+}
+
+// unkept reports whether the API server did not keep the status patch sent, conditional on
+// resourceVersion rv, as w, its answer, shows: a CRD that lacks a field the patch sets prunes
+// it (a CRD older than the controller, not read under --watch-crd=false). Through the status
+// subresource such a write, once it moves nothing but the pruned field, is stored as no
+// change: the answer keeps rv. Through the main resource every status write claims a new
+// generation and is stored, so the status read back from the patch is compared with the
+// answer's: a cost paid only on that route.
+func (a applier) unkept(patch []byte, rv string, w written) bool {
+	if w.rv == rv {
+		return true
+	}
+	if !a.route.main {
+		return false
+	}
+	sent := schema.ViewOf(patch, w.rv, a.fields).Status()
+	return !sent.SameAs(w.view(a.fields).Status())
 }
 
 // takesDisk reports whether the disk action act cannot be undone should the VM not be as the

@@ -956,12 +956,13 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			c.passes.active(key, passes, c.cfg.Observer)
 		}
 		after = out.after
-		if out.last != nil && out.last.rv == vm.ResourceVersion() {
-			// The API server stored nothing of the plan's writes: what the decision wrote is
-			// not what it reads back, and deciding again would write it again. A CRD older
-			// than the controller prunes the status fields it lacks (a new field of this
-			// version: apply its CRDs); its fields check refuses such a CRD at start, unless
-			// it is not read (--watch-crd=false).
+		if out.unkept && out.last != nil {
+			// The API server did not keep the status as it was written (applier.unkept):
+			// deciding again on its answer would write it again, and through the main
+			// resource, where every such write is stored, its echo would bring the VM back
+			// for ever. A CRD older than the controller prunes the status fields it lacks (a
+			// new field of this version: apply its CRDs); the fields check refuses such a
+			// CRD at start, unless it is not read (--watch-crd=false).
 			c.warnUnstored(log)
 			c.echoes.expect(key, rvs, last, from)
 			break

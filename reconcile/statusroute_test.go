@@ -58,6 +58,9 @@ func withoutStatusSubresource(w *world) {
 		if err != nil {
 			return true, nil, err
 		}
+		for _, path := range w.prune {
+			unstructured.RemoveNestedField(next.Object, path...)
+		}
 		if equality.Semantic.DeepEqual(cur.Object, next.Object) {
 			return true, next, nil
 		}
