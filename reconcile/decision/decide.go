@@ -1106,7 +1106,12 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	msg = schema.Shorten(msg, schema.ConditionMessageLimit) // the message of Ready too
 	st.Phase, st.Reason, st.Message = phase, reason, msg
 	st.ObservedGeneration = d.vm.Generation()
-	st.NextRetryTime = d.nextRetry // set while a failed server waits out its backoff only
+	if d.vm.Fields().NextRetryTime != "" {
+		// Set while a failed server waits out its backoff only; not in a layout without the
+		// field (a CRD of another group, a field map of its own), which reads it back as
+		// unset: every decision of the wait found the status changed and wrote it again.
+		st.NextRetryTime = d.nextRetry
+	}
 	st.Server = nil
 	if srv != nil {
 		st.Server = &schema.ServerStatus{Name: srv.Name, ID: srv.ID, State: srv.Detail}

@@ -106,3 +106,28 @@ func TestReleasing(t *testing.T) {
 		t.Errorf("Releasing a VM held by its lost node: status %+v, events %v; want the status NodeLost, no Events", got.Status, got.Events)
 	}
 }
+
+// TestLayoutWithoutNextRetryTime: in a layout without status.nextRetryTime (a CRD of another
+// group, a field map of its own), a failed server waiting out its backoff is decided on, the
+// plan carried out, and decided on again: nothing more is written. The status kept the time
+// of the next try, which the layout reads back as unset, and every decision of the wait found
+// the status changed and wrote it again (the message holds the time there).
+func TestLayoutWithoutNextRetryTime(t *testing.T) {
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	file := filepath.Join("..", "..", "testdata", "decide", "failed-backoff-wait.txtar")
+	vm, srv := decidecase.Read(t, file)
+	fields, left := vm.Fields().Without(map[string]bool{"status.nextRetryTime": true})
+	if len(left) != 1 {
+		t.Fatalf("left out %v, want status.nextRetryTime", left)
+	}
+	vm = schema.ViewOf(vm.JSON(), vm.ResourceVersion(), fields)
+	plan := policy.Decide(vm, srv, nil, nil, nil, now)
+	if plan.Status == nil || !strings.Contains(plan.Status.Message, "a new server will be created at") {
+		t.Fatalf("status %+v: the case must write the wait, with its time in the message", plan.Status)
+	}
+	w := applyPlan(t, vm, srv, nil, plan)
+	if again := policy.Decide(w.vm, w.srv, nil, nil, nil, now); again.Status != nil {
+		t.Errorf("decided again, the status written again: %+v", *again.Status)
+	}
+}
