@@ -305,7 +305,12 @@ func RunMain(app *cli.App, name string, args []string, stderr io.Writer) int {
 // boolean one or written as --flag=value; after "--" everything is an argument. Without a
 // verb, or with the program's own --help or --version before it, args are left as they are.
 func PluginArgs(args []string) []string {
-	verb := verbAt(args)
+	verb, program := verbAt(args)
+	if program > 1 {
+		// The program's own --help or --version after a verb's flags (kubectl vm -n ns
+		// --help): the program's, which takes none of them.
+		return []string{args[0], args[program]}
+	}
 	if verb < 0 {
 		return args
 	}
@@ -326,25 +331,26 @@ var pluginBoolean = map[string]bool{"--force": true, "-force": true, "--help": t
 var programFlags = map[string]bool{"--help": true, "-help": true, "-h": true, "--h": true, "--version": true, "-version": true, "-v": true, "--v": true}
 
 // verbAt is the index in args of the verb: the first argument after the program's name that
-// is neither a flag nor a flag's value; -1 when there is none, when "--" comes first, or when
-// the program's own --help or --version comes before it.
-func verbAt(args []string) int {
+// is neither a flag nor a flag's value; -1 when there is none, or when "--" comes first. When
+// the program's own --help or --version comes before any verb, program is its index (else
+// -1) and verb is -1.
+func verbAt(args []string) (verb, program int) {
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "--":
-			return -1
+			return -1, -1
 		case programFlags[a]:
-			return -1
+			return -1, i
 		case strings.HasPrefix(a, "-") && len(a) > 1:
 			if !strings.Contains(a, "=") && !pluginBoolean[a] {
 				i++ // its value
 			}
 		default:
-			return i
+			return i, -1
 		}
 	}
-	return -1
+	return -1, -1
 }
 
 // takeFlags returns the flags of args, each with its value, in their order, and appends the

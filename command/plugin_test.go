@@ -421,10 +421,11 @@ func TestPluginArgs(t *testing.T) {
 			[]string{"kubectl-vm", "stop", "-n", "ns", "--force", "--", "vm1"}},
 		"flags on both sides": {[]string{"kubectl-vm", "--namespace=ns", "--context", "c1", "wait", "vm1", "--for", "phase=Active"},
 			[]string{"kubectl-vm", "wait", "--namespace=ns", "--context", "c1", "--for", "phase=Active", "--", "vm1"}},
-		"a flag only":    {[]string{"kubectl-vm", "-n", "ns"}, []string{"kubectl-vm", "-n", "ns"}},
-		"help before":    {[]string{"kubectl-vm", "--help", "stop"}, []string{"kubectl-vm", "--help", "stop"}},
-		"the verb alone": {[]string{"kubectl-vm", "status"}, []string{"kubectl-vm", "status"}},
-		"version":        {[]string{"kubectl-vm", "--version"}, []string{"kubectl-vm", "--version"}},
+		"a flag only":       {[]string{"kubectl-vm", "-n", "ns"}, []string{"kubectl-vm", "-n", "ns"}},
+		"help before":       {[]string{"kubectl-vm", "--help", "stop"}, []string{"kubectl-vm", "--help", "stop"}},
+		"help after a flag": {[]string{"kubectl-vm", "-n", "ns", "--help"}, []string{"kubectl-vm", "--help"}},
+		"the verb alone":    {[]string{"kubectl-vm", "status"}, []string{"kubectl-vm", "status"}},
+		"version":           {[]string{"kubectl-vm", "--version"}, []string{"kubectl-vm", "--version"}},
 	}
 	for name, tc := range tests {
 		if got := PluginArgs(tc.in); !reflect.DeepEqual(got, tc.want) {
