@@ -410,12 +410,13 @@ func (d *decision) lingerHint(reason string) string {
 	switch {
 	case d.stopsWith(reason):
 		return fmt.Sprintf("%s, and runStrategy %s keeps the ended server: to free the node, stop the VM "+
-			"(kubectl vm stop %s) or start it again, on another node (kubectl vm start %s)", why, d.strategy, name, name)
+			"(kubectl vm stop %s) or start it again (kubectl vm start %s), which replaces it", why, d.strategy, name, name)
 	case d.retries(reason):
 		return fmt.Sprintf("%s until a new server replaces it after its backoff (status.nextRetryTime): "+
 			"to free the node before, stop the VM (kubectl vm stop %s)", why, name)
 	}
-	return why + " until the controller deletes the server"
+	return fmt.Sprintf("%s until the controller deletes the server: to free the node, stop the VM (kubectl vm stop %s) "+
+		"or fix what its status reports", why, name)
 }
 
 // replacing reports whether the server of a running VM is being moved under Replace: evicted,
