@@ -81,7 +81,7 @@ func renderFlagsDoc(t *testing.T, a *cli.App) []byte {
 	}
 	commands("vm-controller", a.Commands)
 	b.WriteString("\nThe kubectl plugin (`kubectl-vm`, the same binary under that name; [run strategies](../run-strategies.md)): its\n" +
-		"verbs take the VM's name and, as kubectl does, their flags before or after it.\n")
+		"verbs take the VM's name and, as kubectl does, their flags before or after it, or before the verb (`kubectl vm -n NS stop NAME`).\n")
 	commands("kubectl vm", Plugin("").Commands)
 	return b.Bytes()
 }
