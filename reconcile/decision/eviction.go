@@ -412,8 +412,12 @@ func (d *decision) lingerHint(reason string) string {
 		return fmt.Sprintf("%s, and runStrategy %s keeps the ended server: to free the node, stop the VM "+
 			"(kubectl vm stop %s) or start it again (kubectl vm start %s), which replaces it", why, d.strategy, name, name)
 	case d.retries(reason):
-		return fmt.Sprintf("%s until a new server replaces it after its backoff (status.nextRetryTime): "+
-			"to free the node before, stop the VM (kubectl vm stop %s)", why, name)
+		when := "status.nextRetryTime"
+		if d.vm.Fields().NextRetryTime == "" {
+			when = "the time the status's message gives" // a layout without the field
+		}
+		return fmt.Sprintf("%s until a new server replaces it after its backoff (%s): "+
+			"to free the node before, stop the VM (kubectl vm stop %s)", why, when, name)
 	}
 	return fmt.Sprintf("%s until the controller deletes the server: to free the node, stop the VM (kubectl vm stop %s) "+
 		"or fix what its status reports", why, name)

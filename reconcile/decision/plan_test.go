@@ -131,3 +131,34 @@ func TestLayoutWithoutNextRetryTime(t *testing.T) {
 		t.Errorf("decided again, the status written again: %+v", *again.Status)
 	}
 }
+
+// TestLingerHintWithoutNextRetryTime: the EvictionBlocked message of a failed server that a
+// sidecar keeps running, waiting out its backoff, points at status.nextRetryTime for the time
+// of its replacement, and at the status's message in a layout without that field.
+func TestLingerHintWithoutNextRetryTime(t *testing.T) {
+	file := filepath.Join("..", "..", "testdata", "decide", "evict-block-cordoned-failed-lingers-backoff.txtar")
+	vm, srv := decidecase.Read(t, file)
+	budget := decidecase.Budget(t, file)
+	policy := decision.DefaultPolicy
+	policy.RootDisk = decision.RootDiskEphemeral
+	without, _ := vm.Fields().Without(map[string]bool{"status.nextRetryTime": true})
+	for _, tc := range []struct {
+		fields schema.Fields
+		want   string
+	}{
+		{vm.Fields(), "(status.nextRetryTime)"},
+		{without, "(the time the status's message gives)"},
+	} {
+		v := schema.ViewOf(vm.JSON(), vm.ResourceVersion(), tc.fields)
+		plan := policy.Decide(v, srv, nil, nil, budget, now)
+		var msg string
+		if plan.Status != nil {
+			if c := plan.Status.Condition(decision.ConditionEvictionBlocked); c != nil {
+				msg = c.Message
+			}
+		}
+		if !strings.Contains(msg, tc.want) {
+			t.Errorf("EvictionBlocked %q, want it to say %s", msg, tc.want)
+		}
+	}
+}
