@@ -164,8 +164,8 @@ type Controller struct {
 	// fenced is set while writes are fenced (Config.Fence) and the loop has said so: one
 	// line per episode, not one per VM.
 	fenced atomic.Bool
-	// unstoredWarned is when warnUnstored last warned (Unix nanoseconds; 0: never).
-	unstoredWarned atomic.Int64
+	// unkeptWarned is when warnUnkept last warned (Unix nanoseconds; 0: never).
+	unkeptWarned atomic.Int64
 }
 
 // New builds a controller; nothing runs until Start (the informers, on every replica) and
@@ -726,23 +726,23 @@ func (c *Controller) reconcileRecovered(ctx context.Context, key cache.ObjectNam
 	return c.reconcile(ctx, key, log, debug)
 }
 
-// warnUnstored warns that a write of the VM stored nothing, at most once per unstoredWarnEvery
+// warnUnkept warns that a status write was not kept as sent, at most once per unkeptWarnEvery
 // for the whole controller: with a CRD that prunes a field, every VM's writes do.
-func (c *Controller) warnUnstored(log *slog.Logger) {
+func (c *Controller) warnUnkept(log *slog.Logger) {
 	now := c.cfg.Now()
-	last := c.unstoredWarned.Load()
-	if last != 0 && now.Sub(time.Unix(0, last)) < unstoredWarnEvery {
+	last := c.unkeptWarned.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < unkeptWarnEvery {
 		return
 	}
-	if c.unstoredWarned.CompareAndSwap(last, now.UnixNano()) {
-		log.Warn("A status write changed nothing on the API server, whose CRD may lack status fields this version writes: "+
-			"apply this version's CRDs (vm-controller crds, or manifests); until then each reconcile of a VM sends that write once",
+	if c.unkeptWarned.CompareAndSwap(last, now.UnixNano()) {
+		log.Warn("A status write was not kept as sent by the API server, whose CRD may lack status fields this version writes: "+
+			"apply this version's CRDs (vm-controller crds, or manifests); until then each reconcile of a VM sends that status once or twice",
 			"resource", c.cfg.GVR.String())
 	}
 }
 
-// unstoredWarnEvery is how often warnUnstored may warn.
-const unstoredWarnEvery = 10 * time.Minute
+// unkeptWarnEvery is how often warnUnkept may warn.
+const unkeptWarnEvery = 10 * time.Minute
 
 // maxDecisions bounds the decisions of one reconcile: the first, on the cached VM, and those
 // on the VM as each round of writes returned it.
@@ -963,7 +963,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// for ever. A CRD older than the controller prunes the status fields it lacks (a
 			// new field of this version: apply its CRDs); the fields check refuses such a
 			// CRD at start, unless it is not read (--watch-crd=false).
-			c.warnUnstored(log)
+			c.warnUnkept(log)
 			c.echoes.expect(key, rvs, last, from)
 			break
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 )
 
-// TestControllerWriteStoredNothing: a CRD older than the controller prunes a status field this
+// TestControllerStatusNotKept: a CRD older than the controller prunes a status field this
 // version writes (status.rootDisk.request), which the fields check at start would refuse but
 // does not see under --watch-crd=false. Deciding again on what the API server answered would
 // write the status again: the reconcile ends at the first write the API server did not keep
@@ -17,7 +17,7 @@ import (
 // the second write of the same status is stored as no change, the first reconcile sent it
 // up to maxDecisions times; through the main resource, where every status write claims a
 // new generation and is stored, the last write's echo brought the VM back for ever.
-func TestControllerWriteStoredNothing(t *testing.T) {
+func TestControllerStatusNotKept(t *testing.T) {
 	for name, main := range routes {
 		t.Run(name, func(t *testing.T) {
 			const vmCase = "claim/status-without-request"
@@ -52,7 +52,7 @@ func TestControllerWriteStoredNothing(t *testing.T) {
 					break
 				}
 			}
-			if n := strings.Count(logs.String(), "changed nothing on the API server"); n != 1 {
+			if n := strings.Count(logs.String(), "was not kept as sent by the API server"); n != 1 {
 				t.Errorf("%d warnings, want one:\n%s", n, logs.String())
 			}
 		})
