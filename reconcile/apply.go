@@ -55,9 +55,10 @@ func (a applier) warnRefused(vm schema.VirtualMachine, what string, err error) {
 // the disk deleted or released. Every write is conditional on the resourceVersion the decision saw (and
 // the ones its own writes produce), so a decision made on a stale view fails with a conflict
 // and is made again, rather than overwriting newer state. The plan is taken as decided with
-// no server gone while disrupted (Decide's gone nil); applyPlan takes one.
+// no server gone while disrupted and no disruption budget (Decide's gone and budget nil);
+// applyPlan takes them.
 func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, disk *backend.Disk, plan decision.Plan) (time.Duration, error) {
-	out, err := a.applyPlan(ctx, vm, owner, observed, nil, disk, plan)
+	out, err := a.applyPlan(ctx, vm, owner, observed, nil, disk, nil, plan)
 	return out.after, err
 }
 
@@ -77,10 +78,11 @@ type applied struct {
 }
 
 // applyPlan is apply, with what the writes returned, so that the caller can carry on from the
-// VM as it now is instead of waiting for the informer to bring it back. observed, gone and disk
-// are what the plan was decided on (Decide's srv, gone and disk): a refusal is decided on them
-// too (Rejected, DiskRejected), so that it keeps what the plan refused began.
-func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, gone *backend.Gone, disk *backend.Disk, plan decision.Plan) (applied, error) {
+// VM as it now is instead of waiting for the informer to bring it back. observed, gone, disk
+// and budget are what the plan was decided on (Decide's srv, gone, disk and budget): a refusal
+// is decided on them too (Rejected, DiskRejected, a growth refused), so that it keeps what the
+// plan refused began.
+func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, gone *backend.Gone, disk *backend.Disk, budget *backend.Budget, plan decision.Plan) (applied, error) {
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
 	rv := vm.ResourceVersion()
 	var out applied
@@ -121,7 +123,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				return out, nil
 			}
 		}
-		decidedOn, err := a.applyDisk(ctx, vm, owner, observed, gone, disk, &plan)
+		decidedOn, err := a.applyDisk(ctx, vm, owner, observed, gone, disk, budget, &plan)
 		if namespaceGoing(err) {
 			// As for the server's create below: the namespace's deletion is the next
 			// change to act on.

@@ -26,8 +26,9 @@ import (
 // a refusal: a delete, or the read an update makes of a disk the cache lags) holds the VM the
 // same way, and says so, until the call is allowed (diskForbidden). It returns the disk what
 // follows in the plan is decided on, should it be refused too: seen, or, for a growth the API
-// server refused, seen with that refusal (growthRefused).
-func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, plan *decision.Plan) (*backend.Disk, error) {
+// server refused, seen with that refusal (growthRefused). srv, gone, seen and budget are what
+// the plan was decided on.
+func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, budget *backend.Budget, plan *decision.Plan) (*backend.Disk, error) {
 	act := plan.Disk
 	disks, ok := a.backend.(backend.Disks)
 	if !ok {
@@ -65,7 +66,7 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		return seen, nil
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.ExpandDisk && !errors.Is(err, backend.ErrDiskConflict):
 		var refused *backend.Disk
-		*plan, refused = a.growthRefused(vm, srv, gone, seen, act, err, *plan)
+		*plan, refused = a.growthRefused(vm, srv, gone, seen, budget, act, err, *plan)
 		return refused, nil
 	case errors.Is(err, backend.ErrRejected):
 		*plan = a.policy.DiskRejected(vm, srv, gone, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
@@ -98,21 +99,16 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 // CRD refuses a smaller rootDisk. The VM is decided again on its disk as if the growth had been
 // asked of the storage and refused there (the claim's own word for that, DiskResizeInfeasible:
 // Stalled, a Warning quoting the refusal), without the plan's disk action; its budget action is
-// the plan's, and it is decided with the budget as the plan was. The growth is asked again at the VM's next reconcile,
-// at least every RejectedRetry, and refused again until the quota allows it, with nothing more
-// written.
-func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, act *decision.DiskAction, err error, plan decision.Plan) (decision.Plan, *backend.Disk) {
+// the plan's. It is decided on the budget the plan was decided on, not on the backend's cache
+// read again: a read that failed, or a cache that moved in between, would decide the VM as
+// one without that budget, and a status that says the budget holds a drain (EvictionBlocked)
+// would lose it for one write while the budget still held the drain. The growth is asked
+// again at the VM's next reconcile, at least every RejectedRetry, and refused again until the
+// quota allows it, with nothing more written.
+func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, budget *backend.Budget, act *decision.DiskAction, err error, plan decision.Plan) (decision.Plan, *backend.Disk) {
 	refused := *seen
 	refused.Requested = act.Spec.Size
 	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: "the API server refused to grow the claim: " + err.Error()}
-	// The budget as the backend's cache shows it, as the plan was decided with: without it
-	// the decision would take the VM for one without a budget, and a status that says the
-	// budget holds a drain (EvictionBlocked) would lose it at each refusal while the budget
-	// still held the drain.
-	var budget *backend.Budget
-	if budgets, ok := a.backend.(backend.Budgets); ok {
-		budget, _ = budgets.ObserveBudget(ownerOf(vm))
-	}
 	re := a.policy.Decide(vm, srv, gone, &refused, budget, a.now())
 	re.Disk, re.Budget = nil, plan.Budget
 	re.DiskAsks(seen.Requested, vm.Status())

@@ -932,7 +932,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			log.Debug("Applying plan", "finalizer", plan.Finalizer, "disk", diskOp(plan), "server", serverOp(plan), "budget", budgetOp(plan),
 				"status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
-		out, err := c.applier.applyPlan(ctx, vm, owner, srv, gone, disk, plan)
+		out, err := c.applier.applyPlan(ctx, vm, owner, srv, gone, disk, budget, plan)
 		rvs = append(rvs, out.written...)
 		switch {
 		case out.last != nil:

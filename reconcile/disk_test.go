@@ -822,7 +822,7 @@ func TestApplyAdoptionByVMGone(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := w.diskApplier().applyPlan(context.Background(), vm, owner, nil, nil, seen, plan)
+			_, err := w.diskApplier().applyPlan(context.Background(), vm, owner, nil, nil, seen, nil, plan)
 			if made && !apierrors.IsConflict(err) {
 				t.Errorf("apply: %v, want a conflict: the VM at the name is another", err)
 			}
@@ -840,32 +840,58 @@ func TestApplyAdoptionByVMGone(t *testing.T) {
 // whose budget holds its cordoned node's drain (EvictionBlocked): the status written with the
 // refusal keeps the condition. The refusal was decided without the budget, as if the VM had
 // none, and each refusal (every RejectedRetry for as long as the quota stood) wrote the
-// status without it while the budget still held the drain.
+// status without it while the budget still held the drain. It is decided on the budget the
+// plan was decided on: a read of the backend's cache at the refusal, which fails or finds the
+// cache moved since (the budget's delete seen in between), dropped the condition for one write.
 func TestApplyGrowthRefusedKeepsEvictionBlocked(t *testing.T) {
-	const name = "claim/grow-evict-block-cordoned"
-	w := newWorld(t, name)
-	vm := w.view(t, name)
-	owner := ownerOf(vm)
-	_, srv := decidecase.Read(t, caseFile(name))
-	w.servers.Set(owner, srv)
-	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound,
-		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, StorageClass: "standard", Owner: backend.DiskOwned})
-	w.servers.SetBudget(owner, &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-1"})
-	seen, _ := w.servers.ObserveDisk(owner)
-	budget, _ := w.servers.ObserveBudget(owner)
-	plan := decision.DefaultPolicy.Decide(vm, srv, nil, seen, budget, now)
-	if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk {
-		t.Fatalf("plan %+v, want the disk grown", plan.Disk)
-	}
-	w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: %w", backend.ErrRejected))
-	if _, err := w.diskApplier().apply(context.Background(), vm, owner, srv, seen, plan); err != nil {
-		t.Fatal(err)
-	}
-	st := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields).Status()
-	if c := st.Condition(decision.ConditionEvictionBlocked); c == nil || c.Status != schema.ConditionTrue {
-		t.Errorf("EvictionBlocked %+v after the growth was refused, want it kept: the budget holds the drain", c)
-	}
-	if c := st.Condition(schema.ConditionDiskResizing); c == nil || c.Reason != decision.ReasonDiskResizeInfeasible {
-		t.Errorf("DiskResizing %+v, want the growth refused", c)
+	readFails := errors.New("budget cache unavailable")
+	for name, since := range map[string]func(w *world, owner backend.Owner) backend.Backend{
+		"budget as decided": func(w *world, _ backend.Owner) backend.Backend { return w.servers },
+		"budget gone from the cache since": func(w *world, owner backend.Owner) backend.Backend {
+			w.servers.SetBudget(owner, nil)
+			return w.servers
+		},
+		"budget read fails since": func(w *world, _ backend.Owner) backend.Backend {
+			return budgetReadFails{Backend: w.servers, err: readFails}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const name = "claim/grow-evict-block-cordoned"
+			w := newWorld(t, name)
+			vm := w.view(t, name)
+			owner := ownerOf(vm)
+			_, srv := decidecase.Read(t, caseFile(name))
+			w.servers.Set(owner, srv)
+			w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound,
+				Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, StorageClass: "standard", Owner: backend.DiskOwned})
+			w.servers.SetBudget(owner, &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-1"})
+			seen, _ := w.servers.ObserveDisk(owner)
+			budget, _ := w.servers.ObserveBudget(owner)
+			plan := decision.DefaultPolicy.Decide(vm, srv, nil, seen, budget, now)
+			if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk || plan.Budget != nil {
+				t.Fatalf("plan disk %+v budget %+v, want the disk grown and the budget left as it is", plan.Disk, plan.Budget)
+			}
+			w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: %w", backend.ErrRejected))
+			a := w.diskApplier()
+			a.backend = since(w, owner)
+			if _, err := a.applyPlan(context.Background(), vm, owner, srv, nil, seen, budget, plan); err != nil {
+				t.Fatal(err)
+			}
+			st := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields).Status()
+			if c := st.Condition(decision.ConditionEvictionBlocked); c == nil || c.Status != schema.ConditionTrue {
+				t.Errorf("EvictionBlocked %+v after the growth was refused, want it kept: the budget the plan was decided on holds the drain", c)
+			}
+			if c := st.Condition(schema.ConditionDiskResizing); c == nil || c.Reason != decision.ReasonDiskResizeInfeasible {
+				t.Errorf("DiskResizing %+v, want the growth refused", c)
+			}
+		})
 	}
 }
+
+// budgetReadFails is a backend whose cache of budgets cannot be read (ObserveBudget fails).
+type budgetReadFails struct {
+	*memory.Backend
+	err error
+}
+
+func (b budgetReadFails) ObserveBudget(backend.Owner) (*backend.Budget, error) { return nil, b.err }

@@ -56,7 +56,7 @@ func TestApplyDiskCheckMutated(t *testing.T) {
 	if plan.Disk == nil || plan.Disk.Op != decision.DeleteDisk || plan.Finalizer != decision.RemoveFinalizer {
 		t.Fatalf("the plan of a deleted VM under Delete whose server is gone: disk %+v, finalizer %v", plan.Disk, plan.Finalizer)
 	}
-	out, err := w.diskApplier().applyPlan(context.Background(), vm, owner, nil, nil, seen, plan)
+	out, err := w.diskApplier().applyPlan(context.Background(), vm, owner, nil, nil, seen, nil, plan)
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
