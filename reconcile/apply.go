@@ -36,6 +36,9 @@ type applier struct {
 	now      func() time.Time
 	// route says where status writes go: /status, or the main resource (statusroute.go).
 	route statusRoute
+	// notKept holds the statuses the API server did not keep as sent, which are not sent
+	// again at the version it answered (unkept.go). nil: none is remembered.
+	notKept *notKept
 	// log takes what a plan carries on past: a refusal of bookkeeping that changes nothing
 	// the VM's owner sees (recording a kind). nil: nothing is logged.
 	log *slog.Logger
@@ -73,7 +76,8 @@ type applied struct {
 	written   []string
 	releasing bool
 	// unkept: the API server did not keep the status written as it was sent (unkept), and a
-	// decision on its answer would send it again.
+	// decision on its answer would send it again; or the status, which the API server did not
+	// keep at this version before, was not sent (notKept).
 	unkept bool
 }
 
@@ -195,7 +199,14 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	// retry would act on the server again. On the way out, a delete refused for good lets the
 	// VM go (applyBudget).
 	budgetErr := a.applyBudget(ctx, vm, owner, plan.Budget, plan.Finalizer == decision.RemoveFinalizer)
-	if plan.Status != nil {
+	switch {
+	case plan.Status != nil && !statusFirst(plan) && a.notKept.again(key, rv, *plan.Status):
+		// The API server did not keep this status at rv (notKept): sent again, it would not
+		// keep it either. It stands there but for what the CRD prunes, as do the Events that
+		// went with it when it was sent.
+		out.unkept = true
+		a.expect.replaced.written(key, *plan.Status)
+	case plan.Status != nil:
 		// The patch holds the status and the resourceVersion precondition only, so that
 		// through the main resource too it cannot touch the spec or the finalizers.
 		patch, err := a.route.statusPatch(a.fields, vm, *plan.Status, rv)
@@ -209,12 +220,12 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		if err != nil {
 			return out, fmt.Errorf("write status: %w", err)
 		}
-		out.unkept = a.unkept(patch, rv, w)
+		out.unkept = a.noteUnkept(key, patch, rv, w)
 		rv = w.rv
 		out.last, out.written = &w, append(out.written, rv)
 		a.expect.replaced.written(key, *plan.Status)
 		a.recordAbout(vm, named(plan.Status.Server, created, observed), plan.Events...)
-		if s := plan.Server; s != nil && s.Op == decision.DeleteServer && s.StatusFirst {
+		if statusFirst(plan) {
 			// The status says the server is being replaced: now it may go.
 			err := a.removeServer(ctx, vm, owner, observed, plan)
 			switch {
@@ -269,9 +280,10 @@ func (a applier) writeRefusal(ctx context.Context, vm schema.VirtualMachine, own
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
-	out.unkept = a.unkept(patch, out.last.rv, w)
+	key := cache.NewObjectName(owner.Namespace, owner.Name)
+	out.unkept = a.noteUnkept(key, patch, out.last.rv, w)
 	out.last, out.written = &w, append(out.written, w.rv)
-	a.expect.replaced.written(cache.NewObjectName(owner.Namespace, owner.Name), *plan.Status)
+	a.expect.replaced.written(key, *plan.Status)
 	a.recordAbout(vm, observed, plan.Events...)
 	return nil
 }
@@ -292,6 +304,28 @@ func (a applier) unkept(patch []byte, rv string, w written) bool {
 	}
 	sent := schema.ViewOf(patch, w.rv, a.fields).Status()
 	return !sent.SameAs(w.view(a.fields).Status())
+}
+
+// noteUnkept reports whether the API server did not keep the status patch sent to the VM of
+// key, conditional on rv, as w, its answer, shows (unkept), and notes such a status for the
+// VM's next decisions at the answer's version (notKept); a status kept forgets an earlier
+// note.
+func (a applier) noteUnkept(key cache.ObjectName, patch []byte, rv string, w written) bool {
+	if !a.unkept(patch, rv, w) {
+		a.notKept.forget(key)
+		return false
+	}
+	// The status as sent, claimed generation and all: what the answer would hold had the
+	// API server kept it, and so what the next decision on the answer makes again.
+	a.notKept.note(key, w.rv, schema.ViewOf(patch, w.rv, a.fields).Status())
+	return true
+}
+
+// statusFirst reports whether plan deletes the VM's server once its status says so
+// (decision.ServerAction.StatusFirst).
+func statusFirst(plan decision.Plan) bool {
+	s := plan.Server
+	return s != nil && s.Op == decision.DeleteServer && s.StatusFirst && plan.Status != nil
 }
 
 // takesDisk reports whether the disk action act cannot be undone should the VM not be as the

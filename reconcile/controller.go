@@ -200,7 +200,7 @@ func New(cfg Config) *Controller {
 		writer = restWriter{client: cfg.REST, gvr: cfg.GVR}
 	}
 	c.applier = applier{writer: writer, fields: cfg.Fields, backend: cfg.Backend,
-		recorder: cfg.Recorder, expect: c.expect, disks: c.disks, policy: cfg.Policy, now: cfg.Now, route: route, log: cfg.Logger}
+		recorder: cfg.Recorder, expect: c.expect, disks: c.disks, policy: cfg.Policy, now: cfg.Now, route: route, notKept: newNotKept(), log: cfg.Logger}
 	if cfg.WatchCRD {
 		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
 		if cfg.Layout != nil {
@@ -736,7 +736,8 @@ func (c *Controller) warnUnkept(log *slog.Logger) {
 	}
 	if c.unkeptWarned.CompareAndSwap(last, now.UnixNano()) {
 		log.Warn("A status write was not kept as sent by the API server, whose CRD may lack status fields this version writes: "+
-			"apply this version's CRDs (vm-controller crds, or manifests); until then each reconcile of a VM sends that status once or twice",
+			"apply this version's CRDs (vm-controller crds, or manifests); until then a VM's status is written again, and not kept, "+
+			"only when the VM changes or what its status says does",
 			"resource", c.cfg.GVR.String())
 	}
 }
@@ -774,6 +775,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		c.disks.forget(key)
 		c.echoes.forget(key)
 		c.passes.forget(key)
+		c.applier.notKept.forget(key)
 		if d, ok := c.cfg.Backend.(backend.Departures); ok {
 			d.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
 		}
@@ -956,14 +958,19 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			c.passes.active(key, passes, c.cfg.Observer)
 		}
 		after = out.after
-		if out.unkept && out.last != nil {
-			// The API server did not keep the status as it was written (applier.unkept):
-			// deciding again on its answer would write it again, and through the main
-			// resource, where every such write is stored, its echo would bring the VM back
-			// for ever. A CRD older than the controller prunes the status fields it lacks (a
-			// new field of this version: apply its CRDs); the fields check refuses such a
-			// CRD at start, unless it is not read (--watch-crd=false).
+		if out.unkept {
+			// The API server did not keep the status as it was written (applier.unkept), or
+			// would not keep it, as it did not at this version before (notKept: not sent). A
+			// CRD older than the controller prunes the status fields it lacks (a new field of
+			// this version: apply its CRDs); the fields check refuses such a CRD at start,
+			// unless it is not read (--watch-crd=false).
 			c.warnUnkept(log)
+		}
+		if out.unkept && out.last != nil {
+			// Deciding again on the answer would write the status again, and through the
+			// main resource, where every such write is stored, its echo would bring the VM
+			// back for ever. The next reconcile at the answer's version does not send it
+			// either (notKept).
 			c.echoes.expect(key, rvs, last, from)
 			break
 		}
