@@ -78,9 +78,9 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		return seen, fmt.Errorf("%s disk: %w", act.Op, err)
 	}
 	if act.Op == decision.DeleteDisk {
-		a.disks.deleted(key, seen)
+		a.disks.deleted(key, vm.UID(), seen)
 	} else {
-		a.disks.changed(key, seen, got)
+		a.disks.changed(key, vm.UID(), seen, got)
 	}
 	// The Event names the disk as the action found it (relatedDisk), or as made.
 	about := seen
@@ -222,7 +222,7 @@ func (c *Controller) observeDisk(key cache.ObjectName, owner backend.Owner) (*ba
 	if err != nil {
 		return nil, fmt.Errorf("observe disk: %w", err)
 	}
-	return c.disks.adjust(key, d), nil
+	return c.disks.adjust(key, owner.UID, d), nil
 }
 
 // confirmsDisk reports whether the way out of a deleted VM whose disk the cache shows as d

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -542,7 +543,7 @@ func TestApplyDiskRecordsKind(t *testing.T) {
 	if writes := w.writes(); len(writes) != 0 {
 		t.Errorf("VM writes %+v, want none", writes)
 	}
-	known := a.disks.adjust(cache.NewObjectName(owner.Namespace, owner.Name), seen) // the cache behind the update
+	known := a.disks.adjust(cache.NewObjectName(owner.Namespace, owner.Name), owner.UID, seen) // the cache behind the update
 	for what, d := range map[string]*backend.Disk{"as the update left it": known, "as it now is": after} {
 		if next := serverPolicy.Decide(vm, srv, nil, d, nil, now); !next.Empty() {
 			t.Errorf("deciding again on the disk %s asks for more: %+v", what, next)
@@ -639,33 +640,43 @@ func TestApplyDiskReleaseRefused(t *testing.T) {
 // moved on otherwise is believed at once.
 func TestDiskExpectations(t *testing.T) {
 	vm := cache.NewObjectName("ns", "vm")
+	const uid = types.UID("uid-1")
 	disk := func(version string, deleting bool) *backend.Disk {
 		return &backend.Disk{Name: "vm-rootdisk", Version: version, Deleting: deleting}
 	}
 	tests := map[string]struct {
 		act      func(e *diskExpectations)
 		observed *backend.Disk
-		want     string // the disk adjust returns: its version and whether it goes; "none"
-		kept     bool   // the expectation still holds afterwards
+		want     string    // the disk adjust returns: its version and whether it goes; "none"
+		kept     bool      // the expectation still holds afterwards
+		by       types.UID // the VM that asks (adjust); "": the one that acted
 	}{
-		"created, not seen":      {func(e *diskExpectations) { e.changed(vm, nil, disk("5", false)) }, nil, "5", true},
-		"created, seen":          {func(e *diskExpectations) { e.changed(vm, nil, disk("5", false)) }, disk("5", false), "5", false},
-		"updated, old seen":      {func(e *diskExpectations) { e.changed(vm, disk("4", false), disk("5", false)) }, disk("4", false), "5", true},
-		"updated, seen":          {func(e *diskExpectations) { e.changed(vm, disk("4", false), disk("5", false)) }, disk("5", false), "5", false},
-		"updated, moved on":      {func(e *diskExpectations) { e.changed(vm, disk("4", false), disk("5", false)) }, disk("7", false), "7", false},
-		"updated, gone":          {func(e *diskExpectations) { e.changed(vm, disk("4", false), disk("5", false)) }, nil, "none", false},
-		"deleted, old seen":      {func(e *diskExpectations) { e.deleted(vm, disk("4", false)) }, disk("4", false), "4 going", true},
-		"deleted, seen going":    {func(e *diskExpectations) { e.deleted(vm, disk("4", false)) }, disk("6", true), "6 going", false},
-		"deleted, gone":          {func(e *diskExpectations) { e.deleted(vm, disk("4", false)) }, nil, "none", false},
-		"nothing expected":       {func(*diskExpectations) {}, disk("4", false), "4", false},
-		"created, none returned": {func(e *diskExpectations) { e.changed(vm, nil, nil) }, nil, "none", false},
+		"created, not seen":      {func(e *diskExpectations) { e.changed(vm, uid, nil, disk("5", false)) }, nil, "5", true, ""},
+		"created, seen":          {func(e *diskExpectations) { e.changed(vm, uid, nil, disk("5", false)) }, disk("5", false), "5", false, ""},
+		"updated, old seen":      {func(e *diskExpectations) { e.changed(vm, uid, disk("4", false), disk("5", false)) }, disk("4", false), "5", true, ""},
+		"updated, seen":          {func(e *diskExpectations) { e.changed(vm, uid, disk("4", false), disk("5", false)) }, disk("5", false), "5", false, ""},
+		"updated, moved on":      {func(e *diskExpectations) { e.changed(vm, uid, disk("4", false), disk("5", false)) }, disk("7", false), "7", false, ""},
+		"updated, gone":          {func(e *diskExpectations) { e.changed(vm, uid, disk("4", false), disk("5", false)) }, nil, "none", false, ""},
+		"deleted, old seen":      {func(e *diskExpectations) { e.deleted(vm, uid, disk("4", false)) }, disk("4", false), "4 going", true, ""},
+		"deleted, seen going":    {func(e *diskExpectations) { e.deleted(vm, uid, disk("4", false)) }, disk("6", true), "6 going", false, ""},
+		"deleted, gone":          {func(e *diskExpectations) { e.deleted(vm, uid, disk("4", false)) }, nil, "none", false, ""},
+		"nothing expected":       {func(*diskExpectations) {}, disk("4", false), "4", false, ""},
+		"created, none returned": {func(e *diskExpectations) { e.changed(vm, uid, nil, nil) }, nil, "none", false, ""},
+		// A VM made again under the name: the earlier VM's action says nothing of its disk.
+		"updated, another VM":           {func(e *diskExpectations) { e.changed(vm, uid, disk("4", false), disk("5", false)) }, disk("4", false), "4", false, "uid-2"},
+		"created, another VM, not seen": {func(e *diskExpectations) { e.changed(vm, uid, nil, disk("5", false)) }, nil, "none", false, "uid-2"},
+		"deleted, another VM":           {func(e *diskExpectations) { e.deleted(vm, uid, disk("4", false)) }, disk("4", false), "4", false, "uid-2"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newDiskExpectations()
 			tc.act(e)
+			by := tc.by
+			if by == "" {
+				by = uid
+			}
 			got := "none"
-			if d := e.adjust(vm, tc.observed); d != nil {
+			if d := e.adjust(vm, by, tc.observed); d != nil {
 				got = d.Version
 				if d.Deleting {
 					got += " going"

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -15,6 +16,12 @@ type diskExpectations struct{ expectTable[diskExpectation] }
 
 // diskExpectation is one action on a VM's disk that the cache has not shown yet.
 type diskExpectation struct {
+	// uid is the VM that took the action. The table is keyed by the VM's name, and a disk's
+	// owner (backend.Disk.Owner) is told relative to one VM: a VM deleted and made again
+	// under its name before a reconcile saw the name gone would otherwise take the disk as
+	// the earlier VM saw it (its own, kept) where the cache tells the new one it is an
+	// earlier VM's, and a stopped VM would adopt, as its own, a disk its predecessor kept.
+	uid types.UID
 	// was is the version of the disk the action was decided on ("" for a create: there was
 	// none); while the cache shows that version (or no disk, after a create), it lags.
 	was string
@@ -26,31 +33,32 @@ func newDiskExpectations() *diskExpectations {
 	return &diskExpectations{newExpectTable[diskExpectation]()}
 }
 
-// changed records that vm's disk, seen as was (nil: none), is now d.
-func (e *diskExpectations) changed(vm cache.ObjectName, was, d *backend.Disk) {
+// changed records that the disk of vm, the VM of UID uid, seen as was (nil: none), is now d.
+func (e *diskExpectations) changed(vm cache.ObjectName, uid types.UID, was, d *backend.Disk) {
 	if d == nil {
 		return
 	}
-	x := diskExpectation{disk: copyDisk(d)}
+	x := diskExpectation{uid: uid, disk: copyDisk(d)}
 	if was != nil {
 		x.was = was.Version
 	}
 	e.put(vm, x)
 }
 
-// deleted records that vm's disk, seen as was, has been asked to go.
-func (e *diskExpectations) deleted(vm cache.ObjectName, was *backend.Disk) {
+// deleted records that the disk of vm, the VM of UID uid, seen as was, has been asked to go.
+func (e *diskExpectations) deleted(vm cache.ObjectName, uid types.UID, was *backend.Disk) {
 	if was == nil {
 		return
 	}
-	e.put(vm, diskExpectation{was: was.Version})
+	e.put(vm, diskExpectation{uid: uid, was: was.Version})
 }
 
-// adjust returns what the controller knows of vm's disk: the observed one, unless the cache
-// still shows it as it was before an action taken here.
-func (e *diskExpectations) adjust(vm cache.ObjectName, observed *backend.Disk) *backend.Disk {
+// adjust returns what the controller knows of the disk of vm, the VM of UID uid: the observed
+// one, unless the cache still shows it as it was before an action taken here for that VM. An
+// action another VM of the name took is dropped.
+func (e *diskExpectations) adjust(vm cache.ObjectName, uid types.UID, observed *backend.Disk) *backend.Disk {
 	x, ok := e.settle(vm, func(x diskExpectation) bool {
-		return observed == nil && x.was == "" || observed != nil && x.was != "" && observed.Version == x.was
+		return x.uid == uid && (observed == nil && x.was == "" || observed != nil && x.was != "" && observed.Version == x.was)
 	})
 	switch {
 	case !ok:
