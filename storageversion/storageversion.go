@@ -1,6 +1,7 @@
-// Package migrate moves every stored VirtualMachine to the CRD's storage version and then
-// trims the CRD's status.storedVersions to it, the step after changing the storage version
-// that lets a version be removed from the CRD later.
+// Package storageversion moves every stored VirtualMachine to the CRD's storage version and
+// then trims the CRD's status.storedVersions to it, the step after changing the storage
+// version that lets a version be removed from the CRD later: `vm-controller migrate`. It is
+// not a VM's move to another node (`kubectl vm migrate`, reconcile/decision/migrate.go).
 //
 // It rewrites each object with a no-op update: the API server reads the object, converts it
 // to the storage version and writes it back in that version. The update carries the
@@ -14,7 +15,7 @@
 // gets 410 Gone (the continue token expired) and has to list from the beginning again. A run
 // remembers the objects it has rewritten, by UID, and skips them on the new pass, so that
 // each pass spends its time on what is left and the run ends with one that reaches the end.
-package migrate
+package storageversion
 
 import (
 	"context"
