@@ -188,22 +188,13 @@ func (m *Migrator) trim(ctx context.Context, version string) (bool, error) {
 	}
 }
 
-// storageResource is the CRD's resource in its storage version.
+// storageResource is the CRD's resource in its storage version, as crds reads it.
 func storageResource(def *unstructured.Unstructured) (k8sschema.GroupVersionResource, error) {
-	group, _, _ := unstructured.NestedString(def.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(def.Object, "spec", "names", "plural")
-	versions, _, _ := unstructured.NestedSlice(def.Object, "spec", "versions")
-	for _, v := range versions {
-		vm, ok := v.(map[string]any)
-		if !ok {
-			continue
-		}
-		if storage, _ := vm["storage"].(bool); storage {
-			name, _ := vm["name"].(string)
-			return k8sschema.GroupVersionResource{Group: group, Version: name, Resource: plural}, nil
-		}
+	data, err := def.MarshalJSON()
+	if err != nil {
+		return k8sschema.GroupVersionResource{}, fmt.Errorf("encode CRD %s: %w", def.GetName(), err)
 	}
-	return k8sschema.GroupVersionResource{}, fmt.Errorf("CRD %s has no storage version", def.GetName())
+	return crds.StorageResource(data)
 }
 
 func (m *Migrator) log() *slog.Logger {
