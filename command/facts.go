@@ -10,18 +10,16 @@ package command
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
-	"github.com/tidwall/gjson"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/access"
 	"github.com/cloudnative-czs/vm-controller/crds"
@@ -335,15 +333,15 @@ func servedVersions(ctx context.Context, kube kubernetes.Interface, group string
 
 // versionNotServed says why the cluster at host serves gvr's group in the versions served
 // and not in gvr's, and what serves it. "Install the CRD" would be wrong: the CRD is there.
-// The CRD, when readCRD can read it, tells a version set served: false from one it lacks;
-// this project's CRD lacks v1 in its plain form, which only the form with webhook conversion
-// has (docs/versions.md).
+// The CRD, when readCRD can read it, tells a version set served: false from one it lacks
+// (crds.Served's errors); this project's CRD lacks v1 in its plain form, which only the form
+// with webhook conversion has (docs/versions.md).
 func versionNotServed(host string, gvr k8sschema.GroupVersionResource, served []string, readCRD func() ([]byte, error)) string {
 	name, version := crds.Name(gvr), gvr.Version
 	head := fmt.Sprintf("the cluster at %s serves %s in %s, not %s", host, gvr.Group, strings.Join(served, ", "), version)
 	another := fmt.Sprintf("give --api-version %s/%s", gvr.Group, served[0])
 	webhookForm := fmt.Sprintf("run the webhook and apply that form (vm-controller crds --conversion webhook --namespace NS | kubectl apply -f -; docs/versions.md), or %s", another)
-	ownWebhookVersion := gvr.Group == schema.Group && webhookOnly(version)
+	ownWebhookVersion := gvr.Group == schema.Group && crds.WebhookOnly(version)
 	var def []byte
 	var err error
 	if readCRD != nil {
@@ -354,38 +352,18 @@ func versionNotServed(host string, gvr k8sschema.GroupVersionResource, served []
 		return fmt.Sprintf("%s: %s is only in the form of CRD %s with webhook conversion (unless that form is applied with %s served: false): %s", head, version, name, version, webhookForm)
 	case readCRD == nil || err != nil:
 		return fmt.Sprintf("%s: CRD %s has no version %s, or sets it served: false: %s, or serve %s in the CRD", head, name, version, another, version)
-	case !gjson.GetBytes(def, fmt.Sprintf("spec.versions.#(name==%q)", version)).Exists() && ownWebhookVersion:
-		return fmt.Sprintf("%s: CRD %s is in its plain form, without %s, which only its form with webhook conversion has: %s", head, name, version, webhookForm)
-	case !gjson.GetBytes(def, fmt.Sprintf("spec.versions.#(name==%q)", version)).Exists():
-		return fmt.Sprintf("%s: CRD %s has no version %s: %s, or add %s to the CRD", head, name, version, another, version)
-	case !gjson.GetBytes(def, fmt.Sprintf("spec.versions.#(name==%q).served", version)).Bool():
-		return fmt.Sprintf("%s: CRD %s has %s with served: false: set it served: true (kubectl edit crd %s), or %s", head, name, version, name, another)
 	}
-	if err := crds.Served(def, version); err != nil {
+	switch err := crds.Served(def, version); {
+	case errors.Is(err, crds.ErrNoVersion) && ownWebhookVersion:
+		return fmt.Sprintf("%s: CRD %s is in its plain form, without %s, which only its form with webhook conversion has: %s", head, name, version, webhookForm)
+	case errors.Is(err, crds.ErrNoVersion):
+		return fmt.Sprintf("%s: CRD %s has no version %s: %s, or add %s to the CRD", head, name, version, another, version)
+	case errors.Is(err, crds.ErrNotServed):
+		return fmt.Sprintf("%s: CRD %s has %s with served: false: set it served: true (kubectl edit crd %s), or %s", head, name, version, name, another)
+	case err != nil: // not Established, or not a CRD as JSON
 		return fmt.Sprintf("%s: %v", head, err)
 	}
 	return fmt.Sprintf("%s: CRD %s serves it, and discovery does not list it yet: try again", head, name)
-}
-
-// webhookOnly says whether version is in the form of this project's CRD with webhook
-// conversion and not in its plain form, which `vm-controller crds` prints (v1).
-func webhookOnly(version string) bool {
-	all, err := crds.Versions()
-	if err != nil || !slices.Contains(all, version) {
-		return false
-	}
-	plain, err := crds.YAML()
-	if err != nil {
-		return false
-	}
-	for _, doc := range strings.Split(string(plain), "\n---\n") {
-		def, err := sigsyaml.YAMLToJSON([]byte(doc))
-		if err != nil || gjson.GetBytes(def, "metadata.name").String() != crds.DefaultName {
-			continue
-		}
-		return !gjson.GetBytes(def, fmt.Sprintf("spec.versions.#(name==%q)", version)).Exists()
-	}
-	return false
 }
 
 // judgeCRD is the verdict on the CRD read, as JSON: it serves the version (as the

@@ -277,3 +277,54 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestVersionNotServed: one row per answer versionNotServed gives, each read from the CRD as
+// crds.Served reads it (the version missing, served: false, not Established, served) or from
+// no CRD at all, for this project's version that only the webhook form has (v1) and for any
+// other.
+func TestVersionNotServed(t *testing.T) {
+	own := func(version string) k8sschema.GroupVersionResource {
+		return k8sschema.GroupVersionResource{Group: ownGVR.Group, Version: version, Resource: ownGVR.Resource}
+	}
+	other := k8sschema.GroupVersionResource{Group: noStatusGVR.Group, Version: "v2", Resource: noStatusGVR.Resource}
+	plain := establishedCRD(t, ownCRDFile)
+	unestablished := bytes.Replace(plain, []byte(`"status":"True"`), []byte(`"status":"False"`), 1)
+	if bytes.Equal(unestablished, plain) {
+		t.Fatal("the test CRD has no Established condition to turn False")
+	}
+	read := func(def []byte) func() ([]byte, error) { return func() ([]byte, error) { return def, nil } }
+	unreadable := func() ([]byte, error) { return nil, errors.New("forbidden") }
+	const (
+		head       = "the cluster at HOST serves cloudnative.czs in v1alpha1, not "
+		webhookFix = "run the webhook and apply that form (vm-controller crds --conversion webhook --namespace NS | kubectl apply -f -; docs/versions.md), or give --api-version cloudnative.czs/v1alpha1"
+	)
+	tests := map[string]struct {
+		gvr     k8sschema.GroupVersionResource
+		readCRD func() ([]byte, error) // nil: not read (--watch-crd=false)
+		want    string
+	}{
+		"v1, CRD not read": {gvr: own("v1"),
+			want: head + "v1: v1 is only in the form of CRD virtualmachines.cloudnative.czs with webhook conversion (unless that form is applied with v1 served: false): " + webhookFix},
+		"v1, CRD unreadable": {gvr: own("v1"), readCRD: unreadable,
+			want: head + "v1: v1 is only in the form of CRD virtualmachines.cloudnative.czs with webhook conversion (unless that form is applied with v1 served: false): " + webhookFix},
+		"v1beta1, CRD not read": {gvr: own("v1beta1"),
+			want: head + "v1beta1: CRD virtualmachines.cloudnative.czs has no version v1beta1, or sets it served: false: give --api-version cloudnative.czs/v1alpha1, or serve v1beta1 in the CRD"},
+		"v1 on the plain CRD": {gvr: own("v1"), readCRD: read(plain),
+			want: head + "v1: CRD virtualmachines.cloudnative.czs is in its plain form, without v1, which only its form with webhook conversion has: " + webhookFix},
+		"another group's version it lacks": {gvr: other, readCRD: read(establishedCRD(t, noStatusCRDFile)),
+			want: "the cluster at HOST serves nostatus.example.org in v1alpha1, not v2: CRD virtualmachines.nostatus.example.org has no version v2: give --api-version nostatus.example.org/v1alpha1, or add v2 to the CRD"},
+		"served: false": {gvr: own("v1beta1"), readCRD: read(withServed(t, plain, "v1beta1", false)),
+			want: head + "v1beta1: CRD virtualmachines.cloudnative.czs has v1beta1 with served: false: set it served: true (kubectl edit crd virtualmachines.cloudnative.czs), or give --api-version cloudnative.czs/v1alpha1"},
+		"not Established": {gvr: own("v1beta1"), readCRD: read(unestablished),
+			want: head + "v1beta1: CRD virtualmachines.cloudnative.czs is not Established"},
+		"served, not yet discovered": {gvr: own("v1beta1"), readCRD: read(plain),
+			want: head + "v1beta1: CRD virtualmachines.cloudnative.czs serves it, and discovery does not list it yet: try again"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := versionNotServed("HOST", tc.gvr, []string{"v1alpha1"}, tc.readCRD); got != tc.want {
+				t.Errorf("versionNotServed =\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}

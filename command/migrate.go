@@ -1,4 +1,4 @@
-// The migrate command: the storage version migration (package migrate), run once.
+// The migrate command: the storage version migration (package storageversion), run once.
 
 package command
 
@@ -11,13 +11,13 @@ import (
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/rest"
 
-	"github.com/cloudnative-czs/vm-controller/migrate"
+	"github.com/cloudnative-czs/vm-controller/storageversion"
 )
 
 // migrateQPS and migrateBurst are the migrate client's rate limit, ten times client-go's
 // default of 5 requests a second. A pass over the VMs must end before its continue token
 // expires, 5 to 10 minutes after the pass began: at 5 a second that is 1,500 VMs, at 50 it
-// is 15,000. A run that outlasts a token still ends (package migrate skips what it has
+// is 15,000. A run that outlasts a token still ends (package storageversion skips what it has
 // rewritten), but each pass from the start lists everything again. It is still a limit, not
 // none as run's default: each rewrite is a conversion and an etcd write, and a run makes
 // thousands of them back to back, beside the controller's and the users' requests.
@@ -97,7 +97,7 @@ func migrateStorage(cc *cli.Context, c migrateConfig) error {
 	if err != nil {
 		return err
 	}
-	m := &migrate.Migrator{Client: cl.dynamic, CRD: c.CRD, PageSize: c.PageSize, Log: log}
+	m := &storageversion.Migrator{Client: cl.dynamic, CRD: c.CRD, PageSize: c.PageSize, Log: log}
 	res, err := m.Run(ctx, c.Continue)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -130,7 +131,8 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 		if p.Path == "" || target == "" {
 			continue
 		}
-		v, ok := lookup(rest, p.Path)
+		// An object on the way that is no object holds nothing at the path: not found.
+		v, ok, _ := unstructured.NestedFieldNoCopy(rest, strings.Split(p.Path, ".")...)
 		if !ok {
 			continue
 		}
@@ -274,23 +276,11 @@ func annotationsOf(md map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
-// lookup returns the value at a dotted path.
-func lookup(m map[string]any, path string) (any, bool) {
-	segs := strings.Split(path, ".")
-	cur := m
-	for _, s := range segs[:len(segs)-1] {
-		next, ok := cur[s].(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		cur = next
-	}
-	v, ok := cur[segs[len(segs)-1]]
-	return v, ok
-}
-
 // remove deletes the value at a dotted path, and each object above it that this leaves empty:
-// those existed only to hold it. An object that was empty before stays.
+// those existed only to hold it. An object that was empty before stays. It is not
+// unstructured.RemoveNestedField, which leaves the emptied objects behind: they would be kept
+// in the annotation, and an object whose every field has a place in both versions would
+// come back from a round trip with an annotation it did not have.
 func remove(m map[string]any, path string) {
 	segs := strings.Split(path, ".")
 	parents := []map[string]any{m}
@@ -307,7 +297,11 @@ func remove(m map[string]any, path string) {
 	}
 }
 
-// set writes v at a dotted path, making the objects on the way.
+// set writes v at a dotted path, making the objects on the way. It is not
+// unstructured.SetNestedField, which deep-copies v (a copy of every value moved, for nothing:
+// v has left the source) and replaces a null on the way with an object: here a null on the
+// way, like any other value that is no object, is an error naming where, since it is another
+// field's value.
 func set(m map[string]any, path string, v any) error {
 	segs := strings.Split(path, ".")
 	cur := m
@@ -328,7 +322,9 @@ func set(m map[string]any, path string, v any) error {
 }
 
 // merge adds src's values to dst where dst has none; where both hold objects it merges them.
-// A value dst has wins: it was set since src was kept.
+// A value dst has wins: it was set since src was kept. apimachinery has no such merge (its
+// helpers set one path at a time), and no path is known here: kept fields are whatever the
+// other version had no place for.
 func merge(dst, src map[string]any) {
 	for k, v := range src {
 		cur, ok := dst[k]

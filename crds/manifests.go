@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 
@@ -126,8 +127,26 @@ func WithWebhook(w Webhook) ([]byte, error) {
 	return append([]byte("# The VirtualMachine API with webhook conversion: vm-controller crds --conversion webhook.\n"), out...), nil
 }
 
-// webhookCRD is the plain CRD with the versions of versions/ appended.
-func webhookCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+// WebhookOnly says whether version is in the webhook form of this project's CRD and not in
+// its plain form, which `vm-controller crds` prints (v1): a cluster that lacks it has most
+// likely the plain form applied, rather than a CRD of its own.
+func WebhookOnly(version string) bool {
+	plain, err := plainCRD()
+	if err != nil {
+		return false
+	}
+	all, err := webhookCRD()
+	if err != nil {
+		return false
+	}
+	has := func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == version })
+	}
+	return has(all) && !has(plain)
+}
+
+// plainCRD is this project's CRD in its plain form, decoded.
+func plainCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 	data, err := files.ReadFile(DefaultName + ".yaml")
 	if err != nil {
 		return nil, fmt.Errorf("read the CRD: %w", err)
@@ -135,6 +154,15 @@ func webhookCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := yaml.UnmarshalStrict(data, &crd); err != nil {
 		return nil, fmt.Errorf("decode the CRD: %w", err)
+	}
+	return &crd, nil
+}
+
+// webhookCRD is the plain CRD with the versions of versions/ appended.
+func webhookCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd, err := plainCRD()
+	if err != nil {
+		return nil, err
 	}
 	names, err := fs.Glob(files, "versions/*.yaml")
 	if err != nil {
@@ -152,7 +180,7 @@ func webhookCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 		}
 		crd.Spec.Versions = append(crd.Spec.Versions, v)
 	}
-	return &crd, nil
+	return crd, nil
 }
 
 func versionNames(crd *apiextensionsv1.CustomResourceDefinition) string {

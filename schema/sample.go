@@ -50,7 +50,8 @@ func Sample(f Fields, apiVersion, kind string, spec SampleSpec, st Status) ([]by
 }
 
 // merge sets every leaf of src in dst, keeping what dst holds beside it; a null in src (a
-// field StatusPatch clears) sets nothing.
+// field StatusPatch clears) sets nothing. It walks src's tree because the paths are not known
+// here, only the patch StatusPatch rendered; unstructured.SetNestedField sets one known path.
 func merge(dst, src map[string]any) {
 	for k, v := range src {
 		switch v := v.(type) {

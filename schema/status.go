@@ -489,7 +489,10 @@ func ownParent(f Fields, group []string) string {
 }
 
 // setPath sets a dotted path in a nested map, creating the maps on the way. Two paths that
-// collide (one a prefix of the other) are a field-map error, reported rather than overwritten.
+// collide (one a prefix of the other) are a field-map error, reported rather than overwritten:
+// that is why it is not unstructured.SetNestedField, which overwrites a value at the path and
+// replaces a null on the way with a map, so that one path of a field map would silently
+// drop another's value.
 func setPath(root map[string]any, path string, v any) error {
 	segs := strings.Split(path, ".")
 	m := root

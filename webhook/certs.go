@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -221,10 +222,11 @@ func (c *Certs) wantsBundle(obj any) bool {
 	if !ok {
 		return false
 	}
-	if strategy, _, _ := unstructuredString(def.Object, "spec", "conversion", "strategy"); strategy != "Webhook" {
+	data, err := def.MarshalJSON()
+	if err != nil || crds.ConversionStrategy(data) != string(apiextensionsv1.WebhookConverter) {
 		return false
 	}
-	got, _, _ := unstructuredString(def.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+	got := crds.CABundle(data)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.caBundle == "" || got != c.caBundle
@@ -351,13 +353,17 @@ func (c *Certs) inject(ctx context.Context, pemBundle []byte) error {
 	if err != nil {
 		return fmt.Errorf("read CRD %s: %w", c.CRD, err)
 	}
-	strategy, _, _ := unstructuredString(def.Object, "spec", "conversion", "strategy")
-	if strategy != "Webhook" {
+	data, err := def.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("encode CRD %s: %w", c.CRD, err)
+	}
+	strategy := crds.ConversionStrategy(data)
+	if strategy != string(apiextensionsv1.WebhookConverter) {
 		c.log().Warn("CRD does not use webhook conversion; caBundle not set", "crd", c.CRD, "strategy", strategy)
 		return nil
 	}
 	want := base64.StdEncoding.EncodeToString(pemBundle)
-	if got, _, _ := unstructuredString(def.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle"); got == want {
+	if crds.CABundle(data) == want {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{
@@ -372,19 +378,6 @@ func (c *Certs) inject(ctx context.Context, pemBundle []byte) error {
 	}
 	c.log().Info("set CRD caBundle", "crd", c.CRD)
 	return nil
-}
-
-func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
-	cur := any(obj)
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur = m[p]
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
 }
 
 func (c *Certs) now() time.Time {

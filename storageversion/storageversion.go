@@ -1,6 +1,7 @@
-// Package migrate moves every stored VirtualMachine to the CRD's storage version and then
-// trims the CRD's status.storedVersions to it, the step after changing the storage version
-// that lets a version be removed from the CRD later.
+// Package storageversion moves every stored VirtualMachine to the CRD's storage version and
+// then trims the CRD's status.storedVersions to it, the step after changing the storage
+// version that lets a version be removed from the CRD later: `vm-controller migrate`. It is
+// not a VM's move to another node (`kubectl vm migrate`, reconcile/decision/migrate.go).
 //
 // It rewrites each object with a no-op update: the API server reads the object, converts it
 // to the storage version and writes it back in that version. The update carries the
@@ -14,7 +15,7 @@
 // gets 410 Gone (the continue token expired) and has to list from the beginning again. A run
 // remembers the objects it has rewritten, by UID, and skips them on the new pass, so that
 // each pass spends its time on what is left and the run ends with one that reaches the end.
-package migrate
+package storageversion
 
 import (
 	"context"
@@ -187,22 +188,13 @@ func (m *Migrator) trim(ctx context.Context, version string) (bool, error) {
 	}
 }
 
-// storageResource is the CRD's resource in its storage version.
+// storageResource is the CRD's resource in its storage version, as crds reads it.
 func storageResource(def *unstructured.Unstructured) (k8sschema.GroupVersionResource, error) {
-	group, _, _ := unstructured.NestedString(def.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(def.Object, "spec", "names", "plural")
-	versions, _, _ := unstructured.NestedSlice(def.Object, "spec", "versions")
-	for _, v := range versions {
-		vm, ok := v.(map[string]any)
-		if !ok {
-			continue
-		}
-		if storage, _ := vm["storage"].(bool); storage {
-			name, _ := vm["name"].(string)
-			return k8sschema.GroupVersionResource{Group: group, Version: name, Resource: plural}, nil
-		}
+	data, err := def.MarshalJSON()
+	if err != nil {
+		return k8sschema.GroupVersionResource{}, fmt.Errorf("encode CRD %s: %w", def.GetName(), err)
 	}
-	return k8sschema.GroupVersionResource{}, fmt.Errorf("CRD %s has no storage version", def.GetName())
+	return crds.StorageResource(data)
 }
 
 func (m *Migrator) log() *slog.Logger {

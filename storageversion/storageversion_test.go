@@ -1,4 +1,4 @@
-package migrate
+package storageversion
 
 import (
 	"context"
@@ -188,6 +188,16 @@ func TestMigrateErrors(t *testing.T) {
 		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.DefaultName}).Run(context.Background(), "")
 		if want := `read CRD virtualmachines.cloudnative.czs: customresourcedefinitions.apiextensions.k8s.io "virtualmachines.cloudnative.czs" not found`; err == nil || err.Error() != want {
 			t.Errorf("error %v", err)
+		}
+	})
+	t.Run("no storage version", func(t *testing.T) {
+		dyn := fakeCluster(t, crdObject("", "v1alpha1"))
+		_, err := (&Migrator{Client: paged{dyn}, CRD: crds.DefaultName}).Run(context.Background(), "")
+		if want := "CRD virtualmachines.cloudnative.czs has no storage version"; err == nil || err.Error() != want {
+			t.Errorf("error %v", err)
+		}
+		if got := updates(dyn, "virtualmachines"); len(got) != 0 {
+			t.Errorf("objects rewritten without a storage version: %v", got)
 		}
 	})
 	t.Run("update fails", func(t *testing.T) {
