@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloudnative-czs/vm-controller/leader"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/dynamic"
@@ -251,10 +252,10 @@ type runClients struct {
 // handshake each, in the controller's profile of a burst; docs/dev/benchmarks.md).
 //
 // With a fence (leader election), every client but the Lease's goes over an HTTP client
-// whose transport refuses writes while the fence is closed (leader.go), at the last point
+// whose transport refuses writes while the fence is closed (package leader), at the last point
 // before a request leaves the process, whichever client, informer or Event sink makes it.
 // The Lease's goes over the same transport without it: a renewal is what opens the fence.
-func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int, f *fence) (runClients, error) {
+func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int, f *leader.Fence) (runClients, error) {
 	leaseHC, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return runClients{}, fmt.Errorf("make HTTP client: %w", err)
@@ -262,7 +263,7 @@ func newRunClients(cfg *rest.Config, usageQPS float64, usageBurst int, f *fence)
 	hc := leaseHC
 	if f != nil {
 		fenced := *leaseHC
-		fenced.Transport = f.wrap(leaseHC.Transport)
+		fenced.Transport = f.Wrap(leaseHC.Transport)
 		hc = &fenced
 	}
 	api, err := apiClientsOver(cfg, hc)

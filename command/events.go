@@ -103,7 +103,7 @@ func (c *countingSink) Patch(ctx context.Context, old *eventsv1.Event, data []by
 
 // thenFlush is work followed by the flush of the Events it recorded, as one piece of work: a
 // leader sends the Events of its last writes while it still holds its Lease, whose release
-// fences every later write (leader.go), so that they are not refused on the way out.
+// fences every later write (package leader), so that they are not refused on the way out.
 func thenFlush(work func(context.Context) error, s *eventSender) func(context.Context) error {
 	return func(ctx context.Context) error {
 		err := work(ctx)

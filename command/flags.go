@@ -24,8 +24,8 @@ import (
 // env is a flag's environment variable: VMC_ and the flag's name in upper snake case.
 func env(name string) []string { return []string{"VMC_" + name} }
 
-// resourceFlags name the VirtualMachine resource and where its fields are: run, check and
-// manifests.
+// resourceFlags name the VirtualMachine resource and where its fields are: run, check,
+// manifests and the kubectl plugin's verbs.
 type resourceFlags struct {
 	APIVersion string
 	Resource   string
@@ -35,16 +35,24 @@ type resourceFlags struct {
 // schemaFileUsage is what --schema-file means to the commands that read the map themselves.
 const schemaFileUsage = "field-map file: where each field of a VM lives in the resource's CRD; empty: the built-in map of --api-version, or for another group the built-in layout its CRD's schema has"
 
+// The usages of --api-version and --resource where they name the resource the controller
+// manages: run, check and manifests.
+const (
+	apiVersionUsage = "group/version of the VirtualMachine resource"
+	resourceUsage   = "plural resource name of the VirtualMachine resource"
+)
+
 // flags are the three flags; schemaFile says what --schema-file does for the command.
 func (f *resourceFlags) flags(schemaFile string) []cli.Flag {
-	return append(f.gvrFlags(), schemaFileFlag(&f.SchemaFile, schemaFile))
+	return append(f.gvrFlags(apiVersionUsage, resourceUsage), schemaFileFlag(&f.SchemaFile, schemaFile))
 }
 
-// gvrFlags are --api-version and --resource.
-func (f *resourceFlags) gvrFlags() []cli.Flag {
+// gvrFlags are --api-version and --resource; apiVersion and resource say what each is for
+// the command.
+func (f *resourceFlags) gvrFlags(apiVersion, resource string) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version of the VirtualMachine resource", EnvVars: env("API_VERSION"), Destination: &f.APIVersion},
-		&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VirtualMachine resource", EnvVars: env("RESOURCE"), Destination: &f.Resource},
+		&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: apiVersion, EnvVars: env("API_VERSION"), Destination: &f.APIVersion},
+		&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: resource, EnvVars: env("RESOURCE"), Destination: &f.Resource},
 	}
 }
 
@@ -176,9 +184,19 @@ func (p *policyFlags) evictionStrategyFlag() cli.Flag {
 		EnvVars: env("EVICTION_STRATEGY"), Destination: &p.EvictionStrategy}
 }
 
-// serverImageFlag is --server-image; usage says what it is for the command.
-func (p *policyFlags) serverImageFlag(usage string) cli.Flag {
-	return &cli.StringFlag{Name: "server-image", Value: decision.DefaultPolicy.DefaultImage, Usage: usage, EnvVars: env("SERVER_IMAGE"), Destination: &p.ServerImage}
+// serverImageFlag is --server-image, the image of servers of VMs that name none: run and
+// plan (policyFlags), and manifests, which passes it to run; usage says what it is for the
+// command.
+func serverImageFlag(dst *string, usage string) cli.Flag {
+	return &cli.StringFlag{Name: "server-image", Value: decision.DefaultPolicy.DefaultImage, Usage: usage, EnvVars: env("SERVER_IMAGE"), Destination: dst}
+}
+
+// validServerImage refuses an empty --server-image: run, plan and manifests.
+func validServerImage(image string) error {
+	if image == "" {
+		return fmt.Errorf("--server-image must not be empty")
+	}
+	return nil
 }
 
 // backoffFlags are --restart-backoff, --max-restart-backoff and --resize: when and how a
@@ -211,8 +229,8 @@ func (p policyFlags) validate() error {
 		namedDuration{"stalled-after", p.StalledAfter}); err != nil {
 		return err
 	}
-	if p.ServerImage == "" {
-		return fmt.Errorf("--server-image must not be empty")
+	if err := validServerImage(p.ServerImage); err != nil {
+		return err
 	}
 	if p.StalledAfter < 0 {
 		return fmt.Errorf("--stalled-after must not be negative, got %s", p.StalledAfter)

@@ -60,8 +60,15 @@ func checkValidate(t *testing.T, tests map[string]validateCase, validate func(ar
 	}
 }
 
+// noEnv are the flags of vm-controller that read no environment variable, each with why: the
+// variable its name gives means something else to the commands that read it.
+var noEnv = map[string]string{
+	"plan --api-version": "VMC_API_VERSION is the version the controller watches, which the API server converts VMs to; plan does not convert its file",
+}
+
 // TestFlagsHaveEnv: every flag of every command can be set by its environment variable,
-// VMC_ and the flag's name in upper snake case, read before any other it has.
+// VMC_ and the flag's name in upper snake case, read before any other it has; but for those
+// of noEnv, which read none.
 func TestFlagsHaveEnv(t *testing.T) {
 	for _, cmd := range App("").Commands {
 		for _, f := range cmd.Flags {
@@ -70,10 +77,66 @@ func TestFlagsHaveEnv(t *testing.T) {
 				t.Errorf("%s --%s: no environment variable to read", cmd.Name, f.Names()[0])
 				continue
 			}
+			envs := df.GetEnvVars()
+			if _, ok := noEnv[cmd.Name+" --"+f.Names()[0]]; ok {
+				if len(envs) != 0 {
+					t.Errorf("%s --%s: environment %v, want none", cmd.Name, f.Names()[0], envs)
+				}
+				continue
+			}
 			want := "VMC_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
-			if envs := df.GetEnvVars(); len(envs) == 0 || envs[0] != want {
+			if len(envs) == 0 || envs[0] != want {
 				t.Errorf("%s --%s: environment %v, want %s first", cmd.Name, f.Names()[0], envs, want)
 			}
 		}
 	}
+}
+
+// sharedEnv are the environment variables that flags of one name read with different
+// defaults, each with why that is one meaning, or which commands mean something else by it.
+var sharedEnv = map[string]string{
+	"VMC_LOG_FORMAT": "the format of the log; each command has its default (webhook logs JSON)",
+	"VMC_NAMESPACE":  "run's and check's --namespace is the VMs'; manifests', crds' and webhook's is the one the controller is installed in",
+}
+
+// TestEnvOneMeaning: an environment variable that several commands read (those of the
+// vm-controller binary, and the kubectl plugin's verbs) is read by flags of one name and one
+// default, so that an environment set for one command (run) does not change what another
+// (plan, manifests) does with the same words meaning something else. sharedEnv lists the
+// variables that differ, with why.
+func TestEnvOneMeaning(t *testing.T) {
+	type reader struct{ command, flag, def string }
+	readers := map[string][]reader{}
+	for prog, cmds := range map[string][]*cli.Command{"vm-controller": App("").Commands, "kubectl vm": Plugin("").Commands} {
+		for _, cmd := range cmds {
+			for _, f := range cmd.Flags {
+				df, ok := f.(cli.DocGenerationFlag)
+				if !ok {
+					continue
+				}
+				for _, e := range df.GetEnvVars() {
+					readers[e] = append(readers[e], reader{prog + " " + cmd.Name, f.Names()[0], flagDefault(t, f)})
+				}
+			}
+		}
+	}
+	for e, rs := range readers {
+		if _, ok := sharedEnv[e]; ok {
+			continue
+		}
+		for _, r := range rs[1:] {
+			if r.flag != rs[0].flag || r.def != rs[0].def {
+				t.Errorf("%s: %s --%s (default %s) and %s --%s (default %s) read it; want one flag with one default",
+					e, rs[0].command, rs[0].flag, orNone(rs[0].def), r.command, r.flag, orNone(r.def))
+			}
+		}
+	}
+}
+
+// orNone is a flag's default as flagDefault renders it, or "none".
+func orNone(def string) string {
+	if def == "" {
+		return "none"
+	}
+	return def
 }

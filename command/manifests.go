@@ -16,6 +16,7 @@ import (
 	"github.com/cloudnative-czs/vm-controller/access"
 	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/deploy"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -41,7 +42,7 @@ type manifestsConfig struct {
 // manifestsCommand is the manifests command; version is this build's, whose image --image
 // names by default.
 func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
-	flags := append(c.resourceFlags.gvrFlags(),
+	flags := append(c.resourceFlags.gvrFlags(apiVersionUsage, resourceUsage),
 		installNamespaceFlag(&c.Namespace, "namespace the controller runs in (created unless default or kube-system)"),
 		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces. It must not be --namespace: deleting it would take the controller's ServiceAccount and Lease before the VMs' finalizers are removed", EnvVars: env("WATCH_NAMESPACE"), Destination: &c.WatchNamespace},
 		&cli.StringFlag{Name: "image", Value: imageRepository + ":" + imageTag(version), Usage: "the controller's container image", EnvVars: env("IMAGE"), Destination: &c.Image},
@@ -49,7 +50,7 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 		watchNodesFlag(&c.WatchNodes, "grant read access to nodes and run with --watch-nodes (lost nodes show as Unknown)"),
 		&cli.BoolFlag{Name: "usage", Value: true, Usage: "grant read access to metrics.k8s.io pods and sample usage (run's --usage-interval); false: --usage-interval=0", EnvVars: env("USAGE"), Destination: &c.Usage},
 		watchCRDFlag(&c.WatchCRD, "grant read access to the resource's CRD and run with --watch-crd (follows the CRD's deletion and return)"),
-		&cli.StringFlag{Name: "server-image", Usage: "passed to run as --server-image; empty: run's default", EnvVars: env("SERVER_IMAGE"), Destination: &c.ServerImage},
+		serverImageFlag(&c.ServerImage, "run's --server-image, the container image of server pods; passed to run unless it is the default"),
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
 		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)"),
 		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants only "+ephemeralClaimVerbs()+" on PersistentVolumeClaims (the claims made before, kept or deleted as their reclaim policy says)"),
@@ -102,6 +103,9 @@ func (c manifestsConfig) Validate() error {
 	}
 	if c.Image == "" {
 		return errors.New("--image must not be empty")
+	}
+	if err := validServerImage(c.ServerImage); err != nil {
+		return err
 	}
 	if err := validLabel("namespace", c.Namespace); err != nil {
 		return err
@@ -169,7 +173,9 @@ func printManifests(cc *cli.Context, c manifestsConfig) error {
 	}
 	o := deploy.Options{GVR: gvr, Namespace: c.Namespace, WatchNamespace: c.WatchNamespace,
 		Image: c.Image, Replicas: int32(c.Replicas), WatchNodes: c.WatchNodes, WatchCRD: c.WatchCRD, Usage: c.Usage, Disks: c.claims()}
-	if c.ServerImage != "" {
+	// The default is left to run: the image --image names may be of another version, with
+	// a default of its own.
+	if c.ServerImage != decision.DefaultPolicy.DefaultImage {
 		o.Args = append(o.Args, "--server-image="+c.ServerImage)
 	}
 	if c.SchemaFile != "" {

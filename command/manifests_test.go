@@ -12,6 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
 func TestManifestsConfigValidate(t *testing.T) {
@@ -84,6 +86,55 @@ func TestManifestsImage(t *testing.T) {
 		if image != want {
 			t.Errorf("App(%q): --image defaults to %q, want %q", version, image, want)
 		}
+	}
+}
+
+// TestManifestsServerImage: manifests' --server-image is run's, read from the same variable
+// with the same default, and reaches the controller the Deployment runs: the default is left
+// to run, another image is passed, whether given as a flag or in VMC_SERVER_IMAGE; an empty
+// one is refused, as run refuses it.
+func TestManifestsServerImage(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  string // VMC_SERVER_IMAGE; unset if empty
+		want string // the argument run is given; "" for none
+		err  string // the error, if refused
+	}{
+		"the default":                 {},
+		"the default, named":          {args: []string{"--server-image", decision.DefaultPolicy.DefaultImage}},
+		"another image":               {args: []string{"--server-image", "registry.example.org/server:2"}, want: "--server-image=registry.example.org/server:2"},
+		"another image, from the env": {env: "registry.example.org/server:2", want: "--server-image=registry.example.org/server:2"},
+		"the flag over the env":       {args: []string{"--server-image", "registry.example.org/server:3"}, env: "registry.example.org/server:2", want: "--server-image=registry.example.org/server:3"},
+		"empty":                       {args: []string{"--server-image", ""}, err: "--server-image must not be empty"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("VMC_SERVER_IMAGE", tc.env)
+			if tc.env == "" {
+				os.Unsetenv("VMC_SERVER_IMAGE")
+			}
+			var out bytes.Buffer
+			a := App("v1.0.0")
+			a.Writer, a.ErrWriter = &out, &out
+			err := a.Run(append([]string{"vm-controller", "manifests"}, tc.args...))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("manifests %q: %v, want %q", tc.args, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("manifests %q: %v\n%s", tc.args, err, out.String())
+			}
+			var got []string
+			for _, line := range strings.Split(out.String(), "\n") {
+				if _, arg, ok := strings.Cut(line, "- --server-image"); ok {
+					got = append(got, "--server-image"+arg)
+				}
+			}
+			if tc.want == "" && len(got) != 0 || tc.want != "" && !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("manifests %q with VMC_SERVER_IMAGE %q: run is given %q, want %q", tc.args, tc.env, got, tc.want)
+			}
+		})
 	}
 }
 

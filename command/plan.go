@@ -41,14 +41,14 @@ type planConfig struct {
 // TestPlanFileKeys holds the two to each other.
 func planCommand(c *planConfig) *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion", EnvVars: env("API_VERSION"), Destination: &c.APIVersion},
+		planAPIVersionFlag(&c.APIVersion),
 		schemaFileFlag(&c.SchemaFile, schemaFileUsage),
 		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting, cordoned, disruption, lingers); empty: none", EnvVars: env("SERVER"), Destination: &c.Server},
 		&cli.StringFlag{Name: "disk", Usage: "YAML file of the VM's disk the backend observes (name, id, version, phase, requested, capacity, storageClass, canGrow, bindsWithServer, growth, owner, keptMark, kindUnrecorded, pending, deleting, pinned); under --root-disk ephemeral, one left from claim, kept or deleted only; empty: none", EnvVars: env("DISK"), Destination: &c.Disk},
 		&cli.StringFlag{Name: "budget", Usage: "YAML file of the VM's disruption budget the backend observes (name, id, unowned, kindUnrecorded; the eviction strategy Block keeps one); empty: none", EnvVars: env("BUDGET"), Destination: &c.Budget},
 		&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now", EnvVars: env("NOW"), Destination: &c.Now},
 	}
-	flags = append(flags, c.serverImageFlag("container image of servers of VMs that name none"))
+	flags = append(flags, serverImageFlag(&c.ServerImage, "container image of servers of VMs that name none"))
 	flags = append(flags, c.backoffFlags()...)
 	flags = append(flags, c.stalledAfterFlag())
 	flags = append(flags, c.evictionStrategyFlag())
@@ -66,6 +66,15 @@ func planCommand(c *planConfig) *cli.Command {
 		Flags:        flags,
 		Action:       action(c, oneFile, func(cc *cli.Context) error { return printPlan(cc, *c) }),
 	}
+}
+
+// planAPIVersionFlag is plan's --api-version: the version the VM file must be of, by default
+// its own. It reads no environment variable: VMC_API_VERSION is the version the controller
+// watches (run's --api-version), which the API server converts every VM to, and a file is
+// not converted; set for the controller, it would make plan refuse every VM file of
+// another version.
+func planAPIVersionFlag(dst *string) cli.Flag {
+	return &cli.StringFlag{Name: "api-version", Usage: "group/version the VM is read as; empty: the VM's own apiVersion. Unlike run's, it reads no VMC_API_VERSION", Destination: dst}
 }
 
 // oneFile refuses more than the one VM file plan reads, as a usage error.

@@ -330,3 +330,25 @@ func docCommand(t *testing.T, where, cmd string) (output string, isPlan bool) {
 	t.Errorf("%s: %q: a console block runs only vm-controller plan and cat FILE", where, cmd)
 	return "", false
 }
+
+// TestPlanIgnoresRunAPIVersion: VMC_API_VERSION set for the controller (run's version, which
+// the API server converts every VM to) does not make plan read a VM file as that version: the
+// file's own apiVersion decides, as without it. plan's --api-version on the command line
+// still says which version the file must be of.
+func TestPlanIgnoresRunAPIVersion(t *testing.T) {
+	args := []string{"--now", "2026-06-01T12:00:00Z", filepath.Join("..", "examples", "test-vm.yaml")} // a v1alpha1 VM
+	t.Setenv("VMC_API_VERSION", "")
+	os.Unsetenv("VMC_API_VERSION")
+	want := runPlan(t, args, nil)
+	if strings.Contains(want, "\nexit ") || strings.HasPrefix(want, "exit ") {
+		t.Fatalf("plan of %s: %s", args[len(args)-1], want)
+	}
+	t.Setenv("VMC_API_VERSION", "cloudnative.czs/v1beta1")
+	if got := runPlan(t, args, nil); got != want {
+		t.Errorf("with VMC_API_VERSION=cloudnative.czs/v1beta1, plan printed\n%s\nwant, as without it,\n%s", got, want)
+	}
+	flagged := append([]string{"--api-version", "cloudnative.czs/v1beta1"}, args...)
+	if got := runPlan(t, flagged, nil); !strings.Contains(got, "not --api-version cloudnative.czs/v1beta1") {
+		t.Errorf("plan %q: %s, want the VM refused as of another version", flagged, got)
+	}
+}

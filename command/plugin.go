@@ -42,10 +42,8 @@ func IsPlugin(argv0 string) bool {
 // controller is given them.
 type pluginConfig struct {
 	clusterFlags
-	Namespace  string
-	APIVersion string
-	Resource   string
-	SchemaFile string
+	resourceFlags
+	Namespace string
 }
 
 // Validate checks the resource's form and that the flags give a field map (--schema-file,
@@ -76,13 +74,11 @@ func (c *pluginConfig) resource() string {
 // flags are kubectl's --kubeconfig, --context and -n/--namespace, and --api-version,
 // --resource and --schema-file.
 func (c *pluginConfig) flags() []cli.Flag {
-	return append(c.clusterFlags.flags(),
+	flags := append(c.clusterFlags.flags(),
 		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Usage: "namespace of the VM (or -n); empty: the kubeconfig context's, or default",
-			Destination: &c.Namespace},
-		&cli.StringFlag{Name: "api-version", Value: schema.DefaultAPIVersion, Usage: "group/version the VM is read and written in",
-			EnvVars: env("API_VERSION"), Destination: &c.APIVersion},
-		&cli.StringFlag{Name: "resource", Value: schema.DefaultResource, Usage: "plural resource name of the VM's kind",
-			EnvVars: env("RESOURCE"), Destination: &c.Resource},
+			Destination: &c.Namespace})
+	flags = append(flags, c.gvrFlags("group/version the VM is read and written in", "plural resource name of the VM's kind")...)
+	return append(flags,
 		schemaFileFlag(&c.SchemaFile, "field-map file: where each field of a VM lives in the resource, the one the controller runs with; "+
 			"empty: the built-in map of --api-version (required for a group other than "+schema.Group+")"))
 }

@@ -382,13 +382,13 @@ func TestParseFor(t *testing.T) {
 
 // TestPluginConfigValidate: the verbs' flags, checked before the cluster is asked.
 func TestPluginConfigValidate(t *testing.T) {
-	ok := pluginConfig{APIVersion: schema.DefaultAPIVersion}
+	ok := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
 	tests := map[string]struct {
 		c   validator
 		err string
 	}{
 		"plain":                {&ok, ""},
-		"bad version":          {&pluginConfig{APIVersion: "v1"}, "--api-version"},
+		"bad version":          {&pluginConfig{resourceFlags: resourceFlags{APIVersion: "v1"}}, "--api-version"},
 		"stop grace":           {&stopConfig{pluginConfig: ok, GracePeriod: 30}, ""},
 		"stop force":           {&stopConfig{pluginConfig: ok, GracePeriod: -1, Force: true}, ""},
 		"stop force grace 0":   {&stopConfig{pluginConfig: ok, GracePeriod: 0, Force: true}, ""},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
 	"github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/leader"
 	"github.com/cloudnative-czs/vm-controller/metrics"
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
@@ -85,7 +86,7 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.Float64Flag{Name: "qps", Value: 0, Usage: "API requests per second, sustained, 0.01 to 1000000; 0: no client-side limit; API Priority and Fairness protects the server", EnvVars: env("QPS"), Destination: &c.QPS},
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
 		&cli.BoolFlag{Name: "http2", Usage: "speak HTTP/2 to the API server, one multiplexed connection, as client-go does by default; default: HTTP/1.1, a connection per request in flight, with which a burst of VMs became Active sooner (see docs/deploying.md)", EnvVars: env("HTTP2"), Destination: &c.HTTP2},
-		c.serverImageFlag("container image of server pods"),
+		serverImageFlag(&c.ServerImage, "container image of server pods"),
 		watchNodesFlag(&c.WatchNodes, "watch nodes to report servers on lost nodes as Unknown (needs cluster-wide read access to nodes)"),
 		watchCRDFlag(&c.WatchCRD, "check and follow the resource's CRD: say when it is deleted or stops serving the version, resume when it is back (needs read access to that CRD)"),
 	)
@@ -282,12 +283,12 @@ func run(cc *cli.Context, c runConfig) error {
 	// metrics hooks once.
 	m := metrics.New()
 	m.SetReconcileTimeout(c.ReconcileTimeout)
-	// A leader's writes are fenced by the freshness of its Lease (leader.go): one paused past
-	// the Lease that resumes after another took over writes nothing it decided on before.
-	var wf *fence
+	// A leader's writes are fenced by the freshness of its Lease (package leader): one paused
+	// past the Lease that resumes after another took over writes nothing it decided on before.
+	var wf *leader.Fence
 	var fenceCheck func() error
 	if c.LeaderElect {
-		wf = newFence(c.RenewDeadline, systemClock(), m.FencedWrite)
+		wf = leader.NewFence(c.RenewDeadline, m.FencedWrite)
 		fenceCheck = wf.Check
 	}
 	cl, err := newRunClients(cfg, c.UsageQPS, c.UsageBurst, wf)
@@ -367,12 +368,7 @@ func run(cc *cli.Context, c runConfig) error {
 		return ctrl.RunWorkers(ctx, c.Workers, c.ShutdownTimeout)
 	}, broadcaster)
 	if c.LeaderElect {
-		e := election{name: c.LeaseName, namespace: t.leaseNamespace, identity: c.HolderIdentity,
-			lease: c.LeaseDuration, renew: c.RenewDeadline, retry: c.RetryPeriod, fence: wf}
-		if e.identity == "" {
-			e.identity = defaultIdentity()
-		}
-		err = lead(ctx, cl.lease, e, leaderCallbacks{setLeader: m.SetLeader, healthz: watchdog}, log, work)
+		err = leader.Lead(ctx, cl.lease, c.election(t.leaseNamespace, wf), leader.Callbacks{SetLeader: m.SetLeader, Healthz: watchdog}, log, work)
 	} else {
 		m.SetLeader(true)
 		err = work(ctx)

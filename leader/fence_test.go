@@ -1,4 +1,4 @@
-package command
+package leader
 
 import (
 	"context"
@@ -15,12 +15,10 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -126,7 +124,7 @@ func TestFence(t *testing.T) {
 	lock := &fakeLock{clock: clk, took: 500 * time.Millisecond}
 	fl := fencedLock{Interface: lock, fence: f}
 	next := &okTransport{}
-	rt := f.wrap(next)
+	rt := f.Wrap(next)
 	ctx := context.Background()
 
 	send := func(method string) error {
@@ -213,132 +211,27 @@ func TestFence(t *testing.T) {
 	if n := refused.Load(); n != 7*4 {
 		t.Errorf("%d refusals counted, want %d", n, 7*4)
 	}
-	if err := (*fence)(nil).Check(); err != nil {
+	if err := (*Fence)(nil).Check(); err != nil {
 		t.Errorf("no fence (no leader election): %v", err)
 	}
-	if (*fence)(nil).wrap(next) != http.RoundTripper(next) {
+	if (*Fence)(nil).Wrap(next) != http.RoundTripper(next) {
 		t.Error("no fence wraps the transport")
 	}
 }
 
-// TestFencedWritesNeverSent: through the controller's clients, over a real HTTP server, a
-// fenced write never reaches the API server, whichever client makes it, and its error is
-// ErrFenced through client-go's wrapping; reads go out. The Lease's client is never fenced:
-// its renewals are what open the fence. Once renewed, writes go out.
-func TestFencedWritesNeverSent(t *testing.T) {
-	var mu sync.Mutex
-	var seen []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = append(seen, r.Method+" "+r.URL.Path)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		switch {
-		case strings.Contains(r.URL.Path, "/leases/"):
-			fmt.Fprint(w, `{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"vm-controller","namespace":"ns"}}`)
-		case strings.Contains(r.URL.Path, "/pods"):
-			fmt.Fprint(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns"}}`)
-		case strings.Contains(r.URL.Path, "/events"):
-			fmt.Fprint(w, `{"kind":"Event","apiVersion":"events.k8s.io/v1","metadata":{"name":"e","namespace":"ns"}}`)
-		default:
-			fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","namespace":"ns"}}`)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	writesSeen := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		var w []string
-		for _, s := range seen {
-			if !strings.HasPrefix(s, "GET ") {
-				w = append(w, s)
-			}
-		}
-		return w
-	}
-
-	clk := newTestClock()
-	var refused atomic.Int32
-	f := newFence(3*time.Second, clk.clock(), func() { refused.Add(1) })
-	cfg := &rest.Config{Host: srv.URL}
-	limitQPS(cfg, 0, 100)
-	cl, err := newRunClients(cfg, 0, 100, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	patch := []byte(`{"metadata":{"labels":{"a":"b"}}}`)
-	cm := k8sschema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	writes := map[string]func() error{
-		"VM patch": func() error {
-			return cl.vmREST.Patch(types.MergePatchType).AbsPath("/apis/cloudnative.czs/v1alpha1/namespaces/ns/virtualmachines/vm").Body(patch).Do(ctx).Error()
-		},
-		"dynamic patch": func() error {
-			_, err := cl.dynamic.Resource(cm).Namespace("ns").Patch(ctx, "b", types.MergePatchType, patch, metav1.PatchOptions{})
-			return err
-		},
-		"pod create": func() error {
-			_, err := cl.proto.CoreV1().Pods("ns").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, metav1.CreateOptions{})
-			return err
-		},
-		"pod delete": func() error { return cl.proto.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}) },
-		"Event": func() error {
-			_, err := cl.proto.EventsV1().Events("ns").Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}}, metav1.CreateOptions{})
-			return err
-		},
-		"usage write": func() error {
-			_, err := cl.usage.Resource(cm).Namespace("ns").Patch(ctx, "b", types.MergePatchType, patch, metav1.PatchOptions{})
-			return err
-		},
-	}
-	for name, write := range writes {
-		if err := write(); !errors.Is(err, reconcile.ErrFenced) {
-			t.Errorf("%s with the fence closed: %v, want ErrFenced", name, err)
-		}
-	}
-	if w := writesSeen(); len(w) != 0 {
-		t.Errorf("fenced writes reached the server: %q", w)
-	}
-	if n := refused.Load(); n != int32(len(writes)) {
-		t.Errorf("%d refusals counted, want %d", n, len(writes))
-	}
-	// Reads go out.
-	if _, err := cl.dynamic.Resource(cm).Namespace("ns").Get(ctx, "b", metav1.GetOptions{}); err != nil {
-		t.Errorf("read with the fence closed: %v", err)
-	}
-	// The Lease's client writes whatever the fence says.
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "vm-controller", Namespace: "ns"}}
-	if _, err := cl.lease.CoordinationV1().Leases("ns").Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("Lease update with the fence closed: %v", err)
-	}
-	if w := writesSeen(); len(w) != 1 || !strings.HasPrefix(w[0], "PUT ") {
-		t.Errorf("writes that reached the server: %q, want the Lease's PUT alone", w)
-	}
-
-	renewNow(f, 4*time.Second)
-	for name, write := range writes {
-		if err := write(); err != nil {
-			t.Errorf("%s with the fence open: %v", name, err)
-		}
-	}
-	if w := writesSeen(); len(w) != 1+len(writes) {
-		t.Errorf("%d writes reached the server with the fence open, want %d: %q", len(w)-1, len(writes), w)
-	}
-}
-
 // TestLeadOpensFence: the elector's renewals reach the fence: once this replica leads, its
-// writes go out; a fence given to lead with no renewal of its own stays closed.
+// writes go out; a fence given to Lead with no renewal of its own stays closed.
 func TestLeadOpensFence(t *testing.T) {
 	kube := fake.NewClientset()
 	clk := newTestClock()
 	f := newFence(time.Second, systemClock(), nil)
 	closed := newFence(time.Second, clk.clock(), nil)
-	e := election{name: "vm-controller", namespace: "ns", identity: "me", lease: 2 * time.Second, renew: time.Second,
-		retry: 100 * time.Millisecond, fence: f}
+	e := Election{Name: "vm-controller", Namespace: "ns", Identity: "me", Lease: 2 * time.Second, Renew: time.Second,
+		Retry: 100 * time.Millisecond, Fence: f}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var during, other error
-	err := lead(ctx, kube, e, leaderCallbacks{setLeader: func(bool) {}, healthz: leaderelection.NewLeaderHealthzAdaptor(time.Second)},
+	err := Lead(ctx, kube, e, Callbacks{SetLeader: func(bool) {}, Healthz: leaderelection.NewLeaderHealthzAdaptor(time.Second)},
 		slog.New(slog.DiscardHandler), func(context.Context) error {
 			during, other = f.Check(), closed.Check()
 			cancel()
@@ -357,7 +250,7 @@ func TestLeadOpensFence(t *testing.T) {
 
 // fencedInTerm is a fence and the fenced lock over a counting fake whose first acquisition,
 // by "me", fixed the term at 4 (the record's LeaderTransitions).
-func fencedInTerm(t *testing.T) (*fence, *countingLock, fencedLock) {
+func fencedInTerm(t *testing.T) (*Fence, *countingLock, fencedLock) {
 	t.Helper()
 	clk := newTestClock()
 	f := newFence(3*time.Second, clk.clock(), nil)
@@ -424,9 +317,11 @@ func (l *countingLock) Update(ctx context.Context, ler resourcelock.LeaderElecti
 }
 
 // renewNow tells f of a renewal sent now, of a record that holds lease.
-func renewNow(f *fence, lease time.Duration) {
+func renewNow(f *Fence, lease time.Duration) {
 	mono, wall := f.sending()
-	f.renewedAt(mono, wall, lease)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renewedLocked(mono, wall, lease)
 }
 
 // TestFenceRecordLease: the fence counts with the Lease's duration as its record holds it
@@ -507,7 +402,7 @@ func TestFencedTransportSendLimit(t *testing.T) {
 	}
 
 	next := &answerTransport{}
-	resp, err := f.wrap(next).RoundTrip(write())
+	resp, err := f.Wrap(next).RoundTrip(write())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +419,7 @@ func TestFencedTransportSendLimit(t *testing.T) {
 	}
 
 	failing := &answerTransport{fail: errors.New("connection refused")}
-	if _, err := f.wrap(failing).RoundTrip(write()); err == nil || errors.Is(err, reconcile.ErrFenced) {
+	if _, err := f.Wrap(failing).RoundTrip(write()); err == nil || errors.Is(err, reconcile.ErrFenced) {
 		t.Errorf("a failed write: %v, want its own error", err)
 	}
 	if failing.ctx.Err() == nil {
@@ -536,7 +431,7 @@ func TestFencedTransportSendLimit(t *testing.T) {
 
 	clk.run() // the fence's time passes with the write's: no renewal comes
 	start := time.Now()
-	_, err = f.wrap(blockTransport{}).RoundTrip(write())
+	_, err = f.Wrap(blockTransport{}).RoundTrip(write())
 	if !errors.Is(err, reconcile.ErrFenced) {
 		t.Errorf("a write unanswered past its time: %v, want ErrFenced", err)
 	}
@@ -548,10 +443,11 @@ func TestFencedTransportSendLimit(t *testing.T) {
 	}
 }
 
-// TestFencedSlowDial: through the controller's clients, over a real HTTP server, a write that
-// the fence let out just before --renew-deadline but whose connection takes long to dial (a
-// SYN retransmitted) is abandoned when its time to send is up: it never reaches the API
-// server, which a standby may lead through by then.
+// TestFencedSlowDial: through a client-go client over a real HTTP server, its transport
+// wrapped as run wraps its clients', a write that the fence let out just before
+// --renew-deadline but whose connection takes long to dial (a SYN retransmitted) is abandoned
+// when its time to send is up: it never reaches the API server, which a standby may lead
+// through by then.
 func TestFencedSlowDial(t *testing.T) {
 	var arrived atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -572,15 +468,19 @@ func TestFencedSlowDial(t *testing.T) {
 		time.Sleep(dial) // not cut short: the dial outlives the write
 		return (&net.Dialer{}).DialContext(context.WithoutCancel(ctx), network, addr)
 	}
-	limitQPS(cfg, 0, 100)
-	cl, err := newRunClients(cfg, 0, 100, f)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc.Transport = f.Wrap(hc.Transport)
+	client, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	renewNow(f, 4*time.Second)
 	clk.advance(2900*time.Millisecond, 2900*time.Millisecond) // 600ms to send
 	clk.run()                                                 // and no renewal comes
-	_, err = cl.dynamic.Resource(k8sschema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").
+	_, err = client.Resource(k8sschema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").
 		Patch(context.Background(), "b", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 	if !errors.Is(err, reconcile.ErrFenced) {
 		t.Errorf("a write still dialling past its time to send: %v, want ErrFenced", err)
@@ -658,7 +558,7 @@ func TestFencedSlowWriteOfHealthyLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&http.Client{Transport: f.wrap(nil)}).Do(req)
+	resp, err := (&http.Client{Transport: f.Wrap(nil)}).Do(req)
 	if err != nil {
 		t.Fatalf("a healthy leader's slow write: %v, want it answered", err)
 	}
@@ -706,7 +606,7 @@ func TestFencedAnsweredAsDeadlineFires(t *testing.T) {
 	clk.advance(2950*time.Millisecond, 2950*time.Millisecond) // 550ms to send
 	clk.run()                                                 // and no renewal comes
 	req := httptest.NewRequest(http.MethodPatch, "https://api/x", strings.NewReader("{}"))
-	resp, err := f.wrap(answerLate{}).RoundTrip(req)
+	resp, err := f.Wrap(answerLate{}).RoundTrip(req)
 	if err == nil {
 		_, rerr := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()

@@ -1,4 +1,4 @@
-package command
+package leader
 
 import (
 	"context"
@@ -12,22 +12,19 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/cloudnative-czs/vm-controller/reconcile"
 )
 
-func quietCallbacks() leaderCallbacks {
-	return leaderCallbacks{setLeader: func(bool) {}, healthz: leaderelection.NewLeaderHealthzAdaptor(time.Second)}
+func quietCallbacks() Callbacks {
+	return Callbacks{SetLeader: func(bool) {}, Healthz: leaderelection.NewLeaderHealthzAdaptor(time.Second)}
 }
 
 // TestLeadReleaseClosesFence: the release on shutdown leaves the Lease with no holder, which
@@ -36,13 +33,13 @@ func quietCallbacks() leaderCallbacks {
 // flushes) is refused.
 func TestLeadReleaseClosesFence(t *testing.T) {
 	kube := fake.NewClientset()
-	f := newFence(10*time.Second, systemClock(), nil)
-	e := election{name: "l", namespace: "ns", identity: "a", lease: 15 * time.Second, renew: 10 * time.Second,
-		retry: 500 * time.Millisecond, fence: f}
+	f := NewFence(10*time.Second, nil)
+	e := Election{Name: "l", Namespace: "ns", Identity: "a", Lease: 15 * time.Second, Renew: 10 * time.Second,
+		Retry: 500 * time.Millisecond, Fence: f}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var during error
-	err := lead(ctx, kube, e, quietCallbacks(), slog.New(slog.DiscardHandler), func(ctx context.Context) error {
+	err := Lead(ctx, kube, e, quietCallbacks(), slog.New(slog.DiscardHandler), func(ctx context.Context) error {
 		during = f.Check()
 		cancel()
 		<-ctx.Done()
@@ -160,7 +157,7 @@ func pollUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 // while a standby takes the Lease and releases it again (its SIGTERM), finds the Lease free
 // when the stalled renewal returns. It does not take it back in this process: its caches and
 // expectations are from before the other's term. The record of its new term is refused
-// unsent, its fence stays closed, the elector gives up, and lead returns errLostLease, so
+// unsent, its fence stays closed, the elector gives up, and Lead returns errLostLease, so
 // that the process restarts clean.
 func TestLeadRefusesAnotherTerm(t *testing.T) {
 	srv := &leaseServer{}
@@ -177,10 +174,10 @@ func TestLeadRefusesAnotherTerm(t *testing.T) {
 	srv.install(kubeA)
 	srv.install(kubeB)
 	const lease, renew = 2 * time.Second, 1500 * time.Millisecond
-	fa := newFence(renew, systemClock(), nil)
-	fb := newFence(renew, systemClock(), nil)
-	ea := election{name: "l", namespace: "ns", identity: "a", lease: lease, renew: renew, retry: 500 * time.Millisecond, fence: fa}
-	eb := election{name: "l", namespace: "ns", identity: "b", lease: lease, renew: renew, retry: 100 * time.Millisecond, fence: fb}
+	fa := NewFence(renew, nil)
+	fb := NewFence(renew, nil)
+	ea := Election{Name: "l", Namespace: "ns", Identity: "a", Lease: lease, Renew: renew, Retry: 500 * time.Millisecond, Fence: fa}
+	eb := Election{Name: "l", Namespace: "ns", Identity: "b", Lease: lease, Renew: renew, Retry: 100 * time.Millisecond, Fence: fb}
 	log := slog.New(slog.DiscardHandler)
 
 	ctxA, cancelA := context.WithCancel(context.Background())
@@ -189,7 +186,7 @@ func TestLeadRefusesAnotherTerm(t *testing.T) {
 	var aWorkEnded atomic.Bool
 	aDone := make(chan error, 1)
 	go func() {
-		aDone <- lead(ctxA, kubeA, ea, quietCallbacks(), log, func(ctx context.Context) error {
+		aDone <- Lead(ctxA, kubeA, ea, quietCallbacks(), log, func(ctx context.Context) error {
 			close(aLeads)
 			<-ctx.Done()
 			aWorkEnded.Store(true)
@@ -202,7 +199,7 @@ func TestLeadRefusesAnotherTerm(t *testing.T) {
 	bLed := make(chan error, 1)
 	go func() {
 		// b leads and is at once told to stop (a rollout's SIGTERM): it releases the Lease.
-		_ = lead(ctxB, kubeB, eb, quietCallbacks(), log, func(context.Context) error {
+		_ = Lead(ctxB, kubeB, eb, quietCallbacks(), log, func(context.Context) error {
 			bLed <- fa.Check()
 			return nil
 		})
@@ -220,7 +217,7 @@ func TestLeadRefusesAnotherTerm(t *testing.T) {
 	pollUntil(t, "b's release", 5*time.Second, func() bool { return srv.holder() == "" })
 	close(release)
 
-	// Until lead returns, a's fence stays closed.
+	// Until Lead returns, a's fence stays closed.
 	var opened atomic.Bool
 	var err error
 	func() {
@@ -250,64 +247,11 @@ func TestLeadRefusesAnotherTerm(t *testing.T) {
 		t.Error("a's fence opened again after b's term")
 	}
 	if err := fa.Check(); !errors.Is(err, reconcile.ErrFenced) {
-		t.Errorf("a's fence after lead returned: %v, want ErrFenced", err)
+		t.Errorf("a's fence after Lead returned: %v, want ErrFenced", err)
 	}
 	w := srv.written()
 	if i := slices.Index(w, "b"); i < 0 || slices.Contains(w[i:], "a") {
 		t.Errorf("holders written %q: a must not hold the Lease after b", w)
-	}
-}
-
-// fencedSink stores an Event only while the fence lets writes out, as the fenced transport
-// does for the Event's request.
-type fencedSink struct {
-	slowSink
-	f       *fence
-	refused []string
-}
-
-func (s *fencedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	if err := s.f.Check(); err != nil {
-		s.mu.Lock()
-		s.refused = append(s.refused, e.Reason)
-		s.mu.Unlock()
-		return nil, err
-	}
-	return s.store(ctx, e)
-}
-
-// TestLeaderSendsLastEventsBeforeRelease: the Events of a leader's last writes, recorded as its
-// work drains on SIGTERM, are sent before it releases its Lease (thenFlush, as run composes
-// its work): the release fences every write after it, and they would be refused.
-func TestLeaderSendsLastEventsBeforeRelease(t *testing.T) {
-	kube := fake.NewClientset()
-	f := newFence(10*time.Second, systemClock(), nil)
-	e := election{name: "l", namespace: "ns", identity: "a", lease: 15 * time.Second, renew: 10 * time.Second,
-		retry: 500 * time.Millisecond, fence: f}
-	sink := &fencedSink{f: f}
-	s, err := startEvents(sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.flush(eventsFlushTimeout)
-	recorder := s.NewRecorder(scheme.Scheme, "vm-controller")
-	regarding := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vm", UID: "u1"}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	err = lead(ctx, kube, e, quietCallbacks(), slog.New(slog.DiscardHandler), thenFlush(func(ctx context.Context) error {
-		cancel() // SIGTERM
-		<-ctx.Done()
-		// the drain's last reconcile
-		recorder.Eventf(regarding, nil, corev1.EventTypeNormal, "ServerReady", "Reconcile", "ready")
-		return nil
-	}, s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if len(sink.stored) != 1 || len(sink.refused) != 0 {
-		t.Errorf("the last Event: stored %q, refused %q; want it stored before the release", sink.stored, sink.refused)
 	}
 }
 
@@ -348,23 +292,23 @@ func TestLeadStaleReleaseSparesNewLeader(t *testing.T) {
 			go func() { time.Sleep(time.Millisecond); partitionAt.Store(time.Now().UnixNano()) }()
 		}
 	}
-	fa := newFence(1900*time.Millisecond, systemClock(), nil)
-	fb := newFence(1900*time.Millisecond, systemClock(), nil)
-	ea := election{name: "l", namespace: "ns", identity: "a", lease: lease, renew: 1900 * time.Millisecond, retry: time.Second, fence: fa}
-	eb := election{name: "l", namespace: "ns", identity: "b", lease: lease, renew: 1900 * time.Millisecond, retry: 100 * time.Millisecond, fence: fb}
+	fa := NewFence(1900*time.Millisecond, nil)
+	fb := NewFence(1900*time.Millisecond, nil)
+	ea := Election{Name: "l", Namespace: "ns", Identity: "a", Lease: lease, Renew: 1900 * time.Millisecond, Retry: time.Second, Fence: fa}
+	eb := Election{Name: "l", Namespace: "ns", Identity: "b", Lease: lease, Renew: 1900 * time.Millisecond, Retry: 100 * time.Millisecond, Fence: fb}
 	log := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	aLeads := make(chan struct{})
 	aDone := make(chan error, 1)
 	go func() {
-		aDone <- lead(ctx, kubeA, ea, quietCallbacks(), log, func(ctx context.Context) error { close(aLeads); <-ctx.Done(); return nil })
+		aDone <- Lead(ctx, kubeA, ea, quietCallbacks(), log, func(ctx context.Context) error { close(aLeads); <-ctx.Done(); return nil })
 	}()
 	<-aLeads
 	var bLed atomic.Bool
 	bDone := make(chan error, 1)
 	go func() {
-		bDone <- lead(ctx, kubeB, eb, quietCallbacks(), log, func(ctx context.Context) error { bLed.Store(true); <-ctx.Done(); return nil })
+		bDone <- Lead(ctx, kubeB, eb, quietCallbacks(), log, func(ctx context.Context) error { bLed.Store(true); <-ctx.Done(); return nil })
 	}()
 	time.Sleep(300 * time.Millisecond)
 	armed.Store(true)
@@ -402,19 +346,19 @@ func TestLeadStaleReleaseSparesNewLeader(t *testing.T) {
 
 // TestLeadLeaseDeletedExits: the Lease deleted under a healthy leader (kubectl delete lease)
 // cannot tell who led meanwhile: the leader's renewal would re-create it as a new term, which
-// the fence refuses. The fence closes, and once --renew-deadline has passed lead returns
+// the fence refuses. The fence closes, and once --renew-deadline has passed Lead returns
 // errLostLease, so that the process restarts clean and a standby, or the restart, takes the
 // new Lease.
 func TestLeadLeaseDeletedExits(t *testing.T) {
 	kube := fake.NewClientset()
-	f := newFence(1500*time.Millisecond, systemClock(), nil)
-	e := election{name: "l", namespace: "ns", identity: "a", lease: 2 * time.Second, renew: 1500 * time.Millisecond, retry: 200 * time.Millisecond, fence: f}
+	f := NewFence(1500*time.Millisecond, nil)
+	e := Election{Name: "l", Namespace: "ns", Identity: "a", Lease: 2 * time.Second, Renew: 1500 * time.Millisecond, Retry: 200 * time.Millisecond, Fence: f}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	leads := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- lead(ctx, kube, e, quietCallbacks(), slog.New(slog.DiscardHandler), func(ctx context.Context) error {
+		done <- Lead(ctx, kube, e, quietCallbacks(), slog.New(slog.DiscardHandler), func(ctx context.Context) error {
 			close(leads)
 			<-ctx.Done()
 			return nil
