@@ -1,6 +1,6 @@
 # Thin entry points: the logic lives in cluster/ and tools/, so CI (.ci/run) and people run
 # the same scripts. See docs/dev/local-cluster.md and CONTRIBUTING.md.
-.PHONY: help tools cluster cluster-down cluster-status test test-image test-rules build run image release
+.PHONY: help tools cluster cluster-down cluster-status test test-image test-rules test-bench build run image release
 
 # The version stamped into vm-controller: the tag on the commit, else the commit's abbreviated
 # hash (7 hex digits, more where 7 would be ambiguous; after a tag, git describe puts the tag
@@ -25,8 +25,9 @@ help:
 	@echo 'make cluster        build the tools if needed, then start the local cluster (.cache/kubeconfig)'
 	@echo 'make cluster-down   stop the local cluster and delete its state'
 	@echo 'make cluster-status exit 0 when the local cluster answers'
-	@echo 'make test           gofmt, go vet, then go test ./... against a local cluster, then the image and rules tests'
+	@echo 'make test           gofmt, go vet, then go test ./... against a local cluster, then the image, rules and bench tests'
 	@echo 'make test-rules     check the alerting rules and evaluate them with Prometheus'\''s PromQL engine'
+	@echo 'make test-bench     vet and test the bench and its controller-runtime peer (modules of their own; no cluster)'
 	@echo 'make build          build bin/vm-controller and the kubectl plugin bin/kubectl-vm (the same binary)'
 	@echo 'make image          build the container image into bin/image/ (no Docker daemon needed; IMAGE_ARCHS=amd64 for one)'
 	@echo 'make release        build linux and darwin, amd64 and arm64 binaries (and kubectl-vm, the plugin) with sha256 checksums into dist/'
@@ -48,6 +49,7 @@ test:
 	cluster/test.sh
 	$(MAKE) test-image
 	$(MAKE) test-rules
+	$(MAKE) test-bench
 
 # The image test builds the binary and the image, unpacks it and runs its entrypoint with
 # --version. tools/image is its own module, which `go test ./...` at the root does not enter.
@@ -60,6 +62,13 @@ test-image:
 # the root's go.mod does not take Prometheus' dependencies.
 test-rules:
 	cd tools/promrules && go vet ./... && go test ./...
+
+# The bench's own tests (its flags, results files, charts and report against golden files) and
+# the peer's. bench/ is a module of its own, so that its chart and profile libraries stay out
+# of the root's go.mod, and bench/peer another; `go test ./...` at the root enters neither.
+test-bench:
+	cd bench && go vet ./... && go test ./...
+	cd bench/peer && go vet ./... && go test ./...
 
 # bin/kubectl-vm is the same binary under the kubectl plugin's name: put bin/ on $PATH and
 # `kubectl vm start NAME` runs it (docs/run-strategies.md).

@@ -28,7 +28,7 @@ func ceilingScenario(args []string) error {
 	n := fs.Int("vms", 1000, "VMs to take through the writes")
 	c := fs.Int("concurrency", 32, "VMs in flight")
 	events := fs.Bool("events", false, "also write the three Events the cluster records per VM (10 writes per VM)")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or the checkout's .cache/kubeconfig")
 	resultsDir := resultsFlag(fs)
 	_ = fs.Parse(args)
 	rec := newRecording("ceiling", fs, args, *resultsDir)

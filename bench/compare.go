@@ -135,7 +135,7 @@ func compareScenario(args []string) error {
 	rootDisks := fs.String("root-disk", "ephemeral", "vm-controller's --root-disk, or a comma-separated list to run each variant (claim,ephemeral: a disk per VM against the peer's work); ephemeral does the peer's work, which has none")
 	fs.BoolVar(&f.peer, "peer", true, "run the controller-runtime peer too; false: vm-controller's variants alone")
 	fs.DurationVar(&f.timeout, "timeout", 20*time.Minute, "longest wait for a burst or a teardown")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or the checkout's .cache/kubeconfig")
 	fs.StringVar(&f.profile, "profile", "", "directory for a CPU profile of each contender's run and its allocations to the end of the burst, or of the CPU profile if later (NAME.allocs.pprof), the peer's too (go tool pprof FILE); its CPU figures then include the profiler's")
 	fs.DurationVar(&f.profileFor, "profile-for", 30*time.Second, "how much of each burst, from its first create, --profile records")
 	fs.IntVar(&f.gomaxprocs, "gomaxprocs", 0, "vm-controller's GOMAXPROCS; 0: Go's default")
@@ -163,10 +163,14 @@ func compareScenario(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if base.binary, err = buildBinary(dir, "vm-controller", "."); err != nil {
+	if base.binary, err = buildController(dir); err != nil {
 		return err
 	}
-	peer, err := buildBinary(dir, "vm-peer", filepath.Join("bench", "peer"))
+	root, err := checkoutRoot()
+	if err != nil {
+		return err
+	}
+	peer, err := buildBinary(dir, "vm-peer", filepath.Join(root, "bench", "peer"))
 	if err != nil {
 		return err
 	}
@@ -276,7 +280,7 @@ func compareScenario(args []string) error {
 			for _, c := range contenders {
 				files = append(files, filepath.Join(f.profile, profileName(c.name, rep)))
 			}
-			fmt.Printf("\nwhere the CPU went, repetition %d (go run ./bench split %s):\n", rep, strings.Join(files, " "))
+			fmt.Printf("\nwhere the CPU went, repetition %d (go -C bench run . split %s):\n", rep, strings.Join(files, " "))
 			if err := splitCommand(files, os.Stdout); err != nil {
 				fmt.Printf("split: %v\n", err)
 			}

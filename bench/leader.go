@@ -44,7 +44,7 @@ func leaderScenario(args []string) error {
 	fs.StringVar(&f.renew, "renew-deadline", "", "the replicas' --renew-deadline; empty: vm-controller's default")
 	fs.StringVar(&f.retry, "retry-period", "", "the replicas' --retry-period; empty: vm-controller's default")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "longest wait for any one step")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or the checkout's .cache/kubeconfig")
 	resultsDir := resultsFlag(fs)
 	_ = fs.Parse(args)
 	rec := newRecording("leader", fs, args, *resultsDir)
@@ -58,7 +58,7 @@ func leaderScenario(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if base.binary, err = buildBinary(dir, "vm-controller", "."); err != nil {
+	if base.binary, err = buildController(dir); err != nil {
 		return err
 	}
 	var graceful, crash []handoff

@@ -1,14 +1,19 @@
 // Command bench measures vm-controller on a real cluster and prints figures (it asserts
 // nothing: the machines it runs on are shared and noisy). Each scenario runs the controller
-// binary it builds from this repository, in a namespace of its own, and removes what it made,
+// binary it builds from this checkout, in a namespace of its own, and removes what it made,
 // and writes what it measured to a results file under bench/results (--results), with charts
 // of the bursts beside it.
 //
-//	go run ./bench usage --vms 1000        API cost of usage sampling at 1,000 Active VMs
-//	go run ./bench compare --vms 2000       vm-controller against the controller-runtime peer
-//	go run ./bench leader --reps 3          leader handoff after SIGTERM and SIGKILL
-//	go run ./bench report FILE              a results file as the benchmarks page's markdown
-//	go run ./bench chart FILE               re-draw a results file's charts
+// The bench is a Go module of its own (bench/go.mod, the controller's module replaced by the
+// checkout), so that its charting and profile libraries stay out of the controller's go.mod.
+// Run it from the checkout's root with go -C bench (file names given to it are then read from
+// bench/), or from bench/ with go run .:
+//
+//	go -C bench run . usage --vms 1000      API cost of usage sampling at 1,000 Active VMs
+//	go -C bench run . compare --vms 2000    vm-controller against the controller-runtime peer
+//	go -C bench run . leader --reps 3       leader handoff after SIGTERM and SIGKILL
+//	go -C bench run . report FILE           a results file as the benchmarks page's markdown
+//	go -C bench run . chart FILE            re-draw a results file's charts
 //
 // See docs/dev/benchmarks.md for every scenario, its flags and the method.
 package main
@@ -47,7 +52,7 @@ var vmGVR = schema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1al
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench usage|burst|restart|memory|idle|teardown|ceiling|all|compare|leader [flags], or bench report|chart|split FILE... (see docs/dev/benchmarks.md)")
+		fmt.Fprintln(os.Stderr, "usage: go -C bench run . usage|burst|restart|memory|idle|teardown|ceiling|all|compare|leader [flags], or go -C bench run . report|chart|split FILE... (see docs/dev/benchmarks.md)")
 		os.Exit(2)
 	}
 	var err error
@@ -98,7 +103,7 @@ func setup(kubeconfig string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.binary, err = buildBinary(dir, "vm-controller", "."); err != nil {
+	if e.binary, err = buildController(dir); err != nil {
 		return nil, err
 	}
 	if err := e.newNamespace(); err != nil {
@@ -113,7 +118,11 @@ func connect(kubeconfig string) (*env, error) {
 		kubeconfig = os.Getenv("KUBECONFIG")
 	}
 	if kubeconfig == "" {
-		kubeconfig = filepath.Join(".cache", "kubeconfig")
+		root, err := checkoutRoot()
+		if err != nil {
+			return nil, err
+		}
+		kubeconfig = filepath.Join(root, ".cache", "kubeconfig")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

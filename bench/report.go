@@ -6,16 +6,17 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/cloudnative-czs/vm-controller/bench/record"
 )
 
-// reportCommand prints the report of each results file named: go run ./bench report FILE...
+// reportCommand prints the report of each results file named: go -C bench run . report FILE...
 func reportCommand(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("report: name a results file (go run ./bench report bench/results/FILE.json)")
+		return fmt.Errorf("report: name a results file (go -C bench run . report results/FILE.json)")
 	}
 	for i, path := range args {
 		run, err := record.Read(path)
@@ -25,9 +26,28 @@ func reportCommand(args []string, out io.Writer) error {
 		if i > 0 {
 			fmt.Fprintln(out)
 		}
-		writeReport(out, run, path)
+		writeReport(out, run, fromCheckout(path))
 	}
 	return nil
+}
+
+// fromCheckout is path from the checkout's root (bench/results/FILE.json) when it is inside
+// the checkout, so that the page names a results file the same wherever the report ran;
+// otherwise path as given.
+func fromCheckout(path string) string {
+	root, err := checkoutRoot()
+	if err != nil {
+		return path
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return path
+	}
+	return filepath.ToSlash(rel)
 }
 
 // writeReport writes run as markdown: what ran where, the table of each contender's medians
@@ -51,7 +71,7 @@ func writeReport(w io.Writer, run *record.Run, path string) {
 		commit += " with uncommitted changes"
 	}
 	m := run.Machine
-	fmt.Fprintf(w, "`go run ./bench %s`, vm-controller at `%s`, %s to %s UTC, on %d cores (%s, %.1f GB). Results file: `%s`.\n",
+	fmt.Fprintf(w, "`go -C bench run . %s`, vm-controller at `%s`, %s to %s UTC, on %d cores (%s, %.1f GB). Results file: `%s`.\n",
 		strings.TrimSpace(run.Scenario+" "+strings.Join(run.Args, " ")), commit, run.Started.UTC().Format("15:04"),
 		run.Finished.UTC().Format("15:04"), m.Cores, orUnknown(m.CPUModel), m.MemoryGB, path)
 	if run.HasBursts() {

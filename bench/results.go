@@ -1,6 +1,7 @@
 // Results files: every scenario keeps what it measured in a record.Run and writes it, at its
-// end, to --results (bench/results by default) as one JSON file, with the charts drawn from it
-// beside it. The terminal output stays for following a run; the file is what a page quotes.
+// end, to --results (the checkout's bench/results by default) as one JSON file, with the
+// charts drawn from it beside it. The terminal output stays for following a run; the file is
+// what a page quotes.
 
 package main
 
@@ -20,14 +21,28 @@ import (
 	"github.com/cloudnative-czs/vm-controller/bench/record"
 )
 
-// defaultResults is where results files go unless --results says otherwise: in the
-// checkout, beside the bench, so that a run worth keeping is committed with the page that
-// quotes it.
-var defaultResults = filepath.Join("bench", "results")
+// defaultResults is where results files go unless --results says otherwise: the checkout's
+// bench/results, beside the bench, so that a run worth keeping is committed with the page
+// that quotes it. It is given relative to the working directory (results, run from bench/).
+// Outside a checkout it is results; no scenario gets as far as writing there, as none can
+// build the controller.
+func defaultResults() string {
+	root, err := checkoutRoot()
+	if err != nil {
+		return "results"
+	}
+	dir := filepath.Join(root, "bench", "results")
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, dir); err == nil {
+			return rel
+		}
+	}
+	return dir
+}
 
 // resultsFlag declares --results, which every scenario has.
 func resultsFlag(fs *flag.FlagSet) *string {
-	return fs.String("results", defaultResults, "directory for the run's results file (JSON, named by its start and the scenario) "+
+	return fs.String("results", defaultResults(), "directory for the run's results file (JSON, named by its start and the scenario) "+
 		"and its charts (SVG, beside it); empty: write none")
 }
 
@@ -126,10 +141,10 @@ func drawCharts(run *record.Run, path string) error {
 	return nil
 }
 
-// chartCommand re-draws the charts of results files: go run ./bench chart FILE...
+// chartCommand re-draws the charts of results files: go -C bench run . chart FILE...
 func chartCommand(args []string) error {
 	if len(args) == 0 {
-		return errors.New("chart: name a results file (go run ./bench chart bench/results/FILE.json)")
+		return errors.New("chart: name a results file (go -C bench run . chart results/FILE.json)")
 	}
 	for _, path := range args {
 		run, err := record.Read(path)

@@ -92,7 +92,7 @@ func scaleScenario(name string, args []string) error {
 	fs.StringVar(&f.rootDisk, "root-disk", "claim", "the controller's --root-disk: claim (a PersistentVolumeClaim per VM, as run's default) or ephemeral")
 	fs.BoolVar(&f.ceiling, "ceiling", true, "run the ceiling after the other stages (all only); false leaves it out, as at a scale where it would take hours more")
 	fs.BoolVar(&f.ceilingEvents, "ceiling-events", true, "after the ceiling, run it again with the three Events per VM the cluster also writes")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or the checkout's .cache/kubeconfig")
 	fs.IntVar(&f.seed, "seed", 0, "burst only this many VMs through the controller and write the rest of --vms straight into etcd, "+
 		"as copies of the first VM and its pod (for cold start, memory and idle at a scale whose burst would take hours); 0: burst all")
 	fs.IntVar(&f.tail, "tail", 0, "with --seed: after the seed, burst the last T of --vms through the controller, over a cluster that holds the others already, "+

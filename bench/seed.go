@@ -46,7 +46,11 @@ func kwokEtcd(kubeconfig string) (etcdKV, error) {
 	if !ok {
 		return etcdKV{}, fmt.Errorf("kubeconfig %s: context %q is not a local cluster of cluster/cluster.sh (kwok-NAME); pass --etcd", kubeconfig, cfg.CurrentContext)
 	}
-	file := filepath.Join(".cache", "kwok", "clusters", name, "kwok.yaml")
+	root, err := checkoutRoot()
+	if err != nil {
+		return etcdKV{}, err
+	}
+	file := filepath.Join(root, ".cache", "kwok", "clusters", name, "kwok.yaml")
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return etcdKV{}, fmt.Errorf("the local cluster's etcd: %w; pass --etcd", err)

@@ -161,11 +161,11 @@ func splitProfile(path string) (split, error) {
 	return s, nil
 }
 
-// splitCommand prints the split of each CPU profile named, side by side: go run ./bench split
+// splitCommand prints the split of each CPU profile named, side by side: go -C bench run . split
 // FILE...
 func splitCommand(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("split: name CPU profiles (go run ./bench split /tmp/p/vm-controller-rep1.pprof /tmp/p/controller-runtime_peer-rep1.pprof)")
+		return fmt.Errorf("split: name CPU profiles (go -C bench run . split /tmp/p/vm-controller-rep1.pprof /tmp/p/controller-runtime_peer-rep1.pprof)")
 	}
 	var splits []split
 	for _, path := range args {

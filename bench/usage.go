@@ -34,7 +34,7 @@ func usageScenario(args []string) error {
 	n := fs.Int("vms", 1000, "Active VMs")
 	interval := fs.Duration("interval", time.Minute, "the controller's --usage-interval")
 	window := fs.Duration("window", 2*time.Minute, "how long requests are counted, once every VM reports usage")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or .cache/kubeconfig")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; empty: $KUBECONFIG or the checkout's .cache/kubeconfig")
 	resultsDir := resultsFlag(fs)
 	_ = fs.Parse(args)
 	rec := newRecording("usage", fs, args, *resultsDir)

@@ -11,10 +11,11 @@ import (
 )
 
 // The status patches are written straight from their dotted paths, without the tree of maps
-// that json.Marshal would need: in a burst, building that tree and encoding it by reflection
-// was the largest share of the controller's own allocations (13% of them, 12 KB for an Active
-// VM's status; docs/dev/benchmarks.md). The bytes are json.Marshal's for the same tree (keys sorted
-// at each level, strings escaped as it escapes them), which the tests check against it.
+// that json.Marshal would need: a status patch is written for nearly every VM in a burst, and
+// building that tree and encoding it by reflection was the largest share of the controller's
+// own allocations (the figures, before and after: docs/dev/benchmarks.md, "Status patches
+// written from their paths"). The bytes are json.Marshal's for the same tree (keys sorted at
+// each level, strings escaped as it escapes them), which the tests check against it.
 
 // mergePatch writes the JSON merge patch that sets each of values' paths to its value (nil is
 // null, which removes the field). Empty paths are left out. Two paths that collide (the

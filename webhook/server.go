@@ -38,11 +38,11 @@ import (
 // never exceeds. The default holds a page of 500 VMs many times over and an unpaginated list
 // of about thirteen thousand (a VM is about 1.2 KB with its managed fields). What the handler
 // holds for it (the body, the decoded review, the converted objects and the answer) is about
-// four times the body; with the garbage collector's headroom, one such review alone takes the
-// process to 145 to 191 MiB of RSS, within the memory limit of the webhook's Deployment
-// (256Mi) but not twice over: DefaultMaxReviewBytesInFlight bounds how many are handled at
-// once. A larger cluster whose clients list a converted version without pages raises it, and
-// the bound in flight and the memory limit with it.
+// four times the body, so that one such review, with the garbage collector's headroom, fits
+// in the memory limit of the webhook's Deployment (256Mi) but not twice over:
+// DefaultMaxReviewBytesInFlight bounds how many are handled at once. A larger cluster whose
+// clients list a converted version without pages raises it, and the bound in flight and the
+// memory limit with it.
 const DefaultMaxReviewBytes = 16 << 20
 
 // MaxReviewBytesCeiling is the largest Handler.MaxBytes the webhook command takes
@@ -66,29 +66,19 @@ const MaxReviewBytesCeiling = 1 << 30
 // one and smaller ones up to the rest.
 //
 // The cap on one review does not bound the process, as the API server sends reviews
-// concurrently. Measured with the webhook binary over TLS on two cores, reviews of 14,639 VMs
-// of 1,145 bytes (testdata/bench/active-vm.json, named apart) in 16 MiB, converted from
-// v1alpha1 to v1, peak anonymous memory (RSS, the binary's ~30 MiB of mapped pages included):
+// concurrently. Nor does this bound alone: the collector lets the heap grow to twice what was
+// live at its last cycle (GOGC=100), which in a stream of reviews is measured while the one
+// before is at its peak, so a few reviews in a row can take the process past the Deployment's
+// memory limit of 256Mi. GOMEMLIMIT alone is not enough either: once what is live exceeds it,
+// the collector cannot help, and reviews at once with no bound make that much live.
 //
-//   - what a review holds at its peak is 3.8 times its body (heap in use above the idle
-//     process's, with the collector run after every 5% of growth, GOGC=5);
-//   - without this bound, one review alone took 115 to 140 MiB (145 to 191); four at once 361
-//     to 453 MiB (391 to 494), past the Deployment's memory limit of 256Mi;
-//   - the bound alone is not enough: the collector lets the heap grow to twice what was live
-//     at its last cycle (GOGC=100), which in a stream of reviews is measured while the
-//     previous one is at its peak, so four one after another (a bound of 16 MiB) still took
-//     185 to 238 MiB (207 to 283), and four at once under this bound 270 to 322 (305 to 357);
-//   - GOMEMLIMIT alone is not enough either: four at once took 210 to 212 MiB (239 to 242),
-//     but eight 344 to 361 (374 to 391), as what is live then exceeds it and the collector
-//     cannot help.
-//
-// So the Deployment sets GOMEMLIMIT=200MiB (the 256Mi limit less the mapped pages and a
-// margin), which makes the collector work harder near it rather than let the heap grow past
-// it, and this bound keeps what is live well under that, about 5 MiB idle and 3.8 x 32 MiB:
-// 127 MiB. With both, one review took 106 to 139 MiB (136 to 173); four or eight at once, or
-// four while eight clients each posted pages of 500 VMs (570 KB) in a row, 196 to 206 MiB
-// (226 to 244), on one core as on two. A Deployment of one's own sets GOMEMLIMIT likewise, or
-// a lower --max-review-bytes-in-flight.
+// So the Deployment sets GOMEMLIMIT=200MiB (the 256Mi limit less the binary's mapped pages and
+// a margin), which makes the collector work harder near it rather than let the heap grow past
+// it, and this bound keeps what is live well under that: a few MiB idle and about four times
+// the 32 MiB in flight. A Deployment of one's own sets GOMEMLIMIT likewise, or a lower
+// --max-review-bytes-in-flight. The measurements behind each of these (each bound alone, both,
+// one and many reviews at once) are in docs/dev/benchmarks.md, "The conversion webhook's
+// memory".
 const DefaultMaxReviewBytesInFlight = 32 << 20
 
 // DefaultMaxReviewWait bounds how long a review waits for its turn (Handler.MaxWait) before it

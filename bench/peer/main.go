@@ -1,5 +1,5 @@
 // Command peer is the VM -> Pod controller on controller-runtime, written as a skilled user of
-// it would write it, so that `go run ./bench compare` puts vm-controller next to what a strong
+// it would write it, so that `go -C bench run . compare` puts vm-controller next to what a strong
 // team would build instead: an unstructured VirtualMachine cache (no generated types), typed
 // pods owned by their VM, one reconcile that adds the finalizer, creates the pod and reports
 // Creating, then Active once the pod is ready, and on deletion reports Terminating, deletes the

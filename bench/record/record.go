@@ -1,7 +1,7 @@
-// Package record is the bench's results file: what one run of `go run ./bench SCENARIO`
+// Package record is the bench's results file: what one run of `go -C bench run . SCENARIO`
 // measured, as JSON, one file per run. The bench prints its figures too, but a terminal's
-// scrollback is not a source: the page's tables (`go run ./bench report FILE`) and the charts
-// (`go run ./bench chart FILE`) are drawn from these files, and a figure quoted anywhere can
+// scrollback is not a source: the page's tables (`go -C bench run . report FILE`) and the charts
+// (`go -C bench run . chart FILE`) are drawn from these files, and a figure quoted anywhere can
 // be traced to the file, the commit and the machine that made it.
 //
 // A file holds the run's contenders (vm-controller, the controller-runtime peer, a baseline
