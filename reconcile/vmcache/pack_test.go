@@ -2,14 +2,21 @@ package vmcache
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/api/resource"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -161,4 +168,91 @@ func TestPhaseOf(t *testing.T) {
 	if got := phaseOf([]byte(`{}`), f); got != "" {
 		t.Errorf("phaseOf of a VM without status = %q, want empty", got)
 	}
+}
+
+// TestDictionarySamples: each VM of the dictionary carries the status the decision writes for
+// its state, word for word, so that VMs pack against what the controller writes and not
+// against a copy of its wording that drifted: given the server and the disk the state stands
+// for, the decision leaves the sample as it is, and an Active sample's UsageReported
+// condition is the one DecideUsage writes when usage is first reported.
+func TestDictionarySamples(t *testing.T) {
+	data, err := dictionaryData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := resource.MustParse("10Gi")
+	spec := backend.Spec{CPU: resource.MustParse("100m"), Memory: resource.MustParse("1Gi"), Image: decision.DefaultPolicy.DefaultImage, Disk: true}
+	worlds := map[schema.Phase]struct {
+		server *backend.Server
+		disk   *backend.Disk
+	}{
+		schema.PhaseCreating: {
+			&backend.Server{Name: "vm-00000-server", ID: "00000000-0000-0000-0000-000000000000", State: backend.StatePending,
+				Detail: string(backend.StatePending), Spec: spec, Disk: "vm-00000-rootdisk"},
+			&backend.Disk{Name: "vm-00000-rootdisk", ID: "00000000-0000-0000-0000-000000000000", Phase: backend.DiskPending,
+				Requested: size, BindsWithServer: true, Owner: backend.DiskOwned},
+		},
+		schema.PhaseActive: {
+			&backend.Server{Name: "vm-00000-server", ID: "00000000-0000-0000-0000-000000000000", State: backend.StateReady,
+				Detail: string(backend.StateReady), Spec: spec, Disk: "vm-00000-rootdisk", Node: "node-00000", IP: "10.0.0.1"},
+			&backend.Disk{Name: "vm-00000-rootdisk", ID: "00000000-0000-0000-0000-000000000000", Phase: backend.DiskBound,
+				Requested: size, Capacity: size, Owner: backend.DiskOwned},
+		},
+	}
+	at := gjson.GetBytes(data, "status.lastUpdateTime").Time()
+	seen := map[schema.Phase]int{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatal(err)
+		}
+		gv, err := k8sschema.ParseGroupVersion(gjson.GetBytes(raw, "apiVersion").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := schema.ForVersion(gv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm, err := schema.Parse(raw, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := vm.Status()
+		w, ok := worlds[st.Phase]
+		if !ok {
+			t.Errorf("%s: a sample in phase %q", gv, st.Phase)
+			continue
+		}
+		seen[st.Phase]++
+		if plan := decision.DefaultPolicy.Decide(vm, w.server, nil, w.disk, nil, at); plan.Status != nil {
+			t.Errorf("%s, %s: the decision writes another status for the sample's state:\n%s\nwant the sample's\n%s",
+				gv, st.Phase, statusJSON(t, f, *plan.Status), statusJSON(t, f, st))
+		}
+		if st.Phase != schema.PhaseActive {
+			continue
+		}
+		have := st.Condition(decision.ConditionUsageReported)
+		first := st
+		first.Conditions = slices.DeleteFunc(slices.Clone(st.Conditions), func(c schema.Condition) bool { return c.Type == decision.ConditionUsageReported })
+		upd, _ := decision.DefaultUsagePolicy.DecideUsage(first, vm.Generation(), backend.Usage{CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi")}, nil, time.Time{}, at)
+		want := schema.Status{Conditions: upd.Conditions}.Condition(decision.ConditionUsageReported)
+		if have == nil || want == nil || *have != *want {
+			t.Errorf("%s: the sample's UsageReported condition is %+v; DecideUsage writes %+v", gv, have, want)
+		}
+	}
+	if n := len(schema.BuiltinVersions()); seen[schema.PhaseCreating] != n || seen[schema.PhaseActive] != n {
+		t.Errorf("samples by phase %v; want a Creating and an Active VM in each of the %d built-in layouts", seen, n)
+	}
+}
+
+// statusJSON is st as the status patch of layout f writes it.
+func statusJSON(t *testing.T, f schema.Fields, st schema.Status) []byte {
+	t.Helper()
+	b, err := schema.StatusPatch(f, st, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
