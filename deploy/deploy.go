@@ -312,7 +312,7 @@ func webhookObjects(ns, image string, w Webhook) []any {
 						// only one is handled at a time. 200MiB leaves the rest of the 256Mi
 						// limit to the binary's mapped pages (~30 MiB) and a margin;
 						// --max-review-bytes-in-flight keeps what is live well under it
-						// (webhook.DefaultMaxReviewBytesInFlight has the figures).
+						// (docs/dev/benchmarks.md has the figures).
 						Env:            []corev1.EnvVar{fieldEnv("POD_NAMESPACE", "metadata.namespace"), {Name: "GOMEMLIMIT", Value: "200MiB"}},
 						Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: WebhookListenPort}},
 						LivenessProbe:  probe(10),
