@@ -133,8 +133,9 @@ func TestLayoutWithoutNextRetryTime(t *testing.T) {
 }
 
 // TestLingerHintWithoutNextRetryTime: the EvictionBlocked message of a failed server that a
-// sidecar keeps running, waiting out its backoff, points at status.nextRetryTime for the time
-// of its replacement, and at the status's message in a layout without that field.
+// sidecar keeps running, waiting out its backoff, points at the field of the time of its
+// replacement where the layout keeps it (status.nextRetryTime, or the path a field map gives),
+// and at the status's message in a layout without that field.
 func TestLingerHintWithoutNextRetryTime(t *testing.T) {
 	file := filepath.Join("..", "..", "testdata", "decide", "evict-block-cordoned-failed-lingers-backoff.txtar")
 	vm, srv := decidecase.Read(t, file)
@@ -142,11 +143,14 @@ func TestLingerHintWithoutNextRetryTime(t *testing.T) {
 	policy := decision.DefaultPolicy
 	policy.RootDisk = decision.RootDiskEphemeral
 	without, _ := vm.Fields().Without(map[string]bool{"status.nextRetryTime": true})
+	moved := vm.Fields()
+	moved.NextRetryTime = "status.retry.notBefore" // a field map of its own
 	for _, tc := range []struct {
 		fields schema.Fields
 		want   string
 	}{
 		{vm.Fields(), "(status.nextRetryTime)"},
+		{moved, "(status.retry.notBefore)"},
 		{without, "(the time the status's message gives)"},
 	} {
 		v := schema.ViewOf(vm.JSON(), vm.ResourceVersion(), tc.fields)
