@@ -301,7 +301,7 @@ func (d *decision) keepDisk(spec schema.Spec) {
 // for the whole patch) refused the change of owner too: a Retain set with a larger rootDisk
 // was not in effect for as long as the quota stood (and a foreground deletion had the garbage
 // collector delete the disk), and a kept disk was not adopted, its VM given no server. Alone,
-// a refused growth is only that (applyDisk's growthRefused). "" when no growth follows.
+// a refused growth is only that (GrowthRefused). "" when no growth follows.
 func (d *decision) growsNext(want resource.Quantity) string {
 	disk := d.disk
 	if want.Cmp(disk.Requested) <= 0 || disk.Phase != backend.DiskBound || !disk.CanGrow || disk.Deleting {
