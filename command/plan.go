@@ -223,7 +223,7 @@ func printPlan(cc *cli.Context, c planConfig) error {
 // a disk or a server it creates comes from the in-memory backend, and Plan.CreatedDisk and
 // Plan.Created put their names into the status.
 func makePlan(policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, budget *backend.Budget, now time.Time) (planOutput, error) {
-	plan := policy.Decide(vm, srv, nil, disk, budget, now)
+	plan := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Budget: budget, Now: now})
 	owner := backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}
 	made := memory.New()
 	if plan.Disk != nil && plan.Disk.Op == decision.CreateDisk {

@@ -57,11 +57,11 @@ func (a applier) warnRefused(vm schema.VirtualMachine, what string, err error) {
 // status says so (StatusFirst), and the finalizer comes off only after the server is gone and
 // the disk deleted or released. Every write is conditional on the resourceVersion the decision saw (and
 // the ones its own writes produce), so a decision made on a stale view fails with a conflict
-// and is made again, rather than overwriting newer state. The plan is taken as decided with
-// no server gone while disrupted and no disruption budget (Decide's gone and budget nil);
-// applyPlan takes them.
+// and is made again, rather than overwriting newer state. The plan is taken as decided on vm,
+// observed and disk, with no server gone while disrupted and no disruption budget (the
+// decision.Input's Gone and Budget nil); applyPlan takes the whole input.
 func (a applier) apply(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, disk *backend.Disk, plan decision.Plan) (time.Duration, error) {
-	out, err := a.applyPlan(ctx, vm, owner, observed, nil, disk, nil, plan)
+	out, err := a.applyPlan(ctx, decision.Input{VM: vm, Server: observed, Disk: disk}, owner, plan)
 	return out.after, err
 }
 
@@ -82,11 +82,12 @@ type applied struct {
 }
 
 // applyPlan is apply, with what the writes returned, so that the caller can carry on from the
-// VM as it now is instead of waiting for the informer to bring it back. observed, gone, disk
-// and budget are what the plan was decided on (Decide's srv, gone, disk and budget): a refusal
-// is decided on them too (Rejected, DiskRejected, a growth refused), so that it keeps what the
-// plan refused began.
-func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, observed *backend.Server, gone *backend.Gone, disk *backend.Disk, budget *backend.Budget, plan decision.Plan) (applied, error) {
+// VM as it now is instead of waiting for the informer to bring it back. in is what the plan was
+// decided on: a refusal is decided on it too (Rejected, DiskRejected, a growth refused), so
+// that it keeps what the plan refused began, at the time the refusal comes (refusing), not
+// in.Now.
+func (a applier) applyPlan(ctx context.Context, in decision.Input, owner backend.Owner, plan decision.Plan) (applied, error) {
+	vm, observed := in.VM, in.Server
 	key := cache.NewObjectName(owner.Namespace, owner.Name)
 	rv := vm.ResourceVersion()
 	var out applied
@@ -127,7 +128,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				return out, nil
 			}
 		}
-		decidedOn, err := a.applyDisk(ctx, vm, owner, observed, gone, disk, budget, &plan)
+		decidedOn, err := a.applyDisk(ctx, in, owner, &plan)
 		if namespaceGoing(err) {
 			// As for the server's create below: the namespace's deletion is the next
 			// change to act on.
@@ -137,7 +138,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 		}
 		// A refusal of the server below is decided on the disk the plan now is decided
 		// on: the disk as the plan would leave it, or, its growth refused, as it is.
-		disk = decidedOn
+		in.Disk = decidedOn
 	}
 	var created *backend.Server // the server the plan made, if it made one
 	if plan.Server != nil {
@@ -146,7 +147,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			srv, err := a.backend.Create(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrRejected):
-				plan = a.policy.Rejected(vm, disk, gone, err.Error(), a.now())
+				plan = a.policy.Rejected(a.refusing(in), err.Error())
 			case namespaceGoing(err):
 				// The VM's namespace is being deleted, and the VM with it: no server can be
 				// made there any more, and the VM's own deletion, which the namespace's
@@ -173,7 +174,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				// Refused for a reason retrying soon does not fix (the controller's role, an
 				// admission policy): the status says so, instead of the error backoff with
 				// the status as it was (ServerDeleteRefused).
-				plan = a.policy.ServerDeleteRefused(vm, observed, err.Error(), a.now())
+				plan = a.policy.ServerDeleteRefused(a.refusing(in), err.Error())
 			case err != nil:
 				return out, err
 			}
@@ -185,7 +186,7 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 			_, err := r.Resize(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrResizeInfeasible):
-				plan = a.policy.ResizeRefused(vm, observed, disk, err.Error(), a.now())
+				plan = a.policy.ResizeRefused(a.refusing(in), err.Error())
 			case err != nil:
 				return out, fmt.Errorf("resize server: %w", err)
 			default:
@@ -233,7 +234,9 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 				// Refused for good (ServerDeleteRefused): said now, in a second write, as
 				// a delete before its status says it in the first, not after an error
 				// backoff with the status saying the server is being replaced.
-				plan = a.policy.ServerDeleteRefused(w.view(a.fields), observed, err.Error(), a.now())
+				on := a.refusing(in)
+				on.VM = w.view(a.fields) // the refusal's status follows the one just written
+				plan = a.policy.ServerDeleteRefused(on, err.Error())
 				if err := a.writeRefusal(ctx, vm, owner, observed, plan, &out); err != nil {
 					return out, err
 				}
@@ -260,6 +263,13 @@ func (a applier) applyPlan(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	out.after = time.Duration(plan.RequeueAfter)
 	return out, nil
+}
+
+// refusing is in, what a plan was decided on, at the time a refusal of it comes: the plan of a
+// backend's refusal is decided on the world the plan refused was, at the applier's clock.
+func (a applier) refusing(in decision.Input) decision.Input {
+	in.Now = a.now()
+	return in
 }
 
 // writeRefusal writes the status of plan, the refusal of a delete made after its status

@@ -33,7 +33,7 @@ func (w *world) applier() applier {
 func TestApplyCreate(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
-	plan := serverPolicy.Decide(vm, nil, nil, nil, nil, now)
+	plan := serverPolicy.Decide(decision.Input{VM: vm, Now: now})
 	a := w.applier()
 	after, err := a.apply(context.Background(), vm, ownerOf(vm), nil, nil, plan)
 	if err != nil || after != 0 {
@@ -81,12 +81,12 @@ func TestApplyRejected(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
 	w.servers.FailCreate(fmt.Errorf("quota exceeded: %w", backend.ErrRejected))
-	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, nil, now))
+	after, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(decision.Input{VM: vm, Now: now}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The try the Rejected plan asks for.
-	if want := time.Duration(serverPolicy.Rejected(vm, nil, nil, "", now).RequeueAfter); want == 0 || after != want {
+	if want := time.Duration(serverPolicy.Rejected(decision.Input{VM: vm, Now: now}, "").RequeueAfter); want == 0 || after != want {
 		t.Errorf("requeue after %v, want %v", after, want)
 	}
 	got := w.vm(t, "default", "test-vm")
@@ -136,7 +136,7 @@ func TestApplyInvalidSpecBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			vm := cachedView(t, u, w.fields)
-			if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, nil, now)); err != nil {
+			if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(decision.Input{VM: vm, Now: now})); err != nil {
 				t.Fatal(err)
 			}
 			got := w.vm(t, u.GetNamespace(), u.GetName())
@@ -208,7 +208,7 @@ func TestApplyErrors(t *testing.T) {
 				w.servers.Set(ownerOf(vm), srv)
 			}
 			tc.setup(w)
-			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, nil, now))
+			_, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now}))
 			switch {
 			case tc.err == nil && err != nil:
 				t.Fatalf("apply: %v, want no error", err)
@@ -234,7 +234,7 @@ func TestApplyDelete(t *testing.T) {
 	_, srv := decidecase.Read(t, caseFile("delete-with-server"))
 	w.servers.Set(ownerOf(vm), srv)
 	a := w.applier()
-	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, nil, now)); err != nil {
+	if _, err := a.apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := w.servers.Observe(ownerOf(vm)); s == nil || !s.Deleting {
@@ -262,7 +262,7 @@ func TestApplyStopGrace(t *testing.T) {
 	vm := w.view(t, "verb-manual-stop-grace")
 	_, srv := decidecase.Read(t, caseFile("verb-manual-stop-grace"))
 	w.servers.Set(ownerOf(vm), srv)
-	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(vm, srv, nil, nil, nil, now)); err != nil {
+	if _, err := w.applier().apply(context.Background(), vm, ownerOf(vm), srv, nil, serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})); err != nil {
 		t.Fatal(err)
 	}
 	if g, ok := w.servers.Grace(ownerOf(vm)); !ok || g != 5*time.Second {
@@ -287,7 +287,7 @@ func TestApplyReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := cachedView(t, obj, w.fields)
-	plan := serverPolicy.Decide(vm, nil, nil, nil, nil, now)
+	plan := serverPolicy.Decide(decision.Input{VM: vm, Now: now})
 	if plan.Finalizer != decision.RemoveFinalizer {
 		t.Fatalf("plan %+v does not release the VM", plan)
 	}
@@ -341,7 +341,7 @@ func TestApplyResize(t *testing.T) {
 			w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: tc.refuse, State: backend.ResizePending})
 			a := w.applier()
 			a.policy.Resize = tc.mode
-			plan := a.policy.Decide(vm, srv, nil, nil, nil, now)
+			plan := a.policy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 			if plan.Server == nil || plan.Server.Op != decision.ResizeServer {
 				t.Fatalf("plan %+v, want a resize", plan.Server)
 			}
@@ -370,7 +370,7 @@ func TestApplyResize(t *testing.T) {
 			if c := st.Condition(typ); c == nil || c.Reason != reason || c.ObservedGeneration != vm.Generation() {
 				t.Errorf("condition %s: %+v, want reason %s at generation %d", typ, c, reason, vm.Generation())
 			}
-			next := a.policy.Decide(vm2, after, nil, nil, nil, now)
+			next := a.policy.Decide(decision.Input{VM: vm2, Server: after, Now: now})
 			switch {
 			case tc.next == "" && !next.Empty():
 				t.Errorf("next plan %+v, want nothing", next)
@@ -396,12 +396,12 @@ func TestApplyRefusedResizeDeleteFails(t *testing.T) {
 	a := w.applier()
 	stored := func() schema.VirtualMachine { return cachedView(t, w.vm(t, "default", "test-vm"), w.fields) }
 
-	if plan := a.policy.Decide(vm, srv, nil, nil, nil, now); plan.Server == nil || plan.Server.Op != decision.ResizeServer {
+	if plan := a.policy.Decide(decision.Input{VM: vm, Server: srv, Now: now}); plan.Server == nil || plan.Server.Op != decision.ResizeServer {
 		t.Fatalf("plan %+v, want a resize", plan.Server)
 	} else if _, err := a.apply(context.Background(), vm, owner, srv, nil, plan); err != nil {
 		t.Fatal(err)
 	}
-	plan := a.policy.Decide(stored(), srv, nil, nil, nil, now)
+	plan := a.policy.Decide(decision.Input{VM: stored(), Server: srv, Now: now})
 	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || !plan.Server.StatusFirst || plan.Status == nil {
 		t.Fatalf("plan %+v, want the server replaced, the status first", plan)
 	}
@@ -415,7 +415,7 @@ func TestApplyRefusedResizeDeleteFails(t *testing.T) {
 
 	w.servers.FailDelete(nil)
 	writes := len(w.writes())
-	plan = a.policy.Decide(stored(), srv, nil, nil, nil, now)
+	plan = a.policy.Decide(decision.Input{VM: stored(), Server: srv, Now: now})
 	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Status != nil {
 		t.Fatalf("plan after the failed delete:\n%+v\n%+v\nwant the delete again and nothing written", plan.Server, plan.Status)
 	}
@@ -466,7 +466,7 @@ func TestApplyMigrationRecordReplaced(t *testing.T) {
 				_, srv = decidecase.Read(t, caseFile(tc.server))
 				w.servers.Set(ownerOf(vm), srv)
 			}
-			plan := serverPolicy.Decide(vm, srv, nil, nil, nil, now)
+			plan := serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 			if plan.Status == nil || plan.Status.Migration == nil || plan.Status.Migration.Phase != tc.phase {
 				t.Fatalf("plan:\n%+v\nwant a migration record %s", plan.Status, tc.phase)
 			}
@@ -508,7 +508,7 @@ func TestApplyReplacementOrder(t *testing.T) {
 			vm := w.view(t, name)
 			_, srv := decidecase.Read(t, caseFile(name))
 			w.servers.Set(ownerOf(vm), srv)
-			plan := serverPolicy.Decide(vm, srv, nil, nil, nil, now)
+			plan := serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 			if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Status == nil || plan.Server.StatusFirst != tc.statusFirst {
 				t.Fatalf("plan %+v, want a delete and a status, statusFirst %v", plan, tc.statusFirst)
 			}
@@ -554,7 +554,7 @@ func TestApplyReplacementDeleteRefused(t *testing.T) {
 	vm := w.view(t, name)
 	_, srv := decidecase.Read(t, caseFile(name))
 	w.servers.Set(ownerOf(vm), srv)
-	plan := serverPolicy.Decide(vm, srv, nil, nil, nil, now)
+	plan := serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || !plan.Server.StatusFirst || plan.Status == nil {
 		t.Fatalf("plan %+v, want the server replaced, the status first", plan)
 	}
@@ -584,7 +584,7 @@ func TestApplyReplacementDeleteRefused(t *testing.T) {
 
 	// The next decision, on the VM as written, deletes first and keeps the status as it is.
 	vm = cachedView(t, w.vm(t, vm.Namespace(), vm.Name()), w.fields)
-	plan = serverPolicy.Decide(vm, srv, nil, nil, nil, now)
+	plan = serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Server.StatusFirst {
 		t.Errorf("plan %+v after the refusal, want the delete asked again before any status", plan.Server)
 	}

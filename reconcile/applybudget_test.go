@@ -192,7 +192,7 @@ func TestApplyBudgetRefusedKeepsRequeue(t *testing.T) {
 	a.backend, a.policy = refusingBudgets{w.servers}, p
 	vm := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
 	w.servers.Set(ownerOf(vm), srv)
-	plan := p.Decide(vm, srv, nil, nil, nil, now)
+	plan := p.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 	if plan.RequeueAfter == 0 || plan.Budget == nil || plan.Budget.Op != decision.CreateBudget {
 		t.Fatalf("plan %+v, want a budget's create and a time to look again", plan)
 	}
@@ -263,7 +263,7 @@ func TestApplyBudgetRefusedWritesStatus(t *testing.T) {
 		}
 		s, _ := w.servers.Observe(owner)
 		budget, _ := b.ObserveBudget(owner)
-		plan := serverPolicy.Decide(vm, s, nil, nil, budget, now)
+		plan := serverPolicy.Decide(decision.Input{VM: vm, Server: s, Budget: budget, Now: now})
 		if plan.Server != nil && plan.Server.Op == decision.DeleteServer {
 			deletes++
 		}
@@ -321,7 +321,7 @@ func TestWayOutDeletesBudget(t *testing.T) {
 			a := w.applier()
 			a.backend = tc.backend(w.servers)
 			budget, _ := w.servers.ObserveBudget(owner)
-			plan := serverPolicy.Decide(vm, nil, nil, nil, budget, now)
+			plan := serverPolicy.Decide(decision.Input{VM: vm, Budget: budget, Now: now})
 			_, err := a.apply(context.Background(), vm, owner, nil, nil, plan)
 			if (err != nil) != tc.err {
 				t.Errorf("apply = %v, want an error: %v", err, tc.err)

@@ -26,9 +26,10 @@ import (
 // a refusal: a delete, or the read an update makes of a disk the cache lags) holds the VM the
 // same way, and says so, until the call is allowed (diskForbidden). It returns the disk what
 // follows in the plan is decided on, should it be refused too: seen, or, for a growth the API
-// server refused, seen with that refusal (growthRefused). srv, gone, seen and budget are what
-// the plan was decided on.
-func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, budget *backend.Budget, plan *decision.Plan) (*backend.Disk, error) {
+// server refused, seen with that refusal (decision.Policy.GrowthRefused). in is what the plan was decided on;
+// seen is its Disk.
+func (a applier) applyDisk(ctx context.Context, in decision.Input, owner backend.Owner, plan *decision.Plan) (*backend.Disk, error) {
+	vm, seen := in.VM, in.Disk
 	act := plan.Disk
 	disks, ok := a.backend.(backend.Disks)
 	if !ok {
@@ -54,7 +55,7 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	switch {
 	case errors.Is(err, backend.ErrRejected) && plan.Finalizer == decision.RemoveFinalizer && releasesOwned(act, seen, err):
-		*plan = a.policy.DiskReleaseRefused(vm, seen.Name, err.Error(), a.now())
+		*plan = a.policy.DiskReleaseRefused(a.refusing(in), err.Error())
 		return seen, nil
 	case errors.Is(err, backend.ErrRejected) && plan.Finalizer == decision.RemoveFinalizer:
 		return seen, nil
@@ -65,14 +66,16 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 		a.warnRefused(vm, "record the kind on disk "+seen.Name, err)
 		return seen, nil
 	case errors.Is(err, backend.ErrRejected) && act.Op == decision.ExpandDisk && !errors.Is(err, backend.ErrDiskConflict):
+		// Decided again as a growth the storage refused, the rest of the plan carried
+		// out (decision.Policy.GrowthRefused).
 		var refused *backend.Disk
-		*plan, refused = a.growthRefused(vm, srv, gone, seen, budget, act, err, *plan)
+		*plan, refused = a.policy.GrowthRefused(a.refusing(in), *plan, err.Error())
 		return refused, nil
 	case errors.Is(err, backend.ErrRejected):
-		*plan = a.policy.DiskRejected(vm, srv, gone, err.Error(), errors.Is(err, backend.ErrDiskConflict), a.now())
+		*plan = a.policy.DiskRejected(a.refusing(in), err.Error(), errors.Is(err, backend.ErrDiskConflict))
 		return seen, nil
 	case forbidden(err) && plan.Finalizer == decision.RemoveFinalizer:
-		*plan = a.diskForbidden(vm, string(act.Op), err)
+		*plan = a.diskForbidden(in, string(act.Op), err)
 		return seen, nil
 	case err != nil:
 		return seen, fmt.Errorf("%s disk: %w", act.Op, err)
@@ -90,34 +93,6 @@ func (a applier) applyDisk(ctx context.Context, vm schema.VirtualMachine, owner 
 	}
 	a.recordRelated(vm, a.relatedDisk(vm, about), act.Event)
 	return seen, nil
-}
-
-// growthRefused is the plan for a VM whose disk's growth the API server refused (a quota on
-// storage, an admission policy): the disk keeps its size and its data, and the rest of the
-// plan is carried out (a server the VM is to have is made on the disk as it is). As
-// DiskRejected it was the VM Failed and no server made, every minute, with no way back: the
-// CRD refuses a smaller rootDisk. The VM is decided again on its disk as if the growth had been
-// asked of the storage and refused there (the claim's own word for that, DiskResizeInfeasible:
-// Stalled, a Warning quoting the refusal), without the plan's disk action; its budget action is
-// the plan's. It is decided on the budget the plan was decided on, not on the backend's cache
-// read again: a read that failed, or a cache that moved in between, would decide the VM as
-// one without that budget, and a status that says the budget holds a drain (EvictionBlocked)
-// would lose it for one write while the budget still held the drain. The growth is asked
-// again at the VM's next reconcile, at least every RejectedRetry, and refused again until the
-// quota allows it, with nothing more written.
-func (a applier) growthRefused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, seen *backend.Disk, budget *backend.Budget, act *decision.DiskAction, err error, plan decision.Plan) (decision.Plan, *backend.Disk) {
-	refused := *seen
-	refused.Requested = act.Spec.Size
-	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: "the API server refused to grow the claim: " + err.Error()}
-	re := a.policy.Decide(vm, srv, gone, &refused, budget, a.now())
-	re.Disk, re.Budget = nil, plan.Budget
-	re.DiskAsks(seen.Requested, vm.Status())
-	if re.RequeueAfter == 0 || re.RequeueAfter > decision.Duration(decision.RejectedRetry) {
-		// Nothing else brings the VM back once the quota allows the growth (a quota is not
-		// watched): it is looked at again at the pace of refusals.
-		re.RequeueAfter = decision.Duration(decision.RejectedRetry)
-	}
-	return re, &refused
 }
 
 // asDecided makes sure that vm is, on the API server, still at rv, the resourceVersion the
@@ -172,13 +147,15 @@ func forbidden(err error) bool {
 }
 
 // diskForbidden is the plan for a deleted VM whose way out was forbidden call on its disk
-// (decision.Policy.DiskForbidden): it waits, and says why. Each look logs a warning too, once
-// a minute per VM at most: the status is the user's word, the log the operator's.
-func (a applier) diskForbidden(vm schema.VirtualMachine, call string, err error) decision.Plan {
+// (decision.Policy.DiskForbidden), in being what that way out was decided on: it waits, and
+// says why. Each look logs a warning too, once a minute per VM at most: the status is the
+// user's word, the log the operator's.
+func (a applier) diskForbidden(in decision.Input, call string, err error) decision.Plan {
+	vm := in.VM
 	if a.log != nil {
 		a.log.Warn("Disk call forbidden; the deleted VM waits", "vm", vm.Namespace()+"/"+vm.Name(), "call", call, "err", err)
 	}
-	return a.policy.DiskForbidden(vm, call, err.Error(), a.now())
+	return a.policy.DiskForbidden(a.refusing(in), call, err.Error())
 }
 
 // releasesOwned reports whether act, refused with err, was the release of a disk the VM

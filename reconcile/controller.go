@@ -870,8 +870,11 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if err != nil {
 			return 0, err
 		}
-		plan := c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
-		if plan.Finalizer == decision.RemoveFinalizer && !going && srv == nil {
+		// What this round decides on, gathered once: a read past the cache below changes
+		// only what it read, and the applier decides a refusal of the plan on the same input.
+		in := decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: c.cfg.Now()}
+		plan := c.cfg.Policy.Decide(in)
+		if plan.Finalizer == decision.RemoveFinalizer && !going && in.Server == nil {
 			// The VM is to be let go on the cache's word that it has no server: confirmed
 			// past the cache first. A server created a moment ago that the cache has not
 			// shown yet (the VM deleted during its create), or one the cache never shows
@@ -883,11 +886,11 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 				return 0, fmt.Errorf("confirm the server is gone: %w", err)
 			}
 			if read != nil {
-				srv = read
-				plan = c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
+				in.Server = read
+				plan = c.cfg.Policy.Decide(in)
 			}
 		}
-		if plan.Finalizer == decision.RemoveFinalizer && !going && !confirmsDisk(disk) {
+		if plan.Finalizer == decision.RemoveFinalizer && !going && !confirmsDisk(in.Disk) {
 			// The VM is to be let go on the cache's word that it owns no disk (none seen,
 			// one kept, another's, one it may adopt): confirmed past the cache first, since
 			// the garbage collector deletes the disk of a deleted VM that still owns it,
@@ -896,15 +899,15 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// VM's reconcile; a VM whose namespace goes leaves its disk to that deletion. A
 			// read the controller may not make holds the VM, which says why, until it may
 			// (diskForbidden).
-			read, err := c.diskNotCached(ctx, owner, disk, log)
+			read, err := c.diskNotCached(ctx, owner, in.Disk, log)
 			switch {
 			case forbidden(err):
-				plan = c.applier.diskForbidden(vm, "read", err)
+				plan = c.applier.diskForbidden(in, "read", err)
 			case err != nil:
 				return 0, err
-			case read != nil || disk != nil: // none seen and none read: decided on that already
-				disk = read
-				plan = c.cfg.Policy.Decide(vm, srv, gone, disk, budget, c.cfg.Now())
+			case read != nil || in.Disk != nil: // none seen and none read: decided on that already
+				in.Disk = read
+				plan = c.cfg.Policy.Decide(in)
 			}
 		}
 		if going && !vm.Paused() {
@@ -934,7 +937,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			log.Debug("Applying plan", "finalizer", plan.Finalizer, "disk", diskOp(plan), "server", serverOp(plan), "budget", budgetOp(plan),
 				"status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
-		out, err := c.applier.applyPlan(ctx, vm, owner, srv, gone, disk, budget, plan)
+		out, err := c.applier.applyPlan(ctx, in, owner, plan)
 		rvs = append(rvs, out.written...)
 		switch {
 		case out.last != nil:

@@ -234,7 +234,7 @@ func growthUnderQuota(t *testing.T) (*world, schema.VirtualMachine, backend.Owne
 	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound,
 		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, StorageClass: "standard", Owner: backend.DiskOwned})
 	seen, _ := w.servers.ObserveDisk(owner)
-	plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: seen, Now: now})
 	if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk || plan.Server == nil || plan.Server.Op != decision.CreateServer {
 		t.Fatalf("plan %+v %+v, want the disk grown and a server made", plan.Disk, plan.Server)
 	}
@@ -282,7 +282,7 @@ func TestApplyGrowthRefused(t *testing.T) {
 	// Decided again on the disk as it is: the growth is asked again, refused, nothing written.
 	srv, _ := w.servers.Observe(owner)
 	writes := len(w.writes())
-	again := decision.DefaultPolicy.Decide(stored, srv, nil, seen, nil, now)
+	again := decision.DefaultPolicy.Decide(decision.Input{VM: stored, Server: srv, Disk: seen, Now: now})
 	if _, err := a.apply(context.Background(), stored, owner, srv, seen, again); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestApplyDiskRefused(t *testing.T) {
 			w := newWorld(t, "create-new")
 			vm := w.view(t, "create-new")
 			w.servers.FailDisks(tc.err)
-			after, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, nil, nil, now))
+			after, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(decision.Input{VM: vm, Now: now}))
 			if srv, _ := w.servers.Observe(ownerOf(vm)); srv != nil {
 				t.Errorf("a server was made without its disk: %+v", srv)
 			}
@@ -346,7 +346,7 @@ func TestApplyDiskRefused(t *testing.T) {
 			if got := status(t, w, testVM, "reason"); got != tc.reason || status(t, w, testVM, "phase") != string(schema.PhaseFailed) {
 				t.Errorf("status %s %s, want Failed %s", status(t, w, testVM, "phase"), got, tc.reason)
 			}
-			if want := time.Duration(decision.DefaultPolicy.DiskRejected(vm, nil, nil, "", false, now).RequeueAfter); want == 0 || after != want {
+			if want := time.Duration(decision.DefaultPolicy.DiskRejected(decision.Input{VM: vm, Now: now}, "", false).RequeueAfter); want == 0 || after != want {
 				t.Errorf("looked at again after %s, want %s", after, want)
 			}
 		})
@@ -381,7 +381,7 @@ func TestApplyDiskDeletion(t *testing.T) {
 				Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner}
 			w.servers.SetDisk(ownerOf(vm), disk)
 			disk, _ = w.servers.ObserveDisk(ownerOf(vm))
-			plan := decision.DefaultPolicy.Decide(vm, nil, nil, disk, nil, now)
+			plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: disk, Now: now})
 			if plan.Finalizer != decision.RemoveFinalizer {
 				t.Fatalf("plan %+v does not release the VM", plan)
 			}
@@ -422,7 +422,7 @@ func TestApplyDiskDeletionChangedSince(t *testing.T) {
 	w.servers.SetDisk(ownerOf(vm), &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
 		Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned})
 	seen, _ := w.servers.ObserveDisk(ownerOf(vm))
-	plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: seen, Now: now})
 	if plan.Disk == nil || plan.Disk.Op != decision.DeleteDisk {
 		t.Fatalf("plan %+v does not delete the disk", plan)
 	}
@@ -475,7 +475,7 @@ func TestApplyDiskUpdateChangedSince(t *testing.T) {
 			w.servers.SetDisk(ownerOf(vm), &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound,
 				Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: tc.owner})
 			seen, _ := w.servers.ObserveDisk(ownerOf(vm))
-			plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+			plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: seen, Now: now})
 			if plan.Disk == nil || plan.Disk.Op != tc.op {
 				t.Fatalf("plan %+v, want the disk's %s", plan, tc.op)
 			}
@@ -513,7 +513,7 @@ func kindUnrecorded(t *testing.T) (*world, schema.VirtualMachine, *backend.Serve
 	w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Phase: backend.DiskBound, Requested: resource.MustParse("40G"),
 		Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskOwned, KindUnrecorded: true})
 	seen, _ := w.servers.ObserveDisk(owner)
-	return w, vm, srv, seen, serverPolicy.Decide(vm, srv, nil, seen, nil, now)
+	return w, vm, srv, seen, serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Disk: seen, Now: now})
 }
 
 // TestApplyDiskRecordsKind: a VM's own disk that an earlier version made without the VM's kind
@@ -545,7 +545,7 @@ func TestApplyDiskRecordsKind(t *testing.T) {
 	}
 	known := a.disks.adjust(cache.NewObjectName(owner.Namespace, owner.Name), owner.UID, seen) // the cache behind the update
 	for what, d := range map[string]*backend.Disk{"as the update left it": known, "as it now is": after} {
-		if next := serverPolicy.Decide(vm, srv, nil, d, nil, now); !next.Empty() {
+		if next := serverPolicy.Decide(decision.Input{VM: vm, Server: srv, Disk: d, Now: now}); !next.Empty() {
 			t.Errorf("deciding again on the disk %s asks for more: %+v", what, next)
 		}
 	}
@@ -580,7 +580,7 @@ func TestApplyDiskReleaseRefused(t *testing.T) {
 			current := func() schema.VirtualMachine { return cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields) }
 			vm := current()
 			disk, _ := w.servers.ObserveDisk(ownerOf(vm))
-			plan := decision.DefaultPolicy.Decide(vm, nil, nil, disk, nil, now)
+			plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: disk, Now: now})
 			if plan.Disk == nil || plan.Finalizer != decision.RemoveFinalizer {
 				t.Fatalf("plan %+v: want a disk action, then the finalizer off", plan)
 			}
@@ -622,7 +622,7 @@ func TestApplyDiskReleaseRefused(t *testing.T) {
 			w.servers.FailDisks(nil)
 			vm = current()
 			disk, _ = w.servers.ObserveDisk(ownerOf(vm))
-			if _, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, disk, decision.DefaultPolicy.Decide(vm, nil, nil, disk, nil, now)); err != nil {
+			if _, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, disk, decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: disk, Now: now})); err != nil {
 				t.Fatal(err)
 			}
 			if fins := w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(); len(fins) != 0 {
@@ -702,7 +702,7 @@ func TestApplyDiskNamespaceTerminating(t *testing.T) {
 		errors.New("unable to create new content in namespace default because it is being terminated"))
 	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace default is being terminated", Field: "metadata.namespace"}}
 	w.servers.FailDisks(fmt.Errorf("create claim test-vm-rootdisk: namespace default is being deleted: %w", terminating))
-	_, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(vm, nil, nil, nil, nil, now))
+	_, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, decision.DefaultPolicy.Decide(decision.Input{VM: vm, Now: now}))
 	if err != nil {
 		t.Fatalf("err %v, want none", err)
 	}
@@ -768,7 +768,7 @@ func TestApplyOwnerChangeUnderQuota(t *testing.T) {
 				srv, _ := w.servers.Observe(owner)
 				seen, _ := w.servers.ObserveDisk(owner)
 				stored := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
-				plan := decision.DefaultPolicy.Decide(stored, srv, nil, seen, nil, now.Add(time.Duration(i)*time.Minute))
+				plan := decision.DefaultPolicy.Decide(decision.Input{VM: stored, Server: srv, Disk: seen, Now: now.Add(time.Duration(i) * time.Minute)})
 				if _, err := a.apply(context.Background(), stored, owner, srv, seen, plan); err != nil {
 					t.Fatalf("round %d: %v", i, err)
 				}
@@ -814,7 +814,7 @@ func TestApplyAdoptionByVMGone(t *testing.T) {
 			w.servers.SetDisk(owner, &backend.Disk{Name: "test-vm-rootdisk", ID: "d1", Version: "1", Phase: backend.DiskBound, StorageClass: "standard",
 				Requested: resource.MustParse("40G"), Capacity: resource.MustParse("40G"), CanGrow: true, Owner: backend.DiskUnowned, KeptMark: true})
 			seen, _ := w.servers.ObserveDisk(owner)
-			plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+			plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: seen, Now: now})
 			if plan.Disk == nil || plan.Disk.Op != decision.AdoptDisk || plan.Disk.Spec.Keep {
 				t.Fatalf("plan %+v, want the disk adopted as the VM's own", plan.Disk)
 			}
@@ -833,7 +833,7 @@ func TestApplyAdoptionByVMGone(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := w.diskApplier().applyPlan(context.Background(), vm, owner, nil, nil, seen, nil, plan)
+			_, err := w.diskApplier().applyPlan(context.Background(), decision.Input{VM: vm, Disk: seen}, owner, plan)
 			if made && !apierrors.IsConflict(err) {
 				t.Errorf("apply: %v, want a conflict: the VM at the name is another", err)
 			}
@@ -878,14 +878,15 @@ func TestApplyGrowthRefusedKeepsEvictionBlocked(t *testing.T) {
 			w.servers.SetBudget(owner, &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-1"})
 			seen, _ := w.servers.ObserveDisk(owner)
 			budget, _ := w.servers.ObserveBudget(owner)
-			plan := decision.DefaultPolicy.Decide(vm, srv, nil, seen, budget, now)
+			in := decision.Input{VM: vm, Server: srv, Disk: seen, Budget: budget, Now: now}
+			plan := decision.DefaultPolicy.Decide(in)
 			if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk || plan.Budget != nil {
 				t.Fatalf("plan disk %+v budget %+v, want the disk grown and the budget left as it is", plan.Disk, plan.Budget)
 			}
 			w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: %w", backend.ErrRejected))
 			a := w.diskApplier()
 			a.backend = since(w, owner)
-			if _, err := a.applyPlan(context.Background(), vm, owner, srv, nil, seen, budget, plan); err != nil {
+			if _, err := a.applyPlan(context.Background(), in, owner, plan); err != nil {
 				t.Fatal(err)
 			}
 			st := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields).Status()

@@ -52,11 +52,11 @@ func TestApplyDiskCheckMutated(t *testing.T) {
 	})
 	vm := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
 	seen, _ := w.servers.ObserveDisk(owner)
-	plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: seen, Now: now})
 	if plan.Disk == nil || plan.Disk.Op != decision.DeleteDisk || plan.Finalizer != decision.RemoveFinalizer {
 		t.Fatalf("the plan of a deleted VM under Delete whose server is gone: disk %+v, finalizer %v", plan.Disk, plan.Finalizer)
 	}
-	out, err := w.diskApplier().applyPlan(context.Background(), vm, owner, nil, nil, seen, nil, plan)
+	out, err := w.diskApplier().applyPlan(context.Background(), decision.Input{VM: vm, Disk: seen}, owner, plan)
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}

@@ -18,7 +18,7 @@ func TestRejectedReportsBoundDisk(t *testing.T) {
 	w := newWorld(t, "create-new")
 	vm := w.view(t, "create-new")
 	// The disk made, its status written (Pending), then bound.
-	plan := decision.DefaultPolicy.Decide(vm, nil, nil, nil, nil, now)
+	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Now: now})
 	if _, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, nil, plan); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestRejectedReportsBoundDisk(t *testing.T) {
 	w.servers.SetDisk(ownerOf(vm), disk)
 	w.servers.FailCreate(fmt.Errorf("pods is forbidden: no PriorityClass with name gold was found: %w", backend.ErrRejected))
 	seen, _ := w.servers.ObserveDisk(ownerOf(vm))
-	plan = decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+	plan = decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: seen, Now: now})
 	if _, err := w.diskApplier().apply(context.Background(), vm, ownerOf(vm), nil, seen, plan); err != nil {
 		t.Fatal(err)
 	}

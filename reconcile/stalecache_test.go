@@ -153,7 +153,7 @@ func TestApplyDiskDeletionPrecondition(t *testing.T) {
 			w, owner := deletedWithDisk(t, "Delete", backend.DiskOwned)
 			vm := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
 			seen, _ := w.servers.ObserveDisk(owner)
-			plan := decision.DefaultPolicy.Decide(vm, nil, nil, seen, nil, now)
+			plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Disk: seen, Now: now})
 			if plan.Disk == nil || plan.Disk.Op != decision.DeleteDisk || plan.Finalizer != decision.RemoveFinalizer {
 				t.Fatalf("plan %+v does not delete the disk and release the VM", plan)
 			}

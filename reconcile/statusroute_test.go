@@ -143,7 +143,7 @@ func TestStatusRouteApply(t *testing.T) {
 			w := routedWorld(t, main, "create-finalizer-present")
 			vm := w.view(t, "create-finalizer-present")
 			spec, _, _ := unstructured.NestedMap(w.vm(t, "default", "test-vm").Object, "spec")
-			if _, err := routedApplier(w, main).apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, nil, now)); err != nil {
+			if _, err := routedApplier(w, main).apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(decision.Input{VM: vm, Now: now})); err != nil {
 				t.Fatal(err)
 			}
 			ws := w.writes()
@@ -203,7 +203,7 @@ func TestStatusRouteConflict(t *testing.T) {
 			w := routedWorld(t, main, "create-finalizer-present")
 			vm := w.view(t, "create-finalizer-present")
 			editSpec(t, w, "3")
-			_, err := routedApplier(w, main).apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(vm, nil, nil, nil, nil, now))
+			_, err := routedApplier(w, main).apply(context.Background(), vm, ownerOf(vm), nil, nil, serverPolicy.Decide(decision.Input{VM: vm, Now: now}))
 			if !apierrors.IsConflict(err) || !strings.HasPrefix(err.Error(), "write status") {
 				t.Fatalf("apply: %v, want a conflict writing status", err)
 			}
@@ -434,7 +434,7 @@ func TestStatusRoutePoller(t *testing.T) {
 				if !slices.Equal(echoes, wantEchoes) {
 					t.Errorf("echoes %v, want %v", echoes, wantEchoes)
 				}
-				if plan := serverPolicy.Decide(cachedView(t, w.vm(t, "default", "test-vm"), w.fields), srv, nil, nil, nil, now); !plan.Empty() {
+				if plan := serverPolicy.Decide(decision.Input{VM: cachedView(t, w.vm(t, "default", "test-vm"), w.fields), Server: srv, Now: now}); !plan.Empty() {
 					t.Errorf("a decision on the VM as the report left it: %+v, want nothing", plan)
 				}
 			})

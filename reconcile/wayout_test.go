@@ -176,7 +176,7 @@ func TestControllerWayOutDiskForbidden(t *testing.T) {
 			cachedAt(t, c, w, testVM)
 			writes := len(w.writes())
 			after, err := c.reconcile(ctx, testVM, c.log, false)
-			if want := time.Duration(decision.DefaultPolicy.DiskReleaseRefused(w.view(t, "delete-without-server"), "", "", now).RequeueAfter); err != nil || after != want {
+			if want := time.Duration(decision.DefaultPolicy.DiskReleaseRefused(decision.Input{VM: w.view(t, "delete-without-server"), Now: now}, "").RequeueAfter); err != nil || after != want {
 				t.Errorf("looked at again: after %s, err %v; want after %s, no error", after, err, want)
 			}
 			if n := len(w.writes()); n != writes {

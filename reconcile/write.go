@@ -17,7 +17,7 @@ import (
 
 // ErrFenced is the error of a write refused before it left the process, because this
 // replica can no longer be sure it leads: its last renewal of the leader Lease is older than
-// the renew deadline, and another replica may lead already (command/leader.go's fence).
+// the renew deadline, and another replica may lead already (package leader's fence).
 // Whatever the write was decided on may be stale; nothing of it reached the API server.
 var ErrFenced = errors.New("write fenced: this replica may no longer hold the leader Lease")
 

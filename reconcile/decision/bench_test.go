@@ -43,7 +43,7 @@ func BenchmarkDecide(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				benchPolicy.Decide(vm, srv, nil, nil, nil, now)
+				benchPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 			}
 		})
 	}
@@ -55,7 +55,7 @@ func BenchmarkViewDecide(b *testing.B) {
 	o, srv, fields := benchCached(b, "active-steady")
 	b.ReportAllocs()
 	for b.Loop() {
-		if p := benchPolicy.Decide(view(b, o, fields), srv, nil, nil, nil, now); !p.Empty() {
+		if p := benchPolicy.Decide(decision.Input{VM: view(b, o, fields), Server: srv, Now: now}); !p.Empty() {
 			b.Fatal("active-steady asks for something")
 		}
 	}

@@ -22,12 +22,12 @@ func TestClassChangeSurvivesResizeRefusal(t *testing.T) {
 		"resize refused, in place": {patch: `{"metadata":{"generation":3},"spec":{"resource":{"cpu":4}}}`,
 			policy: func(p *decision.Policy) { p.CanResize = true },
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk) decision.Plan {
-				return p.ResizeRefused(vm, srv, disk, "node capacity", now)
+				return p.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}, "node capacity")
 			}},
 		"resize refused, manual": {patch: `{"metadata":{"generation":3},"spec":{"resource":{"cpu":4}}}`,
 			policy: func(p *decision.Policy) { p.Resize = decision.ResizeManual; p.CanResize = true },
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk) decision.Plan {
-				return p.ResizeRefused(vm, srv, disk, "node capacity", now)
+				return p.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}, "node capacity")
 			}},
 	}
 	for name, tc := range tests {
@@ -39,12 +39,12 @@ func TestClassChangeSurvivesResizeRefusal(t *testing.T) {
 			if tc.policy != nil {
 				tc.policy(&p)
 			}
-			w := applyPlan(t, vm, srv, disk, p.Decide(vm, srv, nil, disk, nil, now))
+			w := applyPlan(t, vm, srv, disk, p.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}))
 			if c := w.vm.Status().Condition(schema.ConditionStalled); c == nil || c.Reason != decision.ReasonDiskClassChangeRefused {
 				t.Fatalf("not Stalled for the class: %s", w.vm.JSON())
 			}
 			vm = patchVM(t, w.vm, tc.patch)
-			if plan := p.Decide(vm, w.srv, nil, w.disk, nil, now); serverOp(plan) != decision.ResizeServer {
+			if plan := p.Decide(decision.Input{VM: vm, Server: w.srv, Disk: w.disk, Now: now}); serverOp(plan) != decision.ResizeServer {
 				t.Fatalf("the cpu change is not a resize:\n%s", renderPlan(t, plan))
 			}
 			refused := tc.refuse(p, vm, w.srv, w.disk)
@@ -54,7 +54,7 @@ func TestClassChangeSurvivesResizeRefusal(t *testing.T) {
 				}
 			}
 			w2 := applyPlan(t, vm, w.srv, w.disk, refused)
-			next := p.Decide(w2.vm, w2.srv, nil, w2.disk, nil, now)
+			next := p.Decide(decision.Input{VM: w2.vm, Server: w2.srv, Disk: w2.disk, Now: now})
 			for _, e := range next.Events {
 				if e.Reason == decision.ReasonDiskClassChangeRefused {
 					t.Errorf("the decision after the refusal warns %s a second time", e.Reason)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
 // TestFirstFailureBacksOffByControllerClock: a server that was ready for an hour (the status
@@ -42,7 +43,7 @@ func TestFirstFailureBacksOffByControllerClock(t *testing.T) {
 			w := world{vm: vm, srv: &failed}
 			clock := now
 			for range 10 {
-				p := policy.Decide(w.vm, w.srv, nil, nil, nil, clock)
+				p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: clock})
 				if p.Server != nil {
 					if clock.Before(want) || clock.After(want) {
 						t.Errorf("replaced at %s, %s after the controller saw the failure; want after the backoff, %s",

@@ -65,22 +65,23 @@ var DefaultPolicy = Policy{
 	Eviction:          schema.EvictionNone,
 }
 
-// Decide returns what vm needs, given the server, the disk and the disruption budget the
-// backend observed for it (nil: none; under --root-disk ephemeral the disk is only kept or
-// deleted as the reclaim policy says, leftdisk.go) and the time. With no server, gone is what
-// the backend remembers of the last one when it went while disrupted (backend.Departures;
-// nil: nothing), which a move under evictionStrategy Replace takes as the eviction seen
-// (eviction.go). gone may also be (Replaced) the server the controller deleted to replace it
-// and whose status write was lost, with no server or beside that server while it is being
-// deleted (replaced.go). It is pure: the same inputs give the same plan, and a plan applied
-// and decided again asks for nothing more.
+// Decide returns what in.VM needs, given what the backend observed for it (in.Server, in.Disk
+// and in.Budget; nil: none; under --root-disk ephemeral the disk is only kept or deleted as the
+// reclaim policy says, leftdisk.go) and the time. With no server, in.Gone is what the backend
+// remembers of the last one when it went while disrupted (backend.Departures; nil: nothing),
+// which a move under evictionStrategy Replace takes as the eviction seen (eviction.go). in.Gone
+// may also be (Replaced) the server the controller deleted to replace it and whose status
+// write was lost, with no server or beside that server while it is being deleted
+// (replaced.go). It is pure: the same input gives the same plan, and a plan applied and
+// decided again asks for nothing more.
 //
 // A status in the plan describes the world as it will be once the plan's disk and server
 // actions are done, so that observing that world later finds nothing to write. The one thing
 // a plan cannot know is the identity of a server or disk it creates; the apply step fills it
 // in.
-func (p Policy) Decide(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, disk *backend.Disk, budget *backend.Budget, now time.Time) Plan {
-	now = now.UTC().Truncate(time.Second)
+func (p Policy) Decide(in Input) Plan {
+	vm, srv, gone, disk, budget := in.VM, in.Server, in.Gone, in.Disk, in.Budget
+	now := in.Now.UTC().Truncate(time.Second)
 	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget, seenDisk: disk,
 		maxBackoff: p.MaxRestartBackoff}
 	if srv == nil {
@@ -873,18 +874,19 @@ func (d *decision) readySince() time.Time {
 const RejectedRetry = time.Minute
 
 // Rejected is the plan for a VM whose server the backend refused to create: Failed with
-// the backend's reason, and another try after a while rather than a retry storm. gone and
-// disk are what the decision whose create was refused was given (Decide's gone and disk; nil:
-// nothing). A create that moved the VM for an eviction seen only once its server was gone
+// the backend's reason (why), and another try after a while rather than a retry storm. in is
+// what the decision whose create was refused was given, at the time of the refusal (in.Now);
+// its Gone and Disk count (nil: nothing), its Server and Budget do not: a create is refused
+// for a VM without a server of its own, and the refusal asks nothing of the budget (refused). A create that moved the VM for an eviction seen only once its server was gone
 // (goneEvicted) keeps the move in the refusal's status (Moving, whose message names the node
 // to keep off: evictedNode), since once this status no longer names that server nothing else
 // records the move. The disk is reported as that decision left it (its action, an adoption or
 // a growth, came before the create and was carried out): a disk bound since the status was
 // last written is Bound in the refusal's status, not Pending for as long as the refusals last,
 // and the refusal decided again on the world it left writes nothing new.
-func (p Policy) Rejected(vm schema.VirtualMachine, disk *backend.Disk, gone *backend.Gone, why string, now time.Time) Plan {
-	d := p.refused(vm, nil, gone, now)
-	d.refusedOn(p, disk)
+func (p Policy) Rejected(in Input, why string) Plan {
+	d := p.refused(in.VM, nil, in.Gone, in.Now)
+	d.refusedOn(p, in.Disk)
 	return d.rejected(why)
 }
 
@@ -913,14 +915,16 @@ func (d *decision) rejected(why string) Plan {
 // ResizeRefused is the plan for a VM whose server's resize the backend refused outright
 // (backend.ErrResizeInfeasible): the server is kept as it is, and the refusal is recorded at
 // this generation so that the next decision does not ask again. Under --resize manual that is
-// RestartRequired; otherwise the condition Resizing says why, and the next decision replaces
-// the server (specChanged). disk is what the decision whose resize was refused was given: the
-// status reports the disk as that decision did (refusedOn), its Stalled condition of a class
+// RestartRequired; otherwise the condition Resizing says why (the backend's reason), and the
+// next decision replaces the server (specChanged). in is what the decision whose resize was
+// refused was given, at the time of the refusal (in.Now); its Server is the server kept, and
+// its Disk the disk the status reports as that decision did (refusedOn), its Stalled condition of a class
 // change that does not apply (classChange) included, which a status that dropped it would
 // give again, with its Warning, at the next decision.
-func (p Policy) ResizeRefused(vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string, now time.Time) Plan {
-	d := p.refused(vm, srv, nil, now) // a server is there: nothing gone counts (Decide)
-	d.refusedOn(p, disk)
+func (p Policy) ResizeRefused(in Input, why string) Plan {
+	vm, srv := in.VM, in.Server
+	d := p.refused(vm, srv, nil, in.Now) // a server is there: nothing gone counts (Decide)
+	d.refusedOn(p, in.Disk)
 	if p.Resize == ResizeManual {
 		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}

@@ -54,9 +54,9 @@ func TestDecideGolden(t *testing.T) {
 			disk := decidecase.Disk(t, file)
 			budget := decidecase.Budget(t, file)
 			policy := casePolicy(t, file)
-			plan := policy.Decide(vm, srv, gone, disk, budget, now)
+			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: now})
 			got := renderPlan(t, plan)
-			if again := renderPlan(t, policy.Decide(vm, srv, gone, disk, budget, now)); again != got {
+			if again := renderPlan(t, policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: now})); again != got {
 				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
 			}
 			golden.Check(t, strings.TrimSuffix(file, ".txtar")+".golden", []byte(got))
@@ -65,12 +65,12 @@ func TestDecideGolden(t *testing.T) {
 			if w.gone {
 				return
 			}
-			next := policy.Decide(w.vm, w.srv, w.lastGone, w.disk, w.budget, now)
+			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Now: now})
 			if growsNext(plan, next) || holdsNext(plan, next) { // the plans that may follow another (fuzz_test.go, eviction_test.go)
 				if w = applyPlanWorld(t, w, next); w.gone {
 					return
 				}
-				next = policy.Decide(w.vm, w.srv, w.lastGone, w.disk, w.budget, now)
+				next = policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Now: now})
 			}
 			if !next.Empty() {
 				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))
@@ -307,12 +307,12 @@ func TestRefusalThroughNodeLost(t *testing.T) {
 	if refusal == nil || refusal.Reason != decision.ReasonResizeInfeasible {
 		t.Fatalf("%s: no refusal on record: %+v", file, refusal)
 	}
-	w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, now))
+	w := applyPlan(t, vm, srv, nil, policy.Decide(decision.Input{VM: vm, Server: srv, Now: now}))
 	vm, srv = w.vm, w.srv
 
 	back := *srv
 	back.State, back.Message = backend.StateReady, ""
-	plan := policy.Decide(vm, &back, nil, nil, nil, now.Add(time.Minute))
+	plan := policy.Decide(decision.Input{VM: vm, Server: &back, Now: now.Add(time.Minute)})
 	if plan.Server != nil {
 		t.Fatalf("the refused resize is asked for again: %+v", plan.Server)
 	}
@@ -368,7 +368,7 @@ func TestStopThroughNodeLost(t *testing.T) {
 			var events []decision.Event
 			at := now
 			for range 3 { // the stop, then the node still lost
-				plan := policy.Decide(vm, srv, nil, nil, nil, at)
+				plan := policy.Decide(decision.Input{VM: vm, Server: srv, Now: at})
 				events = append(events, plan.Events...)
 				w := applyPlan(t, vm, srv, nil, plan)
 				vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
@@ -390,7 +390,7 @@ func TestStopThroughNodeLost(t *testing.T) {
 			}
 
 			// The node is deleted, and its pods with it.
-			plan := policy.Decide(vm, nil, nil, nil, nil, at)
+			plan := policy.Decide(decision.Input{VM: vm, Now: at})
 			if plan.Server != nil {
 				t.Errorf("once the server is gone: %s server", plan.Server.Op)
 			}
@@ -429,11 +429,11 @@ func TestReplaceThroughNodeLost(t *testing.T) {
 				vm, srv := decidecase.Read(t, file)
 				policy := casePolicy(t, file)
 				vm = patchVM(t, vm, `{"spec":{"action":"`+action+`"},"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T11:00:00.000Z"}},"status":{"startRequestedAt":"2026-06-01T11:00:00.000Z"}}`)
-				vm = applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, now)).vm // NodeLost, Unknown
+				vm = applyPlan(t, vm, srv, nil, policy.Decide(decision.Input{VM: vm, Server: srv, Now: now})).vm // NodeLost, Unknown
 				vm = patchVM(t, vm, patch)
 				at := now.Add(time.Minute)
 				for i := range 3 { // the deletion, then the node still lost
-					plan := policy.Decide(vm, srv, nil, nil, nil, at)
+					plan := policy.Decide(decision.Input{VM: vm, Server: srv, Now: at})
 					if i == 0 && (plan.Server == nil || plan.Server.Op != decision.DeleteServer) {
 						t.Fatalf("no deletion for the %s: %+v", what, plan.Server)
 					}
@@ -480,7 +480,7 @@ func TestStartThroughNodeLost(t *testing.T) {
 			}
 			at := now
 			for range 2 { // the stop, then the node still lost
-				w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, at))
+				w := applyPlan(t, vm, srv, nil, policy.Decide(decision.Input{VM: vm, Server: srv, Now: at}))
 				vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
 			}
 			if st := vm.Status(); st.Phase != schema.PhaseInactive || st.Reason != decision.ReasonNodeLost {
@@ -493,7 +493,7 @@ func TestStartThroughNodeLost(t *testing.T) {
 				vm = patchVM(t, vm, `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T12:01:30.000Z"}}}`)
 			}
 			for range 3 { // the start, then the node still lost
-				w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, at))
+				w := applyPlan(t, vm, srv, nil, policy.Decide(decision.Input{VM: vm, Server: srv, Now: at}))
 				vm, srv, at = w.vm, w.srv, at.Add(time.Minute)
 			}
 			plan := waitsOnLostNode(t, policy, vm, at, "kubectl delete node node-a")
@@ -522,7 +522,7 @@ func waitsOnLostNode(t *testing.T, policy decision.Policy, vm schema.VirtualMach
 	if c := decision.ClaimedServer(st); c != "" {
 		t.Errorf("the status claims server %s, which the controller deletes", c)
 	}
-	plan := policy.Decide(vm, nil, nil, nil, nil, at)
+	plan := policy.Decide(decision.Input{VM: vm, Now: at})
 	if plan.Server == nil || plan.Server.Op != decision.CreateServer {
 		t.Fatalf("once the server is gone: %+v, no new server", plan.Server)
 	}

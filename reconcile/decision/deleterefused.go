@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -15,9 +14,12 @@ import (
 // deleted) with no word of the refusal but the log, for up to the backoff's ceiling after
 // the cause was fixed. Now its status says why (Terminating for a deleted VM, which stays
 // until its server goes, else Failed), Stalled on it with a Warning, and the delete is asked
-// again every RejectedRetry. The server is left as it is.
-func (p Policy) ServerDeleteRefused(vm schema.VirtualMachine, srv *backend.Server, why string, now time.Time) Plan {
-	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+// again every RejectedRetry. The server is left as it is. in is what the refused delete was
+// decided on, its VM as last written, at the time of the refusal (in.Now); of what the backend
+// observed, only its Server counts (nil: the message names none).
+func (p Policy) ServerDeleteRefused(in Input, why string) Plan {
+	vm, srv := in.VM, in.Server
+	d := decision{vm: vm, now: in.Now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
 	name := "its server"
 	if srv != nil {
 		name = "server " + srv.Name

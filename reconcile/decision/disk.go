@@ -301,7 +301,7 @@ func (d *decision) keepDisk(spec schema.Spec) {
 // for the whole patch) refused the change of owner too: a Retain set with a larger rootDisk
 // was not in effect for as long as the quota stood (and a foreground deletion had the garbage
 // collector delete the disk), and a kept disk was not adopted, its VM given no server. Alone,
-// a refused growth is only that (applyDisk's growthRefused). "" when no growth follows.
+// a refused growth is only that (GrowthRefused). "" when no growth follows.
 func (d *decision) growsNext(want resource.Quantity) string {
 	disk := d.disk
 	if want.Cmp(disk.Requested) <= 0 || disk.Phase != backend.DiskBound || !disk.CanGrow || disk.Deleting {
@@ -525,16 +525,21 @@ func (d *decision) deletingDisk() {
 				disk.Name, d.whyKept(spec), d.vm.Name(), next)}}
 }
 
-// DiskReleaseRefused is the plan for a deleted VM whose disk, named disk, the backend refused
-// to release (backend.ErrRejected, why): the VM still owns the disk, and the garbage collector
+// DiskReleaseRefused is the plan for a deleted VM whose disk, in.Disk (what the refused
+// release was decided on), the backend refused to release (backend.ErrRejected, why), at the
+// time of the refusal (in.Now): the VM still owns the disk, and the garbage collector
 // deletes what a VM owns once the VM is gone, so the finalizer stays and the VM with it.
 // Terminating and stalled on the refusal, with a Warning, and another try after a while: the
 // cause (the controller's permissions, an admission policy) is fixed by a person, as is a
 // reclaim policy set to Delete, which lets the disk go with the VM (and brings the VM back
 // at once, as every change does). A layout without a reclaim policy has none to set: there
 // the message gives the claim's deletion, which lets the VM go as well.
-func (p Policy) DiskReleaseRefused(vm schema.VirtualMachine, disk, why string, now time.Time) Plan {
-	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+func (p Policy) DiskReleaseRefused(in Input, why string) Plan {
+	vm, disk := in.VM, ""
+	if in.Disk != nil { // a release is decided on a disk; none leaves its name out
+		disk = in.Disk.Name
+	}
+	d := decision{vm: vm, now: in.Now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
 	msg := fmt.Sprintf("The VM is deleted but stays until its disk %s is released: "+
 		"the disk would be deleted with the VM, and its reclaim policy keeps it; the release was refused: %s. "+
 		"Let the controller patch the claim, or set the VM's reclaim policy to Delete to let the disk go with it", disk, why)
@@ -554,10 +559,13 @@ func (p Policy) DiskReleaseRefused(vm schema.VirtualMachine, disk, why string, n
 // DiskRejected is the plan for a VM whose disk the backend refused to create or take
 // (backend.ErrRejected; backend.ErrDiskConflict when the name is another's): Failed with the
 // backend's reason, the server there is (if any) left as it is, and another try after a while
-// rather than a retry storm. gone is what the decision whose disk action was refused was
-// given of a server gone while disrupted (as for Rejected: a move it began is kept).
-func (p Policy) DiskRejected(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, why string, conflict bool, now time.Time) Plan {
-	d := p.refused(vm, srv, gone, now)
+// rather than a retry storm. in is what the decision whose disk action was refused was given,
+// at the time of the refusal (in.Now): its Server, and its Gone, a server gone while
+// disrupted (as for Rejected: a move it began is kept); the refusal is made without its Disk
+// and Budget (refused). conflict: the name is another's (ReasonDiskConflict).
+func (p Policy) DiskRejected(in Input, why string, conflict bool) Plan {
+	vm, srv := in.VM, in.Server
+	d := p.refused(vm, srv, in.Gone, in.Now)
 	reason := ReasonDiskRejected
 	if conflict {
 		reason = ReasonDiskConflict

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -35,7 +36,7 @@ func TestDiskClassChangeSaid(t *testing.T) {
 			vm, srv := decidecase.Read(t, file)
 			disk := decidecase.Disk(t, file)
 			p := casePolicy(t, file)
-			plan := p.Decide(vm, srv, nil, disk, nil, now)
+			plan := p.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now})
 			if plan.Disk != nil {
 				t.Errorf("the plan acts on the disk: %+v", plan.Disk)
 			}

@@ -16,9 +16,12 @@ import (
 // let go would leave a disk it owns to the garbage collector, which deletes it whatever its
 // reclaim policy says: so the finalizer stays, and the VM with it, as for a refused release
 // (DiskReleaseRefused, the reason it reports): Terminating and stalled, one Warning, and
-// another try every minute, which carries the way out through once the call is allowed.
-func (p Policy) DiskForbidden(vm schema.VirtualMachine, call, why string, now time.Time) Plan {
-	d := decision{vm: vm, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
+// another try every minute, which carries the way out through once the call is allowed. Of
+// in, what the forbidden call was decided on, only the VM and the time of the refusal (in.Now)
+// count.
+func (p Policy) DiskForbidden(in Input, call, why string) Plan {
+	vm := in.VM
+	d := decision{vm: vm, now: in.Now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true}
 	d.report(schema.PhaseTerminating, ReasonDiskReleaseRefused, fmt.Sprintf("The VM is deleted but stays until the controller may %s its disk, "+
 		"which is left as it is meanwhile; the %s was forbidden: %s. Give the controller back the permission the error names "+
 		"(for a claim: its role's rule on persistentvolumeclaims, as `vm-controller manifests` prints it), or lift the policy that refuses it; "+

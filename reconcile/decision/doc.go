@@ -1,11 +1,12 @@
-// Package decision decides what a VirtualMachine needs, as data. Policy.Decide takes a view of
-// the VM, the server and the disk a backend observed (in backend-neutral states) and the time,
-// and returns a Plan: status to write, finalizer to add or remove, disk to create, adopt, grow,
-// release or delete (disk.go, under --root-disk claim), server to create, delete or resize,
-// events, when to look again. Policy.ServerRejected (Rejected, without the disk),
-// Policy.ResizeRefused and Policy.DiskRejected are the plans for a backend's refusals,
-// UsagePolicy.DecideUsage the same kind of decision for usage samples. Every reason it writes
-// is a constant in reasons.go.
+// Package decision decides what a VirtualMachine needs, as data. Policy.Decide takes an Input (a
+// view of the VM, the server, the disk and the budget a backend observed, in backend-neutral
+// states, and the time) and returns a Plan: status to write, finalizer to add or remove, disk to
+// create, adopt, grow, release or delete (disk.go, under --root-disk claim), server to create,
+// delete or resize, events, when to look again. Policy.Rejected, Policy.ResizeRefused,
+// Policy.DiskRejected and the other refusals are the plans for a backend's refusals, each
+// decided on the Input of the plan refused and the refusal's message; UsagePolicy.DecideUsage
+// is the same kind of decision for usage samples. Every reason it writes is a constant in
+// reasons.go.
 //
 // Why a package of its own: the decision is pure (no I/O, no log, no clock but the one it is
 // given), so golden files under testdata/decide pin every decision, FuzzDecide holds it to

@@ -412,8 +412,8 @@ func (d *decision) lingerHint(reason string) string {
 		return fmt.Sprintf("%s, and runStrategy %s keeps the ended server: to free the node, stop the VM "+
 			"(kubectl vm stop %s) or start it again (kubectl vm start %s), which replaces it", why, d.strategy, name, name)
 	case d.retries(reason):
-		when := "status.nextRetryTime"
-		if d.vm.Fields().NextRetryTime == "" {
+		when := d.vm.Fields().NextRetryTime // where the VM's layout keeps it
+		if when == "" {
 			when = "the time the status's message gives" // a layout without the field
 		}
 		return fmt.Sprintf("%s until a new server replaces it after its backoff (%s): "+

@@ -203,18 +203,18 @@ func FuzzEviction(f *testing.F) {
 		if hasBudget {
 			budget = &backend.Budget{Name: "test-vm-block-eviction", ID: "pdb-uid-1", KindUnrecorded: kindUnrecorded}
 		}
-		plan := policy.Decide(vm, srv, nil, nil, budget, now)
+		plan := policy.Decide(decision.Input{VM: vm, Server: srv, Budget: budget, Now: now})
 		checkPlan(t, policy, vm, srv, nil, plan)
-		if again := policy.Decide(vm, srv, nil, nil, budget, now); renderPlan(t, again) != renderPlan(t, plan) {
+		if again := policy.Decide(decision.Input{VM: vm, Server: srv, Budget: budget, Now: now}); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
 		w := applyPlanBudget(t, vm, srv, nil, budget, plan)
 		if !w.gone {
-			last, next := plan, policy.Decide(w.vm, w.srv, nil, nil, w.budget, now)
+			last, next := plan, policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Budget: w.budget, Now: now})
 			if holdsNext(plan, next) {
 				// The budget made during a drain holds it once it is seen.
 				if w = applyPlanBudget(t, w.vm, w.srv, nil, w.budget, next); !w.gone {
-					last, next = next, policy.Decide(w.vm, w.srv, nil, nil, w.budget, now)
+					last, next = next, policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Budget: w.budget, Now: now})
 				}
 			}
 			if !next.Empty() {
@@ -222,7 +222,7 @@ func FuzzEviction(f *testing.F) {
 			}
 		}
 		if serverOp(plan) == decision.CreateServer {
-			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, nil, nil, "exceeded quota", now))
+			checkRefusalEviction(t, vm, plan, policy.Rejected(decision.Input{VM: vm, Now: now}, "exceeded quota"))
 		}
 		spec, errs := vm.Spec()
 		strat := spec.EvictionStrategy
@@ -279,7 +279,7 @@ func TestEvictionPreferenceNeverReplaces(t *testing.T) {
 		srv := *evicting
 		w := world{vm: base, srv: &srv}
 		decide := func() decision.Plan {
-			p := policy.Decide(w.vm, w.srv, nil, nil, nil, now)
+			p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now})
 			w = applyPlan(t, w.vm, w.srv, nil, p)
 			return p
 		}
@@ -308,7 +308,7 @@ func TestEvictionPreferenceNeverReplaces(t *testing.T) {
 		if st.Phase != schema.PhaseActive || st.Condition(decision.ConditionMoving) != nil {
 			t.Errorf("%s: %s/%s with Moving %+v, want Active with the move over", name, st.Phase, st.Reason, st.Condition(decision.ConditionMoving))
 		}
-		if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now); !next.Empty() {
+		if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now}); !next.Empty() {
 			t.Errorf("%s: deciding the moved VM again asks for more: %+v", name, next)
 		}
 	}
@@ -319,7 +319,7 @@ func TestEvictionPreferenceNeverReplaces(t *testing.T) {
 		t.Fatal("active-steady: no server")
 	}
 	running.Spec.PreferAvoidNode = "node-a"
-	if p := policy.Decide(vm, running, nil, nil, nil, now); !p.Empty() {
+	if p := policy.Decide(decision.Input{VM: vm, Server: running, Now: now}); !p.Empty() {
 		t.Errorf("a running server that prefers to avoid node-a is acted on: %+v", p)
 	}
 }
@@ -341,7 +341,7 @@ func TestEvictedFromWithoutServerNode(t *testing.T) {
 		}
 		p := decision.DefaultPolicy
 		p.RootDisk = decision.RootDiskEphemeral
-		plan := p.Decide(vm, nil, nil, nil, nil, now)
+		plan := p.Decide(decision.Input{VM: vm, Now: now})
 		if plan.Server == nil || plan.Server.Spec == nil || plan.Server.Spec.PreferAvoidNode != "node-a" {
 			t.Errorf("layout with the server's node %v: plan %+v, want a create that prefers any node but node-a", node, plan.Server)
 		}

@@ -44,7 +44,7 @@ func TestFailuresAcrossReady(t *testing.T) {
 			clock := now
 			decide := func() decision.Plan {
 				t.Helper()
-				p := policy.Decide(w.vm, w.srv, nil, nil, nil, clock)
+				p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: clock})
 				w = applyPlan(t, w.vm, w.srv, nil, p)
 				return p
 			}
@@ -97,9 +97,9 @@ func TestFailuresKeptForUnrecordedServer(t *testing.T) {
 	vm, _ := decidecase.Read(t, file)
 	policy := casePolicy(t, file)
 	vm = patchVM(t, vm, `{"status":{"consecutiveFailures":3}}`)
-	created := applyPlan(t, vm, nil, nil, policy.Decide(vm, nil, nil, nil, nil, now)).srv // its status write is lost
+	created := applyPlan(t, vm, nil, nil, policy.Decide(decision.Input{VM: vm, Now: now})).srv // its status write is lost
 	seen := now.Add(30 * time.Second)
-	w := applyPlan(t, vm, ready(created), nil, policy.Decide(vm, ready(created), nil, nil, nil, seen))
+	w := applyPlan(t, vm, ready(created), nil, policy.Decide(decision.Input{VM: vm, Server: ready(created), Now: seen}))
 	for _, tc := range []struct {
 		after time.Duration // since the new server is first seen ready
 		want  int           // consecutiveFailures
@@ -108,7 +108,7 @@ func TestFailuresKeptForUnrecordedServer(t *testing.T) {
 		{policy.MaxRestartBackoff - time.Second, 3},
 		{policy.MaxRestartBackoff, 0},
 	} {
-		p := policy.Decide(w.vm, w.srv, nil, nil, nil, seen.Add(tc.after))
+		p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: seen.Add(tc.after)})
 		if got := applyPlan(t, w.vm, w.srv, nil, p).vm.Status().ConsecutiveFailures; got != tc.want {
 			t.Errorf("server %s ready for %s: consecutiveFailures %d, want %d", w.srv.ID, tc.after, got, tc.want)
 		}

@@ -124,18 +124,18 @@ func FuzzDecide(f *testing.F) {
 		policy := decision.DefaultPolicy
 		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
 		policy.RootDisk = fuzzRootDiskModes[int(root)%len(fuzzRootDiskModes)]
-		plan := policy.Decide(vm, srv, nil, disk, nil, now)
+		plan := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now})
 		checkPlan(t, policy, vm, srv, disk, plan)
-		if again := policy.Decide(vm, srv, nil, disk, nil, now); renderPlan(t, again) != renderPlan(t, plan) {
+		if again := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
 		if w := applyPlan(t, vm, srv, disk, plan); !w.gone {
-			next := policy.Decide(w.vm, w.srv, nil, w.disk, w.budget, now)
+			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Now: now})
 			if growsNext(plan, next) {
 				// A change of the disk's owner or mark is written on its own, and the growth
 				// rootDisk asks for follows it (disk.go: growsNext); then nothing more.
 				if w = applyPlan(t, w.vm, w.srv, w.disk, next); !w.gone {
-					plan, next = next, policy.Decide(w.vm, w.srv, nil, w.disk, w.budget, now)
+					plan, next = next, policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Now: now})
 				}
 			}
 			if !next.Empty() {
@@ -145,9 +145,9 @@ func FuzzDecide(f *testing.F) {
 		switch serverOp(plan) {
 		case decision.ResizeServer:
 			checkRefused(t, policy, vm, srv, disk, resizeMessage)
-			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(vm, srv, disk, resizeMessage, now))
+			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}, resizeMessage))
 		case decision.CreateServer:
-			checkRefusalEviction(t, vm, plan, policy.Rejected(vm, disk, nil, message, now))
+			checkRefusalEviction(t, vm, plan, policy.Rejected(decision.Input{VM: vm, Disk: disk, Now: now}, message))
 		}
 		checkRejected(t, policy, vm, srv, disk, message)
 		checkDiskRejected(t, policy, vm, srv, message)
@@ -546,7 +546,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 // that decision carried out leaves nothing more to do.
 func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string) {
 	t.Helper()
-	refused := p.ResizeRefused(vm, srv, disk, why, now)
+	refused := p.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}, why)
 	if refused.Server != nil || refused.Disk != nil || refused.Finalizer != "" || refused.Status == nil {
 		t.Errorf("ResizeRefused plans other than a status:\n%s", renderPlan(t, refused))
 		return
@@ -558,7 +558,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 	}
 	w := applyPlan(t, vm, srv, disk, refused)
 	vm2, srv2, disk2 := w.vm, w.srv, w.disk
-	next := p.Decide(vm2, srv2, nil, disk2, w.budget, now)
+	next := p.Decide(decision.Input{VM: vm2, Server: srv2, Disk: disk2, Budget: w.budget, Now: now})
 	checkPlan(t, p, vm2, srv2, disk2, next)
 	// The disk is no part of the resize: a disk to make is made whatever the server does; nor
 	// is the finalizer, which the refusal's plan leaves out and the next decision adds.
@@ -567,7 +567,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
 	}
 	if w := applyPlan(t, vm2, srv2, disk2, next); !w.gone {
-		if again := p.Decide(w.vm, w.srv, nil, w.disk, w.budget, now); !again.Empty() {
+		if again := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Now: now}); !again.Empty() {
 			t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, next), renderPlan(t, again))
 		}
 	}
@@ -578,7 +578,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 // nothing new.
 func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string) {
 	t.Helper()
-	p := policy.Rejected(vm, disk, nil, why, now)
+	p := policy.Rejected(decision.Input{VM: vm, Disk: disk, Now: now}, why)
 	if p.Server != nil || p.Disk != nil || p.Budget != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
 		t.Errorf("ServerRejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
 	}
@@ -592,7 +592,7 @@ func checkRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachin
 		return
 	}
 	w := applyPlan(t, vm, srv, disk, p)
-	if again := policy.Rejected(w.vm, w.disk, nil, why, now); again.Status != nil || len(again.Events) > 0 {
+	if again := policy.Rejected(decision.Input{VM: w.vm, Disk: w.disk, Now: now}, why); again.Status != nil || len(again.Events) > 0 {
 		t.Errorf("ServerRejected decided again after carrying out\n%s\nwrites more:\n%s", renderPlan(t, p), renderPlan(t, again))
 	}
 }
@@ -760,7 +760,7 @@ func restartEvents(fail func(string, ...any), current, st schema.Status, srv *ba
 func checkDiskRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, why string) {
 	t.Helper()
 	for _, conflict := range []bool{false, true} {
-		p := policy.DiskRejected(vm, srv, nil, why, conflict, now)
+		p := policy.DiskRejected(decision.Input{VM: vm, Server: srv, Now: now}, why, conflict)
 		if p.Server != nil || p.Disk != nil || p.Finalizer != "" || p.RequeueAfter != decision.Duration(decision.RejectedRetry) {
 			t.Errorf("DiskRejected plans more than a status and a requeue:\n%s", renderPlan(t, p))
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -33,8 +34,8 @@ func pullSteps(t *testing.T, steps []pullStep) (statuses []schema.Status, writes
 	for _, s := range steps {
 		w.srv.Waiting = backend.Waiting{Reason: backend.WaitImage, Message: s.message, BackOff: s.backOff}
 		at := now.Add(s.at)
-		plan := p.Decide(w.vm, w.srv, nil, nil, nil, at)
-		if again := p.Decide(w.vm, w.srv, nil, nil, nil, at); renderPlan(t, again) != renderPlan(t, plan) {
+		plan := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: at})
+		if again := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: at}); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("at +%s, Decide is not deterministic", s.at)
 		}
 		if plan.Status != nil {

@@ -56,7 +56,7 @@ func TestKstatus(t *testing.T) {
 			vm, srv := decidecase.Read(t, file)
 			disk := decidecase.Disk(t, file)
 			policy := casePolicy(t, file)
-			w := applyPlan(t, vm, srv, disk, policy.Decide(vm, srv, nil, disk, nil, now))
+			w := applyPlan(t, vm, srv, disk, policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}))
 			if got := compute(t, w.vm); got.Status != want {
 				t.Errorf("kstatus %s (%s), want %s; status:\n%s", got.Status, got.Message, want, w.vm.JSON())
 			}
@@ -65,7 +65,7 @@ func TestKstatus(t *testing.T) {
 	// A server the backend refused (a quota): Failed, not retried in a storm.
 	file := filepath.Join(cases, "create-new.txtar")
 	vm, _ := decidecase.Read(t, file)
-	plan := casePolicy(t, file).Rejected(vm, nil, nil, `pods "test-vm-server" is forbidden: exceeded quota: compute`, now)
+	plan := casePolicy(t, file).Rejected(decision.Input{VM: vm, Now: now}, `pods "test-vm-server" is forbidden: exceeded quota: compute`)
 	w := applyPlan(t, vm, nil, nil, plan)
 	if got := compute(t, w.vm); got.Status != kstatus.FailedStatus {
 		t.Errorf("a refused server: kstatus %s (%s), want Failed", got.Status, got.Message)

@@ -39,7 +39,7 @@ func TestStopEndsMigration(t *testing.T) {
 		srv := *running
 		w := world{vm: patchVM(t, base, `{"spec":{"action":"`+c.strategy+`"}}`), srv: &srv}
 		decide := func() decision.Plan {
-			p := policy.Decide(w.vm, w.srv, nil, nil, nil, now)
+			p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now})
 			w = applyPlan(t, w.vm, w.srv, nil, p)
 			return p
 		}
@@ -70,7 +70,7 @@ func TestStopEndsMigration(t *testing.T) {
 		if m := st.Migration; m == nil || m.Phase != schema.MigrationFailed || m.SourceNode != "node-a" {
 			t.Errorf("%s: stopped (%s) with migration %+v, want it Failed", name, st.Reason, m)
 		}
-		if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now); !next.Empty() {
+		if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now}); !next.Empty() {
 			t.Errorf("%s: deciding the stopped VM again asks for more: %+v", name, next)
 		}
 		w.vm = patchVM(t, w.vm, c.start)
@@ -162,7 +162,7 @@ func TestMigrateAgainWhileMoving(t *testing.T) {
 				t.Fatalf("%s: not a move off node-a: %+v", tc.file, vm.Status().Migration)
 			}
 			vm = patchVM(t, vm, `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":"`+again+`"}}}`)
-			plan := policy.Decide(vm, srv, nil, nil, nil, now)
+			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 			var op decision.ServerOp
 			if plan.Server != nil {
 				op = plan.Server.Op
@@ -182,7 +182,7 @@ func TestMigrateAgainWhileMoving(t *testing.T) {
 			}
 			migrationEvents(t.Errorf, vm.Status(), *plan.Status, plan.Events)
 			w := applyPlan(t, vm, srv, nil, plan)
-			if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now); !next.Empty() {
+			if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now}); !next.Empty() {
 				t.Errorf("deciding again asks for more:\n%s", renderPlan(t, next))
 			}
 		})
@@ -192,8 +192,8 @@ func TestMigrateAgainWhileMoving(t *testing.T) {
 	// for the new request.
 	vm, srv := decidecase.Read(t, filepath.Join(cases, "migrate-unschedulable.txtar"))
 	vm = patchVM(t, vm, `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":"`+again+`"}}}`)
-	w := applyPlan(t, vm, srv, nil, policy.Decide(vm, srv, nil, nil, nil, now))
-	plan := policy.Decide(w.vm, w.srv, nil, nil, nil, now.Add(policy.StalledAfter))
+	w := applyPlan(t, vm, srv, nil, policy.Decide(decision.Input{VM: vm, Server: srv, Now: now}))
+	plan := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now.Add(policy.StalledAfter)})
 	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Server.Event.Reason != decision.ReasonMigrationFailed {
 		t.Fatalf("past StalledAfter the move's pending server is kept:\n%s", renderPlan(t, plan))
 	}

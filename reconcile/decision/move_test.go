@@ -54,12 +54,12 @@ func TestEvictedAgainDuringMove(t *testing.T) {
 			var writes []string // the message of Moving in each status written
 			decide := func(what string) decision.Plan {
 				t.Helper()
-				plan := p.Decide(w.vm, w.srv, w.lastGone, nil, nil, at)
+				plan := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Now: at})
 				w = applyPlanWorld(t, w, plan)
 				if plan.Status != nil {
 					writes = append(writes, movingMessage(w.vm))
 				}
-				if again := p.Decide(w.vm, w.srv, w.lastGone, nil, nil, at); plan.Server == nil && again.Status != nil {
+				if again := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Now: at}); plan.Server == nil && again.Status != nil {
 					t.Errorf("%s: deciding again writes the status again:\n%s", what, renderPlan(t, again))
 				}
 				at = at.Add(time.Second)
@@ -92,7 +92,7 @@ func TestEvictedAgainDuringMove(t *testing.T) {
 			}
 			gone := w.lastGone // what the decision of the create after the second eviction is given
 			for i := range 3 { // the create, then the create after each of two refusals
-				plan := p.Decide(w.vm, w.srv, w.lastGone, nil, nil, at)
+				plan := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Now: at})
 				if serverOp(plan) != decision.CreateServer {
 					t.Fatalf("decision %d after the second eviction:\n%s\nwant a create", i, renderPlan(t, plan))
 				}
@@ -106,7 +106,7 @@ func TestEvictedAgainDuringMove(t *testing.T) {
 				if e := plan.Server.Event; tc.avoid != "" && !strings.HasSuffix(e.Message, " on a node other than "+tc.avoid) {
 					t.Errorf("decision %d: the create's Event %q does not name the node it keeps off, %s", i, e.Message, tc.avoid)
 				}
-				refused := p.Rejected(w.vm, nil, gone, "exceeded quota", at)
+				refused := p.Rejected(decision.Input{VM: w.vm, Gone: gone, Now: at}, "exceeded quota")
 				w = applyPlanWorld(t, w, refused)
 				if refused.Status != nil {
 					writes = append(writes, movingMessage(w.vm))
@@ -167,7 +167,7 @@ func TestPreferenceHeldUntilMoveReady(t *testing.T) {
 	at := now
 	w := world{vm: vm, srv: srv}
 	decide := func() decision.Plan {
-		plan := p.Decide(w.vm, w.srv, nil, nil, nil, at)
+		plan := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: at})
 		w = applyPlan(t, w.vm, w.srv, nil, plan)
 		at = at.Add(max(time.Duration(plan.RequeueAfter), 5*time.Second))
 		return plan

@@ -44,7 +44,7 @@ func TestFailedReplacedWithoutNextRetryField(t *testing.T) {
 			clock := now.Add(time.Second)
 			var messages []string
 			for range 40 {
-				p := policy.Decide(w.vm, w.srv, nil, nil, nil, clock)
+				p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: clock})
 				if p.Server != nil && p.Server.Op == decision.DeleteServer {
 					if got := clock.Sub(now); got > 3*policy.RestartBackoff {
 						t.Errorf("replaced only %s after the failure (backoff %s); the messages written:\n%q", got, policy.RestartBackoff, messages)
@@ -120,7 +120,7 @@ message: "Error: exit code 1"
 	clock, retry := now, now.Add(5*time.Second)
 	writes := 0
 	for range 20 {
-		plan := p.Decide(w.vm, w.srv, nil, nil, nil, clock)
+		plan := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: clock})
 		if plan.Server != nil && plan.Server.Op == decision.DeleteServer {
 			if clock.After(retry) {
 				t.Errorf("replaced at %s, the recorded retry was %s", clock.Format(time.RFC3339), retry.Format(time.RFC3339))

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -59,8 +60,8 @@ func TestLayoutWithoutReclaim(t *testing.T) {
 			}
 			disk := decidecase.Disk(t, file)
 			policy := casePolicy(t, file)
-			plan := policy.Decide(vm, srv, nil, disk, nil, now)
-			want := policy.Decide(builtin, srv, nil, disk, nil, now)
+			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now})
+			want := policy.Decide(decision.Input{VM: builtin, Server: srv, Disk: disk, Now: now})
 			if plan.Disk == nil || want.Disk == nil {
 				t.Fatalf("no disk action:\n%s\nin the built-in layout:\n%s", renderPlan(t, plan), renderPlan(t, want))
 			}
@@ -92,7 +93,7 @@ func TestLayoutWithoutReclaim(t *testing.T) {
 			if w.gone {
 				return
 			}
-			if next := policy.Decide(w.vm, w.srv, w.lastGone, w.disk, w.budget, now); !next.Empty() {
+			if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Now: now}); !next.Empty() {
 				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))
 			}
 		})
@@ -119,7 +120,7 @@ func TestDiskReleaseRefusedWithoutReclaim(t *testing.T) {
 		"without reclaim": {vm, byHand, "set the VM's reclaim policy"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := decision.DefaultPolicy.DiskReleaseRefused(tc.vm, "test-vm-rootdisk", "forbidden", now)
+			p := decision.DefaultPolicy.DiskReleaseRefused(decision.Input{VM: tc.vm, Disk: &backend.Disk{Name: "test-vm-rootdisk"}, Now: now}, "forbidden")
 			if p.Status == nil || p.Status.Reason != decision.ReasonDiskReleaseRefused {
 				t.Fatalf("not DiskReleaseRefused:\n%s", renderPlan(t, p))
 			}

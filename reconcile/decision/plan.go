@@ -3,8 +3,6 @@ package decision
 import (
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -159,24 +157,6 @@ func (p *Plan) CreatedDisk(d *backend.Disk) {
 		return
 	}
 	p.Status.RootDisk.ClaimName = d.Name
-}
-
-// DiskAsks records in the status the size the disk asks for as it is, requested, for a plan
-// decided on the disk as if it asked for more: a growth the API server refused is decided
-// as one the storage refused (reconcile's growthRefused), on a disk that asks for the size
-// refused, which the claim does not. The CRD's rule on rootDisk lets it go back to the size
-// the status records; the size refused would hold it above the claim's own on storage that
-// rounds a disk up. A status that then says what current says is not written.
-func (p *Plan) DiskAsks(requested resource.Quantity, current schema.Status) {
-	if p.Status == nil || p.Status.RootDisk == nil || p.Status.RootDisk.Request == "" {
-		return
-	}
-	disk := *p.Status.RootDisk // a copy: the status may share its disk with the current one
-	disk.Request = requested.String()
-	p.Status.RootDisk = &disk
-	if p.Status.SameAs(current) {
-		p.Status = nil
-	}
 }
 
 // Releasing is the plan for a VM whose namespace is being deleted: what lets it go (its

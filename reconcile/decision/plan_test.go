@@ -51,7 +51,7 @@ func TestReportKeepsUsage(t *testing.T) {
 	if srv == nil {
 		t.Fatal("the case has no server")
 	}
-	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, nil, now)
+	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 	if plan.Status == nil || plan.Status.Server == nil || plan.Status.Server.Usage == nil ||
 		*plan.Status.Server.Usage != (schema.Usage{CPU: "250m", Memory: "64Mi"}) {
 		t.Errorf("status %+v: the usage was not kept", plan.Status)
@@ -63,7 +63,7 @@ func TestReportKeepsUsage(t *testing.T) {
 func TestSpecChangeNamesEach(t *testing.T) {
 	vm, srv := decidecase.Read(t, filepath.Join(cases, "cpu-changed.txtar"))
 	srv.Spec.Memory = resource.MustParse("3Gi")
-	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, nil, now)
+	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 	if plan.Server == nil {
 		t.Fatal("no server action")
 	}
@@ -76,7 +76,7 @@ func TestSpecChangeNamesEach(t *testing.T) {
 // finalizer removed, the next look) and drops the status, the Events and the disk's action.
 func TestReleasing(t *testing.T) {
 	vm, srv := decidecase.Read(t, filepath.Join(cases, "delete-with-server.txtar"))
-	plan := decision.DefaultPolicy.Decide(vm, srv, nil, nil, nil, now)
+	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 	if plan.Server == nil || plan.Server.Op != decision.DeleteServer || plan.Status == nil {
 		t.Fatalf("the case's plan %+v: want the server deleted and a status", plan)
 	}
@@ -98,7 +98,7 @@ func TestReleasing(t *testing.T) {
 	// and how (the node deleted, the pod force-deleted), which the namespace's deletion sends
 	// a person to read; its Events go, which the API server refuses there.
 	vm, srv = decidecase.Read(t, filepath.Join(cases, "nodelost-vm-deleted.txtar"))
-	lost := decision.DefaultPolicy.Decide(vm, srv, nil, nil, nil, now)
+	lost := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 	if lost.Status == nil || lost.Status.Reason != decision.ReasonNodeLost || lost.Finalizer == decision.RemoveFinalizer {
 		t.Fatalf("the case's plan %+v: want the status NodeLost and the finalizer kept", lost)
 	}
@@ -122,19 +122,20 @@ func TestLayoutWithoutNextRetryTime(t *testing.T) {
 		t.Fatalf("left out %v, want status.nextRetryTime", left)
 	}
 	vm = schema.ViewOf(vm.JSON(), vm.ResourceVersion(), fields)
-	plan := policy.Decide(vm, srv, nil, nil, nil, now)
+	plan := policy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 	if plan.Status == nil || !strings.Contains(plan.Status.Message, "a new server will be created at") {
 		t.Fatalf("status %+v: the case must write the wait, with its time in the message", plan.Status)
 	}
 	w := applyPlan(t, vm, srv, nil, plan)
-	if again := policy.Decide(w.vm, w.srv, nil, nil, nil, now); again.Status != nil {
+	if again := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now}); again.Status != nil {
 		t.Errorf("decided again, the status written again: %+v", *again.Status)
 	}
 }
 
 // TestLingerHintWithoutNextRetryTime: the EvictionBlocked message of a failed server that a
-// sidecar keeps running, waiting out its backoff, points at status.nextRetryTime for the time
-// of its replacement, and at the status's message in a layout without that field.
+// sidecar keeps running, waiting out its backoff, points at the field of the time of its
+// replacement where the layout keeps it (status.nextRetryTime, or the path a field map gives),
+// and at the status's message in a layout without that field.
 func TestLingerHintWithoutNextRetryTime(t *testing.T) {
 	file := filepath.Join("..", "..", "testdata", "decide", "evict-block-cordoned-failed-lingers-backoff.txtar")
 	vm, srv := decidecase.Read(t, file)
@@ -142,15 +143,18 @@ func TestLingerHintWithoutNextRetryTime(t *testing.T) {
 	policy := decision.DefaultPolicy
 	policy.RootDisk = decision.RootDiskEphemeral
 	without, _ := vm.Fields().Without(map[string]bool{"status.nextRetryTime": true})
+	moved := vm.Fields()
+	moved.NextRetryTime = "status.retry.notBefore" // a field map of its own
 	for _, tc := range []struct {
 		fields schema.Fields
 		want   string
 	}{
 		{vm.Fields(), "(status.nextRetryTime)"},
+		{moved, "(status.retry.notBefore)"},
 		{without, "(the time the status's message gives)"},
 	} {
 		v := schema.ViewOf(vm.JSON(), vm.ResourceVersion(), tc.fields)
-		plan := policy.Decide(v, srv, nil, nil, budget, now)
+		plan := policy.Decide(decision.Input{VM: v, Server: srv, Budget: budget, Now: now})
 		var msg string
 		if plan.Status != nil {
 			if c := plan.Status.Condition(decision.ConditionEvictionBlocked); c != nil {

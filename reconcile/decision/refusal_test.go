@@ -39,27 +39,27 @@ func TestRefusalKeepsEviction(t *testing.T) {
 		"resize refused on a cordoned node": {file: "evict-block-cordoned", carry: true, patch: `{"metadata":{"generation":2},"spec":{"resource":{"cpu":4}}}`,
 			policy: func(p *decision.Policy) { p.Resize = decision.ResizeManual },
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
-				return p.ResizeRefused(vm, srv, nil, "node capacity", now)
+				return p.ResizeRefused(decision.Input{VM: vm, Server: srv, Now: now}, "node capacity")
 			},
 			action: decision.ResizeServer, keep: decision.ConditionEvictionBlocked},
 		// The same under --resize in-place: the next decision replaces the server, and
 		// EvictionBlocked goes with it, without a Warning.
 		"resize refused on a cordoned node, in place": {file: "evict-block-cordoned", carry: true, patch: `{"metadata":{"generation":2},"spec":{"resource":{"cpu":4}}}`,
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
-				return p.ResizeRefused(vm, srv, nil, "node capacity", now)
+				return p.ResizeRefused(decision.Input{VM: vm, Server: srv, Now: now}, "node capacity")
 			},
 			action: decision.ResizeServer, keep: decision.ConditionEvictionBlocked, next: decision.ReasonReplacingServer},
 		// A drain waits for the VM, and its disk is refused.
 		"disk refused on a cordoned node": {file: "evict-block-cordoned", carry: true,
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) decision.Plan {
-				return p.DiskRejected(vm, srv, nil, "forbidden", false, now)
+				return p.DiskRejected(decision.Input{VM: vm, Server: srv, Now: now}, "forbidden", false)
 			},
 			keep: decision.ConditionEvictionBlocked},
 		// The evicted server is gone, and the next one is refused (a quota): the move stands,
 		// and the next try is the move's.
 		"server refused during a move": {file: "evict-replace-gone",
 			refuse: func(p decision.Policy, vm schema.VirtualMachine, _ *backend.Server) decision.Plan {
-				return p.Rejected(vm, nil, nil, "exceeded quota", now)
+				return p.Rejected(decision.Input{VM: vm, Now: now}, "exceeded quota")
 			},
 			action: decision.CreateServer, keep: decision.ConditionMoving, next: decision.ReasonMovingServer},
 	}
@@ -73,7 +73,7 @@ func TestRefusalKeepsEviction(t *testing.T) {
 				tc.policy(&p)
 			}
 			if tc.carry {
-				w := applyPlanBudget(t, vm, srv, nil, budget, p.Decide(vm, srv, nil, nil, budget, now))
+				w := applyPlanBudget(t, vm, srv, nil, budget, p.Decide(decision.Input{VM: vm, Server: srv, Budget: budget, Now: now}))
 				vm, srv, budget = w.vm, w.srv, w.budget
 			}
 			if tc.patch != "" {
@@ -83,7 +83,7 @@ func TestRefusalKeepsEviction(t *testing.T) {
 			if was == nil {
 				t.Fatalf("the VM carries no %s:\n%s", tc.keep, vm.JSON())
 			}
-			plan := p.Decide(vm, srv, nil, nil, budget, now)
+			plan := p.Decide(decision.Input{VM: vm, Server: srv, Budget: budget, Now: now})
 			if op := serverOp(plan); op != tc.action {
 				t.Fatalf("plan:\n%s\nwant a server action %q", renderPlan(t, plan), tc.action)
 			}
@@ -98,7 +98,7 @@ func TestRefusalKeepsEviction(t *testing.T) {
 			}
 
 			w := applyPlanBudget(t, vm, srv, nil, budget, refused)
-			next := p.Decide(w.vm, w.srv, nil, nil, w.budget, now)
+			next := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Budget: w.budget, Now: now})
 			events := next.Events
 			if next.Server != nil {
 				events = append(slices.Clone(events), next.Server.Event)
@@ -162,12 +162,12 @@ func TestRejectedKeepsFailures(t *testing.T) {
 		vm, srv := decidecase.Read(t, file)
 		gone, disk, budget := decidecase.Gone(t, file), decidecase.Disk(t, file), decidecase.Budget(t, file)
 		p := casePolicy(t, file)
-		plan := p.Decide(vm, srv, gone, disk, budget, now)
+		plan := p.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: now})
 		if serverOp(plan) != decision.CreateServer || plan.Status == nil {
 			continue
 		}
 		creates++
-		refused := p.Rejected(vm, disk, gone, "exceeded quota", now)
+		refused := p.Rejected(decision.Input{VM: vm, Disk: disk, Gone: gone, Now: now}, "exceeded quota")
 		st := vm.Status() // what the refusal leaves: a VM refused already may have it written
 		if refused.Status != nil {
 			st = *refused.Status
@@ -207,7 +207,7 @@ func TestRejectedKeepsAvoidedNode(t *testing.T) {
 			p := casePolicy(t, file)
 			at := now
 			for i := range 3 { // the create, then the create after each of two refusals
-				plan := p.Decide(vm, srv, gone, disk, budget, at)
+				plan := p.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: at})
 				if serverOp(plan) != decision.CreateServer {
 					t.Fatalf("decision %d:\n%s\nwant a create", i, renderPlan(t, plan))
 				}
@@ -215,7 +215,7 @@ func TestRejectedKeepsAvoidedNode(t *testing.T) {
 					t.Errorf("decision %d (after %d refusals) creates a server that avoids %q and prefers to avoid %q, want %q and %q",
 						i, i, s.AvoidNode, s.PreferAvoidNode, tc.avoid, tc.prefer)
 				}
-				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.Rejected(vm, disk, gone, "exceeded quota", at))
+				w := applyPlanWorld(t, world{vm: vm, srv: srv, lastGone: gone, disk: disk, budget: budget}, p.Rejected(decision.Input{VM: vm, Disk: disk, Gone: gone, Now: at}, "exceeded quota"))
 				vm, srv, gone, disk, budget, at = w.vm, w.srv, w.lastGone, w.disk, w.budget, at.Add(time.Minute)
 			}
 		})
@@ -237,15 +237,15 @@ func TestRejectedKeepsMoveSeenOnceGone(t *testing.T) {
 			vm, _ := decidecase.Read(t, file)
 			gone := decidecase.Gone(t, file)
 			p := casePolicy(t, file)
-			plan := p.Decide(vm, nil, gone, nil, nil, now)
+			plan := p.Decide(decision.Input{VM: vm, Gone: gone, Now: now})
 			if serverOp(plan) != decision.CreateServer || plan.Status == nil || plan.Status.Condition(decision.ConditionMoving) == nil {
 				t.Fatalf("plan:\n%s\nwant a create with the condition Moving", renderPlan(t, plan))
 			}
-			refused := p.Rejected(vm, nil, gone, "exceeded quota", now)
+			refused := p.Rejected(decision.Input{VM: vm, Gone: gone, Now: now}, "exceeded quota")
 			checkRefusalEviction(t, vm, plan, refused)
 
 			w := applyPlanWorld(t, world{vm: vm, lastGone: gone}, refused)
-			next := p.Decide(w.vm, w.srv, w.lastGone, w.disk, w.budget, now.Add(time.Minute))
+			next := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Now: now.Add(time.Minute)})
 			if serverOp(next) != decision.CreateServer || next.Server.Event.Reason != decision.ReasonMovingServer ||
 				next.Server.Spec.PreferAvoidNode != "node-a" {
 				t.Errorf("a minute after the refusal:\n%s\nwant a create with the Event %s that prefers to avoid node-a",
@@ -257,7 +257,7 @@ func TestRejectedKeepsMoveSeenOnceGone(t *testing.T) {
 
 // refuseCreate is the plan of the backend's refusal of a create decided on vm, gone and disk.
 func refuseCreate(p decision.Policy, vm schema.VirtualMachine, gone *backend.Gone, disk *backend.Disk, at time.Time) decision.Plan {
-	return p.Rejected(vm, disk, gone, "exceeded quota", at)
+	return p.Rejected(decision.Input{VM: vm, Disk: disk, Gone: gone, Now: at}, "exceeded quota")
 }
 
 // TestRejectedReportsDisk: the status of a refused create (a missing PriorityClass, a quota)
@@ -278,7 +278,7 @@ func TestRejectedReportsDisk(t *testing.T) {
 		at := now
 		var last decision.Plan
 		for i := range 3 { // the create, then the create after each of two refusals
-			plan := p.Decide(vm, srv, gone, disk, budget, at)
+			plan := p.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: at})
 			if serverOp(plan) != decision.CreateServer {
 				break
 			}

@@ -47,7 +47,7 @@ func TestReplacementDeleteUnrecorded(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			vm := patchVM(t, base, "{"+fmt.Sprintf(image, tc.strategy)+"}")
-			plan := policy.Decide(vm, running, nil, nil, nil, now)
+			plan := policy.Decide(decision.Input{VM: vm, Server: running, Now: now})
 			if serverOp(plan) != decision.DeleteServer || plan.Status == nil || plan.Status.Phase != schema.PhaseCreating {
 				t.Fatalf("plan:\n%s\nwant the server replaced", renderPlan(t, plan))
 			}
@@ -70,7 +70,7 @@ func TestReplacementDeleteUnrecorded(t *testing.T) {
 				if i == 0 && !srv.Deleting {
 					t.Fatalf("the server is not being deleted: %+v", *srv)
 				}
-				plan := policy.Decide(w.vm, srv, memory, nil, nil, now)
+				plan := policy.Decide(decision.Input{VM: w.vm, Server: srv, Gone: memory, Now: now})
 				for _, e := range plan.Events {
 					missing = missing || e.Reason == decision.ReasonServerMissing
 				}

@@ -36,7 +36,7 @@ func TestRequestDeleteUnrecorded(t *testing.T) {
 			going := *running
 			going.Deleting = true
 			for name, srv := range map[string]*backend.Server{"going": &going, "gone": nil} {
-				plan := policy.Decide(vm, srv, nil, nil, nil, now)
+				plan := policy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 				where := request + "/" + strategy + "/" + name
 				for _, e := range plan.Events {
 					if e.Reason == decision.ReasonMigrationRefused || e.Reason == decision.ReasonServerMissing {
@@ -83,7 +83,7 @@ func TestRestartCreateUnrecorded(t *testing.T) {
 	base, _ := decidecase.Read(t, filepath.Join(cases, "restart-no-server.txtar"))
 	for _, strategy := range []string{"active", "rerunOnFailure", "once", "manual"} {
 		vm := patchVM(t, base, `{"spec":{"action":"`+strategy+`"}}`)
-		first := policy.Decide(vm, nil, nil, nil, nil, now)
+		first := policy.Decide(decision.Input{VM: vm, Now: now})
 		if first.Server == nil || first.Server.Op != decision.CreateServer || first.Status == nil || first.Status.RestartedAt == "" {
 			t.Fatalf("%s: want a create that records the restart, got:\n%s", strategy, renderPlan(t, first))
 		}
@@ -91,7 +91,7 @@ func TestRestartCreateUnrecorded(t *testing.T) {
 		made := applyPlan(t, vm, nil, nil, first).srv
 		for name, srv := range map[string]*backend.Server{"pending": made, "ready": ready(made)} {
 			where := strategy + "/" + name
-			plan := policy.Decide(vm, srv, nil, nil, nil, now.Add(time.Second))
+			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Now: now.Add(time.Second)})
 			if plan.Server != nil {
 				t.Errorf("%s: the server the restart's create made is acted on again: %s %s", where, plan.Server.Op, plan.Server.Event.Message)
 			}
@@ -99,7 +99,7 @@ func TestRestartCreateUnrecorded(t *testing.T) {
 				t.Fatalf("%s: want the restart recorded, got:\n%s", where, renderPlan(t, plan))
 			}
 			w := applyPlan(t, vm, srv, nil, plan)
-			if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now.Add(time.Second)); !next.Empty() {
+			if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now.Add(time.Second)}); !next.Empty() {
 				t.Errorf("%s: deciding again once the restart is recorded asks for more:\n%s", where, renderPlan(t, next))
 			}
 		}
@@ -122,7 +122,7 @@ func TestServerMissingWithoutRequest(t *testing.T) {
 	base, _ := decidecase.Read(t, filepath.Join(cases, "migrate-requested.txtar"))
 	for _, strategy := range []string{"active", "manual"} {
 		vm := patchVM(t, base, `{"metadata":{"annotations":{"cloudnative.czs/migrateRequestedAt":null}},"spec":{"action":"`+strategy+`"}}`)
-		plan := policy.Decide(vm, nil, nil, nil, nil, now)
+		plan := policy.Decide(decision.Input{VM: vm, Now: now})
 		missing := false
 		for _, e := range plan.Events {
 			missing = missing || e.Reason == decision.ReasonServerMissing
@@ -168,7 +168,7 @@ func TestMigrateDuringEviction(t *testing.T) {
 			w := world{vm: patchVM(t, base, `{"spec":{"action":"`+strategy+`"}}`), srv: &srv}
 			var events []decision.Event
 			decide := func() {
-				p := policy.Decide(w.vm, w.srv, nil, nil, nil, now)
+				p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now})
 				if p.Server != nil && p.Server.Op == decision.DeleteServer {
 					t.Errorf("%s: the controller deletes the server: %+v", where, p.Server.Event)
 				}
@@ -204,7 +204,7 @@ func TestMigrateDuringEviction(t *testing.T) {
 					t.Errorf("%s: %s %s: %s", where, e.Type, e.Reason, e.Message)
 				}
 			}
-			if next := policy.Decide(w.vm, w.srv, nil, nil, nil, now); !next.Empty() {
+			if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now}); !next.Empty() {
 				t.Errorf("%s: deciding the moved VM again asks for more: %s", where, renderPlan(t, next))
 			}
 		}
@@ -227,7 +227,7 @@ func TestRestartBeforeFirstRun(t *testing.T) {
 			vm, srv := decidecase.Read(t, file)
 			disk := decidecase.Disk(t, file)
 			policy := casePolicy(t, file)
-			create := policy.Decide(vm, srv, nil, disk, nil, now)
+			create := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now})
 			if serverOp(create) != decision.CreateServer {
 				t.Fatalf("want the first server created:\n%s", renderPlan(t, create))
 			}
@@ -240,7 +240,7 @@ func TestRestartBeforeFirstRun(t *testing.T) {
 			}
 
 			vm = patchVM(t, w.vm, `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"`+first+`"}}}`)
-			plan := policy.Decide(vm, w.srv, nil, w.disk, nil, now.Add(time.Minute))
+			plan := policy.Decide(decision.Input{VM: vm, Server: w.srv, Disk: w.disk, Now: now.Add(time.Minute)})
 			if plan.Server != nil {
 				t.Errorf("the server that has not run is acted on: %s %s", plan.Server.Op, plan.Server.Event.Message)
 			}
@@ -255,12 +255,12 @@ func TestRestartBeforeFirstRun(t *testing.T) {
 				t.Errorf("the restart is recorded without an Event that says so:\n%s", renderPlan(t, plan))
 			}
 			w = applyPlan(t, vm, w.srv, w.disk, plan)
-			if next := policy.Decide(w.vm, w.srv, nil, w.disk, nil, now.Add(time.Minute)); !next.Empty() {
+			if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Now: now.Add(time.Minute)}); !next.Empty() {
 				t.Errorf("deciding again once the restart is recorded asks for more:\n%s", renderPlan(t, next))
 			}
 
 			vm = patchVM(t, w.vm, `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"`+second+`"}}}`)
-			again := policy.Decide(vm, w.srv, nil, w.disk, nil, now.Add(2*time.Minute))
+			again := policy.Decide(decision.Input{VM: vm, Server: w.srv, Disk: w.disk, Now: now.Add(2 * time.Minute)})
 			if a := again.Server; a == nil || a.Op != decision.DeleteServer || a.Event.Reason != decision.ReasonServerRestarted {
 				t.Errorf("a further restart does not replace the server:\n%s", renderPlan(t, again))
 			}
@@ -300,7 +300,7 @@ func TestRestartUnrecordedServer(t *testing.T) {
 			if tc.restart {
 				srv.Spec.Restart = request
 			}
-			plan := policy.Decide(vm, &srv, nil, disk, nil, now)
+			plan := policy.Decide(decision.Input{VM: vm, Server: &srv, Disk: disk, Now: now})
 			if plan.Status == nil || plan.Status.RestartedAt != request {
 				t.Fatalf("want the restart recorded:\n%s", renderPlan(t, plan))
 			}
@@ -314,7 +314,7 @@ func TestRestartUnrecordedServer(t *testing.T) {
 				t.Errorf("Event RestartNotNeeded %v, want %v:\n%s", notNeeded, want, renderPlan(t, plan))
 			}
 			w := applyPlan(t, vm, &srv, disk, plan)
-			if next := policy.Decide(w.vm, w.srv, nil, w.disk, nil, now); !next.Empty() {
+			if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Now: now}); !next.Empty() {
 				t.Errorf("deciding again asks for more:\n%s", renderPlan(t, next))
 			}
 		})

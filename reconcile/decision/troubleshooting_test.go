@@ -8,6 +8,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
 // TestTroubleshootingReasons holds docs/troubleshooting.md's table of stuck VMs to the
@@ -41,7 +42,7 @@ func TestTroubleshootingReasons(t *testing.T) {
 			s := *srv
 			s.Waiting = tc.wait
 			s.Waiting.Since = now
-			plan := p.Decide(vm, &s, nil, nil, nil, now)
+			plan := p.Decide(decision.Input{VM: vm, Server: &s, Now: now})
 			if plan.Status == nil {
 				t.Fatalf("no status:\n%s", renderPlan(t, plan))
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -34,7 +35,7 @@ func TestWhereWithoutPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan := policy.Decide(vm, srv, nil, nil, nil, now)
+			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
 			if (plan.Status != nil) != tc.writes {
 				t.Fatalf("writes a status: %v, want %v:\n%s", plan.Status != nil, tc.writes, renderPlan(t, plan))
 			}
@@ -43,7 +44,7 @@ func TestWhereWithoutPlace(t *testing.T) {
 					t.Errorf("status.server %+v, want node %s, IP %s", s, srv.Node, srv.IP)
 				}
 				w := applyPlan(t, vm, srv, nil, plan)
-				if next := policy.Decide(w.vm, w.srv, nil, w.disk, nil, now); !next.Empty() {
+				if next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Now: now}); !next.Empty() {
 					t.Errorf("deciding again asks for more:\n%s", renderPlan(t, next))
 				}
 			}

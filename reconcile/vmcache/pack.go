@@ -152,7 +152,7 @@ func samples() ([]sample, error) {
 	out := make([]sample, 0, len(states))
 	for _, st := range states {
 		s := st.sample
-		plan := decision.DefaultPolicy.Decide(vm, s.server, nil, s.disk, nil, sampleAt)
+		plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Server: s.server, Disk: s.disk, Now: sampleAt})
 		if plan.Status == nil || plan.Status.Phase != st.phase || plan.Status.Reason != st.reason {
 			return nil, fmt.Errorf("dictionary sample of a %s server: the decision writes %+v, not phase %s for %s", s.server.State, plan.Status, st.phase, st.reason)
 		}

@@ -226,7 +226,7 @@ func TestDictionarySamples(t *testing.T) {
 			continue
 		}
 		seen[st.Phase]++
-		if plan := decision.DefaultPolicy.Decide(vm, w.server, nil, w.disk, nil, at); plan.Status != nil {
+		if plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Server: w.server, Disk: w.disk, Now: at}); plan.Status != nil {
 			t.Errorf("%s, %s: the decision writes another status for the sample's state:\n%s\nwant the sample's\n%s",
 				gv, st.Phase, statusJSON(t, f, *plan.Status), statusJSON(t, f, st))
 		}

@@ -1,0 +1,114 @@
+package decision_test
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// quotaRefusal is the API server's refusal of a growth in these tests.
+const quotaRefusal = "exceeded quota: requested storage 50G, limited 45G"
+
+// TestGrowthRefusedCases: for every golden case whose plan grows the disk, the growth refused
+// by the API server gives a plan without the disk's action and with the plan's budget action,
+// decided on the disk as refused (which is returned, in.Disk left as it was), a status that
+// records the size the claim asks for and says the growth was refused (DiskResizeInfeasible,
+// quoting the refusal), another look within RejectedRetry; and, carried out and decided again
+// on the disk as it is, the growth asked again and refused again writes nothing more.
+func TestGrowthRefusedCases(t *testing.T) {
+	n := 0
+	for _, file := range caseFiles(t) {
+		vm, srv := decidecase.Read(t, file)
+		in := decision.Input{VM: vm, Server: srv, Gone: decidecase.Gone(t, file), Disk: decidecase.Disk(t, file), Budget: decidecase.Budget(t, file), Now: now}
+		policy := casePolicy(t, file)
+		plan := policy.Decide(in)
+		if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk {
+			continue
+		}
+		n++
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			asked, before := in.Disk.Requested.String(), *in.Disk
+			re, refused := policy.GrowthRefused(in, plan, quotaRefusal)
+			if !reflect.DeepEqual(*in.Disk, before) {
+				t.Errorf("in.Disk changed: %+v, was %+v", *in.Disk, before)
+			}
+			if refused == nil || refused.Requested.Cmp(plan.Disk.Spec.Size) != 0 || refused.Growth.State != backend.GrowthInfeasible ||
+				!strings.Contains(refused.Growth.Message, quotaRefusal) {
+				t.Fatalf("disk decided on %+v, want the size asked and the growth infeasible, quoting the refusal", refused)
+			}
+			if re.Disk != nil || !reflect.DeepEqual(re.Budget, plan.Budget) {
+				t.Errorf("disk action %+v, budget %+v: want none, and the plan's budget %+v", re.Disk, re.Budget, plan.Budget)
+			}
+			if re.RequeueAfter <= 0 || time.Duration(re.RequeueAfter) > decision.RejectedRetry {
+				t.Errorf("looked at again after %v, want within %v", time.Duration(re.RequeueAfter), decision.RejectedRetry)
+			}
+			if re.Status != nil && re.Status.RootDisk != nil && re.Status.RootDisk.Request != "" && re.Status.RootDisk.Request != asked {
+				t.Errorf("status.rootDisk.request %s, want the claim's %s", re.Status.RootDisk.Request, asked)
+			}
+
+			w := applyPlanWorld(t, world{vm: in.VM, srv: in.Server, lastGone: in.Gone, disk: in.Disk, budget: in.Budget}, re)
+			st := w.vm.Status()
+			if c := st.Condition(schema.ConditionDiskResizing); c == nil || c.Reason != decision.ReasonDiskResizeInfeasible || !strings.Contains(c.Message, quotaRefusal) {
+				t.Errorf("DiskResizing %+v: want %s quoting the refusal", c, decision.ReasonDiskResizeInfeasible)
+			}
+			again := decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Now: now.Add(time.Minute)}
+			next := policy.Decide(again)
+			if next.Disk == nil || next.Disk.Op != decision.ExpandDisk {
+				t.Fatalf("decided again on the disk as it is: disk action %+v, want the growth asked again", next.Disk)
+			}
+			if re2, _ := policy.GrowthRefused(again, next, quotaRefusal); re2.Status != nil || len(re2.Events) > 0 || re2.Server != nil {
+				t.Errorf("refused again, the plan asks for more:\n%s", renderPlan(t, re2))
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no golden case grows a disk")
+	}
+}
+
+// TestGrowthRefusedWithoutGrowth: a plan that grows no disk, or an input without a disk, is
+// no growth refused: the plan is returned as it is, with the disk it was decided on.
+func TestGrowthRefusedWithoutGrowth(t *testing.T) {
+	file := filepath.Join(claimCases, "grow.txtar")
+	vm, srv := decidecase.Read(t, file)
+	disk := decidecase.Disk(t, file)
+	in := decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}
+	policy := casePolicy(t, file)
+	grows := policy.Decide(in)
+	for name, tc := range map[string]struct {
+		in   decision.Input
+		plan decision.Plan
+	}{
+		"no disk action": {in, decision.Plan{Status: grows.Status}},
+		"no disk":        {decision.Input{VM: vm, Server: srv, Now: now}, grows},
+	} {
+		t.Run(name, func(t *testing.T) {
+			re, d := policy.GrowthRefused(tc.in, tc.plan, quotaRefusal)
+			if renderPlan(t, re) != renderPlan(t, tc.plan) || d != tc.in.Disk {
+				t.Errorf("plan\n%s\ndisk %+v: want the plan and the disk as given", renderPlan(t, re), d)
+			}
+		})
+	}
+}
+
+// TestGrowthRefusedKeepsBudgetAction: the budget action of the plan whose growth was refused
+// is carried out all the same: the decision made again on the refused disk does not replace
+// it (the plan's is what the budget was decided on).
+func TestGrowthRefusedKeepsBudgetAction(t *testing.T) {
+	file := filepath.Join(claimCases, "grow.txtar")
+	vm, srv := decidecase.Read(t, file)
+	in := decision.Input{VM: vm, Server: srv, Disk: decidecase.Disk(t, file), Now: now}
+	policy := casePolicy(t, file)
+	plan := policy.Decide(in)
+	plan.Budget = &decision.BudgetAction{Op: decision.RecordBudgetKind, Name: "test-vm-block-eviction"}
+	if re, _ := policy.GrowthRefused(in, plan, quotaRefusal); !reflect.DeepEqual(re.Budget, plan.Budget) {
+		t.Errorf("budget action %+v, want the plan's %+v", re.Budget, plan.Budget)
+	}
+}
