@@ -160,6 +160,12 @@ func TestVerbsOnStatusThatNamesAServer(t *testing.T) {
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null}}}`, say: "the VM is paused"},
 		"restart, stopped, paused": {verb: "restart", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopped"}, paused: true,
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"` + at + `"}}}`, say: "the VM is paused"},
+		"start, Halted, paused": {verb: "start", rs: "Halted", status: map[string]any{"phase": "Inactive", "reason": "ServerStopped"}, paused: true,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null}},"spec":{"runStrategy":"Always"}}`,
+			say:   "started: runStrategy Halted -> Always; the VM is paused"},
+		"stop, Always, paused": {verb: "stop", rs: "Always", status: map[string]any{"phase": "Active", "reason": "ServerReady", "server": server}, paused: true,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null}},"spec":{"runStrategy":"Halted"}}`,
+			say:   "stopped: runStrategy Always -> Halted; the VM is paused"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
