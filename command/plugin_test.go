@@ -794,6 +794,7 @@ func TestWaitForSettledStatus(t *testing.T) {
 	pausedReady := active(map[string]any{"conditions": append([]any{
 		map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "", "lastTransitionTime": old}}, ready...)})
 	pausedOnly := map[string]any{"annotations": map[string]any{schema.AnnotationPaused: "true"}}
+	stopping := map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running"}
 	// What the timeout says of a status that is not current.
 	const (
 		yetToAct = "the controller has yet to act on a request or a spec change of the VM"
@@ -820,12 +821,16 @@ func TestWaitForSettledStatus(t *testing.T) {
 		"Ready with a migration pending":        {"condition=Ready", ann(schema.AnnotationMigrateRequestedAt), active(nil), nil, false, yetToAct},
 		"Active with a stop pending":            {"phase=Active", ann(schema.AnnotationStopRequestedAt), active(nil), nil, false, yetToAct},
 		"Active before the spec is observed":    {"phase=Active", map[string]any{"generation": int64(2)}, active(nil), nil, false, yetToAct},
+		// The timeout says what is still missing: phase Inactive alone reads as the phase asked for.
 		"Inactive while the server stops": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)}, nil, false, ""},
+			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1), "server": stopping},
+			nil, false, "last seen: phase Inactive, but its server vm1-server is still stopping (Stopping)"},
 		"Inactive while the server stops under Halted": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "ServerStopping", "observedGeneration": int64(1)}, nil, false, ""},
+			map[string]any{"phase": "Inactive", "reason": "ServerStopping", "observedGeneration": int64(1)},
+			nil, false, "last seen: phase Inactive, but its server is still stopping (ServerStopping)"},
 		"Inactive while the server's node does not answer": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "NodeLost", "observedGeneration": int64(1)}, nil, false, ""},
+			map[string]any{"phase": "Inactive", "reason": "NodeLost", "observedGeneration": int64(1), "server": stopping},
+			nil, false, "last seen: phase Inactive, but its server vm1-server may still run: its node does not answer (NodeLost)"},
 		"Inactive once the server is gone": {"phase=Inactive", nil,
 			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)},
 			map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, true, ""},

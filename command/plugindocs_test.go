@@ -108,6 +108,17 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 				w, _ := parseFor("phase=Active")
 				return "", v.wait(ctx, "idle", w, "phase=Active", 3*time.Second)
 			}},
+		"bad input: wait for Inactive past its timeout, the server stopping": {pluginBadInput,
+			"timed out after 5s waiting for phase=Inactive of virtualmachine/test-vm; last seen: phase Inactive, but its server test-vm-server is still stopping (ServerStopping)",
+			func(t *testing.T) (string, error) {
+				v, _, _ := waitClient(t, map[string]any{"name": "test-vm"}, map[string]any{"phase": "Inactive", "reason": "ServerStopping",
+					"observedGeneration": int64(1), "server": map[string]any{"name": "test-vm-server", "id": "pod-uid", "state": "Running"}}, nil, nil)
+				// The message names --timeout, 5s; the test ends it sooner.
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				w, _ := parseFor("phase=Inactive")
+				return "", v.wait(ctx, "test-vm", w, "phase=Inactive", 5*time.Second)
+			}},
 		"bad input: wait may not watch": {pluginBadInput,
 			`cannot watch virtualmachine "x" in namespace "y": forbidden (<the API server's message>)`,
 			waitRefused("watch", apierrors.NewForbidden(gr, "x", errors.New("no watch")))},

@@ -126,8 +126,7 @@ func pausedStatus(st schema.Status) bool {
 // still run there).
 func (w waitFor) holds(st schema.Status) bool {
 	if w.phase != "" {
-		return st.Phase == w.phase && !(st.Phase == schema.PhaseInactive && (st.Reason == decision.ReasonStopping ||
-			st.Reason == decision.ReasonServerStopping || st.Reason == decision.ReasonNodeLost))
+		return st.Phase == w.phase && !serverLeft(st)
 	}
 	for _, c := range st.Conditions {
 		if strings.EqualFold(c.Type, w.condition) {
@@ -135,6 +134,14 @@ func (w waitFor) holds(st schema.Status) bool {
 		}
 	}
 	return false
+}
+
+// serverLeft reports whether st is phase Inactive with its server not gone yet: it shuts down
+// (Stopping under a stop request, ServerStopping under runStrategy Halted), or its node does
+// not answer (NodeLost: it may still run there).
+func serverLeft(st schema.Status) bool {
+	return st.Phase == schema.PhaseInactive && (st.Reason == decision.ReasonStopping ||
+		st.Reason == decision.ReasonServerStopping || st.Reason == decision.ReasonNodeLost)
 }
 
 // Validate checks --for and --timeout.
@@ -213,7 +220,7 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 		gone, err := v.watchUntil(ctx, name, rv, w, &last, &lastErr)
 		switch {
 		case err == nil && gone:
-			return false, cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last)), 1)
+			return false, cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last, w)), 1)
 		case err == nil:
 			return true, nil
 		case ctx.Err() != nil:
@@ -236,7 +243,7 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 		fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last.Status()))
 		return nil
 	case ctx.Err() != nil:
-		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last))
+		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last, w))
 		if lastErr != nil {
 			msg += fmt.Sprintf(" (last error: %v)", lastErr)
 		}
@@ -326,10 +333,23 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 }
 
 // lastSeen is the phase, reason and message of the VM's status, for wait's timeout, and
-// whether the status did not yet describe the VM as it is (waitFor.met).
-func lastSeen(vm schema.VirtualMachine) string {
+// whether the status did not yet describe the VM as it is (waitFor.met). A wait for phase
+// Inactive that saw that phase with the server not gone yet (serverLeft) says what it still
+// waits for: "phase Inactive" alone would read as the phase it asked for.
+func lastSeen(vm schema.VirtualMachine, w waitFor) string {
 	st := vm.Status()
 	s := describe(st)
+	if w.phase == schema.PhaseInactive && serverLeft(st) {
+		server := "its server"
+		if st.Server != nil && st.Server.Name != "" {
+			server += " " + st.Server.Name
+		}
+		if st.Reason == decision.ReasonNodeLost {
+			s = fmt.Sprintf("phase Inactive, but %s may still run: its node does not answer (%s)", server, st.Reason)
+		} else {
+			s = fmt.Sprintf("phase Inactive, but %s is still stopping (%s)", server, st.Reason)
+		}
+	}
 	if st.Message != "" {
 		s += ": " + st.Message
 	}
