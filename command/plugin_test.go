@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,9 +27,11 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
+	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -432,6 +435,14 @@ func TestPluginArgs(t *testing.T) {
 		"help after a flag": {[]string{"kubectl-vm", "-n", "ns", "--help"}, []string{"kubectl-vm", "--help"}},
 		"the verb alone":    {[]string{"kubectl-vm", "status"}, []string{"kubectl-vm", "status"}},
 		"version":           {[]string{"kubectl-vm", "--version"}, []string{"kubectl-vm", "--version"}},
+		// -n with its value joined, as kubectl takes it; -namespace is the long flag.
+		"-nNS after":  {[]string{"kubectl-vm", "status", "tb", "-nteam-b"}, []string{"kubectl-vm", "status", "-n", "team-b", "--", "tb"}},
+		"-nNS before": {[]string{"kubectl-vm", "-nteam-b", "status", "tb"}, []string{"kubectl-vm", "status", "-n", "team-b", "--", "tb"}},
+		"-n=NS":       {[]string{"kubectl-vm", "status", "tb", "-n=team-b"}, []string{"kubectl-vm", "status", "-n=team-b", "--", "tb"}},
+		"-namespace NS": {[]string{"kubectl-vm", "status", "tb", "-namespace", "team-b"},
+			[]string{"kubectl-vm", "status", "-namespace", "team-b", "--", "tb"}},
+		"--namespace=NS": {[]string{"kubectl-vm", "status", "tb", "--namespace=team-b"}, []string{"kubectl-vm", "status", "--namespace=team-b", "--", "tb"}},
+		"-nNS after --":  {[]string{"kubectl-vm", "start", "--", "-nodd"}, []string{"kubectl-vm", "start", "--", "-nodd"}},
 	}
 	for name, tc := range tests {
 		if got := PluginArgs(tc.in); !reflect.DeepEqual(got, tc.want) {
@@ -994,5 +1005,107 @@ func TestPluginSchemaFile(t *testing.T) {
 	}
 	if err := run(); err == nil || !strings.Contains(err.Error(), "give one with --schema-file") {
 		t.Errorf("without a field map: %v, want the field map asked for", err)
+	}
+}
+
+// TestVMName: a verb's argument is NAME, or TYPE/NAME with TYPE a name kubectl takes for the
+// resource the plugin is configured for; another TYPE is one line and exit 2.
+func TestVMName(t *testing.T) {
+	def := pluginConfig{resourceFlags: resourceFlags{APIVersion: "cloudnative.czs/v1beta1"}}
+	other := pluginConfig{resourceFlags: resourceFlags{APIVersion: "compute.example.org/v1", Resource: "machines"}}
+	tests := map[string]struct {
+		c    pluginConfig
+		arg  string
+		name string // "": refused
+		says string // the refusal
+	}{
+		"NAME":                 {def, "test-vm", "test-vm", ""},
+		"vm/":                  {def, "vm/test-vm", "test-vm", ""},
+		"vms/":                 {def, "vms/test-vm", "test-vm", ""},
+		"virtualmachine/":      {def, "virtualmachine/test-vm", "test-vm", ""},
+		"virtualmachines/":     {def, "virtualmachines/test-vm", "test-vm", ""},
+		"the kind":             {def, "VirtualMachine/test-vm", "test-vm", ""},
+		"plural.group/":        {def, "virtualmachines.cloudnative.czs/test-vm", "test-vm", ""},
+		"plural.version.group": {def, "virtualmachines.v1beta1.cloudnative.czs/test-vm", "test-vm", ""},
+		"singular.group/":      {def, "virtualmachine.cloudnative.czs/test-vm", "test-vm", ""},
+		"another kind": {def, "pod/x", "",
+			`argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`},
+		"another version": {def, "virtualmachines.v1.cloudnative.czs/x", "",
+			`argument "virtualmachines.v1.cloudnative.czs/x": virtualmachines.v1.cloudnative.czs is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`},
+		"another group":     {def, "virtualmachines.kubevirt.io/x", "", "is not a VM"},
+		"no name":           {def, "vm/", "", `argument "vm/": want the VM's NAME or vm/NAME`},
+		"two slashes":       {def, "vm/a/b", "", `argument "vm/a/b": want the VM's NAME or vm/NAME`},
+		"its own resource":  {other, "machines.compute.example.org/m1", "m1", ""},
+		"its plural":        {other, "machines/m1", "m1", ""},
+		"not vm elsewhere":  {other, "vm/m1", "", `argument "vm/m1": vm is not a VM (machines.compute.example.org): give the VM's NAME or machines/NAME`},
+		"not vms elsewhere": {other, "virtualmachines/m1", "", "is not a VM"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.c.vmName(tc.arg)
+			if tc.name != "" {
+				if err != nil || got != tc.name {
+					t.Fatalf("vmName(%q) = %q, %v; want %q", tc.arg, got, err, tc.name)
+				}
+				return
+			}
+			var ec cli.ExitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("vmName(%q) = %q, %v; want exit 2 saying %q", tc.arg, got, err, tc.says)
+			}
+		})
+	}
+}
+
+// TestVMNameTakesTheCRDsNames: every name the CRD gives the resource (plural, singular, short
+// names, kind), as kubectl takes them, is a TYPE the verbs take.
+func TestVMNameTakesTheCRDsNames(t *testing.T) {
+	all, err := crds.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, doc := range strings.Split(string(all), "\n---\n") {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
+			t.Fatal(err)
+		}
+		if crd.Name == crds.DefaultName {
+			n := crd.Spec.Names
+			names = append(append(names, n.Plural, n.Singular, n.Kind), n.ShortNames...)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("no CRD %s", crds.DefaultName)
+	}
+	c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
+	for _, n := range names {
+		if got, err := c.vmName(n + "/x"); err != nil || got != "x" {
+			t.Errorf("vmName(%q) = %q, %v; want x", n+"/x", got, err)
+		}
+	}
+}
+
+// TestPluginRefusesAnotherKind: a TYPE/NAME of another kind is refused before the kubeconfig
+// is read, and -nNS is the namespace.
+func TestPluginRefusesAnotherKind(t *testing.T) {
+	run := func(args ...string) error {
+		app := Plugin("test")
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		return app.Run(PluginArgs(append([]string{PluginName}, append(args, "--kubeconfig", "/nonexistent/kubeconfig")...)))
+	}
+	for _, verb := range []string{"start", "stop", "restart", "status", "migrate"} {
+		err := run(verb, "pod/x")
+		var ec cli.ExitCoder
+		if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.Contains(err.Error(), `argument "pod/x": pod is not a VM`) {
+			t.Errorf("%s pod/x: %v, want exit 2 before the kubeconfig is read", verb, err)
+		}
+	}
+	if err := run("wait", "pod/x", "--for=phase=Active"); err == nil || !strings.Contains(err.Error(), "pod is not a VM") {
+		t.Errorf("wait pod/x: %v, want it refused", err)
+	}
+	if err := run("status", "vm/x", "-nteam-b"); err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
+		t.Errorf("status vm/x -nteam-b: %v, want it to get as far as the kubeconfig", err)
 	}
 }

@@ -59,6 +59,18 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 			"changed while the verb looked at it, 5 times in a row; run it again", conflicting},
 		"no such VM": {runStrategiesDoc, `virtualmachine "x" not found in namespace "y"`, missing("x", "y", "v1alpha1", true)},
 
+		"bad input: another kind": {pluginBadInput,
+			`kubectl vm: argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`,
+			onStderr(func(*testing.T) (string, error) {
+				c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
+				return c.vmName("pod/x")
+			})},
+		"another kind": {runStrategiesDoc,
+			`kubectl vm: argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`,
+			onStderr(func(*testing.T) (string, error) {
+				c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
+				return c.vmName("pod/x")
+			})},
 		"bad input: no such VM": {pluginBadInput, `kubectl vm: virtualmachine "nope" not found in namespace "team-a"`,
 			onStderr(missing("nope", "team-a", "v1alpha1", true))},
 		"bad input: a version not served": {pluginBadInput,

@@ -262,11 +262,11 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 // configuration to validate (the verb's own, which holds c).
 func runVerb(check validator, c *pluginConfig, version string, decide func(schema.VirtualMachine, schema.Fields, time.Time) (verbResult, error)) cli.ActionFunc {
 	return action(check, oneName, func(cc *cli.Context) error {
-		v, err := c.connect(cc, version)
+		v, name, err := c.connect(cc, version)
 		if err != nil {
 			return err
 		}
-		say, err := v.verb(cc.Context, cc.Args().First(), decide)
+		say, err := v.verb(cc.Context, name, decide)
 		if err != nil {
 			return err
 		}

@@ -177,12 +177,12 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 			&cli.StringFlag{Name: "for", Usage: "what to wait for: phase=NAME (phase=Active), condition=TYPE (condition=Ready) or condition=TYPE=STATUS", Destination: &c.For},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout}),
 		Action: action(c, oneName, func(cc *cli.Context) error {
-			v, err := c.connect(cc, version)
+			v, name, err := c.connect(cc, version)
 			if err != nil {
 				return err
 			}
 			w, _ := parseFor(c.For)
-			return v.wait(cc.Context, cc.Args().First(), w, c.For, c.Timeout)
+			return v.wait(cc.Context, name, w, c.For, c.Timeout)
 		}),
 	}
 }
@@ -372,11 +372,10 @@ func statusCommand(c *pluginConfig, version string) *cli.Command {
 		Description: "Reads the VM, and its server's pod for the node and IP where the user may read pods.",
 		Flags:       c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
-			v, err := c.connect(cc, version)
+			v, name, err := c.connect(cc, version)
 			if err != nil {
 				return err
 			}
-			name := cc.Args().First()
 			_, vm, err := v.get(cc.Context, name)
 			if err != nil {
 				return err
