@@ -1109,3 +1109,54 @@ func TestPluginRefusesAnotherKind(t *testing.T) {
 		t.Errorf("status vm/x -nteam-b: %v, want it to get as far as the kubeconfig", err)
 	}
 }
+
+// TestWriteStatus: status prints a field per line, its values aligned with spaces (no tab,
+// the empty conditions included), then the conditions as a table.
+func TestWriteStatus(t *testing.T) {
+	tests := map[string]struct {
+		status map[string]any
+		want   string
+	}{
+		"no conditions": {map[string]any{"phase": "Inactive", "reason": "Stopped"}, `Name:          vm1
+Namespace:     ns
+Run strategy:  Manual
+Phase:         Inactive
+Reason:        Stopped
+Message:       <none>
+Server:        <none>
+Node:          <none>
+IP:            <none>
+Disk:          <none>
+Conditions:    <none>
+`},
+		"conditions": {map[string]any{"phase": "Active", "reason": "ServerReady", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"},
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "ServerReady", "message": "up", "lastTransitionTime": "2026-06-01T10:00:00Z"}}}, `Name:          vm1
+Namespace:     ns
+Run strategy:  Manual
+Phase:         Active
+Reason:        ServerReady
+Message:       <none>
+Server:        vm1-server (Running)
+Node:          node-a
+IP:            10.0.0.7
+Disk:          <none>
+Conditions:
+  Type   Status  Reason       Message
+  Ready  True    ServerReady  up
+`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, _ := requestVM(t, "Manual", tc.status, nil)
+			node, ip := "", ""
+			if tc.status["server"] != nil {
+				node, ip = "node-a", "10.0.0.7"
+			}
+			var out bytes.Buffer
+			writeStatus(&out, vm, "ns", node, ip)
+			if out.String() != tc.want {
+				t.Errorf("got:\n%s\nwant:\n%s", out.String(), tc.want)
+			}
+		})
+	}
+}

@@ -428,11 +428,12 @@ func writeStatus(out io.Writer, vm schema.VirtualMachine, namespace, node, ip st
 	if st.ConsecutiveFailures > 0 {
 		line("Failures", fmt.Sprint(st.ConsecutiveFailures))
 	}
-	tw.Flush()
 	if len(st.Conditions) == 0 {
-		fmt.Fprintln(out, "Conditions:\t<none>")
+		line("Conditions", "") // aligned with the lines above
+		tw.Flush()
 		return
 	}
+	tw.Flush()
 	fmt.Fprintln(out, "Conditions:")
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  Type\tStatus\tReason\tMessage")
