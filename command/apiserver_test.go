@@ -37,6 +37,9 @@ type fakeAPIServer struct {
 	// classes are the StorageClasses it lists, by name, each with whether it is the
 	// default; nil: the list is forbidden.
 	classes map[string]bool
+	// namespaces are the namespaces it lists, each with whether it is being deleted; nil:
+	// the one a list selects by name exists.
+	namespaces map[string]bool
 
 	mu       sync.Mutex
 	requests []string // "METHOD path", in order
@@ -85,6 +88,19 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 			items = append(items, fmt.Sprintf(`{"metadata":{"name":%q,"annotations":{"storageclass.kubernetes.io/is-default-class":"%t"}},"provisioner":"p"}`, name, isDefault))
 		}
 		fmt.Fprintf(w, `{"kind":"StorageClassList","apiVersion":"storage.k8s.io/v1","metadata":{},"items":[%s]}`, strings.Join(items, ","))
+	case r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces":
+		selected := strings.TrimPrefix(r.URL.Query().Get("fieldSelector"), "metadata.name=")
+		var items []string
+		for name, deleting := range s.namespaces {
+			if name == selected {
+				phase := map[bool]string{false: "Active", true: "Terminating"}[deleting]
+				items = append(items, fmt.Sprintf(`{"metadata":{"name":%q},"status":{"phase":%q}}`, name, phase))
+			}
+		}
+		if s.namespaces == nil && selected != "" {
+			items = append(items, fmt.Sprintf(`{"metadata":{"name":%q},"status":{"phase":"Active"}}`, selected))
+		}
+		fmt.Fprintf(w, `{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[%s]}`, strings.Join(items, ","))
 	case r.Method == http.MethodPost && r.URL.Path == accessReviewPath:
 		answerAccessReview(w, r, func(a *authorizationv1.ResourceAttributes) bool { return a.Verb != s.deny })
 	default:

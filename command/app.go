@@ -14,8 +14,10 @@ import (
 func App(version string) *cli.App {
 	version = buildVersion(version)
 	return &cli.App{
-		Name:    "vm-controller",
-		Usage:   "keep a server running for every VirtualMachine custom resource",
+		Name:  "vm-controller",
+		Usage: "keep a server running for every VirtualMachine custom resource",
+		Description: "To start, stop, restart, wait for, inspect or migrate one VM, use the kubectl plugin, this binary as kubectl-vm: " +
+			"kubectl vm start|stop|restart|wait|status|migrate NAME (docs/run-strategies.md).",
 		Version: version,
 		Commands: []*cli.Command{
 			runCommand(&runConfig{}),
@@ -28,17 +30,33 @@ func App(version string) *cli.App {
 			migrateCommand(&migrateConfig{}),
 		},
 		// Without a command: the help; with an argument that names none, a usage error, so
-		// that main prints it and exits like for a bad flag.
+		// that main prints it and exits like for a bad flag. A verb of the kubectl plugin
+		// (vm-controller start test-vm) is named as the plugin's command line.
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return cli.Exit(fmt.Sprintf("no command %q (see --help)", c.Args().First()), 2)
+			if c.NArg() == 0 {
+				return cli.ShowAppHelp(c)
 			}
-			return cli.ShowAppHelp(c)
+			if word := c.Args().First(); isPluginVerb(word) {
+				return cli.Exit(fmt.Sprintf("no command %q: %s is a verb of the kubectl plugin: kubectl vm %s", word, word,
+					strings.Join(c.Args().Slice(), " ")), 2)
+			}
+			return cli.Exit(fmt.Sprintf("no command %q (see --help)", c.Args().First()), 2)
 		},
 		OnUsageError:    usageError,
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main prints and exits
 	}
+}
+
+// isPluginVerb reports whether word is a verb of the kubectl plugin (Plugin's commands: start,
+// stop, restart, wait, status, migrate).
+func isPluginVerb(word string) bool {
+	for _, c := range Plugin("").Commands {
+		if c.Name == word {
+			return true
+		}
+	}
+	return false
 }
 
 // buildVersion is version, else the module version Go recorded, else (devel).
@@ -72,12 +90,18 @@ func action(c validator, args func(*cli.Context) error, do func(*cli.Context) er
 	}
 }
 
-// noArgs refuses arguments to a command that takes none, as a usage error.
+// noArgs refuses arguments to a command that takes none, as a usage error. A command named
+// as a verb of the kubectl plugin (migrate: the storage version's, of every VM) given a name
+// was likely meant as the verb, and the error says so.
 func noArgs(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return cli.Exit(fmt.Sprintf("%s takes no arguments, got %q (see --help)", c.Command.Name, c.Args().Slice()), 2)
+	if c.NArg() == 0 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("%s takes no arguments, got %q (see --help)", c.Command.Name, c.Args().Slice())
+	if isPluginVerb(c.Command.Name) {
+		msg += fmt.Sprintf("; for the kubectl plugin's verb: kubectl vm %s %s", c.Command.Name, strings.Join(c.Args().Slice(), " "))
+	}
+	return cli.Exit(msg, 2)
 }
 
 // usageError turns a flag problem into one line and exit code 2, instead of a page of help.

@@ -3,10 +3,16 @@
 package command
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 )
 
 // checkConfig is the check command's configuration: the flags of run that say what run
@@ -85,6 +91,10 @@ func check(cc *cli.Context, c checkConfig) error {
 		return cli.Exit(err.Error(), 1) // the cluster's CRD has no layout to choose
 	}
 
+	if c.Namespace != "" && answered(f.checks) {
+		f.checks = withNamespace(f.checks, checkNamespace(cc.Context, cl.kube, c.Namespace))
+	}
+
 	w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
 	failed := 0
@@ -101,4 +111,41 @@ func check(cc *cli.Context, c checkConfig) error {
 		return cli.Exit(fmt.Sprintf("%d of %d checks failed", failed, len(f.checks)), 1)
 	}
 	return nil
+}
+
+// answered reports whether the cluster answered gather: when it does not, gather skips the
+// rbac rows.
+func answered(checks []checkResult) bool {
+	return !slices.ContainsFunc(checks, func(r checkResult) bool { return r.name == "rbac" && r.skipped })
+}
+
+// withNamespace puts the namespace row before the rbac rows, which are checked in it.
+func withNamespace(checks []checkResult, ns checkResult) []checkResult {
+	i := slices.IndexFunc(checks, func(r checkResult) bool { return r.name == "rbac" })
+	if i < 0 {
+		i = len(checks)
+	}
+	return slices.Insert(checks, i, ns)
+}
+
+// checkNamespace is check's row of --namespace: whether the namespace exists. One that does
+// not, or is being deleted, is a warning, not a failure: run watches it all the same and
+// finds its VMs once it is created, but the access rows that pass in it say nothing of a
+// namespace that is not there, and a misspelt --namespace would otherwise pass every check.
+// It is read by a list, which the controller's own RBAC allows (namespaces: list, watch).
+func checkNamespace(ctx context.Context, kube kubernetes.Interface, ns string) checkResult {
+	l, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", ns).String()})
+	if err != nil {
+		return checkResult{name: "namespace", skipped: true, detail: fmt.Sprintf("cannot list namespaces to find %s: %v", ns, err)}
+	}
+	for _, n := range l.Items {
+		switch {
+		case n.Name != ns:
+		case n.Status.Phase == corev1.NamespaceTerminating || n.DeletionTimestamp != nil:
+			return warning("namespace", "namespace %s is being deleted: the controller removes its VMs' finalizers and makes no servers there", ns)
+		default:
+			return pass("namespace", "namespace %s exists", ns)
+		}
+	}
+	return warning("namespace", "namespace %s does not exist: the controller watches it all the same and finds no VMs there until it is created; check --namespace", ns)
 }

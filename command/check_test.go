@@ -1,6 +1,11 @@
 package command
 
-import "testing"
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
 
 func TestCheckConfigValidate(t *testing.T) {
 	tests := map[string]validateCase{
@@ -17,4 +22,48 @@ func TestCheckConfigValidate(t *testing.T) {
 		parseFlags(t, checkCommand(c), args...)
 		return c.Validate()
 	})
+}
+
+// TestCheckNamespace: check --namespace says whether the namespace exists; one that does not,
+// or is being deleted, is a warning before the rbac rows checked in it (every row passed for a
+// namespace that did not exist), and check still exits 0, as run still starts.
+func TestCheckNamespace(t *testing.T) {
+	tests := map[string]struct {
+		namespaces map[string]bool // the cluster's, each with whether it is being deleted
+		row        string
+	}{
+		"exists":           {map[string]bool{"vms": false, "other": false}, "namespace  pass    namespace vms exists"},
+		"does not exist":   {map[string]bool{"other": false}, "namespace  WARN    namespace vms does not exist: the controller watches it all the same and finds no VMs there until it is created; check --namespace"},
+		"being deleted":    {map[string]bool{"vms": true}, "namespace  WARN    namespace vms is being deleted"},
+		"no namespace yet": {map[string]bool{}, "namespace  WARN    namespace vms does not exist"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := newFakeAPIServer(t, ownGVR, establishedCRD(t, ownCRDFile))
+			srv.namespaces = tc.namespaces
+			var out, errOut bytes.Buffer
+			a := App("")
+			a.Writer, a.ErrWriter = &out, &errOut
+			err := a.Run([]string{"vm-controller", "check", "--kubeconfig", srv.kubeconfig(t), "--api-version", ownGVR.GroupVersion().String(), "--namespace", "vms"})
+			if err != nil {
+				t.Fatalf("check: %v\n%s", err, out.String())
+			}
+			lines := strings.Split(out.String(), "\n")
+			i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, tc.row) })
+			if i < 0 || !strings.HasPrefix(lines[i+1], "rbac ") || slices.ContainsFunc(lines[:i], func(l string) bool { return strings.HasPrefix(l, "rbac ") }) {
+				t.Errorf("want the row %q before the rbac rows:\n%s", tc.row, out.String())
+			}
+		})
+	}
+	// Without --namespace, no row.
+	srv := newFakeAPIServer(t, ownGVR, establishedCRD(t, ownCRDFile))
+	var out bytes.Buffer
+	a := App("")
+	a.Writer, a.ErrWriter = &out, &out
+	if err := a.Run([]string{"vm-controller", "check", "--kubeconfig", srv.kubeconfig(t), "--api-version", ownGVR.GroupVersion().String()}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "\nnamespace ") {
+		t.Errorf("a namespace row without --namespace:\n%s", out.String())
+	}
 }

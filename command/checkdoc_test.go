@@ -149,7 +149,8 @@ type docAPIServer struct {
 
 func newDocAPIServer(t *testing.T, sa bool) *docAPIServer {
 	t.Helper()
-	s := &docAPIServer{fakeAPIServer: &fakeAPIServer{gvr: ownGVR, crd: establishedCRD(t, ownCRDFile), classes: map[string]bool{"standard": true}}, sa: sa}
+	s := &docAPIServer{fakeAPIServer: &fakeAPIServer{gvr: ownGVR, crd: establishedCRD(t, ownCRDFile), classes: map[string]bool{"standard": true},
+		namespaces: map[string]bool{"vms": false}}, sa: sa}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s

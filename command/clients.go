@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 )
 
 // clusterFlags say how to reach the cluster: run, check, webhook and migrate.
@@ -92,10 +93,67 @@ func findKubeconfig(rules *clientcmd.ClientConfigLoadingRules) error {
 	return fmt.Errorf("kubeconfig: none of the files $KUBECONFIG lists exists (%s): %w", strings.Join(missing, ", "), fs.ErrNotExist)
 }
 
+// readKubeconfigs refuses, in one line that names it, a kubeconfig file the loading rules
+// would read and cannot: one that is not YAML, or not a mapping (a text file such as
+// /etc/hostname), or of another kind than Config. client-go says so in its decoder's words
+// ("couldn't get version/kind; json parse error: json: cannot unmarshal string into Go value
+// of type struct { APIVersion string ..."), and a --kubeconfig of another YAML, which loads as
+// an empty configuration, as "no configuration has been provided, try setting
+// KUBERNETES_MASTER". A file that cannot be read at all (a directory) is its read error.
+func readKubeconfigs(rules *clientcmd.ClientConfigLoadingRules) error {
+	for _, file := range rules.GetLoadingPrecedence() {
+		data, err := os.ReadFile(file)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // skipped, as the loading rules skip it (findKubeconfig refuses it where it must be there)
+		case err != nil:
+			return fmt.Errorf("kubeconfig: %w", err)
+		}
+		cfg, err := clientcmd.Load(data)
+		switch {
+		case err != nil:
+			return fmt.Errorf("kubeconfig %s: not a kubeconfig file (%s)", file, kubeconfigProblem(data, err))
+		case file == rules.ExplicitPath && len(cfg.Clusters) == 0 && len(cfg.AuthInfos) == 0 && len(cfg.Contexts) == 0 && cfg.CurrentContext == "":
+			// One of $KUBECONFIG's files may hold a part only; --kubeconfig is all there is.
+			return fmt.Errorf("kubeconfig %s: not a kubeconfig file (no clusters, users or contexts)", file)
+		}
+	}
+	return nil
+}
+
+// kubeconfigProblem says in a few words why data, which clientcmd could not load (err), is no
+// kubeconfig.
+func kubeconfigProblem(data []byte, err error) string {
+	var v any
+	if yerr := yaml.Unmarshal(data, &v); yerr != nil {
+		return "not YAML: " + strings.TrimPrefix(yerr.Error(), "error converting YAML to JSON: yaml: ")
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if kind, _ := v["kind"].(string); kind != "" && kind != "Config" {
+			return fmt.Sprintf("kind %s, not Config", kind)
+		}
+		if av, _ := v["apiVersion"].(string); av != "" && av != "v1" {
+			return fmt.Sprintf("apiVersion %s, not v1", av)
+		}
+	case string:
+		return "plain text, not a YAML mapping"
+	case []any:
+		return "a YAML list, not a mapping"
+	case nil:
+	default:
+		return fmt.Sprintf("the YAML value %v, not a mapping", v)
+	}
+	return err.Error()
+}
+
 // restConfig loads the client configuration, naming this build (version) in the user agent,
 // with client-go's default rate limit: a command that wants another sets it (limitQPS).
 func (f clusterFlags) restConfig(version string) (*rest.Config, error) {
 	if err := findKubeconfig(f.loadingRules()); err != nil {
+		return nil, err
+	}
+	if err := readKubeconfigs(f.loadingRules()); err != nil {
 		return nil, err
 	}
 	cfg, err := f.clientConfig().ClientConfig()

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -221,6 +222,9 @@ contexts: [{name: w, context: {cluster: c, user: u}}]
 current-context: w
 `)
 	notYAML := write("not-yaml", "clusters: [\n")
+	text := write("hostname", "node-a\n")
+	pod := write("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+	other := write("other.yaml", "replicas: 3\n")
 	missing, missing2 := filepath.Join(dir, "none.yaml"), filepath.Join(dir, "none2.yaml")
 	list := func(files ...string) string { return strings.Join(files, string(filepath.ListSeparator)) }
 
@@ -242,8 +246,13 @@ current-context: w
 		"--kubeconfig is one file, not a list":  {flag: list(clusterFile, userFile), wantErr: "kubeconfig: stat " + list(clusterFile, userFile) + ": no such file or directory"},
 		"$KUBECONFIG missing":                   {env: missing, wantErr: "kubeconfig: stat " + missing + ": no such file or directory"},
 		"$KUBECONFIG lists only missing files":  {env: list(missing, missing2), wantErr: "kubeconfig: none of the files $KUBECONFIG lists exists (" + missing + ", " + missing2 + "): file does not exist"},
-		"--kubeconfig not YAML":                 {flag: notYAML, wantErr: `kubeconfig: error loading config file "` + notYAML + `": yaml: line 1: ...`},
-		"a file of $KUBECONFIG not YAML":        {env: list(clusterFile, notYAML), wantErr: `kubeconfig: error loading config file "` + notYAML + `": yaml: line 1: ...`},
+		"--kubeconfig not YAML":                 {flag: notYAML, wantErr: "kubeconfig " + notYAML + ": not a kubeconfig file (not YAML: line 1: did not find expected node content)"},
+		"a file of $KUBECONFIG not YAML":        {env: list(clusterFile, notYAML), wantErr: "kubeconfig " + notYAML + ": not a kubeconfig file (not YAML: line 1: did not find expected node content)"},
+		"--kubeconfig a text file":              {flag: text, wantErr: "kubeconfig " + text + ": not a kubeconfig file (plain text, not a YAML mapping)"},
+		"a text file of $KUBECONFIG":            {env: list(text, clusterFile, userFile), wantErr: "kubeconfig " + text + ": not a kubeconfig file (plain text, not a YAML mapping)"},
+		"--kubeconfig of another kind":          {flag: pod, wantErr: "kubeconfig " + pod + ": not a kubeconfig file (kind Pod, not Config)"},
+		"--kubeconfig of other YAML":            {flag: other, wantErr: "kubeconfig " + other + ": not a kubeconfig file (no clusters, users or contexts)"},
+		"--kubeconfig a directory":              {flag: dir, wantErr: "kubeconfig: read " + dir + ": is a directory"},
 		"no kubeconfig at all":                  {wantErr: "kubeconfig: invalid configuration: no configuration has been provided..."},
 		"a cluster without a user or a context": {env: clusterFile, wantErr: `kubeconfig: invalid configuration: [context was not found for specified context: dev...`},
 	}
@@ -279,6 +288,35 @@ current-context: w
 				t.Errorf("namespace %q (%v), want %q", ns, err, tc.ns)
 			}
 		})
+	}
+}
+
+// TestCommandsRefuseANonKubeconfig: every command that reads a kubeconfig says, in one line,
+// that a file which is none is not a kubeconfig file, not client-go's decoder's words.
+func TestCommandsRefuseANonKubeconfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "hostname")
+	if err := os.WriteFile(file, []byte("node-a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unsetenv(t, "VMC_KUBECONFIG", "VMC_CONTEXT")
+	want := "kubeconfig " + file + ": not a kubeconfig file (plain text, not a YAML mapping)"
+	run := func(app *cli.App, args ...string) string {
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		return fmt.Sprint(app.Run(args))
+	}
+	for _, args := range [][]string{
+		{"run"}, {"check"}, {"migrate"}, {"webhook", "--secret", "s", "--namespace", "ns"},
+	} {
+		if got := run(App(""), append(append([]string{"vm-controller"}, args...), "--kubeconfig", file)...); got != want {
+			t.Errorf("vm-controller %s: %q, want %q", args[0], got, want)
+		}
+	}
+	for _, verb := range []string{"start", "stop", "restart", "status", "migrate", "wait --for=phase=Active"} {
+		args := append([]string{PluginName}, strings.Fields(verb)...)
+		if got := run(Plugin(""), PluginArgs(append(args, "vm1", "--kubeconfig", file))...); got != want {
+			t.Errorf("kubectl vm %s: %q, want %q", verb, got, want)
+		}
 	}
 }
 

@@ -5,11 +5,13 @@
 package command
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
 
@@ -42,7 +44,21 @@ func (f logFlags) setUp(w io.Writer) (*slog.Logger, error) {
 	}
 	slog.SetDefault(log)
 	klog.SetSlogLogger(log)
+	rest.SetDefaultWarningHandlerWithContext(apiWarnings{log})
 	return log, nil
+}
+
+// apiWarnings logs the warnings the API server sends with its answers (a Warning header of
+// code 299: a deprecated API, a VM name longer than a pod's hostname takes) at WARN, with the
+// text as an attribute. client-go's own handler logs each through klog at INFO, the text as
+// the message ("Warning: metadata.name: ..."), where a search for warnings misses it.
+type apiWarnings struct{ log *slog.Logger }
+
+func (w apiWarnings) HandleWarningHeaderWithContext(ctx context.Context, code int, _ string, text string) {
+	if code != 299 || text == "" {
+		return // client-go's rule: 299 is the one code the API server sends, with a text
+	}
+	w.log.WarnContext(ctx, "The API server warned", "warning", text)
 }
 
 func (f logFlags) logger(w io.Writer) (*slog.Logger, error) {

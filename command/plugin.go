@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -136,8 +138,55 @@ type vmClient struct {
 	now       func() time.Time
 }
 
-// connect makes the clients of c.
-func (c *pluginConfig) connect(cc *cli.Context, version string) (*vmClient, error) {
+// defaultResourceNames are the names besides its plural that kubectl takes for this project's
+// resource as TYPE in TYPE/NAME: its CRD's singular and short name
+// (crds/virtualmachines.cloudnative.czs.yaml; TestVMNameTakesTheCRDsNames holds them to it),
+// and the short name's plural.
+var defaultResourceNames = []string{"virtualmachine", "vm", "vms"}
+
+// vmName is the VM's name in the verb's argument: NAME, or TYPE/NAME as kubectl takes it, where
+// TYPE names the resource the plugin is configured for, in any case: its plural (--resource),
+// plural.group or plural.version.group, and for this project's resource its singular and short
+// names (vm/test-vm, virtualmachines.cloudnative.czs/test-vm). Another TYPE (pod/x) is a bad
+// argument, one line and exit 2 before the cluster is asked anything.
+func (c *pluginConfig) vmName(arg string) (string, error) {
+	typ, name, ok := strings.Cut(arg, "/")
+	if !ok {
+		return arg, nil
+	}
+	gvr, err := schema.ParseGVR(c.APIVersion, c.resource())
+	if err != nil {
+		return "", err
+	}
+	names, short := []string{gvr.Resource}, gvr.Resource
+	if gvr.GroupResource() == (k8sschema.GroupResource{Group: schema.Group, Resource: schema.DefaultResource}) {
+		names, short = append(names, defaultResourceNames...), "vm"
+	}
+	var accepted []string
+	for _, n := range names {
+		accepted = append(accepted, n, n+"."+gvr.Group, n+"."+gvr.Version+"."+gvr.Group)
+	}
+	switch {
+	case name == "" || strings.Contains(name, "/"):
+		return "", cli.Exit(fmt.Sprintf("argument %q: want the VM's NAME or %s/NAME", arg, short), 2)
+	case !slices.Contains(accepted, strings.ToLower(typ)):
+		return "", cli.Exit(fmt.Sprintf("argument %q: %s is not a VM (%s): give the VM's NAME or %s/NAME", arg, typ, gvr.GroupResource(), short), 2)
+	}
+	return name, nil
+}
+
+// connect makes the clients of c, and reads the VM's name from the verb's argument (vmName).
+func (c *pluginConfig) connect(cc *cli.Context, version string) (*vmClient, string, error) {
+	name, err := c.vmName(cc.Args().First())
+	if err != nil {
+		return nil, "", err
+	}
+	v, err := c.clients(cc, version)
+	return v, name, err
+}
+
+// clients makes the clients of c.
+func (c *pluginConfig) clients(cc *cli.Context, version string) (*vmClient, error) {
 	gvr, err := schema.ParseGVR(c.APIVersion, c.resource())
 	if err != nil {
 		return nil, err
@@ -294,13 +343,50 @@ func RunMain(app *cli.App, name string, args []string, stderr io.Writer) int {
 	return 1
 }
 
+// shortValue splits kubectl's short form of -n with its value joined (-nteam-b) into -n and
+// the value, which the flag library takes apart only. A single-dash long flag (-namespace,
+// -context) is left as it is.
+func shortValue(a string) []string {
+	if len(a) > 2 && strings.HasPrefix(a, "-n") && a[2] != '=' && a[2] != '-' {
+		if long, _, _ := strings.Cut(a[1:], "="); !pluginFlagNames()[long] {
+			return []string{"-n", a[2:]}
+		}
+	}
+	return []string{a}
+}
+
+// pluginFlagNames are the names of the verbs' flags, each with its aliases.
+var pluginFlagNames = sync.OnceValue(func() map[string]bool {
+	names := map[string]bool{}
+	for _, cmd := range Plugin("").Commands {
+		for _, f := range cmd.Flags {
+			for _, n := range f.Names() {
+				names[n] = true
+			}
+		}
+	}
+	return names
+})
+
 // PluginArgs puts a verb's flags before its arguments, as urfave/cli wants them, so that
 // kubectl's habits work: `kubectl vm stop NAME -n ns --force` as well as `kubectl vm stop -n
 // ns NAME`, and `kubectl vm -n ns stop NAME` (the verb's flags given before it, as kubectl
 // takes -n before its own verbs). A flag's value is the next argument unless the flag is a
 // boolean one or written as --flag=value; after "--" everything is an argument. Without a
 // verb, or with the program's own --help or --version before it, args are left as they are.
+// -n takes its value joined as well (-nteam-b), as kubectl does.
 func PluginArgs(args []string) []string {
+	if len(args) > 0 {
+		split := []string{args[0]}
+		for i, a := range args[1:] {
+			if a == "--" {
+				split = append(split, args[1+i:]...)
+				break
+			}
+			split = append(split, shortValue(a)...)
+		}
+		args = split
+	}
 	verb, program := verbAt(args)
 	if program > 1 {
 		// The program's own --help or --version after a verb's flags (kubectl vm -n ns

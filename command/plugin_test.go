@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,9 +27,11 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
+	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -160,6 +163,12 @@ func TestVerbsOnStatusThatNamesAServer(t *testing.T) {
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null}}}`, say: "the VM is paused"},
 		"restart, stopped, paused": {verb: "restart", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopped"}, paused: true,
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"` + at + `"}}}`, say: "the VM is paused"},
+		"start, Halted, paused": {verb: "start", rs: "Halted", status: map[string]any{"phase": "Inactive", "reason": "ServerStopped"}, paused: true,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null}},"spec":{"runStrategy":"Always"}}`,
+			say:   "started: runStrategy Halted -> Always; the VM is paused"},
+		"stop, Always, paused": {verb: "stop", rs: "Always", status: map[string]any{"phase": "Active", "reason": "ServerReady", "server": server}, paused: true,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null}},"spec":{"runStrategy":"Halted"}}`,
+			say:   "stopped: runStrategy Always -> Halted; the VM is paused"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -426,6 +435,14 @@ func TestPluginArgs(t *testing.T) {
 		"help after a flag": {[]string{"kubectl-vm", "-n", "ns", "--help"}, []string{"kubectl-vm", "--help"}},
 		"the verb alone":    {[]string{"kubectl-vm", "status"}, []string{"kubectl-vm", "status"}},
 		"version":           {[]string{"kubectl-vm", "--version"}, []string{"kubectl-vm", "--version"}},
+		// -n with its value joined, as kubectl takes it; -namespace is the long flag.
+		"-nNS after":  {[]string{"kubectl-vm", "status", "tb", "-nteam-b"}, []string{"kubectl-vm", "status", "-n", "team-b", "--", "tb"}},
+		"-nNS before": {[]string{"kubectl-vm", "-nteam-b", "status", "tb"}, []string{"kubectl-vm", "status", "-n", "team-b", "--", "tb"}},
+		"-n=NS":       {[]string{"kubectl-vm", "status", "tb", "-n=team-b"}, []string{"kubectl-vm", "status", "-n=team-b", "--", "tb"}},
+		"-namespace NS": {[]string{"kubectl-vm", "status", "tb", "-namespace", "team-b"},
+			[]string{"kubectl-vm", "status", "-namespace", "team-b", "--", "tb"}},
+		"--namespace=NS": {[]string{"kubectl-vm", "status", "tb", "--namespace=team-b"}, []string{"kubectl-vm", "status", "--namespace=team-b", "--", "tb"}},
+		"-nNS after --":  {[]string{"kubectl-vm", "start", "--", "-nodd"}, []string{"kubectl-vm", "start", "--", "-nodd"}},
 	}
 	for name, tc := range tests {
 		if got := PluginArgs(tc.in); !reflect.DeepEqual(got, tc.want) {
@@ -788,6 +805,7 @@ func TestWaitForSettledStatus(t *testing.T) {
 	pausedReady := active(map[string]any{"conditions": append([]any{
 		map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "", "lastTransitionTime": old}}, ready...)})
 	pausedOnly := map[string]any{"annotations": map[string]any{schema.AnnotationPaused: "true"}}
+	stopping := map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running"}
 	// What the timeout says of a status that is not current.
 	const (
 		yetToAct = "the controller has yet to act on a request or a spec change of the VM"
@@ -814,12 +832,16 @@ func TestWaitForSettledStatus(t *testing.T) {
 		"Ready with a migration pending":        {"condition=Ready", ann(schema.AnnotationMigrateRequestedAt), active(nil), nil, false, yetToAct},
 		"Active with a stop pending":            {"phase=Active", ann(schema.AnnotationStopRequestedAt), active(nil), nil, false, yetToAct},
 		"Active before the spec is observed":    {"phase=Active", map[string]any{"generation": int64(2)}, active(nil), nil, false, yetToAct},
+		// The timeout says what is still missing: phase Inactive alone reads as the phase asked for.
 		"Inactive while the server stops": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)}, nil, false, ""},
+			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1), "server": stopping},
+			nil, false, "last seen: phase Inactive, but its server vm1-server is still stopping (Stopping)"},
 		"Inactive while the server stops under Halted": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "ServerStopping", "observedGeneration": int64(1)}, nil, false, ""},
+			map[string]any{"phase": "Inactive", "reason": "ServerStopping", "observedGeneration": int64(1)},
+			nil, false, "last seen: phase Inactive, but its server is still stopping (ServerStopping)"},
 		"Inactive while the server's node does not answer": {"phase=Inactive", nil,
-			map[string]any{"phase": "Inactive", "reason": "NodeLost", "observedGeneration": int64(1)}, nil, false, ""},
+			map[string]any{"phase": "Inactive", "reason": "NodeLost", "observedGeneration": int64(1), "server": stopping},
+			nil, false, "last seen: phase Inactive, but its server vm1-server may still run: its node does not answer (NodeLost)"},
 		"Inactive once the server is gone": {"phase=Inactive", nil,
 			map[string]any{"phase": "Inactive", "reason": "Stopping", "observedGeneration": int64(1)},
 			map[string]any{"phase": "Inactive", "reason": "Stopped", "observedGeneration": int64(1)}, true, ""},
@@ -983,5 +1005,158 @@ func TestPluginSchemaFile(t *testing.T) {
 	}
 	if err := run(); err == nil || !strings.Contains(err.Error(), "give one with --schema-file") {
 		t.Errorf("without a field map: %v, want the field map asked for", err)
+	}
+}
+
+// TestVMName: a verb's argument is NAME, or TYPE/NAME with TYPE a name kubectl takes for the
+// resource the plugin is configured for; another TYPE is one line and exit 2.
+func TestVMName(t *testing.T) {
+	def := pluginConfig{resourceFlags: resourceFlags{APIVersion: "cloudnative.czs/v1beta1"}}
+	other := pluginConfig{resourceFlags: resourceFlags{APIVersion: "compute.example.org/v1", Resource: "machines"}}
+	tests := map[string]struct {
+		c    pluginConfig
+		arg  string
+		name string // "": refused
+		says string // the refusal
+	}{
+		"NAME":                 {def, "test-vm", "test-vm", ""},
+		"vm/":                  {def, "vm/test-vm", "test-vm", ""},
+		"vms/":                 {def, "vms/test-vm", "test-vm", ""},
+		"virtualmachine/":      {def, "virtualmachine/test-vm", "test-vm", ""},
+		"virtualmachines/":     {def, "virtualmachines/test-vm", "test-vm", ""},
+		"the kind":             {def, "VirtualMachine/test-vm", "test-vm", ""},
+		"plural.group/":        {def, "virtualmachines.cloudnative.czs/test-vm", "test-vm", ""},
+		"plural.version.group": {def, "virtualmachines.v1beta1.cloudnative.czs/test-vm", "test-vm", ""},
+		"singular.group/":      {def, "virtualmachine.cloudnative.czs/test-vm", "test-vm", ""},
+		"another kind": {def, "pod/x", "",
+			`argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`},
+		"another version": {def, "virtualmachines.v1.cloudnative.czs/x", "",
+			`argument "virtualmachines.v1.cloudnative.czs/x": virtualmachines.v1.cloudnative.czs is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`},
+		"another group":     {def, "virtualmachines.kubevirt.io/x", "", "is not a VM"},
+		"no name":           {def, "vm/", "", `argument "vm/": want the VM's NAME or vm/NAME`},
+		"two slashes":       {def, "vm/a/b", "", `argument "vm/a/b": want the VM's NAME or vm/NAME`},
+		"its own resource":  {other, "machines.compute.example.org/m1", "m1", ""},
+		"its plural":        {other, "machines/m1", "m1", ""},
+		"not vm elsewhere":  {other, "vm/m1", "", `argument "vm/m1": vm is not a VM (machines.compute.example.org): give the VM's NAME or machines/NAME`},
+		"not vms elsewhere": {other, "virtualmachines/m1", "", "is not a VM"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.c.vmName(tc.arg)
+			if tc.name != "" {
+				if err != nil || got != tc.name {
+					t.Fatalf("vmName(%q) = %q, %v; want %q", tc.arg, got, err, tc.name)
+				}
+				return
+			}
+			var ec cli.ExitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("vmName(%q) = %q, %v; want exit 2 saying %q", tc.arg, got, err, tc.says)
+			}
+		})
+	}
+}
+
+// TestVMNameTakesTheCRDsNames: every name the CRD gives the resource (plural, singular, short
+// names, kind), as kubectl takes them, is a TYPE the verbs take.
+func TestVMNameTakesTheCRDsNames(t *testing.T) {
+	all, err := crds.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, doc := range strings.Split(string(all), "\n---\n") {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
+			t.Fatal(err)
+		}
+		if crd.Name == crds.DefaultName {
+			n := crd.Spec.Names
+			names = append(append(names, n.Plural, n.Singular, n.Kind), n.ShortNames...)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("no CRD %s", crds.DefaultName)
+	}
+	c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
+	for _, n := range names {
+		if got, err := c.vmName(n + "/x"); err != nil || got != "x" {
+			t.Errorf("vmName(%q) = %q, %v; want x", n+"/x", got, err)
+		}
+	}
+}
+
+// TestPluginRefusesAnotherKind: a TYPE/NAME of another kind is refused before the kubeconfig
+// is read, and -nNS is the namespace.
+func TestPluginRefusesAnotherKind(t *testing.T) {
+	run := func(args ...string) error {
+		app := Plugin("test")
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		return app.Run(PluginArgs(append([]string{PluginName}, append(args, "--kubeconfig", "/nonexistent/kubeconfig")...)))
+	}
+	for _, verb := range []string{"start", "stop", "restart", "status", "migrate"} {
+		err := run(verb, "pod/x")
+		var ec cli.ExitCoder
+		if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.Contains(err.Error(), `argument "pod/x": pod is not a VM`) {
+			t.Errorf("%s pod/x: %v, want exit 2 before the kubeconfig is read", verb, err)
+		}
+	}
+	if err := run("wait", "pod/x", "--for=phase=Active"); err == nil || !strings.Contains(err.Error(), "pod is not a VM") {
+		t.Errorf("wait pod/x: %v, want it refused", err)
+	}
+	if err := run("status", "vm/x", "-nteam-b"); err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
+		t.Errorf("status vm/x -nteam-b: %v, want it to get as far as the kubeconfig", err)
+	}
+}
+
+// TestWriteStatus: status prints a field per line, its values aligned with spaces (no tab,
+// the empty conditions included), then the conditions as a table.
+func TestWriteStatus(t *testing.T) {
+	tests := map[string]struct {
+		status map[string]any
+		want   string
+	}{
+		"no conditions": {map[string]any{"phase": "Inactive", "reason": "Stopped"}, `Name:          vm1
+Namespace:     ns
+Run strategy:  Manual
+Phase:         Inactive
+Reason:        Stopped
+Message:       <none>
+Server:        <none>
+Node:          <none>
+IP:            <none>
+Disk:          <none>
+Conditions:    <none>
+`},
+		"conditions": {map[string]any{"phase": "Active", "reason": "ServerReady", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"},
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "ServerReady", "message": "up", "lastTransitionTime": "2026-06-01T10:00:00Z"}}}, `Name:          vm1
+Namespace:     ns
+Run strategy:  Manual
+Phase:         Active
+Reason:        ServerReady
+Message:       <none>
+Server:        vm1-server (Running)
+Node:          node-a
+IP:            10.0.0.7
+Disk:          <none>
+Conditions:
+  Type   Status  Reason       Message
+  Ready  True    ServerReady  up
+`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, _ := requestVM(t, "Manual", tc.status, nil)
+			node, ip := "", ""
+			if tc.status["server"] != nil {
+				node, ip = "node-a", "10.0.0.7"
+			}
+			var out bytes.Buffer
+			writeStatus(&out, vm, "ns", node, ip)
+			if out.String() != tc.want {
+				t.Errorf("got:\n%s\nwant:\n%s", out.String(), tc.want)
+			}
+		})
 	}
 }

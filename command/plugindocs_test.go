@@ -59,6 +59,18 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 			"changed while the verb looked at it, 5 times in a row; run it again", conflicting},
 		"no such VM": {runStrategiesDoc, `virtualmachine "x" not found in namespace "y"`, missing("x", "y", "v1alpha1", true)},
 
+		"bad input: another kind": {pluginBadInput,
+			`kubectl vm: argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`,
+			onStderr(func(*testing.T) (string, error) {
+				c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
+				return c.vmName("pod/x")
+			})},
+		"another kind": {runStrategiesDoc,
+			`kubectl vm: argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`,
+			onStderr(func(*testing.T) (string, error) {
+				c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
+				return c.vmName("pod/x")
+			})},
 		"bad input: no such VM": {pluginBadInput, `kubectl vm: virtualmachine "nope" not found in namespace "team-a"`,
 			onStderr(missing("nope", "team-a", "v1alpha1", true))},
 		"bad input: a version not served": {pluginBadInput,
@@ -107,6 +119,17 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 				defer cancel()
 				w, _ := parseFor("phase=Active")
 				return "", v.wait(ctx, "idle", w, "phase=Active", 3*time.Second)
+			}},
+		"bad input: wait for Inactive past its timeout, the server stopping": {pluginBadInput,
+			"timed out after 5s waiting for phase=Inactive of virtualmachine/test-vm; last seen: phase Inactive, but its server test-vm-server is still stopping (ServerStopping)",
+			func(t *testing.T) (string, error) {
+				v, _, _ := waitClient(t, map[string]any{"name": "test-vm"}, map[string]any{"phase": "Inactive", "reason": "ServerStopping",
+					"observedGeneration": int64(1), "server": map[string]any{"name": "test-vm-server", "id": "pod-uid", "state": "Running"}}, nil, nil)
+				// The message names --timeout, 5s; the test ends it sooner.
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				w, _ := parseFor("phase=Inactive")
+				return "", v.wait(ctx, "test-vm", w, "phase=Inactive", 5*time.Second)
 			}},
 		"bad input: wait may not watch": {pluginBadInput,
 			`cannot watch virtualmachine "x" in namespace "y": forbidden (<the API server's message>)`,

@@ -31,11 +31,11 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 			schema.AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
 		Flags: c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
-			v, err := c.connect(cc, version)
+			v, name, err := c.connect(cc, version)
 			if err != nil {
 				return err
 			}
-			return v.migrate(cc.Context, cc.Args().First())
+			return v.migrate(cc.Context, name)
 		}),
 	}
 }

@@ -99,7 +99,7 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 	case schema.RunHalted:
 		p := nested(f.Action, f.StrategyWord(schema.RunAlways))
 		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: nil}}
-		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name)}, nil
+		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name) + pausedNote(vm)}, nil
 	case schema.RunAlways:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
 	}
@@ -199,7 +199,7 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 	case schema.RunAlways:
 		p := nested(f.Action, f.StrategyWord(schema.RunHalted))
 		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: g}}
-		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s stopped: runStrategy Always -> Halted%s", name, note)}, nil
+		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s stopped: runStrategy Always -> Halted%s", name, note) + pausedNote(vm)}, nil
 	}
 	start, _ := pending(vm)
 	switch {
@@ -226,8 +226,9 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 	return verbResult{patch: annotations(kv), say: say + pausedNote(vm)}, nil
 }
 
-// pausedNote says, for a request written to a paused VM, that nothing happens until it is
-// resumed: the controller leaves a paused VM alone, its status included.
+// pausedNote says, for a write to a paused VM that changes what the controller will do (a
+// request, or a new run strategy), that nothing happens until it is resumed: the controller
+// leaves a paused VM alone, its status included.
 func pausedNote(vm schema.VirtualMachine) string {
 	if !vm.Paused() {
 		return ""
@@ -261,11 +262,11 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 // configuration to validate (the verb's own, which holds c).
 func runVerb(check validator, c *pluginConfig, version string, decide func(schema.VirtualMachine, schema.Fields, time.Time) (verbResult, error)) cli.ActionFunc {
 	return action(check, oneName, func(cc *cli.Context) error {
-		v, err := c.connect(cc, version)
+		v, name, err := c.connect(cc, version)
 		if err != nil {
 			return err
 		}
-		say, err := v.verb(cc.Context, cc.Args().First(), decide)
+		say, err := v.verb(cc.Context, name, decide)
 		if err != nil {
 			return err
 		}

@@ -126,8 +126,7 @@ func pausedStatus(st schema.Status) bool {
 // still run there).
 func (w waitFor) holds(st schema.Status) bool {
 	if w.phase != "" {
-		return st.Phase == w.phase && !(st.Phase == schema.PhaseInactive && (st.Reason == decision.ReasonStopping ||
-			st.Reason == decision.ReasonServerStopping || st.Reason == decision.ReasonNodeLost))
+		return st.Phase == w.phase && !serverLeft(st)
 	}
 	for _, c := range st.Conditions {
 		if strings.EqualFold(c.Type, w.condition) {
@@ -135,6 +134,14 @@ func (w waitFor) holds(st schema.Status) bool {
 		}
 	}
 	return false
+}
+
+// serverLeft reports whether st is phase Inactive with its server not gone yet: it shuts down
+// (Stopping under a stop request, ServerStopping under runStrategy Halted), or its node does
+// not answer (NodeLost: it may still run there).
+func serverLeft(st schema.Status) bool {
+	return st.Phase == schema.PhaseInactive && (st.Reason == decision.ReasonStopping ||
+		st.Reason == decision.ReasonServerStopping || st.Reason == decision.ReasonNodeLost)
 }
 
 // Validate checks --for and --timeout.
@@ -170,12 +177,12 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 			&cli.StringFlag{Name: "for", Usage: "what to wait for: phase=NAME (phase=Active), condition=TYPE (condition=Ready) or condition=TYPE=STATUS", Destination: &c.For},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout}),
 		Action: action(c, oneName, func(cc *cli.Context) error {
-			v, err := c.connect(cc, version)
+			v, name, err := c.connect(cc, version)
 			if err != nil {
 				return err
 			}
 			w, _ := parseFor(c.For)
-			return v.wait(cc.Context, cc.Args().First(), w, c.For, c.Timeout)
+			return v.wait(cc.Context, name, w, c.For, c.Timeout)
 		}),
 	}
 }
@@ -213,7 +220,7 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 		gone, err := v.watchUntil(ctx, name, rv, w, &last, &lastErr)
 		switch {
 		case err == nil && gone:
-			return false, cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last)), 1)
+			return false, cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last, w)), 1)
 		case err == nil:
 			return true, nil
 		case ctx.Err() != nil:
@@ -236,7 +243,7 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 		fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last.Status()))
 		return nil
 	case ctx.Err() != nil:
-		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last))
+		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last, w))
 		if lastErr != nil {
 			msg += fmt.Sprintf(" (last error: %v)", lastErr)
 		}
@@ -326,10 +333,23 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 }
 
 // lastSeen is the phase, reason and message of the VM's status, for wait's timeout, and
-// whether the status did not yet describe the VM as it is (waitFor.met).
-func lastSeen(vm schema.VirtualMachine) string {
+// whether the status did not yet describe the VM as it is (waitFor.met). A wait for phase
+// Inactive that saw that phase with the server not gone yet (serverLeft) says what it still
+// waits for: "phase Inactive" alone would read as the phase it asked for.
+func lastSeen(vm schema.VirtualMachine, w waitFor) string {
 	st := vm.Status()
 	s := describe(st)
+	if w.phase == schema.PhaseInactive && serverLeft(st) {
+		server := "its server"
+		if st.Server != nil && st.Server.Name != "" {
+			server += " " + st.Server.Name
+		}
+		if st.Reason == decision.ReasonNodeLost {
+			s = fmt.Sprintf("phase Inactive, but %s may still run: its node does not answer (%s)", server, st.Reason)
+		} else {
+			s = fmt.Sprintf("phase Inactive, but %s is still stopping (%s)", server, st.Reason)
+		}
+	}
 	if st.Message != "" {
 		s += ": " + st.Message
 	}
@@ -352,11 +372,10 @@ func statusCommand(c *pluginConfig, version string) *cli.Command {
 		Description: "Reads the VM, and its server's pod for the node and IP where the user may read pods.",
 		Flags:       c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
-			v, err := c.connect(cc, version)
+			v, name, err := c.connect(cc, version)
 			if err != nil {
 				return err
 			}
-			name := cc.Args().First()
 			_, vm, err := v.get(cc.Context, name)
 			if err != nil {
 				return err
@@ -409,11 +428,12 @@ func writeStatus(out io.Writer, vm schema.VirtualMachine, namespace, node, ip st
 	if st.ConsecutiveFailures > 0 {
 		line("Failures", fmt.Sprint(st.ConsecutiveFailures))
 	}
-	tw.Flush()
 	if len(st.Conditions) == 0 {
-		fmt.Fprintln(out, "Conditions:\t<none>")
+		line("Conditions", "") // aligned with the lines above
+		tw.Flush()
 		return
 	}
+	tw.Flush()
 	fmt.Fprintln(out, "Conditions:")
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  Type\tStatus\tReason\tMessage")

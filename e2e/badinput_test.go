@@ -77,7 +77,7 @@ func TestBadInputFlags(t *testing.T) {
 		"workers past 10000":     {[]string{"run", "--workers", "100000000"}, nil, "", 2, "--workers must be at most 10000, got 100000000"},
 		"manifests argument":     {[]string{"manifests", "extra"}, nil, "", 2, `manifests takes no arguments, got ["extra"] (see --help)`},
 		"check api version":      {[]string{"check", "--api-version", "v1"}, nil, "", 2, `api version "v1": want group/version, such as cloudnative.czs/v1alpha1`},
-		"kubeconfig not YAML":    {[]string{"run", "--kubeconfig", notYAML}, nil, "", 1, `kubeconfig: error loading config file "` + notYAML + `": yaml: line 1:`},
+		"kubeconfig not YAML":    {[]string{"run", "--kubeconfig", notYAML}, nil, "", 1, "kubeconfig " + notYAML + ": not a kubeconfig file (not YAML: line 1:"},
 		"no kubeconfig":          {[]string{"run"}, []string{"HOME=" + dir}, "", 1, "kubeconfig: invalid configuration: no configuration has been provided"},
 		"credentials refused":    {[]string{"run", "--kubeconfig", refused}, nil, "", 1, "refused the credentials (401 Unauthorized)"},
 		"check without a config": {[]string{"check"}, []string{"HOME=" + dir}, "", 1, "kubeconfig: invalid configuration: no configuration has been provided"},
