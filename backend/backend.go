@@ -166,6 +166,10 @@ type Server struct {
 	Node    string  // the host it was placed on (for pods: the node's name); "" until placed
 	IP      string  // its address (for pods: the pod IP); "" until it has one
 	Waiting Waiting // why a Pending server does not start, when the backend can tell; zero otherwise
+	// NodeGone, on a Lost server, says its host is gone, not only silent (for pods: the Node
+	// object is deleted): nothing is left to delete for it, and the server goes by itself
+	// (for pods: the pod garbage collector deletes the pods bound to a node that does not exist).
+	NodeGone bool
 
 	// Whether it is being taken away (budget.go, the eviction strategies): Cordoned, that
 	// its host takes no new servers (for pods: the node is unschedulable, as a drain leaves

@@ -26,11 +26,12 @@ type serverYAML struct {
 	Deleting bool          `yaml:"deleting"`
 	Since    string        `yaml:"since"` // how long before now it entered its state, such as 15s
 	Spec     specYAML      `yaml:"spec"`
-	Resize   resizeYAML    `yaml:"resize"`  // a resize under way, if any
-	Disk     string        `yaml:"disk"`    // the VM's disk it mounts, if any
-	Node     string        `yaml:"node"`    // the host it runs on, if placed
-	IP       string        `yaml:"ip"`      // its address, if it has one
-	Waiting  waitingYAML   `yaml:"waiting"` // why a pending server waits, if it says
+	Resize   resizeYAML    `yaml:"resize"`   // a resize under way, if any
+	Disk     string        `yaml:"disk"`     // the VM's disk it mounts, if any
+	Node     string        `yaml:"node"`     // the host it runs on, if placed
+	NodeGone bool          `yaml:"nodeGone"` // its host is gone, not only silent (backend.Server.NodeGone)
+	IP       string        `yaml:"ip"`       // its address, if it has one
+	Waiting  waitingYAML   `yaml:"waiting"`  // why a pending server waits, if it says
 	// Whether it is being evicted (backend.Server's Cordoned and Disruption).
 	Cordoned   bool                `yaml:"cordoned"`
 	Disruption *backend.Disruption `yaml:"disruption"`
@@ -151,7 +152,7 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
 		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != "", Restart: s.Spec.Restart}, Disk: s.Disk,
-		Node: s.Node, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption, Lingers: s.Lingers}
+		Node: s.Node, NodeGone: s.NodeGone, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption, Lingers: s.Lingers}
 	if d := s.Disruption; d != nil && d.Reason == "" {
 		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")
 	}

@@ -416,7 +416,7 @@ func (p *cachedPod) observed(nodeReady func(name string) (ready bool, known bool
 	node := p.node.String()
 	if (s.State == backend.StateReady || s.State == backend.StateStarting || s.State == backend.StatePending && s.Deleting) && nodeReady != nil && node != "" {
 		if ready, known := nodeReady(node); !known {
-			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is gone", node)
+			s.State, s.Message, s.NodeGone = backend.StateLost, fmt.Sprintf("node %s is gone", node), true
 		} else if !ready {
 			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is not ready", node)
 		}

@@ -162,6 +162,9 @@ type decision struct {
 	// diskClass, if set, says the storage class the spec names does not apply to the disk
 	// (disk.go: classChange); kstatus.go makes it Stalled's.
 	diskClass *lifecycleCondition
+	// diskGoing, if set, says the VM's own disk, bound, is being deleted by someone else
+	// while a server holds it (disk.go: diskDeleting); kstatus.go makes it Stalled's.
+	diskGoing *lifecycleCondition
 	// refusal: the plan of a backend's refusal (Rejected, ResizeRefused, DiskRejected),
 	// made without the disk: the status keeps what it says of the disk. ServerRejected,
 	// given the disk, decides on it (refusedOn).
@@ -1178,7 +1181,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration, reason)
 	d.stoppedMigration(st, reason)
 	st.Conditions = d.kstatus(st)
-	d.classChangeEvent(*st)
+	d.stalledDiskEvent(*st)
 
 	if st.SameAs(d.current) || d.onTheWay(*st) || d.placedOnly(*st) {
 		d.plan.Status = nil

@@ -147,8 +147,13 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 		if want.StorageClass != "" {
 			class = "storage class " + want.StorageClass
 		}
-		d.plan.Disk = &DiskAction{Op: CreateDisk, Spec: &want, Event: Event{Type: EventNormal, Reason: ReasonCreatingDisk,
-			Message: fmt.Sprintf("Creating a root disk of %s in %s", want.Size.String(), class)}}
+		ev := Event{Type: EventNormal, Reason: ReasonCreatingDisk, Message: fmt.Sprintf("Creating a root disk of %s in %s", want.Size.String(), class)}
+		if had := d.hadDisk(); had != nil {
+			ev = Event{Type: EventWarning, Reason: ReasonDiskRecreated, Message: fmt.Sprintf(
+				"Creating a new, empty root disk of %s in %s: disk %s (%s), which the VM had, was deleted, not by the controller; its data is not on the new disk",
+				want.Size.String(), class, had.ClaimName, had.Capacity)}
+		}
+		d.plan.Disk = &DiskAction{Op: CreateDisk, Spec: &want, Event: ev}
 		// As the backend will show it: being bound, of the size asked, its name filled in by
 		// the apply step (Plan.CreatedDisk).
 		d.disk = &backend.Disk{Phase: backend.DiskPending, Requested: want.Size, StorageClass: want.StorageClass, Owner: owner(want)}
@@ -179,11 +184,48 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 		return d.firstServer(), true
 	case seen.Deleting:
 		d.diskWait = fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", seen.Name)
+		d.diskDeleting()
 		return false, true
 	}
 	d.keepDisk(spec)
 	d.classChange(spec)
 	return d.firstServer(), true
+}
+
+// hadDisk is the disk the current status reports the VM had, bound, when the VM has no disk
+// now: one that held data, and that someone else deleted, since the controller deletes a VM's
+// disk only with the VM. nil when the status reports none (a new VM, or one whose status an
+// earlier release wrote without a disk), or one never bound: the disk of a class change that
+// the user deleted as the status said (classChange), which held no data, or one whose volume
+// was lost (its data gone before the claim).
+func (d *decision) hadDisk() *schema.RootDiskStatus {
+	had := d.current.RootDisk
+	if had == nil || had.ClaimName == "" || had.Capacity == "" || had.Phase != string(backend.DiskBound) {
+		return nil
+	}
+	return had
+}
+
+// diskDeleting says, for a VM that is to run, when its own disk, bound, is being deleted while
+// a server holds it (for claims: the claim's protection keeps it until no pod uses it). The
+// controller deletes a VM's disk only with the VM, so someone else deleted it; a deletion
+// cannot be taken back, and once the server goes (a restart, a spec change, a failure, the node)
+// the disk goes with its data, and the next server gets a new, empty one. Only a person can
+// keep the data, by keeping the volume behind the claim, so the VM is Stalled with what to do,
+// and a Warning says it once (stalledDiskEvent); the server runs on meanwhile, and the VM
+// stays Active while it does. A disk not bound holds no data of the VM's (a class change's,
+// deleted as the status said), and one without a server goes at once: neither says more than
+// WaitingForDisk, and the new disk's Event says the data went (hadDisk).
+func (d *decision) diskDeleting() {
+	disk := d.seenDisk
+	if d.srv == nil || disk.Phase != backend.DiskBound {
+		return
+	}
+	d.diskGoing = &lifecycleCondition{ReasonDiskDeleting, fmt.Sprintf(
+		"Disk %s is being deleted, not by the controller: server %s holds it while it exists, and once no server uses it the disk and its data are gone; "+
+			"the next server gets a new, empty disk. A deleted claim cannot be brought back; to keep its volume and data, set its PersistentVolume's reclaim policy to Retain "+
+			"before the server stops: kubectl patch pv $(kubectl get pvc %s -n %s -o jsonpath='{.spec.volumeName}') -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'",
+		disk.Name, d.srv.Name, disk.Name, d.vm.Namespace())}
 }
 
 // classChange says, for a VM that is to run, when the spec names a storage class other than
@@ -222,17 +264,18 @@ func (d *decision) classChange(spec schema.Spec) {
 	d.diskClass = &lifecycleCondition{ReasonDiskClassChangeRefused, msg}
 }
 
-// classChangeEvent adds the Warning of a class change that does not apply (classChange) to the
-// disk's Events when st, the status being written, turns Stalled for it.
-func (d *decision) classChangeEvent(st schema.Status) {
+// stalledDiskEvent adds the Warning of a class change that does not apply (classChange), or
+// of a disk someone else deletes (diskDeleting), to the disk's Events when st, the status being
+// written, turns Stalled for it.
+func (d *decision) stalledDiskEvent(st schema.Status) {
 	c := st.Condition(schema.ConditionStalled)
-	if c == nil || c.Reason != ReasonDiskClassChangeRefused {
+	if c == nil || c.Reason != ReasonDiskClassChangeRefused && c.Reason != ReasonDiskDeleting {
 		return
 	}
 	if was := d.current.Condition(schema.ConditionStalled); was != nil && was.Reason == c.Reason {
 		return
 	}
-	d.diskEvents = append(d.diskEvents, Event{Type: EventWarning, Reason: ReasonDiskClassChangeRefused, Message: c.Message})
+	d.diskEvents = append(d.diskEvents, Event{Type: EventWarning, Reason: c.Reason, Message: c.Message})
 }
 
 // firstServer reports whether a VM without a server may have one made on the disk the plan

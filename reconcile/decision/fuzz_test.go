@@ -405,6 +405,11 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 			spec.StorageClass == disk.StorageClass || plan.Disk != nil && plan.Disk.Op == decision.DeleteDisk) {
 		fail("Stalled %s for a disk of the spec's class, or none of the VM's", c.Reason)
 	}
+	// A disk deleted by someone else is the VM's own, bound, held by a server.
+	if c := st.Condition(schema.ConditionStalled); c != nil && c.Reason == decision.ReasonDiskDeleting &&
+		(!claims || disk == nil || !disk.Owner.Mine() || !disk.Deleting || disk.Phase != backend.DiskBound || srv == nil || vm.Deleting()) {
+		fail("Stalled %s without a bound disk of the VM's being deleted under a server", c.Reason)
+	}
 
 	// Resizing follows a resize of a running server that stays; RestartRequired, under
 	// --resize manual, a server kept as it is. Never both.
@@ -628,6 +633,12 @@ func checkDisk(fail func(string, ...any), claims bool, vm schema.VirtualMachine,
 	switch {
 	case a.Op == decision.RecordDiskKind && a.Event != (decision.Event{}):
 		fail("an Event for recording the disk's kind, which changes nothing the VM's owner sees: %+v", a.Event)
+	case a.Op == decision.CreateDisk && a.Event.Reason == decision.ReasonDiskRecreated:
+		// A Warning: the disk the status reports, bound, went without the controller.
+		had := vm.Status().RootDisk
+		if a.Event.Type != corev1.EventTypeWarning || a.Event.Message == "" || had == nil || had.Phase != string(backend.DiskBound) || had.Capacity == "" {
+			fail("%s without a bound disk the status reports: %+v", a.Event.Reason, a.Event)
+		}
 	case a.Op != decision.RecordDiskKind && (a.Event.Reason == "" || a.Event.Message == "" || a.Event.Type != corev1.EventTypeNormal):
 		fail("disk action without a proper event: %+v", a.Event)
 	}
@@ -703,8 +714,8 @@ func keptBy(vm schema.VirtualMachine, spec schema.Spec, disk *backend.Disk) bool
 // diskEvents checks the Events of the DiskResizing condition's changes in evs (a Warning when
 // it turns to a refusal, the storage's, the class's or of a shrink, with the condition's
 // message; DiskResized when a growth ends with the disk at its size), and the Warning of a
-// storage class that does not apply to the disk (with Stalled turning to it), and returns the
-// other events.
+// storage class that does not apply to the disk or of a disk someone else deletes (with Stalled
+// turning to it), and returns the other events.
 func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Status, disk *backend.Disk, evs []decision.Event) []decision.Event {
 	was, now := current.Condition(schema.ConditionDiskResizing), st.Condition(schema.ConditionDiskResizing)
 	var rest []decision.Event
@@ -718,7 +729,7 @@ func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Sta
 			if e.Type != corev1.EventTypeNormal || now != nil || was == nil || disk == nil || !disk.GrowthDone() {
 				fail("event %+v without a growth done and its DiskResizing condition going away", e)
 			}
-		case decision.ReasonDiskClassChangeRefused:
+		case decision.ReasonDiskClassChangeRefused, decision.ReasonDiskDeleting:
 			stalled, before := st.Condition(schema.ConditionStalled), current.Condition(schema.ConditionStalled)
 			if e.Type != corev1.EventTypeWarning || stalled == nil || stalled.Reason != e.Reason || stalled.Message != e.Message ||
 				before != nil && before.Reason == e.Reason {

@@ -15,8 +15,9 @@ import (
 // What each status means (docs/reference/phases-reasons-events.md, "kstatus"):
 //   - Stalled: an invalid spec, a server or disk the backend refused, a disk of the VM's name
 //     that is another's, a disk that cannot take the size asked for or the storage class the
-//     spec names (DiskClassChangeRefused), and a server stuck for longer than
-//     --stalled-after (stuck.go).
+//     spec names (DiskClassChangeRefused), the VM's bound disk deleted by someone else while
+//     a server holds it (DiskDeleting), and a server stuck for longer than --stalled-after
+//     (stuck.go).
 //   - Reconciling: a server being created, started, replaced or stopped (on request too), a
 //     failed one to be replaced after its backoff (runStrategy Always, RerunOnFailure), the VM being deleted, a resize in place or a disk's growth
 //     under way.
@@ -81,6 +82,8 @@ func (d *decision) progress(st *schema.Status) (reconciling, stalled *lifecycleC
 		return nil, d.stalled
 	case stalledReasons[st.Reason]:
 		return nil, phase
+	case d.diskGoing != nil:
+		return nil, d.diskGoing // the disk's data goes unless a person keeps its volume
 	case d.diskResizing != nil && diskRefusals[d.diskResizing.reason]:
 		return nil, d.diskResizing
 	case d.diskClass != nil:

@@ -52,7 +52,10 @@ func (d *decision) lostFor(phase schema.Phase, srv *backend.Server, stop string)
 	if srv.Node != "" {
 		msg = fmt.Sprintf("Server %s: its node %s does not answer", srv.Name, srv.Node)
 	}
-	if srv.Message != "" {
+	switch {
+	case srv.NodeGone && srv.Node != "":
+		msg = fmt.Sprintf("Server %s: its node %s is gone", srv.Name, srv.Node) // the backend's message says no more
+	case srv.Message != "":
 		msg += " (" + srv.Message + ")"
 	}
 	then := "a new server then starts on another node with the same disk"
@@ -72,9 +75,16 @@ func (d *decision) lostFor(phase schema.Phase, srv *backend.Server, stop string)
 		msg += "; it may still run there with its disk attached, and its deletion, which the VM's removal waits for, cannot finish while the node does not answer."
 		then = "the VM is then removed"
 	}
-	if srv.Node != "" {
+	switch {
+	case srv.NodeGone:
+		// Deleted already: the pod garbage collector deletes the pods of a node that does not
+		// exist, within a minute or so; telling the user to delete the node would send them
+		// after nothing.
+		msg += fmt.Sprintf(" The node is deleted: the pod garbage collector deletes server %s shortly (or force-delete it now: kubectl delete pod %s -n %s --grace-period=0 --force);",
+			srv.Name, srv.Name, d.vm.Namespace())
+	case srv.Node != "":
 		msg += fmt.Sprintf(" If the node is down for good: kubectl delete node %s (or force-delete server %s);", srv.Node, srv.Name)
-	} else {
+	default:
 		msg += fmt.Sprintf(" If its node is down for good: force-delete server %s;", srv.Name)
 	}
 	msg += " " + then

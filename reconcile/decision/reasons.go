@@ -81,6 +81,12 @@ const (
 	// Reason of Stalled, and a Warning Event when it begins: the spec names another storage
 	// class than the one the disk was made in, which a disk never changes (diskClass).
 	ReasonDiskClassChangeRefused = "DiskClassChangeRefused"
+	// Reason of Stalled, and a Warning Event when it begins: the VM's own disk, bound, is
+	// being deleted, not by the controller, while a server holds it (diskGoing).
+	ReasonDiskDeleting = "DiskDeleting"
+	// Event only (Warning): the disk the VM had, bound, was deleted, not by the controller,
+	// and a new, empty one is created in its place.
+	ReasonDiskRecreated = "DiskRecreated"
 )
 
 // Reasons of a paused VM (paused.go): of the Paused condition, and of its Events.
