@@ -154,7 +154,11 @@ func TestServerOf(t *testing.T) {
 			if s.State != tc.state || !strings.Contains(s.Message, strings.Trim(tc.message, "^$")) || s.ID != "pod-uid" || s.Detail != string(tc.status.Phase) || s.Deleting != tc.deleted {
 				t.Errorf("got %+v", s)
 			}
+			if gone := strings.Contains(tc.message, "is gone"); s.NodeGone != gone {
+				t.Errorf("NodeGone = %t, want %t", s.NodeGone, gone)
+			}
 			if name == "failed" && !s.Since.Equal(finished.Time) {
+
 				t.Errorf("Since = %v, want the container's finish time %v", s.Since, finished)
 			}
 		})
