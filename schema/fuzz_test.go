@@ -289,11 +289,9 @@ type quantityRule struct {
 	bytes bool
 }
 
-var quantityRules = map[bool]quantityRule{false: {"1m", false}, true: {"1", true}}
-
 // rulesOf maps each quantity path of f to its rule.
 func rulesOf(f Fields) map[string]quantityRule {
-	return map[string]quantityRule{f.CPU: quantityRules[false], f.Memory: quantityRules[true], f.RootDisk: quantityRules[true]}
+	return map[string]quantityRule{f.CPU: {"1m", false}, f.Memory: {MinMemory, true}, f.RootDisk: {"1", true}}
 }
 
 // tooLarge tells whether q is beyond what the resource model holds. Quantities with huge
@@ -312,12 +310,14 @@ func (r quantityRule) tooLarge(q resource.Quantity) bool {
 	}
 }
 
-// tooSmall tells whether q is below the rule's minimum (all minimums are at least 1m).
+// tooSmall tells whether q is below the rule's minimum. Quantities far from it either way are
+// compared as floats: comparing one with a huge exponent exactly takes seconds.
 func (r quantityRule) tooSmall(q resource.Quantity) bool {
-	if f := q.AsApproximateFloat64(); f < 1e-4 || f > 10 {
-		return f < 1e-4
+	m := resource.MustParse(r.min)
+	if f, min := q.AsApproximateFloat64(), m.AsApproximateFloat64(); f < min/2 || f > min*2 {
+		return f < min/2
 	}
-	return q.Cmp(resource.MustParse(r.min)) < 0
+	return q.Cmp(m) < 0
 }
 
 // valid tells whether text is a quantity this field takes.

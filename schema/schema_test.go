@@ -229,7 +229,7 @@ func TestSpecValid(t *testing.T) {
 		"strings":        {`{"action":"inactive","resource":{"cpu":"500m","memory":"512Mi","rootDisk":"10Gi"}}`, "500m", "512Mi", "10Gi", RunHalted, "", ""},
 		"decimal cpu":    {`{"action":"active","resource":{"cpu":0.5,"memory":"1Gi","rootDisk":"1Gi"}}`, "500m", "1Gi", "1Gi", RunAlways, "", ""},
 		"exponent":       {`{"action":"active","resource":{"cpu":"1e-1","memory":"1e9","rootDisk":"1E"}}`, "100e-3", "1e9", "1E", RunAlways, "", ""},
-		"smallest valid": {`{"action":"active","resource":{"cpu":"1m","memory":1,"rootDisk":1}}`, "1m", "1", "1", RunAlways, "", ""},
+		"smallest valid": {`{"action":"active","resource":{"cpu":"1m","memory":1048576,"rootDisk":1}}`, "1m", "1048576", "1", RunAlways, "", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -254,6 +254,39 @@ func TestSpecValid(t *testing.T) {
 				t.Errorf("got %s %s %s %s %q %s", s.CPU.String(), s.Memory.String(), s.RootDisk.String(), s.RunStrategy, s.StorageClass, s.ReclaimPolicy)
 			}
 		})
+	}
+}
+
+// TestSpecMemoryMinimum: memory below MinMemory is refused, and memory written without a unit
+// (bytes) is told to be bytes, with the size most likely meant; at or above it, in any form, it
+// is accepted.
+func TestSpecMemoryMinimum(t *testing.T) {
+	f := builtin(t, "v1alpha1")
+	for memory, want := range map[string]string{
+		`"512"`:    `spec.resource.memory: Invalid value: "512": must be at least 1Mi; 512 is 512 bytes: did you mean 512Mi?`,
+		`512`:      `spec.resource.memory: Invalid value: "512": must be at least 1Mi; 512 is 512 bytes: did you mean 512Mi?`,
+		`1048575`:  `spec.resource.memory: Invalid value: "1048575": must be at least 1Mi; 1048575 is 1048575 bytes: did you mean 1048575Mi?`,
+		`"1000Ki"`: `spec.resource.memory: Invalid value: "1000Ki": must be at least 1Mi`,
+		`"1M"`:     `spec.resource.memory: Invalid value: "1M": must be at least 1Mi`,
+		`"1e3"`:    `spec.resource.memory: Invalid value: "1e3": must be at least 1Mi`,
+		`"100m"`:   `spec.resource.memory: Invalid value: "100m": must be at least 1Mi`,
+		`1048576`:  "",
+		`"1Mi"`:    "",
+		`"1024Ki"`: "",
+		`"16Mi"`:   "",
+	} {
+		vm, err := Parse([]byte(`{"spec":{"action":"active","resource":{"cpu":1,"memory":`+memory+`,"rootDisk":"1Gi"}}}`), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, errs := vm.Spec()
+		got := ""
+		if len(errs) > 0 {
+			got = errs.ToAggregate().Error()
+		}
+		if got != want {
+			t.Errorf("memory %s: got %q, want %q", memory, got, want)
+		}
 	}
 }
 

@@ -78,7 +78,7 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 	if s.CPU, err = quantity(f.CPU, v[1], "1m", false); err != nil {
 		errs = append(errs, err)
 	}
-	if s.Memory, err = quantity(f.Memory, v[2], "1", true); err != nil {
+	if s.Memory, err = quantity(f.Memory, v[2], MinMemory, true); err != nil {
 		errs = append(errs, err)
 	}
 	if s.RootDisk, err = quantity(f.RootDisk, v[3], "1", true); err != nil {
@@ -127,7 +127,8 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 
 // quantity reads a resource.Quantity, the value v at path, written either as a JSON number (2)
 // or a string ("500m"), and requires it to be at least min; bytes quantities must also be
-// whole numbers.
+// whole numbers. A bytes quantity below min written without a unit is most likely a unit
+// forgotten, and the refusal says what it is and what was probably meant.
 func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resource.Quantity, *field.Error) {
 	fp := func() *field.Path { return fieldPath(path) } // for an error only: most quantities are valid
 	var text string
@@ -164,13 +165,26 @@ func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resourc
 		return resource.Quantity{}, field.Invalid(fp(), text, "must be at most "+limit)
 	}
 	if m := resource.MustParse(min); q.Cmp(m) < 0 {
-		return resource.Quantity{}, field.Invalid(fp(), text, fmt.Sprintf("must be at least %s", min))
+		why := "must be at least " + min
+		if wholeBytes && strings.Trim(text, "0123456789") == "" { // a number without a unit: bytes
+			why += fmt.Sprintf("; %s is %s bytes: did you mean %sMi?", text, text, text)
+		}
+		return resource.Quantity{}, field.Invalid(fp(), text, why)
 	}
 	if wholeBytes && resource.NewQuantity(q.Value(), q.Format).Cmp(q) != 0 {
 		return resource.Quantity{}, field.Invalid(fp(), text, "must be a whole number of bytes")
 	}
 	return q, nil
 }
+
+// MinMemory is the least memory a VM may ask for. No guest runs in less than a mebibyte: a
+// kernel alone takes several, and the server is a container whose memory limit this is,
+// which container runtimes refuse below a few megabytes (Docker's least is 6MB). The bound
+// is kept that low so that it judges no small guest a user might run (the project's own
+// tests use 16Mi), and it catches the common slip, a number without a unit, which is bytes:
+// "512" is 512 bytes, and a VM of that size could never start. Without the bound the
+// controller would create such a server, or resize a running one down to it.
+const MinMemory = "1Mi"
 
 // The bounds on a quantity's text before it is parsed (unreadable). Admission's pattern lets
 // through an exponent of any length, which apimachinery reads into an int32: "1e4294967297"
