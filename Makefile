@@ -31,7 +31,7 @@ help:
 	@echo 'make build          build bin/vm-controller and the kubectl plugin bin/kubectl-vm (the same binary)'
 	@echo 'make image          build the container image into bin/image/ (no Docker daemon needed; IMAGE_ARCHS=amd64 for one)'
 	@echo 'make release        build linux and darwin, amd64 and arm64 binaries (and kubectl-vm, the plugin) with sha256 checksums into dist/'
-	@echo 'make run            local cluster + CRD + example VMs, then the controller in the foreground (ARGS=... for more flags)'
+	@echo 'make run            local cluster + CRD (+ example VMs with a new CRD), then the controller in the foreground (ARGS=... for more flags)'
 
 tools:
 	cluster/cluster.sh build

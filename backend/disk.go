@@ -63,7 +63,7 @@ type Disks interface {
 // not labelled for the VM, or controlled by another object. It is an ErrRejected: the VM is
 // marked Failed and asked for again at the pace of refusals, and the disk is never taken
 // over. Its text says what to do about the disk, which the error wrapping it names last:
-// "claim x exists and is not this VM's: delete or rename it, or give the VM another name;
+// "claim x exists and is not this VM's: delete it (its data with it) or give the VM another name;
 // ...", the status message of a DiskConflict.
 var ErrDiskConflict error = diskConflict{}
 
@@ -72,7 +72,7 @@ var ErrDiskConflict error = diskConflict{}
 type diskConflict struct{}
 
 func (diskConflict) Error() string {
-	return "delete or rename it, or give the VM another name; the controller never takes it over"
+	return "delete it (its data with it) or give the VM another name; the controller never takes it over"
 }
 
 func (diskConflict) Unwrap() error { return ErrRejected }

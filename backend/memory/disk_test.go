@@ -85,9 +85,9 @@ func TestDisks(t *testing.T) {
 		{"another's", func() (*backend.Disk, error) {
 			b.SetDisk(vm, &backend.Disk{Name: "vm-rootdisk", ID: "x", Phase: backend.DiskBound, Owner: backend.DiskOther})
 			return b.CreateDisk(ctx, vm, size("40G"))
-		}, `x Other Bound 0/0  "" grow=false del=false`, "disk vm-rootdisk exists and is not this VM's: delete or rename it, or give the VM another name; the controller never takes it over"},
+		}, `x Other Bound 0/0  "" grow=false del=false`, "disk vm-rootdisk exists and is not this VM's: delete it (its data with it) or give the VM another name; the controller never takes it over"},
 		{"another's not updated", func() (*backend.Disk, error) { return b.UpdateDisk(ctx, vm, observed(b, vm), size("40G")) },
-			`x Other Bound 0/0  "" grow=false del=false`, "disk vm-rootdisk is not this VM's: delete or rename it, or give the VM another name; the controller never takes it over"},
+			`x Other Bound 0/0  "" grow=false del=false`, "disk vm-rootdisk is not this VM's: delete it (its data with it) or give the VM another name; the controller never takes it over"},
 		{"another's not deleted", func() (*backend.Disk, error) { d, _ := b.ObserveDisk(vm); return nil, b.DeleteDisk(ctx, vm, d) },
 			`x Other Bound 0/0  "" grow=false del=false`, ""},
 		{"unowned adopted", func() (*backend.Disk, error) {

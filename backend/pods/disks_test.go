@@ -271,7 +271,7 @@ func TestDisksAdoptAndConflict(t *testing.T) {
 	}
 	// The message of the VM's status (DiskConflict), after "The disk was refused: ".
 	if want := "claim b-rootdisk exists and is not this VM's (another object owns it, it is not labelled for this VM, " +
-		"or it was kept for another kind of resource): delete or rename it, or give the VM another name; the controller never takes it over"; err == nil || err.Error() != want {
+		"or it was kept for another kind of resource): delete it (its data with it) or give the VM another name; the controller never takes it over"; err == nil || err.Error() != want {
 		t.Errorf("create over a claim the VM does not own: %v\nwant the message %s", err, want)
 	}
 	if f, _ := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "b-rootdisk", metav1.GetOptions{}); len(f.Labels) != 0 || len(f.OwnerReferences) != 0 {

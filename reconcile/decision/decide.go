@@ -1182,6 +1182,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	d.stoppedMigration(st, reason)
 	st.Conditions = d.kstatus(st)
 	d.stalledDiskEvent(*st)
+	d.diskGoneEvent(*st)
 
 	if st.SameAs(d.current) || d.onTheWay(*st) || d.placedOnly(*st) {
 		d.plan.Status = nil

@@ -206,6 +206,23 @@ func (d *decision) hadDisk() *schema.RootDiskStatus {
 	return had
 }
 
+// diskGoneEvent adds a Warning to the disk's Events when st, the status being written under
+// claim, no longer reports the disk the current status reports the VM had, bound (hadDisk),
+// and no disk of its name is left, while the VM is not being deleted and the plan makes no
+// disk in its place (whose Event says the same: DiskRecreated). The controller deletes a VM's
+// disk only with the VM, so someone else deleted it; without a server to hold it (a stopped
+// VM) it went at once, and the status only dropped it: the owner learns of the loss now, not
+// from a Normal CreatingDisk at the next start.
+func (d *decision) diskGoneEvent(st schema.Status) {
+	had := d.hadDisk()
+	if !d.claims || had == nil || st.RootDisk != nil || d.seenDisk != nil || d.vm.Deleting() || d.plan.Disk != nil {
+		return
+	}
+	d.diskEvents = append(d.diskEvents, Event{Type: EventWarning, Reason: ReasonDiskDeleted, Message: fmt.Sprintf(
+		"Disk %s (%s), which the VM had, was deleted, not by the controller: its data is gone, and the VM's next server gets a new, empty disk",
+		had.ClaimName, had.Capacity)})
+}
+
 // diskDeleting says, for a VM that is to run, when its own disk, bound, is being deleted while
 // a server holds it (for claims: the claim's protection keeps it until no pod uses it). The
 // controller deletes a VM's disk only with the VM, so someone else deleted it; a deletion
@@ -443,7 +460,7 @@ func (d *decision) diskCondition(want resource.Quantity) {
 func (d *decision) conflict() {
 	seen := d.seenDisk
 	d.report(schema.PhaseFailed, ReasonDiskConflict,
-		fmt.Sprintf("Disk %s exists and is not this VM's (another object owns it, it is not labelled for this VM, or it was kept for another kind of resource): rename or remove it; the controller never takes it over",
+		fmt.Sprintf("Disk %s exists and is not this VM's (another object owns it, it is not labelled for this VM, or it was kept for another kind of resource): delete it (its data with it) or give the VM another name; the controller never takes it over",
 			seen.Name), d.srv)
 	d.plan.RequeueAfter = Duration(RejectedRetry)
 }

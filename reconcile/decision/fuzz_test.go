@@ -715,7 +715,8 @@ func keptBy(vm schema.VirtualMachine, spec schema.Spec, disk *backend.Disk) bool
 // it turns to a refusal, the storage's, the class's or of a shrink, with the condition's
 // message; DiskResized when a growth ends with the disk at its size), and the Warning of a
 // storage class that does not apply to the disk or of a disk someone else deletes (with Stalled
-// turning to it), and returns the other events.
+// turning to it), the Warning of a bound disk found gone (DiskDeleted: the status drops it, and
+// no disk is left), and returns the other events.
 func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Status, disk *backend.Disk, evs []decision.Event) []decision.Event {
 	was, now := current.Condition(schema.ConditionDiskResizing), st.Condition(schema.ConditionDiskResizing)
 	var rest []decision.Event
@@ -728,6 +729,12 @@ func diskEvents(fail func(string, ...any), current schema.Status, st *schema.Sta
 		case decision.ReasonDiskResized:
 			if e.Type != corev1.EventTypeNormal || now != nil || was == nil || disk == nil || !disk.GrowthDone() {
 				fail("event %+v without a growth done and its DiskResizing condition going away", e)
+			}
+		case decision.ReasonDiskDeleted:
+			had := current.RootDisk
+			if e.Type != corev1.EventTypeWarning || disk != nil || st.RootDisk != nil || had == nil || had.Phase != string(backend.DiskBound) ||
+				had.Capacity == "" || !strings.Contains(e.Message, had.ClaimName) {
+				fail("event %+v without the status dropping a disk it reported bound, and none left", e)
 			}
 		case decision.ReasonDiskClassChangeRefused, decision.ReasonDiskDeleting:
 			stalled, before := st.Condition(schema.ConditionStalled), current.Condition(schema.ConditionStalled)

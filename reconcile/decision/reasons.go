@@ -87,6 +87,9 @@ const (
 	// Event only (Warning): the disk the VM had, bound, was deleted, not by the controller,
 	// and a new, empty one is created in its place.
 	ReasonDiskRecreated = "DiskRecreated"
+	// Event only (Warning): the disk the VM had, bound, was deleted, not by the controller,
+	// while no server held it (a stopped VM): the next server gets a new, empty one.
+	ReasonDiskDeleted = "DiskDeleted"
 )
 
 // Reasons of a paused VM (paused.go): of the Paused condition, and of its Events.
