@@ -2,6 +2,7 @@ package crds
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -195,4 +196,50 @@ func celValidator(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, v
 	}
 	t.Fatalf("the CRD has no version %s", version)
 	return nil, nil
+}
+
+// TestQuantityExponentBounded: every quantity field of every version's spec refuses, at
+// admission, an exponent beyond three digits (the status's are the controller's to write). The CRD's rules compare rootDisk's quantities exactly, and the
+// API server's comparison of 1e99999999 with another quantity takes most of a minute of its CPU
+// for one request; the controller refuses an exponent beyond 200 either way (schema), so
+// nothing a VM can use is lost.
+func TestQuantityExponentBounded(t *testing.T) {
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{webhookCRDForTest(t)} {
+		for _, v := range crd.Spec.Versions {
+			var patterns []string
+			var walk func(path string, p apiextensionsv1.JSONSchemaProps)
+			walk = func(path string, p apiextensionsv1.JSONSchemaProps) {
+				if p.XIntOrString {
+					if p.Pattern == "" {
+						t.Errorf("%s: %s takes any text", v.Name, path)
+					}
+					patterns = append(patterns, path+" "+p.Pattern)
+				}
+				for name, c := range p.Properties {
+					walk(path+"."+name, c)
+				}
+				if p.Items != nil && p.Items.Schema != nil {
+					walk(path+"[]", *p.Items.Schema)
+				}
+			}
+			walk("spec", v.Schema.OpenAPIV3Schema.Properties["spec"])
+			if len(patterns) < 3 {
+				t.Fatalf("%s: %d quantity fields (%v), want cpu, memory and rootDisk at least", v.Name, len(patterns), patterns)
+			}
+			for _, pp := range patterns {
+				path, pattern, _ := strings.Cut(pp, " ")
+				re := regexp.MustCompile(pattern)
+				for _, ok := range []string{"1", "500m", "1.5Gi", "1e3", "1E-3", "5e+100", "2e200"} {
+					if !re.MatchString(ok) {
+						t.Errorf("%s %s: %q refused, want it taken", v.Name, path, ok)
+					}
+				}
+				for _, bad := range []string{"1e99999999", "1e-99999999", "1e1000", "1e1.5"} {
+					if re.MatchString(bad) {
+						t.Errorf("%s %s: %q taken, want it refused at admission", v.Name, path, bad)
+					}
+				}
+			}
+		}
+	}
 }

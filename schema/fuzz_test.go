@@ -502,7 +502,7 @@ func mustJSON(t *testing.T, v any) string {
 // from the text a server is made with.
 func FuzzQuantity(f *testing.F) {
 	for _, s := range []string{"2", "500m", "1m", "0.9m", "0", "-1", "+1", "1Ki", "0.5Ki", "1.5", "1e-3", "1P", "9223372036854775807m", ".5", "5.", "1e", "Ki", "1 Gi", "١", "0x10", "1_000",
-		"1e-99999999", "1e2147483648", "1e4294967297", "1e200", "1e201", "1E", "1Ei", "1e+3", "1E-3"} {
+		"1e-99999999", "1e2147483648", "1e4294967297", "1e200", "1e201", "1E", "1Ei", "1e+3", "1E-3", "0e00000000000", "1e0000000000003"} {
 		f.Add(s)
 	}
 	maps := fuzzMaps(f)

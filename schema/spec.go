@@ -223,6 +223,10 @@ func decimalExponent(text string) (int, bool) {
 	if exp == "" || strings.Trim(exp, "0123456789") != "" {
 		return 0, false
 	}
+	// Leading zeros say nothing of its size ("0e00000000000" is 0).
+	if exp = strings.TrimLeft(exp, "0"); exp == "" {
+		exp = "0"
+	}
 	n := math.MaxInt32
 	if len(exp) <= 9 {
 		n, _ = strconv.Atoi(exp)
