@@ -662,10 +662,9 @@ func TestDiskExpectations(t *testing.T) {
 		"deleted, gone":          {func(e *diskExpectations) { e.deleted(vm, uid, disk("4", false)) }, nil, "none", false, ""},
 		"nothing expected":       {func(*diskExpectations) {}, disk("4", false), "4", false, ""},
 		"created, none returned": {func(e *diskExpectations) { e.changed(vm, uid, nil, nil) }, nil, "none", false, ""},
-		// A VM made again under the name: the earlier VM's action says nothing of its disk.
-		"updated, another VM":           {func(e *diskExpectations) { e.changed(vm, uid, disk("4", false), disk("5", false)) }, disk("4", false), "4", false, "uid-2"},
-		"created, another VM, not seen": {func(e *diskExpectations) { e.changed(vm, uid, nil, disk("5", false)) }, nil, "none", false, "uid-2"},
-		"deleted, another VM":           {func(e *diskExpectations) { e.deleted(vm, uid, disk("4", false)) }, disk("4", false), "4", false, "uid-2"},
+		// A VM made again under the name: the earlier VM's delete holds for it too (its owners
+		// are told as the cache tells them to the later VM: TestDiskExpectationsForAnotherVM).
+		"deleted, another VM": {func(e *diskExpectations) { e.deleted(vm, uid, disk("4", false)) }, disk("4", false), "4 going", true, "uid-2"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -907,3 +906,28 @@ type budgetReadFails struct {
 }
 
 func (b budgetReadFails) ObserveBudget(backend.Owner) (*backend.Budget, error) { return nil, b.err }
+
+// TestDiskExpectationsForAnotherVM: the disk an action of an earlier VM of the name left (the
+// VM deleted, and made again before a reconcile saw the name gone) is told to the later VM as
+// the backend tells it once its cache shows the action: one the earlier VM kept is one to
+// adopt (Unowned), one it owned is another's (Other), never the later VM's own.
+func TestDiskExpectationsForAnotherVM(t *testing.T) {
+	vm := cache.NewObjectName("ns", "vm")
+	for _, tc := range []struct{ left, acting, later backend.DiskOwner }{
+		{backend.DiskKept, backend.DiskKept, backend.DiskUnowned},
+		{backend.DiskOwned, backend.DiskOwned, backend.DiskOther},
+		{backend.DiskUnowned, backend.DiskUnowned, backend.DiskUnowned},
+		{backend.DiskOther, backend.DiskOther, backend.DiskOther},
+	} {
+		e := newDiskExpectations()
+		seen := &backend.Disk{Name: "vm-rootdisk", Version: "4", Owner: backend.DiskOwned}
+		e.changed(vm, "uid-1", seen, &backend.Disk{Name: "vm-rootdisk", Version: "5", Owner: tc.left})
+		if d := e.adjust(vm, "uid-1", seen); d.Version != "5" || d.Owner != tc.acting {
+			t.Errorf("left %s: the VM that acted knows it as %s at %s, want %s at 5", tc.left, d.Owner, d.Version, tc.acting)
+		}
+		later := &backend.Disk{Name: "vm-rootdisk", Version: "4", Owner: backend.DiskOther} // the cache, behind
+		if d := e.adjust(vm, "uid-2", later); d.Version != "5" || d.Owner != tc.later {
+			t.Errorf("left %s: a later VM of the name knows it as %s at %s, want %s at 5", tc.left, d.Owner, d.Version, tc.later)
+		}
+	}
+}

@@ -54,21 +54,41 @@ func (e *diskExpectations) deleted(vm cache.ObjectName, uid types.UID, was *back
 }
 
 // adjust returns what the controller knows of the disk of vm, the VM of UID uid: the observed
-// one, unless the cache still shows it as it was before an action taken here for that VM. An
-// action another VM of the name took is dropped.
+// one, unless the cache still shows it as it was before an action taken here. The disk an
+// action left is told as whose it is to the VM that asks: an earlier VM of the name (deleted,
+// and the VM made again before a reconcile saw the name gone) kept it or owned it, which
+// makes it, to this VM, one to adopt or another's (toSuccessor), not its own.
 func (e *diskExpectations) adjust(vm cache.ObjectName, uid types.UID, observed *backend.Disk) *backend.Disk {
 	x, ok := e.settle(vm, func(x diskExpectation) bool {
-		return x.uid == uid && (observed == nil && x.was == "" || observed != nil && x.was != "" && observed.Version == x.was)
+		return observed == nil && x.was == "" || observed != nil && x.was != "" && observed.Version == x.was
 	})
 	switch {
 	case !ok:
 		return observed
-	case x.disk == nil: // deleted: going, as the cache will show it
+	case x.disk == nil: // deleted: going, as the cache will show it, to any VM of the name
 		c := copyDisk(observed)
 		c.Deleting = true
 		return c
 	}
-	return copyDisk(x.disk)
+	c := copyDisk(x.disk)
+	if x.uid != uid {
+		c.Owner = toSuccessor(c.Owner)
+	}
+	return c
+}
+
+// toSuccessor is whose a disk is, as its owner o to the VM that acted on it, to a later VM of
+// the name: a disk the earlier VM kept is one a later VM may adopt, one it owned is another's
+// (the garbage collector's, with the earlier VM), as the backend tells a later VM once its
+// cache shows the action.
+func toSuccessor(o backend.DiskOwner) backend.DiskOwner {
+	switch o {
+	case backend.DiskKept:
+		return backend.DiskUnowned
+	case backend.DiskOwned:
+		return backend.DiskOther
+	}
+	return o
 }
 
 func copyDisk(d *backend.Disk) *backend.Disk {

@@ -6,7 +6,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
@@ -72,5 +74,53 @@ func TestRecreatedVMDoesNotInheritDiskExpectation(t *testing.T) {
 	if ownedBy(got, string(ownerB.UID)) || got.Annotations[pods.AnnotationKept] != "true" {
 		t.Errorf("Halted VM B (finalizers %v) took the disk A kept: owners %v, kept=%q, want it left kept for A",
 			w.vm(t, testVM.Namespace, testVM.Name).GetFinalizers(), got.OwnerReferences, got.Annotations[pods.AnnotationKept])
+	}
+}
+
+// TestRecreatedVMAfterDiskDelete: VM A (reclaim policy Delete) is deleted, and its way out
+// deletes its claim and lets A go; the claim cache has yet to show the deletion (the delete is
+// accepted, its watch event not delivered: a delete that leaves the tracker as it is) when VM
+// B, made again under the name, is reconciled. A's delete holds for B too: B waits for the
+// earlier VM's disk to go, and is not Failed with DiskConflict, whose message tells the owner
+// to delete the claim.
+func TestRecreatedVMAfterDiskDelete(t *testing.T) {
+	w, ownerA := deletedUnder(t, "Delete")
+	claim := unlabelledClaim(ownerA)
+	claim.Labels = map[string]string{pods.LabelVMUID: string(ownerA.UID)}
+	kube := kubefake.NewClientset(claim)
+	deletes := 0
+	kube.PrependReactor("delete", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		deletes++
+		return true, nil, nil // accepted; the cache has yet to show it
+	})
+	c := podsController(t, w, kube)
+	ctx := start(t, c)
+
+	c.processNextItem(ctx) // A's way out: the claim deleted, the finalizer off
+	if deletes != 1 || !released(t, w) {
+		t.Fatalf("A: %d claim deletes, released %t (reason %s)", deletes, released(t, w), status(t, w, testVM, "reason"))
+	}
+	if err := w.client.Tracker().Delete(vmGVR, testVM.Namespace, testVM.Name); err != nil {
+		t.Fatal(err)
+	}
+	b := caseObject(t, "create-new")
+	b.SetUID("99999999-aaaa-bbbb-cccc-000000000002")
+	b.SetResourceVersion("2000")
+	if err := unstructured.SetNestedField(b.Object, "Delete", "spec", "rootDiskReclaimPolicy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Tracker().Create(vmGVR, b, testVM.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cache shows B", func() bool {
+		vm, ok := c.view(testVM)
+		return ok && vm.UID() == b.GetUID()
+	})
+	for c.queue.Len() > 0 {
+		c.processNextItem(ctx)
+	}
+	if r := status(t, w, testVM, "reason"); r != "WaitingForDisk" {
+		t.Errorf("B, made again while A's claim goes: %s %s (%s), want WaitingForDisk for the earlier VM's disk",
+			status(t, w, testVM, "phase"), r, status(t, w, testVM, "message"))
 	}
 }
