@@ -153,11 +153,14 @@ func (f clusterFlags) restConfig(version string) (*rest.Config, error) {
 	if err := findKubeconfig(f.loadingRules()); err != nil {
 		return nil, err
 	}
-	if err := readKubeconfigs(f.loadingRules()); err != nil {
-		return nil, err
-	}
 	cfg, err := f.clientConfig().ClientConfig()
 	if err != nil {
+		// Only then are the files read again, to say which is no kubeconfig: a file that
+		// can be read once only (--kubeconfig <(kubectl config view --raw), /dev/stdin) is
+		// read by client-go alone.
+		if why := readKubeconfigs(f.loadingRules()); why != nil {
+			return nil, why
+		}
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "vm-controller/" + version

@@ -910,6 +910,24 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 				plan = c.cfg.Policy.Decide(in)
 			}
 		}
+		if in.Disk == nil && plan.DiskGone() {
+			// The plan says the disk the status reported is gone, on the cache's word: a claim
+			// whose label someone took off is out of the pods backend's cache, with its data.
+			// Confirmed past the cache (one read, only when a reported disk is missing). Found,
+			// a disk to be made is its create, which puts the label back, without the Warning
+			// that its data went; a stopped VM's is decided on as read, and its next start
+			// puts the label back. A read that fails leaves the plan as it is.
+			read, err := c.diskNotCached(ctx, owner, nil, log)
+			switch {
+			case err != nil:
+				log.Debug("Could not confirm the disk is gone", "err", err)
+			case read != nil && read.Owner.Mine() && plan.Disk != nil && plan.Disk.Op == decision.CreateDisk:
+				plan.Disk.Event = decision.Event{}
+			case read != nil:
+				in.Disk = read
+				plan = c.cfg.Policy.Decide(in)
+			}
+		}
 		if going && !vm.Paused() {
 			// A paused VM keeps its word: its Paused condition says why it, and so its
 			// namespace, waits (decision/paused.go).

@@ -134,3 +134,44 @@ func TestControllerUnlabelledClaimLive(t *testing.T) {
 		t.Errorf("claim controlled by %v, want the VM", ref)
 	}
 }
+
+// TestControllerUnlabelledClaimNotGone: a VM whose status reports its disk bound, and whose
+// claim lost its label, is not told its disk was deleted (DiskDeleted, for a stopped VM) or
+// made again empty (DiskRecreated, for one to run): the claim is there, with its data. A VM
+// to run puts the label back, as one with no disk reported does.
+func TestControllerUnlabelledClaimNotGone(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		relabels bool
+	}{{"claim/inactive-disk-deleted", false}, {"claim/disk-recreated", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, tc.name)
+			owner := ownerOf(w.view(t, tc.name))
+			kube := kubefake.NewClientset(unlabelledClaim(owner))
+			c := podsController(t, w, kube)
+			ctx := start(t, c)
+			c.processNextItem(ctx)
+			reasons := w.reasons()
+			for _, r := range reasons {
+				if r == decision.ReasonDiskDeleted || r == decision.ReasonDiskRecreated {
+					t.Errorf("events %v: a Warning that the disk went, and its claim is there", reasons)
+				}
+			}
+			claim, err := kube.CoreV1().PersistentVolumeClaims(owner.Namespace).Get(context.Background(), pods.ClaimName(owner.Name), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claim.UID != "11111111-2222-3333-4444-555555555555" {
+				t.Fatalf("claim %s, want the VM's own", claim.UID)
+			}
+			if labelled := claim.Labels[pods.LabelVMUID] == string(owner.UID); labelled != tc.relabels {
+				t.Errorf("claim labelled for the VM: %t, want %t", labelled, tc.relabels)
+			}
+			if !tc.relabels {
+				if d := status(t, w, testVM, "rootDisk", "claimName"); d != claim.Name {
+					t.Errorf("status.rootDisk.claimName %q, want the claim kept in the status", d)
+				}
+			}
+		})
+	}
+}

@@ -159,6 +159,23 @@ func (p *Plan) CreatedDisk(d *backend.Disk) {
 	p.Status.RootDisk.ClaimName = d.Name
 }
 
+// DiskGone reports whether the plan says that the disk the VM's status reported, bound, is
+// gone (not seen: DiskDeleted for a stopped VM, or a new disk made in its place, DiskRecreated).
+// The pods backend's cache holds only the claims labelled for a VM, and one whose label someone
+// took off is out of it with its data: the loop confirms past the cache before such a plan
+// says the data went.
+func (p Plan) DiskGone() bool {
+	if p.Disk != nil && p.Disk.Op == CreateDisk && p.Disk.Event.Reason == ReasonDiskRecreated {
+		return true
+	}
+	for _, e := range p.Events {
+		if e.Reason == ReasonDiskDeleted {
+			return true
+		}
+	}
+	return false
+}
+
 // Releasing is the plan for a VM whose namespace is being deleted: what lets it go (its
 // server deleted, its finalizer removed), without the status and its Events, and without
 // acting on its disk. No one reads the status of a VM about to go with its namespace, and the
