@@ -421,3 +421,33 @@ func TestRunClientsLeaseOutsideBucket(t *testing.T) {
 		t.Errorf("a Lease read behind 100 requests in the bucket at --qps 5: %v", err)
 	}
 }
+
+// TestKubeconfigFromPipe: a kubeconfig that can be read once only (--kubeconfig
+// <(kubectl config view --raw), /dev/stdin) is read once, by client-go: the files are read
+// again only to say which is no kubeconfig when client-go cannot load them.
+func TestKubeconfigFromPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	go func() {
+		defer w.Close()
+		_, _ = w.WriteString(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://piped.example.org:6443"}}]
+users: [{name: u, user: {token: piped}}]
+contexts: [{name: p, context: {cluster: c, user: u}}]
+current-context: p
+`)
+	}()
+	t.Setenv("KUBECONFIG", "")
+	f := parseClusterFlags(t, "--kubeconfig", fmt.Sprintf("/dev/fd/%d", r.Fd()))
+	cfg, err := f.restConfig("test")
+	if err != nil {
+		t.Fatalf("a kubeconfig from a pipe: %v", err)
+	}
+	if cfg.Host != "https://piped.example.org:6443" || cfg.BearerToken != "piped" {
+		t.Errorf("server %s with token %q, want the piped configuration's", cfg.Host, cfg.BearerToken)
+	}
+}
