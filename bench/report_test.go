@@ -13,7 +13,7 @@ import (
 // table, each repetition, the teardowns and the ratios to the peer; for a run of named figures
 // (leader) their medians and each repetition's value. compare.json predates the teardown's
 // figures (its table has their columns empty); compare-teardown.json is a run of 600 VMs on
-// a busy machine that has them, its per-VM times left out. go test ./bench -run TestReport
+// a busy machine that has them, its per-VM times left out. go -C bench test . -run TestReport
 // -update rewrites the golden files.
 func TestReport(t *testing.T) {
 	for _, name := range []string{"compare", "compare-teardown", "leader"} {

@@ -10,7 +10,7 @@ import (
 )
 
 // TestSplit: the split of two real profiles of one burst (vm-controller and the peer, the
-// benchmarks page's 21:56 pair) is the page's table. go test ./bench -run TestSplit -update
+// benchmarks page's 21:56 pair) is the page's table. go -C bench test . -run TestSplit -update
 // rewrites it.
 func TestSplit(t *testing.T) {
 	var out bytes.Buffer

@@ -400,10 +400,30 @@ func PluginArgs(args []string) []string {
 	flags = takeFlags(args[1:verb], &rest)
 	flags = append(flags, takeFlags(args[verb+1:], &rest)...)
 	out := append([]string{args[0], args[verb]}, flags...)
+	if endsWithFlag(args) {
+		// A flag that takes a value, last and without one (kubectl vm status vm1 -n): last it
+		// stays, for the verb to say that it needs a value, rather than take "--" for it (the
+		// command fails on it, so the arguments it would have had go).
+		return out
+	}
 	if len(rest) > 0 {
 		out = append(out, "--")
 	}
 	return append(out, rest...)
+}
+
+// dangling reports whether a is a flag that takes a value and holds none itself (not -n=ns).
+func dangling(a string) bool {
+	return strings.HasPrefix(a, "-") && len(a) > 1 && !strings.Contains(a, "=") && !pluginBoolean[a]
+}
+
+// endsWithFlag reports whether the last of args, before any "--", is a flag that takes a
+// value: one left without it.
+func endsWithFlag(args []string) bool {
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = args[:i]
+	}
+	return len(args) > 1 && dangling(args[len(args)-1])
 }
 
 // pluginBoolean are the flags of the plugin's verbs that take no value.

@@ -443,6 +443,10 @@ func TestPluginArgs(t *testing.T) {
 			[]string{"kubectl-vm", "status", "-namespace", "team-b", "--", "tb"}},
 		"--namespace=NS": {[]string{"kubectl-vm", "status", "tb", "--namespace=team-b"}, []string{"kubectl-vm", "status", "--namespace=team-b", "--", "tb"}},
 		"-nNS after --":  {[]string{"kubectl-vm", "start", "--", "-nodd"}, []string{"kubectl-vm", "start", "--", "-nodd"}},
+		// A value flag last, without its value: last it stays, for the verb to refuse.
+		"-n last":          {[]string{"kubectl-vm", "status", "vm1", "-n"}, []string{"kubectl-vm", "status", "-n"}},
+		"--namespace last": {[]string{"kubectl-vm", "-n", "ns", "status", "vm1", "--namespace"}, []string{"kubectl-vm", "status", "-n", "ns", "--namespace"}},
+		"--force last":     {[]string{"kubectl-vm", "stop", "vm1", "--force"}, []string{"kubectl-vm", "stop", "--force", "--", "vm1"}},
 	}
 	for name, tc := range tests {
 		if got := PluginArgs(tc.in); !reflect.DeepEqual(got, tc.want) {

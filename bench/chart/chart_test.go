@@ -14,7 +14,7 @@ import (
 )
 
 // TestCharts: the charts of a small fixed results file (two contenders, two repetitions of 8
-// VMs each) are the golden SVGs; go test ./bench/chart -update rewrites them after an
+// VMs each) are the golden SVGs; go -C bench test ./chart -update rewrites them after an
 // intended change, for review in the diff (open them in a browser).
 func TestCharts(t *testing.T) {
 	run, err := record.Read(filepath.Join("testdata", "run.json"))
