@@ -44,7 +44,8 @@ type ResizeMode string
 // The resize modes.
 const (
 	// ResizeInPlace resizes the running server where it can, and replaces it where it
-	// cannot. The zero mode means the same.
+	// cannot; but a server whose resize its host refused is kept, as under ResizeManual,
+	// when no host has room for the new size (room.go). The zero mode means the same.
 	ResizeInPlace ResizeMode = "in-place"
 	// ResizeReplace replaces the server on every change, as before in-place resize existed.
 	ResizeReplace ResizeMode = "replace"
@@ -948,8 +949,9 @@ func (d *decision) rejected(why string) Plan {
 // ResizeRefused is the plan for a VM whose server's resize the backend refused outright
 // (backend.ErrResizeInfeasible): the server is kept as it is, and the refusal is recorded at
 // this generation so that the next decision does not ask again. Under --resize manual that is
-// RestartRequired; otherwise the condition Resizing says why (the backend's reason), and the
-// next decision replaces the server (specChanged). in is what the decision whose resize was
+// RestartRequired; so it is under in-place when in.Room says no host has room for the new
+// size either (room.go); otherwise the condition Resizing says why (the backend's reason), and
+// the next decision replaces the server (specChanged). in is what the decision whose resize was
 // refused was given, at the time of the refusal (in.Now); its Server is the server kept, and
 // its Disk the disk the status reports as that decision did (refusedOn), its Stalled condition of a class
 // change that does not apply (classChange) included, which a status that dropped it would
