@@ -870,9 +870,15 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if err != nil {
 			return 0, err
 		}
+		// The room of the hosts, when the backend knows them (nodes watched): a read of a
+		// value the backend keeps up to date as nodes change (decision/room.go).
+		var room *backend.Room
+		if r, ok := c.cfg.Backend.(backend.Rooms); ok {
+			room = r.Room()
+		}
 		// What this round decides on, gathered once: a read past the cache below changes
 		// only what it read, and the applier decides a refusal of the plan on the same input.
-		in := decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: c.cfg.Now()}
+		in := decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Room: room, Now: c.cfg.Now()}
 		plan := c.cfg.Policy.Decide(in)
 		if plan.Finalizer == decision.RemoveFinalizer && !going && in.Server == nil {
 			// The VM is to be let go on the cache's word that it has no server: confirmed

@@ -75,7 +75,9 @@ type Backend struct {
 	// notify is Start's: each pod's change notifies its VM through it.
 	notify func(types.NamespacedName)
 	nodes  cache.SharedIndexInformer // nil unless cfg.WatchNodes
-	disks  *disks                    // nil unless cfg.Disks
+	// rooms is the room of the nodes (room.go); nil unless cfg.WatchNodes.
+	rooms *rooms
+	disks *disks // nil unless cfg.Disks
 	// budgets is nil unless cfg.Budgets.
 	budgets *budgets
 	// departures remembers the servers that went while disrupted (gone.go).
@@ -155,6 +157,7 @@ func New(cfg Config) *Backend {
 	b.pods, b.podsCtrl = store.(cache.Indexer), ctrl
 	if cfg.WatchNodes {
 		b.nodes = coreinformers.NewNodeInformer(cfg.Client, cfg.Resync, cache.Indexers{})
+		b.rooms = newRooms()
 	}
 	if cfg.Disks {
 		b.disks = newDisks(cfg)
@@ -198,21 +201,34 @@ func (b *Backend) Start(ctx context.Context, notify func(types.NamespacedName)) 
 			// it again before the pods on it were collected) is news to the VMs whose servers
 			// its deletion made lost. The first list is not: every VM is looked at then anyway.
 			AddFunc: func(obj any, isInInitialList bool) {
+				if n, ok := obj.(*corev1.Node); ok {
+					b.rooms.set(n.Name, n)
+				}
 				if !isInInitialList {
 					onNode(obj)
 				}
 			},
 			UpdateFunc: func(old, cur any) {
 				o, c := old.(*corev1.Node), cur.(*corev1.Node)
+				b.rooms.set(c.Name, c)
 				if nodeReady(o) != nodeReady(c) || o.Spec.Unschedulable != c.Spec.Unschedulable {
 					onNode(cur)
 				}
 			},
-			DeleteFunc: onNode,
+			DeleteFunc: func(obj any) {
+				switch n := obj.(type) {
+				case *corev1.Node:
+					b.rooms.set(n.Name, nil)
+				case cache.DeletedFinalStateUnknown:
+					b.rooms.set(n.Key, nil) // a node has no namespace: its key is its name
+				}
+				onNode(obj)
+			},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("watch nodes: %w", err)
 		}
+		b.rooms.synced = nodesHandled.HasSynced
 		go b.nodes.RunWithContext(ctx)
 		synced = append(synced, nodesHandled.HasSynced)
 	}
@@ -451,8 +467,8 @@ func (b *Backend) delete(ctx context.Context, vm backend.Owner, graceSeconds *in
 	return fmt.Errorf("delete pod %s: %w", srv.Name, err)
 }
 
-// toNode keeps only a node's name, Ready condition and whether it is cordoned. Tombstones
-// pass through.
+// toNode keeps only a node's name, Ready condition, whether it is cordoned, and its
+// allocatable cpu and memory (room.go). Tombstones pass through.
 func toNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -460,6 +476,14 @@ func toNode(obj any) (any, error) {
 	}
 	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
 		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable}}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := n.Status.Allocatable[r]; ok {
+			if slim.Status.Allocatable == nil {
+				slim.Status.Allocatable = corev1.ResourceList{}
+			}
+			slim.Status.Allocatable[r] = q
+		}
+	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			slim.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}

@@ -108,6 +108,28 @@ func Budget(tb testing.TB, file string) *backend.Budget {
 	return nil
 }
 
+// Room is the room of the hosts the backend knows in a case (its nodes.yaml: the allocatable
+// cpu and memory of each node that takes new servers, read by memory.ParseRoom), nil when the
+// case has none: the backend does not know its hosts.
+func Room(tb testing.TB, file string) *backend.Room {
+	tb.Helper()
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range ar.Files {
+		if f.Name != "nodes.yaml" {
+			continue
+		}
+		r, err := memory.ParseRoom(f.Data)
+		if err != nil {
+			tb.Fatalf("%s: nodes.yaml: %v", file, err)
+		}
+		return r
+	}
+	return nil
+}
+
 // Gone is the server the backend remembers going while disrupted in a case (its gone.yaml,
 // backend.Departures), nil when the case has none.
 func Gone(tb testing.TB, file string) *backend.Gone {
@@ -134,8 +156,8 @@ func Gone(tb testing.TB, file string) *backend.Gone {
 // merge patch cannot say it (an explicit null); and its server.yaml, nil when the case has no
 // server. A key written twice in one mapping fails the case: converted to JSON the YAML would
 // keep only the last, and the case would silently test something else. A policy.yaml section
-// is the decision tests' to read, a disk.yaml section Disk's, a budget.yaml Budget's, and a
-// gone.yaml Gone's.
+// is the decision tests' to read, a disk.yaml section Disk's, a budget.yaml Budget's, a
+// gone.yaml Gone's, and a nodes.yaml Room's.
 func Input(tb testing.TB, file string) (vm, server []byte) {
 	tb.Helper()
 	ar, err := txtar.ParseFile(file)
@@ -165,7 +187,7 @@ func Input(tb testing.TB, file string) (vm, server []byte) {
 			}
 		case "server.yaml":
 			server = f.Data
-		case "policy.yaml", "disk.yaml", "budget.yaml", "gone.yaml":
+		case "policy.yaml", "disk.yaml", "budget.yaml", "gone.yaml", "nodes.yaml":
 		default:
 			tb.Fatalf("%s: unknown section %q", file, f.Name)
 		}

@@ -44,7 +44,8 @@ type ResizeMode string
 // The resize modes.
 const (
 	// ResizeInPlace resizes the running server where it can, and replaces it where it
-	// cannot. The zero mode means the same.
+	// cannot; but a server whose resize its host refused is kept, as under ResizeManual,
+	// when no host has room for the new size (room.go). The zero mode means the same.
 	ResizeInPlace ResizeMode = "in-place"
 	// ResizeReplace replaces the server on every change, as before in-place resize existed.
 	ResizeReplace ResizeMode = "replace"
@@ -83,7 +84,7 @@ func (p Policy) Decide(in Input) Plan {
 	vm, srv, gone, disk, budget := in.VM, in.Server, in.Gone, in.Disk, in.Budget
 	now := in.Now.UTC().Truncate(time.Second)
 	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget, seenDisk: disk,
-		maxBackoff: p.MaxRestartBackoff}
+		maxBackoff: p.MaxRestartBackoff, room: in.Room}
 	if srv == nil {
 		d.gone = gone
 	}
@@ -174,6 +175,8 @@ type decision struct {
 	budgetUnseen bool
 	// eventNote, if set, is the note of the transition event instead of the status message.
 	eventNote string
+	// room is the hosts' (Input.Room); nil: unknown.
+	room *backend.Room
 	// resizing and restartRequired are the lifecycle conditions the status is to carry;
 	// nil drops them.
 	resizing, restartRequired *lifecycleCondition
@@ -468,14 +471,22 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 			if srv.Resize.Message != "" {
 				why += ": " + srv.Resize.Message
 			}
-			if p.Resize != ResizeManual {
+			switch kept, no := d.keptRecord(), d.noRoom(srv.Spec); {
+			case p.Resize == ResizeManual:
+				now := inEffect(srv)
+				d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
+					fmt.Sprintf("Server %s keeps cpu %s, memory %s: %s; %s", srv.Name, now.CPU.String(), now.Memory.String(),
+						why, fmt.Sprintf(restartHint, d.vm.Name()))}
+			case p.Resize != ResizeReplace && kept != nil:
+				// Kept under in-place because no host had room for the new size
+				// (room.go), and so until a restart or a new spec, as the record says.
+				d.restartRequired = kept
+			case p.Resize != ResizeReplace && no != "":
+				d.restartRequired = d.keptForRoom(srv, no, why)
+			default:
 				p.replace(d, fmt.Sprintf("Replacing server %s: %s", srv.Name, why))
 				return
 			}
-			now := inEffect(srv)
-			d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
-				fmt.Sprintf("Server %s keeps cpu %s, memory %s: %s; %s", srv.Name, now.CPU.String(), now.Memory.String(),
-					why, fmt.Sprintf(restartHint, d.vm.Name()))}
 		case backend.ResizeNone:
 			// Done: the resize the Resizing condition followed is in effect. A Resizing that
 			// recorded a refusal (ResizeInfeasible) and goes because the spec went back to
@@ -596,6 +607,7 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 	}
 	why := ""
 	refused := d.refused()
+	infeasible := false // the host refused this resize (refused)
 	switch {
 	case !backend.ResizeOnly(have, want):
 		why = "only cpu and memory change in place"
@@ -605,7 +617,7 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 	case !running(srv):
 		why = "the server is not running"
 	case refused != nil:
-		why = refused.Message
+		why, infeasible = refused.Message, true
 	default:
 		spec := want
 		spec.Image, spec.RootDisk, spec.Disk = srv.Spec.Image, srv.Spec.RootDisk, srv.Spec.Disk // a resize changes nothing else
@@ -614,6 +626,25 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		d.resizing = &lifecycleCondition{ReasonResizePending, resizeMessage(srv.Name, spec, backend.Resize{State: backend.ResizePending})}
 		p.serverState(d)
 		return
+	}
+	if infeasible && p.Resize != ResizeManual {
+		// Under --resize in-place a running server whose resize its host refused is
+		// replaced, unless no host has room for the new size (room.go): kept then, and so
+		// until a restart or a new spec, as the record says.
+		switch no := d.noRoom(want); {
+		case roomKeptRecord(refused):
+			d.restartRequired = &lifecycleCondition{refused.Reason, refused.Message}
+			p.serverState(d)
+			return
+		case no != "":
+			refusal := refused.Message // Resizing's: the host's refusal (ResizeRefused)
+			if refused.Type != schema.ConditionResizing {
+				refusal = "the node cannot resize it in place" // --resize manual's record, worded for that policy
+			}
+			d.restartRequired = d.keptForRoom(srv, no, refusal)
+			p.serverState(d)
+			return
+		}
 	}
 	if p.Resize != ResizeManual || !kept(srv) {
 		// A server that is not running (pending, or ended) has nothing to keep: it is
@@ -918,8 +949,9 @@ func (d *decision) rejected(why string) Plan {
 // ResizeRefused is the plan for a VM whose server's resize the backend refused outright
 // (backend.ErrResizeInfeasible): the server is kept as it is, and the refusal is recorded at
 // this generation so that the next decision does not ask again. Under --resize manual that is
-// RestartRequired; otherwise the condition Resizing says why (the backend's reason), and the
-// next decision replaces the server (specChanged). in is what the decision whose resize was
+// RestartRequired; so it is under in-place when in.Room says no host has room for the new
+// size either (room.go); otherwise the condition Resizing says why (the backend's reason), and
+// the next decision replaces the server (specChanged). in is what the decision whose resize was
 // refused was given, at the time of the refusal (in.Now); its Server is the server kept, and
 // its Disk the disk the status reports as that decision did (refusedOn), its Stalled condition of a class
 // change that does not apply (classChange) included, which a status that dropped it would
@@ -927,12 +959,23 @@ func (d *decision) rejected(why string) Plan {
 func (p Policy) ResizeRefused(in Input, why string) Plan {
 	vm, srv := in.VM, in.Server
 	d := p.refused(vm, srv, nil, in.Now) // a server is there: nothing gone counts (Decide)
+	d.room = in.Room
 	d.refusedOn(p, in.Disk)
-	if p.Resize == ResizeManual {
+	refusal := "the node cannot resize it in place: " + why
+	no := ""
+	if p.Resize != ResizeManual && p.Resize != ResizeReplace {
+		no = d.noRoomFor(srv)
+	}
+	switch {
+	case p.Resize == ResizeManual:
 		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}
-	} else {
-		d.resizing = &lifecycleCondition{ReasonResizeInfeasible, "the node cannot resize it in place: " + why}
+	case no != "":
+		// No host has room for the new size either (room.go): the server is kept, and
+		// the record says so at once, as the next decision would.
+		d.restartRequired = d.keptForRoom(srv, no, refusal)
+	default:
+		d.resizing = &lifecycleCondition{ReasonResizeInfeasible, refusal}
 	}
 	p.serverState(&d)
 	return d.plan

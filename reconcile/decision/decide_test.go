@@ -38,10 +38,11 @@ func caseFiles(t testing.TB) []string {
 }
 
 // TestDecideGolden feeds each testdata/decide/<case>.txtar (a VM as a patch of the shared
-// base.yaml, and optionally the server and the disk the backend observed) to Decide and
-// compares the plan, as YAML, with <case>.golden; testdata/decide/claim/ holds the cases of
-// VMs with disks of their own, with a base.yaml of their own. It then applies the plan to an
-// in-memory world and decides again: a correct decision leaves nothing more to do.
+// base.yaml, and optionally the server and the disk the backend observed and the nodes it
+// knows) to Decide and compares the plan, as YAML, with <case>.golden; testdata/decide/claim/
+// holds the cases of VMs with disks of their own, with a base.yaml of their own. It then
+// applies the plan to an in-memory world and decides again: a correct decision leaves nothing
+// more to do.
 func TestDecideGolden(t *testing.T) {
 	for _, file := range caseFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
@@ -53,10 +54,11 @@ func TestDecideGolden(t *testing.T) {
 			gone := decidecase.Gone(t, file)
 			disk := decidecase.Disk(t, file)
 			budget := decidecase.Budget(t, file)
+			room := decidecase.Room(t, file)
 			policy := casePolicy(t, file)
-			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: now})
+			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Room: room, Now: now})
 			got := renderPlan(t, plan)
-			if again := renderPlan(t, policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Now: now})); again != got {
+			if again := renderPlan(t, policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Room: room, Now: now})); again != got {
 				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
 			}
 			golden.Check(t, strings.TrimSuffix(file, ".txtar")+".golden", []byte(got))
@@ -65,12 +67,12 @@ func TestDecideGolden(t *testing.T) {
 			if w.gone {
 				return
 			}
-			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Now: now})
+			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Room: room, Now: now})
 			if growsNext(plan, next) || holdsNext(plan, next) { // the plans that may follow another (fuzz_test.go, eviction_test.go)
 				if w = applyPlanWorld(t, w, next); w.gone {
 					return
 				}
-				next = policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Now: now})
+				next = policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Room: room, Now: now})
 			}
 			if !next.Empty() {
 				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))

@@ -5,4 +5,5 @@ var (
 	Running  = running
 	UnderWay = underWay
 	AtRest   = atRest
+	RoomKept = roomKeptRecord
 )

@@ -35,7 +35,8 @@ import (
 // The server's resize is its state (an index into fuzzResizeStates), the host's message and
 // the cpu and memory in effect; the policy is its --resize mode (an index into fuzzResizeModes)
 // and whether the backend can resize. The higher bits of the resize's state say why a server
-// waits and where it runs (fuzzWhere), so that the corpus keeps its shape.
+// waits and where it runs (fuzzWhere), and those of the mode the room of the hosts
+// (fuzzRooms), so that the corpus keeps its shape.
 func FuzzDecide(f *testing.F) {
 	for _, file := range caseFiles(f) {
 		vm, server := decidecase.Input(f, file)
@@ -59,8 +60,21 @@ func FuzzDecide(f *testing.F) {
 				}
 			}
 		}
-		for _, p := range policies {
-			mode := uint8(slices.Index(fuzzResizeModes, p.Resize))
+		// The case's own policy once more under each room of the hosts but its own (none
+		// unless its nodes.yaml says), so that a refused resize meets hosts with room and
+		// without.
+		caseRoom := fuzzRoomIndex(decidecase.Room(f, file))
+		rooms := make([]uint8, len(policies))
+		for i := range rooms {
+			rooms[i] = caseRoom
+		}
+		for r := range fuzzRooms {
+			if uint8(r) != caseRoom {
+				policies, rooms = append(policies, own), append(rooms, uint8(r))
+			}
+		}
+		for i, p := range policies {
+			mode := uint8(slices.Index(fuzzResizeModes, p.Resize)) + rooms[i]*uint8(len(fuzzResizeModes))
 			root := uint8(slices.Index(fuzzRootDiskModes, p.RootDisk))
 			d := fuzzDiskArgs(disk)
 			if srv == nil {
@@ -124,18 +138,20 @@ func FuzzDecide(f *testing.F) {
 		policy := decision.DefaultPolicy
 		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
 		policy.RootDisk = fuzzRootDiskModes[int(root)%len(fuzzRootDiskModes)]
-		plan := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now})
+		room := fuzzRooms[int(mode)/len(fuzzResizeModes)%len(fuzzRooms)]
+		plan := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Room: room, Now: now})
 		checkPlan(t, policy, vm, srv, disk, plan)
-		if again := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}); renderPlan(t, again) != renderPlan(t, plan) {
+		checkRoom(t, policy, vm, srv, room, plan)
+		if again := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Room: room, Now: now}); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
 		if w := applyPlan(t, vm, srv, disk, plan); !w.gone {
-			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Now: now})
+			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Room: room, Now: now})
 			if growsNext(plan, next) {
 				// A change of the disk's owner or mark is written on its own, and the growth
 				// rootDisk asks for follows it (disk.go: growsNext); then nothing more.
 				if w = applyPlan(t, w.vm, w.srv, w.disk, next); !w.gone {
-					plan, next = next, policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Now: now})
+					plan, next = next, policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Room: room, Now: now})
 				}
 			}
 			if !next.Empty() {
@@ -144,14 +160,55 @@ func FuzzDecide(f *testing.F) {
 		}
 		switch serverOp(plan) {
 		case decision.ResizeServer:
-			checkRefused(t, policy, vm, srv, disk, resizeMessage)
-			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}, resizeMessage))
+			checkRefused(t, policy, vm, srv, disk, room, resizeMessage)
+			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Room: room, Now: now}, resizeMessage))
 		case decision.CreateServer:
 			checkRefusalEviction(t, vm, plan, policy.Rejected(decision.Input{VM: vm, Disk: disk, Now: now}, message))
 		}
 		checkRejected(t, policy, vm, srv, disk, message)
 		checkDiskRejected(t, policy, vm, srv, message)
 	})
+}
+
+// fuzzRooms are the rooms of the hosts FuzzDecide gives the decision: unknown (a backend that
+// does not watch them), room for any server, room for the base VM's size (cpu 2, memory 4G)
+// and no more, and no host that takes a new server.
+var fuzzRooms = []*backend.Room{
+	nil,
+	{CPU: resource.MustParse("1k"), Memory: resource.MustParse("1Pi"), Hosts: 3},
+	{CPU: resource.MustParse("2"), Memory: resource.MustParse("4G"), Hosts: 1},
+	{Hosts: 0},
+}
+
+// fuzzRoomIndex is the index in fuzzRooms of the room r, the one of a golden case: the first
+// of its kind (unknown, none, room for the base VM's size or more).
+func fuzzRoomIndex(r *backend.Room) uint8 {
+	switch {
+	case r == nil:
+		return 0
+	case r.Hosts == 0:
+		return 3
+	case r.Fits(resource.MustParse("3"), resource.MustParse("4G")):
+		return 1
+	}
+	return 2
+}
+
+// checkRoom fails the test if plan replaces a running server for a resize its host refused,
+// under --resize in-place, while the room of the hosts says no host could take the new size
+// (room.go): the replacement would start nowhere.
+func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, room *backend.Room, plan decision.Plan) {
+	t.Helper()
+	spec, errs := vm.Spec()
+	a := plan.Server
+	if room == nil || len(errs) > 0 || srv == nil || !decision.Running(srv) || p.Resize == decision.ResizeReplace || p.Resize == decision.ResizeManual ||
+		a == nil || a.Op != decision.DeleteServer || a.Event.Reason != decision.ReasonReplacingServer {
+		return
+	}
+	if !room.Fits(spec.CPU, spec.Memory) && strings.Contains(a.Event.Message, "cannot resize it in place") {
+		t.Errorf("replaces a running server for a refused resize that no host has room for (%+v)\nVM: %s\nserver: %+v\nplan:\n%s",
+			*room, vm.JSON(), srv, renderPlan(t, plan))
+	}
 }
 
 // fuzzDisk is a disk as FuzzDecide's arguments give it.
@@ -412,7 +469,8 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	}
 
 	// Resizing follows a resize of a running server that stays; RestartRequired, under
-	// --resize manual, a server kept as it is. Never both.
+	// --resize manual, a server kept as it is, and under in-place, one kept because no host
+	// has room for its refused resize (room.go). Never both.
 	resizing, restartRequired := st.Condition(schema.ConditionResizing), st.Condition(schema.ConditionRestartRequired)
 	if c := resizing; c != nil {
 		stays := plan.Server == nil || plan.Server.Op == decision.ResizeServer
@@ -422,9 +480,9 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		}
 	}
 	if c := restartRequired; c != nil {
-		if p.Resize != decision.ResizeManual || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
+		if p.Resize != decision.ResizeManual && (p.Resize == decision.ResizeReplace || !decision.RoomKept(c)) || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
 			srv == nil || srv.Deleting || plan.Server != nil || resizing != nil {
-			fail("RestartRequired condition %+v other than for a server kept under --resize manual", *c)
+			fail("RestartRequired condition %+v other than for a server kept under --resize manual, or for want of room under in-place", *c)
 		}
 	}
 
@@ -546,12 +604,12 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 // checkRefused checks what follows a resize in place the backend refuses
 // (backend.ErrResizeInfeasible): the refusal's plan writes a status and nothing else; carried
 // out, the next decision does not ask for the same resize again but falls back on the policy,
-// a replacement, or under --resize manual nothing of the server (the refusal's RestartRequired
-// stands); and
+// a replacement, or under --resize manual, or in-place where no host has room for the new
+// size, nothing of the server (the refusal's RestartRequired stands); and
 // that decision carried out leaves nothing more to do.
-func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, why string) {
+func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, room *backend.Room, why string) {
 	t.Helper()
-	refused := p.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Now: now}, why)
+	refused := p.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Room: room, Now: now}, why)
 	if refused.Server != nil || refused.Disk != nil || refused.Finalizer != "" || refused.Status == nil {
 		t.Errorf("ResizeRefused plans other than a status:\n%s", renderPlan(t, refused))
 		return
@@ -563,16 +621,20 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 	}
 	w := applyPlan(t, vm, srv, disk, refused)
 	vm2, srv2, disk2 := w.vm, w.srv, w.disk
-	next := p.Decide(decision.Input{VM: vm2, Server: srv2, Disk: disk2, Budget: w.budget, Now: now})
+	next := p.Decide(decision.Input{VM: vm2, Server: srv2, Disk: disk2, Budget: w.budget, Room: room, Now: now})
 	checkPlan(t, p, vm2, srv2, disk2, next)
 	// The disk is no part of the resize: a disk to make is made whatever the server does; nor
 	// is the finalizer, which the refusal's plan leaves out and the next decision adds.
-	if manual := p.Resize == decision.ResizeManual; manual && (next.Server != nil || next.Finalizer == decision.RemoveFinalizer) ||
-		!manual && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
+	// Under --resize in-place a server is kept as under manual when no host has room for the
+	// new size (room.go).
+	spec, _ := vm.Spec()
+	keeps := p.Resize == decision.ResizeManual || room != nil && !room.Fits(spec.CPU, spec.Memory)
+	if keeps && (next.Server != nil || next.Finalizer == decision.RemoveFinalizer) ||
+		!keeps && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
 	}
 	if w := applyPlan(t, vm2, srv2, disk2, next); !w.gone {
-		if again := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Now: now}); !again.Empty() {
+		if again := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Room: room, Now: now}); !again.Empty() {
 			t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, next), renderPlan(t, again))
 		}
 	}

@@ -1,0 +1,71 @@
+package decision_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// TestResizeRefusedRoom: a resize the API server refuses outright (ResizeRefused) under
+// --resize in-place is recorded in Resizing, for the replacement the next decision makes, when
+// a node has room for the new size or the nodes are unknown; when none has, the server is kept
+// at once: RestartRequired=ResizeInfeasible says which figure no node has and how to go on, and
+// the next decision keeps it and writes nothing.
+func TestResizeRefusedRoom(t *testing.T) {
+	file := filepath.Join(cases, "cpu-resize-requested.txtar")
+	vm, srv := decidecase.Read(t, file)
+	const why = `resize pod test-vm-server: resize is infeasible: pods "test-vm-server" is forbidden: Node didn't have enough capacity`
+	for name, tc := range map[string]struct {
+		room      *backend.Room
+		condition string // Type/Reason of the lifecycle condition the refusal records
+		says      string // what its message says
+	}{
+		"nodes unknown": {condition: "Resizing/ResizeInfeasible", says: "the node cannot resize it in place: " + why},
+		"a node has room": {room: &backend.Room{CPU: resource.MustParse("8"), Memory: resource.MustParse("64Gi"), Hosts: 2},
+			condition: "Resizing/ResizeInfeasible", says: "the node cannot resize it in place: " + why},
+		"no node has the cpu": {room: &backend.Room{CPU: resource.MustParse("3"), Memory: resource.MustParse("64Gi"), Hosts: 2},
+			condition: "RestartRequired/ResizeInfeasible", says: "no node has allocatable cpu 4 (the largest has 3), so a new server"},
+		"no node has either": {room: &backend.Room{CPU: resource.MustParse("3"), Memory: resource.MustParse("2Gi"), Hosts: 2},
+			condition: "RestartRequired/ResizeInfeasible", says: "no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
+		"every node cordoned": {room: &backend.Room{}, condition: "RestartRequired/ResizeInfeasible", says: "no node takes new servers"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := decision.DefaultPolicy
+			p.RootDisk = decision.RootDiskEphemeral
+			in := decision.Input{VM: vm, Server: srv, Room: tc.room, Now: now}
+			if plan := p.Decide(in); plan.Server == nil || plan.Server.Op != decision.ResizeServer {
+				t.Fatalf("plan %+v, want a resize", plan.Server)
+			}
+			refused := p.ResizeRefused(in, why)
+			if refused.Server != nil || refused.Status == nil {
+				t.Fatalf("ResizeRefused plans\n%s", renderPlan(t, refused))
+			}
+			typ, reason, _ := strings.Cut(tc.condition, "/")
+			c := refused.Status.Condition(typ)
+			if c == nil || c.Reason != reason || !strings.Contains(c.Message, tc.says) {
+				t.Fatalf("condition %s: %+v, want reason %s saying %q", typ, c, reason, tc.says)
+			}
+			w := applyPlan(t, vm, srv, nil, refused)
+			next := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Room: tc.room, Now: now})
+			if typ == schema.ConditionResizing {
+				if next.Server == nil || next.Server.Op != decision.DeleteServer {
+					t.Errorf("after the refusal: %+v, want the server replaced", next.Server)
+				}
+				return
+			}
+			if !next.Empty() {
+				t.Errorf("after the refusal, with the server kept:\n%s", renderPlan(t, next))
+			}
+			if !strings.Contains(c.Message, "kubectl vm restart test-vm") || !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G") {
+				t.Errorf("RestartRequired %q does not say how to go on", c.Message)
+			}
+		})
+	}
+}
