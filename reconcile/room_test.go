@@ -56,8 +56,8 @@ func TestControllerRoom(t *testing.T) {
 					cond = m["reason"].(string) + ": " + m["message"].(string)
 				}
 			}
-			if phase != "Active" || !strings.HasPrefix(cond, "ResizeInfeasible: ") || !strings.Contains(cond, "no node has allocatable cpu 64 (the largest has 32)") {
-				t.Errorf("phase %s, RestartRequired %q: want Active, ResizeInfeasible naming the largest node", phase, cond)
+			if phase != "Active" || !strings.HasPrefix(cond, "ResizeNoRoom: ") || !strings.Contains(cond, "no node has allocatable cpu 64 (the largest has 32)") {
+				t.Errorf("phase %s, RestartRequired %q: want Active, ResizeNoRoom naming the largest node", phase, cond)
 			}
 		})
 	}

@@ -714,7 +714,8 @@ func (d *decision) statusFirst() bool { return d.current.Reason != ReasonServerD
 // ResizeRefused), so that the same resize is not asked for again; nil when there is none.
 func (d *decision) refused() *schema.Condition {
 	for _, t := range []string{schema.ConditionRestartRequired, schema.ConditionResizing} {
-		if c := d.current.Condition(t); c != nil && c.Reason == ReasonResizeInfeasible && c.ObservedGeneration == d.vm.Generation() {
+		if c := d.current.Condition(t); c != nil && (c.Reason == ReasonResizeInfeasible || c.Reason == ReasonResizeNoRoom) &&
+			c.ObservedGeneration == d.vm.Generation() {
 			return c
 		}
 	}

@@ -2,7 +2,6 @@ package decision
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -13,7 +12,7 @@ import (
 // that the new size is had on another host. When the backend knows its hosts and none of them
 // has the room for the new size, the replacement could not start anywhere: the running server
 // would be ended for one that stays Unschedulable until the spec goes back. The server is kept
-// then, as under --resize manual, with RestartRequired (reason ResizeInfeasible) saying why and
+// then, as under --resize manual, with RestartRequired (reason ResizeNoRoom) saying why and
 // what to do. The record stays, word for word, for this generation of the spec, as the one of
 // --resize manual does: a host with room that comes later (a node added, one uncordoned) does
 // not reboot the VM behind its owner's back; a restart asks for the new server, which on a
@@ -61,21 +60,17 @@ func (d *decision) noRoomFor(srv *backend.Server) string {
 // host's refusal.
 func (d *decision) keptForRoom(srv *backend.Server, noRoom, why string) *lifecycleCondition {
 	now := inEffect(srv)
-	return &lifecycleCondition{ReasonResizeInfeasible, fmt.Sprintf("Server %s keeps running with cpu %s, memory %s: %s, "+roomKept+
-		" (%s); set the spec back to cpu %s, memory %s, or add a node that fits and restart "+
+	return &lifecycleCondition{ReasonResizeNoRoom, fmt.Sprintf("Server %s keeps running with cpu %s, memory %s: %s, "+
+		"so a new server of the new size could not start anywhere (%s); set the spec back to cpu %s, memory %s, or add a node that fits and restart "+
 		"the VM: kubectl vm restart %s (with a node autoscaler, the restart's pending server has it add one)",
 		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, why, now.CPU.String(), now.Memory.String(), d.vm.Name())}
 }
 
-// roomKept is the words of keptForRoom's message that tell its record from the one of
-// --resize manual, which has the same condition and reason: under --resize in-place only the
-// first keeps the server (keptRecord); the second, left by a controller that ran with
-// --resize manual before, is decided afresh.
-const roomKept = "so a new server of the new size could not start anywhere"
-
-// roomKeptRecord reports whether c is the record keptForRoom writes.
+// roomKeptRecord reports whether c is the record keptForRoom writes: its own reason, which
+// tells it from the record of a refusal under --resize manual (ResizeInfeasible), which under
+// in-place is decided afresh.
 func roomKeptRecord(c *schema.Condition) bool {
-	return c.Type == schema.ConditionRestartRequired && c.Reason == ReasonResizeInfeasible && strings.Contains(c.Message, roomKept)
+	return c.Type == schema.ConditionRestartRequired && c.Reason == ReasonResizeNoRoom
 }
 
 // keptRecord is the record of a running server kept under --resize in-place for this

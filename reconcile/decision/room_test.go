@@ -16,7 +16,7 @@ import (
 // TestResizeRefusedRoom: a resize the API server refuses outright (ResizeRefused) under
 // --resize in-place is recorded in Resizing, for the replacement the next decision makes, when
 // a node has room for the new size or the nodes are unknown; when none has, the server is kept
-// at once: RestartRequired=ResizeInfeasible says which figure no node has and how to go on, and
+// at once: RestartRequired=ResizeNoRoom says which figure no node has and how to go on, and
 // the next decision keeps it and writes nothing.
 func TestResizeRefusedRoom(t *testing.T) {
 	file := filepath.Join(cases, "cpu-resize-requested.txtar")
@@ -31,10 +31,10 @@ func TestResizeRefusedRoom(t *testing.T) {
 		"a node has room": {room: &backend.Room{CPU: resource.MustParse("8"), Memory: resource.MustParse("64Gi"), Hosts: 2},
 			condition: "Resizing/ResizeInfeasible", says: "the node cannot resize it in place: " + why},
 		"no node has the cpu": {room: &backend.Room{CPU: resource.MustParse("3"), Memory: resource.MustParse("64Gi"), Hosts: 2},
-			condition: "RestartRequired/ResizeInfeasible", says: "no node has allocatable cpu 4 (the largest has 3), so a new server"},
+			condition: "RestartRequired/ResizeNoRoom", says: "no node has allocatable cpu 4 (the largest has 3), so a new server"},
 		"no node has either": {room: &backend.Room{CPU: resource.MustParse("3"), Memory: resource.MustParse("2Gi"), Hosts: 2},
-			condition: "RestartRequired/ResizeInfeasible", says: "no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
-		"every node cordoned": {room: &backend.Room{}, condition: "RestartRequired/ResizeInfeasible", says: "no node takes new servers"},
+			condition: "RestartRequired/ResizeNoRoom", says: "no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
+		"every node cordoned": {room: &backend.Room{}, condition: "RestartRequired/ResizeNoRoom", says: "no node takes new servers"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := decision.DefaultPolicy
