@@ -317,7 +317,7 @@ func TestPointCheck(t *testing.T) {
 	flags := []string{"--api-version", "cloudnative.czs/v1beta1", "--namespace", ns}
 
 	rows, _, code := checkRows(t, append([]string{"--kubeconfig", kubeconfig}, flags...)...)
-	want := []string{"discovery pass", "crd pass", "fields pass", "storage pass"}
+	want := []string{"discovery pass", "crd pass", "fields pass", "storage pass", "namespace pass"}
 	for range rules {
 		want = append(want, "rbac pass")
 	}
