@@ -129,22 +129,30 @@ func TestLifecycleResizeInPlace(t *testing.T) {
 
 // TestLifecycleInfeasible: a resize the node answers Infeasible replaces the pod under
 // --resize in-place, with a ReplacingServer Event that says why, and under manual keeps it
-// with RestartRequired=ResizeInfeasible.
+// with RestartRequired=ResizeInfeasible. Under in-place, a size no node has room for (cpu 64,
+// where the local cluster's nodes have 32 allocatable) keeps the pod too, with
+// RestartRequired=ResizeNoRoom: its replacement could start nowhere.
 func TestLifecycleInfeasible(t *testing.T) {
-	for _, mode := range []string{"in-place", "manual"} {
+	for _, mode := range []string{"in-place", "manual", "in-place, no room"} {
 		t.Run(mode, func(t *testing.T) {
 			ns := testNamespace(t)
-			startController(t, ns, "--resize", mode).waitReady(t)
+			flag, cpu, kept := mode, "2", "True/ResizeInfeasible"
+			if mode == "in-place, no room" {
+				flag, cpu, kept = "in-place", "64", "True/ResizeNoRoom"
+			}
+			startController(t, ns, "--resize", flag).waitReady(t)
 			uid := lifecycleVM(t, ns, "big")
 			kubectl(t, "annotate", "pod", "big-server", "-n", ns, "resize.kwok.cloudnative.czs/answer=Infeasible")
-			kubectl(t, "patch", vmRes, "big", "-n", ns, "--type", "merge", "-p", `{"spec":{"resource":{"cpu":"2"}}}`)
-			if mode == "manual" {
+			kubectl(t, "patch", vmRes, "big", "-n", ns, "--type", "merge", "-p", `{"spec":{"resource":{"cpu":"`+cpu+`"}}}`)
+			if mode != "in-place" {
+				// The condition is written by the decision that keeps the pod: a replacement
+				// would have been decided instead.
 				eventually(t, 2*time.Minute, func() (bool, string) {
 					c := condition(ns, "big", "RestartRequired")
-					return c == "True/ResizeInfeasible", c
+					return c == kept, c
 				})
 				if got := podUID(t, ns, "big"); got != uid {
-					t.Errorf("pod UID %s under manual, want %s (kept)", got, uid)
+					t.Errorf("pod UID %s under %s, want %s (kept)", got, mode, uid)
 				}
 				return
 			}
