@@ -37,22 +37,7 @@ func TestRecreatedVMDoesNotInheritDiskExpectation(t *testing.T) {
 	if !released(t, w) {
 		t.Fatalf("A not released: %s", status(t, w, testVM, "reason"))
 	}
-	if err := w.client.Tracker().Delete(vmGVR, testVM.Namespace, testVM.Name); err != nil {
-		t.Fatal(err)
-	}
-	b := caseObject(t, "inactive-new")
-	b.SetUID("99999999-aaaa-bbbb-cccc-000000000002")
-	b.SetResourceVersion("2000")
-	if err := unstructured.SetNestedField(b.Object, "Delete", "spec", "rootDiskReclaimPolicy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.client.Tracker().Create(vmGVR, b, testVM.Namespace); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the cache shows B", func() bool {
-		vm, ok := c.view(testVM)
-		return ok && vm.UID() == b.GetUID()
-	})
+	b := madeAgain(t, w, c, "inactive-new")
 	ownerB := ownerOf(cachedView(t, b, w.fields))
 	seen, err := c.cfg.Backend.(backend.Disks).ObserveDisk(ownerB)
 	if err != nil {
@@ -100,10 +85,24 @@ func TestRecreatedVMAfterDiskDelete(t *testing.T) {
 	if deletes != 1 || !released(t, w) {
 		t.Fatalf("A: %d claim deletes, released %t (reason %s)", deletes, released(t, w), status(t, w, testVM, "reason"))
 	}
+	madeAgain(t, w, c, "create-new")
+	for c.queue.Len() > 0 {
+		c.processNextItem(ctx)
+	}
+	if r := status(t, w, testVM, "reason"); r != "WaitingForDisk" {
+		t.Errorf("B, made again while A's claim goes: %s %s (%s), want WaitingForDisk for the earlier VM's disk",
+			status(t, w, testVM, "phase"), r, status(t, w, testVM, "message"))
+	}
+}
+
+// madeAgain deletes test-vm, makes it again as the golden case name with another UID and
+// rootDiskReclaimPolicy Delete, and returns it once the controller's cache shows it.
+func madeAgain(t *testing.T, w *world, c *Controller, name string) *unstructured.Unstructured {
+	t.Helper()
 	if err := w.client.Tracker().Delete(vmGVR, testVM.Namespace, testVM.Name); err != nil {
 		t.Fatal(err)
 	}
-	b := caseObject(t, "create-new")
+	b := caseObject(t, name)
 	b.SetUID("99999999-aaaa-bbbb-cccc-000000000002")
 	b.SetResourceVersion("2000")
 	if err := unstructured.SetNestedField(b.Object, "Delete", "spec", "rootDiskReclaimPolicy"); err != nil {
@@ -112,15 +111,9 @@ func TestRecreatedVMAfterDiskDelete(t *testing.T) {
 	if err := w.client.Tracker().Create(vmGVR, b, testVM.Namespace); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cache shows B", func() bool {
+	eventually(t, "the cache shows the VM made again", func() bool {
 		vm, ok := c.view(testVM)
 		return ok && vm.UID() == b.GetUID()
 	})
-	for c.queue.Len() > 0 {
-		c.processNextItem(ctx)
-	}
-	if r := status(t, w, testVM, "reason"); r != "WaitingForDisk" {
-		t.Errorf("B, made again while A's claim goes: %s %s (%s), want WaitingForDisk for the earlier VM's disk",
-			status(t, w, testVM, "phase"), r, status(t, w, testVM, "message"))
-	}
+	return b
 }
