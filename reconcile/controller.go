@@ -923,7 +923,11 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// a disk to be made is its create, which puts the label back, without the Warning
 			// that its data went; a stopped VM's is decided on as read, and its next start
 			// puts the label back. A read that fails leaves the plan as it is.
-			read, err := c.diskNotCached(ctx, owner, nil, log)
+			var read *backend.Disk
+			var err error
+			if disks, ok := c.cfg.Backend.(backend.Disks); ok {
+				read, err = disks.ReadDisk(ctx, owner)
+			}
 			switch {
 			case err != nil:
 				log.Debug("Could not confirm the disk is gone", "err", err)
