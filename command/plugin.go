@@ -129,13 +129,15 @@ func oneName(c *cli.Context) error {
 // vmClient is what a verb works with: the VM's resource in its namespace, its layout, and a
 // client of the core API for the VM's server, disk and the nodes.
 type vmClient struct {
-	vms       dynamic.ResourceInterface
-	kube      kubernetes.Interface
-	fields    schema.Fields
-	gvr       k8sschema.GroupVersionResource
-	namespace string
-	out       io.Writer
-	now       func() time.Time
+	vms    dynamic.ResourceInterface
+	kube   kubernetes.Interface
+	fields schema.Fields
+	gvr    k8sschema.GroupVersionResource
+	// versionFrom names where gvr's version came from (vmRef): "" for --api-version.
+	versionFrom string
+	namespace   string
+	out         io.Writer
+	now         func() time.Time
 }
 
 // defaultResourceNames are the names besides its plural that kubectl takes for this project's
@@ -144,53 +146,88 @@ type vmClient struct {
 // and the short name's plural.
 var defaultResourceNames = []string{"virtualmachine", "vm", "vms"}
 
-// vmName is the VM's name in the verb's argument: NAME, or TYPE/NAME as kubectl takes it, where
-// TYPE names the resource the plugin is configured for, in any case: its plural (--resource),
+// vmRef is the VM a verb's argument names, and the resource it is read and written through.
+type vmRef struct {
+	name string
+	gvr  k8sschema.GroupVersionResource
+	// versionFrom names where gvr's version came from, for the messages that quote it: ""
+	// for --api-version, or the argument when that names another version.
+	versionFrom string
+}
+
+// vmName is the VM in the verb's argument: NAME, or TYPE/NAME as kubectl takes it, where TYPE
+// names the resource the plugin is configured for, in any case: its plural (--resource),
 // plural.group or plural.version.group, and for this project's resource its singular and short
-// names (vm/test-vm, virtualmachines.cloudnative.czs/test-vm). Another TYPE (pod/x) is a bad
-// argument, one line and exit 2 before the cluster is asked anything.
-func (c *pluginConfig) vmName(arg string) (string, error) {
-	typ, name, ok := strings.Cut(arg, "/")
-	if !ok {
-		return arg, nil
-	}
+// names (vm/test-vm, virtualmachines.cloudnative.czs/test-vm, vm.v1beta1.cloudnative.czs/test-vm).
+// A version in TYPE may be any of the group's: every version is a view of the same object, and
+// as kubectl does, the plugin then reads and writes it through that version, with that
+// version's built-in field map; a --schema-file maps --api-version's layout only, so with one a
+// TYPE naming another version is refused. Another TYPE (pod/x, a version of another group) or
+// a version without a field map is a bad argument, one line and exit 2 before the cluster is
+// asked anything; a version the API server does not serve is said when the read finds nothing
+// (notServed), as for --api-version.
+func (c *pluginConfig) vmName(arg string) (vmRef, error) {
 	gvr, err := schema.ParseGVR(c.APIVersion, c.resource())
 	if err != nil {
-		return "", err
+		return vmRef{}, err
+	}
+	typ, name, ok := strings.Cut(arg, "/")
+	if !ok {
+		return vmRef{name: arg, gvr: gvr}, nil
 	}
 	names, short := []string{gvr.Resource}, gvr.Resource
 	if gvr.GroupResource() == (k8sschema.GroupResource{Group: schema.Group, Resource: schema.DefaultResource}) {
 		names, short = append(names, defaultResourceNames...), "vm"
 	}
-	var accepted []string
-	for _, n := range names {
-		accepted = append(accepted, n, n+"."+gvr.Group, n+"."+gvr.Version+"."+gvr.Group)
+	if name == "" || strings.Contains(name, "/") {
+		return vmRef{}, cli.Exit(fmt.Sprintf("argument %q: want the VM's NAME or %s/NAME", arg, short), 2)
 	}
+	// TYPE read as kubectl reads it: resource.version.group when that names the resource, else
+	// resource.group (a group may have dots, so "a.b.c" is tried both ways).
+	versioned, plain := k8sschema.ParseResourceArg(strings.ToLower(typ))
 	switch {
-	case name == "" || strings.Contains(name, "/"):
-		return "", cli.Exit(fmt.Sprintf("argument %q: want the VM's NAME or %s/NAME", arg, short), 2)
-	case !slices.Contains(accepted, strings.ToLower(typ)):
-		return "", cli.Exit(fmt.Sprintf("argument %q: %s is not a VM (%s): give the VM's NAME or %s/NAME", arg, typ, gvr.GroupResource(), short), 2)
+	case versioned != nil && versioned.Group == gvr.Group && slices.Contains(names, versioned.Resource):
+		return c.versionNamed(arg, name, gvr, versioned.Version)
+	case (plain.Group == "" || plain.Group == gvr.Group) && slices.Contains(names, plain.Resource):
+		return vmRef{name: name, gvr: gvr}, nil
 	}
-	return name, nil
+	return vmRef{}, cli.Exit(fmt.Sprintf("argument %q: %s is not a VM (%s): give the VM's NAME or %s/NAME", arg, typ, gvr.GroupResource(), short), 2)
 }
 
-// connect makes the clients of c, and reads the VM's name from the verb's argument (vmName).
+// versionNamed is the VM name of the argument arg, whose TYPE names version of the configured
+// resource gvr: read through that version, when the plugin has its field map.
+func (c *pluginConfig) versionNamed(arg, name string, gvr k8sschema.GroupVersionResource, version string) (vmRef, error) {
+	if version == gvr.Version {
+		return vmRef{name: name, gvr: gvr}, nil
+	}
+	named, err := schema.ParseGVR(gvr.Group+"/"+version, gvr.Resource)
+	if err != nil {
+		return vmRef{}, cli.Exit(fmt.Sprintf("argument %q: %v", arg, err), 2)
+	}
+	if c.SchemaFile != "" {
+		return vmRef{}, cli.Exit(fmt.Sprintf("argument %q: --schema-file maps %s (--api-version), not %s: "+
+			"give the VM's NAME without a version, or --api-version %s with its field map", arg, gvr.GroupVersion(), version, named.GroupVersion()), 2)
+	}
+	if _, err := schema.ForVersion(named.GroupVersion()); err != nil {
+		return vmRef{}, cli.Exit(fmt.Sprintf("argument %q: %v", arg, err), 2)
+	}
+	return vmRef{name: name, gvr: named, versionFrom: fmt.Sprintf("argument %q", arg)}, nil
+}
+
+// connect makes the clients of c for the VM the verb's argument names (vmName), and returns
+// its name.
 func (c *pluginConfig) connect(cc *cli.Context, version string) (*vmClient, string, error) {
-	name, err := c.vmName(cc.Args().First())
+	ref, err := c.vmName(cc.Args().First())
 	if err != nil {
 		return nil, "", err
 	}
-	v, err := c.clients(cc, version)
-	return v, name, err
+	v, err := c.clients(cc, version, ref)
+	return v, ref.name, err
 }
 
-// clients makes the clients of c.
-func (c *pluginConfig) clients(cc *cli.Context, version string) (*vmClient, error) {
-	gvr, err := schema.ParseGVR(c.APIVersion, c.resource())
-	if err != nil {
-		return nil, err
-	}
+// clients makes the clients of c, for the VM's resource as ref names it.
+func (c *pluginConfig) clients(cc *cli.Context, version string, ref vmRef) (*vmClient, error) {
+	gvr := ref.gvr
 	fields, err := loadFields(c.SchemaFile, gvr.GroupVersion())
 	if err != nil {
 		return nil, err
@@ -214,8 +251,8 @@ func (c *pluginConfig) clients(cc *cli.Context, version string) (*vmClient, erro
 	if err != nil {
 		return nil, fmt.Errorf("make the API client: %w", err)
 	}
-	return &vmClient{vms: dyn.Resource(gvr).Namespace(ns), kube: kube, fields: fields, gvr: gvr, namespace: ns,
-		out: cc.App.Writer, now: time.Now}, nil
+	return &vmClient{vms: dyn.Resource(gvr).Namespace(ns), kube: kube, fields: fields, gvr: gvr, versionFrom: ref.versionFrom,
+		namespace: ns, out: cc.App.Writer, now: time.Now}, nil
 }
 
 // get reads the VM named name, with its view. A VM that does not exist, or one the user may
@@ -246,15 +283,19 @@ func (v *vmClient) readError(name string, err error) error {
 }
 
 // notServed says why a VM was not found when the reason is that the API server does not
-// serve the version it was asked in (--api-version), or not the resource in it: a GET of
-// either answers 404 as for a VM that does not exist. Discovery is asked only then; "" when
-// it is served, or discovery does not say.
+// serve the version it was asked in (--api-version, or the one the argument names), or not
+// the resource in it: a GET of either answers 404 as for a VM that does not exist. Discovery
+// is asked only then; "" when it is served, or discovery does not say.
 func (v *vmClient) notServed() string {
 	gv := v.gvr.GroupVersion().String()
+	from := v.versionFrom
+	if from == "" {
+		from = "--api-version"
+	}
 	list, err := v.kube.Discovery().ServerResourcesForGroupVersion(gv)
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Sprintf(": the API server does not serve %s (--api-version)", gv)
+		return fmt.Sprintf(": the API server does not serve %s (%s)", gv, from)
 	case err != nil || list == nil:
 		return ""
 	}
@@ -263,7 +304,7 @@ func (v *vmClient) notServed() string {
 			return ""
 		}
 	}
-	return fmt.Sprintf(": the API server serves no %s in %s (--api-version)", v.gvr.Resource, gv)
+	return fmt.Sprintf(": the API server serves no %s in %s (%s)", v.gvr.Resource, gv, from)
 }
 
 // apiMessage is the API server's message of err, without client-go's prefixes.

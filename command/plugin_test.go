@@ -1013,49 +1013,90 @@ func TestPluginSchemaFile(t *testing.T) {
 }
 
 // TestVMName: a verb's argument is NAME, or TYPE/NAME with TYPE a name kubectl takes for the
-// resource the plugin is configured for; another TYPE is one line and exit 2.
+// resource the plugin is configured for (--api-version, --resource), with any version of its
+// group, which it is then read through; another TYPE, or a version without a field map, is
+// one line and exit 2.
 func TestVMName(t *testing.T) {
+	alpha := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
 	def := pluginConfig{resourceFlags: resourceFlags{APIVersion: "cloudnative.czs/v1beta1"}}
+	mapped := pluginConfig{resourceFlags: resourceFlags{APIVersion: "cloudnative.czs/v1beta1", SchemaFile: "fieldmap.yaml"}}
 	other := pluginConfig{resourceFlags: resourceFlags{APIVersion: "compute.example.org/v1", Resource: "machines"}}
+	otherMapped := pluginConfig{resourceFlags: resourceFlags{APIVersion: "compute.example.org/v1", Resource: "machines", SchemaFile: "fieldmap.yaml"}}
+	// A group whose first label looks like a version: machines.v1.example.org is its plural.group.
+	dotted := pluginConfig{resourceFlags: resourceFlags{APIVersion: "v1.example.org/v2", Resource: "machines", SchemaFile: "fieldmap.yaml"}}
 	tests := map[string]struct {
-		c    pluginConfig
-		arg  string
-		name string // "": refused
-		says string // the refusal
+		c       pluginConfig
+		arg     string
+		name    string // "": refused
+		version string // the version the VM is read through; "": --api-version's
+		says    string // the refusal
 	}{
-		"NAME":                 {def, "test-vm", "test-vm", ""},
-		"vm/":                  {def, "vm/test-vm", "test-vm", ""},
-		"vms/":                 {def, "vms/test-vm", "test-vm", ""},
-		"virtualmachine/":      {def, "virtualmachine/test-vm", "test-vm", ""},
-		"virtualmachines/":     {def, "virtualmachines/test-vm", "test-vm", ""},
-		"the kind":             {def, "VirtualMachine/test-vm", "test-vm", ""},
-		"plural.group/":        {def, "virtualmachines.cloudnative.czs/test-vm", "test-vm", ""},
-		"plural.version.group": {def, "virtualmachines.v1beta1.cloudnative.czs/test-vm", "test-vm", ""},
-		"singular.group/":      {def, "virtualmachine.cloudnative.czs/test-vm", "test-vm", ""},
-		"another kind": {def, "pod/x", "",
+		"NAME":                 {def, "test-vm", "test-vm", "", ""},
+		"vm/":                  {def, "vm/test-vm", "test-vm", "", ""},
+		"vms/":                 {def, "vms/test-vm", "test-vm", "", ""},
+		"virtualmachine/":      {def, "virtualmachine/test-vm", "test-vm", "", ""},
+		"virtualmachines/":     {def, "virtualmachines/test-vm", "test-vm", "", ""},
+		"the kind":             {def, "VirtualMachine/test-vm", "test-vm", "", ""},
+		"plural.group/":        {def, "virtualmachines.cloudnative.czs/test-vm", "test-vm", "", ""},
+		"plural.version.group": {def, "virtualmachines.v1beta1.cloudnative.czs/test-vm", "test-vm", "", ""},
+		"singular.group/":      {def, "virtualmachine.cloudnative.czs/test-vm", "test-vm", "", ""},
+
+		"plural.version.group of another version":   {alpha, "virtualmachines.v1beta1.cloudnative.czs/test-vm", "test-vm", "v1beta1", ""},
+		"singular.version.group of another version": {alpha, "virtualmachine.v1beta1.cloudnative.czs/test-vm", "test-vm", "v1beta1", ""},
+		"short.version.group of another version":    {alpha, "vm.v1beta1.cloudnative.czs/test-vm", "test-vm", "v1beta1", ""},
+		"the kind with another version, any case":   {alpha, "VirtualMachine.V1Beta1.CloudNative.CZS/test-vm", "test-vm", "v1beta1", ""},
+		"v1 of a v1beta1 plugin":                    {def, "virtualmachines.v1.cloudnative.czs/x", "x", "v1", ""},
+		"its own version":                           {alpha, "virtualmachines.v1alpha1.cloudnative.czs/test-vm", "test-vm", "", ""},
+		"a version without a field map": {def, "virtualmachines.v9.cloudnative.czs/x", "",
+			"", `argument "virtualmachines.v9.cloudnative.czs/x": no built-in field map for version "v9" of cloudnative.czs (built in: v1, v1alpha1, v1beta1)`},
+		"another version with --schema-file": {mapped, "vm.v1.cloudnative.czs/x", "", "",
+			`argument "vm.v1.cloudnative.czs/x": --schema-file maps cloudnative.czs/v1beta1 (--api-version), not v1: give the VM's NAME without a version, or --api-version cloudnative.czs/v1 with its field map`},
+		"its own version with --schema-file": {mapped, "vm.v1beta1.cloudnative.czs/x", "x", "", ""},
+		"an empty version":                   {def, "virtualmachines..cloudnative.czs/x", "", "", `argument "virtualmachines..cloudnative.czs/x": api version "cloudnative.czs/"`},
+
+		"another kind": {def, "pod/x", "", "",
 			`argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`},
-		"another version": {def, "virtualmachines.v1.cloudnative.czs/x", "",
-			`argument "virtualmachines.v1.cloudnative.czs/x": virtualmachines.v1.cloudnative.czs is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`},
-		"another group":     {def, "virtualmachines.kubevirt.io/x", "", "is not a VM"},
-		"no name":           {def, "vm/", "", `argument "vm/": want the VM's NAME or vm/NAME`},
-		"two slashes":       {def, "vm/a/b", "", `argument "vm/a/b": want the VM's NAME or vm/NAME`},
-		"its own resource":  {other, "machines.compute.example.org/m1", "m1", ""},
-		"its plural":        {other, "machines/m1", "m1", ""},
-		"not vm elsewhere":  {other, "vm/m1", "", `argument "vm/m1": vm is not a VM (machines.compute.example.org): give the VM's NAME or machines/NAME`},
-		"not vms elsewhere": {other, "virtualmachines/m1", "", "is not a VM"},
+		"another kind with a version of the group": {def, "pods.v1beta1.cloudnative.czs/x", "", "", "is not a VM"},
+		"another group": {def, "virtualmachines.kubevirt.io/x", "", "", "is not a VM"},
+		"a version of another group": {def, "virtualmachines.v1.kubevirt.io/x", "", "",
+			`argument "virtualmachines.v1.kubevirt.io/x": virtualmachines.v1.kubevirt.io is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`},
+		"no name":     {def, "vm/", "", "", `argument "vm/": want the VM's NAME or vm/NAME`},
+		"two slashes": {def, "vm/a/b", "", "", `argument "vm/a/b": want the VM's NAME or vm/NAME`},
+
+		"its own resource":          {other, "machines.compute.example.org/m1", "m1", "", ""},
+		"its plural":                {other, "machines/m1", "m1", "", ""},
+		"its own version elsewhere": {otherMapped, "machines.v1.compute.example.org/m1", "m1", "", ""},
+		"another version elsewhere": {otherMapped, "machines.v2.compute.example.org/m1", "", "",
+			`argument "machines.v2.compute.example.org/m1": --schema-file maps compute.example.org/v1 (--api-version), not v2: give the VM's NAME without a version, or --api-version compute.example.org/v2 with its field map`},
+		"another version elsewhere, no map": {other, "machines.v2.compute.example.org/m1", "", "", `no built-in field map for group "compute.example.org"`},
+		"a version of this project's group elsewhere": {otherMapped, "virtualmachines.v1beta1.cloudnative.czs/m1", "", "",
+			`argument "virtualmachines.v1beta1.cloudnative.czs/m1": virtualmachines.v1beta1.cloudnative.czs is not a VM (machines.compute.example.org): give the VM's NAME or machines/NAME`},
+		"its resource in another group":            {otherMapped, "machines.v1.example.org/m1", "", "", "is not a VM"},
+		"not vm elsewhere":                         {other, "vm/m1", "", "", `argument "vm/m1": vm is not a VM (machines.compute.example.org): give the VM's NAME or machines/NAME`},
+		"not vms elsewhere":                        {other, "virtualmachines/m1", "", "", "is not a VM"},
+		"a group like a version":                   {dotted, "machines.v1.example.org/m1", "m1", "", ""},
+		"a group like a version, with its version": {dotted, "machines.v2.v1.example.org/m1", "m1", "", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			configured, err := schema.ParseGVR(tc.c.APIVersion, tc.c.resource())
+			if err != nil {
+				t.Fatal(err)
+			}
 			got, err := tc.c.vmName(tc.arg)
 			if tc.name != "" {
-				if err != nil || got != tc.name {
-					t.Fatalf("vmName(%q) = %q, %v; want %q", tc.arg, got, err, tc.name)
+				want, from := configured, ""
+				if tc.version != "" {
+					want.Version, from = tc.version, fmt.Sprintf("argument %q", tc.arg)
+				}
+				if err != nil || got != (vmRef{name: tc.name, gvr: want, versionFrom: from}) {
+					t.Fatalf("vmName(%q) = %+v, %v; want %q in %s (from %q)", tc.arg, got, err, tc.name, want, from)
 				}
 				return
 			}
 			var ec cli.ExitCoder
-			if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.Contains(err.Error(), tc.says) {
-				t.Fatalf("vmName(%q) = %q, %v; want exit 2 saying %q", tc.arg, got, err, tc.says)
+			if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("vmName(%q) = %+v, %v; want exit 2 saying %q", tc.arg, got, err, tc.says)
 			}
 		})
 	}
@@ -1084,8 +1125,8 @@ func TestVMNameTakesTheCRDsNames(t *testing.T) {
 	}
 	c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
 	for _, n := range names {
-		if got, err := c.vmName(n + "/x"); err != nil || got != "x" {
-			t.Errorf("vmName(%q) = %q, %v; want x", n+"/x", got, err)
+		if got, err := c.vmName(n + "/x"); err != nil || got.name != "x" {
+			t.Errorf("vmName(%q) = %+v, %v; want x", n+"/x", got, err)
 		}
 	}
 }
@@ -1111,6 +1152,42 @@ func TestPluginRefusesAnotherKind(t *testing.T) {
 	}
 	if err := run("status", "vm/x", "-nteam-b"); err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
 		t.Errorf("status vm/x -nteam-b: %v, want it to get as far as the kubeconfig", err)
+	}
+}
+
+// TestPluginNamedVersion: a TYPE/NAME with a version of the VM's group is read
+// through that version, as kubectl reads it, whatever --api-version says; a version the API
+// server does not serve is one line that names the argument, as --api-version's names the flag.
+func TestPluginNamedVersion(t *testing.T) {
+	tests := map[string]struct {
+		served string // the version the API server serves
+		arg    string
+		read   string // the version the VM is read through
+		want   string // the line; the VM does not exist
+	}{
+		"v1beta1, served": {"v1beta1", "virtualmachines.v1beta1.cloudnative.czs/x", "v1beta1",
+			`virtualmachine "x" not found in namespace "default"`},
+		"v1, not served": {"v1alpha1", "vm.v1.cloudnative.czs/x", "v1",
+			`virtualmachine "x" not found in namespace "default": the API server does not serve cloudnative.czs/v1 (argument "vm.v1.cloudnative.czs/x")`},
+		"--api-version's, not served": {"v1beta1", "vm/x", "v1alpha1",
+			`virtualmachine "x" not found in namespace "default": the API server does not serve cloudnative.czs/v1alpha1 (--api-version)`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := newFakeAPIServer(t, k8sschema.GroupVersionResource{Group: schema.Group, Version: tc.served, Resource: schema.DefaultResource}, nil)
+			app := Plugin("test")
+			var out bytes.Buffer
+			app.Writer, app.ErrWriter = &out, &out
+			err := app.Run(PluginArgs([]string{PluginName, "status", tc.arg, "--kubeconfig", s.kubeconfig(t)}))
+			var ec cli.ExitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != 1 || err.Error() != tc.want {
+				t.Errorf("status %s: %v, want exit 1 saying %q", tc.arg, err, tc.want)
+			}
+			read := "GET /apis/" + schema.Group + "/" + tc.read + "/namespaces/default/virtualmachines/x"
+			if s.count(read) != 1 {
+				t.Errorf("status %s: requests %q, want one %s", tc.arg, s.requests, read)
+			}
+		})
 	}
 }
 

@@ -63,19 +63,25 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 			`kubectl vm: argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`,
 			onStderr(func(*testing.T) (string, error) {
 				c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
-				return c.vmName("pod/x")
+				_, err := c.vmName("pod/x")
+				return "", err
 			})},
 		"another kind": {runStrategiesDoc,
 			`kubectl vm: argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`,
 			onStderr(func(*testing.T) (string, error) {
 				c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
-				return c.vmName("pod/x")
+				_, err := c.vmName("pod/x")
+				return "", err
 			})},
 		"bad input: no such VM": {pluginBadInput, `kubectl vm: virtualmachine "nope" not found in namespace "team-a"`,
 			onStderr(missing("nope", "team-a", "v1alpha1", true))},
 		"bad input: a version not served": {pluginBadInput,
 			`kubectl vm: virtualmachine "x" not found in namespace "y": the API server does not serve cloudnative.czs/v1 (--api-version)`,
 			onStderr(missing("x", "y", "v1", false))},
+		"a version the argument names, not served": {runStrategiesDoc,
+			`the API server does not serve cloudnative.czs/v1 (argument "vm.v1.cloudnative.czs/x")`, missingNamed("vm.v1.cloudnative.czs/x")},
+		"bad input: a version the argument names, not served": {pluginBadInput,
+			`... (argument "vm.v1.cloudnative.czs/x")`, missingNamed("vm.v1.cloudnative.czs/x")},
 		"bad input: nodes forbidden": {pluginBadInput, "cannot read the nodes: forbidden (...)", func(*testing.T) (string, error) {
 			return "", (&vmClient{}).lookupError("the nodes", apierrors.NewForbidden(k8sschema.GroupResource{Resource: "nodes"}, "", errors.New("no")))
 		}},
@@ -231,6 +237,25 @@ func missing(name, ns, version string, served bool) func(*testing.T) (string, er
 		kube.Discovery().(*discoveryfake.FakeDiscovery).Resources = []*metav1.APIResourceList{list}
 		v := &vmClient{vms: dyn.Resource(gvr).Namespace(ns), kube: kube, gvr: gvr, namespace: ns, now: time.Now}
 		_, _, err := v.get(context.Background(), name)
+		return "", err
+	}
+}
+
+// missingNamed is a read of the VM that arg names, TYPE/NAME with a version, from an API
+// server that serves v1alpha1 only and has no such VM.
+func missingNamed(arg string) func(*testing.T) (string, error) {
+	return func(t *testing.T) (string, error) {
+		c := pluginConfig{resourceFlags: resourceFlags{APIVersion: schema.DefaultAPIVersion}}
+		ref, err := c.vmName(arg)
+		if err != nil {
+			return "", err
+		}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{ref.gvr: "VirtualMachineList"})
+		kube := kubefake.NewClientset()
+		kube.Discovery().(*discoveryfake.FakeDiscovery).Resources = []*metav1.APIResourceList{
+			{GroupVersion: schema.DefaultAPIVersion, APIResources: []metav1.APIResource{{Name: schema.DefaultResource}}}}
+		v := &vmClient{vms: dyn.Resource(ref.gvr).Namespace("y"), kube: kube, gvr: ref.gvr, versionFrom: ref.versionFrom, namespace: "y", now: time.Now}
+		_, _, err = v.get(context.Background(), ref.name)
 		return "", err
 	}
 }
