@@ -209,6 +209,7 @@ func New(cfg Config) *Controller {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
 	cfg.Policy = diskPolicy(cfg.Backend, cfg.Policy, cfg.Logger)
+	cfg.Policy = resizePolicy(cfg.Backend, cfg.Policy)
 	if cfg.ConflictRateLimiter == nil {
 		cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
 	}
@@ -242,6 +243,16 @@ func New(cfg Config) *Controller {
 			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil, nil) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
+}
+
+// resizePolicy is p for a controller on b: CanResize says whether b resizes a server in place
+// (backend.Resizer), whatever p says. Told it could, a decision on a backend that cannot would
+// ask for a resize at every change of a running server's cpu or memory, which applying refuses
+// as an error: the VM would be retried for ever and never get its size. Told it cannot, the
+// decision replaces the server (under --resize manual, keeps it until a restart).
+func resizePolicy(b backend.Backend, p decision.Policy) decision.Policy {
+	_, p.CanResize = b.(backend.Resizer)
+	return p
 }
 
 // liveView is view, for VMs whose namespace is not being deleted: the usage poller's, which
