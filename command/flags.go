@@ -248,8 +248,8 @@ func (p policyFlags) validate() error {
 
 // policy is the decision's policy of these flags and --root-disk.
 func (p policyFlags) policy(disk rootDiskFlags) decision.Policy {
-	// CanResize: both backends the commands use (pods for run, memory for plan) resize in
-	// place and keep disks.
+	// CanResize: plan's in-memory backend resizes in place and keeps disks; run's controller
+	// checks both against the backend it is given (reconcile.New).
 	return decision.Policy{DefaultImage: p.ServerImage, RestartBackoff: p.RestartBackoff, MaxRestartBackoff: p.MaxRestartBackoff,
 		Resize: decision.ResizeMode(p.Resize), CanResize: true, RootDisk: decision.RootDiskMode(disk.RootDisk), StalledAfter: p.StalledAfter,
 		Eviction: schema.EvictionStrategy(p.EvictionStrategy)}

@@ -79,11 +79,10 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 // has none or the backend keeps none (the decision then asks for one only under Block, and
 // applying that says the backend cannot).
 func (c *Controller) observeBudget(owner backend.Owner) (*backend.Budget, error) {
-	budgets, ok := c.cfg.Backend.(backend.Budgets)
-	if !ok {
+	if c.opt.budgets == nil {
 		return nil, nil
 	}
-	b, err := budgets.ObserveBudget(owner)
+	b, err := c.opt.budgets.ObserveBudget(owner)
 	if err != nil {
 		return nil, fmt.Errorf("observe budget: %w", err)
 	}

@@ -191,11 +191,10 @@ func diskPolicy(b backend.Backend, p decision.Policy, log *slog.Logger) decision
 // decision keeps or deletes as the VM's reclaim policy says (a cache read, nil for a VM
 // without one).
 func (c *Controller) observeDisk(key cache.ObjectName, owner backend.Owner) (*backend.Disk, error) {
-	disks, ok := c.cfg.Backend.(backend.Disks)
-	if !ok {
+	if c.opt.disks == nil {
 		return nil, nil
 	}
-	d, err := disks.ObserveDisk(owner)
+	d, err := c.opt.disks.ObserveDisk(owner)
 	if err != nil {
 		return nil, fmt.Errorf("observe disk: %w", err)
 	}

@@ -153,6 +153,8 @@ type Controller struct {
 	disks   *diskExpectations
 	log     *slog.Logger
 	applier applier
+	// opt is the backend's optional interfaces the loop uses, asserted once, by Start.
+	opt optional
 	// serversSynced is the backend's sync check, set by Start; namespacesSynced is the
 	// namespaces' (always true without Config.Namespaces).
 	serversSynced, namespacesSynced func() bool
@@ -168,6 +170,32 @@ type Controller struct {
 	unkeptWarned atomic.Int64
 }
 
+// optional holds the optional interfaces of a Controller's backend that its loop uses, each
+// asserted once, when Start starts the backend (the backend a controller starts is the one it
+// asks; no reconcile runs before); nil when the backend lacks it. A round asks for several of
+// them, on every reconcile: asserted where used, the same question, whose answer is fixed for
+// the life of the backend, was asked again on every round, in several files. (The applier
+// asserts its own where it acts, once per action; pinned asserts DiskPinning only for a
+// migration asked for.)
+type optional struct {
+	departures backend.Departures
+	rooms      backend.Rooms
+	disks      backend.Disks
+	reader     backend.Reader
+	budgets    backend.Budgets
+}
+
+// optionalOf asserts b's optional interfaces.
+func optionalOf(b backend.Backend) optional {
+	var o optional
+	o.departures, _ = b.(backend.Departures)
+	o.rooms, _ = b.(backend.Rooms)
+	o.disks, _ = b.(backend.Disks)
+	o.reader, _ = b.(backend.Reader)
+	o.budgets, _ = b.(backend.Budgets)
+	return o
+}
+
 // New builds a controller; nothing runs until Start (the informers, on every replica) and
 // RunWorkers (the workers and the usage poller, on the leader).
 func New(cfg Config) *Controller {
@@ -181,6 +209,7 @@ func New(cfg Config) *Controller {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
 	cfg.Policy = diskPolicy(cfg.Backend, cfg.Policy, cfg.Logger)
+	cfg.Policy = resizePolicy(cfg.Backend, cfg.Policy)
 	if cfg.ConflictRateLimiter == nil {
 		cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
 	}
@@ -214,6 +243,16 @@ func New(cfg Config) *Controller {
 			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil, nil) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
+}
+
+// resizePolicy is p for a controller on b: CanResize says whether b resizes a server in place
+// (backend.Resizer), whatever p says. Told it could, a decision on a backend that cannot would
+// ask for a resize at every change of a running server's cpu or memory, which applying refuses
+// as an error: the VM would be retried for ever and never get its size. Told it cannot, the
+// decision replaces the server (under --resize manual, keeps it until a restart).
+func resizePolicy(b backend.Backend, p decision.Policy) decision.Policy {
+	_, p.CanResize = b.(backend.Resizer)
+	return p
 }
 
 // liveView is view, for VMs whose namespace is not being deleted: the usage poller's, which
@@ -396,6 +435,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	c.opt = optionalOf(c.cfg.Backend)
 	// A server's change after the servers' first list is new work (urgency.go); the first
 	// list itself is backlog, like the VMs'.
 	var synced atomic.Pointer[func() bool]
@@ -749,10 +789,11 @@ const unkeptWarnEvery = 10 * time.Minute
 // on the VM as each round of writes returned it.
 const maxDecisions = 3
 
-// reconcile gathers the VM from the cache and its server from the backend, decides, and
-// applies the plan; then it decides again on the VM as its last write returned it, instead of
-// waiting for the informer to bring that back through the queue, until there is nothing left
-// to do. A VM that is gone ends quietly; its server has an owner reference, so the garbage
+// reconcile gathers the VM from the cache and its server from the backend (gather), decides,
+// confirms past the caches what the plan may not be carried out on their word alone (confirm),
+// and applies the plan; then it decides again on the VM as its last write returned it,
+// instead of waiting for the informer to bring that back through the queue, until there is
+// nothing left to do. A VM that is gone ends quietly; its server has an owner reference, so the garbage
 // collector removes anything the finalizer did not.
 //
 // When the last decision finds nothing to do, the informer's echoes of this reconcile's
@@ -776,8 +817,8 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		c.echoes.forget(key)
 		c.passes.forget(key)
 		c.applier.notKept.forget(key)
-		if d, ok := c.cfg.Backend.(backend.Departures); ok {
-			d.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
+		if c.opt.departures != nil {
+			c.opt.departures.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
 		}
 		if debug {
 			log.Debug("VM is gone")
@@ -829,114 +870,18 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if round == 1 && vm.Phase() != schema.PhaseActive {
 			passes = c.passes.add(key)
 		}
-		owner := ownerOf(vm)
-		srv, err := c.cfg.Backend.Observe(owner)
-		if err != nil {
-			return 0, fmt.Errorf("observe server: %w", err)
-		}
-		srv = c.expect.adjust(key, srv)
-		unwatched := false
-		if srv == nil && !going { // in a namespace being deleted, its servers go whatever the cache says
-			read, err := c.serverNotCached(ctx, vm, owner, log)
-			switch {
-			case err != nil:
-				return 0, err
-			case read != nil && read.Unwatched:
-				// The cache never will show it: decided on as read, and looked at again
-				// at unwatchedPoll, since none of its changes brings the VM back.
-				srv, unwatched = read, true
-			case read != nil:
-				after = notCachedWait // the server's add in the cache brings the VM back sooner
-			}
-			if read != nil && !read.Unwatched {
-				break
-			}
-		}
-		var gone *backend.Gone
-		if d, ok := c.cfg.Backend.(backend.Departures); ok && srv == nil {
-			gone = d.LastGone(owner) // a server evicted and gone before a decision saw it
-		}
-		// A server this controller deleted to replace it, going or gone, whose status write
-		// was lost (replaced.go).
-		gone = c.expect.replaced.gone(key, owner.UID, srv, gone)
-		disk, err := c.observeDisk(key, owner)
+		g, err := c.gather(ctx, key, vm, going, log)
 		if err != nil {
 			return 0, err
 		}
-		if disk, err = c.pinned(ctx, vm, owner, disk); err != nil {
-			return 0, err
+		if g.wait > 0 {
+			after = g.wait
+			break
 		}
-		budget, err := c.observeBudget(owner)
+		plan := c.cfg.Policy.Decide(g.in)
+		in, plan, err := c.confirm(ctx, g.in, g.owner, plan, going, log)
 		if err != nil {
 			return 0, err
-		}
-		// The room of the hosts, when the backend knows them (nodes watched): a read of a
-		// value the backend keeps up to date as nodes change (decision/room.go).
-		var room *backend.Room
-		if r, ok := c.cfg.Backend.(backend.Rooms); ok {
-			room = r.Room()
-		}
-		// What this round decides on, gathered once: a read past the cache below changes
-		// only what it read, and the applier decides a refusal of the plan on the same input.
-		in := decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Room: room, Now: c.cfg.Now()}
-		plan := c.cfg.Policy.Decide(in)
-		if plan.Finalizer == decision.RemoveFinalizer && !going && in.Server == nil {
-			// The VM is to be let go on the cache's word that it has no server: confirmed
-			// past the cache first. A server created a moment ago that the cache has not
-			// shown yet (the VM deleted during its create), or one the cache never shows
-			// (unwatched), would be left running without the VM that owns it, and with
-			// --cascade=orphan for good. One read per VM let go, none on a live VM's
-			// reconcile; a VM whose namespace goes leaves its servers to that deletion.
-			read, err := c.readServer(ctx, owner)
-			if err != nil {
-				return 0, fmt.Errorf("confirm the server is gone: %w", err)
-			}
-			if read != nil {
-				in.Server = read
-				plan = c.cfg.Policy.Decide(in)
-			}
-		}
-		if plan.Finalizer == decision.RemoveFinalizer && !going && !confirmsDisk(in.Disk) {
-			// The VM is to be let go on the cache's word that it owns no disk (none seen,
-			// one kept, another's, one it may adopt): confirmed past the cache first, since
-			// the garbage collector deletes the disk of a deleted VM that still owns it,
-			// and a cache behind the VM's own adoption of its disk shows it as it was.
-			// Decided again on the disk as read. One read per such VM let go, none on a live
-			// VM's reconcile; a VM whose namespace goes leaves its disk to that deletion. A
-			// read the controller may not make holds the VM, which says why, until it may
-			// (diskForbidden).
-			read, err := c.diskNotCached(ctx, owner, in.Disk, log)
-			switch {
-			case forbidden(err):
-				plan = c.applier.diskForbidden(in, "read", err)
-			case err != nil:
-				return 0, err
-			case read != nil || in.Disk != nil: // none seen and none read: decided on that already
-				in.Disk = read
-				plan = c.cfg.Policy.Decide(in)
-			}
-		}
-		if in.Disk == nil && plan.DiskGone() {
-			// The plan says the disk the status reported is gone, on the cache's word: a claim
-			// whose label someone took off is out of the pods backend's cache, with its data.
-			// Confirmed past the cache (one read, only when a reported disk is missing). Found,
-			// a disk to be made is its create, which puts the label back, without the Warning
-			// that its data went; a stopped VM's is decided on as read, and its next start
-			// puts the label back. A read that fails leaves the plan as it is.
-			var read *backend.Disk
-			var err error
-			if disks, ok := c.cfg.Backend.(backend.Disks); ok {
-				read, err = disks.ReadDisk(ctx, owner)
-			}
-			switch {
-			case err != nil:
-				log.Debug("Could not confirm the disk is gone", "err", err)
-			case read != nil && read.Owner.Mine() && plan.Disk != nil && plan.Disk.Op == decision.CreateDisk:
-				plan.Disk.Event = decision.Event{}
-			case read != nil:
-				in.Disk = read
-				plan = c.cfg.Policy.Decide(in)
-			}
 		}
 		if going && !vm.Paused() {
 			// A paused VM keeps its word: its Paused condition says why it, and so its
@@ -953,7 +898,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			c.usage.schedule(key)
 		}
 		after = time.Duration(plan.RequeueAfter)
-		if unwatched && (after == 0 || after > unwatchedPoll) {
+		if g.unwatched && (after == 0 || after > unwatchedPoll) {
 			after = unwatchedPoll
 		}
 		if plan.Empty() {
@@ -965,7 +910,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			log.Debug("Applying plan", "finalizer", plan.Finalizer, "disk", diskOp(plan), "server", serverOp(plan), "budget", budgetOp(plan),
 				"status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
-		out, err := c.applier.applyPlan(ctx, in, owner, plan)
+		out, err := c.applier.applyPlan(ctx, in, g.owner, plan)
 		rvs = append(rvs, out.written...)
 		switch {
 		case out.last != nil:
@@ -1026,81 +971,9 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	return after, nil
 }
 
-// notCachedWait is how long a VM whose server is not in the cache yet waits before it is
-// looked at again, should the cache's add of the server not bring it back first.
-const notCachedWait = 5 * time.Second
-
 // unwatchedPoll is how often a VM whose server the backend's watch does not show
 // (backend.Server.Unwatched) is looked at again: nothing else brings it back.
 const unwatchedPoll = time.Minute
-
-// serverNotCached returns the server vm's status names when the cache of servers does not
-// show it but the backend has it; nil when it has none. The cache of servers may lag the cache
-// of VMs (VMs restored before their servers, a watch of servers that restarted): deciding on
-// that cache would report the server missing, flip the VM to Creating and create the server
-// again, and the backend's Delete and Resize act on what its cache shows; so nothing is
-// decided until the cache has the server, unless it never will (Unwatched: a pod whose label
-// was taken off), which the caller decides on as read, with a warning that says how to put
-// the label back. It reads past the cache only when the status names a server the cache
-// lacks: a server really gone costs one read. Backends without backend.Reader are taken at
-// their cache's word.
-func (c *Controller) serverNotCached(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, log *slog.Logger) (*backend.Server, error) {
-	name := decision.ClaimedServer(vm.Status())
-	if name == "" {
-		return nil, nil
-	}
-	srv, err := c.readServer(ctx, owner)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("confirm server %s is missing: %w", name, err)
-	case srv == nil:
-	case srv.Unwatched:
-		log.Warn("Server not watched: its changes do not reach the controller, which reads it every minute; "+
-			"put its label back (for pods: kubectl label pod NAME cloudnative.czs/vm-uid=UID)", "server", srv.Name, "uid", owner.UID)
-	default:
-		log.Debug("Server not in the cache yet: waiting for it", "server", name)
-	}
-	return srv, nil
-}
-
-// readServer reads owner's server past the backend's cache; nil when the backend has none,
-// or cannot read past its cache (backend.Reader).
-func (c *Controller) readServer(ctx context.Context, owner backend.Owner) (*backend.Server, error) {
-	r, ok := c.cfg.Backend.(backend.Reader)
-	if !ok {
-		return nil, nil
-	}
-	return r.Get(ctx, owner)
-}
-
-// diskNotCached reads past the backend's cache the disk of the name of a VM about to be let
-// go while the cache, seen, shows it no disk of its own that the way out acts on (see
-// confirmsDisk); nil when there is none, or the backend keeps no disks. A disk the cache does
-// not show (a claim whose label someone removed drops out of the label-selected cache), or
-// shows as it was before the VM adopted it (the cache behind that write, past the expectation
-// of it), may be owned by the VM: let go on the cache's word, the VM would leave it to the
-// garbage collector, which deletes what a deleted VM owns, a disk its reclaim policy keeps
-// included. Decided on as read, it is released or deleted as the policy says before the VM
-// goes.
-func (c *Controller) diskNotCached(ctx context.Context, owner backend.Owner, seen *backend.Disk, log *slog.Logger) (*backend.Disk, error) {
-	disks, ok := c.cfg.Backend.(backend.Disks)
-	if !ok {
-		return nil, nil
-	}
-	d, err := disks.ReadDisk(ctx, owner)
-	if err != nil {
-		return nil, fmt.Errorf("confirm the disk as the cache shows it: %w", err)
-	}
-	if d != nil && d.Owner.Mine() && !d.Deleting && (seen == nil || seen.ID != d.ID || seen.Owner != d.Owner) {
-		var cached backend.DiskOwner // "": none
-		if seen != nil {
-			cached = seen.Owner
-		}
-		log.Info("Disk not as the cache shows it: deciding the VM's way out on it as the backend has it", "disk", d.Name, "owner", d.Owner,
-			"cachedOwner", cached)
-	}
-	return d, nil
-}
 
 func ownerOf(vm schema.VirtualMachine) backend.Owner {
 	return backend.Owner{APIVersion: vm.APIVersion(), Kind: vm.Kind(), Namespace: vm.Namespace(), Name: vm.Name(), UID: vm.UID()}

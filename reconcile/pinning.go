@@ -17,8 +17,12 @@ import (
 // controller may not read claims and volumes there: only their list, watch, patch and
 // delete); nor does a deleted VM, which moves nowhere: asking would fail its way out.
 func (c *Controller) pinned(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, disk *backend.Disk) (*backend.Disk, error) {
+	if disk == nil || c.cfg.Policy.RootDisk == decision.RootDiskEphemeral || vm.Deleting() || !newMigration(vm) {
+		return disk, nil
+	}
+	// Asserted here, not by Start (Controller.opt): only a migration asked for gets this far.
 	p, ok := c.cfg.Backend.(backend.DiskPinning)
-	if !ok || disk == nil || c.cfg.Policy.RootDisk == decision.RootDiskEphemeral || vm.Deleting() || !newMigration(vm) {
+	if !ok {
 		return disk, nil
 	}
 	why, err := p.DiskPinned(ctx, owner)
