@@ -161,6 +161,11 @@ type Server struct {
 	// server, and for one that ended with all of it (for pods: Succeeded, Failed, or Pending,
 	// which the eviction API takes without the budget too).
 	Lingers bool
+	// KeptBy, on a server that lingers, names what keeps it running (for pods: the other
+	// containers of the pod that still run, native sidecars among them), so that its VM's
+	// status can say what holds the host; nil when the backend cannot tell, and on a server
+	// that does not linger.
+	KeptBy []string
 
 	// Where it runs and why it does not run yet (waiting.go).
 	Node    string  // the host it was placed on (for pods: the node's name); "" until placed

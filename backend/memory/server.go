@@ -35,7 +35,29 @@ type serverYAML struct {
 	// Whether it is being evicted (backend.Server's Cordoned and Disruption).
 	Cordoned   bool                `yaml:"cordoned"`
 	Disruption *backend.Disruption `yaml:"disruption"`
-	Lingers    bool                `yaml:"lingers"` // ended, and what realises it runs on (backend.Server.Lingers)
+	Lingers    lingersYAML         `yaml:"lingers"` // ended, and what realises it runs on (backend.Server.Lingers)
+}
+
+// lingersYAML is a server's lingers: true, or the names of what keeps it running, which say
+// it lingers too (backend.Server.KeptBy: for pods, the sidecars), as [istio-proxy].
+type lingersYAML struct {
+	on     bool
+	keptBy []string
+}
+
+// UnmarshalYAML reads lingers as a bool or as a list of names.
+func (l *lingersYAML) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.SequenceNode {
+		if err := n.Decode(&l.keptBy); err != nil {
+			return errors.New("lingers: want true, false, or the names of what keeps the server running, as [istio-proxy]")
+		}
+		l.on = len(l.keptBy) > 0
+		return nil
+	}
+	if err := n.Decode(&l.on); err != nil {
+		return errors.New("lingers: want true, false, or the names of what keeps the server running, as [istio-proxy]")
+	}
+	return nil
 }
 
 // waitingYAML is backend.Waiting written down: its reason, message and since when (relative
@@ -121,6 +143,7 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	cordoned: true         # optional: its node takes no new servers (a drain cordoned it)
 //	disruption: {reason: EvictionByEvictionAPI, message: ""}  # optional: it is being evicted
 //	lingers: true          # optional, for Failed and Stopped: what realises it runs on (a sidecar keeps the pod Running)
+//	lingers: [istio-proxy] # the same, naming what keeps it running (backend.Server.KeptBy)
 //
 // A spec may carry a placement, as a VM's spec.placement writes it
 // (placement: {nodeSelector: {disktype: ssd}}), and the restart request the server was made
@@ -152,7 +175,8 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
 		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != "", Restart: s.Spec.Restart}, Disk: s.Disk,
-		Node: s.Node, NodeGone: s.NodeGone, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption, Lingers: s.Lingers}
+		Node: s.Node, NodeGone: s.NodeGone, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption,
+		Lingers: s.Lingers.on, KeptBy: s.Lingers.keptBy}
 	if d := s.Disruption; d != nil && d.Reason == "" {
 		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")
 	}

@@ -189,8 +189,9 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	disk := s.Disk != "" && s.Spec.Disk && s.Disk == ClaimName(p.ownerName())
 	okDisk := disk || s.Disk == "" && !s.Spec.Disk
 	okDisruption := s.Disruption == nil // a pod being evicted is rare: it is kept as read
+	okKept := len(s.KeptBy) == 0        // so is one whose server ended while a sidecar runs on
 	restart, okRestart := parseRestart(s.Spec.Restart)
-	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk || !okWait || !okIP || !okDisruption || !okRestart ||
+	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk || !okWait || !okIP || !okDisruption || !okKept || !okRestart ||
 		s.Node != p.node.String() {
 		return false
 	}

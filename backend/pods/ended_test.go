@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -82,7 +83,9 @@ func TestEndedPodMessage(t *testing.T) {
 // reason says something outside ended it. A server that runs while a sidecar has ended reads
 // as before. A server that ended in a pod still Running lingers (backend.Server.Lingers): the
 // pod holds its node, and the eviction API asks its budget about it; one whose pod is
-// terminal, or Pending, does not.
+// terminal, or Pending, does not. A server that lingers names the containers that keep it
+// running (backend.Server.KeptBy), native sidecars first, so that its VM can say what holds
+// the node; read from the cache as from the pod.
 func TestServerEndedInLivePod(t *testing.T) {
 	finished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC))
 	sidecarFinished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 9, 0, time.UTC))
@@ -104,30 +107,31 @@ func TestServerEndedInLivePod(t *testing.T) {
 		message string
 		since   time.Time
 		lingers bool
+		keptBy  []string
 	}{
 		"server exited 0, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			ContainerStatuses: []corev1.ContainerStatus{running("istio-proxy"), terminated(ContainerName, "Completed", 0, finished)}},
-			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true},
+			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true, keptBy: []string{"istio-proxy"}},
 		"server exited 1, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Error", 1, finished), running("log-agent")}},
-			state: backend.StateFailed, message: "Error, exit code 1", since: finished.Time, lingers: true},
+			state: backend.StateFailed, message: "Error, exit code 1", since: finished.Time, lingers: true, keptBy: []string{"log-agent"}},
 		"server OOMKilled, sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "OOMKilled", 137, finished), running("istio-proxy")}},
-			state: backend.StateFailed, message: "OOMKilled, exit code 137", since: finished.Time, lingers: true},
+			state: backend.StateFailed, message: "OOMKilled, exit code 137", since: finished.Time, lingers: true, keptBy: []string{"istio-proxy"}},
 		// Before the kubelet writes the pod's readiness again.
 		"server ended, pod still ready": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionTrue),
 			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Error", 2, finished), running("istio-proxy")}},
-			state: backend.StateFailed, message: "Error, exit code 2", since: finished.Time, lingers: true},
+			state: backend.StateFailed, message: "Error, exit code 2", since: finished.Time, lingers: true, keptBy: []string{"istio-proxy"}},
 		// Ended is ended on a node that does not answer too: not lost.
 		"server ended, node not ready": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
 			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished), running("istio-proxy")}},
-			nodes: nodeDown, state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true},
+			nodes: nodeDown, state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true, keptBy: []string{"istio-proxy"}},
 		// A native sidecar (an init container with restartPolicy Always) runs on until the
 		// kubelet stops it after the server.
 		"server ended, native sidecar runs": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
-			InitContainerStatuses: []corev1.ContainerStatus{running("istio-proxy")},
-			ContainerStatuses:     []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished)}},
-			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true},
+			InitContainerStatuses: []corev1.ContainerStatus{terminated("istio-init", "Completed", 0, finished), running("istio-proxy")},
+			ContainerStatuses:     []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished), running("log-agent")}},
+			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true, keptBy: []string{"istio-proxy", "log-agent"}},
 		// The kubelet says Pending while a container has not started (a sidecar's image not
 		// pulled), even when the server has run and ended.
 		"server ended, sidecar waits": {status: corev1.PodStatus{Phase: corev1.PodPending,
@@ -164,6 +168,9 @@ func TestServerEndedInLivePod(t *testing.T) {
 			}
 			if direct := serverOf(p); direct.Lingers != tc.lingers {
 				t.Errorf("serverOf: lingers %v, want %v", direct.Lingers, tc.lingers)
+			}
+			if !slices.Equal(s.KeptBy, tc.keptBy) || !slices.Equal(serverOf(p).KeptBy, tc.keptBy) {
+				t.Errorf("kept by %q (serverOf: %q), want %q", s.KeptBy, serverOf(p).KeptBy, tc.keptBy)
 			}
 		})
 	}

@@ -181,7 +181,26 @@ func serverOf(pod *corev1.Pod) backend.Server {
 	// holds its node, and a drain's eviction asks the VM's budget about it as about a
 	// running server. A Pending one is evicted without the budget, as one that never ran.
 	s.Lingers = (s.State == backend.StateStopped || s.State == backend.StateFailed) && pod.Status.Phase == corev1.PodRunning
+	if s.Lingers {
+		s.KeptBy = keepers(pod)
+	}
 	return s
+}
+
+// keepers are the containers that keep running a pod whose server container has ended (a
+// server that lingers): the others that run, native sidecars (init containers with
+// restartPolicy Always) first, as the pod's status lists them. Nil when none is reported
+// running (a status the kubelet has yet to write again).
+func keepers(pod *corev1.Pod) []string {
+	var names []string
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if cs.Name != ContainerName && cs.State.Running != nil {
+				names = append(names, cs.Name)
+			}
+		}
+	}
+	return names
 }
 
 // phaseOf is the phase a pod is read by: its own, unless the server container has ended.

@@ -406,11 +406,11 @@ func held(srv *backend.Server) bool {
 // controller refuses) goes when the controller deletes it.
 func (d *decision) lingerHint(reason string) string {
 	name := d.vm.Name()
-	const why = "the server has ended, but another container (a sidecar) keeps its pod running"
+	who, keeps := keeper(d.srv)
+	why := fmt.Sprintf("the server has ended, but %s %s its pod running", who, keeps)
 	switch {
 	case d.stopsWith(reason):
-		return fmt.Sprintf("%s, and runStrategy %s keeps the ended server: to free the node, stop the VM "+
-			"(kubectl vm stop %s) or start it again (kubectl vm start %s), which replaces it", why, d.strategy, name, name)
+		return fmt.Sprintf("%s, and runStrategy %s keeps the ended server: to free the node, %s", why, d.strategy, d.freeKept())
 	case d.retries(reason):
 		when := d.vm.Fields().NextRetryTime // where the VM's layout keeps it
 		if when == "" {
@@ -421,6 +421,45 @@ func (d *decision) lingerHint(reason string) string {
 	}
 	return fmt.Sprintf("%s until the controller deletes the server: to free the node, stop the VM (kubectl vm stop %s) "+
 		"or fix what its status reports", why, name)
+}
+
+// lingersHeld is what the status of a VM whose ended server its run strategy keeps (ended)
+// says of a server that lingers: the pod runs on, on its node, and holds the cpu and memory
+// asked for it there, with no end but the owner's stop or start, drain or none. Without it
+// the VM reads as stopped (or Failed) and its server's state as Running (the pod's phase), and
+// nothing says that resources are held, nor how to free them.
+func (d *decision) lingersHeld() string {
+	srv := d.srv
+	who, keeps := keeper(srv)
+	on := "its node"
+	if srv.Node != "" {
+		on = "node " + srv.Node
+	}
+	held := "its cpu and memory"
+	if !srv.Spec.CPU.IsZero() && !srv.Spec.Memory.IsZero() {
+		held = fmt.Sprintf("its cpu (%s) and memory (%s)", srv.Spec.CPU.String(), srv.Spec.Memory.String())
+	}
+	return fmt.Sprintf("%s %s its pod running on %s, holding %s there: to free them, %s", who, keeps, on, held, d.freeKept())
+}
+
+// freeKept is how a user lets go of an ended server its run strategy keeps (stopsWith): a stop
+// deletes it, or a start deletes it and makes the next one.
+func (d *decision) freeKept() string {
+	name := d.vm.Name()
+	return fmt.Sprintf("stop the VM (kubectl vm stop %s) or start it again (kubectl vm start %s), which replaces it", name, name)
+}
+
+// keeper names what keeps a server that ended but lingers running, with the verb that goes
+// with it: the containers the backend names (Server.KeptBy), else a sidecar it cannot name.
+func keeper(srv *backend.Server) (who, keeps string) {
+	switch n := len(srv.KeptBy); n {
+	case 0:
+		return "another container (a sidecar)", "keeps"
+	case 1:
+		return "container " + srv.KeptBy[0], "keeps"
+	default:
+		return "containers " + strings.Join(srv.KeptBy[:n-1], ", ") + " and " + srv.KeptBy[n-1], "keep"
+	}
 }
 
 // replacing reports whether the server of a running VM is being moved under Replace: evicted,

@@ -858,7 +858,8 @@ func checkDiskRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMa
 }
 
 // fuzzWaitReasons are the reasons a fuzzed server waits for, by the bits 3 and 4 of the
-// resize state's argument; bit 5 says it has a node and an address.
+// resize state's argument; bit 5 says it has a node and an address, bit 6 that an ended one
+// lingers (Server.Lingers), and bit 7 with it that the backend names what keeps it running.
 var fuzzWaitReasons = []backend.WaitReason{"", backend.WaitUnschedulable, backend.WaitImage, "SomethingElse"}
 
 // fuzzWhere sets why srv waits (with message, since the server's Since or now) and where it
@@ -870,6 +871,12 @@ func fuzzWhere(srv *backend.Server, bits uint8, message string) {
 	if bits&(1<<5) != 0 {
 		srv.Node, srv.IP = srv.Name+"-node", "10.0.0.1"
 	}
+	if bits&(1<<6) != 0 && (srv.State == backend.StateStopped || srv.State == backend.StateFailed) {
+		srv.Lingers = true
+		if bits&(1<<7) != 0 {
+			srv.KeptBy = []string{"istio-proxy"}
+		}
+	}
 }
 
 // whereBits are the bits fuzzWhere reads back as srv's wait and place.
@@ -877,6 +884,12 @@ func whereBits(srv *backend.Server) uint8 {
 	b := uint8(slices.Index(fuzzWaitReasons, srv.Waiting.Reason)) << 3
 	if srv.Node != "" || srv.IP != "" {
 		b |= 1 << 5
+	}
+	if srv.Lingers {
+		b |= 1 << 6
+	}
+	if len(srv.KeptBy) > 0 {
+		b |= 1 << 7
 	}
 	return b
 }

@@ -16,7 +16,9 @@ import (
 //
 // The VM is decided again on its disk as if the growth had been asked of the storage and
 // refused there (the claim's own word for that, DiskResizeInfeasible: Stalled, a Warning
-// quoting the refusal), without the plan's disk action; its budget action is the plan's. It
+// quoting the refusal), without the plan's disk action; its budget action is the plan's. The
+// disk's growth is marked refused by the API server (growthRefused), not by the storage, so
+// that the status says who refused it and what to do about it. It
 // is decided on in.Budget, the budget the plan was decided on, not on a budget read again: a
 // read that failed, or a cache that moved in between, would decide the VM as one without that
 // budget, and a status that says the budget holds a drain (EvictionBlocked) would lose it for
@@ -34,7 +36,7 @@ func (p Policy) GrowthRefused(in Input, plan Plan, why string) (Plan, *backend.D
 	}
 	refused := *seen
 	refused.Requested = act.Spec.Size
-	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: "the API server refused to grow the claim: " + why}
+	refused.Growth = backend.Growth{State: growthRefused, Message: why}
 	in.Disk = &refused
 	re := p.Decide(in)
 	re.Disk, re.Budget = nil, plan.Budget
@@ -46,6 +48,13 @@ func (p Policy) GrowthRefused(in Input, plan Plan, why string) (Plan, *backend.D
 	}
 	return re, &refused
 }
+
+// growthRefused is the state of a growth that GrowthRefused decides on: the API server refused
+// the claim's new size (a quota on storage, an admission policy; Growth.Message is its
+// refusal), so that the storage never saw it. No backend reports it: a backend's growth is
+// one the storage has taken up or refused (backend.GrowthInfeasible), and what the user can do
+// differs, the refusal being the API server's: raise the quota, or ask for less.
+const growthRefused backend.GrowthState = "RefusedByAPIServer"
 
 // diskAsks records in the status the size the disk asks for as it is, requested, for a plan
 // decided on the disk as if it asked for more: a growth the API server refused is decided as

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/internal/golden"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -18,10 +18,12 @@ const quotaRefusal = "exceeded quota: requested storage 50G, limited 45G"
 
 // TestGrowthRefusedCases: for every golden case whose plan grows the disk, the growth refused
 // by the API server gives a plan without the disk's action and with the plan's budget action,
-// decided on the disk as refused (which is returned, in.Disk left as it was), a status that
-// records the size the claim asks for and says the growth was refused (DiskResizeInfeasible,
-// quoting the refusal), another look within RejectedRetry; and, carried out and decided again
-// on the disk as it is, the growth asked again and refused again writes nothing more.
+// decided on the disk as refused by the API server (which is returned, in.Disk left as it
+// was), a status that records the size the claim asks for and says the growth was refused
+// (DiskResizeInfeasible, quoting the refusal), by the API server, not the storage, which never
+// saw it, and what to do (raise the quota, or ask for less), another look within
+// RejectedRetry; and, carried out and decided again on the disk as it is, the growth asked
+// again and refused again writes nothing more.
 func TestGrowthRefusedCases(t *testing.T) {
 	n := 0
 	for _, file := range caseFiles(t) {
@@ -39,9 +41,9 @@ func TestGrowthRefusedCases(t *testing.T) {
 			if !reflect.DeepEqual(*in.Disk, before) {
 				t.Errorf("in.Disk changed: %+v, was %+v", *in.Disk, before)
 			}
-			if refused == nil || refused.Requested.Cmp(plan.Disk.Spec.Size) != 0 || refused.Growth.State != backend.GrowthInfeasible ||
+			if refused == nil || refused.Requested.Cmp(plan.Disk.Spec.Size) != 0 || refused.Growth.State != decision.GrowthRefusedState ||
 				!strings.Contains(refused.Growth.Message, quotaRefusal) {
-				t.Fatalf("disk decided on %+v, want the size asked and the growth infeasible, quoting the refusal", refused)
+				t.Fatalf("disk decided on %+v, want the size asked and the growth refused by the API server, quoting the refusal", refused)
 			}
 			if re.Disk != nil || !reflect.DeepEqual(re.Budget, plan.Budget) {
 				t.Errorf("disk action %+v, budget %+v: want none, and the plan's budget %+v", re.Disk, re.Budget, plan.Budget)
@@ -57,6 +59,9 @@ func TestGrowthRefusedCases(t *testing.T) {
 			st := w.vm.Status()
 			if c := st.Condition(schema.ConditionDiskResizing); c == nil || c.Reason != decision.ReasonDiskResizeInfeasible || !strings.Contains(c.Message, quotaRefusal) {
 				t.Errorf("DiskResizing %+v: want %s quoting the refusal", c, decision.ReasonDiskResizeInfeasible)
+			} else if !strings.Contains(c.Message, "the API server refused") || strings.Contains(c.Message, "the storage refused") ||
+				!strings.Contains(c.Message, "raise the quota, or ask for less") {
+				t.Errorf("DiskResizing says %q: want the API server's refusal, not the storage's, and what to do", c.Message)
 			}
 			again := decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Now: now.Add(time.Minute)}
 			next := policy.Decide(again)
@@ -66,6 +71,34 @@ func TestGrowthRefusedCases(t *testing.T) {
 			if re2, _ := policy.GrowthRefused(again, next, quotaRefusal); re2.Status != nil || len(re2.Events) > 0 || re2.Server != nil {
 				t.Errorf("refused again, the plan asks for more:\n%s", renderPlan(t, re2))
 			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no golden case grows a disk")
+	}
+}
+
+// TestGrowthRefusedGolden: the plan of each golden case whose plan grows the disk, with the
+// growth refused by the API server (quotaRefusal), as testdata/growthrefused/<case>.golden:
+// the message of the refusal, and all else, for review. The storage's own refusal of a growth
+// is the golden case claim/grow-refused.
+//
+//	go test ./reconcile/decision -run '^TestGrowthRefusedGolden$' -update
+func TestGrowthRefusedGolden(t *testing.T) {
+	n := 0
+	for _, file := range caseFiles(t) {
+		vm, srv := decidecase.Read(t, file)
+		in := decision.Input{VM: vm, Server: srv, Gone: decidecase.Gone(t, file), Disk: decidecase.Disk(t, file), Budget: decidecase.Budget(t, file), Now: now}
+		policy := casePolicy(t, file)
+		plan := policy.Decide(in)
+		if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk {
+			continue
+		}
+		n++
+		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			re, _ := policy.GrowthRefused(in, plan, quotaRefusal)
+			golden.Check(t, filepath.Join("testdata", "growthrefused", name+".golden"), []byte(renderPlan(t, re)))
 		})
 	}
 	if n == 0 {

@@ -222,6 +222,15 @@ func (d *decision) stayStopped() {
 
 // ended reports a VM whose server ended and is kept: stopped after a clean shutdown, Failed
 // after a failure; neither is replaced.
+//
+// One that lingers (a sidecar keeps its pod running) holds its node's cpu and memory for as
+// long as it is kept: the message says so, and how to free them (lingersHeld), instead of how
+// to start the VM. The Event of the transition carries that message, once, with its usual
+// type: Normal for a clean shutdown, as for any VM at rest (a Warning is for Failed, Unknown,
+// NodeLost and a stalled reason, which FuzzDecide holds to). Resources a kept server holds are
+// what its run strategy keeps it for, not a failure; a drain that it holds up is one, and
+// has its Warning (DrainBlocked). A server that stops lingering (the sidecar ended too) only
+// changes the message.
 func (d *decision) ended() {
 	if r := d.newRestart(); r != "" {
 		d.next().RestartedAt = r // nothing runs to restart; a start makes a new server
@@ -231,13 +240,17 @@ func (d *decision) ended() {
 	if srv.Message != "" {
 		detail = " (" + srv.Message + ")"
 	}
+	then := "; " + d.startHint()
+	if srv.Lingers {
+		then = ", but " + d.lingersHeld()
+	}
 	if srv.State == backend.StateStopped {
 		d.report(schema.PhaseInactive, ReasonGuestShutDown, fmt.Sprintf("Server %s shut down cleanly%s; the VM stays stopped "+
-			"(runStrategy %s); %s", srv.Name, detail, d.strategy, d.startHint()), srv)
+			"(runStrategy %s)%s", srv.Name, detail, d.strategy, then), srv)
 		return
 	}
-	d.report(schema.PhaseFailed, ReasonServerFailed, fmt.Sprintf("Server %s failed%s; it is not replaced (runStrategy %s); %s",
-		srv.Name, detail, d.strategy, d.startHint()), srv)
+	d.report(schema.PhaseFailed, ReasonServerFailed, fmt.Sprintf("Server %s failed%s; it is not replaced (runStrategy %s)%s",
+		srv.Name, detail, d.strategy, then), srv)
 }
 
 // startHint is how a user starts a stopped VM; messages of stopped VMs end with it.

@@ -1,0 +1,43 @@
+package memory
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestParseServerLingers: a written-down server's lingers is true, false, or the names of what
+// keeps the ended server running (backend.Server.KeptBy), which say that it lingers too; an
+// empty list is a server that does not linger, and anything else is an error that says what
+// the key takes.
+func TestParseServerLingers(t *testing.T) {
+	const base = "name: a-server\nid: pod-1\nstate: Stopped\ndetail: Running\nspec: {cpu: \"1\", memory: 1G, rootDisk: 1G, image: i}\n"
+	for name, tc := range map[string]struct {
+		lingers string // the key's line; "": none
+		want    bool
+		keptBy  []string
+	}{
+		"none":   {},
+		"true":   {lingers: "lingers: true", want: true},
+		"false":  {lingers: "lingers: false"},
+		"named":  {lingers: "lingers: [istio-proxy, log-agent]", want: true, keptBy: []string{"istio-proxy", "log-agent"}},
+		"empty":  {lingers: "lingers: []"},
+		"a list": {lingers: "lingers:\n- istio-proxy", want: true, keptBy: []string{"istio-proxy"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := ParseServer([]byte(base+tc.lingers+"\n"), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Lingers != tc.want || !slices.Equal(s.KeptBy, tc.keptBy) {
+				t.Errorf("lingers %v, kept by %q; want %v, %q", s.Lingers, s.KeptBy, tc.want, tc.keptBy)
+			}
+		})
+	}
+	for _, bad := range []string{"lingers: {by: istio-proxy}", "lingers: sometimes", "lingers: [[a]]"} {
+		if _, err := ParseServer([]byte(base+bad+"\n"), time.Now()); err == nil || !strings.Contains(err.Error(), "lingers: want true, false, or the names") {
+			t.Errorf("ParseServer with %q: %v, want an error that says what lingers takes", bad, err)
+		}
+	}
+}
