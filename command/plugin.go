@@ -186,9 +186,9 @@ func (c *pluginConfig) vmName(arg string) (vmRef, error) {
 	// resource.group (a group may have dots, so "a.b.c" is tried both ways).
 	versioned, plain := k8sschema.ParseResourceArg(strings.ToLower(typ))
 	switch {
-	case versioned != nil && versioned.Group == gvr.Group && slices.Contains(names, versioned.Resource):
+	case versioned != nil && versioned.Version != "" && versioned.Group == gvr.Group && slices.Contains(names, versioned.Resource):
 		return c.versionNamed(arg, name, gvr, versioned.Version)
-	case (plain.Group == "" || plain.Group == gvr.Group) && slices.Contains(names, plain.Resource):
+	case (plain.Group == gvr.Group || plain.Group == "" && !strings.Contains(typ, ".")) && slices.Contains(names, plain.Resource):
 		return vmRef{name: name, gvr: gvr}, nil
 	}
 	return vmRef{}, cli.Exit(fmt.Sprintf("argument %q: %s is not a VM (%s): give the VM's NAME or %s/NAME", arg, typ, gvr.GroupResource(), short), 2)

@@ -1052,7 +1052,9 @@ func TestVMName(t *testing.T) {
 		"another version with --schema-file": {mapped, "vm.v1.cloudnative.czs/x", "", "",
 			`argument "vm.v1.cloudnative.czs/x": --schema-file maps cloudnative.czs/v1beta1 (--api-version), not v1: give the VM's NAME without a version, or --api-version cloudnative.czs/v1 with its field map`},
 		"its own version with --schema-file": {mapped, "vm.v1beta1.cloudnative.czs/x", "x", "", ""},
-		"an empty version":                   {def, "virtualmachines..cloudnative.czs/x", "", "", `argument "virtualmachines..cloudnative.czs/x": api version "cloudnative.czs/"`},
+		"an empty version":                   {def, "virtualmachines..cloudnative.czs/x", "", "", `argument "virtualmachines..cloudnative.czs/x": virtualmachines..cloudnative.czs is not a VM`},
+		"an empty group":                     {def, "vm./x", "", "", `argument "vm./x": vm. is not a VM`},
+		"an empty group, plural":             {def, "virtualmachines./x", "", "", "is not a VM"},
 
 		"another kind": {def, "pod/x", "", "",
 			`argument "pod/x": pod is not a VM (virtualmachines.cloudnative.czs): give the VM's NAME or vm/NAME`},
