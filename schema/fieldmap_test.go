@@ -8,6 +8,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"gopkg.in/yaml.v3"
 
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -311,6 +312,73 @@ func TestStatusRoundTripMaps(t *testing.T) {
 			got := vm.Status()
 			if !got.SameAs(want) || !got.LastUpdateTime.Equal(want.LastUpdateTime) {
 				t.Errorf("patch %s read back as %+v", patch, got)
+			}
+		})
+	}
+}
+
+// TestParseFieldMapEveryKey: each key of a map file, set on its own beside the required ones,
+// is read into its own field of Fields and into no other, and the action's words into theirs.
+// A key declared for Fields but not read from the file would be silently never set.
+func TestParseFieldMapEveryKey(t *testing.T) {
+	words := map[string]func(Fields) string{
+		"spec.action.active":         func(f Fields) string { return f.ActiveValue },
+		"spec.action.inactive":       func(f Fields) string { return f.InactiveValue },
+		"spec.action.rerunOnFailure": func(f Fields) string { return f.RerunOnFailureValue },
+		"spec.action.once":           func(f Fields) string { return f.OnceValue },
+		"spec.action.manual":         func(f Fields) string { return f.ManualValue },
+	}
+	var keys []string
+	for _, fi := range new(Fields).infos() {
+		keys = append(keys, fi.key)
+	}
+	for key := range words {
+		keys = append(keys, key)
+	}
+	for _, key := range keys {
+		t.Run(key, func(t *testing.T) {
+			// Each field's path is its own key, and each word its key's last segment.
+			doc := map[string]any{}
+			set := func(k string) {
+				m, segs := doc, strings.Split(k, ".")
+				for _, s := range segs[:len(segs)-1] {
+					if m[s] == nil {
+						m[s] = map[string]any{}
+					}
+					m = m[s].(map[string]any)
+				}
+				m[segs[len(segs)-1]] = k
+				if words[k] != nil {
+					m[segs[len(segs)-1]] = segs[len(segs)-1]
+				}
+			}
+			want := map[string]bool{key: true, "spec.action.active": true, "spec.action.inactive": true}
+			for _, fi := range new(Fields).infos() {
+				// The disk's claimName, phase and capacity go together, and its request with them.
+				if fi.required || strings.HasPrefix(key, "status.rootDisk.") && diskGroup(fi.key) {
+					want[fi.key] = true
+				}
+			}
+			for k := range want {
+				set(k)
+			}
+			data, err := yaml.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := ParseFieldMap(data)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, data)
+			}
+			for _, fi := range f.infos() {
+				if w := map[bool]string{true: fi.key}[want[fi.key]]; *fi.path != w {
+					t.Errorf("%s read as %q, want %q", fi.key, *fi.path, w)
+				}
+			}
+			for k, read := range words {
+				if w := map[bool]string{true: k[strings.LastIndex(k, ".")+1:]}[want[k]]; read(f) != w {
+					t.Errorf("%s read as %q, want %q", k, read(f), w)
+				}
 			}
 		})
 	}
