@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cloudnative-czs/vm-controller/internal/strictyaml"
 )
 
 // A field map is a YAML file that says where each field of a VirtualMachine lives in some
@@ -241,8 +242,7 @@ func LoadFieldMap(file string) (Fields, error) {
 // subtree or a spec path inside it, and two fields at the same or nested paths.
 func ParseFieldMap(data []byte) (Fields, error) {
 	var m fileMap
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	dec := strictyaml.NewDecoder(data)
 	if err := dec.Decode(&m); err != nil {
 		if errors.Is(err, io.EOF) {
 			return Fields{}, errors.New("the field map is empty")

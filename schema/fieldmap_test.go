@@ -138,6 +138,9 @@ func TestParseFieldMapErrors(t *testing.T) {
 			`line 8: unknown key "address" in status.server (known: name, id, state, usage, node, ip)`},
 		"misspelt key": {"rootDisk: spec", "rootdisk: spec",
 			`line 3: unknown key "rootdisk" in spec.resource (known: cpu, memory, rootDisk)`},
+		// yaml.v3 panics merging into a struct a mapping with a list as a key.
+		"a list as a key beside a merge": {"", "? [a]\n: b\n<<: {}\n",
+			`not valid YAML: cannot decode this document: runtime error: hash of unhashable type []interface {}`},
 		"missing required": {"  phase: status.phase\n", "",
 			`status.phase is required`},
 		"missing section": {"status:\n", "statusx:\n",

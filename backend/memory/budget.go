@@ -1,17 +1,16 @@
 package memory
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/strictyaml"
 )
 
 // The backend's disruption budgets (backend.Budgets): a table by the VM they are for, kept
@@ -149,8 +148,7 @@ type budgetTable = map[types.NamespacedName]*backend.Budget
 // Unknown keys are errors; a budget needs a name.
 func ParseBudget(data []byte) (*backend.Budget, error) {
 	var in backend.Budget
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	dec := strictyaml.NewDecoder(data)
 	if err := dec.Decode(&in); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the budget is empty")

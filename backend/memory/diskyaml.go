@@ -1,17 +1,16 @@
 package memory
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/strictyaml"
 )
 
 // diskYAML is how a person writes down a disk the backend observed: in the golden cases of
@@ -74,8 +73,7 @@ var (
 // Unknown keys, unknown words and malformed quantities are errors.
 func ParseDisk(data []byte) (*backend.Disk, error) {
 	var in diskYAML
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	dec := strictyaml.NewDecoder(data)
 	if err := dec.Decode(&in); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the disk is empty")

@@ -1,15 +1,14 @@
 package memory
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strings"
 
-	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/strictyaml"
 )
 
 // The backend's memory of servers that went while disrupted (backend.Departures), modelled
@@ -83,8 +82,7 @@ func (b *Backend) leftLocked(vm backend.Owner, s *backend.Server) {
 // Unknown keys are errors; it needs a name, and a disruption's reason unless it was replaced.
 func ParseGone(data []byte) (*backend.Gone, error) {
 	var in backend.Gone
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	dec := strictyaml.NewDecoder(data)
 	if err := dec.Decode(&in); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the gone server is empty")

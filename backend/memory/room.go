@@ -1,16 +1,15 @@
 package memory
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/strictyaml"
 )
 
 // The hosts' room (backend.Rooms): none by default, as a backend that does not watch its
@@ -53,8 +52,7 @@ func (b *Backend) Room() *backend.Room {
 // An empty list is a cluster none of whose nodes takes a new server.
 func ParseRoom(data []byte) (*backend.Room, error) {
 	var in []roomNode
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	dec := strictyaml.NewDecoder(data)
 	if err := dec.Decode(&in); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the nodes are empty: write [] for a cluster where no node takes a new server")

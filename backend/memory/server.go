@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/strictyaml"
 )
 
 // serverYAML is how a person writes down a server the backend observed: in the golden cases
@@ -154,8 +154,7 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 // out only by a server that mounts a disk.
 func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 	var s serverYAML
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	dec := strictyaml.NewDecoder(data)
 	if err := dec.Decode(&s); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the server is empty")

@@ -1,0 +1,45 @@
+package strictyaml
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestDecode: a document is decoded with unknown keys refused, an empty input is io.EOF, and
+// a document on which yaml.v3 panics is an error.
+func TestDecode(t *testing.T) {
+	type target struct {
+		A string `yaml:"a"`
+	}
+	tests := map[string]struct {
+		doc  string
+		want target
+		err  string // "": none; "EOF": io.EOF
+	}{
+		"a document":     {doc: "a: x\n", want: target{A: "x"}},
+		"an unknown key": {doc: "b: x\n", err: "field b not found"},
+		"empty":          {doc: "", err: "EOF"},
+		// yaml.v3 panics merging into a struct a mapping with a list as a key.
+		"a list as a key beside a merge": {doc: "? [a]\n: b\n<<: {}\n", err: "yaml: cannot decode this document: runtime error: hash of unhashable type"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got target
+			err := NewDecoder([]byte(tc.doc)).Decode(&got)
+			switch {
+			case tc.err == "EOF":
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("Decode = %v, want io.EOF", err)
+				}
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Decode = %v, want an error saying %q", err, tc.err)
+				}
+			case err != nil || got != tc.want:
+				t.Fatalf("Decode = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
