@@ -44,10 +44,12 @@ type ResizeMode string
 // The resize modes.
 const (
 	// ResizeInPlace resizes the running server where it can, and replaces it where it
-	// cannot; but a server whose resize its host refused is kept, as under ResizeManual,
-	// when no host has room for the new size (room.go). The zero mode means the same.
+	// cannot; but a running server is kept, as under ResizeManual, when no host has room
+	// for the new spec's cpu or memory (room.go). The zero mode means the same.
 	ResizeInPlace ResizeMode = "in-place"
-	// ResizeReplace replaces the server on every change, as before in-place resize existed.
+	// ResizeReplace replaces the server on every change, as before in-place resize existed;
+	// a running server is kept, as under ResizeInPlace, when no host has room for the new
+	// spec (room.go).
 	ResizeReplace ResizeMode = "replace"
 	// ResizeManual resizes in place where it can; otherwise it keeps the server and sets the
 	// RestartRequired condition until the user asks for a restart.
@@ -471,19 +473,14 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 			if srv.Resize.Message != "" {
 				why += ": " + srv.Resize.Message
 			}
-			switch kept, no := d.keptRecord(), d.noRoom(srv.Spec); {
-			case p.Resize == ResizeManual:
+			if p.Resize == ResizeManual {
 				now := inEffect(srv)
 				d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 					fmt.Sprintf("Server %s keeps cpu %s, memory %s: %s; %s", srv.Name, now.CPU.String(), now.Memory.String(),
 						why, fmt.Sprintf(restartHint, d.vm.Name()))}
-			case p.Resize != ResizeReplace && kept != nil:
-				// Kept under in-place because no host had room for the new size
-				// (room.go), and so until a restart or a new spec, as the record says.
-				d.restartRequired = kept
-			case p.Resize != ResizeReplace && no != "":
-				d.restartRequired = d.keptForRoom(srv, no, why)
-			default:
+			} else if d.restartRequired = d.replacementKept(srv, srv.Spec, why); d.restartRequired == nil {
+				// Kept, as the record says, when no host had room for the new size
+				// (room.go); replaced otherwise.
 				p.replace(d, fmt.Sprintf("Replacing server %s: %s", srv.Name, why))
 				return
 			}
@@ -600,11 +597,10 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		from.RootDisk = want.RootDisk
 	}
 	what := specChange(from, want, imageSet)
-	if d.replacementWritten() && (p.Resize != ResizeManual || !kept(srv)) {
-		// Under --resize manual a server that runs now is kept all the same (below).
-		p.replace(d, fmt.Sprintf("Replacing server %s: %s (the replacement the status records)", srv.Name, what))
-		return
-	}
+	// A replacement the status records is carried on as written (replacementWritten), unless
+	// no host has room for it any more (room.go, below); under --resize manual a server that
+	// runs now is kept all the same.
+	written := d.replacementWritten() && (p.Resize != ResizeManual || !kept(srv))
 	why := ""
 	refused := d.refused()
 	infeasible := false // the host refused this resize (refused)
@@ -618,6 +614,9 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		why = "the server is not running"
 	case refused != nil:
 		why, infeasible = refused.Message, true
+	case written:
+		// A resize the status says is carried out by a replacement (its cause, a refusal's
+		// record, may be gone from the status): not asked for in place again.
 	default:
 		spec := want
 		spec.Image, spec.RootDisk, spec.Disk = srv.Spec.Image, srv.Spec.RootDisk, srv.Spec.Disk // a resize changes nothing else
@@ -627,24 +626,18 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		p.serverState(d)
 		return
 	}
-	if infeasible && p.Resize != ResizeManual {
-		// Under --resize in-place a running server whose resize its host refused is
-		// replaced, unless no host has room for the new size (room.go): kept then, and so
-		// until a restart or a new spec, as the record says.
-		switch no := d.noRoom(want); {
-		case roomKeptRecord(refused):
-			d.restartRequired = &lifecycleCondition{refused.Reason, refused.Message}
-			p.serverState(d)
-			return
-		case no != "":
-			refusal := refused.Message // Resizing's: the host's refusal (ResizeRefused)
-			if refused.Type != schema.ConditionResizing {
-				refusal = "the node cannot resize it in place" // --resize manual's record, worded for that policy
-			}
-			d.restartRequired = d.keptForRoom(srv, no, refusal)
+	if p.Resize != ResizeManual && running(srv) {
+		// A running server is replaced only when some host may have room for the new spec
+		// (room.go); kept otherwise, and so until a restart or a new spec, as the record
+		// says.
+		if d.restartRequired = d.replacementKept(srv, want, replacementCause(p.Resize, what, why, refused, infeasible, written)); d.restartRequired != nil {
 			p.serverState(d)
 			return
 		}
+	}
+	if written {
+		p.replace(d, fmt.Sprintf("Replacing server %s: %s (the replacement the status records)", srv.Name, what))
+		return
 	}
 	if p.Resize != ResizeManual || !kept(srv) {
 		// A server that is not running (pending, or ended) has nothing to keep: it is
@@ -673,6 +666,33 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible, needsRestart(refused.Message)}
 	}
 	p.serverState(d)
+}
+
+// replacementCause is why a running server is to be replaced for a change of the spec (what),
+// for the message of the RestartRequired condition that keeps it when no host has room for
+// the new spec (keptForRoom): the host's refusal of the resize (infeasible: refused, the
+// record of it, says it; --resize manual's record has its own words for that policy), else
+// the change and why it needs a new server (why, as specChanged has it; none under --resize
+// replace, or for a replacement the status records).
+func replacementCause(mode ResizeMode, what, why string, refused *schema.Condition, infeasible, written bool) string {
+	switch {
+	case infeasible && refused.Type == schema.ConditionResizing:
+		return refused.Message // Resizing's: the host's refusal (ResizeRefused)
+	case infeasible:
+		return "the node cannot resize it in place"
+	}
+	if what == "" {
+		what = "the change of the spec"
+	}
+	switch {
+	case why != "":
+		return what + " needs a new server: " + why
+	case mode == ResizeReplace:
+		return what + " needs a new server under --resize replace"
+	case written:
+		return what + " needs a new server: the replacement the status records"
+	}
+	return what + " needs a new server"
 }
 
 // replace deletes the server so that a new one with the wanted spec follows, once the status
@@ -950,8 +970,8 @@ func (d *decision) rejected(why string) Plan {
 // ResizeRefused is the plan for a VM whose server's resize the backend refused outright
 // (backend.ErrResizeInfeasible): the server is kept as it is, and the refusal is recorded at
 // this generation so that the next decision does not ask again. Under --resize manual that is
-// RestartRequired; so it is under in-place when in.Room says no host has room for the new
-// size either (room.go); otherwise the condition Resizing says why (the backend's reason), and
+// RestartRequired; so it is under the other modes when in.Room says no host has room for the
+// new size either (room.go); otherwise the condition Resizing says why (the backend's reason), and
 // the next decision replaces the server (specChanged). in is what the decision whose resize was
 // refused was given, at the time of the refusal (in.Now); its Server is the server kept, and
 // its Disk the disk the status reports as that decision did (refusedOn), its Stalled condition of a class
@@ -964,8 +984,9 @@ func (p Policy) ResizeRefused(in Input, why string) Plan {
 	d.refusedOn(p, in.Disk)
 	refusal := "the node cannot resize it in place: " + why
 	no := ""
-	if p.Resize != ResizeManual && p.Resize != ResizeReplace {
-		no = d.noRoomFor(srv)
+	to, ok := d.resizedTo(srv)
+	if ok && p.Resize != ResizeManual {
+		no = d.noRoom(to)
 	}
 	switch {
 	case p.Resize == ResizeManual:
@@ -974,7 +995,7 @@ func (p Policy) ResizeRefused(in Input, why string) Plan {
 	case no != "":
 		// No host has room for the new size either (room.go): the server is kept, and
 		// the record says so at once, as the next decision would.
-		d.restartRequired = d.keptForRoom(srv, no, refusal)
+		d.restartRequired = d.keptForRoom(srv, to, no, refusal)
 	default:
 		d.resizing = &lifecycleCondition{ReasonResizeInfeasible, refusal}
 	}

@@ -194,21 +194,39 @@ func fuzzRoomIndex(r *backend.Room) uint8 {
 	return 2
 }
 
-// checkRoom fails the test if plan replaces a running server for a resize its host refused,
-// under --resize in-place, while the room of the hosts says no host could take the new size
-// (room.go): the replacement would start nowhere.
+// checkRoom fails the test if plan replaces a running server for a change of its spec (a
+// resize its host refused, a change that cannot be made in place, any change under --resize
+// replace) while the room of the hosts says no host could take the new spec's cpu and memory,
+// or while the status records such a server kept for this generation (room.go): the
+// replacement would start nowhere, or reboot the VM unasked. Nor may a migration move it off
+// its node then: its next server takes the spec (migrate.go). A restart (ServerRestarted)
+// and the replacement of a server that ended have reasons of their own.
 func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, room *backend.Room, plan decision.Plan) {
 	t.Helper()
 	spec, errs := vm.Spec()
 	a := plan.Server
-	if room == nil || len(errs) > 0 || srv == nil || !decision.Running(srv) || p.Resize == decision.ResizeReplace || p.Resize == decision.ResizeManual ||
-		a == nil || a.Op != decision.DeleteServer || a.Event.Reason != decision.ReasonReplacingServer {
+	if len(errs) > 0 || srv == nil || !decision.Running(srv) || a == nil || a.Op != decision.DeleteServer {
 		return
 	}
-	if !room.Fits(spec.CPU, spec.Memory) && strings.Contains(a.Event.Message, "cannot resize it in place") {
-		t.Errorf("replaces a running server for a refused resize that no host has room for (%+v)\nVM: %s\nserver: %+v\nplan:\n%s",
-			*room, vm.JSON(), srv, renderPlan(t, plan))
+	noRoom := room != nil && !room.Fits(spec.CPU, spec.Memory)
+	c := vm.Status().Condition(schema.ConditionRestartRequired)
+	kept := c != nil && decision.RoomKept(c) && c.ObservedGeneration == vm.Generation()
+	switch {
+	case a.Event.Reason == decision.ReasonReplacingServer && p.Resize != decision.ResizeManual && (noRoom || kept):
+		t.Errorf("replaces a running server for a change of its spec that no host has room for (%s), or kept for want of it (%v)\nVM: %s\nserver: %+v\nplan:\n%s",
+			roomString(room), kept, vm.JSON(), srv, renderPlan(t, plan))
+	case a.Event.Reason == decision.ReasonMigrating && noRoom:
+		t.Errorf("migrates a running server whose next server no host has room for (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
+			roomString(room), vm.JSON(), srv, renderPlan(t, plan))
 	}
+}
+
+// roomString is r as a failure message gives it.
+func roomString(r *backend.Room) string {
+	if r == nil {
+		return "hosts unknown"
+	}
+	return fmt.Sprintf("cpu %s, memory %s, %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts)
 }
 
 // fuzzDisk is a disk as FuzzDecide's arguments give it.
@@ -469,8 +487,8 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	}
 
 	// Resizing follows a resize of a running server that stays; RestartRequired, under
-	// --resize manual, a server kept as it is, and under in-place, one kept because no host
-	// has room for its refused resize (room.go). Never both.
+	// --resize manual, a server kept as it is, and under the other modes, one kept because no
+	// host has room for its replacement (room.go). Never both.
 	resizing, restartRequired := st.Condition(schema.ConditionResizing), st.Condition(schema.ConditionRestartRequired)
 	if c := resizing; c != nil {
 		stays := plan.Server == nil || plan.Server.Op == decision.ResizeServer
@@ -480,9 +498,9 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		}
 	}
 	if c := restartRequired; c != nil {
-		if p.Resize != decision.ResizeManual && (p.Resize == decision.ResizeReplace || !decision.RoomKept(c)) || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
+		if p.Resize != decision.ResizeManual && !decision.RoomKept(c) || c.Status != schema.ConditionTrue || c.ObservedGeneration != st.ObservedGeneration ||
 			srv == nil || srv.Deleting || plan.Server != nil || resizing != nil {
-			fail("RestartRequired condition %+v other than for a server kept under --resize manual, or for want of room under in-place", *c)
+			fail("RestartRequired condition %+v other than for a server kept under --resize manual, or for want of room", *c)
 		}
 	}
 

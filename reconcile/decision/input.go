@@ -35,8 +35,8 @@ type Input struct {
 	// (backend.Budgets); nil: none.
 	Budget *backend.Budget
 	// Room is the largest allocatable cpu and memory among the hosts that take new servers
-	// (backend.Rooms), which decides whether a running server whose resize its host refused
-	// is replaced under --resize in-place (room.go); nil: the backend does not know its hosts.
+	// (backend.Rooms), which decides whether a running server is replaced for a change of
+	// its spec (room.go); nil: the backend does not know its hosts.
 	Room *backend.Room
 	// Now is the time the decision is made at, from the caller's clock: nothing in this
 	// package reads the wall clock. Decisions truncate it to the second.

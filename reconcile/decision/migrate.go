@@ -21,7 +21,8 @@ import (
 //	                                                 that server is deleted, and the next one
 //	                                                 may run anywhere, the source node included
 //	new request, server being deleted or gone     -> Moving from its node, no second delete
-//	new request, VM not running or disk pinned    -> Refused, with why; nothing else changes
+//	new request, VM not running or disk pinned,   -> Refused, with why; nothing else changes
+//	  or no host has room for the next server
 //	new request, Moving                           -> the move carries it out: its record
 //	                                                 takes the new value, nothing else changes
 //	Moving, VM stopped (Halted, a stop request,   -> Failed: no server follows to carry it out
@@ -51,7 +52,11 @@ func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 			want.AvoidNode = from
 			return false
 		}
-		if why := d.cannotMigrate(); why != "" {
+		why := d.cannotMigrate()
+		if why == "" {
+			why = d.noRoomToMove(*want)
+		}
+		if why != "" {
 			d.refuseMigration(req, why)
 			return false
 		}

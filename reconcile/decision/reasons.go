@@ -42,10 +42,11 @@ const (
 	// manual, and of Resizing for the moment between a refusal and the replacement under
 	// in-place.
 	ReasonResizeInfeasible = "ResizeInfeasible"
-	// ResizeNoRoom: the host will never take it, and no host the controller knows has room for
-	// the new size: under --resize in-place the running server is kept rather than replaced
-	// by one that could not start anywhere (room.go). Reason of RestartRequired, kept for the
-	// spec's generation.
+	// ResizeNoRoom: the running server is to be replaced for a change of the spec (a resize
+	// its host refused, a change that cannot be made in place, any change under --resize
+	// replace), and no host the controller knows has room for the new spec's cpu or memory:
+	// the server is kept rather than replaced by one that could not start anywhere (room.go).
+	// Reason of RestartRequired, kept for the spec's generation.
 	ReasonResizeNoRoom = "ResizeNoRoom"
 	// Reason of RestartRequired: the change (rootDisk, image, a server that cannot resize)
 	// needs a new server and --resize manual leaves that to the user.

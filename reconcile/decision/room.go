@@ -7,17 +7,28 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
-// Room (backend.Rooms, Input.Room): under --resize in-place a running server whose resize its
-// host refused (the kubelet's Infeasible, the API server's refusal) is replaced, a reboot, so
-// that the new size is had on another host. When the backend knows its hosts and none of them
-// has the room for the new size, the replacement could not start anywhere: the running server
-// would be ended for one that stays Unschedulable until the spec goes back. The server is kept
-// then, as under --resize manual, with RestartRequired (reason ResizeNoRoom) saying why and
-// what to do. The record stays, word for word, for this generation of the spec, as the one of
-// --resize manual does: a host with room that comes later (a node added, one uncordoned) does
-// not reboot the VM behind its owner's back; a restart asks for the new server, which on a
-// cluster with a node autoscaler is the pending pod that has it add a node. A backend that
-// does not know its hosts (nodes not watched) replaces the server, as it always did.
+// Room (backend.Rooms, Input.Room): a running server replaced for a change of the spec is a
+// reboot into a new server the scheduler has to place: under --resize in-place when its host
+// refused the resize (the kubelet's Infeasible, the API server's refusal) or the change cannot
+// be made in place (the image, the placement, a backend that cannot resize), under --resize
+// replace for every change. When the backend knows its hosts and none of them has the room
+// for the new spec's cpu or memory, the replacement could not start anywhere: the running
+// server would be ended for one that stays Unschedulable until the spec goes back. The server
+// is kept then, as under --resize manual, with RestartRequired (reason ResizeNoRoom) saying
+// why and what to do. The record stays, word for word, for this generation of the spec, as
+// the one of --resize manual does: a host with room that comes later (a node added, one
+// uncordoned) does not reboot the VM behind its owner's back; a restart asks for the new
+// server, which on a cluster with a node autoscaler is the pending pod that has it add a
+// node. A backend that does not know its hosts (nodes not watched) replaces the server, as it
+// always did.
+//
+// Only a server that runs is kept so: one pending or ended holds nothing a replacement would
+// end. A restart (kubectl vm restart) goes ahead whatever the hosts have: the owner asks for
+// the new server, whose pending pod is what has a node autoscaler add a node. A migration
+// (kubectl vm migrate) asks to move the VM, not for a new spec, yet its next server takes
+// the spec, and one that could start nowhere would give up on the other hosts and then wait
+// for ever (migrate.go): the request is refused, saying why, while the server runs. An
+// eviction takes the server whatever the controller decides (eviction.go).
 
 // noRoom says what of spec's cpu and memory no host has room for; "" when some host may have
 // (the scheduler has the last word), or the hosts are unknown.
@@ -43,40 +54,78 @@ func (d *decision) noRoom(spec backend.Spec) string {
 	return msg
 }
 
-// noRoomFor is noRoom of the cpu and memory the VM's spec asks of srv, its server: the size
-// of the resize the API server refused (ResizeRefused), which srv's spec does not have yet.
-func (d *decision) noRoomFor(srv *backend.Server) string {
+// resizedTo is the spec of srv, the VM's server, with the cpu and memory the VM's spec asks:
+// the size of the resize the API server refused (ResizeRefused), which srv's spec does not
+// have yet; ok is false when the VM's spec is invalid.
+func (d *decision) resizedTo(srv *backend.Server) (to backend.Spec, ok bool) {
 	spec, errs := d.vm.Spec()
 	if len(errs) > 0 {
-		return ""
+		return backend.Spec{}, false
 	}
-	to := srv.Spec
+	to = srv.Spec
 	to.CPU, to.Memory = spec.CPU, spec.Memory
-	return d.noRoom(to)
+	return to, true
 }
 
-// keptForRoom is the RestartRequired condition of a running server srv kept under --resize
-// in-place because no host has room for its refused resize (noRoom says what); why is the
-// host's refusal.
-func (d *decision) keptForRoom(srv *backend.Server, noRoom, why string) *lifecycleCondition {
+// keptForRoom is the RestartRequired condition of a running server srv kept rather than
+// replaced by a server of spec to, because no host has room for to's cpu and memory (noRoom
+// says what); why is what the replacement was for (the host's refusal of the resize, or the
+// change and why it needs a new server). The spec set back to the server's size is a way out
+// only when the size is what changes: one whose own size no host takes any more (every node
+// cordoned) keeps it whatever else the spec says.
+func (d *decision) keptForRoom(srv *backend.Server, to backend.Spec, noRoom, why string) *lifecycleCondition {
 	now := inEffect(srv)
+	next, back := "a new server", "set the spec back"
+	if now.CPU.Cmp(to.CPU) != 0 || now.Memory.Cmp(to.Memory) != 0 {
+		next = "a new server of the new size"
+		back = fmt.Sprintf("set the spec back to cpu %s, memory %s", now.CPU.String(), now.Memory.String())
+	}
 	return &lifecycleCondition{ReasonResizeNoRoom, fmt.Sprintf("Server %s keeps running with cpu %s, memory %s: %s, "+
-		"so a new server of the new size could not start anywhere (%s); set the spec back to cpu %s, memory %s, or add a node that fits and restart "+
+		"so %s could not start anywhere (%s); %s, or add a node that fits and restart "+
 		"the VM: kubectl vm restart %s (with a node autoscaler, the restart's pending server has it add one)",
-		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, why, now.CPU.String(), now.Memory.String(), d.vm.Name())}
+		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, d.vm.Name())}
+}
+
+// replacementKept is the RestartRequired condition of srv, a running server, kept rather
+// than replaced by a server of spec to (room.go): the record of this generation when there
+// is one (keptRecord), else a new one when no host has room for to (why: what the
+// replacement is for, as keptForRoom takes it); nil when the server is to be replaced.
+func (d *decision) replacementKept(srv *backend.Server, to backend.Spec, why string) *lifecycleCondition {
+	if kept := d.keptRecord(); kept != nil {
+		return kept
+	}
+	if no := d.noRoom(to); no != "" {
+		return d.keptForRoom(srv, to, no, why)
+	}
+	return nil
+}
+
+// noRoomToMove says why a migration of the VM's running server is refused for want of room:
+// no host has room for the cpu and memory of to, the spec of the server that would follow;
+// "" when some host may have, or the hosts are unknown.
+func (d *decision) noRoomToMove(to backend.Spec) string {
+	no := d.noRoom(to)
+	if no == "" {
+		return ""
+	}
+	now, back := inEffect(d.srv), ""
+	if now.CPU.Cmp(to.CPU) != 0 || now.Memory.Cmp(to.Memory) != 0 {
+		back = fmt.Sprintf("set the spec back to cpu %s, memory %s, or ", now.CPU.String(), now.Memory.String())
+	}
+	return fmt.Sprintf("the next server, with cpu %s, memory %s, could start on no node: %s; %sadd a node that fits, then ask again",
+		to.CPU.String(), to.Memory.String(), no, back)
 }
 
 // roomKeptRecord reports whether c is the record keptForRoom writes: its own reason, which
 // tells it from the record of a refusal under --resize manual (ResizeInfeasible), which under
-// in-place is decided afresh.
+// the other modes is decided afresh.
 func roomKeptRecord(c *schema.Condition) bool {
 	return c.Type == schema.ConditionRestartRequired && c.Reason == ReasonResizeNoRoom
 }
 
-// keptRecord is the record of a running server kept under --resize in-place for this
-// generation of the spec because no host had room for its refused resize (keptForRoom); nil
-// when there is none. The server stays kept under it, the condition word for word, until a
-// restart or a new spec.
+// keptRecord is the record of a running server kept for this generation of the spec because
+// no host had room for its replacement (keptForRoom); nil when there is none. The server
+// stays kept under it, the condition word for word, until a restart or a new spec.
 func (d *decision) keptRecord() *lifecycleCondition {
 	c := d.current.Condition(schema.ConditionRestartRequired)
 	if c == nil || !roomKeptRecord(c) || c.ObservedGeneration != d.vm.Generation() {
