@@ -145,29 +145,30 @@ type Controller struct {
 	cfg Config
 	// vms is the current informer of the VMs. It is replaced when the resource comes back
 	// after its CRD was deleted or stopped serving the version (see served.go).
-	vms     atomic.Pointer[vmInformer]
-	served  *servedWatch // nil unless Config.WatchCRD
-	usage   *poller      // nil unless usage is sampled
-	queue   *priority.Queue[cache.ObjectName]
-	expect  *expectations
-	disks   *diskExpectations
+	vms    atomic.Pointer[vmInformer]
+	served *servedWatch // nil unless Config.WatchCRD
+	usage  *poller      // nil unless usage is sampled
+	queue  *priority.Queue[cache.ObjectName]
+	// ledger is what the controller remembers of each VM until it is gone (ledger.go).
+	ledger  ledger
 	log     *slog.Logger
 	applier applier
 	// opt is the backend's optional interfaces the loop uses, asserted once, by Start.
 	opt optional
-	// serversSynced is the backend's sync check, set by Start; namespacesSynced is the
-	// namespaces' (always true without Config.Namespaces).
-	serversSynced, namespacesSynced func() bool
-	// echoes are the resourceVersions of this controller's own writes that the informer has
-	// yet to bring back; passes counts each VM's reconciles until it is Active.
-	echoes     *echoes
-	passes     *passCounter
+	// synced is the sync check of the caches Start starts besides the VMs': the backend's
+	// and the namespaces' (always true without Config.Namespaces). Nil until Start.
+	synced func() bool
+	// reconciles counts the reconciles, each one's ID.
 	reconciles atomic.Uint64
-	// fenced is set while writes are fenced (Config.Fence) and the loop has said so: one
-	// line per episode, not one per VM.
-	fenced atomic.Bool
-	// unkeptWarned is when warnUnkept last warned (Unix nanoseconds; 0: never).
-	unkeptWarned atomic.Int64
+	// warned is what the loop has warned of, once for the whole controller rather than once
+	// per VM.
+	warned struct {
+		// fenced is set while writes are fenced (Config.Fence) and the loop has said so: one
+		// line per episode, not one per VM.
+		fenced atomic.Bool
+		// unkept is when warnUnkept last warned (Unix nanoseconds; 0: never).
+		unkept atomic.Int64
+	}
 }
 
 // optional holds the optional interfaces of a Controller's backend that its loop uses, each
@@ -216,10 +217,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{
 		cfg:    cfg,
 		queue:  priority.New(cfg.GVR.Resource, cfg.RateLimiter),
-		expect: newExpectations(),
-		disks:  newDiskExpectations(),
-		echoes: newEchoes(),
-		passes: &passCounter{m: map[cache.ObjectName]int{}},
+		ledger: newLedger(),
 		log:    cfg.Logger,
 	}
 	route := statusRoute{main: cfg.NoStatusSubresource}
@@ -229,7 +227,7 @@ func New(cfg Config) *Controller {
 		writer = restWriter{client: cfg.REST, gvr: cfg.GVR}
 	}
 	c.applier = applier{writer: writer, fields: cfg.Fields, backend: cfg.Backend,
-		recorder: cfg.Recorder, expect: c.expect, disks: c.disks, policy: cfg.Policy, now: cfg.Now, route: route, notKept: newNotKept(), log: cfg.Logger}
+		recorder: cfg.Recorder, expect: c.ledger.expect, disks: c.ledger.disks, policy: cfg.Policy, now: cfg.Now, route: route, notKept: c.ledger.notKept, log: cfg.Logger}
 	if cfg.WatchCRD {
 		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
 		if cfg.Layout != nil {
@@ -240,7 +238,7 @@ func New(cfg Config) *Controller {
 		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
 			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
 			get:   c.liveView, observer: cfg.UsageObserver, now: cfg.Now, log: fencedQuiet{cfg.Logger}, lastWrite: map[cache.ObjectName]time.Time{},
-			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil, nil) }, timeout: cfg.ReconcileTimeout}
+			route: route, echo: func(vm cache.ObjectName, rv string) { c.ledger.echoes.expect(vm, []string{rv}, nil, nil) }, timeout: cfg.ReconcileTimeout}
 	}
 	return c
 }
@@ -327,7 +325,7 @@ func (c *Controller) startVMs(ctx context.Context) error {
 				c.usage.schedule(key)
 			}
 			// The echo of a write this controller made and had decided on already.
-			if c.echoes.seen(key, n.GetResourceVersion()) {
+			if c.ledger.echoes.seen(key, n.GetResourceVersion()) {
 				return
 			}
 			if vmcache.Same(o, n) {
@@ -438,10 +436,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.opt = optionalOf(c.cfg.Backend)
 	// A server's change after the servers' first list is new work (urgency.go); the first
 	// list itself is backlog, like the VMs'.
-	var synced atomic.Pointer[func() bool]
+	var listed atomic.Pointer[func() bool]
 	serversSynced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) {
 		key := cache.ObjectName(vm)
-		if s := synced.Load(); s != nil && (*s)() {
+		if s := listed.Load(); s != nil && (*s)() {
 			c.queue.AddUrgent(key)
 		} else {
 			c.queue.Add(key)
@@ -450,14 +448,14 @@ func (c *Controller) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
-	synced.Store(&serversSynced)
-	c.serversSynced = serversSynced
-	c.namespacesSynced = func() bool { return true }
+	listed.Store(&serversSynced)
+	namespacesSynced := func() bool { return true }
 	if c.cfg.Namespaces != nil {
-		if c.namespacesSynced, err = c.cfg.Namespaces.Start(ctx); err != nil {
+		if namespacesSynced, err = c.cfg.Namespaces.Start(ctx); err != nil {
 			return err
 		}
 	}
+	c.synced = func() bool { return serversSynced() && namespacesSynced() }
 	return nil
 }
 
@@ -538,8 +536,7 @@ var ErrWorkersStuck = errors.New("workers did not return after their reconciles 
 // informers used here count an item of the list done only once their handler has had it.
 func (c *Controller) HasSynced() bool {
 	vms := c.vms.Load()
-	return vms != nil && vms.ctrl.HasSynced() && c.serversSynced != nil && c.serversSynced() &&
-		c.namespacesSynced != nil && c.namespacesSynced() && c.Served()
+	return vms != nil && vms.ctrl.HasSynced() && c.synced != nil && c.synced() && c.Served()
 }
 
 // Served reports whether the API server serves the VM resource, as far as the controller
@@ -662,7 +659,7 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 		// says the fence closed, not one per VM.
 		result = ResultFenced
 		requeue(key, fencedWait)
-		if c.fenced.CompareAndSwap(false, true) {
+		if c.warned.fenced.CompareAndSwap(false, true) {
 			c.log.Info("Writes fenced: the leader Lease was not renewed in time; holding reconciles until it is", "error", err)
 		}
 		if debug {
@@ -705,7 +702,7 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 		}
 	}
 	if result != ResultFenced && c.cfg.Fence == nil {
-		c.fenced.Store(false) // without Config.Fence, a write's refusal is all that says so
+		c.warned.fenced.Store(false) // without Config.Fence, a write's refusal is all that says so
 	}
 	if c.cfg.Observer != nil {
 		c.cfg.Observer.Reconciled(result, took)
@@ -724,7 +721,7 @@ func (c *Controller) checkFence() error {
 		return nil
 	}
 	err := c.cfg.Fence()
-	if err == nil && c.fenced.CompareAndSwap(true, false) {
+	if err == nil && c.warned.fenced.CompareAndSwap(true, false) {
 		c.log.Info("Writes no longer fenced: the leader Lease was renewed")
 	}
 	return err
@@ -770,11 +767,11 @@ func (c *Controller) reconcileRecovered(ctx context.Context, key cache.ObjectNam
 // for the whole controller: with a CRD that prunes a field, every VM's writes do.
 func (c *Controller) warnUnkept(log *slog.Logger) {
 	now := c.cfg.Now()
-	last := c.unkeptWarned.Load()
+	last := c.warned.unkept.Load()
 	if last != 0 && now.Sub(time.Unix(0, last)) < unkeptWarnEvery {
 		return
 	}
-	if c.unkeptWarned.CompareAndSwap(last, now.UnixNano()) {
+	if c.warned.unkept.CompareAndSwap(last, now.UnixNano()) {
 		log.Warn("A status write was not kept as sent by the API server, whose CRD may lack status fields this version writes: "+
 			"apply this version's CRDs (vm-controller crds, or manifests); until then a VM's status is written again, and not kept, "+
 			"only when the VM changes or what its status says does",
@@ -812,11 +809,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		return 0, fmt.Errorf("read cache: %w", err)
 	}
 	if !exists {
-		c.expect.forget(key)
-		c.disks.forget(key)
-		c.echoes.forget(key)
-		c.passes.forget(key)
-		c.applier.notKept.forget(key)
+		c.ledger.forget(key)
 		if c.opt.departures != nil {
 			c.opt.departures.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
 		}
@@ -825,7 +818,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		return 0, nil
 	}
-	if c.echoes.isReleased(key, obj.(*vmcache.Object).GetUID()) {
+	if c.ledger.echoes.isReleased(key, obj.(*vmcache.Object).GetUID()) {
 		if debug {
 			log.Debug("VM released: its finalizer is removed, and the cache has yet to catch up")
 		}
@@ -836,7 +829,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	// may show while this reconcile's last write is still the newer (echoes.latest).
 	var from []string
 	cachedRV := obj.(*vmcache.Object).GetResourceVersion()
-	if w, ok := c.echoes.latest(key, cachedRV); ok {
+	if w, ok := c.ledger.echoes.latest(key, cachedRV); ok {
 		vm = w.view(c.cfg.Fields) // this controller's last write, which the cache has yet to bring back
 		from = append(slices.Clip(w.over), w.rv)
 	} else if vm, err = obj.(*vmcache.Object).View(c.cfg.Fields); err != nil {
@@ -863,12 +856,12 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		// lead, another leader may have changed the VM or its disk since, and the round's
 		// writes would put that back (Config.Fence).
 		if err := c.checkFence(); err != nil {
-			c.echoes.expect(key, rvs, last, from)
+			c.ledger.echoes.expect(key, rvs, last, from)
 			return 0, err
 		}
 		// A pass is counted once it may decide: a fenced reconcile decided nothing.
 		if round == 1 && vm.Phase() != schema.PhaseActive {
-			passes = c.passes.add(key)
+			passes = c.ledger.passes.add(key)
 		}
 		g, err := c.gather(ctx, key, vm, going, log)
 		if err != nil {
@@ -903,7 +896,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		if plan.Empty() {
 			// Settled: every write of this reconcile was decided on already.
-			c.echoes.expect(key, rvs, last, from)
+			c.ledger.echoes.expect(key, rvs, last, from)
 			break
 		}
 		if debug {
@@ -919,19 +912,19 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// A write with no answer to carry on from (the VM may be gone): what an earlier
 			// write returned is older than it.
 			last = nil
-			c.echoes.stale(key)
+			c.ledger.echoes.stale(key)
 		}
 		if err != nil {
 			// The writes that went through are facts: the retry decides on the VM as the last
 			// of them returned it, and their echoes bring nothing it will not see.
-			c.echoes.expect(key, rvs, last, from)
+			c.ledger.echoes.expect(key, rvs, last, from)
 			return out.after, err // a plan's own time to look again, carried past an error of its budget (applyPlan)
 		}
 		if out.releasing {
-			c.echoes.released(key, vm.UID())
+			c.ledger.echoes.released(key, vm.UID())
 		}
 		if becomesActive && passes > 0 {
-			c.passes.active(key, passes, c.cfg.Observer)
+			c.ledger.passes.active(key, passes, c.cfg.Observer)
 		}
 		after = out.after
 		if out.unkept {
@@ -947,7 +940,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// main resource, where every such write is stored, its echo would bring the VM
 			// back for ever. The next reconcile at the answer's version does not send it
 			// either (notKept).
-			c.echoes.expect(key, rvs, last, from)
+			c.ledger.echoes.expect(key, rvs, last, from)
 			break
 		}
 		if out.last == nil || round == maxDecisions {
@@ -956,16 +949,16 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 				// were decided on already, as in a settled pass, so that the next reconcile
 				// decides on them rather than on a cache that has yet to bring them back. (A
 				// last round's own write was not decided on: its echo brings the VM back.)
-				c.echoes.expect(key, rvs, last, from)
+				c.ledger.echoes.expect(key, rvs, last, from)
 			}
 			break
 		}
 		vm = last.view(c.cfg.Fields)
 	}
-	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
+	if w := c.ledger.expect.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w
 	}
-	if w := c.disks.wait(key); w > 0 && (after == 0 || w < after) {
+	if w := c.ledger.disks.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w
 	}
 	return after, nil

@@ -159,7 +159,7 @@ func TestControllerReconciles(t *testing.T) {
 	if evs := w.events(); len(evs) != 1 {
 		t.Errorf("events %q, want one", evs)
 	}
-	if c.expect.wait(testVM) != 0 {
+	if c.ledger.expect.wait(testVM) != 0 {
 		t.Error("a server the backend shows is still expected")
 	}
 	writes := w.writes()
@@ -191,7 +191,7 @@ func TestControllerGone(t *testing.T) {
 	c, r := newController(t, w, decision.UsagePolicy{})
 	ctx := start(t, c)
 	gone := cache.NewObjectName("default", "gone")
-	c.expect.deleted(gone, "old")
+	c.ledger.expect.deleted(gone, "old")
 	c.queue.Add(gone)
 	c.processNextItem(ctx)
 	if got := r.last(); got != "success" {
@@ -203,7 +203,7 @@ func TestControllerGone(t *testing.T) {
 	if len(w.writes()) != 0 || len(w.events()) != 0 {
 		t.Errorf("writes %+v, events %q", w.writes(), w.events())
 	}
-	if c.expect.wait(gone) != 0 {
+	if c.ledger.expect.wait(gone) != 0 {
 		t.Error("the expectation of a VM that is gone is kept")
 	}
 }

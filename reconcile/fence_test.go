@@ -236,9 +236,9 @@ func TestControllerFencedPassesUncounted(t *testing.T) {
 			}
 			c.processNextItem(ctx)
 		}
-		c.passes.mu.Lock()
-		defer c.passes.mu.Unlock()
-		return c.passes.m[testVM], pr.passes
+		c.ledger.passes.mu.Lock()
+		defer c.ledger.passes.mu.Unlock()
+		return c.ledger.passes.m[testVM], pr.passes
 	}
 	wantPending, wantReported := counts(0)
 	if wantPending+len(wantReported) == 0 {

@@ -249,7 +249,7 @@ func TestControllerStaleClaimCacheOnTheWayOut(t *testing.T) {
 			if err := kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), adopted, owner.Namespace); err != nil {
 				t.Fatal(err)
 			}
-			c.disks.forget(testVM) // the expectation of the adoption has run out
+			c.ledger.disks.forget(testVM) // the expectation of the adoption has run out
 
 			c.processNextItem(ctx)
 			got, err := kube.CoreV1().PersistentVolumeClaims(owner.Namespace).Get(context.Background(), claim.Name, metav1.GetOptions{})

@@ -450,7 +450,7 @@ func TestStatusRouteEchoWired(t *testing.T) {
 		t.Fatal("the writers do not write through the main resource")
 	}
 	c.usage.echo(testVM, "1001")
-	if !c.echoes.seen(testVM, "1001") {
+	if !c.ledger.echoes.seen(testVM, "1001") {
 		t.Error("the poller's write is not an echo to drop")
 	}
 }
