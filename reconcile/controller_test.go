@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -64,10 +63,8 @@ func (r *results) last() string {
 func newController(t testing.TB, w *world, usage decision.UsagePolicy) (*Controller, *results) {
 	t.Helper()
 	r := &results{}
-	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: serverPolicy,
-		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
-		Observer:    r, Usage: usage, UsageObserver: r})
+	c := New(Config{VMs: w.source(), Backend: w.servers, Policy: serverPolicy, Usage: usage, Retry: quickRetry(),
+		Report: w.report(r), Now: func() time.Time { return now }})
 	return c, r
 }
 
@@ -223,7 +220,7 @@ func TestControllerRetries(t *testing.T) {
 			func(c *Controller) int { return c.queue.NumRequeues(testVM) }},
 		"conflict": {func(w *world) {
 			w.failNext("status", apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("changed")))
-		}, func(*world) {}, "conflict", func(c *Controller) int { return c.cfg.ConflictRateLimiter.NumRequeues(testVM) }},
+		}, func(*world) {}, "conflict", func(c *Controller) int { return c.cfg.Retry.ConflictRateLimiter.NumRequeues(testVM) }},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -276,7 +273,7 @@ func TestControllerConflictSkipsBucket(t *testing.T) {
 			c, r := newController(t, w, decision.UsagePolicy{})
 			bucket := closedBucket{asked: &atomic.Int32{}}
 			c.queue = priority.New[cache.ObjectName]("", bucket)
-			c.cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)
+			c.cfg.Retry.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)
 			ctx := start(t, c)
 			w.failNext("status", tc.err)
 			c.processNextItem(ctx)
@@ -347,7 +344,7 @@ func TestControllerNotServed(t *testing.T) {
 	w := newWorld(t, "create-new")
 	var told []bool
 	c, r := newController(t, w, decision.UsagePolicy{})
-	c.cfg.OnServed = func(s bool) { told = append(told, s) }
+	c.cfg.CRD.OnServed = func(s bool) { told = append(told, s) }
 	ctx := start(t, c)
 	c.onServed(ctx, false)
 	if c.HasSynced() || len(c.PhaseCounts()) != 0 {

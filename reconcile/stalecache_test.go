@@ -80,7 +80,7 @@ func TestControllerStalePolicyOnTheWayOut(t *testing.T) {
 	kube := kubefake.NewClientset(claim)
 	c := podsController(t, w, kube)
 	r := &results{}
-	c.cfg.Observer = r
+	c.cfg.Report.Observer = r
 	ctx := start(t, c)
 	c.vms.Load().stop() // the VM cache keeps the VM as first listed: policy Delete
 	if d, _ := c.cfg.Backend.(backend.Disks).ObserveDisk(owner); d == nil || d.Owner != backend.DiskOwned {

@@ -40,7 +40,7 @@ func TestControllerStatusNotKept(t *testing.T) {
 			w.servers.Set(owner, srv)
 			w.servers.SetDisk(owner, decidecase.Disk(t, caseFile(vmCase)))
 			c, _ := newDiskController(t, w)
-			c.cfg.NoStatusSubresource = main
+			c.cfg.CRD.NoStatusSubresource = main
 			c.applier.route = statusRoute{main: main}
 			var minutes atomic.Int64 // the clock, a minute on at each reconcile
 			clock := func() time.Time { return now.Add(time.Duration(minutes.Load()) * time.Minute) }
