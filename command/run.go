@@ -234,7 +234,7 @@ func run(cc *cli.Context, c runConfig) error {
 	defer stop()
 	// A CRD whose schema no longer gives the field map chosen from it ends the run as a signal
 	// does (the workers drain, a leader steps down), with that as its cause: run then fails,
-	// and the restart chooses again (reconcile.Config.Layout).
+	// and the restart chooses again (reconcile.CRD.Layout).
 	ctx, relayout := context.WithCancelCause(ctx)
 	defer relayout(nil)
 
@@ -310,39 +310,25 @@ func run(cc *cli.Context, c runConfig) error {
 	}
 
 	// A VM's retries wait for its own backoff and the overall bucket; a conflict for its own
-	// backoff alone (reconcile.Config.ConflictRateLimiter), counted with its other failures.
+	// backoff alone (reconcile.Retry.ConflictRateLimiter), counted with its other failures.
 	perVM := workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](c.RetryBaseDelay, c.RetryMaxDelay)
 	limiter := workqueue.NewTypedMaxOfRateLimiter(perVM,
 		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(c.RetryQPS), c.RetryBurst)},
 	)
 	ctrl := reconcile.New(reconcile.Config{
-		Client:    cl.dynamic,
-		REST:      cl.vmREST,
-		WatchREST: cl.vmWatch,
-		GVR:       gvr,
-		Fields:    f.fields,
-		Namespace: c.Namespace,
-		Selector:  c.Selector,
-		Resync:    c.Resync,
+		VMs: reconcile.Source{Client: cl.dynamic, REST: cl.vmREST, WatchREST: cl.vmWatch, GVR: gvr, Fields: f.fields,
+			Namespace: c.Namespace, Selector: c.Selector, Resync: c.Resync},
+		CRD: reconcile.CRD{Watch: c.WatchCRD, OnServed: m.SetServed, Layout: f.layout, OnLayoutChanged: relayout,
+			// Without the subresource, status goes through the main resource.
+			NoStatusSubresource: noStatus},
 		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
 			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery(), Disks: true, ClaimsOnly: !c.claims(), Budgets: true}),
-		Policy:              c.policy(c.rootDiskFlags),
-		Recorder:            recorder,
-		Logger:              log,
-		RateLimiter:         limiter,
-		ConflictRateLimiter: perVM,
-		ReconcileTimeout:    c.ReconcileTimeout,
-		Observer:            m,
-		WatchCRD:            c.WatchCRD,
-		OnServed:            m.SetServed,
-		Layout:              f.layout,
-		OnLayoutChanged:     relayout,
-		Usage:               decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
-		UsageObserver:       m,
-		// Without the subresource, status goes through the main resource.
-		NoStatusSubresource: noStatus,
-		Namespaces:          reconcile.NewNamespaceWatch(cl.proto, c.Namespace, log),
-		Fence:               fenceCheck,
+		Policy:     c.policy(c.rootDiskFlags),
+		Usage:      decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
+		Retry:      reconcile.Retry{RateLimiter: limiter, ConflictRateLimiter: perVM, ReconcileTimeout: c.ReconcileTimeout},
+		Report:     reconcile.Report{Recorder: recorder, Logger: log, Observer: m, UsageObserver: m},
+		Namespaces: reconcile.NewNamespaceWatch(cl.proto, c.Namespace, log),
+		Fence:      fenceCheck,
 	})
 	m.CountPhases(ctrl.PhaseCounts)
 	log.Info("Starting vm-controller", "version", cc.App.Version, "host", cfg.Host, "resource", gvr.String(),
@@ -384,7 +370,7 @@ func run(cc *cli.Context, c runConfig) error {
 }
 
 // layoutChanged is run's error when it ended because the CRD no longer gives the field map
-// chosen from it (reconcile.Config.OnLayoutChanged), else nil: a failure, so that the
+// chosen from it (reconcile.CRD.OnLayoutChanged), else nil: a failure, so that the
 // process exits non-zero and its Deployment restarts it, to choose again.
 func layoutChanged(ctx context.Context) error {
 	var changed *crds.LayoutChanged
@@ -395,7 +381,7 @@ func layoutChanged(ctx context.Context) error {
 }
 
 // statusRoute says whether the controller writes status through the main resource
-// (reconcile.Config.NoStatusSubresource), from the CRD the facts read, and logs why. A CRD
+// (reconcile.CRD.NoStatusSubresource), from the CRD the facts read, and logs why. A CRD
 // that is not read (--watch-crd=false, whose RBAC grants no access to it) keeps the
 // subresource.
 func statusRoute(f facts, t target, log *slog.Logger) (noStatus bool) {

@@ -84,8 +84,9 @@ func TestReadyzResourceNotServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl := reconcile.New(reconcile.Config{Client: client, GVR: gvr, Fields: fields, Backend: memory.New(), Policy: decision.DefaultPolicy,
-		Recorder: events.NewFakeRecorder(10), Logger: slog.New(slog.DiscardHandler), WatchCRD: true})
+	ctrl := reconcile.New(reconcile.Config{VMs: reconcile.Source{Client: client, GVR: gvr, Fields: fields},
+		CRD: reconcile.CRD{Watch: true}, Backend: memory.New(), Policy: decision.DefaultPolicy,
+		Report: reconcile.Report{Recorder: events.NewFakeRecorder(10), Logger: slog.New(slog.DiscardHandler)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := ctrl.Start(ctx); err != nil {

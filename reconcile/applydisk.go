@@ -198,7 +198,7 @@ func (c *Controller) observeDisk(key cache.ObjectName, owner backend.Owner) (*ba
 	if err != nil {
 		return nil, fmt.Errorf("observe disk: %w", err)
 	}
-	return c.disks.adjust(key, owner.UID, d), nil
+	return c.ledger.disks.adjust(key, owner.UID, d), nil
 }
 
 // confirmsDisk reports whether the way out of a deleted VM whose disk the cache shows as d

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -187,17 +186,20 @@ func TestControllerReconcileTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &results{}
-	c := New(Config{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: f,
-		Namespace: "default", Selector: vmcachetest.Selector, Backend: memory.New(), Policy: decision.DefaultPolicy,
-		Recorder: events.NewFakeRecorder(10), Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		RateLimiter:      workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
-		ReconcileTimeout: 50 * time.Millisecond, Observer: r})
+	retry := quickRetry()
+	retry.ReconcileTimeout = 50 * time.Millisecond
+	c := New(Config{
+		VMs: Source{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: f,
+			Namespace: "default", Selector: vmcachetest.Selector},
+		Backend: memory.New(), Policy: decision.DefaultPolicy, Retry: retry,
+		Report: Report{Recorder: events.NewFakeRecorder(10), Logger: slog.New(slog.DiscardHandler), Observer: r},
+		Now:    func() time.Time { return now }})
 	ctx := start(t, c)
 	key := cache.NewObjectName("default", "vm1")
 
 	// The reconcile itself: its first write (the finalizer) waits for an answer that never
 	// comes, until the deadline.
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Retry.ReconcileTimeout)
 	_, err = c.reconcile(rctx, key, c.log, false)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {

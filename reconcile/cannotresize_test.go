@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,8 +27,8 @@ func TestBackendCannotResize(t *testing.T) {
 	w.servers.Set(owner, srv)
 	r := &results{}
 	policy := serverPolicy // CanResize true, as run's flags give it
-	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: noResizer{w.servers}, Policy: policy,
-		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }, Observer: r})
+	c := New(Config{VMs: w.source(), Backend: noResizer{w.servers}, Policy: policy, Report: w.report(r),
+		Now: func() time.Time { return now }})
 	ctx := start(t, c)
 	c.processNextItem(ctx)
 

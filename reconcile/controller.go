@@ -13,110 +13,20 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
-	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/reconcile/priority"
 	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
-
-// Config is what a Controller is built from.
-type Config struct {
-	Client dynamic.Interface
-	// REST, if set, is what the VM informer lists and watches with and what VMs are written
-	// through (see vmcache.RESTClientFor and restWriter): each VM, watched or written, is
-	// decoded once, from the wire into its compact form. Nil: the dynamic informer over
-	// Client, whose objects are compacted by a transform, and writes through Client (what unit
-	// tests with the dynamic fake use).
-	REST rest.Interface
-	// WatchREST, if set, is what the VM informer watches with instead of REST: a client
-	// without REST's rate limiter, as client-go leaves watches unlimited, so that a watch
-	// (or a watch list, the informer's first fill) never waits behind a burst of writes.
-	WatchREST rest.Interface
-	GVR       k8sschema.GroupVersionResource
-	Fields    schema.Fields
-	Namespace string // "" for all namespaces
-	Selector  string // label selector of the VMs to manage; "" for all
-	Resync    time.Duration
-	Backend   backend.Backend
-	Policy    decision.Policy
-	Recorder  events.EventRecorder
-	Logger    *slog.Logger
-	// RateLimiter paces retries of failed keys; nil: per-item exponential backoff
-	// (5ms to 1000s) and an overall bucket (10 qps, burst 100), as client-go's default.
-	RateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
-	// ConflictRateLimiter paces the retries of a VM whose write met a conflict; nil:
-	// per-item exponential backoff (5ms to 1000s). A conflict says that the cache was behind
-	// a write, not that the API server is overloaded, so it waits for this VM's backoff only,
-	// never in RateLimiter's overall bucket: in a namespace's teardown, conflicts queued in that
-	// bucket (10 a second) took longer than the teardown itself. Give it the per-item part of
-	// RateLimiter, so that a VM's failures of either kind count together.
-	ConflictRateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
-	// ReconcileTimeout bounds each reconcile, every API and backend call in it: a call that
-	// hangs ends as a transient error and the key is retried, instead of holding a worker
-	// for ever. Zero: no deadline.
-	ReconcileTimeout time.Duration
-	// Now is the clock; nil: time.Now.
-	Now func() time.Time
-	// Observer, if set, is told the result and duration of every reconcile.
-	Observer Observer
-	// WatchCRD follows the resource's CustomResourceDefinition: when it is deleted or stops
-	// serving the version, the controller says so and waits; when it is back, it resumes.
-	WatchCRD bool
-	// OnServed, if set, is called when the resource stops or starts being served.
-	OnServed func(served bool)
-	// Layout, if set, is the built-in layout Fields were chosen as from the CRD's schema at
-	// start-up (crds.ChooseLayout: a CRD of another group, no field-map file). Fields are
-	// built into the informer, the decisions and every write, and a CRD can be changed in
-	// place to give another layout (an earlier release's copy upgraded to the current
-	// shape): read with the old one, what only the new one has, a disk's reclaim policy,
-	// would never be read, and a kept disk would be deleted with its VM. So with WatchCRD
-	// the CRD watch chooses again on every change of the CRD, and when the choice differs
-	// it stops the informer of the VMs and calls OnLayoutChanged, for the process to stop
-	// and choose again on its restart. Until the watch has judged the CRD of its first
-	// list the resource does not count as served, so no worker starts before. Nil: Fields
-	// came from a file or are built in, and no change of the CRD changes them.
-	Layout *crds.Layout
-	// OnLayoutChanged, if set, is called once, with a *crds.LayoutChanged, when the CRD no
-	// longer gives Layout, after the informer of the VMs has stopped: the caller ends the
-	// process (a leader steps down), which the informer's stop alone does not.
-	OnLayoutChanged func(error)
-	// Usage says how to sample the usage of Active VMs; a zero Interval, or a backend that
-	// cannot report usage, turns sampling off.
-	Usage decision.UsagePolicy
-	// UsageObserver, if set, receives each sample.
-	UsageObserver UsageObserver
-	// NoStatusSubresource says the CRD version has no /status subresource (crds.StatusSubresource):
-	// status and usage are then written through the main resource, conditional on the
-	// resourceVersion decided on, and each write claims the generation it makes
-	// (statusroute.go). False, the zero value: through /status.
-	NoStatusSubresource bool
-	// Namespaces, if set, says which namespaces are being deleted: a VM in one is left alone
-	// until its own deletion, then only released, with no status written (namespaces.go).
-	// Nil: every namespace is taken as live.
-	Namespaces Namespaces
-	// Fence, if set, says whether this replica may still write: nil while it may, else an
-	// error wrapping ErrFenced (a leader whose Lease has not been renewed within the renew
-	// deadline: it may have been paused while another replica took over). Each decision round
-	// asks it first, so that no round decides on state that another leader may have changed
-	// since; the writes themselves are refused below the clients whatever a round asks. A
-	// reconcile that meets ErrFenced, from here or from a write, is looked at again after
-	// fencedWait, not retried with backoff. Nil: no fence (no leader election).
-	Fence func() error
-}
 
 // Observer receives the outcome of each reconcile, for metrics.
 type Observer interface {
@@ -130,7 +40,7 @@ const (
 	ResultRequeue  = "requeue"  // success; look again later
 	ResultConflict = "conflict" // decided on a stale object; decided again
 	ResultError    = "error"    // retried with backoff
-	ResultTimeout  = "timeout"  // cut off at Config.ReconcileTimeout; retried with backoff
+	ResultTimeout  = "timeout"  // cut off at Retry.ReconcileTimeout; retried with backoff
 	ResultPanic    = "panic"    // recovered and logged with the stack; retried with backoff
 	ResultFenced   = "fenced"   // the fence was closed (Config.Fence): nothing more written
 )
@@ -145,29 +55,30 @@ type Controller struct {
 	cfg Config
 	// vms is the current informer of the VMs. It is replaced when the resource comes back
 	// after its CRD was deleted or stopped serving the version (see served.go).
-	vms     atomic.Pointer[vmInformer]
-	served  *servedWatch // nil unless Config.WatchCRD
-	usage   *poller      // nil unless usage is sampled
-	queue   *priority.Queue[cache.ObjectName]
-	expect  *expectations
-	disks   *diskExpectations
+	vms    atomic.Pointer[vmInformer]
+	served *servedWatch // nil unless CRD.Watch
+	usage  *poller      // nil unless usage is sampled
+	queue  *priority.Queue[cache.ObjectName]
+	// ledger is what the controller remembers of each VM until it is gone (ledger.go).
+	ledger  ledger
 	log     *slog.Logger
 	applier applier
 	// opt is the backend's optional interfaces the loop uses, asserted once, by Start.
 	opt optional
-	// serversSynced is the backend's sync check, set by Start; namespacesSynced is the
-	// namespaces' (always true without Config.Namespaces).
-	serversSynced, namespacesSynced func() bool
-	// echoes are the resourceVersions of this controller's own writes that the informer has
-	// yet to bring back; passes counts each VM's reconciles until it is Active.
-	echoes     *echoes
-	passes     *passCounter
+	// synced is the sync check of the caches Start starts besides the VMs': the backend's
+	// and the namespaces' (always true without Config.Namespaces). Nil until Start.
+	synced func() bool
+	// reconciles counts the reconciles, each one's ID.
 	reconciles atomic.Uint64
-	// fenced is set while writes are fenced (Config.Fence) and the loop has said so: one
-	// line per episode, not one per VM.
-	fenced atomic.Bool
-	// unkeptWarned is when warnUnkept last warned (Unix nanoseconds; 0: never).
-	unkeptWarned atomic.Int64
+	// warned is what the loop has warned of, once for the whole controller rather than once
+	// per VM.
+	warned struct {
+		// fenced is set while writes are fenced (Config.Fence) and the loop has said so: one
+		// line per episode, not one per VM.
+		fenced atomic.Bool
+		// unkept is when warnUnkept last warned (Unix nanoseconds; 0: never).
+		unkept atomic.Int64
+	}
 }
 
 // optional holds the optional interfaces of a Controller's backend that its loop uses, each
@@ -202,45 +113,38 @@ func New(cfg Config) *Controller {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if cfg.Report.Logger == nil {
+		cfg.Report.Logger = slog.Default()
 	}
-	if cfg.RateLimiter == nil {
-		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
+	if cfg.Retry.RateLimiter == nil {
+		cfg.Retry.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
-	cfg.Policy = diskPolicy(cfg.Backend, cfg.Policy, cfg.Logger)
+	cfg.Policy = diskPolicy(cfg.Backend, cfg.Policy, cfg.Report.Logger)
 	cfg.Policy = resizePolicy(cfg.Backend, cfg.Policy)
-	if cfg.ConflictRateLimiter == nil {
-		cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
+	if cfg.Retry.ConflictRateLimiter == nil {
+		cfg.Retry.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
 	}
 	c := &Controller{
 		cfg:    cfg,
-		queue:  priority.New(cfg.GVR.Resource, cfg.RateLimiter),
-		expect: newExpectations(),
-		disks:  newDiskExpectations(),
-		echoes: newEchoes(),
-		passes: &passCounter{m: map[cache.ObjectName]int{}},
-		log:    cfg.Logger,
+		queue:  priority.New(cfg.VMs.GVR.Resource, cfg.Retry.RateLimiter),
+		ledger: newLedger(),
+		log:    cfg.Report.Logger,
 	}
-	route := statusRoute{main: cfg.NoStatusSubresource}
-	// Writes go through the REST client when there is one (see restWriter).
-	var writer vmWriter = dynamicWriter{client: cfg.Client.Resource(cfg.GVR)}
-	if cfg.REST != nil {
-		writer = restWriter{client: cfg.REST, gvr: cfg.GVR}
-	}
-	c.applier = applier{writer: writer, fields: cfg.Fields, backend: cfg.Backend,
-		recorder: cfg.Recorder, expect: c.expect, disks: c.disks, policy: cfg.Policy, now: cfg.Now, route: route, notKept: newNotKept(), log: cfg.Logger}
-	if cfg.WatchCRD {
-		c.served = newServedWatch(cfg.Client, cfg.GVR, cfg.Logger, c.onServed)
-		if cfg.Layout != nil {
-			c.served.layout, c.served.onLayout = cfg.Layout, c.onLayoutChanged
+	route := statusRoute{main: cfg.CRD.NoStatusSubresource}
+	writer := cfg.VMs.writer()
+	c.applier = applier{writer: writer, fields: cfg.VMs.Fields, backend: cfg.Backend,
+		recorder: cfg.Report.Recorder, expect: c.ledger.expect, disks: c.ledger.disks, policy: cfg.Policy, now: cfg.Now, route: route, notKept: c.ledger.notKept, log: cfg.Report.Logger}
+	if cfg.CRD.Watch {
+		c.served = newServedWatch(cfg.VMs.Client, cfg.VMs.GVR, cfg.Report.Logger, c.onServed)
+		if cfg.CRD.Layout != nil {
+			c.served.layout, c.served.onLayout = cfg.CRD.Layout, c.onLayoutChanged
 		}
 	}
 	if reader, ok := cfg.Backend.(backend.UsageReader); ok && cfg.Usage.Interval > 0 {
-		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.Fields,
-			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.GVR.Resource + "_usage"}),
-			get:   c.liveView, observer: cfg.UsageObserver, now: cfg.Now, log: fencedQuiet{cfg.Logger}, lastWrite: map[cache.ObjectName]time.Time{},
-			route: route, echo: func(vm cache.ObjectName, rv string) { c.echoes.expect(vm, []string{rv}, nil, nil) }, timeout: cfg.ReconcileTimeout}
+		c.usage = &poller{policy: cfg.Usage, reader: reader, writer: writer, fields: cfg.VMs.Fields,
+			queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Name: cfg.VMs.GVR.Resource + "_usage"}),
+			get:   c.liveView, observer: cfg.Report.UsageObserver, now: cfg.Now, log: fencedQuiet{cfg.Report.Logger}, lastWrite: map[cache.ObjectName]time.Time{},
+			route: route, echo: func(vm cache.ObjectName, rv string) { c.ledger.echoes.expect(vm, []string{rv}, nil, nil) }, timeout: cfg.Retry.ReconcileTimeout}
 	}
 	return c
 }
@@ -280,7 +184,7 @@ func (c *Controller) view(key cache.ObjectName) (schema.VirtualMachine, bool) {
 	if err != nil || !ok {
 		return schema.VirtualMachine{}, false
 	}
-	vm, err := obj.(*vmcache.Object).View(c.cfg.Fields)
+	vm, err := obj.(*vmcache.Object).View(c.cfg.VMs.Fields)
 	if err != nil {
 		return schema.VirtualMachine{}, false
 	}
@@ -327,7 +231,7 @@ func (c *Controller) startVMs(ctx context.Context) error {
 				c.usage.schedule(key)
 			}
 			// The echo of a write this controller made and had decided on already.
-			if c.echoes.seen(key, n.GetResourceVersion()) {
+			if c.ledger.echoes.seen(key, n.GetResourceVersion()) {
 				return
 			}
 			if vmcache.Same(o, n) {
@@ -337,20 +241,20 @@ func (c *Controller) startVMs(ctx context.Context) error {
 			// not Active, which reports no usage: a write the poller sent while it was Active
 			// may land after the reconcile that removed the usage, and the reconcile it brings
 			// removes it again.
-			if c.usage != nil && n.Phase() == schema.PhaseActive && vmcache.OnlyUsageChanged(o, n, c.cfg.Fields) {
+			if c.usage != nil && n.Phase() == schema.PhaseActive && vmcache.OnlyUsageChanged(o, n, c.cfg.VMs.Fields) {
 				return
 			}
-			c.enqueue(cur, userChange(o, n, c.cfg.Fields))
+			c.enqueue(cur, userChange(o, n, c.cfg.VMs.Fields))
 		},
 		DeleteFunc: func(obj any) { c.enqueue(obj, true) },
 	}
 	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: c.vmListerWatcher(),
-		ObjectType:    c.vmWireType(),
+		ListerWatcher: c.cfg.VMs.listerWatcher(),
+		ObjectType:    c.cfg.VMs.wireType(),
 		Handler:       handler,
-		ResyncPeriod:  c.cfg.Resync,
+		ResyncPeriod:  c.cfg.VMs.Resync,
 		Indexers:      cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		Transform:     c.vmTransform(),
+		Transform:     c.cfg.VMs.transform(),
 	})
 	ictx, stop := context.WithCancel(ctx)
 	go ctrl.RunWithContext(ictx)
@@ -360,44 +264,53 @@ func (c *Controller) startVMs(ctx context.Context) error {
 	return nil
 }
 
-// vmListerWatcher lists and watches the VMs: over the REST client, each read from the wire
+// listerWatcher lists and watches the VMs: over the REST client, each read from the wire
 // into its Object in place (vmcache.ListerWatcher); without one (as in the unit tests) over the
-// dynamic client, each made an Object by vmTransform.
-func (c *Controller) vmListerWatcher() cache.ListerWatcher {
-	if c.cfg.REST != nil {
-		return &vmcache.ListerWatcher{Client: c.cfg.REST, WatchClient: c.cfg.WatchREST, GVR: c.cfg.GVR, Namespace: c.cfg.Namespace,
-			Selector: c.cfg.Selector, Fields: c.cfg.Fields}
+// dynamic client, each made an Object by transform.
+func (s Source) listerWatcher() cache.ListerWatcher {
+	if s.REST != nil {
+		return &vmcache.ListerWatcher{Client: s.REST, WatchClient: s.WatchREST, GVR: s.GVR, Namespace: s.Namespace,
+			Selector: s.Selector, Fields: s.Fields}
 	}
-	vms := c.cfg.Client.Resource(c.cfg.GVR).Namespace(c.cfg.Namespace)
+	vms := s.Client.Resource(s.GVR).Namespace(s.Namespace)
 	// As client-go's dynamic informer does: a client that cannot stream a watch list (the
 	// fake) is listed instead.
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = c.cfg.Selector
+			o.LabelSelector = s.Selector
 			return vms.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = c.cfg.Selector
+			o.LabelSelector = s.Selector
 			return vms.Watch(ctx, o)
 		},
-	}, c.cfg.Client)
+	}, s.Client)
 }
 
-// vmWireType is the type of what vmListerWatcher lists and watches, before vmTransform.
-func (c *Controller) vmWireType() runtime.Object {
-	if c.cfg.REST != nil {
+// wireType is the type of what listerWatcher lists and watches, before transform.
+func (s Source) wireType() runtime.Object {
+	if s.REST != nil {
 		return &vmcache.Object{}
 	}
 	return &unstructured.Unstructured{}
 }
 
-// vmTransform is the informer's transform: none over the REST client, whose lister-watcher
+// transform is the informer's transform: none over the REST client, whose lister-watcher
 // makes Objects itself; over the dynamic client, unstructured VMs made Objects.
-func (c *Controller) vmTransform() cache.TransformFunc {
-	if c.cfg.REST != nil {
+func (s Source) transform() cache.TransformFunc {
+	if s.REST != nil {
 		return nil
 	}
-	return vmcache.Transform(c.cfg.Fields)
+	return vmcache.Transform(s.Fields)
+}
+
+// writer is what VMs are written through: the REST client when there is one (see
+// restWriter), else the dynamic client.
+func (s Source) writer() vmWriter {
+	if s.REST != nil {
+		return restWriter{client: s.REST, gvr: s.GVR}
+	}
+	return dynamicWriter{client: s.Client.Resource(s.GVR)}
 }
 
 // stopVMs stops the informer of the VMs while the resource is not served, so that its
@@ -411,8 +324,8 @@ func (c *Controller) stopVMs() {
 // onServed follows the resource's CRD: the informer stops when the resource goes and starts
 // afresh when it comes back.
 func (c *Controller) onServed(ctx context.Context, served bool) {
-	if c.cfg.OnServed != nil {
-		c.cfg.OnServed(served)
+	if c.cfg.CRD.OnServed != nil {
+		c.cfg.CRD.OnServed(served)
 	}
 	if !served {
 		c.stopVMs()
@@ -438,10 +351,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.opt = optionalOf(c.cfg.Backend)
 	// A server's change after the servers' first list is new work (urgency.go); the first
 	// list itself is backlog, like the VMs'.
-	var synced atomic.Pointer[func() bool]
+	var listed atomic.Pointer[func() bool]
 	serversSynced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) {
 		key := cache.ObjectName(vm)
-		if s := synced.Load(); s != nil && (*s)() {
+		if s := listed.Load(); s != nil && (*s)() {
 			c.queue.AddUrgent(key)
 		} else {
 			c.queue.Add(key)
@@ -450,14 +363,14 @@ func (c *Controller) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start backend: %w", err)
 	}
-	synced.Store(&serversSynced)
-	c.serversSynced = serversSynced
-	c.namespacesSynced = func() bool { return true }
+	listed.Store(&serversSynced)
+	namespacesSynced := func() bool { return true }
 	if c.cfg.Namespaces != nil {
-		if c.namespacesSynced, err = c.cfg.Namespaces.Start(ctx); err != nil {
+		if namespacesSynced, err = c.cfg.Namespaces.Start(ctx); err != nil {
 			return err
 		}
 	}
+	c.synced = func() bool { return serversSynced() && namespacesSynced() }
 	return nil
 }
 
@@ -469,7 +382,7 @@ func (c *Controller) Start(ctx context.Context) error {
 // queue cannot be restarted afterwards.
 func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Duration) error {
 	defer c.queue.ShutDown()
-	c.log.Info("Waiting for caches to sync", "resource", c.cfg.GVR.String(), "namespace", c.cfg.Namespace, "selector", c.cfg.Selector)
+	c.log.Info("Waiting for caches to sync", "resource", c.cfg.VMs.GVR.String(), "namespace", c.cfg.VMs.Namespace, "selector", c.cfg.VMs.Selector)
 	if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
 		if ctx.Err() != nil {
 			return nil
@@ -538,8 +451,7 @@ var ErrWorkersStuck = errors.New("workers did not return after their reconciles 
 // informers used here count an item of the list done only once their handler has had it.
 func (c *Controller) HasSynced() bool {
 	vms := c.vms.Load()
-	return vms != nil && vms.ctrl.HasSynced() && c.serversSynced != nil && c.serversSynced() &&
-		c.namespacesSynced != nil && c.namespacesSynced() && c.Served()
+	return vms != nil && vms.ctrl.HasSynced() && c.synced != nil && c.synced() && c.Served()
 }
 
 // Served reports whether the API server serves the VM resource, as far as the controller
@@ -594,7 +506,7 @@ func (c *Controller) enqueue(obj any, urgent bool) {
 }
 
 // processNext takes one key while leading lasts and reconciles it under ctx, bounded by
-// Config.ReconcileTimeout: Forget on success, AddAfter when the plan asks to look again later
+// Retry.ReconcileTimeout: Forget on success, AddAfter when the plan asks to look again later
 // or after a conflict (its VM's own backoff), AddRateLimited on a transient error, a timeout
 // or a panic. New work that needs another pass goes ahead of the backlog again. It returns
 // false once the queue is shut down or leading has ended: the worker stops.
@@ -636,8 +548,8 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 	}
 	start := time.Now()
 	rctx, cancel := ctx, context.CancelFunc(func() {})
-	if c.cfg.ReconcileTimeout > 0 {
-		rctx, cancel = context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
+	if c.cfg.Retry.ReconcileTimeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, c.cfg.Retry.ReconcileTimeout)
 	}
 	after, err := c.reconcileRecovered(rctx, key, log, debug)
 	// Cut off by its own deadline, not by the end of the drain (ctx), whatever error the
@@ -662,7 +574,7 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 		// says the fence closed, not one per VM.
 		result = ResultFenced
 		requeue(key, fencedWait)
-		if c.fenced.CompareAndSwap(false, true) {
+		if c.warned.fenced.CompareAndSwap(false, true) {
 			c.log.Info("Writes fenced: the leader Lease was not renewed in time; holding reconciles until it is", "error", err)
 		}
 		if debug {
@@ -671,13 +583,13 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 	case timedOut:
 		result = ResultTimeout
 		retry(key)
-		c.log.Error("Reconcile timed out; will retry", "vm", key.String(), "reconcileID", id, "timeout", c.cfg.ReconcileTimeout,
+		c.log.Error("Reconcile timed out; will retry", "vm", key.String(), "reconcileID", id, "timeout", c.cfg.Retry.ReconcileTimeout,
 			"error", err, "retries", c.queue.NumRequeues(key))
 	case apierrors.IsConflict(err):
 		// The cache was behind someone else's write: decide again on the newer object, after
-		// this VM's own backoff, not behind other VMs' retries (Config.ConflictRateLimiter).
+		// this VM's own backoff, not behind other VMs' retries (Retry.ConflictRateLimiter).
 		result = ResultConflict
-		requeue(key, c.cfg.ConflictRateLimiter.When(key))
+		requeue(key, c.cfg.Retry.ConflictRateLimiter.When(key))
 		log.Debug("Conflict; will decide again", "error", err)
 	case err != nil:
 		result = ResultError
@@ -692,23 +604,23 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 	case after > 0:
 		result = ResultRequeue
 		c.queue.Forget(key)
-		c.cfg.ConflictRateLimiter.Forget(key)
+		c.cfg.Retry.ConflictRateLimiter.Forget(key)
 		requeue(key, after)
 		if debug {
 			log.Debug("Reconciled", "requeueAfter", after, "duration", took)
 		}
 	default:
 		c.queue.Forget(key)
-		c.cfg.ConflictRateLimiter.Forget(key)
+		c.cfg.Retry.ConflictRateLimiter.Forget(key)
 		if debug {
 			log.Debug("Reconciled", "duration", took)
 		}
 	}
 	if result != ResultFenced && c.cfg.Fence == nil {
-		c.fenced.Store(false) // without Config.Fence, a write's refusal is all that says so
+		c.warned.fenced.Store(false) // without Config.Fence, a write's refusal is all that says so
 	}
-	if c.cfg.Observer != nil {
-		c.cfg.Observer.Reconciled(result, took)
+	if c.cfg.Report.Observer != nil {
+		c.cfg.Report.Observer.Reconciled(result, took)
 	}
 	return true
 }
@@ -724,7 +636,7 @@ func (c *Controller) checkFence() error {
 		return nil
 	}
 	err := c.cfg.Fence()
-	if err == nil && c.fenced.CompareAndSwap(true, false) {
+	if err == nil && c.warned.fenced.CompareAndSwap(true, false) {
 		c.log.Info("Writes no longer fenced: the leader Lease was renewed")
 	}
 	return err
@@ -770,15 +682,15 @@ func (c *Controller) reconcileRecovered(ctx context.Context, key cache.ObjectNam
 // for the whole controller: with a CRD that prunes a field, every VM's writes do.
 func (c *Controller) warnUnkept(log *slog.Logger) {
 	now := c.cfg.Now()
-	last := c.unkeptWarned.Load()
+	last := c.warned.unkept.Load()
 	if last != 0 && now.Sub(time.Unix(0, last)) < unkeptWarnEvery {
 		return
 	}
-	if c.unkeptWarned.CompareAndSwap(last, now.UnixNano()) {
+	if c.warned.unkept.CompareAndSwap(last, now.UnixNano()) {
 		log.Warn("A status write was not kept as sent by the API server, whose CRD may lack status fields this version writes: "+
 			"apply this version's CRDs (vm-controller crds, or manifests); until then a VM's status is written again, and not kept, "+
 			"only when the VM changes or what its status says does",
-			"resource", c.cfg.GVR.String())
+			"resource", c.cfg.VMs.GVR.String())
 	}
 }
 
@@ -812,11 +724,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		return 0, fmt.Errorf("read cache: %w", err)
 	}
 	if !exists {
-		c.expect.forget(key)
-		c.disks.forget(key)
-		c.echoes.forget(key)
-		c.passes.forget(key)
-		c.applier.notKept.forget(key)
+		c.ledger.forget(key)
 		if c.opt.departures != nil {
 			c.opt.departures.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
 		}
@@ -825,7 +733,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		return 0, nil
 	}
-	if c.echoes.isReleased(key, obj.(*vmcache.Object).GetUID()) {
+	if c.ledger.echoes.isReleased(key, obj.(*vmcache.Object).GetUID()) {
 		if debug {
 			log.Debug("VM released: its finalizer is removed, and the cache has yet to catch up")
 		}
@@ -836,10 +744,10 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 	// may show while this reconcile's last write is still the newer (echoes.latest).
 	var from []string
 	cachedRV := obj.(*vmcache.Object).GetResourceVersion()
-	if w, ok := c.echoes.latest(key, cachedRV); ok {
-		vm = w.view(c.cfg.Fields) // this controller's last write, which the cache has yet to bring back
+	if w, ok := c.ledger.echoes.latest(key, cachedRV); ok {
+		vm = w.view(c.cfg.VMs.Fields) // this controller's last write, which the cache has yet to bring back
 		from = append(slices.Clip(w.over), w.rv)
-	} else if vm, err = obj.(*vmcache.Object).View(c.cfg.Fields); err != nil {
+	} else if vm, err = obj.(*vmcache.Object).View(c.cfg.VMs.Fields); err != nil {
 		return 0, err
 	} else {
 		from = []string{cachedRV}
@@ -863,12 +771,12 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		// lead, another leader may have changed the VM or its disk since, and the round's
 		// writes would put that back (Config.Fence).
 		if err := c.checkFence(); err != nil {
-			c.echoes.expect(key, rvs, last, from)
+			c.ledger.echoes.expect(key, rvs, last, from)
 			return 0, err
 		}
 		// A pass is counted once it may decide: a fenced reconcile decided nothing.
 		if round == 1 && vm.Phase() != schema.PhaseActive {
-			passes = c.passes.add(key)
+			passes = c.ledger.passes.add(key)
 		}
 		g, err := c.gather(ctx, key, vm, going, log)
 		if err != nil {
@@ -903,7 +811,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		}
 		if plan.Empty() {
 			// Settled: every write of this reconcile was decided on already.
-			c.echoes.expect(key, rvs, last, from)
+			c.ledger.echoes.expect(key, rvs, last, from)
 			break
 		}
 		if debug {
@@ -919,19 +827,19 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// A write with no answer to carry on from (the VM may be gone): what an earlier
 			// write returned is older than it.
 			last = nil
-			c.echoes.stale(key)
+			c.ledger.echoes.stale(key)
 		}
 		if err != nil {
 			// The writes that went through are facts: the retry decides on the VM as the last
 			// of them returned it, and their echoes bring nothing it will not see.
-			c.echoes.expect(key, rvs, last, from)
+			c.ledger.echoes.expect(key, rvs, last, from)
 			return out.after, err // a plan's own time to look again, carried past an error of its budget (applyPlan)
 		}
 		if out.releasing {
-			c.echoes.released(key, vm.UID())
+			c.ledger.echoes.released(key, vm.UID())
 		}
 		if becomesActive && passes > 0 {
-			c.passes.active(key, passes, c.cfg.Observer)
+			c.ledger.passes.active(key, passes, c.cfg.Report.Observer)
 		}
 		after = out.after
 		if out.unkept {
@@ -947,7 +855,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// main resource, where every such write is stored, its echo would bring the VM
 			// back for ever. The next reconcile at the answer's version does not send it
 			// either (notKept).
-			c.echoes.expect(key, rvs, last, from)
+			c.ledger.echoes.expect(key, rvs, last, from)
 			break
 		}
 		if out.last == nil || round == maxDecisions {
@@ -956,16 +864,16 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 				// were decided on already, as in a settled pass, so that the next reconcile
 				// decides on them rather than on a cache that has yet to bring them back. (A
 				// last round's own write was not decided on: its echo brings the VM back.)
-				c.echoes.expect(key, rvs, last, from)
+				c.ledger.echoes.expect(key, rvs, last, from)
 			}
 			break
 		}
-		vm = last.view(c.cfg.Fields)
+		vm = last.view(c.cfg.VMs.Fields)
 	}
-	if w := c.expect.wait(key); w > 0 && (after == 0 || w < after) {
+	if w := c.ledger.expect.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w
 	}
-	if w := c.disks.wait(key); w > 0 && (after == 0 || w < after) {
+	if w := c.ledger.disks.wait(key); w > 0 && (after == 0 || w < after) {
 		after = w
 	}
 	return after, nil

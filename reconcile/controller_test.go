@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -64,10 +63,8 @@ func (r *results) last() string {
 func newController(t testing.TB, w *world, usage decision.UsagePolicy) (*Controller, *results) {
 	t.Helper()
 	r := &results{}
-	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: serverPolicy,
-		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
-		Observer:    r, Usage: usage, UsageObserver: r})
+	c := New(Config{VMs: w.source(), Backend: w.servers, Policy: serverPolicy, Usage: usage, Retry: quickRetry(),
+		Report: w.report(r), Now: func() time.Time { return now }})
 	return c, r
 }
 
@@ -159,7 +156,7 @@ func TestControllerReconciles(t *testing.T) {
 	if evs := w.events(); len(evs) != 1 {
 		t.Errorf("events %q, want one", evs)
 	}
-	if c.expect.wait(testVM) != 0 {
+	if c.ledger.expect.wait(testVM) != 0 {
 		t.Error("a server the backend shows is still expected")
 	}
 	writes := w.writes()
@@ -191,7 +188,7 @@ func TestControllerGone(t *testing.T) {
 	c, r := newController(t, w, decision.UsagePolicy{})
 	ctx := start(t, c)
 	gone := cache.NewObjectName("default", "gone")
-	c.expect.deleted(gone, "old")
+	c.ledger.expect.deleted(gone, "old")
 	c.queue.Add(gone)
 	c.processNextItem(ctx)
 	if got := r.last(); got != "success" {
@@ -203,7 +200,7 @@ func TestControllerGone(t *testing.T) {
 	if len(w.writes()) != 0 || len(w.events()) != 0 {
 		t.Errorf("writes %+v, events %q", w.writes(), w.events())
 	}
-	if c.expect.wait(gone) != 0 {
+	if c.ledger.expect.wait(gone) != 0 {
 		t.Error("the expectation of a VM that is gone is kept")
 	}
 }
@@ -223,7 +220,7 @@ func TestControllerRetries(t *testing.T) {
 			func(c *Controller) int { return c.queue.NumRequeues(testVM) }},
 		"conflict": {func(w *world) {
 			w.failNext("status", apierrors.NewConflict(vmGVR.GroupResource(), "test-vm", errors.New("changed")))
-		}, func(*world) {}, "conflict", func(c *Controller) int { return c.cfg.ConflictRateLimiter.NumRequeues(testVM) }},
+		}, func(*world) {}, "conflict", func(c *Controller) int { return c.cfg.Retry.ConflictRateLimiter.NumRequeues(testVM) }},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -276,7 +273,7 @@ func TestControllerConflictSkipsBucket(t *testing.T) {
 			c, r := newController(t, w, decision.UsagePolicy{})
 			bucket := closedBucket{asked: &atomic.Int32{}}
 			c.queue = priority.New[cache.ObjectName]("", bucket)
-			c.cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)
+			c.cfg.Retry.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)
 			ctx := start(t, c)
 			w.failNext("status", tc.err)
 			c.processNextItem(ctx)
@@ -347,7 +344,7 @@ func TestControllerNotServed(t *testing.T) {
 	w := newWorld(t, "create-new")
 	var told []bool
 	c, r := newController(t, w, decision.UsagePolicy{})
-	c.cfg.OnServed = func(s bool) { told = append(told, s) }
+	c.cfg.CRD.OnServed = func(s bool) { told = append(told, s) }
 	ctx := start(t, c)
 	c.onServed(ctx, false)
 	if c.HasSynced() || len(c.PhaseCounts()) != 0 {

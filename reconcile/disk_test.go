@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -42,10 +40,8 @@ func (w *world) diskApplier() applier {
 func newDiskController(t testing.TB, w *world) (*Controller, *results) {
 	t.Helper()
 	r := &results{}
-	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: decision.DefaultPolicy,
-		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
-		Observer:    r})
+	c := New(Config{VMs: w.source(), Backend: w.servers, Policy: decision.DefaultPolicy, Retry: quickRetry(),
+		Report: w.report(r), Now: func() time.Time { return now }})
 	return c, r
 }
 

@@ -7,7 +7,7 @@
 // workers gather the VM from the cache and the server and its disk from the backend, decide
 // (decision.Policy.Decide), and apply the plan (apply.go; the disk's action, applydisk.go),
 // writing only what changed. With a
-// REST client (Config.REST, as the controller runs) the informer lists and watches through it
+// REST client (Source.REST, as the controller runs) the informer lists and watches through it
 // and reads each VM from the wire into its Object in place (vmcache.ListerWatcher), and the
 // writes go through it too, each answer read the same way (write.go, restWriter, through
 // vmcache.Answer). Without one (the unit tests, over client-go's dynamic fake) the informer
@@ -19,12 +19,13 @@
 // the echoes of the loop's own writes (echo.go), whose last answer a reconcile decides on
 // until the informer brings it back. Expectations (expect.go, expectdisk.go) cover the window
 // between the controller's own actions on servers and disks and the backend's cache showing
-// them. The
+// them; they, the echoes and the rest of what the controller remembers of each VM are one
+// ledger (ledger.go), forgotten with the VM. The
 // CRD watch (served.go) stops and restarts the informer as the resource stops and starts being
 // served; statusroute.go writes status through /status or, on a CRD without it, the main
 // resource.
 //
-// No one VM can stop the loop: each reconcile runs under a deadline (Config.ReconcileTimeout),
+// No one VM can stop the loop: each reconcile runs under a deadline (Retry.ReconcileTimeout),
 // so a call that hangs ends as a transient error and the worker goes on; a panic in a
 // reconcile is recovered, logged with the stack and the VM's key, counted (result "panic")
 // and retried with backoff, as an error is.

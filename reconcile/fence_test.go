@@ -81,7 +81,7 @@ func TestControllerFencedWrite(t *testing.T) {
 	c.applier.backend = rb
 	bucket := closedBucket{asked: &atomic.Int32{}}
 	c.queue = priority.New[cache.ObjectName]("", bucket)
-	c.cfg.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour)
+	c.cfg.Retry.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour)
 	ctx := start(t, c)
 
 	w.failNext("status", fencedByTransport())
@@ -99,7 +99,7 @@ func TestControllerFencedWrite(t *testing.T) {
 	if n := bucket.asked.Load(); n != 0 {
 		t.Errorf("the overall retry bucket was asked %d times, want 0", n)
 	}
-	if n := c.queue.NumRequeues(testVM) + c.cfg.ConflictRateLimiter.NumRequeues(testVM); n != 0 {
+	if n := c.queue.NumRequeues(testVM) + c.cfg.Retry.ConflictRateLimiter.NumRequeues(testVM); n != 0 {
 		t.Errorf("%d backoff requeues, want 0", n)
 	}
 	if n := logs.count(slog.LevelError, "") + logs.count(slog.LevelWarn, ""); n != 0 {
@@ -221,7 +221,7 @@ func TestControllerFencedPassesUncounted(t *testing.T) {
 		w := newWorld(t, "create-new")
 		c, _ := newController(t, w, decision.UsagePolicy{})
 		pr := &passRecorder{}
-		c.cfg.Observer = pr
+		c.cfg.Report.Observer = pr
 		var n atomic.Int32
 		c.cfg.Fence = func() error {
 			if int(n.Add(1)) <= fenced {
@@ -236,9 +236,9 @@ func TestControllerFencedPassesUncounted(t *testing.T) {
 			}
 			c.processNextItem(ctx)
 		}
-		c.passes.mu.Lock()
-		defer c.passes.mu.Unlock()
-		return c.passes.m[testVM], pr.passes
+		c.ledger.passes.mu.Lock()
+		defer c.ledger.passes.mu.Unlock()
+		return c.ledger.passes.m[testVM], pr.passes
 	}
 	wantPending, wantReported := counts(0)
 	if wantPending+len(wantReported) == 0 {

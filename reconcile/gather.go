@@ -40,7 +40,7 @@ func (c *Controller) gather(ctx context.Context, key cache.ObjectName, vm schema
 	if err != nil {
 		return gathered{}, fmt.Errorf("observe server: %w", err)
 	}
-	srv = c.expect.adjust(key, srv)
+	srv = c.ledger.expect.adjust(key, srv)
 	unwatched := false
 	if srv == nil && !going { // in a namespace being deleted, its servers go whatever the cache says
 		read, err := c.serverNotCached(ctx, vm, owner, log)
@@ -61,7 +61,7 @@ func (c *Controller) gather(ctx context.Context, key cache.ObjectName, vm schema
 	}
 	// A server this controller deleted to replace it, going or gone, whose status write
 	// was lost (replaced.go).
-	gone = c.expect.replaced.gone(key, owner.UID, srv, gone)
+	gone = c.ledger.expect.replaced.gone(key, owner.UID, srv, gone)
 	disk, err := c.observeDisk(key, owner)
 	if err != nil {
 		return gathered{}, err

@@ -265,12 +265,12 @@ func TestControllerStopsOnLayoutChange(t *testing.T) {
 			var c *Controller
 			var stoppedFirst, syncedAtCall bool
 			layout := chosenLayout(t, crd)
-			c = New(Config{Client: client, GVR: otherGVR, Fields: layout.Fields, Backend: servers, Policy: decision.DefaultPolicy,
-				Recorder: recorder, Logger: slog.New(slog.DiscardHandler), WatchCRD: true, Layout: layout,
-				OnLayoutChanged: func(err error) {
+			c = New(Config{VMs: Source{Client: client, GVR: otherGVR, Fields: layout.Fields}, Backend: servers, Policy: decision.DefaultPolicy,
+				Report: Report{Recorder: recorder, Logger: slog.New(slog.DiscardHandler)},
+				CRD: CRD{Watch: true, Layout: layout, OnLayoutChanged: func(err error) {
 					stoppedFirst, syncedAtCall = c.vms.Load() == nil, c.HasSynced()
 					relayouts <- err
-				}})
+				}}})
 			ctx := start(t, c) // the VM of the first list is queued
 			<-watching
 

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -10,8 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -44,9 +41,8 @@ func TestControllerEphemeralLeftDisk(t *testing.T) {
 			}
 			policy := decision.DefaultPolicy
 			policy.RootDisk = decision.RootDiskEphemeral
-			c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: policy,
-				Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-				RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
+			c := New(Config{VMs: w.source(), Backend: w.servers, Policy: policy, Retry: quickRetry(),
+				Report: w.report(nil), Now: func() time.Time { return now }})
 			ctx := start(t, c)
 			c.processNextItem(ctx)
 
@@ -94,9 +90,8 @@ func TestControllerEphemeralMigrateRequestDeleted(t *testing.T) {
 	}
 	policy := decision.DefaultPolicy
 	policy.RootDisk = decision.RootDiskEphemeral
-	c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: pinningRefused{w.servers}, Policy: policy,
-		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
+	c := New(Config{VMs: w.source(), Backend: pinningRefused{w.servers}, Policy: policy, Retry: quickRetry(),
+		Report: w.report(nil), Now: func() time.Time { return now }})
 	ctx := start(t, c)
 	for range 3 {
 		c.processNextItem(ctx)

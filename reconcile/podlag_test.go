@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -12,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
@@ -23,9 +20,8 @@ import (
 // the pod backend over kube.
 func ephemeralPodsController(t *testing.T, w *world, kube *kubefake.Clientset) *Controller {
 	t.Helper()
-	return New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: pods.New(pods.Config{Client: kube}),
-		Policy: serverPolicy, Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
+	return New(Config{VMs: w.source(), Backend: pods.New(pods.Config{Client: kube}), Policy: serverPolicy,
+		Retry: quickRetry(), Report: w.report(nil), Now: func() time.Time { return now }})
 }
 
 // podCalls are the verbs of the calls on pods made through kube, other than its informer's.

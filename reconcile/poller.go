@@ -49,7 +49,7 @@ type poller struct {
 	// pass; the informer drops its echo instead (see echoes), as the write claims the
 	// generation and leaves a decision nothing to do.
 	echo func(vm cache.ObjectName, resourceVersion string)
-	// timeout bounds each sample, as Config.ReconcileTimeout bounds a reconcile; 0: none.
+	// timeout bounds each sample, as Retry.ReconcileTimeout bounds a reconcile; 0: none.
 	timeout time.Duration
 
 	mu        sync.Mutex

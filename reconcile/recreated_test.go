@@ -46,7 +46,7 @@ func TestRecreatedVMDoesNotInheritDiskExpectation(t *testing.T) {
 	if seen == nil || seen.Owner != backend.DiskUnowned {
 		t.Fatalf("the backend shows the claim to B as %+v, want Unowned", seen)
 	}
-	if d := c.disks.adjust(testVM, ownerB.UID, seen); d.Owner != backend.DiskUnowned {
+	if d := c.ledger.disks.adjust(testVM, ownerB.UID, seen); d.Owner != backend.DiskUnowned {
 		t.Errorf("the controller knows the claim to B as Owner=%s (what A's action left), want Unowned", d.Owner)
 	}
 	for c.queue.Len() > 0 {

@@ -23,7 +23,7 @@ func TestControllerResumeBeforeList(t *testing.T) {
 	c, _ := newController(t, w, decision.UsagePolicy{})
 	ctx := start(t, c)
 	w.servers.SetGone(owner, &backend.Gone{Name: "test-vm-server", ID: "pod-uid-1", Disruption: backend.Disruption{Reason: "EvictionByEvictionAPI"}})
-	c.expect.deleted(testVM, "pod-uid-1")
+	c.ledger.expect.deleted(testVM, "pod-uid-1")
 
 	block := make(chan struct{})
 	defer close(block)
@@ -39,7 +39,7 @@ func TestControllerResumeBeforeList(t *testing.T) {
 	if _, err := c.reconcile(context.Background(), testVM, c.log, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, kept := c.expect.m[testVM]; !kept {
+	if _, kept := c.ledger.expect.m[testVM]; !kept {
 		t.Error("the VM's expectation was forgotten")
 	}
 	if w.servers.LastGone(owner) == nil {

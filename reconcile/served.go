@@ -23,7 +23,7 @@ import (
 // served and the CRD is Established). A CRD being deleted still serves its objects (their
 // finalizers must still be released), so it counts as served until it is gone.
 //
-// With a layout (Config.Layout: the field map was chosen from the CRD's schema at start-up),
+// With a layout (CRD.Layout: the field map was chosen from the CRD's schema at start-up),
 // it also chooses the layout again from every version of the CRD it sees served, and when the
 // choice differs it calls onLayout once and ignores every later event: the controller is
 // stopping, and must not resume on fields the CRD no longer gives.
@@ -190,7 +190,7 @@ func layoutChangedBy(obj any, l crds.Layout, version string) *crds.LayoutChanged
 // informer of the VMs stops first, so that no reconcile that starts from now on reads a VM
 // with the old fields (reconcile finds no informer and decides nothing, as when the resource
 // is not served, and the usage poller finds no VM), and only then is the process told to stop
-// (Config.OnLayoutChanged), the workers with it. Deciding on would be deciding wrong: a VM of
+// (CRD.OnLayoutChanged), the workers with it. Deciding on would be deciding wrong: a VM of
 // the new schema whose disk the user keeps (rootDiskReclaimPolicy: Retain) is read without
 // its policy, and deleted, its disk would go with it. A reconcile already in flight ends as
 // decided; its VM was read before the change was seen.
@@ -198,7 +198,7 @@ func (c *Controller) onLayoutChanged(changed *crds.LayoutChanged) {
 	c.stopVMs()
 	c.log.Error("The CRD's schema no longer gives the field map in use; stopping so that a restart chooses again",
 		"crd", changed.CRD, "version", changed.Version, "running", changed.Was.Why, "now", changed.Now)
-	if c.cfg.OnLayoutChanged != nil {
-		c.cfg.OnLayoutChanged(changed)
+	if c.cfg.CRD.OnLayoutChanged != nil {
+		c.cfg.CRD.OnLayoutChanged(changed)
 	}
 }

@@ -80,7 +80,7 @@ func TestControllerStalePolicyOnTheWayOut(t *testing.T) {
 	kube := kubefake.NewClientset(claim)
 	c := podsController(t, w, kube)
 	r := &results{}
-	c.cfg.Observer = r
+	c.cfg.Report.Observer = r
 	ctx := start(t, c)
 	c.vms.Load().stop() // the VM cache keeps the VM as first listed: policy Delete
 	if d, _ := c.cfg.Backend.(backend.Disks).ObserveDisk(owner); d == nil || d.Owner != backend.DiskOwned {
@@ -249,7 +249,7 @@ func TestControllerStaleClaimCacheOnTheWayOut(t *testing.T) {
 			if err := kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), adopted, owner.Namespace); err != nil {
 				t.Fatal(err)
 			}
-			c.disks.forget(testVM) // the expectation of the adoption has run out
+			c.ledger.disks.forget(testVM) // the expectation of the adoption has run out
 
 			c.processNextItem(ctx)
 			got, err := kube.CoreV1().PersistentVolumeClaims(owner.Namespace).Get(context.Background(), claim.Name, metav1.GetOptions{})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
@@ -374,11 +372,9 @@ func writeKinds(ws []write) []string {
 // sampling usage (by hand: the interval is long) so that the poller is wired.
 func newRoutedController(t *testing.T, w *world) *Controller {
 	t.Helper()
-	return New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: w.servers, Policy: serverPolicy,
-		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		RateLimiter:         workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond),
-		Usage:               decision.UsagePolicy{Interval: time.Hour, Threshold: 0.1, MaxInterval: time.Hour},
-		NoStatusSubresource: true})
+	return New(Config{VMs: w.source(), CRD: CRD{NoStatusSubresource: true}, Backend: w.servers, Policy: serverPolicy,
+		Usage: decision.UsagePolicy{Interval: time.Hour, Threshold: 0.1, MaxInterval: time.Hour}, Retry: quickRetry(),
+		Report: w.report(nil), Now: func() time.Time { return now }})
 }
 
 // TestStatusRoutePoller: a usage report goes to /status, or on a CRD without it to the main
@@ -450,7 +446,7 @@ func TestStatusRouteEchoWired(t *testing.T) {
 		t.Fatal("the writers do not write through the main resource")
 	}
 	c.usage.echo(testVM, "1001")
-	if !c.echoes.seen(testVM, "1001") {
+	if !c.ledger.echoes.seen(testVM, "1001") {
 		t.Error("the poller's write is not an echo to drop")
 	}
 }

@@ -12,9 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
@@ -82,10 +80,11 @@ func coldSyncServer(t testing.TB, n int) (rest.Interface, *vmcachetest.APIServer
 // startColdSync starts the VM informer of a new controller over client, without workers.
 func startColdSync(t testing.TB, client rest.Interface) (*Controller, context.CancelFunc) {
 	t.Helper()
-	c := New(Config{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: decidecase.Fields(t), Namespace: "default", Selector: vmcachetest.Selector,
-		Backend: memory.New(), Policy: serverPolicy, Recorder: events.NewFakeRecorder(1),
-		Logger:      slog.New(slog.DiscardHandler),
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
+	c := New(Config{
+		VMs: Source{Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), REST: client, GVR: vmGVR, Fields: decidecase.Fields(t),
+			Namespace: "default", Selector: vmcachetest.Selector},
+		Backend: memory.New(), Policy: serverPolicy, Retry: quickRetry(),
+		Report: Report{Recorder: events.NewFakeRecorder(1), Logger: slog.New(slog.DiscardHandler)}})
 	ctx, cancel := context.WithCancel(t.Context())
 	if err := c.startVMs(ctx); err != nil {
 		t.Fatal(err)

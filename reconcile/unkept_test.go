@@ -40,7 +40,7 @@ func TestControllerStatusNotKept(t *testing.T) {
 			w.servers.Set(owner, srv)
 			w.servers.SetDisk(owner, decidecase.Disk(t, caseFile(vmCase)))
 			c, _ := newDiskController(t, w)
-			c.cfg.NoStatusSubresource = main
+			c.cfg.CRD.NoStatusSubresource = main
 			c.applier.route = statusRoute{main: main}
 			var minutes atomic.Int64 // the clock, a minute on at each reconcile
 			clock := func() time.Time { return now.Add(time.Duration(minutes.Load()) * time.Minute) }
@@ -127,7 +127,7 @@ func TestControllerStatusNotKept(t *testing.T) {
 			}
 
 			// What is remembered of the VM goes with it.
-			if n := c.applier.notKept.len(); n != 1 {
+			if n := c.ledger.notKept.len(); n != 1 {
 				t.Fatalf("%d statuses not kept remembered, want the VM's", n)
 			}
 			if err := w.client.Tracker().Delete(vmGVR, testVM.Namespace, testVM.Name); err != nil {
@@ -137,7 +137,7 @@ func TestControllerStatusNotKept(t *testing.T) {
 			if _, err := c.reconcile(ctx, testVM, c.log, false); err != nil {
 				t.Fatal(err)
 			}
-			if n := c.applier.notKept.len(); n != 0 {
+			if n := c.ledger.notKept.len(); n != 0 {
 				t.Errorf("%d statuses not kept remembered after the VM went, want none", n)
 			}
 		})

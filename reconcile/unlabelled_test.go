@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -46,9 +43,9 @@ func unlabelledClaim(vm backend.Owner) *corev1.PersistentVolumeClaim {
 // pod backend over kube.
 func podsController(t *testing.T, w *world, kube *kubefake.Clientset) *Controller {
 	t.Helper()
-	return New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: pods.New(pods.Config{Client: kube, Disks: true}),
-		Policy: decision.DefaultPolicy, Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)})
+	return New(Config{VMs: w.source(), Backend: pods.New(pods.Config{Client: kube, Disks: true}),
+		Policy: decision.DefaultPolicy, Retry: quickRetry(), Report: w.report(nil),
+		Now: func() time.Time { return now }})
 }
 
 // TestControllerUnlabelledClaimDeleted: a deleted VM whose claim lost its label (so the

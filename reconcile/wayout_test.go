@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,8 +16,6 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
@@ -90,7 +87,7 @@ func TestNamespaceTerminating(t *testing.T) {
 	if got := r.last(); got != "success" {
 		t.Errorf("result %q, want success", got)
 	}
-	if n := c.queue.NumRequeues(testVM) + c.cfg.ConflictRateLimiter.NumRequeues(testVM); n != 0 || c.queue.Len() != 0 {
+	if n := c.queue.NumRequeues(testVM) + c.cfg.Retry.ConflictRateLimiter.NumRequeues(testVM); n != 0 || c.queue.Len() != 0 {
 		t.Errorf("retried: %d requeues, %d queued", n, c.queue.Len())
 	}
 	if ws := w.writes(); len(ws) != 0 {
@@ -138,9 +135,9 @@ func TestControllerWayOutDiskForbidden(t *testing.T) {
 					fmt.Errorf(`User "system:serviceaccount:vm-system:vm-controller" cannot %s resource "persistentvolumeclaims" in API group "" in the namespace "default"`, tc.verb))
 			})
 			r := &results{}
-			c := New(Config{Client: w.client, GVR: vmGVR, Fields: w.fields, Backend: pods.New(pods.Config{Client: kube, Disks: true}),
-				Policy: decision.DefaultPolicy, Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-				RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond), Observer: r})
+			c := New(Config{VMs: w.source(), Backend: pods.New(pods.Config{Client: kube, Disks: true}),
+				Policy: decision.DefaultPolicy, Retry: quickRetry(), Report: w.report(r),
+				Now: func() time.Time { return now }})
 			ctx := start(t, c)
 			if d, _ := c.cfg.Backend.(backend.Disks).ObserveDisk(owner); (d != nil) != tc.labelled {
 				t.Fatalf("the cache shows the claim as %+v, want it shown: %v", d, tc.labelled)

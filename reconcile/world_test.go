@@ -3,9 +3,11 @@ package reconcile
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,7 +17,9 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -256,3 +260,24 @@ var serverPolicy = func() decision.Policy {
 	p.RootDisk = decision.RootDiskEphemeral
 	return p
 }()
+
+// source is where a controller of the world finds its VMs: the fake API server, over the
+// dynamic client.
+func (w *world) source() Source {
+	return Source{Client: w.client, GVR: vmGVR, Fields: w.fields}
+}
+
+// report is what a controller of the world reports to: the world's recorder, no logs, and r
+// (nil: no observer).
+func (w *world) report(r *results) Report {
+	rep := Report{Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler)}
+	if r != nil {
+		rep.Observer, rep.UsageObserver = r, r
+	}
+	return rep
+}
+
+// quickRetry retries a failed key after a millisecond, without the overall bucket.
+func quickRetry() Retry {
+	return Retry{RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)}
+}
