@@ -67,7 +67,7 @@ func (t target) needs() access.Needs {
 type facts struct {
 	fields schema.Fields
 	// layout is the built-in layout the CRD's schema chose, with why, for check's table, run's
-	// log and the controller, which holds the CRD to it (reconcile.Config.Layout); nil
+	// log and the controller, which holds the CRD to it (reconcile.CRD.Layout); nil
 	// unless the schema chose one.
 	layout *crds.Layout
 	// noStatus: the CRD was read and judged (--watch-crd), and its version has no /status

@@ -208,7 +208,7 @@ func (p *policyFlags) backoffFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "max-restart-backoff", Value: decision.DefaultPolicy.MaxRestartBackoff, Usage: "longest wait before replacing a failed server; also how long a server must be ready before its failures are no longer counted as consecutive",
 			EnvVars: env("MAX_RESTART_BACKOFF"), Destination: &p.MaxRestartBackoff},
 		&cli.StringFlag{Name: "resize", Value: string(decision.ResizeInPlace),
-			Usage:   "a change of cpu or memory: in-place (resize the running server, replace it where that is impossible), replace (always replace), manual (resize in place, else set RestartRequired and wait for a restart)",
+			Usage:   "a change of cpu or memory: in-place (resize the running server, replace it where that is impossible), replace (always replace), manual (resize in place, else set RestartRequired and wait for a restart); with --watch-nodes, a running server is kept, with RestartRequired, where no node has room for its replacement",
 			EnvVars: env("RESIZE"), Destination: &p.Resize},
 	}
 }

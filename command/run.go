@@ -87,7 +87,7 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
 		&cli.BoolFlag{Name: "http2", Usage: "speak HTTP/2 to the API server, one multiplexed connection, as client-go does by default; default: HTTP/1.1, a connection per request in flight, with which a burst of VMs became Active sooner (see docs/deploying.md)", EnvVars: env("HTTP2"), Destination: &c.HTTP2},
 		serverImageFlag(&c.ServerImage, "container image of server pods"),
-		watchNodesFlag(&c.WatchNodes, "watch nodes to report servers on lost nodes as Unknown, and to keep a server whose resize no node has room for (needs cluster-wide read access to nodes)"),
+		watchNodesFlag(&c.WatchNodes, "watch nodes to report servers on lost nodes as Unknown, and to keep a running server whose replacement no node has room for (needs cluster-wide read access to nodes)"),
 		watchCRDFlag(&c.WatchCRD, "check and follow the resource's CRD: say when it is deleted or stops serving the version, resume when it is back (needs read access to that CRD)"),
 	)
 	flags = append(flags, c.backoffFlags()...)
