@@ -129,16 +129,17 @@ func TestLifecycleResizeInPlace(t *testing.T) {
 
 // TestLifecycleInfeasible: a resize the node answers Infeasible replaces the pod under
 // --resize in-place, with a ReplacingServer Event that says why, and under manual keeps it
-// with RestartRequired=ResizeInfeasible. Under in-place, a size no node has room for (cpu 64,
-// where the local cluster's nodes have 32 allocatable) keeps the pod too, with
+// with RestartRequired=ResizeInfeasible. Under in-place and replace, a size no node has room
+// for (cpu 64, where the local cluster's nodes have 32 allocatable) keeps the pod too, with
 // RestartRequired=ResizeNoRoom: its replacement could start nowhere.
 func TestLifecycleInfeasible(t *testing.T) {
-	for _, mode := range []string{"in-place", "manual", "in-place, no room"} {
+	for _, mode := range []string{"in-place", "manual", "in-place, no room", "replace, no room"} {
 		t.Run(mode, func(t *testing.T) {
 			ns := testNamespace(t)
-			flag, cpu, kept := mode, "2", "True/ResizeInfeasible"
-			if mode == "in-place, no room" {
-				flag, cpu, kept = "in-place", "64", "True/ResizeNoRoom"
+			flag, noRoom := strings.CutSuffix(mode, ", no room")
+			cpu, kept := "2", "True/ResizeInfeasible"
+			if noRoom {
+				cpu, kept = "64", "True/ResizeNoRoom"
 			}
 			startController(t, ns, "--resize", flag).waitReady(t)
 			uid := lifecycleVM(t, ns, "big")

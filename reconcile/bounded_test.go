@@ -77,8 +77,7 @@ func TestControllerPanic(t *testing.T) {
 	}
 	buggy := &panickyBackend{Backend: w.servers, name: testVM.Name}
 	buggy.armed.Store(true)
-	c, r := newController(t, w, decision.UsagePolicy{})
-	c.cfg.Backend = buggy
+	c, r := newControllerOver(t, w, buggy, decision.UsagePolicy{})
 	var log syncBuffer
 	c.log = slog.New(slog.NewTextHandler(&log, nil))
 	stop := runWorker(t, c)

@@ -63,7 +63,7 @@ type Controller struct {
 	ledger  ledger
 	log     *slog.Logger
 	applier applier
-	// opt is the backend's optional interfaces the loop uses, asserted once, by Start.
+	// opt is the backend's optional interfaces the loop uses, asserted once, by New.
 	opt optional
 	// synced is the sync check of the caches Start starts besides the VMs': the backend's
 	// and the namespaces' (always true without Config.Namespaces). Nil until Start.
@@ -82,8 +82,8 @@ type Controller struct {
 }
 
 // optional holds the optional interfaces of a Controller's backend that its loop uses, each
-// asserted once, when Start starts the backend (the backend a controller starts is the one it
-// asks; no reconcile runs before); nil when the backend lacks it. A round asks for several of
+// asserted once, by New, as the policy's CanResize and disk mode are (the backend is fixed
+// from then on); nil when the backend lacks it. A round asks for several of
 // them, on every reconcile: asserted where used, the same question, whose answer is fixed for
 // the life of the backend, was asked again on every round, in several files. (The applier
 // asserts its own where it acts, once per action; pinned asserts DiskPinning only for a
@@ -129,6 +129,7 @@ func New(cfg Config) *Controller {
 		queue:  priority.New(cfg.VMs.GVR.Resource, cfg.Retry.RateLimiter),
 		ledger: newLedger(),
 		log:    cfg.Report.Logger,
+		opt:    optionalOf(cfg.Backend),
 	}
 	route := statusRoute{main: cfg.CRD.NoStatusSubresource}
 	writer := cfg.VMs.writer()
@@ -348,7 +349,6 @@ func (c *Controller) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	c.opt = optionalOf(c.cfg.Backend)
 	// A server's change after the servers' first list is new work (urgency.go); the first
 	// list itself is backlog, like the VMs'.
 	var listed atomic.Pointer[func() bool]

@@ -62,8 +62,15 @@ func (r *results) last() string {
 // newController builds a controller over w; its retries come after a millisecond.
 func newController(t testing.TB, w *world, usage decision.UsagePolicy) (*Controller, *results) {
 	t.Helper()
+	return newControllerOver(t, w, w.servers, usage)
+}
+
+// newControllerOver is newController over servers b, a wrapper of w's that a test watches or
+// makes fail.
+func newControllerOver(t testing.TB, w *world, b backend.Backend, usage decision.UsagePolicy) (*Controller, *results) {
+	t.Helper()
 	r := &results{}
-	c := New(Config{VMs: w.source(), Backend: w.servers, Policy: serverPolicy, Usage: usage, Retry: quickRetry(),
+	c := New(Config{VMs: w.source(), Backend: b, Policy: serverPolicy, Usage: usage, Retry: quickRetry(),
 		Report: w.report(r), Now: func() time.Time { return now }})
 	return c, r
 }
@@ -423,8 +430,7 @@ func toActive(t *testing.T, ctx context.Context, c *Controller, w *world) (backe
 func TestControllerServerNotCachedYet(t *testing.T) {
 	w := newWorld(t, "create-new")
 	lag := &laggingBackend{Backend: w.servers}
-	c, r := newController(t, w, decision.UsagePolicy{})
-	c.cfg.Backend = lag
+	c, r := newControllerOver(t, w, lag, decision.UsagePolicy{})
 	ctx := start(t, c)
 
 	owner, _ := toActive(t, ctx, c, w)

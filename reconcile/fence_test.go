@@ -73,11 +73,10 @@ func fencedByTransport() error {
 // through the error backoff or the overall retry bucket, without an error logged.
 func TestControllerFencedWrite(t *testing.T) {
 	w := newWorld(t, "create-new")
-	c, r := newController(t, w, decision.UsagePolicy{})
+	rb := &roundsBackend{Backend: w.servers}
+	c, r := newControllerOver(t, w, rb, decision.UsagePolicy{})
 	logs := &logRecords{}
 	c.log = slog.New(logs)
-	rb := &roundsBackend{Backend: w.servers}
-	c.cfg.Backend = rb
 	c.applier.backend = rb
 	bucket := closedBucket{asked: &atomic.Int32{}}
 	c.queue = priority.New[cache.ObjectName]("", bucket)
@@ -112,9 +111,8 @@ func TestControllerFencedWrite(t *testing.T) {
 // returned it, however stale that is by then; the writes of the round before stand.
 func TestControllerFenceBeforeRound(t *testing.T) {
 	w := newWorld(t, "create-new")
-	c, r := newController(t, w, decision.UsagePolicy{})
 	rb := &roundsBackend{Backend: w.servers}
-	c.cfg.Backend = rb
+	c, r := newControllerOver(t, w, rb, decision.UsagePolicy{})
 	c.applier.backend = rb
 	var asked atomic.Int32
 	c.cfg.Fence = func() error {

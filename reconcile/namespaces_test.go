@@ -51,8 +51,7 @@ func TestControllerNamespaceGoing(t *testing.T) {
 			w := newWorld(t, "create-new")
 			lag := &laggingBackend{Backend: w.servers}
 			namespaces := &goingNamespaces{}
-			c, r := newController(t, w, decision.UsagePolicy{})
-			c.cfg.Backend = lag
+			c, r := newControllerOver(t, w, lag, decision.UsagePolicy{})
 			c.cfg.Namespaces = namespaces
 			ctx := start(t, c)
 

@@ -49,8 +49,7 @@ func TestControllerShutdownTakesNoWork(t *testing.T) {
 		}
 	}
 	held := &heldBackend{Backend: w.servers, entered: make(chan string, 1), release: make(chan struct{})}
-	c, r := newController(t, w, decision.UsagePolicy{})
-	c.cfg.Backend = held
+	c, r := newControllerOver(t, w, held, decision.UsagePolicy{})
 	// The informers run on a context of their own, as in the process, where they outlive
 	// the leadership that RunWorkers' context stands for.
 	start(t, c)
