@@ -162,9 +162,10 @@ type Server struct {
 	// which the eviction API takes without the budget too).
 	Lingers bool
 	// KeptBy, on a server that lingers, names what keeps it running (for pods: the other
-	// containers of the pod that still run, native sidecars among them), so that its VM's
-	// status can say what holds the host; nil when the backend cannot tell, and on a server
-	// that does not linger.
+	// containers of the pod that have not terminated, running or waiting to run again, native
+	// sidecars among them), in order of name, so that the same keepers give the same server
+	// and its VM's status says what holds the host in the same words; nil when the backend
+	// cannot tell, and on a server that does not linger.
 	KeptBy []string
 
 	// Where it runs and why it does not run yet (waiting.go).

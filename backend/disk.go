@@ -152,6 +152,12 @@ const (
 type Growth struct {
 	State   GrowthState `yaml:"state,omitempty"`
 	Message string      `yaml:"message,omitempty"` // the storage's own words, when it gives them
+	// Kept is set by the controller, never by a backend: the API server refused the claim's
+	// new size (a quota on storage, an admission policy; Message is its refusal), so the
+	// storage never saw it, and the claim keeps asking for Kept. The controller decides the
+	// VM on the disk as if it asked for the size refused, with State GrowthInfeasible
+	// (decision.Policy.GrowthRefused). Nil on every growth a backend reports.
+	Kept *resource.Quantity `yaml:"-"`
 }
 
 // Disk is a backend's report on one disk.

@@ -111,6 +111,10 @@ type podNotes struct {
 	waitSince   time.Time
 	// cpu and memory in effect, when they are set and not the spec's.
 	cpu, memory resource.Quantity
+	// keptBy is what keeps a server that lingers running (backend.Server.KeptBy), its names
+	// joined by commas (keptByText): the same sidecars are injected into many pods, so a
+	// fleet of ended servers that a mesh keeps running shares one string.
+	keptBy interned
 }
 
 // podExact holds, as read, what the compact fields could not hold exactly; flags say which.
@@ -189,7 +193,7 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	disk := s.Disk != "" && s.Spec.Disk && s.Disk == ClaimName(p.ownerName())
 	okDisk := disk || s.Disk == "" && !s.Spec.Disk
 	okDisruption := s.Disruption == nil // a pod being evicted is rare: it is kept as read
-	okKept := len(s.KeptBy) == 0        // so is one whose server ended while a sidecar runs on
+	keptBy, okKept := keptByText(s.KeptBy)
 	restart, okRestart := parseRestart(s.Spec.Restart)
 	if !okState || !okPhase || !okResize || !okCPU || !okMemory || !okRootDisk || !okDisk || !okWait || !okIP || !okDisruption || !okKept || !okRestart ||
 		s.Node != p.node.String() {
@@ -213,7 +217,8 @@ func (p *cachedPod) compact(s backend.Server) bool {
 		p.flags |= podLingers
 	}
 	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since,
-		wait: wait, waitBackOff: s.Waiting.BackOff, waitMessage: intern(s.Waiting.Message), waitSince: s.Waiting.Since}
+		wait: wait, waitBackOff: s.Waiting.BackOff, waitMessage: intern(s.Waiting.Message), waitSince: s.Waiting.Since,
+		keptBy: keptBy}
 	// The resources in effect cost nothing when they are unset or the spec's, as they are
 	// when no resize is under way (a kubelet that reports them does so for every pod).
 	switch unset, same := inEffect(s.Resize.CPU, s.Spec.CPU, p.cpu, p.formats[0], cpuScale, scratch[:0]); {
@@ -392,6 +397,9 @@ func (p *cachedPod) server() backend.Server {
 		s.Resize.Message, s.Resize.CPU, s.Resize.Memory = n.resizeMessage.String(), n.cpu, n.memory
 		if n.wait != 0 || n.waitBackOff || n.waitMessage != (interned{}) || !n.waitSince.IsZero() {
 			s.Waiting = backend.Waiting{Reason: waitReasons[n.wait], Message: n.waitMessage.String(), Since: n.waitSince, BackOff: n.waitBackOff}
+		}
+		if t := n.keptBy.String(); t != "" {
+			s.KeptBy = strings.Split(t, ",")
 		}
 	}
 	if p.flags&cpuInEffect != 0 {

@@ -66,6 +66,25 @@ func TestCachedPodReadsBack(t *testing.T) {
 				Terminated: &corev1.ContainerStateTerminated{Reason: reason, ExitCode: code, Message: message, StartedAt: started, FinishedAt: finished}}}}
 		}
 	}
+	// lingering is a pod whose server ended with code while the sidecars named keep it
+	// Running, the first of them waiting to run again, the rest running; native says the
+	// first is a native sidecar (an init container).
+	lingering := func(code int32, native bool, sidecars ...string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			terminated(corev1.PodRunning, "Completed", code, "")(p)
+			for i, name := range sidecars {
+				cs := corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}
+				if i == 0 {
+					cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 5m0s"}}
+				}
+				if i == 0 && native {
+					p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, cs)
+				} else {
+					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
+				}
+			}
+		}
+	}
 	tests := map[string]struct {
 		limits []string          // cpu, memory, rootDisk as written ("" leaves one out); nil: 1500m, 1Gi, 1G
 		edit   func(*corev1.Pod) // the pod's state
@@ -124,6 +143,12 @@ func TestCachedPodReadsBack(t *testing.T) {
 			p.Status.StartTime = &started
 		}},
 		"failed before it started": {edit: func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }},
+		// Ended while sidecars keep the pod Running: the names of what keeps it are kept
+		// compact too, for a fleet of such pods (ended Once VMs in a mesh) would otherwise
+		// each be kept as read.
+		"ended, a sidecar keeps it":  {edit: lingering(0, false, "istio-proxy")},
+		"failed, sidecars keep it":   {edit: lingering(1, true, "vault-agent", "log-agent", "istio-proxy")},
+		"ended, no sidecar reported": {edit: lingering(0, false)},
 		"unknown phase": {edit: func(p *corev1.Pod) {
 			running(p)
 			p.Status.Phase, p.Status.Message = corev1.PodUnknown, "kubelet unreachable"
@@ -191,7 +216,7 @@ func TestCachedPodReadsBack(t *testing.T) {
 		"restart mark, fractional": {edit: func(p *corev1.Pod) { running(p); p.Annotations[AnnotationRestart] = "2026-06-01T11:59:30.5Z" }, exact: true},
 		"restart mark, offset":     {edit: func(p *corev1.Pod) { running(p); p.Annotations[AnnotationRestart] = "2026-06-01T13:59:30+02:00" }, exact: true},
 	}
-	seen := map[any]bool{} // the states of the servers, and of their resizes
+	seen := map[any]bool{} // the states of the servers, and of their resizes; "keptBy": names of keepers
 	for name, tc := range tests {
 		for _, decoded := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/decoded=%v", name, decoded), func(t *testing.T) {
@@ -225,6 +250,9 @@ func TestCachedPodReadsBack(t *testing.T) {
 
 				c, want := cachePod(pod), serverOf(pod)
 				seen[want.State], seen[want.Resize.State], seen[want.Waiting.Reason] = true, true, true
+				if len(want.KeptBy) > 1 {
+					seen["keptBy"] = true
+				}
 				if diff := serverDiff(*c.observed(nil), want); diff != "" {
 					t.Errorf("observed: %s", diff)
 				}
@@ -270,6 +298,9 @@ func TestCachedPodReadsBack(t *testing.T) {
 		if !seen[s] {
 			t.Errorf("no case of a resize %q", s)
 		}
+	}
+	if !seen["keptBy"] {
+		t.Error("no case of a server that lingers, kept by several containers")
 	}
 	for _, w := range waitReasons {
 		if !seen[w] {

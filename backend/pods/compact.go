@@ -3,6 +3,7 @@ package pods
 import (
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 	"unique"
 
@@ -156,6 +157,19 @@ func parseRestart(s string) (int64, bool) {
 
 // restartText is the restart mark parseRestart read as v.
 func restartText(v int64) string { return time.Unix(v, 0).UTC().Format(time.RFC3339) }
+
+// keptByText is the names of what keeps a server running (backend.Server.KeptBy) as one
+// interned text, joined by commas, and whether splitting it at the commas gives them back:
+// container names are DNS labels, which have none; any other name (empty, with a comma) is
+// not one, and the server is kept as read. Nil names are "".
+func keptByText(names []string) (interned, bool) {
+	for _, n := range names {
+		if n == "" || strings.Contains(n, ",") {
+			return interned{}, false
+		}
+	}
+	return intern(strings.Join(names, ",")), true
+}
 
 // index is v's code in table.
 func index[T comparable](table []T, v T) (uint8, bool) {

@@ -84,8 +84,10 @@ func TestEndedPodMessage(t *testing.T) {
 // as before. A server that ended in a pod still Running lingers (backend.Server.Lingers): the
 // pod holds its node, and the eviction API asks its budget about it; one whose pod is
 // terminal, or Pending, does not. A server that lingers names the containers that keep it
-// running (backend.Server.KeptBy), native sidecars first, so that its VM can say what holds
-// the node; read from the cache as from the pod.
+// running (backend.Server.KeptBy): every other container that has not terminated, running or
+// waiting to run again, native sidecars among them, in order of name whatever the order of
+// the pod's status, so that its VM can say what holds the node; read from the cache as from
+// the pod.
 func TestServerEndedInLivePod(t *testing.T) {
 	finished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC))
 	sidecarFinished := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 9, 0, time.UTC))
@@ -132,6 +134,19 @@ func TestServerEndedInLivePod(t *testing.T) {
 			InitContainerStatuses: []corev1.ContainerStatus{terminated("istio-init", "Completed", 0, finished), running("istio-proxy")},
 			ContainerStatuses:     []corev1.ContainerStatus{terminated(ContainerName, "Completed", 0, finished), running("log-agent")}},
 			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true, keptBy: []string{"istio-proxy", "log-agent"}},
+		// The same containers as the kubelet may list them otherwise: the same names.
+		"server ended, sidecars listed in another order": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
+			InitContainerStatuses: []corev1.ContainerStatus{running("vault-agent"), terminated("istio-init", "Completed", 0, finished)},
+			ContainerStatuses:     []corev1.ContainerStatus{running("log-agent"), terminated(ContainerName, "Completed", 0, finished), running("istio-proxy")}},
+			state: backend.StateStopped, message: "Completed, exit code 0", since: finished.Time, lingers: true, keptBy: []string{"istio-proxy", "log-agent", "vault-agent"}},
+		// A sidecar that restarts waits between its runs (CrashLoopBackOff) and keeps the pod
+		// Running all the while: it is named as when it runs.
+		"server ended, sidecar restarting": {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready(corev1.ConditionFalse),
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "istio-proxy", State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}},
+			ContainerStatuses: []corev1.ContainerStatus{terminated(ContainerName, "Error", 1, finished),
+				{Name: "log-agent", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}},
+			state: backend.StateFailed, message: "Error, exit code 1", since: finished.Time, lingers: true, keptBy: []string{"istio-proxy", "log-agent"}},
 		// The kubelet says Pending while a container has not started (a sidecar's image not
 		// pulled), even when the server has run and ended.
 		"server ended, sidecar waits": {status: corev1.PodStatus{Phase: corev1.PodPending,

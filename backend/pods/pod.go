@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -188,18 +189,26 @@ func serverOf(pod *corev1.Pod) backend.Server {
 }
 
 // keepers are the containers that keep running a pod whose server container has ended (a
-// server that lingers): the others that run, native sidecars (init containers with
-// restartPolicy Always) first, as the pod's status lists them. Nil when none is reported
-// running (a status the kubelet has yet to write again).
+// server that lingers): every other one that has not terminated, native sidecars (init
+// containers with restartPolicy Always) among them, in order of name. Nil when none is
+// reported (a status the kubelet has yet to write again).
+//
+// One that waits counts as much as one that runs: a sidecar that restarts, or crash-loops,
+// waits between its runs and keeps the pod Running all the while; naming only the running
+// ones would flip the VM's message, and write its status, with each restart. The order is
+// the names', not the status's (which the kubelet does not promise), so that the same
+// containers give the same server; one order for both kinds, since what the VM says of them
+// does not tell them apart.
 func keepers(pod *corev1.Pod) []string {
 	var names []string
 	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range statuses {
-			if cs.Name != ContainerName && cs.State.Running != nil {
+			if cs.Name != ContainerName && (cs.State.Running != nil || cs.State.Waiting != nil) {
 				names = append(names, cs.Name)
 			}
 		}
 	}
+	slices.Sort(names)
 	return names
 }
 

@@ -430,24 +430,22 @@ func (d *decision) diskCondition(want resource.Quantity) {
 		c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s once it is bound", disk.Name, want.String()))
 	case disk.Phase == backend.DiskBound && !disk.GrowthDone():
 		to := disk.Requested.String()
-		switch disk.Growth.State {
-		case backend.GrowthInProgress:
-			c(ReasonDiskResizeInProgress, fmt.Sprintf("Growing disk %s to %s: in progress", disk.Name, to))
-		case backend.GrowthInfeasible:
-			c(ReasonDiskResizeInfeasible, fmt.Sprintf("Disk %s cannot grow to %s: the storage refused", disk.Name, to))
-		case growthRefused:
+		kept := disk.Growth.Kept // the API server refused the growth, not the storage (GrowthRefused)
+		switch {
+		case kept != nil:
 			c(ReasonDiskResizeInfeasible, fmt.Sprintf("Disk %s cannot grow to %s: the API server refused the claim's new size", disk.Name, to))
+		case disk.Growth.State == backend.GrowthInProgress:
+			c(ReasonDiskResizeInProgress, fmt.Sprintf("Growing disk %s to %s: in progress", disk.Name, to))
+		case disk.Growth.State == backend.GrowthInfeasible:
+			c(ReasonDiskResizeInfeasible, fmt.Sprintf("Disk %s cannot grow to %s: the storage refused", disk.Name, to))
 		default:
 			c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s: waiting for the storage", disk.Name, to))
 		}
 		if m := disk.Growth.Message; m != "" {
 			d.diskResizing.message += " (" + m + ")"
 		}
-		if disk.Growth.State == growthRefused {
-			// The claim was not changed (GrowthRefused): the way back is the CRD's rule on
-			// rootDisk, down to the size the status records (diskAsks).
-			d.diskResizing.message += "; the storage was not asked, and the disk keeps its size: raise the quota, " +
-				"or ask for less (a rootDisk the quota allows, no less than status.rootDisk.request)"
+		if kept != nil {
+			d.diskResizing.message += d.refusedGrowthHint(*kept)
 		}
 	}
 	was := d.current.Condition(schema.ConditionDiskResizing)

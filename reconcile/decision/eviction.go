@@ -450,17 +450,28 @@ func (d *decision) freeKept() string {
 }
 
 // keeper names what keeps a server that ended but lingers running, with the verb that goes
-// with it: the containers the backend names (Server.KeptBy), else a sidecar it cannot name.
+// with it: the containers the backend names (Server.KeptBy, in order of name), else a sidecar
+// it cannot name. Past keepersNamed it names the first ones and counts the rest
+// ("containers a, b, c and 4 more"): the message says what to do after the names, and an
+// Event's note is cut at 1024 bytes, which a pod of many sidecars would pass before its end.
 func keeper(srv *backend.Server) (who, keeps string) {
-	switch n := len(srv.KeptBy); n {
-	case 0:
+	names := srv.KeptBy
+	switch n := len(names); {
+	case n == 0:
 		return "another container (a sidecar)", "keeps"
-	case 1:
-		return "container " + srv.KeptBy[0], "keeps"
+	case n == 1:
+		return "container " + names[0], "keeps"
+	case n > keepersNamed:
+		return fmt.Sprintf("containers %s and %d more", strings.Join(names[:keepersNamed], ", "), n-keepersNamed), "keep"
 	default:
-		return "containers " + strings.Join(srv.KeptBy[:n-1], ", ") + " and " + srv.KeptBy[n-1], "keep"
+		return "containers " + strings.Join(names[:n-1], ", ") + " and " + names[n-1], "keep"
 	}
 }
+
+// keepersNamed is how many of the containers that keep a lingering server running its VM's
+// messages name (keeper). Container names are DNS labels, up to 63 bytes: three of them
+// leave the rest of an Event's note room.
+const keepersNamed = 3
 
 // replacing reports whether the server of a running VM is being moved under Replace: evicted,
 // or gone after an eviction with the new one not yet ready. A move is carried out whatever the run

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -345,5 +346,51 @@ func TestEvictedFromWithoutServerNode(t *testing.T) {
 		if plan.Server == nil || plan.Server.Spec == nil || plan.Server.Spec.PreferAvoidNode != "node-a" {
 			t.Errorf("layout with the server's node %v: plan %+v, want a create that prefers any node but node-a", node, plan.Server)
 		}
+	}
+}
+
+// TestLingeringKeepersBounded: a server that ended while many sidecars keep its pod running
+// (a mesh's proxy and several agents) is said in messages that name the first few, in the
+// order the backend gives (by name), count the rest, and keep their end, what frees the node:
+// the status of a kept ended server and its Event, and EvictionBlocked and its Warning under
+// a drain; each within an Event's note (eventNoteLimit in package reconcile, 1024 bytes),
+// past which the end would be cut.
+func TestLingeringKeepersBounded(t *testing.T) {
+	const noteLimit = 1024
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("sidecar-%02d-%s", i, strings.Repeat("x", 52))) // 63 bytes, the most a container's name has
+	}
+	for _, name := range []string{"strategy-once-succeeded-lingers", "strategy-manual-failed-lingers", "evict-block-cordoned-shutdown-lingers"} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(cases, name+".txtar")
+			vm, srv := decidecase.Read(t, file)
+			srv.KeptBy = many
+			plan := casePolicy(t, file).Decide(decision.Input{VM: vm, Server: srv, Budget: decidecase.Budget(t, file), Now: now})
+			if plan.Status == nil {
+				t.Fatal("no status written")
+			}
+			messages := []string{plan.Status.Message}
+			for _, c := range plan.Status.Conditions {
+				messages = append(messages, c.Message)
+			}
+			for _, e := range plan.Events {
+				messages = append(messages, e.Message)
+			}
+			named := 0
+			for _, m := range messages {
+				if !strings.Contains(m, many[0]) {
+					continue
+				}
+				named++
+				if len(m) > noteLimit || !strings.Contains(m, "containers "+many[0]+", "+many[1]+", "+many[2]+" and 37 more keep its pod running") ||
+					!strings.Contains(m, "to free") || !strings.HasSuffix(m, "which replaces it") {
+					t.Errorf("message of %d bytes: %q; want at most %d, naming three containers and counting the rest, ending with what frees the node", len(m), m, noteLimit)
+				}
+			}
+			if named < 2 {
+				t.Errorf("%d messages name the containers, want the status's or a condition's and its Event's: %q", named, messages)
+			}
+		})
 	}
 }

@@ -1,6 +1,8 @@
 package decision
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -17,9 +19,12 @@ import (
 // The VM is decided again on its disk as if the growth had been asked of the storage and
 // refused there (the claim's own word for that, DiskResizeInfeasible: Stalled, a Warning
 // quoting the refusal), without the plan's disk action; its budget action is the plan's. The
-// disk's growth is marked refused by the API server (growthRefused), not by the storage, so
-// that the status says who refused it and what to do about it. It
-// is decided on in.Budget, the budget the plan was decided on, not on a budget read again: a
+// disk's growth carries the size the claim keeps (backend.Growth.Kept), which says the API
+// server refused it, not the storage, so that the status says who refused it, the size the
+// claim still asks for, and what to do about it (refusedGrowthHint); its state is that of
+// the storage's refusal (GrowthInfeasible), so that all else decides it as a refused growth,
+// and no state of the decision's own goes out with the disk GrowthRefused returns. It is
+// decided on in.Budget, the budget the plan was decided on, not on a budget read again: a
 // read that failed, or a cache that moved in between, would decide the VM as one without that
 // budget, and a status that says the budget holds a drain (EvictionBlocked) would lose it for
 // one write while the budget still held the drain. The status records the size the disk asks
@@ -36,7 +41,8 @@ func (p Policy) GrowthRefused(in Input, plan Plan, why string) (Plan, *backend.D
 	}
 	refused := *seen
 	refused.Requested = act.Spec.Size
-	refused.Growth = backend.Growth{State: growthRefused, Message: why}
+	kept := seen.Requested
+	refused.Growth = backend.Growth{State: backend.GrowthInfeasible, Message: why, Kept: &kept}
 	in.Disk = &refused
 	re := p.Decide(in)
 	re.Disk, re.Budget = nil, plan.Budget
@@ -49,12 +55,22 @@ func (p Policy) GrowthRefused(in Input, plan Plan, why string) (Plan, *backend.D
 	return re, &refused
 }
 
-// growthRefused is the state of a growth that GrowthRefused decides on: the API server refused
-// the claim's new size (a quota on storage, an admission policy; Growth.Message is its
-// refusal), so that the storage never saw it. No backend reports it: a backend's growth is
-// one the storage has taken up or refused (backend.GrowthInfeasible), and what the user can do
-// differs, the refusal being the API server's: raise the quota, or ask for less.
-const growthRefused backend.GrowthState = "RefusedByAPIServer"
+// refusedGrowthHint is what the DiskResizing condition of a growth the API server refused
+// says after the refusal (diskCondition): the storage was not asked, so the claim still asks
+// for kept, its size before, which the status records where the VM's layout has a place for
+// it (diskAsks); the way on is a quota that lets the growth through, or a smaller rootDisk,
+// named by its path in the VM's layout, down to kept and no lower (a disk never shrinks:
+// DiskShrinkRefused). What the user can do differs from a growth the storage refused, for
+// which the claim asks for the larger size already.
+func (d *decision) refusedGrowthHint(kept resource.Quantity) string {
+	f := d.vm.Fields()
+	asks := kept.String()
+	if f.RootDiskRequest != "" {
+		asks += " (" + f.RootDiskRequest + ")"
+	}
+	return fmt.Sprintf("; the storage was not asked, and the claim still asks for %s: raise the quota, or ask for less "+
+		"(a %s the quota allows, no less than %s)", asks, f.RootDisk, kept.String())
+}
 
 // diskAsks records in the status the size the disk asks for as it is, requested, for a plan
 // decided on the disk as if it asked for more: a growth the API server refused is decided as

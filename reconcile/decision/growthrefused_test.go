@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/convert"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/internal/golden"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
@@ -41,9 +45,10 @@ func TestGrowthRefusedCases(t *testing.T) {
 			if !reflect.DeepEqual(*in.Disk, before) {
 				t.Errorf("in.Disk changed: %+v, was %+v", *in.Disk, before)
 			}
-			if refused == nil || refused.Requested.Cmp(plan.Disk.Spec.Size) != 0 || refused.Growth.State != decision.GrowthRefusedState ||
-				!strings.Contains(refused.Growth.Message, quotaRefusal) {
-				t.Fatalf("disk decided on %+v, want the size asked and the growth refused by the API server, quoting the refusal", refused)
+			if refused == nil || refused.Requested.Cmp(plan.Disk.Spec.Size) != 0 || refused.Growth.State != backend.GrowthInfeasible ||
+				refused.Growth.Kept == nil || refused.Growth.Kept.Cmp(before.Requested) != 0 || !strings.Contains(refused.Growth.Message, quotaRefusal) {
+				t.Fatalf("disk decided on %+v, want the size asked and the growth refused by the API server, keeping the claim's %s, quoting the refusal",
+					refused, before.Requested.String())
 			}
 			if re.Disk != nil || !reflect.DeepEqual(re.Budget, plan.Budget) {
 				t.Errorf("disk action %+v, budget %+v: want none, and the plan's budget %+v", re.Disk, re.Budget, plan.Budget)
@@ -103,6 +108,71 @@ func TestGrowthRefusedGolden(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no golden case grows a disk")
+	}
+}
+
+// TestGrowthRefusedLayouts: the status of a growth the API server refused says the size the
+// claim still asks for, and names the fields to change by their paths in the VM's layout: the
+// spec's rootDisk (spec.resource.rootDisk in v1alpha1, spec.rootDisk.size in v1), and the
+// status field that records the claim's size where the layout has one, none where it has not
+// (a CRD of an earlier release, a field map without status.rootDisk.request).
+func TestGrowthRefusedLayouts(t *testing.T) {
+	file := filepath.Join(claimCases, "grow.txtar")
+	raw, _ := decidecase.Input(t, file)
+	v1, err := schema.ForVersion(k8sschema.GroupVersion{Group: schema.Group, Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, err := convert.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawV1, _, err := conv.Convert(raw, k8sschema.GroupVersion{Group: schema.Group, Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := func(f schema.Fields) schema.Fields {
+		out, left := f.Without(map[string]bool{"status.rootDisk.request": true})
+		if len(left) != 1 || out.RootDiskRequest != "" {
+			t.Fatalf("layout without status.rootDisk.request: left out %v", left)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		raw    []byte
+		fields schema.Fields
+		want   string // what the message says after the refusal
+	}{
+		"v1alpha1": {raw, decidecase.Fields(t), "; the storage was not asked, and the claim still asks for 40G (status.rootDisk.request): " +
+			"raise the quota, or ask for less (a spec.resource.rootDisk the quota allows, no less than 40G)"},
+		"v1alpha1 without status.rootDisk.request": {raw, without(decidecase.Fields(t)), "; the storage was not asked, and the claim still asks for 40G: " +
+			"raise the quota, or ask for less (a spec.resource.rootDisk the quota allows, no less than 40G)"},
+		"v1": {rawV1, v1, "; the storage was not asked, and the claim still asks for 40G (status.rootDisk.request): " +
+			"raise the quota, or ask for less (a spec.rootDisk.size the quota allows, no less than 40G)"},
+		"v1 without status.rootDisk.request": {rawV1, without(v1), "; the storage was not asked, and the claim still asks for 40G: " +
+			"raise the quota, or ask for less (a spec.rootDisk.size the quota allows, no less than 40G)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			vm, err := schema.Parse(tc.raw, tc.fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, srv := decidecase.Read(t, file)
+			in := decision.Input{VM: vm, Server: srv, Disk: decidecase.Disk(t, file), Now: now}
+			policy := casePolicy(t, file)
+			plan := policy.Decide(in)
+			if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk {
+				t.Fatalf("plan %+v: want the disk grown", plan.Disk)
+			}
+			re, _ := policy.GrowthRefused(in, plan, quotaRefusal)
+			if re.Status == nil {
+				t.Fatal("no status written")
+			}
+			c := re.Status.Condition(schema.ConditionDiskResizing)
+			if c == nil || !strings.HasSuffix(c.Message, "("+quotaRefusal+")"+tc.want) {
+				t.Errorf("DiskResizing %+v: want the message to end with the refusal and %q", c, tc.want)
+			}
+		})
 	}
 }
 
