@@ -78,8 +78,7 @@ func TestControllerRecordsBudgetKind(t *testing.T) {
 			budget.KindUnrecorded = tc.unrecorded
 			w.servers.SetBudget(owner, budget)
 			counted := &countedBudgets{Backend: w.servers}
-			c, r := newController(t, w, decision.UsagePolicy{})
-			c.cfg.Backend, c.applier.backend = counted, counted
+			c, r := newControllerOver(t, w, counted, decision.UsagePolicy{})
 			ctx := start(t, c)
 			for round := range 3 {
 				if round > 0 {

@@ -229,13 +229,13 @@ func TestControllerEditDuringReconcile(t *testing.T) {
 // conflict.
 func TestControllerEditBetweenWrites(t *testing.T) {
 	w := newWorld(t, "create-new")
-	c, r := newController(t, w, decision.UsagePolicy{})
+	var c *Controller
 	b := &midCreate{Backend: w.servers, hook: func() {
 		cachedAt(t, c, w, testVM) // the finalizer write's echo is in the cache
 		editSpec(t, w, "3")       // a user's edit
 		cachedAt(t, c, w, testVM) // and the cache shows it
 	}}
-	c.cfg.Backend, c.applier.backend = b, b
+	c, r := newControllerOver(t, w, b, decision.UsagePolicy{})
 	ctx := start(t, c)
 	c.processNextItem(ctx)
 	if got := r.last(); got != "conflict" {

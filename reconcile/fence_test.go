@@ -77,7 +77,6 @@ func TestControllerFencedWrite(t *testing.T) {
 	c, r := newControllerOver(t, w, rb, decision.UsagePolicy{})
 	logs := &logRecords{}
 	c.log = slog.New(logs)
-	c.applier.backend = rb
 	bucket := closedBucket{asked: &atomic.Int32{}}
 	c.queue = priority.New[cache.ObjectName]("", bucket)
 	c.cfg.Retry.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour)
@@ -113,7 +112,6 @@ func TestControllerFenceBeforeRound(t *testing.T) {
 	w := newWorld(t, "create-new")
 	rb := &roundsBackend{Backend: w.servers}
 	c, r := newControllerOver(t, w, rb, decision.UsagePolicy{})
-	c.applier.backend = rb
 	var asked atomic.Int32
 	c.cfg.Fence = func() error {
 		if asked.Add(1) > 1 {

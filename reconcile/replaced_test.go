@@ -249,8 +249,7 @@ func TestControllerReplacementNewLeader(t *testing.T) {
 			w := newWorld(t, "strategy-manual-running")
 			owner, running := runningUnder(t, w, tc.strategy)
 			refusing := &refusingDeletes{Backend: w.servers}
-			first, _ := newController(t, w, decision.UsagePolicy{})
-			first.cfg.Backend, first.applier.backend = refusing, refusing
+			first, _ := newControllerOver(t, w, refusing, decision.UsagePolicy{})
 			ctx, stop := context.WithCancel(context.Background())
 			defer stop()
 			if err := first.Start(ctx); err != nil {

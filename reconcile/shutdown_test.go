@@ -167,10 +167,9 @@ func (b hangingCreates) Create(ctx context.Context, vm backend.Owner, spec backe
 // SIGKILL with the Lease held).
 func TestRunWorkersLeavesStuckWorkers(t *testing.T) {
 	w := newWorld(t, "create-new")
-	c, _ := newController(t, w, decision.UsagePolicy{})
 	hanging := hangingCreates{Backend: w.servers, called: make(chan struct{}, 1), release: make(chan struct{})}
 	defer close(hanging.release)
-	c.cfg.Backend, c.applier.backend = hanging, hanging
+	c, _ := newControllerOver(t, w, hanging, decision.UsagePolicy{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := c.Start(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,12 +46,15 @@ type lingersYAML struct {
 	keptBy []string
 }
 
-// UnmarshalYAML reads lingers as a bool or as a list of names.
+// UnmarshalYAML reads lingers as a bool or as a list of names, sorted as the pods backend
+// gives them (backend.Server.KeptBy), so that a plan says what the controller would.
 func (l *lingersYAML) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.SequenceNode {
-		if err := n.Decode(&l.keptBy); err != nil {
+		if err := n.Decode(&l.keptBy); err != nil || slices.Contains(l.keptBy, "") {
 			return errors.New("lingers: want true, false, or the names of what keeps the server running, as [istio-proxy]")
 		}
+		slices.Sort(l.keptBy)
+		l.keptBy = slices.Compact(l.keptBy)
 		l.on = len(l.keptBy) > 0
 		return nil
 	}

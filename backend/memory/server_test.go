@@ -24,6 +24,8 @@ func TestParseServerLingers(t *testing.T) {
 		"named":  {lingers: "lingers: [istio-proxy, log-agent]", want: true, keptBy: []string{"istio-proxy", "log-agent"}},
 		"empty":  {lingers: "lingers: []"},
 		"a list": {lingers: "lingers:\n- istio-proxy", want: true, keptBy: []string{"istio-proxy"}},
+		// In the pods backend's order, by name, each once.
+		"named in another order": {lingers: "lingers: [log-agent, istio-proxy, log-agent]", want: true, keptBy: []string{"istio-proxy", "log-agent"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := ParseServer([]byte(base+tc.lingers+"\n"), time.Now())
@@ -35,7 +37,7 @@ func TestParseServerLingers(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"lingers: {by: istio-proxy}", "lingers: sometimes", "lingers: [[a]]"} {
+	for _, bad := range []string{"lingers: {by: istio-proxy}", "lingers: sometimes", "lingers: [[a]]", `lingers: [istio-proxy, ""]`} {
 		if _, err := ParseServer([]byte(base+bad+"\n"), time.Now()); err == nil || !strings.Contains(err.Error(), "lingers: want true, false, or the names") {
 			t.Errorf("ParseServer with %q: %v, want an error that says what lingers takes", bad, err)
 		}
