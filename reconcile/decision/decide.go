@@ -85,15 +85,15 @@ var DefaultPolicy = Policy{
 func (p Policy) Decide(in Input) Plan {
 	vm, srv, gone, disk, budget := in.VM, in.Server, in.Gone, in.Disk, in.Budget
 	now := in.Now.UTC().Truncate(time.Second)
-	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), claims: p.claims(), budget: budget, seenDisk: disk,
-		maxBackoff: p.MaxRestartBackoff, room: in.Room}
+	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), disk: diskPart{claims: p.claims(), seen: disk},
+		evict: evictionPart{budget: budget}, run: runPart{maxBackoff: p.MaxRestartBackoff}, room: in.Room}
 	if srv == nil {
-		d.gone = gone
+		d.evict.gone = gone
 	}
 	d.replacedBy(gone)
 	if disk != nil && disk.Owner.Mine() {
 		kept := *disk
-		d.disk = &kept
+		d.disk.own = &kept
 	}
 	if vm.Paused() {
 		d.paused()
@@ -113,7 +113,7 @@ func (p Policy) Decide(in Input) Plan {
 		return d.plan
 	}
 	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image, Placement: spec.Placement}
-	d.strategy = spec.RunStrategy
+	d.run.strategy = spec.RunStrategy
 	d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)
 	if spec.RunStrategy == schema.RunHalted {
 		stop := d.recordRequests()
@@ -138,47 +138,43 @@ func (p Policy) Decide(in Input) Plan {
 // equal the one observing the new server produces. The VM cache packs against it.
 const PendingMessage = "Waiting for the server to start"
 
-// decision accumulates one plan.
+// decision accumulates one plan. Beside its inputs and the plan it holds what the decision
+// finds on the way, for the status report writes at the end. What belongs to one part of the
+// decision is grouped in a type declared beside the code that decides it, so that each part's
+// state is read in one place and this struct stays short: the disk's (diskPart, disk.go),
+// the eviction strategy's (evictionPart, eviction.go), the run strategy's (runPart,
+// runstrategy.go) and the server's lifecycle conditions (serverConditions).
 type decision struct {
 	vm      schema.VirtualMachine
 	srv     *backend.Server
 	now     time.Time
 	current schema.Status
 	plan    Plan
-	// claims: VMs have disks of their own (Policy.RootDisk). seenDisk is the disk of the
-	// VM's name the backend observed, whoever's it is; disk is the VM's own as the plan
-	// leaves it (nil: none), what the status reports under claim. Under ephemeral a VM may
-	// still have the disk made for it under claim (leftdisk.go): kept or deleted as its
-	// reclaim policy says, never mounted, grown or reported.
-	claims   bool
-	seenDisk *backend.Disk
-	disk     *backend.Disk
-	// diskWait, if set, is why no server may start for the disk (a disk of the name going
-	// away); diskResizing is the DiskResizing condition to carry (nil drops it), and
-	// diskEvents the Events of its changes, recorded with the status.
-	diskWait     string
-	diskResizing *lifecycleCondition
-	diskEvents   []Event
-	// growthNext: the plan changes the disk's owner or mark, and the growth rootDisk asks
-	// for follows in a write of its own (disk.go: growsNext).
-	growthNext bool
-	// diskClass, if set, says the storage class the spec names does not apply to the disk
-	// (disk.go: classChange); kstatus.go makes it Stalled's.
-	diskClass *lifecycleCondition
-	// diskGoing, if set, says the VM's own disk, bound, is being deleted by someone else
-	// while a server holds it (disk.go: diskDeleting); kstatus.go makes it Stalled's.
-	diskGoing *lifecycleCondition
 	// refusal: the plan of a backend's refusal (Rejected, ResizeRefused, DiskRejected),
 	// made without the disk: the status keeps what it says of the disk. ServerRejected,
 	// given the disk, decides on it (refusedOn).
 	refusal bool
-	// budgetUnseen: the plan of a backend's refusal (refused), made without the budget the
-	// VM has; whether it holds a drain is read from the status (budgetHolds).
-	budgetUnseen bool
 	// eventNote, if set, is the note of the transition event instead of the status message.
 	eventNote string
 	// room is the hosts' (Input.Room); nil: unknown.
 	room *backend.Room
+	// replaced is the server the status names that the controller deleted to replace it,
+	// whose status write was lost (gone, Replaced; replaced.go); nil when there is none.
+	replaced *backend.Gone
+
+	disk  diskPart         // the disk's part (disk.go)
+	evict evictionPart     // the eviction strategy's part (eviction.go)
+	run   runPart          // the run strategy's part (runstrategy.go)
+	cond  serverConditions // the server's lifecycle conditions
+}
+
+// serverConditions holds the server's lifecycle conditions the status is to carry, and the
+// time its Ready condition counts a wait from: what a decision finds of the server itself
+// (a resize, a restart it needs, a wait for too long), as opposed to its disk's or its
+// eviction's. They are decided here (resizing, restartRequired) and in stuck.go (stalled,
+// waitReported); report writes them into the status, and kstatus.go reads them for Stalled
+// and Reconciling.
+type serverConditions struct {
 	// resizing and restartRequired are the lifecycle conditions the status is to carry;
 	// nil drops them.
 	resizing, restartRequired *lifecycleCondition
@@ -189,25 +185,6 @@ type decision struct {
 	// first reports a server's wait whose beginning the backend cannot tell: the time the
 	// wait is counted from (stuck.go, reportedWait).
 	waitReported time.Time
-	// strategy is the VM's run strategy (valid specs only); nextRetry, if set, is when the
-	// failed server will be replaced (status.nextRetryTime).
-	strategy  schema.RunStrategy
-	nextRetry time.Time
-	// maxBackoff is Policy.MaxRestartBackoff, the bound of a wait for a failed server's
-	// replacement by the controller's clock (recordedRetry).
-	maxBackoff time.Duration
-	// The eviction strategy's part (eviction.go): the budget observed, the strategy in
-	// force, and the conditions Moving and EvictionBlocked (nil drops them). gone is the
-	// server the backend remembers going while disrupted (nil unless there is no server);
-	// evictedGone is gone when this decision takes it for the eviction of the server the
-	// status names (goneEvicted).
-	budget            *backend.Budget
-	evictStrategy     schema.EvictionStrategy
-	moving, blocked   *lifecycleCondition
-	gone, evictedGone *backend.Gone
-	// replaced is the server the status names that the controller deleted to replace it,
-	// whose status write was lost (gone, Replaced; replaced.go); nil when there is none.
-	replaced *backend.Gone
 }
 
 // lifecycleCondition is the reason and message of a condition that is present only while
@@ -226,7 +203,7 @@ const restartHint = "restart it with: kubectl annotate vm %s " + schema.Annotati
 // decision moves the VM for (goneEvicted), as it is when the status says the eviction
 // (ServerEvicted).
 func (d *decision) missingServer() string {
-	if d.evictedGone != nil {
+	if d.evict.evictedGone != nil {
 		return ""
 	}
 	return ClaimedServer(d.current)
@@ -329,7 +306,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 	imageSet := spec.Image != ""
 	d.ensureFinalizer(true)
 	mayStart := true
-	if d.claims {
+	if d.disk.claims {
 		want.RootDisk, want.Disk = resource.Quantity{}, true // the disk's size is the disk's
 		var ok bool
 		if mayStart, ok = d.diskFor(spec); !ok {
@@ -467,7 +444,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 		}
 		switch r.State {
 		case backend.ResizePending, backend.ResizeDeferred, backend.ResizeInProgress:
-			d.resizing = &lifecycleCondition{resizeReasons[r.State], resizeMessage(srv.Name, srv.Spec, r)}
+			d.cond.resizing = &lifecycleCondition{resizeReasons[r.State], resizeMessage(srv.Name, srv.Spec, r)}
 		case backend.ResizeInfeasible:
 			why := "the node cannot resize it in place"
 			if srv.Resize.Message != "" {
@@ -475,10 +452,10 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 			}
 			if p.Resize == ResizeManual {
 				now := inEffect(srv)
-				d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
+				d.cond.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 					fmt.Sprintf("Server %s keeps cpu %s, memory %s: %s; %s", srv.Name, now.CPU.String(), now.Memory.String(),
 						why, fmt.Sprintf(restartHint, d.vm.Name()))}
-			} else if d.restartRequired = d.replacementKept(srv, srv.Spec, why); d.restartRequired == nil {
+			} else if d.cond.restartRequired = d.replacementKept(srv, srv.Spec, why); d.cond.restartRequired == nil {
 				// Kept, as the record says, when no host had room for the new size
 				// (room.go); replaced otherwise.
 				p.replace(d, fmt.Sprintf("Replacing server %s: %s", srv.Name, why))
@@ -501,7 +478,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 // is the VM's, grown in place, and a server running without one (from before claims, or of
 // another controller) is not replaced to mount it; it is mounted from the next server on. Nor
 // is a server on its VM's disk replaced under ephemeral.
-func (d *decision) diskBlind(srv *backend.Server) bool { return d.claims || srv.Disk != "" }
+func (d *decision) diskBlind(srv *backend.Server) bool { return d.disk.claims || srv.Disk != "" }
 
 // running reports whether a server runs, so that it can be resized in place.
 func running(srv *backend.Server) bool {
@@ -514,12 +491,12 @@ func running(srv *backend.Server) bool {
 // and not grown yet, or whose growth the storage refused. Otherwise spec.rootDisk: an
 // ephemeral disk, or one this plan makes.
 func (d *decision) rootDiskSize(spec schema.Spec) string {
-	if !d.claims || d.disk == nil {
+	if !d.disk.claims || d.disk.own == nil {
 		return spec.RootDisk.String()
 	}
-	size := d.disk.Capacity
+	size := d.disk.own.Capacity
 	if size.IsZero() {
-		size = d.disk.Requested
+		size = d.disk.own.Requested
 	}
 	if a := d.plan.Disk; a != nil && a.Spec != nil && a.Spec.Size.Cmp(size) > 0 {
 		size = a.Spec.Size
@@ -622,7 +599,7 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		spec.Image, spec.RootDisk, spec.Disk = srv.Spec.Image, srv.Spec.RootDisk, srv.Spec.Disk // a resize changes nothing else
 		d.plan.Server = &ServerAction{Op: ResizeServer, Spec: &spec,
 			Event: Event{Type: EventNormal, Reason: ReasonResizingServer, Message: fmt.Sprintf("Resizing server %s: %s", srv.Name, what)}}
-		d.resizing = &lifecycleCondition{ReasonResizePending, resizeMessage(srv.Name, spec, backend.Resize{State: backend.ResizePending})}
+		d.cond.resizing = &lifecycleCondition{ReasonResizePending, resizeMessage(srv.Name, spec, backend.Resize{State: backend.ResizePending})}
 		p.serverState(d)
 		return
 	}
@@ -630,7 +607,7 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 		// A running server is replaced only when some host may have room for the new spec
 		// (room.go); kept otherwise, and so until a restart or a new spec, as the record
 		// says.
-		if d.restartRequired = d.replacementKept(srv, want, replacementCause(p.Resize, what, why, refused, infeasible, written)); d.restartRequired != nil {
+		if d.cond.restartRequired = d.replacementKept(srv, want, replacementCause(p.Resize, what, why, refused, infeasible, written)); d.cond.restartRequired != nil {
 			p.serverState(d)
 			return
 		}
@@ -655,15 +632,15 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 	}
 	switch {
 	case refused == nil:
-		d.restartRequired = &lifecycleCondition{ReasonSpecChangeNeedsRestart, needsRestart(why)}
+		d.cond.restartRequired = &lifecycleCondition{ReasonSpecChangeNeedsRestart, needsRestart(why)}
 	case refused.Type == schema.ConditionRestartRequired:
-		d.restartRequired = &lifecycleCondition{refused.Reason, refused.Message} // as ResizeRefused recorded it
+		d.cond.restartRequired = &lifecycleCondition{refused.Reason, refused.Message} // as ResizeRefused recorded it
 	default:
 		// Refused under another policy, on record in Resizing, which goes: the refusal stays
 		// on record here, so that the same resize is not asked for again. Its message gives
 		// the refusal's cause, not why this decision would not resize (a server not running,
 		// say): the condition is kept word for word from now on, also once the server runs.
-		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible, needsRestart(refused.Message)}
+		d.cond.restartRequired = &lifecycleCondition{ReasonResizeInfeasible, needsRestart(refused.Message)}
 	}
 	p.serverState(d)
 }
@@ -782,7 +759,7 @@ func (p Policy) serverState(d *decision) {
 	srv := d.srv
 	switch srv.State {
 	case backend.StatePending:
-		if w := d.waitingForDisk(); d.claims && w != "" && !d.stuckBeforeDisk() {
+		if w := d.waitingForDisk(); d.disk.claims && w != "" && !d.stuckBeforeDisk() {
 			if srv.Message != "" {
 				w += "; the server: " + srv.Message
 			}
@@ -819,7 +796,7 @@ func (p Policy) serverState(d *decision) {
 // the VM is stopped or Failed (runstrategy.go).
 func (p Policy) restart(d *decision) {
 	srv := d.srv
-	if d.strategy != schema.RunAlways && (d.strategy != schema.RunRerunOnFailure || srv.State != backend.StateFailed) {
+	if d.run.strategy != schema.RunAlways && (d.run.strategy != schema.RunRerunOnFailure || srv.State != backend.StateFailed) {
 		d.ended()
 		return
 	}
@@ -856,7 +833,7 @@ func (p Policy) restart(d *decision) {
 	// related object, reconcile/events.go).
 	if d.now.Before(at) {
 		d.failures(n)
-		d.nextRetry = at
+		d.run.nextRetry = at
 		d.eventNote = note + "; a new server will be created after a backoff"
 		d.report(schema.PhaseFailed, ReasonServerFailed, note+retryNote+at.Format(time.RFC3339), srv)
 		d.plan.RequeueAfter = Duration(at.Sub(d.now))
@@ -990,14 +967,14 @@ func (p Policy) ResizeRefused(in Input, why string) Plan {
 	}
 	switch {
 	case p.Resize == ResizeManual:
-		d.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
+		d.cond.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}
 	case no != "":
 		// No host has room for the new size either (room.go): the server is kept, and
 		// the record says so at once, as the next decision would.
-		d.restartRequired = d.keptForRoom(srv, to, no, refusal)
+		d.cond.restartRequired = d.keptForRoom(srv, to, no, refusal)
 	default:
-		d.resizing = &lifecycleCondition{ReasonResizeInfeasible, refusal}
+		d.cond.resizing = &lifecycleCondition{ReasonResizeInfeasible, refusal}
 	}
 	p.serverState(&d)
 	return d.plan
@@ -1023,13 +1000,13 @@ const (
 // server still follows the eviction) as the plan refused would have. It asks nothing of the
 // VM's budget: the plan refused did, or the next decision does.
 func (p Policy) refused(vm schema.VirtualMachine, srv *backend.Server, gone *backend.Gone, now time.Time) decision {
-	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true, budgetUnseen: true,
-		maxBackoff: p.MaxRestartBackoff}
+	d := decision{vm: vm, srv: srv, now: now.UTC().Truncate(time.Second), current: vm.Status(), refusal: true,
+		evict: evictionPart{budgetUnseen: true}, run: runPart{maxBackoff: p.MaxRestartBackoff}}
 	if srv == nil {
-		d.gone = gone // as Decide takes it
+		d.evict.gone = gone // as Decide takes it
 	}
 	if spec, errs := vm.Spec(); len(errs) == 0 {
-		d.strategy = spec.RunStrategy
+		d.run.strategy = spec.RunStrategy
 		d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)
 		d.plan.Budget = nil
 	}
@@ -1055,10 +1032,10 @@ func (d *decision) refusedOn(p Policy, disk *backend.Disk) {
 	if disk == nil || disk.Deleting || disk.Owner == backend.DiskOther {
 		return
 	}
-	d.refusal, d.claims, d.seenDisk = false, true, disk
+	d.refusal, d.disk.claims, d.disk.seen = false, true, disk
 	if disk.Owner.Mine() {
 		kept := *disk
-		d.disk = &kept
+		d.disk.own = &kept
 	}
 	d.diskFor(spec)
 	d.plan.Disk = nil
@@ -1182,7 +1159,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		// Set while a failed server waits out its backoff only; not in a layout without the
 		// field (a CRD of another group, a field map of its own), which reads it back as
 		// unset: every decision of the wait found the status changed and wrote it again.
-		st.NextRetryTime = d.nextRetry
+		st.NextRetryTime = d.run.nextRetry
 	}
 	st.Server = nil
 	if srv != nil {
@@ -1214,7 +1191,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	// Likewise, for a status that first reports a server's wait the backend cannot date, the
 	// time is that of this report, which the wait is counted from (stuck.go, reportedWait).
 	st.Conditions = schema.SetCondition(d.current.Conditions, ready)
-	if ready.Status == schema.ConditionTrue && d.unrecorded() || !d.waitReported.IsZero() {
+	if ready.Status == schema.ConditionTrue && d.unrecorded() || !d.cond.waitReported.IsZero() {
 		for i := range st.Conditions { // SetCondition's own list: the status's is not changed
 			if st.Conditions[i].Type == schema.ConditionReady {
 				st.Conditions[i].LastTransitionTime = d.now
@@ -1227,15 +1204,15 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		// waiting for ever; without the condition it is Current.
 		st.Conditions = schema.RemoveCondition(st.Conditions, schema.ConditionReady)
 	}
-	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionResizing, d.resizing, st.ObservedGeneration)
-	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionRestartRequired, d.restartRequired, st.ObservedGeneration)
+	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionResizing, d.cond.resizing, st.ObservedGeneration)
+	st.Conditions = d.lifecycle(st.Conditions, schema.ConditionRestartRequired, d.cond.restartRequired, st.ObservedGeneration)
 	st.Conditions = usageReported(st.Conditions, st) // goes with the usage it describes
 	switch {
 	case d.refusal:
 		st.RootDisk = d.current.RootDisk
-	case d.claims:
+	case d.disk.claims:
 		st.RootDisk = d.rootDiskStatus()
-		st.Conditions = d.lifecycle(st.Conditions, schema.ConditionDiskResizing, d.diskResizing, st.ObservedGeneration)
+		st.Conditions = d.lifecycle(st.Conditions, schema.ConditionDiskResizing, d.disk.resizing, st.ObservedGeneration)
 	default:
 		// The controller keeps no disks, so none grows: a DiskResizing of a run under claim
 		// goes with the disk's status.
@@ -1254,8 +1231,8 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 		return reported{}
 	}
 	st.LastUpdateTime = d.now
-	d.plan.Events = append(d.plan.Events, d.diskEvents...)
-	d.diskEvents = nil
+	d.plan.Events = append(d.plan.Events, d.disk.events...)
+	d.disk.events = nil
 	// A server or a disk the plan creates says with its Event what the VM is waiting for.
 	explained := d.plan.Server != nil || d.plan.Disk != nil && d.plan.Disk.Op == CreateDisk
 	if !explained && (d.current.Phase != phase || d.current.Reason != reason) {

@@ -33,6 +33,36 @@ const (
 // claims reports whether VMs have disks of their own under p.
 func (p Policy) claims() bool { return p.RootDisk != RootDiskEphemeral }
 
+// diskPart is the disk's part of a decision: the disk observed, the disk the plan leaves, and
+// what the status is to say of it (why a server waits for it, its conditions, the Events of
+// their changes). It is decided here and in leftdisk.go; report writes it into the status,
+// and kstatus.go, stuck.go and migrate.go read it.
+type diskPart struct {
+	// claims: VMs have disks of their own (Policy.RootDisk). seen is the disk of the
+	// VM's name the backend observed, whoever's it is; own is the VM's own as the plan
+	// leaves it (nil: none), what the status reports under claim. Under ephemeral a VM may
+	// still have the disk made for it under claim (leftdisk.go): kept or deleted as its
+	// reclaim policy says, never mounted, grown or reported.
+	claims bool
+	seen   *backend.Disk
+	own    *backend.Disk
+	// wait, if set, is why no server may start for the disk (a disk of the name going
+	// away); resizing is the DiskResizing condition to carry (nil drops it), and
+	// events the Events of its changes, recorded with the status.
+	wait     string
+	resizing *lifecycleCondition
+	events   []Event
+	// growthNext: the plan changes the disk's owner or mark, and the growth rootDisk asks
+	// for follows in a write of its own (growsNext).
+	growthNext bool
+	// class, if set, says the storage class the spec names does not apply to the disk
+	// (classChange); kstatus.go makes it Stalled's.
+	class *lifecycleCondition
+	// going, if set, says the VM's own disk, bound, is being deleted by someone else
+	// while a server holds it (diskDeleting); kstatus.go makes it Stalled's.
+	going *lifecycleCondition
+}
+
 // diskSpec is what the live VM's spec asks of its disk, seen as seen (nil: none yet).
 func diskSpec(spec schema.Spec, seen *backend.Disk) backend.DiskSpec {
 	return backend.DiskSpec{Size: spec.RootDisk, StorageClass: spec.StorageClass, Keep: keeps(spec, seen, true)}
@@ -94,10 +124,10 @@ func (d *decision) deleteHint(spec schema.Spec) string {
 	case spec.ReclaimPolicySet:
 		return ""
 	case path == "":
-		if d.seenDisk == nil {
+		if d.disk.seen == nil {
 			return ""
 		}
-		return "; " + noReclaimHint(d.seenDisk.Name, d.vm.Namespace(), "to have the disk gone, delete it by hand once the VM is deleted")
+		return "; " + noReclaimHint(d.disk.seen.Name, d.vm.Namespace(), "to have the disk gone, delete it by hand once the VM is deleted")
 	}
 	return fmt.Sprintf("; to delete it with the VM: kubectl patch vm %s --type merge -p '%s'",
 		d.vm.Name(), policyPatch(path, schema.ReclaimDelete))
@@ -139,7 +169,7 @@ func owner(spec backend.DiskSpec) backend.DiskOwner {
 // disk has its storage), and false for ok when a disk of the name is another's: the VM is then
 // reported Failed, and nothing else is done.
 func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
-	seen := d.seenDisk
+	seen := d.disk.seen
 	want := diskSpec(spec, seen)
 	switch {
 	case seen == nil:
@@ -156,23 +186,23 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 		d.plan.Disk = &DiskAction{Op: CreateDisk, Spec: &want, Event: ev}
 		// As the backend will show it: being bound, of the size asked, its name filled in by
 		// the apply step (Plan.CreatedDisk).
-		d.disk = &backend.Disk{Phase: backend.DiskPending, Requested: want.Size, StorageClass: want.StorageClass, Owner: owner(want)}
+		d.disk.own = &backend.Disk{Phase: backend.DiskPending, Requested: want.Size, StorageClass: want.StorageClass, Owner: owner(want)}
 		// How it binds is known from the API server's answer (its class, the default one
 		// filled in), which the next decision reads: the server waits for that.
 		return false, true
 	case seen.Deleting && !seen.Owner.Mine():
-		d.diskWait = fmt.Sprintf("Waiting for disk %s of an earlier VM to be deleted before a new one is created", seen.Name)
+		d.disk.wait = fmt.Sprintf("Waiting for disk %s of an earlier VM to be deleted before a new one is created", seen.Name)
 		return false, true
 	case seen.Owner == backend.DiskOther:
 		d.conflict()
 		return false, false
 	case seen.Owner == backend.DiskUnowned:
 		adopted := *seen
-		d.disk = &adopted
+		d.disk.own = &adopted
 		up := want
 		up.Size = seen.Requested // grown by a change of its own, once adopted (ownerChange)
-		d.disk.Owner, d.disk.KeptMark = owner(up), up.Keep
-		msg := fmt.Sprintf("Adopting disk %s, which an earlier VM named %s kept", seen.Name, d.vm.Name()) + d.growsNext(spec.RootDisk)
+		d.disk.own.Owner, d.disk.own.KeptMark = owner(up), up.Keep
+		msg := fmt.Sprintf("Adopting disk %s, which an earlier VM named %s kept", seen.Name, d.vm.Name()) + d.disk.growsNext(spec.RootDisk)
 		if up.Keep {
 			msg += fmt.Sprintf("; it stays kept when this VM is deleted (%s)%s", d.whyKept(spec), d.deleteHint(spec))
 		} else {
@@ -183,7 +213,7 @@ func (d *decision) diskFor(spec schema.Spec) (serverMayStart, ok bool) {
 		d.classChange(spec)
 		return d.firstServer(), true
 	case seen.Deleting:
-		d.diskWait = fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", seen.Name)
+		d.disk.wait = fmt.Sprintf("Waiting for disk %s to be deleted before a new one is created", seen.Name)
 		d.diskDeleting()
 		return false, true
 	}
@@ -215,10 +245,10 @@ func (d *decision) hadDisk() *schema.RootDiskStatus {
 // from a Normal CreatingDisk at the next start.
 func (d *decision) diskGoneEvent(st schema.Status) {
 	had := d.hadDisk()
-	if !d.claims || had == nil || st.RootDisk != nil || d.seenDisk != nil || d.vm.Deleting() || d.plan.Disk != nil {
+	if !d.disk.claims || had == nil || st.RootDisk != nil || d.disk.seen != nil || d.vm.Deleting() || d.plan.Disk != nil {
 		return
 	}
-	d.diskEvents = append(d.diskEvents, Event{Type: EventWarning, Reason: ReasonDiskDeleted, Message: fmt.Sprintf(
+	d.disk.events = append(d.disk.events, Event{Type: EventWarning, Reason: ReasonDiskDeleted, Message: fmt.Sprintf(
 		"Disk %s (%s), which the VM had, was deleted, not by the controller: its data is gone, and the VM's next server gets a new, empty disk",
 		had.ClaimName, had.Capacity)})
 }
@@ -234,11 +264,11 @@ func (d *decision) diskGoneEvent(st schema.Status) {
 // deleted as the status said), and one without a server goes at once: neither says more than
 // WaitingForDisk, and the new disk's Event says the data went (hadDisk).
 func (d *decision) diskDeleting() {
-	disk := d.seenDisk
+	disk := d.disk.seen
 	if d.srv == nil || disk.Phase != backend.DiskBound {
 		return
 	}
-	d.diskGoing = &lifecycleCondition{ReasonDiskDeleting, fmt.Sprintf(
+	d.disk.going = &lifecycleCondition{ReasonDiskDeleting, fmt.Sprintf(
 		"Disk %s is being deleted, not by the controller: server %s holds it while it exists, and once no server uses it the disk and its data are gone; "+
 			"the next server gets a new, empty disk. A deleted claim cannot be brought back; to keep its volume and data, set its PersistentVolume's reclaim policy to Retain "+
 			"before the server stops: kubectl patch pv $(kubectl get pvc %s -n %s -o jsonpath='{.spec.volumeName}') -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'",
@@ -256,7 +286,7 @@ func (d *decision) diskDeleting() {
 // (the disk was made in the default one, whose name the claim then carries). A stopped VM is
 // not told until it is to run again: nothing waits on its disk meanwhile.
 func (d *decision) classChange(spec schema.Spec) {
-	disk := d.disk
+	disk := d.disk.own
 	if disk == nil || disk.Deleting || spec.StorageClass == "" || spec.StorageClass == disk.StorageClass {
 		return
 	}
@@ -278,7 +308,7 @@ func (d *decision) classChange(spec schema.Spec) {
 	} else {
 		msg += fmt.Sprintf(", and the disk keeps its class and its data: %s (a disk in another class is a new disk, to which the controller copies nothing)", back)
 	}
-	d.diskClass = &lifecycleCondition{ReasonDiskClassChangeRefused, msg}
+	d.disk.class = &lifecycleCondition{ReasonDiskClassChangeRefused, msg}
 }
 
 // stalledDiskEvent adds the Warning of a class change that does not apply (classChange), or
@@ -292,7 +322,7 @@ func (d *decision) stalledDiskEvent(st schema.Status) {
 	if was := d.current.Condition(schema.ConditionStalled); was != nil && was.Reason == c.Reason {
 		return
 	}
-	d.diskEvents = append(d.diskEvents, Event{Type: EventWarning, Reason: c.Reason, Message: c.Message})
+	d.disk.events = append(d.disk.events, Event{Type: EventWarning, Reason: c.Reason, Message: c.Message})
 }
 
 // firstServer reports whether a VM without a server may have one made on the disk the plan
@@ -303,7 +333,7 @@ func (d *decision) stalledDiskEvent(st schema.Status) {
 // the wait: the disk's binding brings the VM back (its claim's change), and the server follows.
 // A VM that has a server keeps it whatever its disk does.
 func (d *decision) firstServer() bool {
-	disk := d.disk
+	disk := d.disk.own
 	return d.srv != nil || disk == nil || disk.Phase == backend.DiskBound || disk.BindsWithServer && disk.Phase == backend.DiskPending
 }
 
@@ -311,12 +341,12 @@ func (d *decision) firstServer() bool {
 // says, grown to rootDisk where it can grow, and recording the VM's kind (recordDiskKind). An
 // inactive VM's disk is kept so too.
 func (d *decision) keepDisk(spec schema.Spec) {
-	seen := d.seenDisk
+	seen := d.disk.seen
 	if seen == nil || !seen.Owner.Mine() {
 		return
 	}
 	kept := *seen
-	d.disk = &kept
+	d.disk.own = &kept
 	if seen.Deleting {
 		return // someone deleted it; it goes once no server uses it
 	}
@@ -330,19 +360,19 @@ func (d *decision) keepDisk(spec schema.Spec) {
 		if o == seen.Owner {
 			msg = fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): marked as kept", seen.Name, d.whyKept(spec))
 		}
-		msg += d.deleteHint(spec) + d.growsNext(spec.RootDisk)
+		msg += d.deleteHint(spec) + d.disk.growsNext(spec.RootDisk)
 		d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk, Message: msg}}
-		d.disk.Owner, d.disk.KeptMark = o, true
+		d.disk.own.Owner, d.disk.own.KeptMark = o, true
 	case !up.Keep && (o != seen.Owner || seen.KeptMark):
 		msg := fmt.Sprintf("Disk %s goes with the VM when it is deleted (reclaim policy Delete): the VM owns it again", seen.Name)
 		if o == seen.Owner {
 			msg = fmt.Sprintf("Disk %s goes with the VM when it is deleted (reclaim policy Delete): no longer marked as kept", seen.Name)
 		}
-		msg += d.growsNext(spec.RootDisk)
+		msg += d.disk.growsNext(spec.RootDisk)
 		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
-		d.disk.Owner, d.disk.KeptMark = o, false
+		d.disk.own.Owner, d.disk.own.KeptMark = o, false
 	default:
-		if size := d.grow(spec.RootDisk); size.Cmp(seen.Requested) > 0 {
+		if size := d.disk.grow(spec.RootDisk); size.Cmp(seen.Requested) > 0 {
 			up.Size = size
 			d.plan.Disk = &DiskAction{Op: ExpandDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonResizingDisk,
 				Message: fmt.Sprintf("Growing disk %s from %s to %s", seen.Name, seen.Requested.String(), size.String())}}
@@ -350,7 +380,7 @@ func (d *decision) keepDisk(spec schema.Spec) {
 		}
 		d.recordDiskKind(up)
 	}
-	d.disk.KindUnrecorded = false // each of the changes above records it
+	d.disk.own.KindUnrecorded = false // each of the changes above records it
 	d.diskCondition(spec.RootDisk)
 }
 
@@ -362,12 +392,12 @@ func (d *decision) keepDisk(spec schema.Spec) {
 // was not in effect for as long as the quota stood (and a foreground deletion had the garbage
 // collector delete the disk), and a kept disk was not adopted, its VM given no server. Alone,
 // a refused growth is only that (GrowthRefused). "" when no growth follows.
-func (d *decision) growsNext(want resource.Quantity) string {
-	disk := d.disk
+func (dp *diskPart) growsNext(want resource.Quantity) string {
+	disk := dp.own
 	if want.Cmp(disk.Requested) <= 0 || disk.Phase != backend.DiskBound || !disk.CanGrow || disk.Deleting {
 		return ""
 	}
-	d.growthNext = true
+	dp.growthNext = true
 	return fmt.Sprintf("; it grows from %s to %s next", disk.Requested.String(), want.String())
 }
 
@@ -378,17 +408,17 @@ func (d *decision) growsNext(want resource.Quantity) string {
 // deletion that orphans it takes the owner reference off. up is the disk as it is, which the
 // change leaves so. A disk that records the kind, the hot path, asks for nothing.
 func (d *decision) recordDiskKind(up backend.DiskSpec) {
-	if !d.seenDisk.KindUnrecorded {
+	if !d.disk.seen.KindUnrecorded {
 		return
 	}
 	d.plan.Disk = &DiskAction{Op: RecordDiskKind, Spec: &up}
 }
 
-// grow is the size to ask of the disk d.disk stands for: want where it can grow to it now
+// grow is the size to ask of the disk dp.own stands for: want where it can grow to it now
 // (bound, and its class lets it), else what it asks for already (a disk never shrinks). The
 // disk the plan leaves then asks for that size.
-func (d *decision) grow(want resource.Quantity) resource.Quantity {
-	disk := d.disk
+func (dp *diskPart) grow(want resource.Quantity) resource.Quantity {
+	disk := dp.own
 	if want.Cmp(disk.Requested) <= 0 || disk.Phase != backend.DiskBound || !disk.CanGrow || disk.Deleting {
 		return disk.Requested
 	}
@@ -402,13 +432,13 @@ func (d *decision) grow(want resource.Quantity) resource.Quantity {
 // by the storage, which end with DiskResized once the disk has its size.
 var diskGrowthReasons = map[string]bool{ReasonDiskResizePending: true, ReasonDiskResizeInProgress: true, ReasonDiskResizeInfeasible: true}
 
-// diskCondition sets the DiskResizing condition from the disk the plan leaves (d.disk) and
+// diskCondition sets the DiskResizing condition from the disk the plan leaves (d.disk.own) and
 // the size the spec asks for, and the Events of its changes: a Warning when the storage
 // refuses, the class does not let the disk grow, or rootDisk asks it to shrink; DiskResized
 // when a growth is done.
 func (d *decision) diskCondition(want resource.Quantity) {
-	disk := d.disk
-	c := func(reason, msg string) { d.diskResizing = &lifecycleCondition{reason, msg} }
+	disk := d.disk.own
+	c := func(reason, msg string) { d.disk.resizing = &lifecycleCondition{reason, msg} }
 	switch {
 	case want.Cmp(disk.Requested) < 0:
 		c(ReasonDiskShrinkRefused, fmt.Sprintf("rootDisk %s is less than the %s of disk %s: a disk never shrinks; it keeps its size and data",
@@ -424,7 +454,7 @@ func (d *decision) diskCondition(want resource.Quantity) {
 		}
 		c(ReasonDiskNotExpandable, fmt.Sprintf("Disk %s cannot grow to %s: %s does not allow volume expansion; it keeps %s",
 			disk.Name, want.String(), class, disk.Requested.String()))
-	case want.Cmp(disk.Requested) > 0 && d.growthNext:
+	case want.Cmp(disk.Requested) > 0 && d.disk.growthNext:
 		c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s once its change of owner is written", disk.Name, want.String()))
 	case want.Cmp(disk.Requested) > 0:
 		c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s once it is bound", disk.Name, want.String()))
@@ -442,20 +472,20 @@ func (d *decision) diskCondition(want resource.Quantity) {
 			c(ReasonDiskResizePending, fmt.Sprintf("Growing disk %s to %s: waiting for the storage", disk.Name, to))
 		}
 		if m := disk.Growth.Message; m != "" {
-			d.diskResizing.message += " (" + m + ")"
+			d.disk.resizing.message += " (" + m + ")"
 		}
 		if kept != nil {
-			d.diskResizing.message += d.refusedGrowthHint(*kept)
+			d.disk.resizing.message += d.refusedGrowthHint(*kept)
 		}
 	}
 	was := d.current.Condition(schema.ConditionDiskResizing)
-	now := d.diskResizing
+	now := d.disk.resizing
 	switch {
 	case now != nil && (was == nil || was.Reason != now.reason) &&
 		(now.reason == ReasonDiskResizeInfeasible || now.reason == ReasonDiskNotExpandable || now.reason == ReasonDiskShrinkRefused):
-		d.diskEvents = append(d.diskEvents, Event{Type: EventWarning, Reason: now.reason, Message: now.message})
+		d.disk.events = append(d.disk.events, Event{Type: EventWarning, Reason: now.reason, Message: now.message})
 	case now == nil && was != nil && diskGrowthReasons[was.Reason] && disk.GrowthDone():
-		d.diskEvents = append(d.diskEvents, Event{Type: EventNormal, Reason: ReasonDiskResized,
+		d.disk.events = append(d.disk.events, Event{Type: EventNormal, Reason: ReasonDiskResized,
 			Message: fmt.Sprintf("Disk %s now has %s", disk.Name, disk.Capacity.String())})
 	}
 }
@@ -464,7 +494,7 @@ func (d *decision) diskCondition(want resource.Quantity) {
 // (if one runs, from before the disk was asked for) is left as it is, and the VM is looked at
 // again at the pace of refusals, not in a storm.
 func (d *decision) conflict() {
-	seen := d.seenDisk
+	seen := d.disk.seen
 	d.report(schema.PhaseFailed, ReasonDiskConflict,
 		fmt.Sprintf("Disk %s exists and is not this VM's (another object owns it, it is not labelled for this VM, or it was kept for another kind of resource): delete it (its data with it) or give the VM another name; the controller never takes it over",
 			seen.Name), d.srv)
@@ -477,10 +507,10 @@ func (d *decision) conflict() {
 // the server waits for (none, bound, or pending with nothing said of it: a disk on its way, as
 // a server on its way says nothing either).
 func (d *decision) waitingForDisk() string {
-	if d.diskWait != "" {
-		return d.diskWait
+	if d.disk.wait != "" {
+		return d.disk.wait
 	}
-	disk := d.disk
+	disk := d.disk.own
 	if disk == nil || disk.Phase == backend.DiskBound {
 		return ""
 	}
@@ -495,12 +525,12 @@ func (d *decision) waitingForDisk() string {
 		}
 		return fmt.Sprintf("Disk %s lost its storage: its volume is gone; restore the volume its claim names (spec.volumeName), "+
 			"or delete the claim (%s) and the controller makes a new, empty disk", disk.Name, del)
-	case disk.Pending != "" && d.diskClass != nil:
-		return fmt.Sprintf("Waiting for disk %s to be bound: %s; %s", disk.Name, disk.Pending, d.diskClass.message)
+	case disk.Pending != "" && d.disk.class != nil:
+		return fmt.Sprintf("Waiting for disk %s to be bound: %s; %s", disk.Name, disk.Pending, d.disk.class.message)
 	case disk.Pending != "":
 		return fmt.Sprintf("Waiting for disk %s to be bound: %s", disk.Name, disk.Pending)
-	case d.diskClass != nil:
-		return fmt.Sprintf("Waiting for disk %s to be bound; %s", disk.Name, d.diskClass.message)
+	case d.disk.class != nil:
+		return fmt.Sprintf("Waiting for disk %s to be bound; %s", disk.Name, d.disk.class.message)
 	}
 	return ""
 }
@@ -513,15 +543,15 @@ func (d *decision) waitingForDisk() string {
 // to the size the disk asks for, which is no growth (keepDisk), rather than to its capacity,
 // which would be one more growth the class cannot make.
 func (d *decision) rootDiskStatus() *schema.RootDiskStatus {
-	if d.disk == nil || !d.vm.Fields().HasRootDiskStatus() {
+	if d.disk.own == nil || !d.vm.Fields().HasRootDiskStatus() {
 		return nil
 	}
-	st := &schema.RootDiskStatus{ClaimName: d.disk.Name, Phase: string(d.disk.Phase)}
-	if !d.disk.Capacity.IsZero() {
-		st.Capacity = d.disk.Capacity.String()
+	st := &schema.RootDiskStatus{ClaimName: d.disk.own.Name, Phase: string(d.disk.own.Phase)}
+	if !d.disk.own.Capacity.IsZero() {
+		st.Capacity = d.disk.own.Capacity.String()
 	}
-	if d.vm.Fields().RootDiskRequest != "" && !d.disk.Requested.IsZero() {
-		st.Request = d.disk.Requested.String()
+	if d.vm.Fields().RootDiskRequest != "" && !d.disk.own.Requested.IsZero() {
+		st.Request = d.disk.own.Requested.String()
 	}
 	return st
 }
@@ -554,7 +584,7 @@ func (d *decision) onTheWay(st schema.Status) bool {
 // stay owned, and a foreground deletion of the VM (the garbage collector deletes what the VM
 // owns before the VM) would take the disk the policy keeps.
 func (d *decision) retainDisk() {
-	seen := d.seenDisk
+	seen := d.disk.seen
 	if seen == nil || seen.Owner != backend.DiskOwned || seen.Deleting {
 		return
 	}
@@ -562,7 +592,7 @@ func (d *decision) retainDisk() {
 	d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &backend.DiskSpec{Size: seen.Requested, Keep: true},
 		Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk,
 			Message: fmt.Sprintf("Disk %s is kept when the VM is deleted (%s): the VM no longer owns it", seen.Name, d.whyKept(spec))}}
-	d.disk.Owner, d.disk.KeptMark = backend.DiskKept, true
+	d.disk.own.Owner, d.disk.own.KeptMark = backend.DiskKept, true
 }
 
 // deletingDisk: the VM is deleted and its server is gone. Its disk is deleted, or kept as the
@@ -571,7 +601,7 @@ func (d *decision) retainDisk() {
 // reclaim policy that disk is kept too, the safe side; its Event says how to delete it by
 // hand, since no VM there can name Delete for it.
 func (d *decision) deletingDisk() {
-	disk := d.disk
+	disk := d.disk.own
 	if disk == nil || disk.Deleting {
 		return
 	}

@@ -75,6 +75,22 @@ type BudgetAction struct {
 	Event Event `yaml:"event,omitempty"`
 }
 
+// evictionPart is the eviction strategy's part of a decision: the budget observed, the
+// strategy in force, and the conditions Moving and EvictionBlocked (nil drops them). gone is
+// the server the backend remembers going while disrupted (nil unless there is no server);
+// evictedGone is gone when this decision takes it for the eviction of the server the status
+// names (goneEvicted). Decide and refused set it up (eviction); a migration reads the move
+// under way (migrate.go), and a stop ends it (stopServer).
+type evictionPart struct {
+	budget          *backend.Budget
+	strategy        schema.EvictionStrategy
+	moving, blocked *lifecycleCondition
+	// budgetUnseen: the plan of a backend's refusal (refused), made without the budget the
+	// VM has; whether it holds a drain is read from the status (budgetHolds).
+	budgetUnseen      bool
+	gone, evictedGone *backend.Gone
+}
+
 // evictionStrategy is the strategy in force for a VM of spec: its own, else the policy's.
 func (p Policy) evictionStrategy(spec schema.Spec) schema.EvictionStrategy {
 	switch {
@@ -94,26 +110,26 @@ func (p Policy) evictionStrategy(spec schema.Spec) schema.EvictionStrategy {
 // Block, the one case in which it stays. It also carries the Moving
 // condition of a move under way while the VM is active under Replace.
 func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
-	d.evictStrategy = s
+	d.evict.strategy = s
 	switch {
-	case s == schema.EvictionBlock && d.budget == nil:
+	case s == schema.EvictionBlock && d.evict.budget == nil:
 		d.plan.Budget = &BudgetAction{Op: CreateBudget, Event: Event{Type: EventNormal, Reason: ReasonCreatingBudget,
 			Message: "Creating a disruption budget for the server: a node's drain waits until the VM is moved or stopped (evictionStrategy Block)"}}
-	case s == schema.EvictionBlock && d.budget.Unowned:
-		d.plan.Budget = &BudgetAction{Op: AdoptBudget, Name: d.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonAdoptingBudget,
+	case s == schema.EvictionBlock && d.evict.budget.Unowned:
+		d.plan.Budget = &BudgetAction{Op: AdoptBudget, Name: d.evict.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonAdoptingBudget,
 			Message: fmt.Sprintf("Adopting disruption budget %s, which an earlier VM named %s left owned by nothing: "+
-				"a node's drain waits until the VM is moved or stopped (evictionStrategy Block)", d.budget.Name, d.vm.Name())}}
-	case s == schema.EvictionBlock && d.budget.KindUnrecorded:
-		d.plan.Budget = &BudgetAction{Op: RecordBudgetKind, Name: d.budget.Name}
-	case s != schema.EvictionBlock && d.budget != nil && !d.budget.Unowned:
-		d.plan.Budget = &BudgetAction{Op: DeleteBudget, Name: d.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
-			Message: fmt.Sprintf("Deleting disruption budget %s: evictionStrategy is %s", d.budget.Name, s)}}
+				"a node's drain waits until the VM is moved or stopped (evictionStrategy Block)", d.evict.budget.Name, d.vm.Name())}}
+	case s == schema.EvictionBlock && d.evict.budget.KindUnrecorded:
+		d.plan.Budget = &BudgetAction{Op: RecordBudgetKind, Name: d.evict.budget.Name}
+	case s != schema.EvictionBlock && d.evict.budget != nil && !d.evict.budget.Unowned:
+		d.plan.Budget = &BudgetAction{Op: DeleteBudget, Name: d.evict.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
+			Message: fmt.Sprintf("Deleting disruption budget %s: evictionStrategy is %s", d.evict.budget.Name, s)}}
 	}
 	if s != schema.EvictionReplace || !active || d.restsStopped() {
 		return // a stopped VM is not moved: a move under way ends with the stop
 	}
 	if c := d.current.Condition(ConditionMoving); c != nil && c.Status == schema.ConditionTrue {
-		d.moving = &lifecycleCondition{c.Reason, c.Message}
+		d.evict.moving = &lifecycleCondition{c.Reason, c.Message}
 	}
 	if d.goneEvicted() {
 		// The eviction, seen only now that its server is gone: moved as if seen under way
@@ -121,9 +137,9 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 		// server running or on its way, never evicted, so its eviction is news: in a move
 		// under way too (the move's next server, evicted in turn), the message becomes its
 		// own, as evicted makes it.
-		g := d.gone
-		d.evictedGone = g
-		d.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(g.Name, g.Node, g.Disruption)}
+		g := d.evict.gone
+		d.evict.evictedGone = g
+		d.evict.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(g.Name, g.Node, g.Disruption)}
 	}
 }
 
@@ -138,7 +154,7 @@ func (d *decision) eviction(s schema.EvictionStrategy, active bool) {
 // evicted does not move it: it went with its node (nodelost.go), whatever marked it. Nor is
 // one that went by the controller's delete alone (Replaced, with no disruption: replaced.go).
 func (d *decision) goneEvicted() bool {
-	g, cur := d.gone, d.current
+	g, cur := d.evict.gone, d.current
 	if g == nil || d.srv != nil || cur.Reason == ReasonNodeLost || g.Replaced && g.Disruption == (backend.Disruption{}) {
 		return false
 	}
@@ -191,11 +207,11 @@ func evictedNode(msg string) string {
 // the next VM of it. A budget holds no data, and the server it held is going with the VM: a
 // delete the backend refuses for good does not hold the VM (BudgetLeftBehind).
 func (d *decision) deletingBudget() {
-	if d.budget == nil || d.budget.Unowned {
+	if d.evict.budget == nil || d.evict.budget.Unowned {
 		return // none, or not the VM's
 	}
-	d.plan.Budget = &BudgetAction{Op: DeleteBudget, Name: d.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
-		Message: fmt.Sprintf("Deleting disruption budget %s before the VM is removed", d.budget.Name)}}
+	d.plan.Budget = &BudgetAction{Op: DeleteBudget, Name: d.evict.budget.Name, Event: Event{Type: EventNormal, Reason: ReasonDeletingBudget,
+		Message: fmt.Sprintf("Deleting disruption budget %s before the VM is removed", d.evict.budget.Name)}}
 }
 
 // BudgetRefused is the Warning for a VM under Block whose budget, named budget, the backend
@@ -232,16 +248,16 @@ func BudgetLeftBehind(vm schema.VirtualMachine, budget, why string) Event {
 // once this one is gone (active, then moved).
 func (d *decision) evicted() bool {
 	srv := d.srv
-	if d.evictStrategy != schema.EvictionReplace || srv == nil || srv.Disruption == nil || srv.State == backend.StateLost || d.failedFirst() {
+	if d.evict.strategy != schema.EvictionReplace || srv == nil || srv.Disruption == nil || srv.State == backend.StateLost || d.failedFirst() {
 		// A server on a node that does not answer is not moved: its deletion cannot finish
 		// while the node may still run it with the disk (nodelost.go says so).
 		return false
 	}
-	if d.moving == nil || !d.evictionReported(srv) {
+	if d.evict.moving == nil || !d.evictionReported(srv) {
 		// A move's message is its latest eviction's: that of a server of the move evicted in
 		// turn (its next server, on a node that stays schedulable) replaces the one of the
 		// server the move began with, once, when it is first seen.
-		d.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(srv.Name, srv.Node, *srv.Disruption)}
+		d.evict.moving = &lifecycleCondition{ReasonServerEvicted, evictedMessage(srv.Name, srv.Node, *srv.Disruption)}
 	}
 	if req := d.newMigration(); req != "" && srv.Node != "" {
 		// The eviction's deletion carries a migrate request out, as any deletion under way
@@ -250,14 +266,14 @@ func (d *decision) evicted() bool {
 	}
 	going := srv
 	if !srv.Deleting && (srv.State == backend.StateFailed || srv.State == backend.StateStopped) {
-		d.deleteServer(ReasonReplacingServer, fmt.Sprintf("Replacing server %s: %s", srv.Name, d.moving.message))
+		d.deleteServer(ReasonReplacingServer, fmt.Sprintf("Replacing server %s: %s", srv.Name, d.evict.moving.message))
 		going = d.deletingServer()
 	}
 	next := "a new server follows once it is gone, with the same disk"
 	if srv.Node != "" {
 		next += ", on another node if one fits" // moved: only preferred
 	}
-	d.report(schema.PhaseCreating, ReasonServerEvicted, d.moving.message+"; "+next, going)
+	d.report(schema.PhaseCreating, ReasonServerEvicted, d.evict.moving.message+"; "+next, going)
 	return true
 }
 
@@ -268,8 +284,8 @@ func (d *decision) evicted() bool {
 // the whole move gets the message of the eviction it reports.
 func (d *decision) evictionReported(srv *backend.Server) bool {
 	cur := d.current
-	return d.moving != nil && cur.Reason == ReasonServerEvicted && cur.Server != nil && cur.Server.Name == srv.Name && cur.Server.ID == srv.ID &&
-		evictedNode(d.moving.message) == srv.Node
+	return d.evict.moving != nil && cur.Reason == ReasonServerEvicted && cur.Server != nil && cur.Server.Name == srv.Name && cur.Server.ID == srv.ID &&
+		evictedNode(d.evict.moving.message) == srv.Node
 }
 
 // failedFirst reports whether the server failed before it was evicted: the status already
@@ -291,13 +307,13 @@ func (d *decision) failedFirst() bool {
 // off the migration's source node, which the Event names when it is not the node of the
 // eviction the message says (a server of the move evicted in turn, from another node).
 func (d *decision) moved(a *ServerAction) {
-	if d.moving == nil {
+	if d.evict.moving == nil {
 		return
 	}
 	where := ""
 	if avoid := a.Spec.AvoidNode; avoid != "" {
 		where = " on another node"
-		if avoid != evictedNode(d.moving.message) {
+		if avoid != evictedNode(d.evict.moving.message) {
 			where = " on a node other than " + avoid
 		}
 	} else if from := d.evictedFrom(); from != "" {
@@ -305,7 +321,7 @@ func (d *decision) moved(a *ServerAction) {
 		where = " on another node if one fits"
 	}
 	a.Event.Reason = ReasonMovingServer
-	a.Event.Message = d.moving.message + "; " + strings.ToLower(a.Event.Message[:1]) + a.Event.Message[1:] + where
+	a.Event.Message = d.evict.moving.message + "; " + strings.ToLower(a.Event.Message[:1]) + a.Event.Message[1:] + where
 }
 
 // evictedFrom is the node the server of a move under Replace was evicted from, for the
@@ -321,14 +337,14 @@ func (d *decision) moved(a *ServerAction) {
 func (d *decision) evictedFrom() string {
 	cur := d.current
 	switch {
-	case d.moving == nil || d.srv != nil:
+	case d.evict.moving == nil || d.srv != nil:
 		return ""
-	case d.evictedGone != nil:
-		return d.evictedGone.Node
+	case d.evict.evictedGone != nil:
+		return d.evict.evictedGone.Node
 	case cur.Reason == ReasonServerEvicted && cur.Server != nil && cur.Server.Node != "":
 		return cur.Server.Node // "" in a layout with no place for it: the condition's message names it
 	}
-	return evictedNode(d.moving.message)
+	return evictedNode(d.evict.moving.message)
 }
 
 // evictionConditions sets the conditions Moving and EvictionBlocked on a status being
@@ -341,33 +357,33 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 	if d.stopsWith(reason) {
 		// A move ends with a stop (eviction), in the decision that stops the VM: its new
 		// server ended under a run strategy that keeps it so, say.
-		d.moving = nil
+		d.evict.moving = nil
 	}
-	if d.moving != nil && d.srv != nil && d.srv.State == backend.StateReady && !d.srv.Deleting && !leaving && d.srv.Disruption == nil {
+	if d.evict.moving != nil && d.srv != nil && d.srv.State == backend.StateReady && !d.srv.Deleting && !leaving && d.srv.Disruption == nil {
 		on := "its node"
 		if d.srv.Node != "" {
 			on = "node " + d.srv.Node
 		}
-		d.event(EventNormal, ReasonServerMoved, fmt.Sprintf("Server %s is running and ready on %s: %s", d.srv.Name, on, d.moving.message))
-		d.moving = nil
+		d.event(EventNormal, ReasonServerMoved, fmt.Sprintf("Server %s is running and ready on %s: %s", d.srv.Name, on, d.evict.moving.message))
+		d.evict.moving = nil
 	}
-	d.blocked = nil
-	if d.evictStrategy == schema.EvictionBlock && d.budgetHolds() && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving && held(d.srv) {
+	d.evict.blocked = nil
+	if d.evict.strategy == schema.EvictionBlock && d.budgetHolds() && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving && held(d.srv) {
 		// The budget is not named: the pods backend names it NAME-block-eviction, and an
 		// adopted one keeps its name.
 		hint := fmt.Sprintf(migrateHint, d.vm.Name())
 		if ended(d.srv) {
 			hint = d.lingerHint(reason)
 		}
-		d.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
+		d.evict.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
 			"Node %s is cordoned, and the VM's disruption budget keeps server %s from being evicted (evictionStrategy Block): %s",
 			d.srv.Node, d.srv.Name, hint)}
 		if c := d.current.Condition(ConditionEvictionBlocked); c == nil || c.Status != schema.ConditionTrue {
-			d.event(EventWarning, ReasonDrainBlocked, d.blocked.message)
+			d.event(EventWarning, ReasonDrainBlocked, d.evict.blocked.message)
 		}
 	}
-	conds = d.lifecycle(conds, ConditionMoving, d.moving, gen)
-	return d.lifecycle(conds, ConditionEvictionBlocked, d.blocked, gen)
+	conds = d.lifecycle(conds, ConditionMoving, d.evict.moving, gen)
+	return d.lifecycle(conds, ConditionEvictionBlocked, d.evict.blocked, gen)
 }
 
 // budgetHolds reports whether the VM has a budget that holds its server: its own, observed.
@@ -382,11 +398,11 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 // the budget writes, so that a refusal neither drops the condition (its Warning would come
 // again) nor claims it without a budget.
 func (d *decision) budgetHolds() bool {
-	if d.budgetUnseen {
+	if d.evict.budgetUnseen {
 		c := d.current.Condition(ConditionEvictionBlocked)
 		return c != nil && c.Status == schema.ConditionTrue
 	}
-	return d.budget != nil && !d.budget.Unowned
+	return d.evict.budget != nil && !d.evict.budget.Unowned
 }
 
 // held reports whether a budget keeps srv from being evicted: the eviction API asks the budget
@@ -410,7 +426,7 @@ func (d *decision) lingerHint(reason string) string {
 	why := fmt.Sprintf("the server has ended, but %s %s its pod running", who, keeps)
 	switch {
 	case d.stopsWith(reason):
-		return fmt.Sprintf("%s, and runStrategy %s keeps the ended server: to free the node, %s", why, d.strategy, d.freeKept())
+		return fmt.Sprintf("%s, and runStrategy %s keeps the ended server: to free the node, %s", why, d.run.strategy, d.freeKept())
 	case d.retries(reason):
 		when := d.vm.Fields().NextRetryTime // where the VM's layout keeps it
 		if when == "" {
@@ -478,10 +494,10 @@ const keepersNamed = 3
 // strategy (an eviction is not the guest's choice), so the run strategies that heed requests
 // hand such a VM to active (onRequest).
 func (d *decision) replacing() bool {
-	if d.evictStrategy != schema.EvictionReplace || d.restsStopped() || (d.srv != nil && d.srv.State == backend.StateLost) {
+	if d.evict.strategy != schema.EvictionReplace || d.restsStopped() || (d.srv != nil && d.srv.State == backend.StateLost) {
 		return false
 	}
-	return d.moving != nil || (d.srv != nil && d.srv.Disruption != nil)
+	return d.evict.moving != nil || (d.srv != nil && d.srv.Disruption != nil)
 }
 
 // restsStopped reports whether the VM is stopped by a request, by its guest or by its run

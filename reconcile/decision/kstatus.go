@@ -56,7 +56,7 @@ var stalledReasons = map[string]bool{
 // of this reason: a failed server, under the run strategies that replace one (Always,
 // RerunOnFailure; Once and Manual leave it ended).
 func (d *decision) retries(reason string) bool {
-	return reason == ReasonServerFailed && (d.strategy == schema.RunAlways || d.strategy == schema.RunRerunOnFailure)
+	return reason == ReasonServerFailed && (d.run.strategy == schema.RunAlways || d.run.strategy == schema.RunRerunOnFailure)
 }
 
 // diskRefusals are the DiskResizing reasons of a growth that will not happen as asked.
@@ -78,17 +78,17 @@ func (d *decision) kstatus(st *schema.Status) []schema.Condition {
 func (d *decision) progress(st *schema.Status) (reconciling, stalled *lifecycleCondition) {
 	phase := &lifecycleCondition{st.Reason, st.Message}
 	switch {
-	case d.stalled != nil:
-		return nil, d.stalled
+	case d.cond.stalled != nil:
+		return nil, d.cond.stalled
 	case stalledReasons[st.Reason]:
 		return nil, phase
-	case d.diskGoing != nil:
-		return nil, d.diskGoing // the disk's data goes unless a person keeps its volume
-	case d.diskResizing != nil && diskRefusals[d.diskResizing.reason]:
-		return nil, d.diskResizing
-	case d.diskClass != nil:
-		return nil, d.diskClass
-	case st.Reason == ReasonWaitingForDisk && d.disk != nil && !d.disk.Deleting && d.disk.Phase == backend.DiskLost:
+	case d.disk.going != nil:
+		return nil, d.disk.going // the disk's data goes unless a person keeps its volume
+	case d.disk.resizing != nil && diskRefusals[d.disk.resizing.reason]:
+		return nil, d.disk.resizing
+	case d.disk.class != nil:
+		return nil, d.disk.class
+	case st.Reason == ReasonWaitingForDisk && d.disk.own != nil && !d.disk.own.Deleting && d.disk.own.Phase == backend.DiskLost:
 		return nil, phase // a volume gone does not come back without a person
 	}
 	switch st.Phase {
@@ -105,10 +105,10 @@ func (d *decision) progress(st *schema.Status) (reconciling, stalled *lifecycleC
 		return nil, phase // a failure the controller does not retry by itself
 	case schema.PhaseActive:
 		switch {
-		case d.resizing != nil && underWay(d.resizing.reason):
-			return d.resizing, nil
-		case d.diskResizing != nil:
-			return d.diskResizing, nil
+		case d.cond.resizing != nil && underWay(d.cond.resizing.reason):
+			return d.cond.resizing, nil
+		case d.disk.resizing != nil:
+			return d.disk.resizing, nil
 		}
 	}
 	return nil, nil

@@ -19,7 +19,7 @@ import (
 // holdDisk keeps the VM's own disk as its spec says, under either mode: keepDisk under claim
 // (owned or kept, and grown), leftDisk under ephemeral.
 func (d *decision) holdDisk(spec schema.Spec) {
-	if d.claims {
+	if d.disk.claims {
 		d.keepDisk(spec)
 		return
 	}
@@ -31,8 +31,8 @@ func (d *decision) holdDisk(spec schema.Spec) {
 // same Events and the same mark), has it record the VM's kind as keepDisk does, and does
 // nothing else to it: its size stays what it is, and no DiskResizing condition is kept.
 func (d *decision) leftDisk(spec schema.Spec) {
-	seen := d.seenDisk
-	if d.disk == nil || seen.Deleting {
+	seen := d.disk.seen
+	if d.disk.own == nil || seen.Deleting {
 		return
 	}
 	up := backend.DiskSpec{Size: seen.Requested, Keep: keeps(spec, seen, true)} // its size as it is
@@ -44,16 +44,16 @@ func (d *decision) leftDisk(spec schema.Spec) {
 		}
 		d.plan.Disk = &DiskAction{Op: ReleaseDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonRetainingDisk,
 			Message: msg + d.deleteHint(spec)}}
-		d.disk.Owner, d.disk.KeptMark = o, true
+		d.disk.own.Owner, d.disk.own.KeptMark = o, true
 	case !up.Keep && (o != seen.Owner || seen.KeptMark):
 		msg := fmt.Sprintf("Disk %s goes with the VM when it is deleted (reclaim policy Delete): the VM owns it again", seen.Name)
 		if o == seen.Owner {
 			msg = fmt.Sprintf("Disk %s goes with the VM when it is deleted (reclaim policy Delete): no longer marked as kept", seen.Name)
 		}
 		d.plan.Disk = &DiskAction{Op: AdoptDisk, Spec: &up, Event: Event{Type: EventNormal, Reason: ReasonAdoptingDisk, Message: msg}}
-		d.disk.Owner, d.disk.KeptMark = o, false
+		d.disk.own.Owner, d.disk.own.KeptMark = o, false
 	default:
 		d.recordDiskKind(up)
 	}
-	d.disk.KindUnrecorded = false // each of the changes above records it
+	d.disk.own.KindUnrecorded = false // each of the changes above records it
 }

@@ -144,11 +144,11 @@ func (d *decision) goingFrom() string {
 	switch srv, cur := d.srv, d.current; {
 	case srv != nil && srv.Deleting && srv.State != backend.StateLost:
 		return srv.Node
-	case srv == nil && d.evictedGone != nil:
-		return d.evictedGone.Node // evicted, and gone before a decision saw it (goneEvicted)
+	case srv == nil && d.evict.evictedGone != nil:
+		return d.evict.evictedGone.Node // evicted, and gone before a decision saw it (goneEvicted)
 	case srv == nil && d.missingServer() != "" && cur.Reason != ReasonNodeLost:
 		return cur.Server.Node // missingServer: the status names a server
-	case srv == nil && d.moving != nil && cur.Reason == ReasonServerEvicted && cur.Server != nil:
+	case srv == nil && d.evict.moving != nil && cur.Reason == ReasonServerEvicted && cur.Server != nil:
 		return cur.Server.Node
 	}
 	return ""
@@ -188,8 +188,8 @@ func (d *decision) cannotMigrate() string {
 		return fmt.Sprintf("VM %s is not running: its server %s is %s", vm, srv.Name, srv.State)
 	case srv.Node == "":
 		return fmt.Sprintf("VM %s is not running on a node: its server %s has none", vm, srv.Name)
-	case d.claims && d.disk != nil && d.disk.Pinned != "":
-		return fmt.Sprintf("the disk %s of VM %s cannot follow it to another node: %s", d.disk.Name, d.vm.Name(), d.disk.Pinned)
+	case d.disk.claims && d.disk.own != nil && d.disk.own.Pinned != "":
+		return fmt.Sprintf("the disk %s of VM %s cannot follow it to another node: %s", d.disk.own.Name, d.vm.Name(), d.disk.own.Pinned)
 	}
 	return ""
 }
@@ -223,7 +223,7 @@ func (d *decision) refuseMigration(req, why string) {
 // inactive), or stopped under a run strategy that heeds requests (onRequest).
 func (d *decision) inactiveMigration() {
 	if req := d.newMigration(); req != "" && !d.foldMigration(req) {
-		d.refuseMigration(req, fmt.Sprintf("VM %s is not running: it is stopped (runStrategy %s); start it first", d.vm.Name(), d.strategy))
+		d.refuseMigration(req, fmt.Sprintf("VM %s is not running: it is stopped (runStrategy %s); start it first", d.vm.Name(), d.run.strategy))
 	}
 }
 
@@ -233,7 +233,7 @@ func (d *decision) inactiveMigration() {
 // move's next server (which would keep off the source node for a move the stop ended).
 func (d *decision) stoppedMigration(st *schema.Status, reason string) {
 	m := st.Migration
-	if m == nil || m.Phase != schema.MigrationMoving || d.strategy != schema.RunHalted && !d.stopsWith(reason) {
+	if m == nil || m.Phase != schema.MigrationMoving || d.run.strategy != schema.RunHalted && !d.stopsWith(reason) {
 		return
 	}
 	ended := *m

@@ -85,10 +85,10 @@ const (
 	ReasonDiskShrinkRefused    = "DiskShrinkRefused"    // rootDisk is below the disk's size; a disk never shrinks
 
 	// Reason of Stalled, and a Warning Event when it begins: the spec names another storage
-	// class than the one the disk was made in, which a disk never changes (diskClass).
+	// class than the one the disk was made in, which a disk never changes (d.disk.class).
 	ReasonDiskClassChangeRefused = "DiskClassChangeRefused"
 	// Reason of Stalled, and a Warning Event when it begins: the VM's own disk, bound, is
-	// being deleted, not by the controller, while a server holds it (diskGoing).
+	// being deleted, not by the controller, while a server holds it (d.disk.going).
 	ReasonDiskDeleting = "DiskDeleting"
 	// Event only (Warning): the disk the VM had, bound, was deleted, not by the controller,
 	// and a new, empty one is created in its place.

@@ -25,6 +25,19 @@ import (
 // and a stop request deletes the server. Whether a VM without a live server is stopped is
 // read from its status: the reason the controller last wrote for it.
 
+// runPart is the run strategy's part of a decision: the strategy in force, and the backoff of
+// a failed server's replacement (under Always and RerunOnFailure), which the status records
+// (nextRetryTime).
+type runPart struct {
+	// strategy is the VM's run strategy (valid specs only); nextRetry, if set, is when the
+	// failed server will be replaced (status.nextRetryTime).
+	strategy  schema.RunStrategy
+	nextRetry time.Time
+	// maxBackoff is Policy.MaxRestartBackoff, the bound of a wait for a failed server's
+	// replacement by the controller's clock (recordedRetry).
+	maxBackoff time.Duration
+}
+
 // onRequest decides for a VM whose strategy is RerunOnFailure, Once or Manual.
 func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 	start, stop := d.newRequests()
@@ -67,14 +80,14 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 	case d.replacing():
 		// Moved under evictionStrategy Replace (eviction.go), whatever the strategy.
 	case srv != nil && srv.State == backend.StateLost && !(srv.Deleting && d.stopping()) &&
-		!(srv.Deleting && d.strategy == schema.RunManual && d.lostWhileInactive()):
+		!(srv.Deleting && d.run.strategy == schema.RunManual && d.lostWhileInactive()):
 		// On a node that does not answer: active reports NodeLost, and starts nothing while
 		// the server may still run there (nodelost.go). One a stop is deleting is the
 		// stop's (stayStopped), and so, under Manual, is one Halted was deleting: a Manual
 		// VM runs on a start request, and active would claim the server (Unknown), whose
 		// going then starts a new one (stoppedState). On a node that answers it is
 		// NotStarted.
-	case srv != nil && !srv.Deleting && ended(srv) && !(d.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
+	case srv != nil && !srv.Deleting && ended(srv) && !(d.run.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
 		// Kept as it ended: a spec change does not start a stopped VM either.
 		d.ensureFinalizer(true)
 		d.holdDisk(spec)
@@ -122,7 +135,7 @@ func (d *decision) stoppedState() bool {
 	if missing && (d.requestTakesServer() || reason == ReasonNodeLost) {
 		return false
 	}
-	switch d.strategy {
+	switch d.run.strategy {
 	case schema.RunOnce:
 		return missing || reason == ReasonServerFailed || reason == ReasonServerMissing
 	case schema.RunManual:
@@ -155,7 +168,7 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 		return
 	}
 	d.ensureFinalizer(true)
-	d.moving = nil // a move under Replace ends with the stop
+	d.evict.moving = nil // a move under Replace ends with the stop
 	// Not one on a node that does not answer: a delete with a grace period of 0 removes its pod
 	// at once, while its guest may still run there with the disk (nodelost.go names the way
 	// out, for a node down for good).
@@ -197,7 +210,7 @@ func (d *decision) stayStopped() {
 	}
 	if gone := d.missingServer(); gone != "" {
 		r := d.report(schema.PhaseInactive, ReasonServerMissing, fmt.Sprintf("Server %s was deleted, not by the controller; "+
-			"it is not replaced (runStrategy %s); %s", gone, d.strategy, d.startHint()), srv)
+			"it is not replaced (runStrategy %s); %s", gone, d.run.strategy, d.startHint()), srv)
 		if r.event {
 			d.plan.Events[len(d.plan.Events)-1].Type = EventWarning
 		}
@@ -246,11 +259,11 @@ func (d *decision) ended() {
 	}
 	if srv.State == backend.StateStopped {
 		d.report(schema.PhaseInactive, ReasonGuestShutDown, fmt.Sprintf("Server %s shut down cleanly%s; the VM stays stopped "+
-			"(runStrategy %s)%s", srv.Name, detail, d.strategy, then), srv)
+			"(runStrategy %s)%s", srv.Name, detail, d.run.strategy, then), srv)
 		return
 	}
 	d.report(schema.PhaseFailed, ReasonServerFailed, fmt.Sprintf("Server %s failed%s; it is not replaced (runStrategy %s)%s",
-		srv.Name, detail, d.strategy, then), srv)
+		srv.Name, detail, d.run.strategy, then), srv)
 }
 
 // startHint is how a user starts a stopped VM; messages of stopped VMs end with it.
@@ -304,7 +317,7 @@ func (d *decision) boundRetry(at time.Time, wait time.Duration, srv *backend.Ser
 		return d.now.Add(wait)
 	case recorded:
 		if t, ok := retryInMessage(cur.Message); ok {
-			return earlier(t, last.Add(d.maxBackoff))
+			return earlier(t, last.Add(d.run.maxBackoff))
 		}
 		return earlier(at, last.Add(wait))
 	}
@@ -341,7 +354,7 @@ func (d *decision) recordedRetry() time.Time {
 	if cur.LastUpdateTime.IsZero() {
 		return cur.NextRetryTime
 	}
-	return earlier(cur.NextRetryTime, cur.LastUpdateTime.UTC().Truncate(time.Second).Add(d.maxBackoff))
+	return earlier(cur.NextRetryTime, cur.LastUpdateTime.UTC().Truncate(time.Second).Add(d.run.maxBackoff))
 }
 
 // earlier is the earlier of a and b.
@@ -375,7 +388,7 @@ func (d *decision) waitOutBackoff() bool {
 		return false
 	}
 	d.failures(cur.ConsecutiveFailures)
-	d.nextRetry = until
+	d.run.nextRetry = until
 	msg := cur.Message
 	if !until.Equal(cur.NextRetryTime) { // bounded: the message says the time in force
 		msg = strings.Replace(msg, cur.NextRetryTime.UTC().Format(time.RFC3339), until.Format(time.RFC3339), 1)

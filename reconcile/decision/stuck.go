@@ -68,7 +68,7 @@ func (p Policy) stuck(d *decision) bool {
 		if reported {
 			w.Since = since
 		} else {
-			d.waitReported = d.now
+			d.cond.waitReported = d.now
 		}
 	}
 	var stalled string
@@ -81,7 +81,7 @@ func (p Policy) stuck(d *decision) bool {
 			// from one decision to the next.
 			stalled = fmt.Sprintf("%s; stuck since %s, longer than %s: it will not start without a change",
 				strings.TrimSuffix(msg, "."), since.Format(time.RFC3339), p.StalledAfter)
-			d.stalled = &lifecycleCondition{why.reason, stalled}
+			d.cond.stalled = &lifecycleCondition{why.reason, stalled}
 		}
 	}
 	r := d.report(schema.PhaseCreating, why.reason, msg, srv)
@@ -99,8 +99,8 @@ func (p Policy) stuck(d *decision) bool {
 
 // reportedWait reports whether the current status already reports this server waiting for
 // reason, and since when: the transition time of its Ready condition, which report sets to
-// the time of the decision that first reports the wait (waitReported) when the backend
-// cannot tell since when the server waits.
+// the time of the decision that first reports the wait (d.cond.waitReported) when the
+// backend cannot tell since when the server waits.
 //
 // Why the Ready condition holds that time: it is in every status layout (lastUpdateTime is
 // not), it is written with the status that first reports the wait, so it costs no write of
@@ -145,8 +145,8 @@ func (p Policy) stalledAt(w backend.Waiting) (time.Time, bool) {
 // backend leaves a wait for the claim unnamed). A disk that goes or lost its volume comes
 // first: no server can start on it.
 func (d *decision) stuckBeforeDisk() bool {
-	return d.srv.Waiting.Reason == backend.WaitUnschedulable && d.diskWait == "" && d.disk != nil &&
-		!d.disk.Deleting && d.disk.Phase == backend.DiskPending
+	return d.srv.Waiting.Reason == backend.WaitUnschedulable && d.disk.wait == "" && d.disk.own != nil &&
+		!d.disk.own.Deleting && d.disk.own.Phase == backend.DiskPending
 }
 
 // stalledBefore reports whether the status already says the VM is stalled.
