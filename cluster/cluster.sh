@@ -428,6 +428,9 @@ cmd_up() {
 			--kube-authorization=true --kube-admission=true
 			--timeout "${UP_TIMEOUT}s"
 		)
+		# A cluster made runs the stages cluster/stages.yaml has now: build writes them, and a
+		# stage added since the last build would be missing from this cluster for its life.
+		if [[ $REPO/cluster/stages.yaml -nt $KWOK_STAGES ]]; then kwok_stages; fi
 		# With the resizer, kwok runs without its pod-delete stage (see kwok_stages).
 		args+=(--config "$KWOK_STAGES")
 		if [[ $RESIZER != 1 ]]; then args+=(--config "$KWOK_POD_DELETE"); fi
