@@ -2,6 +2,7 @@ package decision_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,7 +18,8 @@ import (
 // --resize in-place is recorded in Resizing, for the replacement the next decision makes, when
 // a node has room for the new size or the nodes are unknown; when none has, the server is kept
 // at once: RestartRequired=ResizeNoRoom says which figure no node not cordoned has (the only
-// ones counted) and how to go on, and the next decision keeps it and writes nothing.
+// ones counted) and how to go on, a Normal Event of that reason says it once, and the next
+// decision keeps it and writes nothing.
 func TestResizeRefusedRoom(t *testing.T) {
 	file := filepath.Join(cases, "cpu-resize-requested.txtar")
 	vm, srv := decidecase.Read(t, file)
@@ -52,6 +54,13 @@ func TestResizeRefusedRoom(t *testing.T) {
 			c := refused.Status.Condition(typ)
 			if c == nil || c.Reason != reason || !strings.Contains(c.Message, tc.says) {
 				t.Fatalf("condition %s: %+v, want reason %s saying %q", typ, c, reason, tc.says)
+			}
+			wantEvents := []decision.Event(nil)
+			if typ == schema.ConditionRestartRequired {
+				wantEvents = []decision.Event{{Type: decision.EventNormal, Reason: reason, Message: c.Message}}
+			}
+			if !slices.Equal(refused.Events, wantEvents) {
+				t.Errorf("ResizeRefused events %+v, want %+v", refused.Events, wantEvents)
 			}
 			w := applyPlan(t, vm, srv, nil, refused)
 			next := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Room: tc.room, Now: now})
