@@ -1140,6 +1140,24 @@ func (d *decision) lifecycle(conds []schema.Condition, t string, c *lifecycleCon
 	return schema.RemoveCondition(conds, t)
 }
 
+// restartRequiredEvent records, as a Normal Event with the condition's reason and message, a
+// RestartRequired condition st brings or turns to another reason: the server is kept as it
+// is, whatever the reason (--resize manual's ResizeInfeasible and SpecChangeNeedsRestart, or
+// ResizeNoRoom), and the VM's phase and reason stay as they were, so without it the owner
+// who changed the spec would see nothing happen in the Events. The decisions that keep the
+// condition after (the same reason, the record kept) say nothing more. Normal: the VM runs,
+// and waits for its owner's word (kstatus reads it Current, not Stalled).
+func (d *decision) restartRequiredEvent(st schema.Status) {
+	c := st.Condition(schema.ConditionRestartRequired)
+	if c == nil {
+		return
+	}
+	if was := d.current.Condition(schema.ConditionRestartRequired); was != nil && was.Reason == c.Reason {
+		return
+	}
+	d.event(EventNormal, c.Reason, c.Message)
+}
+
 // reported is what one report decided, so that a caller that adds to it (a Warning in place
 // of the transition event) does not have to infer it from the plan.
 type reported struct {
@@ -1233,6 +1251,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	st.LastUpdateTime = d.now
 	d.plan.Events = append(d.plan.Events, d.disk.events...)
 	d.disk.events = nil
+	d.restartRequiredEvent(*st)
 	// A server or a disk the plan creates says with its Event what the VM is waiting for.
 	explained := d.plan.Server != nil || d.plan.Disk != nil && d.plan.Disk.Op == CreateDisk
 	if !explained && (d.current.Phase != phase || d.current.Reason != reason) {

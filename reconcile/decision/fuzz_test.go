@@ -558,6 +558,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	evs = evictionEvents(fail, current, *st, srv, evs)
 	evs = migrationEvents(fail, current, *st, evs)
 	evs = restartEvents(fail, current, *st, srv, plan, evs)
+	evs = restartRequiredEvents(fail, current, *st, evs)
 	if len(evs) == 1 && evs[0].Reason == decision.ReasonServerMissing {
 		named := current.Server != nil && current.Server.Name != ""
 		creates := plan.Server != nil && plan.Server.Op == decision.CreateServer
@@ -637,6 +638,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 			t.Errorf("ResizeRefused drops Stalled %s:\n%s", c.Reason, renderPlan(t, refused))
 		}
 	}
+	restartRequiredEvents(t.Errorf, vm.Status(), *refused.Status, refused.Events)
 	w := applyPlan(t, vm, srv, disk, refused)
 	vm2, srv2, disk2 := w.vm, w.srv, w.disk
 	next := p.Decide(decision.Input{VM: vm2, Server: srv2, Disk: disk2, Budget: w.budget, Room: room, Now: now})
@@ -850,6 +852,33 @@ func restartEvents(fail func(string, ...any), current, st schema.Status, srv *ba
 		fail("event %+v without a restart recorded, and the server no status had reported kept and named", evs[i])
 	}
 	return slices.Delete(slices.Clone(evs), i, i+1)
+}
+
+// restartRequiredReasons are the reasons of the condition RestartRequired.
+var restartRequiredReasons = []string{decision.ReasonResizeInfeasible, decision.ReasonSpecChangeNeedsRestart, decision.ReasonResizeNoRoom}
+
+// restartRequiredEvents checks the Event of the condition RestartRequired, and returns evs
+// without it: one, Normal, with the condition's reason and message, where st brings the
+// condition or turns it to another reason (the server kept, whatever the reason, while the
+// VM's phase and reason stay as they were); none where it keeps the reason it had, or goes.
+func restartRequiredEvents(fail func(string, ...any), current, st schema.Status, evs []decision.Event) []decision.Event {
+	c, was := st.Condition(schema.ConditionRestartRequired), current.Condition(schema.ConditionRestartRequired)
+	want := c != nil && (was == nil || was.Reason != c.Reason)
+	var rest, got []decision.Event
+	for _, e := range evs {
+		if slices.Contains(restartRequiredReasons, e.Reason) {
+			got = append(got, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	switch {
+	case !want && len(got) > 0:
+		fail("events %+v without RestartRequired turning to their reason (was %+v, now %+v)", got, was, c)
+	case want && (len(got) != 1 || got[0] != decision.Event{Type: corev1.EventTypeNormal, Reason: c.Reason, Message: c.Message}):
+		fail("RestartRequired turns to %s: events %+v, want one Normal with the condition's reason and message", c.Reason, got)
+	}
+	return rest
 }
 
 // checkDiskRejected checks the plan for a VM whose disk the backend refused: Failed with the

@@ -31,7 +31,9 @@ import (
 // eviction takes the server whatever the controller decides (eviction.go).
 
 // noRoom says what of spec's cpu and memory no host has room for; "" when some host may have
-// (the scheduler has the last word), or the hosts are unknown.
+// (the scheduler has the last word), or the hosts are unknown. Room counts only the hosts that
+// take new servers: a cordoned node, however large, is not among them, and the sentence says
+// so, or it would be false for a cluster whose largest node is cordoned (a drain under way).
 func (d *decision) noRoom(spec backend.Spec) string {
 	r := d.room
 	switch {
@@ -47,7 +49,7 @@ func (d *decision) noRoom(spec backend.Spec) string {
 	if spec.Memory.Cmp(r.Memory) > 0 {
 		over = append(over, fmt.Sprintf("memory %s (the largest has %s)", spec.Memory.String(), r.Memory.String()))
 	}
-	msg := "no node has allocatable " + over[0]
+	msg := "among the nodes not cordoned, no node has allocatable " + over[0]
 	if len(over) > 1 {
 		msg += " or " + over[1]
 	}
@@ -81,9 +83,9 @@ func (d *decision) keptForRoom(srv *backend.Server, to backend.Spec, noRoom, why
 		back = fmt.Sprintf("set the spec back to cpu %s, memory %s", now.CPU.String(), now.Memory.String())
 	}
 	return &lifecycleCondition{ReasonResizeNoRoom, fmt.Sprintf("Server %s keeps running with cpu %s, memory %s: %s, "+
-		"so %s could not start anywhere (%s); %s, or add a node that fits and restart "+
+		"so %s could not start anywhere (%s); %s; or %s, then restart "+
 		"the VM: kubectl vm restart %s (with a node autoscaler, the restart's pending server has it add one)",
-		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, d.vm.Name())}
+		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, makeRoom, d.vm.Name())}
 }
 
 // replacementKept is the RestartRequired condition of srv, a running server, kept rather
@@ -110,11 +112,16 @@ func (d *decision) noRoomToMove(to backend.Spec) string {
 	}
 	now, back := inEffect(d.srv), ""
 	if now.CPU.Cmp(to.CPU) != 0 || now.Memory.Cmp(to.Memory) != 0 {
-		back = fmt.Sprintf("set the spec back to cpu %s, memory %s, or ", now.CPU.String(), now.Memory.String())
+		back = fmt.Sprintf("set the spec back to cpu %s, memory %s; or ", now.CPU.String(), now.Memory.String())
 	}
-	return fmt.Sprintf("the next server, with cpu %s, memory %s, could start on no node: %s; %sadd a node that fits, then ask again",
-		to.CPU.String(), to.Memory.String(), no, back)
+	return fmt.Sprintf("the next server, with cpu %s, memory %s, could start on no node: %s; %s%s, then ask again",
+		to.CPU.String(), to.Memory.String(), no, back, makeRoom)
 }
+
+// makeRoom is what gives a server that no host has room for one: a node that fits, taken
+// back from a cordon (the usual case when every node is cordoned, a drain under way) or
+// added. Room leaves cordoned nodes out, so one of them may fit already.
+const makeRoom = "uncordon a node that fits, or add one"
 
 // roomKeptRecord reports whether c is the record keptForRoom writes: its own reason, which
 // tells it from the record of a refusal under --resize manual (ResizeInfeasible), which under

@@ -2,6 +2,7 @@ package decision_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,8 +17,9 @@ import (
 // TestResizeRefusedRoom: a resize the API server refuses outright (ResizeRefused) under
 // --resize in-place is recorded in Resizing, for the replacement the next decision makes, when
 // a node has room for the new size or the nodes are unknown; when none has, the server is kept
-// at once: RestartRequired=ResizeNoRoom says which figure no node has and how to go on, and
-// the next decision keeps it and writes nothing.
+// at once: RestartRequired=ResizeNoRoom says which figure no node not cordoned has (the only
+// ones counted) and how to go on, a Normal Event of that reason says it once, and the next
+// decision keeps it and writes nothing.
 func TestResizeRefusedRoom(t *testing.T) {
 	file := filepath.Join(cases, "cpu-resize-requested.txtar")
 	vm, srv := decidecase.Read(t, file)
@@ -31,10 +33,11 @@ func TestResizeRefusedRoom(t *testing.T) {
 		"a node has room": {room: &backend.Room{CPU: resource.MustParse("8"), Memory: resource.MustParse("64Gi"), Hosts: 2},
 			condition: "Resizing/ResizeInfeasible", says: "the node cannot resize it in place: " + why},
 		"no node has the cpu": {room: &backend.Room{CPU: resource.MustParse("3"), Memory: resource.MustParse("64Gi"), Hosts: 2},
-			condition: "RestartRequired/ResizeNoRoom", says: "no node has allocatable cpu 4 (the largest has 3), so a new server"},
+			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes not cordoned, no node has allocatable cpu 4 (the largest has 3), so a new server"},
 		"no node has either": {room: &backend.Room{CPU: resource.MustParse("3"), Memory: resource.MustParse("2Gi"), Hosts: 2},
-			condition: "RestartRequired/ResizeNoRoom", says: "no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
-		"every node cordoned": {room: &backend.Room{}, condition: "RestartRequired/ResizeNoRoom", says: "no node takes new servers"},
+			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes not cordoned, no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
+		"every node cordoned": {room: &backend.Room{}, condition: "RestartRequired/ResizeNoRoom",
+			says: "no node takes new servers (none is there, or every one is cordoned)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := decision.DefaultPolicy
@@ -52,6 +55,13 @@ func TestResizeRefusedRoom(t *testing.T) {
 			if c == nil || c.Reason != reason || !strings.Contains(c.Message, tc.says) {
 				t.Fatalf("condition %s: %+v, want reason %s saying %q", typ, c, reason, tc.says)
 			}
+			wantEvents := []decision.Event(nil)
+			if typ == schema.ConditionRestartRequired {
+				wantEvents = []decision.Event{{Type: decision.EventNormal, Reason: reason, Message: c.Message}}
+			}
+			if !slices.Equal(refused.Events, wantEvents) {
+				t.Errorf("ResizeRefused events %+v, want %+v", refused.Events, wantEvents)
+			}
 			w := applyPlan(t, vm, srv, nil, refused)
 			next := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Room: tc.room, Now: now})
 			if typ == schema.ConditionResizing {
@@ -63,7 +73,7 @@ func TestResizeRefusedRoom(t *testing.T) {
 			if !next.Empty() {
 				t.Errorf("after the refusal, with the server kept:\n%s", renderPlan(t, next))
 			}
-			if !strings.Contains(c.Message, "kubectl vm restart test-vm") || !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G") {
+			if !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G; or uncordon a node that fits, or add one, then restart the VM: kubectl vm restart test-vm") {
 				t.Errorf("RestartRequired %q does not say how to go on", c.Message)
 			}
 		})
