@@ -20,6 +20,32 @@ import (
 // quotaRefusal is the API server's refusal of a growth in these tests.
 const quotaRefusal = "exceeded quota: requested storage 50G, limited 45G"
 
+// growthCase is a golden case whose plan grows the disk, as the tests of a refused growth take it.
+type growthCase struct {
+	name   string
+	in     decision.Input
+	policy decision.Policy
+	plan   decision.Plan
+}
+
+// growthCases are the golden cases whose plan grows the disk; at least one.
+func growthCases(t *testing.T) []growthCase {
+	t.Helper()
+	var cases []growthCase
+	for _, file := range caseFiles(t) {
+		vm, srv := decidecase.Read(t, file)
+		in := decision.Input{VM: vm, Server: srv, Gone: decidecase.Gone(t, file), Disk: decidecase.Disk(t, file), Budget: decidecase.Budget(t, file), Now: now}
+		policy := casePolicy(t, file)
+		if plan := policy.Decide(in); plan.Disk != nil && plan.Disk.Op == decision.ExpandDisk {
+			cases = append(cases, growthCase{strings.TrimSuffix(filepath.Base(file), ".txtar"), in, policy, plan})
+		}
+	}
+	if len(cases) == 0 {
+		t.Fatal("no golden case grows a disk")
+	}
+	return cases
+}
+
 // TestGrowthRefusedCases: for every golden case whose plan grows the disk, the growth refused
 // by the API server gives a plan without the disk's action and with the plan's budget action,
 // decided on the disk as refused by the API server (which is returned, in.Disk left as it
@@ -29,17 +55,9 @@ const quotaRefusal = "exceeded quota: requested storage 50G, limited 45G"
 // RejectedRetry; and, carried out and decided again on the disk as it is, the growth asked
 // again and refused again writes nothing more.
 func TestGrowthRefusedCases(t *testing.T) {
-	n := 0
-	for _, file := range caseFiles(t) {
-		vm, srv := decidecase.Read(t, file)
-		in := decision.Input{VM: vm, Server: srv, Gone: decidecase.Gone(t, file), Disk: decidecase.Disk(t, file), Budget: decidecase.Budget(t, file), Now: now}
-		policy := casePolicy(t, file)
-		plan := policy.Decide(in)
-		if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk {
-			continue
-		}
-		n++
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+	for _, gc := range growthCases(t) {
+		in, policy, plan := gc.in, gc.policy, gc.plan
+		t.Run(gc.name, func(t *testing.T) {
 			asked, before := in.Disk.Requested.String(), *in.Disk
 			re, refused := policy.GrowthRefused(in, plan, quotaRefusal)
 			if !reflect.DeepEqual(*in.Disk, before) {
@@ -78,9 +96,6 @@ func TestGrowthRefusedCases(t *testing.T) {
 			}
 		})
 	}
-	if n == 0 {
-		t.Fatal("no golden case grows a disk")
-	}
 }
 
 // TestGrowthRefusedGolden: the plan of each golden case whose plan grows the disk, with the
@@ -90,24 +105,11 @@ func TestGrowthRefusedCases(t *testing.T) {
 //
 //	go test ./reconcile/decision -run '^TestGrowthRefusedGolden$' -update
 func TestGrowthRefusedGolden(t *testing.T) {
-	n := 0
-	for _, file := range caseFiles(t) {
-		vm, srv := decidecase.Read(t, file)
-		in := decision.Input{VM: vm, Server: srv, Gone: decidecase.Gone(t, file), Disk: decidecase.Disk(t, file), Budget: decidecase.Budget(t, file), Now: now}
-		policy := casePolicy(t, file)
-		plan := policy.Decide(in)
-		if plan.Disk == nil || plan.Disk.Op != decision.ExpandDisk {
-			continue
-		}
-		n++
-		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
-		t.Run(name, func(t *testing.T) {
-			re, _ := policy.GrowthRefused(in, plan, quotaRefusal)
-			golden.Check(t, filepath.Join("testdata", "growthrefused", name+".golden"), []byte(renderPlan(t, re)))
+	for _, gc := range growthCases(t) {
+		t.Run(gc.name, func(t *testing.T) {
+			re, _ := gc.policy.GrowthRefused(gc.in, gc.plan, quotaRefusal)
+			golden.Check(t, filepath.Join("testdata", "growthrefused", gc.name+".golden"), []byte(renderPlan(t, re)))
 		})
-	}
-	if n == 0 {
-		t.Fatal("no golden case grows a disk")
 	}
 }
 
