@@ -185,6 +185,17 @@ func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string))
 	}
 }
 
+// waitEstablished waits until the CRD named crd is Established. Not kubectl wait
+// --for=condition=Established: on a CRD just created, whose status has no conditions yet,
+// kubectl fails at once ("accessor error: <nil> is of the type <nil>") instead of waiting.
+func waitEstablished(t testing.TB, crd string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		out, err := kubectlErr("get", "crd", crd, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		return err == nil && out == "True", fmt.Sprintf("crd/%s Established %q (%v)", crd, out, err)
+	})
+}
+
 var notNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // testNamespace creates a namespace for this test alone and deletes it when the test ends,
@@ -248,5 +259,5 @@ func applyCRD(t *testing.T, ns, file, res string) {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	kubectl(t, "wait", "--for=condition=Established", "crd/"+res, "--timeout=3m")
+	waitEstablished(t, res)
 }

@@ -63,7 +63,7 @@ func installCRDs(t testing.TB) {
 	crdsMu.Lock()
 	defer crdsMu.Unlock()
 	kubectl(t, "apply", "-f", filepath.Join(repoRoot(), "crds"))
-	kubectl(t, "wait", "--for=condition=Established", "crd/virtualmachines.cloudnative.czs", "--timeout=3m")
+	waitEstablished(t, "virtualmachines.cloudnative.czs")
 }
 
 // controller is a running vm-controller process.

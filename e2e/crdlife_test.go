@@ -38,7 +38,7 @@ func TestCRDLife(t *testing.T) {
 		if _, _, err := runKubectl(manifest, "apply", "-f", "-"); err != nil {
 			t.Fatal(err)
 		}
-		kubectl(t, "wait", "--for=condition=Established", "crd/"+name, "--timeout=3m")
+		waitEstablished(t, name)
 	}
 	create()
 	t.Cleanup(func() {

@@ -167,7 +167,11 @@ func newCluster(t *testing.T, nodes int, extra ...string) *ownCluster {
 	// The StorageClasses claims are provisioned with, as cluster.sh up applies them: each VM's
 	// disk is a claim (run's --root-disk claim).
 	c.must(t, "apply", "-f", filepath.Join(repoRoot(), "cluster", "storage.yaml"))
-	c.must(t, "wait", "--for=condition=Established", "crd/virtualmachines.cloudnative.czs", "--timeout=3m")
+	// Not kubectl wait, which fails on a CRD whose status has no conditions yet (waitEstablished).
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		out, err := c.try("get", "crd", "virtualmachines.cloudnative.czs", "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		return err == nil && out == "True", fmt.Sprintf("Established %q (%v)", out, err)
+	})
 	t.Logf("cluster %s up with %d nodes in %s", c.name, nodes, time.Since(start).Round(100*time.Millisecond))
 	return c
 }

@@ -127,7 +127,7 @@ func installMachineCRD(t *testing.T, ns string) {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	kubectl(t, "wait", "--for=condition=Established", "crd/machines.compute.example.org", "--timeout=3m")
+	waitEstablished(t, "machines.compute.example.org")
 }
 
 // TestPointFieldMap manages Machines of compute.example.org, whose fields sit at other paths

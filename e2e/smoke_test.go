@@ -68,7 +68,7 @@ func TestSmokeCustomResource(t *testing.T) {
 	// Applying is idempotent, so this is safe next to other tests that install the CRD too;
 	// it stays installed afterwards because they may still be using it.
 	kubectl(t, "apply", "-f", filepath.Join(repoRoot(), "crds"))
-	kubectl(t, "wait", "--for=condition=Established", "--timeout=3m", "crd/virtualmachines.cloudnative.czs")
+	waitEstablished(t, "virtualmachines.cloudnative.czs")
 
 	apply(t, `apiVersion: cloudnative.czs/v1alpha1
 kind: VirtualMachine

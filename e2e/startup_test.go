@@ -41,7 +41,7 @@ func TestStartupReadsCRDOnce(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	kubectl(t, "wait", "--for=condition=Established", "crd/"+other, "--timeout=3m")
+	waitEstablished(t, other)
 
 	for name, tc := range map[string]struct {
 		apiVersion, crd string

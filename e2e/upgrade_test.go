@@ -63,7 +63,7 @@ func applyCRDsFrom(t *testing.T, dir string) {
 	crdsMu.Lock()
 	defer crdsMu.Unlock()
 	kubectl(t, "apply", "-f", dir)
-	kubectl(t, "wait", "--for=condition=Established", "crd/"+vmRes, "--timeout=3m")
+	waitEstablished(t, vmRes)
 }
 
 // object is what the upgrade test compares of an object before and after: its identity, its
