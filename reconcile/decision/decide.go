@@ -1141,18 +1141,23 @@ func (d *decision) lifecycle(conds []schema.Condition, t string, c *lifecycleCon
 }
 
 // restartRequiredEvent records, as a Normal Event with the condition's reason and message, a
-// RestartRequired condition st brings or turns to another reason: the server is kept as it
-// is, whatever the reason (--resize manual's ResizeInfeasible and SpecChangeNeedsRestart, or
-// ResizeNoRoom), and the VM's phase and reason stay as they were, so without it the owner
-// who changed the spec would see nothing happen in the Events. The decisions that keep the
-// condition after (the same reason, the record kept) say nothing more. Normal: the VM runs,
-// and waits for its owner's word (kstatus reads it Current, not Stalled).
+// RestartRequired condition st brings, turns to another reason, or says anew for a new spec:
+// the server is kept as it is, whatever the reason (--resize manual's ResizeInfeasible and
+// SpecChangeNeedsRestart, or ResizeNoRoom), and the VM's phase and reason stay as they were,
+// so without it the owner who changed the spec would see nothing happen in the Events. An
+// owner who changes the spec again while a restart is required (cpu 8 after cpu 4) gets
+// one more, saying what the new spec needs. The decisions that keep the condition after
+// say nothing more: the same reason for the same generation (the record kept, or a host's
+// refusal worded anew), or a new generation that needs what the last one did (a change of
+// a field the server does not take, which leaves the message as it was).
+// Normal: the VM runs, and waits for its owner's word (kstatus reads it Current, not Stalled).
 func (d *decision) restartRequiredEvent(st schema.Status) {
 	c := st.Condition(schema.ConditionRestartRequired)
 	if c == nil {
 		return
 	}
-	if was := d.current.Condition(schema.ConditionRestartRequired); was != nil && was.Reason == c.Reason {
+	if was := d.current.Condition(schema.ConditionRestartRequired); was != nil && was.Reason == c.Reason &&
+		(was.ObservedGeneration == c.ObservedGeneration || was.Message == c.Message) {
 		return
 	}
 	d.event(EventNormal, c.Reason, c.Message)

@@ -859,11 +859,13 @@ var restartRequiredReasons = []string{decision.ReasonResizeInfeasible, decision.
 
 // restartRequiredEvents checks the Event of the condition RestartRequired, and returns evs
 // without it: one, Normal, with the condition's reason and message, where st brings the
-// condition or turns it to another reason (the server kept, whatever the reason, while the
-// VM's phase and reason stay as they were); none where it keeps the reason it had, or goes.
+// condition, turns it to another reason, or says something new of a new generation (the
+// server kept, whatever the reason, while the VM's phase and reason stay as they were); none
+// where it keeps the reason it had for the same generation or with the same message, or goes.
 func restartRequiredEvents(fail func(string, ...any), current, st schema.Status, evs []decision.Event) []decision.Event {
 	c, was := st.Condition(schema.ConditionRestartRequired), current.Condition(schema.ConditionRestartRequired)
-	want := c != nil && (was == nil || was.Reason != c.Reason)
+	want := c != nil && (was == nil || was.Reason != c.Reason ||
+		was.ObservedGeneration != c.ObservedGeneration && was.Message != c.Message)
 	var rest, got []decision.Event
 	for _, e := range evs {
 		if slices.Contains(restartRequiredReasons, e.Reason) {
@@ -874,7 +876,7 @@ func restartRequiredEvents(fail func(string, ...any), current, st schema.Status,
 	}
 	switch {
 	case !want && len(got) > 0:
-		fail("events %+v without RestartRequired turning to their reason (was %+v, now %+v)", got, was, c)
+		fail("events %+v without RestartRequired turning to their reason or saying anything new of a new generation (was %+v, now %+v)", got, was, c)
 	case want && (len(got) != 1 || got[0] != decision.Event{Type: corev1.EventTypeNormal, Reason: c.Reason, Message: c.Message}):
 		fail("RestartRequired turns to %s: events %+v, want one Normal with the condition's reason and message", c.Reason, got)
 	}
