@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,6 +36,16 @@ import (
 // The built-in maps of this project's versions (fieldmaps/*.yaml) are in the same format.
 
 // fileMap is the document; unknown keys at any level are refused (yaml.v3 KnownFields).
+//
+// The file structs are the one declaration of a map file's keys: each scalar's `field` tag
+// names the field of Fields that keeps its path, then says "required" if every map must give
+// it, and what the CRD's schema must allow there when that is not a string ("quantity",
+// "integer", "conditions" or "object"; valueType). A key under status is a status field.
+// `field:"-"` marks a value that is not a path, read by its own code (the action's words).
+// fieldKeys, and from it the parse, Paths and the CRD check, are derived from these tags, so
+// a new key is a field of Fields and a tagged scalar here; a tag that names no string field
+// of Fields panics at init, which stops every test run. The order of the keys here is that
+// of the "known: ..." lists in errors (sections), not that of Paths.
 type fileMap struct {
 	Spec   fileSpec   `yaml:"spec"`
 	Status fileStatus `yaml:"status"`
@@ -42,67 +54,70 @@ type fileMap struct {
 type fileSpec struct {
 	Action                   fileAction   `yaml:"action"`
 	Resource                 fileResource `yaml:"resource"`
-	Image                    scalar       `yaml:"image"`
-	RootDiskStorageClassName scalar       `yaml:"rootDiskStorageClassName"`
-	RootDiskReclaimPolicy    scalar       `yaml:"rootDiskReclaimPolicy"`
-	EvictionStrategy         scalar       `yaml:"evictionStrategy"`
-	Placement                scalar       `yaml:"placement"`
+	Image                    scalar       `yaml:"image" field:"Image"`
+	RootDiskStorageClassName scalar       `yaml:"rootDiskStorageClassName" field:"RootDiskStorageClass"`
+	RootDiskReclaimPolicy    scalar       `yaml:"rootDiskReclaimPolicy" field:"RootDiskReclaimPolicy"`
+	EvictionStrategy         scalar       `yaml:"evictionStrategy" field:"EvictionStrategy"`
+	Placement                scalar       `yaml:"placement" field:"Placement,object"`
 }
 
 type fileAction struct {
-	Path     scalar `yaml:"path"`
-	Active   scalar `yaml:"active"`
-	Inactive scalar `yaml:"inactive"`
+	Path     scalar `yaml:"path" field:"Action,required"`
+	Active   scalar `yaml:"active" field:"-"`
+	Inactive scalar `yaml:"inactive" field:"-"`
 	// The words of the other run strategies, each optional (a layout without one cannot
 	// express that strategy).
-	RerunOnFailure scalar `yaml:"rerunOnFailure"`
-	Once           scalar `yaml:"once"`
-	Manual         scalar `yaml:"manual"`
+	RerunOnFailure scalar `yaml:"rerunOnFailure" field:"-"`
+	Once           scalar `yaml:"once" field:"-"`
+	Manual         scalar `yaml:"manual" field:"-"`
 }
 
 type fileResource struct {
-	CPU      scalar `yaml:"cpu"`
-	Memory   scalar `yaml:"memory"`
-	RootDisk scalar `yaml:"rootDisk"`
+	CPU      scalar `yaml:"cpu" field:"CPU,required,quantity"`
+	Memory   scalar `yaml:"memory" field:"Memory,required,quantity"`
+	RootDisk scalar `yaml:"rootDisk" field:"RootDisk,required,quantity"`
 }
 
+// The status fields the decision compares (everything but usage and lastUpdateTime, and
+// the optional fields) are required: a status the controller writes and cannot read back
+// would look changed on every reconcile and be written forever.
 type fileStatus struct {
-	Phase               scalar     `yaml:"phase"`
-	Reason              scalar     `yaml:"reason"`
-	Message             scalar     `yaml:"message"`
+	Phase               scalar     `yaml:"phase" field:"Phase,required"`
+	Reason              scalar     `yaml:"reason" field:"Reason,required"`
+	Message             scalar     `yaml:"message" field:"Message,required"`
 	Server              fileServer `yaml:"server"`
-	ConsecutiveFailures scalar     `yaml:"consecutiveFailures"`
-	ObservedGeneration  scalar     `yaml:"observedGeneration"`
-	LastUpdateTime      scalar     `yaml:"lastUpdateTime"`
-	Conditions          scalar     `yaml:"conditions"`
-	RestartedAt         scalar     `yaml:"restartedAt"`
+	ConsecutiveFailures scalar     `yaml:"consecutiveFailures" field:"ConsecutiveFailures,required,integer"`
+	ObservedGeneration  scalar     `yaml:"observedGeneration" field:"ObservedGeneration,required,integer"`
+	LastUpdateTime      scalar     `yaml:"lastUpdateTime" field:"LastUpdateTime"`
+	Conditions          scalar     `yaml:"conditions" field:"Conditions,required,conditions"`
+	RestartedAt         scalar     `yaml:"restartedAt" field:"RestartedAt"`
 	RootDisk            fileDisk   `yaml:"rootDisk"`
 	// The run strategies' fields (Fields.NextRetryTime, StartRequestedAt, StopRequestedAt).
-	NextRetryTime    scalar `yaml:"nextRetryTime"`
-	StartRequestedAt scalar `yaml:"startRequestedAt"`
-	StopRequestedAt  scalar `yaml:"stopRequestedAt"`
-	Migration        scalar `yaml:"migration"`
+	NextRetryTime    scalar `yaml:"nextRetryTime" field:"NextRetryTime"`
+	StartRequestedAt scalar `yaml:"startRequestedAt" field:"StartRequestedAt"`
+	StopRequestedAt  scalar `yaml:"stopRequestedAt" field:"StopRequestedAt"`
+	Migration        scalar `yaml:"migration" field:"Migration,object"`
 }
 
 type fileDisk struct {
-	ClaimName scalar `yaml:"claimName"`
-	Phase     scalar `yaml:"phase"`
-	Capacity  scalar `yaml:"capacity"`
-	Request   scalar `yaml:"request"`
+	ClaimName scalar `yaml:"claimName" field:"RootDiskClaim"`
+	Phase     scalar `yaml:"phase" field:"RootDiskPhase"`
+	Capacity  scalar `yaml:"capacity" field:"RootDiskCapacity,quantity"`
+	Request   scalar `yaml:"request" field:"RootDiskRequest,quantity"`
 }
 
 type fileServer struct {
-	Name  scalar    `yaml:"name"`
-	ID    scalar    `yaml:"id"`
-	State scalar    `yaml:"state"`
+	Name  scalar    `yaml:"name" field:"ServerName,required"`
+	ID    scalar    `yaml:"id" field:"ServerID,required"`
+	State scalar    `yaml:"state" field:"ServerState,required"`
 	Usage fileUsage `yaml:"usage"`
-	Node  scalar    `yaml:"node"`
-	IP    scalar    `yaml:"ip"`
+	Node  scalar    `yaml:"node" field:"ServerNode"`
+	IP    scalar    `yaml:"ip" field:"ServerIP"`
 }
 
 type fileUsage struct {
-	CPU    scalar `yaml:"cpu"`
-	Memory scalar `yaml:"memory"`
+	CPU    scalar `yaml:"cpu" field:"UsageCPU,quantity"`
+	Memory scalar `yaml:"memory" field:"UsageMemory,quantity"`
 }
 
 // scalar is one value of the file, kept with its position so that an error can point at it.
@@ -133,94 +148,124 @@ const (
 	typeObject                      // an object (its own fields are the schema's to say)
 )
 
-// fieldInfo describes one field of a map: its key in a map file, where Fields keeps its
-// path, and what it must be.
-type fieldInfo struct {
+// valueTypes are the words of a `field` tag for the value types but a string, the default.
+var valueTypes = map[string]valueType{"quantity": typeQuantity, "integer": typeInteger, "conditions": typeConditions, "object": typeObject}
+
+// fieldKey is one path key of a map file, as its `field` tag declares it.
+type fieldKey struct {
 	key      string // as in a map file, e.g. "status.server.name"
-	path     *string
-	status   bool // written through the /status subresource
+	status   bool   // written through the /status subresource
 	required bool
 	want     valueType
+	field    int   // the index of the Fields field that keeps its path
+	file     []int // the index of its scalar in fileMap (reflect's FieldByIndex)
 }
 
-// infos lists every field of f, in the order of a map file.
-//
-// The status fields the decision compares (everything but usage and lastUpdateTime) are
-// required: a status the controller writes and cannot read back would look changed on every
-// reconcile and be written forever.
-func (f *Fields) infos() []fieldInfo {
-	return []fieldInfo{
-		{"spec.action.path", &f.Action, false, true, typeString},
-		{"spec.resource.cpu", &f.CPU, false, true, typeQuantity},
-		{"spec.resource.memory", &f.Memory, false, true, typeQuantity},
-		{"spec.resource.rootDisk", &f.RootDisk, false, true, typeQuantity},
-		{"spec.image", &f.Image, false, false, typeString},
-		{"spec.rootDiskStorageClassName", &f.RootDiskStorageClass, false, false, typeString},
-		{"spec.rootDiskReclaimPolicy", &f.RootDiskReclaimPolicy, false, false, typeString},
-		{"spec.evictionStrategy", &f.EvictionStrategy, false, false, typeString},
-		{"spec.placement", &f.Placement, false, false, typeObject},
-		{"status.phase", &f.Phase, true, true, typeString},
-		{"status.reason", &f.Reason, true, true, typeString},
-		{"status.message", &f.Message, true, true, typeString},
-		{"status.server.name", &f.ServerName, true, true, typeString},
-		{"status.server.id", &f.ServerID, true, true, typeString},
-		{"status.server.state", &f.ServerState, true, true, typeString},
-		{"status.server.usage.cpu", &f.UsageCPU, true, false, typeQuantity},
-		{"status.server.usage.memory", &f.UsageMemory, true, false, typeQuantity},
-		{"status.consecutiveFailures", &f.ConsecutiveFailures, true, true, typeInteger},
-		{"status.observedGeneration", &f.ObservedGeneration, true, true, typeInteger},
-		{"status.lastUpdateTime", &f.LastUpdateTime, true, false, typeString},
-		{"status.conditions", &f.Conditions, true, true, typeConditions},
-		{"status.restartedAt", &f.RestartedAt, true, false, typeString},
-		{"status.rootDisk.claimName", &f.RootDiskClaim, true, false, typeString},
-		{"status.rootDisk.phase", &f.RootDiskPhase, true, false, typeString},
-		{"status.rootDisk.capacity", &f.RootDiskCapacity, true, false, typeQuantity},
-		{"status.rootDisk.request", &f.RootDiskRequest, true, false, typeQuantity},
-		{"status.server.node", &f.ServerNode, true, false, typeString},
-		{"status.server.ip", &f.ServerIP, true, false, typeString},
-		{"status.nextRetryTime", &f.NextRetryTime, true, false, typeString},
-		{"status.startRequestedAt", &f.StartRequestedAt, true, false, typeString},
-		{"status.stopRequestedAt", &f.StopRequestedAt, true, false, typeString},
-		{"status.migration", &f.Migration, true, false, typeObject},
+// fieldKeys are the path keys of a map file, in the order Fields declares the fields they
+// fill. That order, not the file structs', is the order of Paths and decides the order of
+// ParseFieldMap's messages on one line and which of two overlapping keys a message names
+// first: keep a new field's place in Fields where its messages should come.
+var fieldKeys = func() []fieldKey {
+	keys, err := deriveFieldKeys(reflect.TypeFor[fileMap](), reflect.TypeFor[Fields]())
+	if err != nil {
+		panic("schema: the field map's declaration: " + err.Error())
 	}
+	return keys
+}()
+
+// deriveFieldKeys walks the file structs from file and reads each scalar's `field` tag
+// against fields (Fields but in tests). A scalar without a tag, a tag naming no string field
+// of fields or one that another key fills already, and an attribute it does not know or
+// repeats are errors.
+func deriveFieldKeys(file, fields reflect.Type) ([]fieldKey, error) {
+	var keys []fieldKey
+	filledBy := map[int]string{}
+	var walk func(t reflect.Type, prefix string, index []int) error
+	walk = func(t reflect.Type, prefix string, index []int) error {
+		for i := range t.NumField() {
+			fld := t.Field(i)
+			if !fld.IsExported() {
+				continue
+			}
+			key := prefix + strings.Split(fld.Tag.Get("yaml"), ",")[0]
+			at := append(slices.Clone(index), i)
+			if fld.Type != reflect.TypeFor[scalar]() {
+				if fld.Type.Kind() != reflect.Struct {
+					return fmt.Errorf("%s is a %s: a key is a scalar or a mapping of them (a struct)", key, fld.Type)
+				}
+				if err := walk(fld.Type, key+".", at); err != nil {
+					return err
+				}
+				continue
+			}
+			tag, ok := fld.Tag.Lookup("field")
+			switch {
+			case !ok:
+				return fmt.Errorf("%s has no field tag: name the %s field it fills, or say - for a value read by its own code", key, fields)
+			case tag == "-":
+				continue
+			}
+			attrs := strings.Split(tag, ",")
+			name := attrs[0]
+			dst, ok := fields.FieldByName(name)
+			switch {
+			case !ok || len(dst.Index) != 1:
+				return fmt.Errorf("%s: field tag %q names %s, which %s does not have", key, tag, name, fields)
+			case dst.Type.Kind() != reflect.String:
+				return fmt.Errorf("%s: field tag %q names %s.%s, a %s: a path is a string", key, tag, fields, name, dst.Type)
+			case filledBy[dst.Index[0]] != "":
+				return fmt.Errorf("%s: field tag %q names %s.%s, which %s fills already", key, tag, fields, name, filledBy[dst.Index[0]])
+			}
+			filledBy[dst.Index[0]] = key
+			k := fieldKey{key: key, status: strings.HasPrefix(key, "status."), field: dst.Index[0], file: at}
+			typed := false
+			for _, a := range attrs[1:] {
+				vt, isType := valueTypes[a]
+				switch {
+				case a == "required" && !k.required:
+					k.required = true
+				case isType && !typed:
+					k.want, typed = vt, true
+				default:
+					return fmt.Errorf("%s: field tag %q: unknown or repeated %q (want required and at most one of %s)",
+						key, tag, a, strings.Join(slices.Sorted(maps.Keys(valueTypes)), ", "))
+				}
+			}
+			keys = append(keys, k)
+		}
+		return nil
+	}
+	if err := walk(file, "", nil); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(keys, func(a, b fieldKey) int { return a.field - b.field })
+	return keys, nil
+}
+
+// fieldInfo is one path key of a map with the place of its path in a Fields value.
+type fieldInfo struct {
+	fieldKey
+	path *string
+}
+
+// infos lists every path key of a map file with its place in f, in the order of fieldKeys.
+func (f *Fields) infos() []fieldInfo {
+	v := reflect.ValueOf(f).Elem()
+	out := make([]fieldInfo, len(fieldKeys))
+	for i, k := range fieldKeys {
+		out[i] = fieldInfo{k, v.Field(k.field).Addr().Interface().(*string)}
+	}
+	return out
 }
 
 // scalars pairs each key of infos with its value in the file.
 func (m *fileMap) scalars() map[string]*scalar {
-	return map[string]*scalar{
-		"spec.action.path":              &m.Spec.Action.Path,
-		"spec.resource.cpu":             &m.Spec.Resource.CPU,
-		"spec.resource.memory":          &m.Spec.Resource.Memory,
-		"spec.resource.rootDisk":        &m.Spec.Resource.RootDisk,
-		"spec.image":                    &m.Spec.Image,
-		"spec.rootDiskStorageClassName": &m.Spec.RootDiskStorageClassName,
-		"spec.rootDiskReclaimPolicy":    &m.Spec.RootDiskReclaimPolicy,
-		"spec.evictionStrategy":         &m.Spec.EvictionStrategy,
-		"spec.placement":                &m.Spec.Placement,
-		"status.phase":                  &m.Status.Phase,
-		"status.reason":                 &m.Status.Reason,
-		"status.message":                &m.Status.Message,
-		"status.server.name":            &m.Status.Server.Name,
-		"status.server.id":              &m.Status.Server.ID,
-		"status.server.state":           &m.Status.Server.State,
-		"status.server.usage.cpu":       &m.Status.Server.Usage.CPU,
-		"status.server.usage.memory":    &m.Status.Server.Usage.Memory,
-		"status.consecutiveFailures":    &m.Status.ConsecutiveFailures,
-		"status.observedGeneration":     &m.Status.ObservedGeneration,
-		"status.lastUpdateTime":         &m.Status.LastUpdateTime,
-		"status.conditions":             &m.Status.Conditions,
-		"status.restartedAt":            &m.Status.RestartedAt,
-		"status.rootDisk.claimName":     &m.Status.RootDisk.ClaimName,
-		"status.rootDisk.phase":         &m.Status.RootDisk.Phase,
-		"status.rootDisk.capacity":      &m.Status.RootDisk.Capacity,
-		"status.rootDisk.request":       &m.Status.RootDisk.Request,
-		"status.server.node":            &m.Status.Server.Node,
-		"status.server.ip":              &m.Status.Server.IP,
-		"status.nextRetryTime":          &m.Status.NextRetryTime,
-		"status.startRequestedAt":       &m.Status.StartRequestedAt,
-		"status.stopRequestedAt":        &m.Status.StopRequestedAt,
-		"status.migration":              &m.Status.Migration,
+	v := reflect.ValueOf(m).Elem()
+	out := make(map[string]*scalar, len(fieldKeys))
+	for _, k := range fieldKeys {
+		out[k.key] = v.FieldByIndex(k.file).Addr().Interface().(*scalar)
 	}
+	return out
 }
 
 // LoadFieldMap reads and validates a field-map file.

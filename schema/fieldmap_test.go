@@ -3,6 +3,7 @@ package schema
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,10 @@ func TestParseFieldMapErrors(t *testing.T) {
 			`line 3: spec.resource.cpu: path "metadata.labels.cpu" is in the object's metadata, not a spec field`},
 		"same path twice": {"  message: status.message", "  message: status.reason",
 			`line 7: status.message: path "status.reason" is also the path of status.reason (line 6)`},
+		// Of two overlapping keys, the one Fields declares first is named as the other's path
+		// (fieldKeys), whatever their order in the file: restartedAt before the server's node.
+		"the server's node at another's path": {"state: status.server.state}\n", "state: status.server.state, node: status.server.host}\n  restartedAt: status.server.host\n",
+			`line 8: status.server.node: path "status.server.host" is also the path of status.restartedAt (line 9)`},
 		"nested paths": {"  message: status.message", "  message: status.server.name.text",
 			`line 7: status.message: path "status.server.name.text" is inside "status.server.name", the path of status.server.name (line 8)`},
 		"spec paths nested": {"memory: spec.resource.memory", "memory: spec.resource.cpu.mem",
@@ -323,17 +328,31 @@ func TestStatusRoundTripMaps(t *testing.T) {
 // TestParseFieldMapEveryKey: each key of a map file, set on its own beside the required ones,
 // is read into its own field of Fields and into no other, and the action's words into theirs.
 // A key declared for Fields but not read from the file would be silently never set.
+//
+// Every field of Fields is filled by one key: a field no key names would never be set.
 func TestParseFieldMapEveryKey(t *testing.T) {
-	words := map[string]func(Fields) string{
-		"spec.action.active":         func(f Fields) string { return f.ActiveValue },
-		"spec.action.inactive":       func(f Fields) string { return f.InactiveValue },
-		"spec.action.rerunOnFailure": func(f Fields) string { return f.RerunOnFailureValue },
-		"spec.action.once":           func(f Fields) string { return f.OnceValue },
-		"spec.action.manual":         func(f Fields) string { return f.ManualValue },
+	// The action's words, read by their own code (`field:"-"`): key -> the field of Fields.
+	words := map[string]string{
+		"spec.action.active":         "ActiveValue",
+		"spec.action.inactive":       "InactiveValue",
+		"spec.action.rerunOnFailure": "RerunOnFailureValue",
+		"spec.action.once":           "OnceValue",
+		"spec.action.manual":         "ManualValue",
+	}
+	word := func(f Fields, k string) string { return reflect.ValueOf(f).FieldByName(words[k]).String() }
+	filled := map[string]string{}
+	for k, name := range words {
+		filled[name] = k
 	}
 	var keys []string
-	for _, fi := range new(Fields).infos() {
-		keys = append(keys, fi.key)
+	for _, fk := range fieldKeys {
+		keys = append(keys, fk.key)
+		filled[reflect.TypeFor[Fields]().Field(fk.field).Name] = fk.key
+	}
+	for name := range reflect.TypeFor[Fields]().Fields() {
+		if filled[name.Name] == "" {
+			t.Errorf("Fields.%s: no key of a map file fills it (a `field` tag in fieldmap.go, or a word here)", name.Name)
+		}
 	}
 	for key := range words {
 		keys = append(keys, key)
@@ -351,7 +370,7 @@ func TestParseFieldMapEveryKey(t *testing.T) {
 					m = m[s].(map[string]any)
 				}
 				m[segs[len(segs)-1]] = k
-				if words[k] != nil {
+				if words[k] != "" {
 					m[segs[len(segs)-1]] = segs[len(segs)-1]
 				}
 			}
@@ -378,10 +397,80 @@ func TestParseFieldMapEveryKey(t *testing.T) {
 					t.Errorf("%s read as %q, want %q", fi.key, *fi.path, w)
 				}
 			}
-			for k, read := range words {
-				if w := map[bool]string{true: k[strings.LastIndex(k, ".")+1:]}[want[k]]; read(f) != w {
-					t.Errorf("%s read as %q, want %q", k, read(f), w)
+			for k := range words {
+				if w := map[bool]string{true: k[strings.LastIndex(k, ".")+1:]}[want[k]]; word(f, k) != w {
+					t.Errorf("%s read as %q, want %q", k, word(f, k), w)
 				}
+			}
+		})
+	}
+}
+
+// tagFields and the tag* structs stand for Fields and the file structs in TestDeriveFieldKeys.
+type tagFields struct {
+	A, B string
+	N    int
+}
+
+type tagStatus struct {
+	X scalar `yaml:"x" field:"B,required,quantity"`
+}
+
+type tagGood struct {
+	W      scalar    `yaml:"w" field:"-"`
+	Status tagStatus `yaml:"status"`
+	Y      scalar    `yaml:"y" field:"A"`
+}
+
+// TestDeriveFieldKeys: the keys of a map file are read from the file structs' `field` tags,
+// and a tag that cannot be is refused with what is wrong, for fieldKeys to stop every test
+// run on it.
+func TestDeriveFieldKeys(t *testing.T) {
+	keys, err := deriveFieldKeys(reflect.TypeFor[tagGood](), reflect.TypeFor[tagFields]())
+	want := []fieldKey{
+		{key: "y", field: 0, file: []int{2}},
+		{key: "status.x", status: true, required: true, want: typeQuantity, field: 1, file: []int{1, 0}},
+	}
+	if err != nil || !reflect.DeepEqual(keys, want) {
+		t.Errorf("keys %+v, %v; want %+v", keys, err, want)
+	}
+
+	tests := map[string]struct {
+		file any
+		want string
+	}{
+		"no such field": {struct {
+			X scalar `yaml:"x" field:"C,required"`
+		}{}, `x: field tag "C,required" names C, which schema.tagFields does not have`},
+		"not a string": {struct {
+			S tagStatus `yaml:"spec"`
+			X scalar    `yaml:"x" field:"N"`
+		}{}, `x: field tag "N" names schema.tagFields.N, a int: a path is a string`},
+		"no tag": {struct {
+			X scalar `yaml:"x"`
+		}{}, "x has no field tag: name the schema.tagFields field it fills, or say - for a value read by its own code"},
+		"filled twice": {struct {
+			X scalar    `yaml:"x" field:"B"`
+			S tagStatus `yaml:"status"`
+		}{}, `status.x: field tag "B,required,quantity" names schema.tagFields.B, which x fills already`},
+		"unknown attribute": {struct {
+			X scalar `yaml:"x" field:"A,optional"`
+		}{}, `x: field tag "A,optional": unknown or repeated "optional" (want required and at most one of conditions, integer, object, quantity)`},
+		"two types": {struct {
+			X scalar `yaml:"x" field:"A,quantity,integer"`
+		}{}, `x: field tag "A,quantity,integer": unknown or repeated "integer" (want required and at most one of conditions, integer, object, quantity)`},
+		"not a mapping": {struct {
+			X []scalar `yaml:"x"`
+		}{}, `x is a []schema.scalar: a key is a scalar or a mapping of them (a struct)`},
+		"an empty attribute": {struct {
+			X scalar `yaml:"x" field:"A,"`
+		}{}, `x: field tag "A,": unknown or repeated "" (want required and at most one of conditions, integer, object, quantity)`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			keys, err := deriveFieldKeys(reflect.TypeOf(tc.file), reflect.TypeFor[tagFields]())
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("keys %+v, error %v; want the error %s", keys, err, tc.want)
 			}
 		})
 	}

@@ -19,6 +19,10 @@ import (
 // A Fields value comes from a field-map file (ParseFieldMap), and the built-in ones of this
 // project's versions are such files too (ForVersion), so the controller knows one layout
 // format only.
+//
+// Each path field is filled by the key of a map file whose `field` tag names it (fileMap in
+// fieldmap.go). The order of the fields here is the order of Paths, and of ParseFieldMap's
+// messages on one line.
 type Fields struct {
 	// Spec: what the user asks for.
 	Action   string // the action: ActiveValue or InactiveValue
@@ -64,8 +68,8 @@ type Fields struct {
 	UsageCPU            string // optional
 	UsageMemory         string // optional
 	ConsecutiveFailures string
-	LastUpdateTime      string // optional
 	ObservedGeneration  string
+	LastUpdateTime      string // optional
 	Conditions          string
 	// RestartedAt is optional: the value of the restart annotation last acted on. A layout
 	// without it cannot record a restart, so the annotation means nothing there (acting on
