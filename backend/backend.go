@@ -251,35 +251,6 @@ type Usage struct {
 	Memory resource.Quantity
 }
 
-// Rooms is implemented by backends that know the hosts a new server could be placed on (for
-// pods: the nodes, when they are watched). The decision reads it before it replaces a running
-// server whose resize the host refused: a replacement that no host has room for would end a
-// running server for one that never starts.
-type Rooms interface {
-	// Room returns the most cpu and memory a host that takes new servers offers, or nil
-	// when the backend does not know its hosts (not watched, not listed yet). It must be
-	// cheap (a read of a value kept up to date as hosts change): it runs on every reconcile.
-	Room() *Room
-}
-
-// Room is the largest allocatable cpu and the largest allocatable memory among the hosts that
-// take new servers (for pods: the nodes not cordoned), each taken on its own: they may be two
-// hosts' figures. A server that asks for more cpu or more memory than Room fits no host; one
-// that asks for less may still fit none (the cpu of one host, the memory of another), which
-// only the scheduler tells.
-type Room struct {
-	CPU    resource.Quantity
-	Memory resource.Quantity
-	// Hosts is how many hosts take new servers; 0 with no host at all, or every one cordoned.
-	Hosts int
-}
-
-// Fits reports whether a server asking for cpu and memory could be placed on some host as far
-// as r tells: false only when it asks for more than every host offers.
-func (r Room) Fits(cpu, memory resource.Quantity) bool {
-	return r.Hosts > 0 && cpu.Cmp(r.CPU) <= 0 && memory.Cmp(r.Memory) <= 0
-}
-
 // GracefulDeleter is a backend that ends a server with a grace period the caller chooses: a
 // stop request's (`kubectl vm stop --grace-period N`, --force for 0). A backend without it
 // deletes with its own default, and the grace period asked for is not honoured.

@@ -73,15 +73,16 @@ func (c *Controller) gather(ctx context.Context, key cache.ObjectName, vm schema
 	if err != nil {
 		return gathered{}, err
 	}
-	// The room of the hosts, when the backend knows them (nodes watched): a read of a
-	// value the backend keeps up to date as nodes change (decision/room.go).
-	var room *backend.Room
+	// The hosts, when the backend knows them (nodes watched): one load of a snapshot the
+	// backend makes anew as nodes change; the decision matches them against a spec only on
+	// the way to a new server (decision/room.go).
+	var hosts *backend.Hosts
 	if c.opt.rooms != nil {
-		room = c.opt.rooms.Room()
+		hosts = c.opt.rooms.Hosts()
 	}
 	// What this round decides on, gathered once: a read past the cache (confirm) changes
 	// only what it read, and the applier decides a refusal of the plan on the same input.
-	in := decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Room: room, Now: c.cfg.Now()}
+	in := decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Hosts: hosts, Now: c.cfg.Now()}
 	return gathered{in: in, owner: owner, unwatched: unwatched}, nil
 }
 

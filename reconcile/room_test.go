@@ -9,18 +9,18 @@ import (
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
-// TestControllerRoom: the reconcile gives the decision the room of the hosts the backend
-// knows (backend.Rooms). A server whose resize its node refused (golden case
+// TestControllerRoom: the reconcile gives the decision the hosts the backend knows
+// (backend.Rooms). A server whose resize its node refused (golden case
 // resize-infeasible-in-place) is kept under --resize in-place, RestartRequired saying why,
 // when no node has room for the new size; replaced when one has, or when the backend knows
 // no nodes.
 func TestControllerRoom(t *testing.T) {
 	for name, tc := range map[string]struct {
-		room     *backend.Room
+		hosts    *backend.Hosts
 		replaced bool
 	}{
-		"no node has room": {room: decidecase.Room(t, caseFile("resize-infeasible-no-room"))},
-		"a node has room":  {room: decidecase.Room(t, caseFile("resize-infeasible-room")), replaced: true},
+		"no node has room": {hosts: decidecase.Hosts(t, caseFile("resize-infeasible-no-room"))},
+		"a node has room":  {hosts: decidecase.Hosts(t, caseFile("resize-infeasible-room")), replaced: true},
 		"nodes unknown":    {replaced: true},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -33,7 +33,7 @@ func TestControllerRoom(t *testing.T) {
 				t.Fatal("the VM is not cached")
 			}
 			w.servers.Set(ownerOf(vm), srv)
-			w.servers.SetRoom(tc.room)
+			w.servers.SetHosts(tc.hosts)
 
 			c.queue.Add(testVM)
 			c.processNextItem(ctx)

@@ -34,8 +34,8 @@ type Backend struct {
 	madeBudgets int
 	// departed remembers the servers that went while disrupted (backend.Departures, gone.go).
 	departed map[types.NamespacedName]departed
-	// room is the room of the hosts (backend.Rooms, room.go); nil: none known.
-	room *backend.Room
+	// hosts are the hosts of backend.Rooms (room.go); nil: none known.
+	hosts *backend.Hosts
 }
 
 // usage is what Usage reports for one VM.

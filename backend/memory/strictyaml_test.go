@@ -17,7 +17,7 @@ func TestParseDocumentDecoderPanicsOn(t *testing.T) {
 		"gone":   func(b []byte) error { _, err := ParseGone(b); return err },
 		"budget": func(b []byte) error { _, err := ParseBudget(b); return err },
 		"nodes": func(b []byte) error {
-			_, err := ParseRoom([]byte("- " + strings.ReplaceAll(string(b), "\n", "\n  ")))
+			_, err := ParseHosts([]byte("- " + strings.ReplaceAll(string(b), "\n", "\n  ")))
 			return err
 		},
 	}

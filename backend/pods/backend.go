@@ -75,7 +75,7 @@ type Backend struct {
 	// notify is Start's: each pod's change notifies its VM through it.
 	notify func(types.NamespacedName)
 	nodes  cache.SharedIndexInformer // nil unless cfg.WatchNodes
-	// rooms is the room of the nodes (room.go); nil unless cfg.WatchNodes.
+	// rooms is the nodes as hosts of new servers (room.go); nil unless cfg.WatchNodes.
 	rooms *rooms
 	disks *disks // nil unless cfg.Disks
 	// budgets is nil unless cfg.Budgets.
@@ -467,15 +467,15 @@ func (b *Backend) delete(ctx context.Context, vm backend.Owner, graceSeconds *in
 	return fmt.Errorf("delete pod %s: %w", srv.Name, err)
 }
 
-// toNode keeps only a node's name, Ready condition, whether it is cordoned, and its
-// allocatable cpu and memory (room.go). Tombstones pass through.
+// toNode keeps only a node's name, Ready condition, and what room.go makes it a host of: its
+// labels, taints, cordon, and allocatable cpu and memory. Tombstones pass through.
 func toNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
-		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable}}
+	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
+		Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints}}
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		if q, ok := n.Status.Allocatable[r]; ok {
 			if slim.Status.Allocatable == nil {

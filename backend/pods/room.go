@@ -1,95 +1,85 @@
 package pods
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
 
-// The room of the nodes (backend.Rooms): the largest allocatable cpu and memory among the
-// nodes that take new pods, kept up to date by the node informer's handler (Config.WatchNodes)
-// so that a reconcile reads one pointer. A cordoned node (spec.unschedulable) takes no new pod
-// and is left out: a server replaced for a resize its node refused cannot go there. A node
-// that is not Ready counts: it may come back, and leaving it out would turn a replacement
-// into a kept server, and back, as a node flaps. Taints and a VM's placement are not looked
-// at: the room says what no node can take, not what one will.
+// The nodes as hosts of new servers (backend.Rooms): a snapshot of each node's allocatable
+// cpu and memory, labels, taints and cordon, kept up to date by the node informer's handler
+// (Config.WatchNodes) so that a reconcile reads one pointer. The snapshot is made anew only
+// when a node comes, goes, or changes in one of these; a heartbeat (a condition's time, the
+// node's resourceVersion) keeps the one there is. Which of the nodes would take a server is
+// the decision's to compute, for the spec of the server it is about to create
+// (backend.Hosts.Room), on the path of a replacement only. A node that is not Ready counts: it
+// may come back, and leaving it out would turn a replacement into a kept server, and back, as
+// a node flaps.
 
 var _ backend.Rooms = (*Backend)(nil)
 
-// Room returns the room of the nodes that take new pods, or nil when nodes are not watched
-// or their first list is not in yet (backend.Rooms).
-func (b *Backend) Room() *backend.Room {
+// Hosts returns the nodes as last seen, or nil when nodes are not watched or their first list
+// is not in yet (backend.Rooms).
+func (b *Backend) Hosts() *backend.Hosts {
 	if b.rooms == nil || b.rooms.synced == nil || !b.rooms.synced() {
 		return nil
 	}
-	c := *b.rooms.room.Load() // a copy: a Quantity caches its string as it is printed
-	return &c
+	return b.rooms.hosts.Load()
 }
 
-// rooms keeps each schedulable node's allocatable cpu and memory, and their largest.
+// rooms keeps each node as a host, and the snapshot of them all.
 type rooms struct {
 	// synced reports whether the node handler has had the first list (Start sets it).
 	synced func() bool
 	mu     sync.Mutex
-	nodes  map[string]nodeRoom // by node name; cordoned nodes are not in it
-	room   atomic.Pointer[backend.Room]
+	nodes  map[string]backend.Host // by node name
+	hosts  atomic.Pointer[backend.Hosts]
 }
 
-// nodeRoom is a node's allocatable cpu and memory.
-type nodeRoom struct{ cpu, memory resource.Quantity }
-
 func newRooms() *rooms {
-	r := &rooms{nodes: map[string]nodeRoom{}}
-	r.room.Store(&backend.Room{})
+	r := &rooms{nodes: map[string]backend.Host{}}
+	r.hosts.Store(backend.NewHosts(nil))
 	return r
 }
 
-// set records node n as it is now, or its deletion (n nil, name given). The largest is
-// computed again over every node only when the node that held it shrinks, is cordoned or
-// goes; otherwise a node's change costs a comparison.
+// set records node n as it is now, or its deletion (n nil, name given), and makes a new
+// snapshot when that changes a host.
 func (r *rooms) set(name string, n *corev1.Node) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old, had := r.nodes[name]
-	var now nodeRoom
-	has := n != nil && !n.Spec.Unschedulable
-	if has {
-		now = nodeRoom{cpu: n.Status.Allocatable[corev1.ResourceCPU], memory: n.Status.Allocatable[corev1.ResourceMemory]}
-		if had && old.cpu.Cmp(now.cpu) == 0 && old.memory.Cmp(now.memory) == 0 {
-			return // a heartbeat, a label: nothing the room depends on
-		}
-		r.nodes[name] = now
-	} else {
+	if n == nil {
 		if !had {
 			return
 		}
 		delete(r.nodes, name)
-	}
-	cur := r.room.Load()
-	next := backend.Room{CPU: cur.CPU, Memory: cur.Memory, Hosts: len(r.nodes)}
-	if had && (old.cpu.Cmp(cur.CPU) == 0 && (!has || now.cpu.Cmp(old.cpu) < 0) ||
-		old.memory.Cmp(cur.Memory) == 0 && (!has || now.memory.Cmp(old.memory) < 0)) {
-		// The node that held a largest figure shrank or went: another may hold it now.
-		next.CPU, next.Memory = resource.Quantity{}, resource.Quantity{}
-		for _, o := range r.nodes {
-			grow(&next, o)
+	} else {
+		now := host(n)
+		if had && sameHost(old, now) {
+			return // a heartbeat: nothing a host is matched on
 		}
-	} else if has {
-		grow(&next, now)
+		r.nodes[name] = now
 	}
-	r.room.Store(&next)
+	hosts := slices.SortedFunc(maps.Values(r.nodes), func(a, b backend.Host) int { return strings.Compare(a.Name, b.Name) })
+	r.hosts.Store(backend.NewHosts(hosts))
 }
 
-// grow raises room's figures to o's where o's are larger.
-func grow(room *backend.Room, o nodeRoom) {
-	if o.cpu.Cmp(room.CPU) > 0 {
-		room.CPU = o.cpu
-	}
-	if o.memory.Cmp(room.Memory) > 0 {
-		room.Memory = o.memory
-	}
+// host is node n as a host. Its labels and taints are the informer's, shared, never changed.
+func host(n *corev1.Node) backend.Host {
+	return backend.Host{Name: n.Name, CPU: n.Status.Allocatable[corev1.ResourceCPU], Memory: n.Status.Allocatable[corev1.ResourceMemory],
+		Labels: n.Labels, Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}
+}
+
+// sameHost reports whether a and b are matched and counted alike: the same figures, labels,
+// taints (key, value and effect; the time a NoExecute taint was added bears on no placement)
+// and cordon.
+func sameHost(a, b backend.Host) bool {
+	return a.CPU.Cmp(b.CPU) == 0 && a.Memory.Cmp(b.Memory) == 0 && a.Unschedulable == b.Unschedulable &&
+		maps.Equal(a.Labels, b.Labels) && slices.EqualFunc(a.Taints, b.Taints, func(x, y corev1.Taint) bool { return x.MatchTaint(&y) && x.Value == y.Value })
 }

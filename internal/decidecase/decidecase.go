@@ -108,10 +108,10 @@ func Budget(tb testing.TB, file string) *backend.Budget {
 	return nil
 }
 
-// Room is the room of the hosts the backend knows in a case (its nodes.yaml: the allocatable
-// cpu and memory of each node that takes new servers, read by memory.ParseRoom), nil when the
-// case has none: the backend does not know its hosts.
-func Room(tb testing.TB, file string) *backend.Room {
+// Hosts are the hosts the backend knows in a case (its nodes.yaml: each node's allocatable
+// cpu and memory, and its name, labels, taints and cordon where the case needs them, read by
+// memory.ParseHosts), nil when the case has none: the backend does not know its hosts.
+func Hosts(tb testing.TB, file string) *backend.Hosts {
 	tb.Helper()
 	ar, err := txtar.ParseFile(file)
 	if err != nil {
@@ -121,7 +121,7 @@ func Room(tb testing.TB, file string) *backend.Room {
 		if f.Name != "nodes.yaml" {
 			continue
 		}
-		r, err := memory.ParseRoom(f.Data)
+		r, err := memory.ParseHosts(f.Data)
 		if err != nil {
 			tb.Fatalf("%s: nodes.yaml: %v", file, err)
 		}
@@ -157,7 +157,7 @@ func Gone(tb testing.TB, file string) *backend.Gone {
 // server. A key written twice in one mapping fails the case: converted to JSON the YAML would
 // keep only the last, and the case would silently test something else. A policy.yaml section
 // is the decision tests' to read, a disk.yaml section Disk's, a budget.yaml Budget's, a
-// gone.yaml Gone's, and a nodes.yaml Room's.
+// gone.yaml Gone's, and a nodes.yaml Hosts'.
 func Input(tb testing.TB, file string) (vm, server []byte) {
 	tb.Helper()
 	ar, err := txtar.ParseFile(file)

@@ -28,7 +28,7 @@ func TestCases(t *testing.T) {
 		}
 		Disk(t, file)
 		Gone(t, file)
-		Room(t, file)
+		Hosts(t, file)
 	}
 }
 

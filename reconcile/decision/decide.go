@@ -86,7 +86,7 @@ func (p Policy) Decide(in Input) Plan {
 	vm, srv, gone, disk, budget := in.VM, in.Server, in.Gone, in.Disk, in.Budget
 	now := in.Now.UTC().Truncate(time.Second)
 	d := decision{vm: vm, srv: srv, now: now, current: vm.Status(), disk: diskPart{claims: p.claims(), seen: disk},
-		evict: evictionPart{budget: budget}, run: runPart{maxBackoff: p.MaxRestartBackoff}, room: in.Room}
+		evict: evictionPart{budget: budget}, run: runPart{maxBackoff: p.MaxRestartBackoff}, hosts: in.Hosts}
 	if srv == nil {
 		d.evict.gone = gone
 	}
@@ -156,8 +156,8 @@ type decision struct {
 	refusal bool
 	// eventNote, if set, is the note of the transition event instead of the status message.
 	eventNote string
-	// room is the hosts' (Input.Room); nil: unknown.
-	room *backend.Room
+	// hosts are Input.Hosts; nil: unknown.
+	hosts *backend.Hosts
 	// replaced is the server the status names that the controller deleted to replace it,
 	// whose status write was lost (gone, Replaced; replaced.go); nil when there is none.
 	replaced *backend.Gone
@@ -947,7 +947,7 @@ func (d *decision) rejected(why string) Plan {
 // ResizeRefused is the plan for a VM whose server's resize the backend refused outright
 // (backend.ErrResizeInfeasible): the server is kept as it is, and the refusal is recorded at
 // this generation so that the next decision does not ask again. Under --resize manual that is
-// RestartRequired; so it is under the other modes when in.Room says no host has room for the
+// RestartRequired; so it is under the other modes when in.Hosts says no host has room for the
 // new size either (room.go); otherwise the condition Resizing says why (the backend's reason), and
 // the next decision replaces the server (specChanged). in is what the decision whose resize was
 // refused was given, at the time of the refusal (in.Now); its Server is the server kept, and
@@ -957,7 +957,7 @@ func (d *decision) rejected(why string) Plan {
 func (p Policy) ResizeRefused(in Input, why string) Plan {
 	vm, srv := in.VM, in.Server
 	d := p.refused(vm, srv, nil, in.Now) // a server is there: nothing gone counts (Decide)
-	d.room = in.Room
+	d.hosts = in.Hosts
 	d.refusedOn(p, in.Disk)
 	refusal := "the node cannot resize it in place: " + why
 	no := ""

@@ -54,11 +54,11 @@ func TestDecideGolden(t *testing.T) {
 			gone := decidecase.Gone(t, file)
 			disk := decidecase.Disk(t, file)
 			budget := decidecase.Budget(t, file)
-			room := decidecase.Room(t, file)
+			hosts := decidecase.Hosts(t, file)
 			policy := casePolicy(t, file)
-			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Room: room, Now: now})
+			plan := policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Hosts: hosts, Now: now})
 			got := renderPlan(t, plan)
-			if again := renderPlan(t, policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Room: room, Now: now})); again != got {
+			if again := renderPlan(t, policy.Decide(decision.Input{VM: vm, Server: srv, Gone: gone, Disk: disk, Budget: budget, Hosts: hosts, Now: now})); again != got {
 				t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", got, again)
 			}
 			golden.Check(t, strings.TrimSuffix(file, ".txtar")+".golden", []byte(got))
@@ -67,12 +67,12 @@ func TestDecideGolden(t *testing.T) {
 			if w.gone {
 				return
 			}
-			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Room: room, Now: now})
+			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Hosts: hosts, Now: now})
 			if growsNext(plan, next) || holdsNext(plan, next) { // the plans that may follow another (fuzz_test.go, eviction_test.go)
 				if w = applyPlanWorld(t, w, next); w.gone {
 					return
 				}
-				next = policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Room: room, Now: now})
+				next = policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Gone: w.lastGone, Disk: w.disk, Budget: w.budget, Hosts: hosts, Now: now})
 			}
 			if !next.Empty() {
 				t.Errorf("deciding again after applying the plan asks for more:\n%s", renderPlan(t, next))

@@ -36,7 +36,7 @@ import (
 // the cpu and memory in effect; the policy is its --resize mode (an index into fuzzResizeModes)
 // and whether the backend can resize. The higher bits of the resize's state say why a server
 // waits and where it runs (fuzzWhere), and those of the mode the room of the hosts
-// (fuzzRooms), so that the corpus keeps its shape.
+// (fuzzHosts), so that the corpus keeps its shape.
 func FuzzDecide(f *testing.F) {
 	for _, file := range caseFiles(f) {
 		vm, server := decidecase.Input(f, file)
@@ -60,15 +60,14 @@ func FuzzDecide(f *testing.F) {
 				}
 			}
 		}
-		// The case's own policy once more under each room of the hosts but its own (none
-		// unless its nodes.yaml says), so that a refused resize meets hosts with room and
-		// without.
-		caseRoom := fuzzRoomIndex(decidecase.Room(f, file))
+		// The case's own policy once more under each of fuzzHosts but its own (none unless
+		// its nodes.yaml says), so that a refused resize meets hosts with room and without.
+		caseRoom := fuzzHostsIndex(decidecase.Hosts(f, file))
 		rooms := make([]uint8, len(policies))
 		for i := range rooms {
 			rooms[i] = caseRoom
 		}
-		for r := range fuzzRooms {
+		for r := range fuzzHosts {
 			if uint8(r) != caseRoom {
 				policies, rooms = append(policies, own), append(rooms, uint8(r))
 			}
@@ -138,20 +137,20 @@ func FuzzDecide(f *testing.F) {
 		policy := decision.DefaultPolicy
 		policy.Resize, policy.CanResize = fuzzResizeModes[int(mode)%len(fuzzResizeModes)], canResize
 		policy.RootDisk = fuzzRootDiskModes[int(root)%len(fuzzRootDiskModes)]
-		room := fuzzRooms[int(mode)/len(fuzzResizeModes)%len(fuzzRooms)]
-		plan := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Room: room, Now: now})
+		hosts := fuzzHosts[int(mode)/len(fuzzResizeModes)%len(fuzzHosts)]
+		plan := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Hosts: hosts, Now: now})
 		checkPlan(t, policy, vm, srv, disk, plan)
-		checkRoom(t, policy, vm, srv, room, plan)
-		if again := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Room: room, Now: now}); renderPlan(t, again) != renderPlan(t, plan) {
+		checkRoom(t, policy, vm, srv, hosts, plan)
+		if again := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Hosts: hosts, Now: now}); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
 		if w := applyPlan(t, vm, srv, disk, plan); !w.gone {
-			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Room: room, Now: now})
+			next := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Hosts: hosts, Now: now})
 			if growsNext(plan, next) {
 				// A change of the disk's owner or mark is written on its own, and the growth
 				// rootDisk asks for follows it (disk.go: growsNext); then nothing more.
 				if w = applyPlan(t, w.vm, w.srv, w.disk, next); !w.gone {
-					plan, next = next, policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Room: room, Now: now})
+					plan, next = next, policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Hosts: hosts, Now: now})
 				}
 			}
 			if !next.Empty() {
@@ -160,8 +159,8 @@ func FuzzDecide(f *testing.F) {
 		}
 		switch serverOp(plan) {
 		case decision.ResizeServer:
-			checkRefused(t, policy, vm, srv, disk, room, resizeMessage)
-			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Room: room, Now: now}, resizeMessage))
+			checkRefused(t, policy, vm, srv, disk, hosts, resizeMessage)
+			checkRefusalEviction(t, vm, plan, policy.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Hosts: hosts, Now: now}, resizeMessage))
 		case decision.CreateServer:
 			checkRefusalEviction(t, vm, plan, policy.Rejected(decision.Input{VM: vm, Disk: disk, Now: now}, message))
 		}
@@ -170,25 +169,47 @@ func FuzzDecide(f *testing.F) {
 	})
 }
 
-// fuzzRooms are the rooms of the hosts FuzzDecide gives the decision: unknown (a backend that
-// does not watch them), room for any server, room for the base VM's size (cpu 2, memory 4G)
-// and no more, and no host that takes a new server.
-var fuzzRooms = []*backend.Room{
+// fuzzHosts are the hosts FuzzDecide gives the decision: unknown (a backend that does not
+// watch them), room for any server, room for the base VM's size (cpu 2, memory 4G) and no
+// more, no host at all, hosts that only some placements admit (a small node labelled
+// size=small, a big one labelled size=big and tainted dedicated=vms:NoSchedule, a bigger one
+// cordoned), and a big node where the fuzzed servers run (fuzzWhere) beside a small one, which
+// only a server that may stay there fits (not a migration's).
+var fuzzHosts = []*backend.Hosts{
 	nil,
-	{CPU: resource.MustParse("1k"), Memory: resource.MustParse("1Pi"), Hosts: 3},
-	{CPU: resource.MustParse("2"), Memory: resource.MustParse("4G"), Hosts: 1},
-	{Hosts: 0},
+	backend.NewHosts([]backend.Host{fuzzHost("a", "1k", "1Pi"), fuzzHost("b", "1k", "1Pi"), fuzzHost("c", "1k", "1Pi")}),
+	backend.NewHosts([]backend.Host{fuzzHost("a", "2", "4G")}),
+	backend.NewHosts(nil),
+	backend.NewHosts([]backend.Host{
+		{Name: "small", CPU: resource.MustParse("2"), Memory: resource.MustParse("4G"), Labels: map[string]string{"size": "small"}},
+		{Name: "big", CPU: resource.MustParse("1k"), Memory: resource.MustParse("1Pi"), Labels: map[string]string{"size": "big"},
+			Taints: []corev1.Taint{{Key: "dedicated", Value: "vms", Effect: corev1.TaintEffectNoSchedule}}},
+		{Name: "cordoned", CPU: resource.MustParse("2k"), Memory: resource.MustParse("2Pi"), Unschedulable: true},
+	}),
+	backend.NewHosts([]backend.Host{fuzzHost("test-vm-server-node", "1k", "1Pi"), fuzzHost("other", "1", "1Gi")}),
 }
 
-// fuzzRoomIndex is the index in fuzzRooms of the room r, the one of a golden case: the first
-// of its kind (unknown, none, room for the base VM's size or more).
-func fuzzRoomIndex(r *backend.Room) uint8 {
+// fuzzHost is a host without labels, taints or cordon.
+func fuzzHost(name, cpu, memory string) backend.Host {
+	return backend.Host{Name: name, CPU: resource.MustParse(cpu), Memory: resource.MustParse(memory)}
+}
+
+// fuzzHostsIndex is the index in fuzzHosts of the hosts h, those of a golden case: the first
+// of their kind (unknown, none, hosts some placements do not admit, room for the base VM's
+// size or more).
+func fuzzHostsIndex(h *backend.Hosts) uint8 {
 	switch {
-	case r == nil:
+	case h == nil:
 		return 0
-	case r.Hosts == 0:
+	case h.Len() == 0:
 		return 3
-	case r.Fits(resource.MustParse("3"), resource.MustParse("4G")):
+	}
+	for o := range h.All() {
+		if len(o.Labels) > 0 || len(o.Taints) > 0 || o.Unschedulable {
+			return 4
+		}
+	}
+	if h.Room(backend.Spec{}).Fits(resource.MustParse("3"), resource.MustParse("4G")) {
 		return 1
 	}
 	return 2
@@ -196,37 +217,43 @@ func fuzzRoomIndex(r *backend.Room) uint8 {
 
 // checkRoom fails the test if plan replaces a running server for a change of its spec (a
 // resize its host refused, a change that cannot be made in place, any change under --resize
-// replace) while the room of the hosts says no host could take the new spec's cpu and memory,
-// or while the status records such a server kept for this generation (room.go): the
-// replacement would start nowhere, or reboot the VM unasked. Nor may a migration move it off
-// its node then: its next server takes the spec (migrate.go). A restart (ServerRestarted)
-// and the replacement of a server that ended have reasons of their own.
-func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, room *backend.Room, plan decision.Plan) {
+// replace) while no host the spec's placement admits could take its cpu and memory, or while
+// the status records such a server kept for this generation (room.go): the replacement would
+// start nowhere, or reboot the VM unasked. Nor may a migration move it off its node then, nor
+// when only that node has the room: its next server takes the spec, and keeps off that node
+// (migrate.go). A restart (ServerRestarted) and the replacement of a server that ended have
+// reasons of their own.
+func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, hosts *backend.Hosts, plan decision.Plan) {
 	t.Helper()
 	spec, errs := vm.Spec()
 	a := plan.Server
 	if len(errs) > 0 || srv == nil || !decision.Running(srv) || a == nil || a.Op != decision.DeleteServer {
 		return
 	}
-	noRoom := room != nil && !room.Fits(spec.CPU, spec.Memory)
+	next := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}
+	noRoom := hosts != nil && !hosts.Room(next).Fits(spec.CPU, spec.Memory)
 	c := vm.Status().Condition(schema.ConditionRestartRequired)
 	kept := c != nil && decision.RoomKept(c) && c.ObservedGeneration == vm.Generation()
 	switch {
 	case a.Event.Reason == decision.ReasonReplacingServer && p.Resize != decision.ResizeManual && (noRoom || kept):
 		t.Errorf("replaces a running server for a change of its spec that no host has room for (%s), or kept for want of it (%v)\nVM: %s\nserver: %+v\nplan:\n%s",
-			roomString(room), kept, vm.JSON(), srv, renderPlan(t, plan))
-	case a.Event.Reason == decision.ReasonMigrating && noRoom:
-		t.Errorf("migrates a running server whose next server no host has room for (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
-			roomString(room), vm.JSON(), srv, renderPlan(t, plan))
+			roomString(hosts, next), kept, vm.JSON(), srv, renderPlan(t, plan))
+	case a.Event.Reason == decision.ReasonMigrating:
+		next.AvoidNode = srv.Node
+		if hosts != nil && !hosts.Room(next).Fits(spec.CPU, spec.Memory) {
+			t.Errorf("migrates a running server whose next server no host but its own has room for (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
+				roomString(hosts, next), vm.JSON(), srv, renderPlan(t, plan))
+		}
 	}
 }
 
-// roomString is r as a failure message gives it.
-func roomString(r *backend.Room) string {
-	if r == nil {
+// roomString is the room h has for spec as a failure message gives it.
+func roomString(h *backend.Hosts, spec backend.Spec) string {
+	if h == nil {
 		return "hosts unknown"
 	}
-	return fmt.Sprintf("cpu %s, memory %s, %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts)
+	r := h.Room(spec)
+	return fmt.Sprintf("cpu %s, memory %s, %d of %d hosts admit it", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known)
 }
 
 // fuzzDisk is a disk as FuzzDecide's arguments give it.
@@ -626,9 +653,9 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 // a replacement, or under --resize manual, or in-place where no host has room for the new
 // size, nothing of the server (the refusal's RestartRequired stands); and
 // that decision carried out leaves nothing more to do.
-func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, room *backend.Room, why string) {
+func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, hosts *backend.Hosts, why string) {
 	t.Helper()
-	refused := p.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Room: room, Now: now}, why)
+	refused := p.ResizeRefused(decision.Input{VM: vm, Server: srv, Disk: disk, Hosts: hosts, Now: now}, why)
 	if refused.Server != nil || refused.Disk != nil || refused.Finalizer != "" || refused.Status == nil {
 		t.Errorf("ResizeRefused plans other than a status:\n%s", renderPlan(t, refused))
 		return
@@ -641,20 +668,21 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 	restartRequiredEvents(t.Errorf, vm.Status(), *refused.Status, refused.Events)
 	w := applyPlan(t, vm, srv, disk, refused)
 	vm2, srv2, disk2 := w.vm, w.srv, w.disk
-	next := p.Decide(decision.Input{VM: vm2, Server: srv2, Disk: disk2, Budget: w.budget, Room: room, Now: now})
+	next := p.Decide(decision.Input{VM: vm2, Server: srv2, Disk: disk2, Budget: w.budget, Hosts: hosts, Now: now})
 	checkPlan(t, p, vm2, srv2, disk2, next)
 	// The disk is no part of the resize: a disk to make is made whatever the server does; nor
 	// is the finalizer, which the refusal's plan leaves out and the next decision adds.
-	// Under --resize in-place a server is kept as under manual when no host has room for the
-	// new size (room.go).
+	// Under --resize in-place a server is kept as under manual when no host its placement
+	// admits has room for the new size (room.go).
 	spec, _ := vm.Spec()
-	keeps := p.Resize == decision.ResizeManual || room != nil && !room.Fits(spec.CPU, spec.Memory)
+	to := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: srv.Spec.Placement}
+	keeps := p.Resize == decision.ResizeManual || hosts != nil && !hosts.Room(to).Fits(spec.CPU, spec.Memory)
 	if keeps && (next.Server != nil || next.Finalizer == decision.RemoveFinalizer) ||
 		!keeps && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
 	}
 	if w := applyPlan(t, vm2, srv2, disk2, next); !w.gone {
-		if again := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Room: room, Now: now}); !again.Empty() {
+		if again := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Hosts: hosts, Now: now}); !again.Empty() {
 			t.Errorf("deciding again after carrying out\n%s\nasks for more:\n%s", renderPlan(t, next), renderPlan(t, again))
 		}
 	}

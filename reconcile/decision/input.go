@@ -34,10 +34,11 @@ type Input struct {
 	// Budget is the disruption budget the backend observes for the VM's server
 	// (backend.Budgets); nil: none.
 	Budget *backend.Budget
-	// Room is the largest allocatable cpu and memory among the hosts that take new servers
-	// (backend.Rooms), which decides whether a running server is replaced for a change of
-	// its spec (room.go); nil: the backend does not know its hosts.
-	Room *backend.Room
+	// Hosts are the hosts a new server could be placed on (backend.Rooms), whose room for
+	// the next server's spec decides whether a running server is replaced for a change of
+	// its spec, or moved for a migration (room.go); nil: the backend does not know its
+	// hosts.
+	Hosts *backend.Hosts
 	// Now is the time the decision is made at, from the caller's clock: nothing in this
 	// package reads the wall clock. Decisions truncate it to the second.
 	Now time.Time

@@ -54,7 +54,11 @@ func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 		}
 		why := d.cannotMigrate()
 		if why == "" {
-			why = d.noRoomToMove(*want)
+			// The next server keeps off the node the move leaves, as the create below
+			// asks of it (want.AvoidNode, once the server is gone).
+			to := *want
+			to.AvoidNode = d.srv.Node
+			why = d.noRoomToMove(to)
 		}
 		if why != "" {
 			d.refuseMigration(req, why)

@@ -44,7 +44,8 @@ const (
 	ReasonResizeInfeasible = "ResizeInfeasible"
 	// ResizeNoRoom: the running server is to be replaced for a change of the spec (a resize
 	// its host refused, a change that cannot be made in place, any change under --resize
-	// replace), and no host the controller knows has room for the new spec's cpu or memory:
+	// replace), and no host the controller knows that the new spec's placement admits has
+	// room for its cpu or memory:
 	// the server is kept rather than replaced by one that could not start anywhere (room.go).
 	// Reason of RestartRequired, kept for the spec's generation.
 	ReasonResizeNoRoom = "ResizeNoRoom"

@@ -7,12 +7,14 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
-// Room (backend.Rooms, Input.Room): a running server replaced for a change of the spec is a
+// Room (backend.Rooms, Input.Hosts): a running server replaced for a change of the spec is a
 // reboot into a new server the scheduler has to place: under --resize in-place when its host
 // refused the resize (the kubelet's Infeasible, the API server's refusal) or the change cannot
 // be made in place (the image, the placement, a backend that cannot resize), under --resize
-// replace for every change. When the backend knows its hosts and none of them has the room
-// for the new spec's cpu or memory, the replacement could not start anywhere: the running
+// replace for every change. When the backend knows its hosts and none of those the new
+// spec's placement admits has the room for its cpu or memory (backend.Hosts.Room: the node
+// selector, the required node affinity, the tolerations against each node's taints and
+// cordon, by the scheduler's own rules), the replacement could not start anywhere: the running
 // server would be ended for one that stays Unschedulable until the spec goes back. The server
 // is kept then, as under --resize manual, with RestartRequired (reason ResizeNoRoom) saying
 // why and what to do. The record stays, word for word, for this generation of the spec, as
@@ -20,27 +22,43 @@ import (
 // uncordoned) does not reboot the VM behind its owner's back; a restart asks for the new
 // server, which on a cluster with a node autoscaler is the pending pod that has it add a
 // node. A backend that does not know its hosts (nodes not watched) replaces the server, as it
-// always did.
+// always did. Not looked at: pod affinity and anti-affinity, topology spread, and what already
+// runs on a node, which only the scheduler weighs: the check says what no node can take, not
+// what one will.
 //
 // Only a server that runs is kept so: one pending or ended holds nothing a replacement would
 // end. A restart (kubectl vm restart) goes ahead whatever the hosts have: the owner asks for
 // the new server, whose pending pod is what has a node autoscaler add a node. A migration
 // (kubectl vm migrate) asks to move the VM, not for a new spec, yet its next server takes
-// the spec, and one that could start nowhere would give up on the other hosts and then wait
-// for ever (migrate.go): the request is refused, saying why, while the server runs. An
-// eviction takes the server whatever the controller decides (eviction.go).
+// the spec, and must not go back to the node it moves off (backend.Spec.AvoidNode), so one
+// that could start on no other host would give up on them and then wait for ever
+// (migrate.go): the request is refused, saying why, while the server runs. An eviction takes
+// the server whatever the controller decides (eviction.go).
 
-// noRoom says what of spec's cpu and memory no host has room for; "" when some host may have
-// (the scheduler has the last word), or the hosts are unknown. Room counts only the hosts that
-// take new servers: a cordoned node, however large, is not among them, and the sentence says
-// so, or it would be false for a cluster whose largest node is cordoned (a drain under way).
+// noRoom says why no host the placement of spec admits has room for its cpu and memory; ""
+// when some host may have (the scheduler has the last word), or the hosts are unknown. The
+// sentence names the hosts it counted, those the placement admits (a cordoned node among them
+// only when the tolerations take the cordon; spec.AvoidNode never), or it would be false for a
+// cluster whose largest node the VM may not use.
 func (d *decision) noRoom(spec backend.Spec) string {
-	r := d.room
-	switch {
-	case r == nil || r.Fits(spec.CPU, spec.Memory):
+	if d.hosts == nil {
 		return ""
+	}
+	r := d.hosts.Room(spec)
+	if r.Fits(spec.CPU, spec.Memory) {
+		return ""
+	}
+	other := ""
+	if spec.AvoidNode != "" {
+		other = " other than " + spec.AvoidNode + ", the one it moves off"
+	}
+	switch {
+	case r.Known == 0 && other == "":
+		return "no node is there"
+	case r.Known == 0:
+		return "no node is there but " + spec.AvoidNode + ", the one it moves off"
 	case r.Hosts == 0:
-		return "no node takes new servers (none is there, or every one is cordoned)"
+		return "the VM's placement admits no node" + other + " " + admitted
 	}
 	var over []string
 	if spec.CPU.Cmp(r.CPU) > 0 {
@@ -49,12 +67,19 @@ func (d *decision) noRoom(spec backend.Spec) string {
 	if spec.Memory.Cmp(r.Memory) > 0 {
 		over = append(over, fmt.Sprintf("memory %s (the largest has %s)", spec.Memory.String(), r.Memory.String()))
 	}
-	msg := "among the nodes not cordoned, no node has allocatable " + over[0]
+	among := "among the nodes the VM's placement admits "
+	if other != "" {
+		among = "among the nodes" + other + ", that the VM's placement admits "
+	}
+	msg := among + admitted + ", no node has allocatable " + over[0]
 	if len(over) > 1 {
 		msg += " or " + over[1]
 	}
 	return msg
 }
+
+// admitted says what of a placement a node is matched against (backend.Hosts.Room).
+const admitted = "(its node selector, affinity and tolerations; cordoned nodes too only if it tolerates them)"
 
 // resizedTo is the spec of srv, the VM's server, with the cpu and memory the VM's spec asks:
 // the size of the resize the API server refused (ResizeRefused), which srv's spec does not
@@ -103,7 +128,8 @@ func (d *decision) replacementKept(srv *backend.Server, to backend.Spec, why str
 }
 
 // noRoomToMove says why a migration of the VM's running server is refused for want of room:
-// no host has room for the cpu and memory of to, the spec of the server that would follow;
+// no host that to's placement admits, other than the one to avoids (the node the move
+// leaves), has room for the cpu and memory of to, the spec of the server that would follow;
 // "" when some host may have, or the hosts are unknown.
 func (d *decision) noRoomToMove(to backend.Spec) string {
 	no := d.noRoom(to)
@@ -118,10 +144,11 @@ func (d *decision) noRoomToMove(to backend.Spec) string {
 		to.CPU.String(), to.Memory.String(), no, back, makeRoom)
 }
 
-// makeRoom is what gives a server that no host has room for one: a node that fits, taken
-// back from a cordon (the usual case when every node is cordoned, a drain under way) or
-// added. Room leaves cordoned nodes out, so one of them may fit already.
-const makeRoom = "uncordon a node that fits, or add one"
+// makeRoom is what gives a server that no host has room for one: a node that fits and that
+// the VM's placement admits, added or taken back from a cordon (the usual case when every node
+// is cordoned, a drain under way: only a VM that tolerates the cordon counts cordoned nodes),
+// or a placement that admits a node that fits already.
+const makeRoom = "add a node that fits and that the VM's placement admits, uncordon one, or widen the placement"
 
 // roomKeptRecord reports whether c is the record keptForRoom writes: its own reason, which
 // tells it from the record of a refusal under --resize manual (ResizeInfeasible), which under

@@ -17,32 +17,40 @@ import (
 // TestResizeRefusedRoom: a resize the API server refuses outright (ResizeRefused) under
 // --resize in-place is recorded in Resizing, for the replacement the next decision makes, when
 // a node has room for the new size or the nodes are unknown; when none has, the server is kept
-// at once: RestartRequired=ResizeNoRoom says which figure no node not cordoned has (the only
-// ones counted) and how to go on, a Normal Event of that reason says it once, and the next
+// at once: RestartRequired=ResizeNoRoom says which figure no node the VM's placement admits
+// has (the only ones counted: a cordoned node is not, for a VM that does not tolerate the
+// cordon), or that it admits none, and how to go on, a Normal Event of that reason says it once, and the next
 // decision keeps it and writes nothing.
 func TestResizeRefusedRoom(t *testing.T) {
 	file := filepath.Join(cases, "cpu-resize-requested.txtar")
 	vm, srv := decidecase.Read(t, file)
 	const why = `resize pod test-vm-server: resize is infeasible: pods "test-vm-server" is forbidden: Node didn't have enough capacity`
+	host := func(name, cpu, memory string) backend.Host {
+		return backend.Host{Name: name, CPU: resource.MustParse(cpu), Memory: resource.MustParse(memory)}
+	}
+	cordoned := host("n3", "96", "512Gi")
+	cordoned.Unschedulable = true
 	for name, tc := range map[string]struct {
-		room      *backend.Room
+		hosts     *backend.Hosts
 		condition string // Type/Reason of the lifecycle condition the refusal records
 		says      string // what its message says
 	}{
 		"nodes unknown": {condition: "Resizing/ResizeInfeasible", says: "the node cannot resize it in place: " + why},
-		"a node has room": {room: &backend.Room{CPU: resource.MustParse("8"), Memory: resource.MustParse("64Gi"), Hosts: 2},
+		"a node has room": {hosts: backend.NewHosts([]backend.Host{host("n1", "8", "8Gi"), host("n2", "2", "64Gi")}),
 			condition: "Resizing/ResizeInfeasible", says: "the node cannot resize it in place: " + why},
-		"no node has the cpu": {room: &backend.Room{CPU: resource.MustParse("3"), Memory: resource.MustParse("64Gi"), Hosts: 2},
-			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes not cordoned, no node has allocatable cpu 4 (the largest has 3), so a new server"},
-		"no node has either": {room: &backend.Room{CPU: resource.MustParse("3"), Memory: resource.MustParse("2Gi"), Hosts: 2},
-			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes not cordoned, no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
-		"every node cordoned": {room: &backend.Room{}, condition: "RestartRequired/ResizeNoRoom",
-			says: "no node takes new servers (none is there, or every one is cordoned)"},
+		"no node has the cpu": {hosts: backend.NewHosts([]backend.Host{host("n1", "3", "8Gi"), host("n2", "2", "64Gi"), cordoned}),
+			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes the VM's placement admits " +
+				"(its node selector, affinity and tolerations; cordoned nodes too only if it tolerates them), no node has allocatable cpu 4 (the largest has 3), so a new server"},
+		"no node has either": {hosts: backend.NewHosts([]backend.Host{host("n1", "3", "2Gi"), host("n2", "1", "1Gi")}),
+			condition: "RestartRequired/ResizeNoRoom", says: "no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
+		"every node cordoned": {hosts: backend.NewHosts([]backend.Host{cordoned}), condition: "RestartRequired/ResizeNoRoom",
+			says: "the VM's placement admits no node (its node selector, affinity and tolerations; cordoned nodes too only if it tolerates them)"},
+		"no node": {hosts: backend.NewHosts(nil), condition: "RestartRequired/ResizeNoRoom", says: ": no node is there, so"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := decision.DefaultPolicy
 			p.RootDisk = decision.RootDiskEphemeral
-			in := decision.Input{VM: vm, Server: srv, Room: tc.room, Now: now}
+			in := decision.Input{VM: vm, Server: srv, Hosts: tc.hosts, Now: now}
 			if plan := p.Decide(in); plan.Server == nil || plan.Server.Op != decision.ResizeServer {
 				t.Fatalf("plan %+v, want a resize", plan.Server)
 			}
@@ -63,7 +71,7 @@ func TestResizeRefusedRoom(t *testing.T) {
 				t.Errorf("ResizeRefused events %+v, want %+v", refused.Events, wantEvents)
 			}
 			w := applyPlan(t, vm, srv, nil, refused)
-			next := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Room: tc.room, Now: now})
+			next := p.Decide(decision.Input{VM: w.vm, Server: w.srv, Hosts: tc.hosts, Now: now})
 			if typ == schema.ConditionResizing {
 				if next.Server == nil || next.Server.Op != decision.DeleteServer {
 					t.Errorf("after the refusal: %+v, want the server replaced", next.Server)
@@ -73,7 +81,8 @@ func TestResizeRefusedRoom(t *testing.T) {
 			if !next.Empty() {
 				t.Errorf("after the refusal, with the server kept:\n%s", renderPlan(t, next))
 			}
-			if !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G; or uncordon a node that fits, or add one, then restart the VM: kubectl vm restart test-vm") {
+			if !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G; or add a node that fits and that the VM's placement admits, uncordon one, "+
+				"or widen the placement, then restart the VM: kubectl vm restart test-vm") {
 				t.Errorf("RestartRequired %q does not say how to go on", c.Message)
 			}
 		})

@@ -1,0 +1,137 @@
+package backend
+
+import (
+	"iter"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+)
+
+// Rooms is implemented by backends that know the hosts a new server could be placed on (for
+// pods: the nodes, when they are watched). The decision reads it before it replaces a running
+// server for a change of its spec, or moves it for a migration: a replacement that no host
+// would take would end a running server for one that never starts.
+type Rooms interface {
+	// Hosts returns the hosts as last seen, or nil when the backend does not know them (not
+	// watched, not listed yet). It must be cheap (a pointer kept up to date as hosts
+	// change): it runs on every reconcile.
+	Hosts() *Hosts
+}
+
+// Hosts is a snapshot of the hosts a server could be placed on: what of each the scheduler's
+// filters for placement read (labels, taints, the cordon) and its allocatable cpu and memory.
+// It is never changed once made (NewHosts): a backend makes a new one when a host changes in
+// one of these, so that a reader holds a consistent view without a lock. The figures a spec
+// is matched against are computed on demand (Room), on the path of a replacement only.
+type Hosts struct {
+	hosts []Host
+}
+
+// Host is one host as Hosts keeps it (for pods: a node).
+type Host struct {
+	Name string
+	// CPU and Memory are what it offers servers (for pods: the node's allocatable).
+	CPU, Memory resource.Quantity
+	Labels      map[string]string
+	Taints      []corev1.Taint
+	// Unschedulable says it is cordoned (for pods: spec.unschedulable), which the scheduler
+	// reads as the taint node.kubernetes.io/unschedulable:NoSchedule.
+	Unschedulable bool
+}
+
+// NewHosts makes a snapshot of hosts. It takes hosts and what they hold as its own: the
+// caller changes none of it afterwards.
+func NewHosts(hosts []Host) *Hosts { return &Hosts{hosts: hosts} }
+
+// Len is how many hosts h has.
+func (h *Hosts) Len() int { return len(h.hosts) }
+
+// All yields the hosts, in the order they were given; they are not to be changed.
+func (h *Hosts) All() iter.Seq[Host] { return slices.Values(h.hosts) }
+
+// Room is the largest allocatable cpu and the largest allocatable memory among the hosts that
+// would admit a server of spec, each taken on its own: they may be two hosts' figures. A host
+// admits it, as the scheduler's filters for placement tell (component-helpers, their own
+// code): its labels (and name) match the placement's node selector and required node
+// affinity; the placement's tolerations tolerate each of its NoSchedule and NoExecute taints,
+// the cordon counted as the taint node.kubernetes.io/unschedulable:NoSchedule as the
+// scheduler counts it; and it is not spec.AvoidNode.
+//
+// Not looked at: pod affinity and anti-affinity, topology spread, and what already runs on a
+// host, which only the scheduler weighs as it places the server. Room says what no host can
+// take, not what one will.
+func (h *Hosts) Room(spec Spec) Room {
+	var r Room
+	pl := spec.Placement
+	if pl == nil {
+		pl = &Placement{}
+	}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: corev1.PodSpec{NodeSelector: pl.NodeSelector, Affinity: pl.Affinity}})
+	for i := range h.hosts {
+		o := &h.hosts[i]
+		if o.Name == spec.AvoidNode && spec.AvoidNode != "" {
+			continue
+		}
+		r.Known++
+		if !o.admits(affinity, pl.Tolerations) {
+			continue
+		}
+		r.Hosts++
+		if o.CPU.Cmp(r.CPU) > 0 {
+			r.CPU = o.CPU
+		}
+		if o.Memory.Cmp(r.Memory) > 0 {
+			r.Memory = o.Memory
+		}
+	}
+	return r
+}
+
+// admits reports whether o takes a server of the required node affinity and the tolerations
+// given, by the scheduler's filters NodeAffinity, TaintToleration and NodeUnschedulable. A
+// selector that does not parse admits nothing, as the scheduler's refusal of it would.
+func (o *Host) admits(affinity nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration) bool {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: o.Labels}}
+	if ok, err := affinity.Match(node); err != nil || !ok {
+		return false
+	}
+	// The zero logger: with comparison operators off, matching a toleration logs nothing.
+	var log klog.Logger
+	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(log, o.Taints, tolerations, keepsOff, false); untolerated {
+		return false
+	}
+	return !o.Unschedulable || corev1helpers.TolerationsTolerateTaint(log, tolerations, &unschedulable, false)
+}
+
+// unschedulable is the taint the scheduler reads a cordon as (its NodeUnschedulable filter).
+var unschedulable = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+
+// keepsOff reports whether a taint keeps a server that does not tolerate it off its host
+// (PreferNoSchedule only discourages it).
+func keepsOff(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+}
+
+// Room is what Hosts.Room finds for a spec.
+type Room struct {
+	// CPU and Memory are the largest allocatable cpu and memory among the hosts that admit
+	// the spec.
+	CPU    resource.Quantity
+	Memory resource.Quantity
+	// Hosts is how many hosts admit the spec; Known how many there are, the spec's
+	// AvoidNode not counted.
+	Hosts, Known int
+}
+
+// Fits reports whether a server asking for cpu and memory could be placed on some host as far
+// as r tells: false only when no host admits it, or it asks for more than every host that
+// does offers. One that asks for less may still fit none (the cpu of one host, the memory of
+// another, what runs there already), which only the scheduler tells.
+func (r Room) Fits(cpu, memory resource.Quantity) bool {
+	return r.Hosts > 0 && cpu.Cmp(r.CPU) <= 0 && memory.Cmp(r.Memory) <= 0
+}

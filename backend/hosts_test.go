@@ -1,0 +1,73 @@
+package backend
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// TestHostsRoom: the room for a spec counts the hosts its placement admits, as the scheduler's
+// filters tell: the node selector and the required node affinity match a host's labels (and
+// name), the tolerations tolerate its NoSchedule and NoExecute taints (a PreferNoSchedule
+// taint keeps nothing off), a cordoned host counts only for a spec that tolerates the cordon's
+// taint, and the spec's AvoidNode never counts. The largest cpu and memory are each of their
+// own host.
+func TestHostsRoom(t *testing.T) {
+	hosts := NewHosts([]Host{
+		{Name: "small", CPU: resource.MustParse("4"), Memory: resource.MustParse("512Gi"), Labels: map[string]string{"size": "small"}},
+		{Name: "big", CPU: resource.MustParse("64"), Memory: resource.MustParse("64Gi"), Labels: map[string]string{"size": "big"}},
+		{Name: "tainted", CPU: resource.MustParse("96"), Memory: resource.MustParse("8Gi"),
+			Taints: []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}},
+		{Name: "draining", CPU: resource.MustParse("128"), Memory: resource.MustParse("8Gi"),
+			Taints: []corev1.Taint{{Key: "going", Effect: corev1.TaintEffectNoExecute}}},
+		{Name: "spot", CPU: resource.MustParse("8"), Memory: resource.MustParse("1Ti"),
+			Taints: []corev1.Taint{{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule}}},
+		{Name: "cordoned", CPU: resource.MustParse("256"), Memory: resource.MustParse("8Gi"), Unschedulable: true},
+	})
+	tolerate := func(key string) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists}
+	}
+	in := func(key string, values ...string) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}}}}}}}
+	}
+	for name, tc := range map[string]struct {
+		spec Spec
+		want string
+	}{
+		"no placement": {want: "cpu 64, memory 1Ti, 3 of 6 hosts"},
+		"node selector": {spec: Spec{Placement: &Placement{NodeSelector: map[string]string{"size": "small"}}},
+			want: "cpu 4, memory 512Gi, 1 of 6 hosts"},
+		"node affinity": {spec: Spec{Placement: &Placement{Affinity: in("size", "big", "huge")}},
+			want: "cpu 64, memory 64Gi, 1 of 6 hosts"},
+		"admits none": {spec: Spec{Placement: &Placement{NodeSelector: map[string]string{"size": "huge"}}},
+			want: "cpu 0, memory 0, 0 of 6 hosts"},
+		"tolerates the taint": {spec: Spec{Placement: &Placement{Tolerations: []corev1.Toleration{
+			{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db", Effect: corev1.TaintEffectNoSchedule}}}},
+			want: "cpu 96, memory 1Ti, 4 of 6 hosts"},
+		"tolerates another value": {spec: Spec{Placement: &Placement{Tolerations: []corev1.Toleration{
+			{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "web", Effect: corev1.TaintEffectNoSchedule}}}},
+			want: "cpu 64, memory 1Ti, 3 of 6 hosts"},
+		"tolerates NoExecute": {spec: Spec{Placement: &Placement{Tolerations: []corev1.Toleration{tolerate("going")}}},
+			want: "cpu 128, memory 1Ti, 4 of 6 hosts"},
+		"tolerates the cordon": {spec: Spec{Placement: &Placement{Tolerations: []corev1.Toleration{tolerate(corev1.TaintNodeUnschedulable)}}},
+			want: "cpu 256, memory 1Ti, 4 of 6 hosts"},
+		"tolerates everything": {spec: Spec{Placement: &Placement{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}},
+			want: "cpu 256, memory 1Ti, 6 of 6 hosts"},
+		"avoids a node": {spec: Spec{AvoidNode: "big"}, want: "cpu 8, memory 1Ti, 2 of 5 hosts"},
+		"by name": {spec: Spec{Placement: &Placement{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}}}}}}}}},
+			want: "cpu 8, memory 1Ti, 1 of 6 hosts"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := hosts.Room(tc.spec)
+			if got := fmt.Sprintf("cpu %s, memory %s, %d of %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known); got != tc.want {
+				t.Errorf("room %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
