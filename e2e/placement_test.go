@@ -90,10 +90,12 @@ func migrateRefused(t *testing.T, ns, why string) {
 func serverNode(ns, vm string) string { return field(ns, "pod/"+vm+"-server", ".spec.nodeName") }
 
 // TestPlacementHonoured: the scheduler places the server by the VM's node selector and
-// tolerations; a placement that no node satisfies (a taint not tolerated) leaves the new
-// server pending with the scheduler's reason on the pod (PodScheduled False, Unschedulable)
-// and in the VM's message, which stays Creating; tolerating the taint lets it onto the node.
-// Each change replaces the server, and the claim stays the same.
+// tolerations. A running VM's placement changed to one that no node admits (a taint not
+// tolerated) keeps its server, with RestartRequired (ResizeNoRoom) saying so: its replacement
+// could start nowhere. A new VM of that placement has no server to keep: its server waits
+// with the scheduler's reason on the pod (PodScheduled False, Unschedulable) and in the VM's
+// message, which stays Creating. Tolerating the taint lets the first VM's next server onto the
+// node. Each change that moves the server replaces it, and the claim stays the same.
 func TestPlacementHonoured(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
@@ -118,22 +120,39 @@ func TestPlacementHonoured(t *testing.T) {
 	claim := claimUID(ns, "vm")
 	server := field(ns, "pod/vm-server", ".metadata.uid")
 
-	// hdd, without tolerating the hdd node's taint: no node satisfies it.
+	// hdd, without tolerating the hdd node's taint: no node admits it. The server that runs
+	// is kept (the condition is written by the decision that keeps it: a replacement would
+	// have been decided instead).
 	kubectl(t, "-n", ns, "patch", vmRes, "vm", "--type=merge", "-p",
 		fmt.Sprintf(`{"spec":{"placement":{"nodeSelector":{"disktype":"hdd","placement.e2e.cloudnative.czs/group":%q}}}}`, group))
-	server = newServer(t, ns, "vm", server)
 	eventually(t, 2*time.Minute, func() (bool, string) {
-		cond := field(ns, "pod/vm-server", `.status.conditions[?(@.type=="PodScheduled")].status}/{.status.conditions[?(@.type=="PodScheduled")].reason`)
+		c := condition(ns, "vm", "RestartRequired")
+		return c == "True/ResizeNoRoom", "RestartRequired " + c
+	})
+	if msg := vmField(ns, "vm", `.status.conditions[?(@.type=="RestartRequired")].message`); !strings.Contains(msg, "the VM's placement admits no node") {
+		t.Errorf("RestartRequired message %q, want it to say that the placement admits no node", msg)
+	}
+	if got := field(ns, "pod/vm-server", ".metadata.uid"); got != server {
+		t.Errorf("server %s replaced by %s for a placement no node admits, want it kept", server, got)
+	}
+	if phase, reason := vmField(ns, "vm", ".status.phase"), vmField(ns, "vm", ".status.reason"); phase != "Active" || reason != "ServerReady" {
+		t.Errorf("VM %s/%s with its server kept, want Active/ServerReady", phase, reason)
+	}
+
+	// A new VM of that placement: its server waits, with the scheduler's reason.
+	placementVM(t, ns, "new", withDisk("hdd", ""), "")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		cond := field(ns, "pod/new-server", `.status.conditions[?(@.type=="PodScheduled")].status}/{.status.conditions[?(@.type=="PodScheduled")].reason`)
 		return cond == "False/Unschedulable", "pod PodScheduled " + cond
 	})
 	eventually(t, time.Minute, func() (bool, string) {
-		msg := vmField(ns, "vm", ".status.message")
+		msg := vmField(ns, "new", ".status.message")
 		return strings.Contains(msg, "untolerated taint"), "VM message " + msg
 	})
-	if phase, reason := vmField(ns, "vm", ".status.phase"), vmField(ns, "vm", ".status.reason"); phase != "Creating" || reason != "Unschedulable" {
+	if phase, reason := vmField(ns, "new", ".status.phase"), vmField(ns, "new", ".status.reason"); phase != "Creating" || reason != "Unschedulable" {
 		t.Errorf("VM %s/%s while no node satisfies its placement, want Creating/Unschedulable", phase, reason)
 	}
-	if got := serverNode(ns, "vm"); got != "" {
+	if got := serverNode(ns, "new"); got != "" {
 		t.Errorf("server on node %q, want none", got)
 	}
 
@@ -196,25 +215,70 @@ func TestMigrateOnRequest(t *testing.T) {
 	}
 }
 
-// TestMigrateNowhereFails: a VM whose placement admits one node only is asked to move.
+// TestMigrateNoOtherNodeRefused: a VM whose placement admits one node only is asked to move.
 // `kubectl vm migrate` refuses, naming the placement, and writes nothing; the annotation
-// written by hand is carried out: the next server finds no node (the scheduler's reason on the
-// VM, the migration Moving), and once it has waited --stalled-after the move fails with a
-// Warning, that server goes, and the VM runs again on the node it left, with the same claim.
-// It never stays down for want of a node.
-func TestMigrateNowhereFails(t *testing.T) {
+// written by hand is refused by the controller too, which sees the same nodes: the
+// migration Refused with why, one Warning MigrationRefused, and the server runs on where it
+// is (the same pod), never deleted for a next one that no node would take.
+func TestMigrateNoOtherNodeRefused(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
 	group := "one-" + randomSuffix(t)
 	node := newNode(t, nodeSpec{Labels: map[string]string{"placement.e2e.cloudnative.czs/group": group}})
-	startController(t, ns, "--stalled-after", "5s").waitReady(t)
+	c := startController(t, ns, "--workers", "1") // one worker, for the barrier
+	c.waitReady(t)
 	placementVM(t, ns, "vm", ownNodes(group), "")
 	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
-	claim := claimUID(ns, "vm")
 	server := field(ns, "pod/vm-server", ".metadata.uid")
 
 	migrateRefused(t, ns, "that its placement admits")
 	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt=2026-06-01T12:05:00Z", "--overwrite")
+	eventually(t, 2*time.Minute, func() (bool, string) {
+		m := vmField(ns, "vm", ".status.migration.phase}/{.status.migration.message")
+		return strings.HasPrefix(m, "Refused/") && strings.Contains(m, "admits no node other than "+node), "status.migration " + m
+	})
+	c.barrier(t)
+	if got := field(ns, "pod/vm-server", ".metadata.uid"); got != server {
+		t.Errorf("server %s replaced by %s after a refused migration, want it kept", server, got)
+	}
+	if got := serverNode(ns, "vm"); got != node {
+		t.Errorf("server on node %q after a refused migration, want %s", got, node)
+	}
+	if n, notes := occurrences(t, ns, "vm", "MigrationRefused"); n != 1 || !strings.Contains(notes, "admits no node other than "+node) {
+		t.Errorf("MigrationRefused occurred %d times (%q), want once, saying no other node admits the VM", n, notes)
+	}
+	if phase := vmField(ns, "vm", ".status.phase"); phase != "Active" {
+		t.Errorf("phase %q after a refused migration, want Active", phase)
+	}
+}
+
+// TestMigrateNowhereFails: a VM is asked to move while the one other node its placement admits
+// is full (its cpu held by another pod). Neither the plugin nor the controller can tell: they
+// count what nodes offer, not what runs there, which only the scheduler weighs. So the move is
+// carried out: the next server finds no node (the scheduler's reason on the VM, the migration
+// Moving), and once it has waited --stalled-after the move fails with a Warning, that server
+// goes, and the VM runs again on the node it left, with the same claim. It never stays down
+// for want of a node.
+func TestMigrateNowhereFails(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	group := "full-" + randomSuffix(t)
+	labels := map[string]string{"placement.e2e.cloudnative.czs/group": group}
+	full := newNode(t, nodeSpec{Labels: labels})
+	fillNode(t, ns, full)
+	node := newNode(t, nodeSpec{Labels: labels})
+	startController(t, ns, "--stalled-after", "5s").waitReady(t)
+	placementVM(t, ns, "vm", ownNodes(group), "")
+	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
+	if got := serverNode(ns, "vm"); got != node {
+		t.Fatalf("server on node %q, want %s (the other one is full)", got, node)
+	}
+	claim := claimUID(ns, "vm")
+	server := field(ns, "pod/vm-server", ".metadata.uid")
+
+	if out := mustVM(t, "migrate", "vm", "-n", ns); !strings.Contains(out, "migration requested from node "+node) {
+		t.Errorf("kubectl vm migrate printed %q, want the request from node %s", out, node)
+	}
 	eventually(t, 2*time.Minute, func() (bool, string) {
 		got := vmField(ns, "vm", ".status.reason}/{.status.migration.phase")
 		return got == "Unschedulable/Moving", "reason/migration " + got
@@ -227,12 +291,30 @@ func TestMigrateNowhereFails(t *testing.T) {
 	if got := field(ns, "pod/vm-server", `.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields`); got != "" {
 		t.Errorf("the server after the failed move still avoids a node: %s", got)
 	}
-	if n, notes := occurrences(t, ns, "vm", "MigrationFailed"); n != 1 || !strings.Contains(notes, "didn't match") {
+	if n, notes := occurrences(t, ns, "vm", "MigrationFailed"); n != 1 || !strings.Contains(notes, "Insufficient cpu") {
 		t.Errorf("MigrationFailed occurred %d times (%q), want once, with the scheduler's word", n, notes)
 	}
 	if got := vmField(ns, "vm", ".status.migration.phase"); got != "Failed" {
 		t.Errorf("migration %s once the VM runs again, want it still recorded Failed", got)
 	}
+}
+
+// fillNode puts on node, a node of the test's own (newNode, 32 cpu), a pod of the test's that
+// holds all of its cpu, and waits until the scheduler has placed it there: from then on the
+// scheduler finds no room on node for any pod that asks for cpu, while what the node offers
+// (its allocatable) is as before.
+func fillNode(t *testing.T, ns, node string) {
+	t.Helper()
+	apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: filler, namespace: %s}
+spec:
+%s  containers:
+  - name: filler
+    image: registry.k8s.io/pause:3.10
+    resources: {requests: {cpu: "32"}, limits: {cpu: "32"}}
+`, ns, onNode(node)))
+	waitField(t, ns, "pod/filler", ".spec.nodeName", node)
 }
 
 // TestMigrateRefusedForPinnedDisk: a VM whose disk is a volume bound to its node (a static
