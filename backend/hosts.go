@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -72,13 +71,15 @@ func (h *Hosts) Room(spec Spec) Room {
 		pl = &Placement{}
 	}
 	affinity := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: corev1.PodSpec{NodeSelector: pl.NodeSelector, Affinity: pl.Affinity}})
+	var node corev1.Node // each host in turn, as the matchers read a node
 	for i := range h.hosts {
 		o := &h.hosts[i]
 		if o.Name == spec.AvoidNode && spec.AvoidNode != "" {
 			continue
 		}
 		r.Known++
-		if !o.admits(affinity, pl.Tolerations) {
+		node.Name, node.Labels = o.Name, o.Labels
+		if !o.admits(&node, affinity, pl.Tolerations) {
 			continue
 		}
 		r.Hosts++
@@ -92,11 +93,11 @@ func (h *Hosts) Room(spec Spec) Room {
 	return r
 }
 
-// admits reports whether o takes a server of the required node affinity and the tolerations
-// given, by the scheduler's filters NodeAffinity, TaintToleration and NodeUnschedulable. A
-// selector that does not parse admits nothing, as the scheduler's refusal of it would.
-func (o *Host) admits(affinity nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration) bool {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: o.Labels}}
+// admits reports whether o, as node (its name and labels), takes a server of the required node
+// affinity and the tolerations given, by the scheduler's filters NodeAffinity,
+// TaintToleration and NodeUnschedulable. A selector that does not parse admits nothing, as the
+// scheduler's refusal of it would.
+func (o *Host) admits(node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration) bool {
 	if ok, err := affinity.Match(node); err != nil || !ok {
 		return false
 	}
@@ -112,9 +113,29 @@ func (o *Host) admits(affinity nodeaffinity.RequiredNodeAffinity, tolerations []
 var unschedulable = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
 
 // keepsOff reports whether a taint keeps a server that does not tolerate it off its host
-// (PreferNoSchedule only discourages it).
+// (PreferNoSchedule only discourages it), and is not one of the node's passing states.
 func keepsOff(t *corev1.Taint) bool {
-	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	return (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !passing[t.Key]
+}
+
+// passing are the taints that say how a node is now, not where a server may go: those the
+// node lifecycle controller sets from the node's conditions (not ready, unreachable, under
+// pressure, without network) and those a cloud provider sets while it initializes a new node
+// or while the machine is shut down. They come and go with the node's state; a node that
+// has one counts, as a node that is not Ready counts: counted out, a kubelet's restart or a
+// node still initializing as a change is decided would keep the server for the whole
+// generation of the spec (the record stays), where its replacement would have waited a
+// moment for the node and run. The scheduler places the replacement once the taint is gone.
+var passing = map[string]bool{
+	corev1.TaintNodeNotReady:           true,
+	corev1.TaintNodeUnreachable:        true,
+	corev1.TaintNodeMemoryPressure:     true,
+	corev1.TaintNodeDiskPressure:       true,
+	corev1.TaintNodePIDPressure:        true,
+	corev1.TaintNodeNetworkUnavailable: true,
+	// k8s.io/cloud-provider's TaintExternalCloudProvider and TaintNodeShutdown.
+	"node.cloudprovider.kubernetes.io/uninitialized": true,
+	"node.cloudprovider.kubernetes.io/shutdown":      true,
 }
 
 // Room is what Hosts.Room finds for a spec.

@@ -71,3 +71,29 @@ func TestHostsRoom(t *testing.T) {
 		})
 	}
 }
+
+// TestHostsRoomPassingTaints: a node's passing states (not ready, unreachable, under pressure,
+// a cloud provider's node still initializing or shut down) do not keep a server off it, as a
+// node that is not Ready counts: the scheduler places the server once the taint is gone. A
+// taint of anyone else's does.
+func TestHostsRoomPassingTaints(t *testing.T) {
+	taints := func(keys ...string) []corev1.Taint {
+		var out []corev1.Taint
+		for _, k := range keys {
+			out = append(out, corev1.Taint{Key: k, Effect: corev1.TaintEffectNoSchedule})
+		}
+		return out
+	}
+	hosts := NewHosts([]Host{
+		{Name: "restarting", CPU: resource.MustParse("64"), Memory: resource.MustParse("8Gi"),
+			Taints: append(taints(corev1.TaintNodeNotReady, corev1.TaintNodeMemoryPressure, corev1.TaintNodeDiskPressure,
+				corev1.TaintNodePIDPressure, corev1.TaintNodeNetworkUnavailable, "node.cloudprovider.kubernetes.io/uninitialized",
+				"node.cloudprovider.kubernetes.io/shutdown"),
+				corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})},
+		{Name: "dedicated", CPU: resource.MustParse("128"), Memory: resource.MustParse("16Gi"), Taints: taints("dedicated")},
+	})
+	r := hosts.Room(Spec{})
+	if got := fmt.Sprintf("cpu %s, memory %s, %d of %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known); got != "cpu 64, memory 8Gi, 1 of 2 hosts" {
+		t.Errorf("room %s, want the restarting node's (cpu 64, memory 8Gi, 1 of 2 hosts)", got)
+	}
+}

@@ -300,9 +300,10 @@ func TestMigrateNowhereFails(t *testing.T) {
 }
 
 // fillNode puts on node, a node of the test's own (newNode, 32 cpu), a pod of the test's that
-// holds all of its cpu, and waits until the scheduler has placed it there: from then on the
-// scheduler finds no room on node for any pod that asks for cpu, while what the node offers
-// (its allocatable) is as before.
+// holds all of its cpu but half a core (room for a small pod of the cluster's own, were one
+// ever placed on every node), and waits until the scheduler has placed it there: from then on
+// the scheduler finds no room on node for a server of one cpu, while what the node offers (its
+// allocatable) is as before.
 func fillNode(t *testing.T, ns, node string) {
 	t.Helper()
 	apply(t, fmt.Sprintf(`apiVersion: v1
@@ -312,7 +313,7 @@ spec:
 %s  containers:
   - name: filler
     image: registry.k8s.io/pause:3.10
-    resources: {requests: {cpu: "32"}, limits: {cpu: "32"}}
+    resources: {requests: {cpu: 31500m}, limits: {cpu: 31500m}}
 `, ns, onNode(node)))
 	waitField(t, ns, "pod/filler", ".spec.nodeName", node)
 }

@@ -84,12 +84,13 @@ func TestRoomHonoursPlacement(t *testing.T) {
 	ns := testNamespace(t)
 	group, big, small := roomNodes(t)
 	startController(t, ns, "--resize", "replace").waitReady(t)
-	onSmall := fmt.Sprintf("    nodeSelector: {%s: small}\n    tolerations:\n    - {key: %s, operator: Exists, effect: NoSchedule}\n", roomSize, privateTaint)
+	onSmall := fmt.Sprintf("    nodeSelector: {placement.e2e.cloudnative.czs/group: %s, %s: small}\n    tolerations:\n    - {key: %s, operator: Exists, effect: NoSchedule}\n",
+		group, roomSize, privateTaint)
 	uids := roomVMs(t, ns, map[string]string{"onsmall": onSmall, "anywhere": ownNodes(group)})
 	if got := serverNode(ns, "onsmall"); got != small {
 		t.Fatalf("onsmall's server on node %q, want %s", got, small)
 	}
-	growKept(t, ns, "onsmall", uids["onsmall"], "among the nodes the VM's placement admits")
+	growKept(t, ns, "onsmall", uids["onsmall"], "no node has allocatable cpu 64 (the largest has 32)")
 	growReplaced(t, ns, "anywhere", uids["anywhere"], big)
 }
 
@@ -105,6 +106,6 @@ func TestRoomHonoursCordon(t *testing.T) {
 	startController(t, ns, "--resize", "replace").waitReady(t)
 	tolerant := ownNodes(group) + "    - {key: node.kubernetes.io/unschedulable, operator: Exists, effect: NoSchedule}\n"
 	uids := roomVMs(t, ns, map[string]string{"cordoned": ownNodes(group), "tolerant": tolerant})
-	growKept(t, ns, "cordoned", uids["cordoned"], "cordoned nodes too only if it tolerates them")
+	growKept(t, ns, "cordoned", uids["cordoned"], "no node has allocatable cpu 64 (the largest has 32)")
 	growReplaced(t, ns, "tolerant", uids["tolerant"], big)
 }

@@ -30,7 +30,7 @@ func (b *Backend) Hosts() *backend.Hosts {
 	if b.rooms == nil || b.rooms.synced == nil || !b.rooms.synced() {
 		return nil
 	}
-	return b.rooms.hosts.Load()
+	return b.rooms.snapshot()
 }
 
 // rooms keeps each node as a host, and the snapshot of them all.
@@ -39,7 +39,11 @@ type rooms struct {
 	synced func() bool
 	mu     sync.Mutex
 	nodes  map[string]backend.Host // by node name
-	hosts  atomic.Pointer[backend.Hosts]
+	// stale says that nodes changed since hosts was made: the next reader makes it anew.
+	// The snapshot is made where it is read, not at each change, so that the first list of
+	// N nodes costs one snapshot, not N snapshots of up to N hosts.
+	stale atomic.Bool
+	hosts atomic.Pointer[backend.Hosts]
 }
 
 func newRooms() *rooms {
@@ -48,8 +52,8 @@ func newRooms() *rooms {
 	return r
 }
 
-// set records node n as it is now, or its deletion (n nil, name given), and makes a new
-// snapshot when that changes a host.
+// set records node n as it is now, or its deletion (n nil, name given), and marks the
+// snapshot stale when that changes a host.
 func (r *rooms) set(name string, n *corev1.Node) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -66,8 +70,24 @@ func (r *rooms) set(name string, n *corev1.Node) {
 		}
 		r.nodes[name] = now
 	}
-	hosts := slices.SortedFunc(maps.Values(r.nodes), func(a, b backend.Host) int { return strings.Compare(a.Name, b.Name) })
-	r.hosts.Store(backend.NewHosts(hosts))
+	r.stale.Store(true)
+}
+
+// snapshot returns the hosts as the nodes are now: the snapshot there is, or, when a node
+// changed since it was made, a new one (sorted by name, so that a decision reads the hosts in
+// one order whatever the map's). A reader that finds it fresh pays one atomic load.
+func (r *rooms) snapshot() *backend.Hosts {
+	if !r.stale.Load() {
+		return r.hosts.Load()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stale.Load() {
+		hosts := slices.SortedFunc(maps.Values(r.nodes), func(a, b backend.Host) int { return strings.Compare(a.Name, b.Name) })
+		r.hosts.Store(backend.NewHosts(hosts))
+		r.stale.Store(false)
+	}
+	return r.hosts.Load()
 }
 
 // host is node n as a host. Its labels and taints are the informer's, shared, never changed.

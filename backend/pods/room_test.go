@@ -54,8 +54,9 @@ func roomLine(h *backend.Hosts, spec backend.Spec) string {
 }
 
 // TestRoomsSet: the hosts follow nodes added, changed, labelled, tainted, cordoned,
-// uncordoned and deleted, each such change a new snapshot; a change that bears on no host (a
-// heartbeat, a node deleted that was not there) keeps the snapshot there is, the same pointer.
+// uncordoned and deleted, each such change a new snapshot at the next read; a change that
+// bears on no host (a heartbeat, a node deleted that was not there) keeps the snapshot there
+// is, the same pointer, and so does a read after a read.
 func TestRoomsSet(t *testing.T) {
 	r := newRooms()
 	for i, step := range []struct {
@@ -87,11 +88,14 @@ func TestRoomsSet(t *testing.T) {
 		{name: "n3", want: "cpu 32, memory 128Gi, 1 of 1 nodes", wantSmall: "cpu 0, memory 0, 0 of 1 nodes"},
 		{name: "n1", want: "cpu 0, memory 0, 0 of 0 nodes", wantSmall: "cpu 0, memory 0, 0 of 0 nodes"},
 	} {
-		before := r.hosts.Load()
+		before := r.snapshot()
 		r.set(step.name, step.node)
-		after := r.hosts.Load()
+		after := r.snapshot()
 		if (after == before) != step.same {
 			t.Fatalf("step %d (%s): snapshot kept: %v, want %v", i, step.name, after == before, step.same)
+		}
+		if again := r.snapshot(); again != after {
+			t.Fatalf("step %d (%s): a second read with no change between made another snapshot", i, step.name)
 		}
 		if got := roomLine(after, backend.Spec{}); got != step.want {
 			t.Fatalf("step %d (%s): room %s, want %s", i, step.name, got, step.want)
@@ -152,5 +156,22 @@ func awaitRoom(t *testing.T, b *Backend, spec backend.Spec, want string) {
 			t.Fatalf("room %s, want %s", got, want)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRoomsSnapshotOnRead: nodes set one after another, as the first list of a cluster's
+// nodes comes, make no snapshot until one is read, and then one of them all: the list costs
+// one snapshot, not one per node.
+func TestRoomsSnapshotOnRead(t *testing.T) {
+	r := newRooms()
+	empty := r.hosts.Load()
+	for i := range 100 {
+		r.set(fmt.Sprintf("n%03d", i), roomNode(fmt.Sprintf("n%03d", i), "8", "16Gi", false))
+	}
+	if r.hosts.Load() != empty {
+		t.Fatal("a snapshot was made before any read")
+	}
+	if got := r.snapshot().Len(); got != 100 {
+		t.Fatalf("the snapshot read after 100 nodes has %d", got)
 	}
 }

@@ -226,14 +226,29 @@ func fuzzHostsIndex(h *backend.Hosts) uint8 {
 func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, hosts *backend.Hosts, plan decision.Plan) {
 	t.Helper()
 	spec, errs := vm.Spec()
+	c := vm.Status().Condition(schema.ConditionRestartRequired)
+	kept := c != nil && decision.RoomKept(c) && c.ObservedGeneration == vm.Generation()
+	// The other way: a server newly kept for want of room (ResizeNoRoom for this generation,
+	// which the status had not recorded) is kept only where the hosts are known and none that
+	// the next server's placement admits has its cpu and memory. That placement is the VM's,
+	// or the server's for a resize the host refused (which keeps the rest of the server's
+	// spec): a keep is false where both would fit.
+	if now := restartRequiredOf(plan.Status); len(errs) == 0 && srv != nil && !kept &&
+		now != nil && decision.RoomKept(now) && now.ObservedGeneration == vm.Generation() {
+		fits := func(pl *backend.Placement) bool {
+			return hosts != nil && hosts.Room(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: pl}).Fits(spec.CPU, spec.Memory)
+		}
+		if hosts == nil || fits(spec.Placement) && fits(srv.Spec.Placement) {
+			t.Errorf("keeps a running server for want of room that a host has (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
+				roomString(hosts, backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}), vm.JSON(), srv, renderPlan(t, plan))
+		}
+	}
 	a := plan.Server
 	if len(errs) > 0 || srv == nil || !decision.Running(srv) || a == nil || a.Op != decision.DeleteServer {
 		return
 	}
 	next := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}
 	noRoom := hosts != nil && !hosts.Room(next).Fits(spec.CPU, spec.Memory)
-	c := vm.Status().Condition(schema.ConditionRestartRequired)
-	kept := c != nil && decision.RoomKept(c) && c.ObservedGeneration == vm.Generation()
 	switch {
 	case a.Event.Reason == decision.ReasonReplacingServer && p.Resize != decision.ResizeManual && (noRoom || kept):
 		t.Errorf("replaces a running server for a change of its spec that no host has room for (%s), or kept for want of it (%v)\nVM: %s\nserver: %+v\nplan:\n%s",
@@ -245,6 +260,15 @@ func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				roomString(hosts, next), vm.JSON(), srv, renderPlan(t, plan))
 		}
 	}
+}
+
+// restartRequiredOf is the condition RestartRequired of st; nil when st is nil (the plan
+// writes no status) or has none.
+func restartRequiredOf(st *schema.Status) *schema.Condition {
+	if st == nil {
+		return nil
+	}
+	return st.Condition(schema.ConditionRestartRequired)
 }
 
 // roomString is the room h has for spec as a failure message gives it.

@@ -52,13 +52,18 @@ func (d *decision) noRoom(spec backend.Spec) string {
 	if spec.AvoidNode != "" {
 		other = " other than " + spec.AvoidNode + ", the one it moves off"
 	}
+	placed := placing(spec.Placement)
 	switch {
 	case r.Known == 0 && other == "":
 		return "no node is there"
 	case r.Known == 0:
 		return "no node is there but " + spec.AvoidNode + ", the one it moves off"
-	case r.Hosts == 0:
+	case r.Hosts == 0 && placed:
 		return "the VM's placement admits no node" + other + " " + admitted
+	case r.Hosts == 0 && other == "":
+		return "every node is cordoned or tainted"
+	case r.Hosts == 0:
+		return "every node" + other + " is cordoned or tainted"
 	}
 	var over []string
 	if spec.CPU.Cmp(r.CPU) > 0 {
@@ -67,15 +72,34 @@ func (d *decision) noRoom(spec backend.Spec) string {
 	if spec.Memory.Cmp(r.Memory) > 0 {
 		over = append(over, fmt.Sprintf("memory %s (the largest has %s)", spec.Memory.String(), r.Memory.String()))
 	}
-	among := "among the nodes the VM's placement admits "
-	if other != "" {
-		among = "among the nodes" + other + ", that the VM's placement admits "
+	var among string
+	switch {
+	case placed && other == "":
+		among = "among the nodes the VM's placement admits " + admitted
+	case placed:
+		among = "among the nodes" + other + ", that the VM's placement admits " + admitted
+	case other == "":
+		among = "among the nodes neither cordoned nor tainted"
+	default:
+		among = "among the nodes" + other + ", neither cordoned nor tainted"
 	}
-	msg := among + admitted + ", no node has allocatable " + over[0]
+	msg := among + ", no node has allocatable " + over[0]
 	if len(over) > 1 {
 		msg += " or " + over[1]
 	}
 	return msg
+}
+
+// placing reports whether pl says anything of which nodes take the server (a node selector,
+// a required node affinity, tolerations): the messages of a VM that says nothing of it name
+// the nodes counted by what keeps every server off them, not by a placement it does not have.
+func placing(pl *backend.Placement) bool {
+	if pl == nil {
+		return false
+	}
+	na := pl.Affinity
+	return len(pl.NodeSelector) > 0 || len(pl.Tolerations) > 0 ||
+		na != nil && na.NodeAffinity != nil && na.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil
 }
 
 // admitted says what of a placement a node is matched against (backend.Hosts.Room).
@@ -110,7 +134,7 @@ func (d *decision) keptForRoom(srv *backend.Server, to backend.Spec, noRoom, why
 	return &lifecycleCondition{ReasonResizeNoRoom, fmt.Sprintf("Server %s keeps running with cpu %s, memory %s: %s, "+
 		"so %s could not start anywhere (%s); %s; or %s, then restart "+
 		"the VM: kubectl vm restart %s (with a node autoscaler, the restart's pending server has it add one)",
-		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, makeRoom, d.vm.Name())}
+		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, makeRoom(to), d.vm.Name())}
 }
 
 // replacementKept is the RestartRequired condition of srv, a running server, kept rather
@@ -141,14 +165,19 @@ func (d *decision) noRoomToMove(to backend.Spec) string {
 		back = fmt.Sprintf("set the spec back to cpu %s, memory %s; or ", now.CPU.String(), now.Memory.String())
 	}
 	return fmt.Sprintf("the next server, with cpu %s, memory %s, could start on no node: %s; %s%s, then ask again",
-		to.CPU.String(), to.Memory.String(), no, back, makeRoom)
+		to.CPU.String(), to.Memory.String(), no, back, makeRoom(to))
 }
 
-// makeRoom is what gives a server that no host has room for one: a node that fits and that
-// the VM's placement admits, added or taken back from a cordon (the usual case when every node
-// is cordoned, a drain under way: only a VM that tolerates the cordon counts cordoned nodes),
-// or a placement that admits a node that fits already.
-const makeRoom = "add a node that fits and that the VM's placement admits, uncordon one, or widen the placement"
+// makeRoom is what gives a server of spec that no host has room for one: a node that fits
+// (and that the VM's placement admits, where it has one), added or taken back from a cordon
+// (the usual case when every node is cordoned, a drain under way: only a VM that tolerates
+// the cordon counts cordoned nodes), or a placement that admits a node that fits already.
+func makeRoom(spec backend.Spec) string {
+	if placing(spec.Placement) {
+		return "add a node that fits and that the VM's placement admits, uncordon one, or widen the placement"
+	}
+	return "add a node that fits, or uncordon one"
+}
 
 // roomKeptRecord reports whether c is the record keptForRoom writes: its own reason, which
 // tells it from the record of a refusal under --resize manual (ResizeInfeasible), which under

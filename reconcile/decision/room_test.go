@@ -17,9 +17,9 @@ import (
 // TestResizeRefusedRoom: a resize the API server refuses outright (ResizeRefused) under
 // --resize in-place is recorded in Resizing, for the replacement the next decision makes, when
 // a node has room for the new size or the nodes are unknown; when none has, the server is kept
-// at once: RestartRequired=ResizeNoRoom says which figure no node the VM's placement admits
-// has (the only ones counted: a cordoned node is not, for a VM that does not tolerate the
-// cordon), or that it admits none, and how to go on, a Normal Event of that reason says it once, and the next
+// at once: RestartRequired=ResizeNoRoom says which figure no node that takes it has (the only
+// ones counted: a cordoned node is not, for this VM, which has no placement and so tolerates
+// no cordon), or that every node is cordoned, and how to go on, a Normal Event of that reason says it once, and the next
 // decision keeps it and writes nothing.
 func TestResizeRefusedRoom(t *testing.T) {
 	file := filepath.Join(cases, "cpu-resize-requested.txtar")
@@ -39,12 +39,11 @@ func TestResizeRefusedRoom(t *testing.T) {
 		"a node has room": {hosts: backend.NewHosts([]backend.Host{host("n1", "8", "8Gi"), host("n2", "2", "64Gi")}),
 			condition: "Resizing/ResizeInfeasible", says: "the node cannot resize it in place: " + why},
 		"no node has the cpu": {hosts: backend.NewHosts([]backend.Host{host("n1", "3", "8Gi"), host("n2", "2", "64Gi"), cordoned}),
-			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes the VM's placement admits " +
-				"(its node selector, affinity and tolerations; cordoned nodes too only if it tolerates them), no node has allocatable cpu 4 (the largest has 3), so a new server"},
+			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes neither cordoned nor tainted, no node has allocatable cpu 4 (the largest has 3), so a new server"},
 		"no node has either": {hosts: backend.NewHosts([]backend.Host{host("n1", "3", "2Gi"), host("n2", "1", "1Gi")}),
 			condition: "RestartRequired/ResizeNoRoom", says: "no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
 		"every node cordoned": {hosts: backend.NewHosts([]backend.Host{cordoned}), condition: "RestartRequired/ResizeNoRoom",
-			says: "the VM's placement admits no node (its node selector, affinity and tolerations; cordoned nodes too only if it tolerates them)"},
+			says: ": every node is cordoned or tainted, so"},
 		"no node": {hosts: backend.NewHosts(nil), condition: "RestartRequired/ResizeNoRoom", says: ": no node is there, so"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -81,8 +80,7 @@ func TestResizeRefusedRoom(t *testing.T) {
 			if !next.Empty() {
 				t.Errorf("after the refusal, with the server kept:\n%s", renderPlan(t, next))
 			}
-			if !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G; or add a node that fits and that the VM's placement admits, uncordon one, "+
-				"or widen the placement, then restart the VM: kubectl vm restart test-vm") {
+			if !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G; or add a node that fits, or uncordon one, then restart the VM: kubectl vm restart test-vm") {
 				t.Errorf("RestartRequired %q does not say how to go on", c.Message)
 			}
 		})
