@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -112,35 +113,109 @@ func checkPlacement(fp *field.Path, p *backend.Placement) field.ErrorList {
 	return errs
 }
 
-// nodeOperators are the operators of a node selector requirement.
-var nodeOperators = []string{string(corev1.NodeSelectorOpIn), string(corev1.NodeSelectorOpNotIn), string(corev1.NodeSelectorOpExists),
-	string(corev1.NodeSelectorOpDoesNotExist), string(corev1.NodeSelectorOpGt), string(corev1.NodeSelectorOpLt)}
+// nodeOperators are the operators of a node selector requirement on labels (matchExpressions);
+// fieldOperators those on a node's fields (matchFields), of which metadata.name is the only one.
+var (
+	nodeOperators = []string{string(corev1.NodeSelectorOpIn), string(corev1.NodeSelectorOpNotIn), string(corev1.NodeSelectorOpExists),
+		string(corev1.NodeSelectorOpDoesNotExist), string(corev1.NodeSelectorOpGt), string(corev1.NodeSelectorOpLt)}
+	fieldOperators = []string{string(corev1.NodeSelectorOpIn), string(corev1.NodeSelectorOpNotIn)}
+	nodeFields     = []string{"metadata.name"}
+)
 
-// checkTerm checks the operators of a node selector term's requirements and that the values
-// go with them.
+// checkTerm checks a node selector term as the API server checks a pod's, so that the VM is
+// refused with its paths rather than its server pod refused (ServerRejected) or, for a running
+// server, every node taken as not admitting it: the scheduler and the controller's room check
+// read a term that does not parse as matching no node. Where the API server is lenient the
+// check follows what parses: a Gt or Lt value must be an integer (the API server lets "ten"
+// through, and no node ever matches it), and the values of a preferred term must be label
+// values too (the API server lets them through, and the scheduler then cannot score the pod).
 func checkTerm(at *field.Path, term corev1.NodeSelectorTerm) field.ErrorList {
 	var errs field.ErrorList
-	check := func(at *field.Path, r corev1.NodeSelectorRequirement) {
-		op := string(r.Operator)
-		switch {
-		case !slices.Contains(nodeOperators, op):
-			errs = append(errs, field.NotSupported(at.Child("operator"), op, nodeOperators))
-		case (r.Operator == corev1.NodeSelectorOpIn || r.Operator == corev1.NodeSelectorOpNotIn) && len(r.Values) == 0:
-			errs = append(errs, field.Required(at.Child("values"), "at least one value for "+op))
-		case (r.Operator == corev1.NodeSelectorOpExists || r.Operator == corev1.NodeSelectorOpDoesNotExist) && len(r.Values) > 0:
-			errs = append(errs, field.Invalid(at.Child("values"), r.Values, "must be empty for "+op))
-		case (r.Operator == corev1.NodeSelectorOpGt || r.Operator == corev1.NodeSelectorOpLt) && len(r.Values) != 1:
-			errs = append(errs, field.Invalid(at.Child("values"), r.Values, "must be one integer for "+op))
-		}
-		if r.Key == "" {
-			errs = append(errs, field.Required(at.Child("key"), "a node label key"))
-		}
-	}
 	for i, r := range term.MatchExpressions {
-		check(at.Child("matchExpressions").Index(i), r)
+		errs = append(errs, checkExpression(at.Child("matchExpressions").Index(i), r)...)
 	}
 	for i, r := range term.MatchFields {
-		check(at.Child("matchFields").Index(i), r)
+		errs = append(errs, checkField(at.Child("matchFields").Index(i), r)...)
+	}
+	return errs
+}
+
+// checkExpression checks a requirement on node labels: its operator, the count of values it
+// takes, its key a label key and its values label values (integers for Gt and Lt). One error
+// per value, for every reason together.
+func checkExpression(at *field.Path, r corev1.NodeSelectorRequirement) field.ErrorList {
+	var errs field.ErrorList
+	op := string(r.Operator)
+	valued := false // whether the operator takes values, which are then checked one by one
+	switch r.Operator {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+		valued = true
+		if len(r.Values) == 0 {
+			errs = append(errs, field.Required(at.Child("values"), "at least one value for "+op))
+		}
+	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+		if len(r.Values) > 0 {
+			errs = append(errs, field.Invalid(at.Child("values"), r.Values, "must be empty for "+op))
+		}
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+		valued = true
+		if len(r.Values) != 1 {
+			errs = append(errs, field.Invalid(at.Child("values"), r.Values, "must be one integer for "+op))
+		}
+	default:
+		errs = append(errs, field.NotSupported(at.Child("operator"), op, nodeOperators))
+	}
+	if r.Key == "" {
+		errs = append(errs, field.Required(at.Child("key"), "a node label key"))
+	} else {
+		for _, msg := range validation.IsQualifiedName(r.Key) {
+			errs = append(errs, field.Invalid(at.Child("key"), r.Key, "not a label key: "+msg))
+		}
+	}
+	if !valued {
+		return errs
+	}
+	for i, v := range r.Values {
+		var why []string
+		if r.Operator == corev1.NodeSelectorOpGt || r.Operator == corev1.NodeSelectorOpLt {
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				why = append(why, "not an integer, which "+op+" compares")
+			}
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			why = append(why, "not a label value: "+msg)
+		}
+		if len(why) > 0 {
+			errs = append(errs, field.Invalid(at.Child("values").Index(i), v, strings.Join(why, "; ")))
+		}
+	}
+	return errs
+}
+
+// checkField checks a requirement on a node's fields: the API server knows only metadata.name,
+// with In or NotIn and exactly one value, a node name.
+func checkField(at *field.Path, r corev1.NodeSelectorRequirement) field.ErrorList {
+	var errs field.ErrorList
+	op := string(r.Operator)
+	switch {
+	case !slices.Contains(fieldOperators, op):
+		errs = append(errs, field.NotSupported(at.Child("operator"), op, fieldOperators))
+	case len(r.Values) == 0:
+		errs = append(errs, field.Required(at.Child("values"), "exactly one value (a node name) for "+op+" on a node field"))
+	case len(r.Values) > 1:
+		errs = append(errs, field.Invalid(at.Child("values"), r.Values, "must be exactly one value (a node name) for "+op+" on a node field"))
+	}
+	switch {
+	case r.Key == "":
+		errs = append(errs, field.Required(at.Child("key"), "a node field: metadata.name"))
+	case !slices.Contains(nodeFields, r.Key):
+		errs = append(errs, field.NotSupported(at.Child("key"), r.Key, nodeFields))
+	default:
+		for i, v := range r.Values {
+			for _, msg := range validation.IsDNS1123Subdomain(v) {
+				errs = append(errs, field.Invalid(at.Child("values").Index(i), v, "not a node name: "+msg))
+			}
+		}
 	}
 	return errs
 }
