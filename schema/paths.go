@@ -1,6 +1,9 @@
 package schema
 
-import "strings"
+import (
+	"reflect"
+	"strings"
+)
 
 // The CRD-schema checker (package crds) needs every path of a field map and what the CRD's
 // schema must allow there; conversion between two versions (package convert) pairs the paths
@@ -32,12 +35,14 @@ type Path struct {
 // status reports whether the field is a status field, written through /status.
 func (p Path) status() bool { return p.inStatus }
 
-// Paths lists every field of f, in the order of a map file.
+// Paths lists every field of f, in the order of a map file. It reads each path straight from
+// f (not through infos, which makes a pointer of each): it runs for each status patch of a VM
+// that is not Active and for each object the conversion webhook converts.
 func (f Fields) Paths() []Path {
-	infos := f.infos()
-	out := make([]Path, len(infos))
-	for i, fi := range infos {
-		out[i] = Path{Key: fi.key, Path: *fi.path, Type: fi.want, Required: fi.required, inStatus: fi.status}
+	v := reflect.ValueOf(&f).Elem()
+	out := make([]Path, len(fieldKeys))
+	for i, k := range fieldKeys {
+		out[i] = Path{Key: k.key, Path: v.Field(k.field).String(), Type: k.want, Required: k.required, inStatus: k.status}
 	}
 	return out
 }
