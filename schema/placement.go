@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -76,7 +75,7 @@ func checkPlacement(fp *field.Path, p *backend.Placement) field.ErrorList {
 				errs = append(errs, field.Required(rat, "at least one term: no node matches an empty list"))
 			}
 			for i, term := range r.NodeSelectorTerms {
-				errs = append(errs, checkTerm(rat.Index(i), term)...)
+				errs = append(errs, checkTerm(rat.Index(i), term, true)...)
 			}
 		}
 		for i, pt := range na.PreferredDuringSchedulingIgnoredDuringExecution {
@@ -84,7 +83,7 @@ func checkPlacement(fp *field.Path, p *backend.Placement) field.ErrorList {
 			if pt.Weight < 1 || pt.Weight > 100 {
 				errs = append(errs, field.Invalid(pat.Child("weight"), pt.Weight, "must be from 1 to 100"))
 			}
-			errs = append(errs, checkTerm(pat.Child("preference"), pt.Preference)...)
+			errs = append(errs, checkTerm(pat.Child("preference"), pt.Preference, false)...)
 		}
 	}
 	for i, t := range p.Tolerations {
@@ -122,17 +121,17 @@ var (
 	nodeFields     = []string{"metadata.name"}
 )
 
-// checkTerm checks a node selector term as the API server checks a pod's, so that the VM is
-// refused with its paths rather than its server pod refused (ServerRejected) or, for a running
-// server, every node taken as not admitting it: the scheduler and the controller's room check
-// read a term that does not parse as matching no node. Where the API server is lenient the
-// check follows what parses: a Gt or Lt value must be an integer (the API server lets "ten"
-// through, and no node ever matches it), and the values of a preferred term must be label
-// values too (the API server lets them through, and the scheduler then cannot score the pod).
-func checkTerm(at *field.Path, term corev1.NodeSelectorTerm) field.ErrorList {
+// checkTerm checks a node selector term as the API server checks a pod's (required: a term of
+// the required node affinity), so that the VM is refused with its paths rather than its
+// server pod refused (ServerRejected). No more than the API server: what it lets through (a Gt
+// value that is not an integer, a preferred term's values that are not label values) is a
+// term the scheduler skips, and a placement with another term that matches works, so a VM
+// that runs so keeps running after an upgrade; a required node affinity none of whose terms
+// parses admits no node, and the room check says so.
+func checkTerm(at *field.Path, term corev1.NodeSelectorTerm, required bool) field.ErrorList {
 	var errs field.ErrorList
 	for i, r := range term.MatchExpressions {
-		errs = append(errs, checkExpression(at.Child("matchExpressions").Index(i), r)...)
+		errs = append(errs, checkExpression(at.Child("matchExpressions").Index(i), r, required)...)
 	}
 	for i, r := range term.MatchFields {
 		errs = append(errs, checkField(at.Child("matchFields").Index(i), r)...)
@@ -141,9 +140,9 @@ func checkTerm(at *field.Path, term corev1.NodeSelectorTerm) field.ErrorList {
 }
 
 // checkExpression checks a requirement on node labels: its operator, the count of values it
-// takes, its key a label key and its values label values (integers for Gt and Lt). One error
-// per value, for every reason together.
-func checkExpression(at *field.Path, r corev1.NodeSelectorRequirement) field.ErrorList {
+// takes, its key a label key and, in a required term, its values label values. One error per
+// value, for every reason together.
+func checkExpression(at *field.Path, r corev1.NodeSelectorRequirement, required bool) field.ErrorList {
 	var errs field.ErrorList
 	op := string(r.Operator)
 	valued := false // whether the operator takes values, which are then checked one by one
@@ -172,21 +171,12 @@ func checkExpression(at *field.Path, r corev1.NodeSelectorRequirement) field.Err
 			errs = append(errs, field.Invalid(at.Child("key"), r.Key, "not a label key: "+msg))
 		}
 	}
-	if !valued {
+	if !valued || !required {
 		return errs
 	}
 	for i, v := range r.Values {
-		var why []string
-		if r.Operator == corev1.NodeSelectorOpGt || r.Operator == corev1.NodeSelectorOpLt {
-			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
-				why = append(why, "not an integer, which "+op+" compares")
-			}
-		}
-		for _, msg := range validation.IsValidLabelValue(v) {
-			why = append(why, "not a label value: "+msg)
-		}
-		if len(why) > 0 {
-			errs = append(errs, field.Invalid(at.Child("values").Index(i), v, strings.Join(why, "; ")))
+		if why := validation.IsValidLabelValue(v); len(why) > 0 {
+			errs = append(errs, field.Invalid(at.Child("values").Index(i), v, "not a label value: "+strings.Join(why, "; ")))
 		}
 	}
 	return errs

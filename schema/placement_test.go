@@ -46,10 +46,14 @@ func TestPlacement(t *testing.T) {
 			want: `{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"example.com/cores","operator":"Gt","values":["4"]}],"matchFields":[{"key":"metadata.name","operator":"NotIn","values":["node-a"]}]}]}}}}`},
 		"term key not a label key": {json: `{"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "bad key!", "operator": "Exists"}]}]}}}}`,
 			errs: []string{"nodeSelectorTerms[0].matchExpressions[0].key: Invalid value"}},
-		"In value not a label value": {json: `{"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "k", "operator": "In", "values": ["ok", "not ok"]}]}}]}}}`,
-			errs: []string{"preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].values[1]: Invalid value"}},
-		"Gt not an integer": {json: `{"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["ten"]}]}]}}}}`,
-			errs: []string{`matchExpressions[0].values[0]: Invalid value: "ten": not an integer`}},
+		"In value not a label value": {json: `{"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["ok", "not ok"]}]}]}}}}`,
+			errs: []string{`nodeSelectorTerms[0].matchExpressions[0].values[1]: Invalid value: "not ok": not a label value`}},
+		// What the API server lets through is a term the scheduler skips, which another term
+		// may make up for: not refused.
+		"preferred value not a label value": {json: `{"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "k", "operator": "In", "values": ["not ok"]}]}}]}}}`,
+			want: `{"affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1,"preference":{"matchExpressions":[{"key":"k","operator":"In","values":["not ok"]}]}}]}}}`},
+		"Gt not an integer": {json: `{"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["ten"]}]}, {"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}}}`,
+			want: `{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"k","operator":"Gt","values":["ten"]}]},{"matchExpressions":[{"key":"k","operator":"Exists"}]}]}}}}`},
 		"Lt not a label value": {json: `{"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Lt", "values": ["-5"]}]}]}}}}`,
 			errs: []string{`matchExpressions[0].values[0]: Invalid value: "-5": not a label value`}},
 		"field key not metadata.name": {json: `{"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.labels", "operator": "In", "values": ["a"]}]}]}}}}`,
