@@ -17,14 +17,14 @@ import (
 // would take would end a running server for one that never starts.
 type Rooms interface {
 	// Hosts returns the hosts as last seen, or nil when the backend does not know them (not
-	// watched, not listed yet). It must be cheap (a pointer kept up to date as hosts
-	// change): it runs on every reconcile.
+	// watched, not listed yet). It must be cheap (for pods: a pointer, the snapshot made
+	// anew at the first read after a host changed): it runs on every reconcile.
 	Hosts() *Hosts
 }
 
 // Hosts is a snapshot of the hosts a server could be placed on: what of each the scheduler's
 // filters for placement read (labels, taints, the cordon) and its allocatable cpu and memory.
-// It is never changed once made (NewHosts): a backend makes a new one when a host changes in
+// It is never changed once made (NewHosts): a backend makes a new one after a host changes in
 // one of these, so that a reader holds a consistent view without a lock. The figures a spec
 // is matched against are computed on demand (Room), on the path of a replacement only.
 type Hosts struct {
@@ -57,9 +57,10 @@ func (h *Hosts) All() iter.Seq[Host] { return slices.Values(h.hosts) }
 // would admit a server of spec, each taken on its own: they may be two hosts' figures. A host
 // admits it, as the scheduler's filters for placement tell (component-helpers, their own
 // code): its labels (and name) match the placement's node selector and required node
-// affinity; the placement's tolerations tolerate each of its NoSchedule and NoExecute taints,
-// the cordon counted as the taint node.kubernetes.io/unschedulable:NoSchedule as the
-// scheduler counts it; and it is not spec.AvoidNode.
+// affinity; the placement's tolerations tolerate each of its NoSchedule and NoExecute taints
+// (but the passing ones, for a replacement: see passing), the cordon counted as the taint
+// node.kubernetes.io/unschedulable:NoSchedule as the scheduler counts it; and it is not
+// spec.AvoidNode.
 //
 // Not looked at: pod affinity and anti-affinity, topology spread, and what already runs on a
 // host, which only the scheduler weighs as it places the server. Room says what no host can
@@ -71,6 +72,10 @@ func (h *Hosts) Room(spec Spec) Room {
 		pl = &Placement{}
 	}
 	affinity := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: corev1.PodSpec{NodeSelector: pl.NodeSelector, Affinity: pl.Affinity}})
+	keeps := keepsOff
+	if spec.AvoidNode != "" {
+		keeps = keepsOffNow
+	}
 	var node corev1.Node // each host in turn, as the matchers read a node
 	for i := range h.hosts {
 		o := &h.hosts[i]
@@ -79,7 +84,7 @@ func (h *Hosts) Room(spec Spec) Room {
 		}
 		r.Known++
 		node.Name, node.Labels = o.Name, o.Labels
-		if !o.admits(&node, affinity, pl.Tolerations) {
+		if !o.admits(&node, affinity, pl.Tolerations, keeps) {
 			continue
 		}
 		r.Hosts++
@@ -95,15 +100,15 @@ func (h *Hosts) Room(spec Spec) Room {
 
 // admits reports whether o, as node (its name and labels), takes a server of the required node
 // affinity and the tolerations given, by the scheduler's filters NodeAffinity,
-// TaintToleration and NodeUnschedulable. A selector that does not parse admits nothing, as the
-// scheduler's refusal of it would.
-func (o *Host) admits(node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration) bool {
+// TaintToleration (each taint keeps says keeps a server off) and NodeUnschedulable. A
+// selector that does not parse admits nothing, as the scheduler's refusal of it would.
+func (o *Host) admits(node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration, keeps func(*corev1.Taint) bool) bool {
 	if ok, err := affinity.Match(node); err != nil || !ok {
 		return false
 	}
 	// The zero logger: with comparison operators off, matching a toleration logs nothing.
 	var log klog.Logger
-	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(log, o.Taints, tolerations, keepsOff, false); untolerated {
+	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(log, o.Taints, tolerations, keeps, false); untolerated {
 		return false
 	}
 	return !o.Unschedulable || corev1helpers.TolerationsTolerateTaint(log, tolerations, &unschedulable, false)
@@ -112,20 +117,27 @@ func (o *Host) admits(node *corev1.Node, affinity nodeaffinity.RequiredNodeAffin
 // unschedulable is the taint the scheduler reads a cordon as (its NodeUnschedulable filter).
 var unschedulable = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
 
-// keepsOff reports whether a taint keeps a server that does not tolerate it off its host
-// (PreferNoSchedule only discourages it), and is not one of the node's passing states.
-func keepsOff(t *corev1.Taint) bool {
-	return (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !passing[t.Key]
+// keepsOffNow reports whether a taint keeps a server that does not tolerate it off its host
+// (PreferNoSchedule only discourages it), the passing ones with the rest: the rule of a move,
+// which a node that is down now must not take.
+func keepsOffNow(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 }
+
+// keepsOff is keepsOffNow but for the passing taints: the rule of a replacement.
+func keepsOff(t *corev1.Taint) bool { return keepsOffNow(t) && !passing[t.Key] }
 
 // passing are the taints that say how a node is now, not where a server may go: those the
 // node lifecycle controller sets from the node's conditions (not ready, unreachable, under
-// pressure, without network) and those a cloud provider sets while it initializes a new node
-// or while the machine is shut down. They come and go with the node's state; a node that
-// has one counts, as a node that is not Ready counts: counted out, a kubelet's restart or a
-// node still initializing as a change is decided would keep the server for the whole
-// generation of the spec (the record stays), where its replacement would have waited a
-// moment for the node and run. The scheduler places the replacement once the taint is gone.
+// pressure, without network) and the one a cloud provider sets while it initializes a new
+// node. They come and go with the node's state. For the replacement of a server for a new
+// spec, a node that has one counts, as a node that is not Ready counts: counted out, a
+// kubelet's restart or a node still initializing as the change is decided would keep the
+// server for the whole generation of the spec (the record stays), where its replacement would
+// have waited a moment for the node and run. A move (spec.AvoidNode) counts them: it ends a
+// running server at once, and a refusal costs its owner no more than asking again, where a
+// move onto a node that is down would leave the VM down until the move gives up. A cloud's
+// shutdown taint is not among them: a machine shut down may stay so.
 var passing = map[string]bool{
 	corev1.TaintNodeNotReady:           true,
 	corev1.TaintNodeUnreachable:        true,
@@ -133,9 +145,8 @@ var passing = map[string]bool{
 	corev1.TaintNodeDiskPressure:       true,
 	corev1.TaintNodePIDPressure:        true,
 	corev1.TaintNodeNetworkUnavailable: true,
-	// k8s.io/cloud-provider's TaintExternalCloudProvider and TaintNodeShutdown.
+	// k8s.io/cloud-provider's TaintExternalCloudProvider.
 	"node.cloudprovider.kubernetes.io/uninitialized": true,
-	"node.cloudprovider.kubernetes.io/shutdown":      true,
 }
 
 // Room is what Hosts.Room finds for a spec.

@@ -73,9 +73,9 @@ func TestHostsRoom(t *testing.T) {
 }
 
 // TestHostsRoomPassingTaints: a node's passing states (not ready, unreachable, under pressure,
-// a cloud provider's node still initializing or shut down) do not keep a server off it, as a
-// node that is not Ready counts: the scheduler places the server once the taint is gone. A
-// taint of anyone else's does.
+// a cloud provider's node still initializing) do not keep a replacement off it, as a node that
+// is not Ready counts: the scheduler places the server once the taint is gone. A taint of
+// anyone else's does, and a cloud's shutdown taint. A move counts the passing ones too.
 func TestHostsRoomPassingTaints(t *testing.T) {
 	taints := func(keys ...string) []corev1.Taint {
 		var out []corev1.Taint
@@ -87,13 +87,21 @@ func TestHostsRoomPassingTaints(t *testing.T) {
 	hosts := NewHosts([]Host{
 		{Name: "restarting", CPU: resource.MustParse("64"), Memory: resource.MustParse("8Gi"),
 			Taints: append(taints(corev1.TaintNodeNotReady, corev1.TaintNodeMemoryPressure, corev1.TaintNodeDiskPressure,
-				corev1.TaintNodePIDPressure, corev1.TaintNodeNetworkUnavailable, "node.cloudprovider.kubernetes.io/uninitialized",
-				"node.cloudprovider.kubernetes.io/shutdown"),
+				corev1.TaintNodePIDPressure, corev1.TaintNodeNetworkUnavailable, "node.cloudprovider.kubernetes.io/uninitialized"),
 				corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})},
 		{Name: "dedicated", CPU: resource.MustParse("128"), Memory: resource.MustParse("16Gi"), Taints: taints("dedicated")},
+		{Name: "stopped", CPU: resource.MustParse("256"), Memory: resource.MustParse("32Gi"), Taints: taints("node.cloudprovider.kubernetes.io/shutdown")},
+		{Name: "source", CPU: resource.MustParse("8"), Memory: resource.MustParse("4Gi")},
 	})
-	r := hosts.Room(Spec{})
-	if got := fmt.Sprintf("cpu %s, memory %s, %d of %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known); got != "cpu 64, memory 8Gi, 1 of 2 hosts" {
-		t.Errorf("room %s, want the restarting node's (cpu 64, memory 8Gi, 1 of 2 hosts)", got)
+	line := func(r Room) string {
+		return fmt.Sprintf("cpu %s, memory %s, %d of %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known)
+	}
+	if got := line(hosts.Room(Spec{})); got != "cpu 64, memory 8Gi, 2 of 4 hosts" {
+		t.Errorf("room for a replacement %s, want the restarting node's and the source's (cpu 64, memory 8Gi, 2 of 4 hosts)", got)
+	}
+	// A move counts them out: it ends the server at once, for one that a node that is down
+	// would not start.
+	if got := line(hosts.Room(Spec{AvoidNode: "source"})); got != "cpu 0, memory 0, 0 of 3 hosts" {
+		t.Errorf("room for a move %s, want none (cpu 0, memory 0, 0 of 3 hosts)", got)
 	}
 }

@@ -230,15 +230,10 @@ func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	kept := c != nil && decision.RoomKept(c) && c.ObservedGeneration == vm.Generation()
 	// The other way: a server newly kept for want of room (ResizeNoRoom for this generation,
 	// which the status had not recorded) is kept only where the hosts are known and none that
-	// the next server's placement admits has its cpu and memory. That placement is the VM's,
-	// or the server's for a resize the host refused (which keeps the rest of the server's
-	// spec): a keep is false where both would fit.
+	// the next server's placement (the VM's) admits has its cpu and memory.
 	if now := restartRequiredOf(plan.Status); len(errs) == 0 && srv != nil && !kept &&
 		now != nil && decision.RoomKept(now) && now.ObservedGeneration == vm.Generation() {
-		fits := func(pl *backend.Placement) bool {
-			return hosts != nil && hosts.Room(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: pl}).Fits(spec.CPU, spec.Memory)
-		}
-		if hosts == nil || fits(spec.Placement) && fits(srv.Spec.Placement) {
+		if hosts == nil || hosts.Room(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}).Fits(spec.CPU, spec.Memory) {
 			t.Errorf("keeps a running server for want of room that a host has (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
 				roomString(hosts, backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}), vm.JSON(), srv, renderPlan(t, plan))
 		}

@@ -61,9 +61,9 @@ func (d *decision) noRoom(spec backend.Spec) string {
 	case r.Hosts == 0 && placed:
 		return "the VM's placement admits no node" + other + " " + admitted
 	case r.Hosts == 0 && other == "":
-		return "every node is cordoned or tainted"
+		return "every node is cordoned or tainted against it"
 	case r.Hosts == 0:
-		return "every node" + other + " is cordoned or tainted"
+		return "every node" + other + " is cordoned or tainted against it"
 	}
 	var over []string
 	if spec.CPU.Cmp(r.CPU) > 0 {
@@ -79,9 +79,9 @@ func (d *decision) noRoom(spec backend.Spec) string {
 	case placed:
 		among = "among the nodes" + other + ", that the VM's placement admits " + admitted
 	case other == "":
-		among = "among the nodes neither cordoned nor tainted"
+		among = "among the nodes not cordoned or tainted against it"
 	default:
-		among = "among the nodes" + other + ", neither cordoned nor tainted"
+		among = "among the nodes" + other + ", not cordoned or tainted against it"
 	}
 	msg := among + ", no node has allocatable " + over[0]
 	if len(over) > 1 {
@@ -176,7 +176,7 @@ func makeRoom(spec backend.Spec) string {
 	if placing(spec.Placement) {
 		return "add a node that fits and that the VM's placement admits, uncordon one, or widen the placement"
 	}
-	return "add a node that fits, or uncordon one"
+	return "add a node that fits, uncordon one, or give the VM a placement that tolerates a tainted one"
 }
 
 // roomKeptRecord reports whether c is the record keptForRoom writes: its own reason, which

@@ -39,11 +39,11 @@ func TestResizeRefusedRoom(t *testing.T) {
 		"a node has room": {hosts: backend.NewHosts([]backend.Host{host("n1", "8", "8Gi"), host("n2", "2", "64Gi")}),
 			condition: "Resizing/ResizeInfeasible", says: "the node cannot resize it in place: " + why},
 		"no node has the cpu": {hosts: backend.NewHosts([]backend.Host{host("n1", "3", "8Gi"), host("n2", "2", "64Gi"), cordoned}),
-			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes neither cordoned nor tainted, no node has allocatable cpu 4 (the largest has 3), so a new server"},
+			condition: "RestartRequired/ResizeNoRoom", says: "among the nodes not cordoned or tainted against it, no node has allocatable cpu 4 (the largest has 3), so a new server"},
 		"no node has either": {hosts: backend.NewHosts([]backend.Host{host("n1", "3", "2Gi"), host("n2", "1", "1Gi")}),
 			condition: "RestartRequired/ResizeNoRoom", says: "no node has allocatable cpu 4 (the largest has 3) or memory 4G (the largest has 2Gi)"},
 		"every node cordoned": {hosts: backend.NewHosts([]backend.Host{cordoned}), condition: "RestartRequired/ResizeNoRoom",
-			says: ": every node is cordoned or tainted, so"},
+			says: ": every node is cordoned or tainted against it, so"},
 		"no node": {hosts: backend.NewHosts(nil), condition: "RestartRequired/ResizeNoRoom", says: ": no node is there, so"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestResizeRefusedRoom(t *testing.T) {
 			if !next.Empty() {
 				t.Errorf("after the refusal, with the server kept:\n%s", renderPlan(t, next))
 			}
-			if !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G; or add a node that fits, or uncordon one, then restart the VM: kubectl vm restart test-vm") {
+			if !strings.Contains(c.Message, "set the spec back to cpu 2, memory 4G; or add a node that fits, uncordon one, or give the VM a placement that tolerates a tainted one, then restart the VM: kubectl vm restart test-vm") {
 				t.Errorf("RestartRequired %q does not say how to go on", c.Message)
 			}
 		})
