@@ -56,10 +56,11 @@ func newServer(t *testing.T, ns, vm, old string) string {
 // resize the node refuses (replaced under --resize in-place), and a kubectl drain of the
 // server's node, which is the test's own. Every new server mounts it.
 //
-// The VM asks for 40 cpu, more than any shared node has: its server waits, unschedulable,
-// until the test lets it onto the test's own node of 64 cpu by adding the toleration of the
-// node's private taint to the pending pod (a pod's tolerations may be added to). So only the
-// test's pod is ever on that node, and the drain disturbs no other test.
+// The VM asks for 40 cpu, more than any shared node has, and its placement tolerates the
+// private taint of the test's own node of 64 cpu: its server can run there only, and only the
+// test's pod is ever on that node, so the drain disturbs no other test. (The toleration is
+// the VM's, not added to the pod: the controller replaces a running server for a resize only
+// where a node its placement admits has the room.)
 func TestDiskSurvivesServers(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
@@ -67,19 +68,13 @@ func TestDiskSurvivesServers(t *testing.T) {
 	startController(t, ns).waitReady(t)
 	onOwnNode := func() {
 		t.Helper()
-		eventually(t, 2*time.Minute, func() (bool, string) {
-			phase := field(ns, "pod/vm-server", ".status.phase")
-			return phase == "Pending", "server pod phase " + phase
-		})
-		kubectl(t, "-n", ns, "patch", "pod", "vm-server", "--type=json", "-p",
-			fmt.Sprintf(`[{"op":"add","path":"/spec/tolerations/-","value":{"key":%q,"operator":"Equal","value":%q,"effect":"NoSchedule"}}]`, privateTaint, node))
 		waitPhase(t, ns, "vm", "Active", "", 2*time.Minute)
 		if got := field(ns, "pod/vm-server", ".spec.nodeName"); got != node {
 			t.Fatalf("server on node %q, want the test's own %s", got, node)
 		}
 		mountsClaim(t, ns, "vm")
 	}
-	diskVM(t, ns, "vm", "40", "1Gi", "")
+	diskVM(t, ns, "vm", "40", "1Gi", fmt.Sprintf("  placement:\n    tolerations:\n    - {key: %s, operator: Equal, value: %s, effect: NoSchedule}\n", privateTaint, node))
 	onOwnNode()
 	claim := claimUID(ns, "vm")
 	if claim == "" || field(ns, "vm/vm", ".status.rootDisk.claimName}/{.status.rootDisk.phase") != "vm-rootdisk/Bound" {

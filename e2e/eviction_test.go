@@ -15,7 +15,7 @@ import (
 //
 // Each VM asks for 40 cpu, more than any shared node has, so its server can only run on a
 // node of the test's own (64 cpu), and only once the test adds the toleration of that node's
-// private taint to the pending pod (as TestDiskSurvivesServers does): so only the test's pods
+// private taint to the pending pod: so only the test's pods
 // are ever on its nodes, and a drain disturbs no other test.
 
 // tolerate adds to the VM's pending server pod the toleration of node's private taint, so that
