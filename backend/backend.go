@@ -17,6 +17,7 @@ import (
 	"errors"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -182,6 +183,16 @@ type Server struct {
 	// it); Disruption, nil unless the server is being evicted or otherwise disrupted.
 	Cordoned   bool
 	Disruption *Disruption
+
+	// AdmittedTolerations are the tolerations the server was given beyond its placement's
+	// (for pods: those of the pod that its AnnotationPlacement does not list, such as a
+	// namespace's default tolerations or a mutating webhook's), but those of the passing
+	// taints (PassingTaint), which admission gives every server for a while
+	// (DefaultTolerationSeconds). They are taken to come back on the next server, which the
+	// same admission sees: the room check counts them beside the placement's (Hosts.Room).
+	// One a person added to the running server by hand does not come back; its VM's next
+	// server then waits for a node as the scheduler says. Nil for a server given none.
+	AdmittedTolerations []corev1.Toleration
 
 	// Unwatched, on a server read past the cache (Reader.Get), says the backend's watch
 	// does not show it (for pods: the label cloudnative.czs/vm-uid was taken off the pod),

@@ -57,19 +57,25 @@ func (h *Hosts) All() iter.Seq[Host] { return slices.Values(h.hosts) }
 // would admit a server of spec, each taken on its own: they may be two hosts' figures. A host
 // admits it, as the scheduler's filters for placement tell (component-helpers, their own
 // code): its labels (and name) match the placement's node selector and required node
-// affinity; the placement's tolerations tolerate each of its NoSchedule and NoExecute taints
-// (but the passing ones, for a replacement: see passing), the cordon counted as the taint
+// affinity; the placement's tolerations, with admitted (the tolerations admission gave the
+// server that runs now beyond them, Server.AdmittedTolerations, which it gives the next one
+// too), tolerate each of its NoSchedule and NoExecute taints (but the passing ones, for a
+// replacement: see passing), the cordon counted as the taint
 // node.kubernetes.io/unschedulable:NoSchedule as the scheduler counts it; and it is not
 // spec.AvoidNode.
 //
 // Not looked at: pod affinity and anti-affinity, topology spread, and what already runs on a
 // host, which only the scheduler weighs as it places the server. Room says what no host can
 // take, not what one will.
-func (h *Hosts) Room(spec Spec) Room {
+func (h *Hosts) Room(spec Spec, admitted []corev1.Toleration) Room {
 	var r Room
 	pl := spec.Placement
 	if pl == nil {
 		pl = &Placement{}
+	}
+	tolerations := pl.Tolerations
+	if len(admitted) > 0 {
+		tolerations = append(slices.Clip(tolerations), admitted...)
 	}
 	affinity := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: corev1.PodSpec{NodeSelector: pl.NodeSelector, Affinity: pl.Affinity}})
 	keeps := keepsOff
@@ -84,7 +90,7 @@ func (h *Hosts) Room(spec Spec) Room {
 		}
 		r.Known++
 		node.Name, node.Labels = o.Name, o.Labels
-		if !o.admits(&node, affinity, pl.Tolerations, keeps) {
+		if !o.admits(&node, affinity, tolerations, keeps) {
 			continue
 		}
 		r.Hosts++
@@ -126,6 +132,10 @@ func keepsOffNow(t *corev1.Taint) bool {
 
 // keepsOff is keepsOffNow but for the passing taints: the rule of a replacement.
 func keepsOff(t *corev1.Taint) bool { return keepsOffNow(t) && !passing[t.Key] }
+
+// PassingTaint reports whether key is the key of one of the passing taints (passing), which
+// say how a node is now, not where a server may go.
+func PassingTaint(key string) bool { return passing[key] }
 
 // passing are the taints that say how a node is now, not where a server may go: those the
 // node lifecycle controller sets from the node's conditions (not ready, unreachable, under

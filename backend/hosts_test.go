@@ -64,7 +64,7 @@ func TestHostsRoom(t *testing.T) {
 			want: "cpu 8, memory 1Ti, 1 of 6 hosts"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := hosts.Room(tc.spec)
+			r := hosts.Room(tc.spec, nil)
 			if got := fmt.Sprintf("cpu %s, memory %s, %d of %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known); got != tc.want {
 				t.Errorf("room %s, want %s", got, tc.want)
 			}
@@ -96,12 +96,12 @@ func TestHostsRoomPassingTaints(t *testing.T) {
 	line := func(r Room) string {
 		return fmt.Sprintf("cpu %s, memory %s, %d of %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known)
 	}
-	if got := line(hosts.Room(Spec{})); got != "cpu 64, memory 8Gi, 2 of 4 hosts" {
+	if got := line(hosts.Room(Spec{}, nil)); got != "cpu 64, memory 8Gi, 2 of 4 hosts" {
 		t.Errorf("room for a replacement %s, want the restarting node's and the source's (cpu 64, memory 8Gi, 2 of 4 hosts)", got)
 	}
 	// A move counts them out: it ends the server at once, for one that a node that is down
 	// would not start.
-	if got := line(hosts.Room(Spec{AvoidNode: "source"})); got != "cpu 0, memory 0, 0 of 3 hosts" {
+	if got := line(hosts.Room(Spec{AvoidNode: "source"}, nil)); got != "cpu 0, memory 0, 0 of 3 hosts" {
 		t.Errorf("room for a move %s, want none (cpu 0, memory 0, 0 of 3 hosts)", got)
 	}
 }

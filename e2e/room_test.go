@@ -112,3 +112,71 @@ func TestRoomHonoursCordon(t *testing.T) {
 	growKept(t, ns, "cordoned", uids["cordoned"], "among the nodes the VM's placement admits (", "no node has allocatable cpu 64 (the largest has 32)")
 	growReplaced(t, ns, "tolerant", uids["tolerant"], big)
 }
+
+// TestRoomCountsAdmittedTolerations: admission gives the servers of the test's namespace the
+// toleration of its nodes' private taint (a MutatingAdmissionPolicy, as a namespace's default
+// tolerations or a mutating webhook would), which the VM's placement does not list. Its cpu
+// raised to 64, the server is replaced onto the big node: the room check counts the
+// tolerations the running server was given, which admission gives the next one too.
+func TestRoomCountsAdmittedTolerations(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	group, big, _ := roomNodes(t)
+	admitToleration(t, ns, privateTaint)
+	startController(t, ns, "--resize", "replace").waitReady(t)
+	uids := roomVMs(t, ns, map[string]string{"admitted": fmt.Sprintf("    nodeSelector: {placement.e2e.cloudnative.czs/group: %s}\n", group)})
+	if got := field(ns, "pod/admitted-server", `.spec.tolerations[?(@.key=="`+privateTaint+`")].operator`); got != "Exists" {
+		t.Fatalf("the server's toleration of %s: operator %q, want the one admission gave (Exists)", privateTaint, got)
+	}
+	growReplaced(t, ns, "admitted", uids["admitted"], big)
+}
+
+// admitToleration has admission give every pod created in ns a toleration of the taint key
+// (any value, NoSchedule), by a MutatingAdmissionPolicy and its binding, and returns once the
+// API server applies it: a pod created in ns on trial (a server-side dry run) has it.
+func admitToleration(t *testing.T, ns, key string) {
+	t.Helper()
+	toleration := fmt.Sprintf(`Object.spec.tolerations{key: %q, operator: "Exists", effect: "NoSchedule"}`, key)
+	apply(t, fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: %[1]s}
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        has(object.spec.tolerations)
+        ? [JSONPatch{op: "add", path: "/spec/tolerations/-", value: %[2]s}]
+        : [JSONPatch{op: "add", path: "/spec/tolerations", value: [%[2]s]}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+`, ns, toleration))
+	t.Cleanup(func() {
+		for _, kind := range []string{"mutatingadmissionpolicybinding", "mutatingadmissionpolicy"} {
+			if _, err := kubectlErr("delete", kind, ns, "--ignore-not-found"); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	probe := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: admission-probe, namespace: %s}
+spec:
+  containers: [{name: c, image: registry.k8s.io/pause:3.10}]
+`, ns)
+	eventually(t, time.Minute, func() (bool, string) {
+		out, _, err := runKubectl(probe, "create", "--dry-run=server", "-f", "-", "-o", `jsonpath={.spec.tolerations[?(@.key=="`+key+`")].operator}`)
+		return err == nil && out == "Exists", fmt.Sprintf("a pod created on trial tolerates %s: %q (%v)", key, out, err)
+	})
+}

@@ -37,6 +37,8 @@ type serverYAML struct {
 	Cordoned   bool                `yaml:"cordoned"`
 	Disruption *backend.Disruption `yaml:"disruption"`
 	Lingers    lingersYAML         `yaml:"lingers"` // ended, and what realises it runs on (backend.Server.Lingers)
+	// The tolerations admission gave it beyond its placement's (backend.Server.AdmittedTolerations).
+	AdmittedTolerations []map[string]any `yaml:"admittedTolerations"`
 }
 
 // lingersYAML is a server's lingers: true, or the names of what keeps it running, which say
@@ -113,7 +115,7 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, ip, waiting, cordoned, disruption, lingers)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, nodeGone, ip, waiting, cordoned, disruption, lingers, admittedTolerations)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image, placement, restart)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
@@ -148,6 +150,7 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	disruption: {reason: EvictionByEvictionAPI, message: ""}  # optional: it is being evicted
 //	lingers: true          # optional, for Failed and Stopped: what realises it runs on (a sidecar keeps the pod Running)
 //	lingers: [istio-proxy] # the same, naming what keeps it running (backend.Server.KeptBy)
+//	admittedTolerations: [{key: dedicated, operator: Equal, value: vms, effect: NoSchedule}]  # optional: given at admission, beyond its placement's
 //
 // A spec may carry a placement, as a VM's spec.placement writes it
 // (placement: {nodeSelector: {disktype: ssd}}), and the restart request the server was made
@@ -191,6 +194,18 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		if srv.Spec.Placement, err = backend.ParsePlacement(raw); err != nil {
 			return nil, fmt.Errorf("spec.placement: %w", err)
 		}
+	}
+	if len(s.AdmittedTolerations) > 0 {
+		// Read as the tolerations of a placement are.
+		raw, err := json.Marshal(map[string]any{"tolerations": s.AdmittedTolerations})
+		if err != nil {
+			return nil, fmt.Errorf("admittedTolerations: %w", err)
+		}
+		p, err := backend.ParsePlacement(raw)
+		if err != nil {
+			return nil, fmt.Errorf("admittedTolerations: %w", err)
+		}
+		srv.AdmittedTolerations = p.Tolerations
 	}
 	for _, q := range []struct {
 		name string

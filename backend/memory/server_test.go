@@ -1,10 +1,13 @@
 package memory
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // TestParseServerLingers: a written-down server's lingers is true, false, or the names of what
@@ -41,5 +44,27 @@ func TestParseServerLingers(t *testing.T) {
 		if _, err := ParseServer([]byte(base+bad+"\n"), time.Now()); err == nil || !strings.Contains(err.Error(), "lingers: want true, false, or the names") {
 			t.Errorf("ParseServer with %q: %v, want an error that says what lingers takes", bad, err)
 		}
+	}
+}
+
+// TestParseServerAdmittedTolerations: a written-down server's admittedTolerations are read as
+// a placement's tolerations are; a key a toleration does not have is an error that names it.
+func TestParseServerAdmittedTolerations(t *testing.T) {
+	const base = "name: a-server\nid: pod-1\nstate: Ready\ndetail: Running\nspec: {cpu: \"1\", memory: 1G, rootDisk: 1G, image: i}\n"
+	s, err := ParseServer([]byte(base+"admittedTolerations: [{key: team, operator: Equal, value: a, effect: NoSchedule}, {key: gpu, operator: Exists}]\n"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.Toleration{{Key: "team", Operator: corev1.TolerationOpEqual, Value: "a", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "gpu", Operator: corev1.TolerationOpExists}}
+	if !reflect.DeepEqual(s.AdmittedTolerations, want) {
+		t.Errorf("admitted %+v, want %+v", s.AdmittedTolerations, want)
+	}
+	if s, err := ParseServer([]byte(base), time.Now()); err != nil || s.AdmittedTolerations != nil {
+		t.Errorf("without the key: %+v, %v; want none", s.AdmittedTolerations, err)
+	}
+	if _, err := ParseServer([]byte(base+"admittedTolerations: [{key: team, colour: blue}]\n"), time.Now()); err == nil ||
+		!strings.Contains(err.Error(), "admittedTolerations") || !strings.Contains(err.Error(), "colour") {
+		t.Errorf("an unknown key: %v, want an error that names admittedTolerations and the key", err)
 	}
 }

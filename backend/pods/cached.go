@@ -63,9 +63,10 @@ type cachedPod struct {
 	flags                 podFlags
 	notes                 *podNotes // nil when the server has nothing more to say
 	exact                 *podExact // nil when all is in the compact fields
-	// placement is the pod's AnnotationPlacement, which many pods share: read into the
-	// server's spec on each Observe (placementOf), and only for a pod that has one.
-	placement interned
+	// placement is the pod's AnnotationPlacement and the tolerations it has beyond it, which
+	// many pods share: read into the server on each Observe (placementOf, admittedOf), and
+	// only for a pod that has them.
+	placement placed
 	// restart is the server's restart mark (AnnotationRestart), when podRestart says it has
 	// one, as seconds since the epoch: the mark is the time of a request, which `kubectl vm
 	// restart` and the restart hint write in RFC 3339 in UTC to the second; any other text
@@ -168,8 +169,10 @@ func cachePod(pod *corev1.Pod) *cachedPod {
 	if base, ok := strings.CutSuffix(pod.Name, nameSuffix); !ok || base != ownerName || ownerName == "" {
 		p.exactly().ownerName, p.flags = ownerName, p.flags|exactOwnerName
 	}
-	p.placement = intern(pod.Annotations[AnnotationPlacement])
-	if s := serverOf(pod); !p.compact(s) {
+	s := serverOf(pod)
+	admitted, ok := admittedText(s.AdmittedTolerations)
+	p.placement = internPlaced(pod.Annotations[AnnotationPlacement], admitted)
+	if !ok || !p.compact(s) {
 		p.exactly().server, p.flags = s, p.flags|exactServer
 	}
 	return p
@@ -375,10 +378,11 @@ func (p *cachedPod) server() backend.Server {
 			RootDisk: quantityOf(p.rootDisk, p.formats[2], bytesScale),
 			Image:    p.image.String(),
 			// Placement: the annotation read again, as serverOf reads it.
-			Placement: placementOf(p.placement.String()),
+			Placement: placementOf(p.placement.annotation()),
 		},
-		Resize: backend.Resize{State: resizeStates[p.resize]},
-		Node:   p.node.String(),
+		AdmittedTolerations: admittedOf(p.placement.admitted()),
+		Resize:              backend.Resize{State: resizeStates[p.resize]},
+		Node:                p.node.String(),
 	}
 	switch {
 	case p.flags&podIPv4 != 0:

@@ -209,6 +209,12 @@ func TestCachedPodReadsBack(t *testing.T) {
 		"a phase Kubernetes lacks": {edit: func(p *corev1.Pod) { p.Status.Phase = "Hibernating" }, exact: true},
 		"no server container":      {edit: func(p *corev1.Pod) { p.Spec.Containers[0].Name = "sidecar"; running(p) }},
 		"no node":                  {edit: func(p *corev1.Pod) { p.Spec.NodeName = "" }},
+		// Tolerations admission gave the pod (backend.Server.AdmittedTolerations).
+		"admitted tolerations": {edit: func(p *corev1.Pod) {
+			running(p)
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "team", Operator: corev1.TolerationOpEqual, Value: "a", Effect: corev1.TaintEffectNoSchedule},
+				corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists})
+		}},
 
 		// The mark of a server made for a restart request: a time as `kubectl vm restart`
 		// writes it is compact; other text is kept as read.

@@ -40,6 +40,38 @@ func (i interned) String() string {
 	return i.h.Value()
 }
 
+// placed is a pod's placement as the cache keeps it: its AnnotationPlacement, and the
+// tolerations it has beyond those (backend.Server.AdmittedTolerations, in admittedText's
+// JSON), which the pods of a namespace's VMs share, kept once as interned keeps a string. One
+// handle for the two keeps a cached pod in its size class (BenchmarkCachedPodHeap). The zero
+// value is neither.
+type placed struct{ h unique.Handle[placedText] }
+
+type placedText struct{ annotation, admitted string }
+
+func internPlaced(annotation, admitted string) placed {
+	if annotation == "" && admitted == "" {
+		return placed{}
+	}
+	return placed{unique.Make(placedText{annotation, admitted})}
+}
+
+// annotation is the pod's AnnotationPlacement; "" for none.
+func (p placed) annotation() string {
+	if p == (placed{}) {
+		return ""
+	}
+	return p.h.Value().annotation
+}
+
+// admitted is the pod's tolerations beyond its placement, in admittedText's JSON; "" for none.
+func (p placed) admitted() string {
+	if p == (placed{}) {
+		return ""
+	}
+	return p.h.Value().admitted
+}
+
 // uuid is a UID in the form the API server gives them, lowercase 8-4-4-4-12 hexadecimal, in
 // 16 bytes instead of a 36-byte string.
 type uuid = googleuuid.UUID

@@ -1,6 +1,9 @@
 package pods
 
 import (
+	"encoding/json"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -102,13 +105,60 @@ func placementOf(annotation string) *backend.Placement {
 	return p
 }
 
+// admittedTolerations are those of tolerations, a pod's, that its placement (the one it was
+// made with, AnnotationPlacement) does not have: those admission gave it (a namespace's
+// default tolerations, a mutating webhook's) or a person added (backend.Server.AdmittedTolerations).
+// Those of the passing taints are left out: DefaultTolerationSeconds gives every pod two (not
+// ready and unreachable, NoExecute, for 300 s), which would let a move go to a node that is
+// down. Nil when there are none, as for most pods; what it returns is its own copy.
+func admittedTolerations(tolerations []corev1.Toleration, placement *backend.Placement) []corev1.Toleration {
+	var out []corev1.Toleration
+	for i := range tolerations {
+		t := &tolerations[i]
+		if backend.PassingTaint(t.Key) {
+			continue
+		}
+		if placement != nil && slices.ContainsFunc(placement.Tolerations, func(o corev1.Toleration) bool { return o.MatchToleration(t) }) {
+			continue
+		}
+		out = append(out, *t.DeepCopy())
+	}
+	return out
+}
+
+// admittedText is tolerations as the cache keeps them (cachedPod.placement): JSON, "" for
+// none; ok is false if they do not encode (a toleration is strings, an int64 and a pointer to
+// one: never), and the cache then keeps the server as read. admittedOf reads it back.
+func admittedText(tolerations []corev1.Toleration) (text string, ok bool) {
+	if len(tolerations) == 0 {
+		return "", true
+	}
+	b, err := json.Marshal(tolerations)
+	return string(b), err == nil
+}
+
+// admittedOf reads tolerations that admittedText wrote; nil for "".
+func admittedOf(text string) []corev1.Toleration {
+	if text == "" {
+		return nil
+	}
+	var out []corev1.Toleration
+	// admittedText wrote it from the same type: it reads back.
+	_ = json.Unmarshal([]byte(text), &out)
+	return out
+}
+
 // NextServer is a pod that stands, where placement is concerned, for the server that follows
-// pod when its VM moves: the placement the VM gave pod (AnnotationPlacement), without what
-// admission added (tolerations of its own) or a past migration's node to avoid. `kubectl vm
-// migrate` matches nodes against it with the scheduler's own rules before it asks for a move.
+// pod when its VM moves: the placement the VM gave pod (AnnotationPlacement) and the
+// tolerations admission gave pod beyond it (admittedTolerations), which admission gives the
+// next server too; without those of the passing taints, which it gives every pod for a while,
+// or a past migration's node to avoid. `kubectl vm migrate` matches nodes against it with the
+// scheduler's own rules before it asks for a move.
 func NextServer(pod *corev1.Pod) *corev1.Pod {
 	next := &corev1.Pod{}
 	next.Annotations = map[string]string{}
-	place(next, backend.Spec{Placement: placementOf(pod.Annotations[AnnotationPlacement])})
+	placement := placementOf(pod.Annotations[AnnotationPlacement])
+	place(next, backend.Spec{Placement: placement})
+	next.Spec.Tolerations = append(next.Spec.Tolerations, admittedTolerations(pod.Spec.Tolerations, placement)...)
 	return next
 }

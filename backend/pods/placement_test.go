@@ -77,6 +77,64 @@ func TestPodPlacement(t *testing.T) {
 	}
 }
 
+// TestAdmittedTolerations: the tolerations a pod has beyond the placement it was made with
+// (a namespace's default tolerations, a mutating webhook's) are the server's
+// AdmittedTolerations, through the cache too; the placement's own are not, nor those of the
+// passing taints that DefaultTolerationSeconds gives every pod, nor any of a pod whose
+// tolerations are all its placement's.
+func TestAdmittedTolerations(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "vm", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	own := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "vms", Effect: corev1.TaintEffectNoSchedule}
+	seconds := int64(300)
+	defaults := []corev1.Toleration{
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds},
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds},
+	}
+	team := corev1.Toleration{Key: "team", Operator: corev1.TolerationOpEqual, Value: "a", Effect: corev1.TaintEffectNoSchedule}
+	gpu := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds}
+	// The same key as the placement's, another value: not the placement's.
+	other := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db", Effect: corev1.TaintEffectNoSchedule}
+	spec := backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"), RootDisk: resource.MustParse("1Gi"), Image: "img"}
+	placed := spec
+	placed.Placement = &backend.Placement{Tolerations: []corev1.Toleration{own}}
+	for name, tc := range map[string]struct {
+		spec  backend.Spec
+		added []corev1.Toleration
+		want  []corev1.Toleration
+	}{
+		"placement's only":             {spec: placed, added: defaults},
+		"no placement, defaults only":  {spec: spec, added: defaults},
+		"a namespace's default":        {spec: placed, added: append([]corev1.Toleration{team}, defaults...), want: []corev1.Toleration{team}},
+		"without a placement":          {spec: spec, added: []corev1.Toleration{gpu, team}, want: []corev1.Toleration{gpu, team}},
+		"the placement's key, a value": {spec: placed, added: []corev1.Toleration{other}, want: []corev1.Toleration{other}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := newPod(vm, tc.spec)
+			pod.Spec.Tolerations = append(pod.Spec.Tolerations, tc.added...)
+			pod.UID, pod.ResourceVersion = "7c433542-8907-45fe-887a-7813523dba9e", "5"
+			for name, srv := range map[string]backend.Server{"serverOf": serverOf(pod), "cached": cachePod(pod).server()} {
+				if !reflect.DeepEqual(srv.AdmittedTolerations, tc.want) {
+					t.Errorf("%s: admitted %+v, want %+v", name, srv.AdmittedTolerations, tc.want)
+				}
+				if !srv.Spec.Equal(tc.spec) {
+					t.Errorf("%s: server spec %+v does not equal the spec it was made of", name, srv.Spec)
+				}
+			}
+			if c := cachePod(pod); c.exact != nil {
+				t.Errorf("kept as read: %+v; want the compact form", c.exact)
+			}
+			// kubectl vm migrate matches nodes against the placement's tolerations and these.
+			var want []corev1.Toleration
+			if p := tc.spec.Placement; p != nil {
+				want = append(want, p.Tolerations...)
+			}
+			if want = append(want, tc.want...); !reflect.DeepEqual(NextServer(pod).Spec.Tolerations, want) {
+				t.Errorf("the next server tolerates %+v, want %+v", NextServer(pod).Spec.Tolerations, want)
+			}
+		})
+	}
+}
+
 // TestPodPreferAvoidNode: the server that follows an eviction under Replace prefers, and only
 // prefers, any node but the one it was evicted from: one preferred node affinity term of weight
 // 100 with the node's name NotIn [node], beside the VM's own affinity, which the pod keeps as it

@@ -49,7 +49,7 @@ func roomLine(h *backend.Hosts, spec backend.Spec) string {
 	if h == nil {
 		return "unknown"
 	}
-	r := h.Room(spec)
+	r := h.Room(spec, nil)
 	return fmt.Sprintf("cpu %s, memory %s, %d of %d nodes", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known)
 }
 

@@ -963,7 +963,7 @@ func (p Policy) ResizeRefused(in Input, why string) Plan {
 	no := ""
 	to, ok := d.resizedTo(srv)
 	if ok && p.Resize != ResizeManual {
-		no = d.noRoom(to)
+		no = d.noRoom(srv, to)
 	}
 	switch {
 	case p.Resize == ResizeManual:

@@ -209,7 +209,7 @@ func fuzzHostsIndex(h *backend.Hosts) uint8 {
 			return 4
 		}
 	}
-	if h.Room(backend.Spec{}).Fits(resource.MustParse("3"), resource.MustParse("4G")) {
+	if h.Room(backend.Spec{}, nil).Fits(resource.MustParse("3"), resource.MustParse("4G")) {
 		return 1
 	}
 	return 2
@@ -233,9 +233,9 @@ func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	// the next server's placement (the VM's) admits has its cpu and memory.
 	if now := restartRequiredOf(plan.Status); len(errs) == 0 && srv != nil && !kept &&
 		now != nil && decision.RoomKept(now) && now.ObservedGeneration == vm.Generation() {
-		if hosts == nil || hosts.Room(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}).Fits(spec.CPU, spec.Memory) {
+		if hosts == nil || hosts.Room(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}, srv.AdmittedTolerations).Fits(spec.CPU, spec.Memory) {
 			t.Errorf("keeps a running server for want of room that a host has (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
-				roomString(hosts, backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}), vm.JSON(), srv, renderPlan(t, plan))
+				roomString(hosts, backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}, srv), vm.JSON(), srv, renderPlan(t, plan))
 		}
 	}
 	a := plan.Server
@@ -243,16 +243,16 @@ func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		return
 	}
 	next := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}
-	noRoom := hosts != nil && !hosts.Room(next).Fits(spec.CPU, spec.Memory)
+	noRoom := hosts != nil && !hosts.Room(next, srv.AdmittedTolerations).Fits(spec.CPU, spec.Memory)
 	switch {
 	case a.Event.Reason == decision.ReasonReplacingServer && p.Resize != decision.ResizeManual && (noRoom || kept):
 		t.Errorf("replaces a running server for a change of its spec that no host has room for (%s), or kept for want of it (%v)\nVM: %s\nserver: %+v\nplan:\n%s",
-			roomString(hosts, next), kept, vm.JSON(), srv, renderPlan(t, plan))
+			roomString(hosts, next, srv), kept, vm.JSON(), srv, renderPlan(t, plan))
 	case a.Event.Reason == decision.ReasonMigrating:
 		next.AvoidNode = srv.Node
-		if hosts != nil && !hosts.Room(next).Fits(spec.CPU, spec.Memory) {
+		if hosts != nil && !hosts.Room(next, srv.AdmittedTolerations).Fits(spec.CPU, spec.Memory) {
 			t.Errorf("migrates a running server whose next server no host but its own has room for (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
-				roomString(hosts, next), vm.JSON(), srv, renderPlan(t, plan))
+				roomString(hosts, next, srv), vm.JSON(), srv, renderPlan(t, plan))
 		}
 	}
 }
@@ -266,12 +266,13 @@ func restartRequiredOf(st *schema.Status) *schema.Condition {
 	return st.Condition(schema.ConditionRestartRequired)
 }
 
-// roomString is the room h has for spec as a failure message gives it.
-func roomString(h *backend.Hosts, spec backend.Spec) string {
+// roomString is the room h has for spec, srv's tolerations from admission counted, as a
+// failure message gives it.
+func roomString(h *backend.Hosts, spec backend.Spec, srv *backend.Server) string {
 	if h == nil {
 		return "hosts unknown"
 	}
-	r := h.Room(spec)
+	r := h.Room(spec, srv.AdmittedTolerations)
 	return fmt.Sprintf("cpu %s, memory %s, %d of %d hosts admit it", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known)
 }
 
@@ -695,7 +696,7 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 	// admits has room for the new size (room.go).
 	spec, _ := vm.Spec()
 	to := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: srv.Spec.Placement}
-	keeps := p.Resize == decision.ResizeManual || hosts != nil && !hosts.Room(to).Fits(spec.CPU, spec.Memory)
+	keeps := p.Resize == decision.ResizeManual || hosts != nil && !hosts.Room(to, srv.AdmittedTolerations).Fits(spec.CPU, spec.Memory)
 	if keeps && (next.Server != nil || next.Finalizer == decision.RemoveFinalizer) ||
 		!keeps && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
@@ -955,7 +956,8 @@ func checkDiskRejected(t *testing.T, policy decision.Policy, vm schema.VirtualMa
 
 // fuzzWaitReasons are the reasons a fuzzed server waits for, by the bits 3 and 4 of the
 // resize state's argument; bit 5 says it has a node and an address, bit 6 that an ended one
-// lingers (Server.Lingers), and bit 7 with it that the backend names what keeps it running.
+// lingers (Server.Lingers), and bit 7 with it that the backend names what keeps it running,
+// without it that admission gave the server fuzzAdmitted (Server.AdmittedTolerations).
 var fuzzWaitReasons = []backend.WaitReason{"", backend.WaitUnschedulable, backend.WaitImage, "SomethingElse"}
 
 // fuzzWhere sets why srv waits (with message, since the server's Since or now) and where it
@@ -972,8 +974,14 @@ func fuzzWhere(srv *backend.Server, bits uint8, message string) {
 		if bits&(1<<7) != 0 {
 			srv.KeptBy = []string{"istio-proxy"}
 		}
+	} else if bits&(1<<7) != 0 {
+		srv.AdmittedTolerations = fuzzAdmitted
 	}
 }
+
+// fuzzAdmitted is the toleration admission gives a fuzzed server: that of the big host's
+// taint (fuzzHosts), which its placement may not have.
+var fuzzAdmitted = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "vms", Effect: corev1.TaintEffectNoSchedule}}
 
 // whereBits are the bits fuzzWhere reads back as srv's wait and place.
 func whereBits(srv *backend.Server) uint8 {
@@ -984,7 +992,7 @@ func whereBits(srv *backend.Server) uint8 {
 	if srv.Lingers {
 		b |= 1 << 6
 	}
-	if len(srv.KeptBy) > 0 {
+	if len(srv.KeptBy) > 0 || len(srv.AdmittedTolerations) > 0 {
 		b |= 1 << 7
 	}
 	return b

@@ -2,6 +2,9 @@ package decision
 
 import (
 	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -36,15 +39,17 @@ import (
 // the server whatever the controller decides (eviction.go).
 
 // noRoom says why no host the placement of spec admits has room for its cpu and memory; ""
-// when some host may have (the scheduler has the last word), or the hosts are unknown. The
-// sentence names the hosts it counted, those the placement admits (a cordoned node among them
-// only when the tolerations take the cordon; spec.AvoidNode never), or it would be false for a
-// cluster whose largest node the VM may not use.
-func (d *decision) noRoom(spec backend.Spec) string {
+// when some host may have (the scheduler has the last word), or the hosts are unknown. srv is
+// the server that runs now, whose tolerations from admission (AdmittedTolerations) the next
+// server is taken to get too. The sentence names the hosts it counted, those the placement
+// admits (a cordoned node among them only when the tolerations take the cordon;
+// spec.AvoidNode never), or it would be false for a cluster whose largest node the VM may not
+// use, and the tolerations from admission it counted, which the VM's spec does not show.
+func (d *decision) noRoom(srv *backend.Server, spec backend.Spec) string {
 	if d.hosts == nil {
 		return ""
 	}
-	r := d.hosts.Room(spec)
+	r := d.hosts.Room(spec, srv.AdmittedTolerations)
 	if r.Fits(spec.CPU, spec.Memory) {
 		return ""
 	}
@@ -53,17 +58,18 @@ func (d *decision) noRoom(spec backend.Spec) string {
 		other = " other than " + spec.AvoidNode + ", the one it moves off"
 	}
 	placed := placing(spec.Placement)
+	given := fromAdmission(srv.AdmittedTolerations)
 	switch {
 	case r.Known == 0 && other == "":
 		return "no node is there"
 	case r.Known == 0:
 		return "no node is there but " + spec.AvoidNode + ", the one it moves off"
 	case r.Hosts == 0 && placed:
-		return "the VM's placement admits no node" + other + " " + admitted
+		return "the VM's placement admits no node" + other + " " + admitted(given)
 	case r.Hosts == 0 && other == "":
-		return "every node is cordoned or tainted against it"
+		return "every node is cordoned or tainted against it" + counted(given)
 	case r.Hosts == 0:
-		return "every node" + other + " is cordoned or tainted against it"
+		return "every node" + other + " is cordoned or tainted against it" + counted(given)
 	}
 	var over []string
 	if spec.CPU.Cmp(r.CPU) > 0 {
@@ -75,13 +81,13 @@ func (d *decision) noRoom(spec backend.Spec) string {
 	var among string
 	switch {
 	case placed && other == "":
-		among = "among the nodes the VM's placement admits " + admitted
+		among = "among the nodes the VM's placement admits " + admitted(given)
 	case placed:
-		among = "among the nodes" + other + ", that the VM's placement admits " + admitted
+		among = "among the nodes" + other + ", that the VM's placement admits " + admitted(given)
 	case other == "":
-		among = "among the nodes not cordoned or tainted against it"
+		among = "among the nodes not cordoned or tainted against it" + counted(given)
 	default:
-		among = "among the nodes" + other + ", not cordoned or tainted against it"
+		among = "among the nodes" + other + ", not cordoned or tainted against it" + counted(given)
 	}
 	msg := among + ", no node has allocatable " + over[0]
 	if len(over) > 1 {
@@ -102,8 +108,48 @@ func placing(pl *backend.Placement) bool {
 		na != nil && na.NodeAffinity != nil && na.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil
 }
 
-// admitted says what of a placement a node is matched against (backend.Hosts.Room).
-const admitted = "(its node selector, affinity and tolerations; cordoned nodes too only if it tolerates them)"
+// admitted says what of a placement a node is matched against (backend.Hosts.Room), with
+// given, the tolerations admission gave the server (fromAdmission), when there are any.
+func admitted(given string) string {
+	if given != "" {
+		given = ", with those admission gave its server (" + given + ")"
+	}
+	return "(its node selector, affinity and tolerations" + given + "; cordoned nodes too only if it tolerates them)"
+}
+
+// counted says, for a VM without a placement, that the tolerations admission gave its server
+// (fromAdmission) were counted; "" when there were none.
+func counted(given string) string {
+	if given == "" {
+		return ""
+	}
+	return " (the tolerations admission gave its server counted: " + given + ")"
+}
+
+// fromAdmission writes tolerations as kubectl taint writes the taints they take, separated by
+// commas: KEY=VALUE:EFFECT for one that takes a value, KEY:EFFECT for one that takes any (the
+// operator Exists), without :EFFECT for one that takes every effect, and "every taint" for
+// one that takes every key; "" for none.
+func fromAdmission(tolerations []corev1.Toleration) string {
+	var b strings.Builder
+	for i, t := range tolerations {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		switch {
+		case t.Key == "" && t.Operator == corev1.TolerationOpExists:
+			b.WriteString("every taint")
+		case t.Operator == corev1.TolerationOpExists:
+			b.WriteString(t.Key)
+		default:
+			b.WriteString(t.Key + "=" + t.Value)
+		}
+		if t.Effect != "" {
+			b.WriteString(":" + string(t.Effect))
+		}
+	}
+	return b.String()
+}
 
 // resizedTo is the spec of srv, the VM's server, with the cpu and memory the VM's spec asks:
 // the size of the resize the API server refused (ResizeRefused), which srv's spec does not
@@ -145,7 +191,7 @@ func (d *decision) replacementKept(srv *backend.Server, to backend.Spec, why str
 	if kept := d.keptRecord(); kept != nil {
 		return kept
 	}
-	if no := d.noRoom(to); no != "" {
+	if no := d.noRoom(srv, to); no != "" {
 		return d.keptForRoom(srv, to, no, why)
 	}
 	return nil
@@ -156,7 +202,7 @@ func (d *decision) replacementKept(srv *backend.Server, to backend.Spec, why str
 // leaves), has room for the cpu and memory of to, the spec of the server that would follow;
 // "" when some host may have, or the hosts are unknown.
 func (d *decision) noRoomToMove(to backend.Spec) string {
-	no := d.noRoom(to)
+	no := d.noRoom(d.srv, to)
 	if no == "" {
 		return ""
 	}
