@@ -141,7 +141,7 @@ func TestParseFieldMapErrors(t *testing.T) {
 			`line 3: unknown key "rootdisk" in spec.resource (known: cpu, memory, rootDisk)`},
 		// yaml.v3 panics merging into a struct a mapping with a list as a key.
 		"a list as a key beside a merge": {"", "? [a]\n: b\n<<: {}\n",
-			`not valid YAML: cannot decode this document: runtime error: hash of unhashable type []interface {}`},
+			`not valid YAML: line 1: a key that is a list or a mapping is not supported`},
 		"missing required": {"  phase: status.phase\n", "",
 			`status.phase is required`},
 		"missing section": {"status:\n", "statusx:\n",

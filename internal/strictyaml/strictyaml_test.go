@@ -22,7 +22,8 @@ func TestDecode(t *testing.T) {
 		"an unknown key": {doc: "b: x\n", err: "field b not found"},
 		"empty":          {doc: "", err: "EOF"},
 		// yaml.v3 panics merging into a struct a mapping with a list as a key.
-		"a list as a key beside a merge": {doc: "? [a]\n: b\n<<: {}\n", err: "yaml: cannot decode this document: runtime error: hash of unhashable type"},
+		"a list as a key beside a merge":    {doc: "? [a]\n: b\n<<: {}\n", err: "yaml: line 1: a key that is a list or a mapping is not supported"},
+		"a mapping as a key beside a merge": {doc: "a: x\n? {k: v}\n: b\n<<: {}\n", err: "yaml: line 2: a key that is a list or a mapping is not supported"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -41,5 +42,21 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("Decode = %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecodeLaterDocument: the line named is the key's in the whole input, in whichever
+// document it is.
+func TestDecodeLaterDocument(t *testing.T) {
+	type target struct {
+		A string `yaml:"a"`
+	}
+	dec := NewDecoder([]byte("a: x\n---\na: y\n? [a]\n: b\n<<: {}\n"))
+	var first, second target
+	if err := dec.Decode(&first); err != nil || first.A != "x" {
+		t.Fatalf("first document: %+v, %v", first, err)
+	}
+	if err := dec.Decode(&second); err == nil || err.Error() != "yaml: line 4: a key that is a list or a mapping is not supported" {
+		t.Fatalf("second document: %v, want the key's line", err)
 	}
 }
