@@ -29,6 +29,7 @@ type applier struct {
 	writer   vmWriter
 	fields   schema.Fields
 	backend  backend.Backend
+	opt      optional // backend's optional interfaces (optionalOf)
 	recorder events.EventRecorder
 	expect   *expectations
 	disks    *diskExpectations
@@ -179,11 +180,10 @@ func (a applier) applyPlan(ctx context.Context, in decision.Input, owner backend
 				return out, err
 			}
 		case decision.ResizeServer:
-			r, ok := a.backend.(backend.Resizer)
-			if !ok {
+			if a.opt.resizer == nil {
 				return out, errors.New("resize server: the backend cannot resize in place")
 			}
-			_, err := r.Resize(ctx, owner, *plan.Server.Spec)
+			_, err := a.opt.resizer.Resize(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrResizeInfeasible):
 				plan = a.policy.ResizeRefused(a.refusing(in), err.Error())
@@ -461,8 +461,8 @@ func namespaceGoing(err error) bool {
 // deleteServer deletes the VM's server, with the grace period a stop asked for where the
 // backend can honour one (backend.GracefulDeleter); nil grace: the backend's default.
 func (a applier) deleteServer(ctx context.Context, owner backend.Owner, grace *decision.Duration) error {
-	if g, ok := a.backend.(backend.GracefulDeleter); ok && grace != nil {
-		return g.DeleteGracefully(ctx, owner, time.Duration(*grace))
+	if a.opt.graceful != nil && grace != nil {
+		return a.opt.graceful.DeleteGracefully(ctx, owner, time.Duration(*grace))
 	}
 	return a.backend.Delete(ctx, owner)
 }

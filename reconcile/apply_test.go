@@ -23,9 +23,12 @@ import (
 )
 
 func (w *world) applier() applier {
-	return applier{writer: dynamicWriter{client: w.client.Resource(vmGVR)}, fields: w.fields, backend: w.servers, recorder: w.recorder,
+	return applier{writer: dynamicWriter{client: w.client.Resource(vmGVR)}, fields: w.fields, backend: w.servers, opt: optionalOf(w.servers), recorder: w.recorder,
 		expect: newExpectations(), policy: serverPolicy, now: func() time.Time { return now }}
 }
+
+// useBackend has a act on b, its optional interfaces asserted as New asserts them.
+func (a *applier) useBackend(b backend.Backend) { a.backend, a.opt = b, optionalOf(b) }
 
 // TestApplyCreate: a new VM gets the finalizer before its server exists, then the server,
 // then the status naming the server that was made; each write is conditional on the

@@ -27,8 +27,8 @@ func (a applier) applyBudget(ctx context.Context, vm schema.VirtualMachine, owne
 	if act == nil {
 		return nil
 	}
-	budgets, ok := a.backend.(backend.Budgets)
-	if !ok {
+	budgets := a.opt.budgets
+	if budgets == nil {
 		return fmt.Errorf("%s budget: the backend keeps no disruption budgets", act.Op)
 	}
 	// The budget as the action finds it, which its Events name (relatedBudget): the

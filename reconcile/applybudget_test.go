@@ -152,7 +152,7 @@ func TestApplyBudgetWithoutBackend(t *testing.T) {
 	w := newWorld(t, "evict-block-new")
 	vm := w.view(t, "evict-block-new")
 	a := w.applier()
-	a.backend = serversOnly{w.servers}
+	a.useBackend(serversOnly{w.servers})
 	plan := decision.Plan{Budget: &decision.BudgetAction{Op: decision.CreateBudget,
 		Event: decision.Event{Type: decision.EventNormal, Reason: decision.ReasonCreatingBudget, Message: "m"}}}
 	_, err := a.apply(context.Background(), vm, ownerOf(vm), nil, nil, plan)
@@ -188,7 +188,8 @@ func TestApplyBudgetRefusedKeepsRequeue(t *testing.T) {
 	p := serverPolicy
 	p.Eviction = schema.EvictionBlock
 	a := w.applier()
-	a.backend, a.policy = refusingBudgets{w.servers}, p
+	a.useBackend(refusingBudgets{w.servers})
+	a.policy = p
 	vm := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields)
 	w.servers.Set(ownerOf(vm), srv)
 	plan := p.Decide(decision.Input{VM: vm, Server: srv, Now: now})
@@ -211,7 +212,9 @@ func TestApplyBudgetRefusedKeepsRequeue(t *testing.T) {
 	// Through the loop: the reconcile's error comes with the plan's time, which processNext
 	// queues the VM for beside the error's backoff (the queue keeps the sooner).
 	c, _ := newController(t, w, decision.UsagePolicy{})
-	c.cfg.Backend, c.applier.backend, c.applier.policy, c.cfg.Policy = a.backend, a.backend, p, p
+	c.cfg.Backend, c.applier.policy, c.cfg.Policy = a.backend, p, p
+	c.applier.useBackend(a.backend)
+	c.opt = c.applier.opt
 	ctx := start(t, c)
 	after, err = c.reconcileRecovered(ctx, testVM, c.log, false)
 	if !errors.Is(err, backend.ErrRejected) || after != time.Duration(plan.RequeueAfter) {
@@ -252,7 +255,7 @@ func TestApplyBudgetRefusedWritesStatus(t *testing.T) {
 	_, srv := decidecase.Read(t, caseFile(name))
 	a := w.applier()
 	b := refusingBudgets{w.servers}
-	a.backend = b
+	a.useBackend(b)
 	deletes, errs := 0, 0
 	for round := range 8 {
 		vm := cachedView(t, w.vm(t, testVM.Namespace, testVM.Name), w.fields) // as the API holds it
@@ -318,7 +321,7 @@ func TestWayOutDeletesBudget(t *testing.T) {
 			owner := ownerOf(vm)
 			w.servers.SetBudget(owner, decidecase.Budget(t, caseFile(name)))
 			a := w.applier()
-			a.backend = tc.backend(w.servers)
+			a.useBackend(tc.backend(w.servers))
 			budget, _ := w.servers.ObserveBudget(owner)
 			plan := serverPolicy.Decide(decision.Input{VM: vm, Budget: budget, Now: now})
 			_, err := a.apply(context.Background(), vm, owner, nil, nil, plan)

@@ -31,8 +31,8 @@ import (
 func (a applier) applyDisk(ctx context.Context, in decision.Input, owner backend.Owner, plan *decision.Plan) (*backend.Disk, error) {
 	vm, seen := in.VM, in.Disk
 	act := plan.Disk
-	disks, ok := a.backend.(backend.Disks)
-	if !ok {
+	disks := a.opt.disks
+	if disks == nil {
 		return seen, fmt.Errorf("%s disk: the backend keeps no disks", act.Op)
 	}
 	key := cache.NewObjectName(owner.Namespace, owner.Name)

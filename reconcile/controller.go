@@ -81,19 +81,26 @@ type Controller struct {
 	}
 }
 
-// optional holds the optional interfaces of a Controller's backend that its loop uses, each
-// asserted once, by New, as the policy's CanResize and disk mode are (the backend is fixed
-// from then on); nil when the backend lacks it. A round asks for several of
-// them, on every reconcile: asserted where used, the same question, whose answer is fixed for
-// the life of the backend, was asked again on every round, in several files. (The applier
-// asserts its own where it acts, once per action; pinned asserts DiskPinning only for a
-// migration asked for.)
+// optional holds the optional interfaces of a Controller's backend that its loop and its
+// applier use, each asserted once, by New, as the policy's CanResize and disk mode are (the
+// backend is fixed from then on); nil when the backend lacks it. A round asks for several of
+// them, on every reconcile, and the applier for others with each action: asserted where used,
+// the same question, whose answer is fixed for the life of the backend, was asked again and
+// again, in several files.
 type optional struct {
 	departures backend.Departures
 	rooms      backend.Rooms
 	disks      backend.Disks
 	reader     backend.Reader
 	budgets    backend.Budgets
+	pinning    backend.DiskPinning
+	// The applier's: a resize in place, a stop's grace period, and the related objects of
+	// Events (events.go).
+	resizer       backend.Resizer
+	graceful      backend.GracefulDeleter
+	objects       backend.Objects
+	diskObjects   backend.DiskObjects
+	budgetObjects backend.BudgetObjects
 }
 
 // optionalOf asserts b's optional interfaces.
@@ -104,6 +111,12 @@ func optionalOf(b backend.Backend) optional {
 	o.disks, _ = b.(backend.Disks)
 	o.reader, _ = b.(backend.Reader)
 	o.budgets, _ = b.(backend.Budgets)
+	o.pinning, _ = b.(backend.DiskPinning)
+	o.resizer, _ = b.(backend.Resizer)
+	o.graceful, _ = b.(backend.GracefulDeleter)
+	o.objects, _ = b.(backend.Objects)
+	o.diskObjects, _ = b.(backend.DiskObjects)
+	o.budgetObjects, _ = b.(backend.BudgetObjects)
 	return o
 }
 
@@ -133,7 +146,7 @@ func New(cfg Config) *Controller {
 	}
 	route := statusRoute{main: cfg.CRD.NoStatusSubresource}
 	writer := cfg.VMs.writer()
-	c.applier = applier{writer: writer, fields: cfg.VMs.Fields, backend: cfg.Backend,
+	c.applier = applier{writer: writer, fields: cfg.VMs.Fields, backend: cfg.Backend, opt: c.opt,
 		recorder: cfg.Report.Recorder, expect: c.ledger.expect, disks: c.ledger.disks, policy: cfg.Policy, now: cfg.Now, route: route, notKept: c.ledger.notKept, log: cfg.Report.Logger}
 	if cfg.CRD.Watch {
 		c.served = newServedWatch(cfg.VMs.Client, cfg.VMs.GVR, cfg.Report.Logger, c.onServed)

@@ -754,7 +754,7 @@ func TestApplyOwnerChangeUnderQuota(t *testing.T) {
 			d.Name, d.ID, d.Version, d.Phase, d.CanGrow, d.StorageClass = "test-vm-rootdisk", "d1", "1", backend.DiskBound, true, "standard"
 			w.servers.SetDisk(owner, &d)
 			a := w.diskApplier()
-			a.backend = storageQuota{Backend: w.servers, limit: d.Requested}
+			a.useBackend(storageQuota{Backend: w.servers, limit: d.Requested})
 			_, srv := decidecase.Read(t, caseFile(tc.file))
 			if srv != nil {
 				w.servers.Set(owner, srv)
@@ -880,7 +880,7 @@ func TestApplyGrowthRefusedKeepsEvictionBlocked(t *testing.T) {
 			}
 			w.servers.FailDisks(fmt.Errorf("update claim test-vm-rootdisk: exceeded quota: %w", backend.ErrRejected))
 			a := w.diskApplier()
-			a.backend = since(w, owner)
+			a.useBackend(since(w, owner))
 			if _, err := a.applyPlan(context.Background(), in, owner, plan); err != nil {
 				t.Fatal(err)
 			}

@@ -38,11 +38,10 @@ import (
 // disk or the budget names that instead (relatedDisk, relatedBudget); one about nothing of
 // the VM's (an invalid spec's) has no related object, and folds by its type and reason alone.
 func (a applier) relatedServer(vm schema.VirtualMachine, srv *backend.Server) *corev1.ObjectReference {
-	objects, ok := a.backend.(backend.Objects)
-	if srv == nil || !ok {
+	if srv == nil || a.opt.objects == nil {
 		return nil
 	}
-	apiVersion, kind := objects.ServerKind()
+	apiVersion, kind := a.opt.objects.ServerKind()
 	return objectRef(vm, apiVersion, kind, srv.Name, srv.ID, srv.Version)
 }
 
@@ -67,11 +66,10 @@ func objectRef(vm schema.VirtualMachine, apiVersion, kind, name, id, version str
 // decided again on a disk already gone) says nothing new, and folds. A delete returns no
 // version to take the one after from in any case.
 func (a applier) relatedDisk(vm schema.VirtualMachine, d *backend.Disk) *corev1.ObjectReference {
-	objects, ok := a.backend.(backend.DiskObjects)
-	if d == nil || !ok {
+	if d == nil || a.opt.diskObjects == nil {
 		return nil
 	}
-	apiVersion, kind := objects.DiskKind()
+	apiVersion, kind := a.opt.diskObjects.DiskKind()
 	return objectRef(vm, apiVersion, kind, d.Name, d.ID, d.Version)
 }
 
@@ -81,11 +79,10 @@ func (a applier) relatedDisk(vm schema.VirtualMachine, d *backend.Disk) *corev1.
 // (backend.BudgetObjects). A budget made again after its deletion (the strategy Block set,
 // unset and set again) is another object: its CreatingBudget is an Event of its own.
 func (a applier) relatedBudget(vm schema.VirtualMachine, b *backend.Budget) *corev1.ObjectReference {
-	objects, ok := a.backend.(backend.BudgetObjects)
-	if b == nil || !ok {
+	if b == nil || a.opt.budgetObjects == nil {
 		return nil
 	}
-	apiVersion, kind := objects.BudgetKind()
+	apiVersion, kind := a.opt.budgetObjects.BudgetKind()
 	return objectRef(vm, apiVersion, kind, b.Name, b.ID, b.Version)
 }
 

@@ -182,7 +182,8 @@ func TestEventsOfNewServers(t *testing.T) {
 	vm := w.view(t, "create-new")
 	recorder, list := sentEvents(t)
 	a := w.applier()
-	a.backend, a.recorder = podServers{w.servers}, recorder
+	a.useBackend(podServers{w.servers})
+	a.recorder = recorder
 	spec := backend.Spec{CPU: resource.MustParse("2"), Memory: resource.MustParse("4G"), RootDisk: resource.MustParse("40G"), Image: "img"}
 	create := decision.Plan{Server: &decision.ServerAction{Op: decision.CreateServer, Spec: &spec,
 		Event: decision.Event{Type: decision.EventNormal, Reason: decision.ReasonCreatingServer, Message: "Creating a server with cpu 2, memory 4G, root disk 40G"}}}
@@ -219,7 +220,8 @@ func TestEventsOfOneServer(t *testing.T) {
 	vm := w.view(t, "create-new")
 	recorder, list := sentEvents(t)
 	a := w.applier()
-	a.backend, a.recorder = podServers{w.servers}, recorder
+	a.useBackend(podServers{w.servers})
+	a.recorder = recorder
 	spec := func(cpu string) *backend.Spec {
 		return &backend.Spec{CPU: resource.MustParse(cpu), Memory: resource.MustParse("4G"), RootDisk: resource.MustParse("40G"), Image: "img"}
 	}
@@ -292,7 +294,8 @@ func TestEventsOfOneDisk(t *testing.T) {
 	vm := w.view(t, "create-new")
 	recorder, list := sentEvents(t)
 	a := w.applier()
-	a.backend, a.recorder, a.disks = podObjects{podServers{w.servers}}, recorder, newDiskExpectations()
+	a.useBackend(podObjects{podServers{w.servers}})
+	a.recorder, a.disks = recorder, newDiskExpectations()
 	w.servers.BindDisks(true)
 	owner := ownerOf(vm)
 	ctx := context.Background()
@@ -352,7 +355,8 @@ func TestEventsOfBudgets(t *testing.T) {
 	vm := w.view(t, "create-new")
 	recorder, list := sentEvents(t)
 	a := w.applier()
-	a.backend, a.recorder = podObjects{podServers{w.servers}}, recorder
+	a.useBackend(podObjects{podServers{w.servers}})
+	a.recorder = recorder
 	owner := ownerOf(vm)
 	ctx := context.Background()
 	apply := func(act decision.BudgetAction) {

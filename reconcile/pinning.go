@@ -20,12 +20,10 @@ func (c *Controller) pinned(ctx context.Context, vm schema.VirtualMachine, owner
 	if disk == nil || c.cfg.Policy.RootDisk == decision.RootDiskEphemeral || vm.Deleting() || !newMigration(vm) {
 		return disk, nil
 	}
-	// Asserted here, not by Start (Controller.opt): only a migration asked for gets this far.
-	p, ok := c.cfg.Backend.(backend.DiskPinning)
-	if !ok {
+	if c.opt.pinning == nil {
 		return disk, nil
 	}
-	why, err := p.DiskPinned(ctx, owner)
+	why, err := c.opt.pinning.DiskPinned(ctx, owner)
 	if err != nil {
 		return nil, fmt.Errorf("tell whether the disk can follow a migration: %w", err)
 	}

@@ -72,7 +72,7 @@ func TestPinnedAskedOnRequestOnly(t *testing.T) {
 			b := &pinningBackend{Backend: memory.New(), why: "its volume pv is a local volume on node-a"}
 			policy := decision.DefaultPolicy
 			policy.RootDisk = tc.mode
-			c := &Controller{cfg: Config{Backend: b, Policy: policy}}
+			c := &Controller{cfg: Config{Backend: b, Policy: policy}, opt: optionalOf(b)}
 			got, err := c.pinned(context.Background(), tc.vm, backend.Owner{Namespace: "ns", Name: "vm"}, tc.disk)
 			if err != nil {
 				t.Fatal(err)
@@ -89,7 +89,7 @@ func TestPinnedAskedOnRequestOnly(t *testing.T) {
 		})
 	}
 	b := &pinningBackend{Backend: memory.New(), err: errors.New("forbidden")}
-	c := &Controller{cfg: Config{Backend: b}}
+	c := &Controller{cfg: Config{Backend: b}, opt: optionalOf(b)}
 	if _, err := c.pinned(context.Background(), vmOf("t1", ""), backend.Owner{}, cached); err == nil {
 		t.Error("an error of the backend is no error of the reconcile")
 	}

@@ -51,7 +51,7 @@ func TestApplyRecordBudgetKindRefused(t *testing.T) {
 	w := newWorld(t, "evict-block-new")
 	vm := w.view(t, "evict-block-new")
 	a := w.applier()
-	a.backend = refusingKind{w.servers}
+	a.useBackend(refusingKind{w.servers})
 	plan := decision.Plan{Budget: &decision.BudgetAction{Op: decision.RecordBudgetKind, Name: "test-vm-block-eviction"}}
 	if _, err := a.apply(context.Background(), vm, ownerOf(vm), nil, nil, plan); err != nil {
 		t.Errorf("apply = %v, want the refusal carried past", err)
