@@ -498,6 +498,11 @@ func TestMigrateRefusals(t *testing.T) {
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n3"}}}}}}}}
 		return out
 	}
+	// admitted is p with the toleration of taint that admission gave it.
+	admitted := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "x", Effect: corev1.TaintEffectNoSchedule})
+		return p
+	}
 	labelled := func(n *corev1.Node, k, v string) *corev1.Node {
 		n.Labels = map[string]string{k: v}
 		return n
@@ -526,6 +531,9 @@ func TestMigrateRefusals(t *testing.T) {
 		"placement admits another": {"Active", []runtime.Object{placed(ssd), claim, pv(""), node("n1", true, false),
 			labelled(node("n2", true, false), "disk", "ssd")}, ""},
 		"taint tolerated by placement": {"Active", []runtime.Object{placed(tolerant), claim, pv(""), node("n1", true, false),
+			node("n2", true, false, taint)}, ""},
+		// Admission gave the pod the toleration (a namespace's default), beyond its placement.
+		"taint tolerated by admission": {"Active", []runtime.Object{admitted(placed(backend.Placement{})), claim, pv(""), node("n1", true, false),
 			node("n2", true, false, taint)}, ""},
 		"node a past move avoided": {"Active", []runtime.Object{placed(backend.Placement{}), claim, pv(""), node("n1", true, false),
 			node("n3", true, false)}, ""},

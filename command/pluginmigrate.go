@@ -27,7 +27,7 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 		Usage:     "move a running VM to another node (a cold migration: a new server, the same disk)",
 		ArgsUsage: "NAME",
 		Description: "Checks that the VM runs (phase Active, its server on a node), that its disk can follow (its volume is not pinned to " +
-			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists that the VM's placement admits; then writes the annotation " +
+			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists that the VM's placement admits (with the tolerations admission gave its server pod); then writes the annotation " +
 			schema.AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
 		Flags: c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
@@ -96,7 +96,7 @@ func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine
 		}
 	}
 	if target := otherNode(nodes.Items, source, pods.NextServer(pod)); target == "" {
-		return "", refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its placement admits", name, source)
+		return "", refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its placement admits (with the tolerations admission gave its server)", name, source)
 	}
 	return source, nil
 }
