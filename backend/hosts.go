@@ -59,10 +59,13 @@ func (h *Hosts) All() iter.Seq[Host] { return slices.Values(h.hosts) }
 // code): its labels (and name) match the placement's node selector and required node
 // affinity; the placement's tolerations, with admitted (the tolerations admission gave the
 // server that runs now beyond them, Server.AdmittedTolerations, which it gives the next one
-// too), tolerate each of its NoSchedule and NoExecute taints (but the passing ones, for a
-// replacement: see passing), the cordon counted as the taint
+// too), tolerate each of its NoSchedule and NoExecute taints, the cordon counted as the taint
 // node.kubernetes.io/unschedulable:NoSchedule as the scheduler counts it; and it is not
-// spec.AvoidNode.
+// spec.AvoidNode. The passing taints (passing) are not counted for a replacement; for a move
+// they are, and only the placement's own tolerations take them: admission gives every server
+// tolerations of the node's passing states for a while (DefaultTolerationSeconds), and a
+// tolerate-all one (an empty key, Exists) may come with it, neither of which says the owner
+// wants the VM moved onto a node that is down.
 //
 // Not looked at: pod affinity and anti-affinity, topology spread, and what already runs on a
 // host, which only the scheduler weighs as it places the server. Room says what no host can
@@ -78,10 +81,7 @@ func (h *Hosts) Room(spec Spec, admitted []corev1.Toleration) Room {
 		tolerations = append(slices.Clip(tolerations), admitted...)
 	}
 	affinity := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: corev1.PodSpec{NodeSelector: pl.NodeSelector, Affinity: pl.Affinity}})
-	keeps := keepsOff
-	if spec.AvoidNode != "" {
-		keeps = keepsOffNow
-	}
+	move := spec.AvoidNode != ""
 	var node corev1.Node // each host in turn, as the matchers read a node
 	for i := range h.hosts {
 		o := &h.hosts[i]
@@ -90,7 +90,7 @@ func (h *Hosts) Room(spec Spec, admitted []corev1.Toleration) Room {
 		}
 		r.Known++
 		node.Name, node.Labels = o.Name, o.Labels
-		if !o.admits(&node, affinity, tolerations, keeps) {
+		if !o.admits(&node, affinity, tolerations, pl.Tolerations, move) {
 			continue
 		}
 		r.Hosts++
@@ -106,16 +106,23 @@ func (h *Hosts) Room(spec Spec, admitted []corev1.Toleration) Room {
 
 // admits reports whether o, as node (its name and labels), takes a server of the required node
 // affinity and the tolerations given, by the scheduler's filters NodeAffinity,
-// TaintToleration (each taint keeps says keeps a server off) and NodeUnschedulable. A
-// selector that does not parse admits nothing, as the scheduler's refusal of it would.
-func (o *Host) admits(node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration, keeps func(*corev1.Taint) bool) bool {
+// TaintToleration (NoSchedule and NoExecute taints keep a server off; the passing ones only
+// for a move, and for it only own, the placement's tolerations, take them) and
+// NodeUnschedulable. A selector that does not parse admits nothing, as the scheduler's
+// refusal of it would.
+func (o *Host) admits(node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity, tolerations, own []corev1.Toleration, move bool) bool {
 	if ok, err := affinity.Match(node); err != nil || !ok {
 		return false
 	}
 	// The zero logger: with comparison operators off, matching a toleration logs nothing.
 	var log klog.Logger
-	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(log, o.Taints, tolerations, keeps, false); untolerated {
+	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(log, o.Taints, tolerations, keepsOff, false); untolerated {
 		return false
+	}
+	if move {
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(log, o.Taints, own, keepsOffPassing, false); untolerated {
+			return false
+		}
 	}
 	return !o.Unschedulable || corev1helpers.TolerationsTolerateTaint(log, tolerations, &unschedulable, false)
 }
@@ -124,14 +131,18 @@ func (o *Host) admits(node *corev1.Node, affinity nodeaffinity.RequiredNodeAffin
 var unschedulable = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
 
 // keepsOffNow reports whether a taint keeps a server that does not tolerate it off its host
-// (PreferNoSchedule only discourages it), the passing ones with the rest: the rule of a move,
-// which a node that is down now must not take.
+// (PreferNoSchedule only discourages it), the passing ones with the rest.
 func keepsOffNow(t *corev1.Taint) bool {
 	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 }
 
-// keepsOff is keepsOffNow but for the passing taints: the rule of a replacement.
+// keepsOff is keepsOffNow but for the passing taints: the rule of a replacement, and of a
+// move for the other taints.
 func keepsOff(t *corev1.Taint) bool { return keepsOffNow(t) && !passing[t.Key] }
+
+// keepsOffPassing is keepsOffNow for the passing taints alone: the rest of a move's rule,
+// which a node that is down now must not take.
+func keepsOffPassing(t *corev1.Taint) bool { return keepsOffNow(t) && passing[t.Key] }
 
 // PassingTaint reports whether key is the key of one of the passing taints (passing), which
 // say how a node is now, not where a server may go.

@@ -105,3 +105,42 @@ func TestHostsRoomPassingTaints(t *testing.T) {
 		t.Errorf("room for a move %s, want none (cpu 0, memory 0, 0 of 3 hosts)", got)
 	}
 }
+
+// TestHostsRoomAdmitted: the tolerations admission gave the running server count beside the
+// placement's, for a replacement and for a move; but a move onto a node in a passing state is
+// taken only by the placement's own tolerations, not by an admitted one, even one that
+// tolerates every taint.
+func TestHostsRoomAdmitted(t *testing.T) {
+	hosts := NewHosts([]Host{
+		{Name: "dedicated", CPU: resource.MustParse("128"), Memory: resource.MustParse("16Gi"),
+			Taints: []corev1.Taint{{Key: "dedicated", Value: "vms", Effect: corev1.TaintEffectNoSchedule}}},
+		{Name: "down", CPU: resource.MustParse("256"), Memory: resource.MustParse("32Gi"),
+			Taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}},
+		{Name: "source", CPU: resource.MustParse("8"), Memory: resource.MustParse("4Gi")},
+	})
+	line := func(r Room) string {
+		return fmt.Sprintf("cpu %s, memory %s, %d of %d hosts", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known)
+	}
+	dedicated := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "vms", Effect: corev1.TaintEffectNoSchedule}}
+	all := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	unreachable := []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+	for name, tc := range map[string]struct {
+		spec     Spec
+		admitted []corev1.Toleration
+		want     string
+	}{
+		"replacement, none":             {want: "cpu 256, memory 32Gi, 2 of 3 hosts"},
+		"replacement, admitted":         {admitted: dedicated, want: "cpu 256, memory 32Gi, 3 of 3 hosts"},
+		"move, none":                    {spec: Spec{AvoidNode: "source"}, want: "cpu 0, memory 0, 0 of 2 hosts"},
+		"move, admitted":                {spec: Spec{AvoidNode: "source"}, admitted: dedicated, want: "cpu 128, memory 16Gi, 1 of 2 hosts"},
+		"move, admitted tolerate-all":   {spec: Spec{AvoidNode: "source"}, admitted: all, want: "cpu 128, memory 16Gi, 1 of 2 hosts"},
+		"move, admitted unreachable":    {spec: Spec{AvoidNode: "source"}, admitted: unreachable, want: "cpu 0, memory 0, 0 of 2 hosts"},
+		"move, placement's unreachable": {spec: Spec{AvoidNode: "source", Placement: &Placement{Tolerations: unreachable}}, want: "cpu 256, memory 32Gi, 1 of 2 hosts"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := line(hosts.Room(tc.spec, tc.admitted)); got != tc.want {
+				t.Errorf("room %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,16 +197,16 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		}
 	}
 	if len(s.AdmittedTolerations) > 0 {
-		// Read as the tolerations of a placement are.
-		raw, err := json.Marshal(map[string]any{"tolerations": s.AdmittedTolerations})
+		// Read as the API server reads a pod's: JSON, a key a toleration does not have refused.
+		raw, err := json.Marshal(s.AdmittedTolerations)
 		if err != nil {
 			return nil, fmt.Errorf("admittedTolerations: %w", err)
 		}
-		p, err := backend.ParsePlacement(raw)
-		if err != nil {
-			return nil, fmt.Errorf("admittedTolerations: %w", err)
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&srv.AdmittedTolerations); err != nil {
+			return nil, fmt.Errorf("admittedTolerations: not tolerations (key, operator, value, effect, tolerationSeconds): %w", err)
 		}
-		srv.AdmittedTolerations = p.Tolerations
 	}
 	for _, q := range []struct {
 		name string

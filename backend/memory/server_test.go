@@ -60,8 +60,10 @@ func TestParseServerAdmittedTolerations(t *testing.T) {
 	if !reflect.DeepEqual(s.AdmittedTolerations, want) {
 		t.Errorf("admitted %+v, want %+v", s.AdmittedTolerations, want)
 	}
-	if s, err := ParseServer([]byte(base), time.Now()); err != nil || s.AdmittedTolerations != nil {
-		t.Errorf("without the key: %+v, %v; want none", s.AdmittedTolerations, err)
+	if s, err := ParseServer([]byte(base), time.Now()); err != nil {
+		t.Errorf("without the key: %v", err)
+	} else if s.AdmittedTolerations != nil {
+		t.Errorf("without the key: %+v; want none", s.AdmittedTolerations)
 	}
 	if _, err := ParseServer([]byte(base+"admittedTolerations: [{key: team, colour: blue}]\n"), time.Now()); err == nil ||
 		!strings.Contains(err.Error(), "admittedTolerations") || !strings.Contains(err.Error(), "colour") {

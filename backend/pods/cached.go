@@ -170,9 +170,7 @@ func cachePod(pod *corev1.Pod) *cachedPod {
 		p.exactly().ownerName, p.flags = ownerName, p.flags|exactOwnerName
 	}
 	s := serverOf(pod)
-	admitted, ok := admittedText(s.AdmittedTolerations)
-	p.placement = internPlaced(pod.Annotations[AnnotationPlacement], admitted)
-	if !ok || !p.compact(s) {
+	if p.placement, ok = internPlaced(pod.Annotations[AnnotationPlacement], s.AdmittedTolerations); !ok || !p.compact(s) {
 		p.exactly().server, p.flags = s, p.flags|exactServer
 	}
 	return p
@@ -380,7 +378,7 @@ func (p *cachedPod) server() backend.Server {
 			// Placement: the annotation read again, as serverOf reads it.
 			Placement: placementOf(p.placement.annotation()),
 		},
-		AdmittedTolerations: admittedOf(p.placement.admitted()),
+		AdmittedTolerations: p.placement.admitted(),
 		Resize:              backend.Resize{State: resizeStates[p.resize]},
 		Node:                p.node.String(),
 	}

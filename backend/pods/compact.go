@@ -41,19 +41,49 @@ func (i interned) String() string {
 }
 
 // placed is a pod's placement as the cache keeps it: its AnnotationPlacement, and the
-// tolerations it has beyond those (backend.Server.AdmittedTolerations, in admittedText's
-// JSON), which the pods of a namespace's VMs share, kept once as interned keeps a string. One
-// handle for the two keeps a cached pod in its size class (BenchmarkCachedPodHeap). The zero
-// value is neither.
+// tolerations it has beyond those (backend.Server.AdmittedTolerations), which the pods of a
+// namespace's VMs share, kept once as interned keeps a string. One handle for the two keeps a
+// cached pod in its size class (BenchmarkCachedPodHeap); the tolerations are held as fields,
+// not as text, so that a reconcile reads them back without decoding. The zero value is
+// neither.
 type placed struct{ h unique.Handle[placedText] }
 
-type placedText struct{ annotation, admitted string }
+type placedText struct {
+	annotation string
+	admitted   [maxAdmitted]toleration
+	n          uint8 // how many of admitted are set
+}
 
-func internPlaced(annotation, admitted string) placed {
-	if annotation == "" && admitted == "" {
-		return placed{}
+// maxAdmitted is how many admitted tolerations the compact form holds (a namespace's defaults
+// are one or two); a pod with more is kept as read (cachePod's exact).
+const maxAdmitted = 4
+
+// toleration is a corev1.Toleration in a comparable form, its tolerationSeconds by value.
+type toleration struct {
+	key, value string
+	operator   corev1.TolerationOperator
+	effect     corev1.TaintEffect
+	seconds    int64
+	hasSeconds bool
+}
+
+// internPlaced makes the placed of annotation and admitted; ok is false when admitted has
+// more tolerations than the compact form holds.
+func internPlaced(annotation string, admitted []corev1.Toleration) (p placed, ok bool) {
+	if len(admitted) > maxAdmitted {
+		return placed{}, false
 	}
-	return placed{unique.Make(placedText{annotation, admitted})}
+	if annotation == "" && len(admitted) == 0 {
+		return placed{}, true
+	}
+	t := placedText{annotation: annotation, n: uint8(len(admitted))}
+	for i, a := range admitted {
+		t.admitted[i] = toleration{key: a.Key, value: a.Value, operator: a.Operator, effect: a.Effect}
+		if a.TolerationSeconds != nil {
+			t.admitted[i].seconds, t.admitted[i].hasSeconds = *a.TolerationSeconds, true
+		}
+	}
+	return placed{unique.Make(t)}, true
 }
 
 // annotation is the pod's AnnotationPlacement; "" for none.
@@ -64,12 +94,25 @@ func (p placed) annotation() string {
 	return p.h.Value().annotation
 }
 
-// admitted is the pod's tolerations beyond its placement, in admittedText's JSON; "" for none.
-func (p placed) admitted() string {
+// admitted is the pod's tolerations beyond its placement, a slice of its own; nil for none.
+func (p placed) admitted() []corev1.Toleration {
 	if p == (placed{}) {
-		return ""
+		return nil
 	}
-	return p.h.Value().admitted
+	t := p.h.Value()
+	if t.n == 0 {
+		return nil
+	}
+	out := make([]corev1.Toleration, t.n)
+	for i := range out {
+		a := &t.admitted[i]
+		out[i] = corev1.Toleration{Key: a.key, Value: a.value, Operator: a.operator, Effect: a.effect}
+		if a.hasSeconds {
+			seconds := a.seconds
+			out[i].TolerationSeconds = &seconds
+		}
+	}
+	return out
 }
 
 // uuid is a UID in the form the API server gives them, lowercase 8-4-4-4-12 hexadecimal, in

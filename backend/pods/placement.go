@@ -1,7 +1,6 @@
 package pods
 
 import (
-	"encoding/json"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,20 +104,27 @@ func placementOf(annotation string) *backend.Placement {
 	return p
 }
 
-// admittedTolerations are those of tolerations, a pod's, that its placement (the one it was
-// made with, AnnotationPlacement) does not have: those admission gave it (a namespace's
-// default tolerations, a mutating webhook's) or a person added (backend.Server.AdmittedTolerations).
-// Those of the passing taints are left out: DefaultTolerationSeconds gives every pod two (not
-// ready and unreachable, NoExecute, for 300 s), which would let a move go to a node that is
-// down. Nil when there are none, as for most pods; what it returns is its own copy.
-func admittedTolerations(tolerations []corev1.Toleration, placement *backend.Placement) []corev1.Toleration {
+// admittedTolerations are those of tolerations, a pod's, that placement, the one it was made
+// with (AnnotationPlacement), does not have: those admission gave it (a namespace's default
+// tolerations, a mutating webhook's or policy's) or a person added
+// (backend.Server.AdmittedTolerations). Those of the passing taints are left out:
+// DefaultTolerationSeconds gives every pod two (not ready and unreachable, NoExecute, for
+// 300 s). Nil when there are none, as for most pods, and when annotation, the pod's
+// AnnotationPlacement, is there but does not read (someone edited it): the pod's own
+// tolerations cannot then be told from admission's, and counting the placement's as
+// admission's would keep counting them after the VM's placement drops them. What it returns
+// is its own copy.
+func admittedTolerations(tolerations []corev1.Toleration, annotation string, placement *backend.Placement) []corev1.Toleration {
+	if annotation != "" && placement == nil {
+		return nil
+	}
 	var out []corev1.Toleration
 	for i := range tolerations {
 		t := &tolerations[i]
 		if backend.PassingTaint(t.Key) {
 			continue
 		}
-		if placement != nil && slices.ContainsFunc(placement.Tolerations, func(o corev1.Toleration) bool { return o.MatchToleration(t) }) {
+		if placement != nil && slices.ContainsFunc(placement.Tolerations, func(o corev1.Toleration) bool { return sameToleration(&o, t) }) {
 			continue
 		}
 		out = append(out, *t.DeepCopy())
@@ -126,26 +132,18 @@ func admittedTolerations(tolerations []corev1.Toleration, placement *backend.Pla
 	return out
 }
 
-// admittedText is tolerations as the cache keeps them (cachedPod.placement): JSON, "" for
-// none; ok is false if they do not encode (a toleration is strings, an int64 and a pointer to
-// one: never), and the cache then keeps the server as read. admittedOf reads it back.
-func admittedText(tolerations []corev1.Toleration) (text string, ok bool) {
-	if len(tolerations) == 0 {
-		return "", true
+// sameToleration reports whether a and b take the same taints: the same key, value and effect,
+// and the same operator, an empty one read as Equal (its default), so that a mutating policy
+// that writes the default out does not make the placement's own toleration look like
+// admission's. tolerationSeconds is no part of which nodes take a server.
+func sameToleration(a, b *corev1.Toleration) bool {
+	op := func(t *corev1.Toleration) corev1.TolerationOperator {
+		if t.Operator == "" {
+			return corev1.TolerationOpEqual
+		}
+		return t.Operator
 	}
-	b, err := json.Marshal(tolerations)
-	return string(b), err == nil
-}
-
-// admittedOf reads tolerations that admittedText wrote; nil for "".
-func admittedOf(text string) []corev1.Toleration {
-	if text == "" {
-		return nil
-	}
-	var out []corev1.Toleration
-	// admittedText wrote it from the same type: it reads back.
-	_ = json.Unmarshal([]byte(text), &out)
-	return out
+	return a.Key == b.Key && a.Value == b.Value && a.Effect == b.Effect && op(a) == op(b)
 }
 
 // NextServer is a pod that stands, where placement is concerned, for the server that follows
@@ -157,8 +155,9 @@ func admittedOf(text string) []corev1.Toleration {
 func NextServer(pod *corev1.Pod) *corev1.Pod {
 	next := &corev1.Pod{}
 	next.Annotations = map[string]string{}
-	placement := placementOf(pod.Annotations[AnnotationPlacement])
+	annotation := pod.Annotations[AnnotationPlacement]
+	placement := placementOf(annotation)
 	place(next, backend.Spec{Placement: placement})
-	next.Spec.Tolerations = append(next.Spec.Tolerations, admittedTolerations(pod.Spec.Tolerations, placement)...)
+	next.Spec.Tolerations = append(next.Spec.Tolerations, admittedTolerations(pod.Spec.Tolerations, annotation, placement)...)
 	return next
 }

@@ -97,11 +97,24 @@ func TestAdmittedTolerations(t *testing.T) {
 	spec := backend.Spec{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"), RootDisk: resource.MustParse("1Gi"), Image: "img"}
 	placed := spec
 	placed.Placement = &backend.Placement{Tolerations: []corev1.Toleration{own}}
+	// The placement's toleration with its operator left out, which a mutating policy may
+	// write out as Equal on the pod.
+	implicit := placed
+	implicit.Placement = &backend.Placement{Tolerations: []corev1.Toleration{{Key: "dedicated", Value: "vms", Effect: corev1.TaintEffectNoSchedule}}}
+	five := []corev1.Toleration{team, gpu, other}
+	for _, k := range []string{"a", "b"} {
+		five = append(five, corev1.Toleration{Key: "extra-" + k, Operator: corev1.TolerationOpExists})
+	}
 	for name, tc := range map[string]struct {
-		spec  backend.Spec
-		added []corev1.Toleration
-		want  []corev1.Toleration
+		spec    backend.Spec
+		added   []corev1.Toleration
+		want    []corev1.Toleration
+		damaged bool // the placement annotation edited into one that does not read
+		exact   bool // kept as read: more than the compact form holds
 	}{
+		"operator written out":         {spec: implicit, added: []corev1.Toleration{own}, want: nil},
+		"a damaged annotation":         {spec: placed, added: []corev1.Toleration{team}, damaged: true},
+		"more than the cache's":        {spec: spec, added: five, want: five, exact: true},
 		"placement's only":             {spec: placed, added: defaults},
 		"no placement, defaults only":  {spec: spec, added: defaults},
 		"a namespace's default":        {spec: placed, added: append([]corev1.Toleration{team}, defaults...), want: []corev1.Toleration{team}},
@@ -110,22 +123,28 @@ func TestAdmittedTolerations(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := newPod(vm, tc.spec)
+			if tc.spec.Placement == implicit.Placement {
+				pod.Spec.Tolerations[0].Operator = corev1.TolerationOpEqual
+			}
+			if tc.damaged {
+				pod.Annotations[AnnotationPlacement] = "{not json"
+			}
 			pod.Spec.Tolerations = append(pod.Spec.Tolerations, tc.added...)
 			pod.UID, pod.ResourceVersion = "7c433542-8907-45fe-887a-7813523dba9e", "5"
 			for name, srv := range map[string]backend.Server{"serverOf": serverOf(pod), "cached": cachePod(pod).server()} {
 				if !reflect.DeepEqual(srv.AdmittedTolerations, tc.want) {
 					t.Errorf("%s: admitted %+v, want %+v", name, srv.AdmittedTolerations, tc.want)
 				}
-				if !srv.Spec.Equal(tc.spec) {
+				if !tc.damaged && !srv.Spec.Equal(tc.spec) {
 					t.Errorf("%s: server spec %+v does not equal the spec it was made of", name, srv.Spec)
 				}
 			}
-			if c := cachePod(pod); c.exact != nil {
-				t.Errorf("kept as read: %+v; want the compact form", c.exact)
+			if c := cachePod(pod); (c.exact != nil) != tc.exact {
+				t.Errorf("kept as read: %+v; want %v", c.exact, tc.exact)
 			}
 			// kubectl vm migrate matches nodes against the placement's tolerations and these.
 			var want []corev1.Toleration
-			if p := tc.spec.Placement; p != nil {
+			if p := tc.spec.Placement; p != nil && !tc.damaged {
 				want = append(want, p.Tolerations...)
 			}
 			if want = append(want, tc.want...); !reflect.DeepEqual(NextServer(pod).Spec.Tolerations, want) {

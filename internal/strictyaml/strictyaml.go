@@ -10,6 +10,7 @@ package strictyaml
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -18,6 +19,7 @@ import (
 type Decoder struct {
 	dec  *yaml.Decoder
 	data []byte
+	n    int // the documents Decode was asked for so far
 }
 
 // NewDecoder returns a decoder of data that refuses keys its target does not have
@@ -30,14 +32,19 @@ func NewDecoder(data []byte) *Decoder {
 
 // Decode decodes the next document into v, as yaml.v3's Decode does (io.EOF when there is
 // none); a panic of the decoder is returned as an error that starts "yaml: ", as its own
-// errors do, and says in the file's terms what the decoder could not take where it can tell
-// (complexKey), in the decoder's words otherwise.
+// errors do. For the panic over a key that is a list or a mapping (yaml.v3's "hash of
+// unhashable type") the error names the key's line in the input (complexKey); any other
+// panic is in the decoder's own words.
 func (d *Decoder) Decode(v any) (err error) {
+	doc := d.n
+	d.n++
 	defer func() {
 		if r := recover(); r != nil {
-			if line := complexKey(d.data); line > 0 {
-				err = fmt.Errorf("yaml: line %d: a key that is a list or a mapping is not supported", line)
-				return
+			if e, ok := r.(error); ok && strings.Contains(e.Error(), "unhashable") {
+				if line := complexKey(d.data, doc); line > 0 {
+					err = fmt.Errorf("yaml: line %d: a key that is a list or a mapping is not supported", line)
+					return
+				}
 			}
 			err = fmt.Errorf("yaml: cannot decode this document: %v", r)
 		}
@@ -45,29 +52,40 @@ func (d *Decoder) Decode(v any) (err error) {
 	return d.dec.Decode(v)
 }
 
-// complexKey is the line of the first key in data that is a list or a mapping (the cause of
-// yaml.v3's panic beside a merge key), 0 when there is none or data does not parse. Reading
-// into nodes hashes no key, so it does not panic where decoding into a struct does.
-func complexKey(data []byte) int {
+// complexKey is the line of the first key that is a list or a mapping in the document of data
+// numbered doc (from 0), 0 when there is none or data does not parse. Reading into nodes hashes
+// no key, so it does not panic where decoding into a struct does.
+func complexKey(data []byte, doc int) int {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var doc yaml.Node
-		if err := dec.Decode(&doc); err != nil {
+	for i := 0; ; i++ {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
 			return 0
 		}
-		if line := complexKeyIn(&doc); line > 0 {
-			return line
+		if i == doc {
+			return complexKeyIn(&n, 0)
 		}
 	}
 }
 
-// complexKeyIn is complexKey for one node and what it holds.
-func complexKeyIn(n *yaml.Node) int {
+// complexKeyIn is complexKey for one node and what it holds; a key that is an alias counts as
+// what it stands for. depth bounds the walk through aliases, which may refer back to a node
+// that holds them.
+func complexKeyIn(n *yaml.Node, depth int) int {
+	if depth > 100 {
+		return 0
+	}
 	for i, c := range n.Content {
-		if n.Kind == yaml.MappingNode && i%2 == 0 && (c.Kind == yaml.SequenceNode || c.Kind == yaml.MappingNode) {
-			return c.Line
+		if n.Kind == yaml.MappingNode && i%2 == 0 {
+			k := c
+			if k.Kind == yaml.AliasNode && k.Alias != nil {
+				k = k.Alias
+			}
+			if k.Kind == yaml.SequenceNode || k.Kind == yaml.MappingNode {
+				return c.Line
+			}
 		}
-		if line := complexKeyIn(c); line > 0 {
+		if line := complexKeyIn(c, depth+1); line > 0 {
 			return line
 		}
 	}

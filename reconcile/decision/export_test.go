@@ -7,3 +7,6 @@ var (
 	AtRest   = atRest
 	RoomKept = roomKeptRecord
 )
+
+// FromAdmission is fromAdmission, for TestFromAdmission.
+var FromAdmission = fromAdmission

@@ -112,7 +112,7 @@ func placing(pl *backend.Placement) bool {
 // given, the tolerations admission gave the server (fromAdmission), when there are any.
 func admitted(given string) string {
 	if given != "" {
-		given = ", with those admission gave its server (" + given + ")"
+		given = ", and those admission gave its server: " + given
 	}
 	return "(its node selector, affinity and tolerations" + given + "; cordoned nodes too only if it tolerates them)"
 }
@@ -123,26 +123,47 @@ func counted(given string) string {
 	if given == "" {
 		return ""
 	}
-	return " (the tolerations admission gave its server counted: " + given + ")"
+	return " (counting the tolerations admission gave its server: " + given + ")"
 }
 
-// fromAdmission writes tolerations as kubectl taint writes the taints they take, separated by
-// commas: KEY=VALUE:EFFECT for one that takes a value, KEY:EFFECT for one that takes any (the
-// operator Exists), without :EFFECT for one that takes every effect, and "every taint" for
-// one that takes every key; "" for none.
+// maxNamed is how many tolerations fromAdmission names; the rest are counted.
+const maxNamed = 4
+
+// fromAdmission writes tolerations, separated by commas, each as the taints it takes:
+// KEY=VALUE:EFFECT, KEY:EFFECT for an empty value, KEY=*:EFFECT for any value (the operator
+// Exists), KEY>N or KEY<N for a comparison, without :EFFECT for every effect, and "every
+// taint" (or "every NoSchedule taint") for every key; the first maxNamed of them, and how many
+// more there are. "" for none.
 func fromAdmission(tolerations []corev1.Toleration) string {
 	var b strings.Builder
 	for i, t := range tolerations {
+		if i == maxNamed {
+			fmt.Fprintf(&b, " and %d more", len(tolerations)-maxNamed)
+			break
+		}
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		switch {
-		case t.Key == "" && t.Operator == corev1.TolerationOpExists:
-			b.WriteString("every taint")
-		case t.Operator == corev1.TolerationOpExists:
-			b.WriteString(t.Key)
+		if t.Key == "" && t.Operator == corev1.TolerationOpExists {
+			if t.Effect == "" {
+				b.WriteString("every taint")
+			} else {
+				b.WriteString("every " + string(t.Effect) + " taint")
+			}
+			continue
+		}
+		b.WriteString(t.Key)
+		switch t.Operator {
+		case corev1.TolerationOpExists:
+			b.WriteString("=*")
+		case "Gt":
+			b.WriteString(">" + t.Value)
+		case "Lt":
+			b.WriteString("<" + t.Value)
 		default:
-			b.WriteString(t.Key + "=" + t.Value)
+			if t.Value != "" {
+				b.WriteString("=" + t.Value)
+			}
 		}
 		if t.Effect != "" {
 			b.WriteString(":" + string(t.Effect))
