@@ -70,6 +70,7 @@ func printCRDs(cc *cli.Context, c crdsConfig) error {
 	var data []byte
 	var err error
 	if c.Conversion == "webhook" {
+		warnUnreadNamespaceEnv(cc, c.Namespace)
 		data, err = crds.WithWebhook(crds.Webhook{Namespace: c.Namespace, StorageVersion: c.StorageVersion})
 	} else {
 		data, err = crds.YAML()

@@ -8,6 +8,7 @@ package command
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -284,9 +285,37 @@ const rootDiskUsage = "where a VM's root disk lives: claim (a PersistentVolumeCl
 
 // installNamespaceFlag is --namespace where it names the namespace vm-controller is installed
 // in (the controller's, the conversion webhook's Service and Secret): manifests, crds,
-// webhook.
+// webhook. It reads installNamespaceEnv, not VMC_NAMESPACE.
 func installNamespaceFlag(dst *string, usage string) *cli.StringFlag {
-	return &cli.StringFlag{Name: "namespace", Value: deploy.DefaultNamespace, Usage: usage, EnvVars: env("NAMESPACE"), Destination: dst}
+	return &cli.StringFlag{Name: "namespace", Value: deploy.DefaultNamespace, Usage: usage, EnvVars: []string{installNamespaceEnv}, Destination: dst}
+}
+
+// installNamespaceEnv is the variable of the install commands' --namespace. VMC_NAMESPACE,
+// which the flag's name would give, is run's and check's --namespace, the VMs': read by
+// both, an environment set for run (VMC_NAMESPACE=vms) made manifests install the
+// controller into vms and crds point the conversion webhook at a Service there.
+const installNamespaceEnv = "VMC_INSTALL_NAMESPACE"
+
+// unreadNamespaceEnv is VMC_NAMESPACE where the install command cc would have read it before
+// it had a variable of its own: set, other than namespace (the command's --namespace), and
+// that flag not given, on the command line or by its variables; else "". A script that set
+// VMC_NAMESPACE for the install commands now installs into the default namespace, and is
+// told so.
+func unreadNamespaceEnv(cc *cli.Context, namespace string) string {
+	vms := os.Getenv("VMC_NAMESPACE")
+	if vms == namespace || cc.IsSet("namespace") {
+		return ""
+	}
+	return vms
+}
+
+// warnUnreadNamespaceEnv tells, on stderr, where the install command cc does not read
+// VMC_NAMESPACE (unreadNamespaceEnv): manifests, crds.
+func warnUnreadNamespaceEnv(cc *cli.Context, namespace string) {
+	if vms := unreadNamespaceEnv(cc, namespace); vms != "" {
+		fmt.Fprintf(cc.App.ErrWriter, "vm-controller %s: warning: VMC_NAMESPACE=%s is not read: it is run's and check's, the VMs' namespace; the install namespace is %s (--namespace, %s)\n",
+			cc.Command.Name, vms, namespace, installNamespaceEnv)
+	}
 }
 
 // conversionFlag is --conversion, the form of the CRD to print: crds, manifests.

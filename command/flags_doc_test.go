@@ -71,7 +71,11 @@ func renderFlagsDoc(t *testing.T, a *cli.App) []byte {
 	b.WriteString("# Flag reference\n\n")
 	b.WriteString("<!-- Generated from the flag declarations by `go test ./command -run TestFlagsDoc -update`; do not edit. -->\n\n")
 	b.WriteString("Every command of `vm-controller` and every flag it takes. A flag's environment variable sets it\n" +
-		"when the flag is not given on the command line. `vm-controller COMMAND --help` prints the same;\n" +
+		"when the flag is not given on the command line; a variable means the same to every command that\n" +
+		"reads it. So the `--namespace` of `manifests`, `crds` and `webhook`, the namespace vm-controller is\n" +
+		"installed in, reads `" + installNamespaceEnv + "`: `VMC_NAMESPACE` is the VMs' namespace, `run`'s and\n" +
+		"`check`'s, and the install commands no longer read it (they warn when it is set and would have\n" +
+		"given another namespace). `vm-controller COMMAND --help` prints the same;\n" +
 		"`vm-controller --version` prints the version. A duration flag of `run` and `plan` is at most\n" +
 		"8760h (a year); [bad input](bad-input.md) lists what each command refuses.\n")
 	commands := func(prog string, cmds []*cli.Command) {

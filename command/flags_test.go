@@ -66,10 +66,22 @@ var noEnv = map[string]string{
 	"plan --api-version": "VMC_API_VERSION is the version the controller watches, which the API server converts VMs to; plan does not convert its file",
 }
 
+// renamedEnv are the flags of vm-controller whose variable is not the one their name gives,
+// each with the variable they read first and why: the one their name gives means something
+// else to the commands that read it.
+var renamedEnv = map[string]struct{ env, why string }{
+	"manifests --namespace": {installNamespaceEnv, installNamespaceWhy},
+	"crds --namespace":      {installNamespaceEnv, installNamespaceWhy},
+	"webhook --namespace":   {installNamespaceEnv, installNamespaceWhy},
+}
+
+const installNamespaceWhy = "VMC_NAMESPACE is run's and check's --namespace, the VMs'; this one is the namespace the controller and its webhook are installed in"
+
 // TestFlagsHaveEnv: every flag of every command can be set by its environment variable,
 // VMC_ and the flag's name in upper snake case, read before any other it has; but for those
-// of noEnv, which read none.
+// of noEnv, which read none, and those of renamedEnv, which read theirs.
 func TestFlagsHaveEnv(t *testing.T) {
+	renamed := map[string]bool{}
 	for _, cmd := range App("").Commands {
 		for _, f := range cmd.Flags {
 			df, ok := f.(cli.DocGenerationFlag)
@@ -85,25 +97,34 @@ func TestFlagsHaveEnv(t *testing.T) {
 				continue
 			}
 			want := "VMC_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
+			if r, ok := renamedEnv[cmd.Name+" --"+f.Names()[0]]; ok {
+				want = r.env
+				renamed[cmd.Name+" --"+f.Names()[0]] = true
+			}
 			if len(envs) == 0 || envs[0] != want {
 				t.Errorf("%s --%s: environment %v, want %s first", cmd.Name, f.Names()[0], envs, want)
 			}
 		}
 	}
+	for name := range renamedEnv {
+		if !renamed[name] {
+			t.Errorf("renamedEnv names %s, which no command has", name)
+		}
+	}
 }
 
 // sharedEnv are the environment variables that flags of one name read with different
-// defaults, each with why that is one meaning, or which commands mean something else by it.
+// defaults, each with why that is still one meaning. A variable is never shared by flags that
+// mean different things: one of them reads a variable of its own (renamedEnv) or none (noEnv).
 var sharedEnv = map[string]string{
 	"VMC_LOG_FORMAT": "the format of the log; each command has its default (webhook logs JSON)",
-	"VMC_NAMESPACE":  "run's and check's --namespace is the VMs'; manifests', crds' and webhook's is the one the controller is installed in",
 }
 
 // TestEnvOneMeaning: an environment variable that several commands read (those of the
 // vm-controller binary, and the kubectl plugin's verbs) is read by flags of one name and one
 // default, so that an environment set for one command (run) does not change what another
 // (plan, manifests) does with the same words meaning something else. sharedEnv lists the
-// variables that differ, with why.
+// variables whose flags differ only in their default, with why.
 func TestEnvOneMeaning(t *testing.T) {
 	type reader struct{ command, flag, def string }
 	readers := map[string][]reader{}

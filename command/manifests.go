@@ -167,6 +167,7 @@ func ownNamespace(namespace, watchNamespace string) error {
 
 // printManifests renders everything to deploy and prints it.
 func printManifests(cc *cli.Context, c manifestsConfig) error {
+	warnUnreadNamespaceEnv(cc, c.Namespace)
 	gvr, err := c.gvr()
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

@@ -42,7 +42,8 @@ type webhookConfig struct {
 
 func webhookCommand(c *webhookConfig) *cli.Command {
 	// POD_NAMESPACE is the pod's own namespace where the pod sets it from the downward API
-	// (metadata.namespace), as the Deployment of `vm-controller manifests` does.
+	// (metadata.namespace), as the Deployment of `vm-controller manifests` does; it is read
+	// after VMC_INSTALL_NAMESPACE.
 	namespace := installNamespaceFlag(&c.Namespace, "namespace of the webhook's Service and its certificates' Secret (self-managed certificates)")
 	namespace.EnvVars = append(namespace.EnvVars, "POD_NAMESPACE")
 	flags := append(c.clusterFlags.flags(),
@@ -169,6 +170,10 @@ func serveWebhook(cc *cli.Context, c webhookConfig) error {
 			return err
 		}
 	} else {
+		if vms := unreadNamespaceEnv(cc, c.Namespace); vms != "" {
+			log.Warn("VMC_NAMESPACE is not read: it is run's and check's, the VMs' namespace; the webhook's is --namespace, VMC_INSTALL_NAMESPACE or POD_NAMESPACE",
+				"VMC_NAMESPACE", vms, "namespace", c.Namespace)
+		}
 		rc, err := c.restConfig(cc.App.Version)
 		if err != nil {
 			return err
