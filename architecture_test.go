@@ -1,6 +1,7 @@
 package main
 
 import (
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"io/fs"
 	"os"
 	"path/filepath"

@@ -1,6 +1,7 @@
 package access
 
 import (
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"maps"
 	"slices"
 	"strings"

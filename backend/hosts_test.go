@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"

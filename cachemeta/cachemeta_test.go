@@ -1,6 +1,7 @@
 package cachemeta_test
 
 import (
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"strings"
 	"testing"
 )

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"os"
 	"regexp"
 	"slices"

@@ -3,6 +3,7 @@ package storageversion
 import (
 	"context"
 	"fmt"
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"strconv"
 	"strings"
 	"testing"

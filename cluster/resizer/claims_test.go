@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"strings"
 	"testing"
 	"time"

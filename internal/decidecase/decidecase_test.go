@@ -3,6 +3,7 @@ package decidecase
 import (
 	"encoding/json"
 	"fmt"
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"os"
 	"path/filepath"
 	"runtime"

@@ -2,6 +2,7 @@ package strictyaml
 
 import (
 	"errors"
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"io"
 	"strings"
 	"testing"

@@ -2,6 +2,7 @@ package priority
 
 import (
 	"fmt"
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"math/rand/v2"
 	"slices"
 	"testing"
