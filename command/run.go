@@ -71,6 +71,10 @@ type runConfig struct {
 	HealthAddr       string
 	Pprof            bool
 	logFlags
+
+	// ServerPodSecurity is --server-pod-security: the securityContext of the server pods
+	// (pods.PodSecurity).
+	ServerPodSecurity string
 }
 
 func runCommand(c *runConfig) *cli.Command {
@@ -87,6 +91,7 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
 		&cli.BoolFlag{Name: "http2", Usage: "speak HTTP/2 to the API server, one multiplexed connection, as client-go does by default; default: HTTP/1.1, a connection per request in flight, with which a burst of VMs became Active sooner (see docs/deploying.md)", EnvVars: env("HTTP2"), Destination: &c.HTTP2},
 		serverImageFlag(&c.ServerImage, "container image of server pods"),
+		&cli.StringFlag{Name: "server-pod-security", Value: string(pods.PodSecurityNone), Usage: serverPodSecurityUsage, EnvVars: env("SERVER_POD_SECURITY"), Destination: &c.ServerPodSecurity},
 		watchNodesFlag(&c.WatchNodes, "watch nodes to report servers on lost nodes as Unknown, and to keep a running server whose replacement no node has room for (needs cluster-wide read access to nodes)"),
 		watchCRDFlag(&c.WatchCRD, "check and follow the resource's CRD: say when it is deleted or stops serving the version, resume when it is back (needs read access to that CRD)"),
 	)
@@ -176,6 +181,9 @@ func (c runConfig) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
+	}
+	if !pods.PodSecurity(c.ServerPodSecurity).Valid() {
+		return fmt.Errorf("--server-pod-security %q: want none or restricted", c.ServerPodSecurity)
 	}
 	if c.Events != "all" && c.Events != "warnings" {
 		return fmt.Errorf("--events %q: want all or warnings", c.Events)
@@ -315,14 +323,15 @@ func run(cc *cli.Context, c runConfig) error {
 	limiter := workqueue.NewTypedMaxOfRateLimiter(perVM,
 		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(c.RetryQPS), c.RetryBurst)},
 	)
+	podsCfg := c.podsConfig()
+	podsCfg.Client, podsCfg.REST, podsCfg.UsageClient, podsCfg.Discovery = cl.proto, cl.podWatch.CoreV1().RESTClient(), cl.usage, cl.kube.Discovery()
 	ctrl := reconcile.New(reconcile.Config{
 		VMs: reconcile.Source{Client: cl.dynamic, REST: cl.vmREST, WatchREST: cl.vmWatch, GVR: gvr, Fields: f.fields,
 			Namespace: c.Namespace, Selector: c.Selector, Resync: c.Resync},
 		CRD: reconcile.CRD{Watch: c.WatchCRD, OnServed: m.SetServed, Layout: f.layout, OnLayoutChanged: relayout,
 			// Without the subresource, status goes through the main resource.
 			NoStatusSubresource: noStatus},
-		Backend: pods.New(pods.Config{Client: cl.proto, REST: cl.podWatch.CoreV1().RESTClient(), Namespace: c.Namespace, Resync: c.Resync,
-			WatchNodes: c.WatchNodes, UsageClient: cl.usage, Discovery: cl.kube.Discovery(), Disks: true, ClaimsOnly: !c.claims(), Budgets: true}),
+		Backend:    pods.New(podsCfg),
 		Policy:     c.policy(c.rootDiskFlags),
 		Usage:      decision.UsagePolicy{Interval: c.UsageInterval, Threshold: c.UsageThreshold, MaxInterval: c.UsageMaxInterval},
 		Retry:      reconcile.Retry{RateLimiter: limiter, ConflictRateLimiter: perVM, ReconcileTimeout: c.ReconcileTimeout},
@@ -367,6 +376,15 @@ func run(cc *cli.Context, c runConfig) error {
 	}
 	log.Info("Stopped")
 	return nil
+}
+
+// serverPodSecurityUsage is what --server-pod-security does.
+const serverPodSecurityUsage = "securityContext of the server pods made from now on: none (as the image says, root if it says nothing; the pods meet the baseline Pod Security Standard) or restricted (runAsNonRoot, seccomp RuntimeDefault, no privilege escalation, every capability dropped: the pods a namespace enforcing restricted admits; the image must run as a numeric user other than 0). A running server keeps its own and is not replaced for a change; kubectl vm restart gives a VM the new one (docs/deploying.md)"
+
+// podsConfig is the pod backend's configuration of the flags; run adds its clients.
+func (c runConfig) podsConfig() pods.Config {
+	return pods.Config{Namespace: c.Namespace, Resync: c.Resync, WatchNodes: c.WatchNodes, Disks: true, ClaimsOnly: !c.claims(), Budgets: true,
+		PodSecurity: pods.PodSecurity(c.ServerPodSecurity)}
 }
 
 // layoutChanged is run's error when it ended because the CRD no longer gives the field map

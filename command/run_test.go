@@ -1,6 +1,10 @@
 package command
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/cloudnative-czs/vm-controller/backend/pods"
+)
 
 func TestRunConfigValidate(t *testing.T) {
 	tests := map[string]validateCase{
@@ -24,6 +28,11 @@ func TestRunConfigValidate(t *testing.T) {
 		"retry qps":                    {[]string{"--retry-qps", "0"}, "--retry-qps", "--retry-qps 0: want 0.01 to 1000000"},
 		"resync":                       {[]string{"--resync", "-1s"}, "--resync", "--resync must not be negative"},
 		"events":                       {[]string{"--events", "normal"}, "--events", `--events "normal": want all or warnings`},
+		"restricted server pods":       {args: []string{"--server-pod-security", "restricted"}},
+		"server pods as they are":      {args: []string{"--server-pod-security", "none"}},
+		"baseline server pods":         {[]string{"--server-pod-security", "baseline"}, "--server-pod-security", `--server-pod-security "baseline": want none or restricted`},
+		"server pod security case":     {[]string{"--server-pod-security", "Restricted"}, "--server-pod-security", `--server-pod-security "Restricted": want none or restricted`},
+		"no server pod security":       {[]string{"--server-pod-security", ""}, "--server-pod-security", `--server-pod-security "": want none or restricted`},
 		"restart backoff":              {[]string{"--restart-backoff", "0"}, "--restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"max restart backoff":          {[]string{"--restart-backoff", "10m"}, "--max-restart-backoff", "--restart-backoff must be positive and at most --max-restart-backoff"},
 		"server image":                 {[]string{"--server-image", ""}, "--server-image", "--server-image must not be empty"},
@@ -92,4 +101,25 @@ func TestRunConfigValidate(t *testing.T) {
 		parseFlags(t, runCommand(c), args...)
 		return c.Validate()
 	})
+}
+
+// TestRunPodsConfig: --server-pod-security reaches the pod backend's configuration, none by
+// default. (Baseline is no setting: the pods meet it as they are, and a value that changes
+// nothing would read as one that does something.)
+func TestRunPodsConfig(t *testing.T) {
+	for args, want := range map[string]pods.PodSecurity{
+		"":                                 pods.PodSecurityNone,
+		"--server-pod-security=none":       pods.PodSecurityNone,
+		"--server-pod-security=restricted": pods.PodSecurityRestricted,
+	} {
+		c := &runConfig{}
+		var argv []string
+		if args != "" {
+			argv = []string{args}
+		}
+		parseFlags(t, runCommand(c), argv...)
+		if got := c.podsConfig().PodSecurity; got != want {
+			t.Errorf("%q: the pod backend's PodSecurity is %q, want %q", args, got, want)
+		}
+	}
 }

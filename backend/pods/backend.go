@@ -61,6 +61,9 @@ type Config struct {
 	// (backend.Budgets, pdb.go): it watches the labelled budgets, which needs read and
 	// write access to poddisruptionbudgets.
 	Budgets bool
+	// PodSecurity is the securityContext of the server pods the backend makes (security.go):
+	// run's --server-pod-security. "" is PodSecurityNone.
+	PodSecurity PodSecurity
 }
 
 // Backend realises servers as pods. Build it with New, then Start it.
@@ -387,6 +390,7 @@ func (b *Backend) nodeReady(name string) (ready, known bool) {
 // the refusal is only that the namespace is being deleted (a transient error).
 func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spec) (*backend.Server, error) {
 	pod := newPod(vm, spec)
+	b.cfg.PodSecurity.secure(pod)
 	client := b.cfg.Client.CoreV1().Pods(vm.Namespace)
 	out, err := client.Create(ctx, pod, metav1.CreateOptions{FieldManager: "vm-controller"})
 	switch {
@@ -410,6 +414,9 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 		// so no Failed phase or Event and no retry: the VM's deletion comes next.
 		return nil, fmt.Errorf("create pod %s: namespace %s is being deleted: %w", pod.Name, vm.Namespace, err)
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		if hint := b.cfg.PodSecurity.refusalHint(err); hint != "" {
+			return nil, fmt.Errorf("create pod %s: %w: %w; %s", pod.Name, backend.ErrRejected, err, hint)
+		}
 		return nil, fmt.Errorf("create pod %s: %w: %w", pod.Name, backend.ErrRejected, err)
 	default:
 		return nil, fmt.Errorf("create pod %s: %w", pod.Name, err)

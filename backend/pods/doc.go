@@ -9,6 +9,9 @@
 //     (Guaranteed QoS). With Config.Disks it mounts the VM's disk, a PersistentVolumeClaim the
 //     VM owns that outlives every pod (disks.go, claim.go); without, ephemeral-storage is set
 //     to the VM's rootDisk and goes with the pod.
+//   - No securityContext by default: the image runs as it says. With Config.PodSecurity
+//     restricted, the one the restricted Pod Security Standard asks for (security.go), which
+//     no running server is replaced for.
 //   - restartPolicy is Never: a failed server shows as a Failed pod, which the controller
 //     replaces with a backoff, instead of being restarted in place by the kubelet unseen.
 //
