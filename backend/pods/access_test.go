@@ -3,6 +3,7 @@ package pods
 import (
 	"errors"
 	"fmt"
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"slices"
 	"sort"
 	"strings"
