@@ -509,10 +509,17 @@ func TestControllerAdmission(t *testing.T) {
 		spec string
 		want string // in kubectl's error
 	}{
-		"unknown action":      {`{action: running, resource: {cpu: 1, memory: 1G, rootDisk: 1G}}`, `Unsupported value: "running"`},
-		"malformed cpu":       {`{action: active, resource: {cpu: two, memory: 1G, rootDisk: 1G}}`, `spec.resource.cpu`},
-		"malformed memory":    {`{action: active, resource: {cpu: 1, memory: 4GB, rootDisk: 1G}}`, `spec.resource.memory`},
-		"negative disk":       {`{action: active, resource: {cpu: 1, memory: 1G, rootDisk: "-1G"}}`, `spec.resource.rootDisk`},
+		"unknown action":   {`{action: running, resource: {cpu: 1, memory: 1G, rootDisk: 1G}}`, `Unsupported value: "running"`},
+		"malformed cpu":    {`{action: active, resource: {cpu: two, memory: 1G, rootDisk: 1G}}`, `spec.resource.cpu`},
+		"malformed memory": {`{action: active, resource: {cpu: 1, memory: 4GB, rootDisk: 1G}}`, `spec.resource.memory`},
+		"negative disk":    {`{action: active, resource: {cpu: 1, memory: 1G, rootDisk: "-1G"}}`, `spec.resource.rootDisk`},
+		// What the pattern, checking strings only, lets through: the CRD's CEL rules refuse it
+		// in the controller's words.
+		"negative cpu":        {`{action: active, resource: {cpu: -1, memory: 1G, rootDisk: 1G}}`, `spec.resource.cpu: Invalid value: -1: must be greater than zero`},
+		"zero memory":         {`{action: active, resource: {cpu: 1, memory: 0, rootDisk: 1G}}`, `spec.resource.memory: Invalid value: 0: must be greater than zero`},
+		"memory in bytes":     {`{action: active, resource: {cpu: 1, memory: 512, rootDisk: 1G}}`, `spec.resource.memory: Invalid value: 512: must be at least 1Mi; 512 is 512 bytes: did you mean 512Mi?`},
+		"zero disk":           {`{action: active, resource: {cpu: 1, memory: 1G, rootDisk: "0"}}`, `spec.resource.rootDisk: Invalid value: "0": must be greater than zero`},
+		"cpu below 1m":        {`{action: active, resource: {cpu: 100u, memory: 1G, rootDisk: 1G}}`, `spec.resource.cpu: Invalid value: "100u": must be at least 1m`},
 		"missing resource":    {`{action: active}`, `spec.resource: Required value`},
 		"missing memory":      {`{action: active, resource: {cpu: 1, rootDisk: 1G}}`, `spec.resource.memory: Required value`},
 		"cpu of a wrong type": {`{action: active, resource: {cpu: [1], memory: 1G, rootDisk: 1G}}`, `spec.resource.cpu`},
@@ -524,6 +531,7 @@ func TestControllerAdmission(t *testing.T) {
 		_, _, err := runKubectl(manifest, "apply", "-f", "-")
 		if err == nil {
 			t.Errorf("%s: accepted, want refused", name)
+			kubectl(t, "-n", ns, "delete", "vm", "bad") // so that the next case is a create, not an update
 			continue
 		}
 		if !strings.Contains(err.Error(), tc.want) {
@@ -537,27 +545,27 @@ func TestControllerAdmission(t *testing.T) {
 	}
 }
 
-// TestControllerUnrunnableSpec: memory 0 passes admission but cannot run. The VM ends Failed
-// with a reason, a message and one Event, and the controller does not retry it in a loop:
-// once it has handled everything up to a later change (a barrier), the VM was not written
-// again and no reconcile ended in an error.
+// TestControllerUnrunnableSpec: a rootDisk of a fraction of a byte ("1.5") passes admission but
+// cannot run. The VM ends Failed with a reason, a message and one Event, and the controller
+// does not retry it in a loop: once it has handled everything up to a later change (a
+// barrier), the VM was not written again and no reconcile ended in an error.
 func TestControllerUnrunnableSpec(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
 	c := startController(t, ns, "--workers", "1")
-	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: zero, namespace: %s}\nspec: {action: active, resource: {cpu: 1, memory: \"0\", rootDisk: 1G}}\n", ns))
-	waitPhase(t, ns, "zero", "Failed", "InvalidSpec", 3*time.Minute)
-	if msg := vmField(ns, "zero", ".status.message"); !strings.Contains(msg, "spec.resource.memory") || !strings.Contains(msg, "greater than zero") {
+	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: fraction, namespace: %s}\nspec: {action: active, resource: {cpu: 1, memory: 64Mi, rootDisk: \"1.5\"}}\n", ns))
+	waitPhase(t, ns, "fraction", "Failed", "InvalidSpec", 3*time.Minute)
+	if msg := vmField(ns, "fraction", ".status.message"); !strings.Contains(msg, "spec.resource.rootDisk") || !strings.Contains(msg, "whole number of bytes") {
 		t.Errorf("status.message = %q, want the field and why", msg)
 	}
 	// The write that made it Failed is itself a change the controller sees; the barrier
 	// comes after it, so its reconcile (which must write nothing) is done by then.
-	rv := vmField(ns, "zero", ".metadata.resourceVersion")
+	rv := vmField(ns, "fraction", ".metadata.resourceVersion")
 	c.barrier(t)
-	if now := vmField(ns, "zero", ".metadata.resourceVersion"); now != rv {
+	if now := vmField(ns, "fraction", ".metadata.resourceVersion"); now != rv {
 		t.Errorf("the Failed VM keeps being written: resourceVersion %s -> %s", rv, now)
 	}
-	if u, _, _ := podOf(ns, "zero"); u != "" {
+	if u, _, _ := podOf(ns, "fraction"); u != "" {
 		t.Errorf("an invalid VM got pod %s", u)
 	}
 	if errs := metric(c.scrape(t), `vmcontroller_reconcile_total{result="error"}`); errs > 0 {
@@ -566,7 +574,7 @@ func TestControllerUnrunnableSpec(t *testing.T) {
 	// One InvalidSpec event, not a growing series of them. Events are posted in the
 	// background, so the wait is for the first one to be stored.
 	eventually(t, 3*time.Minute, func() (bool, string) {
-		out, _ := kubectlErr("-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name=zero,reason=InvalidSpec",
+		out, _ := kubectlErr("-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name=fraction,reason=InvalidSpec",
 			"-o", `jsonpath={range .items[*]}{.reason}:{.series.count}{"\n"}{end}`)
 		return out == "InvalidSpec:", "InvalidSpec events (reason:series count): " + out
 	})
@@ -596,8 +604,8 @@ func TestControllerUnrunnableSpec(t *testing.T) {
 		return len(notes) == 1 && strings.HasPrefix(notes[0], "Invalid spec: ") && len(notes[0]) <= 1024, "InvalidSpec events' notes: " + out
 	})
 	// Fixing the spec brings it up.
-	kubectl(t, "-n", ns, "patch", "vm", "zero", "--type=merge", "-p", `{"spec":{"resource":{"memory":"64Mi"}}}`)
-	waitPhase(t, ns, "zero", "Active", "ServerReady", 3*time.Minute)
+	kubectl(t, "-n", ns, "patch", "vm", "fraction", "--type=merge", "-p", `{"spec":{"resource":{"rootDisk":"1G"}}}`)
+	waitPhase(t, ns, "fraction", "Active", "ServerReady", 3*time.Minute)
 }
 
 // TestControllerWarningsOnly: with --events warnings, a VM brought to Active leaves no Normal
@@ -611,11 +619,11 @@ func TestControllerWarningsOnly(t *testing.T) {
 	startController(t, ns, "--events", "warnings", "--workers", "1")
 	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: good, namespace: %s}\nspec: {action: active, resource: {cpu: 10m, memory: 16Mi, rootDisk: 100Mi}}\n", ns))
 	waitPhase(t, ns, "good", "Active", "ServerReady", 3*time.Minute)
-	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: zero, namespace: %s}\nspec: {action: active, resource: {cpu: 1, memory: \"0\", rootDisk: 1G}}\n", ns))
-	waitPhase(t, ns, "zero", "Failed", "InvalidSpec", 3*time.Minute)
+	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: fraction, namespace: %s}\nspec: {action: active, resource: {cpu: 1, memory: 64Mi, rootDisk: \"1.5\"}}\n", ns))
+	waitPhase(t, ns, "fraction", "Failed", "InvalidSpec", 3*time.Minute)
 	eventually(t, 3*time.Minute, func() (bool, string) {
-		out, _ := kubectlErr("-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name=zero,reason=InvalidSpec,type=Warning", "-o", "name")
-		return out != "", "no InvalidSpec Warning for zero"
+		out, _ := kubectlErr("-n", ns, "get", "events.events.k8s.io", "--field-selector", "regarding.name=fraction,reason=InvalidSpec,type=Warning", "-o", "name")
+		return out != "", "no InvalidSpec Warning for fraction"
 	})
 	if out := kubectl(t, "-n", ns, "get", "events.events.k8s.io", "--field-selector", "reportingController=vm-controller,type=Normal",
 		"-o", `jsonpath={range .items[*]}{.reason} {.regarding.name}{"\n"}{end}`); strings.TrimSpace(out) != "" {

@@ -205,15 +205,15 @@ current-context: c
 		return p == "Running" && c == "3", "pod " + p + " cpu " + c
 	})
 	waitPhase(t, vms, "test-vm", "Active", "ServerReady", 3*time.Minute)
-	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: zero, namespace: %s}\nspec: {resource: {cpu: 1, memory: \"0\", rootDisk: 1G}}\n", vms))
-	waitPhase(t, vms, "zero", "Failed", "InvalidSpec", 3*time.Minute)
+	apply(t, fmt.Sprintf("apiVersion: cloudnative.czs/v1alpha1\nkind: VirtualMachine\nmetadata: {name: fraction, namespace: %s}\nspec: {resource: {cpu: 1, memory: 64Mi, rootDisk: \"1.5\"}}\n", vms))
+	waitPhase(t, vms, "fraction", "Failed", "InvalidSpec", 3*time.Minute)
 	kubectl(t, "-n", vms, "delete", "vm", "test-vm", "--timeout=3m")
 	if u, _, _ := podOf(vms, "test-vm"); u != "" {
 		t.Errorf("pod %s left after the VM was deleted", u)
 	}
 	// Events are posted in the background: the wait is for it to be stored.
 	eventually(t, 3*time.Minute, func() (bool, string) {
-		e := kubectl(t, "-n", vms, "get", "events", "--field-selector", "involvedObject.name=zero", "-o", "jsonpath={.items[*].reason}")
+		e := kubectl(t, "-n", vms, "get", "events", "--field-selector", "involvedObject.name=fraction", "-o", "jsonpath={.items[*].reason}")
 		return strings.Contains(e, "InvalidSpec"), fmt.Sprintf("no InvalidSpec event recorded with the ServiceAccount's token: %q", e)
 	})
 }
