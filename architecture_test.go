@@ -1,13 +1,14 @@
 package main
 
 import (
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // architectureDoc is the map of the house.
@@ -100,4 +101,42 @@ func goDirs(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestEveryTestPackageTakesUpdate: `go test ./... -update` rewrites the golden files, and
+// passes -update to every test binary of the module; a binary that does not define the flag
+// refuses the whole run. So every package of this module with tests imports internal/golden
+// in one of them (the packages without golden files, blank), which registers it.
+func TestEveryTestPackageTakesUpdate(t *testing.T) {
+	const golden = `"github.com/cloudnative-czs/vm-controller/internal/golden"`
+	for dir := range goDirs(t) {
+		if ownModule(dir) || dir == "internal/golden" {
+			continue
+		}
+		tests, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		tagged, imports := true, false
+		for _, f := range tests {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A package whose tests all need a build tag (e2e) is not built by go test ./...
+			tagged = tagged && strings.HasPrefix(string(src), "//go:build ")
+			imports = imports || strings.Contains(string(src), golden)
+		}
+		if len(tests) > 0 && !tagged && !imports {
+			t.Errorf("%s: no test file imports %s; go test ./... -update would fail there (import it blank)", dir, golden)
+		}
+	}
+}
+
+// ownModule reports whether dir is in a module of its own (a go.mod in it or above it, below
+// the root), which go test ./... at the root does not enter.
+func ownModule(dir string) bool {
+	for d := dir; d != "." && d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return true
+		}
+	}
+	return false
 }

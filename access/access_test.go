@@ -1,7 +1,6 @@
 package access
 
 import (
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"maps"
 	"slices"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cloudnative-czs/vm-controller/crds"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // TestCRDRule: with --watch-crd the controller may read its own CRD, named as package crds

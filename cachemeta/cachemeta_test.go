@@ -1,7 +1,6 @@
 package cachemeta_test
 
 import (
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloudnative-czs/vm-controller/cachemeta"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // form is a cached form as the informers keep them: its keys, and Unkept for the rest.

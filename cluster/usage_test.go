@@ -1,9 +1,10 @@
 package cluster
 
 import (
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"strings"
 	"testing"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // TestDefaultMemoryUsage: the default is read from usage.yaml as it ships, and a file whose

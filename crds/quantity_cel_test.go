@@ -14,6 +14,8 @@ import (
 	"k8s.io/apiserver/pkg/cel/common"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // quantityVM is a VM of version whose spec is valid but for the quantity of key (cpu, memory or

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"io"
 	"log/slog"
 	"net"
@@ -26,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/cloudnative-czs/vm-controller/reconcile"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // testClock is a fenceClock the test moves: each clock on its own, as a paused virtual

@@ -1,12 +1,13 @@
 package metrics
 
 import (
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // docRow is one row of the metric table of docs/monitoring/README.md.

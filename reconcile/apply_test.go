@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"reflect"
 	"slices"
 	"strings"
@@ -21,6 +20,8 @@ import (
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 func (w *world) applier() applier {

@@ -12,6 +12,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // builtin returns the built-in field map of a version of this project's CRD.

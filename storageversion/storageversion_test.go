@@ -3,7 +3,6 @@ package storageversion
 import (
 	"context"
 	"fmt"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cloudnative-czs/vm-controller/crds"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 var vms = k8sschema.GroupVersionResource{Group: "cloudnative.czs", Version: "v1", Resource: "virtualmachines"}

@@ -1,10 +1,11 @@
 package webhook
 
 import (
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // TestWantsBundle: the CRD watch wakes the certificates for a CRD with webhook conversion

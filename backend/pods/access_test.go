@@ -3,7 +3,6 @@ package pods
 import (
 	"errors"
 	"fmt"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"slices"
 	"sort"
 	"strings"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/access"
 	"github.com/cloudnative-czs/vm-controller/backend"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // rbac is an API server's authoriser for a fake clientset that grants what the rules grant

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // mountingPod is a pod of the claim's namespace on node that mounts the claim vm-disk.

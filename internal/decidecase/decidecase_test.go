@@ -3,7 +3,6 @@ package decidecase
 import (
 	"encoding/json"
 	"fmt"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/tools/txtar"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // TestCases: every case of testdata/decide reads as a VM in the cases' layout, and a case with

@@ -33,6 +33,7 @@ func setUpdate(t *testing.T, v bool) {
 }
 
 func TestCheck(t *testing.T) {
+	setUpdate(t, false) // as compared, whatever the run's -update: go test ./... -update reaches this package too
 	path := filepath.Join(t.TempDir(), "sub", "case.golden")
 
 	// Missing: fails with the command that creates it.
@@ -68,6 +69,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckSection(t *testing.T) {
+	setUpdate(t, false) // as TestCheck
 	path := filepath.Join(t.TempDir(), "case.txtar")
 	ar := &txtar.Archive{Comment: []byte("a case\n"), Files: []txtar.File{{Name: "input", Data: []byte("in\n")}}}
 	if err := os.WriteFile(path, txtar.Format(ar), 0o644); err != nil {

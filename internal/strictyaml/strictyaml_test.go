@@ -2,10 +2,11 @@ package strictyaml
 
 import (
 	"errors"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"io"
 	"strings"
 	"testing"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // TestDecode: a document is decoded with unknown keys refused, an empty input is io.EOF, and

@@ -2,13 +2,14 @@ package priority
 
 import (
 	"fmt"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // now is a rate limiter that lets every retry through at once, so that the tests see the

@@ -3,7 +3,6 @@ package vmcache
 import (
 	"bytes"
 	"fmt"
-	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 	"io"
 	"strings"
 	"testing"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/schema"
+
+	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
 
 // The watch decoder and Answer read their bytes in place (a frame buffer reused from event to
