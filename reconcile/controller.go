@@ -223,6 +223,44 @@ type vmInformer struct {
 	stop context.CancelFunc
 }
 
+// onVMUpdate is the VM informer's UpdateFunc. A change of labels or annotations changes
+// nothing a decision reads, and a resync nothing at all: the periodic safety net is the
+// RequeueAfter of each plan, not a storm of no-op reconciles.
+func (c *Controller) onVMUpdate(old, cur any) {
+	if old == cur {
+		// A resync (--resync) hands every object of the cache to the handler again, as
+		// both old and new (the informer's transform skips it). It is no echo: taken for
+		// one (seen), it would make the controller forget its last write of the VM while
+		// the write's own echo is still to come, and the next reconcile would decide on the
+		// cache's older version, and meet a conflict.
+		return
+	}
+	o, n := old.(*vmcache.Object), cur.(*vmcache.Object)
+	key := cache.NewObjectName(n.GetNamespace(), n.GetName())
+	// The poller samples a VM as the cache shows it, and lets go of one that is not
+	// Active there. The reconcile that makes a VM Active schedules it before the
+	// cache has the write, so a sample may come too early: schedule it again once
+	// the cache shows it Active, even when this is the echo of that write.
+	if c.usage != nil && n.Phase() == schema.PhaseActive && o.Phase() != schema.PhaseActive {
+		c.usage.schedule(key)
+	}
+	// The echo of a write this controller made and had decided on already.
+	if c.ledger.echoes.seen(key, n.GetResourceVersion()) {
+		return
+	}
+	if vmcache.Same(o, n) {
+		return
+	}
+	// The poller's usage writes change nothing a decision reads, but for a VM that is
+	// not Active, which reports no usage: a write the poller sent while it was Active
+	// may land after the reconcile that removed the usage, and the reconcile it brings
+	// removes it again.
+	if c.usage != nil && n.Phase() == schema.PhaseActive && vmcache.OnlyUsageChanged(o, n, c.cfg.VMs.Fields) {
+		return
+	}
+	c.enqueue(cur, userChange(o, n, c.cfg.VMs.Fields))
+}
+
 // startVMs starts a new informer of the VMs, whose initial list enqueues every VM, and stops
 // the one it replaces.
 func (c *Controller) startVMs(ctx context.Context) error {
@@ -231,35 +269,7 @@ func (c *Controller) startVMs(ctx context.Context) error {
 		AddFunc: func(obj any, initialList bool) {
 			c.enqueue(obj, !initialList || unsettled(obj.(*vmcache.Object)))
 		},
-		UpdateFunc: func(old, cur any) {
-			// A resync delivers every object again unchanged, and a change of labels or
-			// annotations changes nothing a decision reads: the periodic safety net is
-			// the RequeueAfter of each plan, not a storm of no-op reconciles.
-			o, n := old.(*vmcache.Object), cur.(*vmcache.Object)
-			key := cache.NewObjectName(n.GetNamespace(), n.GetName())
-			// The poller samples a VM as the cache shows it, and lets go of one that is not
-			// Active there. The reconcile that makes a VM Active schedules it before the
-			// cache has the write, so a sample may come too early: schedule it again once
-			// the cache shows it Active, even when this is the echo of that write.
-			if c.usage != nil && n.Phase() == schema.PhaseActive && o.Phase() != schema.PhaseActive {
-				c.usage.schedule(key)
-			}
-			// The echo of a write this controller made and had decided on already.
-			if c.ledger.echoes.seen(key, n.GetResourceVersion()) {
-				return
-			}
-			if vmcache.Same(o, n) {
-				return
-			}
-			// The poller's usage writes change nothing a decision reads, but for a VM that is
-			// not Active, which reports no usage: a write the poller sent while it was Active
-			// may land after the reconcile that removed the usage, and the reconcile it brings
-			// removes it again.
-			if c.usage != nil && n.Phase() == schema.PhaseActive && vmcache.OnlyUsageChanged(o, n, c.cfg.VMs.Fields) {
-				return
-			}
-			c.enqueue(cur, userChange(o, n, c.cfg.VMs.Fields))
-		},
+		UpdateFunc: c.onVMUpdate,
 		DeleteFunc: func(obj any) { c.enqueue(obj, true) },
 	}
 	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{

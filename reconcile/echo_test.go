@@ -13,6 +13,7 @@ import (
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 )
 
 // TestEchoes: a noted write's echo is seen once, older noted ones go with it, a version
@@ -281,5 +282,34 @@ func TestEchoesLatestUnderLag(t *testing.T) {
 	}
 	if w, ok := e.latest(a, strconv.Itoa(rv)); ok {
 		t.Errorf("the cache at the last write: latest = %s, want the cache", w.rv)
+	}
+}
+
+// TestControllerResyncKeepsLastWrite: a resync hands the cached VM to the handler again while
+// the echo of the controller's last write of it is still to come. The resync is no echo: the
+// last write stays the newer version, which the next reconcile decides on; taken for an echo,
+// the write was forgotten, and the next reconcile decided on the older cache and met a
+// conflict. The write's own echo then lets it go.
+func TestControllerResyncKeepsLastWrite(t *testing.T) {
+	w := newWorld(t, "create-new")
+	c, _ := newController(t, w, decision.UsagePolicy{})
+	start(t, c)
+	key := cache.NewObjectName(testVM.Namespace, testVM.Name)
+	obj, ok, err := c.vms.Load().store.GetByKey(key.String())
+	if err != nil || !ok {
+		t.Fatalf("the VM is not in the cache: %v", err)
+	}
+	cached := obj.(*vmcache.Object)
+	rv := cached.GetResourceVersion()
+	c.ledger.echoes.expect(key, []string{"9001"}, &written{raw: []byte(`{}`), rv: "9001"}, []string{rv})
+	c.onVMUpdate(obj, obj) // the resync
+	if w, ok := c.ledger.echoes.latest(key, rv); !ok || w.rv != "9001" {
+		t.Fatalf("after a resync, latest = %q, %t; want the last write, 9001", w.rv, ok)
+	}
+	echo := *cached
+	echo.SetResourceVersion("9001")
+	c.onVMUpdate(obj, &echo) // the write's echo
+	if _, ok := c.ledger.echoes.latest(key, "9001"); ok {
+		t.Error("after the write's echo, the write is still kept as the newer version")
 	}
 }

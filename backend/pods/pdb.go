@@ -86,6 +86,21 @@ func (b *Backend) startBudgets(ctx context.Context, notify func(types.Namespaced
 	if err := bs.informer.SetTransform(toBudget); err != nil {
 		return nil, fmt.Errorf("set budget transform: %w", err)
 	}
+	handled, err := bs.informer.AddEventHandler(bs.events(notify))
+	if err != nil {
+		return nil, fmt.Errorf("watch budgets: %w", err)
+	}
+	go bs.informer.RunWithContext(ctx)
+	return handled.HasSynced, nil
+}
+
+// events is the budget informer's handler: an event of a budget ends what the backend's own
+// write of it left (written), the informer having caught up, and notifies its VM. A resync
+// (--resync) hands every budget to it again, unchanged, as both old and new: it is neither,
+// and is dropped. Taken for an event, it made every VM of eviction strategy Block reconcile
+// at each resync for nothing, and one between a write and its echo made the next read come
+// from the cache, which did not have the write yet.
+func (bs *budgets) events(notify func(types.NamespacedName)) cache.ResourceEventHandlerFuncs {
 	owner := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -99,16 +114,16 @@ func (b *Backend) startBudgets(ctx context.Context, notify func(types.Namespaced
 			notify(types.NamespacedName{Namespace: pdb.Namespace, Name: vm})
 		}
 	}
-	handled, err := bs.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    owner,
-		UpdateFunc: func(_, cur any) { owner(cur) },
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: owner,
+		UpdateFunc: func(old, cur any) {
+			if old == cur { // a resync: the informer's transform skips it, and hands the cached object
+				return
+			}
+			owner(cur)
+		},
 		DeleteFunc: owner,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch budgets: %w", err)
 	}
-	go bs.informer.RunWithContext(ctx)
-	return handled.HasSynced, nil
 }
 
 // toBudget keeps what the backend reads of a PodDisruptionBudget: its identity, labels,

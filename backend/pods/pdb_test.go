@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -742,5 +743,27 @@ func TestBudgetVersion(t *testing.T) {
 	}
 	if cached := budgetReport(kept.(*policyv1.PodDisruptionBudget), vm, budgetMine); *cached != *got {
 		t.Errorf("from the cache %+v, want %+v", cached, got)
+	}
+}
+
+// TestBudgetResyncDropped: a resync hands a budget to the handler again, unchanged, as both
+// old and new: no VM is notified, and what the backend's own write left stays, where a change
+// of the budget notifies its VM and lets the write go.
+func TestBudgetResyncDropped(t *testing.T) {
+	var notified []types.NamespacedName
+	bs := &budgets{}
+	h := bs.events(func(vm types.NamespacedName) { notified = append(notified, vm) })
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm1-budget", ResourceVersion: "5",
+		Annotations: map[string]string{AnnotationVM: "vm1"}}}
+	bs.written.Store("ns/vm1-budget", &writtenBudget{owner: "uid-1"})
+	h.OnUpdate(pdb, pdb)
+	if _, kept := bs.written.Load("ns/vm1-budget"); !kept || len(notified) != 0 {
+		t.Fatalf("a resync: written kept %t, notified %v; want it kept and no VM notified", kept, notified)
+	}
+	changed := pdb.DeepCopy()
+	changed.ResourceVersion = "6"
+	h.OnUpdate(pdb, changed)
+	if _, kept := bs.written.Load("ns/vm1-budget"); kept || !slices.Equal(notified, []types.NamespacedName{{Namespace: "ns", Name: "vm1"}}) {
+		t.Fatalf("a change: written kept %t, notified %v; want it let go and vm1 notified", kept, notified)
 	}
 }
