@@ -19,12 +19,24 @@ import (
 const sidecarImage = "docker.io/istio/proxyv2:1.24.0"
 
 // injectSidecar makes the API server add the container name to every pod created in ns, as a
-// service mesh injects its proxy: a MutatingAdmissionPolicy bound to ns alone (by
-// namespaceSelector), so other tests' pods are left as they are, deleted when the test ends.
-// It returns once the API server applies it: its admission reads policies from a cache of its
-// own, so a pod created right after the binding could still go without the sidecar; a
-// server-side dry run of a pod in ns goes through the same admission and shows when it does.
+// service mesh injects its proxy (mutatePods), and returns once it does.
 func injectSidecar(t *testing.T, ns, name string) {
+	t.Helper()
+	mutatePods(t, ns, name, fmt.Sprintf(`  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >
+        Object{spec: Object.spec{containers: [Object.spec.containers{name: %q, image: %q}]}}
+`, name, sidecarImage), "{.spec.containers[*].name}", "server "+name)
+}
+
+// mutatePods makes the API server apply mutations (the list of a MutatingAdmissionPolicy's
+// spec.mutations, as YAML indented under it) to every pod created in ns: a policy named after
+// ns and name, bound to ns alone (by namespaceSelector), so other tests' pods are left as they
+// are, deleted when the test ends. It returns once the API server applies it: its admission
+// reads policies from a cache of its own, so a pod created right after the binding could still
+// go without the change; a server-side dry run of a pod in ns goes through the same admission,
+// and shows it when jsonpath (a kubectl -o jsonpath) reads want from the pod.
+func mutatePods(t *testing.T, ns, name, mutations, jsonpath, want string) {
 	t.Helper()
 	policy := ns + "-" + name
 	t.Cleanup(func() {
@@ -47,11 +59,7 @@ spec:
   failurePolicy: Fail
   reinvocationPolicy: Never
   mutations:
-  - patchType: ApplyConfiguration
-    applyConfiguration:
-      expression: >
-        Object{spec: Object.spec{containers: [Object.spec.containers{name: %[2]q, image: %[3]q}]}}
----
+%[2]s---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicyBinding
 metadata: {name: %[1]s}
@@ -59,12 +67,12 @@ spec:
   policyName: %[1]s
   matchResources:
     namespaceSelector:
-      matchLabels: {kubernetes.io/metadata.name: %[4]s}
-`, policy, name, sidecarImage, ns))
-	probe := podYAML(ns, "sidecar-probe", "img:1", "", "")
+      matchLabels: {kubernetes.io/metadata.name: %[3]s}
+`, policy, mutations, ns))
+	probe := podYAML(ns, name+"-probe", "img:1", "", "")
 	eventually(t, time.Minute, func() (bool, string) {
-		out, _, err := runKubectl(probe, "create", "--dry-run=server", "-f", "-", "-o", "jsonpath={.spec.containers[*].name}")
-		return err == nil && out == "server "+name, fmt.Sprintf("a pod created in %s has containers %q (err %v), want server and %s", ns, out, err, name)
+		out, _, err := runKubectl(probe, "create", "--dry-run=server", "-f", "-", "-o", "jsonpath="+jsonpath)
+		return err == nil && out == want, fmt.Sprintf("a pod created in %s reads %q at %s (err %v), want %q", ns, out, jsonpath, err, want)
 	})
 }
 

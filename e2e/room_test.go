@@ -132,51 +132,16 @@ func TestRoomCountsAdmittedTolerations(t *testing.T) {
 }
 
 // admitToleration has admission give every pod created in ns a toleration of the taint key
-// (any value, NoSchedule), by a MutatingAdmissionPolicy and its binding, and returns once the
-// API server applies it: a pod created in ns on trial (a server-side dry run) has it.
+// (any value, NoSchedule), as a namespace's default tolerations or a mutating webhook would
+// (mutatePods), and returns once it does.
 func admitToleration(t *testing.T, ns, key string) {
 	t.Helper()
 	toleration := fmt.Sprintf(`Object.spec.tolerations{key: %q, operator: "Exists", effect: "NoSchedule"}`, key)
-	apply(t, fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata: {name: %[1]s}
-spec:
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
-    namespaceSelector:
-      matchLabels: {kubernetes.io/metadata.name: %[1]s}
-  failurePolicy: Fail
-  reinvocationPolicy: Never
-  mutations:
-  - patchType: JSONPatch
+	mutatePods(t, ns, "toleration", fmt.Sprintf(`  - patchType: JSONPatch
     jsonPatch:
       expression: >-
         has(object.spec.tolerations)
-        ? [JSONPatch{op: "add", path: "/spec/tolerations/-", value: %[2]s}]
-        : [JSONPatch{op: "add", path: "/spec/tolerations", value: [%[2]s]}]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicyBinding
-metadata: {name: %[1]s}
-spec:
-  policyName: %[1]s
-`, ns, toleration))
-	t.Cleanup(func() {
-		for _, kind := range []string{"mutatingadmissionpolicybinding", "mutatingadmissionpolicy"} {
-			if _, err := kubectlErr("delete", kind, ns, "--ignore-not-found"); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
-	})
-	probe := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: admission-probe, namespace: %s}
-spec:
-  containers: [{name: c, image: registry.k8s.io/pause:3.10}]
-`, ns)
-	eventually(t, time.Minute, func() (bool, string) {
-		out, _, err := runKubectl(probe, "create", "--dry-run=server", "-f", "-", "-o", `jsonpath={.spec.tolerations[?(@.key=="`+key+`")].operator}`)
-		return err == nil && out == "Exists", fmt.Sprintf("a pod created on trial tolerates %s: %q (%v)", key, out, err)
-	})
+        ? [JSONPatch{op: "add", path: "/spec/tolerations/-", value: %[1]s}]
+        : [JSONPatch{op: "add", path: "/spec/tolerations", value: [%[1]s]}]
+`, toleration), `{.spec.tolerations[?(@.key=="`+key+`")].operator}`, "Exists")
 }
