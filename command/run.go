@@ -116,8 +116,8 @@ func runCommand(c *runConfig) *cli.Command {
 		usageIntervalFlag(&c.UsageInterval, "how often each Active VM's usage is sampled from metrics.k8s.io (±10% jitter); 0 turns usage reporting off"),
 		&cli.Float64Flag{Name: "usage-threshold", Value: decision.DefaultUsagePolicy.Threshold, Usage: "relative change of cpu or memory usage worth a status write (0.1: 10%), if the change is also more than 10m of cpu or 4Mi of memory", EnvVars: env("USAGE_THRESHOLD"), Destination: &c.UsageThreshold},
 		&cli.DurationFlag{Name: "usage-max-interval", Value: decision.DefaultUsagePolicy.MaxInterval, Usage: "longest time reported usage goes unwritten, even if it did not move (a new process counts from its first sample)", EnvVars: env("USAGE_MAX_INTERVAL"), Destination: &c.UsageMaxInterval},
-		&cli.Float64Flag{Name: "usage-qps", Value: 20, Usage: "usage samples per second, sustained, 0.01 to 1000000 (a client of its own, so sampling never delays reconciles)", EnvVars: env("USAGE_QPS"), Destination: &c.UsageQPS},
-		&cli.IntFlag{Name: "usage-burst", Value: 40, Usage: "usage samples per second, in bursts", EnvVars: env("USAGE_BURST"), Destination: &c.UsageBurst},
+		&cli.Float64Flag{Name: "usage-qps", Value: 20, Usage: "requests per second to metrics.k8s.io, sustained, 0.01 to 1000000 (a client of its own, so sampling never delays reconciles): one list of every server pod's usage per half --usage-interval (at least " + pods.UsageMaxAge(0).String() + "), whatever the number of VMs; one per sample where RBAC grants get but not list", EnvVars: env("USAGE_QPS"), Destination: &c.UsageQPS},
+		&cli.IntFlag{Name: "usage-burst", Value: 40, Usage: "requests per second to metrics.k8s.io, in bursts", EnvVars: env("USAGE_BURST"), Destination: &c.UsageBurst},
 		&cli.StringFlag{Name: "events", Value: "all", Usage: "which Events to record: all, or warnings (drops the Normal ones, such as CreatingServer and ServerReady, to spare the API server at many VMs)", EnvVars: env("EVENTS"), Destination: &c.Events},
 		&cli.StringFlag{Name: "metrics-addr", Value: ":8080", Usage: "address of the Prometheus /metrics endpoint; empty disables", EnvVars: env("METRICS_ADDR"), Destination: &c.MetricsAddr},
 		&cli.StringFlag{Name: "health-addr", Value: ":8081", Usage: "address of /healthz and /readyz; empty disables", EnvVars: env("HEALTH_ADDR"), Destination: &c.HealthAddr},
@@ -324,7 +324,7 @@ func run(cc *cli.Context, c runConfig) error {
 		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(c.RetryQPS), c.RetryBurst)},
 	)
 	podsCfg := c.podsConfig()
-	podsCfg.Client, podsCfg.REST, podsCfg.UsageClient, podsCfg.Discovery = cl.proto, cl.podWatch.CoreV1().RESTClient(), cl.usage, cl.kube.Discovery()
+	podsCfg.Client, podsCfg.REST, podsCfg.UsageClient, podsCfg.Discovery, podsCfg.Log = cl.proto, cl.podWatch.CoreV1().RESTClient(), cl.usage, cl.kube.Discovery(), log
 	ctrl := reconcile.New(reconcile.Config{
 		VMs: reconcile.Source{Client: cl.dynamic, REST: cl.vmREST, WatchREST: cl.vmWatch, GVR: gvr, Fields: f.fields,
 			Namespace: c.Namespace, Selector: c.Selector, Resync: c.Resync},
@@ -384,7 +384,7 @@ const serverPodSecurityUsage = "securityContext of the server pods made from now
 // podsConfig is the pod backend's configuration of the flags; run adds its clients.
 func (c runConfig) podsConfig() pods.Config {
 	return pods.Config{Namespace: c.Namespace, Resync: c.Resync, WatchNodes: c.WatchNodes, Disks: true, ClaimsOnly: !c.claims(), Budgets: true,
-		PodSecurity: pods.PodSecurity(c.ServerPodSecurity)}
+		PodSecurity: pods.PodSecurity(c.ServerPodSecurity), UsageMaxAge: pods.UsageMaxAge(c.UsageInterval)}
 }
 
 // layoutChanged is run's error when it ended because the CRD no longer gives the field map

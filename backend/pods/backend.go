@@ -3,6 +3,7 @@ package pods
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -43,8 +44,14 @@ type Config struct {
 	// "Unknown" pod phase marks a server lost.
 	WatchNodes bool
 	// UsageClient reads usage from metrics.k8s.io; nil: the backend reports no usage. It
-	// should have its own rate limit, so that polling never delays a reconcile.
+	// should have its own rate limit, so that polling never delays a reconcile. It lists the
+	// pod metrics (usage.go), which needs list on pods.metrics.k8s.io; with get alone it
+	// reads each pod's.
 	UsageClient dynamic.Interface
+	// UsageMaxAge is how old the snapshot of every server pod's usage that Usage answers
+	// from may grow before a sample lists it again: run gives UsageMaxAge(--usage-interval).
+	// 0: minUsageAge.
+	UsageMaxAge time.Duration
 	// Discovery tells a missing metrics API from a pod without figures yet.
 	Discovery discoveryClient
 	// Disks keeps each VM's disk as a PersistentVolumeClaim (backend.Disks, disks.go): it
@@ -64,6 +71,9 @@ type Config struct {
 	// PodSecurity is the securityContext of the server pods the backend makes (security.go):
 	// run's --server-pod-security. "" is PodSecurityNone.
 	PodSecurity PodSecurity
+	// Log is where the backend says what no caller is told: that RBAC refuses the list of
+	// pod metrics (usage.go). nil: slog.Default().
+	Log *slog.Logger
 }
 
 // Backend realises servers as pods. Build it with New, then Start it.
@@ -89,6 +99,8 @@ type Backend struct {
 	// UpdateDisk wrote, to the resourceVersion it returned, until the informer brings the
 	// object back (see echo). Pods and claims have names of their own (PodName, ClaimName).
 	created sync.Map
+	// usage is the snapshot of every server pod's usage that Usage answers from (usage.go).
+	usage usageCache
 }
 
 var (

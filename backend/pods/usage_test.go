@@ -26,11 +26,15 @@ import (
 )
 
 // TestUsage reads PodMetrics the way metrics-server serves them, and tells a pod without
-// figures yet from a cluster without the metrics API.
+// figures yet from a cluster without the metrics API: through the aggregator, a list of a
+// group no APIService serves is NotFound (which discovery confirms), and one whose APIService
+// does not answer is ServiceUnavailable.
 func TestUsage(t *testing.T) {
 	metrics := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-		"metadata": map[string]any{"name": "vm-server", "namespace": "ns"},
+		// metrics-server copies the pod's labels (its pkg/storage/pod.go), which the list
+		// selects on.
+		"metadata": map[string]any{"name": "vm-server", "namespace": "ns", "labels": map[string]any{LabelVMUID: "u"}},
 		"containers": []any{
 			map[string]any{"name": "server", "usage": map[string]any{"cpu": "250010900n", "memory": "100Mi"}},
 			map[string]any{"name": "sidecar", "usage": map[string]any{"cpu": "10m", "memory": "1Mi"}},
@@ -41,13 +45,15 @@ func TestUsage(t *testing.T) {
 	tests := map[string]struct {
 		objects []runtime.Object
 		apis    []*metav1.APIResourceList
+		listErr error  // the API server's answer to the list, if not the objects
 		want    string // cpu/memory, or the error it wraps
 		err     error
 	}{
-		"figures":         {[]runtime.Object{metrics}, served, "260010900n/101Mi", nil},
-		"no figures yet":  {nil, served, "", backend.ErrNoUsage},
-		"no metrics API":  {nil, nil, "", backend.ErrUsageUnavailable},
-		"no usage client": {nil, served, "", backend.ErrUsageUnavailable},
+		"figures":           {[]runtime.Object{metrics}, served, nil, "260010900n/101Mi", nil},
+		"no figures yet":    {nil, served, nil, "", backend.ErrNoUsage},
+		"no metrics API":    {nil, nil, apierrors.NewNotFound(PodMetricsGVR.GroupResource(), ""), "", backend.ErrUsageUnavailable},
+		"API not answering": {nil, served, apierrors.NewServiceUnavailable("the server is currently unable to handle the request"), "", backend.ErrUsageUnavailable},
+		"no usage client":   {nil, served, nil, "", backend.ErrUsageUnavailable},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -57,6 +63,9 @@ func TestUsage(t *testing.T) {
 				if err := client.Tracker().Create(PodMetricsGVR, o, "ns"); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if tc.listErr != nil {
+				client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, tc.listErr })
 			}
 			disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.apis}}
 			b := New(Config{Client: kubefake.NewClientset(), UsageClient: client, Discovery: disc})
@@ -80,10 +89,10 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// TestUsageDiscoveryBounded: a pod without figures has discovery asked whether the metrics API
-// is served at all; an aggregated API that does not answer holds that request, which the
-// sample's context bounds as it bounds the read before it. Before, the request took no
-// context, and the one usage poller waited for the API server's own timeout.
+// TestUsageDiscoveryBounded: a list of pod metrics answered NotFound has discovery asked
+// whether the metrics API is served at all; an aggregated API that does not answer holds that
+// request, which the sample's context bounds as it bounds the list before it. Before, the
+// request took no context, and the one usage poller waited for the API server's own timeout.
 func TestUsageDiscoveryBounded(t *testing.T) {
 	release := make(chan struct{})
 	arrived := make(chan struct{}, 1)
