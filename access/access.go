@@ -69,7 +69,7 @@ func Rules(n Needs) []Rule {
 			Why: "keeps or deletes, as its VM's reclaim policy says, a disk made under --root-disk claim before (--root-disk ephemeral makes none); get reads a deleted VM's claim the cache does not show"})
 	}
 	if n.Usage {
-		rules = append(rules, Rule{Group: "metrics.k8s.io", Resource: "pods", Verbs: []string{"get"},
+		rules = append(rules, Rule{Group: "metrics.k8s.io", Resource: "pods", Verbs: []string{"get", "list"},
 			Why: "samples the usage of each Active VM's server pod for status.server.usage"})
 	}
 	if n.WatchNodes {
