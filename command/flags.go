@@ -16,6 +16,7 @@ import (
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/cloudnative-czs/vm-controller/backend/pods"
 	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/deploy"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
@@ -190,6 +191,20 @@ func (p *policyFlags) evictionStrategyFlag() cli.Flag {
 // command.
 func serverImageFlag(dst *string, usage string) cli.Flag {
 	return &cli.StringFlag{Name: "server-image", Value: decision.DefaultPolicy.DefaultImage, Usage: usage, EnvVars: env("SERVER_IMAGE"), Destination: dst}
+}
+
+// serverPodSecurityFlag is --server-pod-security, run's, which manifests passes on to it.
+func serverPodSecurityFlag(dst *string, usage string) cli.Flag {
+	return &cli.StringFlag{Name: "server-pod-security", Value: string(pods.PodSecurityNone), Usage: usage, EnvVars: env("SERVER_POD_SECURITY"), Destination: dst}
+}
+
+// validServerPodSecurity refuses a --server-pod-security that is neither none nor restricted:
+// run and manifests.
+func validServerPodSecurity(v string) error {
+	if !pods.PodSecurity(v).Valid() {
+		return fmt.Errorf("--server-pod-security %q: want none or restricted", v)
+	}
+	return nil
 }
 
 // validServerImage refuses an empty --server-image: run, plan and manifests.

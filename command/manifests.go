@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cloudnative-czs/vm-controller/access"
+	"github.com/cloudnative-czs/vm-controller/backend/pods"
 	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/deploy"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
@@ -27,16 +28,18 @@ const imageRepository = "ghcr.io/cloudnative-czs/vm-controller"
 type manifestsConfig struct {
 	resourceFlags
 	rootDiskFlags
-	Namespace       string
-	WatchNamespace  string
-	Image           string
-	Replicas        int
-	WatchNodes      bool
-	Usage           bool
-	WatchCRD        bool
-	ServerImage     string
-	Conversion      string // none or webhook
-	WebhookReplicas int
+	Namespace      string
+	WatchNamespace string
+	Image          string
+	Replicas       int
+	WatchNodes     bool
+	Usage          bool
+	WatchCRD       bool
+	ServerImage    string
+	// ServerPodSecurity is run's --server-pod-security, passed on unless it is none.
+	ServerPodSecurity string
+	Conversion        string // none or webhook
+	WebhookReplicas   int
 }
 
 // manifestsCommand is the manifests command; version is this build's, whose image --image
@@ -51,6 +54,7 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 		&cli.BoolFlag{Name: "usage", Value: true, Usage: "grant read access to metrics.k8s.io pods and sample usage (run's --usage-interval); false: --usage-interval=0", EnvVars: env("USAGE"), Destination: &c.Usage},
 		watchCRDFlag(&c.WatchCRD, "grant read access to the resource's CRD and run with --watch-crd (follows the CRD's deletion and return)"),
 		serverImageFlag(&c.ServerImage, "run's --server-image, the container image of server pods; passed to run unless it is the default"),
+		serverPodSecurityFlag(&c.ServerPodSecurity, "run's --server-pod-security, the securityContext of server pods (none or restricted); passed to run unless none"),
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
 		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)"),
 		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants only "+ephemeralClaimVerbs()+" on PersistentVolumeClaims (the claims made before, kept or deleted as their reclaim policy says)"),
@@ -105,6 +109,9 @@ func (c manifestsConfig) Validate() error {
 		return errors.New("--image must not be empty")
 	}
 	if err := validServerImage(c.ServerImage); err != nil {
+		return err
+	}
+	if err := validServerPodSecurity(c.ServerPodSecurity); err != nil {
 		return err
 	}
 	if err := validLabel("namespace", c.Namespace); err != nil {
@@ -178,6 +185,9 @@ func printManifests(cc *cli.Context, c manifestsConfig) error {
 	// a default of its own.
 	if c.ServerImage != decision.DefaultPolicy.DefaultImage {
 		o.Args = append(o.Args, "--server-image="+c.ServerImage)
+	}
+	if c.ServerPodSecurity != string(pods.PodSecurityNone) {
+		o.Args = append(o.Args, "--server-pod-security="+c.ServerPodSecurity)
 	}
 	if c.SchemaFile != "" {
 		// Validated as run would, so a broken map fails here and not in the cluster.

@@ -269,3 +269,50 @@ func TestDeployingExamplesClusterWide(t *testing.T) {
 		t.Fatalf("%s: no example of manifests says what it grants cluster-wide", deployingDoc)
 	}
 }
+
+// TestManifestsServerPodSecurity: manifests' --server-pod-security is run's, read from the same
+// variable, and reaches the controller the Deployment runs unless it is none (run's default);
+// a value run refuses is refused here, before anything is printed to apply.
+func TestManifestsServerPodSecurity(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  string // VMC_SERVER_POD_SECURITY; unset if empty
+		want string // the argument run is given; "" for none
+		err  string // the error, if refused
+	}{
+		"the default":         {},
+		"none, named":         {args: []string{"--server-pod-security", "none"}},
+		"restricted":          {args: []string{"--server-pod-security", "restricted"}, want: "--server-pod-security=restricted"},
+		"restricted, env":     {env: "restricted", want: "--server-pod-security=restricted"},
+		"baseline is refused": {args: []string{"--server-pod-security", "baseline"}, err: `--server-pod-security "baseline": want none or restricted`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("VMC_SERVER_POD_SECURITY", tc.env)
+			if tc.env == "" {
+				os.Unsetenv("VMC_SERVER_POD_SECURITY")
+			}
+			var out bytes.Buffer
+			a := App("v1.0.0")
+			a.Writer, a.ErrWriter = &out, &out
+			err := a.Run(append([]string{"vm-controller", "manifests"}, tc.args...))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || out.Len() != 0 {
+					t.Fatalf("manifests %q: %v, printed %d bytes; want %q and nothing printed", tc.args, err, out.Len(), tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("manifests %q: %v\n%s", tc.args, err, out.String())
+			}
+			var got []string
+			for _, line := range strings.Split(out.String(), "\n") {
+				if _, arg, ok := strings.Cut(line, "- --server-pod-security"); ok {
+					got = append(got, "--server-pod-security"+arg)
+				}
+			}
+			if tc.want == "" && len(got) != 0 || tc.want != "" && !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("manifests %q with VMC_SERVER_POD_SECURITY %q: run is given %q, want %q", tc.args, tc.env, got, tc.want)
+			}
+		})
+	}
+}

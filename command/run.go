@@ -91,7 +91,7 @@ func runCommand(c *runConfig) *cli.Command {
 		&cli.IntFlag{Name: "burst", Value: 100, Usage: "API requests per second, in bursts (with --qps above 0)", EnvVars: env("BURST"), Destination: &c.Burst},
 		&cli.BoolFlag{Name: "http2", Usage: "speak HTTP/2 to the API server, one multiplexed connection, as client-go does by default; default: HTTP/1.1, a connection per request in flight, with which a burst of VMs became Active sooner (see docs/deploying.md)", EnvVars: env("HTTP2"), Destination: &c.HTTP2},
 		serverImageFlag(&c.ServerImage, "container image of server pods"),
-		&cli.StringFlag{Name: "server-pod-security", Value: string(pods.PodSecurityNone), Usage: serverPodSecurityUsage, EnvVars: env("SERVER_POD_SECURITY"), Destination: &c.ServerPodSecurity},
+		serverPodSecurityFlag(&c.ServerPodSecurity, serverPodSecurityUsage),
 		watchNodesFlag(&c.WatchNodes, "watch nodes to report servers on lost nodes as Unknown, and to keep a running server whose replacement no node has room for (needs cluster-wide read access to nodes)"),
 		watchCRDFlag(&c.WatchCRD, "check and follow the resource's CRD: say when it is deleted or stops serving the version, resume when it is back (needs read access to that CRD)"),
 	)
@@ -182,8 +182,8 @@ func (c runConfig) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
 	}
-	if !pods.PodSecurity(c.ServerPodSecurity).Valid() {
-		return fmt.Errorf("--server-pod-security %q: want none or restricted", c.ServerPodSecurity)
+	if err := validServerPodSecurity(c.ServerPodSecurity); err != nil {
+		return err
 	}
 	if c.Events != "all" && c.Events != "warnings" {
 		return fmt.Errorf("--events %q: want all or warnings", c.Events)
