@@ -18,6 +18,11 @@ type Rule struct {
 	Cluster  bool     // the resource is cluster-scoped (needs a ClusterRole)
 	Own      bool     // in the controller's own namespace only (the leader Lease)
 	Why      string   // what the controller does with it
+	// Degrades are those of Verbs without which the controller works all the same, less well,
+	// as Without says: the manifests grant them, and a check that finds them denied warns
+	// rather than fails, so that an install whose RBAC predates them keeps running.
+	Degrades []string
+	Without  string
 }
 
 // Needs describes a deployment: which resource it manages and which optional features it
@@ -70,7 +75,8 @@ func Rules(n Needs) []Rule {
 	}
 	if n.Usage {
 		rules = append(rules, Rule{Group: "metrics.k8s.io", Resource: "pods", Verbs: []string{"get", "list"},
-			Why: "samples the usage of each Active VM's server pod for status.server.usage"})
+			Why:      "samples the usage of each Active VM's server pod for status.server.usage",
+			Degrades: []string{"list"}, Without: "usage is read one request per VM, at most --usage-qps a second, where one list serves every VM"})
 	}
 	if n.WatchNodes {
 		rules = append(rules, Rule{Group: "", Resource: "nodes", Verbs: []string{"list", "watch"}, Cluster: true,

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -423,6 +424,16 @@ func ruleName(r access.Rule) string {
 	return ""
 }
 
+// subset reports whether every one of verbs is among of.
+func subset(verbs, of []string) bool {
+	for _, v := range verbs {
+		if !slices.Contains(of, v) {
+			return false
+		}
+	}
+	return true
+}
+
 func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule, namespace string) checkResult {
 	resource, sub, _ := strings.Cut(rule.Resource, "/")
 	what := k8sschema.GroupResource{Group: rule.Group, Resource: resource}.String()
@@ -449,8 +460,11 @@ func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule,
 			denied = append(denied, verb)
 		}
 	}
-	if len(denied) > 0 {
+	if len(denied) > 0 && !subset(denied, rule.Degrades) {
 		return fail("rbac", "RBAC denies %s on %s %s (needed: %s)", strings.Join(denied, ", "), what, where, rule.Why)
+	}
+	if len(denied) > 0 {
+		return warning("rbac", "RBAC denies %s on %s %s: %s; grant it as the manifests do", strings.Join(denied, ", "), what, where, rule.Without)
 	}
 	return pass("rbac", "%s %s %s", strings.Join(rule.Verbs, ", "), what, where)
 }
