@@ -122,7 +122,8 @@ func bounded(l []string) []string {
 // seen reports whether rv is the echo of a noted write, and forgets it and every older one
 // (a version newer than them has arrived: they will not). A version that is not an echo is
 // someone else's write, newer than the latest of this controller's: the cache has moved past
-// it, and latest forgets it.
+// it, and latest forgets it; but a version the last write follows (the cache's own, handed
+// over again by a relist) is no news, and the write is kept.
 func (e *echoes) seen(key cache.ObjectName, rv string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -141,6 +142,11 @@ func (e *echoes) seen(key cache.ObjectName, rv string) bool {
 			}
 			return true
 		}
+	}
+	if w, ok := e.last[key]; ok && slices.Contains(w.over, rv) {
+		// A version the last write follows, handed over again (a relist the watch cache
+		// served from before the write): no news, and the write is still the newer.
+		return false
 	}
 	delete(e.last, key)
 	return false

@@ -313,3 +313,25 @@ func TestControllerResyncKeepsLastWrite(t *testing.T) {
 		t.Error("after the write's echo, the write is still kept as the newer version")
 	}
 }
+
+// TestEchoesRelistKeepsLastWrite: a relist the watch cache serves from before the write hands
+// the cache's own version over again, as a new object: it is no news, and the write, which
+// follows it, stays the newer; someone else's version, which the write does not follow, lets
+// the write go.
+func TestEchoesRelistKeepsLastWrite(t *testing.T) {
+	a := cache.NewObjectName("ns", "a")
+	e := newEchoes()
+	e.expect(a, []string{"12"}, &written{raw: []byte(`{}`), rv: "12"}, []string{"10"})
+	if e.seen(a, "10") {
+		t.Fatal("the cache's own version taken for an echo")
+	}
+	if w, ok := e.latest(a, "10"); !ok || w.rv != "12" {
+		t.Fatalf("after a relist at 10, latest = %q, %t; want the write, 12", w.rv, ok)
+	}
+	if e.seen(a, "11") {
+		t.Fatal("someone else's version taken for an echo")
+	}
+	if w, ok := e.latest(a, "11"); ok {
+		t.Errorf("after someone else's version, latest = %q; want the cache", w.rv)
+	}
+}

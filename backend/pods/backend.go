@@ -282,6 +282,12 @@ func (b *Backend) vmHandlers(notify func(types.NamespacedName), changed func(old
 			}
 		},
 		UpdateFunc: func(old, cur any) {
+			if old == cur {
+				// A resync (--resync) hands the cached object over again as both: no
+				// change, and no echo either, which would let go of the entry of a write
+				// (created) whose own echo is still to come.
+				return
+			}
 			if !b.echo(cur) && changed(old, cur) {
 				notifyVM(cur, notify)
 			}

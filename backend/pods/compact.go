@@ -94,7 +94,8 @@ func (p placed) annotation() string {
 	return p.h.Value().annotation
 }
 
-// admitted is the pod's tolerations beyond its placement, a slice of its own; nil for none.
+// admitted is the pod's tolerations beyond its placement, in a slice of its own (a server kept
+// as read, cachedPod.exact, shares its own instead: neither is to be changed); nil for none.
 func (p placed) admitted() []corev1.Toleration {
 	if p == (placed{}) {
 		return nil

@@ -767,3 +767,26 @@ func TestBudgetResyncDropped(t *testing.T) {
 		t.Fatalf("a change: written kept %t, notified %v; want it let go and vm1 notified", kept, notified)
 	}
 }
+
+// TestResyncKeepsCreateEcho: a resync hands a pod (or claim) over again as both old and new
+// while the echo of the backend's own write of it is still to come: no VM is notified, and the
+// write's entry stays, so that its echo is still known for one when it comes.
+func TestResyncKeepsCreateEcho(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "vm1", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	pod := newPod(vm, backend.Spec{Image: "img"})
+	pod.ResourceVersion = "5"
+	cached := cachePod(pod)
+	b := &Backend{}
+	b.created.Store("ns/"+pod.Name, "6") // the backend's write, whose echo is to come
+	var notified []types.NamespacedName
+	h := b.vmHandlers(func(vm types.NamespacedName) { notified = append(notified, vm) }, func(old, cur any) bool { return true })
+	h.OnUpdate(cached, cached)
+	if _, kept := b.created.Load("ns/" + pod.Name); !kept || len(notified) != 0 {
+		t.Fatalf("a resync: the write's entry kept %t, notified %v; want it kept and no VM notified", kept, notified)
+	}
+	pod.ResourceVersion = "6"
+	h.OnUpdate(cached, cachePod(pod))
+	if _, kept := b.created.Load("ns/" + pod.Name); kept || len(notified) != 0 {
+		t.Errorf("the write's echo: entry kept %t, notified %v; want it taken and no VM notified", kept, notified)
+	}
+}

@@ -158,14 +158,25 @@ func (c *usageCache) get(ctx context.Context, maxAge time.Duration, list func(co
 	c.mu.Unlock()
 	defer func() {
 		if f.snap == nil { // list panicked: its callers are not left waiting
-			f.snap = &usageSnapshot{taken: t, err: errors.New("list pod metrics: panicked")}
+			f.snap = &usageSnapshot{taken: now(), err: errors.New("list pod metrics: panicked")}
+		}
+		keep := f.snap
+		if keep.err != nil && ctx.Err() != nil {
+			// Cut short by this caller's own end (its deadline, a drain), which says nothing
+			// of the metrics API: not every VM's answer for a window, the next caller lists.
+			keep = c.cur
 		}
 		c.mu.Lock()
-		c.cur, c.flight = f.snap, nil
+		c.cur, c.flight = keep, nil
 		c.mu.Unlock()
 		close(f.done)
 	}()
 	f.snap = list(ctx, t)
+	if f.snap.err != nil {
+		// A failure holds for a window from when it came, not from when the list began:
+		// a list that outlasted the window would leave one already stale.
+		f.snap.taken = now()
+	}
 	return f.snap, nil
 }
 
@@ -224,7 +235,7 @@ func (b *Backend) listFailed(ctx context.Context, s *usageSnapshot, err error) {
 		}
 		s.err = fmt.Errorf("list pod metrics: %w: %w", err, backend.ErrNoUsage)
 	case apierrors.IsServiceUnavailable(err):
-		s.err = fmt.Errorf("%s: %w", err.Error(), backend.ErrUsageUnavailable)
+		s.err = fmt.Errorf("list pod metrics: %w: %w", err, backend.ErrUsageUnavailable)
 	default:
 		s.err = fmt.Errorf("list pod metrics: %w", err)
 	}
@@ -266,7 +277,7 @@ func (b *Backend) readPodUsage(ctx context.Context, vm backend.Owner) (backend.U
 		return backend.Usage{}, fmt.Errorf("pod metrics of %s: %w", name, backend.ErrNoUsage)
 	}
 	if apierrors.IsServiceUnavailable(err) {
-		return backend.Usage{}, fmt.Errorf("%s: %w", err.Error(), backend.ErrUsageUnavailable)
+		return backend.Usage{}, fmt.Errorf("%w: %w", err, backend.ErrUsageUnavailable)
 	}
 	if err != nil {
 		return backend.Usage{}, fmt.Errorf("get pod metrics of %s: %w", name, err)

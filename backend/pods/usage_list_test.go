@@ -385,3 +385,29 @@ func TestUsageSingleFlight(t *testing.T) {
 		t.Errorf("%d concurrent samples made requests %v, want one list", callers, got)
 	}
 }
+
+// TestUsageListCutShortNotKept: a list cut short by its caller's own end (the sample's
+// deadline, a drain) says nothing of the metrics API: it is not every VM's answer for the
+// window, and the next sample lists again; a failure of the API's own is kept for the window.
+func TestUsageListCutShortNotKept(t *testing.T) {
+	now := time.Now()
+	b, client := usageBackend(t, Config{UsageMaxAge: 30 * time.Second}, &now, podMetrics("ns", "vm", "100m", "64Mi"))
+	ctx, cancel := context.WithCancel(context.Background())
+	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if ctx.Err() == nil {
+			cancel() // the caller's end comes while its list is under way
+			return true, nil, context.Canceled
+		}
+		return false, nil, nil
+	})
+	if _, err := b.Usage(ctx, vmOwner("ns", "vm")); err == nil {
+		t.Fatal("the sample cut short: no error")
+	}
+	u, err := b.Usage(context.Background(), vmOwner("ns", "vm"))
+	if err != nil || u.CPU.MilliValue() != 100 {
+		t.Fatalf("the next sample: %v, %v; want the usage, listed again", u, err)
+	}
+	if got := requests(client); got["list"] != 2 {
+		t.Errorf("requests %v, want a second list", got)
+	}
+}

@@ -69,8 +69,8 @@ func complexKey(data []byte, doc int) int {
 }
 
 // complexKeyIn is complexKey for one node and what it holds; a key that is an alias counts as
-// what it stands for. depth bounds the walk through aliases, which may refer back to a node
-// that holds them.
+// what it stands for (the walk does not go into an alias, whose node is walked where it is
+// written). depth bounds the nesting walked: a key deeper than that gets the decoder's words.
 func complexKeyIn(n *yaml.Node, depth int) int {
 	if depth > 100 {
 		return 0

@@ -23,7 +23,7 @@ func TestFromAdmission(t *testing.T) {
 		"gpu=*, gpu=*:NoSchedule": {tol("gpu", corev1.TolerationOpExists, "", ""), tol("gpu", corev1.TolerationOpExists, "", corev1.TaintEffectNoSchedule)},
 		"every taint":             {tol("", corev1.TolerationOpExists, "", "")},
 		"every NoSchedule taint":  {tol("", corev1.TolerationOpExists, "", corev1.TaintEffectNoSchedule)},
-		"n>2:NoSchedule, n<5":     {tol("n", "Gt", "2", corev1.TaintEffectNoSchedule), tol("n", "Lt", "5", "")},
+		"n>2:NoSchedule (not counted), n<5 (not counted)": {tol("n", "Gt", "2", corev1.TaintEffectNoSchedule), tol("n", "Lt", "5", "")},
 		"a=*, b=*, c=*, d=* and 2 more": {tol("a", corev1.TolerationOpExists, "", ""), tol("b", corev1.TolerationOpExists, "", ""),
 			tol("c", corev1.TolerationOpExists, "", ""), tol("d", corev1.TolerationOpExists, "", ""),
 			tol("e", corev1.TolerationOpExists, "", ""), tol("f", corev1.TolerationOpExists, "", "")},

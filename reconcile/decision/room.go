@@ -131,8 +131,9 @@ const maxNamed = 4
 
 // fromAdmission writes tolerations, separated by commas, each as the taints it takes:
 // KEY=VALUE:EFFECT, KEY:EFFECT for an empty value, KEY=*:EFFECT for any value (the operator
-// Exists), KEY>N or KEY<N for a comparison, without :EFFECT for every effect, and "every
-// taint" (or "every NoSchedule taint") for every key; the first maxNamed of them, and how many
+// Exists), KEY>N or KEY<N for a comparison (which the check does not count, and says so),
+// without :EFFECT for every effect, and "every taint" (or "every NoSchedule taint") for every
+// key; the first maxNamed of them, and how many
 // more there are. "" for none.
 func fromAdmission(tolerations []corev1.Toleration) string {
 	var b strings.Builder
@@ -167,6 +168,11 @@ func fromAdmission(tolerations []corev1.Toleration) string {
 		}
 		if t.Effect != "" {
 			b.WriteString(":" + string(t.Effect))
+		}
+		if t.Operator == "Gt" || t.Operator == "Lt" {
+			// The check takes no comparison (as the scheduler without its feature gate):
+			// named all the same, so that the message shows every toleration it was given.
+			b.WriteString(" (not counted)")
 		}
 	}
 	return b.String()
