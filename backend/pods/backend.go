@@ -282,10 +282,11 @@ func (b *Backend) vmHandlers(notify func(types.NamespacedName), changed func(old
 			}
 		},
 		UpdateFunc: func(old, cur any) {
-			if old == cur {
-				// A resync (--resync) hands the cached object over again as both: no
-				// change, and no echo either, which would let go of the entry of a write
-				// (created) whose own echo is still to come.
+			if sameVersion(old, cur) {
+				// A resync (--resync) hands the cached object over again as both, and a
+				// relist the version the cache holds, decoded anew: no change, and no
+				// echo either, which would let go of the entry of a write (created) whose
+				// own echo is still to come, and queue its VM once more when it came.
 				return
 			}
 			if !b.echo(cur) && changed(old, cur) {
@@ -301,6 +302,23 @@ func (b *Backend) vmHandlers(notify func(types.NamespacedName), changed func(old
 			notifyVM(obj, notify)
 		},
 	}
+}
+
+// sameVersion reports whether old and cur are one version of a pod or claim: the same
+// object (a resync), or the version the cache holds handed over again (a relist).
+func sameVersion(old, cur any) bool {
+	if old == cur {
+		return true
+	}
+	switch o := old.(type) {
+	case *cachedPod:
+		c, ok := cur.(*cachedPod)
+		return ok && o.sameVersion(c)
+	case *cachedClaim:
+		c, ok := cur.(*cachedClaim)
+		return ok && o.sameVersion(c)
+	}
+	return false
 }
 
 // notifyVM notifies the VM whose server or disk obj (or its tombstone) is, if it names one.

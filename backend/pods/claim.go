@@ -303,6 +303,14 @@ func (c *cachedClaim) disk(vm backend.Owner, canGrow bool, pending string) *back
 	return d
 }
 
+// sameVersion reports whether c and o are the same version of a claim.
+func (c *cachedClaim) sameVersion(o *cachedClaim) bool {
+	if (c.flags|o.flags)&claimExactValues != 0 {
+		return c.ids().version == o.ids().version
+	}
+	return c.version == o.version
+}
+
 // same reports whether c and o report the same disk, whatever else changed (a version, an
 // annotation): a change that a decision cannot see is no reason to look at the VM again.
 func (c *cachedClaim) same(o *cachedClaim) bool {

@@ -790,3 +790,40 @@ func TestResyncKeepsCreateEcho(t *testing.T) {
 		t.Errorf("the write's echo: entry kept %t, notified %v; want it taken and no VM notified", kept, notified)
 	}
 }
+
+// TestRelistKeepsWriteEcho: a relist hands the version of a pod (or claim) the cache holds over
+// again, decoded anew, while the echo of the backend's own write of it is still to come: no VM
+// is notified, and the write's entry stays, so that its echo is known for one when it comes.
+func TestRelistKeepsWriteEcho(t *testing.T) {
+	vm := backend.Owner{APIVersion: "cloudnative.czs/v1alpha1", Kind: "VirtualMachine", Namespace: "ns", Name: "vm1", UID: "0b6f1c1e-5d5e-4c6a-9d7e-1a2b3c4d5e6f"}
+	pod := newPod(vm, backend.Spec{Image: "img"})
+	claim := newClaim(vm, backend.DiskSpec{Size: resource.MustParse("10Gi")})
+	for name, at := range map[string]func(rv string) any{
+		"pod":         func(rv string) any { pod.ResourceVersion = rv; return cachePod(pod) },
+		"claim":       func(rv string) any { claim.ResourceVersion = rv; return cacheClaim(claim) },
+		"exact claim": func(rv string) any { claim.ResourceVersion = "v" + rv; return cacheClaim(claim) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			key := "ns/" + pod.Name
+			if name != "pod" {
+				key = "ns/" + claim.Name
+			}
+			written := "6"
+			if name == "exact claim" {
+				written = "v6"
+			}
+			b := &Backend{}
+			b.created.Store(key, written) // the backend's write, whose echo is to come
+			var notified []types.NamespacedName
+			h := b.vmHandlers(func(vm types.NamespacedName) { notified = append(notified, vm) }, func(old, cur any) bool { return true })
+			h.OnUpdate(at("5"), at("5"))
+			if _, kept := b.created.Load(key); !kept || len(notified) != 0 {
+				t.Fatalf("a relist: the write's entry kept %t, notified %v; want it kept and no VM notified", kept, notified)
+			}
+			h.OnUpdate(at("5"), at("6"))
+			if _, kept := b.created.Load(key); kept || len(notified) != 0 {
+				t.Errorf("the write's echo: entry kept %t, notified %v; want it taken and no VM notified", kept, notified)
+			}
+		})
+	}
+}
