@@ -132,8 +132,9 @@ func New(cfg Config) *Controller {
 	if cfg.Retry.RateLimiter == nil {
 		cfg.Retry.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
+	opt := optionalOf(cfg.Backend)
 	cfg.Policy = diskPolicy(cfg.Backend, cfg.Policy, cfg.Report.Logger)
-	cfg.Policy = resizePolicy(cfg.Backend, cfg.Policy)
+	cfg.Policy = resizePolicy(opt, cfg.Policy)
 	if cfg.Retry.ConflictRateLimiter == nil {
 		cfg.Retry.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
 	}
@@ -142,7 +143,7 @@ func New(cfg Config) *Controller {
 		queue:  priority.New(cfg.VMs.GVR.Resource, cfg.Retry.RateLimiter),
 		ledger: newLedger(),
 		log:    cfg.Report.Logger,
-		opt:    optionalOf(cfg.Backend),
+		opt:    opt,
 	}
 	route := statusRoute{main: cfg.CRD.NoStatusSubresource}
 	writer := cfg.VMs.writer()
@@ -163,13 +164,15 @@ func New(cfg Config) *Controller {
 	return c
 }
 
-// resizePolicy is p for a controller on b: CanResize says whether b resizes a server in place
-// (backend.Resizer), whatever p says. Told it could, a decision on a backend that cannot would
-// ask for a resize at every change of a running server's cpu or memory, which applying refuses
-// as an error: the VM would be retried for ever and never get its size. Told it cannot, the
-// decision replaces the server (under --resize manual, keeps it until a restart).
-func resizePolicy(b backend.Backend, p decision.Policy) decision.Policy {
-	_, p.CanResize = b.(backend.Resizer)
+// resizePolicy is p for a controller whose backend has the optional interfaces o: CanResize
+// says whether the backend resizes a server in place (o.resizer, the one assertion of
+// backend.Resizer, which the applier's resize also uses, so the decision and the applying
+// cannot disagree on it), whatever p says. Told it could, a decision on a backend that cannot
+// would ask for a resize at every change of a running server's cpu or memory, which applying
+// refuses as an error: the VM would be retried for ever and never get its size. Told it
+// cannot, the decision replaces the server (under --resize manual, keeps it until a restart).
+func resizePolicy(o optional, p decision.Policy) decision.Policy {
+	p.CanResize = o.resizer != nil
 	return p
 }
 
