@@ -59,10 +59,11 @@ func controllerSpecErrors(t *testing.T, f schema.Fields, vm map[string]any) fiel
 // TestQuantityMinimumRule: the CEL rules on cpu, memory and rootDisk refuse on create, in every
 // version, what the controller refuses for its sign or least value: a zero or a negative
 // number (which the pattern, checking strings only, lets through), a cpu below 1m, memory
-// below 1Mi (a number without a unit is bytes, and the refusal says what was probably meant),
-// a rootDisk below one byte. Each refusal is the controller's own, field and words, so that
-// a user reads the same whether the CRD or the controller says it. What the controller
-// refuses for other reasons (a fraction of a byte, an exponent beyond 200) is left to it.
+// below 1Mi (a number without a unit is bytes: up to 65536 the refusal says what was probably
+// meant, in MiB, and beyond it the least in bytes), a rootDisk below one byte. Each refusal is
+// the controller's own, field and words, so that a user reads the same whether the CRD or the
+// controller says it. What the controller refuses for other reasons (a fraction of a byte, an
+// exponent beyond 200) is left to it.
 func TestQuantityMinimumRule(t *testing.T) {
 	crd := webhookCRDForTest(t)
 	tests := []struct {
@@ -88,7 +89,11 @@ func TestQuantityMinimumRule(t *testing.T) {
 		{"memory", "0Gi", "must be greater than zero"},
 		{"memory", int64(512), "must be at least 1Mi; 512 is 512 bytes: did you mean 512Mi?"},
 		{"memory", "512", "must be at least 1Mi; 512 is 512 bytes: did you mean 512Mi?"},
-		{"memory", int64(1048575), "must be at least 1Mi; 1048575 is 1048575 bytes: did you mean 1048575Mi?"},
+		{"memory", int64(65536), "must be at least 1Mi; 65536 is 65536 bytes: did you mean 65536Mi?"},
+		{"memory", "065536", "must be at least 1Mi; 065536 is 065536 bytes: did you mean 065536Mi?"},
+		{"memory", int64(65537), "must be at least 1Mi (1048576 bytes); 65537 is 65537 bytes"},
+		{"memory", "65537", "must be at least 1Mi (1048576 bytes); 65537 is 65537 bytes"},
+		{"memory", int64(1048575), "must be at least 1Mi (1048576 bytes); 1048575 is 1048575 bytes"},
 		{"memory", "1M", "must be at least 1Mi"},
 		{"memory", "1023Ki", "must be at least 1Mi"},
 		{"memory", "1.5", "must be at least 1Mi"},

@@ -258,14 +258,18 @@ func TestSpecValid(t *testing.T) {
 }
 
 // TestSpecMemoryMinimum: memory below MinMemory is refused, and memory written without a unit
-// (bytes) is told to be bytes, with the size most likely meant; at or above it, in any form, it
-// is accepted.
+// (bytes) is told to be bytes, with the size most likely meant up to maxMebibytesHint (64Gi
+// read as MiB), and with the least in bytes beyond it, where MiB would be no size a VM is
+// given; at or above MinMemory, in any form, it is accepted.
 func TestSpecMemoryMinimum(t *testing.T) {
 	f := builtin(t, "v1alpha1")
 	for memory, want := range map[string]string{
 		`"512"`:    `spec.resource.memory: Invalid value: "512": must be at least 1Mi; 512 is 512 bytes: did you mean 512Mi?`,
 		`512`:      `spec.resource.memory: Invalid value: "512": must be at least 1Mi; 512 is 512 bytes: did you mean 512Mi?`,
-		`1048575`:  `spec.resource.memory: Invalid value: "1048575": must be at least 1Mi; 1048575 is 1048575 bytes: did you mean 1048575Mi?`,
+		`65536`:    `spec.resource.memory: Invalid value: "65536": must be at least 1Mi; 65536 is 65536 bytes: did you mean 65536Mi?`,
+		`"065536"`: `spec.resource.memory: Invalid value: "065536": must be at least 1Mi; 065536 is 065536 bytes: did you mean 065536Mi?`,
+		`65537`:    `spec.resource.memory: Invalid value: "65537": must be at least 1Mi (1048576 bytes); 65537 is 65537 bytes`,
+		`1048575`:  `spec.resource.memory: Invalid value: "1048575": must be at least 1Mi (1048576 bytes); 1048575 is 1048575 bytes`,
 		`"1000Ki"`: `spec.resource.memory: Invalid value: "1000Ki": must be at least 1Mi`,
 		`"1M"`:     `spec.resource.memory: Invalid value: "1M": must be at least 1Mi`,
 		`"1e3"`:    `spec.resource.memory: Invalid value: "1e3": must be at least 1Mi`,

@@ -128,7 +128,8 @@ func (vm VirtualMachine) Spec() (Spec, field.ErrorList) {
 // quantity reads a resource.Quantity, the value v at path, written either as a JSON number (2)
 // or a string ("500m"), and requires it to be at least min; bytes quantities must also be
 // whole numbers. A bytes quantity below min written without a unit is most likely a unit
-// forgotten, and the refusal says what it is and what was probably meant.
+// forgotten, and the refusal says what it is and, up to maxMebibytesHint, what was probably
+// meant; above that, what min is in bytes.
 func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resource.Quantity, *field.Error) {
 	fp := func() *field.Path { return fieldPath(path) } // for an error only: most quantities are valid
 	var text string
@@ -167,7 +168,11 @@ func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resourc
 	if m := resource.MustParse(min); q.Cmp(m) < 0 {
 		why := "must be at least " + min
 		if wholeBytes && strings.Trim(text, "0123456789") == "" { // a number without a unit: bytes
-			why += fmt.Sprintf("; %s is %s bytes: did you mean %sMi?", text, text, text)
+			if q.Value() <= maxMebibytesHint {
+				why += fmt.Sprintf("; %s is %s bytes: did you mean %sMi?", text, text, text)
+			} else {
+				why = fmt.Sprintf("must be at least %s (%d bytes); %s is %s bytes", min, m.Value(), text, text)
+			}
 		}
 		return resource.Quantity{}, field.Invalid(fp(), text, why)
 	}
@@ -185,6 +190,17 @@ func quantity(path string, v gjson.Result, min string, wholeBytes bool) (resourc
 // "512" is 512 bytes, and a VM of that size could never start. Without the bound the
 // controller would create such a server, or resize a running one down to it.
 const MinMemory = "1Mi"
+
+// maxMebibytesHint is the largest number without a unit that a refusal below the least
+// bytes quantity takes for mebibytes with the unit forgotten, and asks "did you mean
+// 512Mi?" of. A VM's memory written in MiB is a size a server is given, from a few hundred
+// (512) to a few tens of thousands (16384, 65536): 64Gi is already as much as most nodes can
+// give one pod. A larger number below 1Mi, read as MiB, would be 64Gi to 1Ti, which few
+// nodes hold; it is more likely bytes miscounted (1000000 for 1M, 1048575 one short of 1Mi),
+// and a hint of "1048575Mi", a tebibyte, would mislead. Such a number is told its size in
+// bytes and the least in bytes instead. The CRD's CEL rule on memory carries the same bound
+// (crds TestQuantityMinimumRule holds the two to the same words on either side of it).
+const maxMebibytesHint = 65536
 
 // The bounds on a quantity's text before it is parsed (unreadable). Admission's pattern lets
 // through an exponent of any length, which apimachinery reads into an int32: "1e4294967297"
