@@ -175,10 +175,11 @@ var diskEventActions = map[string]string{
 	decision.ReasonDeletingDisk:  "DeleteDisk",
 }
 
-// diskPolicy is p for a controller on b: a backend that keeps no disks (backend.Disks) can only
-// give each server its own root disk, whatever p says.
-func diskPolicy(b backend.Backend, p decision.Policy, log *slog.Logger) decision.Policy {
-	if _, ok := b.(backend.Disks); !ok && p.RootDisk != decision.RootDiskEphemeral {
+// diskPolicy is p for a controller whose backend has the optional interfaces o: a backend that
+// keeps no disks (o.disks, the one assertion of backend.Disks, which observing and applying a
+// disk also use) can only give each server its own root disk, whatever p says.
+func diskPolicy(o optional, p decision.Policy, log *slog.Logger) decision.Policy {
+	if o.disks == nil && p.RootDisk != decision.RootDiskEphemeral {
 		log.Warn("The backend keeps no disks: each server has a root disk of its own, which goes with it", "rootDisk", p.RootDisk)
 		p.RootDisk = decision.RootDiskEphemeral
 	}

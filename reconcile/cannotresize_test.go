@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
 // noResizer is the memory backend seen through backend.Backend alone: a backend that cannot
@@ -50,4 +52,30 @@ func describe(s *backend.Server) string {
 		return "none"
 	}
 	return "deleting=" + strconv.FormatBool(s.Deleting) + " cpu=" + s.Spec.CPU.String()
+}
+
+// TestBackendKeepsNoDisks: over a backend without backend.Disks, New gives each server a root
+// disk of its own (RootDiskEphemeral), whatever the policy says, and warns once; over one with
+// disks, the policy's mode stands. Told the backend kept disks, a decision would plan a disk
+// that applying has nowhere to make.
+func TestBackendKeepsNoDisks(t *testing.T) {
+	w := newWorld(t, "cpu-resize-requested")
+	for name, b := range map[string]backend.Backend{"memory": w.servers, "no disks": noResizer{w.servers}} {
+		t.Run(name, func(t *testing.T) {
+			var logs strings.Builder
+			policy := serverPolicy
+			policy.RootDisk = decision.RootDiskClaim
+			c := New(Config{VMs: w.source(), Backend: b, Policy: policy, Report: Report{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+			want, warned := decision.RootDiskClaim, false
+			if name == "no disks" {
+				want, warned = decision.RootDiskEphemeral, true
+			}
+			if got := c.cfg.Policy.RootDisk; got != want {
+				t.Errorf("root disk %q, want %q", got, want)
+			}
+			if got := strings.Contains(logs.String(), "The backend keeps no disks"); got != warned {
+				t.Errorf("warned %t, want %t: %s", got, warned, logs.String())
+			}
+		})
+	}
 }

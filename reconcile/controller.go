@@ -133,7 +133,7 @@ func New(cfg Config) *Controller {
 		cfg.Retry.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
 	}
 	opt := optionalOf(cfg.Backend)
-	cfg.Policy = diskPolicy(cfg.Backend, cfg.Policy, cfg.Report.Logger)
+	cfg.Policy = diskPolicy(opt, cfg.Policy, cfg.Report.Logger)
 	cfg.Policy = resizePolicy(opt, cfg.Policy)
 	if cfg.Retry.ConflictRateLimiter == nil {
 		cfg.Retry.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
