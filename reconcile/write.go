@@ -53,10 +53,15 @@ type restWriter struct {
 func (w restWriter) patch(ctx context.Context, namespace, name string, patch []byte, subresources ...string) (written, error) {
 	segs := append(vmcache.ResourcePath(w.gvr, namespace), name)
 	segs = append(segs, subresources...)
-	body, err := w.client.Patch(types.MergePatchType).AbsPath(segs...).
-		Param("fieldManager", fieldManager).Body(patch).Do(ctx).Raw()
+	res := w.client.Patch(types.MergePatchType).AbsPath(segs...).
+		Param("fieldManager", fieldManager).Body(patch).Do(ctx)
+	body, err := res.Raw()
 	if err != nil {
-		return written{}, err // an API status error as client-go makes it (apierrors.IsConflict and the rest)
+		// Error decodes the API server's Status (apierrors.IsConflict and the rest). Raw's
+		// error is made from the status code alone ("the server rejected our request due to
+		// an error in our request"): a write an admission policy refused was logged and
+		// retried without the API server's word on why.
+		return written{}, res.Error()
 	}
 	raw, rv, err := vmcache.Answer(body)
 	if err != nil {

@@ -30,7 +30,8 @@ const writtenVM = `{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachi
 
 // TestRESTWriter: a status write goes out as a merge patch of the status subresource with
 // the controller's field manager, and its answer is read into the same compact form, and so the
-// same view, as the dynamic client's answer gives; API errors keep their kind.
+// same view, as the dynamic client's answer gives; API errors keep their kind and the API
+// server's message.
 func TestRESTWriter(t *testing.T) {
 	var got struct{ method, path, contentType, fieldManager, body string }
 	answer, code := writtenVM, http.StatusOK
@@ -93,14 +94,22 @@ func TestRESTWriter(t *testing.T) {
 		code   int
 		reason string
 		is     func(error) bool
+		// message is the API server's word on the refusal, which the error must carry: a
+		// write an admission policy refuses was logged as "the server rejected our request
+		// due to an error in our request", without the policy's message.
+		message string
 	}{
-		{"conflict", http.StatusConflict, "Conflict", apierrors.IsConflict},
-		{"not found", http.StatusNotFound, "NotFound", apierrors.IsNotFound},
+		{"conflict", http.StatusConflict, "Conflict", apierrors.IsConflict,
+			`Operation cannot be fulfilled on virtualmachines.cloudnative.czs "vm1": the object has been modified; please apply your changes to the latest version and try again`},
+		{"not found", http.StatusNotFound, "NotFound", apierrors.IsNotFound, `virtualmachines.cloudnative.czs "vm1" not found`},
+		{"refused by a policy", http.StatusUnprocessableEntity, "Invalid", apierrors.IsInvalid,
+			`virtualmachines.cloudnative.czs "vm1" is forbidden: ValidatingAdmissionPolicy 'hold' with binding 'hold' denied request: status held`},
 	} {
 		code = tc.code
-		answer = fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d}`, tc.reason, tc.code)
-		if _, err := wr.patch(ctx, "ns", "vm1", []byte(`{}`), "status"); !tc.is(err) {
-			t.Errorf("%s: error %v", tc.name, err)
+		answer = fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":%q,"reason":%q,"code":%d}`, tc.message, tc.reason, tc.code)
+		_, err := wr.patch(ctx, "ns", "vm1", []byte(`{}`), "status")
+		if !tc.is(err) || err.Error() != tc.message {
+			t.Errorf("%s: error %v, want the API server's %q", tc.name, err, tc.message)
 		}
 	}
 	code, answer = http.StatusOK, `{"metadata":`
