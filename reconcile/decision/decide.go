@@ -1260,8 +1260,11 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	// A server or a disk the plan creates says with its Event what the VM is waiting for.
 	explained := d.plan.Server != nil || d.plan.Disk != nil && d.plan.Disk.Op == CreateDisk
 	if !explained && (d.current.Phase != phase || d.current.Reason != reason) {
+		// A Warning for what needs a person: a failure, a node that does not answer, and a
+		// status Stalled on its own reason (a stalled reason, a failure not retried, a disk
+		// whose volume is lost), which nothing the controller does will end.
 		typ := EventNormal
-		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown || stalledReasons[reason] || reason == ReasonNodeLost {
+		if phase == schema.PhaseFailed || phase == schema.PhaseUnknown || reason == ReasonNodeLost || stalledOn(*st) {
 			typ = EventWarning
 		}
 		if d.eventNote != "" {

@@ -656,10 +656,14 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	case len(evs) != 1 || evs[0].Reason != st.Reason:
 		fail("want one event with reason %s for the change of phase or reason", st.Reason)
 	default:
+		// A status Stalled on its own reason needs a person too: a stalled reason, a failure
+		// not retried, a disk whose volume is lost.
+		stalled := st.Condition(schema.ConditionStalled)
 		warning := st.Phase == schema.PhaseFailed || st.Phase == schema.PhaseUnknown || st.Reason == decision.ReasonNodeLost ||
-			st.Reason == decision.ReasonUnschedulable || st.Reason == decision.ReasonImagePullFailing
+			st.Reason == decision.ReasonUnschedulable || st.Reason == decision.ReasonImagePullFailing ||
+			st.Reason == decision.ReasonServerNotStarting || stalled != nil && stalled.Reason == st.Reason
 		if (evs[0].Type == corev1.EventTypeWarning) != warning || evs[0].Message == "" {
-			fail("event %+v: want a Warning exactly for Failed, Unknown, NodeLost and a stuck server, with a note", evs[0])
+			fail("event %+v: want a Warning exactly for Failed, Unknown, NodeLost, a stuck server and a status Stalled on its reason, with a note", evs[0])
 		}
 	}
 	if _, err := schema.StatusPatch(vm.Fields(), *st, vm.ResourceVersion()); err != nil {

@@ -16,8 +16,8 @@ import (
 //   - Stalled: an invalid spec, a server or disk the backend refused, a disk of the VM's name
 //     that is another's, a disk that cannot take the size asked for or the storage class the
 //     spec names (DiskClassChangeRefused), the VM's bound disk deleted by someone else while
-//     a server holds it (DiskDeleting), and a server stuck for longer than --stalled-after
-//     (stuck.go).
+//     a server holds it (DiskDeleting), a disk whose volume is lost (WaitingForDisk), and a
+//     server stuck for longer than --stalled-after (stuck.go).
 //   - Reconciling: a server being created, started, replaced or stopped (on request too), a
 //     failed one to be replaced after its backoff (runStrategy Always, RerunOnFailure), the VM being deleted, a resize in place or a disk's growth
 //     under way.
@@ -50,6 +50,14 @@ var stalledReasons = map[string]bool{
 	ReasonDiskReleaseRefused: true,
 	// The server's delete refused (its deletion, a stop, a restart): a person's fix too.
 	ReasonServerDeleteRefused: true,
+}
+
+// stalledOn reports whether st is Stalled on its own reason: the phase's reason is what
+// holds the VM (a stalled reason, a failure not retried, a disk whose volume is lost, a
+// server stuck past the bound), not a condition beside it (a disk's growth or class).
+func stalledOn(st schema.Status) bool {
+	c := st.Condition(schema.ConditionStalled)
+	return c != nil && c.Status == schema.ConditionTrue && c.Reason == st.Reason
 }
 
 // retries reports whether the controller makes a new server by itself after a Failed phase

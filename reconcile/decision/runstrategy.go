@@ -240,9 +240,9 @@ func (d *decision) stayStopped() {
 // long as it is kept: the message says so, and how to free them (lingersHeld), instead of how
 // to start the VM. The Event of the transition carries that message, once, with its usual
 // type: Normal for a clean shutdown, as for any VM at rest (a Warning is for Failed, Unknown,
-// NodeLost and a stalled reason, which FuzzDecide holds to). Resources a kept server holds are
-// what its run strategy keeps it for, not a failure; a drain that it holds up is one, and
-// has its Warning (DrainBlocked). A server that stops lingering (the sidecar ended too) only
+// NodeLost, a stuck server and a status Stalled on its reason, which FuzzDecide holds to).
+// Resources a kept server holds are what its run strategy keeps it for, not a failure; a
+// drain that it holds up is one, and has its Warning (DrainBlocked). A server that stops lingering (the sidecar ended too) only
 // changes the message.
 func (d *decision) ended() {
 	if r := d.newRestart(); r != "" {
