@@ -94,9 +94,15 @@ func (lw *ListerWatcher) request(client rest.Interface, opts *metav1.ListOptions
 
 // ListWithContext lists the VMs into an ObjectList.
 func (lw *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	body, err := lw.request(lw.Client, &opts).Do(ctx).Raw()
+	res := lw.request(lw.Client, &opts).Do(ctx)
+	body, err := res.Raw()
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", lw.GVR.Resource, err)
+		// Error decodes the API server's Status, as Stream does for a watch; Raw's error is
+		// made from the status code alone. The reflector reads a list's refusal by it: a
+		// resourceVersion too large (apierrors.IsTooLargeResourceVersion, a cause of the
+		// Status) makes it list again from the API server's latest, where Raw's error would
+		// ask for the same version again; and the log keeps the API server's word on why.
+		return nil, fmt.Errorf("list %s: %w", lw.GVR.Resource, res.Error())
 	}
 	return decodeList(body, lw.Fields)
 }

@@ -16,6 +16,7 @@ import (
 	"testing/iotest"
 
 	"github.com/tidwall/gjson"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -446,5 +447,33 @@ func TestWatchClient(t *testing.T) {
 	}
 	if asked, want := s.Asked(), []string{"list", "watchlist"}; !slices.Equal(asked, want) {
 		t.Errorf("asked %q, want %q", asked, want)
+	}
+}
+
+// TestListRefusalKeepsStatus: a list the API server refuses returns its Status as the error,
+// the causes kept: the reflector tells a resourceVersion too large by them and lists from the
+// latest instead of asking for the same version again.
+func TestListRefusalKeepsStatus(t *testing.T) {
+	// As the API server answers a list at a version its watch cache has yet to reach.
+	status := apierrors.NewTimeoutError("Too large resource version: 200, current: 150", 1)
+	status.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	status.ErrStatus.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(int(status.ErrStatus.Code))
+		if err := json.NewEncoder(w).Encode(status.ErrStatus); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	client, err := RESTClientFor(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	lw := &ListerWatcher{Client: client, GVR: gvr}
+	_, err = lw.ListWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "200", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) || !strings.Contains(err.Error(), "Too large resource version: 200") {
+		t.Errorf("list: %v, want the API server's Status (a resourceVersion too large)", err)
 	}
 }
