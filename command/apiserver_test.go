@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,12 @@ type fakeAPIServer struct {
 	gvr  k8sschema.GroupVersionResource
 	crd  []byte // the CRD as JSON; nil: it does not exist
 	deny string // a verb every review denies; empty: all allowed
+	// denies, when set, is what else the reviews deny.
+	denies func(*authorizationv1.ResourceAttributes) bool
+	// subjects are the users whose SubjectAccessReviews it answers as reviews of theirs
+	// (deny applies); any other user is denied everything. nil: SubjectAccessReviews are
+	// forbidden, as to a caller without create on them.
+	subjects []string
 	// classes are the StorageClasses it lists, by name, each with whether it is the
 	// default; nil: the list is forbidden.
 	classes map[string]bool
@@ -102,7 +109,17 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, `{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[%s]}`, strings.Join(items, ","))
 	case r.Method == http.MethodPost && r.URL.Path == accessReviewPath:
-		answerAccessReview(w, r, func(a *authorizationv1.ResourceAttributes) bool { return a.Verb != s.deny })
+		answerAccessReview(w, r, func(a *authorizationv1.ResourceAttributes) bool {
+			return a.Verb != s.deny && (s.denies == nil || !s.denies(a))
+		})
+	case r.Method == http.MethodPost && r.URL.Path == subjectAccessReviewPath && s.subjects == nil:
+		forbidden(w, apierrors.NewForbidden(k8sschema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, "",
+			errors.New(`User "fake" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope`)))
+	case r.Method == http.MethodPost && r.URL.Path == subjectAccessReviewPath:
+		answerSubjectAccessReview(w, r, func(spec authorizationv1.SubjectAccessReviewSpec) bool {
+			a := spec.ResourceAttributes
+			return slices.Contains(s.subjects, spec.User) && a.Verb != s.deny && (s.denies == nil || !s.denies(a))
+		})
 	default:
 		notFound(w, k8sschema.GroupResource{Resource: r.URL.Path}, "")
 	}
@@ -128,6 +145,27 @@ func answerAccessReview(w http.ResponseWriter, r *http.Request, allowed func(*au
 	}
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":%t}}`, allowed(review.Spec.ResourceAttributes))
+}
+
+// subjectAccessReviewPath is where client-go posts a SubjectAccessReview.
+const subjectAccessReviewPath = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+// answerSubjectAccessReview answers the SubjectAccessReview posted in r with whether allowed
+// allows its spec; 400 for a body that is none, as answerAccessReview.
+func answerSubjectAccessReview(w http.ResponseWriter, r *http.Request, allowed func(authorizationv1.SubjectAccessReviewSpec) bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	review, ok := obj.(*authorizationv1.SubjectAccessReview)
+	if err != nil || !ok || review.Spec.ResourceAttributes == nil {
+		http.Error(w, fmt.Sprintf("not a SubjectAccessReview: %v", err), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"kind":"SubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":%t}}`, allowed(review.Spec))
 }
 
 // notFound answers as the API server does for an object or a path it does not have.

@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -22,6 +24,10 @@ type checkConfig struct {
 	resourceFlags
 	accessFlags
 	rootDiskFlags
+
+	// ServiceAccount is --service-account, NAMESPACE/NAME: the ServiceAccount whose
+	// permissions the rbac rows review (serviceAccount); empty: the kubeconfig's identity.
+	ServiceAccount string
 }
 
 func checkCommand(c *checkConfig) *cli.Command {
@@ -35,12 +41,14 @@ func checkCommand(c *checkConfig) *cli.Command {
 		leaseNamespaceFlag(&c.LeaseNamespace, "namespace of the leader Lease; empty: as run decides it"),
 		usageIntervalFlag(&c.UsageInterval, "as run's: unless 0, check read access to metrics.k8s.io pods, which usage sampling needs"),
 		c.rootDiskFlag("as run's: under claim, check access to PersistentVolumeClaims, StorageClasses and Events, and warn when the cluster has no default StorageClass"),
+		&cli.StringFlag{Name: "service-account", Usage: serviceAccountUsage, EnvVars: env("SERVICE_ACCOUNT"), Destination: &c.ServiceAccount},
 	)
 	return &cli.Command{
 		Name:  "check",
 		Usage: "check that a cluster serves the resource, its CRD fits the field map, and RBAC allows what the controller does",
-		Description: "Runs the checks run performs before it starts and prints a table of them; exits 1 if one fails.\n" +
-			"Give it the flags you give run: the RBAC checks are those of the identity in the kubeconfig.",
+		Description: "Runs the checks run performs before it starts and prints a table of them; exits 1 if one fails (a WARN row does not).\n" +
+			"Give it the flags you give run. The RBAC checks are those of the identity in the kubeconfig, which in the controller's pod is its ServiceAccount;\n" +
+			"from outside, --service-account checks the controller's (as manifests installs it by default: --service-account vm-controller/vm-controller).",
 		OnUsageError: usageError,
 		Flags:        flags,
 		Action:       action(c, noArgs, func(cc *cli.Context) error { return check(cc, *c) }),
@@ -60,7 +68,31 @@ func (c checkConfig) Validate() error {
 	if err := c.rootDiskFlags.validate(); err != nil {
 		return err
 	}
+	if _, err := c.serviceAccount(); err != nil {
+		return err
+	}
 	return c.accessFlags.validate()
+}
+
+// serviceAccountUsage is what --service-account does.
+const serviceAccountUsage = "NAMESPACE/NAME of a ServiceAccount, such as the controller's (vm-controller/vm-controller as manifests installs it by default), whose permissions the RBAC checks review (SubjectAccessReviews, which the kubeconfig's identity must be allowed to create) instead of the kubeconfig's own; the Lease's namespace defaults to NAMESPACE; empty: the kubeconfig's identity, which in the controller's pod is its ServiceAccount"
+
+// serviceAccount is --service-account's ServiceAccount; nil when it is empty.
+func (c checkConfig) serviceAccount() (*serviceAccount, error) {
+	if c.ServiceAccount == "" {
+		return nil, nil
+	}
+	ns, name, ok := strings.Cut(c.ServiceAccount, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--service-account %q: want NAMESPACE/NAME, such as vm-controller/vm-controller", c.ServiceAccount)
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return nil, fmt.Errorf("--service-account %q: namespace: %s", c.ServiceAccount, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("--service-account %q: name: %s", c.ServiceAccount, strings.Join(errs, "; "))
+	}
+	return &serviceAccount{Namespace: ns, Name: name}, nil
 }
 
 // check gathers the facts run would start from and prints them.
@@ -75,10 +107,19 @@ func check(cc *cli.Context, c checkConfig) error {
 	}
 	// check has no --qps: a few dozen requests, none of them worth waiting for a bucket.
 	limitQPS(cfg, 50, 100)
+	sa, err := c.serviceAccount()
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if sa != nil && c.LeaseNamespace == "" {
+		// run in the ServiceAccount's pod keeps its Lease in the pod's namespace.
+		c.LeaseNamespace = sa.Namespace
+	}
 	t, err := targetOf(c.clusterFlags, c.resourceFlags, c.accessFlags, c.rootDiskFlags, gvr)
 	if err != nil {
 		return err
 	}
+	t.reviewAs = sa
 	cl, err := newAPIClients(checked(cfg))
 	if err != nil {
 		return err

@@ -15,6 +15,15 @@ func TestCheckConfigValidate(t *testing.T) {
 		"ephemeral":   {args: []string{"--root-disk", "ephemeral"}},
 		"a version without a map": {[]string{"--api-version", "cloudnative.czs/v9"}, "--api-version",
 			`--api-version cloudnative.czs/v9: no built-in field map for version "v9" of cloudnative.czs (built in: v1, v1alpha1, v1beta1)`},
+		"service account": {args: []string{"--service-account", "vm-controller/vm-controller"}},
+		"service account name only": {[]string{"--service-account", "vm-controller"}, "--service-account",
+			`--service-account "vm-controller": want NAMESPACE/NAME, such as vm-controller/vm-controller`},
+		"service account without a name": {[]string{"--service-account", "vm-controller/"}, "--service-account",
+			`--service-account "vm-controller/": want NAMESPACE/NAME, such as vm-controller/vm-controller`},
+		"service account namespace": {[]string{"--service-account", "VMs/vm-controller"}, "--service-account",
+			`--service-account "VMs/vm-controller": namespace: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
+		"service account name": {[]string{"--service-account", "vms/a/b"}, "--service-account",
+			`--service-account "vms/a/b": name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 		"namespace": {[]string{"--namespace", "A_B"}, "--namespace", `--namespace "A_B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 	}
 	checkValidate(t, tests, func(args []string) error {

@@ -34,6 +34,12 @@ const (
 	saUser       = "system:serviceaccount:vms:vm-controller"
 )
 
+// installedSA is the user of the ServiceAccount that check --service-account reviews in the
+// guide: the controller's as manifests installs it, granted what its manifests grant but
+// list on pod metrics (an install whose RBAC predates it). The administrator may review it;
+// the ServiceAccount of sa.kubeconfig may not.
+const installedSA = "system:serviceaccount:vm-controller:vm-controller"
+
 // TestCheckDoc runs the samples of check and run in docs/plan-and-check.md against a fake API
 // server and fails when one shows another output than the command prints, so the guide
 // cannot drift from the binary (it said "the 24 paths of the field map" where check printed
@@ -41,7 +47,8 @@ const (
 // line is "$ vm-controller check ..." or "$ vm-controller run ...", followed by what the
 // command prints to stdout and stderr (main's "vm-controller: " lines for an error). The
 // server holds this project's CRD, a default StorageClass, and answers access reviews for
-// the identity of the command's kubeconfig. With -update the test rewrites the outputs.
+// the identity of the command's kubeconfig, and SubjectAccessReviews of installedSA for the
+// administrator. With -update the test rewrites the outputs.
 func TestCheckDoc(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", planDoc))
 	if err != nil {
@@ -162,6 +169,14 @@ func (s *docAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == accessReviewPath:
 		answerAccessReview(w, r, func(a *authorizationv1.ResourceAttributes) bool {
 			return !sa || (a.Group == ownGVR.Group && a.Resource == ownGVR.Resource && a.Subresource == "" && (a.Verb == "list" || a.Verb == "watch"))
+		})
+	case sa && r.Method == http.MethodPost && r.URL.Path == subjectAccessReviewPath:
+		forbidden(w, apierrors.NewForbidden(k8sschema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, "",
+			fmt.Errorf("User %q cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope", saUser)))
+	case r.Method == http.MethodPost && r.URL.Path == subjectAccessReviewPath:
+		answerSubjectAccessReview(w, r, func(spec authorizationv1.SubjectAccessReviewSpec) bool {
+			a := spec.ResourceAttributes
+			return spec.User == installedSA && !(a.Group == "metrics.k8s.io" && a.Resource == "pods" && a.Verb == "list")
 		})
 	case sa && r.Method == http.MethodGet && r.URL.Path == s.crdPath():
 		forbidden(w, apierrors.NewForbidden(crds.GVR.GroupResource(), crds.Name(s.gvr),

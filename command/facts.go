@@ -38,6 +38,9 @@ type target struct {
 	leaseNamespace string // with leaderElect
 	usage          bool
 	claims         bool // --root-disk claim
+	// reviewAs is check's --service-account: whose permissions the rbac rows review; nil:
+	// the kubeconfig's identity (run's own, and in the controller's pod its ServiceAccount).
+	reviewAs *serviceAccount
 }
 
 // targetOf reads the target from the flags run and check share. Without --lease-namespace
@@ -157,7 +160,7 @@ func gather(ctx context.Context, cl apiClients, host string, t target) (facts, e
 	if r, ok := checkLeaseNamespace(t); ok {
 		f.checks = append(f.checks, r)
 	}
-	f.checks = append(f.checks, checkAccess(ctx, cl.kube, t.needs(), t.namespace, t.leaseNamespace)...)
+	f.checks = append(f.checks, checkAccess(ctx, cl.kube, t.needs(), t.namespace, t.leaseNamespace, t.reviewAs)...)
 	return f, nil
 }
 
@@ -398,22 +401,93 @@ func judgeCRD(name string, def []byte, version string, f schema.Fields) []checkR
 	return out
 }
 
-// checkAccess asks the API server, with a SelfSubjectAccessReview per verb, whether the
-// identity of the kubeconfig may do what the controller does (access.Rules, the same rules
-// the deployment manifests grant): one row per rule.
-func checkAccess(ctx context.Context, kube kubernetes.Interface, needs access.Needs, namespace, leaseNamespace string) []checkResult {
+// checkAccess asks the API server whether the identity checked (reviewer) may do what the
+// controller does (access.Rules, the same rules the deployment manifests grant): one row per
+// rule. When the API server refuses the reviews themselves, that is the one row: every rule
+// would fail for it alike, and say nothing of the identity's permissions.
+func checkAccess(ctx context.Context, kube kubernetes.Interface, needs access.Needs, namespace, leaseNamespace string, as *serviceAccount) []checkResult {
+	rv := reviewer{kube: kube, as: as}
 	rules := access.Rules(needs)
 	out := make([]checkResult, len(rules))
+	refused := make([]error, len(rules))
 	var wg sync.WaitGroup
 	for i, rule := range rules {
 		ns := namespace
 		if rule.Own {
 			ns = leaseNamespace
 		}
-		wg.Go(func() { out[i] = checkRule(ctx, kube, rule, ns) })
+		wg.Go(func() { out[i], refused[i] = checkRule(ctx, rv, rule, ns) })
 	}
 	wg.Wait()
+	for _, err := range refused {
+		if err != nil {
+			return []checkResult{rv.refused(err)}
+		}
+	}
 	return out
+}
+
+// serviceAccount is a ServiceAccount, by namespace and name: check's --service-account.
+type serviceAccount struct {
+	Namespace, Name string
+}
+
+func (s serviceAccount) String() string { return s.Namespace + "/" + s.Name }
+
+// user and groups are what the API server authenticates the ServiceAccount's token as: its
+// RBAC is that of the bindings to any of them (a RoleBinding to the group
+// system:serviceaccounts:NS grants it too).
+func (s serviceAccount) user() string { return "system:serviceaccount:" + s.Namespace + ":" + s.Name }
+
+func (s serviceAccount) groups() []string {
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + s.Namespace, "system:authenticated"}
+}
+
+// reviewer asks the API server whether an identity may do one thing: the kubeconfig's own,
+// with a SelfSubjectAccessReview, which every authenticated user may create; or a
+// ServiceAccount's, with a SubjectAccessReview, which takes create on subjectaccessreviews
+// (a cluster admin's), so that an administrator can check the controller's permissions
+// rather than their own, which allow everything.
+type reviewer struct {
+	kube kubernetes.Interface
+	as   *serviceAccount // nil: the kubeconfig's identity
+}
+
+// allowed reports whether the identity may do what attrs say.
+func (r reviewer) allowed(ctx context.Context, attrs authorizationv1.ResourceAttributes) (bool, error) {
+	if r.as == nil {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+		res, err := r.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return res.Status.Allowed, nil
+	}
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		ResourceAttributes: &attrs, User: r.as.user(), Groups: r.as.groups()}}
+	res, err := r.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return res.Status.Allowed, nil
+}
+
+// whose is the identity in a row's detail: "" for the kubeconfig's, which the command's
+// description names; the ServiceAccount, named in every row, so that a row read alone
+// (a log, a ticket) says whose permissions it is about.
+func (r reviewer) whose() string {
+	if r.as == nil {
+		return ""
+	}
+	return "ServiceAccount " + r.as.String() + ": "
+}
+
+// refused is the one rbac row when the API server refused the reviews (err, a 403).
+func (r reviewer) refused(err error) checkResult {
+	if r.as == nil {
+		return fail("rbac", "cannot review the kubeconfig's access: %v", err)
+	}
+	return fail("rbac", "cannot review the access of ServiceAccount %s: %v; --service-account takes create on subjectaccessreviews.authorization.k8s.io, as a cluster admin has: run check as one, or without --service-account in the controller's pod (kubectl exec), where the kubeconfig's identity is the ServiceAccount", r.as, err)
 }
 
 // ruleName is the object a rule is limited to, for the review; "" when it names none.
@@ -434,7 +508,10 @@ func subset(verbs, of []string) bool {
 	return true
 }
 
-func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule, namespace string) checkResult {
+// checkRule is rule's row: whether the identity of rv may use each of its verbs, in namespace
+// ("" for all) unless the rule is cluster-scoped. refused is the API server's refusal of a
+// review itself, which says nothing of the rule (checkAccess makes it the one row).
+func checkRule(ctx context.Context, rv reviewer, rule access.Rule, namespace string) (r checkResult, refused error) {
 	resource, sub, _ := strings.Cut(rule.Resource, "/")
 	what := k8sschema.GroupResource{Group: rule.Group, Resource: resource}.String()
 	if sub != "" {
@@ -449,22 +526,22 @@ func checkRule(ctx context.Context, kube kubernetes.Interface, rule access.Rule,
 	}
 	var denied []string
 	for _, verb := range rule.Verbs {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rule.Group, Resource: resource, Subresource: sub, Name: ruleName(rule)},
-		}}
-		res, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		if err != nil {
-			return fail("rbac", "cannot review access to %s %s %s: %v", verb, what, where, err)
+		allowed, err := rv.allowed(ctx, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rule.Group, Resource: resource, Subresource: sub, Name: ruleName(rule)})
+		if apierrors.IsForbidden(err) {
+			return checkResult{}, err
 		}
-		if !res.Status.Allowed {
+		if err != nil {
+			return fail("rbac", "%scannot review access to %s %s %s: %v", rv.whose(), verb, what, where, err), nil
+		}
+		if !allowed {
 			denied = append(denied, verb)
 		}
 	}
 	if len(denied) > 0 && !subset(denied, rule.Degrades) {
-		return fail("rbac", "RBAC denies %s on %s %s (needed: %s)", strings.Join(denied, ", "), what, where, rule.Why)
+		return fail("rbac", "%sRBAC denies %s on %s %s (needed: %s)", rv.whose(), strings.Join(denied, ", "), what, where, rule.Why), nil
 	}
 	if len(denied) > 0 {
-		return warning("rbac", "RBAC denies %s on %s %s: %s; grant it as the manifests do", strings.Join(denied, ", "), what, where, rule.Without)
+		return warning("rbac", "%sRBAC denies %s on %s %s: %s; grant it as the manifests do", rv.whose(), strings.Join(denied, ", "), what, where, rule.Without), nil
 	}
-	return pass("rbac", "%s %s %s", strings.Join(rule.Verbs, ", "), what, where)
+	return pass("rbac", "%s%s %s %s", rv.whose(), strings.Join(rule.Verbs, ", "), what, where), nil
 }

@@ -229,11 +229,13 @@ func (p *policyFlags) backoffFlags() []cli.Flag {
 	}
 }
 
-// stalledAfterFlag is --stalled-after: how long a server may be stuck (unschedulable, its
-// image not pulled) before the VM is Stalled.
+// stalledAfterFlag is --stalled-after (decision.Policy.StalledAfter): how long a server may
+// be stuck (unschedulable, its image not pulled, its containers not created on its node)
+// before the VM is Stalled, and how long a migration's server may wait unschedulable, kept off
+// the node it leaves, before the migration fails.
 func (p *policyFlags) stalledAfterFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "stalled-after", Value: decision.DefaultPolicy.StalledAfter,
-		Usage:   "how long a server may wait unschedulable or for an image it cannot pull before the VM is Stalled (kstatus: Failed; the server is kept and may still start); 0: never",
+		Usage:   "how long a server may wait unschedulable, for an image it cannot pull, or on its node with its containers not created (ServerNotStarting, which is said only past this bound) before the VM is Stalled (kstatus: Failed; the server is kept and may still start); also how long the server of a migration may wait unschedulable, kept off the node it leaves, before the migration fails (MigrationFailed: that server is deleted, and the next may run on any node); 0: never",
 		EnvVars: env("STALLED_AFTER"), Destination: &p.StalledAfter}
 }
 

@@ -42,7 +42,10 @@ func TestCheckRuleDegrades(t *testing.T) {
 				review.Status.Allowed = review.Spec.ResourceAttributes.Verb != tc.deny
 				return true, review, nil
 			})
-			got := checkRule(context.Background(), kube, rule, "")
+			got, refused := checkRule(context.Background(), reviewer{kube: kube}, rule, "")
+			if refused != nil {
+				t.Fatalf("review refused: %v", refused)
+			}
 			if got.result() != tc.want || !strings.Contains(got.detail, tc.says) {
 				t.Errorf("%s: %s, want %s saying %q", got.result(), got.detail, tc.want, tc.says)
 			}

@@ -285,6 +285,7 @@ func run(cc *cli.Context, c runConfig) error {
 	if err := f.failures(); err != nil {
 		return err
 	}
+	logWarnings(f, log)
 	noStatus := statusRoute(f, t, log)
 
 	// Before any workqueue is built or the controller makes a request: client-go takes its
@@ -396,6 +397,18 @@ func layoutChanged(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("%w; exiting so that a restart chooses it again", changed)
+}
+
+// logWarnings logs, once the preflight passed, each check that passed with a caveat (a WARN
+// row of check), one line per check: run starts, and the caveat is in its log from the
+// start, not only once it bites (list on pod metrics denied was first said at the leader's
+// first list of usage). A run that does not start says only what stops it.
+func logWarnings(f facts, log *slog.Logger) {
+	for _, r := range f.checks {
+		if r.warn {
+			log.Warn("Start-up check passed with a warning", "check", r.name, "detail", r.detail)
+		}
+	}
 }
 
 // statusRoute says whether the controller writes status through the main resource

@@ -1,7 +1,11 @@
 package command
 
 import (
+	"context"
+	"strings"
 	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
 )
@@ -121,5 +125,45 @@ func TestRunPodsConfig(t *testing.T) {
 		if got := c.podsConfig().PodSecurity; got != want {
 			t.Errorf("%q: the pod backend's PodSecurity is %q, want %q", args, got, want)
 		}
+	}
+}
+
+// TestRunLogsWarnings: run logs each start-up check that passed with a caveat, one line per
+// check with the check and its detail, and starts. It kept only the failed ones: a denied
+// list on pod metrics (usage one request per VM) went unsaid until the leader's first list,
+// and a cluster without a default StorageClass was not said at all.
+func TestRunLogsWarnings(t *testing.T) {
+	srv := newFakeAPIServer(t, ownGVR, establishedCRD(t, ownCRDFile))
+	srv.classes = map[string]bool{"fixed-size": false}
+	srv.denies = func(a *authorizationv1.ResourceAttributes) bool {
+		return a.Group == "metrics.k8s.io" && a.Resource == "pods" && a.Verb == "list"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	vms := "/apis/" + ownGVR.GroupVersion().String() + "/" + ownGVR.Resource
+	srv.onRequest = func(req string) {
+		if req == "GET "+vms {
+			cancel() // the controller has started: stop it
+		}
+	}
+	var out, log lockedBuffer
+	a := App("")
+	a.Writer, a.ErrWriter = &out, &log
+	if err := a.RunContext(ctx, []string{"vm-controller", "run", "--kubeconfig", srv.kubeconfig(t), "--metrics-addr=", "--health-addr="}); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if ctx.Err() == nil {
+		t.Fatalf("run returned before its controller listed VMs:\n%s", log.String())
+	}
+	for _, want := range []string{
+		`level=WARN msg="Start-up check passed with a warning" check=storage detail="the cluster has no default StorageClass: `,
+		`level=WARN msg="Start-up check passed with a warning" check=rbac detail="RBAC denies list on pods.metrics.k8s.io in all namespaces: usage is read one request per VM, `,
+	} {
+		if n := strings.Count(log.String(), want); n != 1 {
+			t.Errorf("run logged %s %d times, want once:\n%s", want, n, log.String())
+		}
+	}
+	if n := strings.Count(log.String(), "Start-up check passed with a warning"); n != 2 {
+		t.Errorf("%d start-up warnings, want 2:\n%s", n, log.String())
 	}
 }
