@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -228,4 +230,36 @@ func controllerErrors(t *testing.T, version, example string) []string {
 		out[i] = e.Error()
 	}
 	return out
+}
+
+// maxDocPage is the most bytes a page of the docs (README.md, docs/) may hold: a page says
+// how to do one thing and where things stand, and one that grows past this is split, or
+// its history moved out (bench/results/HISTORY.md), rather than left to grow as the
+// benchmarks page once did, to 145 KB.
+const maxDocPage = 40960
+
+// TestDocPagesBounded holds every page of the docs to maxDocPage.
+func TestDocPagesBounded(t *testing.T) {
+	pages := []string{"README.md"}
+	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			pages = append(pages, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) < 10 {
+		t.Fatalf("found only %d pages: %q", len(pages), pages)
+	}
+	for _, p := range pages {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size() > maxDocPage {
+			t.Errorf("%s is %d bytes, over %d: split it, or move what it keeps of the past out", p, info.Size(), maxDocPage)
+		}
+	}
 }
