@@ -190,9 +190,17 @@ type Server struct {
 	// taints (PassingTaint), which admission gives every server for a while
 	// (DefaultTolerationSeconds). They are taken to come back on the next server, which the
 	// same admission sees: the room check counts them beside the placement's (Hosts.Room).
-	// One a person added to the running server by hand does not come back; its VM's next
-	// server then waits for a node as the scheduler says. Nil for a server given none.
+	// Nil for a server given none, and for one whose tolerations were changed after it was
+	// made (TolerationsChanged).
 	AdmittedTolerations []corev1.Toleration
+	// TolerationsChanged says the server's tolerations were changed after it was made, by
+	// someone other than the backend (for pods: a field manager other than the controller's
+	// owns spec.tolerations, as a kubectl patch or edit leaves it; admission's own, at the
+	// create, are owned by the controller's or by none). What admission gave can then not be
+	// told from what a person added, which the next server would not get: none is counted
+	// (AdmittedTolerations is nil), so that the room check does not end the running server
+	// for one that no node takes.
+	TolerationsChanged bool
 
 	// Unwatched, on a server read past the cache (Reader.Get), says the backend's watch
 	// does not show it (for pods: the label cloudnative.czs/vm-uid was taken off the pod),

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -129,6 +130,58 @@ func TestRoomCountsAdmittedTolerations(t *testing.T) {
 		t.Fatalf("the server's toleration of %s: operator %q, want the one admission gave (Exists)", privateTaint, got)
 	}
 	growReplaced(t, ns, "admitted", uids["admitted"], big)
+}
+
+// TestRoomLeavesOutChangedTolerations: the big node carries a taint the VM's placement does
+// not tolerate, and a person adds its toleration to the running server's pod (kubectl patch),
+// which the next server would not get. Its cpu raised to 64, the server is kept
+// (ResizeNoRoom), saying that its tolerations were not counted: the room check counts none of
+// a server's tolerations once someone other than the controller changed them (they are owned
+// by kubectl-patch's managedFields entry then), where counting them ended the server for one
+// that stayed Unschedulable.
+func TestRoomLeavesOutChangedTolerations(t *testing.T) {
+	t.Parallel()
+	ns := testNamespace(t)
+	group := "room-" + randomSuffix(t)
+	const handTaint = "room.e2e.cloudnative.czs/by-hand"
+	newNode(t, nodeSpec{CPU: "128", Labels: map[string]string{"placement.e2e.cloudnative.czs/group": group, roomSize: "big"},
+		Taints: []string{handTaint + "=yes:NoSchedule"}})
+	newNode(t, nodeSpec{Labels: map[string]string{"placement.e2e.cloudnative.czs/group": group, roomSize: "small"}})
+	c := startController(t, ns, "--resize", "replace", "--workers", "1")
+	c.waitReady(t)
+	uids := roomVMs(t, ns, map[string]string{"patched": ownNodes(group)})
+	kubectl(t, "-n", ns, "patch", "pod", "patched-server", "--type=json", "-p",
+		fmt.Sprintf(`[{"op":"add","path":"/spec/tolerations/-","value":{"key":%q,"operator":"Equal","value":"yes","effect":"NoSchedule"}}]`, handTaint))
+	if got := tolerationsOwners(t, ns, "patched-server"); got != "kubectl-patch" {
+		t.Fatalf("the server pod's tolerations are owned by %q in its managedFields, want kubectl-patch alone", got)
+	}
+	c.barrier(t) // the controller has seen the pod patched
+	growKept(t, ns, "patched", uids["patched"], "not its server's, which were changed after it was made",
+		"no node has allocatable cpu 64 (the largest has 32)")
+}
+
+// tolerationsOwners names the field managers that own spec.tolerations of pod in ns, by its
+// managedFields, separated by commas.
+func tolerationsOwners(t *testing.T, ns, pod string) string {
+	t.Helper()
+	var p struct {
+		Metadata struct {
+			ManagedFields []struct {
+				Manager  string          `json:"manager"`
+				FieldsV1 json.RawMessage `json:"fieldsV1"`
+			} `json:"managedFields"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(kubectl(t, "-n", ns, "get", "pod", pod, "-o", "json", "--show-managed-fields")), &p); err != nil {
+		t.Fatal(err)
+	}
+	var owners []string
+	for _, e := range p.Metadata.ManagedFields {
+		if strings.Contains(string(e.FieldsV1), `"f:tolerations"`) {
+			owners = append(owners, e.Manager)
+		}
+	}
+	return strings.Join(owners, ",")
 }
 
 // admitToleration has admission give every pod created in ns a toleration of the taint key

@@ -40,6 +40,9 @@ type serverYAML struct {
 	Lingers    lingersYAML         `yaml:"lingers"` // ended, and what realises it runs on (backend.Server.Lingers)
 	// The tolerations admission gave it beyond its placement's (backend.Server.AdmittedTolerations).
 	AdmittedTolerations []map[string]any `yaml:"admittedTolerations"`
+	// Its tolerations were changed after it was made, and none is counted
+	// (backend.Server.TolerationsChanged).
+	TolerationsChanged bool `yaml:"tolerationsChanged"`
 }
 
 // lingersYAML is a server's lingers: true, or the names of what keeps it running, which say
@@ -116,7 +119,7 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, nodeGone, ip, waiting, cordoned, disruption, lingers, admittedTolerations)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, nodeGone, ip, waiting, cordoned, disruption, lingers, admittedTolerations, tolerationsChanged)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image, placement, restart)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
@@ -152,6 +155,7 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	lingers: true          # optional, for Failed and Stopped: what realises it runs on (a sidecar keeps the pod Running)
 //	lingers: [istio-proxy] # the same, naming what keeps it running (backend.Server.KeptBy)
 //	admittedTolerations: [{key: dedicated, operator: Equal, value: vms, effect: NoSchedule}]  # optional: given at admission, beyond its placement's
+//	tolerationsChanged: true  # optional: its tolerations were changed after it was made (kubectl patch), so none counts as admission's
 //
 // A spec may carry a placement, as a VM's spec.placement writes it
 // (placement: {nodeSelector: {disktype: ssd}}), and the restart request the server was made
@@ -183,7 +187,7 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
 		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != "", Restart: s.Spec.Restart}, Disk: s.Disk,
 		Node: s.Node, NodeGone: s.NodeGone, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption,
-		Lingers: s.Lingers.on, KeptBy: s.Lingers.keptBy}
+		Lingers: s.Lingers.on, KeptBy: s.Lingers.keptBy, TolerationsChanged: s.TolerationsChanged}
 	if d := s.Disruption; d != nil && d.Reason == "" {
 		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")
 	}
@@ -195,6 +199,9 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 		if srv.Spec.Placement, err = backend.ParsePlacement(raw); err != nil {
 			return nil, fmt.Errorf("spec.placement: %w", err)
 		}
+	}
+	if s.TolerationsChanged && len(s.AdmittedTolerations) > 0 {
+		return nil, errors.New("admittedTolerations: a server whose tolerations were changed after it was made (tolerationsChanged) has none the backend counts as admission's")
 	}
 	if len(s.AdmittedTolerations) > 0 {
 		// Read as the API server reads a pod's: JSON, a key a toleration does not have refused.

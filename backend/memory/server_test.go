@@ -70,3 +70,24 @@ func TestParseServerAdmittedTolerations(t *testing.T) {
 		t.Errorf("an unknown key: %v, want an error that names admittedTolerations and the key", err)
 	}
 }
+
+// TestParseServerTolerationsChanged: tolerationsChanged says the server's tolerations were
+// changed after it was made; with admittedTolerations beside it, which the backend never gives
+// such a server, it is an error that names both.
+func TestParseServerTolerationsChanged(t *testing.T) {
+	const base = "name: a-server\nid: pod-1\nstate: Ready\ndetail: Running\nspec: {cpu: \"1\", memory: 1G, rootDisk: 1G, image: i}\n"
+	s, err := ParseServer([]byte(base+"tolerationsChanged: true\n"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.TolerationsChanged || s.AdmittedTolerations != nil {
+		t.Errorf("changed %v, admitted %+v; want changed, none admitted", s.TolerationsChanged, s.AdmittedTolerations)
+	}
+	if s, err := ParseServer([]byte(base), time.Now()); err != nil || s.TolerationsChanged {
+		t.Errorf("without the key: %v, changed %v; want unchanged", err, s != nil && s.TolerationsChanged)
+	}
+	_, err = ParseServer([]byte(base+"tolerationsChanged: true\nadmittedTolerations: [{key: team, operator: Exists}]\n"), time.Now())
+	if err == nil || !strings.Contains(err.Error(), "admittedTolerations") || !strings.Contains(err.Error(), "tolerationsChanged") {
+		t.Errorf("both: %v, want an error that names both", err)
+	}
+}

@@ -22,6 +22,11 @@ import (
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
 
+// fieldManager names the controller in the managedFields of what it makes and changes: the
+// pods, claims and budgets. A pod's tolerations owned by another manager were changed after
+// it was made (tolerationsChanged).
+const fieldManager = "vm-controller"
+
 // byNode indexes server pods by the node they are bound to, so that a node's change reaches
 // the VMs on it.
 const byNode = "node"
@@ -428,7 +433,7 @@ func (b *Backend) Create(ctx context.Context, vm backend.Owner, spec backend.Spe
 	pod := newPod(vm, spec)
 	b.cfg.PodSecurity.secure(pod)
 	client := b.cfg.Client.CoreV1().Pods(vm.Namespace)
-	out, err := client.Create(ctx, pod, metav1.CreateOptions{FieldManager: "vm-controller"})
+	out, err := client.Create(ctx, pod, metav1.CreateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
 	case apierrors.IsAlreadyExists(err):

@@ -63,9 +63,10 @@ type cachedPod struct {
 	flags                 podFlags
 	notes                 *podNotes // nil when the server has nothing more to say
 	exact                 *podExact // nil when all is in the compact fields
-	// placement is the pod's AnnotationPlacement and the tolerations it has beyond it, which
-	// many pods share: read into the server on each Observe (placementOf, admittedOf), and
-	// only for a pod that has them.
+	// placement is the pod's AnnotationPlacement and the tolerations admission gave it beyond
+	// it (none when they were changed since, podTolerationsChanged), which many pods share:
+	// read into the server on each Observe (placementOf, admitted), and only for a pod that
+	// has them.
 	placement placed
 	// restart is the server's restart mark (AnnotationRestart), when podRestart says it has
 	// one, as seconds since the epoch: the mark is the time of a request, which `kubectl vm
@@ -97,6 +98,9 @@ const (
 	podRestart
 	// podLingers: the server ended in a pod that runs on (backend.Server.Lingers).
 	podLingers
+	// podTolerationsChanged: someone changed the pod's tolerations after it was made
+	// (backend.Server.TolerationsChanged); placement then holds none beyond its own.
+	podTolerationsChanged
 )
 
 // podNotes are the parts of a server that a running, ready pod with nothing under way does
@@ -216,6 +220,9 @@ func (p *cachedPod) compact(s backend.Server) bool {
 	}
 	if s.Lingers {
 		p.flags |= podLingers
+	}
+	if s.TolerationsChanged {
+		p.flags |= podTolerationsChanged
 	}
 	notes := podNotes{message: intern(s.Message), resizeMessage: intern(s.Resize.Message), since: s.Since,
 		wait: wait, waitBackOff: s.Waiting.BackOff, waitMessage: intern(s.Waiting.Message), waitSince: s.Waiting.Since,
@@ -379,6 +386,7 @@ func (p *cachedPod) server() backend.Server {
 			Placement: placementOf(p.placement.annotation()),
 		},
 		AdmittedTolerations: p.placement.admitted(),
+		TolerationsChanged:  p.flags&podTolerationsChanged != 0,
 		Resize:              backend.Resize{State: resizeStates[p.resize]},
 		Node:                p.node.String(),
 	}

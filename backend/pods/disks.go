@@ -249,7 +249,7 @@ func (b *Backend) ReadDisk(ctx context.Context, vm backend.Owner) (*backend.Disk
 func (b *Backend) CreateDisk(ctx context.Context, vm backend.Owner, spec backend.DiskSpec) (*backend.Disk, error) {
 	claim := newClaim(vm, spec)
 	client := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace)
-	out, err := client.Create(ctx, claim, metav1.CreateOptions{FieldManager: "vm-controller"})
+	out, err := client.Create(ctx, claim, metav1.CreateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
 	case apierrors.IsAlreadyExists(err):
@@ -298,7 +298,7 @@ func (b *Backend) relabel(ctx context.Context, vm backend.Owner, pvc *corev1.Per
 		return nil, fmt.Errorf("render claim patch: %w", err)
 	}
 	out, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Patch(ctx, pvc.Name, types.StrategicMergePatchType, body,
-		metav1.PatchOptions{FieldManager: "vm-controller"})
+		metav1.PatchOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
@@ -415,7 +415,7 @@ func (b *Backend) UpdateDisk(ctx context.Context, vm backend.Owner, seen *backen
 		return nil, fmt.Errorf("render claim patch: %w", err)
 	}
 	out, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Patch(ctx, c.name, types.StrategicMergePatchType, body,
-		metav1.PatchOptions{FieldManager: "vm-controller"})
+		metav1.PatchOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):

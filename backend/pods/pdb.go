@@ -268,7 +268,7 @@ func (b *Backend) CreateBudget(ctx context.Context, vm backend.Owner) (*backend.
 	}
 	pdb := newBudget(vm)
 	client := b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace)
-	out, err := client.Create(ctx, pdb, metav1.CreateOptions{FieldManager: "vm-controller"})
+	out, err := client.Create(ctx, pdb, metav1.CreateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
 	case apierrors.IsAlreadyExists(err):
@@ -331,7 +331,7 @@ func (b *Backend) patchBudget(ctx context.Context, vm backend.Owner, pdb *policy
 		return nil, fmt.Errorf("render budget patch: %w", err)
 	}
 	out, err := b.cfg.Client.PolicyV1().PodDisruptionBudgets(vm.Namespace).Patch(ctx, pdb.Name, types.StrategicMergePatchType, body,
-		metav1.PatchOptions{FieldManager: "vm-controller"})
+		metav1.PatchOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):

@@ -1,9 +1,11 @@
 package pods
 
 import (
+	"bytes"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -106,8 +108,9 @@ func placementOf(annotation string) *backend.Placement {
 
 // admittedTolerations are those of tolerations, a pod's, that placement, the one it was made
 // with (AnnotationPlacement), does not have: those admission gave it (a namespace's default
-// tolerations, a mutating webhook's or policy's) or a person added
-// (backend.Server.AdmittedTolerations). Those of the passing taints are left out:
+// tolerations, a mutating webhook's or policy's; backend.Server.AdmittedTolerations), for a
+// pod whose tolerations nobody changed since (tolerationsChanged tells, before this is
+// asked). Those of the passing taints are left out:
 // DefaultTolerationSeconds gives every pod two (not ready and unreachable, NoExecute, for
 // 300 s). Nil when there are none, as for most pods, and when annotation, the pod's
 // AnnotationPlacement, is there but does not read (someone edited it): the pod's own
@@ -132,6 +135,35 @@ func admittedTolerations(tolerations []corev1.Toleration, annotation string, pla
 	return out
 }
 
+// fieldTolerations is how a pod's managedFields name spec.tolerations (FieldsV1: a JSON
+// object keyed "f:" and the field's name), an atomic list, so owned as a whole.
+var fieldTolerations = []byte(`"f:tolerations"`)
+
+// tolerationsChanged reports whether someone other than the controller changed the
+// tolerations of pod after it was made: in its managedFields, a field manager other than the
+// controller's (fieldManager) owns spec.tolerations, in an entry of the pod itself (a
+// subresource's, such as the status's, never changes them).
+//
+// Why that tells: the API server computes a create's managedFields before mutating admission
+// runs, so the tolerations admission adds at the create (a namespace's defaults, a webhook's
+// or policy's, those of DefaultTolerationSeconds) are owned by the controller's entry when its
+// create set any (the list is atomic: its entry owns the whole list), and by none when it set
+// none.
+// An update or patch by another client that changes the list (kubectl patch, kubectl edit)
+// moves the whole list to that client's manager, since an update always takes the fields it
+// changes from the others. A mutating admission at such an update is not seen, nor a change
+// by a client that names itself vm-controller; a pod without managedFields (stripped, or left
+// out of one too large to store) reads as not changed.
+func tolerationsChanged(managed []metav1.ManagedFieldsEntry) bool {
+	for i := range managed {
+		e := &managed[i]
+		if e.Manager != fieldManager && e.Subresource == "" && e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, fieldTolerations) {
+			return true
+		}
+	}
+	return false
+}
+
 // sameToleration reports whether a and b take the same taints: the same key, value and effect,
 // and the same operator, an empty one read as Equal (its default), so that a mutating policy
 // that writes the default out does not make the placement's own toleration look like
@@ -149,15 +181,18 @@ func sameToleration(a, b *corev1.Toleration) bool {
 // NextServer is a pod that stands, where placement is concerned, for the server that follows
 // pod when its VM moves: the placement the VM gave pod (AnnotationPlacement) and the
 // tolerations admission gave pod beyond it (admittedTolerations), which admission gives the
-// next server too; without those of the passing taints, which it gives every pod for a while,
-// or a past migration's node to avoid. `kubectl vm migrate` matches nodes against it with the
-// scheduler's own rules before it asks for a move.
+// next server too, none when someone changed pod's tolerations since it was made
+// (tolerationsChanged); without those of the passing taints, which it gives every pod for a
+// while, or a past migration's node to avoid. `kubectl vm migrate` matches nodes against it
+// with the scheduler's own rules before it asks for a move.
 func NextServer(pod *corev1.Pod) *corev1.Pod {
 	next := &corev1.Pod{}
 	next.Annotations = map[string]string{}
 	annotation := pod.Annotations[AnnotationPlacement]
 	placement := placementOf(annotation)
 	place(next, backend.Spec{Placement: placement})
-	next.Spec.Tolerations = append(next.Spec.Tolerations, admittedTolerations(pod.Spec.Tolerations, annotation, placement)...)
+	if !tolerationsChanged(pod.ManagedFields) {
+		next.Spec.Tolerations = append(next.Spec.Tolerations, admittedTolerations(pod.Spec.Tolerations, annotation, placement)...)
+	}
 	return next
 }

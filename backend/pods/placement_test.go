@@ -1,11 +1,15 @@
 package pods
 
 import (
+	"bytes"
+	"io"
 	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 )
@@ -105,10 +109,26 @@ func TestAdmittedTolerations(t *testing.T) {
 	for _, k := range []string{"a", "b"} {
 		five = append(five, corev1.Toleration{Key: "extra-" + k, Operator: corev1.TolerationOpExists})
 	}
+	// The managedFields as the API server writes them (checked on a cluster): the create's
+	// entry owns the tolerations when the create set any, admission's added to them; a
+	// kubectl patch or edit that changes them takes them over; the status entries never
+	// have them.
+	entry := func(manager, subresource, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}, Subresource: subresource}
+	}
+	status := entry("kubelet", "status", `{"f:status":{"f:phase":{},"f:podIP":{}}}`)
+	created := entry("vm-controller", "", `{"f:spec":{"f:containers":{"k:{\"name\":\"server\"}":{".":{},"f:image":{}}},"f:nodeSelector":{}}}`)
+	createdTolerating := entry("vm-controller", "", `{"f:spec":{"f:containers":{"k:{\"name\":\"server\"}":{".":{},"f:image":{}}},"f:tolerations":{}}}`)
+	patched := entry("kubectl-patch", "", `{"f:spec":{"f:tolerations":{}}}`)
+	edited := entry("kubectl-edit", "", `{"f:metadata":{"f:labels":{"f:tier":{}}},"f:spec":{"f:tolerations":{}}}`)
+	labelled := entry("kubectl-label", "", `{"f:metadata":{"f:labels":{"f:tier":{}}}}`)
 	for name, tc := range map[string]struct {
 		spec    backend.Spec
 		added   []corev1.Toleration
+		managed []metav1.ManagedFieldsEntry
 		want    []corev1.Toleration
+		changed bool // the tolerations were changed after the pod was made
 		damaged bool // the placement annotation edited into one that does not read
 		exact   bool // kept as read: more than the compact form holds
 	}{
@@ -120,6 +140,18 @@ func TestAdmittedTolerations(t *testing.T) {
 		"a namespace's default":        {spec: placed, added: append([]corev1.Toleration{team}, defaults...), want: []corev1.Toleration{team}},
 		"without a placement":          {spec: spec, added: []corev1.Toleration{gpu, team}, want: []corev1.Toleration{gpu, team}},
 		"the placement's key, a value": {spec: placed, added: []corev1.Toleration{other}, want: []corev1.Toleration{other}},
+
+		// Admission's, at a create that set tolerations (the placement's) or none.
+		"admission's, owned by the create": {spec: placed, added: []corev1.Toleration{team}, managed: []metav1.ManagedFieldsEntry{createdTolerating, status},
+			want: []corev1.Toleration{team}},
+		"admission's, owned by none": {spec: spec, added: []corev1.Toleration{team}, managed: []metav1.ManagedFieldsEntry{created, status, labelled},
+			want: []corev1.Toleration{team}},
+		// Changed after: admission's cannot be told from a person's, so none counts.
+		"changed by kubectl patch": {spec: spec, added: []corev1.Toleration{team, gpu}, managed: []metav1.ManagedFieldsEntry{created, status, patched},
+			changed: true},
+		"changed by kubectl edit, placed": {spec: placed, added: append([]corev1.Toleration{team}, defaults...), managed: []metav1.ManagedFieldsEntry{created, edited, status},
+			changed: true},
+		"changed, more than the cache's": {spec: spec, added: five, managed: []metav1.ManagedFieldsEntry{patched}, changed: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := newPod(vm, tc.spec)
@@ -131,9 +163,20 @@ func TestAdmittedTolerations(t *testing.T) {
 			}
 			pod.Spec.Tolerations = append(pod.Spec.Tolerations, tc.added...)
 			pod.UID, pod.ResourceVersion = "7c433542-8907-45fe-887a-7813523dba9e", "5"
-			for name, srv := range map[string]backend.Server{"serverOf": serverOf(pod), "cached": cachePod(pod).server()} {
-				if !reflect.DeepEqual(srv.AdmittedTolerations, tc.want) {
-					t.Errorf("%s: admitted %+v, want %+v", name, srv.AdmittedTolerations, tc.want)
+			pod.ManagedFields = tc.managed
+			// As the informer reads it off a watch, managedFields all but left out.
+			d := newPodWatchDecoder(io.NopCloser(bytes.NewReader(watchStream(t, watch.Event{Type: watch.Added, Object: pod}))))
+			_, obj, err := d.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := obj.(*corev1.Pod).ManagedFields; tc.changed != (len(kept) > 0) {
+				t.Errorf("the watch kept the managedFields %+v; want them only for changed tolerations", kept)
+			}
+			for name, srv := range map[string]backend.Server{"serverOf": serverOf(pod), "cached": cachePod(pod).server(),
+				"watched": cachePod(obj.(*corev1.Pod)).server()} {
+				if !reflect.DeepEqual(srv.AdmittedTolerations, tc.want) || srv.TolerationsChanged != tc.changed {
+					t.Errorf("%s: admitted %+v, changed %v; want %+v, %v", name, srv.AdmittedTolerations, srv.TolerationsChanged, tc.want, tc.changed)
 				}
 				if !tc.damaged && !srv.Spec.Equal(tc.spec) {
 					t.Errorf("%s: server spec %+v does not equal the spec it was made of", name, srv.Spec)

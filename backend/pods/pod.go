@@ -162,7 +162,9 @@ func serverOf(pod *corev1.Pod) backend.Server {
 			Restart:   pod.Annotations[AnnotationRestart],
 		}
 	}
-	s.AdmittedTolerations = admittedTolerations(pod.Spec.Tolerations, pod.Annotations[AnnotationPlacement], s.Spec.Placement)
+	if s.TolerationsChanged = tolerationsChanged(pod.ManagedFields); !s.TolerationsChanged {
+		s.AdmittedTolerations = admittedTolerations(pod.Spec.Tolerations, pod.Annotations[AnnotationPlacement], s.Spec.Placement)
+	}
 	switch phaseOf(pod) {
 	case corev1.PodPending, "":
 		s.State = backend.StatePending

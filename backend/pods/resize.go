@@ -75,7 +75,7 @@ func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spe
 		return nil, fmt.Errorf("render resize of pod %s: %w", srv.Name, err)
 	}
 	pod, err := b.cfg.Client.CoreV1().Pods(vm.Namespace).Patch(ctx, srv.Name, types.StrategicMergePatchType,
-		patch, metav1.PatchOptions{FieldManager: "vm-controller"}, resizeSubresource)
+		patch, metav1.PatchOptions{FieldManager: fieldManager}, resizeSubresource)
 	if err != nil {
 		return nil, resizeError(srv.Name, err)
 	}

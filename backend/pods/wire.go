@@ -31,8 +31,11 @@ import (
 // with them; the pod itself is still allocated, without reflection. Here the
 // frame is read into one buffer reused from event to event, the envelope is walked with
 // protowire, and the pod is decoded from the buffer with its generated Unmarshal (which copies
-// what it keeps), managedFields left out. The decoder's skeleton, shared with the VM informer's,
-// is watchframe's; this file holds the protobuf part of it (podFormat).
+// what it keeps), managedFields left out but for the one thing read of them: whether someone
+// other than the controller owns the pod's tolerations (tolerationsChanged), for which each
+// entry is read in place, and decoded only when it is another manager's that owns them. The
+// decoder's skeleton, shared with the VM informer's, is watchframe's; this file holds the
+// protobuf part of it (podFormat).
 
 // watchStreamType is what the pod watch asks for: a stream of length-prefixed protobuf frames.
 const watchStreamType = "application/vnd.kubernetes.protobuf;stream=watch"
@@ -51,6 +54,9 @@ const (
 	unknownRaw, unknownEncoding      = 2, 3 // runtime.Unknown
 	podMetadata                      = 1    // corev1.Pod
 	objectMetaManagedFields          = 17   // metav1.ObjectMeta
+	managedFieldsManager             = 1    // metav1.ManagedFieldsEntry
+	managedFieldsFieldsV1            = 7
+	managedFieldsSubresource         = 8
 )
 
 // podListerWatcher lists pods with the typed clientset and watches them over rest.
@@ -78,7 +84,8 @@ func (lw *podListerWatcher) ListWithContext(ctx context.Context, opts metav1.Lis
 }
 
 // WatchWithContext watches the pods; each event's object is a *corev1.Pod without its
-// managedFields (a *metav1.Status for an error event).
+// managedFields but those that tolerationsChanged reads true (a *metav1.Status for an error
+// event).
 func (lw *podListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.LabelSelector = lw.selector
 	opts.Watch = true
@@ -162,7 +169,7 @@ func (f *podFormat) Split(frame []byte) (typ, raw []byte, err error) {
 	return typ, raw, err
 }
 
-// Object decodes a pod, without its managedFields.
+// Object decodes a pod, without its managedFields (unmarshalPod).
 func (f *podFormat) Object(_ watch.EventType, raw []byte) (runtime.Object, error) {
 	pod := &corev1.Pod{}
 	if err := unmarshalPod(raw, pod); err != nil {
@@ -202,15 +209,53 @@ func unwrap(b []byte) ([]byte, error) {
 	return raw, err
 }
 
-// unmarshalPod decodes a pod's protobuf into pod, without its managedFields.
+// unmarshalPod decodes a pod's protobuf into pod, without its managedFields but an entry of
+// another manager than the controller's that owns the pod's tolerations (otherTolerations),
+// which tolerationsChanged reads as it reads the whole list.
 //
 // The generated Unmarshal of a message merges into what is there already, as protobuf
 // decoding does, so a message may be decoded a run of fields at a time: every run of the
 // pod's fields but its metadata, and every run of its metadata's fields but managedFields.
 func unmarshalPod(b []byte, pod *corev1.Pod) error {
 	return runs(b, podMetadata, pod.Unmarshal, func(meta []byte) error {
-		return runs(meta, objectMetaManagedFields, pod.ObjectMeta.Unmarshal, func([]byte) error { return nil })
+		return runs(meta, objectMetaManagedFields, pod.ObjectMeta.Unmarshal, func(entry []byte) error {
+			if !otherTolerations(entry) {
+				return nil
+			}
+			var e metav1.ManagedFieldsEntry
+			if err := e.Unmarshal(entry); err != nil {
+				return fmt.Errorf("managedFields: %w", err)
+			}
+			pod.ManagedFields = append(pod.ManagedFields, e)
+			return nil
+		})
 	})
+}
+
+// otherTolerations reports whether entry, a managedFields entry's bytes, may be one of
+// another manager than the controller's that owns the pod's tolerations: its manager is not
+// fieldManager, it is not a subresource's (the status's: spec.tolerations is changed only
+// through the pod itself), and its fields name the tolerations (a plain search, done only for
+// the entries the first two let through, which are few and small). Read in place, without an
+// allocation; an entry whose fields do not parse, which the API server never sends, is left
+// out, as it was when managedFields were skipped whole. tolerationsChanged has the last word,
+// on the entry decoded.
+func otherTolerations(entry []byte) bool {
+	var manager, subresource, fieldsV1 []byte
+	if fields(entry, func(num protowire.Number, v []byte) error {
+		switch num {
+		case managedFieldsManager:
+			manager = v
+		case managedFieldsSubresource:
+			subresource = v
+		case managedFieldsFieldsV1:
+			fieldsV1 = v
+		}
+		return nil
+	}) != nil {
+		return false
+	}
+	return string(manager) != fieldManager && len(subresource) == 0 && bytes.Contains(fieldsV1, fieldTolerations)
 }
 
 // runs walks the fields of message b and passes each run of consecutive fields other than

@@ -44,7 +44,10 @@ import (
 // server is taken to get too. The sentence names the hosts it counted, those the placement
 // admits (a cordoned node among them only when the tolerations take the cordon;
 // spec.AvoidNode never), or it would be false for a cluster whose largest node the VM may not
-// use, and the tolerations from admission it counted, which the VM's spec does not show.
+// use, and the tolerations from admission it counted, which the VM's spec does not show, or
+// that it counted none of the server's, which were changed after it was made
+// (TolerationsChanged): its owner sees a toleration on the running server that the check
+// left out, and is told why.
 func (d *decision) noRoom(srv *backend.Server, spec backend.Spec) string {
 	if d.hosts == nil {
 		return ""
@@ -58,18 +61,18 @@ func (d *decision) noRoom(srv *backend.Server, spec backend.Spec) string {
 		other = " other than " + spec.AvoidNode + ", the one it moves off"
 	}
 	placed := placing(spec.Placement)
-	given := fromAdmission(srv.AdmittedTolerations)
+	given, changed := fromAdmission(srv.AdmittedTolerations), srv.TolerationsChanged
 	switch {
 	case r.Known == 0 && other == "":
 		return "no node is there"
 	case r.Known == 0:
 		return "no node is there but " + spec.AvoidNode + ", the one it moves off"
 	case r.Hosts == 0 && placed:
-		return "the VM's placement admits no node" + other + " " + admitted(given)
+		return "the VM's placement admits no node" + other + " " + admitted(given, changed)
 	case r.Hosts == 0 && other == "":
-		return "every node is cordoned or tainted against it" + counted(given)
+		return "every node is cordoned or tainted against it" + counted(given, changed)
 	case r.Hosts == 0:
-		return "every node" + other + " is cordoned or tainted against it" + counted(given)
+		return "every node" + other + " is cordoned or tainted against it" + counted(given, changed)
 	}
 	var over []string
 	if spec.CPU.Cmp(r.CPU) > 0 {
@@ -81,13 +84,13 @@ func (d *decision) noRoom(srv *backend.Server, spec backend.Spec) string {
 	var among string
 	switch {
 	case placed && other == "":
-		among = "among the nodes the VM's placement admits " + admitted(given)
+		among = "among the nodes the VM's placement admits " + admitted(given, changed)
 	case placed:
-		among = "among the nodes" + other + ", that the VM's placement admits " + admitted(given)
+		among = "among the nodes" + other + ", that the VM's placement admits " + admitted(given, changed)
 	case other == "":
-		among = "among the nodes not cordoned or tainted against it" + counted(given)
+		among = "among the nodes not cordoned or tainted against it" + counted(given, changed)
 	default:
-		among = "among the nodes" + other + ", not cordoned or tainted against it" + counted(given)
+		among = "among the nodes" + other + ", not cordoned or tainted against it" + counted(given, changed)
 	}
 	msg := among + ", no node has allocatable " + over[0]
 	if len(over) > 1 {
@@ -109,18 +112,26 @@ func placing(pl *backend.Placement) bool {
 }
 
 // admitted says what of a placement a node is matched against (backend.Hosts.Room), with
-// given, the tolerations admission gave the server (fromAdmission), when there are any.
-func admitted(given string) string {
-	if given != "" {
+// given, the tolerations admission gave the server (fromAdmission), when there are any, or,
+// when changed (backend.Server.TolerationsChanged), that the server's were not counted.
+func admitted(given string, changed bool) string {
+	switch {
+	case changed:
+		given = ", not its server's, which were changed after it was made"
+	case given != "":
 		given = ", and those admission gave its server: " + given
 	}
 	return "(its node selector, affinity and tolerations" + given + "; cordoned nodes too only if it tolerates them)"
 }
 
 // counted says, for a VM without a placement, that the tolerations admission gave its server
-// (fromAdmission) were counted; "" when there were none.
-func counted(given string) string {
-	if given == "" {
+// (fromAdmission) were counted, or, when changed (backend.Server.TolerationsChanged), that
+// none of the server's was; "" when there were none.
+func counted(given string, changed bool) string {
+	switch {
+	case changed:
+		return " (not counting its server's tolerations, which were changed after it was made)"
+	case given == "":
 		return ""
 	}
 	return " (counting the tolerations admission gave its server: " + given + ")"
