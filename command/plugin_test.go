@@ -1251,3 +1251,44 @@ Conditions:
 		})
 	}
 }
+
+// TestWaitVMDeleted: a VM deleted while wait waits for it (gone, not only being deleted) ends
+// wait at once, exit 1, with one line naming the VM, what was waited for and the VM as last
+// seen, as docs/run-strategies.md and docs/reference/bad-input.md quote it
+// (TestPluginDocsQuoteThePlugin), in the one watch that saw it go.
+func TestWaitVMDeleted(t *testing.T) {
+	err, watches := waitDeleted(t, "vm1", "phase=Inactive")
+	const want = `virtualmachine "vm1" was deleted while waiting for phase=Inactive; last seen: phase Terminating (ServerDeleting): Deleting server vm1-server`
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 1 || err.Error() != want {
+		t.Fatalf("wait: %v, want exit 1 saying %q", err, want)
+	}
+	if watches != 1 {
+		t.Errorf("%d watches, want the one that saw the VM go", watches)
+	}
+}
+
+// waitDeleted is wait for what (not phase Creating), on a Creating VM name whose watch shows it
+// Terminating and then deleted: wait's error, and the watches it made.
+func waitDeleted(t *testing.T, name, what string) (err error, watches int) {
+	terminating := func(rv string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+			"metadata": map[string]any{"name": name, "namespace": "ns", "resourceVersion": rv, "generation": int64(1), "deletionTimestamp": "2026-11-28T06:00:00Z"},
+			"spec":     map[string]any{"action": "active"},
+			"status":   map[string]any{"phase": "Terminating", "reason": "ServerDeleting", "message": "Deleting server " + name + "-server", "observedGeneration": int64(1)}}}
+	}
+	react := func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches++
+		w := watch.NewRaceFreeFake()
+		w.Modify(terminating("2"))
+		w.Delete(terminating("3"))
+		return true, w, nil
+	}
+	v, _, _ := waitClient(t, map[string]any{"name": name}, map[string]any{"phase": "Creating", "reason": "ServerStarting", "observedGeneration": int64(1)}, nil, react)
+	w, perr := parseFor(what)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	// Past the timeout, wait says it timed out: a wait that went on after the VM went.
+	return v.wait(context.Background(), name, w, what, 5*time.Second), watches
+}

@@ -137,6 +137,12 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 				w, _ := parseFor("phase=Inactive")
 				return "", v.wait(ctx, "test-vm", w, "phase=Inactive", 5*time.Second)
 			}},
+		"bad input: wait for a VM deleted meanwhile": {pluginBadInput,
+			`virtualmachine "x" was deleted while waiting for phase=Active; last seen: phase Terminating (ServerDeleting): <message>`,
+			func(t *testing.T) (string, error) { err, _ := waitDeleted(t, "x", "phase=Active"); return "", err }},
+		"wait for a VM deleted meanwhile": {runStrategiesDoc,
+			`virtualmachine "x" was deleted while waiting for phase=Active; last seen: phase Terminating (ServerDeleting): ...`,
+			func(t *testing.T) (string, error) { err, _ := waitDeleted(t, "x", "phase=Active"); return "", err }},
 		"bad input: wait may not watch": {pluginBadInput,
 			`cannot watch virtualmachine "x" in namespace "y": forbidden (<the API server's message>)`,
 			waitRefused("watch", apierrors.NewForbidden(gr, "x", errors.New("no watch")))},
