@@ -250,6 +250,9 @@ func (c *cachedClaim) vmName() string {
 	return ""
 }
 
+// plainOwned reports whether the claim has an owner that does not control it.
+func (c *cachedClaim) plainOwned() bool { return c.exact != nil && len(c.exact.others) > 0 }
+
 // plainOwner reports whether uid is the UID of one of the claim's owners that do not control it.
 func (c *cachedClaim) plainOwner(uid types.UID) bool {
 	return c.exact != nil && slices.Contains(c.exact.others, uid)
@@ -257,6 +260,13 @@ func (c *cachedClaim) plainOwner(uid types.UID) bool {
 
 // owner is whose the claim is, as seen from vm: a claim another object controls, that is not
 // labelled for vm's name, or that was kept for another kind of resource, is another's.
+//
+// So is a claim of vm's name labelled for another VM (an earlier one of the name) that names
+// any owner without naming it its controller: the garbage collector deletes it once those
+// owners are gone (an earlier VM whose finalizer was taken off, so that its way out never
+// released the claim; a tool's object), whatever vm's reclaim policy says. Adopted, it would be
+// a disk said to be kept that goes all the same, with what vm wrote on it; as another's, the
+// VM waits (DiskConflict) until the claim is gone or its references are taken off.
 //
 // A claim that names vm among its owners without naming it its controller (an owner reference
 // with vm's UID and no controller: true, which a user or a tool added) is owned by vm, as one
@@ -278,7 +288,7 @@ func (c *cachedClaim) owner(vm backend.Owner) backend.DiskOwner {
 		return backend.DiskOwned
 	case c.flags&claimLabelled != 0 && ids.label == vm.UID:
 		return backend.DiskKept
-	case c.flags&claimLabelled != 0 && c.vm == vm.Name && (c.kind == interned{} || c.kind.String() == ownerKind(vm)):
+	case c.flags&claimLabelled != 0 && c.vm == vm.Name && (c.kind == interned{} || c.kind.String() == ownerKind(vm)) && !c.plainOwned():
 		return backend.DiskUnowned
 	}
 	return backend.DiskOther

@@ -97,6 +97,18 @@ func TestClaimPlainOwner(t *testing.T) {
 			c.Annotations[AnnotationKept] = "true"
 			return c
 		}, backend.DiskKept},
+		{"an earlier VM of the name's plain reference, labelled for it", func() *corev1.PersistentVolumeClaim {
+			earlier := diskVM
+			earlier.UID = "33333333-4444-5555-6666-777777777777"
+			c := plainOwned(plainRef(earlier, nil))
+			c.Labels[LabelVMUID] = string(earlier.UID)
+			return c
+		}, backend.DiskOther},
+		{"labelled for an earlier VM of the name, another object's plain reference", func() *corev1.PersistentVolumeClaim {
+			c := plainOwned(backupRef)
+			c.Labels[LabelVMUID] = "33333333-4444-5555-6666-777777777777"
+			return c
+		}, backend.DiskOther},
 		{"another VM's plain reference, unlabelled", func() *corev1.PersistentVolumeClaim {
 			c := plainOwned(plainRef(other, nil))
 			c.Labels = nil
