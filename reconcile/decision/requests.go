@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -47,8 +48,15 @@ func (d *decision) recordRequests() (stop string) {
 }
 
 // stopGrace is the grace period of a deletion that stops the VM, as the stop annotation asks
-// (nil: the backend's default).
+// (nil: the backend's default). None for a server on a node that does not answer: a short one
+// (`kubectl vm stop --force`: 0) removes its pod at once, while its guest may still run there
+// with the disk, and the next server would mount it beside it; the backend's default leaves
+// the pod until its node confirms or is deleted (nodelost.go names the way out for a node down
+// for good).
 func (d *decision) stopGrace() *Duration {
+	if d.srv != nil && d.srv.State == backend.StateLost {
+		return nil
+	}
 	g, ok := d.vm.StopGracePeriod()
 	if !ok {
 		return nil
