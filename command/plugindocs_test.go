@@ -106,6 +106,20 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 		"bad input: restart of a stopped VM": {pluginBadInput,
 			"virtualmachine/x is stopped (runStrategy Manual; ...): nothing to restart; start it with: kubectl vm start x",
 			decided("x", "Manual", "Inactive", "Stopped", restartVerb)},
+		"stop --force on a lost node": {runStrategiesDoc,
+			"kubectl vm: virtualmachine/db: --force and --grace-period are refused while its server's node does not answer (phase Unknown (NodeLost)): " +
+				"its guest may still run there with the disk, and a forced deletion would let a new server write the same disk; if the node is down for good, " +
+				"delete it (kubectl delete node node-a; docs/placement.md#when-a-node-is-lost); else stop without them (kubectl vm stop db): the stop waits for the node",
+			onStderr(stopLost("db"))},
+		"bad input: stop --force on a lost node": {pluginBadInput,
+			"virtualmachine/x: --force and --grace-period are refused while its server's node does not answer (...): ...; if the node is down for good, " +
+				"delete it (kubectl delete node node-a; docs/placement.md#when-a-node-is-lost); else stop without them (kubectl vm stop x): the stop waits for the node",
+			stopLost("x")},
+		"a start the field map cannot record": {runStrategiesDoc,
+			"virtualmachine/x cannot take a start request: its field map has no status.startRequestedAt to record it in, so the controller ignores " +
+				"cloudnative.czs/startRequestedAt there; nothing written (docs/field-maps-and-versions.md)", unrecordedStart},
+		"bad input: a start the field map cannot record": {pluginBadInput,
+			"virtualmachine/x cannot take a start request: its field map has no status.startRequestedAt to record it in, ...", unrecordedStart},
 		"bad input: restart with a stop pending": {pluginBadInput,
 			"virtualmachine/x has a stop pending (cloudnative.czs/stopRequestedAt=..., not yet carried out): a restart now would be dropped; " +
 				"to keep it running, withdraw the stop with: kubectl vm start x",
@@ -211,6 +225,26 @@ func decided(name, rs, phase, reason string, verb func(schema.VirtualMachine, sc
 		r, err := verb(vm, f, pluginNow)
 		return r.say, err
 	}
+}
+
+// stopLost is `kubectl vm stop NAME --force` of the VM name under Always, whose server's node,
+// node-a, does not answer.
+func stopLost(name string) func(*testing.T) (string, error) {
+	return func(t *testing.T) (string, error) {
+		zero := int64(0)
+		vm, f := namedVM(t, name, "Always", map[string]any{"phase": "Unknown", "reason": "NodeLost",
+			"server": map[string]any{"name": name + "-server", "id": "u", "state": "Running", "node": "node-a"}}, nil)
+		r, err := stopVerb(vm, f, pluginNow, &zero)
+		return r.say, err
+	}
+}
+
+// unrecordedStart is a start of the Manual VM x, not started, whose field map has no
+// status.startRequestedAt.
+func unrecordedStart(t *testing.T) (string, error) {
+	vm, f := namedWithout(t, "x", "Manual", map[string]any{"phase": "Inactive", "reason": "NotStarted"}, nil, "status.startRequestedAt")
+	r, err := startVerb(vm, f, pluginNow)
+	return r.say, err
 }
 
 // stopWithoutGrace is stop without --grace-period or --force.

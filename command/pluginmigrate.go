@@ -45,6 +45,9 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 func (v *vmClient) migrate(ctx context.Context, name string) error {
 	var source, at string
 	err := v.write(ctx, name, func(vm schema.VirtualMachine) (map[string]any, error) {
+		if err := migrateRequest.unrecorded(vm.Name(), v.fields); err != nil {
+			return nil, err
+		}
 		var err error
 		if source, err = v.migrationSource(ctx, vm); err != nil {
 			return nil, err

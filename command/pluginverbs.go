@@ -43,20 +43,108 @@ func strategyOf(vm schema.VirtualMachine, f schema.Fields) (schema.RunStrategy, 
 }
 
 // stopped reports whether the VM's status says it has no server that runs or will run by
-// itself: Inactive, or Failed without a replacement to come (runStrategy Once or Manual, or
-// an invalid spec). A Manual VM without a phase yet has not started: the controller has not
-// looked at it, and will report it NotStarted; under the other strategies a VM without a
-// phase is on its way to its first server.
+// itself, under rs (RerunOnFailure, Once or Manual: the strategies whose verbs ask it). It
+// reads whether the status names a live server (liveServer) and what rs does with a failed
+// one, not the phase alone: a RerunOnFailure VM whose server failed gets a new one after the
+// backoff, whether or not its layout has status.nextRetryTime to say when; a server whose
+// deletion was refused (ServerDeleteRefused), or one kept running beside a spec the
+// controller refuses (InvalidSpec, DiskConflict), still runs. A Manual VM without a phase yet
+// has not started: the controller has not looked at it, and will report it NotStarted; under
+// the other strategies a VM without a phase is on its way to its first server.
 func stopped(rs schema.RunStrategy, st schema.Status) bool {
-	switch st.Phase {
-	case "":
+	switch {
+	case st.Phase == "":
 		return rs == schema.RunManual
-	case schema.PhaseInactive:
-		return true
-	case schema.PhaseFailed:
-		return st.NextRetryTime.IsZero() && st.Reason != decision.ReasonServerRejected && st.Reason != decision.ReasonDiskRejected
+	case liveServer(st):
+		return false
+	case st.Phase == schema.PhaseInactive:
+		return true // no server, one ended and kept, or one a stop deletes
+	case st.Phase != schema.PhaseFailed:
+		return false // Creating, Active, Unknown, Terminating: a server is on its way, or runs
 	}
-	return false
+	switch st.Reason {
+	case decision.ReasonServerFailed:
+		return rs != schema.RunRerunOnFailure // under RerunOnFailure replaced after the backoff
+	case decision.ReasonServerRejected, decision.ReasonDiskRejected:
+		return false // asked for again, every minute
+	}
+	return true // InvalidSpec, DiskConflict, ServerDeleteRefused with no server named
+}
+
+// liveServer reports whether the status names a server that neither ended nor is being
+// deleted by a stop: in phase Inactive the server named is one kept after its end
+// (GuestShutDown) or one a stop deletes (Stopping, ServerStopping, NodeLost), and a failed
+// server (ServerFailed) ended, even when a sidecar keeps its pod running. The server's state
+// is the backend's own word (for pods, the phase), which does not say it: the reason does.
+func liveServer(st schema.Status) bool {
+	if st.Server == nil || st.Server.Name == "" {
+		return false
+	}
+	switch st.Phase {
+	case schema.PhaseInactive:
+		return false
+	case schema.PhaseFailed:
+		return st.Reason != decision.ReasonServerFailed
+	}
+	return true
+}
+
+// request is a request a verb writes as an annotation, and the status field that records
+// it once the controller has carried it out. A layout without that field (a field map of
+// another CRD may leave it out) cannot record the request, and the controller ignores the
+// annotation there: acted on unrecorded, it would be acted on at every reconcile.
+type request struct {
+	kind, annotation string
+	field            func(*schema.Fields) *string // the field's path in a layout
+}
+
+// The requests of start, stop, restart and migrate.
+var (
+	startRequest   = request{"start", schema.AnnotationStartRequestedAt, func(f *schema.Fields) *string { return &f.StartRequestedAt }}
+	stopRequest    = request{"stop", schema.AnnotationStopRequestedAt, func(f *schema.Fields) *string { return &f.StopRequestedAt }}
+	restartRequest = request{"restart", schema.AnnotationRestartedAt, func(f *schema.Fields) *string { return &f.RestartedAt }}
+	migrateRequest = request{"migration", schema.AnnotationMigrateRequestedAt, func(f *schema.Fields) *string { return &f.Migration }}
+)
+
+// unrecorded refuses r on the VM name when its layout f has no field to record it: the
+// verb would report a request that nothing carries out.
+func (r request) unrecorded(name string, f schema.Fields) error {
+	if *r.field(&f) != "" {
+		return nil
+	}
+	return refuse("virtualmachine/%s cannot take a %s request: its field map has no %s to record it in, so the controller ignores %s there; "+
+		"nothing written (docs/field-maps-and-versions.md)", name, r.kind, r.key(), r.annotation)
+}
+
+// key is the field map's key of r's status field (status.startRequestedAt), as a map file
+// and docs/field-maps-and-versions.md name it; schema's list of paths says it.
+func (r request) key() string {
+	var f schema.Fields
+	*r.field(&f) = "-"
+	for _, p := range f.Paths() {
+		if p.Path != "" {
+			return p.Key
+		}
+	}
+	return ""
+}
+
+// lostNode refuses a stop with a grace period (--force, --grace-period) of a VM whose status
+// says its server's node does not answer (NodeLost, in any phase), under every run strategy:
+// a deletion with a grace period of 0 removes the server's pod at once while its guest may
+// still run on that node with the disk, and a new server elsewhere would then write the same
+// disk beside it; any other grace period does not end a deletion the node must confirm. The
+// way out for a node down for good is to delete the Node object (docs/placement.md); a plain
+// stop waits for the node.
+func lostNode(name string, st schema.Status) error {
+	node, which := "NODE", ", NODE the node its status message names"
+	if st.Server != nil && st.Server.Node != "" {
+		node, which = st.Server.Node, ""
+	}
+	return refuse("virtualmachine/%s: --force and --grace-period are refused while its server's node does not answer (%s): "+
+		"its guest may still run there with the disk, and a forced deletion would let a new server write the same disk; if the node is down for good, "+
+		"delete it (kubectl delete node %s%s; docs/placement.md#when-a-node-is-lost); else stop without them (kubectl vm stop %s): the stop waits for the node",
+		name, describe(st), node, which, name)
 }
 
 // nested is a merge patch that sets the dotted path to v.
@@ -88,7 +176,7 @@ func describe(st schema.Status) string {
 // runs would change nothing and the stop would run after it. Every start removes the grace
 // period an earlier stop left (cloudnative.czs/stopGracePeriodSeconds): the controller reads
 // it at every stop, and a --force would otherwise apply again to the next stop, whoever
-// makes it.
+// makes it. A start request the layout cannot record is refused (startRequest).
 func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
 	rs, err := strategyOf(vm, f)
 	if err != nil {
@@ -106,6 +194,9 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 	_, stop := pending(vm)
 	if stop.Value == "" && !stopped(rs, st) && !vm.Paused() {
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
+	}
+	if err := startRequest.unrecorded(name, f); err != nil {
+		return verbResult{}, err
 	}
 	at := now.UTC().Format(requestTimeLayout)
 	kv := map[string]any{schema.AnnotationStartRequestedAt: at, schema.AnnotationStopGracePeriod: nil}
@@ -162,16 +253,24 @@ func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string) e
 //
 // A stopped VM whose status still names a server gets the request all the same: a server that
 // ended and is kept for inspection (GuestShutDown, ServerFailed), which a stop deletes, as
-// docs/run-strategies.md says; a server kept running beside a spec the controller refuses
-// (InvalidSpec, DiskConflict), which the stop deletes once the spec is fixed; and a stop under
-// way, when the new one shortens its grace period (--force on a guest that hangs in its
-// shutdown). A paused VM's status says nothing of now: its request is written whatever it says.
+// docs/run-strategies.md says; and a stop under way, when the new one shortens its grace
+// period (--force on a guest that hangs in its shutdown). A VM whose server is kept running
+// beside a spec the controller refuses (InvalidSpec, DiskConflict) is not stopped but running
+// (liveServer): the stop deletes that server once the spec is fixed. A paused VM's status says nothing of now: its request is written whatever
+// it says.
+//
+// Refused (exit 1, nothing written): a grace period while the status says the server's node
+// does not answer (lostNode), whatever the strategy and the phase; and a stop request the
+// layout cannot record (stopRequest).
 func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *int64) (verbResult, error) {
 	rs, err := strategyOf(vm, f)
 	if err != nil {
 		return verbResult{}, err
 	}
 	name, st := vm.Name(), vm.Status()
+	if grace != nil && st.Reason == decision.ReasonNodeLost {
+		return verbResult{}, lostNode(name, st)
+	}
 	var g any
 	note := ""
 	if grace != nil {
@@ -187,11 +286,16 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 		case st.Reason == decision.ReasonNodeLost:
 			return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (runStrategy Halted; %s): nothing changed; its server's node does not answer, "+
 				"and the stop waits for it: %s", name, describe(st), st.Message)}, nil
+		case grace == nil && f.StopRequestedAt == "":
+			return verbResult{say: say}, nil // no stop request to cut it short with (stopRequest)
 		case grace == nil:
 			return verbResult{say: say + fmt.Sprintf("; to cut its server's shutdown short: kubectl vm stop %s --force", name)}, nil
 		}
 		// Halted's deletion under way, with a grace period: a stop request carries it, which
 		// the controller records and acts on once, deleting the server again with it.
+		if err := stopRequest.unrecorded(name, f); err != nil {
+			return verbResult{}, err
+		}
 		at := now.UTC().Format(requestTimeLayout)
 		return verbResult{patch: annotations(map[string]any{schema.AnnotationStopRequestedAt: at, schema.AnnotationStopGracePeriod: g}),
 			say: fmt.Sprintf("virtualmachine/%s stop requested (%s=%s%s): its server, being deleted under runStrategy Halted, is deleted again with it",
@@ -207,14 +311,17 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 	case st.Server == nil:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopped (%s): nothing changed", name, describe(st))}, nil
 	case st.Reason == decision.ReasonNodeLost:
-		// A stop whose server's node does not answer (phase Inactive): no grace period ends it,
-		// and a force delete while the guest may still run with the disk is the way out only for
-		// a node down for good, which the status message names.
+		// A stop whose server's node does not answer (phase Inactive): no grace period ends it
+		// (lostNode), and a force delete while the guest may still run with the disk is the way
+		// out only for a node down for good, which the status message names.
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; its server's node does not answer, "+
 			"and the stop waits for it: %s", name, describe(st), st.Message)}, nil
 	case st.Reason == decision.ReasonStopping && grace == nil:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; to cut its shutdown short: kubectl vm stop %s --force",
 			name, describe(st), name)}, nil
+	}
+	if err := stopRequest.unrecorded(name, f); err != nil {
+		return verbResult{}, err
 	}
 	at := now.UTC().Format(requestTimeLayout)
 	kv := map[string]any{schema.AnnotationStopRequestedAt: at, schema.AnnotationStopGracePeriod: g}
@@ -237,8 +344,8 @@ func pausedNote(vm schema.VirtualMachine) string {
 }
 
 // restartVerb writes the restart annotation (cloudnative.czs/restartedAt) of a VM that runs
-// or is on its way; a stopped one has nothing to restart, and one with a stop pending would
-// drop it (pendingStop).
+// or is on its way; a stopped one has nothing to restart, one with a stop pending would drop
+// it (pendingStop), and a layout without status.restartedAt cannot record it (restartRequest).
 func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
 	rs, err := strategyOf(vm, f)
 	if err != nil {
@@ -250,6 +357,9 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 			name, rs, describe(st), name), 1)
 	}
 	if err := pendingStop(vm, rs, "restart"); err != nil {
+		return verbResult{}, err
+	}
+	if err := restartRequest.unrecorded(name, f); err != nil {
 		return verbResult{}, err
 	}
 	at := now.UTC().Format(requestTimeLayout)

@@ -1,0 +1,306 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// refused reports whether err is a verb's refusal, exit 1, saying each of says.
+func refused(err error, says ...string) bool {
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 1 {
+		return false
+	}
+	for _, s := range says {
+		if !strings.Contains(err.Error(), s) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestStopRefusesGraceOnLostNode: while the status says the server's node does not answer
+// (NodeLost, whatever the phase), stop refuses --force and --grace-period under every run
+// strategy, paused or not, writing nothing, and points to the way out for a node down for
+// good: a deletion with a grace period of 0 removes the pod at once while the guest may still
+// run there with the disk, and a new server elsewhere would write the same disk. A plain stop
+// is what it was.
+func TestStopRefusesGraceOnLostNode(t *testing.T) {
+	zero, thirty := int64(0), int64(30)
+	server := map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running", "node": "node-a"}
+	for _, rs := range []string{"Always", "RerunOnFailure", "Once", "Manual", "Halted"} {
+		for _, phase := range []string{"Unknown", "Creating", "Inactive", "Terminating"} {
+			for _, paused := range []bool{false, true} {
+				var ann map[string]any
+				if paused {
+					ann = map[string]any{schema.AnnotationPaused: "true"}
+				}
+				status := map[string]any{"phase": phase, "reason": "NodeLost", "server": server,
+					"message": "Server vm1-server: its node node-a does not answer (node node-a is not ready)"}
+				vm, f := requestVM(t, rs, status, ann)
+				for _, grace := range []*int64{&zero, &thirty} {
+					r, err := stopVerb(vm, f, pluginNow, grace)
+					if !refused(err, "does not answer", "kubectl delete node node-a", "placement.md") || r.patch != nil {
+						t.Errorf("%s, %s, paused %v, grace %d: patch %s, error %v; want exit 1 naming the way out, nothing written",
+							rs, phase, paused, *grace, patchText(r), err)
+					}
+				}
+				if _, err := stopVerb(vm, f, pluginNow, nil); err != nil {
+					t.Errorf("%s, %s, paused %v: plain stop: %v, want it as before", rs, phase, paused, err)
+				}
+			}
+		}
+	}
+	// A layout without the server's node: the message names the node as the status does.
+	vm, f := requestVM(t, "Manual", map[string]any{"phase": "Unknown", "reason": "NodeLost",
+		"server": map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running"}}, nil)
+	if _, err := stopVerb(vm, f, pluginNow, &zero); !refused(err, "kubectl delete node NODE") {
+		t.Errorf("no node in the status: %v, want the command with NODE", err)
+	}
+}
+
+// withoutFields is a v1 VM named vm1 under rs, with the status and annotations given, read
+// with a layout (a field map) without the status fields of keys.
+func withoutFields(t *testing.T, rs string, status, ann map[string]any, keys ...string) (schema.VirtualMachine, schema.Fields) {
+	t.Helper()
+	return namedWithout(t, "vm1", rs, status, ann, keys...)
+}
+
+// namedWithout is withoutFields' VM, named name.
+func namedWithout(t *testing.T, name, rs string, status, ann map[string]any, keys ...string) (schema.VirtualMachine, schema.Fields) {
+	t.Helper()
+	_, f := requestVM(t, rs, nil, nil)
+	without := map[string]bool{}
+	for _, k := range keys {
+		without[k] = true
+	}
+	f, left := f.Without(without)
+	if len(left) != len(keys) {
+		t.Fatalf("the layout left out %v, want %v", left, keys)
+	}
+	obj := map[string]any{"apiVersion": "cloudnative.czs/v1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": name, "namespace": "ns", "annotations": ann},
+		"spec":     map[string]any{"runStrategy": rs, "resources": map[string]any{"requests": map[string]any{"cpu": 1, "memory": "1Gi"}}, "rootDisk": map[string]any{"size": "1Gi"}},
+		"status":   status}
+	raw, _ := json.Marshal(obj)
+	return schema.ViewOf(raw, "1", f), f
+}
+
+// TestVerbsNeedTheRequestFields: on a layout without the status field that records the
+// request a verb would write (a field map of another CRD may give a run strategy's word
+// without status.startRequestedAt, status.stopRequestedAt or status.restartedAt), the
+// controller ignores the annotation; the verb refuses, exit 1, naming the field, and writes
+// nothing, rather than report a request that nothing carries out. A verb that changes the spec
+// (Halted <-> Always), or writes nothing, is what it was.
+func TestVerbsNeedTheRequestFields(t *testing.T) {
+	zero := int64(0)
+	running := map[string]any{"phase": "Active", "reason": "ServerReady", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"}}
+	stoppedVM := map[string]any{"phase": "Inactive", "reason": "NotStarted"}
+	requests := []string{"status.startRequestedAt", "status.stopRequestedAt", "status.restartedAt"}
+	tests := map[string]struct {
+		verb, rs string
+		status   map[string]any
+		grace    *int64
+		without  []string
+		refusal  string // the field the refusal names; "": the verb goes on as before
+		unsaid   string // not in what the verb says: a hint at a verb that would be refused
+	}{
+		"start under Manual":         {verb: "start", rs: "Manual", status: stoppedVM, without: requests, refusal: "status.startRequestedAt"},
+		"start under Once":           {verb: "start", rs: "Once", status: map[string]any{"phase": "Failed", "reason": "ServerFailed"}, without: requests, refusal: "status.startRequestedAt"},
+		"start, no start field only": {verb: "start", rs: "Manual", status: stoppedVM, without: []string{"status.startRequestedAt"}, refusal: "status.startRequestedAt"},
+		"stop under RerunOnFailure":  {verb: "stop", rs: "RerunOnFailure", status: running, without: requests, refusal: "status.stopRequestedAt"},
+		"stop, no stop field only":   {verb: "stop", rs: "Manual", status: running, without: []string{"status.stopRequestedAt"}, refusal: "status.stopRequestedAt"},
+		"stop --force, Halted": {verb: "stop", rs: "Halted", grace: &zero, without: requests, refusal: "status.stopRequestedAt",
+			status: map[string]any{"phase": "Inactive", "reason": "ServerStopping", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"}}},
+		"restart under Always": {verb: "restart", rs: "Always", status: running, without: requests, refusal: "status.restartedAt"},
+		"restart under Manual": {verb: "restart", rs: "Manual", status: running, without: []string{"status.restartedAt"}, refusal: "status.restartedAt"},
+		"stop, Halted, stopping: no hint at --force": {verb: "stop", rs: "Halted", without: requests, unsaid: "--force",
+			status: map[string]any{"phase": "Inactive", "reason": "ServerStopping", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"}}},
+		"start on Halted: the spec": {verb: "start", rs: "Halted", status: stoppedVM, without: requests},
+		"stop on Always: the spec":  {verb: "stop", rs: "Always", status: running, grace: &zero, without: requests},
+		"start of a running VM":     {verb: "start", rs: "Manual", status: running, without: requests},
+		"stop with the stop field":  {verb: "stop", rs: "Manual", status: running, without: []string{"status.startRequestedAt", "status.restartedAt"}},
+		"restart with its field":    {verb: "restart", rs: "Manual", status: running, without: []string{"status.startRequestedAt", "status.stopRequestedAt"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := withoutFields(t, tc.rs, tc.status, nil, tc.without...)
+			r, err := decideVerb(tc.verb, vm, f, tc.grace)
+			if tc.refusal == "" {
+				if err != nil {
+					t.Fatalf("%v, want the verb as before", err)
+				}
+				if tc.unsaid != "" && strings.Contains(r.say, tc.unsaid) {
+					t.Errorf("says %q, which points at a verb the layout refuses", r.say)
+				}
+				return
+			}
+			if !refused(err, "field map has no "+tc.refusal) || r.patch != nil {
+				t.Fatalf("patch %s, say %q, error %v; want exit 1 naming %s, nothing written", patchText(r), r.say, err, tc.refusal)
+			}
+		})
+	}
+}
+
+// TestMigrateNeedsTheMigrationField: migrate on a layout without status.migration, where the
+// controller ignores the migration annotation, is refused before anything else is read, and
+// nothing is written.
+func TestMigrateNeedsTheMigrationField(t *testing.T) {
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	f, err := schema.ForVersion(gvr.GroupVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ = f.Without(map[string]bool{"status.migration": true})
+	vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": "vm1", "namespace": "ns", "resourceVersion": "1"},
+		"spec":     map[string]any{"action": "active", "resource": map[string]any{"cpu": "1", "memory": "1Gi", "rootDisk": "1Gi"}},
+		"status":   map[string]any{"phase": "Active", "reason": "ServerReady", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"}}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, vm)
+	kube := kubefake.NewClientset()
+	v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kube, fields: f, gvr: gvr, namespace: "ns",
+		out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
+	if err := v.migrate(context.Background(), "vm1"); !refused(err, "field map has no status.migration") {
+		t.Errorf("migrate: %v, want it refused for want of status.migration", err)
+	}
+	if n := len(kube.Actions()); n != 0 {
+		t.Errorf("%d reads of the cluster, want none", n)
+	}
+	for _, a := range dyn.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("%s of the VM, want a read only", a.GetVerb())
+		}
+	}
+}
+
+// TestVerbWithTheSchemaFilesLayout: the verb decides with the layout the plugin reads the VM
+// with, --schema-file's: a start on a VM whose map has a word for Manual and no
+// status.startRequestedAt is refused, and the VM is left as it was.
+func TestVerbWithTheSchemaFilesLayout(t *testing.T) {
+	builtin, err := os.ReadFile(filepath.Join("..", "schema", "fieldmaps", "v1alpha1.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, line := range strings.Split(string(builtin), "\n") {
+		if !strings.Contains(line, "RequestedAt:") {
+			kept = append(kept, line)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "fieldmap.yaml")
+	if err := os.WriteFile(file, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	f, err := loadFields(file, gvr.GroupVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": "vm1", "namespace": "ns", "resourceVersion": "1"},
+		"spec":     map[string]any{"action": "manual", "resource": map[string]any{"cpu": "1", "memory": "1Gi", "rootDisk": "1Gi"}},
+		"status":   map[string]any{"phase": "Inactive", "reason": "NotStarted"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, vm)
+	v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(), fields: f, gvr: gvr, namespace: "ns",
+		out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
+	if say, err := v.verb(context.Background(), "vm1", startVerb); !refused(err, "status.startRequestedAt") {
+		t.Errorf("said %q, error %v; want the start refused for want of status.startRequestedAt", say, err)
+	}
+	got, err := dyn.Resource(gvr).Namespace("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ann := got.GetAnnotations(); len(ann) != 0 {
+		t.Errorf("annotations %v written", ann)
+	}
+}
+
+// TestStoppedByServerAndStrategy: whether a VM is stopped is read from whether its status
+// names a server that still runs, and from what its run strategy does with a failed one, not
+// from the phase alone. A RerunOnFailure VM whose server failed waits for its replacement
+// whether or not its layout has status.nextRetryTime to say when, and a restart replaces the
+// failed server at once; a server whose deletion was refused (ServerDeleteRefused) still runs,
+// so the VM it runs for is not stopped, and restart is not refused.
+func TestStoppedByServerAndStrategy(t *testing.T) {
+	at := pluginNow.Format(requestTimeLayout)
+	live := map[string]any{"name": "vm1-server", "id": "u", "state": "Running"}
+	failedServer := map[string]any{"name": "vm1-server", "id": "u", "state": "Failed"}
+	retry := "2026-06-01T12:05:00Z"
+	tests := map[string]struct {
+		rs      string
+		status  map[string]any
+		without []string // status fields the layout lacks
+		stopped bool
+	}{
+		"RerunOnFailure, failed, no nextRetryTime in the layout": {rs: "RerunOnFailure", without: []string{"status.nextRetryTime"},
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": failedServer, "nextRetryTime": retry}},
+		"RerunOnFailure, failed server deleted, no nextRetryTime in the layout": {rs: "RerunOnFailure", without: []string{"status.nextRetryTime"},
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed"}},
+		"RerunOnFailure, failed, recorded without a time": {rs: "RerunOnFailure",
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": failedServer}},
+		"RerunOnFailure, failed, waiting out the backoff": {rs: "RerunOnFailure",
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": failedServer, "nextRetryTime": retry}},
+		"Manual, a restart's delete refused": {rs: "Manual",
+			status: map[string]any{"phase": "Failed", "reason": "ServerDeleteRefused", "server": live}},
+		"Once, a stop's delete refused": {rs: "Once",
+			status: map[string]any{"phase": "Failed", "reason": "ServerDeleteRefused", "server": live}},
+		"Manual, invalid spec beside a running server": {rs: "Manual",
+			status: map[string]any{"phase": "Failed", "reason": "InvalidSpec", "server": live}},
+		"Manual, disk conflict beside a running server": {rs: "Manual",
+			status: map[string]any{"phase": "Failed", "reason": "DiskConflict", "server": live}},
+		"Manual, server refused":       {rs: "Manual", status: map[string]any{"phase": "Failed", "reason": "ServerRejected"}},
+		"Manual, disk refused":         {rs: "Manual", status: map[string]any{"phase": "Failed", "reason": "DiskRejected"}},
+		"Manual, running":              {rs: "Manual", status: map[string]any{"phase": "Active", "reason": "ServerReady", "server": live}},
+		"Manual, lost node":            {rs: "Manual", status: map[string]any{"phase": "Unknown", "reason": "NodeLost", "server": live}},
+		"Manual, being deleted":        {rs: "Manual", status: map[string]any{"phase": "Terminating", "reason": "ServerDeleting", "server": live}},
+		"RerunOnFailure, no phase yet": {rs: "RerunOnFailure", status: map[string]any{}},
+
+		"Manual, no phase yet": {rs: "Manual", status: map[string]any{}, stopped: true},
+		"Once, failed, server kept": {rs: "Once", stopped: true,
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": failedServer}},
+		"Once, failed, kept running by a sidecar": {rs: "Once", stopped: true,
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": live}},
+		"Manual, failed, no server":       {rs: "Manual", stopped: true, status: map[string]any{"phase": "Failed", "reason": "ServerFailed"}},
+		"Manual, invalid spec, no server": {rs: "Manual", stopped: true, status: map[string]any{"phase": "Failed", "reason": "InvalidSpec"}},
+		"Manual, a delete refused, no server named": {rs: "Manual", stopped: true,
+			status: map[string]any{"phase": "Failed", "reason": "ServerDeleteRefused"}},
+		"RerunOnFailure, shut down, server kept": {rs: "RerunOnFailure", stopped: true,
+			status: map[string]any{"phase": "Inactive", "reason": "GuestShutDown", "server": live}},
+		"Manual, stopping": {rs: "Manual", stopped: true, status: map[string]any{"phase": "Inactive", "reason": "Stopping", "server": live}},
+		"Manual, stop waits on a lost node": {rs: "Manual", stopped: true,
+			status: map[string]any{"phase": "Inactive", "reason": "NodeLost", "server": live}},
+		"Manual, stopped": {rs: "Manual", stopped: true, status: map[string]any{"phase": "Inactive", "reason": "Stopped"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := withoutFields(t, tc.rs, tc.status, nil, tc.without...)
+			if got := stopped(schema.RunStrategy(tc.rs), vm.Status()); got != tc.stopped {
+				t.Fatalf("stopped %v, want %v", got, tc.stopped)
+			}
+			r, err := restartVerb(vm, f, pluginNow)
+			switch {
+			case tc.stopped && !refused(err, "nothing to restart"):
+				t.Errorf("restart: patch %s, error %v; want it refused as stopped", patchText(r), err)
+			case !tc.stopped && (err != nil || patchText(r) != `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"`+at+`"}}}`):
+				t.Errorf("restart: patch %s, error %v; want the restart requested", patchText(r), err)
+			}
+		})
+	}
+}
