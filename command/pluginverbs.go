@@ -458,7 +458,8 @@ func stopCommand(c *stopConfig, version string) *cli.Command {
 			schema.AnnotationStopGracePeriod + "; without them, an earlier one is removed. A start request not yet carried out is withdrawn. " +
 			"A stopped VM with no server left is left as it is; one whose status still names a server (an ended one kept for inspection, one beside a refused spec) gets the request, " +
 			"and a stop under way gets a second one only with --grace-period or --force, which cut its shutdown short; " +
-			"so does, on Halted, a VM whose server is still being deleted. A paused VM gets the request whatever its status says.",
+			"so does, on Halted, a VM whose server is still being deleted. A paused VM gets the request whatever its status says. " +
+			"--grace-period and --force are refused while the status says the server's node does not answer (NodeLost): its guest may still run there with the disk.",
 		Flags: append(c.flags(),
 			&cli.IntFlag{Name: "grace-period", Value: -1, Usage: "seconds the server is given to shut down; -1: the server's own", Destination: &c.GracePeriod},
 			&cli.BoolFlag{Name: "force", Usage: "delete the server at once (a grace period of 0), as kubectl delete --force", Destination: &c.Force}),
