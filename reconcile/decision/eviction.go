@@ -47,6 +47,9 @@ const (
 // migrateHint is how a user moves a VM off a node, or frees the node by stopping it.
 const migrateHint = "move it with: kubectl vm migrate %s (or stop it)"
 
+// lostBlockHint is EvictionBlocked's way out for a server whose node (%s) does not answer.
+const lostBlockHint = "its node does not answer, so it can neither be moved nor stopped until the node comes back; if the node is down for good: kubectl delete node %s"
+
 // BudgetOp is an operation on a VM's disruption budget.
 type BudgetOp string
 
@@ -372,8 +375,13 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 		// The budget is not named: the pods backend names it NAME-block-eviction, and an
 		// adopted one keeps its name.
 		hint := fmt.Sprintf(migrateHint, d.vm.Name())
-		if ended(d.srv) {
+		switch {
+		case ended(d.srv):
 			hint = d.lingerHint(reason)
+		case d.srv.State == backend.StateLost:
+			// A migration of it is refused, and a stop waits for the node, as the server's
+			// deletion does: what ends the wait is the node's, back or deleted.
+			hint = fmt.Sprintf(lostBlockHint, d.srv.Node)
 		}
 		d.evict.blocked = &lifecycleCondition{ReasonDrainBlocked, fmt.Sprintf(
 			"Node %s is cordoned, and the VM's disruption budget keeps server %s from being evicted (evictionStrategy Block): %s",
