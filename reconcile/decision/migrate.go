@@ -14,7 +14,8 @@ import (
 // carried out once however often the VM is decided on, and where the move stands:
 //
 //	new request, VM running, disk free to follow  -> delete the server (Moving, source node)
-//	Moving, server being deleted                  -> wait (Migrating)
+//	Moving, server being deleted                  -> wait (Migrating); NodeLost, with the way
+//	                                                 out, while its node does not answer
 //	Moving, no server                             -> create one that avoids the source node
 //	Moving, new server ready on another node      -> Succeeded (target node)
 //	Moving, no other node takes the new server    -> Failed once it has waited StalledAfter:
@@ -84,6 +85,15 @@ func (p Policy) migrate(d *decision, want *backend.Spec) bool {
 	switch {
 	case srv == nil:
 		want.AvoidNode = cur.SourceNode
+	case srv.Deleting && srv.State == backend.StateLost:
+		// Its node stopped answering after the move's delete was sent: the deletion cannot
+		// finish until the node answers or is deleted, and the next server waits for it, as
+		// a replacement's does (nodelost.go). Said so, with the way out, rather than
+		// Migrating for as long as the node is down: the move gives up only on a next
+		// server no node takes (moveStuck), and there is none yet. It stays Moving: once
+		// the server is gone, the next one keeps off the source node.
+		d.lostServer(schema.PhaseCreating, srv)
+		return true
 	case srv.Deleting:
 		d.report(schema.PhaseCreating, ReasonMigrating, movingMessage(srv.Name, cur.SourceNode), srv)
 		return true
