@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -200,17 +201,39 @@ type Disk struct {
 
 	// Pinned, if set, says the storage behind the disk can be reached from some nodes only
 	// (for claims: its PersistentVolume has a required node affinity, a local volume), so
-	// that the disk cannot follow its VM to another node. It is read when a migration is
-	// asked for (DiskPinning), and is "" otherwise.
+	// that the disk cannot follow its VM to another node. It is read with NodeAffinity
+	// (DiskPinning), and is "" otherwise.
 	Pinned string
+	// NodeAffinity, if set, is the nodes the storage behind the disk can be reached from, as
+	// a required node selector (for claims: its PersistentVolume's
+	// spec.nodeAffinity.required; a local volume has one, a zone's disk, a TopoLVM or
+	// OpenEBS volume too): no server that mounts the disk runs on another node. The room
+	// check counts only the hosts it admits (Hosts.RoomWithin), so that a move or a
+	// replacement is not judged possible by a host the disk cannot reach. It is read with
+	// Pinned (DiskPinning), when a migration is asked for and when a running server is
+	// about to be replaced for a new spec; nil otherwise, or when no node affinity binds
+	// the storage (none, or not bound yet).
+	NodeAffinity *corev1.NodeSelector
 }
 
 // DiskPinning is implemented by backends that can tell whether a VM's disk is bound to some
-// nodes. The controller asks it only when a migration is requested: it reads past the cache.
+// nodes. The controller asks it only when a migration is requested, or a running server is
+// about to be replaced for a new spec while the hosts are known: it reads past the cache.
 type DiskPinning interface {
-	// DiskPinned describes the nodes vm's disk is bound to, or returns "" when it can follow
-	// its VM anywhere (or has no storage yet).
-	DiskPinned(ctx context.Context, vm Owner) (string, error)
+	// DiskPinned describes how vm's disk is bound to nodes: Pin.Why is "" when it can
+	// follow its VM to another node (or has no storage yet), and Pin.NodeAffinity is nil
+	// when no node affinity binds its storage.
+	DiskPinned(ctx context.Context, vm Owner) (Pin, error)
+}
+
+// Pin is how a disk's storage is bound to nodes (DiskPinning), as Disk.Pinned and
+// Disk.NodeAffinity carry it.
+type Pin struct {
+	// Why describes the nodes the disk is bound to when it cannot follow its VM off the
+	// node its server is on; "" when it can.
+	Why string
+	// NodeAffinity is the nodes its storage can be reached from; nil: any node.
+	NodeAffinity *corev1.NodeSelector
 }
 
 // GrowthDone reports whether the disk has the size it asks for.

@@ -71,7 +71,24 @@ func (h *Hosts) All() iter.Seq[Host] { return slices.Values(h.hosts) }
 // host, which only the scheduler weighs as it places the server. Room says what no host can
 // take, not what one will.
 func (h *Hosts) Room(spec Spec, admitted []corev1.Toleration) Room {
+	return h.RoomWithin(spec, admitted, nil)
+}
+
+// RoomWithin is Room among the hosts that within also admits: the required node affinity of
+// the storage the server mounts (Disk.NodeAffinity: a zone's disk, a local volume, a TopoLVM
+// one), matched against each host's labels and name by the scheduler's own rules, as its
+// VolumeBinding filter matches a bound volume's. A server whose disk cannot be reached from a
+// host never runs there, whatever room the host has: one check answers both, so that a move
+// or a replacement is not judged possible by a host the disk rules out, nor by a disk whose
+// other hosts the placement or a cordon rule out. A node affinity that does not parse admits
+// no host, as the scheduler's refusal of it would. nil: no bound (no disk, one not bound yet,
+// one reached from every host, or not looked up), and the room is Room's.
+func (h *Hosts) RoomWithin(spec Spec, admitted []corev1.Toleration, within *corev1.NodeSelector) Room {
 	var r Room
+	var reach *nodeaffinity.LazyErrorNodeSelector
+	if within != nil {
+		reach = nodeaffinity.NewLazyErrorNodeSelector(within)
+	}
 	pl := spec.Placement
 	if pl == nil {
 		pl = &Placement{}
@@ -90,6 +107,12 @@ func (h *Hosts) Room(spec Spec, admitted []corev1.Toleration) Room {
 		}
 		r.Known++
 		node.Name, node.Labels = o.Name, o.Labels
+		if reach != nil {
+			if ok, err := reach.Match(&node); err != nil || !ok {
+				continue
+			}
+		}
+		r.Within++
 		if !o.admits(&node, affinity, tolerations, pl.Tolerations, move) {
 			continue
 		}
@@ -176,9 +199,10 @@ type Room struct {
 	// the spec.
 	CPU    resource.Quantity
 	Memory resource.Quantity
-	// Hosts is how many hosts admit the spec; Known how many there are, the spec's
-	// AvoidNode not counted.
-	Hosts, Known int
+	// Hosts is how many hosts admit the spec (and are within the disk's node affinity, for
+	// RoomWithin); Known how many there are, the spec's AvoidNode not counted; Within how
+	// many of those Known the disk's node affinity admits (Known when there is none).
+	Hosts, Known, Within int
 }
 
 // Fits reports whether a server asking for cpu and memory could be placed on some host as far

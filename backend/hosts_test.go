@@ -146,3 +146,60 @@ func TestHostsRoomAdmitted(t *testing.T) {
 		})
 	}
 }
+
+// TestHostsRoomWithin: the room for a spec whose server mounts a disk reached from some hosts
+// only (its volume's node affinity, Disk.NodeAffinity) counts only the hosts that both the
+// disk and the placement admit: a zonal disk whose other node of the zone is cordoned leaves a
+// move no host, however much room another zone has; a replacement counts the disk's own host.
+// A node affinity of the disk that names a host, by its labels or by metadata.name, admits that
+// host only; one that does not parse admits none, as the scheduler's refusal of it would.
+// Within counts the hosts the disk admits, the spec's AvoidNode not counted; without a node
+// affinity the room is Room's.
+func TestHostsRoomWithin(t *testing.T) {
+	const zone = corev1.LabelTopologyZone
+	hosts := NewHosts([]Host{
+		{Name: "a1", CPU: resource.MustParse("8"), Memory: resource.MustParse("16Gi"), Labels: map[string]string{zone: "a"}},
+		{Name: "a2", CPU: resource.MustParse("16"), Memory: resource.MustParse("32Gi"), Labels: map[string]string{zone: "a"}, Unschedulable: true},
+		{Name: "b1", CPU: resource.MustParse("64"), Memory: resource.MustParse("128Gi"), Labels: map[string]string{zone: "b"}},
+	})
+	selector := func(r corev1.NodeSelectorRequirement, field bool) *corev1.NodeSelector {
+		term := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{r}}
+		if field {
+			term = corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{r}}
+		}
+		return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}
+	}
+	zoneA := selector(corev1.NodeSelectorRequirement{Key: zone, Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}, false)
+	named := selector(corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"a1"}}, true)
+	broken := selector(corev1.NodeSelectorRequirement{Key: zone, Operator: "Near", Values: []string{"a"}}, false)
+	line := func(r Room) string {
+		return fmt.Sprintf("cpu %s, memory %s, %d of %d hosts, %d within", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known, r.Within)
+	}
+	cordon := []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists}}
+	for name, tc := range map[string]struct {
+		spec   Spec
+		within *corev1.NodeSelector
+		want   string
+	}{
+		"move, no disk bound":           {spec: Spec{AvoidNode: "a1"}, want: "cpu 64, memory 128Gi, 1 of 2 hosts, 2 within"},
+		"move, zonal disk":              {spec: Spec{AvoidNode: "a1"}, within: zoneA, want: "cpu 0, memory 0, 0 of 2 hosts, 1 within"},
+		"move, zonal disk, cordon ok":   {spec: Spec{AvoidNode: "a1", Placement: &Placement{Tolerations: cordon}}, within: zoneA, want: "cpu 16, memory 32Gi, 1 of 2 hosts, 1 within"},
+		"move, disk on its node":        {spec: Spec{AvoidNode: "a1"}, within: named, want: "cpu 0, memory 0, 0 of 2 hosts, 0 within"},
+		"replacement, zonal disk":       {within: zoneA, want: "cpu 8, memory 16Gi, 1 of 3 hosts, 2 within"},
+		"replacement, disk on its node": {within: named, want: "cpu 8, memory 16Gi, 1 of 3 hosts, 1 within"},
+		"replacement, placed elsewhere": {spec: Spec{Placement: &Placement{NodeSelector: map[string]string{zone: "b"}}}, within: zoneA,
+			want: "cpu 0, memory 0, 0 of 3 hosts, 2 within"},
+		"affinity that does not parse": {within: broken, want: "cpu 0, memory 0, 0 of 3 hosts, 0 within"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := line(hosts.RoomWithin(tc.spec, nil, tc.within)); got != tc.want {
+				t.Errorf("room %s, want %s", got, tc.want)
+			}
+			if tc.within == nil {
+				if got, room := line(hosts.RoomWithin(tc.spec, nil, nil)), line(hosts.Room(tc.spec, nil)); got != room {
+					t.Errorf("room without a disk's affinity %s, Room's %s", got, room)
+				}
+			}
+		})
+	}
+}

@@ -88,11 +88,18 @@ func (c *Controller) gather(ctx context.Context, key cache.ObjectName, vm schema
 
 // confirm reads past the backend's caches what plan, decided on in, may not be carried out on
 // the caches' word alone, and decides again on what it read: the server and the disk of a VM
-// about to be let go, and a disk the status reported that the cache says is gone. It returns
+// about to be let go, a disk the status reported that the cache says is gone, and the nodes
+// the disk of a running server about to be replaced can be reached from. It returns
 // the input as read and the plan decided on it. going: the VM's namespace is being deleted,
 // which takes its servers and its disk whatever the caches say.
 func (c *Controller) confirm(ctx context.Context, in decision.Input, owner backend.Owner, plan decision.Plan, going bool,
 	log *slog.Logger) (decision.Input, decision.Plan, error) {
+	// A running server about to be replaced: the nodes its disk can be reached from, which
+	// the room check counts alone (pinning.go).
+	in, plan, err := c.reached(ctx, in, owner, plan)
+	if err != nil {
+		return in, plan, err
+	}
 	if plan.Finalizer == decision.RemoveFinalizer && !going && in.Server == nil {
 		// The VM is to be let go on the cache's word that it has no server: confirmed
 		// past the cache first. A server created a moment ago that the cache has not

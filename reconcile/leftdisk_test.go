@@ -72,8 +72,8 @@ func TestControllerEphemeralLeftDisk(t *testing.T) {
 // permissions (no get of claims, nothing of volumes).
 type pinningRefused struct{ *memory.Backend }
 
-func (pinningRefused) DiskPinned(context.Context, backend.Owner) (string, error) {
-	return "", apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumeclaims"}, "test-vm-rootdisk", nil)
+func (pinningRefused) DiskPinned(context.Context, backend.Owner) (backend.Pin, error) {
+	return backend.Pin{}, apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumeclaims"}, "test-vm-rootdisk", nil)
 }
 
 // TestControllerEphemeralMigrateRequestDeleted: under --root-disk ephemeral, a deleted VM with

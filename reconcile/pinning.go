@@ -10,10 +10,11 @@ import (
 )
 
 // pinned fills in, for a live VM whose migration was asked for and not yet acted on, whether
-// its disk is bound to its node (backend.DiskPinning): the decision refuses to move a VM whose
-// disk cannot follow it. It reads past the backend's caches, so it asks only then; otherwise
-// disk is returned as it is. The disk from the cache is never changed: a copy carries it.
-// Under --root-disk ephemeral a new server mounts no disk, so none pins it (and the
+// its disk is bound to its node and the nodes its storage can be reached from
+// (backend.DiskPinning): the decision refuses to move a VM whose disk cannot follow it, or
+// whose next server no node both takes and reaches the disk from (decision/room.go). It
+// reads past the backend's caches, so it asks only then; otherwise disk is returned as it
+// is. The disk from the cache is never changed: a copy carries it. Under --root-disk ephemeral a new server mounts no disk, so none pins it (and the
 // controller may not read claims and volumes there: only their list, watch, patch and
 // delete); nor does a deleted VM, which moves nowhere: asking would fail its way out.
 func (c *Controller) pinned(ctx context.Context, vm schema.VirtualMachine, owner backend.Owner, disk *backend.Disk) (*backend.Disk, error) {
@@ -23,13 +24,57 @@ func (c *Controller) pinned(ctx context.Context, vm schema.VirtualMachine, owner
 	if c.opt.pinning == nil {
 		return disk, nil
 	}
-	why, err := c.opt.pinning.DiskPinned(ctx, owner)
+	pin, err := c.opt.pinning.DiskPinned(ctx, owner)
 	if err != nil {
 		return nil, fmt.Errorf("tell whether the disk can follow a migration: %w", err)
 	}
+	return pinnedCopy(disk, pin), nil
+}
+
+// pinnedCopy is a copy of disk, from the cache, that says pin.
+func pinnedCopy(disk *backend.Disk, pin backend.Pin) *backend.Disk {
 	d := *disk
-	d.Pinned = why
-	return &d, nil
+	d.Pinned, d.NodeAffinity = pin.Why, pin.NodeAffinity
+	return &d
+}
+
+// reached reads, for a plan that replaces a running server for a new spec (ReplacingServer)
+// while the hosts are known, the nodes the VM's disk can be reached from (backend.DiskPinning,
+// past the caches, which keep no volumes), and decides again with them: the room check then
+// counts only those (decision/room.go), and a running server whose next one no node both
+// takes and reaches the disk from is kept, with RestartRequired saying why, rather than
+// replaced by one that never starts (a placement that leaves out the node of a TopoLVM or
+// local volume, or the zone of a zonal disk). It returns the input and the plan as they
+// are otherwise, reading nothing: under --root-disk ephemeral (a new server mounts no disk),
+// for a VM without a bound disk of its own or being deleted, when the hosts are unknown (no
+// room check to give it to), when the disk's node affinity was read already (a migration's,
+// pinned), and for every other plan, so that the common path costs nothing more. A plan kept
+// by the record of an earlier such decision replaces nothing, and reads nothing either.
+func (c *Controller) reached(ctx context.Context, in decision.Input, owner backend.Owner, plan decision.Plan) (decision.Input, decision.Plan, error) {
+	disk := in.Disk
+	if c.opt.pinning == nil || c.cfg.Policy.RootDisk == decision.RootDiskEphemeral || in.Hosts == nil || in.VM.Deleting() ||
+		disk == nil || disk.Phase != backend.DiskBound || !disk.Owner.Mine() || disk.Deleting || disk.NodeAffinity != nil ||
+		!replacesRunning(in.Server, plan) {
+		return in, plan, nil
+	}
+	pin, err := c.opt.pinning.DiskPinned(ctx, owner)
+	if err != nil {
+		return in, plan, fmt.Errorf("read the nodes the disk can be reached from before replacing the server: %w", err)
+	}
+	if pin.NodeAffinity == nil {
+		return in, plan, nil // reached from every node: decided on that already
+	}
+	in.Disk = pinnedCopy(disk, pin)
+	return in, c.cfg.Policy.Decide(in), nil
+}
+
+// replacesRunning reports whether plan deletes srv, running, for a server of a new spec: the
+// replacement the room check weighs (decision/room.go), not a restart, a migration or a
+// stop, which have checks, or none, of their own.
+func replacesRunning(srv *backend.Server, plan decision.Plan) bool {
+	a := plan.Server
+	return a != nil && a.Op == decision.DeleteServer && a.Event.Reason == decision.ReasonReplacingServer &&
+		srv != nil && !srv.Deleting && (srv.State == backend.StateReady || srv.State == backend.StateStarting)
 }
 
 // newMigration reports whether vm asks for a migration the controller has not acted on.

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -18,13 +22,24 @@ import (
 type pinningBackend struct {
 	*memory.Backend
 	why   string
+	nodes *corev1.NodeSelector // the volume's node affinity
 	err   error
+	mu    sync.Mutex // asked is read by the test while a worker may ask
 	asked int
 }
 
-func (b *pinningBackend) DiskPinned(context.Context, backend.Owner) (string, error) {
+func (b *pinningBackend) DiskPinned(context.Context, backend.Owner) (backend.Pin, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.asked++
-	return b.why, b.err
+	return backend.Pin{Why: b.why, NodeAffinity: b.nodes}, b.err
+}
+
+// questions is how many times DiskPinned was asked.
+func (b *pinningBackend) questions() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.asked
 }
 
 // TestPinnedAskedOnRequestOnly: the backend is asked whether the disk is bound to its node
@@ -69,7 +84,7 @@ func TestPinnedAskedOnRequestOnly(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			b := &pinningBackend{Backend: memory.New(), why: "its volume pv is a local volume on node-a"}
+			b := &pinningBackend{Backend: memory.New(), why: "its volume pv is a local volume on node-a", nodes: onNode("node-a")}
 			policy := decision.DefaultPolicy
 			policy.RootDisk = tc.mode
 			c := &Controller{cfg: Config{Backend: b, Policy: policy}, opt: optionalOf(b)}
@@ -83,8 +98,8 @@ func TestPinnedAskedOnRequestOnly(t *testing.T) {
 			switch {
 			case tc.asked == 0 && got != tc.disk:
 				t.Errorf("disk %+v, want the cached one as it is", got)
-			case tc.asked > 0 && (got == cached || got.Pinned != b.why || cached.Pinned != ""):
-				t.Errorf("disk %+v (cached %+v): want a copy that says %q", got, cached, b.why)
+			case tc.asked > 0 && (got == cached || got.Pinned != b.why || got.NodeAffinity != b.nodes || cached.Pinned != "" || cached.NodeAffinity != nil):
+				t.Errorf("disk %+v (cached %+v): want a copy that says %q, with the volume's node affinity", got, cached, b.why)
 			}
 		})
 	}
@@ -92,5 +107,87 @@ func TestPinnedAskedOnRequestOnly(t *testing.T) {
 	c := &Controller{cfg: Config{Backend: b}, opt: optionalOf(b)}
 	if _, err := c.pinned(context.Background(), vmOf("t1", ""), backend.Owner{}, cached); err == nil {
 		t.Error("an error of the backend is no error of the reconcile")
+	}
+}
+
+// onNode is the node affinity of a volume on node (TopoLVM's, by the driver's node label).
+func onNode(node string) *corev1.NodeSelector {
+	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "topology.topolvm.io/node", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}
+}
+
+// TestControllerReplacementReachesDisk: a placement change that needs a new server, on a VM
+// whose disk is a TopoLVM volume on its node (golden cases claim/placement-pinned-*). The
+// disk's node affinity, which the cache does not have, is read past it once the decision
+// would replace the running server, and the VM decided again on it: where the new placement
+// admits no node the disk can be reached from, the server keeps running, RestartRequired
+// (ResizeNoRoom) naming the disk; where it admits the disk's node, the server is replaced.
+// It is read only then: not when the nodes are unknown (nothing to match it against), not once
+// the record keeps the server, and not under --root-disk ephemeral (no disk to follow).
+func TestControllerReplacementReachesDisk(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file     string // the golden case, under testdata/decide/claim
+		hosts    bool   // the backend knows the case's nodes
+		policy   decision.Policy
+		replaced bool
+		asked    int // questions in the two reconciles
+	}{
+		"no node the disk reaches": {file: "placement-pinned-no-room", hosts: true, policy: decision.DefaultPolicy, asked: 1},
+		"the disk's node admitted": {file: "placement-pinned-room", hosts: true, policy: decision.DefaultPolicy, replaced: true, asked: 1},
+		"nodes unknown":            {file: "placement-pinned-no-room", policy: decision.DefaultPolicy, replaced: true},
+		"ephemeral":                {file: "placement-pinned-no-room", hosts: true, policy: serverPolicy, replaced: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := "claim/" + tc.file
+			w := newWorld(t, file)
+			b := &pinningBackend{Backend: w.servers, nodes: onNode("node-a")}
+			r := &results{}
+			c := New(Config{VMs: w.source(), Backend: b, Policy: tc.policy, Retry: quickRetry(),
+				Report: w.report(r), Now: func() time.Time { return now }})
+			ctx := start(t, c)
+			vm, ok := c.view(testVM)
+			if !ok {
+				t.Fatal("the VM is not cached")
+			}
+			_, srv := decidecase.Read(t, caseFile(file))
+			disk := decidecase.Disk(t, caseFile(file))
+			disk.NodeAffinity = nil // the cache's: the claim, not its volume
+			w.servers.Set(ownerOf(vm), srv)
+			w.servers.SetDisk(ownerOf(vm), disk)
+			if tc.hosts {
+				w.servers.SetHosts(decidecase.Hosts(t, caseFile(file)))
+			}
+			for range 2 { // the change, then the VM as the first wrote it
+				c.queue.Add(testVM)
+				c.processNextItem(ctx)
+				if got := r.last(); got != "success" {
+					t.Fatalf("reconcile: %q, want success", got)
+				}
+				if after, _ := w.servers.Observe(ownerOf(vm)); after == nil || after.Deleting {
+					break
+				}
+			}
+			after, _ := w.servers.Observe(ownerOf(vm))
+			if replaced := after == nil || after.Deleting; replaced != tc.replaced {
+				t.Errorf("server %+v after the reconcile; replaced: %v, want %v", after, replaced, tc.replaced)
+			}
+			if got := b.questions(); got != tc.asked {
+				t.Errorf("asked %d times for the disk's node affinity, want %d", got, tc.asked)
+			}
+			if tc.replaced {
+				return
+			}
+			kept := false
+			obj := w.vm(t, testVM.Namespace, testVM.Name)
+			conds, _ := obj.Object["status"].(map[string]any)["conditions"].([]any)
+			for _, c := range conds {
+				m := c.(map[string]any)
+				kept = kept || m["type"] == "RestartRequired" && m["reason"] == decision.ReasonResizeNoRoom &&
+					strings.Contains(m["message"].(string), "its disk test-vm-rootdisk can be reached from")
+			}
+			if !kept {
+				t.Errorf("conditions %v: want RestartRequired, ResizeNoRoom, naming the disk", conds)
+			}
+		})
 	}
 }

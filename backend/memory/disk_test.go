@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -182,6 +184,10 @@ func TestParseDisk(t *testing.T) {
 		"quantity":  {in: "phase: Bound\nrequested: lots\n", err: `requested "lots"`},
 		"key":       {in: "phase: Bound\nsize: 1G\n", err: "field size is not a key of a disk"},
 		"empty":     {in: "", err: "the disk is empty"},
+		"node affinity key": {in: "phase: Bound\nrequested: 1G\nnodeAffinity: {required: {nodeSelectorTerms: [{matchLabels: {a: b}}]}}\n",
+			err: `nodeAffinity: not a volume's node affinity ({required: {nodeSelectorTerms: [...]}}): json: unknown field "matchLabels"`},
+		"node affinity not required": {in: "phase: Bound\nrequested: 1G\nnodeAffinity: {nodeSelectorTerms: []}\n", err: "nodeAffinity: not a volume's node affinity"},
+		"node affinity empty":        {in: "phase: Bound\nrequested: 1G\nnodeAffinity: {}\n", err: "nodeAffinity: want required"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d, err := ParseDisk([]byte(tc.in))
@@ -198,6 +204,33 @@ func TestParseDisk(t *testing.T) {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseDiskNodeAffinity: a disk's node affinity is written as its volume's
+// spec.nodeAffinity is, and read as the required node selector (backend.Disk.NodeAffinity).
+func TestParseDiskNodeAffinity(t *testing.T) {
+	d, err := ParseDisk([]byte(`phase: Bound
+requested: 1G
+capacity: 1G
+nodeAffinity:
+  required:
+    nodeSelectorTerms:
+    - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [a]}]
+    - matchFields: [{key: metadata.name, operator: In, values: [node-b]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+		{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}},
+		{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-b"}}}},
+	}}
+	if !equality.Semantic.DeepEqual(d.NodeAffinity, want) {
+		t.Errorf("node affinity %+v, want %+v", d.NodeAffinity, want)
+	}
+	if d, err := ParseDisk([]byte("phase: Bound\nrequested: 1G\n")); err != nil || d.NodeAffinity != nil {
+		t.Errorf("a disk without one: node affinity %+v (%v), want none", d.NodeAffinity, err)
 	}
 }
 

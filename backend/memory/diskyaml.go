@@ -1,12 +1,15 @@
 package memory
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
@@ -34,12 +37,15 @@ type diskYAML struct {
 	Pending         string            `yaml:"pending"`
 	Deleting        bool              `yaml:"deleting"`
 	Pinned          string            `yaml:"pinned"` // how the disk is bound to some nodes, if it is
+	// The nodes its storage can be reached from, as a PersistentVolume's spec.nodeAffinity
+	// writes them ({required: {nodeSelectorTerms: [...]}}; backend.Disk.NodeAffinity).
+	NodeAffinity map[string]any `yaml:"nodeAffinity"`
 }
 
 // diskTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var diskTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.diskYAML", " is not a key of a disk (name, id, version, phase, requested, capacity, storageClass, canGrow, bindsWithServer, growth, owner, keptMark, kindUnrecorded, pending, deleting, pinned)",
+	" not found in type memory.diskYAML", " is not a key of a disk (name, id, version, phase, requested, capacity, storageClass, canGrow, bindsWithServer, growth, owner, keptMark, kindUnrecorded, pending, deleting, pinned, nodeAffinity)",
 	" into memory.diskYAML", " into a disk (want a mapping)",
 	" not found in type backend.Growth", " is not a key of a disk's growth (state, message)",
 	" into backend.Growth", " into a disk's growth (want a mapping)",
@@ -69,6 +75,9 @@ var (
 //	kindUnrecorded: false  # the VM's own, not recording its kind (for claims: no cloudnative.czs/owner-kind)
 //	pending: ""            # why it is not bound, as the binder said
 //	deleting: false
+//	pinned: ""             # how it is bound to its node, when a migration would be refused for it
+//	nodeAffinity:          # the nodes its storage can be reached from, as its volume's spec.nodeAffinity
+//	  required: {nodeSelectorTerms: [{matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [a]}]}]}
 //
 // Unknown keys, unknown words and malformed quantities are errors.
 func ParseDisk(data []byte) (*backend.Disk, error) {
@@ -95,6 +104,12 @@ func ParseDisk(data []byte) (*backend.Disk, error) {
 	d := &backend.Disk{Name: in.Name, ID: in.ID, Version: in.Version, Phase: in.Phase, StorageClass: in.StorageClass, Pinned: in.Pinned,
 		CanGrow: in.CanGrow == nil || *in.CanGrow, BindsWithServer: in.BindsWithServer, Growth: in.Growth, Owner: in.Owner, KeptMark: in.KeptMark,
 		KindUnrecorded: in.KindUnrecorded, Pending: in.Pending, Deleting: in.Deleting}
+	if in.NodeAffinity != nil {
+		var err error
+		if d.NodeAffinity, err = parseNodeAffinity(in.NodeAffinity); err != nil {
+			return nil, err
+		}
+	}
 	for _, q := range []struct {
 		name string
 		dst  *resource.Quantity
@@ -124,4 +139,24 @@ func oneOf[T ~string](key string, v T, known []T) error {
 		}
 	}
 	return fmt.Errorf("%s %q: want one of %s", key, v, strings.Join(names, ", "))
+}
+
+// parseNodeAffinity reads a volume's node affinity as the API server reads a
+// PersistentVolume's (JSON, a key it does not have refused) and returns its required node
+// selector, which it must have.
+func parseNodeAffinity(in map[string]any) (*corev1.NodeSelector, error) {
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("nodeAffinity: %w", err)
+	}
+	var na corev1.VolumeNodeAffinity
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&na); err != nil {
+		return nil, fmt.Errorf("nodeAffinity: not a volume's node affinity ({required: {nodeSelectorTerms: [...]}}): %w", err)
+	}
+	if na.Required == nil {
+		return nil, errors.New("nodeAffinity: want required, the node selector the volume's nodes match")
+	}
+	return na.Required, nil
 }

@@ -25,37 +25,49 @@ var _ backend.DiskPinning = (*Backend)(nil)
 // its keys (PinnedBy). A hostPath volume without a node affinity (the in-tree host-path
 // provisioner's, for single-node clusters) is no pin: Kubernetes itself mounts it on any node.
 //
+// Either way it gives the volume's required node affinity (Pin.NodeAffinity), which the room
+// check matches against the nodes it knows with the placement's rules and the cordons
+// (backend.Hosts.RoomWithin): whether the other nodes of a zone's disk may take the next
+// server (one cordoned does not) is the room check's to say, not this one's, which knows
+// nothing of the VM's placement.
+//
 // It reads the claim, the volume and the nodes from the API server (the nodes from its watch
 // cache), not from the backend's caches, which keep no volumes and no node labels: it is
-// asked only when a user asks for a migration.
-func (b *Backend) DiskPinned(ctx context.Context, vm backend.Owner) (string, error) {
+// asked only when a user asks for a migration, or a running server is about to be replaced.
+func (b *Backend) DiskPinned(ctx context.Context, vm backend.Owner) (backend.Pin, error) {
 	name := ClaimName(vm.Name)
 	pvc, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return backend.Pin{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read claim %s/%s: %w", vm.Namespace, name, err)
+		return backend.Pin{}, fmt.Errorf("read claim %s/%s: %w", vm.Namespace, name, err)
 	}
 	if pvc.Spec.VolumeName == "" {
-		return "", nil // no storage yet: it goes where the next server goes
+		return backend.Pin{}, nil // no storage yet: it goes where the next server goes
 	}
 	pv, err := b.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return backend.Pin{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read volume %s of claim %s/%s: %w", pvc.Spec.VolumeName, vm.Namespace, name, err)
+		return backend.Pin{}, fmt.Errorf("read volume %s of claim %s/%s: %w", pvc.Spec.VolumeName, vm.Namespace, name, err)
+	}
+	pin := backend.Pin{}
+	if required(pv) {
+		pin.NodeAffinity = pv.Spec.NodeAffinity.Required
 	}
 	source := b.serverNode(vm)
 	if !b.cfg.WatchNodes || source == "" || pv.Spec.Local != nil || !required(pv) {
-		return PinnedBy(pv), nil
+		pin.Why = PinnedBy(pv)
+		return pin, nil
 	}
 	nodes, err := b.cfg.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
-		return "", fmt.Errorf("list nodes for the node affinity of volume %s: %w", pv.Name, err)
+		return backend.Pin{}, fmt.Errorf("list nodes for the node affinity of volume %s: %w", pv.Name, err)
 	}
-	return PinnedAmong(pv, source, nodes.Items), nil
+	pin.Why = PinnedAmong(pv, source, nodes.Items)
+	return pin, nil
 }
 
 // serverNode is the node of vm's server as the pods' cache shows it; "" when it has none.

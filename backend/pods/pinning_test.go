@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -95,7 +96,9 @@ func TestPinnedAmong(t *testing.T) {
 }
 
 // TestDiskPinned: the backend judges the VM's volume against the nodes when it watches them
-// (its server's node from the pods' cache), and by the affinity's keys otherwise.
+// (its server's node from the pods' cache), and by the affinity's keys otherwise; either way it
+// gives the volume's required node affinity, which the room check matches against the nodes
+// (backend.Hosts.RoomWithin).
 func TestDiskPinned(t *testing.T) {
 	pod := runningPod("1", "1Gi") // of resizeOwner
 	pod.Spec.NodeName = "node-c"
@@ -122,8 +125,34 @@ func TestDiskPinned(t *testing.T) {
 		if watch {
 			want = "its volume pv is bound to node-c by its node affinity, which admits no other node"
 		}
-		if got != want {
-			t.Errorf("watching nodes %v: DiskPinned = %q, want %q", watch, got, want)
+		if got.Why != want {
+			t.Errorf("watching nodes %v: DiskPinned = %q, want %q", watch, got.Why, want)
+		}
+		if !equality.Semantic.DeepEqual(got.NodeAffinity, pv.Spec.NodeAffinity.Required) {
+			t.Errorf("watching nodes %v: node affinity %+v, want the volume's %+v", watch, got.NodeAffinity, pv.Spec.NodeAffinity.Required)
+		}
+	}
+}
+
+// TestDiskPinnedUnbound: a claim without a volume yet, a volume without a node affinity and no
+// claim at all bind the disk to no node: no reason, no node affinity.
+func TestDiskPinnedUnbound(t *testing.T) {
+	name := ClaimName(resizeOwner.Name)
+	for what, objs := range map[string][]runtime.Object{
+		"no claim":        nil,
+		"claim not bound": {&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}},
+		"volume without affinity": {
+			&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv"}},
+			&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}},
+		},
+	} {
+		b := New(Config{Client: kubefake.NewClientset(objs...), WatchNodes: true})
+		got, err := b.DiskPinned(context.Background(), resizeOwner)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got.Why != "" || got.NodeAffinity != nil {
+			t.Errorf("%s: DiskPinned = %+v, want nothing", what, got)
 		}
 	}
 }

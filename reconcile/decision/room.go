@@ -48,11 +48,16 @@ import (
 // that it counted none of the server's, which were changed after it was made
 // (TolerationsChanged): its owner sees a toleration on the running server that the check
 // left out, and is told why.
+//
+// When the VM's disk can be reached from some nodes only (backend.Disk.NodeAffinity: a zone's
+// disk, a local or TopoLVM volume), only those count (backend.Hosts.RoomWithin), as only
+// those take a server that mounts it; the sentence then says the disk ruled the others out,
+// and names it.
 func (d *decision) noRoom(srv *backend.Server, spec backend.Spec) string {
 	if d.hosts == nil {
 		return ""
 	}
-	r := d.hosts.Room(spec, srv.AdmittedTolerations)
+	r, disk := d.room(srv, spec)
 	if r.Fits(spec.CPU, spec.Memory) {
 		return ""
 	}
@@ -62,11 +67,21 @@ func (d *decision) noRoom(srv *backend.Server, spec backend.Spec) string {
 	}
 	placed := placing(spec.Placement)
 	given, changed := fromAdmission(srv.AdmittedTolerations), srv.TolerationsChanged
+	reached := ""
+	if disk != "" {
+		reached = reachedFrom(other, disk)
+	}
 	switch {
 	case r.Known == 0 && other == "":
 		return "no node is there"
 	case r.Known == 0:
 		return "no node is there but " + spec.AvoidNode + ", the one it moves off"
+	case disk != "" && r.Within == 0:
+		return "its disk " + disk + " can be reached from no node" + other + " (its volume's node affinity admits none)"
+	case disk != "" && r.Hosts == 0 && placed:
+		return "of the nodes" + reached + ", the VM's placement admits none " + admitted(given, changed)
+	case disk != "" && r.Hosts == 0:
+		return "every node" + reached + " is cordoned or tainted against it" + counted(given, changed)
 	case r.Hosts == 0 && placed:
 		return "the VM's placement admits no node" + other + " " + admitted(given, changed)
 	case r.Hosts == 0 && other == "":
@@ -83,6 +98,10 @@ func (d *decision) noRoom(srv *backend.Server, spec backend.Spec) string {
 	}
 	var among string
 	switch {
+	case disk != "" && placed:
+		among = "among the nodes" + reached + " and the VM's placement admits " + admitted(given, changed)
+	case disk != "":
+		among = "among the nodes" + reached + ", not cordoned or tainted against it" + counted(given, changed)
 	case placed && other == "":
 		among = "among the nodes the VM's placement admits " + admitted(given, changed)
 	case placed:
@@ -97,6 +116,39 @@ func (d *decision) noRoom(srv *backend.Server, spec backend.Spec) string {
 		msg += " or " + over[1]
 	}
 	return msg
+}
+
+// room is the room of the hosts for a server of spec that follows srv (backend.Hosts.RoomWithin,
+// with the tolerations admission gave srv), among the nodes the VM's disk can be reached from
+// (diskNodes); disk is the disk's name when its node affinity ruled out some host the check
+// would count otherwise, "" when it ruled out none (or there is none). d.hosts must be known.
+func (d *decision) room(srv *backend.Server, spec backend.Spec) (r backend.Room, disk string) {
+	within := d.diskNodes()
+	r = d.hosts.RoomWithin(spec, srv.AdmittedTolerations, within)
+	if within != nil && r.Within < r.Known {
+		disk = d.disk.own.Name
+	}
+	return r, disk
+}
+
+// diskNodes is the node affinity of the storage of the disk the VM's next server mounts
+// (backend.Disk.NodeAffinity): its own disk's under --root-disk claim, as the backend gave
+// it, which it does only when a migration is asked for or a running server is about to be
+// replaced (reconcile/pinning.go); nil otherwise, and every host counts.
+func (d *decision) diskNodes() *corev1.NodeSelector {
+	if !d.disk.claims || d.disk.own == nil {
+		return nil
+	}
+	return d.disk.own.NodeAffinity
+}
+
+// reachedFrom names the nodes a server that mounts disk may run on, other (" other than
+// NODE, the one it moves off", or "") said first: those its volume's node affinity admits.
+func reachedFrom(other, disk string) string {
+	if other != "" {
+		other += ","
+	}
+	return other + " that its disk " + disk + " can be reached from (its volume's node affinity)"
 }
 
 // placing reports whether pl says anything of which nodes take the server (a node selector,
@@ -218,7 +270,7 @@ func (d *decision) keptForRoom(srv *backend.Server, to backend.Spec, noRoom, why
 	return &lifecycleCondition{ReasonResizeNoRoom, fmt.Sprintf("Server %s keeps running with cpu %s, memory %s: %s, "+
 		"so %s could not start anywhere (%s); %s; or %s, then restart "+
 		"the VM: kubectl vm restart %s (with a node autoscaler, the restart's pending server has it add one)",
-		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, makeRoom(to), d.vm.Name())}
+		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, d.makeRoom(srv, to), d.vm.Name())}
 }
 
 // replacementKept is the RestartRequired condition of srv, a running server, kept rather
@@ -249,15 +301,23 @@ func (d *decision) noRoomToMove(to backend.Spec) string {
 		back = fmt.Sprintf("set the spec back to cpu %s, memory %s; or ", now.CPU.String(), now.Memory.String())
 	}
 	return fmt.Sprintf("the next server, with cpu %s, memory %s, could start on no node: %s; %s%s, then ask again",
-		to.CPU.String(), to.Memory.String(), no, back, makeRoom(to))
+		to.CPU.String(), to.Memory.String(), no, back, d.makeRoom(d.srv, to))
 }
 
-// makeRoom is what gives a server of spec that no host has room for one: a node that fits
-// (and that the VM's placement admits, where it has one), added or taken back from a cordon
-// (the usual case when every node is cordoned, a drain under way: only a VM that tolerates
-// the cordon counts cordoned nodes), or a placement that admits a node that fits already.
-func makeRoom(spec backend.Spec) string {
-	if placing(spec.Placement) {
+// makeRoom is what gives a server of spec that follows srv, and that no host has room for,
+// one: a node that fits (and that the VM's placement admits, where it has one; and that its
+// disk can be reached from, where the disk ruled some out: room), added or taken back from a
+// cordon (the usual case when every node is cordoned, a drain under way: only a VM that
+// tolerates the cordon counts cordoned nodes), or a placement that admits a node that fits
+// already.
+func (d *decision) makeRoom(srv *backend.Server, spec backend.Spec) string {
+	_, disk := d.room(srv, spec)
+	switch placed := placing(spec.Placement); {
+	case disk != "" && placed:
+		return "add a node that fits, that the VM's placement admits and that its disk " + disk + " can be reached from, uncordon one, or widen the placement"
+	case disk != "":
+		return "add a node that fits and that its disk " + disk + " can be reached from, uncordon one, or give the VM a placement that tolerates a tainted one"
+	case placed:
 		return "add a node that fits and that the VM's placement admits, uncordon one, or widen the placement"
 	}
 	return "add a node that fits, uncordon one, or give the VM a placement that tolerates a tainted one"
