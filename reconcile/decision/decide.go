@@ -811,9 +811,16 @@ func (p Policy) restart(d *decision) {
 		detail = " (" + srv.Message + ")"
 	}
 	n := d.current.ConsecutiveFailures
-	if ready := d.readySince(); !ready.IsZero() && !srv.Since.Before(ready.Add(p.stableAfter())) {
+	if ready := d.readySince(); !ready.IsZero() && !earlier(srv.Since, d.now).Before(ready.Add(p.stableAfter())) {
 		// It ran stably before it ended: its failures are forgotten now, as readyFailures
-		// would have written had a decision come after the bound and before the end.
+		// would have written had a decision come after the bound and before the end. By the
+		// controller's clock, as ready is: the server's end (for pods, the container's
+		// finishedAt) is by its node's, and a node whose clock runs ahead would make a server
+		// that crashed seconds after it was ready one that ran stably, its count reset at
+		// every end, and the backoff would never grow. The end is no later than this
+		// decision, the first to see it (the status says Active until one does); a node
+		// whose clock runs behind makes it earlier, and a stable run counts as a short one
+		// at worst: one backoff too long, never a loop.
 		n = 0
 	}
 	note := fmt.Sprintf("Server %s failed%s", srv.Name, detail)

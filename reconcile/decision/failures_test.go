@@ -18,7 +18,9 @@ import (
 // the backoff is there to prevent. Once a server has been ready that long its failures are
 // forgotten, whether a decision came at that moment (the look a Ready decision asks for) or
 // the server ended before one did. A clean shutdown is counted too (the first one is replaced
-// at once).
+// at once). How long a server was ready is told by the controller's clock: a node whose clock
+// runs ahead (the pod's finishedAt is by it) does not make a server that ended seconds after
+// it was ready one that ran stably.
 func TestFailuresAcrossReady(t *testing.T) {
 	const s = time.Second
 	policy := decision.DefaultPolicy
@@ -28,14 +30,19 @@ func TestFailuresAcrossReady(t *testing.T) {
 		ran   time.Duration   // how long each is ready before it ends
 		look  bool            // a decision comes when the Ready one asks for another look
 		waits []time.Duration // the wait before each replacement
+		skew  time.Duration   // the clock of the servers' node minus the controller's
 	}{
-		"fails soon":                   {backend.StateFailed, 5 * s, true, []time.Duration{10 * s, 20 * s, 40 * s, 80 * s, 160 * s, 300 * s, 300 * s}},
-		"fails just before the bound":  {backend.StateFailed, policy.MaxRestartBackoff - s, true, []time.Duration{10 * s, 20 * s, 40 * s, 80 * s}},
-		"fails at the bound":           {backend.StateFailed, policy.MaxRestartBackoff, true, []time.Duration{10 * s, 10 * s, 10 * s, 10 * s}},
-		"fails after running stably":   {backend.StateFailed, 10 * time.Minute, true, []time.Duration{10 * s, 10 * s, 10 * s, 10 * s}},
-		"the same, no look in between": {backend.StateFailed, 10 * time.Minute, false, []time.Duration{10 * s, 10 * s, 10 * s, 10 * s}},
-		"shuts down soon":              {backend.StateStopped, 5 * s, true, []time.Duration{0, 20 * s, 40 * s, 80 * s}},
-		"shuts down after stably":      {backend.StateStopped, 10 * time.Minute, true, []time.Duration{0, 0, 0, 0}},
+		"fails soon":                   {backend.StateFailed, 5 * s, true, []time.Duration{10 * s, 20 * s, 40 * s, 80 * s, 160 * s, 300 * s, 300 * s}, 0},
+		"fails just before the bound":  {backend.StateFailed, policy.MaxRestartBackoff - s, true, []time.Duration{10 * s, 20 * s, 40 * s, 80 * s}, 0},
+		"fails at the bound":           {backend.StateFailed, policy.MaxRestartBackoff, true, []time.Duration{10 * s, 10 * s, 10 * s, 10 * s}, 0},
+		"fails after running stably":   {backend.StateFailed, 10 * time.Minute, true, []time.Duration{10 * s, 10 * s, 10 * s, 10 * s}, 0},
+		"the same, no look in between": {backend.StateFailed, 10 * time.Minute, false, []time.Duration{10 * s, 10 * s, 10 * s, 10 * s}, 0},
+		"shuts down soon":              {backend.StateStopped, 5 * s, true, []time.Duration{0, 20 * s, 40 * s, 80 * s}, 0},
+		"shuts down after stably":      {backend.StateStopped, 10 * time.Minute, true, []time.Duration{0, 0, 0, 0}, 0},
+		"fails soon, node ahead":       {backend.StateFailed, 5 * s, true, []time.Duration{10 * s, 20 * s, 40 * s, 80 * s, 160 * s, 300 * s}, 6 * time.Minute},
+		"fails soon, node far ahead":   {backend.StateFailed, 5 * s, false, []time.Duration{10 * s, 20 * s, 40 * s, 80 * s}, 365 * 24 * time.Hour},
+		"shuts down soon, node ahead":  {backend.StateStopped, 5 * s, true, []time.Duration{0, 20 * s, 40 * s, 80 * s}, 6 * time.Minute},
+		"fails stably, node behind":    {backend.StateFailed, 10 * time.Minute, true, []time.Duration{10 * s, 10 * s, 10 * s}, -time.Minute},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -59,7 +66,7 @@ func TestFailuresAcrossReady(t *testing.T) {
 					clock = clock.Add(-again)
 				}
 				clock = clock.Add(tc.ran)
-				w.srv.State, w.srv.Since = tc.end, clock
+				w.srv.State, w.srv.Since = tc.end, clock.Add(tc.skew)
 				wait := time.Duration(0)
 				p := decide()
 				if p.Server == nil {
