@@ -1251,6 +1251,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	}
 	st.Conditions = d.resumed(st.Conditions)
 	st.Conditions = d.evictionConditions(st.Conditions, st.ObservedGeneration, reason)
+	st.Conditions = d.stoppedRecord(st.Conditions, reason, st.ObservedGeneration)
 	d.stoppedMigration(st, reason)
 	st.Conditions = d.kstatus(st)
 	d.stalledDiskEvent(*st)

@@ -509,9 +509,10 @@ func (d *decision) replacing() bool {
 }
 
 // restsStopped reports whether the VM is stopped by a request, by its guest or by its run
-// strategy, by the reason its status gives: a drain does not start it again (replacing), and
-// a move under way ends with a stop.
-func (d *decision) restsStopped() bool { return d.stopsWith(d.current.Reason) }
+// strategy, by the reason its status gives (rest: under a refusal, the stopped status's it
+// replaced): a drain does not start it again (replacing), and a move under way ends with a
+// stop.
+func (d *decision) restsStopped() bool { return d.stopsWith(d.rest().reason) }
 
 // stopsWith reports whether a status of reason r leaves the VM stopped (restsStopped).
 func (d *decision) stopsWith(r string) bool {

@@ -1,6 +1,7 @@
 package decision_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -166,6 +167,7 @@ func FuzzDecide(f *testing.F) {
 		}
 		checkRejected(t, policy, vm, srv, disk, message)
 		checkDiskRejected(t, policy, vm, srv, message)
+		checkStoppedKept(t, policy, vm, srv, disk, hosts, message)
 	})
 }
 
@@ -406,6 +408,10 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				fail("creates a server while one exists")
 			case vm.Deleting() || len(specErrs) > 0 || spec.RunStrategy == schema.RunHalted:
 				fail("creates a server for a VM that is being deleted, invalid or inactive")
+			case stoppedOnRequest(vm) && !newStart(vm):
+				// Stopped until a start: also through a refusal of its spec, its disk or its
+				// server, whose status records the stopped one (ConditionStopped).
+				fail("creates a server for a VM stopped on request, without a start request newer than the one recorded")
 			case !hasFinalizer && plan.Finalizer != decision.AddFinalizer:
 				fail("creates a server without the finalizer that guarantees its cleanup")
 			case a.Spec == nil || a.Spec.CPU.Sign() <= 0 || a.Spec.Memory.Sign() <= 0 || a.Spec.Image == "" ||
@@ -1097,6 +1103,96 @@ func checkClaimed(fail func(string, ...any), srv *backend.Server, plan decision.
 	case claimed != srv.Name:
 		fail("status %s %s does not claim server %s, which stays (ClaimedServer)", st.Phase, st.Reason, srv.Name)
 	}
+}
+
+// refusalReasons are the reasons of the statuses that refuse a VM's spec, disk or server,
+// which keep the record of the stopped status they replace (decision.ConditionStopped).
+var refusalReasons = []string{decision.ReasonInvalidSpec, decision.ReasonDiskRejected, decision.ReasonDiskConflict, decision.ReasonServerRejected}
+
+// stoppedOnRequest reports whether vm's status says it was stopped on request (Stopped, or
+// Stopping while the stop's deletion is under way; or a refusal's record of either) under a
+// run strategy that heeds requests, and so is to get no server until a start request.
+func stoppedOnRequest(vm schema.VirtualMachine) bool {
+	spec, errs := vm.Spec()
+	if len(errs) > 0 || spec.RunStrategy == schema.RunAlways || spec.RunStrategy == schema.RunHalted {
+		return false
+	}
+	st := vm.Status()
+	reason := st.Reason
+	if c := st.Condition(decision.ConditionStopped); c != nil && c.Status == schema.ConditionTrue && slices.Contains(refusalReasons, reason) {
+		reason = c.Reason
+	}
+	return reason == decision.ReasonStopped || reason == decision.ReasonStopping
+}
+
+// newStart reports whether vm carries a start request its status has not recorded.
+func newStart(vm schema.VirtualMachine) bool {
+	start := vm.StartRequested()
+	return start.Value != "" && start.Value != vm.Status().StartRequestedAt
+}
+
+// checkStoppedKept checks that a VM stopped on request (stoppedOnRequest) stays stopped
+// through a refusal: its disk refused (DiskRejected, DiskConflict), a start's server refused
+// (ServerRejected), its spec made invalid (memory 100m, then back as it was). Once the refusal
+// is lifted, the decision made on the refusal's status gives it no server without a newer
+// start request (checkPlan).
+func checkStoppedKept(t *testing.T, policy decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, hosts *backend.Hosts, why string) {
+	t.Helper()
+	if !stoppedOnRequest(vm) || vm.Paused() || vm.Deleting() {
+		return
+	}
+	lifted := func(refusal string, w world, spec string) {
+		t.Helper()
+		if w.gone {
+			return
+		}
+		if spec != "" {
+			w.vm = patchVM(t, w.vm, spec)
+		}
+		p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Budget: w.budget, Hosts: hosts, Now: now})
+		if p.Server != nil && p.Server.Op == decision.CreateServer && !newStart(w.vm) {
+			t.Errorf("a VM stopped on request gets a server once %s is lifted, without a newer start request\nVM: %s\nrefused: %s\nplan:\n%s",
+				refusal, vm.JSON(), w.vm.JSON(), renderPlan(t, p))
+		}
+	}
+	for _, conflict := range []bool{false, true} {
+		refused := policy.DiskRejected(decision.Input{VM: vm, Server: srv, Now: now}, why, conflict)
+		lifted(fmt.Sprintf("a disk's refusal (conflict %v)", conflict), applyPlan(t, vm, srv, disk, refused), "")
+	}
+	if srv == nil {
+		lifted("a server's refusal", applyPlan(t, vm, nil, disk, policy.Rejected(decision.Input{VM: vm, Disk: disk, Now: now}, why)), "")
+	}
+	f := vm.Fields()
+	gen := vm.Generation()
+	invalid := patchVM(t, vm, patchAt(t, map[string]any{"metadata": map[string]any{"generation": gen + 1}}, f.Memory, "100m"))
+	if _, errs := invalid.Spec(); len(errs) == 0 {
+		t.Fatalf("memory 100m is a valid spec: %s", invalid.JSON())
+	}
+	memory, _ := vm.Spec()
+	p := policy.Decide(decision.Input{VM: invalid, Server: srv, Disk: disk, Hosts: hosts, Now: now})
+	lifted("an invalid spec", applyPlan(t, invalid, srv, disk, p),
+		patchAt(t, map[string]any{"metadata": map[string]any{"generation": gen + 2}}, f.Memory, memory.Memory.String()))
+}
+
+// patchAt is the JSON merge patch base with value set at the dotted path.
+func patchAt(t *testing.T, base map[string]any, path string, value any) string {
+	t.Helper()
+	keys := strings.Split(path, ".")
+	m := base
+	for _, k := range keys[:len(keys)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[keys[len(keys)-1]] = value
+	b, err := json.Marshal(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // newStop reports whether vm carries a stop request its status has not recorded.

@@ -23,7 +23,9 @@ import (
 //
 // Under the three, a start request starts a stopped VM (an ended server is deleted first)
 // and a stop request deletes the server. Whether a VM without a live server is stopped is
-// read from its status: the reason the controller last wrote for it.
+// read from its status: the reason the controller last wrote for it, or, while the
+// controller refuses the VM (its spec, its disk, its server: refusals), the record that
+// refusal keeps of the stopped status it replaced (the condition Stopped; rest).
 
 // runPart is the run strategy's part of a decision: the strategy in force, and the backoff of
 // a failed server's replacement (under Always and RerunOnFailure), which the status records
@@ -80,13 +82,14 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 	case d.replacing():
 		// Moved under evictionStrategy Replace (eviction.go), whatever the strategy.
 	case srv != nil && srv.State == backend.StateLost && !(srv.Deleting && d.stopping()) &&
-		!(srv.Deleting && d.run.strategy == schema.RunManual && d.lostWhileInactive()):
+		!(srv.Deleting && d.run.strategy == schema.RunManual && (d.lostWhileInactive() || d.rest().recorded && d.rest().reason == ReasonServerStopping)):
 		// On a node that does not answer: active reports NodeLost, and starts nothing while
 		// the server may still run there (nodelost.go). One a stop is deleting is the
 		// stop's (stayStopped), and so, under Manual, is one Halted was deleting: a Manual
 		// VM runs on a start request, and active would claim the server (Unknown), whose
 		// going then starts a new one (stoppedState). On a node that answers it is
-		// NotStarted.
+		// NotStarted. A refusal's record of Halted's deletion (stoppedBefore) counts as
+		// NodeLost in phase Inactive does: it may be one, recorded so.
 	case srv != nil && !srv.Deleting && ended(srv) && !(d.run.strategy == schema.RunRerunOnFailure && srv.State == backend.StateFailed):
 		// Kept as it ended: a spec change does not start a stopped VM either.
 		d.ensureFinalizer(true)
@@ -119,9 +122,10 @@ var onItsWay = []string{ReasonServerReplacing, ReasonServerCreating, ReasonWaiti
 	ReasonDiskRejected, ReasonDiskConflict, ReasonMigrating, ReasonServerEvicted}
 
 // stoppedState reports whether a VM without a live server (none, or one being deleted) is
-// stopped, rather than on its way to a new server, by the reason its status gives.
+// stopped, rather than on its way to a new server, by the reason its status gives (rest: under
+// a refusal, the reason of the stopped status the refusal replaced).
 func (d *decision) stoppedState() bool {
-	reason := d.current.Reason
+	reason := d.rest().reason
 	if slices.Contains(stoppedReasons, reason) || d.lostWhileStopping() {
 		return true
 	}
@@ -144,11 +148,109 @@ func (d *decision) stoppedState() bool {
 	return false // RerunOnFailure: a server deleted by someone else is replaced, as a failure
 }
 
-// stopping reports whether the status says a stop request is deleting the server: Stopping,
-// or NodeLost in phase Inactive (the node of the server that the stop deletes does not
-// answer).
+// ConditionStopped is the record a refusal's status keeps of the stopped status it replaced:
+// present (True) only in the status of a refusal (refusals) of a VM that was stopped, with
+// the reason and message that status had (stoppedBefore). A refusal writes its own phase,
+// reason and message over the VM's, and without the record a VM stopped on request, after a
+// clean shutdown or (Once, Manual) after a failure would be taken, once the refusal is lifted,
+// for one on its way to a server (stoppedState), and started. It is kept in the status, not
+// in the controller's memory, so that a restarted controller or a new leader knows it too;
+// and it costs no write of its own: it comes with the refusal's status, and goes with the
+// status that ends the refusal (the stopped one again, stayStopped), each written anyway.
+const ConditionStopped = "Stopped"
+
+// refusals are the reasons of the statuses in which the controller refuses the VM's spec
+// (InvalidSpec), its disk (DiskRejected, DiskConflict) or its server (ServerRejected: a
+// start's create refused): each replaces the phase, reason and message the VM had, and keeps
+// what a stopped VM needs kept (ConditionStopped).
+var refusals = map[string]bool{ReasonInvalidSpec: true, ReasonDiskRejected: true, ReasonDiskConflict: true, ReasonServerRejected: true}
+
+// rested is the phase, reason and message by which the decisions tell whether, and why, a
+// VM without a live server is stopped (rest); recorded: they are a refusal's record, not the
+// status's own.
+type rested struct {
+	phase           schema.Phase
+	reason, message string
+	recorded        bool
+}
+
+// rest is the phase, reason and message of the status the VM rests with: its own, or under
+// a refusal that replaced a stopped status, that status's, as the refusal recorded it
+// (ConditionStopped). Its phase is not recorded: a stopped status is Inactive, but for a
+// failure its run strategy does not replace (ServerFailed), which is Failed.
+func (d *decision) rest() rested {
+	cur := d.current
+	if c := cur.Condition(ConditionStopped); c != nil && c.Status == schema.ConditionTrue && refusals[cur.Reason] {
+		phase := schema.PhaseInactive
+		if c.Reason == ReasonServerFailed {
+			phase = schema.PhaseFailed
+		}
+		return rested{phase, c.Reason, c.Message, true}
+	}
+	return rested{cur.Phase, cur.Reason, cur.Message, false}
+}
+
+// stoppedBefore is the stopped status a refusal's status replaces, for its record
+// (ConditionStopped); false when the VM was not stopped. What the VM rests with (rest: a
+// refusal over a refusal keeps the first one's record) is stopped when no server runs or is
+// made for it but on a start request (or a change of the run strategy):
+//   - Inactive at rest (atRest: stopped on request, a guest shut down, a server gone that is
+//     not replaced, a Manual VM never started, Halted);
+//   - a stop's or Halted's deletion under way (Stopping, ServerStopping), and the same on a
+//     node that does not answer (NodeLost in phase Inactive), recorded as the one or the
+//     other: what that message says is the node's, which the decision after the refusal says
+//     anew (stayStopped);
+//   - a failure its run strategy does not replace (ServerFailed, but under RerunOnFailure).
+//
+// Under Always nothing is: the VM runs whatever its status said, and a strategy changed to it
+// drops the record. strategy is the one the refusal's VM names; "" when it names none (an
+// invalid spec's), where a failure counts as stopped: the strategy the refusal is lifted
+// under decides what it is (stoppedState).
+func (d *decision) stoppedBefore(strategy schema.RunStrategy) (rested, bool) {
+	r, cur := d.rest(), d.current
+	switch {
+	case strategy == schema.RunAlways:
+		return rested{}, false
+	case r.reason == ReasonNodeLost && r.phase == schema.PhaseInactive && cur.Server != nil:
+		if d.lostWhileStopping() {
+			return rested{schema.PhaseInactive, ReasonStopping,
+				fmt.Sprintf("Waiting for server %s to be deleted %s", cur.Server.Name, stopNote(cur.StopRequestedAt)), true}, true
+		}
+		return rested{schema.PhaseInactive, ReasonServerStopping,
+			fmt.Sprintf("Waiting for server %s to be deleted (action is inactive)", cur.Server.Name), true}, true
+	case r.phase == schema.PhaseInactive && (atRest[r.reason] || r.reason == ReasonStopping || r.reason == ReasonServerStopping):
+		return r, true
+	case r.phase == schema.PhaseFailed && r.reason == ReasonServerFailed:
+		return r, strategy != schema.RunRerunOnFailure
+	}
+	return rested{}, false
+}
+
+// stoppedRecord returns conds, those of a status of reason, with the record of the stopped
+// status a refusal replaces (ConditionStopped), or without it: only a refusal of a VM that
+// was stopped carries it, and any other status drops it.
+func (d *decision) stoppedRecord(conds []schema.Condition, reason string, gen int64) []schema.Condition {
+	if !refusals[reason] {
+		return schema.RemoveCondition(conds, ConditionStopped)
+	}
+	strategy := d.run.strategy
+	if strategy == "" {
+		spec, _ := d.vm.Spec() // an invalid spec: the strategy it names, if it names one
+		strategy = spec.RunStrategy
+	}
+	r, ok := d.stoppedBefore(strategy)
+	if !ok {
+		return schema.RemoveCondition(conds, ConditionStopped)
+	}
+	return schema.SetCondition(conds, schema.Condition{Type: ConditionStopped, Status: schema.ConditionTrue, Reason: r.reason,
+		Message: r.message, ObservedGeneration: gen, LastTransitionTime: d.now})
+}
+
+// stopping reports whether the status says a stop request is deleting the server: Stopping
+// (or a refusal's record of it, rest), or NodeLost in phase Inactive (the node of the server
+// that the stop deletes does not answer).
 func (d *decision) stopping() bool {
-	return d.current.Reason == ReasonStopping || d.lostWhileStopping()
+	return d.rest().reason == ReasonStopping || d.lostWhileStopping()
 }
 
 // stopServer carries out a stop request: the server goes (with the grace period the stop
@@ -188,20 +290,24 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 }
 
 // stayStopped reports a stopped VM without a live server as it is: the reason it stopped
-// for, or under Manual, never started (NotStarted), or gone without the controller deleting
-// it (ServerMissing, not replaced). A stop's server on a node that does not answer is
-// NodeLost, in phase Inactive, until it is gone (nodelost.go).
+// for (rest: also once a refusal that replaced it is lifted), or under Manual, never started
+// (NotStarted), or gone without the controller deleting it (ServerMissing, not replaced). A
+// stop's server on a node that does not answer is NodeLost, in phase Inactive, until it is
+// gone (nodelost.go). A failure whose replacement the status promised (a server deleted
+// during its backoff under Always or RerunOnFailure) is not replaced under the strategy
+// set since (Once, Manual): the message says so, and how to start the VM, instead of the time
+// the new server was to come.
 func (d *decision) stayStopped() {
 	if r := d.newRestart(); r != "" {
 		d.next().RestartedAt = r // nothing runs to restart; a start makes a new server anyway
 	}
-	srv, cur := d.srv, d.current
+	srv, cur, rest := d.srv, d.current, d.rest()
 	if srv != nil {
 		d.ensureFinalizer(true)
 		srv = d.deletingServer() // being deleted by someone: the VM stays stopped once it is gone
 		if srv.State == backend.StateLost {
 			stop := "" // a stop's, which cannot finish (onRequest), or Halted's that the strategy followed
-			if cur.Reason == ReasonStopping || d.lostWhileStopping() {
+			if rest.reason == ReasonStopping || d.lostWhileStopping() {
 				stop = cur.StopRequestedAt
 			}
 			d.lostFor(schema.PhaseInactive, srv, stop)
@@ -216,15 +322,20 @@ func (d *decision) stayStopped() {
 		}
 		return
 	}
-	lost := d.lostWhileStopping()
-	if slices.Contains(stoppedReasons, cur.Reason) || cur.Reason == ReasonServerFailed || cur.Reason == ReasonServerMissing || lost {
-		phase, reason, msg := cur.Phase, cur.Reason, cur.Message
+	stopping := rest.reason == ReasonStopping || d.lostWhileStopping()
+	if slices.Contains(stoppedReasons, rest.reason) || rest.reason == ReasonServerFailed || rest.reason == ReasonServerMissing || stopping {
+		phase, reason, msg := rest.phase, rest.reason, rest.message
 		switch {
-		case (reason == ReasonStopping || lost) && srv == nil:
-			reason, msg = ReasonStopped, fmt.Sprintf("Stopped on request (%s); %s", cur.StopRequestedAt, d.startHint())
-		case lost:
-			// Its node answers again, and the stop's deletion goes on (stopServer).
-			reason, msg = ReasonStopping, fmt.Sprintf("Waiting for server %s to be deleted (stop requested at %s)", srv.Name, cur.StopRequestedAt)
+		case stopping && srv == nil:
+			phase, reason, msg = schema.PhaseInactive, ReasonStopped, fmt.Sprintf("Stopped on request (%s); %s", cur.StopRequestedAt, d.startHint())
+		case stopping:
+			// Its node answers again (or a refusal is lifted), and the stop's deletion goes
+			// on (stopServer).
+			phase, reason, msg = schema.PhaseInactive, ReasonStopping, fmt.Sprintf("Waiting for server %s to be deleted %s", srv.Name, stopNote(cur.StopRequestedAt))
+		case reason == ReasonServerFailed:
+			if i := strings.LastIndex(msg, retryNote); i >= 0 {
+				msg = fmt.Sprintf("%s; it is not replaced (runStrategy %s); %s", msg[:i], d.run.strategy, d.startHint())
+			}
 		}
 		d.report(phase, reason, msg, srv)
 		return

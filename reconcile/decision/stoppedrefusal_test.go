@@ -1,0 +1,201 @@
+package decision_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/cloudnative-czs/vm-controller/backend"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
+)
+
+// TestRefusalKeepsStopped: a VM that heeds requests (RerunOnFailure, Once, Manual) under
+// --root-disk claim is stopped (on request; after a clean shutdown whose pod was removed
+// since; under Once, after a failure whose pod was removed since), then the controller
+// refuses it: the release of its disk that reclaim policy Retain asks for is refused
+// (DiskRejected, DiskConflict), or its spec is invalid (memory 100m). Once the refusal is
+// lifted (the release allowed, the spec fixed), the VM is stopped as it was: no server is
+// made, the status says what it said before the refusal, and a start request starts it as
+// ever. The refusal's status carries the record of it (the condition Stopped), so that a
+// restarted controller knows it too: each step is decided on the VM as the one before wrote
+// it.
+func TestRefusalKeepsStopped(t *testing.T) {
+	file := filepath.Join(claimCases, "active-steady.txtar")
+	policy := casePolicy(t, file)
+	// The ways a VM comes to be stopped: from the case's running VM, the server's end or a
+	// stop request, decided and carried out until the server is gone.
+	stops := map[string]struct {
+		end        backend.State // the server's end; "" for a stop request
+		strategies []schema.RunStrategy
+		reason     string // the reason of the stopped VM
+	}{
+		"stopped on request":     {"", []schema.RunStrategy{schema.RunManual, schema.RunOnce, schema.RunRerunOnFailure}, decision.ReasonStopped},
+		"shut down, pod removed": {backend.StateStopped, []schema.RunStrategy{schema.RunManual, schema.RunOnce, schema.RunRerunOnFailure}, decision.ReasonGuestShutDown},
+		"failed, pod removed":    {backend.StateFailed, []schema.RunStrategy{schema.RunManual, schema.RunOnce}, decision.ReasonServerFailed},
+	}
+	// The refusals, each of the stopped VM, and how each is lifted.
+	refusals := map[string]struct {
+		patch  string // a change of the VM that the controller refuses
+		reason string // the refusal's
+		refuse func(in decision.Input) decision.Plan
+		lift   string // the change that lifts it ("": the backend allows what it refused)
+	}{
+		"release refused": {patch: `{"metadata":{"generation":2},"spec":{"rootDiskReclaimPolicy":"Retain"}}`, reason: decision.ReasonDiskRejected,
+			refuse: func(in decision.Input) decision.Plan {
+				return policy.DiskRejected(in, `admission webhook "claims.example.com" denied the request`, false)
+			}},
+		"release in conflict": {patch: `{"metadata":{"generation":2},"spec":{"rootDiskReclaimPolicy":"Retain"}}`, reason: decision.ReasonDiskConflict,
+			refuse: func(in decision.Input) decision.Plan {
+				return policy.DiskRejected(in, "the claim is another's", true)
+			}},
+		"invalid spec": {patch: `{"metadata":{"generation":2},"spec":{"resource":{"memory":"100m"}}}`, reason: decision.ReasonInvalidSpec,
+			lift: `{"metadata":{"generation":3},"spec":{"resource":{"memory":"4G"}}}`},
+		"invalid placement": {patch: `{"metadata":{"generation":2},"spec":{"placement":"ssd"}}`, reason: decision.ReasonInvalidSpec,
+			lift: `{"metadata":{"generation":3},"spec":{"placement":null}}`},
+	}
+	for stopName, stop := range stops {
+		for _, rs := range stop.strategies {
+			for refName, ref := range refusals {
+				t.Run(fmt.Sprintf("%s/%s/%s", rs, stopName, refName), func(t *testing.T) {
+					vm, srv := decidecase.Read(t, file)
+					disk := decidecase.Disk(t, file)
+					w := world{vm: patchVM(t, vm, fmt.Sprintf(`{"spec":{"action":%q}}`, vm.Fields().StrategyWord(rs))), srv: srv, disk: disk}
+					decide := func() decision.Plan {
+						t.Helper()
+						return policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Now: now})
+					}
+					carry := func(p decision.Plan) {
+						t.Helper()
+						w = applyPlanWorld(t, w, p)
+					}
+					// Stopped: the server ends or a stop deletes it, and it is gone.
+					if stop.end == "" {
+						w.vm = patchVM(t, w.vm, `{"metadata":{"annotations":{"cloudnative.czs/stopRequestedAt":"2026-06-01T11:30:00Z"}}}`)
+					} else {
+						ended := *w.srv
+						ended.State = stop.end
+						w.srv = &ended
+					}
+					carry(decide())
+					w.srv = nil // deleted by the stop, or the ended pod removed
+					carry(decide())
+					stopped := w.vm.Status()
+					if stopped.Reason != stop.reason || stopped.Server != nil {
+						t.Fatalf("the VM is not stopped as the case has it: %s (%s), server %+v", stopped.Phase, stopped.Reason, stopped.Server)
+					}
+
+					// Refused.
+					w.vm = patchVM(t, w.vm, ref.patch)
+					p := decide()
+					if ref.refuse != nil {
+						if p.Disk == nil || p.Disk.Op != decision.ReleaseDisk {
+							t.Fatalf("no release to refuse:\n%s", renderPlan(t, p))
+						}
+						p = ref.refuse(decision.Input{VM: w.vm, Disk: w.disk, Now: now})
+					}
+					carry(p)
+					if st := w.vm.Status(); st.Phase != schema.PhaseFailed || st.Reason != ref.reason {
+						t.Fatalf("the refusal's status is %s (%s), want %s (%s)", st.Phase, st.Reason, schema.PhaseFailed, ref.reason)
+					}
+					if again := decide(); ref.refuse == nil && !again.Empty() {
+						t.Fatalf("the refusal decided again asks for more:\n%s", renderPlan(t, again))
+					}
+
+					// Lifted: stopped as before, the disk released if it was to be.
+					if ref.lift != "" {
+						w.vm = patchVM(t, w.vm, ref.lift)
+					}
+					p = decide()
+					if p.Server != nil {
+						t.Fatalf("the refusal lifted, the stopped VM gets a server:\n%s", renderPlan(t, p))
+					}
+					if ref.refuse != nil && (p.Disk == nil || p.Disk.Op != decision.ReleaseDisk) {
+						t.Errorf("the refusal lifted, the release is not asked for again:\n%s", renderPlan(t, p))
+					}
+					carry(p)
+					st := w.vm.Status()
+					if st.Phase != stopped.Phase || st.Reason != stopped.Reason || st.Message != stopped.Message {
+						t.Errorf("the refusal lifted, the status is %s (%s) %q, want it as before the refusal: %s (%s) %q",
+							st.Phase, st.Reason, st.Message, stopped.Phase, stopped.Reason, stopped.Message)
+					}
+					if c := st.Condition(decision.ConditionStopped); c != nil {
+						t.Errorf("the refusal lifted, the status keeps its record: %+v", *c)
+					}
+					if again := decide(); !again.Empty() {
+						t.Errorf("deciding again asks for more:\n%s", renderPlan(t, again))
+					}
+
+					// A start request starts it.
+					w.vm = patchVM(t, w.vm, `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T11:59:00Z"}}}`)
+					if p := decide(); serverOp(p) != decision.CreateServer {
+						t.Errorf("a start request does not start the VM:\n%s", renderPlan(t, p))
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRefusalKeepsStoppedWhileLost: a VM being stopped (a stop request under RerunOnFailure;
+// Halted, then Manual) whose server's node does not answer (NodeLost in phase Inactive) is
+// refused (its disk; its spec, fixed since) while the server's deletion waits for the node.
+// Once the refusal is lifted the VM is being stopped as before: NodeLost in phase Inactive
+// while the node does not answer (not Unknown: the status does not claim the server), and
+// stopped once the server is gone, with no new server.
+func TestRefusalKeepsStoppedWhileLost(t *testing.T) {
+	tests := map[string]struct {
+		file string
+		want string // the reason once the server is gone
+	}{
+		"stop request": {"strategy-rerun-stop-lost-deleting", decision.ReasonStopped},
+		"Halted":       {"strategy-manual-halted-lost-deleting", decision.ReasonNotStarted},
+	}
+	refusals := map[string]func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) (refused, lifted schema.VirtualMachine){
+		"disk": func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) (schema.VirtualMachine, schema.VirtualMachine) {
+			w := applyPlan(t, vm, srv, nil, p.DiskRejected(decision.Input{VM: vm, Server: srv, Now: now}, "denied", false))
+			return w.vm, w.vm
+		},
+		"spec": func(p decision.Policy, vm schema.VirtualMachine, srv *backend.Server) (schema.VirtualMachine, schema.VirtualMachine) {
+			gen := vm.Generation()
+			invalid := patchVM(t, vm, fmt.Sprintf(`{"metadata":{"generation":%d},"spec":{"resource":{"memory":"100m"}}}`, gen+1))
+			w := applyPlan(t, invalid, srv, nil, p.Decide(decision.Input{VM: invalid, Server: srv, Now: now}))
+			return w.vm, patchVM(t, w.vm, fmt.Sprintf(`{"metadata":{"generation":%d},"spec":{"resource":{"memory":"4G"}}}`, gen+2))
+		},
+	}
+	for name, tc := range tests {
+		for refusal, refuse := range refusals {
+			t.Run(name+"/"+refusal, func(t *testing.T) {
+				file := filepath.Join(cases, tc.file+".txtar")
+				vm, srv := decidecase.Read(t, file)
+				policy := casePolicy(t, file)
+				w := applyPlan(t, vm, srv, nil, policy.Decide(decision.Input{VM: vm, Server: srv, Now: now}))
+				if st := w.vm.Status(); st.Phase != schema.PhaseInactive || st.Reason != decision.ReasonNodeLost {
+					t.Fatalf("the case is %s (%s), want %s (%s)", st.Phase, st.Reason, schema.PhaseInactive, decision.ReasonNodeLost)
+				}
+				before := w.vm.Status()
+				refused, vm := refuse(policy, w.vm, w.srv)
+				if c := refused.Status().Condition(decision.ConditionStopped); c == nil {
+					t.Fatalf("the refusal keeps no record of the stop: %+v", refused.Status().Conditions)
+				}
+				p := policy.Decide(decision.Input{VM: vm, Server: w.srv, Now: now})
+				if p.Server != nil {
+					t.Fatalf("the refusal lifted, the server is acted on:\n%s", renderPlan(t, p))
+				}
+				w = applyPlan(t, vm, w.srv, nil, p)
+				if st := w.vm.Status(); st.Phase != schema.PhaseInactive || st.Reason != decision.ReasonNodeLost || st.Message != before.Message {
+					t.Errorf("the refusal lifted, the status is %s (%s) %q; want it as before: %s (%s) %q",
+						st.Phase, st.Reason, st.Message, before.Phase, before.Reason, before.Message)
+				}
+				p = policy.Decide(decision.Input{VM: w.vm, Now: now}) // the server is gone
+				if p.Server != nil {
+					t.Fatalf("the server gone, the VM gets one:\n%s", renderPlan(t, p))
+				}
+				if st := applyPlan(t, w.vm, nil, nil, p).vm.Status(); st.Phase != schema.PhaseInactive || st.Reason != tc.want {
+					t.Errorf("the server gone, the status is %s (%s), want %s (%s)", st.Phase, st.Reason, schema.PhaseInactive, tc.want)
+				}
+			})
+		}
+	}
+}
