@@ -48,7 +48,9 @@ func strategyOf(vm schema.VirtualMachine, f schema.Fields) (schema.RunStrategy, 
 // one, not the phase alone: a RerunOnFailure VM whose server failed gets a new one after the
 // backoff, whether or not its layout has status.nextRetryTime to say when; a server whose
 // deletion was refused (ServerDeleteRefused), or one kept running beside a spec the
-// controller refuses (InvalidSpec, DiskConflict), still runs. A Manual VM without a phase yet
+// controller refuses (InvalidSpec, DiskConflict), still runs. A refusal of a VM that was
+// stopped (its status carries the condition Stopped, which the controller goes back to once
+// the refusal is lifted) is stopped, whatever the refusal. A Manual VM without a phase yet
 // has not started: the controller has not looked at it, and will report it NotStarted; under
 // the other strategies a VM without a phase is on its way to its first server.
 func stopped(rs schema.RunStrategy, st schema.Status) bool {
@@ -62,11 +64,14 @@ func stopped(rs schema.RunStrategy, st schema.Status) bool {
 	case st.Phase != schema.PhaseFailed:
 		return false // Creating, Active, Unknown, Terminating: a server is on its way, or runs
 	}
+	if c := st.Condition(decision.ConditionStopped); c != nil && c.Status == schema.ConditionTrue {
+		return true // a refusal of a stopped VM, which keeps it stopped once lifted
+	}
 	switch st.Reason {
 	case decision.ReasonServerFailed:
 		return rs != schema.RunRerunOnFailure // under RerunOnFailure replaced after the backoff
 	case decision.ReasonServerRejected, decision.ReasonDiskRejected:
-		return false // asked for again, every minute
+		return false // asked for again, every minute: on its way to a server
 	}
 	return true // InvalidSpec, DiskConflict, ServerDeleteRefused with no server named
 }
