@@ -115,6 +115,11 @@ func (p Policy) Decide(in Input) Plan {
 	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image, Placement: spec.Placement}
 	d.run.strategy = spec.RunStrategy
 	d.eviction(p.evictionStrategy(spec), spec.RunStrategy != schema.RunHalted)
+	// A VM under Block has a budget, whether or not it has a server, and the way out deletes
+	// it before the VM goes (deleting): the finalizer holds the VM for that, also for one that
+	// never had a server. Left to the owner reference alone, a `--cascade=orphan` deletion
+	// would leave the budget behind.
+	d.ensureFinalizer(d.evict.strategy == schema.EvictionBlock)
 	if spec.RunStrategy == schema.RunHalted {
 		stop := d.recordRequests()
 		d.holdDisk(spec)
