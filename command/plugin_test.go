@@ -459,8 +459,10 @@ func TestPluginArgs(t *testing.T) {
 }
 
 // TestMigrateRefusals: migrate refuses, with one line and nothing written, a VM that does not
-// run, a disk pinned to its node and a cluster without another schedulable node; otherwise it
-// writes the request.
+// run, a disk pinned to its node, a cluster without another schedulable node, and a disk whose
+// other nodes none takes the next server (a zone's whose other node is cordoned, not Ready or
+// out of the placement, while another zone has room: the controller's room check refuses
+// it so, naming the disk); otherwise it writes the request.
 func TestMigrateRefusals(t *testing.T) {
 	node := func(name string, ready, unschedulable bool, taints ...corev1.Taint) *corev1.Node {
 		st := corev1.ConditionFalse
@@ -507,7 +509,14 @@ func TestMigrateRefusals(t *testing.T) {
 		n.Labels = map[string]string{k: v}
 		return n
 	}
+	withLabel := func(n *corev1.Node, k, v string) *corev1.Node {
+		n.Labels[k] = v
+		return n
+	}
 	ssd := backend.Placement{NodeSelector: map[string]string{"disk": "ssd"}}
+	// inReach is the refusal of a zone's disk none of whose other nodes takes the next server.
+	const inReach = "virtualmachine/vm1 cannot migrate: no other Ready, schedulable node than n1 that its disk vm1-rootdisk can be reached from " +
+		"(its volume's node affinity) and that its placement admits"
 	tolerant := backend.Placement{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
 	tests := map[string]struct {
 		phase   string
@@ -523,7 +532,20 @@ func TestMigrateRefusals(t *testing.T) {
 			zoned(node("n2", true, false))}, "its disk vm1-rootdisk cannot follow it"},
 		"zoned disk, no other node in the zone": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)),
 			labelled(node("n2", true, false), corev1.LabelTopologyZone, "b")}, "its disk vm1-rootdisk cannot follow it"},
-		"zoned disk":    {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)), zoned(node("n2", true, false))}, ""},
+		"zoned disk": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)), zoned(node("n2", true, false))}, ""},
+		"zoned disk, other node in the zone cordoned": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)),
+			zoned(node("n2", true, true)), labelled(node("n3", true, false), corev1.LabelTopologyZone, "b")}, inReach},
+		"zoned disk, other node in the zone not Ready": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)),
+			zoned(node("n2", false, false)), labelled(node("n3", true, false), corev1.LabelTopologyZone, "b")}, inReach},
+		"zoned disk, other node in the zone tainted": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)),
+			zoned(node("n2", true, false, taint)), labelled(node("n3", true, false), corev1.LabelTopologyZone, "b")}, inReach},
+		"zoned disk, placement admits only another zone": {"Active", []runtime.Object{placed(ssd), claim, pvOn(corev1.LabelTopologyZone, "a"),
+			zoned(node("n1", true, false)), zoned(node("n2", true, false)), withLabel(labelled(node("n4", true, false), corev1.LabelTopologyZone, "b"), "disk", "ssd")}, inReach},
+		// Every node is in the disk's reach: the disk ruled none out, and goes unnamed.
+		"zoned disk, every other node cordoned": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)),
+			zoned(node("n2", true, true))}, "no other Ready, schedulable node than n1 that its placement admits"},
+		"zoned disk, a free node in the zone beside a cordoned one": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"),
+			zoned(node("n1", true, false)), zoned(node("n2", true, true)), zoned(node("n4", true, false)), labelled(node("n3", true, false), corev1.LabelTopologyZone, "b")}, ""},
 		"no server pod": {"Active", []runtime.Object{node("n1", true, false)}, `the server pod vm1-server not found in namespace "ns"`},
 		"moves":         {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false)}, ""},
 		"placement admits no other": {"Active", []runtime.Object{placed(ssd), claim, pv(""), labelled(node("n1", true, false), "disk", "ssd"),

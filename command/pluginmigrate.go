@@ -27,7 +27,8 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 		Usage:     "move a running VM to another node (a cold migration: a new server, the same disk)",
 		ArgsUsage: "NAME",
 		Description: "Checks that the VM runs (phase Active, its server on a node), that its disk can follow (its volume is not pinned to " +
-			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists that the VM's placement admits (with the tolerations admission gave its server pod); then writes the annotation " +
+			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists that both its disk can be reached from (its volume's node affinity) " +
+			"and the VM's placement admits (with the tolerations admission gave its server pod); then writes the annotation " +
 			schema.AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
 		Flags: c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
@@ -91,14 +92,27 @@ func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine
 	if err != nil {
 		return "", v.lookupError("the nodes", err)
 	}
+	var disk string
+	var reach *corev1.NodeSelector // the nodes the disk can be reached from; nil: any
 	if d := st.RootDisk; d != nil && d.ClaimName != "" {
-		if why, err := v.pinned(ctx, d.ClaimName, source, nodes.Items); err != nil {
+		pv, err := v.volume(ctx, d.ClaimName)
+		if err != nil {
 			return "", err
-		} else if why != "" {
-			return "", refuse("virtualmachine/%s cannot migrate: its disk %s cannot follow it (%s)", name, d.ClaimName, why)
+		}
+		if pv != nil {
+			if why := pods.PinnedAmong(pv, source, nodes.Items); why != "" {
+				return "", refuse("virtualmachine/%s cannot migrate: its disk %s cannot follow it (%s)", name, d.ClaimName, why)
+			}
+			disk, reach = d.ClaimName, pods.ReachedFrom(pv)
 		}
 	}
-	if target := otherNode(nodes.Items, source, pods.NextServer(pod)); target == "" {
+	switch target, outOfReach := otherNode(nodes.Items, source, pods.NextServer(pod), reach); {
+	case target == "" && outOfReach:
+		// The controller's room check would refuse the request so (MigrationRefused): the
+		// nodes the disk follows to are not those that take the next server.
+		return "", refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its disk %s can be reached from "+
+			"(its volume's node affinity) and that its placement admits (with the tolerations admission gave its server)", name, source, disk)
+	case target == "":
 		return "", refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its placement admits (with the tolerations admission gave its server)", name, source)
 	}
 	return source, nil
@@ -118,34 +132,52 @@ func (v *vmClient) lookupError(what string, err error) error {
 	return fmt.Errorf("read %s: %w", what, err)
 }
 
-// pinned says why the claim's volume cannot follow the VM off the node source to another of
-// nodes (pods.PinnedAmong, as the controller judges it: the volume's node affinity admits no
-// other node, whatever the driver's keys), "" when it can.
-func (v *vmClient) pinned(ctx context.Context, claim, source string, nodes []corev1.Node) (string, error) {
+// volume is the PersistentVolume the claim is bound to, which the migration's checks read
+// (whether it can follow the VM, and where to); nil when it is not bound yet, and nothing
+// pins it.
+func (v *vmClient) volume(ctx context.Context, claim string) (*corev1.PersistentVolume, error) {
 	pvc, err := v.kube.CoreV1().PersistentVolumeClaims(v.namespace).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
-		return "", v.lookupError("the disk "+claim, err)
+		return nil, v.lookupError("the disk "+claim, err)
 	}
 	if pvc.Spec.VolumeName == "" {
-		return "", nil // not bound: nothing pins it yet
+		return nil, nil
 	}
 	pv, err := v.kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {
-		return "", v.lookupError("the volume "+pvc.Spec.VolumeName, err)
+		return nil, v.lookupError("the volume "+pvc.Spec.VolumeName, err)
 	}
-	return pods.PinnedAmong(pv, source, nodes), nil
+	return pv, nil
 }
 
-// otherNode is a node other than source that is Ready, schedulable, and admits next (the
-// server to come): its node selector and required node affinity match the node, and it
-// tolerates the node's NoSchedule and NoExecute taints, by the scheduler's own rules
-// (component-helpers); "" when there is none. A node that is full is not seen here: the
-// controller gives a move up when no node takes the server in time (docs/placement.md).
-func otherNode(nodes []corev1.Node, source string, next *corev1.Pod) string {
+// otherNode is a node other than source that the disk can be reached from (reach, the
+// required node affinity of its volume; nil: any node), that is Ready, schedulable, and
+// admits next (the server to come): its node selector and required node affinity match the
+// node, and it tolerates the node's NoSchedule and NoExecute taints, by the scheduler's own
+// rules (component-helpers); "" when there is none. Both must hold of one node, as the
+// controller's room check counts it (backend.Hosts.RoomWithin): a zonal disk whose other nodes
+// in the zone are cordoned has nowhere to go, whatever another zone has. outOfReach reports
+// whether reach ruled out some node other than source, when the refusal names the disk, as the
+// controller's does. A node that is full is not seen here: the controller gives a move up when
+// no node takes the server in time (docs/placement.md).
+func otherNode(nodes []corev1.Node, source string, next *corev1.Pod, reach *corev1.NodeSelector) (target string, outOfReach bool) {
 	affinity := nodeaffinity.GetRequiredNodeAffinity(next)
+	var disk *nodeaffinity.LazyErrorNodeSelector
+	if reach != nil {
+		disk = nodeaffinity.NewLazyErrorNodeSelector(reach)
+	}
 	for i := range nodes {
 		n := &nodes[i]
-		if n.Name == source || n.Spec.Unschedulable || !ready(*n) {
+		if n.Name == source {
+			continue
+		}
+		if disk != nil {
+			if ok, err := disk.Match(n); err != nil || !ok {
+				outOfReach = true
+				continue
+			}
+		}
+		if n.Spec.Unschedulable || !ready(*n) {
 			continue
 		}
 		if ok, err := affinity.Match(n); err != nil || !ok {
@@ -155,9 +187,9 @@ func otherNode(nodes []corev1.Node, source string, next *corev1.Pod) string {
 			keepsOff, false); untolerated {
 			continue
 		}
-		return n.Name
+		return n.Name, outOfReach
 	}
-	return ""
+	return "", outOfReach
 }
 
 // keepsOff reports whether a taint keeps untolerating pods off its node (PreferNoSchedule

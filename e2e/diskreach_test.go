@@ -42,9 +42,10 @@ spec:
 // TestMigrateRefusedZonalDiskCordoned: a VM whose disk is a zone's (its volume's node
 // affinity admits the nodes of zone a), on a node of zone a whose other node is cordoned,
 // while zone b has a node with room. The disk could follow to the cordoned node, and the next
-// server could start on zone b's, but no node is both: the migration is Refused, saying so and
-// naming the disk, with one Warning MigrationRefused, and the server keeps running (the same
-// pod); moved, it would have waited, unschedulable, until the move gave up.
+// server could start on zone b's, but no node is both: `kubectl vm migrate` refuses, naming the
+// disk, and writes nothing; the same request written by hand is Refused by the controller,
+// saying so and naming the disk, with one Warning MigrationRefused, and the server keeps
+// running (the same pod); moved, it would have waited, unschedulable, until the move gave up.
 func TestMigrateRefusedZonalDiskCordoned(t *testing.T) {
 	t.Parallel()
 	ns := testNamespace(t)
@@ -72,6 +73,10 @@ func TestMigrateRefusedZonalDiskCordoned(t *testing.T) {
 	}
 	server := field(ns, "pod/vm-server", ".metadata.uid")
 
+	// The plugin matches the nodes against the disk's reach and the next server together, as
+	// the controller does, and refuses before writing (the VM's resourceVersion unchanged).
+	migrateRefused(t, ns, "no other Ready, schedulable node than "+a1+" that its disk vm-rootdisk can be reached from")
+	// The same request written by hand: the controller refuses it too.
 	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt=2026-06-01T12:00:00Z")
 	eventually(t, time.Minute, func() (bool, string) {
 		m := vmField(ns, "vm", ".status.migration.phase}/{.status.migration.message")

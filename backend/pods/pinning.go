@@ -53,10 +53,7 @@ func (b *Backend) DiskPinned(ctx context.Context, vm backend.Owner) (backend.Pin
 	if err != nil {
 		return backend.Pin{}, fmt.Errorf("read volume %s of claim %s/%s: %w", pvc.Spec.VolumeName, vm.Namespace, name, err)
 	}
-	pin := backend.Pin{}
-	if required(pv) {
-		pin.NodeAffinity = pv.Spec.NodeAffinity.Required
-	}
+	pin := backend.Pin{NodeAffinity: ReachedFrom(pv)}
 	source := b.serverNode(vm)
 	if !b.cfg.WatchNodes || source == "" || pv.Spec.Local != nil || !required(pv) {
 		pin.Why = PinnedBy(pv)
@@ -77,6 +74,17 @@ func (b *Backend) serverNode(vm backend.Owner) string {
 		return ""
 	}
 	return obj.(*cachedPod).node.String()
+}
+
+// ReachedFrom is the nodes pv can be reached from, its required node affinity, which the
+// scheduler's VolumeBinding filter holds every pod that mounts it to; nil when none binds it.
+// The controller's room check (Pin.NodeAffinity) and the plugin's migrate match the nodes
+// against it, so that they count the same nodes.
+func ReachedFrom(pv *corev1.PersistentVolume) *corev1.NodeSelector {
+	if !required(pv) {
+		return nil
+	}
+	return pv.Spec.NodeAffinity.Required
 }
 
 // required reports whether pv has a required node affinity.
