@@ -371,7 +371,7 @@ func TestPointCheck(t *testing.T) {
 		fmt.Sprintf("RBAC denies get, list, watch, create, patch, delete on persistentvolumeclaims in namespace %s (needed: creates, watches, grows, keeps and deletes each VM's disk (--root-disk claim); get reads a claim whose name is taken, or a deleted VM's claim the cache does not show)", ns),
 		"RBAC denies list, watch on storageclasses.storage.k8s.io cluster-wide (needed: tells whether a disk's StorageClass lets it grow (allowVolumeExpansion), and which class is the default (check))",
 		fmt.Sprintf("RBAC denies list, watch on events in namespace %s (needed: reads the Events on claims (field-selected) to say why a VM's disk is not bound)", ns),
-		"RBAC denies get on persistentvolumes cluster-wide (needed: tells, when a migration is asked for, whether a VM's disk is bound to its node (a local volume) and cannot follow it)",
+		"RBAC denies get on persistentvolumes cluster-wide (needed: tells, when a migration is asked for or before a running server is replaced for a new spec, whether a VM's disk is bound to its node (a local volume) and cannot follow it, and which nodes it can be reached from (its node affinity))",
 		fmt.Sprintf("RBAC denies get, list on pods.metrics.k8s.io in namespace %s (needed: samples the usage of each Active VM's server pod for status.server.usage)", ns),
 		"RBAC denies list, watch on nodes cluster-wide (needed: tells a server on a lost node (node not Ready, or gone) from a running one)",
 		"RBAC denies get, list, watch on customresourcedefinitions.apiextensions.k8s.io cluster-wide (needed: checks the VM resource's CRD (status subresource, schema) and notices when it goes or comes back; this CRD only)",
