@@ -518,6 +518,7 @@ func TestMigrateRefusals(t *testing.T) {
 	const inReach = "virtualmachine/vm1 cannot migrate: no other Ready, schedulable node than n1 that its disk vm1-rootdisk can be reached from " +
 		"(its volume's node affinity) and that its placement admits"
 	tolerant := backend.Placement{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
+	cordonTolerant := backend.Placement{Tolerations: []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
 	tests := map[string]struct {
 		phase   string
 		objects []runtime.Object
@@ -554,6 +555,13 @@ func TestMigrateRefusals(t *testing.T) {
 			labelled(node("n2", true, false), "disk", "ssd")}, ""},
 		"taint tolerated by placement": {"Active", []runtime.Object{placed(tolerant), claim, pv(""), node("n1", true, false),
 			node("n2", true, false, taint)}, ""},
+		// The cordon counts as its taint, as the scheduler and the controller's room check read it.
+		"cordon tolerated by placement": {"Active", []runtime.Object{placed(cordonTolerant), claim, pv(""), node("n1", true, false),
+			node("n2", true, true)}, ""},
+		"cordon and its taint tolerated by placement": {"Active", []runtime.Object{placed(cordonTolerant), claim, pv(""), node("n1", true, false),
+			node("n2", true, true, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})}, ""},
+		"cordon with its taint, not tolerated": {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false),
+			node("n2", true, true, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})}, "no other Ready, schedulable node"},
 		// Admission gave the pod the toleration (a namespace's default), beyond its placement.
 		"taint tolerated by admission": {"Active", []runtime.Object{admitted(placed(backend.Placement{})), claim, pv(""), node("n1", true, false),
 			node("n2", true, false, taint)}, ""},

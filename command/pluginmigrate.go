@@ -8,6 +8,7 @@ package command
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -177,19 +178,33 @@ func otherNode(nodes []corev1.Node, source string, next *corev1.Pod, reach *core
 				continue
 			}
 		}
-		if n.Spec.Unschedulable || !ready(*n) {
+		if !ready(*n) {
 			continue
 		}
 		if ok, err := affinity.Match(n); err != nil || !ok {
 			continue
 		}
-		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, next.Spec.Tolerations,
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), withCordon(n), next.Spec.Tolerations,
 			keepsOff, false); untolerated {
 			continue
 		}
 		return n.Name, outOfReach
 	}
 	return "", outOfReach
+}
+
+// withCordon is n's taints, with its cordon (spec.unschedulable) as the taint the node
+// lifecycle controller gives it (node.kubernetes.io/unschedulable:NoSchedule), should it not
+// be there yet: the scheduler reads the cordon so, and so does the controller's room check
+// (backend.Hosts), so that a VM whose placement tolerates the cordon may move onto a cordoned
+// node, and one whose placement does not, may not.
+func withCordon(n *corev1.Node) []corev1.Taint {
+	if !n.Spec.Unschedulable || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeUnschedulable && t.Effect == corev1.TaintEffectNoSchedule
+	}) {
+		return n.Spec.Taints
+	}
+	return append(slices.Clip(n.Spec.Taints), corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
 }
 
 // keepsOff reports whether a taint keeps untolerating pods off its node (PreferNoSchedule

@@ -68,7 +68,7 @@ func TestSecurityNamespaceScoped(t *testing.T) {
 		switch o.Kind {
 		case "ClusterRole":
 			// Cluster-scoped objects only: B's Namespace, StorageClasses, and the
-			// PersistentVolume of a VM's claim, read when a migration is asked for.
+			// PersistentVolume of a VM's claim, read for a migration or a replacement.
 			want := []string{" namespaces list,watch " + b, "storage.k8s.io storageclasses list,watch ", " persistentvolumes get "}
 			var got []string
 			for _, r := range o.Rules {
