@@ -50,7 +50,8 @@ func strategyOf(vm schema.VirtualMachine, f schema.Fields) (schema.RunStrategy, 
 // deletion was refused (ServerDeleteRefused), or one kept running beside a spec the
 // controller refuses (InvalidSpec, DiskConflict), still runs. A refusal of a VM that was
 // stopped (its status carries the condition Stopped, which the controller goes back to once
-// the refusal is lifted) is stopped, whatever the refusal. A Manual VM without a phase yet
+// the refusal is lifted) is stopped, whatever the refusal; the condition in any other status
+// (left by another version) says nothing, as to the controller. A Manual VM without a phase yet
 // has not started: the controller has not looked at it, and will report it NotStarted; under
 // the other strategies a VM without a phase is on its way to its first server.
 func stopped(rs schema.RunStrategy, st schema.Status) bool {
@@ -64,7 +65,7 @@ func stopped(rs schema.RunStrategy, st schema.Status) bool {
 	case st.Phase != schema.PhaseFailed:
 		return false // Creating, Active, Unknown, Terminating: a server is on its way, or runs
 	}
-	if c := st.Condition(decision.ConditionStopped); c != nil && c.Status == schema.ConditionTrue {
+	if decision.RefusedWhileStopped(st) {
 		return true // a refusal of a stopped VM, which keeps it stopped once lifted
 	}
 	switch st.Reason {

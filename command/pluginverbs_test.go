@@ -274,9 +274,11 @@ func TestStoppedByServerAndStrategy(t *testing.T) {
 
 		"Manual, no phase yet": {rs: "Manual", status: map[string]any{}, stopped: true},
 		"Manual, stopped, then its disk refused": {rs: "Manual", stopped: true, status: map[string]any{"phase": "Failed", "reason": "DiskRejected",
-			"conditions": []any{map[string]any{"type": "Stopped", "status": "True", "reason": "Stopped", "message": "Stopped on request"}}}},
+			"conditions": []any{map[string]any{"type": "RefusedWhileStopped", "status": "True", "reason": "Stopped", "message": "Stopped on request"}}}},
+		"RerunOnFailure, failed, a record of a stop left by another version": {rs: "RerunOnFailure", status: map[string]any{"phase": "Failed", "reason": "ServerFailed",
+			"conditions": []any{map[string]any{"type": "RefusedWhileStopped", "status": "True", "reason": "Stopped", "message": "Stopped on request"}}}},
 		"Once, stopped, then its start's server refused": {rs: "Once", stopped: true, status: map[string]any{"phase": "Failed", "reason": "ServerRejected",
-			"conditions": []any{map[string]any{"type": "Stopped", "status": "True", "reason": "GuestShutDown", "message": "The guest shut down"}}}},
+			"conditions": []any{map[string]any{"type": "RefusedWhileStopped", "status": "True", "reason": "GuestShutDown", "message": "The guest shut down"}}}},
 		"Once, failed, server kept": {rs: "Once", stopped: true,
 			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": failedServer}},
 		"Once, failed, kept running by a sidecar": {rs: "Once", stopped: true,

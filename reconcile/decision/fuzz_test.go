@@ -410,7 +410,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				fail("creates a server for a VM that is being deleted, invalid or inactive")
 			case stoppedOnRequest(vm) && !newStart(vm):
 				// Stopped until a start: also through a refusal of its spec, its disk or its
-				// server, whose status records the stopped one (ConditionStopped).
+				// server, whose status records the stopped one (ConditionRefusedWhileStopped).
 				fail("creates a server for a VM stopped on request, without a start request newer than the one recorded")
 			case !hasFinalizer && plan.Finalizer != decision.AddFinalizer:
 				fail("creates a server without the finalizer that guarantees its cleanup")
@@ -1106,7 +1106,7 @@ func checkClaimed(fail func(string, ...any), srv *backend.Server, plan decision.
 }
 
 // refusalReasons are the reasons of the statuses that refuse a VM's spec, disk or server,
-// which keep the record of the stopped status they replace (decision.ConditionStopped).
+// which keep the record of the stopped status they replace (decision.ConditionRefusedWhileStopped).
 var refusalReasons = []string{decision.ReasonInvalidSpec, decision.ReasonDiskRejected, decision.ReasonDiskConflict, decision.ReasonServerRejected}
 
 // stoppedOnRequest reports whether vm's status says it was stopped on request (Stopped, or
@@ -1119,7 +1119,7 @@ func stoppedOnRequest(vm schema.VirtualMachine) bool {
 	}
 	st := vm.Status()
 	reason := st.Reason
-	if c := st.Condition(decision.ConditionStopped); c != nil && c.Status == schema.ConditionTrue && slices.Contains(refusalReasons, reason) {
+	if c := st.Condition(decision.ConditionRefusedWhileStopped); c != nil && c.Status == schema.ConditionTrue && slices.Contains(refusalReasons, reason) {
 		reason = c.Reason
 	}
 	return reason == decision.ReasonStopped || reason == decision.ReasonStopping

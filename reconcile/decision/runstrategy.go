@@ -148,7 +148,7 @@ func (d *decision) stoppedState() bool {
 	return false // RerunOnFailure: a server deleted by someone else is replaced, as a failure
 }
 
-// ConditionStopped is the record a refusal's status keeps of the stopped status it replaced:
+// ConditionRefusedWhileStopped is the record a refusal's status keeps of the stopped status it replaced:
 // present (True) only in the status of a refusal (refusals) of a VM that was stopped, with
 // the reason and message that status had (stoppedBefore). A refusal writes its own phase,
 // reason and message over the VM's, and without the record a VM stopped on request, after a
@@ -157,13 +157,21 @@ func (d *decision) stoppedState() bool {
 // in the controller's memory, so that a restarted controller or a new leader knows it too;
 // and it costs no write of its own: it comes with the refusal's status, and goes with the
 // status that ends the refusal (the stopped one again, stayStopped), each written anyway.
-const ConditionStopped = "Stopped"
+const ConditionRefusedWhileStopped = "RefusedWhileStopped"
 
 // refusals are the reasons of the statuses in which the controller refuses the VM's spec
 // (InvalidSpec), its disk (DiskRejected, DiskConflict) or its server (ServerRejected: a
 // start's create refused): each replaces the phase, reason and message the VM had, and keeps
-// what a stopped VM needs kept (ConditionStopped).
+// what a stopped VM needs kept (ConditionRefusedWhileStopped).
 var refusals = map[string]bool{ReasonInvalidSpec: true, ReasonDiskRejected: true, ReasonDiskConflict: true, ReasonServerRejected: true}
+
+// RefusedWhileStopped reports whether st is a refusal's status (refusals) of a VM that was
+// stopped (ConditionRefusedWhileStopped), as the decisions read it: the record counts only in
+// a refusal's status, so that one left by another version in any other status says nothing.
+func RefusedWhileStopped(st schema.Status) bool {
+	c := st.Condition(ConditionRefusedWhileStopped)
+	return c != nil && c.Status == schema.ConditionTrue && refusals[st.Reason]
+}
 
 // rested is the phase, reason and message by which the decisions tell whether, and why, a
 // VM without a live server is stopped (rest); recorded: they are a refusal's record, not the
@@ -176,11 +184,12 @@ type rested struct {
 
 // rest is the phase, reason and message of the status the VM rests with: its own, or under
 // a refusal that replaced a stopped status, that status's, as the refusal recorded it
-// (ConditionStopped). Its phase is not recorded: a stopped status is Inactive, but for a
+// (ConditionRefusedWhileStopped). Its phase is not recorded: a stopped status is Inactive, but for a
 // failure its run strategy does not replace (ServerFailed), which is Failed.
 func (d *decision) rest() rested {
 	cur := d.current
-	if c := cur.Condition(ConditionStopped); c != nil && c.Status == schema.ConditionTrue && refusals[cur.Reason] {
+	if RefusedWhileStopped(cur) {
+		c := cur.Condition(ConditionRefusedWhileStopped)
 		phase := schema.PhaseInactive
 		if c.Reason == ReasonServerFailed {
 			phase = schema.PhaseFailed
@@ -191,7 +200,7 @@ func (d *decision) rest() rested {
 }
 
 // stoppedBefore is the stopped status a refusal's status replaces, for its record
-// (ConditionStopped); false when the VM was not stopped. What the VM rests with (rest: a
+// (ConditionRefusedWhileStopped); false when the VM was not stopped. What the VM rests with (rest: a
 // refusal over a refusal keeps the first one's record) is stopped when no server runs or is
 // made for it but on a start request (or a change of the run strategy):
 //   - Inactive at rest (atRest: stopped on request, a guest shut down, a server gone that is
@@ -227,11 +236,11 @@ func (d *decision) stoppedBefore(strategy schema.RunStrategy) (rested, bool) {
 }
 
 // stoppedRecord returns conds, those of a status of reason, with the record of the stopped
-// status a refusal replaces (ConditionStopped), or without it: only a refusal of a VM that
+// status a refusal replaces (ConditionRefusedWhileStopped), or without it: only a refusal of a VM that
 // was stopped carries it, and any other status drops it.
 func (d *decision) stoppedRecord(conds []schema.Condition, reason string, gen int64) []schema.Condition {
 	if !refusals[reason] {
-		return schema.RemoveCondition(conds, ConditionStopped)
+		return schema.RemoveCondition(conds, ConditionRefusedWhileStopped)
 	}
 	strategy := d.run.strategy
 	if strategy == "" {
@@ -240,9 +249,9 @@ func (d *decision) stoppedRecord(conds []schema.Condition, reason string, gen in
 	}
 	r, ok := d.stoppedBefore(strategy)
 	if !ok {
-		return schema.RemoveCondition(conds, ConditionStopped)
+		return schema.RemoveCondition(conds, ConditionRefusedWhileStopped)
 	}
-	return schema.SetCondition(conds, schema.Condition{Type: ConditionStopped, Status: schema.ConditionTrue, Reason: r.reason,
+	return schema.SetCondition(conds, schema.Condition{Type: ConditionRefusedWhileStopped, Status: schema.ConditionTrue, Reason: r.reason,
 		Message: r.message, ObservedGeneration: gen, LastTransitionTime: d.now})
 }
 

@@ -120,7 +120,7 @@ func TestRefusalKeepsStopped(t *testing.T) {
 						t.Errorf("the refusal lifted, the status is %s (%s) %q, want it as before the refusal: %s (%s) %q",
 							st.Phase, st.Reason, st.Message, stopped.Phase, stopped.Reason, stopped.Message)
 					}
-					if c := st.Condition(decision.ConditionStopped); c != nil {
+					if c := st.Condition(decision.ConditionRefusedWhileStopped); c != nil {
 						t.Errorf("the refusal lifted, the status keeps its record: %+v", *c)
 					}
 					if again := decide(); !again.Empty() {
@@ -176,7 +176,7 @@ func TestRefusalKeepsStoppedWhileLost(t *testing.T) {
 				}
 				before := w.vm.Status()
 				refused, vm := refuse(policy, w.vm, w.srv)
-				if c := refused.Status().Condition(decision.ConditionStopped); c == nil {
+				if c := refused.Status().Condition(decision.ConditionRefusedWhileStopped); c == nil {
 					t.Fatalf("the refusal keeps no record of the stop: %+v", refused.Status().Conditions)
 				}
 				p := policy.Decide(decision.Input{VM: vm, Server: w.srv, Now: now})
