@@ -178,7 +178,8 @@ func (p Plan) DiskGone() bool {
 
 // Releasing is the plan for a VM whose namespace is being deleted: what lets it go (its
 // server deleted, its finalizer removed), without the status and its Events, and without
-// acting on its disk. No one reads the status of a VM about to go with its namespace, and the
+// acting on its disk or its budget (the namespace's deletion deletes that too, and the
+// finalizer's removal does not wait for it: one write fewer per VM under Block). No one reads the status of a VM about to go with its namespace, and the
 // API server refuses Events there; writing it only delayed the finalizer removals the
 // namespace's deletion waits for. The disk, a claim in that namespace, goes with it whatever
 // the VM's reclaim policy says: the namespace's deletion deletes every claim in it. (The
@@ -192,6 +193,7 @@ func (p Plan) Releasing() Plan {
 	}
 	p.Events = nil
 	p.Disk = nil
+	p.Budget = nil
 	return p
 }
 

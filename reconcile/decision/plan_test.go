@@ -73,7 +73,8 @@ func TestSpecChangeNamesEach(t *testing.T) {
 }
 
 // TestReleasing: a VM going with its namespace keeps what lets it go (its server deleted, its
-// finalizer removed, the next look) and drops the status, the Events and the disk's action.
+// finalizer removed, the next look) and drops the status, the Events, the disk's action and
+// the budget's (the namespace's deletion takes the budget).
 func TestReleasing(t *testing.T) {
 	vm, srv := decidecase.Read(t, filepath.Join(cases, "delete-with-server.txtar"))
 	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Server: srv, Now: now})
@@ -81,11 +82,12 @@ func TestReleasing(t *testing.T) {
 		t.Fatalf("the case's plan %+v: want the server deleted and a status", plan)
 	}
 	plan.Disk = &decision.DiskAction{Op: decision.DeleteDisk}
+	plan.Budget = &decision.BudgetAction{Op: decision.DeleteBudget, Name: "test-vm-block-eviction"}
 	plan.Events = []decision.Event{{Type: decision.EventNormal, Reason: "Any"}}
 	plan.Finalizer, plan.RequeueAfter = decision.RemoveFinalizer, 5
 	got := plan.Releasing()
-	if got.Status != nil || got.Events != nil || got.Disk != nil {
-		t.Errorf("Releasing kept status %+v, events %v, disk %+v", got.Status, got.Events, got.Disk)
+	if got.Status != nil || got.Events != nil || got.Disk != nil || got.Budget != nil {
+		t.Errorf("Releasing kept status %+v, events %v, disk %+v, budget %+v", got.Status, got.Events, got.Disk, got.Budget)
 	}
 	if got.Server != plan.Server || got.Finalizer != decision.RemoveFinalizer || got.RequeueAfter != 5 {
 		t.Errorf("Releasing dropped what lets the VM go: %+v", got)
