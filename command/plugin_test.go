@@ -515,7 +515,7 @@ func TestMigrateRefusals(t *testing.T) {
 	}
 	ssd := backend.Placement{NodeSelector: map[string]string{"disk": "ssd"}}
 	// inReach is the refusal of a zone's disk none of whose other nodes takes the next server.
-	const inReach = "virtualmachine/vm1 cannot migrate: no other Ready, schedulable node than n1 that its disk vm1-rootdisk can be reached from " +
+	const inReach = "virtualmachine/vm1 cannot migrate: no other Ready node than n1 that its disk vm1-rootdisk can be reached from " +
 		"(its volume's node affinity) and that its placement admits"
 	tolerant := backend.Placement{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
 	cordonTolerant := backend.Placement{Tolerations: []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
@@ -525,9 +525,9 @@ func TestMigrateRefusals(t *testing.T) {
 		refuse  string // "" : the request is written
 	}{
 		"not running": {"Inactive", []runtime.Object{pod, node("n1", true, false), node("n2", true, false)}, "is not running"},
-		"one node":    {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", false, false)}, "no other Ready, schedulable node than n1"},
-		"cordoned":    {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, true)}, "no other Ready, schedulable node"},
-		"tainted":     {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false, taint)}, "no other Ready, schedulable node"},
+		"one node":    {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", false, false)}, "no other Ready node than n1"},
+		"cordoned":    {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, true)}, "no other Ready node"},
+		"tainted":     {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false, taint)}, "no other Ready node"},
 		"pinned disk": {"Active", []runtime.Object{pod, claim, pv(corev1.LabelHostname), zoned(node("n1", true, false)), zoned(node("n2", true, false))}, "its disk vm1-rootdisk cannot follow it"},
 		"disk pinned by a driver's node label": {"Active", []runtime.Object{pod, claim, pv("topology.topolvm.io/node"), zoned(node("n1", true, false)),
 			zoned(node("n2", true, false))}, "its disk vm1-rootdisk cannot follow it"},
@@ -544,13 +544,13 @@ func TestMigrateRefusals(t *testing.T) {
 			zoned(node("n1", true, false)), zoned(node("n2", true, false)), withLabel(labelled(node("n4", true, false), corev1.LabelTopologyZone, "b"), "disk", "ssd")}, inReach},
 		// Every node is in the disk's reach: the disk ruled none out, and goes unnamed.
 		"zoned disk, every other node cordoned": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"), zoned(node("n1", true, false)),
-			zoned(node("n2", true, true))}, "no other Ready, schedulable node than n1 that its placement admits"},
+			zoned(node("n2", true, true))}, "no other Ready node than n1 that its placement admits"},
 		"zoned disk, a free node in the zone beside a cordoned one": {"Active", []runtime.Object{pod, claim, pvOn(corev1.LabelTopologyZone, "a"),
 			zoned(node("n1", true, false)), zoned(node("n2", true, true)), zoned(node("n4", true, false)), labelled(node("n3", true, false), corev1.LabelTopologyZone, "b")}, ""},
 		"no server pod": {"Active", []runtime.Object{node("n1", true, false)}, `the server pod vm1-server not found in namespace "ns"`},
 		"moves":         {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false), node("n2", true, false)}, ""},
 		"placement admits no other": {"Active", []runtime.Object{placed(ssd), claim, pv(""), labelled(node("n1", true, false), "disk", "ssd"),
-			labelled(node("n2", true, false), "disk", "hdd")}, "no other Ready, schedulable node than n1 that its placement admits"},
+			labelled(node("n2", true, false), "disk", "hdd")}, "no other Ready node than n1 that its placement admits"},
 		"placement admits another": {"Active", []runtime.Object{placed(ssd), claim, pv(""), node("n1", true, false),
 			labelled(node("n2", true, false), "disk", "ssd")}, ""},
 		"taint tolerated by placement": {"Active", []runtime.Object{placed(tolerant), claim, pv(""), node("n1", true, false),
@@ -561,7 +561,7 @@ func TestMigrateRefusals(t *testing.T) {
 		"cordon and its taint tolerated by placement": {"Active", []runtime.Object{placed(cordonTolerant), claim, pv(""), node("n1", true, false),
 			node("n2", true, true, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})}, ""},
 		"cordon with its taint, not tolerated": {"Active", []runtime.Object{pod, claim, pv(""), node("n1", true, false),
-			node("n2", true, true, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})}, "no other Ready, schedulable node"},
+			node("n2", true, true, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})}, "no other Ready node"},
 		// Admission gave the pod the toleration (a namespace's default), beyond its placement.
 		"taint tolerated by admission": {"Active", []runtime.Object{admitted(placed(backend.Placement{})), claim, pv(""), node("n1", true, false),
 			node("n2", true, false, taint)}, ""},

@@ -170,7 +170,7 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 		"bad input: migrate of a VM whose disk is a local volume": {pluginBadInput,
 			"... (its volume pv1 is a local volume on n1)", migrateRefused("Active", "local", true)},
 		"bad input: migrate with no other node": {pluginBadInput,
-			"virtualmachine/x cannot migrate: no other Ready, schedulable node than n1 that its placement admits (with the tolerations admission gave its server)", migrateRefused("Active", "", false)},
+			"virtualmachine/x cannot migrate: no other Ready node than n1 that its placement admits (with the tolerations admission gave its server)", migrateRefused("Active", "", false)},
 		"bad input: a VM that changes at every try": {pluginBadInput,
 			`virtualmachine "x" changed while the verb looked at it, 5 times in a row; run it again`, conflicting},
 	}

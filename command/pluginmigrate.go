@@ -28,7 +28,7 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 		Usage:     "move a running VM to another node (a cold migration: a new server, the same disk)",
 		ArgsUsage: "NAME",
 		Description: "Checks that the VM runs (phase Active, its server on a node), that its disk can follow (its volume is not pinned to " +
-			"nodes; an ephemeral disk always follows) and that another Ready, schedulable node exists that both its disk can be reached from (its volume's node affinity) " +
+			"nodes; an ephemeral disk always follows) and that another Ready node exists that both its disk can be reached from (its volume's node affinity) " +
 			"and the VM's placement admits (with the tolerations admission gave its server pod); then writes the annotation " +
 			schema.AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
 		Flags: c.flags(),
@@ -111,10 +111,10 @@ func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine
 	case target == "" && outOfReach:
 		// The controller's room check would refuse the request so (MigrationRefused): the
 		// nodes the disk follows to are not those that take the next server.
-		return "", refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its disk %s can be reached from "+
+		return "", refuse("virtualmachine/%s cannot migrate: no other Ready node than %s that its disk %s can be reached from "+
 			"(its volume's node affinity) and that its placement admits (with the tolerations admission gave its server)", name, source, disk)
 	case target == "":
-		return "", refuse("virtualmachine/%s cannot migrate: no other Ready, schedulable node than %s that its placement admits (with the tolerations admission gave its server)", name, source)
+		return "", refuse("virtualmachine/%s cannot migrate: no other Ready node than %s that its placement admits (with the tolerations admission gave its server)", name, source)
 	}
 	return source, nil
 }
@@ -152,9 +152,9 @@ func (v *vmClient) volume(ctx context.Context, claim string) (*corev1.Persistent
 }
 
 // otherNode is a node other than source that the disk can be reached from (reach, the
-// required node affinity of its volume; nil: any node), that is Ready, schedulable, and
+// required node affinity of its volume; nil: any node), that is Ready, and
 // admits next (the server to come): its node selector and required node affinity match the
-// node, and it tolerates the node's NoSchedule and NoExecute taints, by the scheduler's own
+// node, and it tolerates the node's NoSchedule and NoExecute taints (its cordon as one), by the scheduler's own
 // rules (component-helpers); "" when there is none. Both must hold of one node, as the
 // controller's room check counts it (backend.Hosts.RoomWithin): a zonal disk whose other nodes
 // in the zone are cordoned has nowhere to go, whatever another zone has. outOfReach reports

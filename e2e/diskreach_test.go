@@ -75,7 +75,7 @@ func TestMigrateRefusedZonalDiskCordoned(t *testing.T) {
 
 	// The plugin matches the nodes against the disk's reach and the next server together, as
 	// the controller does, and refuses before writing (the VM's resourceVersion unchanged).
-	migrateRefused(t, ns, "no other Ready, schedulable node than "+a1+" that its disk vm-rootdisk can be reached from")
+	migrateRefused(t, ns, "no other Ready node than "+a1+" that its disk vm-rootdisk can be reached from")
 	// The same request written by hand: the controller refuses it too.
 	kubectl(t, "-n", ns, "annotate", vmRes, "vm", "cloudnative.czs/migrateRequestedAt=2026-06-01T12:00:00Z")
 	eventually(t, time.Minute, func() (bool, string) {

@@ -295,7 +295,7 @@ func TestPluginBadInput(t *testing.T) {
 		t.Cleanup(func() { kubectlErr("uncordon", n) })
 	}
 	before := vmField(ns, "idle", ".metadata.resourceVersion")
-	oneLine([]string{"migrate", "idle", "-n", ns}, "no other Ready, schedulable node than "+node)
+	oneLine([]string{"migrate", "idle", "-n", ns}, "no other Ready node than "+node)
 	if after := vmField(ns, "idle", ".metadata.resourceVersion"); after != before {
 		t.Errorf("a refused migration changed the VM (resourceVersion %s -> %s)", before, after)
 	}
