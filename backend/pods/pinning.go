@@ -3,6 +3,7 @@ package pods
 import (
 	"context"
 	"fmt"
+	"iter"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,9 +32,11 @@ var _ backend.DiskPinning = (*Backend)(nil)
 // server (one cordoned does not) is the room check's to say, not this one's, which knows
 // nothing of the VM's placement.
 //
-// It reads the claim, the volume and the nodes from the API server (the nodes from its watch
-// cache), not from the backend's caches, which keep no volumes and no node labels: it is
-// asked only when a user asks for a migration, or a running server is about to be replaced.
+// It reads the claim and the volume from the API server, not from the backend's caches, which
+// keep no volumes: it is asked only when a user asks for a migration, or a running server is
+// about to be replaced (or its resize was refused) while the nodes are known. The nodes it
+// matches against are the ones it watches (Hosts: their labels), so that it lists none; only
+// before their first list is in does it list them (from the API server's watch cache).
 func (b *Backend) DiskPinned(ctx context.Context, vm backend.Owner) (backend.Pin, error) {
 	name := ClaimName(vm.Name)
 	pvc, err := b.cfg.Client.CoreV1().PersistentVolumeClaims(vm.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -59,12 +62,34 @@ func (b *Backend) DiskPinned(ctx context.Context, vm backend.Owner) (backend.Pin
 		pin.Why = PinnedBy(pv)
 		return pin, nil
 	}
+	if hosts := b.Hosts(); hosts != nil {
+		// The nodes as the node informer keeps them, labels and all (room.go): no list, so
+		// that the replacement of a running server (which wants only NodeAffinity) and a
+		// migration cost a claim's and a volume's read, not a read of every node.
+		pin.Why = pinnedAmong(pv, source, hostNodes(hosts))
+		return pin, nil
+	}
+	// Watched, but not listed yet: the API server's watch cache has them.
 	nodes, err := b.cfg.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return backend.Pin{}, fmt.Errorf("list nodes for the node affinity of volume %s: %w", pv.Name, err)
 	}
 	pin.Why = PinnedAmong(pv, source, nodes.Items)
 	return pin, nil
+}
+
+// hostNodes yields each of hosts as the node affinity matchers read a node: its name and
+// labels, in one node reused for each.
+func hostNodes(hosts *backend.Hosts) iter.Seq[*corev1.Node] {
+	return func(yield func(*corev1.Node) bool) {
+		var node corev1.Node
+		for h := range hosts.All() {
+			node.Name, node.Labels = h.Name, h.Labels
+			if !yield(&node) {
+				return
+			}
+		}
+	}
 }
 
 // serverNode is the node of vm's server as the pods' cache shows it; "" when it has none.
@@ -98,15 +123,27 @@ func required(pv *corev1.PersistentVolume) bool {
 // another of nodes, matched by the scheduler's own rules (component-helpers), whatever its
 // keys are. It is exact where PinnedBy guesses from keys; the nodes must carry their labels.
 func PinnedAmong(pv *corev1.PersistentVolume, source string, nodes []corev1.Node) string {
+	return pinnedAmong(pv, source, func(yield func(*corev1.Node) bool) {
+		for i := range nodes {
+			if !yield(&nodes[i]) {
+				return
+			}
+		}
+	})
+}
+
+// pinnedAmong is PinnedAmong over nodes however they are kept: a list's, or the hosts'
+// (hostNodes).
+func pinnedAmong(pv *corev1.PersistentVolume, source string, nodes iter.Seq[*corev1.Node]) string {
 	if pv.Spec.Local != nil || !required(pv) {
 		return PinnedBy(pv)
 	}
 	admits := nodeaffinity.NewLazyErrorNodeSelector(pv.Spec.NodeAffinity.Required)
-	for i := range nodes {
-		if nodes[i].Name == source {
+	for n := range nodes {
+		if n.Name == source {
 			continue
 		}
-		if ok, err := admits.Match(&nodes[i]); err == nil && ok {
+		if ok, err := admits.Match(n); err == nil && ok {
 			return ""
 		}
 	}

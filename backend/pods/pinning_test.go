@@ -2,6 +2,7 @@ package pods
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,5 +155,56 @@ func TestDiskPinnedUnbound(t *testing.T) {
 		if got.Why != "" || got.NodeAffinity != nil {
 			t.Errorf("%s: DiskPinned = %+v, want nothing", what, got)
 		}
+	}
+}
+
+// TestDiskPinnedFromHosts: with the nodes watched and listed (Hosts), the backend matches the
+// volume against the hosts it keeps, labels and all, and reads only the claim and the volume:
+// no list of the nodes, which every replacement of a running server on a zonal or TopoLVM
+// disk paid for a reason it throws away, and which, failing, held it. The clientset holds no
+// node, so that a reason computed from a list would say no other node is admitted.
+func TestDiskPinnedFromHosts(t *testing.T) {
+	for name, tc := range map[string]struct {
+		source string // the node of the VM's server
+		zone   string // of the volume's node affinity
+		want   string
+	}{
+		"zone shared": {source: "node-a", zone: "a"},
+		"zone alone":  {source: "node-c", zone: "b", want: "its volume pv is bound to node-c by its node affinity, which admits no other node"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := runningPod("1", "1Gi") // of resizeOwner
+			pod.Spec.NodeName = tc.source
+			claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: ClaimName(resizeOwner.Name)},
+				Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv"}}
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"},
+				Spec: corev1.PersistentVolumeSpec{NodeAffinity: nodeAffinity([2]string{corev1.LabelTopologyZone, tc.zone})}}
+			client := kubefake.NewClientset(claim, pv)
+			b := New(Config{Client: client, WatchNodes: true})
+			for _, n := range pinNodes() {
+				b.rooms.set(n.Name, &n)
+			}
+			b.rooms.synced = func() bool { return true } // as Start's node handler has it once listed
+			if err := b.pods.Add(cachePod(pod)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.DiskPinned(context.Background(), resizeOwner)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Why != tc.want {
+				t.Errorf("DiskPinned = %q, want %q", got.Why, tc.want)
+			}
+			if !equality.Semantic.DeepEqual(got.NodeAffinity, pv.Spec.NodeAffinity.Required) {
+				t.Errorf("node affinity %+v, want the volume's %+v", got.NodeAffinity, pv.Spec.NodeAffinity.Required)
+			}
+			var calls []string
+			for _, a := range client.Actions() {
+				calls = append(calls, a.GetVerb()+" "+a.GetResource().Resource)
+			}
+			if want := []string{"get persistentvolumeclaims", "get persistentvolumes"}; !slices.Equal(calls, want) {
+				t.Errorf("API calls %q, want %q", calls, want)
+			}
+		})
 	}
 }

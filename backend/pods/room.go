@@ -16,11 +16,12 @@ import (
 // cpu and memory, labels, taints and cordon, kept up to date by the node informer's handler
 // (Config.WatchNodes) so that a reconcile reads one pointer. The snapshot is made anew, at the
 // first read after, only when a node comes, goes, or changes in one of these; a heartbeat (a
-// condition's time, the node's resourceVersion) keeps the one there is. Which of the nodes would take a server is
-// the decision's to compute, for the spec of the server it is about to create
-// (backend.Hosts.Room), on the path of a replacement only. A node that is not Ready counts: it
-// may come back, and leaving it out would turn a replacement into a kept server, and back, as
-// a node flaps.
+// condition's time, the node's resourceVersion) keeps the one there is. Which of the nodes
+// would take a server is the decision's to compute, for the spec of the server it is about to
+// create (backend.Hosts.Room), on the path of a replacement only; DiskPinned matches a
+// volume's node affinity against the same hosts (pinning.go), so that it lists no nodes. A
+// node that is not Ready counts: it may come back, and leaving it out would turn a
+// replacement into a kept server, and back, as a node flaps.
 
 var _ backend.Rooms = (*Backend)(nil)
 
