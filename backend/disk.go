@@ -210,15 +210,17 @@ type Disk struct {
 	// OpenEBS volume too): no server that mounts the disk runs on another node. The room
 	// check counts only the hosts it admits (Hosts.RoomWithin), so that a move or a
 	// replacement is not judged possible by a host the disk cannot reach. It is read with
-	// Pinned (DiskPinning), when a migration is asked for and when a running server is
-	// about to be replaced for a new spec; nil otherwise, or when no node affinity binds
-	// the storage (none, or not bound yet).
+	// Pinned (DiskPinning), when a migration is asked for, when a running server is about
+	// to be replaced for a new spec, and when its resize in place was refused; nil
+	// otherwise, or when no node affinity binds the storage (none, or not bound yet).
 	NodeAffinity *corev1.NodeSelector
 }
 
 // DiskPinning is implemented by backends that can tell whether a VM's disk is bound to some
-// nodes. The controller asks it only when a migration is requested, or a running server is
-// about to be replaced for a new spec while the hosts are known: it reads past the cache.
+// nodes. The controller asks it only when a migration is requested, or, while the hosts are
+// known, when a running server is about to be replaced for a new spec or its resize in place
+// was refused: it reads past the cache. It is on the path of a rollout (a new image on every
+// VM), so a backend that knows the hosts (Rooms) reads no list of them here.
 type DiskPinning interface {
 	// DiskPinned describes how vm's disk is bound to nodes: Pin.Why is "" when it can
 	// follow its VM to another node (or has no storage yet), and Pin.NodeAffinity is nil

@@ -186,7 +186,11 @@ func (a applier) applyPlan(ctx context.Context, in decision.Input, owner backend
 			_, err := a.opt.resizer.Resize(ctx, owner, *plan.Server.Spec)
 			switch {
 			case errors.Is(err, backend.ErrResizeInfeasible):
-				plan = a.policy.ResizeRefused(a.refusing(in), err.Error())
+				on, rerr := a.resizeRefused(ctx, in, owner)
+				if rerr != nil {
+					return out, rerr
+				}
+				plan = a.policy.ResizeRefused(on, err.Error())
 			case err != nil:
 				return out, fmt.Errorf("resize server: %w", err)
 			default:
@@ -270,6 +274,21 @@ func (a applier) applyPlan(ctx context.Context, in decision.Input, owner backend
 func (a applier) refusing(in decision.Input) decision.Input {
 	in.Now = a.now()
 	return in
+}
+
+// resizeRefused is what the refusal of a resize (backend.ErrResizeInfeasible) is decided on:
+// in at the time of the refusal (refusing), with the nodes the VM's disk can be reached from
+// (reach), which the decision's room check counts alone (decision.Policy.ResizeRefused). A
+// resize replaces no server, so the round read none (reached); decided without them, a zonal
+// disk with no room in its zone was told its server would be replaced, which the next round,
+// reading them, took back and kept the server. An error leaves the refusal to the next try:
+// the resize refused changed nothing.
+func (a applier) resizeRefused(ctx context.Context, in decision.Input, owner backend.Owner) (decision.Input, error) {
+	in, _, err := reach(ctx, a.opt.pinning, a.policy.RootDisk, in, owner)
+	if err != nil {
+		return in, fmt.Errorf("read the nodes the disk can be reached from after the resize was refused: %w", err)
+	}
+	return a.refusing(in), nil
 }
 
 // writeRefusal writes the status of plan, the refusal of a delete made after its status

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -187,6 +189,91 @@ func TestControllerReplacementReachesDisk(t *testing.T) {
 			}
 			if !kept {
 				t.Errorf("conditions %v: want RestartRequired, ResizeNoRoom, naming the disk", conds)
+			}
+		})
+	}
+}
+
+// TestControllerResizeRefusedReachesDisk: a resize the API server refuses outright
+// (ErrResizeInfeasible), under --resize in-place, on a VM whose disk is a zone's (golden case
+// claim/resize-replace-zonal-no-room: node-b, in another zone, has the cpu; no node of the
+// disk's zone has). The refusal is decided on the disk's node affinity, read past the cache
+// once: the server is kept with RestartRequired (ResizeNoRoom) naming the disk in the one
+// status write, where a refusal decided without it wrote Resizing (ResizeInfeasible),
+// promising the next decision would replace the server, which the next round, reading the
+// node affinity, took back. A read that fails is the reconcile's error, with nothing written:
+// the next try asks for the resize again.
+func TestControllerResizeRefusedReachesDisk(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err      error    // the backend's answer to DiskPinned
+		outcome  string   // of each reconcile
+		asked    int      // questions in the two reconciles
+		statuses []string // the lifecycle conditions of the status writes, as Type/Reason
+	}{
+		"read":       {outcome: "success", asked: 1, statuses: []string{"RestartRequired/" + decision.ReasonResizeNoRoom}},
+		"read fails": {err: errors.New("connection refused"), outcome: "error", asked: 2}, // once a refusal
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := "claim/resize-replace-zonal-no-room"
+			w := newWorld(t, file)
+			b := &pinningBackend{Backend: w.servers, err: tc.err, nodes: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}
+			policy := decision.DefaultPolicy
+			policy.Resize = decision.ResizeInPlace
+			r := &results{}
+			c := New(Config{VMs: w.source(), Backend: b, Policy: policy, Retry: quickRetry(),
+				Report: w.report(r), Now: func() time.Time { return now }})
+			ctx := start(t, c)
+			vm, ok := c.view(testVM)
+			if !ok {
+				t.Fatal("the VM is not cached")
+			}
+			_, srv := decidecase.Read(t, caseFile(file))
+			disk := decidecase.Disk(t, caseFile(file))
+			disk.NodeAffinity = nil // the cache's: the claim, not its volume
+			w.servers.Set(ownerOf(vm), srv)
+			w.servers.SetDisk(ownerOf(vm), disk)
+			w.servers.SetHosts(decidecase.Hosts(t, caseFile(file)))
+			w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: "node capacity"})
+			for range 2 { // the resize refused, then the VM as its refusal was written
+				c.queue.Add(testVM)
+				c.processNextItem(ctx)
+				if got := r.last(); got != tc.outcome {
+					t.Fatalf("reconcile: %q, want %s", got, tc.outcome)
+				}
+			}
+			if after, _ := w.servers.Observe(ownerOf(vm)); after == nil || after.Deleting || after.ID != srv.ID {
+				t.Errorf("server %+v after the reconciles, want %s kept", after, srv.ID)
+			}
+			if got := b.questions(); got != tc.asked {
+				t.Errorf("asked %d times for the disk's node affinity, want %d", got, tc.asked)
+			}
+			var statuses []string
+			for _, wr := range w.writes() {
+				conds, _ := at(wr.body, "status", "conditions").([]any)
+				for _, c := range conds {
+					if m := c.(map[string]any); m["type"] == "RestartRequired" || m["type"] == "Resizing" {
+						statuses = append(statuses, fmt.Sprintf("%s/%s", m["type"], m["reason"]))
+					}
+				}
+			}
+			if !slices.Equal(statuses, tc.statuses) {
+				t.Errorf("status writes with conditions %q, want %q", statuses, tc.statuses)
+			}
+			if tc.err != nil {
+				return
+			}
+			kept := false
+			obj := w.vm(t, testVM.Namespace, testVM.Name)
+			conds, _ := obj.Object["status"].(map[string]any)["conditions"].([]any)
+			for _, c := range conds {
+				m := c.(map[string]any)
+				kept = kept || m["type"] == "RestartRequired" && m["reason"] == decision.ReasonResizeNoRoom &&
+					strings.Contains(m["message"].(string), "its disk test-vm-rootdisk can be reached from") &&
+					strings.Contains(m["message"].(string), "the node cannot resize it in place")
+			}
+			if !kept {
+				t.Errorf("conditions %v: want RestartRequired, ResizeNoRoom, naming the disk and the refusal", conds)
 			}
 		})
 	}
