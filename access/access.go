@@ -70,7 +70,7 @@ func Rules(n Needs) []Rule {
 		// the room check of a move or a replacement counts only the nodes the disk can be
 		// reached from (the volume's node affinity).
 		rules = append(rules, Rule{Group: "", Resource: "persistentvolumes", Verbs: []string{"get"}, Cluster: true,
-			Why: "tells, when a migration is asked for or before a running server is replaced for a new spec, whether a VM's disk is bound to its node (a local volume) and cannot follow it, and which nodes it can be reached from (its node affinity)"})
+			Why: "tells, when a migration is asked for, or a running server is to be replaced or resized for a new spec, whether a VM's disk is bound to its node (a local volume) and cannot follow it, and which nodes it can be reached from (its node affinity)"})
 	} else {
 		rules = append(rules, Rule{Group: "", Resource: "persistentvolumeclaims", Verbs: []string{"get", "list", "watch", "patch", "delete"},
 			Why: "keeps or deletes, as its VM's reclaim policy says, a disk made under --root-disk claim before (--root-disk ephemeral makes none); get reads a deleted VM's claim the cache does not show"})
