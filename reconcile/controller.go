@@ -59,6 +59,8 @@ type Controller struct {
 	served *servedWatch // nil unless CRD.Watch
 	usage  *poller      // nil unless usage is sampled
 	queue  *priority.Queue[cache.ObjectName]
+	// leads says whether this replica leads: until it does, nothing is queued (see lead).
+	leads leadership
 	// ledger is what the controller remembers of each VM until it is gone (ledger.go).
 	ledger  ledger
 	log     *slog.Logger
@@ -121,7 +123,7 @@ func optionalOf(b backend.Backend) optional {
 }
 
 // New builds a controller; nothing runs until Start (the informers, on every replica) and
-// RunWorkers (the workers and the usage poller, on the leader).
+// RunWorkers (the queue, the workers and the usage poller, on the leader).
 func New(cfg Config) *Controller {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -238,6 +240,9 @@ func (c *Controller) onVMUpdate(old, cur any) {
 		// cache's older version, and meet a conflict.
 		return
 	}
+	if !c.leads.on.Load() {
+		return // a standby queues and schedules nothing (lead); it has written nothing to echo
+	}
 	o, n := old.(*vmcache.Object), cur.(*vmcache.Object)
 	key := cache.NewObjectName(n.GetNamespace(), n.GetName())
 	// The poller samples a VM as the cache shows it, and lets go of one that is not
@@ -270,10 +275,12 @@ func (c *Controller) startVMs(ctx context.Context) error {
 	handler := cache.ResourceEventHandlerDetailedFuncs{
 		// What goes ahead of the backlog: urgency.go.
 		AddFunc: func(obj any, initialList bool) {
-			c.enqueue(obj, !initialList || unsettled(obj.(*vmcache.Object)))
+			if c.leads.on.Load() {
+				c.enqueue(obj, !initialList || unsettled(obj.(*vmcache.Object)))
+			}
 		},
 		UpdateFunc: c.onVMUpdate,
-		DeleteFunc: func(obj any) { c.enqueue(obj, true) },
+		DeleteFunc: c.onVMDelete,
 	}
 	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: c.cfg.VMs.listerWatcher(),
@@ -365,7 +372,8 @@ func (c *Controller) onServed(ctx context.Context, served bool) {
 
 // Start starts the informers of the VMs and of their servers; they run until ctx is
 // cancelled. Every replica starts them, leader or not, so that its readiness means "caches
-// synced" and a standby that takes over has its caches (and a queue of every VM) ready.
+// synced" and a standby that takes over has its caches ready; only the leader queues work
+// (lead).
 func (c *Controller) Start(ctx context.Context) error {
 	if err := c.startVMs(ctx); err != nil {
 		return err
@@ -379,6 +387,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	// list itself is backlog, like the VMs'.
 	var listed atomic.Pointer[func() bool]
 	serversSynced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) {
+		if !c.leads.on.Load() {
+			return // a standby queues nothing; at takeover its VM cache is queued (lead)
+		}
 		key := cache.ObjectName(vm)
 		if s := listed.Load(); s != nil && (*s)() {
 			c.queue.AddUrgent(key)
@@ -400,14 +411,15 @@ func (c *Controller) Start(ctx context.Context) error {
 	return nil
 }
 
-// RunWorkers waits for the caches, then runs workers until ctx is cancelled. Then it stops
-// taking work, lets in-flight reconciles finish for up to drain, cancels those left, and
-// returns (ErrWorkersStuck should one not return within AbandonAfter of that). Keys still
-// queued are left unreconciled: the process is exiting or has lost the Lease, and the next
-// leader's first list queues every VM again. Only one replica (the leader) runs workers; the
-// queue cannot be restarted afterwards.
+// RunWorkers makes this replica lead (lead), waits for the caches, queues every cached VM,
+// then runs workers until ctx is cancelled. Then it stops taking work, lets in-flight
+// reconciles finish for up to drain, cancels those left, and returns (ErrWorkersStuck should
+// one not return within AbandonAfter of that). Keys still queued are left unreconciled: the
+// process is exiting or has lost the Lease, and the next leader queues every VM again. Only
+// one replica (the leader) runs workers; the queue cannot be restarted afterwards.
 func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Duration) error {
 	defer c.queue.ShutDown()
+	c.lead()
 	c.log.Info("Waiting for caches to sync", "resource", c.cfg.VMs.GVR.String(), "namespace", c.cfg.VMs.Namespace, "selector", c.cfg.VMs.Selector)
 	if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
 		if ctx.Err() != nil {
@@ -415,6 +427,7 @@ func (c *Controller) RunWorkers(ctx context.Context, workers int, drain time.Dur
 		}
 		return errors.New("caches did not sync")
 	}
+	c.queueCached()
 
 	// Workers run on a context that outlives ctx by the drain period, so that a reconcile in
 	// flight at shutdown completes its writes instead of being cut off half-way.
@@ -470,11 +483,12 @@ const AbandonAfter = 2 * time.Second
 var ErrWorkersStuck = errors.New("workers did not return after their reconciles were cancelled")
 
 // HasSynced reports whether the caches of VMs and servers hold a full list and the handlers
-// have queued every VM of it; readiness follows it. A shared informer's own HasSynced turns
-// true once its list is stored, while its handlers may still be working through it: workers
-// started then reconcile a VM, and the add of its server, handed over a moment later, queues
-// it again (in a cold start over many VMs, many were reconciled twice so). The plain
-// informers used here count an item of the list done only once their handler has had it.
+// have had every item of it (on the leader, queued every VM of it); readiness follows it. A
+// shared informer's own HasSynced turns true once its list is stored, while its handlers may
+// still be working through it: workers started then reconcile a VM, and the add of its server,
+// handed over a moment later, queues it again (in a cold start over many VMs, many were
+// reconciled twice so). The plain informers used here count an item of the list done only
+// once their handler has had it.
 func (c *Controller) HasSynced() bool {
 	vms := c.vms.Load()
 	return vms != nil && vms.ctrl.HasSynced() && c.synced != nil && c.synced() && c.Served()
@@ -514,6 +528,92 @@ func (c *Controller) PhaseCounts() map[string]int {
 		}
 	}
 	return counts
+}
+
+// leadership is whether this replica leads. It is set once, by RunWorkers, and never unset: a
+// replica that stops leading exits (its queue is shut down, and cannot be restarted).
+type leadership struct {
+	on atomic.Bool
+	// mu is held to set on, and by a standby's forgetting of a deleted VM (onVMDelete),
+	// so that none is under way once this replica leads.
+	mu sync.Mutex
+}
+
+// lead makes this replica the one that works: from now on its handlers queue what they see.
+// RunWorkers then queues the cache (queueCached).
+//
+// Why a standby queues nothing: every replica runs the informers (Start), and a standby's
+// handlers filled a queue that only the leader's workers take from. It held every key the
+// standby ever saw, VMs long deleted included, almost all of them new work (a VM added or
+// deleted after the first list, a server that changed after the servers'), growing with the
+// churn for as long as the replica stood by; at takeover a VM a user created waited behind all
+// of it, and a start's promise, new work first, was broken by the backlog of the standby's
+// whole life. The cache holds everything a queue of those keys could bring to a reconcile: a
+// key whose VM is not cached only forgets the VM (a standby forgets it at its delete), and a
+// VM deleted while its finalizer holds it is still cached. So at takeover the cache is queued
+// as a cold start's first list is, with the same urgency rules (urgency.go): a VM created,
+// deleted or changed since it was last reconciled is new work, a settled one backlog. What
+// that cannot tell is a server that changed while the replica stood by: as at a cold start, its
+// VM is backlog unless it is unsettled itself. Nor does a standby schedule usage samples (the
+// poller's queue, too, was every VM that became Active while it stood by): the reconcile of
+// each Active VM after takeover schedules it, as after a cold start.
+func (c *Controller) lead() {
+	c.leads.mu.Lock()
+	c.leads.on.Store(true)
+	c.leads.mu.Unlock()
+}
+
+// queueCached queues every VM of the cache as the informer's first list does: new work for
+// those not settled (urgency.go), backlog for the rest, in the order of their keys (the order
+// the API server lists them in). A key queued already keeps its place, or moves up if it is
+// new work; one whose VM has left the cache since was queued by its delete.
+func (c *Controller) queueCached() {
+	vms := c.vms.Load()
+	if vms == nil {
+		return // not served: the informer's first list, once it is, queues every VM
+	}
+	keys := vms.store.ListKeys()
+	slices.Sort(keys)
+	for _, k := range keys {
+		obj, ok, err := vms.store.GetByKey(k)
+		if err != nil || !ok {
+			continue
+		}
+		c.enqueue(obj, unsettled(obj.(*vmcache.Object)))
+	}
+}
+
+// onVMDelete is the VM informer's DeleteFunc. The leader queues the VM (new work): its
+// reconcile finds it gone and forgets what is remembered of it (forgetGone). A standby, which
+// reconciles nothing, forgets it at once, so that nothing of a VM deleted while it stood by
+// outlives the VM: the backend's record of its server (backend.Departures; the ledger of a
+// standby is empty, as it wrote nothing).
+func (c *Controller) onVMDelete(obj any) {
+	if c.leads.on.Load() {
+		c.enqueue(obj, true)
+		return
+	}
+	c.leads.mu.Lock()
+	defer c.leads.mu.Unlock()
+	if c.leads.on.Load() { // took over meanwhile: its reconcile forgets the VM
+		c.enqueue(obj, true)
+		return
+	}
+	key, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		c.log.Error("Cannot make a key", "error", err)
+		return
+	}
+	c.forgetGone(key)
+}
+
+// forgetGone drops what is remembered of the VM of key, which is gone: the ledger's records,
+// and the backend's (backend.Departures).
+func (c *Controller) forgetGone(key cache.ObjectName) {
+	c.ledger.forget(key)
+	if c.opt.departures != nil {
+		c.opt.departures.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
+	}
 }
 
 // enqueue adds the key of a VM (or of a deleted VM's tombstone) to the queue: as new work
@@ -750,10 +850,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		return 0, fmt.Errorf("read cache: %w", err)
 	}
 	if !exists {
-		c.ledger.forget(key)
-		if c.opt.departures != nil {
-			c.opt.departures.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
-		}
+		c.forgetGone(key)
 		if debug {
 			log.Debug("VM is gone")
 		}

@@ -79,17 +79,20 @@ func newControllerOver(t testing.TB, w *world, b backend.Backend, usage decision
 // lasts and reconciled under it.
 func (c *Controller) processNextItem(ctx context.Context) bool { return c.processNext(ctx, ctx) }
 
-// start starts c's informers and waits for their first list.
+// start starts c's informers as the leader's, and waits for their first list, queued as
+// RunWorkers queues it; the test takes the work (processNextItem).
 func start(t testing.TB, c *Controller) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	c.lead()
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
 		t.Fatal("caches did not sync")
 	}
+	c.queueCached()
 	return ctx
 }
 

@@ -252,12 +252,14 @@ func TestControllerReplacementNewLeader(t *testing.T) {
 			first, _ := newControllerOver(t, w, refusing, decision.UsagePolicy{})
 			ctx, stop := context.WithCancel(context.Background())
 			defer stop()
+			first.lead()
 			if err := first.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if !cache.WaitForCacheSync(ctx.Done(), first.HasSynced) {
 				t.Fatal("caches did not sync")
 			}
+			first.queueCached()
 			work := func(c *Controller, ctx context.Context, what string, done func() bool) {
 				t.Helper()
 				eventually(t, what, func() bool {

@@ -77,7 +77,8 @@ func coldSyncServer(t testing.TB, n int) (rest.Interface, *vmcachetest.APIServer
 	return client, s
 }
 
-// startColdSync starts the VM informer of a new controller over client, without workers.
+// startColdSync starts the VM informer of a new leading controller over client, without
+// workers.
 func startColdSync(t testing.TB, client rest.Interface) (*Controller, context.CancelFunc) {
 	t.Helper()
 	c := New(Config{
@@ -86,6 +87,7 @@ func startColdSync(t testing.TB, client rest.Interface) (*Controller, context.Ca
 		Backend: memory.New(), Policy: serverPolicy, Retry: quickRetry(),
 		Report: Report{Recorder: events.NewFakeRecorder(1), Logger: slog.New(slog.DiscardHandler)}})
 	ctx, cancel := context.WithCancel(t.Context())
+	c.lead() // as RunWorkers, called at once without leader election
 	if err := c.startVMs(ctx); err != nil {
 		t.Fatal(err)
 	}

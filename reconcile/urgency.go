@@ -28,6 +28,10 @@ import (
 //
 // Resyncs and the echoes of the controller's own writes never reach the queue (vmcache.Same,
 // echoes); usage writes neither (vmcache.OnlyUsageChanged).
+//
+// Only the leader queues. A standby that takes over queues its cache as a first list
+// (Controller.lead): what it saw while it stood by is told by unsettled alone, a server that
+// changed meanwhile is not known, as at a cold start.
 
 // unsettled reports whether a VM of the informer's first list has work a user asked for while
 // no controller ran (schema.VirtualMachine.Settled, read when the VM was cached).
