@@ -25,5 +25,7 @@
 //
 // The workqueue's Add does not say how urgent an item is, so Queue learns it from a mark set
 // just before the Add (AddUrgent and its kin): the item's next entry into the queue, or its
-// promotion when it is queued already, goes to the urgent lane.
+// promotion when it is queued already, goes to the urgent lane. The mark of a delayed add
+// (AddUrgentAfter, AddUrgentRateLimited) is set as it comes due, not when it is made, so that
+// a plain add in between neither takes it nor leaves the requeue in the backlog.
 package priority

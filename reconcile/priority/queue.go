@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 )
 
 // Queue is client-go's rate-limiting work queue with new work first: Add, AddAfter and
@@ -13,36 +14,72 @@ import (
 type Queue[T comparable] struct {
 	workqueue.TypedRateLimitingInterface[T]
 	lanes *lanes[T]
+	// queue is the workqueue under the delays, which Add and AddUrgent add to directly: an
+	// add that goes through the delays (dueQueue) is a delayed one coming due.
+	queue workqueue.TypedInterface[T]
 }
 
 // New makes a Queue whose metrics carry name and whose retries limiter paces.
 func New[T comparable](name string, limiter workqueue.TypedRateLimiter[T]) *Queue[T] {
+	return newQueue(name, limiter, clock.RealClock{})
+}
+
+// newQueue is New on clk: the tests' fake clock decides when a delayed add comes due.
+func newQueue[T comparable](name string, limiter workqueue.TypedRateLimiter[T], clk clock.WithTicker) *Queue[T] {
 	l := newLanes[T]()
-	q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[T]{Name: name, Queue: l})
-	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[T]{Name: name, Queue: q})
+	q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[T]{Name: name, Queue: l, Clock: clk})
+	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[T]{Name: name, Queue: dueQueue[T]{q, l}, Clock: clk})
 	return &Queue[T]{
 		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
 			workqueue.TypedRateLimitingQueueConfig[T]{Name: name, DelayingQueue: delaying}),
 		lanes: l,
+		queue: q,
 	}
 }
+
+// Add queues item in the backlog.
+func (q *Queue[T]) Add(item T) { q.queue.Add(item) }
 
 // AddUrgent queues item ahead of the backlog; an item waiting in the backlog moves up.
 func (q *Queue[T]) AddUrgent(item T) {
 	q.lanes.mark(item)
-	q.Add(item)
+	q.queue.Add(item)
 }
 
 // AddUrgentAfter queues item ahead of the backlog once d has passed.
 func (q *Queue[T]) AddUrgentAfter(item T, d time.Duration) {
-	q.lanes.mark(item)
+	q.lanes.markDue(item)
 	q.AddAfter(item, d)
 }
 
 // AddUrgentRateLimited queues item ahead of the backlog once the rate limiter allows.
 func (q *Queue[T]) AddUrgentRateLimited(item T) {
-	q.lanes.mark(item)
+	q.lanes.markDue(item)
 	q.AddRateLimited(item)
+}
+
+// dueQueue is the workqueue as the delays see it: every Add that reaches it is a delayed add
+// (AddAfter, AddRateLimited, theirs Urgent) coming due, as Queue's own adds bypass it.
+//
+// Why the mark of a delayed add is set as it comes due, not when it is made: marked at once,
+// it was taken by the item's next entry into the queue, whatever caused it. A plain add
+// before the requeue was due (someone else's write) took it and went out as new work, and the
+// requeue, when it came due, found no mark and went to the end of the backlog: new work that
+// needed another pass waited behind a start's whole backlog.
+//
+// The delays keep one entry per item, the soonest: a delayed add made while another of the item
+// waits comes due with it. So the mark is the item's (markDue), taken by whichever comes due
+// next, and an urgent requeue folded into a sooner plain one comes due urgent, sooner. One made
+// just as the item's entry comes due, before that entry's Add reaches here, may be taken by it
+// and its own entry, later, go to the backlog: the item went out as new work all the same.
+type dueQueue[T comparable] struct {
+	workqueue.TypedInterface[T]
+	lanes *lanes[T]
+}
+
+func (d dueQueue[T]) Add(item T) {
+	d.lanes.cameDue(item)
+	d.TypedInterface.Add(item)
 }
 
 // TakeUrgent reports whether item, just handed out by Get, came from the urgent lane, so that
@@ -62,6 +99,7 @@ type lanes[T comparable] struct {
 	urgent, backlog lane[T]
 	where           map[T]position // every queued item: its lane and live entry
 	marked          map[T]struct{} // items whose next push or touch is urgent
+	markedDue       map[T]struct{} // items whose delayed add is urgent when it comes due
 	popped          map[T]struct{} // items handed out from the urgent lane, until taken
 	seq             uint64
 	nUrgent         int // items whose live entry is in the urgent lane
@@ -85,12 +123,30 @@ type lane[T comparable] []entry[T]
 var _ workqueue.Queue[string] = (*lanes[string])(nil)
 
 func newLanes[T comparable]() *lanes[T] {
-	return &lanes[T]{where: map[T]position{}, marked: map[T]struct{}{}, popped: map[T]struct{}{}}
+	return &lanes[T]{where: map[T]position{}, marked: map[T]struct{}{}, markedDue: map[T]struct{}{}, popped: map[T]struct{}{}}
 }
 
 func (l *lanes[T]) mark(item T) {
 	l.mu.Lock()
 	l.marked[item] = struct{}{}
+	l.mu.Unlock()
+}
+
+// markDue marks item's delayed add, to be marked when it comes due (cameDue).
+func (l *lanes[T]) markDue(item T) {
+	l.mu.Lock()
+	l.markedDue[item] = struct{}{}
+	l.mu.Unlock()
+}
+
+// cameDue is told of a delayed add of item coming due, just before it is added: an urgent one
+// marks the item.
+func (l *lanes[T]) cameDue(item T) {
+	l.mu.Lock()
+	if _, ok := l.markedDue[item]; ok {
+		delete(l.markedDue, item)
+		l.marked[item] = struct{}{}
+	}
 	l.mu.Unlock()
 }
 

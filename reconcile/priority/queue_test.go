@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	_ "github.com/cloudnative-czs/vm-controller/internal/golden" // registers -update: go test ./... -update passes it to every package
 )
@@ -248,5 +249,97 @@ func (m *model) done(k string) {
 	delete(m.processing, k)
 	if m.dirty[k] {
 		m.push(k)
+	}
+}
+
+// due waits until n items are queued: a delayed add comes due on the delaying queue's own
+// goroutine once the fake clock has stepped past it.
+func due(t *testing.T, q *Queue[string], n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); q.Len() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d items queued, want %d", q.Len(), n)
+		}
+	}
+}
+
+// TestUrgentRequeueKeepsItsLane: a requeue of new work is new work when it comes due, whatever
+// was added of the item before then. Its mark was set at once and taken by the next entry of
+// the item into the queue, whatever caused it: a plain add before the requeue was due (someone
+// else's write) went out as new work, and the requeue, when it came due, went to the end of
+// the backlog. A plain add before then is backlog; the requeue, due, moves the item up (or
+// queues it ahead of the backlog).
+func TestUrgentRequeueKeepsItsLane(t *testing.T) {
+	const wait = time.Minute
+	tests := map[string]struct {
+		requeue func(q *Queue[string])
+		// taken: the item is handed out (in process) when the requeue is made, and done
+		// after the plain add, as a reconcile that requeues its VM is.
+		taken bool
+	}{
+		"after":                          {requeue: func(q *Queue[string]) { q.AddUrgentAfter("x", wait) }},
+		"rate-limited":                   {requeue: func(q *Queue[string]) { q.AddUrgentRateLimited("x") }},
+		"after, while in process":        {requeue: func(q *Queue[string]) { q.AddUrgentAfter("x", wait) }, taken: true},
+		"rate-limited, while in process": {requeue: func(q *Queue[string]) { q.AddUrgentRateLimited("x") }, taken: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Now())
+			q := newQueue("", workqueue.NewTypedItemExponentialFailureRateLimiter[string](wait, wait), clk)
+			defer q.ShutDown()
+			if tc.taken {
+				q.AddUrgent("x")
+				if item, _ := q.Get(); item != "x" || !q.TakeUrgent(item) {
+					t.Fatalf("got %q, want x from the urgent lane", item)
+				}
+			}
+			q.Add("a")
+			tc.requeue(q)
+			q.Add("x") // someone else's write, before the requeue is due
+			if tc.taken {
+				q.Done("x")
+			}
+			if u, b := q.Lens(); u != 0 || b != 2 {
+				t.Errorf("lanes %d, %d before the requeue is due: want x in the backlog, behind a", u, b)
+			}
+			if got := drain(t, q); !slices.Equal(got, []string{"a", "x"}) {
+				t.Errorf("order %q before the requeue is due, want [a x]", got)
+			}
+
+			q.Add("b")
+			clk.Step(wait)
+			due(t, q, 2)
+			if u, b := q.Lens(); u != 1 || b != 1 {
+				t.Errorf("lanes %d, %d once the requeue is due: want x new work, b backlog", u, b)
+			}
+			if got := drain(t, q); !slices.Equal(got, []string{"x", "b"}) {
+				t.Errorf("order %q once the requeue is due, want x ahead of the backlog", got)
+			}
+		})
+	}
+}
+
+// TestUrgentRequeueFolded: the delays keep one entry per item, the soonest; an urgent requeue
+// made while a plain one of the item waits comes due with it, as new work. Its mark does not
+// outlive it: the item's next plain requeue comes due in the backlog.
+func TestUrgentRequeueFolded(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	q := newQueue("", now(), clk)
+	defer q.ShutDown()
+	q.Add("a")
+	q.AddAfter("x", time.Minute)
+	q.AddUrgentAfter("x", time.Hour)
+	clk.Step(time.Minute)
+	due(t, q, 2)
+	if got := drain(t, q); !slices.Equal(got, []string{"x", "a"}) {
+		t.Errorf("order %q, want x new work, sooner", got)
+	}
+
+	q.Add("b")
+	q.AddAfter("x", time.Minute)
+	clk.Step(time.Hour)
+	due(t, q, 2)
+	if got := drain(t, q); !slices.Equal(got, []string{"b", "x"}) {
+		t.Errorf("order %q, want the plain requeue in the backlog", got)
 	}
 }
