@@ -901,17 +901,25 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if round == 1 && vm.Phase() != schema.PhaseActive {
 			passes = c.ledger.passes.add(key)
 		}
+		// A round that ends before it applies leaves the earlier rounds' writes noted, as an
+		// error of apply does (below): they are facts, and the retry or the requeue decides
+		// on the VM as the last of them returned it. Not noted, each one's echo queued the
+		// VM again, and a reconcile before the cache caught up decided on its older
+		// version: a conflict of its own making, or a server action or an Event sent twice.
 		g, err := c.gather(ctx, key, vm, going, log)
 		if err != nil {
+			c.ledger.echoes.expect(key, rvs, last, from)
 			return 0, err
 		}
 		if g.wait > 0 {
+			c.ledger.echoes.expect(key, rvs, last, from)
 			after = g.wait
 			break
 		}
 		plan := c.cfg.Policy.Decide(g.in)
 		in, plan, err := c.confirm(ctx, g.in, g.owner, plan, going, log)
 		if err != nil {
+			c.ledger.echoes.expect(key, rvs, last, from)
 			return 0, err
 		}
 		if going && !vm.Paused() {
@@ -941,6 +949,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			log.Debug("Applying plan", "finalizer", plan.Finalizer, "disk", diskOp(plan), "server", serverOp(plan), "budget", budgetOp(plan),
 				"status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
+		decided := len(rvs) // the writes this round decided on
 		out, err := c.applier.applyPlan(ctx, in, g.owner, plan)
 		rvs = append(rvs, out.written...)
 		switch {
@@ -981,14 +990,24 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			c.ledger.echoes.expect(key, rvs, last, from)
 			break
 		}
-		if out.last == nil || round == maxDecisions {
-			if out.last == nil && !out.releasing {
-				// The plan wrote no VM: nothing more to decide on here, and the writes so far
-				// were decided on already, as in a settled pass, so that the next reconcile
-				// decides on them rather than on a cache that has yet to bring them back. (A
-				// last round's own write was not decided on: its echo brings the VM back.)
-				c.ledger.echoes.expect(key, rvs, last, from)
-			}
+		if out.last == nil && !out.releasing {
+			// The plan wrote no VM: nothing more to decide on here, and the writes so far
+			// were decided on already, as in a settled pass, so that the next reconcile
+			// decides on them rather than on a cache that has yet to bring them back.
+			c.ledger.echoes.expect(key, rvs, last, from)
+			break
+		}
+		if out.last == nil {
+			break // released
+		}
+		if round == maxDecisions {
+			// This round's write was not decided on: its echo, not dropped, brings the VM
+			// back. The writes before it were (this round decided on them): noted, their
+			// echoes bring nothing. No VM is kept as a write returned it: this round's is
+			// not noted, and an earlier one (or an earlier reconcile's, which this one may
+			// have started from) is older than it.
+			c.ledger.echoes.expect(key, rvs[:decided], nil, from)
+			c.ledger.echoes.stale(key)
 			break
 		}
 		vm = last.view(c.cfg.VMs.Fields)
