@@ -93,6 +93,16 @@ func TestStandbyQueuesNothing(t *testing.T) {
 	if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
 		t.Fatal(err)
 	}
+	// on-its-way is Creating, its status at its generation: its server, asked for by the
+	// leader before, starts while this replica stands by.
+	u = caseObject(t, "active-steady")
+	u.SetName("on-its-way")
+	if err := unstructured.SetNestedField(u.Object, string(schema.PhaseCreating), "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
+		t.Fatal(err)
+	}
 	c, _ := newController(t, w, decision.UsagePolicy{Interval: time.Hour, Threshold: 0.1, MaxInterval: time.Hour})
 	usage := &countedDelays{TypedDelayingInterface: c.usage.queue}
 	c.usage.queue = usage
@@ -123,6 +133,8 @@ func TestStandbyQueuesNothing(t *testing.T) {
 	})
 	settled := ownerOf(cachedView(t, w.vm(t, "default", "settled"), w.fields))
 	w.servers.Set(settled, &backend.Server{Name: "settled-server", State: backend.StateFailed})
+	onItsWay := ownerOf(cachedView(t, w.vm(t, "default", "on-its-way"), w.fields))
+	w.servers.Set(onItsWay, &backend.Server{Name: "on-its-way-server", State: backend.StateReady})
 	createVM(t, ctx, w, "created", "create-new", nil)
 	// The informer hands over events in order: once the last is cached, the handler has had
 	// every one before it.
@@ -146,18 +158,19 @@ func TestStandbyQueuesNothing(t *testing.T) {
 	}
 
 	// It takes over: the cache is queued as a cold start's first list is, new work (created,
-	// or changed, since last reconciled) ahead of the settled VMs, each lane in the order of
-	// the keys; the server's change while it stood by is not known, as at a cold start.
+	// or changed, since last reconciled, or on its way to a server: Creating) ahead of the
+	// settled VMs, each lane in the order of the keys; the server's change while it stood by
+	// is not known, as at a cold start, but a VM on its way waits for its server's.
 	c.lead()
 	c.queueCached()
-	if u, b := c.queue.Lens(); u != 2 || b != 2 {
-		t.Errorf("at takeover: %d new work, %d backlog; want 2 and 2", u, b)
+	if u, b := c.queue.Lens(); u != 3 || b != 2 {
+		t.Errorf("at takeover: %d new work, %d backlog; want 3 and 2", u, b)
 	}
 	var got []string
 	for c.queue.Len() > 0 {
 		got = append(got, next(t, c))
 	}
-	if want := []string{"changed", "created", "becomes-active", "settled"}; !slices.Equal(got, want) {
+	if want := []string{"changed", "created", "on-its-way", "becomes-active", "settled"}; !slices.Equal(got, want) {
 		t.Errorf("order at takeover %q, want %q", got, want)
 	}
 	// From now on the handlers queue what they see.

@@ -14,8 +14,9 @@ import (
 //     relist after a lost watch: created while the watch was down);
 //   - a VM of the first list that is not settled (unsettled): never reconciled, deleted, or
 //     changed by a user (spec; a restart, start, stop or migration request) while no
-//     controller ran; the rest of the list, the backlog, is VMs looked at again because the
-//     controller started, almost all with nothing to do;
+//     controller ran, or on its way to a server (Creating); the rest of the list, the
+//     backlog, is VMs looked at again because the controller started, almost all with
+//     nothing to do;
 //   - an update that changes what users change (userChange): the spec, the deletion, the
 //     finalizers, a request annotation (schema.RequestAnnotations: a restart, start, stop or
 //     migration request, a pause). Status written by someone else is backlog;
@@ -31,11 +32,16 @@ import (
 //
 // Only the leader queues. A standby that takes over queues its cache as a first list
 // (Controller.lead): what it saw while it stood by is told by unsettled alone, a server that
-// changed meanwhile is not known, as at a cold start.
+// changed meanwhile is not known, as at a cold start; a VM whose server was on its way is
+// Creating, and new work.
 
 // unsettled reports whether a VM of the informer's first list has work a user asked for while
-// no controller ran (schema.VirtualMachine.Settled, read when the VM was cached).
-func unsettled(o *vmcache.Object) bool { return !o.Settled() }
+// no controller ran (schema.VirtualMachine.Settled, read when the VM was cached), or is on its
+// way to a server (phase Creating): its status observed its generation when the server was
+// asked for, and what became of the server since (started, failed), which a standby does not
+// queue and a cold start does not know, is what the VM waits for. Such a VM was created or
+// changed by a user not long before; in the backlog it would wait behind every settled VM.
+func unsettled(o *vmcache.Object) bool { return !o.Settled() || o.Phase() == schema.PhaseCreating }
 
 // userChange reports whether cur differs from old in what a user (or another controller
 // acting for one) changes: the generation (the spec), the deletion, the finalizers or a
