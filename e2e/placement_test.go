@@ -330,23 +330,7 @@ func TestMigrateRefusedForPinnedDisk(t *testing.T) {
 	node := newNode(t, nodeSpec{Labels: labels})
 	newNode(t, nodeSpec{Labels: labels}) // another node the VM could go to, were its disk free
 	class := "pinned-" + randomSuffix(t) // no StorageClass of the name: the claim binds to the static volume
-	pv := "pinned-" + ns
-	apply(t, fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolume
-metadata: {name: %s}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: %s
-  hostPath: {path: /tmp/%s}
-  nodeAffinity:
-    required:
-      nodeSelectorTerms:
-      - matchExpressions:
-        - {key: kubernetes.io/hostname, operator: In, values: [%s]}
-`, pv, class, pv, node))
-	t.Cleanup(func() { kubectlErr("delete", "pv", pv, "--ignore-not-found", "--wait=false") })
+	pv := staticVolume(t, ns, class, "{key: kubernetes.io/hostname, operator: In, values: ["+node+"]}")
 	startController(t, ns).waitReady(t)
 	placementVM(t, ns, "vm", ownNodes(group), "  rootDiskStorageClassName: "+class+"\n")
 	waitPhase(t, ns, "vm", "Active", "ServerReady", 2*time.Minute)
