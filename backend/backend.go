@@ -177,6 +177,11 @@ type Server struct {
 	// object is deleted): nothing is left to delete for it, and the server goes by itself
 	// (for pods: the pod garbage collector deletes the pods bound to a node that does not exist).
 	NodeGone bool
+	// NodeSilent, on a Pending server not being deleted, says its host does not answer (for
+	// pods: the node it is bound to is not ready, or gone). Such a server stays Pending, as far
+	// as anyone knows never started; but its host may have started it since it last reported,
+	// so a delete of it must wait for the host, with no grace period cut short.
+	NodeSilent bool
 
 	// Whether it is being taken away (budget.go, the eviction strategies): Cordoned, that
 	// its host takes no new servers (for pods: the node is unschedulable, as a drain leaves

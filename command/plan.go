@@ -43,7 +43,7 @@ func planCommand(c *planConfig) *cli.Command {
 	flags := []cli.Flag{
 		planAPIVersionFlag(&c.APIVersion),
 		schemaFileFlag(&c.SchemaFile, schemaFileUsage),
-		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize, disk, node, nodeGone, ip, waiting, cordoned, disruption, lingers, admittedTolerations, tolerationsChanged); empty: none", EnvVars: env("SERVER"), Destination: &c.Server},
+		&cli.StringFlag{Name: "server", Usage: "YAML file of the server the backend observes (name, id, state, detail, message, deleting, since, spec, resize, disk, node, nodeGone, nodeSilent, ip, waiting, cordoned, disruption, lingers, admittedTolerations, tolerationsChanged); empty: none", EnvVars: env("SERVER"), Destination: &c.Server},
 		&cli.StringFlag{Name: "disk", Usage: "YAML file of the VM's disk the backend observes (name, id, version, phase, requested, capacity, storageClass, canGrow, bindsWithServer, growth, owner, keptMark, kindUnrecorded, pending, deleting, pinned, nodeAffinity); under --root-disk ephemeral, one left from claim, kept or deleted only; empty: none", EnvVars: env("DISK"), Destination: &c.Disk},
 		&cli.StringFlag{Name: "budget", Usage: "YAML file of the VM's disruption budget the backend observes (name, id, unowned, kindUnrecorded; the eviction strategy Block keeps one); empty: none", EnvVars: env("BUDGET"), Destination: &c.Budget},
 		&cli.StringFlag{Name: "now", Usage: "the time to decide at, RFC 3339 (2026-06-01T12:00:00Z); empty: now", EnvVars: env("NOW"), Destination: &c.Now},

@@ -20,20 +20,21 @@ import (
 // serverYAML is how a person writes down a server the backend observed: in the golden cases
 // of the decision (testdata/decide) and for the plan command's --server.
 type serverYAML struct {
-	Name     string        `yaml:"name"`
-	ID       string        `yaml:"id"`
-	State    backend.State `yaml:"state"`
-	Detail   string        `yaml:"detail"`
-	Message  string        `yaml:"message"`
-	Deleting bool          `yaml:"deleting"`
-	Since    string        `yaml:"since"` // how long before now it entered its state, such as 15s
-	Spec     specYAML      `yaml:"spec"`
-	Resize   resizeYAML    `yaml:"resize"`   // a resize under way, if any
-	Disk     string        `yaml:"disk"`     // the VM's disk it mounts, if any
-	Node     string        `yaml:"node"`     // the host it runs on, if placed
-	NodeGone bool          `yaml:"nodeGone"` // its host is gone, not only silent (backend.Server.NodeGone)
-	IP       string        `yaml:"ip"`       // its address, if it has one
-	Waiting  waitingYAML   `yaml:"waiting"`  // why a pending server waits, if it says
+	Name       string        `yaml:"name"`
+	ID         string        `yaml:"id"`
+	State      backend.State `yaml:"state"`
+	Detail     string        `yaml:"detail"`
+	Message    string        `yaml:"message"`
+	Deleting   bool          `yaml:"deleting"`
+	Since      string        `yaml:"since"` // how long before now it entered its state, such as 15s
+	Spec       specYAML      `yaml:"spec"`
+	Resize     resizeYAML    `yaml:"resize"`     // a resize under way, if any
+	Disk       string        `yaml:"disk"`       // the VM's disk it mounts, if any
+	Node       string        `yaml:"node"`       // the host it runs on, if placed
+	NodeGone   bool          `yaml:"nodeGone"`   // its host is gone, not only silent (backend.Server.NodeGone)
+	NodeSilent bool          `yaml:"nodeSilent"` // a Pending server's host does not answer (backend.Server.NodeSilent)
+	IP         string        `yaml:"ip"`         // its address, if it has one
+	Waiting    waitingYAML   `yaml:"waiting"`    // why a pending server waits, if it says
 	// Whether it is being evicted (backend.Server's Cordoned and Disruption).
 	Cordoned   bool                `yaml:"cordoned"`
 	Disruption *backend.Disruption `yaml:"disruption"`
@@ -119,7 +120,7 @@ type specYAML struct {
 // yamlTerms rewrites yaml.v3's messages, which name Go types, in the terms of the file.
 var yamlTerms = strings.NewReplacer(
 	"yaml: unmarshal errors:\n  ", "", "\n  ", "; ", "yaml: ", "",
-	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, nodeGone, ip, waiting, cordoned, disruption, lingers, admittedTolerations, tolerationsChanged)",
+	" not found in type memory.serverYAML", " is not a key of a server (name, id, state, detail, message, deleting, since, spec, resize, disk, node, nodeGone, nodeSilent, ip, waiting, cordoned, disruption, lingers, admittedTolerations, tolerationsChanged)",
 	" not found in type memory.specYAML", " is not a key of a server's spec (cpu, memory, rootDisk, image, placement, restart)",
 	" into memory.serverYAML", " into a server (want a mapping)",
 	" into memory.specYAML", " into a server's spec (want a mapping)",
@@ -148,6 +149,7 @@ var states = []backend.State{backend.StatePending, backend.StateStarting, backen
 //	resize: {state: InProgress, message: "", cpu: "1", memory: 4G}  # optional: cpu and memory in effect
 //	disk: test-vm-rootdisk # optional: the VM's disk it mounts; its spec then has no rootDisk
 //	node: kwok-node-0      # optional: where it runs
+//	nodeSilent: true       # optional, for Pending: its node does not answer (backend.Server.NodeSilent)
 //	ip: 10.0.0.7           # optional: its address
 //	waiting: {reason: Unschedulable, message: "0/3 nodes are available", since: 10m}  # optional, or ImagePull
 //	cordoned: true         # optional: its node takes no new servers (a drain cordoned it)
@@ -186,7 +188,7 @@ func ParseServer(data []byte, now time.Time) (*backend.Server, error) {
 	}
 	srv := &backend.Server{Name: s.Name, ID: s.ID, State: s.State, Detail: s.Detail, Message: s.Message,
 		Deleting: s.Deleting, Spec: backend.Spec{Image: s.Spec.Image, Disk: s.Disk != "", Restart: s.Spec.Restart}, Disk: s.Disk,
-		Node: s.Node, NodeGone: s.NodeGone, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption,
+		Node: s.Node, NodeGone: s.NodeGone, NodeSilent: s.NodeSilent, IP: s.IP, Cordoned: s.Cordoned, Disruption: s.Disruption,
 		Lingers: s.Lingers.on, KeptBy: s.Lingers.keptBy, TolerationsChanged: s.TolerationsChanged}
 	if d := s.Disruption; d != nil && d.Reason == "" {
 		return nil, errors.New("disruption: a reason is needed (for pods: the DisruptionTarget condition's, such as EvictionByEvictionAPI)")

@@ -433,11 +433,19 @@ func (p *cachedPod) server() backend.Server {
 func (p *cachedPod) observed(nodeReady func(name string) (ready bool, known bool)) *backend.Server {
 	s := p.server()
 	node := p.node.String()
-	if (s.State == backend.StateReady || s.State == backend.StateStarting || s.State == backend.StatePending && s.Deleting) && nodeReady != nil && node != "" {
+	if nodeReady == nil || node == "" {
+		return &s
+	}
+	switch {
+	case s.State == backend.StateReady || s.State == backend.StateStarting || s.State == backend.StatePending && s.Deleting:
 		if ready, known := nodeReady(node); !known {
 			s.State, s.Message, s.NodeGone = backend.StateLost, fmt.Sprintf("node %s is gone", node), true
 		} else if !ready {
 			s.State, s.Message = backend.StateLost, fmt.Sprintf("node %s is not ready", node)
+		}
+	case s.State == backend.StatePending:
+		if ready, known := nodeReady(node); !known || !ready {
+			s.NodeSilent = true // still Pending, but its delete waits for the node (backend.Server.NodeSilent)
 		}
 	}
 	return &s

@@ -132,6 +132,7 @@ func TestServerOf(t *testing.T) {
 		"pending, node not ready":          {corev1.PodStatus{Phase: corev1.PodPending}, false, nodeDown, backend.StatePending, "^$"},
 		"pending deleting, node not ready": {corev1.PodStatus{Phase: corev1.PodPending}, true, nodeDown, backend.StateLost, "node n1 is not ready"},
 		"pending deleting, node gone":      {corev1.PodStatus{Phase: corev1.PodPending}, true, nodeGone, backend.StateLost, "node n1 is gone"},
+		"pending, node gone":               {corev1.PodStatus{Phase: corev1.PodPending}, false, nodeGone, backend.StatePending, "^$"},
 		"pending, node up":                 {corev1.PodStatus{Phase: corev1.PodPending}, false, nodeUp, backend.StatePending, "^$"},
 		"failed, node not ready":           {corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}, false, nodeDown, backend.StateFailed, "Evicted"},
 		"failed": {corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3, FinishedAt: finished}}}}},
@@ -156,6 +157,11 @@ func TestServerOf(t *testing.T) {
 			}
 			if gone := strings.Contains(tc.message, "is gone"); s.NodeGone != gone {
 				t.Errorf("NodeGone = %t, want %t", s.NodeGone, gone)
+			}
+			// Pending on a node that does not answer, not being deleted: its delete must wait
+			// for the node (a stop's grace period is not used).
+			if silent := strings.HasPrefix(name, "pending, node not ready") || name == "pending, node gone"; s.NodeSilent != silent {
+				t.Errorf("NodeSilent = %t, want %t", s.NodeSilent, silent)
 			}
 			if name == "failed" && !s.Since.Equal(finished.Time) {
 

@@ -443,7 +443,7 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 				// A new stop's grace period may cut a deletion under way short (stopServer), but
 				// not one on a node that does not answer.
 				fail("deletes a server already going, but for a new stop with a grace period on a node that answers")
-			case a.GracePeriod != nil && srv.State == backend.StateLost:
+			case a.GracePeriod != nil && (srv.State == backend.StateLost || srv.NodeSilent):
 				// A grace period (kubectl vm stop --force: 0) would remove its pod at once, while
 				// its guest may still run on the node with the disk.
 				fail("deletes a server on a node that does not answer with a grace period")

@@ -48,13 +48,14 @@ func (d *decision) recordRequests() (stop string) {
 }
 
 // stopGrace is the grace period of a deletion that stops the VM, as the stop annotation asks
-// (nil: the backend's default). None for a server on a node that does not answer: a short one
+// (nil: the backend's default). None for a server on a node that does not answer (Lost, or
+// Pending there: NodeSilent, which its node may have started since it last reported): a short one
 // (`kubectl vm stop --force`: 0) removes its pod at once, while its guest may still run there
 // with the disk, and the next server would mount it beside it; the backend's default leaves
 // the pod until its node confirms or is deleted (nodelost.go names the way out for a node down
 // for good).
 func (d *decision) stopGrace() *Duration {
-	if d.srv != nil && d.srv.State == backend.StateLost {
+	if d.srv != nil && (d.srv.State == backend.StateLost || d.srv.NodeSilent) {
 		return nil
 	}
 	g, ok := d.vm.StopGracePeriod()
