@@ -41,5 +41,5 @@ if [[ -z $installed ]]; then
 else
 	log "the CRD was installed before: the example VMs are left as they are (kubectl create -f examples/ brings back missing ones)"
 fi
-log "running bin/vm-controller; in another terminal: export KUBECONFIG=$KUBECONFIG PATH=$REPO/.cache/bin:\$PATH; kubectl get vm"
+log "running bin/vm-controller; in another terminal: export KUBECONFIG=$KUBECONFIG PATH=$REPO/bin:$REPO/.cache/bin:\$PATH; kubectl get vm"
 exec bin/vm-controller run --kubeconfig "$KUBECONFIG" "$@"
