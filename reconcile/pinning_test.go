@@ -118,6 +118,80 @@ func onNode(node string) *corev1.NodeSelector {
 		{Key: "topology.topolvm.io/node", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}
 }
 
+// diskReach is a started controller over the VM of a golden case (testdata/decide/<file>)
+// whose server runs and whose disk the backend holds as the cache has it: the claim, without
+// its volume's node affinity, which only the pinningBackend answers. The tests that a
+// decision reads the disk's node affinity past the cache start from one.
+type diskReach struct {
+	w     *world
+	c     *Controller
+	r     *results
+	ctx   context.Context
+	owner backend.Owner
+	srv   *backend.Server // the case's server, as the backend holds it
+}
+
+// newDiskReach starts a diskReach for file under policy, over b, whose Backend it sets to the
+// world's servers; hosts: the backend knows the case's nodes.
+func newDiskReach(t *testing.T, file string, b *pinningBackend, policy decision.Policy, hosts bool) diskReach {
+	t.Helper()
+	w := newWorld(t, file)
+	b.Backend = w.servers
+	r := &results{}
+	c := New(Config{VMs: w.source(), Backend: b, Policy: policy, Retry: quickRetry(),
+		Report: w.report(r), Now: func() time.Time { return now }})
+	ctx := start(t, c)
+	vm, ok := c.view(testVM)
+	if !ok {
+		t.Fatal("the VM is not cached")
+	}
+	_, srv := decidecase.Read(t, caseFile(file))
+	disk := decidecase.Disk(t, caseFile(file))
+	disk.NodeAffinity = nil // the cache's: the claim, not its volume
+	owner := ownerOf(vm)
+	w.servers.Set(owner, srv)
+	w.servers.SetDisk(owner, disk)
+	if hosts {
+		w.servers.SetHosts(decidecase.Hosts(t, caseFile(file)))
+	}
+	return diskReach{w: w, c: c, r: r, ctx: ctx, owner: owner, srv: srv}
+}
+
+// reconcile queues the VM and reconciles it once; an outcome other than want fails the test.
+func (d diskReach) reconcile(t *testing.T, want string) {
+	t.Helper()
+	d.c.queue.Add(testVM)
+	d.c.processNextItem(d.ctx)
+	if got := d.r.last(); got != want {
+		t.Fatalf("reconcile: %q, want %s", got, want)
+	}
+}
+
+// replaced reports whether the VM's server is gone or being deleted, and the server.
+func (d diskReach) replaced() (bool, *backend.Server) {
+	after, _ := d.w.servers.Observe(d.owner)
+	return after == nil || after.Deleting, after
+}
+
+// wantKept fails the test unless the VM's conditions keep the server: RestartRequired
+// (ResizeNoRoom) with a message that says each of says.
+func (d diskReach) wantKept(t *testing.T, says ...string) {
+	t.Helper()
+	obj := d.w.vm(t, testVM.Namespace, testVM.Name)
+	conds, _ := obj.Object["status"].(map[string]any)["conditions"].([]any)
+	for _, c := range conds {
+		m := c.(map[string]any)
+		if m["type"] != "RestartRequired" || m["reason"] != decision.ReasonResizeNoRoom {
+			continue
+		}
+		msg, _ := m["message"].(string)
+		if missing := slices.ContainsFunc(says, func(s string) bool { return !strings.Contains(msg, s) }); !missing {
+			return
+		}
+	}
+	t.Errorf("conditions %v: want RestartRequired, ResizeNoRoom, saying %q", conds, says)
+}
+
 // TestControllerReplacementReachesDisk: a placement change that needs a new server, on a VM
 // whose disk is a TopoLVM volume on its node (golden cases claim/placement-pinned-*). The
 // disk's node affinity, which the cache does not have, is read past it once the decision
@@ -140,55 +214,22 @@ func TestControllerReplacementReachesDisk(t *testing.T) {
 		"ephemeral":                {file: "placement-pinned-no-room", hosts: true, policy: serverPolicy, replaced: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			file := "claim/" + tc.file
-			w := newWorld(t, file)
-			b := &pinningBackend{Backend: w.servers, nodes: onNode("node-a")}
-			r := &results{}
-			c := New(Config{VMs: w.source(), Backend: b, Policy: tc.policy, Retry: quickRetry(),
-				Report: w.report(r), Now: func() time.Time { return now }})
-			ctx := start(t, c)
-			vm, ok := c.view(testVM)
-			if !ok {
-				t.Fatal("the VM is not cached")
-			}
-			_, srv := decidecase.Read(t, caseFile(file))
-			disk := decidecase.Disk(t, caseFile(file))
-			disk.NodeAffinity = nil // the cache's: the claim, not its volume
-			w.servers.Set(ownerOf(vm), srv)
-			w.servers.SetDisk(ownerOf(vm), disk)
-			if tc.hosts {
-				w.servers.SetHosts(decidecase.Hosts(t, caseFile(file)))
-			}
+			b := &pinningBackend{nodes: onNode("node-a")}
+			d := newDiskReach(t, "claim/"+tc.file, b, tc.policy, tc.hosts)
 			for range 2 { // the change, then the VM as the first wrote it
-				c.queue.Add(testVM)
-				c.processNextItem(ctx)
-				if got := r.last(); got != "success" {
-					t.Fatalf("reconcile: %q, want success", got)
-				}
-				if after, _ := w.servers.Observe(ownerOf(vm)); after == nil || after.Deleting {
+				d.reconcile(t, "success")
+				if replaced, _ := d.replaced(); replaced {
 					break
 				}
 			}
-			after, _ := w.servers.Observe(ownerOf(vm))
-			if replaced := after == nil || after.Deleting; replaced != tc.replaced {
+			if replaced, after := d.replaced(); replaced != tc.replaced {
 				t.Errorf("server %+v after the reconcile; replaced: %v, want %v", after, replaced, tc.replaced)
 			}
 			if got := b.questions(); got != tc.asked {
 				t.Errorf("asked %d times for the disk's node affinity, want %d", got, tc.asked)
 			}
-			if tc.replaced {
-				return
-			}
-			kept := false
-			obj := w.vm(t, testVM.Namespace, testVM.Name)
-			conds, _ := obj.Object["status"].(map[string]any)["conditions"].([]any)
-			for _, c := range conds {
-				m := c.(map[string]any)
-				kept = kept || m["type"] == "RestartRequired" && m["reason"] == decision.ReasonResizeNoRoom &&
-					strings.Contains(m["message"].(string), "its disk test-vm-rootdisk can be reached from")
-			}
-			if !kept {
-				t.Errorf("conditions %v: want RestartRequired, ResizeNoRoom, naming the disk", conds)
+			if !tc.replaced {
+				d.wantKept(t, "its disk test-vm-rootdisk can be reached from")
 			}
 		})
 	}
@@ -214,42 +255,23 @@ func TestControllerResizeRefusedReachesDisk(t *testing.T) {
 		"read fails": {err: errors.New("connection refused"), outcome: "error", asked: 2}, // once a refusal
 	} {
 		t.Run(name, func(t *testing.T) {
-			file := "claim/resize-replace-zonal-no-room"
-			w := newWorld(t, file)
-			b := &pinningBackend{Backend: w.servers, err: tc.err, nodes: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			b := &pinningBackend{err: tc.err, nodes: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}
 			policy := decision.DefaultPolicy
 			policy.Resize = decision.ResizeInPlace
-			r := &results{}
-			c := New(Config{VMs: w.source(), Backend: b, Policy: policy, Retry: quickRetry(),
-				Report: w.report(r), Now: func() time.Time { return now }})
-			ctx := start(t, c)
-			vm, ok := c.view(testVM)
-			if !ok {
-				t.Fatal("the VM is not cached")
-			}
-			_, srv := decidecase.Read(t, caseFile(file))
-			disk := decidecase.Disk(t, caseFile(file))
-			disk.NodeAffinity = nil // the cache's: the claim, not its volume
-			w.servers.Set(ownerOf(vm), srv)
-			w.servers.SetDisk(ownerOf(vm), disk)
-			w.servers.SetHosts(decidecase.Hosts(t, caseFile(file)))
-			w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: "node capacity"})
+			d := newDiskReach(t, "claim/resize-replace-zonal-no-room", b, policy, true)
+			d.w.servers.AnswerResizes(memory.ResizeAnswer{Refuse: "node capacity"})
 			for range 2 { // the resize refused, then the VM as its refusal was written
-				c.queue.Add(testVM)
-				c.processNextItem(ctx)
-				if got := r.last(); got != tc.outcome {
-					t.Fatalf("reconcile: %q, want %s", got, tc.outcome)
-				}
+				d.reconcile(t, tc.outcome)
 			}
-			if after, _ := w.servers.Observe(ownerOf(vm)); after == nil || after.Deleting || after.ID != srv.ID {
-				t.Errorf("server %+v after the reconciles, want %s kept", after, srv.ID)
+			if replaced, after := d.replaced(); replaced || after.ID != d.srv.ID {
+				t.Errorf("server %+v after the reconciles, want %s kept", after, d.srv.ID)
 			}
 			if got := b.questions(); got != tc.asked {
 				t.Errorf("asked %d times for the disk's node affinity, want %d", got, tc.asked)
 			}
 			var statuses []string
-			for _, wr := range w.writes() {
+			for _, wr := range d.w.writes() {
 				conds, _ := at(wr.body, "status", "conditions").([]any)
 				for _, c := range conds {
 					if m := c.(map[string]any); m["type"] == "RestartRequired" || m["type"] == "Resizing" {
@@ -260,20 +282,8 @@ func TestControllerResizeRefusedReachesDisk(t *testing.T) {
 			if !slices.Equal(statuses, tc.statuses) {
 				t.Errorf("status writes with conditions %q, want %q", statuses, tc.statuses)
 			}
-			if tc.err != nil {
-				return
-			}
-			kept := false
-			obj := w.vm(t, testVM.Namespace, testVM.Name)
-			conds, _ := obj.Object["status"].(map[string]any)["conditions"].([]any)
-			for _, c := range conds {
-				m := c.(map[string]any)
-				kept = kept || m["type"] == "RestartRequired" && m["reason"] == decision.ReasonResizeNoRoom &&
-					strings.Contains(m["message"].(string), "its disk test-vm-rootdisk can be reached from") &&
-					strings.Contains(m["message"].(string), "the node cannot resize it in place")
-			}
-			if !kept {
-				t.Errorf("conditions %v: want RestartRequired, ResizeNoRoom, naming the disk and the refusal", conds)
+			if tc.err == nil {
+				d.wantKept(t, "its disk test-vm-rootdisk can be reached from", "the node cannot resize it in place")
 			}
 		})
 	}
