@@ -223,42 +223,17 @@ func TestSelectorHandover(t *testing.T) {
 const holdGate = "e2e.example.org/hold"
 
 // holdStatus makes the API server refuse every write of the status of VM vm in ns but while
-// it is labelled shard=b (a ValidatingAdmissionPolicy on virtualmachines/status named after
-// ns, bound to ns alone, deleted when the test ends), and returns once it does. vm must exist,
-// labelled otherwise: the policy is in force once a server-side dry run of a status write is
-// refused.
+// it is labelled shard=b (refuseUnless: a ValidatingAdmissionPolicy on virtualmachines/status
+// named after ns, bound to ns alone, deleted when the test ends), and returns once it does. vm
+// must exist, labelled otherwise: the policy is in force once a server-side dry run of a status
+// write is refused.
 func holdStatus(t *testing.T, ns, vm string) {
 	t.Helper()
-	const says = "status written only under shard=b"
-	apply(t, fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: %[1]s}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [cloudnative.czs], apiVersions: ["*"], operations: [UPDATE], resources: [virtualmachines/status], resourceNames: [%[2]s]}
-  validations:
-  - expression: "has(object.metadata.labels) && '%[3]s' in object.metadata.labels && object.metadata.labels['%[3]s'] == 'b'"
-    message: %[4]s
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: %[1]s}
-spec:
-  policyName: %[1]s
-  validationActions: [Deny]
-  matchResources:
-    namespaceSelector:
-      matchLabels: {kubernetes.io/metadata.name: %[1]s}
-`, ns, vm, shardLabel, says))
-	t.Cleanup(func() {
-		_, _ = kubectlErr("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", ns, "--ignore-not-found")
-	})
-	eventually(t, time.Minute, func() (bool, string) {
-		_, err := kubectlErr("-n", ns, "patch", "vm", vm, "--subresource=status", "--dry-run=server", "--type=merge", "-p", `{"status":{"message":"probe"}}`)
-		return err != nil && strings.Contains(err.Error(), says), fmt.Sprintf("a status write of %s: %v", vm, err)
-	})
+	refuseUnless(t, ns,
+		fmt.Sprintf(`{apiGroups: [cloudnative.czs], apiVersions: ["*"], operations: [UPDATE], resources: [virtualmachines/status], resourceNames: [%s]}`, vm),
+		fmt.Sprintf(`has(object.metadata.labels) && '%[1]s' in object.metadata.labels && object.metadata.labels['%[1]s'] == 'b'`, shardLabel),
+		"status written only under shard=b",
+		"-n", ns, "patch", "vm", vm, "--subresource=status", "--dry-run=server", "--type=merge", "-p", `{"status":{"message":"probe"}}`)
 }
 
 // phaseRank orders the phases a VM goes through on its way to running: a handed-over VM may
