@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -58,11 +59,31 @@ func (c *Converter) Versions() []string {
 	return out
 }
 
+// NoteKind says what a conversion could not do as asked; it is the webhook's log message.
+type NoteKind string
+
+const (
+	// KeptUnreadable: an annotation of kept fields that is not a JSON object of them, kept as
+	// it is, its fields not restored.
+	KeptUnreadable NoteKind = "kept an unreadable annotation"
+	// DroppedKeptFields: the annotation of kept fields of the target version held fields that
+	// no conversion puts there (fields the source version has a place for), which only a
+	// client that wrote the annotation itself can have put there; dropped, not restored.
+	DroppedKeptFields NoteKind = "dropped kept fields that no conversion keeps"
+)
+
+// Note is one thing a conversion could not do as asked and how it went on, for the log.
+type Note struct {
+	Kind NoteKind
+	Text string // names the annotation and what became of it
+}
+
 // Convert returns the object obj (JSON, with apiVersion and kind) in version to. An object
 // already in version to is returned as it is. Numbers pass through as they are written.
 // notes say what the conversion could not do and worked around, for the log: an annotation
-// of kept fields it cannot read, kept as it is.
-func (c *Converter) Convert(obj []byte, to k8sschema.GroupVersion) (out []byte, notes []string, err error) {
+// of kept fields it cannot read, kept as it is; fields in the annotation of kept fields that
+// no conversion keeps there, dropped.
+func (c *Converter) Convert(obj []byte, to k8sschema.GroupVersion) (out []byte, notes []Note, err error) {
 	m, err := decode(obj)
 	if err != nil {
 		return nil, nil, err
@@ -97,6 +118,12 @@ func (c *Converter) Convert(obj []byte, to k8sschema.GroupVersion) (out []byte, 
 // convert moves each field from src's path to dst's, keeps the rest of the object in the
 // annotation of from, and restores what an earlier conversion kept in the annotation of to.
 //
+// The annotations are the object's, and any client that may write the object may write them:
+// what the annotation of to holds is restored only as far as a conversion from to could have
+// kept it there (refuse), never where the source version has a place of its own. The API server
+// does not validate the converted object (it prunes it): a field restored is one that no
+// schema check saw, so it must be one that came from an object of to.
+//
 // An annotation of kept fields that is not a JSON object (a hand edit cut it short, gave it
 // another type) cannot be restored. It is kept as it is, in both directions: it is the only
 // copy of what it held, and can still be repaired. The conversion goes on, because the API
@@ -104,8 +131,8 @@ func (c *Converter) Convert(obj []byte, to k8sschema.GroupVersion) (out []byte, 
 // collector, a namespace's deletion), and notes it. Where the source's own is unreadable and
 // the fields the target cannot hold need its name, it is one more thing the target cannot
 // hold: it goes into them, at metadata.annotations, and the way back puts it back.
-func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, to k8sschema.GroupVersion, dst schema.Fields) (map[string]any, []string, error) {
-	var notes []string
+func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, to k8sschema.GroupVersion, dst schema.Fields) (map[string]any, []Note, error) {
+	var notes []Note
 	meta, err := metadata(m)
 	if err != nil {
 		return nil, nil, err
@@ -140,12 +167,11 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 			// The run strategy's words are each version's own; a value the source has no
 			// meaning for, or a strategy the target has no word for, stays behind with the
 			// rest (in the annotation, so that the way back restores it).
-			w, _ := v.(string)
-			rs, ok := src.StrategyOf(w)
-			if !ok || dst.StrategyWord(rs) == "" {
+			w, ok := translate(v, src, dst)
+			if !ok {
 				continue
 			}
-			v = dst.StrategyWord(rs)
+			v = w
 		}
 		remove(rest, p.Path)
 		if err := set(out, target, v); err != nil {
@@ -163,12 +189,13 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 	if kept, ok := annotations[FieldsAnnotation(to)]; ok {
 		restore, err := keptFields(FieldsAnnotation(to), kept)
 		if err != nil {
-			notes = append(notes, err.Error()+": kept as it is; what it held is not restored")
+			notes = append(notes, Note{KeptUnreadable, err.Error() + ": kept as it is; what it held is not restored"})
 		} else {
-			own, hadOwn := keptAnnotation(restore, FieldsAnnotation(to))
-			delete(restore, "apiVersion")
-			delete(restore, "kind")
-			delete(restore, "metadata")
+			own, hadOwn, refused := refuse(restore, FieldsAnnotation(to), src, dst)
+			if len(refused) > 0 {
+				notes = append(notes, Note{DroppedKeptFields, fmt.Sprintf("annotation %s held %s, which no conversion from %s to %s keeps there: dropped, not restored",
+					FieldsAnnotation(to), strings.Join(refused, ", "), to, from)})
+			}
 			merge(out, restore)
 			delete(annotations, FieldsAnnotation(to))
 			if hadOwn {
@@ -188,9 +215,9 @@ func convert(m map[string]any, from k8sschema.GroupVersion, src schema.Fields, t
 			changed = true
 		} else if len(rest) > 0 {
 			rest["metadata"] = map[string]any{"annotations": map[string]any{FieldsAnnotation(from): own}}
-			notes = append(notes, err.Error()+": kept as it is within the new one, with the fields "+to.String()+" cannot hold; converting back restores it")
+			notes = append(notes, Note{KeptUnreadable, err.Error() + ": kept as it is within the new one, with the fields " + to.String() + " cannot hold; converting back restores it"})
 		} else {
-			notes = append(notes, err.Error()+": kept as it is")
+			notes = append(notes, Note{KeptUnreadable, err.Error() + ": kept as it is"})
 		}
 	}
 	if len(rest) > 0 {
@@ -232,12 +259,83 @@ func keptFields(name string, value any) (map[string]any, error) {
 	return m, nil
 }
 
-// keptAnnotation returns the annotation name that kept fields hold at metadata.annotations:
-// an object's own annotation of kept fields, unreadable, kept with the fields when they needed
-// its name.
-func keptAnnotation(kept map[string]any, name string) (string, bool) {
-	md, _ := kept["metadata"].(map[string]any)
-	a, _ := md["annotations"].(map[string]any)
+// translate returns the word of layout to for the run strategy that v, an action's value
+// in layout from, names; false when v names none in from, or to has no word for it. Such a
+// value is not moved: it is kept with the fields to cannot hold.
+func translate(v any, from, to schema.Fields) (string, bool) {
+	w, _ := v.(string)
+	rs, ok := from.StrategyOf(w)
+	if !ok || to.StrategyWord(rs) == "" {
+		return "", false
+	}
+	return to.StrategyWord(rs), true
+}
+
+// refuse takes out of kept what no conversion from version to (layout dst) to the source
+// version (layout src) would have put there, and names it. kept is what the annotation name,
+// on the object being converted, holds of version to. Such a conversion moves every field
+// that src has a place for, so kept never legitimately holds a value at dst's path of one
+// (nor anything under it), but for an action word src cannot say; nor apiVersion, kind or
+// metadata, but for the object's own annotation name when it is unreadable (convert keeps it
+// there then), which refuse returns. The names are sorted.
+//
+// Anything else, the fields src has no place for, can have come from an object of to and is
+// restored: those are the only fields the annotation is for. Without the refusal, any client
+// that may write the object could write fields of the other version that no schema check sees
+// (the API server validates an object in the version it was sent in, and converts after):
+// spec.image or status.phase for the storage version, or, on a write of the main resource,
+// status fields that the API server has just reset to the stored ones (status.restartedAt,
+// status.rootDisk.request).
+func refuse(kept map[string]any, name string, src, dst schema.Fields) (own string, hadOwn bool, refused []string) {
+	placed := map[string]bool{}
+	for _, p := range src.Paths() {
+		placed[p.Key] = p.Path != ""
+	}
+	for _, p := range dst.Paths() {
+		if p.Path == "" || !placed[p.Key] {
+			continue
+		}
+		v, ok, _ := unstructured.NestedFieldNoCopy(kept, strings.Split(p.Path, ".")...)
+		if !ok {
+			continue
+		}
+		if p.Key == schema.ActionKey {
+			if _, sayable := translate(v, dst, src); !sayable {
+				continue // a conversion from dst keeps a word src cannot say
+			}
+		}
+		remove(kept, p.Path)
+		refused = append(refused, p.Path)
+	}
+	for _, k := range []string{"apiVersion", "kind"} {
+		if _, ok := kept[k]; ok {
+			delete(kept, k)
+			refused = append(refused, k)
+		}
+	}
+	if md, ok := kept["metadata"]; ok {
+		delete(kept, "metadata")
+		own, hadOwn = keptAnnotation(md, name)
+		if hadOwn {
+			if _, err := keptFields(name, own); err == nil {
+				// Readable: convert replaces an object's own readable one, and never keeps it.
+				own, hadOwn = "", false
+			}
+		}
+		if want := map[string]any{"annotations": map[string]any{name: own}}; !hadOwn || !reflect.DeepEqual(md, want) {
+			refused = append(refused, "metadata")
+		}
+	}
+	sort.Strings(refused)
+	return own, hadOwn, refused
+}
+
+// keptAnnotation returns the annotation name that kept fields hold at metadata.annotations
+// (md): an object's own annotation of kept fields, unreadable, kept with the fields when they
+// needed its name.
+func keptAnnotation(md any, name string) (string, bool) {
+	m, _ := md.(map[string]any)
+	a, _ := m["annotations"].(map[string]any)
 	v, ok := a[name].(string)
 	return v, ok
 }

@@ -175,7 +175,7 @@ func TestUnreadableKeptFields(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(notes) != 1 || notes[0] != tc.wantNote {
+			if len(notes) != 1 || notes[0] != (Note{KeptUnreadable, tc.wantNote}) {
 				t.Errorf("notes %q, want %q", notes, tc.wantNote)
 			}
 			var in, got struct {

@@ -14,4 +14,11 @@
 // own version loses it on conversion. One that is not a JSON object cannot be restored; it is
 // kept both ways, as it is or, when the fields the target cannot hold need its name, with them
 // (at metadata.annotations, put back on the way back), and Convert notes it (docs/versions.md).
+//
+// Any client that may write an object may write its annotations, and the API server does not
+// validate what a conversion gives it. So what an annotation holds is restored only as far as
+// a conversion can have kept it there: what the source version's map has a place for (a
+// conversion moves it), an action word the source can say, and metadata but the object's own
+// unreadable annotation are dropped, and Convert notes it
+// (docs/field-maps-and-versions.md, "What the annotations of kept fields may hold").
 package convert

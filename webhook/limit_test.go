@@ -138,3 +138,27 @@ func TestUnreadableKeptFieldsLogged(t *testing.T) {
 		t.Errorf("log:\n%s\nwant a line with:\n%s", logs.String(), want)
 	}
 }
+
+// TestDroppedKeptFieldsLogged: fields in the annotation of kept fields that no conversion keeps
+// there (a client wrote them itself) are not restored, and the webhook logs a warning naming
+// the object, the annotation and the fields, under a message of its own: the object is
+// converted without them, and only the log says why.
+func TestDroppedKeptFieldsLogged(t *testing.T) {
+	conv, err := convert.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h := Handler{Converter: conv, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	vm := `{"apiVersion":"cloudnative.czs/v1","kind":"VirtualMachine","metadata":{"name":"web","namespace":"default","annotations":{"cloudnative.czs/v1alpha1-fields":"{\"spec\":{\"image\":\"evil image\"}}"}},"spec":{"runStrategy":"Always","resources":{"requests":{"cpu":1,"memory":"1Gi"}},"rootDisk":{"size":"1G"}}}`
+	body := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"cloudnative.czs/v1alpha1","objects":[` + vm + `]}}`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(body)))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"status":"Success"`) || strings.Contains(rec.Body.String(), `evil`) {
+		t.Fatalf("code %d, body %s", rec.Code, rec.Body)
+	}
+	want := `level=WARN msg="dropped kept fields that no conversion keeps" uid=u object="cloudnative.czs/v1 default/web" to=cloudnative.czs/v1alpha1 note="annotation cloudnative.czs/v1alpha1-fields held spec.image, which no conversion from cloudnative.czs/v1alpha1 to cloudnative.czs/v1 keeps there: dropped, not restored"`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant a line with:\n%s", logs.String(), want)
+	}
+}

@@ -328,10 +328,11 @@ func (h Handler) convert(req *apiextensionsv1.ConversionRequest) *apiextensionsv
 		if err != nil {
 			return fail(fmt.Sprintf("convert object %d (%s) to %s: %v", i, identity(obj.Raw), to, err))
 		}
-		// Converted, but without fields it held: only the log says so (a ConversionResponse
-		// carries no warnings).
+		// Converted, but not as asked (an annotation of kept fields unreadable, or holding
+		// fields no conversion keeps there): only the log says so (a ConversionResponse
+		// carries no warnings). The message is the kind of note, constant.
 		for _, note := range notes {
-			h.log().Warn("kept an unreadable annotation", "uid", req.UID, "object", identity(obj.Raw), "to", to.String(), "note", note)
+			h.log().Warn(string(note.Kind), "uid", req.UID, "object", identity(obj.Raw), "to", to.String(), "note", note.Text)
 		}
 		resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: out})
 	}
