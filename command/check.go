@@ -47,7 +47,8 @@ func checkCommand(c *checkConfig) *cli.Command {
 		Name:  "check",
 		Usage: "check that a cluster serves the resource, its CRD fits the field map, and RBAC allows what the controller does",
 		Description: "Runs the checks run performs before it starts and prints a table of them; exits 1 if one fails (a WARN row does not).\n" +
-			"Give it the flags you give run. The RBAC checks are those of the identity in the kubeconfig, which in the controller's pod is its ServiceAccount;\n" +
+			"Of run's flags it takes those that decide what it checks: " + checkRunFlags + "; give them as you give run, and leave out run's others, which it refuses (exit 2).\n" +
+			"The RBAC checks are those of the identity in the kubeconfig, which in the controller's pod is its ServiceAccount;\n" +
 			"from outside, --service-account checks the controller's (as manifests installs it by default: --service-account vm-controller/vm-controller).",
 		OnUsageError: usageError,
 		Flags:        flags,
@@ -73,6 +74,10 @@ func (c checkConfig) Validate() error {
 	}
 	return c.accessFlags.validate()
 }
+
+// checkRunFlags are the flags of run that check takes, as its help lists them
+// (TestCheckHelpNamesRunsFlags holds the list to the two commands' flags).
+const checkRunFlags = "--kubeconfig, --context, --namespace, --api-version, --resource, --schema-file, --watch-nodes, --watch-crd, --leader-elect, --lease-namespace, --usage-interval and --root-disk"
 
 // serviceAccountUsage is what --service-account does.
 const serviceAccountUsage = "NAMESPACE/NAME of a ServiceAccount, such as the controller's (vm-controller/vm-controller as manifests installs it by default), whose permissions the RBAC checks review (SubjectAccessReviews, which the kubeconfig's identity must be allowed to create) instead of the kubeconfig's own; the Lease's namespace defaults to NAMESPACE; empty: the kubeconfig's identity, which in the controller's pod is its ServiceAccount"

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 func TestCheckConfigValidate(t *testing.T) {
@@ -74,5 +76,46 @@ func TestCheckNamespace(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "\nnamespace ") {
 		t.Errorf("a namespace row without --namespace:\n%s", out.String())
+	}
+}
+
+// TestCheckHelpNamesRunsFlags: check --help names exactly the flags of run that check takes,
+// and check refuses each of run's others with exit code 2. It said "Give it the flags you
+// give run", and check --leader-elect --metrics-addr=:8080 was refused: flag provided but not
+// defined.
+func TestCheckHelpNamesRunsFlags(t *testing.T) {
+	names := func(cmd *cli.Command) []string {
+		var out []string
+		for _, f := range cmd.Flags {
+			out = append(out, "--"+f.Names()[0])
+		}
+		return out
+	}
+	checkFlags := names(checkCommand(&checkConfig{}))
+	var taken, refused []string
+	for _, f := range names(runCommand(&runConfig{})) {
+		if slices.Contains(checkFlags, f) {
+			taken = append(taken, f)
+		} else {
+			refused = append(refused, f)
+		}
+	}
+	help, _, code := runMain(t, "check", "--help")
+	if code != 0 {
+		t.Fatalf("check --help: exit code %d", code)
+	}
+	_, said, ok := strings.Cut(strings.Join(strings.Fields(help), " "), "Of run's flags it takes those that decide what it checks: ")
+	said, _, _ = strings.Cut(said, ";")
+	listed := strings.Fields(strings.NewReplacer(",", " ", " and ", " ").Replace(said))
+	slices.Sort(listed)
+	slices.Sort(taken)
+	if !ok || !slices.Equal(listed, taken) {
+		t.Errorf("check --help names %q of run's flags; check takes %q", listed, taken)
+	}
+	for _, f := range refused {
+		_, stderr, code := runMain(t, "check", f+"=x")
+		if code != 2 || !strings.Contains(stderr, "flag provided but not defined: -"+strings.TrimPrefix(f, "--")) {
+			t.Errorf("check %s=x: exit code %d, %q; want the flag refused, exit code 2", f, code, stderr)
+		}
 	}
 }

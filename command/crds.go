@@ -38,7 +38,9 @@ func crdsCommand(c *crdsConfig) *cli.Command {
 }
 
 // Validate refuses a conversion other than none or webhook, a storage version the CRD does
-// not have, and webhook options without it.
+// not have, webhook options without it, and with it a --namespace no namespace could have,
+// as manifests refuses it (it was written into the conversion's Service, which the API
+// server then could not reach).
 func (c crdsConfig) Validate() error {
 	if err := validConversion(c.Conversion); err != nil {
 		return err
@@ -60,6 +62,9 @@ func (c crdsConfig) Validate() error {
 	case "webhook":
 		if c.Namespace == "" {
 			return errors.New("--conversion webhook needs --namespace, the webhook Service's")
+		}
+		if err := validLabel("namespace", c.Namespace); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -12,6 +12,9 @@ func TestCRDsConfigValidate(t *testing.T) {
 		"unknown storage version": {[]string{"--conversion", "webhook", "--storage-version", "v2"}, "--storage-version", `--storage-version "v2": want one of v1alpha1, v1beta1, v1`},
 		"stores v1beta1":          {args: []string{"--conversion", "webhook", "--storage-version", "v1beta1"}},
 		"webhook no namespace":    {[]string{"--conversion", "webhook", "--namespace", ""}, "--namespace", "--conversion webhook needs --namespace, the webhook Service's"},
+		// As manifests refuses it; it was written into the conversion's Service.
+		"webhook, a bad namespace": {[]string{"--conversion", "webhook", "--namespace", "Bad_NS"}, "--namespace",
+			`--namespace "Bad_NS": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &crdsConfig{}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/apimachinery/pkg/labels"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -162,6 +163,23 @@ func validLabel(flag, value string) error {
 	}
 	if errs := validation.IsDNS1123Label(value); len(errs) > 0 {
 		return fmt.Errorf("--%s %q: %s", flag, value, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// selectorFlag is --selector, the label selector of the VMs the controller manages, read from
+// VMC_SELECTOR as run's: manifests, which passes it to run; usage says what it is for the
+// command.
+func selectorFlag(dst *string, usage string) cli.Flag {
+	return &cli.StringFlag{Name: "selector", Usage: usage, EnvVars: env("SELECTOR"), Destination: dst}
+}
+
+// validSelector refuses a --selector that is no label selector, with the parser and the
+// message of run's Validate: manifests calls it so that it never renders a Deployment whose
+// run refuses its --selector (TestManifestsSelectorAsRun holds the two to one answer).
+func validSelector(selector string) error {
+	if _, err := labels.Parse(selector); err != nil {
+		return fmt.Errorf("--selector: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cloudnative-czs/vm-controller/access"
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
@@ -40,14 +41,18 @@ type manifestsConfig struct {
 	ServerPodSecurity string
 	Conversion        string // none or webhook
 	WebhookReplicas   int
+	// Selector is run's --selector, passed on unless empty: the VMs this install manages, so
+	// that several installs split them from their first pod on (docs/several-installs.md).
+	Selector string
 }
 
 // manifestsCommand is the manifests command; version is this build's, whose image --image
 // names by default.
 func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
-	flags := append(c.resourceFlags.gvrFlags(apiVersionUsage, resourceUsage),
+	flags := append(c.resourceFlags.gvrFlags(apiVersionUsage, resourceUsage+"; for "+schema.Group+", whose CRD manifests ships, that CRD's plural ("+schema.DefaultResource+"); for another group, whose CRD its owner ships, the plural it serves"),
 		installNamespaceFlag(&c.Namespace, "namespace the controller runs in (created unless default or kube-system)"),
 		&cli.StringFlag{Name: "watch-namespace", Usage: "manage VMs in this namespace only, with namespace-scoped RBAC; empty: all namespaces. It must not be --namespace: deleting it would take the controller's ServiceAccount and Lease before the VMs' finalizers are removed", EnvVars: env("WATCH_NAMESPACE"), Destination: &c.WatchNamespace},
+		selectorFlag(&c.Selector, "run's --selector: manage only the VMs this label selector matches (e.g. shard=a), from the Deployment's first pod on; empty: every VM. Give each of several installs its own (docs/several-installs.md)"),
 		&cli.StringFlag{Name: "image", Value: imageRepository + ":" + imageTag(version), Usage: "the controller's container image", EnvVars: env("IMAGE"), Destination: &c.Image},
 		&cli.IntFlag{Name: "replicas", Value: 2, Usage: "replicas; one leads, the others stand by", EnvVars: env("REPLICAS"), Destination: &c.Replicas},
 		watchNodesFlag(&c.WatchNodes, "grant read access to nodes and run with --watch-nodes (lost nodes show as Unknown)"),
@@ -99,6 +104,12 @@ func (c manifestsConfig) Validate() error {
 	// The Deployment runs run with these flags: refuse here what run would refuse there,
 	// after the CRD and the RBAC were applied.
 	if err := c.validFieldMap(gvr.GroupVersion()); err != nil {
+		return err
+	}
+	if err := shippedResource(gvr); err != nil {
+		return err
+	}
+	if err := validSelector(c.Selector); err != nil {
 		return err
 	}
 	if fieldMapFromCRD(c.SchemaFile, gvr.GroupVersion()) && !c.WatchCRD {
@@ -155,6 +166,22 @@ func (c manifestsConfig) Validate() error {
 	return nil
 }
 
+// shippedResource refuses, for this project's group, a --resource other than the plural of the
+// CRD manifests ships for it: the RBAC and run's --resource would name a resource the CRD
+// does not serve (vms where it serves virtualmachines), and run, failing discovery, would
+// crash-loop. The CRD is not renamed to fit: a plural gives no kind, singular or short name to
+// rename the rest by, and a copy under another plural in the same group keeps the kind
+// VirtualMachine, which the API server does not accept twice in a group. Several CRDs are
+// several groups: a CRD of another group is its owner's to ship, manifests leaves it out, and
+// its --resource is whatever it serves.
+func shippedResource(gvr k8sschema.GroupVersionResource) error {
+	if gvr.Group != schema.Group || gvr.Resource == schema.DefaultResource {
+		return nil
+	}
+	return fmt.Errorf("--resource %s: the CRD manifests ships for %s (%s) serves %s: give --resource %s; a CRD of another group, which manifests leaves to its owner, takes its own --api-version and --resource",
+		gvr.Resource, schema.Group, crds.DefaultName, schema.DefaultResource, schema.DefaultResource)
+}
+
 // ownNamespace refuses a controller installed in the namespace it watches. Deleting that
 // namespace deletes the controller's ServiceAccount and its Lease along with the VMs: the
 // controller is refused (Unauthorized), loses its Lease and exits before it has removed the
@@ -179,7 +206,7 @@ func printManifests(cc *cli.Context, c manifestsConfig) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	o := deploy.Options{GVR: gvr, Namespace: c.Namespace, WatchNamespace: c.WatchNamespace,
+	o := deploy.Options{GVR: gvr, Namespace: c.Namespace, WatchNamespace: c.WatchNamespace, Selector: c.Selector,
 		Image: c.Image, Replicas: int32(c.Replicas), WatchNodes: c.WatchNodes, WatchCRD: c.WatchCRD, Usage: c.Usage, Disks: c.claims()}
 	// The default is left to run: the image --image names may be of another version, with
 	// a default of its own.

@@ -27,6 +27,13 @@ func TestManifestsConfigValidate(t *testing.T) {
 		"watch namespace": {[]string{"--watch-namespace", "A_B"}, "--watch-namespace", `--watch-namespace "A_B": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		"replicas":        {[]string{"--replicas", "0"}, "--replicas", "--replicas must be at least 1, got 0"},
 		"replicas wrap":   {[]string{"--replicas", "4294967297"}, "--replicas", "--replicas must be at most 2147483647 (a Deployment's replicas are int32), got 4294967297"},
+		"selector":        {args: []string{"--selector", "shard=a"}},
+		"not a selector":  {[]string{"--selector", "a in (("}, "--selector", "--selector: unable to parse requirement: found '(', expected: ',', ')' or identifier"},
+		// The CRD manifests ships serves virtualmachines: RBAC on vms and run --resource=vms
+		// beside it crash-looped.
+		"resource": {[]string{"--resource", "vms"}, "--resource",
+			"--resource vms: the CRD manifests ships for cloudnative.czs (virtualmachines.cloudnative.czs) serves virtualmachines: give --resource virtualmachines; a CRD of another group, which manifests leaves to its owner, takes its own --api-version and --resource"},
+		"another group's resource": {args: []string{"--api-version", "compute.example.org/v1", "--resource", "machines"}},
 		// A Deployment run would not start in, or that the API server refuses, after the CRD
 		// and the RBAC were applied.
 		"no image": {[]string{"--image", ""}, "--image", "--image must not be empty"},
@@ -315,4 +322,190 @@ func TestManifestsServerPodSecurity(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runMain runs vm-controller with args in-process as main does: stdout, stderr (main's
+// "vm-controller: " line for an error) and the exit code.
+func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := App("v1.0.0")
+	a.Writer, a.ErrWriter = &out, &errOut
+	code = RunMain(a, "vm-controller", append([]string{"vm-controller"}, args...), &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// TestManifestsResourceOfTheShippedCRD: for this project's group, manifests ships the CRD,
+// which serves virtualmachines; another --resource was rendered with exit code 0 as RBAC on
+// vms, vms/status and the CRD vms.cloudnative.czs, and a Deployment running
+// run --resource=vms, which failed discovery and crash-looped beside the CRD it shipped. It
+// is refused: one line naming what works, exit code 2, nothing printed to apply. Another
+// group's CRD, which manifests does not ship, has the resource it serves.
+func TestManifestsResourceOfTheShippedCRD(t *testing.T) {
+	const refused = "vm-controller: --resource vms: the CRD manifests ships for cloudnative.czs (virtualmachines.cloudnative.czs) serves virtualmachines: give --resource virtualmachines; a CRD of another group, which manifests leaves to its owner, takes its own --api-version and --resource\n"
+	for name, tc := range map[string]struct {
+		args   []string
+		stderr string // "" for exit code 0
+	}{
+		"vms":                     {args: []string{"--resource", "vms"}, stderr: refused},
+		"vms, webhook conversion": {args: []string{"--resource", "vms", "--conversion", "webhook"}, stderr: refused},
+		"vms, v1beta1":            {args: []string{"--api-version", "cloudnative.czs/v1beta1", "--resource", "vms"}, stderr: refused},
+		"virtualmachines":         {args: []string{"--resource", "virtualmachines"}},
+		"another group's plural":  {args: []string{"--api-version", "compute.example.org/v1", "--resource", "machines"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("VMC_RESOURCE", "")
+			stdout, stderr, code := runMain(t, append([]string{"manifests"}, tc.args...)...)
+			if tc.stderr == "" {
+				if code != 0 || stderr != "" {
+					t.Fatalf("manifests %q: exit code %d, %q; want 0", tc.args, code, stderr)
+				}
+				return
+			}
+			if code != 2 || stderr != tc.stderr || stdout != "" {
+				t.Errorf("manifests %q: exit code %d, stderr %q, %d bytes printed; want exit code 2, %q and nothing printed", tc.args, code, stderr, len(stdout), tc.stderr)
+			}
+		})
+	}
+}
+
+// TestManifestsSelector: manifests' --selector is run's, read from VMC_SELECTOR too, and
+// reaches the Deployment's run as an argument, so that an install of several manages only
+// its own VMs from its first pod on (manifests had no --selector: each install started
+// unselected, managing every VM, until a kubectl set env rolled it out again). A selector
+// run refuses is refused here: one line, exit code 2, nothing printed to apply.
+func TestManifestsSelector(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args   []string
+		env    string // VMC_SELECTOR; unset if empty
+		want   string // the argument run is given; "" for none
+		stderr string // the error, if refused
+	}{
+		"none":                  {},
+		"shard=a":               {args: []string{"--selector", "shard=a"}, want: "--selector=shard=a"},
+		"from the env":          {env: "shard!=a", want: "--selector=shard!=a"},
+		"the flag over the env": {args: []string{"--selector", "shard in (a,b)"}, env: "shard=c", want: "--selector=shard in (a,b)"},
+		"not a selector": {args: []string{"--selector", "a in (("},
+			stderr: "vm-controller: --selector: unable to parse requirement: found '(', expected: ',', ')' or identifier\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("VMC_SELECTOR", tc.env)
+			if tc.env == "" {
+				os.Unsetenv("VMC_SELECTOR")
+			}
+			stdout, stderr, code := runMain(t, append([]string{"manifests"}, tc.args...)...)
+			if tc.stderr != "" {
+				if code != 2 || stderr != tc.stderr || stdout != "" {
+					t.Fatalf("manifests %q: exit code %d, stderr %q, %d bytes printed; want exit code 2, %q and nothing printed", tc.args, code, stderr, len(stdout), tc.stderr)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("manifests %q: exit code %d, %s", tc.args, code, stderr)
+			}
+			var got []string
+			for _, line := range strings.Split(stdout, "\n") {
+				if _, arg, ok := strings.Cut(line, "- --selector="); ok {
+					got = append(got, "--selector="+strings.Trim(arg, "'"))
+				}
+			}
+			if tc.want == "" && len(got) != 0 || tc.want != "" && !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("manifests %q with VMC_SELECTOR %q: run is given %q, want %q", tc.args, tc.env, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestManifestsSelectorAsRun: manifests accepts and refuses the selectors run does, with
+// run's message, so that it renders no Deployment whose run refuses its --selector.
+func TestManifestsSelectorAsRun(t *testing.T) {
+	for _, selector := range []string{"", "shard=a", "shard!=a", "shard notin (a,b)", "!shard", "tier in (prod", "a=b=c", "a in ((", "Bad Key=x", "shard=" + strings.Repeat("x", 64)} {
+		m := &manifestsConfig{}
+		parseFlags(t, manifestsCommand(m, "(devel)"), "--selector", selector)
+		r := &runConfig{}
+		parseFlags(t, runCommand(r), "--selector", selector)
+		if mErr, rErr := errString(m.Validate()), errString(r.Validate()); mErr != rErr {
+			t.Errorf("--selector %q: manifests says %q, run %q", selector, mErr, rErr)
+		}
+	}
+}
+
+// TestInstallNamespaceRefusedAlike: a --namespace no namespace could have is refused by every
+// install command with one message, manifests' (validLabel). crds --conversion webhook wrote
+// it into the CRD's conversion Service with exit code 0, and webhook went on to its
+// kubeconfig and the cluster.
+func TestInstallNamespaceRefusedAlike(t *testing.T) {
+	const want = `vm-controller: --namespace "Bad_NS": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')` + "\n"
+	for _, args := range [][]string{
+		{"manifests", "--namespace", "Bad_NS"},
+		{"crds", "--conversion", "webhook", "--namespace", "Bad_NS"},
+		{"webhook", "--namespace", "Bad_NS", "--kubeconfig", "/nonexistent/kubeconfig"},
+	} {
+		stdout, stderr, code := runMain(t, args...)
+		if code != 2 || stderr != want || stdout != "" {
+			t.Errorf("%q: exit code %d, stderr %q, %d bytes printed; want exit code 2, %q and nothing printed", args, code, stderr, len(stdout), want)
+		}
+	}
+}
+
+// TestSeveralInstallsSelected renders each install of docs/several-installs.md as the page
+// gives it and holds it to its selector: every Deployment runs run with --selector from its
+// first pod on. The page applied each install without one, and set VMC_SELECTOR afterwards,
+// so that for a while each managed every VM, unaware of the other.
+func TestSeveralInstallsSelected(t *testing.T) {
+	page := filepath.Join("..", "docs", "several-installs.md")
+	doc, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installs := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "kubectl ") && strings.Contains(line, " set env ") {
+			t.Errorf("%s: %q: a selector set after the install is applied", page, line)
+		}
+		if !strings.HasPrefix(line, "vm-controller manifests ") {
+			continue
+		}
+		installs++
+		cmd, _, _ := strings.Cut(line, "|")
+		args := shellWords(t, cmd)
+		t.Run(strings.Join(args[2:], " "), func(t *testing.T) {
+			t.Setenv("VMC_SELECTOR", "")
+			os.Unsetenv("VMC_SELECTOR")
+			stdout, stderr, code := runMain(t, args[1:]...)
+			if code != 0 {
+				t.Fatalf("exit code %d: %s", code, stderr)
+			}
+			i := slices.Index(args, "--selector")
+			if i < 0 || i+1 == len(args) {
+				t.Fatalf("%s: %q gives no --selector", page, line)
+			}
+			if want := "- --selector=" + args[i+1]; !strings.Contains(stdout, want) {
+				t.Errorf("the Deployment does not run with %s", strings.TrimPrefix(want, "- "))
+			}
+		})
+	}
+	if installs < 2 {
+		t.Fatalf("%s: %d installs, want the two of the example", page, installs)
+	}
+}
+
+// shellWords splits a command line of the docs as the shell does, for the quoting they use:
+// words separated by spaces, a '...' word taken as it is.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	for rest := strings.TrimSpace(line); rest != ""; rest = strings.TrimLeft(rest, " ") {
+		if strings.HasPrefix(rest, "'") {
+			word, after, ok := strings.Cut(rest[1:], "'")
+			if !ok {
+				t.Fatalf("%q: an unclosed quote", line)
+			}
+			words, rest = append(words, word), after
+			continue
+		}
+		word, after, _ := strings.Cut(rest, " ")
+		words, rest = append(words, word), after
+	}
+	return words
 }

@@ -84,6 +84,11 @@ func (c webhookConfig) Validate() error {
 		if c.Namespace == "" || c.Secret == "" {
 			errs = append(errs, errors.New("self-managed certificates need --namespace and --secret"))
 		}
+		// As manifests and crds refuse it, before a request is made in a namespace that
+		// cannot exist.
+		if err := validLabel("namespace", c.Namespace); err != nil {
+			errs = append(errs, err)
+		}
 		// At least an hour: renewal is checked every thirtieth of the lifetime, and a
 		// certificate shorter than the API server's own connections would be renewed
 		// faster than it is used.

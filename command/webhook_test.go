@@ -36,6 +36,9 @@ func TestWebhookConfigValidate(t *testing.T) {
 		"log format":       {[]string{"--log-format", "xml"}, "--log-format", `--log-format "xml": want text or json`},
 		"bad field maps": {[]string{"--field-map", "compute.example.org/v1=map.yaml", "--field-map", "v1=map.yaml", "--field-map", "x.org/v1"}, "--field-map",
 			"--field-map \"v1=map.yaml\": want group/version=file\n--field-map \"x.org/v1\": want group/version=file"},
+		// As manifests and crds refuse it; a Secret was read in it.
+		"bad namespace": {[]string{"--namespace", "Bad_NS"}, "--namespace",
+			`--namespace "Bad_NS": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
 		"every problem at once": {[]string{"--listen", "", "--log-level", "loud"}, "--listen",
 			"--listen is empty\n--log-level \"loud\": want debug, info, warn or error"},
 	}

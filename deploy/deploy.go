@@ -46,6 +46,7 @@ type Options struct {
 	GVR            schema.GroupVersionResource // the VirtualMachine resource
 	Namespace      string                      // where the controller runs
 	WatchNamespace string                      // the one namespace it manages; "" for all
+	Selector       string                      // run's --selector: the VMs it manages; "" for all
 	Image          string                      // the controller's image
 	Replicas       int32
 	WatchNodes     bool
@@ -190,6 +191,11 @@ func deployment(o Options) *appsv1.Deployment {
 		fmt.Sprintf("--metrics-addr=:%d", MetricsPort), fmt.Sprintf("--health-addr=:%d", HealthPort), "--log-format=json"}
 	if o.WatchNamespace != "" {
 		args = append(args, "--namespace="+o.WatchNamespace)
+	}
+	// An argument, not VMC_SELECTOR: the pods run with it from the first one on, and no
+	// variable set on the Deployment later overrides it.
+	if o.Selector != "" {
+		args = append(args, "--selector="+o.Selector)
 	}
 	if !o.WatchNodes {
 		args = append(args, "--watch-nodes=false")

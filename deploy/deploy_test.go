@@ -26,6 +26,9 @@ func TestRenderGolden(t *testing.T) {
 		"other-group": {GVR: schema.GroupVersionResource{Group: "compute.example.org", Version: "v1", Resource: "machines"},
 			Namespace: "ops", WatchNamespace: "tenant-a", Image: "registry.example.org/vm-controller:v1", Replicas: 3, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true,
 			Args: []string{"--server-image=registry.example.org/server:2"}, FieldMap: []byte("# the field map of Machines\nspec: {}\n")},
+		// One of several installs split by --selector (docs/several-installs.md): its own
+		// namespace, which names its cluster-wide objects, and run given the selector.
+		"selector": {GVR: vms, Namespace: "vm-controller-a", Selector: "shard=a", Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true},
 	}
 	// The webhook form: the CRD with webhook conversion and the webhook's own objects.
 	crd, err := crds.WithWebhook(crds.Webhook{Namespace: DefaultNamespace})
