@@ -108,14 +108,61 @@ func Plugin(version string) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
-		OnUsageError:    usageError,
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {},
 	}
+	var verbs []string
 	for _, cmd := range app.Commands {
-		cmd.OnUsageError = usageError // a bad flag of a verb: one line and exit 2, as every command's
+		verbs = append(verbs, cmd.Name)
+		cmd.OnUsageError = flagError(cmd.Name) // a bad flag of a verb: one line and exit 2, as every command's
 	}
+	app.OnUsageError = programFlagError(verbs)
 	return app
+}
+
+// flagError is the usage error of the verb's flags: a flag it does not have is named as
+// unknown, with the verb's help to see (the flag library's own line names it with one dash
+// whatever was typed, as "not defined"); any other is usageError's.
+func flagError(verb string) cli.OnUsageErrorFunc {
+	return func(c *cli.Context, err error, sub bool) error {
+		if name, ok := undefinedFlag(err); ok {
+			return cli.Exit(fmt.Sprintf("unknown flag %s (see kubectl vm %s --help)", dashed(name), verb), 2)
+		}
+		return usageError(c, err, sub)
+	}
+}
+
+// programFlagError is the usage error of kubectl vm's own flags, before any verb: it has none
+// but --help and --version (PluginArgs moves the flags given before a verb after it), so a
+// verb's flag there means that the verb is missing (kubectl vm -n ns), and any other flag is
+// unknown.
+func programFlagError(verbs []string) cli.OnUsageErrorFunc {
+	list := strings.Join(verbs[:len(verbs)-1], ", ") + " or " + verbs[len(verbs)-1]
+	return func(c *cli.Context, err error, sub bool) error {
+		name, ok := undefinedFlag(err)
+		switch {
+		case ok && flagNames(c.App.Commands)[name]:
+			return cli.Exit(fmt.Sprintf("no verb given (kubectl vm VERB NAME: %s; see --help)", list), 2)
+		case ok:
+			return cli.Exit(fmt.Sprintf("unknown flag %s (see kubectl vm --help)", dashed(name)), 2)
+		}
+		return usageError(c, err, sub)
+	}
+}
+
+// undefinedFlag is the name of the flag err says is not defined (the flag library's "flag
+// provided but not defined: -name"), and whether it says so.
+func undefinedFlag(err error) (string, bool) {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	return name, ok && name != ""
+}
+
+// dashed is a flag's name as kubectl writes it: --name, or -n for a one-letter name.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // oneName takes exactly one argument, the VM's name.
@@ -283,9 +330,10 @@ func (v *vmClient) readError(name string, err error) error {
 }
 
 // notServed says why a VM was not found when the reason is that the API server does not
-// serve the version it was asked in (--api-version, or the one the argument names), or not
-// the resource in it: a GET of either answers 404 as for a VM that does not exist. Discovery
-// is asked only then; "" when it is served, or discovery does not say.
+// serve the version it was asked in (naming --api-version, or the argument that names the
+// version), or not the resource in it (naming --resource): a GET of either answers 404 as for
+// a VM that does not exist. Discovery is asked only then; "" when it is served, or discovery
+// does not say.
 func (v *vmClient) notServed() string {
 	gv := v.gvr.GroupVersion().String()
 	from := v.versionFrom
@@ -304,7 +352,9 @@ func (v *vmClient) notServed() string {
 			return ""
 		}
 	}
-	return fmt.Sprintf(": the API server serves no %s in %s (%s)", v.gvr.Resource, gv, from)
+	// The version is served and the resource is not: the resource's name is the one to fix,
+	// whichever names the version.
+	return fmt.Sprintf(": the API server serves no %s in %s (--resource)", v.gvr.Resource, gv)
 }
 
 // apiMessage is the API server's message of err, without client-go's prefixes.
@@ -397,9 +447,12 @@ func shortValue(a string) []string {
 }
 
 // pluginFlagNames are the names of the verbs' flags, each with its aliases.
-var pluginFlagNames = sync.OnceValue(func() map[string]bool {
+var pluginFlagNames = sync.OnceValue(func() map[string]bool { return flagNames(Plugin("").Commands) })
+
+// flagNames are the names of the flags of cmds, each with its aliases.
+func flagNames(cmds []*cli.Command) map[string]bool {
 	names := map[string]bool{}
-	for _, cmd := range Plugin("").Commands {
+	for _, cmd := range cmds {
 		for _, f := range cmd.Flags {
 			for _, n := range f.Names() {
 				names[n] = true
@@ -407,15 +460,17 @@ var pluginFlagNames = sync.OnceValue(func() map[string]bool {
 		}
 	}
 	return names
-})
+}
 
 // PluginArgs puts a verb's flags before its arguments, as urfave/cli wants them, so that
 // kubectl's habits work: `kubectl vm stop NAME -n ns --force` as well as `kubectl vm stop -n
 // ns NAME`, and `kubectl vm -n ns stop NAME` (the verb's flags given before it, as kubectl
 // takes -n before its own verbs). A flag's value is the next argument unless the flag is a
-// boolean one or written as --flag=value; after "--" everything is an argument. Without a
-// verb, or with the program's own --help or --version before it, args are left as they are.
-// -n takes its value joined as well (-nteam-b), as kubectl does.
+// boolean one, one no verb has (takesValue), or written as --flag=value; after "--"
+// everything is an argument. A verb's -h or --help anywhere among its flags is the verb's
+// help alone, whatever else is given. Without a verb, or with the program's own --help or
+// --version before it, args are left as they are (the program's flag errors say what is
+// wrong: programFlagError). -n takes its value joined as well (-nteam-b), as kubectl does.
 func PluginArgs(args []string) []string {
 	if len(args) > 0 {
 		split := []string{args[0]}
@@ -440,6 +495,11 @@ func PluginArgs(args []string) []string {
 	var flags, rest []string
 	flags = takeFlags(args[1:verb], &rest)
 	flags = append(flags, takeFlags(args[verb+1:], &rest)...)
+	if asksHelp(flags) {
+		// The verb's help, with the VM's name and other flags given too (kubectl vm stop
+		// test-vm --help): the flag library would take the name for a help topic.
+		return []string{args[0], args[verb], "--help"}
+	}
 	out := append([]string{args[0], args[verb]}, flags...)
 	if endsWithFlag(args) {
 		// A flag that takes a value, last and without one (kubectl vm status vm1 -n): last it
@@ -453,10 +513,33 @@ func PluginArgs(args []string) []string {
 	return append(out, rest...)
 }
 
-// dangling reports whether a is a flag that takes a value and holds none itself (not -n=ns).
-func dangling(a string) bool {
-	return strings.HasPrefix(a, "-") && len(a) > 1 && !strings.Contains(a, "=") && !pluginBoolean[a]
+// takesValue reports whether a is a flag of the verbs that takes the next argument as its
+// value: one that is not boolean, written without =value. A flag no verb has takes none: the
+// verb refuses it (unknown flag), and the argument after it is left for what it is, the verb
+// or the VM's name, rather than be swallowed as its value (kubectl vm --bogus status x).
+func takesValue(a string) bool {
+	if !strings.HasPrefix(a, "-") || len(a) < 2 || strings.Contains(a, "=") || pluginBoolean[a] {
+		return false
+	}
+	return pluginFlagNames()[strings.TrimLeft(a, "-")]
 }
+
+// asksHelp reports whether flags, each with its value (takeFlags), ask for help: -h, --help
+// as a flag, not as another flag's value.
+func asksHelp(flags []string) bool {
+	for i := 0; i < len(flags); i++ {
+		switch a := flags[i]; {
+		case helpFlags[a]:
+			return true
+		case takesValue(a):
+			i++ // its value
+		}
+	}
+	return false
+}
+
+// dangling reports whether a is a flag that takes a value and holds none itself (not -n=ns).
+func dangling(a string) bool { return takesValue(a) }
 
 // endsWithFlag reports whether the last of args, before any "--", is a flag that takes a
 // value: one left without it.
@@ -469,6 +552,9 @@ func endsWithFlag(args []string) bool {
 
 // pluginBoolean are the flags of the plugin's verbs that take no value.
 var pluginBoolean = map[string]bool{"--force": true, "-force": true, "--help": true, "-help": true, "-h": true, "--h": true}
+
+// helpFlags are the ways to ask for help, of kubectl vm and of each verb.
+var helpFlags = map[string]bool{"--help": true, "-help": true, "-h": true, "--h": true}
 
 // programFlags are the flags of kubectl vm itself, which come before any verb.
 var programFlags = map[string]bool{"--help": true, "-help": true, "-h": true, "--h": true, "--version": true, "-version": true, "-v": true, "--v": true}
@@ -486,7 +572,7 @@ func verbAt(args []string) (verb, program int) {
 		case programFlags[a]:
 			return -1, i
 		case strings.HasPrefix(a, "-") && len(a) > 1:
-			if !strings.Contains(a, "=") && !pluginBoolean[a] {
+			if takesValue(a) {
 				i++ // its value
 			}
 		default:
@@ -508,7 +594,7 @@ func takeFlags(args []string, rest *[]string) []string {
 			return flags
 		case strings.HasPrefix(a, "-") && len(a) > 1:
 			flags = append(flags, a)
-			if !strings.Contains(a, "=") && !pluginBoolean[a] && i+1 < len(args) {
+			if takesValue(a) && i+1 < len(args) {
 				flags = append(flags, args[i+1])
 				i++
 			}

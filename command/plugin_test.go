@@ -447,6 +447,15 @@ func TestPluginArgs(t *testing.T) {
 		"-n last":          {[]string{"kubectl-vm", "status", "vm1", "-n"}, []string{"kubectl-vm", "status", "-n"}},
 		"--namespace last": {[]string{"kubectl-vm", "-n", "ns", "status", "vm1", "--namespace"}, []string{"kubectl-vm", "status", "-n", "ns", "--namespace"}},
 		"--force last":     {[]string{"kubectl-vm", "stop", "vm1", "--force"}, []string{"kubectl-vm", "stop", "--force", "--", "vm1"}},
+		// A verb's help, whatever else is given: the verb's help alone.
+		"help after the name":  {[]string{"kubectl-vm", "stop", "test-vm", "--help"}, []string{"kubectl-vm", "stop", "--help"}},
+		"-h before the name":   {[]string{"kubectl-vm", "stop", "-h", "test-vm"}, []string{"kubectl-vm", "stop", "--help"}},
+		"help among flags":     {[]string{"kubectl-vm", "wait", "test-vm", "--for", "phase=Active", "--help"}, []string{"kubectl-vm", "wait", "--help"}},
+		"help as a flag value": {[]string{"kubectl-vm", "status", "vm1", "-n", "--help"}, []string{"kubectl-vm", "status", "-n", "--help", "--", "vm1"}},
+		// A flag no verb has takes no value: the verb after it is the verb.
+		"unknown flag before the verb": {[]string{"kubectl-vm", "--bogus", "status", "x"}, []string{"kubectl-vm", "status", "--bogus", "--", "x"}},
+		"unknown flag before the name": {[]string{"kubectl-vm", "stop", "--bogus", "x"}, []string{"kubectl-vm", "stop", "--bogus", "--", "x"}},
+		"unknown flag last":            {[]string{"kubectl-vm", "stop", "x", "--bogus"}, []string{"kubectl-vm", "stop", "--bogus", "--", "x"}},
 	}
 	for name, tc := range tests {
 		if got := PluginArgs(tc.in); !reflect.DeepEqual(got, tc.want) {
@@ -623,7 +632,7 @@ func TestReadNotFound(t *testing.T) {
 		"version not served": {[]*metav1.APIResourceList{{GroupVersion: "cloudnative.czs/v1", APIResources: []metav1.APIResource{{Name: "virtualmachines"}}}},
 			`virtualmachine "nope" not found in namespace "ns": the API server does not serve cloudnative.czs/v1alpha1 (--api-version)`},
 		"resource not served in the version": {[]*metav1.APIResourceList{{GroupVersion: "cloudnative.czs/v1alpha1", APIResources: []metav1.APIResource{{Name: "machines"}}}},
-			`virtualmachine "nope" not found in namespace "ns": the API server serves no virtualmachines in cloudnative.czs/v1alpha1 (--api-version)`},
+			`virtualmachine "nope" not found in namespace "ns": the API server serves no virtualmachines in cloudnative.czs/v1alpha1 (--resource)`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -1031,6 +1040,75 @@ func TestPluginBadFlag(t *testing.T) {
 	}
 }
 
+// TestPluginHelpWithAName: a verb's --help (or -h) given with the VM's name and other flags,
+// after or before them, is the verb's help, exit 0, as kubectl's `kubectl get pod x --help`.
+func TestPluginHelpWithAName(t *testing.T) {
+	for _, args := range [][]string{{"stop", "test-vm", "--help"}, {"stop", "-h", "test-vm"}, {"wait", "test-vm", "--for", "phase=Active", "--help"},
+		{"status", "vm/test-vm", "-n", "team-a", "-h"}, {"migrate", "--help", "test-vm", "--kubeconfig", "/nonexistent/kubeconfig"}} {
+		app := Plugin("test")
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		err := app.Run(PluginArgs(append([]string{PluginName}, args...)))
+		if err != nil || !strings.Contains(out.String(), "kubectl vm "+args[0]+" - ") || !strings.Contains(out.String(), "USAGE:") {
+			t.Errorf("%q: error %v, output:\n%s\nwant the verb's help, exit 0", args, err, out.String())
+		}
+	}
+}
+
+// TestPluginFlagErrors: a flag no verb has is named as the unknown flag, with the verb's help
+// to see, wherever it is given (before the verb it does not take the verb for its value); a
+// verb's flags without a verb say that the verb is missing. One line, exit 2, before the
+// cluster is asked anything.
+func TestPluginFlagErrors(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown flag before the verb":  {[]string{"--bogus", "status", "x"}, "unknown flag --bogus (see kubectl vm status --help)"},
+		"unknown flag after the name":   {[]string{"stop", "x", "--bogus"}, "unknown flag --bogus (see kubectl vm stop --help)"},
+		"unknown short flag":            {[]string{"migrate", "x", "-x"}, "unknown flag -x (see kubectl vm migrate --help)"},
+		"unknown flag with a value":     {[]string{"start", "x", "--bogus=1"}, "unknown flag --bogus (see kubectl vm start --help)"},
+		"another verb's flag":           {[]string{"stop", "x", "--for", "phase=Active"}, "unknown flag --for (see kubectl vm stop --help)"},
+		"no verb":                       {[]string{"-n", "vms"}, "no verb given (kubectl vm VERB NAME: start, stop, restart, wait, status or migrate; see --help)"},
+		"no verb, a flag without value": {[]string{"-n"}, "no verb given (kubectl vm VERB NAME: start, stop, restart, wait, status or migrate; see --help)"},
+		"no verb, flags only":           {[]string{"--namespace=vms", "--context", "c1"}, "no verb given"},
+		"unknown flag, no verb":         {[]string{"--bogus"}, "unknown flag --bogus (see kubectl vm --help)"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			app := Plugin("test")
+			var out bytes.Buffer
+			app.Writer, app.ErrWriter = &out, &out
+			args := []string{PluginName}
+			if !strings.HasPrefix(name, "unknown flag, no verb") {
+				// Where a verb would read it, it is not the user's; without a verb it would be
+				// a verb's flag given, and the verb would be what is missing.
+				args = append(args, "--kubeconfig=/nonexistent/kubeconfig")
+			}
+			err := app.Run(PluginArgs(append(args, tc.args...)))
+			var ec cli.ExitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || out.Len() != 0 {
+				t.Errorf("%q: error %v, output %q; want one line saying %q, exit 2", tc.args, err, out.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestPluginResourceNotServed: a --resource the API server does not serve in the version is
+// said naming --resource, the flag to fix, not --api-version.
+func TestPluginResourceNotServed(t *testing.T) {
+	s := newFakeAPIServer(t, k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: schema.DefaultResource}, nil)
+	app := Plugin("test")
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	err := app.Run(PluginArgs([]string{PluginName, "status", "x", "--resource", "vmz", "--kubeconfig", s.kubeconfig(t)}))
+	const want = `virtualmachine "x" not found in namespace "default": the API server serves no vmz in cloudnative.czs/v1alpha1 (--resource)`
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 1 || err.Error() != want {
+		t.Errorf("status x --resource vmz: %v, want exit 1 saying %q", err, want)
+	}
+}
+
 // TestPluginSchemaFile: the verbs take a VM of another group with the field map the controller
 // runs with (--schema-file, --resource), as the error for such a group says; without one they
 // say so, before the cluster is asked anything.
@@ -1269,12 +1347,12 @@ Conditions:
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			vm, _ := requestVM(t, "Manual", tc.status, nil)
-			node, ip := "", ""
+			var at serverPlace
 			if tc.status["server"] != nil {
-				node, ip = "node-a", "10.0.0.7"
+				at = serverPlace{node: "node-a", ip: "10.0.0.7"}
 			}
 			var out bytes.Buffer
-			writeStatus(&out, vm, "ns", node, ip)
+			writeStatus(&out, vm, "ns", at)
 			if out.String() != tc.want {
 				t.Errorf("got:\n%s\nwant:\n%s", out.String(), tc.want)
 			}

@@ -55,6 +55,57 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 		"start of a running VM under Manual": {runStrategiesDoc,
 			"virtualmachine/manual-vm is already running (phase Active (ServerReady)): nothing changed",
 			decided("manual-vm", "Manual", "Active", "ServerReady", startVerb)},
+		"start of a VM waiting out its backoff": {runStrategiesDoc,
+			"virtualmachine/rerun-vm is not running: its server failed (phase Failed (ServerFailed)); runStrategy RerunOnFailure makes a new one at " +
+				"2026-06-01T12:00:40Z, after the backoff, or at once on a restart (kubectl vm restart rerun-vm): nothing changed",
+			func(t *testing.T) (string, error) {
+				vm, f := namedVM(t, "rerun-vm", "RerunOnFailure", map[string]any{"phase": "Failed", "reason": "ServerFailed",
+					"server": map[string]any{"name": "rerun-vm-server", "id": "u", "state": "Failed"}, "nextRetryTime": "2026-06-01T12:00:40Z"}, nil)
+				r, err := startVerb(vm, f, pluginNow)
+				return r.say, err
+			}},
+		"start of a VM whose server was refused": {runStrategiesDoc,
+			"virtualmachine/x is not running: its server was refused (...); the controller asks for it again every minute, and the VM runs once " +
+				"the cause the message names is fixed: nothing changed",
+			func(t *testing.T) (string, error) {
+				vm, f := namedVM(t, "x", "Manual", map[string]any{"phase": "Failed", "reason": "ServerRejected", "message": "The server was refused: quota"}, nil)
+				r, err := startVerb(vm, f, pluginNow)
+				return r.say, err
+			}},
+		"a verb on a VM being deleted": {runStrategiesDoc,
+			"virtualmachine/x is being deleted (phase Terminating (ServerDeleting)): the controller deletes its server and carries out no " +
+				"start, stop, restart or migration of it any more; nothing written",
+			func(t *testing.T) (string, error) {
+				vm, f := deletingVM(t, "Manual", map[string]any{"phase": "Terminating", "reason": "ServerDeleting"}, nil)
+				raw := strings.Replace(string(vm.JSON()), `"name":"vm1"`, `"name":"x"`, 1)
+				r, err := restartVerb(schema.ViewOf([]byte(raw), "1", f), f, pluginNow)
+				return r.say, err
+			}},
+		"wait for a VM it never read": {runStrategiesDoc,
+			"timed out after 30s waiting for phase=Active of virtualmachine/x, which it never read (last error: ...)",
+			func(t *testing.T) (string, error) {
+				v, _, _ := waitClient(t, map[string]any{"name": "x"}, nil, func(a k8stesting.Action) (bool, runtime.Object, error) {
+					return a.GetVerb() == "list", nil, apierrors.NewTooManyRequests("busy", 1)
+				}, nil)
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				w, _ := parseFor("phase=Active")
+				return "", v.wait(ctx, "x", w, "phase=Active", 30*time.Second)
+			}},
+		"wait on a cluster it cannot reach": {runStrategiesDoc,
+			`cannot reach the cluster: Get "...": dial tcp ...: connect: connection refused`,
+			func(t *testing.T) (string, error) {
+				v, _, _ := waitClient(t, map[string]any{"name": "x"}, nil, func(a k8stesting.Action) (bool, runtime.Object, error) {
+					return a.GetVerb() == "list", nil, refusedConnection()
+				}, nil)
+				w, _ := parseFor("phase=Active")
+				return "", v.wait(context.Background(), "x", w, "phase=Active", 30*time.Second)
+			}},
+		"an unknown flag": {runStrategiesDoc, "kubectl vm: unknown flag --bogus (see kubectl vm status --help)",
+			onStderr(pluginRun("--bogus", "status", "x"))},
+		"no verb": {runStrategiesDoc,
+			"kubectl vm: no verb given (kubectl vm VERB NAME: start, stop, restart, wait, status or migrate; see --help)",
+			onStderr(pluginRun("-n", "team-a"))},
 		"a VM that changes at every try": {runStrategiesDoc,
 			"changed while the verb looked at it, 5 times in a row; run it again", conflicting},
 		"no such VM": {runStrategiesDoc, `virtualmachine "x" not found in namespace "y"`, missing("x", "y", "v1alpha1", true)},
@@ -197,6 +248,16 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 				t.Errorf("the plugin prints %q; %s quotes it as %q", say, tc.doc, tc.quote)
 			}
 		})
+	}
+}
+
+// pluginRun runs the plugin with args, as kubectl would: its error.
+func pluginRun(args ...string) func(*testing.T) (string, error) {
+	return func(*testing.T) (string, error) {
+		app := Plugin("test")
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		return out.String(), app.Run(PluginArgs(append([]string{PluginName}, args...)))
 	}
 }
 

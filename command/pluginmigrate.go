@@ -64,9 +64,13 @@ func (v *vmClient) migrate(ctx context.Context, name string) error {
 	return nil
 }
 
-// migrationSource checks that vm can migrate and returns the node its server is on.
+// migrationSource checks that vm can migrate and returns the node its server is on: not one
+// being deleted, whose requests the controller no longer acts on (beingDeleted).
 func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine) (string, error) {
 	name, st := vm.Name(), vm.Status()
+	if err := beingDeleted(vm); err != nil {
+		return "", err
+	}
 	if vm.Paused() {
 		// Its status says nothing of now, and a move checked against today's nodes would be
 		// carried out whenever it is resumed.

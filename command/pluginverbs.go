@@ -174,16 +174,71 @@ func describe(st schema.Status) string {
 	return fmt.Sprintf("phase %s (%s)", st.Phase, st.Reason)
 }
 
+// beingDeleted refuses a verb that writes (start, stop, restart, migrate) on a VM being
+// deleted: the controller carries out no request and no change of the run strategy of such a
+// VM (it deletes the server and lets the VM go, decision's deleting), paused or not, so the
+// write would be reported as done and never happen. Whatever its status says: the controller
+// may not have reported Terminating yet.
+func beingDeleted(vm schema.VirtualMachine) error {
+	if !vm.Deleting() {
+		return nil
+	}
+	return refuse("virtualmachine/%s is being deleted (%s): the controller deletes its server and carries out no start, stop, restart "+
+		"or migration of it any more; nothing written", vm.Name(), describe(vm.Status()))
+}
+
+// waitingForServer says, of a VM that is not stopped and has no live server (stopped and
+// liveServer are false) in phase Failed, that it does not run and what the controller does
+// next, as decision's runstrategy.go and decide.go carry it out: a failed server that its run
+// strategy replaces (RerunOnFailure, Always) is replaced after the backoff, at the status's
+// next retry time when its layout has one, or at once on a restart; a server or disk whose
+// create was refused (ServerRejected, DiskRejected) is asked for again every minute
+// (decision.RejectedRetry), and comes once the cause its message names is fixed. "" for any
+// other status: the VM runs, or is on its way to a server.
+func waitingForServer(name string, rs schema.RunStrategy, st schema.Status) string {
+	if st.Phase != schema.PhaseFailed || liveServer(st) {
+		return ""
+	}
+	switch st.Reason {
+	case decision.ReasonServerFailed:
+		if rs != schema.RunRerunOnFailure && rs != schema.RunAlways {
+			return ""
+		}
+		when := "after the backoff"
+		if !st.NextRetryTime.IsZero() {
+			when = "at " + st.NextRetryTime.UTC().Format(time.RFC3339) + ", " + when
+		}
+		return fmt.Sprintf("virtualmachine/%s is not running: its server failed (%s); runStrategy %s makes a new one %s, "+
+			"or at once on a restart (kubectl vm restart %s): nothing changed", name, describe(st), rs, when, name)
+	case decision.ReasonServerRejected, decision.ReasonDiskRejected:
+		what, why := "server", describe(st)
+		if st.Reason == decision.ReasonDiskRejected {
+			what = "disk"
+		}
+		if st.Message != "" {
+			why += ": " + st.Message
+		}
+		return fmt.Sprintf("virtualmachine/%s is not running: its %s was refused (%s); the controller asks for it again every minute, "+
+			"and the VM runs once the cause the message names is fixed: nothing changed", name, what, why)
+	}
+	return ""
+}
+
 // startVerb: on Halted, the spec's run strategy becomes Always (as virtctl start does); on
 // RerunOnFailure, Once and Manual a stopped VM gets a start request (the annotation
 // cloudnative.czs/startRequestedAt); a VM that runs, or runs under Always anyway, is left as
-// it is. A stop request the controller has not carried out yet is withdrawn in the same write
-// (the user's latest verb wins): without it, the start of a VM whose status still says it
-// runs would change nothing and the stop would run after it. Every start removes the grace
+// it is, and so is one on its way to a server after a failure or a refused create, which it
+// says does not run, and what the controller does next (waitingForServer). A VM being
+// deleted is refused (beingDeleted). A stop request the controller has not carried out yet
+// is withdrawn in the same write (the user's latest verb wins): without it, the start of a VM
+// whose status still says it runs would change nothing and the stop would run after it. Every start removes the grace
 // period an earlier stop left (cloudnative.czs/stopGracePeriodSeconds): the controller reads
 // it at every stop, and a --force would otherwise apply again to the next stop, whoever
 // makes it. A start request the layout cannot record is refused (startRequest).
 func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+	if err := beingDeleted(vm); err != nil {
+		return verbResult{}, err
+	}
 	rs, err := strategyOf(vm, f)
 	if err != nil {
 		return verbResult{}, err
@@ -195,10 +250,16 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: nil}}
 		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name) + pausedNote(vm)}, nil
 	case schema.RunAlways:
+		if say := waitingForServer(name, rs, st); say != "" && !vm.Paused() {
+			return verbResult{say: say}, nil
+		}
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
 	}
 	_, stop := pending(vm)
 	if stop.Value == "" && !stopped(rs, st) && !vm.Paused() {
+		if say := waitingForServer(name, rs, st); say != "" {
+			return verbResult{say: say}, nil
+		}
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
 	}
 	if err := startRequest.unrecorded(name, f); err != nil {
@@ -265,10 +326,13 @@ func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string) e
 // (liveServer): the stop deletes that server once the spec is fixed. A paused VM's status says nothing of now: its request is written whatever
 // it says.
 //
-// Refused (exit 1, nothing written): a grace period while the status says the server's node
-// does not answer (lostNode), whatever the strategy and the phase; and a stop request the
-// layout cannot record (stopRequest).
+// Refused (exit 1, nothing written): a VM being deleted (beingDeleted); a grace period while
+// the status says the server's node does not answer (lostNode), whatever the strategy and the
+// phase; and a stop request the layout cannot record (stopRequest).
 func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *int64) (verbResult, error) {
+	if err := beingDeleted(vm); err != nil {
+		return verbResult{}, err
+	}
 	rs, err := strategyOf(vm, f)
 	if err != nil {
 		return verbResult{}, err
@@ -351,8 +415,12 @@ func pausedNote(vm schema.VirtualMachine) string {
 
 // restartVerb writes the restart annotation (cloudnative.czs/restartedAt) of a VM that runs
 // or is on its way; a stopped one has nothing to restart, one with a stop pending would drop
-// it (pendingStop), and a layout without status.restartedAt cannot record it (restartRequest).
+// it (pendingStop), a layout without status.restartedAt cannot record it (restartRequest), and
+// the controller acts on no request of a VM being deleted (beingDeleted).
 func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+	if err := beingDeleted(vm); err != nil {
+		return verbResult{}, err
+	}
 	rs, err := strategyOf(vm, f)
 	if err != nil {
 		return verbResult{}, err

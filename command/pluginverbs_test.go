@@ -19,6 +19,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -308,5 +309,160 @@ func TestStoppedByServerAndStrategy(t *testing.T) {
 				t.Errorf("restart: patch %s, error %v; want the restart requested", patchText(r), err)
 			}
 		})
+	}
+}
+
+// deletingVM is a v1 VM named vm1 under rs, with the status given, being deleted (its
+// deletionTimestamp set; the controller's finalizer holds it until its server is gone).
+func deletingVM(t *testing.T, rs string, status, ann map[string]any) (schema.VirtualMachine, schema.Fields) {
+	t.Helper()
+	_, f := requestVM(t, rs, nil, nil)
+	obj := map[string]any{"apiVersion": "cloudnative.czs/v1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": "vm1", "namespace": "ns", "annotations": ann,
+			"deletionTimestamp": "2026-06-01T11:59:00Z", "finalizers": []any{schema.Finalizer}},
+		"spec":   map[string]any{"runStrategy": rs, "resources": map[string]any{"requests": map[string]any{"cpu": 1, "memory": "1Gi"}}, "rootDisk": map[string]any{"size": "1Gi"}},
+		"status": status}
+	raw, _ := json.Marshal(obj)
+	return schema.ViewOf(raw, "1", f), f
+}
+
+// TestVerbsRefuseADeletingVM: of a VM being deleted the controller carries out no request and
+// no change of its run strategy (it deletes the server and lets the VM go), so every verb that
+// writes refuses it, exit 1, nothing written, under every strategy and in any status (the
+// controller may not have written Terminating yet), paused or not: a write would be reported
+// as done and never happen.
+func TestVerbsRefuseADeletingVM(t *testing.T) {
+	zero := int64(0)
+	server := map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running"}
+	statuses := map[string]map[string]any{
+		"terminating": {"phase": "Terminating", "reason": "ServerDeleting", "server": server,
+			"message": "Waiting for server vm1-server to be deleted before the VM is removed"},
+		"active, not yet reported": {"phase": "Active", "reason": "ServerReady", "server": server},
+		"stopped":                  {"phase": "Inactive", "reason": "Stopped"},
+		"failed":                   {"phase": "Failed", "reason": "ServerFailed", "server": map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Failed"}},
+	}
+	for _, rs := range []string{"Always", "RerunOnFailure", "Once", "Manual", "Halted"} {
+		for sn, status := range statuses {
+			for _, paused := range []bool{false, true} {
+				var ann map[string]any
+				if paused {
+					ann = map[string]any{schema.AnnotationPaused: "true"}
+				}
+				vm, f := deletingVM(t, rs, status, ann)
+				for _, verb := range []string{"start", "stop", "stop --force", "restart"} {
+					var r verbResult
+					var err error
+					switch verb {
+					case "stop --force":
+						r, err = stopVerb(vm, f, pluginNow, &zero)
+					default:
+						r, err = decideVerb(verb, vm, f, nil)
+					}
+					if !refused(err, "virtualmachine/vm1 is being deleted", "nothing written") || r.patch != nil {
+						t.Errorf("%s, %s, %s, paused %v: patch %s, say %q, error %v; want exit 1 saying it is being deleted, nothing written",
+							verb, rs, sn, paused, patchText(r), r.say, err)
+					}
+				}
+				_, err := (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm)
+				if !refused(err, "virtualmachine/vm1 is being deleted", "nothing written") {
+					t.Errorf("migrate, %s, %s, paused %v: %v; want exit 1 saying it is being deleted", rs, sn, paused, err)
+				}
+			}
+		}
+	}
+}
+
+// TestVerbOnADeletingVMWritesNothing: the refusal of a VM being deleted, through the verb's
+// read and write on a fake API server: exit 1, and no patch sent.
+func TestVerbOnADeletingVMWritesNothing(t *testing.T) {
+	gvr := k8sschema.GroupVersionResource{Group: schema.Group, Version: "v1alpha1", Resource: "virtualmachines"}
+	f, err := schema.ForVersion(gvr.GroupVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"start", "stop", "restart", "migrate"} {
+		vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloudnative.czs/v1alpha1", "kind": "VirtualMachine",
+			"metadata": map[string]any{"name": "vm1", "namespace": "ns", "resourceVersion": "1",
+				"deletionTimestamp": "2026-06-01T11:59:00Z", "finalizers": []any{schema.Finalizer}},
+			"spec": map[string]any{"action": "manual", "resource": map[string]any{"cpu": "1", "memory": "1Gi", "rootDisk": "1Gi"}},
+			"status": map[string]any{"phase": "Terminating", "reason": "ServerDeleting",
+				"server": map[string]any{"name": "vm1-server", "id": "u", "state": "Running"}}}}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, vm)
+		var out bytes.Buffer
+		v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(), fields: f, gvr: gvr,
+			namespace: "ns", out: &out, now: func() time.Time { return pluginNow }}
+		switch verb {
+		case "start":
+			_, err = v.verb(context.Background(), "vm1", startVerb)
+		case "stop":
+			_, err = v.verb(context.Background(), "vm1", stopWithoutGrace)
+		case "restart":
+			_, err = v.verb(context.Background(), "vm1", restartVerb)
+		case "migrate":
+			err = v.migrate(context.Background(), "vm1")
+		}
+		if !refused(err, "is being deleted") {
+			t.Errorf("%s: %v, want exit 1 saying the VM is being deleted", verb, err)
+		}
+		for _, a := range dyn.Actions() {
+			if a.GetVerb() != "get" {
+				t.Errorf("%s: %s sent, want only the read", verb, a.GetVerb())
+			}
+		}
+	}
+}
+
+// TestStartOfAVMWaitingForAServer: start of a VM that has no server and is on its way to one
+// (RerunOnFailure after a failure, waiting out its backoff; any strategy but Halted after its
+// server's or disk's create was refused) says that it is not running and what the controller
+// does next, not that it runs: a new server at the status's next retry time (or after the
+// backoff, when the layout has no time to say), or at once on a restart; a refused create
+// asked for again every minute, which runs once the cause the message names is fixed.
+// Nothing is written, exit 0.
+func TestStartOfAVMWaitingForAServer(t *testing.T) {
+	failedServer := map[string]any{"name": "vm1-server", "id": "u", "state": "Failed"}
+	failedMsg := "Server vm1-server failed (Error, exit code 1); a new server will be created at 2026-06-01T12:00:40Z"
+	refusedMsg := `The server was refused: pods "vm1-server" is forbidden: exceeded quota: compute`
+	tests := map[string]struct {
+		rs      string
+		status  map[string]any
+		without []string // status fields the layout lacks
+		say     string
+	}{
+		"RerunOnFailure, failed, waiting out the backoff": {rs: "RerunOnFailure",
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "message": failedMsg, "server": failedServer, "nextRetryTime": "2026-06-01T12:00:40Z"},
+			say: "virtualmachine/vm1 is not running: its server failed (phase Failed (ServerFailed)); runStrategy RerunOnFailure makes a new one at 2026-06-01T12:00:40Z, " +
+				"after the backoff, or at once on a restart (kubectl vm restart vm1): nothing changed"},
+		"RerunOnFailure, failed, no nextRetryTime in the layout": {rs: "RerunOnFailure", without: []string{"status.nextRetryTime"},
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "message": failedMsg, "server": failedServer},
+			say: "virtualmachine/vm1 is not running: its server failed (phase Failed (ServerFailed)); runStrategy RerunOnFailure makes a new one " +
+				"after the backoff, or at once on a restart (kubectl vm restart vm1): nothing changed"},
+		"RerunOnFailure, failed server deleted": {rs: "RerunOnFailure",
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "message": failedMsg, "nextRetryTime": "2026-06-01T12:00:40Z"},
+			say:    "is not running: its server failed (phase Failed (ServerFailed)); runStrategy RerunOnFailure makes a new one at 2026-06-01T12:00:40Z"},
+		"Always, failed": {rs: "Always",
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "message": failedMsg, "server": failedServer, "nextRetryTime": "2026-06-01T12:00:40Z"},
+			say:    "is not running: its server failed (phase Failed (ServerFailed)); runStrategy Always makes a new one at 2026-06-01T12:00:40Z"},
+		"RerunOnFailure, server refused": {rs: "RerunOnFailure", status: map[string]any{"phase": "Failed", "reason": "ServerRejected", "message": refusedMsg},
+			say: "virtualmachine/vm1 is not running: its server was refused (phase Failed (ServerRejected): " + refusedMsg + "); " +
+				"the controller asks for it again every minute, and the VM runs once the cause the message names is fixed: nothing changed"},
+		"Manual, server refused": {rs: "Manual", status: map[string]any{"phase": "Failed", "reason": "ServerRejected", "message": refusedMsg},
+			say: "virtualmachine/vm1 is not running: its server was refused"},
+		"Once, disk refused": {rs: "Once", status: map[string]any{"phase": "Failed", "reason": "DiskRejected", "message": "The disk was refused: quota"},
+			say: "virtualmachine/vm1 is not running: its disk was refused (phase Failed (DiskRejected): The disk was refused: quota); the controller asks for it again every minute"},
+		"Always, server refused": {rs: "Always", status: map[string]any{"phase": "Failed", "reason": "ServerRejected", "message": refusedMsg},
+			say: "virtualmachine/vm1 is not running: its server was refused"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := withoutFields(t, tc.rs, tc.status, nil, tc.without...)
+			r, err := startVerb(vm, f, pluginNow)
+			if err != nil || r.patch != nil || !strings.Contains(r.say, tc.say) || strings.Contains(r.say, "already") {
+				t.Errorf("start: patch %s, error %v, say:\n%s\nwant nothing written, saying:\n%s", patchText(r), err, r.say, tc.say)
+			}
+		})
+	}
+	if decision.RejectedRetry != time.Minute {
+		t.Errorf("the controller asks for a refused server again every %s; start says every minute", decision.RejectedRetry)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -197,11 +198,19 @@ var (
 )
 
 // wait watches the VM until w holds, or the timeout passes: it lists the VM and watches it
-// from the list's resourceVersion, and lists again when the watch cannot go on.
+// from the list's resourceVersion, and lists again when the watch cannot go on. A first read
+// that does not reach the API server (unreachable: nothing listens, the name does not
+// resolve, TLS fails) ends it at once: nothing says the cluster is there, and an API server
+// restarts in longer than a few quick tries would cover, so waiting out the timeout would only
+// delay the same answer. Once the VM has been read the cluster was there, and a read that
+// does not reach it is taken for a blip (an API server restarting): made again after the
+// backoff, until the timeout. So is, from the first read on, an error the API server answers
+// with (a 5xx, a 429): it is there.
 func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last schema.VirtualMachine // as the VM was last seen
+	var seen bool                  // whether last is the VM as read, not the zero view
 	var lastErr error
 	delay := waitBackoff.DelayWithReset(clock.RealClock{}, waitBackoffReset)
 	err := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
@@ -211,10 +220,13 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 			if ctx.Err() != nil || errors.As(err, &refused) {
 				return false, err
 			}
+			if why := unreachable(err); why != nil && !seen {
+				return false, cli.Exit("cannot reach the cluster: "+why.Error(), 1)
+			}
 			lastErr = err
 			return false, nil
 		}
-		if last = vm; w.met(vm) {
+		if last, seen = vm, true; w.met(vm) {
 			return true, nil
 		}
 		gone, err := v.watchUntil(ctx, name, rv, w, &last, &lastErr)
@@ -242,6 +254,12 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 	case err == nil:
 		fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last.Status()))
 		return nil
+	case ctx.Err() != nil && !seen:
+		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s, which it never read", timeout, what, name)
+		if lastErr != nil {
+			msg += fmt.Sprintf(" (last error: %v)", lastErr)
+		}
+		return cli.Exit(msg, 1)
 	case ctx.Err() != nil:
 		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s; last seen: %s", timeout, what, name, lastSeen(last, w))
 		if lastErr != nil {
@@ -250,6 +268,19 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 		return cli.Exit(msg, 1)
 	}
 	return err
+}
+
+// unreachable is the failure of a request that did not reach the API server, or got no answer
+// from it (a connection refused, a name that does not resolve, a TLS handshake that fails, a
+// timeout), as client-go returns it: the HTTP client's *url.Error; nil when err is anything
+// else, an answer of the API server (it carries a status) included.
+func unreachable(err error) error {
+	var status apierrors.APIStatus
+	var ue *url.Error
+	if errors.As(err, &status) || !errors.As(err, &ue) {
+		return nil
+	}
+	return ue
 }
 
 // nameSelector is the field selector of the VM named name, for its list and its watch.
@@ -376,25 +407,59 @@ func statusCommand(c *pluginConfig, version string) *cli.Command {
 			if err != nil {
 				return err
 			}
-			_, vm, err := v.get(cc.Context, name)
-			if err != nil {
-				return err
-			}
-			node, ip := "", ""
-			if st := vm.Status(); st.Server != nil && st.Server.Name != "" {
-				if pod, err := v.kube.CoreV1().Pods(v.namespace).Get(cc.Context, st.Server.Name, metav1.GetOptions{}); err == nil {
-					node, ip = pod.Spec.NodeName, pod.Status.PodIP
-				}
-			}
-			writeStatus(v.out, vm, v.namespace, node, ip)
-			return nil
+			return v.status(cc.Context, name)
 		}),
 	}
 }
 
+// status prints where the VM name stands (writeStatus).
+func (v *vmClient) status(ctx context.Context, name string) error {
+	_, vm, err := v.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	writeStatus(v.out, vm, v.namespace, v.where(ctx, vm.Status()))
+	return nil
+}
+
+// serverPlace is where a VM's server runs, for status: its node and IP, and, when its pod
+// could not be read, why (one line).
+type serverPlace struct {
+	node, ip string
+	podError string
+}
+
+// where is where the server st names runs: its pod's node and IP, read now, which are the
+// freshest; where the pod has none yet, or cannot be read (a user who may not read pods, a pod
+// gone meanwhile), those the controller last reported in the VM's status (status.server.node
+// and status.server.ip, where the layout has them), as kubectl get vm -o wide shows them, and
+// why the pod was not read: without it, a user who may not read pods would see no node and no
+// IP, and no reason.
+func (v *vmClient) where(ctx context.Context, st schema.Status) serverPlace {
+	if st.Server == nil {
+		return serverPlace{}
+	}
+	p := serverPlace{node: st.Server.Node, ip: st.Server.IP}
+	if st.Server.Name == "" {
+		return p
+	}
+	pod, err := v.kube.CoreV1().Pods(v.namespace).Get(ctx, st.Server.Name, metav1.GetOptions{})
+	if err != nil {
+		p.podError = v.lookupError("the server pod "+st.Server.Name, err).Error()
+		return p
+	}
+	if pod.Spec.NodeName != "" {
+		p.node = pod.Spec.NodeName
+	}
+	if pod.Status.PodIP != "" {
+		p.ip = pod.Status.PodIP
+	}
+	return p
+}
+
 // writeStatus prints a VM's status in the manner of kubectl describe: a field per line, then
 // the conditions as a table.
-func writeStatus(out io.Writer, vm schema.VirtualMachine, namespace, node, ip string) {
+func writeStatus(out io.Writer, vm schema.VirtualMachine, namespace string, at serverPlace) {
 	st := vm.Status()
 	spec, _ := vm.Spec()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -415,8 +480,11 @@ func writeStatus(out io.Writer, vm schema.VirtualMachine, namespace, node, ip st
 		server = fmt.Sprintf("%s (%s)", st.Server.Name, st.Server.State)
 	}
 	line("Server", server)
-	line("Node", node)
-	line("IP", ip)
+	line("Node", at.node)
+	line("IP", at.ip)
+	if at.podError != "" {
+		line("Pod", at.podError+"; node and IP as the VM's status reports them")
+	}
 	disk := ""
 	if d := st.RootDisk; d != nil {
 		disk = strings.TrimSpace(fmt.Sprintf("%s %s %s", d.ClaimName, d.Phase, d.Capacity))
