@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -36,8 +37,11 @@ import (
 // The server's resize is its state (an index into fuzzResizeStates), the host's message and
 // the cpu and memory in effect; the policy is its --resize mode (an index into fuzzResizeModes)
 // and whether the backend can resize. The higher bits of the resize's state say why a server
-// waits and where it runs (fuzzWhere), and those of the mode the room of the hosts
-// (fuzzHosts), so that the corpus keeps its shape.
+// waits and where it runs (fuzzWhere), those of the mode the room of the hosts (fuzzHosts),
+// those of the disk's phase the nodes it can be reached from (fuzzReaches) and those of its
+// owner whether it can follow its VM to another node (fuzzPinned), so that the corpus keeps
+// its shape. A move or a replacement of a running server is checked against the hosts that
+// both admit its next server and reach its disk (checkRoom).
 func FuzzDecide(f *testing.F) {
 	for _, file := range caseFiles(f) {
 		vm, server := decidecase.Input(f, file)
@@ -73,10 +77,39 @@ func FuzzDecide(f *testing.F) {
 				policies, rooms = append(policies, own), append(rooms, uint8(r))
 			}
 		}
+		// A running server's disk under the case's own policy once more with each of
+		// fuzzReaches but its own, among the case's hosts and among those where the fuzzed
+		// server runs (the last of fuzzHosts), so that a move or a replacement meets a disk
+		// reached from the hosts with room, from others only, and from none; and once bound
+		// to its node (fuzzPinned) if it is not.
+		reaches := make([]int, len(policies))
+		pinned := make([]bool, len(policies))
+		for i := range reaches {
+			reaches[i] = -1 // the disk's own
+		}
+		if disk != nil && srv != nil && decision.Running(srv) {
+			for r := range fuzzReaches {
+				if r == fuzzReachIndex(disk.NodeAffinity) {
+					continue
+				}
+				for _, room := range []uint8{caseRoom, uint8(len(fuzzHosts) - 1)} {
+					policies, rooms, reaches, pinned = append(policies, own), append(rooms, room), append(reaches, r), append(pinned, false)
+				}
+			}
+			if disk.Pinned == "" {
+				policies, rooms, reaches, pinned = append(policies, own), append(rooms, caseRoom), append(reaches, -1), append(pinned, true)
+			}
+		}
 		for i, p := range policies {
 			mode := uint8(slices.Index(fuzzResizeModes, p.Resize)) + rooms[i]*uint8(len(fuzzResizeModes))
 			root := uint8(slices.Index(fuzzRootDiskModes, p.RootDisk))
 			d := fuzzDiskArgs(disk)
+			if r := reaches[i]; r >= 0 {
+				d.phase = d.phase%uint8(2*len(fuzzDiskPhases)) + uint8(r*2*len(fuzzDiskPhases))
+			}
+			if pinned[i] {
+				d.owner += uint8(4 * len(fuzzDiskOwners))
+			}
 			if srv == nil {
 				f.Add(vm, false, "", "", "", false, int64(0), "", "", "", "", "", "", uint8(0), "", "", "", mode, p.CanResize,
 					root, "", d.has, d.phase, d.requested, d.capacity, d.canGrow, d.growth, d.growthMessage, d.owner, d.pending, d.deleting)
@@ -132,7 +165,11 @@ func FuzzDecide(f *testing.F) {
 				Owner: fuzzDiskOwners[int(diskOwner)%len(fuzzDiskOwners)], Pending: pending, Deleting: diskDeleting,
 				BindsWithServer: int(diskPhase)/len(fuzzDiskPhases)%2 == 1, // the phase's spare bits: no new input, the corpus stays
 				KeptMark:        int(diskOwner)/len(fuzzDiskOwners)%2 == 1, // the owner's, as well
-				KindUnrecorded:  int(diskOwner)/(2*len(fuzzDiskOwners))%2 == 1}
+				KindUnrecorded:  int(diskOwner)/(2*len(fuzzDiskOwners))%2 == 1,
+				NodeAffinity:    fuzzReaches[int(diskPhase)/(2*len(fuzzDiskPhases))%len(fuzzReaches)]}
+			if int(diskOwner)/(4*len(fuzzDiskOwners))%2 == 1 {
+				disk.Pinned = fuzzPinned
+			}
 
 		}
 		policy := decision.DefaultPolicy
@@ -141,7 +178,8 @@ func FuzzDecide(f *testing.F) {
 		hosts := fuzzHosts[int(mode)/len(fuzzResizeModes)%len(fuzzHosts)]
 		plan := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Hosts: hosts, Now: now})
 		checkPlan(t, policy, vm, srv, disk, plan)
-		checkRoom(t, policy, vm, srv, hosts, plan)
+		checkRoom(t, policy, vm, srv, disk, hosts, plan)
+		checkReachKeepsDisk(t, policy, decision.Input{VM: vm, Server: srv, Disk: disk, Hosts: hosts, Now: now}, plan)
 		if again := policy.Decide(decision.Input{VM: vm, Server: srv, Disk: disk, Hosts: hosts, Now: now}); renderPlan(t, again) != renderPlan(t, plan) {
 			t.Fatalf("Decide is not deterministic:\n%s\nthen\n%s", renderPlan(t, plan), renderPlan(t, again))
 		}
@@ -219,15 +257,17 @@ func fuzzHostsIndex(h *backend.Hosts) uint8 {
 
 // checkRoom fails the test if plan replaces a running server for a change of its spec (a
 // resize its host refused, a change that cannot be made in place, any change under --resize
-// replace) while no host the spec's placement admits could take its cpu and memory, or while
-// the status records such a server kept for this generation (room.go): the replacement would
-// start nowhere, or reboot the VM unasked. Nor may a migration move it off its node then, nor
-// when only that node has the room: its next server takes the spec, and keeps off that node
-// (migrate.go). A restart (ServerRestarted) and the replacement of a server that ended have
-// reasons of their own.
-func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, hosts *backend.Hosts, plan decision.Plan) {
+// replace) while no host the spec's placement admits, and that the VM's disk can be reached
+// from (diskReach), could take its cpu and memory, or while the status records such a server
+// kept for this generation (room.go): the replacement would start nowhere, or reboot the VM
+// unasked. Nor may a migration move it off its node then, nor when only that node has the
+// room: its next server takes the spec, and keeps off that node (migrate.go); nor when its
+// disk cannot follow it (backend.Disk.Pinned). A restart (ServerRestarted) and the
+// replacement of a server that ended have reasons of their own.
+func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *backend.Server, disk *backend.Disk, hosts *backend.Hosts, plan decision.Plan) {
 	t.Helper()
 	spec, errs := vm.Spec()
+	reach := diskReach(p, disk)
 	c := vm.Status().Condition(schema.ConditionRestartRequired)
 	kept := c != nil && decision.RoomKept(c) && c.ObservedGeneration == vm.Generation()
 	// The other way: a server newly kept for want of room (ResizeNoRoom for this generation,
@@ -235,9 +275,9 @@ func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	// the next server's placement (the VM's) admits has its cpu and memory.
 	if now := restartRequiredOf(plan.Status); len(errs) == 0 && srv != nil && !kept &&
 		now != nil && decision.RoomKept(now) && now.ObservedGeneration == vm.Generation() {
-		if hosts == nil || hosts.Room(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}, srv.AdmittedTolerations).Fits(spec.CPU, spec.Memory) {
-			t.Errorf("keeps a running server for want of room that a host has (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
-				roomString(hosts, backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}, srv), vm.JSON(), srv, renderPlan(t, plan))
+		if hosts == nil || hosts.RoomWithin(backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}, srv.AdmittedTolerations, reach).Fits(spec.CPU, spec.Memory) {
+			t.Errorf("keeps a running server for want of room that a host has (%s)\nVM: %s\nserver: %+v\ndisk: %+v\nplan:\n%s",
+				roomString(hosts, backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}, srv, reach), vm.JSON(), srv, disk, renderPlan(t, plan))
 		}
 	}
 	a := plan.Server
@@ -245,18 +285,61 @@ func checkRoom(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 		return
 	}
 	next := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: spec.Placement}
-	noRoom := hosts != nil && !hosts.Room(next, srv.AdmittedTolerations).Fits(spec.CPU, spec.Memory)
+	noRoom := hosts != nil && !hosts.RoomWithin(next, srv.AdmittedTolerations, reach).Fits(spec.CPU, spec.Memory)
 	switch {
 	case a.Event.Reason == decision.ReasonReplacingServer && p.Resize != decision.ResizeManual && (noRoom || kept):
-		t.Errorf("replaces a running server for a change of its spec that no host has room for (%s), or kept for want of it (%v)\nVM: %s\nserver: %+v\nplan:\n%s",
-			roomString(hosts, next, srv), kept, vm.JSON(), srv, renderPlan(t, plan))
+		t.Errorf("replaces a running server for a change of its spec that no host has room for (%s), or kept for want of it (%v)\nVM: %s\nserver: %+v\ndisk: %+v\nplan:\n%s",
+			roomString(hosts, next, srv, reach), kept, vm.JSON(), srv, disk, renderPlan(t, plan))
+	case a.Event.Reason == decision.ReasonMigrating && diskOf(p, disk) != nil && diskOf(p, disk).Pinned != "":
+		t.Errorf("migrates a running server whose disk cannot follow it (%s)\nVM: %s\nserver: %+v\ndisk: %+v\nplan:\n%s",
+			disk.Pinned, vm.JSON(), srv, disk, renderPlan(t, plan))
 	case a.Event.Reason == decision.ReasonMigrating:
 		next.AvoidNode = srv.Node
-		if hosts != nil && !hosts.Room(next, srv.AdmittedTolerations).Fits(spec.CPU, spec.Memory) {
-			t.Errorf("migrates a running server whose next server no host but its own has room for (%s)\nVM: %s\nserver: %+v\nplan:\n%s",
-				roomString(hosts, next, srv), vm.JSON(), srv, renderPlan(t, plan))
+		if hosts != nil && !hosts.RoomWithin(next, srv.AdmittedTolerations, reach).Fits(spec.CPU, spec.Memory) {
+			t.Errorf("migrates a running server whose next server no host but its own has room for (%s)\nVM: %s\nserver: %+v\ndisk: %+v\nplan:\n%s",
+				roomString(hosts, next, srv, reach), vm.JSON(), srv, disk, renderPlan(t, plan))
 		}
 	}
+}
+
+// checkReachKeepsDisk fails the test if the nodes the VM's disk can be reached from, or its
+// being bound to its node (backend.Disk.NodeAffinity, Pinned), change what plan, decided on
+// in, does to the disk: they weigh where a server may go, never whether the disk is made,
+// adopted, grown, let go of or deleted. A move or a replacement refused for them leaves the
+// disk as it is, and none is deleted, or made anew and empty, for want of a node to reach it
+// from (checkDisk holds the disk's actions to the rest).
+func checkReachKeepsDisk(t *testing.T, p decision.Policy, in decision.Input, plan decision.Plan) {
+	t.Helper()
+	if in.Disk == nil || in.Disk.NodeAffinity == nil && in.Disk.Pinned == "" {
+		return
+	}
+	disk, free := in.Disk, *in.Disk
+	free.NodeAffinity, free.Pinned = nil, ""
+	in.Disk = &free
+	if other := p.Decide(in); !equality.Semantic.DeepEqual(plan.Disk, other.Disk) {
+		t.Errorf("the disk's reach changes what is done to it\nVM: %s\nserver: %+v\ndisk: %+v\nplan:\n%s\nwithout it:\n%s",
+			in.VM.JSON(), in.Server, disk, renderPlan(t, plan), renderPlan(t, other))
+	}
+}
+
+// diskOf is the disk the VM's next server mounts under p, as the backend observed it: under
+// --root-disk claim, the VM's own (owned or kept) or one it adopts (unowned); nil when there
+// is none (another's, or none under ephemeral), and the server's next one mounts a disk
+// made for it, or none.
+func diskOf(p decision.Policy, disk *backend.Disk) *backend.Disk {
+	if p.RootDisk == decision.RootDiskEphemeral || disk == nil || !disk.Owner.Mine() && disk.Owner != backend.DiskUnowned {
+		return nil
+	}
+	return disk
+}
+
+// diskReach is the nodes the disk the VM's next server mounts (diskOf) can be reached from
+// (backend.Disk.NodeAffinity); nil: every node.
+func diskReach(p decision.Policy, disk *backend.Disk) *corev1.NodeSelector {
+	if d := diskOf(p, disk); d != nil {
+		return d.NodeAffinity
+	}
+	return nil
 }
 
 // restartRequiredOf is the condition RestartRequired of st; nil when st is nil (the plan
@@ -268,14 +351,14 @@ func restartRequiredOf(st *schema.Status) *schema.Condition {
 	return st.Condition(schema.ConditionRestartRequired)
 }
 
-// roomString is the room h has for spec, srv's tolerations from admission counted, as a
-// failure message gives it.
-func roomString(h *backend.Hosts, spec backend.Spec, srv *backend.Server) string {
+// roomString is the room h has for spec among the hosts reach admits, srv's tolerations
+// from admission counted, as a failure message gives it.
+func roomString(h *backend.Hosts, spec backend.Spec, srv *backend.Server, reach *corev1.NodeSelector) string {
 	if h == nil {
 		return "hosts unknown"
 	}
-	r := h.Room(spec, srv.AdmittedTolerations)
-	return fmt.Sprintf("cpu %s, memory %s, %d of %d hosts admit it", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known)
+	r := h.RoomWithin(spec, srv.AdmittedTolerations, reach)
+	return fmt.Sprintf("cpu %s, memory %s, %d of %d hosts admit it, %d the disk can be reached from", r.CPU.String(), r.Memory.String(), r.Hosts, r.Known, r.Within)
 }
 
 // fuzzDisk is a disk as FuzzDecide's arguments give it.
@@ -299,9 +382,56 @@ func fuzzDiskArgs(d *backend.Disk) fuzzDisk {
 	if d.KindUnrecorded {
 		owner += 2 * len(fuzzDiskOwners)
 	}
-	return fuzzDisk{has: true, phase: uint8(slices.Index(fuzzDiskPhases, d.Phase)), growth: uint8(slices.Index(fuzzGrowthStates, d.Growth.State)),
+	if d.Pinned != "" {
+		owner += 4 * len(fuzzDiskOwners)
+	}
+	phase := slices.Index(fuzzDiskPhases, d.Phase) + 2*len(fuzzDiskPhases)*fuzzReachIndex(d.NodeAffinity)
+	if d.BindsWithServer {
+		phase += len(fuzzDiskPhases)
+	}
+	return fuzzDisk{has: true, phase: uint8(phase), growth: uint8(slices.Index(fuzzGrowthStates, d.Growth.State)),
 		owner: uint8(owner), requested: quantityString(d.Requested), capacity: quantityString(d.Capacity),
 		growthMessage: d.Growth.Message, pending: d.Pending, canGrow: d.CanGrow, deleting: d.Deleting}
+}
+
+// fuzzReaches are the nodes a fuzzed disk can be reached from (backend.Disk.NodeAffinity, by
+// the spare bits of its phase's argument above BindsWithServer's), against fuzzHosts: every
+// node (no affinity, or one that every node meets), none, the fuzzed server's own node
+// (fuzzWhere) and the small ones (a, small: some of a host set, or all of it), the others
+// (b, c, big, cordoned, other: some, or none), a label only the tainted big node has, two
+// terms that each admit a node (either will do), and an affinity that does not parse, which
+// admits no node (backend.Hosts.RoomWithin).
+var fuzzReaches = []*corev1.NodeSelector{
+	nil,
+	{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "example.com/nowhere", Operator: corev1.NodeSelectorOpDoesNotExist}}}}},
+	{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"elsewhere"}}}}}},
+	{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"test-vm-server-node", "a", "small"}}}}}},
+	{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"b", "c", "big", "cordoned", "other"}}}}}},
+	{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "size", Operator: corev1.NodeSelectorOpIn, Values: []string{"big"}}}}}},
+	{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+		{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}}},
+		{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "size", Operator: corev1.NodeSelectorOpIn, Values: []string{"small"}}}}}},
+	{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "size", Operator: "Bogus", Values: []string{"big"}}}}}},
+}
+
+// fuzzPinned is why a fuzzed disk cannot follow its VM to another node (backend.Disk.Pinned,
+// by a spare bit of its owner's argument above KindUnrecorded's).
+const fuzzPinned = "its volume is a local volume on node test-vm-server-node"
+
+// fuzzReachIndex is the index in fuzzReaches of na, a golden case's disk's node affinity:
+// the one it equals, else the one that admits the fuzzed server's node and the small ones
+// (the nodes of the cases are not fuzzHosts').
+func fuzzReachIndex(na *corev1.NodeSelector) int {
+	if i := slices.IndexFunc(fuzzReaches, func(r *corev1.NodeSelector) bool { return equality.Semantic.DeepEqual(r, na) }); i >= 0 {
+		return i
+	}
+	return 3
 }
 
 // The words of a disk FuzzDecide gives, and a growth state a backend may report in the
@@ -707,10 +837,10 @@ func checkRefused(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv
 	// The disk is no part of the resize: a disk to make is made whatever the server does; nor
 	// is the finalizer, which the refusal's plan leaves out and the next decision adds.
 	// Under --resize in-place a server is kept as under manual when no host its placement
-	// admits has room for the new size (room.go).
+	// admits, and that its disk can be reached from, has room for the new size (room.go).
 	spec, _ := vm.Spec()
 	to := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, Placement: srv.Spec.Placement}
-	keeps := p.Resize == decision.ResizeManual || hosts != nil && !hosts.Room(to, srv.AdmittedTolerations).Fits(spec.CPU, spec.Memory)
+	keeps := p.Resize == decision.ResizeManual || hosts != nil && !hosts.RoomWithin(to, srv.AdmittedTolerations, diskReach(p, disk)).Fits(spec.CPU, spec.Memory)
 	if keeps && (next.Server != nil || next.Finalizer == decision.RemoveFinalizer) ||
 		!keeps && (next.Server == nil || next.Server.Op != decision.DeleteServer) {
 		t.Errorf("after the refusal under --resize %q the decision is\n%s", p.Resize, renderPlan(t, next))
