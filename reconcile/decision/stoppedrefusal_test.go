@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
@@ -197,5 +199,123 @@ func TestRefusalKeepsStoppedWhileLost(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRefusalWithoutRecord: why a refusal's status that carries no RefusedWhileStopped (one
+// an earlier version wrote over a stopped VM's status, which it did not record) is read as
+// that of a VM on its way, and starts it once lifted. Two Manual VMs under --root-disk
+// claim come, by the verbs of docs/run-strategies.md, to the same refusal: the release of
+// the disk that reclaim policy Retain asks for is refused (DiskRejected), while no server
+// runs. One was stopped on request, and then asked to restart (recorded, with nothing to
+// restart); the other was stopped the same way, then started by its spec (Halted, then
+// kubectl vm start: Always), set back to Manual while it ran, and is restarting: the restart
+// deleted its server and the refused release came with the next one's create. The first
+// refusal's status records the stopped status it replaced; without that record, as an
+// earlier version wrote it, it is the second's byte for byte: the same phase, reason and
+// message, no server, the same run strategy, the same start, stop and restart requests
+// recorded (the stop the later one), the same Ready and kstatus conditions. Their times,
+// equal here under one clock, tell nothing either: Ready turns False at the refusal's write
+// also for a VM that ran until then (under RerunOnFailure, one whose server someone deleted
+// and whose replacement's create is refused). The decision is a function of what it is
+// given, so no rule on that status keeps the first VM stopped without keeping the second,
+// whose owner asked for a restart, stopped too: the second must start, and so the first
+// does.
+func TestRefusalWithoutRecord(t *testing.T) {
+	file := filepath.Join(claimCases, "active-steady.txtar")
+	policy := casePolicy(t, file)
+	vm, srv := decidecase.Read(t, file)
+	disk := decidecase.Disk(t, file)
+	start := world{vm: patchVM(t, vm, `{"spec":{"action":"manual"}}`), srv: srv, disk: disk}
+	const (
+		stop    = `{"metadata":{"annotations":{"cloudnative.czs/stopRequestedAt":"2026-06-01T11:30:00Z"}}}`
+		restart = `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"2026-06-01T11:50:00Z"}}}`
+		retain  = `{"metadata":{"generation":5},"spec":{"rootDiskReclaimPolicy":"Retain"}}`
+	)
+	// step patches w's VM (unless patch is ""), decides and carries the plan out; ready
+	// then makes its server ready, gone removes it.
+	step := func(w *world, patch string) decision.Plan {
+		t.Helper()
+		if patch != "" {
+			w.vm = patchVM(t, w.vm, patch)
+		}
+		p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Now: now})
+		*w = applyPlanWorld(t, *w, p)
+		return p
+	}
+	ready := func(w *world) {
+		r := *w.srv
+		r.State, r.Detail = backend.StateReady, "Running"
+		w.srv = &r
+		step(w, "")
+	}
+	refuse := func(w *world) {
+		t.Helper()
+		p := step(&world{vm: w.vm, srv: w.srv, disk: w.disk}, retain)
+		if p.Disk == nil || p.Disk.Op != decision.ReleaseDisk {
+			t.Fatalf("no release to refuse:\n%s", renderPlan(t, p))
+		}
+		w.vm = patchVM(t, w.vm, retain)
+		*w = applyPlanWorld(t, *w, policy.DiskRejected(decision.Input{VM: w.vm, Disk: w.disk, Now: now}, "denied", false))
+		if st := w.vm.Status(); st.Reason != decision.ReasonDiskRejected || st.Server != nil {
+			t.Fatalf("the refusal's status is %s (%s), server %+v", st.Phase, st.Reason, st.Server)
+		}
+	}
+
+	stopped := start
+	step(&stopped, stop)
+	stopped.srv = nil // the stop's deletion done
+	step(&stopped, "")
+	step(&stopped, restart)
+	if st := stopped.vm.Status(); st.Reason != decision.ReasonStopped || st.RestartedAt == "" {
+		t.Fatalf("the first VM is %s (%s), restart %q; want it stopped, the restart recorded", st.Phase, st.Reason, st.RestartedAt)
+	}
+	refuse(&stopped)
+	if !decision.RefusedWhileStopped(stopped.vm.Status()) {
+		t.Fatalf("the refusal of the stopped VM keeps no record: %+v", stopped.vm.Status().Conditions)
+	}
+
+	running := start
+	step(&running, stop)
+	running.srv = nil
+	step(&running, "")
+	step(&running, `{"metadata":{"generation":2},"spec":{"action":"inactive"}}`)
+	step(&running, `{"metadata":{"generation":3},"spec":{"action":"active"}}`) // kubectl vm start on Halted
+	ready(&running)
+	step(&running, `{"metadata":{"generation":4},"spec":{"action":"manual"}}`)
+	if st := running.vm.Status(); st.Phase != schema.PhaseActive {
+		t.Fatalf("the second VM is %s (%s), want it running", st.Phase, st.Reason)
+	}
+	if p := step(&running, restart); serverOp(p) != decision.DeleteServer {
+		t.Fatalf("the restart deletes no server:\n%s", renderPlan(t, p))
+	}
+	running.srv = nil // the restart's deletion done
+	refuse(&running)
+	if c := running.vm.Status().Condition(decision.ConditionRefusedWhileStopped); c != nil {
+		t.Fatalf("the refusal of the restarting VM records a stop: %+v", *c)
+	}
+
+	// The first refusal as an earlier version wrote it: without the record.
+	st := stopped.vm.Status()
+	st.Conditions = schema.RemoveCondition(st.Conditions, decision.ConditionRefusedWhileStopped)
+	patch, err := schema.StatusPatch(stopped.vm.Fields(), st, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := patchVM(t, stopped.vm, string(patch))
+	if a, b := earlier.JSON(), running.vm.JSON(); string(a) != string(b) {
+		t.Fatalf("the refusals differ without the record:\n%s\n%s", a, b)
+	}
+	if !equality.Semantic.DeepEqual(stopped.disk, running.disk) {
+		t.Fatalf("the disks differ:\n%+v\n%+v", stopped.disk, running.disk)
+	}
+
+	// Lifted (the release let through): the restarting VM gets its server; the stopped one
+	// does by its record's absence only.
+	if p := policy.Decide(decision.Input{VM: running.vm, Disk: running.disk, Now: now}); serverOp(p) != decision.CreateServer {
+		t.Errorf("the restart's refusal lifted, the VM gets no server:\n%s", renderPlan(t, p))
+	}
+	if p := policy.Decide(decision.Input{VM: stopped.vm, Disk: stopped.disk, Now: now}); p.Server != nil {
+		t.Errorf("the stopped VM's refusal lifted, with its record, the VM gets a server:\n%s", renderPlan(t, p))
 	}
 }
