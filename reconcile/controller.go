@@ -387,10 +387,11 @@ func (c *Controller) Start(ctx context.Context) error {
 	// list itself is backlog, like the VMs'.
 	var listed atomic.Pointer[func() bool]
 	serversSynced, err := c.cfg.Backend.Start(ctx, func(vm types.NamespacedName) {
-		if !c.leads.on.Load() {
-			return // a standby queues nothing; at takeover its VM cache is queued (lead)
-		}
 		key := cache.ObjectName(vm)
+		if !c.leads.on.Load() {
+			c.forgetUncached(key) // a standby queues nothing; at takeover its VM cache is queued (lead)
+			return
+		}
 		if s := listed.Load(); s != nil && (*s)() {
 			c.queue.AddUrgent(key)
 		} else {
@@ -534,8 +535,8 @@ func (c *Controller) PhaseCounts() map[string]int {
 // replica that stops leading exits (its queue is shut down, and cannot be restarted).
 type leadership struct {
 	on atomic.Bool
-	// mu is held to set on, and by a standby's forgetting of a deleted VM (onVMDelete),
-	// so that none is under way once this replica leads.
+	// mu is held to set on, and by a standby's forgetting of a deleted VM (onVMDelete,
+	// forgetUncached), so that none is under way once this replica leads.
 	mu sync.Mutex
 }
 
@@ -587,7 +588,8 @@ func (c *Controller) queueCached() {
 // reconcile finds it gone and forgets what is remembered of it (forgetGone). A standby, which
 // reconciles nothing, forgets it at once, so that nothing of a VM deleted while it stood by
 // outlives the VM: the backend's record of its server (backend.Departures; the ledger of a
-// standby is empty, as it wrote nothing).
+// standby is empty, as it wrote nothing), and again at each later event of its server, which
+// may record it anew (forgetUncached).
 func (c *Controller) onVMDelete(obj any) {
 	if c.leads.on.Load() {
 		c.enqueue(obj, true)
@@ -602,6 +604,36 @@ func (c *Controller) onVMDelete(obj any) {
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
 		c.log.Error("Cannot make a key", "error", err)
+		return
+	}
+	c.forgetGone(key)
+}
+
+// forgetUncached is a standby's answer to the backend's notify of the VM of key: nothing
+// when the VM is cached (one lookup in the cache, the common case), else the VM is forgotten
+// again (forgetGone). The backend may have recorded its server's going from the very event it
+// notifies of (backend.Departures: a pod deleted while evicted, which the garbage collector
+// deletes once its VM is gone), after the VM's delete made this standby forget it
+// (onVMDelete). On the leader the notify queues the VM, and its reconcile, which finds it gone,
+// forgets that record; here nothing did, and it stayed until the backend's bound dropped it.
+func (c *Controller) forgetUncached(key cache.ObjectName) {
+	if c.opt.departures == nil {
+		return // the ledger of a standby is empty: only the backend's record can come back
+	}
+	vms := c.vms.Load()
+	if vms == nil {
+		return // not served: as a reconcile, which forgets nothing then
+	}
+	if _, ok, err := vms.store.GetByKey(key.String()); ok || err != nil {
+		return
+	}
+	if !vms.ctrl.HasSynced() {
+		return // a cache still filling: a VM that exists would be taken for gone (reconcile)
+	}
+	c.leads.mu.Lock()
+	defer c.leads.mu.Unlock()
+	if c.leads.on.Load() { // took over meanwhile: its reconcile forgets the VM
+		c.queue.AddUrgent(key)
 		return
 	}
 	c.forgetGone(key)

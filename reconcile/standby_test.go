@@ -217,3 +217,47 @@ func (l ledger) records() int {
 	count(&l.notKept.mu, func() int { return len(l.notKept.m) })
 	return n
 }
+
+// TestStandbyForgetsServerGoneAfterVM: a standby forgets what the backend remembers of a
+// deleted VM's server (backend.Departures) even when the server goes after the VM: the
+// garbage collector deletes an evicted pod once its VM is gone, and the backend records the
+// pod's going from that delete event, after the VM's delete made the standby forget the VM.
+// It was recorded again then, and kept until the backend's bound dropped it: no reconcile of
+// the VM, gone from the cache, forgets it, on this replica or after it takes over. A VM
+// still cached keeps its record.
+func TestStandbyForgetsServerGoneAfterVM(t *testing.T) {
+	w := newWorld(t)
+	for _, name := range []string{"deleted", "kept"} {
+		u := caseObject(t, "active-steady")
+		u.SetName(name)
+		if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := newController(t, w, decision.UsagePolicy{})
+	ctx := startStandby(t, c)
+	owners := map[string]backend.Owner{}
+	for _, name := range []string{"deleted", "kept"} {
+		owners[name] = ownerOf(cachedView(t, w.vm(t, "default", name), w.fields))
+		// Evicted: marked by the eviction API, its deletion to follow.
+		w.servers.Set(owners[name], &backend.Server{Name: name + "-server", ID: name + "-pod", Node: "node-a", State: backend.StateReady,
+			Disruption: &backend.Disruption{Reason: "EvictionByEvictionAPI"}})
+	}
+	if err := w.client.Resource(vmGVR).Namespace("default").Delete(ctx, "deleted", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the informer has the VM gone", func() bool { _, ok := c.view(cache.NewObjectName("default", "deleted")); return !ok })
+	// Then the servers go: the deleted VM's by the garbage collector, the other by the drain.
+	w.servers.Set(owners["deleted"], nil)
+	w.servers.Set(owners["kept"], nil)
+
+	if g := w.servers.LastGone(owners["deleted"]); g != nil {
+		t.Errorf("the backend remembers %+v of a VM deleted while standby, its server gone after it", *g)
+	}
+	if g := w.servers.LastGone(owners["kept"]); g == nil {
+		t.Error("the backend forgot the eviction of a VM still there")
+	}
+	if n := c.queue.Len(); n != 0 {
+		t.Errorf("a standby queued %d keys, want none", n)
+	}
+}
