@@ -856,18 +856,21 @@ func (c *Controller) warnUnkept(log *slog.Logger) {
 const unkeptWarnEvery = 10 * time.Minute
 
 // maxDecisions bounds the decisions of one reconcile: the first, on the cached VM, and those
-// on the VM as each round of writes returned it.
+// on the VM as each round of writes returned it. A VM whose last decision still wrote it is
+// queued again, as new work, to decide on that write (reconcile).
 const maxDecisions = 3
 
 // reconcile gathers the VM from the cache and its server from the backend (gather), decides,
 // confirms past the caches what the plan may not be carried out on their word alone (confirm),
 // and applies the plan; then it decides again on the VM as its last write returned it,
 // instead of waiting for the informer to bring that back through the queue, until there is
-// nothing left to do. A VM that is gone ends quietly; its server has an owner reference, so the garbage
-// collector removes anything the finalizer did not.
+// nothing left to do, or for maxDecisions, after which it queues the VM again as new work. A
+// VM that is gone ends quietly; its server has an owner reference, so the garbage collector
+// removes anything the finalizer did not.
 //
-// When the last decision finds nothing to do, the informer's echoes of this reconcile's
-// writes bring nothing new: they are noted, and the event handler drops them (see echoes).
+// When the last decision finds nothing to do, or is the last allowed, the informer's echoes
+// of this reconcile's writes bring nothing new: they are noted, and the event handler drops
+// them (see echoes).
 func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *slog.Logger, debug bool) (time.Duration, error) {
 	vms := c.vms.Load()
 	if vms == nil || !vms.ctrl.HasSynced() {
@@ -981,7 +984,6 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			log.Debug("Applying plan", "finalizer", plan.Finalizer, "disk", diskOp(plan), "server", serverOp(plan), "budget", budgetOp(plan),
 				"status", plan.Status != nil, "events", len(plan.Events), "decision", round)
 		}
-		decided := len(rvs) // the writes this round decided on
 		out, err := c.applier.applyPlan(ctx, in, g.owner, plan)
 		rvs = append(rvs, out.written...)
 		switch {
@@ -1033,13 +1035,14 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			break // released
 		}
 		if round == maxDecisions {
-			// This round's write was not decided on: its echo, not dropped, brings the VM
-			// back. The writes before it were (this round decided on them): noted, their
-			// echoes bring nothing. No VM is kept as a write returned it: this round's is
-			// not noted, and an earlier one (or an earlier reconcile's, which this one may
-			// have started from) is older than it.
-			c.ledger.echoes.expect(key, rvs[:decided], nil, from)
-			c.ledger.echoes.stale(key)
+			// This round's write is yet to be decided on: the next reconcile does, queued
+			// now as new work, on the VM as the write returned it (noted with every write
+			// of this reconcile, as a settled pass notes them: their echoes bring nothing,
+			// and the cache, behind, yields to the write). Left to its echo, the VM came
+			// back as a status update, backlog: a user's change half carried out waited
+			// behind a start's whole list.
+			c.ledger.echoes.expect(key, rvs, last, from)
+			c.queue.AddUrgent(key)
 			break
 		}
 		vm = last.view(c.cfg.VMs.Fields)

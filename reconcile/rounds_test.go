@@ -8,10 +8,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
 	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
+	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
 // answeringBackend is the memory backend whose cache, by the number of the Observe (from 1),
@@ -133,17 +136,17 @@ func TestRoundEndsAfterWrites(t *testing.T) {
 	}
 }
 
-// TestLastRoundWrites: a reconcile whose last decision (maxDecisions) writes the VM notes the
-// writes of the rounds before, which that decision was made on, and forgets the VM as an
-// earlier write returned it (here, an earlier reconcile's, which it started from): the last
-// write was not decided on, and its echo, alone, brings the VM back. Nothing was noted: the
-// echo of every write queued the VM again, and a reconcile then decided on the cache's older
-// version, or on the earlier reconcile's last write.
+// TestLastRoundWrites: a reconcile whose last decision (maxDecisions) writes the VM notes
+// every one of its writes, with the VM as the last returned it, and queues the VM as new work
+// at once: the next reconcile decides on that write, though the cache has yet to bring it back,
+// and the echo of each write brings nothing. Before, the last write was left to its echo,
+// which came back as a status update and went to the backlog.
 func TestLastRoundWrites(t *testing.T) {
 	w := newWorld(t, "create-new")
 	// The first reconcile adds the finalizer, creates the server and writes the status
 	// (Creating), and finds nothing more to do. In the next, the server is ready (Active),
-	// then failed (Failed), then ready again (Active).
+	// then failed (Failed), then ready again (Active); then, as the memory backend has it,
+	// pending.
 	b := &answeringBackend{Backend: w.servers, answers: map[int32]func(*backend.Server) (*backend.Server, error){
 		3: inState(backend.StateReady), 4: inState(backend.StateFailed), 5: inState(backend.StateReady),
 	}}
@@ -173,25 +176,102 @@ func TestLastRoundWrites(t *testing.T) {
 		t.Fatalf("the VM is at %s, want five writes after %d", got, cachedRV)
 	}
 	c.ledger.echoes.mu.Lock()
-	noted, last := slices.Clone(c.ledger.echoes.m[testVM]), has(c.ledger.echoes.last, testVM)
+	noted, last := slices.Clone(c.ledger.echoes.m[testVM]), c.ledger.echoes.last[testVM].rv
 	c.ledger.echoes.mu.Unlock()
-	if !slices.Equal(noted, rvs[:4]) || last {
-		t.Errorf("noted %v (and a VM as a write returned it: %t); want the four writes decided on, and no VM", noted, last)
+	if !slices.Equal(noted, rvs) || last != rvs[4] {
+		t.Errorf("noted %v and the VM at %q; want the five writes, and the VM as the last returned it", noted, last)
+	}
+	if u, b := c.queue.Lens(); u != 1 || b != 0 {
+		t.Fatalf("after the last decision: %d new work, %d backlog; want the VM as new work", u, b)
 	}
 
-	// The informer hands over each write's echo: those decided on bring nothing, the last
-	// brings the VM back.
+	// The next reconcile decides on the VM as the last write returned it: its writes are
+	// conditional on that write's version, not on the cache's.
+	before := len(w.writes())
+	c.processNextItem(ctx)
+	if got := r.last(); got != ResultSuccess {
+		t.Errorf("the next reconcile: %q, want success", got)
+	}
+	written := w.writes()[before:]
+	if len(written) == 0 {
+		t.Error("the next reconcile wrote nothing: the server is pending, not ready as the VM's status says")
+	}
+	for _, wr := range written {
+		if got := at(wr.body, "metadata", "resourceVersion"); got != rvs[4] {
+			t.Errorf("the next reconcile wrote at %v, want at the last write's %s", got, rvs[4])
+		}
+	}
+
+	// The informer hands over each write's echo: none brings the VM back.
 	final := w.vm(t, testVM.Namespace, testVM.Name)
 	for i, rv := range rvs {
 		echo := final.DeepCopy()
 		echo.SetResourceVersion(rv)
 		c.onVMUpdate(obj, cached(t, w, echo))
-		want := 0
-		if i == len(rvs)-1 {
-			want = 1
+		if n := c.queue.Len(); n != 0 {
+			t.Errorf("the echo of write %d (%s) queued %d keys, want none", i+1, rv, n)
 		}
-		if n := c.queue.Len(); n != want {
-			t.Errorf("the echo of write %d (%s) queued %d keys, want %d", i+1, rv, n, want)
+	}
+}
+
+// TestLastRoundAheadOfBacklog: a VM whose reconcile runs out of decisions with its last write
+// yet to be decided on is reconciled again ahead of a start's backlog: it is a change under
+// way. Left to its write's echo, a status update, it went to the end of the backlog.
+func TestLastRoundAheadOfBacklog(t *testing.T) {
+	w := newWorld(t)
+	for _, name := range []string{"settled-1", "settled-2", "settled-3"} {
+		u := caseObject(t, "active-steady")
+		u.SetName(name)
+		if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
+			t.Fatal(err)
 		}
+	}
+	// A VM on its way to its server (Creating: new work at a start), whose server is there:
+	// every write of its reconcile is to its status, whose echo alone is backlog, and none
+	// is a server's change that the backend notifies.
+	u := caseObject(t, "active-steady")
+	if err := unstructured.SetNestedField(u.Object, string(schema.PhaseCreating), "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
+		t.Fatal(err)
+	}
+	_, srv := decidecase.Read(t, caseFile("active-steady"))
+	w.servers.Set(ownerOf(w.view(t, "active-steady")), srv)
+	// The server is ready (Active), then seen on another node, then on a third: each
+	// decision writes the status.
+	onNode := func(node string) func(*backend.Server) (*backend.Server, error) {
+		return func(s *backend.Server) (*backend.Server, error) {
+			s.State, s.Node = backend.StateReady, node
+			return s, nil
+		}
+	}
+	b := &answeringBackend{Backend: w.servers, answers: map[int32]func(*backend.Server) (*backend.Server, error){
+		1: onNode("node-a"), 2: onNode("node-b"), 3: onNode("node-c"),
+	}}
+	c, r := newControllerOver(t, w, b, decision.UsagePolicy{})
+	ctx := start(t, c)
+	if u, b := c.queue.Lens(); u != 1 || b != 3 {
+		t.Fatalf("after the first list: %d new, %d backlog; want 1 and 3", u, b)
+	}
+	c.processNextItem(ctx)
+	if got := r.last(); got != ResultSuccess {
+		t.Fatalf("reconcile: %q, want success", got)
+	}
+	if n := b.calls.Load(); n != maxDecisions {
+		t.Fatalf("%d decisions, want %d", n, maxDecisions)
+	}
+	if n := len(w.writes()); n != maxDecisions {
+		t.Fatalf("%d writes, want one per decision (%d)", n, maxDecisions)
+	}
+	// Wait for the VM to be queued again, however it is (before, by its last write's echo):
+	// the order, not the timing, is the test.
+	eventually(t, "the VM is queued again", func() bool { return c.queue.Len() == 4 })
+	var got []string
+	for c.queue.Len() > 0 {
+		got = append(got, next(t, c))
+	}
+	if want := []string{testVM.Name, "settled-1", "settled-2", "settled-3"}; !slices.Equal(got, want) {
+		t.Errorf("order %q, want %q", got, want)
 	}
 }

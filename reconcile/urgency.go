@@ -25,7 +25,11 @@ import (
 //     that started, failed or went is what a VM on its way to Active, or in trouble, waits
 //     for;
 //   - a retry or requeue of new work, so that a conflict on the way to Active does not send
-//     the VM to the end of the backlog.
+//     the VM to the end of the backlog;
+//   - a VM whose reconcile ran out of decisions (maxDecisions) with its last write not yet
+//     decided on: the rest of a change under way, queued by the reconcile itself, whose
+//     writes, noted, are all echoes (left to the last one's echo, a status update, it went
+//     to the backlog).
 //
 // Resyncs and the echoes of the controller's own writes never reach the queue (vmcache.Same,
 // echoes); usage writes neither (vmcache.OnlyUsageChanged).
