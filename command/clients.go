@@ -161,10 +161,67 @@ func (f clusterFlags) restConfig(version string) (*rest.Config, error) {
 		if why := readKubeconfigs(f.loadingRules()); why != nil {
 			return nil, why
 		}
+		if why := f.unusableContext(); why != nil {
+			return nil, why
+		}
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "vm-controller/" + version
 	return cfg, nil
+}
+
+// unusableContext says, in one line that names the kubeconfig, why its context cannot be
+// used, where clientcmd's validation of it (ConfirmUsable) finds that it is the context: none
+// chosen, a current context that is not there, a context that names no cluster or one that
+// is not there. client-go says the first and the last as "no configuration has been provided,
+// try setting KUBERNETES_MASTER environment variable", the second as a list of what the
+// context's absence leaves empty. nil for anything else (an empty configuration, an unknown
+// --context), which client-go's own words say.
+func (f clusterFlags) unusableContext() error {
+	raw, err := f.clientConfig().RawConfig()
+	if err != nil {
+		return nil
+	}
+	where, in := kubeconfigFiles(f.loadingRules())
+	name := f.Context
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	err = clientcmd.ConfirmUsable(raw, name)
+	switch {
+	case err == nil || clientcmd.IsEmptyConfig(err):
+		return nil
+	case errors.Is(err, clientcmd.ErrNoContext):
+		return fmt.Errorf("kubeconfig %s: no current context (set one with kubectl config use-context, or give --context)", where)
+	case clientcmd.IsContextNotFound(err) && f.Context == "":
+		return fmt.Errorf("kubeconfig %s: current context %q is not in %s (set one with kubectl config use-context, or give --context)", where, name, in)
+	}
+	ctx, ok := raw.Contexts[name]
+	switch {
+	case !ok:
+		return nil
+	case ctx.Cluster == "":
+		return fmt.Errorf("kubeconfig %s: context %q names no cluster", where, name)
+	case raw.Clusters[ctx.Cluster] == nil:
+		return fmt.Errorf("kubeconfig %s: context %q names cluster %q, which is not in %s", where, name, ctx.Cluster, in)
+	}
+	return nil
+}
+
+// kubeconfigFiles names the kubeconfig the loading rules read (where): --kubeconfig, else the
+// files of $KUBECONFIG or ~/.kube/config that are there, separated by commas; and how a
+// message says "in it" (in): the file, or any of the files.
+func kubeconfigFiles(rules *clientcmd.ClientConfigLoadingRules) (where, in string) {
+	var there []string
+	for _, file := range rules.GetLoadingPrecedence() {
+		if _, err := os.Stat(file); err == nil {
+			there = append(there, file)
+		}
+	}
+	if len(there) > 1 {
+		return strings.Join(there, ", "), "any of the files"
+	}
+	return strings.Join(there, ", "), "the file"
 }
 
 // namespace is the namespace a client would default to: in a pod, the pod's own (from the

@@ -225,6 +225,20 @@ current-context: w
 	text := write("hostname", "node-a\n")
 	pod := write("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
 	other := write("other.yaml", "replicas: 3\n")
+	// Contexts, and none of them current; a current context that names a cluster not there.
+	noCurrent := write("no-current.yaml", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://cluster.example.org:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: dev, context: {cluster: c, user: u}}]
+`)
+	noCluster := write("no-cluster.yaml", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://cluster.example.org:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: dev, context: {cluster: missing, user: u}}]
+current-context: dev
+`)
 	missing, missing2 := filepath.Join(dir, "none.yaml"), filepath.Join(dir, "none2.yaml")
 	list := func(files ...string) string { return strings.Join(files, string(filepath.ListSeparator)) }
 
@@ -235,6 +249,7 @@ current-context: w
 		token   string
 		ns      string // the namespace a client defaults to
 		wantErr string // the whole error, or with a trailing "...", its beginning
+		context string // --context
 	}{
 		"$KUBECONFIG lists two files":           {env: list(clusterFile, userFile), host: "https://cluster.example.org:6443", token: "from-the-second-file", ns: "vms"},
 		"the first file of the list wins":       {env: list(whole, clusterFile, userFile), host: "https://whole.example.org:6443", token: "whole", ns: "default"},
@@ -254,7 +269,19 @@ current-context: w
 		"--kubeconfig of other YAML":            {flag: other, wantErr: "kubeconfig " + other + ": not a kubeconfig file (no clusters, users or contexts)"},
 		"--kubeconfig a directory":              {flag: dir, wantErr: "kubeconfig: read " + dir + ": is a directory"},
 		"no kubeconfig at all":                  {wantErr: "kubeconfig: invalid configuration: no configuration has been provided..."},
-		"a cluster without a user or a context": {env: clusterFile, wantErr: `kubeconfig: invalid configuration: [context was not found for specified context: dev...`},
+		"a cluster without a user or a context": {env: clusterFile,
+			wantErr: "kubeconfig " + clusterFile + `: current context "dev" is not in the file (set one with kubectl config use-context, or give --context)`},
+		"no current context": {flag: noCurrent,
+			wantErr: "kubeconfig " + noCurrent + ": no current context (set one with kubectl config use-context, or give --context)"},
+		"no current context in any file": {env: list(noCurrent, missing, other),
+			wantErr: "kubeconfig " + noCurrent + ", " + other + ": no current context (set one with kubectl config use-context, or give --context)"},
+		"the context's cluster missing": {flag: noCluster,
+			wantErr: "kubeconfig " + noCluster + `: context "dev" names cluster "missing", which is not in the file`},
+		"--context names a cluster missing": {flag: noCluster, context: "dev",
+			wantErr: "kubeconfig " + noCluster + `: context "dev" names cluster "missing", which is not in the file`},
+		"the context's cluster in none of the files": {env: list(noCluster, noCurrent),
+			wantErr: "kubeconfig " + noCluster + ", " + noCurrent + `: context "dev" names cluster "missing", which is not in any of the files`},
+		"an unknown --context": {flag: noCurrent, context: "nope", wantErr: `kubeconfig: context "nope" does not exist`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -268,6 +295,9 @@ current-context: w
 			var args []string
 			if tc.flag != "" {
 				args = []string{"--kubeconfig", tc.flag}
+			}
+			if tc.context != "" {
+				args = append(args, "--context", tc.context)
 			}
 			f := parseClusterFlags(t, args...)
 			cfg, err := f.restConfig("test")
@@ -317,6 +347,49 @@ func TestCommandsRefuseANonKubeconfig(t *testing.T) {
 		if got := run(Plugin(""), PluginArgs(append(args, "vm1", "--kubeconfig", file))...); got != want {
 			t.Errorf("kubectl vm %s: %q, want %q", verb, got, want)
 		}
+	}
+}
+
+// TestCommandsSayTheContextIsUnusable: run, check and the kubectl plugin's verbs say, in one
+// line that names the kubeconfig, that it has no current context, or that its context names a
+// cluster it does not have; client-go said both as "invalid configuration: no configuration
+// has been provided, try setting KUBERNETES_MASTER environment variable".
+func TestCommandsSayTheContextIsUnusable(t *testing.T) {
+	dir := t.TempDir()
+	unsetenv(t, "VMC_KUBECONFIG", "VMC_CONTEXT")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a pod, where client-go would take the in-cluster config
+	for name, tc := range map[string]struct{ context, cluster, want string }{
+		"no current context":        {cluster: "c", want: ": no current context (set one with kubectl config use-context, or give --context)"},
+		"a cluster not in the file": {context: "dev", cluster: "missing", want: `: context "dev" names cluster "missing", which is not in the file`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+			data := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: dev, context: {cluster: %s, user: u}}]
+current-context: %q
+`, tc.cluster, tc.context)
+			if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want := "kubeconfig " + file + tc.want
+			for _, args := range [][]string{{"run"}, {"check"}} {
+				var stderr bytes.Buffer
+				code := RunMain(App(""), "vm-controller", append(append([]string{"vm-controller"}, args...), "--kubeconfig", file), &stderr)
+				if got := stderr.String(); code != 1 || got != "vm-controller: "+want+"\n" {
+					t.Errorf("vm-controller %s: exit %d, %q; want exit 1, %q", args[0], code, got, want)
+				}
+			}
+			for _, verb := range []string{"start", "status"} {
+				var stderr bytes.Buffer
+				code := RunMain(Plugin(""), "kubectl vm", PluginArgs([]string{PluginName, verb, "vm1", "--kubeconfig", file}), &stderr)
+				if got := stderr.String(); code != 1 || got != "kubectl vm: "+want+"\n" {
+					t.Errorf("kubectl vm %s: exit %d, %q; want exit 1, %q", verb, code, got, want)
+				}
+			}
+		})
 	}
 }
 
