@@ -109,14 +109,17 @@ func (f checkFailures) Error() string { return strings.Join(f, "\nvm-controller:
 // the facts of t. A check that needs one that failed is skipped, so that one cause gives one
 // failure: no CRD checks on a resource the cluster does not serve, nothing at all on a
 // cluster that does not answer. The error is a field map that cannot be had, without which
-// nothing can be checked.
+// nothing can be checked: the flags' file or version, or one the cluster's CRD does not give
+// (give --schema-file). A cluster that does not answer cannot say whether its CRD gives one:
+// that is its failed check, as for any field map, not the flags' fault.
 func gather(ctx context.Context, cl apiClients, host string, t target) (facts, error) {
 	g := &gatherer{cl: cl, t: t}
 	var f facts
-	var err error
-	if f.fields, f.layout, err = g.fieldMap(ctx); err != nil {
-		return facts{}, err
+	fields, layout, noMap := g.fieldMap(ctx)
+	if noMap != nil && t.fieldsFromFlags() {
+		return facts{}, noMap
 	}
+	f.fields, f.layout = fields, layout
 	if f.layout != nil {
 		// The map was chosen by the CRD's schema: say which, before the checks that use it.
 		f.checks = append(f.checks, pass("fieldmap", "%s", f.layout.Why))
@@ -127,7 +130,17 @@ func gather(ctx context.Context, cl apiClients, host string, t target) (facts, e
 	if t.watchCRD || !t.fieldsFromFlags() {
 		readCRD = func() ([]byte, error) { return g.crd(ctx) }
 	}
-	disc, answered := checkDiscovery(ctx, cl.kube, host, t.gvr, readCRD)
+	var disc checkResult
+	var answered bool
+	if noMap != nil && g.err != nil && !apiAnswer(g.err) {
+		// The read of the CRD had no answer: asking discovery would wait for none again.
+		disc = unreachable(host, g.err)
+	} else {
+		disc, answered = checkDiscovery(ctx, cl.kube, host, t.gvr, readCRD)
+	}
+	if noMap != nil && answered {
+		return facts{}, noMap // the cluster answered, and its CRD gives no map
+	}
 	f.checks = append(f.checks, disc)
 	if !disc.ok && !answered {
 		for _, n := range []string{"crd", "fields", "rbac"} {
@@ -304,7 +317,7 @@ func checkDiscovery(ctx context.Context, kube kubernetes.Interface, host string,
 		if apierrors.IsUnauthorized(err) {
 			return fail("discovery", "the cluster at %s refused the credentials (401 Unauthorized): check the kubeconfig's user, token or certificate", host), false
 		}
-		return fail("discovery", "cannot reach the cluster at %s: %v", host, err), false
+		return unreachable(host, err), false
 	}
 	for _, res := range list.APIResources {
 		if res.Name == gvr.Resource {
@@ -315,6 +328,18 @@ func checkDiscovery(ctx context.Context, kube kubernetes.Interface, host string,
 		}
 	}
 	return fail("discovery", "the cluster at %s serves %s but no resource %q in it", host, gvr.GroupVersion(), gvr.Resource), true
+}
+
+// unreachable is the discovery row of a cluster at host that gave no answer (err).
+func unreachable(host string, err error) checkResult {
+	return fail("discovery", "cannot reach the cluster at %s: %v", host, err)
+}
+
+// apiAnswer reports whether err is the API server's answer (a status, whatever its code),
+// not the want of one: a connection refused, a timeout, a TLS handshake that failed.
+func apiAnswer(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
 }
 
 // servedVersions are the versions the cluster serves of group, asked of discovery

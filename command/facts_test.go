@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -265,6 +270,103 @@ func TestStartReadsCRDOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOtherGroupNoAnswer: for another group without --schema-file,
+// whose field map the CRD's schema chooses, a cluster that does not answer is that failure
+// (exit 1, check's table), as for this project's group, not the flags' (exit 2: "no built-in
+// field map ...; give one with --schema-file", the cause in a parenthesis). A cluster that
+// answers without a CRD to choose the map from stays the flags' fault.
+func TestOtherGroupNoAnswer(t *testing.T) {
+	unsetenv(t, "VMC_KUBECONFIG", "VMC_CONTEXT", "VMC_API_VERSION", "VMC_SCHEMA_FILE", "VMC_WATCH_CRD")
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	deadConfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(deadConfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, dead)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notServing := newFakeAPIServer(t, ownGVR, nil)   // serves cloudnative.czs only
+	serving := newFakeAPIServer(t, noStatusGVR, nil) // serves the resource, without its CRD
+	gv := noStatusGVR.GroupVersion().String()
+	tests := map[string]struct {
+		kubeconfig string
+		code       int
+		line       string // run's and check's last line, or with a trailing "...", its beginning
+		rows       string // check's table, each row's check and result
+	}{
+		"no answer": {kubeconfig: deadConfig, code: 1, line: "vm-controller: cannot reach the cluster at " + dead + ": Get ...",
+			rows: "discovery FAIL,crd skip,fields skip,rbac skip"},
+		"the group not served": {kubeconfig: notServing.kubeconfig(t), code: 2,
+			line: `vm-controller: --api-version ` + gv + `: no built-in field map for group "nostatus.example.org" (...`},
+		"served, without a CRD to choose the map": {kubeconfig: serving.kubeconfig(t), code: 2,
+			line: `vm-controller: --api-version ` + gv + `: no built-in field map for group "nostatus.example.org" (...`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for _, cmd := range []string{"run", "check"} {
+				var out, stderr bytes.Buffer
+				a := App("")
+				a.Writer = &out
+				a.ErrWriter = io.Discard // run's log
+				args := []string{"vm-controller", cmd, "--kubeconfig", tc.kubeconfig, "--api-version", gv}
+				if cmd == "run" {
+					args = append(args, "--metrics-addr=", "--health-addr=")
+				}
+				code := RunMain(a, "vm-controller", args, &stderr)
+				lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+				last := lines[len(lines)-1]
+				want, wantCode := tc.line, tc.code
+				if cmd == "check" && tc.rows != "" {
+					want = fmt.Sprintf("vm-controller: 1 of %d checks failed", strings.Count(out.String(), "\n")-1)
+				}
+				if cmd == "check" && tc.code == 2 {
+					wantCode = 1 // check's own choice (check.go): the CRD has no layout to choose
+				}
+				prefix, cut := strings.CutSuffix(want, "...")
+				if code != wantCode || len(lines) != 1 || (cut && !strings.HasPrefix(last, prefix)) || (!cut && last != want) {
+					t.Errorf("%s: exit %d, stderr %q; want exit %d, one line %q", cmd, code, stderr.String(), wantCode, want)
+				}
+				if cmd == "check" && tc.rows != "" {
+					if got := tableRows(out.String()); got != tc.rows {
+						t.Errorf("check's rows %s, want %s:\n%s", got, tc.rows, out.String())
+					}
+				}
+			}
+		})
+	}
+}
+
+// tableRows are the rows of check's table, each its check and result, those of RBAC as one:
+// failed if one of them failed.
+func tableRows(table string) string {
+	var rows []string
+	rbac := ""
+	for _, line := range strings.Split(strings.TrimSpace(table), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		if f[0] != "rbac" {
+			rows = append(rows, f[0]+" "+f[1])
+		} else if rbac != "rbac FAIL" {
+			rbac = "rbac " + f[1]
+		}
+	}
+	if rbac != "" {
+		rows = append(rows, rbac)
+	}
+	return strings.Join(rows, ",")
 }
 
 func errString(err error) string {
