@@ -259,7 +259,7 @@ func (g *gatherer) fieldMap(ctx context.Context) (fields schema.Fields, chosen *
 	}
 	l, err := crds.ChooseLayout(def, gvr.Version)
 	if err != nil {
-		return schema.Fields{}, nil, fmt.Errorf("--api-version %s without --schema-file: CRD %s: %w", gvr.GroupVersion(), crds.Name(gvr), err)
+		return schema.Fields{}, nil, fmt.Errorf("%s %s without --schema-file: CRD %s: %w", flagRef("api-version", gvr.GroupVersion().String()), gvr.GroupVersion(), crds.Name(gvr), err)
 	}
 	return l.Fields, &l, nil
 }

@@ -347,6 +347,31 @@ current-context: c
 	}
 }
 
+// TestNoLayoutNamesTheVariable: when the CRD's schema gives no layout, the refusal names
+// --api-version, and VMC_API_VERSION too when the version came from it.
+func TestNoLayoutNamesTheVariable(t *testing.T) {
+	openGVR := k8sschema.GroupVersionResource{Group: "open.example.org", Version: "v1alpha1", Resource: "virtualmachines"}
+	srv := newFakeAPIServer(t, openGVR, establishedCRD(t, "testdata/crds/open.yaml"))
+	cl, err := newAPIClients(checked(&rest.Config{Host: srv.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for env, want := range map[string]string{
+		"":                          "--api-version open.example.org/v1alpha1 without --schema-file: CRD virtualmachines.open.example.org: ",
+		"open.example.org/v1alpha1": "--api-version (from VMC_API_VERSION) open.example.org/v1alpha1 without --schema-file: CRD virtualmachines.open.example.org: ",
+	} {
+		if env == "" {
+			unsetenv(t, "VMC_API_VERSION")
+		} else {
+			t.Setenv("VMC_API_VERSION", env)
+		}
+		_, err := gather(context.Background(), cl, srv.URL, target{gvr: openGVR, watchCRD: true})
+		if got := errString(err); !strings.HasPrefix(got, want) {
+			t.Errorf("VMC_API_VERSION %q: error %q, want it to begin %q", env, got, want)
+		}
+	}
+}
+
 // tableRows are the rows of check's table, each its check and result, those of RBAC as one:
 // failed if one of them failed.
 func tableRows(table string) string {

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -150,43 +152,43 @@ func (c runConfig) Validate() error {
 		return err
 	}
 	if _, err := labels.Parse(c.Selector); err != nil {
-		return fmt.Errorf("--selector: %w", err)
+		return fmt.Errorf("%s: %w", flagRef("selector", c.Selector), err)
 	}
 	for _, f := range []struct {
 		name  string
 		value int
 	}{{"workers", c.Workers}, {"burst", c.Burst}, {"retry-burst", c.RetryBurst}, {"usage-burst", c.UsageBurst}} {
 		if f.value < 1 {
-			return fmt.Errorf("--%s must be at least 1, got %d", f.name, f.value)
+			return fmt.Errorf("%s must be at least 1, got %d", flagRef(f.name, f.value), f.value)
 		}
 	}
 	// Each worker is a goroutine started at once: far past what the API server keeps up
 	// with, a count such as 100000000 would exhaust the memory before the first reconcile.
 	if c.Workers > maxWorkers {
-		return fmt.Errorf("--workers must be at most %d, got %d", maxWorkers, c.Workers)
+		return fmt.Errorf("%s must be at most %d, got %d", flagRef("workers", c.Workers), maxWorkers, c.Workers)
 	}
 	if c.QPS != 0 && !qpsInRange(c.QPS) {
-		return fmt.Errorf("--qps %g: want 0 (no client-side limit) or %s", c.QPS, qpsRange)
+		return fmt.Errorf("%s %g: want 0 (no client-side limit) or %s", flagRef("qps", c.QPS), c.QPS, qpsRange)
 	}
 	for _, f := range []struct {
 		name  string
 		value float64
 	}{{"retry-qps", c.RetryQPS}, {"usage-qps", c.UsageQPS}} {
 		if !qpsInRange(f.value) {
-			return fmt.Errorf("--%s %g: want %s", f.name, f.value, qpsRange)
+			return fmt.Errorf("%s %g: want %s", flagRef(f.name, f.value), f.value, qpsRange)
 		}
 	}
 	if c.Resync < 0 {
-		return fmt.Errorf("--resync must not be negative")
+		return fmt.Errorf("%s must not be negative", flagRef("resync", c.Resync))
 	}
 	if c.ShutdownTimeout < 0 {
-		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
+		return fmt.Errorf("%s must not be negative, got %s", flagRef("shutdown-timeout", c.ShutdownTimeout), c.ShutdownTimeout)
 	}
 	if err := validServerPodSecurity(c.ServerPodSecurity); err != nil {
 		return err
 	}
 	if c.Events != "all" && c.Events != "warnings" {
-		return fmt.Errorf("--events %q: want all or warnings", c.Events)
+		return fmt.Errorf("%s %q: want all or warnings", flagRef("events", c.Events), c.Events)
 	}
 	if err := c.policyFlags.validate(); err != nil {
 		return err
@@ -195,14 +197,15 @@ func (c runConfig) Validate() error {
 		return err
 	}
 	if c.ReconcileTimeout < time.Second {
-		return fmt.Errorf("--reconcile-timeout must be at least 1s, got %s", c.ReconcileTimeout)
+		return fmt.Errorf("%s must be at least 1s, got %s", flagRef("reconcile-timeout", c.ReconcileTimeout), c.ReconcileTimeout)
 	}
 	if c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay {
-		return fmt.Errorf("--retry-base-delay must be positive and at most --retry-max-delay")
+		return fmt.Errorf("%s must be positive and at most %s", flagRef("retry-base-delay", c.RetryBaseDelay), flagRef("retry-max-delay", c.RetryMaxDelay))
 	}
 	// Written so that a threshold of NaN (which strconv reads) fails it too.
 	if c.UsageInterval < 0 || !(c.UsageThreshold >= 0) || c.UsageMaxInterval < c.UsageInterval {
-		return fmt.Errorf("want --usage-interval >= 0, --usage-threshold >= 0 and --usage-max-interval >= --usage-interval")
+		return fmt.Errorf("want %s >= 0, %s >= 0 and %s >= --usage-interval", flagRef("usage-interval", c.UsageInterval),
+			flagRef("usage-threshold", c.UsageThreshold), flagRef("usage-max-interval", c.UsageMaxInterval))
 	}
 	// client-go's elector jitters each retry by up to a fifth and refuses, only once it starts,
 	// a renew deadline that a jittered retry could pass.
@@ -210,22 +213,63 @@ func (c runConfig) Validate() error {
 	// standby waits what the record says: 2.9s would let it lead 2s after the last renewal,
 	// while a --renew-deadline of 2.5s still lets the old leader's writes out (the fence).
 	if c.LeaseDuration%time.Second != 0 {
-		return fmt.Errorf("--lease-duration must be a whole number of seconds (the Lease records it so), got %s", c.LeaseDuration)
+		return fmt.Errorf("%s must be a whole number of seconds (the Lease records it so), got %s", flagRef("lease-duration", c.LeaseDuration), c.LeaseDuration)
 	}
 	if l, r, p := c.LeaseDuration, c.RenewDeadline, c.RetryPeriod; p <= 0 || r <= time.Duration(leaderelection.JitterFactor*float64(p)) || l <= r {
-		return fmt.Errorf("want --lease-duration > --renew-deadline > %.1f x --retry-period > 0, got %s, %s, %s", leaderelection.JitterFactor, l, r, p)
+		return fmt.Errorf("want %s > %s > %.1f x %s > 0, got %s, %s, %s", flagRef("lease-duration", l), flagRef("renew-deadline", r),
+			leaderelection.JitterFactor, flagRef("retry-period", p), l, r, p)
 	}
-	if err := durationsAtMostAYear(namedDuration{"resync", c.Resync}, namedDuration{"retry-base-delay", c.RetryBaseDelay},
-		namedDuration{"retry-max-delay", c.RetryMaxDelay}, namedDuration{"reconcile-timeout", c.ReconcileTimeout},
-		namedDuration{"shutdown-timeout", c.ShutdownTimeout}, namedDuration{"lease-duration", c.LeaseDuration},
-		namedDuration{"renew-deadline", c.RenewDeadline}, namedDuration{"retry-period", c.RetryPeriod},
-		namedDuration{"usage-interval", c.UsageInterval}, namedDuration{"usage-max-interval", c.UsageMaxInterval}); err != nil {
-		return err
+	// durationsAtMostAYear's check, with the flags named by flagRef.
+	for _, d := range []namedDuration{{"resync", c.Resync}, {"retry-base-delay", c.RetryBaseDelay},
+		{"retry-max-delay", c.RetryMaxDelay}, {"reconcile-timeout", c.ReconcileTimeout},
+		{"shutdown-timeout", c.ShutdownTimeout}, {"lease-duration", c.LeaseDuration},
+		{"renew-deadline", c.RenewDeadline}, {"retry-period", c.RetryPeriod},
+		{"usage-interval", c.UsageInterval}, {"usage-max-interval", c.UsageMaxInterval}} {
+		if d.value > maxDuration {
+			return fmt.Errorf("%s must be at most %s, got %s", flagRef(d.name, d.value), maxDuration, d.value)
+		}
 	}
 	if errs := validation.IsDNS1123Subdomain(c.LeaseName); len(errs) > 0 {
-		return fmt.Errorf("--lease-name %q: %s", c.LeaseName, strings.Join(errs, "; "))
+		return fmt.Errorf("%s %q: %s", flagRef("lease-name", c.LeaseName), c.LeaseName, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// flagRef is how a refusal names the flag whose value it refuses: --flag, and when the value
+// came from the flag's variable rather than the command line, the variable too ("--workers
+// (from VMC_WORKERS)"), since a user who set only the variable never typed the flag. cli's
+// IsSet is true either way, so the value came from the variable when the variable is set and
+// reads as value: the command line, which wins over it, gave none or the same. Every flag of
+// run and check reads the variable its name gives (TestFlagsHaveEnv).
+func flagRef(flag string, value any) string {
+	name := env(strings.ToUpper(strings.ReplaceAll(flag, "-", "_")))[0]
+	if v, ok := os.LookupEnv(name); ok && readsAs(v, value) {
+		return fmt.Sprintf("--%s (from %s)", flag, name)
+	}
+	return "--" + flag
+}
+
+// readsAs reports whether text, a variable's value, is value once its flag parses it as cli
+// does (an int in any base strconv knows, as IntFlag's base 0). Both are compared as printed,
+// so that a NaN is a NaN.
+func readsAs(text string, value any) bool {
+	var got any
+	var err error
+	switch value.(type) {
+	case string:
+		got = text
+	case int:
+		var n int64
+		n, err = strconv.ParseInt(text, 0, 64)
+		got = int(n)
+	case float64:
+		got, err = strconv.ParseFloat(text, 64)
+	case time.Duration:
+		got, err = time.ParseDuration(text)
+	default:
+		return false
+	}
+	return err == nil && fmt.Sprint(got) == fmt.Sprint(value)
 }
 
 // run starts the controller with a validated configuration and runs it until a signal.

@@ -1,10 +1,14 @@
 package command
 
 import (
+	"bytes"
 	"context"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/urfave/cli/v2"
 	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
@@ -165,5 +169,80 @@ func TestRunLogsWarnings(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "Start-up check passed with a warning"); n != 2 {
 		t.Errorf("%d start-up warnings, want 2:\n%s", n, log.String())
+	}
+}
+
+// TestFlagRef: a refusal names the flag, and its variable too when the value is the
+// variable's: set, and read as the flag reads it (the command line, which wins over it, gave
+// none or the same).
+func TestFlagRef(t *testing.T) {
+	tests := map[string]struct {
+		flag  string
+		env   string // VMC_... of the flag; "unset" for none
+		value any
+		want  string
+	}{
+		"no variable":               {"workers", "unset", 0, "--workers"},
+		"the variable's":            {"workers", "0", 0, "--workers (from VMC_WORKERS)"},
+		"the command line's":        {"workers", "5", 0, "--workers"},
+		"an int in another base":    {"burst", "0x0", 0, "--burst (from VMC_BURST)"},
+		"a duration written apart":  {"resync", "60s", time.Minute, "--resync (from VMC_RESYNC)"},
+		"another duration":          {"resync", "1m", -time.Minute, "--resync"},
+		"a float":                   {"qps", "1e-50", 1e-50, "--qps (from VMC_QPS)"},
+		"NaN":                       {"usage-threshold", "NaN", math.NaN(), "--usage-threshold (from VMC_USAGE_THRESHOLD)"},
+		"an empty string":           {"lease-name", "", "", "--lease-name (from VMC_LEASE_NAME)"},
+		"a string":                  {"events", "normal", "normal", "--events (from VMC_EVENTS)"},
+		"a variable that is no int": {"workers", "abc", 0, "--workers"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			variable := "VMC_" + strings.ToUpper(strings.ReplaceAll(tc.flag, "-", "_"))
+			if tc.env == "unset" {
+				unsetenv(t, variable)
+			} else {
+				t.Setenv(variable, tc.env)
+			}
+			if got := flagRef(tc.flag, tc.value); got != tc.want {
+				t.Errorf("flagRef(%q, %v) = %q, want %q", tc.flag, tc.value, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunNamesTheVariable: run's refusal of a value set by an environment variable names the
+// variable, which is what the user set: "--workers must be at least 1, got 0" named a flag
+// never typed. A value the command line gave names the flag alone.
+func TestRunNamesTheVariable(t *testing.T) {
+	tests := map[string]struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		"workers":                         {map[string]string{"VMC_WORKERS": "0"}, nil, "--workers (from VMC_WORKERS) must be at least 1, got 0"},
+		"workers on the command line too": {map[string]string{"VMC_WORKERS": "5"}, []string{"--workers", "0"}, "--workers must be at least 1, got 0"},
+		"resync":                          {map[string]string{"VMC_RESYNC": "-1m"}, nil, "--resync (from VMC_RESYNC) must not be negative"},
+		"retry delays": {map[string]string{"VMC_RETRY_BASE_DELAY": "2s"}, []string{"--retry-max-delay", "1s"},
+			"--retry-base-delay (from VMC_RETRY_BASE_DELAY) must be positive and at most --retry-max-delay"},
+		"lease timings": {map[string]string{"VMC_RENEW_DEADLINE": "400ms"}, nil,
+			"want --lease-duration > --renew-deadline (from VMC_RENEW_DEADLINE) > 1.2 x --retry-period > 0, got 15s, 400ms, 500ms"},
+		"a duration past a year": {map[string]string{"VMC_SHUTDOWN_TIMEOUT": "9000h"}, nil,
+			"--shutdown-timeout (from VMC_SHUTDOWN_TIMEOUT) must be at most 8760h0m0s, got 9000h0m0s"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for _, f := range runCommand(&runConfig{}).Flags {
+				for _, e := range f.(cli.DocGenerationFlag).GetEnvVars() {
+					unsetenv(t, e)
+				}
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var stderr bytes.Buffer
+			code := RunMain(App(""), "vm-controller", append([]string{"vm-controller", "run"}, tc.args...), &stderr)
+			if got := stderr.String(); code != 2 || got != "vm-controller: "+tc.want+"\n" {
+				t.Errorf("exit %d, %q; want exit 2, %q", code, got, "vm-controller: "+tc.want)
+			}
+		})
 	}
 }
