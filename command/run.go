@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -232,6 +233,11 @@ func (c runConfig) Validate() error {
 	if errs := validation.IsDNS1123Subdomain(c.LeaseName); len(errs) > 0 {
 		return fmt.Errorf("%s %q: %s", flagRef("lease-name", c.LeaseName), c.LeaseName, strings.Join(errs, "; "))
 	}
+	for _, f := range []struct{ name, addr string }{{"metrics-addr", c.MetricsAddr}, {"health-addr", c.HealthAddr}} {
+		if err := validAddr(f.addr); err != nil {
+			return fmt.Errorf("%s %q: %w; want HOST:PORT, such as :8080, or empty for none", flagRef(f.name, f.addr), f.addr, err)
+		}
+	}
 	return nil
 }
 
@@ -272,6 +278,24 @@ func readsAs(text string, value any) bool {
 	return err == nil && fmt.Sprint(got) == fmt.Sprint(value)
 }
 
+// validAddr refuses an endpoint's address that no host could make a listener of: not
+// HOST:PORT, or a port that is not a number from 0 to 65535 (0: any free one). Empty is
+// valid: the endpoint is off. Before, such an address failed only once the controller had
+// asked the cluster everything and started.
+func validAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
 // run starts the controller with a validated configuration and runs it until a signal.
 func run(cc *cli.Context, c runConfig) error {
 	log, err := c.logFlags.setUp(cc.App.ErrWriter)
@@ -303,6 +327,26 @@ func run(cc *cli.Context, c runConfig) error {
 		// controller sends in all, not a limit per client (not the Lease's: newRunClients).
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	}
+
+	// The endpoints' ports are taken before the cluster is asked anything (listen), and served
+	// once the controller is built; until then a connection waits in the listener's queue.
+	// Unserved, they are run's to close; served, their servers'.
+	metricsLn, err := listen("metrics", c.MetricsAddr)
+	if err != nil {
+		return err
+	}
+	healthLn, err := listen("health", c.HealthAddr)
+	if err != nil {
+		closeListener(metricsLn)
+		return err
+	}
+	served := false
+	defer func() {
+		if !served {
+			closeListener(metricsLn)
+			closeListener(healthLn)
+		}
+	}()
 
 	// What the cluster says, asked once: the field map (another group without --schema-file:
 	// the CRD's schema chooses a built-in layout), then the checks, which must all pass.
@@ -397,12 +441,9 @@ func run(cc *cli.Context, c runConfig) error {
 	if c.LeaderElect {
 		alive = watchdog.Check
 	}
-	if err := serve(ctx, "metrics", c.MetricsAddr, metricsMux(m.Handler(), c.Pprof), log); err != nil {
-		return err
-	}
-	if err := serve(ctx, "health", c.HealthAddr, healthMux(alive, ctrl), log); err != nil {
-		return err
-	}
+	serve(ctx, "metrics", metricsLn, metricsMux(m.Handler(), c.Pprof), log)
+	serve(ctx, "health", healthLn, healthMux(alive, ctrl), log)
+	served = true
 
 	work := thenFlush(func(ctx context.Context) error {
 		return ctrl.RunWorkers(ctx, c.Workers, c.ShutdownTimeout)
@@ -421,6 +462,13 @@ func run(cc *cli.Context, c runConfig) error {
 	}
 	log.Info("Stopped")
 	return nil
+}
+
+// closeListener closes ln, one of listen's that was not served; nil is none.
+func closeListener(ln net.Listener) {
+	if ln != nil {
+		_ = ln.Close()
+	}
 }
 
 // serverPodSecurityUsage is what --server-pod-security does.

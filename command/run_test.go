@@ -3,7 +3,9 @@ package command
 import (
 	"bytes"
 	"context"
+	"io"
 	"math"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +105,15 @@ func TestRunConfigValidate(t *testing.T) {
 		"a version without a map": {[]string{"--api-version", "cloudnative.czs/v9"}, "--api-version",
 			`--api-version cloudnative.czs/v9: no built-in field map for version "v9" of cloudnative.czs (built in: v1, v1alpha1, v1beta1)`},
 		"a version with a map file": {args: []string{"--api-version", "cloudnative.czs/v9", "--schema-file", "/nonexistent.yaml"}},
+		"metrics addr without a port": {[]string{"--metrics-addr", "bogus"}, "--metrics-addr",
+			`--metrics-addr "bogus": address bogus: missing port in address; want HOST:PORT, such as :8080, or empty for none`},
+		"health addr port past 65535": {[]string{"--health-addr", ":99999"}, "--health-addr",
+			`--health-addr ":99999": port "99999" is not a number from 0 to 65535; want HOST:PORT, such as :8080, or empty for none`},
+		"health addr port a name": {[]string{"--health-addr", "localhost:http"}, "--health-addr",
+			`--health-addr "localhost:http": port "http" is not a number from 0 to 65535; want HOST:PORT, such as :8080, or empty for none`},
+		"endpoints off":         {args: []string{"--metrics-addr", "", "--health-addr", ""}},
+		"endpoints on any port": {args: []string{"--metrics-addr", ":0", "--health-addr", "127.0.0.1:0"}},
+		"endpoints on IPv6":     {args: []string{"--metrics-addr", "[::1]:9090", "--health-addr", "[::]:9091"}},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &runConfig{}
@@ -221,6 +232,7 @@ func TestRunNamesTheVariable(t *testing.T) {
 		"workers":                         {map[string]string{"VMC_WORKERS": "0"}, nil, "--workers (from VMC_WORKERS) must be at least 1, got 0"},
 		"workers on the command line too": {map[string]string{"VMC_WORKERS": "5"}, []string{"--workers", "0"}, "--workers must be at least 1, got 0"},
 		"resync":                          {map[string]string{"VMC_RESYNC": "-1m"}, nil, "--resync (from VMC_RESYNC) must not be negative"},
+		"metrics addr":                    {map[string]string{"VMC_METRICS_ADDR": "bogus"}, nil, `--metrics-addr (from VMC_METRICS_ADDR) "bogus": address bogus: missing port in address; want HOST:PORT, such as :8080, or empty for none`},
 		"retry delays": {map[string]string{"VMC_RETRY_BASE_DELAY": "2s"}, []string{"--retry-max-delay", "1s"},
 			"--retry-base-delay (from VMC_RETRY_BASE_DELAY) must be positive and at most --retry-max-delay"},
 		"lease timings": {map[string]string{"VMC_RENEW_DEADLINE": "400ms"}, nil,
@@ -242,6 +254,49 @@ func TestRunNamesTheVariable(t *testing.T) {
 			code := RunMain(App(""), "vm-controller", append([]string{"vm-controller", "run"}, tc.args...), &stderr)
 			if got := stderr.String(); code != 2 || got != "vm-controller: "+tc.want+"\n" {
 				t.Errorf("exit %d, %q; want exit 2, %q", code, got, "vm-controller: "+tc.want)
+			}
+		})
+	}
+}
+
+// TestRunRefusesAnAddressBeforeTheCluster: a bad --metrics-addr or --health-addr is a bad flag
+// (exit 2, nothing asked of the cluster); a port in use fails run (exit 1) before it asks the
+// cluster anything. Both were said only after the checks and the controller's start ("Starting
+// vm-controller"), bogus with exit 1.
+func TestRunRefusesAnAddressBeforeTheCluster(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	tests := map[string]struct {
+		args []string
+		code int
+		want string
+	}{
+		"metrics addr without a port": {[]string{"--metrics-addr", "bogus", "--health-addr="}, 2,
+			`--metrics-addr "bogus": address bogus: missing port in address; want HOST:PORT, such as :8080, or empty for none`},
+		"health addr port past 65535": {[]string{"--metrics-addr=", "--health-addr", ":99999"}, 2,
+			`--health-addr ":99999": port "99999" is not a number from 0 to 65535; want HOST:PORT, such as :8080, or empty for none`},
+		"health port in use": {[]string{"--metrics-addr", "127.0.0.1:0", "--health-addr", taken.Addr().String()}, 1,
+			"health endpoint: listen tcp " + taken.Addr().String() + ": bind: address already in use"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			unsetenv(t, "VMC_METRICS_ADDR", "VMC_HEALTH_ADDR", "VMC_KUBECONFIG", "VMC_CONTEXT")
+			srv := newFakeAPIServer(t, ownGVR, establishedCRD(t, ownCRDFile))
+			var stderr bytes.Buffer
+			a := App("")
+			a.ErrWriter = io.Discard // the log
+			args := append([]string{"vm-controller", "run", "--kubeconfig", srv.kubeconfig(t)}, tc.args...)
+			code := RunMain(a, "vm-controller", args, &stderr)
+			if got := stderr.String(); code != tc.code || got != "vm-controller: "+tc.want+"\n" {
+				t.Errorf("exit %d, %q; want exit %d, %q", code, got, tc.code, "vm-controller: "+tc.want)
+			}
+			srv.mu.Lock()
+			defer srv.mu.Unlock()
+			if len(srv.requests) > 0 {
+				t.Errorf("run asked the cluster %v first", srv.requests)
 			}
 		})
 	}

@@ -13,16 +13,25 @@ import (
 	"time"
 )
 
-// serve listens on addr and serves h until ctx ends; an empty addr serves nothing. The
-// listener is opened before serve returns, so a taken port is an error at start, and the
-// bound address is logged (":0" picks a free port).
-func serve(ctx context.Context, what, addr string, h http.Handler, log *slog.Logger) error {
+// listen opens the listener of the endpoint what at addr; an empty addr opens none (nil). run
+// opens both endpoints' before it asks the cluster anything, so that a port in use is an error
+// at once, not after the checks and the controller's start.
+func listen(what, addr string) (net.Listener, error) {
 	if addr == "" {
-		return nil
+		return nil, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("%s endpoint: %w", what, err)
+		return nil, fmt.Errorf("%s endpoint: %w", what, err)
+	}
+	return ln, nil
+}
+
+// serve serves h on ln (listen's) until ctx ends, then closes it; a nil ln serves nothing.
+// The bound address is logged (":0" picks a free port).
+func serve(ctx context.Context, what string, ln net.Listener, h http.Handler, log *slog.Logger) {
+	if ln == nil {
+		return
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -37,7 +46,6 @@ func serve(ctx context.Context, what, addr string, h http.Handler, log *slog.Log
 		}
 	}()
 	log.Info("Serving", "endpoint", what, "addr", ln.Addr().String())
-	return nil
 }
 
 // metricsMux serves /metrics and, with withPprof, the runtime profiles under /debug/pprof/.
