@@ -134,7 +134,7 @@ func gather(ctx context.Context, cl apiClients, host string, t target) (facts, e
 	var answered bool
 	if noMap != nil && g.err != nil && !apiAnswer(g.err) {
 		// The read of the CRD had no answer: asking discovery would wait for none again.
-		disc = unreachable(host, g.err)
+		disc = unreachableRow(host, g.err)
 	} else {
 		disc, answered = checkDiscovery(ctx, cl.kube, host, t.gvr, readCRD)
 	}
@@ -317,7 +317,7 @@ func checkDiscovery(ctx context.Context, kube kubernetes.Interface, host string,
 		if apierrors.IsUnauthorized(err) {
 			return fail("discovery", "the cluster at %s refused the credentials (401 Unauthorized): check the kubeconfig's user, token or certificate", host), false
 		}
-		return unreachable(host, err), false
+		return unreachableRow(host, err), false
 	}
 	for _, res := range list.APIResources {
 		if res.Name == gvr.Resource {
@@ -330,8 +330,8 @@ func checkDiscovery(ctx context.Context, kube kubernetes.Interface, host string,
 	return fail("discovery", "the cluster at %s serves %s but no resource %q in it", host, gvr.GroupVersion(), gvr.Resource), true
 }
 
-// unreachable is the discovery row of a cluster at host that gave no answer (err).
-func unreachable(host string, err error) checkResult {
+// unreachableRow is the discovery row of a cluster at host that gave no answer (err).
+func unreachableRow(host string, err error) checkResult {
 	return fail("discovery", "cannot reach the cluster at %s: %v", host, err)
 }
 

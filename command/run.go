@@ -279,9 +279,9 @@ func readsAs(text string, value any) bool {
 }
 
 // validAddr refuses an endpoint's address that no host could make a listener of: not
-// HOST:PORT, or a port that is not a number from 0 to 65535 (0: any free one). Empty is
-// valid: the endpoint is off. Before, such an address failed only once the controller had
-// asked the cluster everything and started.
+// HOST:PORT, or a port that is neither a number from 0 to 65535 (0: any free one) nor a
+// service name net.Listen knows. Empty is valid: the endpoint is off. Before, such an address
+// failed only once the controller had asked the cluster everything and started.
 func validAddr(addr string) error {
 	if addr == "" {
 		return nil
@@ -290,8 +290,9 @@ func validAddr(addr string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	// A number from 0 to 65535, or a service name (/etc/services), as net.Listen takes it.
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number from 0 to 65535 nor a known service name", port)
 	}
 	return nil
 }

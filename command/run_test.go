@@ -108,12 +108,13 @@ func TestRunConfigValidate(t *testing.T) {
 		"metrics addr without a port": {[]string{"--metrics-addr", "bogus"}, "--metrics-addr",
 			`--metrics-addr "bogus": address bogus: missing port in address; want HOST:PORT, such as :8080, or empty for none`},
 		"health addr port past 65535": {[]string{"--health-addr", ":99999"}, "--health-addr",
-			`--health-addr ":99999": port "99999" is not a number from 0 to 65535; want HOST:PORT, such as :8080, or empty for none`},
-		"health addr port a name": {[]string{"--health-addr", "localhost:http"}, "--health-addr",
-			`--health-addr "localhost:http": port "http" is not a number from 0 to 65535; want HOST:PORT, such as :8080, or empty for none`},
-		"endpoints off":         {args: []string{"--metrics-addr", "", "--health-addr", ""}},
-		"endpoints on any port": {args: []string{"--metrics-addr", ":0", "--health-addr", "127.0.0.1:0"}},
-		"endpoints on IPv6":     {args: []string{"--metrics-addr", "[::1]:9090", "--health-addr", "[::]:9091"}},
+			`--health-addr ":99999": port "99999" is neither a number from 0 to 65535 nor a known service name; want HOST:PORT, such as :8080, or empty for none`},
+		"health addr port an unknown name": {[]string{"--health-addr", "localhost:no-such-service"}, "--health-addr",
+			`--health-addr "localhost:no-such-service": port "no-such-service" is neither a number from 0 to 65535 nor a known service name; want HOST:PORT, such as :8080, or empty for none`},
+		"health addr port a service name": {args: []string{"--health-addr", "localhost:http"}},
+		"endpoints off":                   {args: []string{"--metrics-addr", "", "--health-addr", ""}},
+		"endpoints on any port":           {args: []string{"--metrics-addr", ":0", "--health-addr", "127.0.0.1:0"}},
+		"endpoints on IPv6":               {args: []string{"--metrics-addr", "[::1]:9090", "--health-addr", "[::]:9091"}},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &runConfig{}
@@ -277,7 +278,7 @@ func TestRunRefusesAnAddressBeforeTheCluster(t *testing.T) {
 		"metrics addr without a port": {[]string{"--metrics-addr", "bogus", "--health-addr="}, 2,
 			`--metrics-addr "bogus": address bogus: missing port in address; want HOST:PORT, such as :8080, or empty for none`},
 		"health addr port past 65535": {[]string{"--metrics-addr=", "--health-addr", ":99999"}, 2,
-			`--health-addr ":99999": port "99999" is not a number from 0 to 65535; want HOST:PORT, such as :8080, or empty for none`},
+			`--health-addr ":99999": port "99999" is neither a number from 0 to 65535 nor a known service name; want HOST:PORT, such as :8080, or empty for none`},
 		"health port in use": {[]string{"--metrics-addr", "127.0.0.1:0", "--health-addr", taken.Addr().String()}, 1,
 			"health endpoint: listen tcp " + taken.Addr().String() + ": bind: address already in use"},
 	}
