@@ -30,7 +30,7 @@ func crdsCommand(c *crdsConfig) *cli.Command {
 		Flags: []cli.Flag{
 			conversionFlag(&c.Conversion, "none: v1alpha1 and v1beta1, one schema; webhook: v1 as well, converted by vm-controller webhook"),
 			installNamespaceFlag(&c.Namespace, "namespace of the webhook's Service (--conversion webhook)"),
-			&cli.StringFlag{Name: "storage-version", Usage: "version to store objects in (--conversion webhook); empty: v1alpha1", EnvVars: env("STORAGE_VERSION"), Destination: &c.StorageVersion},
+			storageVersionFlag(&c.StorageVersion),
 		},
 		OnUsageError: usageError,
 		Action:       action(c, noArgs, func(cc *cli.Context) error { return printCRDs(cc, *c) }),
@@ -45,27 +45,44 @@ func (c crdsConfig) Validate() error {
 	if err := validConversion(c.Conversion); err != nil {
 		return err
 	}
-	if c.StorageVersion != "" {
-		versions, err := crds.Versions()
-		if err != nil {
-			return fmt.Errorf("read the CRD's versions: %w", err)
-		}
-		if !slices.Contains(versions, c.StorageVersion) {
-			return fmt.Errorf("--storage-version %q: want one of %s", c.StorageVersion, strings.Join(versions, ", "))
-		}
+	if err := validStorageVersion(c.Conversion, c.StorageVersion); err != nil {
+		return err
 	}
-	switch c.Conversion {
-	case "none":
-		if c.StorageVersion != "" && c.StorageVersion != "v1alpha1" {
-			return fmt.Errorf("--storage-version %s needs --conversion webhook: the plain CRD stores v1alpha1", c.StorageVersion)
-		}
-	case "webhook":
+	if c.Conversion == "webhook" {
 		if c.Namespace == "" {
 			return errors.New("--conversion webhook needs --namespace, the webhook Service's")
 		}
 		if err := validLabel("namespace", c.Namespace); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// storageVersionFlag is --storage-version, of crds and manifests: both print the CRD, and an
+// apply of either sets the version the API server stores objects in.
+func storageVersionFlag(dst *string) cli.Flag {
+	return &cli.StringFlag{Name: "storage-version", Usage: "version to store objects in (--conversion webhook); empty: v1alpha1. Once the CRD stores another (docs/versions.md), name it in every later apply of crds or manifests, an upgrade's too: " +
+		"the API server would take v1alpha1 back as the storage version, store every later write in it and list it in status.storedVersions again",
+		EnvVars: env("STORAGE_VERSION"), Destination: dst}
+}
+
+// validStorageVersion refuses, for crds and manifests alike, a storage version the webhook
+// form of the CRD does not have, and one other than v1alpha1 for the plain form, which stores
+// v1alpha1 only; empty is v1alpha1.
+func validStorageVersion(conversion, version string) error {
+	if version == "" {
+		return nil
+	}
+	versions, err := crds.Versions()
+	if err != nil {
+		return fmt.Errorf("read the CRD's versions: %w", err)
+	}
+	if !slices.Contains(versions, version) {
+		return fmt.Errorf("--storage-version %q: want one of %s", version, strings.Join(versions, ", "))
+	}
+	if conversion != "webhook" && version != "v1alpha1" {
+		return fmt.Errorf("--storage-version %s needs --conversion webhook: the plain CRD stores v1alpha1", version)
 	}
 	return nil
 }

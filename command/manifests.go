@@ -40,7 +40,11 @@ type manifestsConfig struct {
 	// ServerPodSecurity is run's --server-pod-security, passed on unless it is none.
 	ServerPodSecurity string
 	Conversion        string // none or webhook
-	WebhookReplicas   int
+	// StorageVersion is the version the webhook form of the CRD stores objects in, as crds'
+	// --storage-version: an upgrade that applied v1alpha1 over a CRD migrated to v1 undid the
+	// migration.
+	StorageVersion  string
+	WebhookReplicas int
 	// Selector is run's --selector, passed on unless empty: the VMs this install manages, so
 	// that several installs split them from their first pod on (docs/several-installs.md).
 	Selector string
@@ -62,6 +66,7 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 		serverPodSecurityFlag(&c.ServerPodSecurity, "run's --server-pod-security, the securityContext of server pods (none or restricted); passed to run unless none"),
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
 		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)"),
+		storageVersionFlag(&c.StorageVersion),
 		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants only "+ephemeralClaimVerbs()+" on PersistentVolumeClaims (the claims made before, kept or deleted as their reclaim policy says)"),
 		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve", EnvVars: env("WEBHOOK_REPLICAS"), Destination: &c.WebhookReplicas},
 	)
@@ -141,6 +146,9 @@ func (c manifestsConfig) Validate() error {
 		return err
 	}
 	if err := validConversion(c.Conversion); err != nil {
+		return err
+	}
+	if err := validStorageVersion(c.Conversion, c.StorageVersion); err != nil {
 		return err
 	}
 	if err := c.rootDiskFlags.validate(); err != nil {
@@ -228,7 +236,7 @@ func printManifests(cc *cli.Context, c manifestsConfig) error {
 	// The CRD ships only for this project's own group; another group brings its own.
 	switch {
 	case c.Conversion == "webhook":
-		if o.CRD, err = crds.WithWebhook(crds.Webhook{Namespace: c.Namespace}); err != nil {
+		if o.CRD, err = crds.WithWebhook(crds.Webhook{Namespace: c.Namespace, StorageVersion: c.StorageVersion}); err != nil {
 			return fmt.Errorf("render the CRD: %w", err)
 		}
 		o.Webhook = &deploy.Webhook{Replicas: int32(c.WebhookReplicas), Service: crds.WebhookService, Port: crds.WebhookPort,

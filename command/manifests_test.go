@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudnative-czs/vm-controller/crds"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 )
 
@@ -156,7 +157,12 @@ func TestManifestsConversion(t *testing.T) {
 		"no webhook replica": {[]string{"--conversion", "webhook", "--webhook-replicas", "0"}, "--webhook-replicas", "--webhook-replicas must be at least 1, got 0"},
 		"webhook replicas wrap": {[]string{"--conversion", "webhook", "--webhook-replicas", "4294967296"}, "--webhook-replicas",
 			"--webhook-replicas must be at most 2147483647 (a Deployment's replicas are int32), got 4294967296"},
-		"unknown": {[]string{"--conversion", "Webhook"}, "--conversion", `--conversion "Webhook": want none or webhook`},
+		"unknown":      {[]string{"--conversion", "Webhook"}, "--conversion", `--conversion "Webhook": want none or webhook`},
+		"stored as v1": {args: []string{"--conversion", "webhook", "--storage-version", "v1"}},
+		"storage v1 without webhook": {[]string{"--storage-version", "v1"}, "--storage-version",
+			"--storage-version v1 needs --conversion webhook: the plain CRD stores v1alpha1"},
+		"unknown storage version": {[]string{"--conversion", "webhook", "--storage-version", "v2"}, "--storage-version",
+			`--storage-version "v2": want one of v1alpha1, v1beta1, v1`},
 	}
 	checkValidate(t, tests, func(args []string) error {
 		c := &manifestsConfig{}
@@ -508,4 +514,60 @@ func shellWords(t *testing.T, line string) []string {
 		words, rest = append(words, word), after
 	}
 	return words
+}
+
+// TestManifestsStorageVersion: manifests --conversion webhook renders the CRD storing the
+// version --storage-version (or VMC_STORAGE_VERSION) names, and refuses one with crds'
+// message. It had no such flag and rendered v1alpha1: an upgrade that applied it over a CRD
+// migrated to v1 made v1alpha1 the storage version again, the API server stored every later
+// write in it and listed it in status.storedVersions, undoing the migration.
+func TestManifestsStorageVersion(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  string // VMC_STORAGE_VERSION; unset if empty
+		want string // the version the CRD stores
+	}{
+		"the default":      {want: "v1alpha1"},
+		"v1":               {args: []string{"--storage-version", "v1"}, want: "v1"},
+		"v1beta1":          {args: []string{"--storage-version", "v1beta1"}, want: "v1beta1"},
+		"v1, from the env": {env: "v1", want: "v1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("VMC_STORAGE_VERSION", tc.env)
+			if tc.env == "" {
+				os.Unsetenv("VMC_STORAGE_VERSION")
+			}
+			stdout, stderr, code := runMain(t, append([]string{"manifests", "--conversion", "webhook"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("manifests %q: exit code %d: %s", tc.args, code, stderr)
+			}
+			crd, _, _ := strings.Cut(stdout, "\n---\n")
+			data, err := yaml.YAMLToJSON([]byte(crd))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gvr, err := crds.StorageResource(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gvr.Version != tc.want {
+				t.Errorf("manifests %q with VMC_STORAGE_VERSION %q: the CRD stores %s, want %s", tc.args, tc.env, gvr.Version, tc.want)
+			}
+		})
+	}
+	// One check for both commands: what crds refuses, manifests refuses with the same words.
+	for _, args := range [][]string{
+		{"--storage-version", "v1"},
+		{"--storage-version", "v1alpha1"},
+		{"--conversion", "webhook", "--storage-version", "v2"},
+		{"--conversion", "webhook", "--storage-version", "v1"},
+	} {
+		m := &manifestsConfig{}
+		parseFlags(t, manifestsCommand(m, "(devel)"), args...)
+		c := &crdsConfig{}
+		parseFlags(t, crdsCommand(c), args...)
+		if mErr, cErr := errString(m.Validate()), errString(c.Validate()); mErr != cErr {
+			t.Errorf("%q: manifests says %q, crds %q", args, mErr, cErr)
+		}
+	}
 }
