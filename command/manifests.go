@@ -65,10 +65,10 @@ func manifestsCommand(c *manifestsConfig, version string) *cli.Command {
 		serverImageFlag(&c.ServerImage, "run's --server-image, the container image of server pods; passed to run unless it is the default"),
 		serverPodSecurityFlag(&c.ServerPodSecurity, "run's --server-pod-security, the securityContext of server pods (none or restricted); passed to run unless none"),
 		schemaFileFlag(&c.SchemaFile, "field-map file to ship in a ConfigMap and run with (--schema-file); empty: the built-in map of --api-version"),
-		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service and RBAC (docs/versions.md)"),
+		conversionFlag(&c.Conversion, "none: the plain CRD (v1alpha1, v1beta1); webhook: the CRD with v1 and webhook conversion, and the webhook's Deployment, Service, PodDisruptionBudget and RBAC (docs/versions.md)"),
 		storageVersionFlag(&c.StorageVersion),
 		c.rootDiskFlag("run's --root-disk: claim grants access to PersistentVolumeClaims, StorageClasses (cluster-wide) and Events; ephemeral runs with --root-disk=ephemeral and grants only "+ephemeralClaimVerbs()+" on PersistentVolumeClaims (the claims made before, kept or deleted as their reclaim policy says)"),
-		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve", EnvVars: env("WEBHOOK_REPLICAS"), Destination: &c.WebhookReplicas},
+		&cli.IntFlag{Name: "webhook-replicas", Value: 2, Usage: "replicas of the conversion webhook (--conversion webhook); all of them serve. From 2 on, a PodDisruptionBudget (minAvailable 1) has a drain evict them one at a time; 1 gets none, which would hold every drain of its node", EnvVars: env("WEBHOOK_REPLICAS"), Destination: &c.WebhookReplicas},
 	)
 	return &cli.Command{
 		Name:         "manifests",
@@ -240,7 +240,7 @@ func printManifests(cc *cli.Context, c manifestsConfig) error {
 			return fmt.Errorf("render the CRD: %w", err)
 		}
 		o.Webhook = &deploy.Webhook{Replicas: int32(c.WebhookReplicas), Service: crds.WebhookService, Port: crds.WebhookPort,
-			Secret: crds.WebhookService + "-tls", CRD: crds.DefaultName}
+			Secret: crds.WebhookService + "-tls", CRD: crds.DefaultName, ShutdownDelay: defaultWebhookShutdownDelay, ShutdownTimeout: webhookShutdownTimeout}
 	case gvr.Group == schema.Group:
 		if o.CRD, err = crds.YAML(); err != nil {
 			return fmt.Errorf("read embedded CRDs: %w", err)

@@ -7,9 +7,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,8 +40,21 @@ type webhookConfig struct {
 	MaxReview    int64 // bytes
 	MaxInFlight  int64 // bytes of the reviews handled at once
 	BodyTimeout  time.Duration
+	// ShutdownDelay is how long the webhook keeps serving after the signal, before its
+	// listener closes (drain).
+	ShutdownDelay time.Duration
 	logFlags
 }
+
+// defaultWebhookShutdownDelay is --shutdown-delay's default: a few seconds, what it takes the
+// endpoints of a deleted pod to be gone from every node's kube-proxy and the API server's
+// view of the Service in a cluster that is not overloaded.
+const defaultWebhookShutdownDelay = 5 * time.Second
+
+// webhookShutdownTimeout bounds the wait for the reviews still in flight when the listener
+// closes; a pod's terminationGracePeriodSeconds must cover it after --shutdown-delay
+// (deploy.Webhook).
+const webhookShutdownTimeout = 10 * time.Second
 
 func webhookCommand(c *webhookConfig) *cli.Command {
 	// POD_NAMESPACE is the pod's own namespace where the pod sets it from the downward API
@@ -58,6 +74,7 @@ func webhookCommand(c *webhookConfig) *cli.Command {
 		&cli.Int64Flag{Name: "max-review-bytes", Value: webhook.DefaultMaxReviewBytes, Usage: "largest ConversionReview read, in bytes, 1 MiB to 1 GiB; a larger one is answered 413 (a list the API server converts comes in one review: raise it for clients that list many thousands of VMs of a converted version without pages; at most 1 GiB: a review takes about four times its size in memory, and 1 GiB is half of all etcd keeps under its default quota)", EnvVars: env("MAX_REVIEW_BYTES"), Destination: &c.MaxReview},
 		&cli.Int64Flag{Name: "max-review-bytes-in-flight", Value: webhook.DefaultMaxReviewBytesInFlight, Usage: fmt.Sprintf("most bytes of ConversionReviews read and converted at once, at least --max-review-bytes; a review that does not fit waits for others to be answered, %s at most, then is answered 503 with Retry-After (a review holds about four times its size: the default, two of the largest, fits the webhook Deployment's memory limit of 256Mi with its GOMEMLIMIT of 200MiB; raise them together)", webhook.DefaultMaxReviewWait), EnvVars: env("MAX_REVIEW_BYTES_IN_FLIGHT"), Destination: &c.MaxInFlight},
 		&cli.DurationFlag{Name: "review-body-timeout", Value: webhook.DefaultReviewBodyTimeout, Usage: fmt.Sprintf("longest a review's body may take to arrive once the review has its turn, at least 1s and under %s (the longest a review waits for its turn); a body not there by then is answered 408 and its connection closed, so that a client that announces a large body and sends nothing holds --max-review-bytes-in-flight no longer; the converted answer must likewise be taken within it, or its connection is closed, so that a client that never reads its answer holds the bound no longer either (the API server sends a review at once and reads its answer at once: raise it only for reviews larger than the network carries in that time)", webhook.DefaultMaxReviewWait), EnvVars: env("REVIEW_BODY_TIMEOUT"), Destination: &c.BodyTimeout},
+		&cli.DurationFlag{Name: "shutdown-delay", Value: defaultWebhookShutdownDelay, Usage: fmt.Sprintf("on SIGINT/SIGTERM, how long to go on serving conversions, /readyz failing, before the listener closes and the reviews in flight get %s to finish: the API server and kube-proxy send reviews to a deleted pod until its endpoint is gone from their view of the Service, and each refused is a failed read or write in a version other than the stored one; 0: close at once. A pod's terminationGracePeriodSeconds must cover both (manifests sets it); a second signal ends the webhook at once", webhookShutdownTimeout), EnvVars: env("SHUTDOWN_DELAY"), Destination: &c.ShutdownDelay},
 		&cli.DurationFlag{Name: "cert-validity", Value: 30 * 24 * time.Hour, Usage: "lifetime of a self-managed serving certificate; renewed with a third left", EnvVars: env("CERT_VALIDITY"), Destination: &c.CertValidity},
 	)
 	// JSON by default: the webhook runs only in a cluster, where logs are collected.
@@ -113,6 +130,9 @@ func (c webhookConfig) Validate() error {
 	if c.BodyTimeout < time.Second || c.BodyTimeout >= webhook.DefaultMaxReviewWait {
 		errs = append(errs, fmt.Errorf("--review-body-timeout must be at least 1s and under %s, got %s", webhook.DefaultMaxReviewWait, c.BodyTimeout))
 	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > maxDuration {
+		errs = append(errs, fmt.Errorf("--shutdown-delay must be at least 0 and at most %s, got %s", maxDuration, c.ShutdownDelay))
+	}
 	for _, fm := range c.FieldMaps.Value() {
 		if _, _, err := parseFieldMapFlag(fm); err != nil {
 			errs = append(errs, err)
@@ -146,6 +166,9 @@ func serveWebhook(cc *cli.Context, c webhookConfig) error {
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Once the signal is in, a second one ends the process at once rather than wait out
+	// the drain.
+	context.AfterFunc(ctx, stop)
 
 	conv, err := convert.Builtin()
 	if err != nil {
@@ -200,20 +223,70 @@ func serveWebhook(cc *cli.Context, c webhookConfig) error {
 		tlsConfig.GetCertificate = certs.GetCertificate
 	}
 
-	mux := http.NewServeMux()
-	mux.Handle(crds.WebhookPath, webhook.Handler{Converter: conv, Log: log, MaxBytes: c.MaxReview, InFlight: webhook.NewInFlight(c.MaxInFlight),
-		BodyTimeout: c.BodyTimeout})
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	srv := &http.Server{Addr: c.Listen, Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServeTLS("", "") }()
+	var draining atomic.Bool
+	srv := &http.Server{Handler: webhookMux(webhook.Handler{Converter: conv, Log: log, MaxBytes: c.MaxReview, InFlight: webhook.NewInFlight(c.MaxInFlight),
+		BodyTimeout: c.BodyTimeout}, &draining), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("serve webhook: %w", err)
+	}
 	log.Info("serving conversion webhook", "listen", c.Listen, "versions", conv.Versions())
+	return serveDrained(ctx, srv, func() error { return srv.ServeTLS(ln, "", "") },
+		drain{delay: c.ShutdownDelay, after: time.After, draining: &draining, log: log})
+}
+
+// webhookMux serves conversions at crds.WebhookPath, /healthz (the process serves: the
+// liveness probe) and /readyz (it serves and is not draining: the readiness probe).
+func webhookMux(conversions http.Handler, draining *atomic.Bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(crds.WebhookPath, conversions)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return mux
+}
+
+// drain is what the webhook does between the signal and the listener's close.
+type drain struct {
+	delay time.Duration
+	// after is time.After; a test holds the drain open with a channel of its own.
+	after    func(time.Duration) <-chan time.Time
+	draining *atomic.Bool // set at the signal: /readyz fails from then on
+	log      *slog.Logger
+}
+
+// serveDrained runs serve (srv's Serve or ServeTLS on its listener) until ctx ends, goes on
+// serving for the drain's delay, and then shuts srv down, waiting for the reviews in flight up
+// to webhookShutdownTimeout. A webhook that closed its listener at the signal refused every
+// review the API server still sent to its pod's address until the endpoints of the Service
+// caught up, and each refusal failed a read (a controller's informer in v1, a list, the
+// garbage collector) or a write in a version other than the stored one: at every rollout of
+// the webhook's Deployment and every drain of a node one of its pods was on.
+func serveDrained(ctx context.Context, srv *http.Server, serve func() error, d drain) error {
+	errc := make(chan error, 1)
+	go func() { errc <- serve() }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve webhook: %w", err)
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	d.draining.Store(true)
+	d.log.Info("draining conversion webhook", "delay", d.delay)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve webhook: %w", err)
+	case <-d.after(d.delay):
+	}
+	d.log.Info("shutting down conversion webhook", "timeout", webhookShutdownTimeout)
+	shutdown, cancel := context.WithTimeout(context.Background(), webhookShutdownTimeout)
 	defer cancel()
-	return srv.Shutdown(shutdown)
+	if err := srv.Shutdown(shutdown); err != nil {
+		return fmt.Errorf("shut down webhook: %w", err)
+	}
+	return nil
 }

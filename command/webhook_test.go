@@ -1,6 +1,23 @@
 package command
 
-import "testing"
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloudnative-czs/vm-controller/convert"
+	"github.com/cloudnative-czs/vm-controller/crds"
+	"github.com/cloudnative-czs/vm-controller/webhook"
+)
 
 func TestWebhookConfigValidate(t *testing.T) {
 	tests := map[string]validateCase{
@@ -21,7 +38,10 @@ func TestWebhookConfigValidate(t *testing.T) {
 			"--max-review-bytes must be at most 1 GiB (1073741824), got 9223372036854775807"},
 		"review larger than in flight": {[]string{"--max-review-bytes", "268435456"}, "--max-review-bytes-in-flight",
 			"--max-review-bytes-in-flight (33554432) must be at least --max-review-bytes (268435456)"},
-		"slower bodies": {args: []string{"--review-body-timeout", "29s"}},
+		"slower bodies":  {args: []string{"--review-body-timeout", "29s"}},
+		"no drain":       {args: []string{"--shutdown-delay", "0"}},
+		"a longer drain": {args: []string{"--shutdown-delay", "30s"}},
+		"negative drain": {[]string{"--shutdown-delay", "-1s"}, "--shutdown-delay", "--shutdown-delay must be at least 0 and at most 8760h0m0s, got -1s"},
 		"body timeout too short": {[]string{"--review-body-timeout", "500ms"}, "--review-body-timeout",
 			"--review-body-timeout must be at least 1s and under 30s, got 500ms"},
 		"body timeout as long as the wait": {[]string{"--review-body-timeout", "30s"}, "--review-body-timeout",
@@ -47,4 +67,85 @@ func TestWebhookConfigValidate(t *testing.T) {
 		parseFlags(t, webhookCommand(c), args...)
 		return c.Validate()
 	})
+}
+
+// TestWebhookServesThroughTheDrain: after the signal the webhook answers reviews for the
+// drain's delay, its readiness failing, and stops only once the delay is over. It closed its
+// listener at the signal, and every review the API server still sent to the pod failed a read
+// or write in a version other than the stored one, at each rollout of the webhook.
+func TestWebhookServesThroughTheDrain(t *testing.T) {
+	conv, err := convert.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var draining atomic.Bool
+	srv := &http.Server{Handler: webhookMux(webhook.Handler{Converter: conv}, &draining), ReadHeaderTimeout: 10 * time.Second}
+	// The drain is held open until the test closes release: no clock decides the order.
+	started, release := make(chan time.Duration, 1), make(chan time.Time)
+	d := drain{delay: 5 * time.Second, after: func(d time.Duration) <-chan time.Time { started <- d; return release },
+		draining: &draining, log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- serveDrained(ctx, srv, func() error { return srv.Serve(ln) }, d) }()
+
+	base := "http://" + ln.Addr().String()
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(path string) int {
+		t.Helper()
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before the signal: %d, want 200", code)
+	}
+
+	cancel() // the signal
+	select {
+	case got := <-started:
+		if got != d.delay {
+			t.Errorf("drained for %s, want --shutdown-delay %s", got, d.delay)
+		}
+	case err := <-done:
+		t.Fatalf("the webhook stopped at the signal, without a drain: %v", err)
+	}
+	// During the drain: a review is converted, and the readiness probe fails.
+	review := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"1","desiredAPIVersion":"cloudnative.czs/v1",` +
+		`"objects":[{"apiVersion":"cloudnative.czs/v1alpha1","kind":"VirtualMachine","metadata":{"name":"test-vm"},"spec":{"action":"active","resource":{"cpu":2,"memory":"4G","rootDisk":"40G"}}}]}}`
+	resp, err := client.Post(base+crds.WebhookPath, "application/json", strings.NewReader(review))
+	if err != nil {
+		t.Fatalf("a review during the drain: %v", err)
+	}
+	var answer apiextensionsv1.ConversionReview
+	err = json.NewDecoder(resp.Body).Decode(&answer)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || answer.Response == nil || answer.Response.Result.Status != metav1.StatusSuccess ||
+		len(answer.Response.ConvertedObjects) != 1 || !strings.Contains(string(answer.Response.ConvertedObjects[0].Raw), `"apiVersion":"cloudnative.czs/v1"`) {
+		t.Fatalf("a review during the drain: %d %+v (%v), want it converted to v1", resp.StatusCode, answer.Response, err)
+	}
+	if code := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz during the drain: %d, want 503", code)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the webhook stopped during the drain: %v", err)
+	default:
+	}
+
+	close(release) // the delay is over
+	if err := <-done; err != nil {
+		t.Fatalf("shut down: %v", err)
+	}
+	if resp, err := client.Get(base + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Errorf("the webhook still answers after the drain: %d", resp.StatusCode)
+	}
 }

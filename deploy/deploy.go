@@ -6,9 +6,11 @@ package deploy
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,6 +78,10 @@ type Webhook struct {
 	Port     int32  // the Service's port, as the CRD names it
 	Secret   string // the Secret of the self-managed certificates
 	CRD      string // the name of the CRD whose caBundle the webhook sets
+	// ShutdownDelay is the webhook's --shutdown-delay, how long it goes on serving after
+	// SIGTERM, and ShutdownTimeout how long it then waits for the reviews in flight: the
+	// pod's terminationGracePeriodSeconds covers both.
+	ShutdownDelay, ShutdownTimeout time.Duration
 }
 
 // WebhookListenPort is the port `vm-controller webhook` serves on in its pods (its --listen
@@ -269,9 +275,10 @@ func deployment(o Options) *appsv1.Deployment {
 }
 
 // webhookObjects are the conversion webhook's ServiceAccount, RBAC (access.WebhookRules),
-// Service and Deployment, in the namespace of the controller and from the same image. Its
-// objects carry labels of their own (app.kubernetes.io/name: the Service's name), so that
-// neither Deployment's selector matches the other's pods.
+// Service, Deployment and, for more than one replica, PodDisruptionBudget, in the namespace of
+// the controller and from the same image. Its objects carry labels of their own
+// (app.kubernetes.io/name: the Service's name), so that neither Deployment's selector matches
+// the other's pods.
 func webhookObjects(ns, image string, w Webhook) []any {
 	lbl := webhookLabels(w.Service)
 	m := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl} }
@@ -281,14 +288,17 @@ func webhookObjects(ns, image string, w Webhook) []any {
 	objs = append(objs, rbac(w.Service, lbl, ns, ns, access.WebhookRules(access.Webhook{Secret: w.Secret, CRD: w.CRD}))...)
 	objs = append(objs, &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: m(w.Service),
 		Spec: corev1.ServiceSpec{Selector: selector, Ports: []corev1.ServicePort{{Name: "https", Port: w.Port, TargetPort: intstr.FromString("https")}}}})
-	probe := func(period int32) *corev1.Probe {
-		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
+	probe := func(path string, period int32) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
 			PeriodSeconds: period, FailureThreshold: 3}
 	}
+	// The drain, then the reviews in flight, then a few seconds for the process to exit:
+	// the kubelet's SIGKILL must not cut the drain short.
+	grace := int64((w.ShutdownDelay + w.ShutdownTimeout + 5*time.Second + time.Second - 1) / time.Second)
 	res := func(cpu, mem string) corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
 	}
-	return append(objs, &appsv1.Deployment{
+	objs = append(objs, &appsv1.Deployment{
 		TypeMeta:   typeMeta("apps/v1", "Deployment"),
 		ObjectMeta: m(w.Service),
 		Spec: appsv1.DeploymentSpec{
@@ -297,11 +307,15 @@ func webhookObjects(ns, image string, w Webhook) []any {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
 				Spec: corev1.PodSpec{
-					ServiceAccountName: w.Service,
+					ServiceAccountName:            w.Service,
+					TerminationGracePeriodSeconds: ptr.To(grace),
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					// Every read in a version other than the stored one goes through a
 					// replica: spread them, so that one node's loss leaves one serving.
+					// Preferred, not required: with required, a rollout's surge pod would need
+					// a node free of every replica, and with no more nodes than replicas the
+					// rollout would never end. The budget below holds a drain instead.
 					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
 						Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
 							LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}}}}},
@@ -311,7 +325,10 @@ func webhookObjects(ns, image string, w Webhook) []any {
 						ImagePullPolicy: corev1.PullIfNotPresent, // as the controller's
 						// Its namespace (of the Service and the Secret) is the pod's own, from
 						// the downward API, so it follows the objects wherever they are applied.
-						Args: []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--secret=" + w.Secret, "--crd=" + w.CRD},
+						// --shutdown-delay is said, not left to the image, so that it is the
+						// one the grace period covers.
+						Args: []string{"webhook", fmt.Sprintf("--listen=:%d", WebhookListenPort), "--secret=" + w.Secret, "--crd=" + w.CRD,
+							"--shutdown-delay=" + w.ShutdownDelay.String()},
 						// GOMEMLIMIT has Go's collector work harder near it rather than let the
 						// heap grow to twice what is live (GOGC), which with reviews of many
 						// megabytes one after another overshoots the memory limit even when
@@ -321,8 +338,8 @@ func webhookObjects(ns, image string, w Webhook) []any {
 						// (docs/dev/benchmarks.md has the figures).
 						Env:            []corev1.EnvVar{fieldEnv("POD_NAMESPACE", "metadata.namespace"), {Name: "GOMEMLIMIT", Value: "200MiB"}},
 						Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: WebhookListenPort}},
-						LivenessProbe:  probe(10),
-						ReadinessProbe: probe(5),
+						LivenessProbe:  probe("/healthz", 10),
+						ReadinessProbe: probe("/readyz", 5),
 						Resources:      corev1.ResourceRequirements{Requests: res("50m", "64Mi"), Limits: res("500m", "256Mi")},
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							RunAsNonRoot: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
@@ -331,6 +348,19 @@ func webhookObjects(ns, image string, w Webhook) []any {
 			},
 		},
 	})
+	if w.Replicas < 2 {
+		// A budget of one available out of one would refuse every eviction, and hold every
+		// drain of its node for good.
+		return objs
+	}
+	// A drain evicts one replica at a time and waits for its replacement to be Ready, rather
+	// than evicting every replica on the node, or both at once from two nodes drained
+	// together, and leaving the API server no webhook to convert with. A pod that is not
+	// Ready serves nothing, so it may always go (AlwaysAllow): replicas that all crash-loop
+	// hold no drain.
+	return append(objs, &policyv1.PodDisruptionBudget{TypeMeta: typeMeta("policy/v1", "PodDisruptionBudget"), ObjectMeta: m(w.Service),
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: selector},
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow)}})
 }
 
 // fieldEnv is an environment variable set from the pod's own fields (the downward API).

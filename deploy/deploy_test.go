@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloudnative-czs/vm-controller/internal/golden"
 
@@ -35,8 +36,20 @@ func TestRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wh := Webhook{Replicas: 2, Service: crds.WebhookService, Port: crds.WebhookPort, Secret: crds.WebhookService + "-tls", CRD: crds.DefaultName,
+		ShutdownDelay: 5 * time.Second, ShutdownTimeout: 10 * time.Second}
 	cases["webhook"] = Options{GVR: vms, Namespace: DefaultNamespace, Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true,
-		CRD: crd, Webhook: &Webhook{Replicas: 2, Service: crds.WebhookService, Port: crds.WebhookPort, Secret: crds.WebhookService + "-tls", CRD: crds.DefaultName}}
+		CRD: crd, Webhook: &wh}
+	// An upgrade of an install whose CRD stores v1 (manifests --conversion webhook
+	// --storage-version v1), with one webhook replica, which no disruption budget holds.
+	crd, err = crds.WithWebhook(crds.Webhook{Namespace: "ops", StorageVersion: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := wh
+	one.Replicas = 1
+	cases["webhook-v1"] = Options{GVR: schema.GroupVersionResource{Group: vms.Group, Version: "v1", Resource: vms.Resource}, Namespace: "ops",
+		Image: "vm-controller:v1", Replicas: 2, WatchNodes: true, WatchCRD: true, Usage: true, Disks: true, CRD: crd, Webhook: &one}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, err := Render(o)
