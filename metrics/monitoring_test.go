@@ -347,9 +347,11 @@ func exportedLabels(t *testing.T) map[string][]string {
 // they count each VM once per replica; an alert or a panel takes their max (or min).
 var sameOnEveryReplica = []string{Namespace + "_vms", Namespace + "_resource_served", Namespace + "_reconcile_timeout_seconds"}
 
-// leaderOnly are the figures of which a standby has its own, and misleading, ones: it queues
-// every VM of its cache and never drains the queue, ready to take over. An alert or a panel
-// counts the leader's alone, joined to its vmcontroller_leader of 1.
+// leaderOnly are the queue's figures, the work of the leader. A standby queues nothing until it
+// takes over; a standby of an earlier build (in a rolling update from it) queued every VM of
+// its cache and never drained the queue, and a backlog alert fired on every standby of more
+// than 100 VMs. An alert or a panel counts the leader's alone, joined to its
+// vmcontroller_leader of 1.
 var leaderOnly = []string{"workqueue_depth", "workqueue_adds_total"}
 
 // leaderJoin restricts an expression to the series of the leading replica.
@@ -357,8 +359,7 @@ var leaderJoin = regexp.MustCompile(`\band on \(job, instance\) vmcontroller_lea
 
 // TestMonitoringAggregatesReplicas fails when an alerting rule or a panel adds up what every
 // replica reports alike (with two replicas, VirtualMachinesFailed said twice the VMs there
-// were) or counts a standby's queue (which holds every VM for ever, so that a backlog alert
-// fired on every standby of more than 100 VMs).
+// were) or counts a queue other than the leader's (leaderOnly).
 func TestMonitoringAggregatesReplicas(t *testing.T) {
 	exprs := ruleExprs(t)
 	panels, _ := dashboardExprs(t) // a variable lists label values, no figure
@@ -379,7 +380,7 @@ func TestMonitoringAggregatesReplicas(t *testing.T) {
 		}
 		for _, name := range leaderOnly {
 			if len(selectorsOf(e, name)) > 0 && !leaderJoin.MatchString(e) {
-				t.Errorf("%s: %s counts a standby's queue too, which holds every VM: restrict it to the leader with and on (job, instance) vmcontroller_leader == 1 (in %q)", where, name, e)
+				t.Errorf("%s: %s counts a standby's queue too: restrict it to the leader with and on (job, instance) vmcontroller_leader == 1 (in %q)", where, name, e)
 			}
 		}
 	}

@@ -72,6 +72,9 @@ type ruleCase struct {
 	// fire: the jobs the alert fires for by end, each labelled job, or "" for an alert
 	// without labels (absent()); none: the alert never fires.
 	fire []string
+	// at, when set, is when the alert first fires for each job of fire: not a minute
+	// sooner, as the description promises, nor later.
+	at time.Duration
 }
 
 func TestRules(t *testing.T) {
@@ -104,6 +107,76 @@ func TestRules(t *testing.T) {
 			end:  60 * time.Minute,
 			fire: []string{otherJob},
 		},
+		"StuckTerminating/a deletion of two minutes": {
+			alert:  "VirtualMachinesStuckTerminating",
+			series: `vmcontroller_vms{` + vmcA + `,phase="Terminating"} 0 0 1 1 0x60`,
+			end:    60 * time.Minute,
+		},
+		"StuckTerminating/never 0 for 35 minutes": {
+			alert:  "VirtualMachinesStuckTerminating",
+			series: `vmcontroller_vms{` + vmcA + `,phase="Terminating"} 0 0 1x40`,
+			end:    42 * time.Minute,
+			fire:   []string{vmcJob},
+			// 1 from 2m: the 30 minutes to 31m hold no 0 (the range leaves out its start),
+			// and so for 5 minutes more.
+			at: 36 * time.Minute,
+		},
+		"StuckTerminating/a new replica while a VM is Terminating": {
+			alert: "VirtualMachinesStuckTerminating",
+			series: `vmcontroller_vms{` + vmcA + `,phase="Terminating"} 0x19 stale
+				vmcontroller_vms{` + vmcB + `,phase="Terminating"} _x20 1x10 0x30`,
+			end: 60 * time.Minute,
+		},
+		"StuckTerminating/another install's VMs": {
+			alert: "VirtualMachinesStuckTerminating",
+			series: `vmcontroller_vms{` + vmcA + `,phase="Terminating"} 0x60
+				vmcontroller_vms{` + otherA + `,phase="Terminating"} 0 1x60`,
+			end:  60 * time.Minute,
+			fire: []string{otherJob},
+		},
+		"Unknown/a VM on a lost node": {
+			alert: "VirtualMachinesUnknown",
+			series: `vmcontroller_vms{` + vmcA + `,phase="Unknown"} 0 1x30
+				vmcontroller_vms{` + vmcB + `,phase="Unknown"} 0 1x30`,
+			end:  30 * time.Minute,
+			fire: []string{vmcJob},
+			at:   16 * time.Minute,
+		},
+		// A standby queues nothing; its series says 0 and the join keeps it out all the same.
+		"QueueBacklog/a leader that does not drain": {
+			alert: "VMControllerQueueBacklog",
+			series: `vmcontroller_leader{` + vmcA + `} 1x40
+				workqueue_depth{` + vmcA + `,name="virtualmachines"} 200x40
+				workqueue_depth{` + vmcA + `,name="virtualmachines_usage"} 500x40
+				vmcontroller_leader{` + vmcB + `} 0x40
+				workqueue_depth{` + vmcB + `,name="virtualmachines"} 0x40
+				workqueue_depth{` + kcm + `,name="deployment"} 500x40`,
+			end:  40 * time.Minute,
+			fire: []string{vmcJob},
+			// Above 100 for the 15 minutes to 15m, a sample at 0 15 minutes back, and so
+			// for 5 minutes more: 20 minutes, as the description says.
+			at: 20 * time.Minute,
+		},
+		// A new leader pod queues every VM at its start and drains them in 10 minutes:
+		// min_over_time over a series 5 minutes old fired at 35m.
+		"QueueBacklog/a new leader pod that drains its start in 10 minutes": {
+			alert: "VMControllerQueueBacklog",
+			series: `vmcontroller_leader{` + vmcA + `} 1x29 stale
+				workqueue_depth{` + vmcA + `,name="virtualmachines"} 0x29 stale
+				vmcontroller_leader{` + vmcB + `} _x30 1x30
+				workqueue_depth{` + vmcB + `,name="virtualmachines"} _x30 500x10 0x20`,
+			end: 60 * time.Minute,
+		},
+		// A standby that takes over at 20m has exported its queue, at 0, since it started:
+		// its window holds those zeros until 34m, and the backlog counts from the takeover.
+		"QueueBacklog/a standby that takes over a backlog": {
+			alert: "VMControllerQueueBacklog",
+			series: `vmcontroller_leader{` + vmcB + `} 0x19 1x40
+				workqueue_depth{` + vmcB + `,name="virtualmachines"} 0x19 300x40`,
+			end:  60 * time.Minute,
+			fire: []string{vmcJob},
+			at:   39 * time.Minute,
+		},
 		// The series is born at 0 (metrics.New), so the first panic is an increase.
 		"ReconcilePanics/first panic": {
 			alert:  "VMControllerReconcilePanics",
@@ -127,6 +200,9 @@ func TestRules(t *testing.T) {
 				workqueue_longest_running_processor_seconds{` + kcm + `,name="deployment"} 0x40`,
 			end:  20 * time.Minute,
 			fire: []string{vmcJob},
+			// Past 5 minutes (twice the default 1m, at least 5 minutes) at 6m, the first
+			// sample above 300 s, and so for 5 minutes more: a worker held 11 minutes.
+			at: 11 * time.Minute,
 		},
 		// Each install's --reconcile-timeout is its own: 10m here makes 20m the limit.
 		"StuckWorker/under twice its own install's timeout": {
@@ -223,8 +299,12 @@ func TestRules(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got := evaluate(t, tc)
 			for _, job := range tc.fire {
-				if _, ok := got[job]; !ok {
+				at, ok := got[job]
+				switch {
+				case !ok:
 					t.Errorf("%s did not fire for job %q by %v; fired for %v", tc.alert, job, tc.end, got)
+				case tc.at != 0 && at != tc.at:
+					t.Errorf("%s fired for job %q at %v, want at %v", tc.alert, job, at, tc.at)
 				}
 				delete(got, job)
 			}
