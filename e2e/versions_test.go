@@ -220,7 +220,7 @@ func startWebhook(t *testing.T, addr string, caPEM []byte, certFile, keyFile str
 		t.Fatal(err)
 	}
 	w := &webhookProc{log: log.Name(), exited: make(chan struct{})}
-	w.cmd = exec.Command(controllerBinary(t), "webhook", "--listen", addr, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--log-level", "debug")
+	w.cmd = exec.Command(controllerBinary(t), "webhook", "--listen", addr, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--log-level", "debug", "--shutdown-delay", "0")
 	w.cmd.Stdout, w.cmd.Stderr = log, log
 	err = w.cmd.Start()
 	log.Close()
