@@ -117,9 +117,14 @@ var stoppedReasons = []string{ReasonStopped, ReasonStopping, ReasonGuestShutDown
 
 // onItsWay are the reasons of a VM under Manual whose server is being made, on request: the
 // create, a replacement (a restart, a start after an end, a spec change, a migration or a move
-// after an eviction), or a wait for its disk or after a refusal.
+// after an eviction), or a wait for its disk or after a refusal. Every refusal (refusals) is
+// one: a refusal of a VM that was stopped carries the record of it (RefusedWhileStopped),
+// which rest reads instead, so one without it replaced a VM on its way or running (a restart
+// whose create the spec made invalid must not end stopped). A VM refused from its first
+// decision on replaced no status; stoppedBefore records it as never started where a new VM of
+// its strategy would be.
 var onItsWay = []string{ReasonServerReplacing, ReasonServerCreating, ReasonWaitingForDisk, ReasonServerRejected,
-	ReasonDiskRejected, ReasonDiskConflict, ReasonMigrating, ReasonServerEvicted}
+	ReasonDiskRejected, ReasonDiskConflict, ReasonInvalidSpec, ReasonMigrating, ReasonServerEvicted}
 
 // stoppedState reports whether a VM without a live server (none, or one being deleted) is
 // stopped, rather than on its way to a new server, by the reason its status gives (rest: under
@@ -150,7 +155,8 @@ func (d *decision) stoppedState() bool {
 
 // ConditionRefusedWhileStopped is the record a refusal's status keeps of the stopped status it replaced:
 // present (True) only in the status of a refusal (refusals) of a VM that was stopped, with
-// the reason and message that status had (stoppedBefore). A refusal writes its own phase,
+// the reason and message that status had, or of a new VM its strategy would not have started
+// (NotStarted; stoppedBefore). A refusal writes its own phase,
 // reason and message over the VM's, and without the record a VM stopped on request, after a
 // clean shutdown or (Once, Manual) after a failure would be taken, once the refusal is lifted,
 // for one on its way to a server (stoppedState), and started. It is kept in the status, not
@@ -209,7 +215,14 @@ func (d *decision) rest() rested {
 //     node that does not answer (NodeLost in phase Inactive), recorded as the one or the
 //     other: what that message says is the node's, which the decision after the refusal says
 //     anew (stayStopped);
-//   - a failure its run strategy does not replace (ServerFailed, but under RerunOnFailure).
+//   - a failure its run strategy does not replace (ServerFailed, but under RerunOnFailure);
+//   - no status at all: a new VM refused at its first decision, under a strategy that does not
+//     start a new VM (Manual: NotStarted; Halted: ServerStopped) or one not known (""),
+//     recorded as never started (NotStarted, neverStarted). Lifted under Manual it stays
+//     stopped (stayStopped); under any other strategy that runs, it starts (stoppedState).
+//     Under Once and RerunOnFailure a new VM is on its way: no record; nor under Halted or an
+//     unknown strategy in a layout without a word for Manual, where the record would count
+//     under no strategy the VM can be given.
 //
 // Under Always nothing is: the VM runs whatever its status said, and a strategy changed to it
 // drops the record. strategy is the one the refusal's VM names; "" when it names none (an
@@ -219,6 +232,14 @@ func (d *decision) stoppedBefore(strategy schema.RunStrategy) (rested, bool) {
 	r, cur := d.rest(), d.current
 	switch {
 	case strategy == schema.RunAlways:
+		return rested{}, false
+	case r.reason == "" && r.phase == "":
+		// Halted's or an unknown strategy's record counts only once the VM is Manual: not in
+		// a layout that cannot say Manual.
+		canManual := d.vm.Fields().StrategyWord(schema.RunManual) != ""
+		if strategy == schema.RunManual || (strategy == schema.RunHalted || strategy == "") && canManual {
+			return rested{schema.PhaseInactive, ReasonNotStarted, neverStarted, true}, true
+		}
 		return rested{}, false
 	case r.reason == ReasonNodeLost && r.phase == schema.PhaseInactive && cur.Server != nil:
 		if d.lostWhileStopping() {
@@ -234,6 +255,10 @@ func (d *decision) stoppedBefore(strategy schema.RunStrategy) (rested, bool) {
 	}
 	return rested{}, false
 }
+
+// neverStarted is the message of the record (ConditionRefusedWhileStopped) of a VM refused
+// from its first decision on, which replaced no stopped status (stoppedBefore).
+const neverStarted = "The VM has never run: refused since it was created; under runStrategy Manual it waits for a start request once the refusal is lifted"
 
 // stoppedRecord returns conds, those of a status of reason, with the record of the stopped
 // status a refusal replaces (ConditionRefusedWhileStopped), or without it: only a refusal of a VM that

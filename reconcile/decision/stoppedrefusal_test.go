@@ -319,3 +319,114 @@ func TestRefusalWithoutRecord(t *testing.T) {
 		t.Errorf("the stopped VM's refusal lifted, with its record, the VM gets a server:\n%s", renderPlan(t, p))
 	}
 }
+
+// TestRefusalLiftedRunsAsAsked: a refusal lifted leaves the VM as its owner last asked,
+// whatever the refusal (its spec, under --root-disk claim its disk's name another's) and
+// whether the refusal replaced a status or was the VM's first. A Manual VM restarting when
+// its spec is made invalid (the restart's deletion done, its create not yet made) gets its
+// server once the spec is fixed: the refusal replaced a VM on its way, not a stopped one, and
+// keeps no record (RefusedWhileStopped). A new VM refused from its first decision on is, once
+// the refusal is lifted, what a new VM of its fixed spec is: a Manual (or Halted) one stays
+// stopped (NotStarted: its refusal records it so; ServerStopped), any other starts; one whose
+// invalid spec named no run strategy is what the strategy it is fixed to makes it. Each step
+// is decided on the VM as the one before wrote it.
+func TestRefusalLiftedRunsAsAsked(t *testing.T) {
+	const invalid = `{"spec":{"resource":{"memory":"100m"}}}`
+	tests := map[string]struct {
+		file    string   // the golden case the VM starts from
+		patches []string // the VM's changes, each decided and carried out in turn
+		gone    int      // the server's deletion done after the patch of this index (-1: never)
+		refusal string   // the reason of the refused status (the last but one)
+		lift    string   // the change that lifts the refusal
+		want    string   // the reason once the refusal is lifted
+		create  bool     // the lifted refusal's plan creates a server
+	}{
+		"Manual restarting, spec invalid": {file: "active-steady", gone: 1,
+			patches: []string{`{"spec":{"action":"manual"}}`, `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"2026-06-01T11:50:00Z"}}}`,
+				`{"metadata":{"generation":2},"spec":{"resource":{"memory":"100m"}}}`},
+			refusal: decision.ReasonInvalidSpec, lift: `{"metadata":{"generation":3},"spec":{"resource":{"memory":"4G"}}}`,
+			want: decision.ReasonServerCreating, create: true},
+		"Manual restarting, spec invalid while the server goes": {file: "active-steady", gone: 2,
+			patches: []string{`{"spec":{"action":"manual"}}`, `{"metadata":{"annotations":{"cloudnative.czs/restartedAt":"2026-06-01T11:50:00Z"}}}`,
+				`{"metadata":{"generation":2},"spec":{"resource":{"memory":"100m"}}}`},
+			refusal: decision.ReasonInvalidSpec, lift: `{"metadata":{"generation":3},"spec":{"resource":{"memory":"4G"}}}`,
+			want: decision.ReasonServerCreating, create: true},
+		"new Manual, spec invalid": {file: "strategy-manual-new", gone: -1, patches: []string{invalid},
+			refusal: decision.ReasonInvalidSpec, lift: `{"metadata":{"generation":2},"spec":{"resource":{"memory":"4G"}}}`,
+			want: decision.ReasonNotStarted},
+		"new Manual with a start request, spec invalid": {file: "strategy-manual-new", gone: -1,
+			patches: []string{`{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"2026-06-01T11:50:00Z"}},"spec":{"resource":{"memory":"100m"}}}`},
+			refusal: decision.ReasonInvalidSpec, lift: `{"metadata":{"generation":2},"spec":{"resource":{"memory":"4G"}}}`,
+			want: decision.ReasonServerCreating, create: true},
+		"new Halted, spec invalid": {file: "strategy-manual-new", gone: -1, patches: []string{`{"spec":{"action":"inactive","resource":{"memory":"100m"}}}`},
+			refusal: decision.ReasonInvalidSpec, lift: `{"metadata":{"generation":2},"spec":{"resource":{"memory":"4G"}}}`,
+			want: decision.ReasonServerStopped},
+		"new Once, spec invalid": {file: "strategy-manual-new", gone: -1, patches: []string{`{"spec":{"action":"once","resource":{"memory":"100m"}}}`},
+			refusal: decision.ReasonInvalidSpec, lift: `{"metadata":{"generation":2},"spec":{"resource":{"memory":"4G"}}}`,
+			want: decision.ReasonServerCreating, create: true},
+		"new RerunOnFailure, spec invalid": {file: "strategy-manual-new", gone: -1, patches: []string{`{"spec":{"action":"rerunOnFailure","resource":{"memory":"100m"}}}`},
+			refusal: decision.ReasonInvalidSpec, lift: `{"metadata":{"generation":2},"spec":{"resource":{"memory":"4G"}}}`,
+			want: decision.ReasonServerCreating, create: true},
+		"new Always, spec invalid": {file: "strategy-manual-new", gone: -1, patches: []string{`{"spec":{"action":"active","resource":{"memory":"100m"}}}`},
+			refusal: decision.ReasonInvalidSpec, lift: `{"metadata":{"generation":2},"spec":{"resource":{"memory":"4G"}}}`,
+			want: decision.ReasonServerCreating, create: true},
+	}
+	for _, rs := range schema.RunStrategies { // a new VM whose spec names no run strategy, fixed to each
+		want, create := decision.ReasonServerCreating, true
+		switch rs {
+		case schema.RunManual:
+			want, create = decision.ReasonNotStarted, false
+		case schema.RunHalted:
+			want, create = decision.ReasonServerStopped, false
+		}
+		tests["new, no run strategy, fixed to "+string(rs)] = struct {
+			file    string
+			patches []string
+			gone    int
+			refusal string
+			lift    string
+			want    string
+			create  bool
+		}{file: "invalid-action-missing", gone: -1, refusal: decision.ReasonInvalidSpec,
+			lift: fmt.Sprintf(`{"metadata":{"generation":2},"spec":{"action":%q}}`, decidecase.Fields(t).StrategyWord(rs)), want: want, create: create}
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(cases, tc.file+".txtar")
+			vm, srv := decidecase.Read(t, file)
+			policy := casePolicy(t, file)
+			w := world{vm: vm, srv: srv}
+			decide := func() decision.Plan {
+				t.Helper()
+				p := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now})
+				w = applyPlanWorld(t, w, p)
+				return p
+			}
+			for i, patch := range tc.patches {
+				w.vm = patchVM(t, w.vm, patch)
+				decide()
+				if i == tc.gone {
+					w.srv = nil
+				}
+			}
+			decide() // the server's deletion seen, if it was done after the last change; a new VM's first decision
+			if st := w.vm.Status(); st.Reason != tc.refusal {
+				t.Fatalf("the refused status is %s (%s), want %s", st.Phase, st.Reason, tc.refusal)
+			}
+			if again := policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Now: now}); !again.Empty() {
+				t.Fatalf("the refusal decided again asks for more:\n%s", renderPlan(t, again))
+			}
+			w.vm = patchVM(t, w.vm, tc.lift)
+			p := decide()
+			if (serverOp(p) == decision.CreateServer) != tc.create {
+				t.Errorf("the refusal lifted, creates a server: %v, want %v:\n%s", serverOp(p) == decision.CreateServer, tc.create, renderPlan(t, p))
+			}
+			if st := w.vm.Status(); st.Reason != tc.want {
+				t.Errorf("the refusal lifted, the status is %s (%s) %q, want %s", st.Phase, st.Reason, st.Message, tc.want)
+			}
+			if c := w.vm.Status().Condition(decision.ConditionRefusedWhileStopped); c != nil {
+				t.Errorf("the refusal lifted, the status keeps its record: %+v", *c)
+			}
+		})
+	}
+}
