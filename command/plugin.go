@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -316,8 +317,13 @@ func (v *vmClient) get(ctx context.Context, name string) (*unstructured.Unstruct
 	return u, schema.ViewOf(raw, u.GetResourceVersion(), v.fields), nil
 }
 
-// readError says in one line why the VM cannot be read.
+// readError says in one line why the VM cannot be read. It is where every verb's first
+// request, the read of the VM, fails, so a cluster that cannot be reached is said here, once
+// and the same for all (unreachableError).
 func (v *vmClient) readError(name string, err error) error {
+	if why := unreachable(err); why != nil {
+		return &unreachableError{err: why}
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return cli.Exit(fmt.Sprintf("virtualmachine %q not found in namespace %q%s", name, v.namespace, v.notServed()), 1)
@@ -328,6 +334,33 @@ func (v *vmClient) readError(name string, err error) error {
 	}
 	return fmt.Errorf("read virtualmachine %s in namespace %s: %w", name, v.namespace, err)
 }
+
+// unreachable is the failure of a request that did not reach the API server, or got no answer
+// from it (a connection refused, a name that does not resolve, a TLS handshake that fails, a
+// timeout), as client-go returns it: the HTTP client's *url.Error; nil when err is anything
+// else, an answer of the API server (it carries a status) included.
+func unreachable(err error) error {
+	var status apierrors.APIStatus
+	var ue *url.Error
+	if errors.As(err, &status) || !errors.As(err, &ue) {
+		return nil
+	}
+	return ue
+}
+
+// unreachableError is a read of the VM that did not reach the API server (unreachable): one
+// line, exit 1, "cannot reach the cluster: ...", rather than the HTTP client's error behind
+// "read virtualmachine ...", since nothing was read and the VM is not the one to look at. It
+// keeps that error (Unwrap), and its type tells wait, which goes on across such a failure
+// once it has read the VM (an API server restarting), from a refusal.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return "cannot reach the cluster: " + e.err.Error() }
+
+// ExitCode is 1, as for every read that fails (cli.ExitCoder).
+func (e *unreachableError) ExitCode() int { return 1 }
+
+func (e *unreachableError) Unwrap() error { return e.err }
 
 // notServed says why a VM was not found when the reason is that the API server does not
 // serve the version it was asked in (naming --api-version, or the argument that names the

@@ -101,6 +101,11 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 				w, _ := parseFor("phase=Active")
 				return "", v.wait(context.Background(), "x", w, "phase=Active", 30*time.Second)
 			}},
+		"a verb on a cluster it cannot reach": {runStrategiesDoc,
+			`kubectl vm: cannot reach the cluster: Get "...": dial tcp ...: connect: connection refused`,
+			onStderr(func(t *testing.T) (string, error) {
+				return pluginRun("restart", "x", "--kubeconfig", unreachableKubeconfig(t))(t)
+			})},
 		"an unknown flag": {runStrategiesDoc, "kubectl vm: unknown flag --bogus (see kubectl vm status --help)",
 			onStderr(pluginRun("--bogus", "status", "x"))},
 		"no verb": {runStrategiesDoc,

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -199,10 +198,10 @@ var (
 
 // wait watches the VM until w holds, or the timeout passes: it lists the VM and watches it
 // from the list's resourceVersion, and lists again when the watch cannot go on. A first read
-// that does not reach the API server (unreachable: nothing listens, the name does not
-// resolve, TLS fails) ends it at once: nothing says the cluster is there, and an API server
-// restarts in longer than a few quick tries would cover, so waiting out the timeout would only
-// delay the same answer. Once the VM has been read the cluster was there, and a read that
+// that does not reach the API server (unreachableError: nothing listens, the name does not
+// resolve, TLS fails) ends it at once, as it ends every verb: nothing says the cluster is
+// there, and an API server restarts in longer than a few quick tries would cover, so waiting
+// out the timeout would only delay the same answer. Once the VM has been read the cluster was there, and a read that
 // does not reach it is taken for a blip (an API server restarting): made again after the
 // backoff, until the timeout. So is, from the first read on, an error the API server answers
 // with (a 5xx, a 429): it is there.
@@ -216,12 +215,17 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 	err := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		vm, rv, err := v.list(ctx, name)
 		if err != nil {
+			var cut *unreachableError
 			var refused cli.ExitCoder
-			if ctx.Err() != nil || errors.As(err, &refused) {
+			switch {
+			case ctx.Err() != nil:
 				return false, err
-			}
-			if why := unreachable(err); why != nil && !seen {
-				return false, cli.Exit("cannot reach the cluster: "+why.Error(), 1)
+			case errors.As(err, &cut) && seen:
+				// A blip: the cluster was there. Made again after the backoff.
+			case errors.As(err, &refused):
+				// A refusal, or a first read that did not reach the API server
+				// (readError says both).
+				return false, err
 			}
 			lastErr = err
 			return false, nil
@@ -268,19 +272,6 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 		return cli.Exit(msg, 1)
 	}
 	return err
-}
-
-// unreachable is the failure of a request that did not reach the API server, or got no answer
-// from it (a connection refused, a name that does not resolve, a TLS handshake that fails, a
-// timeout), as client-go returns it: the HTTP client's *url.Error; nil when err is anything
-// else, an answer of the API server (it carries a status) included.
-func unreachable(err error) error {
-	var status apierrors.APIStatus
-	var ue *url.Error
-	if errors.As(err, &status) || !errors.As(err, &ue) {
-		return nil
-	}
-	return ue
 }
 
 // nameSelector is the field selector of the VM named name, for its list and its watch.

@@ -106,10 +106,10 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-// TestWaitUnreachable: wait against a cluster it cannot reach (nothing listens: the first
-// read is refused its connection) ends at once, exit 1, saying so, rather than wait out its
-// timeout and then report, as "last seen", a VM it never saw.
-func TestWaitUnreachable(t *testing.T) {
+// unreachableKubeconfig is a kubeconfig whose cluster is at closedPort: every request is
+// refused its connection.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	data := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -121,19 +121,41 @@ current-context: c
 	if err := os.WriteFile(kubeconfig, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	app := Plugin("test")
-	var out bytes.Buffer
-	app.Writer, app.ErrWriter = &out, &out
-	start := time.Now()
-	err := app.Run(PluginArgs([]string{PluginName, "wait", "vm1", "--for", "phase=Active", "--timeout", "10s", "--kubeconfig", kubeconfig}))
-	took := time.Since(start)
-	var ec cli.ExitCoder
-	if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.HasPrefix(err.Error(), "cannot reach the cluster: ") ||
-		!strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "last seen") || strings.Contains(err.Error(), "\n") {
-		t.Errorf("wait: %v, want exit 1, one line saying it cannot reach the cluster", err)
-	}
-	if took > 3*time.Second {
-		t.Errorf("wait took %s to give up on a cluster that refuses the connection, want it at once", took)
+	return kubeconfig
+}
+
+// TestVerbsUnreachable: every verb against a cluster it cannot reach (nothing listens: its
+// first read of the VM is refused its connection) ends at once, exit 1, with one line saying
+// so, the same for all: not the HTTP client's "read virtualmachine ...: Get ...", and, of
+// wait, not a wait of its whole timeout that then reports, as "last seen", a VM it never saw.
+func TestVerbsUnreachable(t *testing.T) {
+	kubeconfig := unreachableKubeconfig(t)
+	for _, args := range [][]string{
+		{"status", "vm1"},
+		{"start", "vm1"},
+		{"stop", "vm1"},
+		{"stop", "vm1", "--force"},
+		{"restart", "vm1"},
+		{"migrate", "vm1"},
+		{"wait", "vm1", "--for", "phase=Active", "--timeout", "10s"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			app := Plugin("test")
+			var out bytes.Buffer
+			app.Writer, app.ErrWriter = &out, &out
+			start := time.Now()
+			err := app.Run(PluginArgs(append([]string{PluginName}, append(args, "--kubeconfig", kubeconfig)...)))
+			took := time.Since(start)
+			var ec cli.ExitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.HasPrefix(err.Error(), "cannot reach the cluster: Get ") ||
+				!strings.HasSuffix(err.Error(), "connect: connection refused") || strings.Contains(err.Error(), "last seen") ||
+				strings.Contains(err.Error(), "\n") || out.Len() != 0 {
+				t.Errorf("%v, output %q; want exit 1, one line saying it cannot reach the cluster", err, out.String())
+			}
+			if took > 3*time.Second {
+				t.Errorf("took %s to give up on a cluster that refuses the connection, want it at once", took)
+			}
+		})
 	}
 }
 
