@@ -30,7 +30,8 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 		Description: "Checks that the VM runs (phase Active, its server on a node), that its disk can follow (its volume is not pinned to " +
 			"nodes; an ephemeral disk always follows) and that another Ready node exists that both its disk can be reached from (its volume's node affinity) " +
 			"and the VM's placement admits (with the tolerations admission gave its server pod); then writes the annotation " +
-			schema.AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing.",
+			schema.AnnotationMigrateRequestedAt + " with the time, which the controller acts on once. Otherwise it refuses and changes nothing, as it does for a VM being deleted, " +
+			"whose requests the controller no longer carries out.",
 		Flags: c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
 			v, name, err := c.connect(cc, version)

@@ -477,7 +477,10 @@ func startCommand(c *pluginConfig, version string) *cli.Command {
 		ArgsUsage: "NAME",
 		Description: "On runStrategy Halted, sets the run strategy to Always. On RerunOnFailure, Once and Manual, writes the annotation " +
 			schema.AnnotationStartRequestedAt + " with the time, which the controller acts on once, and withdraws a stop request not yet carried out. " +
-			"Removes the grace period an earlier stop left (" + schema.AnnotationStopGracePeriod + "). A VM that runs is left as it is, unless it is paused: a paused VM gets the request whatever its status says.",
+			"Removes the grace period an earlier stop left (" + schema.AnnotationStopGracePeriod + "). A VM that runs is left as it is, unless it is paused: a paused VM gets the request whatever its status says. " +
+			"A VM in phase Failed waiting for a new server is left as it is too, and start says when the server comes: after a failed one under RerunOnFailure " +
+			"or Always, at the status's next retry time, or at once with kubectl vm restart; after a refused server or disk, once the cause its message names " +
+			"is fixed (the controller asks again every minute). A VM being deleted is refused, nothing written: the controller carries out no request of it.",
 		Flags:  c.flags(),
 		Action: runVerb(c, c, version, startVerb),
 	}
@@ -533,7 +536,8 @@ func stopCommand(c *stopConfig, version string) *cli.Command {
 			"A stopped VM with no server left is left as it is; one whose status still names a server (an ended one kept for inspection, one beside a refused spec) gets the request, " +
 			"and a stop under way gets a second one only with --grace-period or --force, which cut its shutdown short; " +
 			"so does, on Halted, a VM whose server is still being deleted. A paused VM gets the request whatever its status says. " +
-			"--grace-period and --force are refused while the status says the server's node does not answer (NodeLost): its guest may still run there with the disk.",
+			"--grace-period and --force are refused while the status says the server's node does not answer (NodeLost): its guest may still run there with the disk. " +
+			"A VM being deleted is refused, nothing written: the controller carries out no request of it.",
 		Flags: append(c.flags(),
 			&cli.IntFlag{Name: "grace-period", Value: -1, Usage: "seconds the server is given to shut down; -1: the server's own", Destination: &c.GracePeriod},
 			&cli.BoolFlag{Name: "force", Usage: "delete the server at once (a grace period of 0), as kubectl delete --force", Destination: &c.Force}),
@@ -549,7 +553,8 @@ func restartCommand(c *pluginConfig, version string) *cli.Command {
 		Usage:     "replace a VM's server with a new one",
 		ArgsUsage: "NAME",
 		Description: "Writes the annotation " + schema.AnnotationRestartedAt + " with the time, which the controller acts on once. A stopped VM has nothing to restart " +
-			"(a paused VM gets the request whatever its status says: it waits for the resume).",
+			"(a paused VM gets the request whatever its status says: it waits for the resume). " +
+			"A VM being deleted is refused, nothing written: the controller carries out no request of it.",
 		Flags:  c.flags(),
 		Action: runVerb(c, c, version, restartVerb),
 	}

@@ -172,7 +172,9 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 		Description: "Watches the VM until --for holds, as kubectl wait does, in a status that has observed the VM's generation and " +
 			"every restart, start, stop and migration request it carries; phase Inactive holds once the server is gone. Phases and " +
 			"condition types match in any case. Of a paused VM only condition=Paused holds: any other wait goes on until it is " +
-			"resumed and the controller reports it again. Past --timeout it exits with 1 and the phase, reason and message it last saw.",
+			"resumed and the controller reports it again. Past --timeout it exits with 1 and the phase, reason and message it last saw. " +
+			"A first read that does not reach the API server (cannot reach the cluster) ends it at once, exit 1, rather than wait out --timeout; " +
+			"once the VM was read, such a read is taken for the API server restarting and made again until --timeout.",
 		Flags: append(c.flags(),
 			&cli.StringFlag{Name: "for", Usage: "what to wait for: phase=NAME (phase=Active), condition=TYPE (condition=Ready) or condition=TYPE=STATUS", Destination: &c.For},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout}),
@@ -388,11 +390,12 @@ func lastSeen(vm schema.VirtualMachine, w waitFor) string {
 
 func statusCommand(c *pluginConfig, version string) *cli.Command {
 	return &cli.Command{
-		Name:        "status",
-		Usage:       "say where a VM stands: phase, reason, message, server, node, IP, disk, conditions",
-		ArgsUsage:   "NAME",
-		Description: "Reads the VM, and its server's pod for the node and IP where the user may read pods.",
-		Flags:       c.flags(),
+		Name:      "status",
+		Usage:     "say where a VM stands: phase, reason, message, server, node, IP, disk, conditions",
+		ArgsUsage: "NAME",
+		Description: "Reads the VM, and its server's pod for the node and IP; where the pod cannot be read (the user may not read pods) " +
+			"or has none yet, the node and IP the VM's status reports, with a line Pod: saying why the pod was not read.",
+		Flags: c.flags(),
 		Action: action(c, oneName, func(cc *cli.Context) error {
 			v, name, err := c.connect(cc, version)
 			if err != nil {
