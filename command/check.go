@@ -89,13 +89,13 @@ func (c checkConfig) serviceAccount() (*serviceAccount, error) {
 	}
 	ns, name, ok := strings.Cut(c.ServiceAccount, "/")
 	if !ok || ns == "" || name == "" {
-		return nil, fmt.Errorf("--service-account %q: want NAMESPACE/NAME, such as vm-controller/vm-controller", c.ServiceAccount)
+		return nil, fmt.Errorf("%s %q: want NAMESPACE/NAME, such as vm-controller/vm-controller", flagRef("service-account", c.ServiceAccount), c.ServiceAccount)
 	}
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return nil, fmt.Errorf("--service-account %q: namespace: %s", c.ServiceAccount, strings.Join(errs, "; "))
+		return nil, fmt.Errorf("%s %q: namespace: %s", flagRef("service-account", c.ServiceAccount), c.ServiceAccount, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return nil, fmt.Errorf("--service-account %q: name: %s", c.ServiceAccount, strings.Join(errs, "; "))
+		return nil, fmt.Errorf("%s %q: name: %s", flagRef("service-account", c.ServiceAccount), c.ServiceAccount, strings.Join(errs, "; "))
 	}
 	return &serviceAccount{Namespace: ns, Name: name}, nil
 }
@@ -130,11 +130,10 @@ func check(cc *cli.Context, c checkConfig) error {
 		return err
 	}
 	f, err := gather(cc.Context, cl, cfg.Host, t)
-	switch {
-	case err != nil && t.fieldsFromFlags():
-		return cli.Exit(err.Error(), 2) // a bad file or version: the flags are wrong
-	case err != nil:
-		return cli.Exit(err.Error(), 1) // the cluster's CRD has no layout to choose
+	if err != nil {
+		// As run: no field map (a bad file or version, or an answering cluster's CRD whose
+		// schema gives no layout) is the flags' fault, which --schema-file mends.
+		return cli.Exit(err.Error(), 2)
 	}
 
 	if c.Namespace != "" && answered(f.checks) {

@@ -249,12 +249,12 @@ func (g *gatherer) crd(ctx context.Context) ([]byte, error) {
 func (g *gatherer) fieldMap(ctx context.Context) (fields schema.Fields, chosen *crds.Layout, err error) {
 	gvr := g.t.gvr
 	if g.t.fieldsFromFlags() {
-		fields, err = loadFields(g.t.schemaFile, gvr.GroupVersion())
+		fields, err = flagFields(g.t.schemaFile, gvr.GroupVersion())
 		return fields, nil, err
 	}
 	def, err := g.crd(ctx)
 	if err != nil {
-		_, noMap := loadFields("", gvr.GroupVersion())
+		_, noMap := flagFields("", gvr.GroupVersion())
 		return schema.Fields{}, nil, fmt.Errorf("%w (and CRD %s, whose schema could choose a built-in layout, cannot be read: %w)", noMap, crds.Name(gvr), err)
 	}
 	l, err := crds.ChooseLayout(def, gvr.Version)

@@ -9,6 +9,7 @@ package command
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,20 +85,33 @@ func (f resourceFlags) validFieldMap(gv k8sschema.GroupVersion) error {
 	if f.SchemaFile != "" || fieldMapFromCRD(f.SchemaFile, gv) {
 		return nil
 	}
-	_, err := loadFields("", gv)
+	_, err := flagFields("", gv)
 	return err
 }
 
 // loadFields returns the field map the flags ask for: the schema file, else the built-in map
 // of the version. For a CRD of another group without a file, run and check ask the CRD's
-// schema instead (facts.go).
+// schema instead (facts.go). A version without a map is refused naming --api-version alone:
+// plan's reads no variable, and gives the version of its VM file.
 func loadFields(schemaFile string, gv k8sschema.GroupVersion) (schema.Fields, error) {
+	return fieldsNaming(schemaFile, gv, "--api-version")
+}
+
+// flagFields is loadFields for run, check and manifests, whose --api-version reads
+// VMC_API_VERSION: the refusal of a version without a map names the variable when it gave
+// the version (flagRef).
+func flagFields(schemaFile string, gv k8sschema.GroupVersion) (schema.Fields, error) {
+	return fieldsNaming(schemaFile, gv, flagRef("api-version", gv.String()))
+}
+
+// fieldsNaming is loadFields with --api-version named as apiVersion.
+func fieldsNaming(schemaFile string, gv k8sschema.GroupVersion, apiVersion string) (schema.Fields, error) {
 	if schemaFile != "" {
 		return schema.LoadFieldMap(schemaFile)
 	}
 	f, err := schema.ForVersion(gv)
 	if err != nil {
-		return schema.Fields{}, fmt.Errorf("--api-version %s: %w", gv, err)
+		return schema.Fields{}, fmt.Errorf("%s %s: %w", apiVersion, gv, err)
 	}
 	return f, nil
 }
@@ -150,19 +164,26 @@ func usageIntervalFlag(dst *time.Duration, usage string) cli.Flag {
 }
 
 func (f accessFlags) validate() error {
-	if err := validLabel("namespace", f.Namespace); err != nil {
+	if err := validLabelOf(flagRef("namespace", f.Namespace), f.Namespace); err != nil {
 		return err
 	}
-	return validLabel("lease-namespace", f.LeaseNamespace)
+	return validLabelOf(flagRef("lease-namespace", f.LeaseNamespace), f.LeaseNamespace)
 }
 
-// validLabel refuses a namespace flag's value that no namespace could have; empty passes.
+// validLabel refuses a namespace flag's value that no namespace could have; empty passes. It
+// names --flag alone: the install commands' --namespace, which calls it, reads
+// VMC_INSTALL_NAMESPACE, not the variable flagRef would look at.
 func validLabel(flag, value string) error {
+	return validLabelOf("--"+flag, value)
+}
+
+// validLabelOf is validLabel of the flag that ref names (flagRef).
+func validLabelOf(ref, value string) error {
 	if value == "" {
 		return nil
 	}
 	if errs := validation.IsDNS1123Label(value); len(errs) > 0 {
-		return fmt.Errorf("--%s %q: %s", flag, value, strings.Join(errs, "; "))
+		return fmt.Errorf("%s %q: %s", ref, value, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -175,11 +196,11 @@ func selectorFlag(dst *string, usage string) cli.Flag {
 }
 
 // validSelector refuses a --selector that is no label selector, with the parser and the
-// message of run's Validate: manifests calls it so that it never renders a Deployment whose
+// message of run's Validate, which calls it too: manifests calls it so that it never renders a Deployment whose
 // run refuses its --selector (TestManifestsSelectorAsRun holds the two to one answer).
 func validSelector(selector string) error {
 	if _, err := labels.Parse(selector); err != nil {
-		return fmt.Errorf("--selector: %w", err)
+		return fmt.Errorf("%s: %w", flagRef("selector", selector), err)
 	}
 	return nil
 }
@@ -220,7 +241,7 @@ func serverPodSecurityFlag(dst *string, usage string) cli.Flag {
 // run and manifests.
 func validServerPodSecurity(v string) error {
 	if !pods.PodSecurity(v).Valid() {
-		return fmt.Errorf("--server-pod-security %q: want none or restricted", v)
+		return fmt.Errorf("%s %q: want none or restricted", flagRef("server-pod-security", v), v)
 	}
 	return nil
 }
@@ -228,7 +249,7 @@ func validServerPodSecurity(v string) error {
 // validServerImage refuses an empty --server-image: run, plan and manifests.
 func validServerImage(image string) error {
 	if image == "" {
-		return fmt.Errorf("--server-image must not be empty")
+		return fmt.Errorf("%s must not be empty", flagRef("server-image", image))
 	}
 	return nil
 }
@@ -259,7 +280,7 @@ func (p *policyFlags) stalledAfterFlag() cli.Flag {
 
 func (p policyFlags) validate() error {
 	if p.RestartBackoff <= 0 || p.MaxRestartBackoff < p.RestartBackoff {
-		return fmt.Errorf("--restart-backoff must be positive and at most --max-restart-backoff")
+		return fmt.Errorf("%s must be positive and at most %s", flagRef("restart-backoff", p.RestartBackoff), flagRef("max-restart-backoff", p.MaxRestartBackoff))
 	}
 	if err := durationsAtMostAYear(namedDuration{"restart-backoff", p.RestartBackoff}, namedDuration{"max-restart-backoff", p.MaxRestartBackoff},
 		namedDuration{"stalled-after", p.StalledAfter}); err != nil {
@@ -269,15 +290,15 @@ func (p policyFlags) validate() error {
 		return err
 	}
 	if p.StalledAfter < 0 {
-		return fmt.Errorf("--stalled-after must not be negative, got %s", p.StalledAfter)
+		return fmt.Errorf("%s must not be negative, got %s", flagRef("stalled-after", p.StalledAfter), p.StalledAfter)
 	}
 	switch decision.ResizeMode(p.Resize) {
 	case decision.ResizeInPlace, decision.ResizeReplace, decision.ResizeManual:
 	default:
-		return fmt.Errorf("--resize %q: want in-place, replace or manual", p.Resize)
+		return fmt.Errorf("%s %q: want in-place, replace or manual", flagRef("resize", p.Resize), p.Resize)
 	}
 	if !schema.EvictionStrategy(p.EvictionStrategy).Valid() {
-		return fmt.Errorf("--eviction-strategy %q: want None, Replace or Block", p.EvictionStrategy)
+		return fmt.Errorf("%s %q: want None, Replace or Block", flagRef("eviction-strategy", p.EvictionStrategy), p.EvictionStrategy)
 	}
 	return nil
 }
@@ -307,7 +328,7 @@ func (f rootDiskFlags) validate() error {
 	case decision.RootDiskClaim, decision.RootDiskEphemeral:
 		return nil
 	}
-	return fmt.Errorf("--root-disk %q: want claim or ephemeral", f.RootDisk)
+	return fmt.Errorf("%s %q: want claim or ephemeral", flagRef("root-disk", f.RootDisk), f.RootDisk)
 }
 
 // claims reports whether each VM gets a disk of its own (a PersistentVolumeClaim).
@@ -361,7 +382,7 @@ func conversionFlag(dst *string, usage string) cli.Flag {
 // validConversion refuses a --conversion other than none or webhook.
 func validConversion(conversion string) error {
 	if conversion != "none" && conversion != "webhook" {
-		return fmt.Errorf("--conversion %q: want none or webhook", conversion)
+		return fmt.Errorf("%s %q: want none or webhook", flagRef("conversion", conversion), conversion)
 	}
 	return nil
 }
@@ -385,12 +406,51 @@ type namedDuration struct {
 	value time.Duration
 }
 
-// durationsAtMostAYear refuses the first duration above maxDuration, naming its flag.
+// durationsAtMostAYear refuses the first duration above maxDuration, naming its flag as
+// flagRef does: run and plan.
 func durationsAtMostAYear(ds ...namedDuration) error {
 	for _, d := range ds {
 		if d.value > maxDuration {
-			return fmt.Errorf("--%s must be at most %s, got %s", d.name, maxDuration, d.value)
+			return fmt.Errorf("%s must be at most %s, got %s", flagRef(d.name, d.value), maxDuration, d.value)
 		}
 	}
 	return nil
+}
+
+// flagRef is how a refusal names the flag whose value it refuses: --flag, and when the value
+// came from the flag's variable rather than the command line, the variable too ("--workers
+// (from VMC_WORKERS)"), since a user who set only the variable never typed the flag. cli's
+// IsSet is true either way, so the value came from the variable when the variable is set and
+// reads as value: the command line, which wins over it, gave none or the same. Every flag
+// reads the variable its name gives (TestFlagsHaveEnv) but those of noEnv and renamedEnv,
+// whose checks name the flag alone (loadFields, validLabel).
+func flagRef(flag string, value any) string {
+	name := env(strings.ToUpper(strings.ReplaceAll(flag, "-", "_")))[0]
+	if v, ok := os.LookupEnv(name); ok && readsAs(v, value) {
+		return fmt.Sprintf("--%s (from %s)", flag, name)
+	}
+	return "--" + flag
+}
+
+// readsAs reports whether text, a variable's value, is value once its flag parses it as cli
+// does (an int in any base strconv knows, as IntFlag's base 0). Both are compared as printed,
+// so that a NaN is a NaN.
+func readsAs(text string, value any) bool {
+	var got any
+	var err error
+	switch value.(type) {
+	case string:
+		got = text
+	case int:
+		var n int64
+		n, err = strconv.ParseInt(text, 0, 64)
+		got = int(n)
+	case float64:
+		got, err = strconv.ParseFloat(text, 64)
+	case time.Duration:
+		got, err = time.ParseDuration(text)
+	default:
+		return false
+	}
+	return err == nil && fmt.Sprint(got) == fmt.Sprint(value)
 }

@@ -1,10 +1,13 @@
 package command
 
 import (
+	"bytes"
 	"flag"
+	"math"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -160,4 +163,108 @@ func orNone(def string) string {
 		return "none"
 	}
 	return def
+}
+
+// TestSharedChecksNameTheVariable: the checks that several commands share (flags.go, log.go)
+// and check's own name a flag's environment variable when the refused value came from it,
+// as run's Validate does (flagRef): "--root-disk "tmpfs"" named a flag the user never typed.
+// A value the command line gave names the flag alone, and so does a flag that reads another
+// variable than its name gives (the install commands' --namespace).
+func TestSharedChecksNameTheVariable(t *testing.T) {
+	tests := map[string]struct {
+		env  map[string]string
+		args []string // the command and its flags
+		want string   // the beginning of the one line on stderr, after "vm-controller: "
+	}{
+		"log level":            {map[string]string{"VMC_LOG_LEVEL": "loud"}, []string{"run"}, `--log-level (from VMC_LOG_LEVEL) "loud": want debug, info, warn or error`},
+		"log level of migrate": {map[string]string{"VMC_LOG_LEVEL": "loud"}, []string{"migrate"}, `--log-level (from VMC_LOG_LEVEL) "loud": want debug, info, warn or error`},
+		"log format":           {map[string]string{"VMC_LOG_FORMAT": "xml"}, []string{"run"}, `--log-format (from VMC_LOG_FORMAT) "xml": want text or json`},
+		"log level on the command line": {map[string]string{"VMC_LOG_LEVEL": "debug"}, []string{"run", "--log-level", "loud"},
+			`--log-level "loud": want debug, info, warn or error`},
+		"namespace":       {map[string]string{"VMC_NAMESPACE": "Bad"}, []string{"check"}, `--namespace (from VMC_NAMESPACE) "Bad": a lowercase RFC 1123 label`},
+		"lease namespace": {map[string]string{"VMC_LEASE_NAMESPACE": "Bad"}, []string{"run"}, `--lease-namespace (from VMC_LEASE_NAMESPACE) "Bad": a lowercase RFC 1123 label`},
+		"install namespace, another variable": {map[string]string{"VMC_NAMESPACE": "Bad"}, []string{"manifests", "--namespace", "Bad"},
+			`--namespace "Bad": a lowercase RFC 1123 label`},
+		"api version": {map[string]string{"VMC_API_VERSION": "cloudnative.czs/v9"}, []string{"check"},
+			`--api-version (from VMC_API_VERSION) cloudnative.czs/v9: no built-in field map for version "v9"`},
+		"api version of manifests": {map[string]string{"VMC_API_VERSION": "cloudnative.czs/v9"}, []string{"manifests"},
+			`--api-version (from VMC_API_VERSION) cloudnative.czs/v9: no built-in field map for version "v9"`},
+		"api version on the command line": {map[string]string{"VMC_API_VERSION": "cloudnative.czs/v1"}, []string{"run", "--api-version", "cloudnative.czs/v9"},
+			`--api-version cloudnative.czs/v9: no built-in field map for version "v9"`},
+		"selector": {map[string]string{"VMC_SELECTOR": "a in"}, []string{"manifests"}, `--selector (from VMC_SELECTOR): `},
+		"restart backoff": {map[string]string{"VMC_RESTART_BACKOFF": "0s"}, []string{"run"},
+			`--restart-backoff (from VMC_RESTART_BACKOFF) must be positive and at most --max-restart-backoff`},
+		"max restart backoff past a year": {map[string]string{"VMC_MAX_RESTART_BACKOFF": "9000h"}, []string{"run"},
+			`--max-restart-backoff (from VMC_MAX_RESTART_BACKOFF) must be at most 8760h0m0s, got 9000h0m0s`},
+		"max restart backoff past a year on the command line": {nil, []string{"run", "--max-restart-backoff", "9000h"},
+			`--max-restart-backoff must be at most 8760h0m0s, got 9000h0m0s`},
+		"stalled after":                       {map[string]string{"VMC_STALLED_AFTER": "-1s"}, []string{"run"}, `--stalled-after (from VMC_STALLED_AFTER) must not be negative, got -1s`},
+		"server image":                        {map[string]string{"VMC_SERVER_IMAGE": ""}, []string{"manifests"}, `--server-image (from VMC_SERVER_IMAGE) must not be empty`},
+		"server pod security":                 {map[string]string{"VMC_SERVER_POD_SECURITY": "baseline"}, []string{"run"}, `--server-pod-security (from VMC_SERVER_POD_SECURITY) "baseline": want none or restricted`},
+		"resize":                              {map[string]string{"VMC_RESIZE": "sometimes"}, []string{"run"}, `--resize (from VMC_RESIZE) "sometimes": want in-place, replace or manual`},
+		"resize on the command line":          {map[string]string{"VMC_RESIZE": "replace"}, []string{"run", "--resize", "sometimes"}, `--resize "sometimes": want in-place, replace or manual`},
+		"eviction strategy":                   {map[string]string{"VMC_EVICTION_STRATEGY": "Never"}, []string{"run"}, `--eviction-strategy (from VMC_EVICTION_STRATEGY) "Never": want None, Replace or Block`},
+		"root disk":                           {map[string]string{"VMC_ROOT_DISK": "tmpfs"}, []string{"check"}, `--root-disk (from VMC_ROOT_DISK) "tmpfs": want claim or ephemeral`},
+		"conversion":                          {map[string]string{"VMC_CONVERSION": "always"}, []string{"crds"}, `--conversion (from VMC_CONVERSION) "always": want none or webhook`},
+		"service account":                     {map[string]string{"VMC_SERVICE_ACCOUNT": "nobody"}, []string{"check"}, `--service-account (from VMC_SERVICE_ACCOUNT) "nobody": want NAMESPACE/NAME`},
+		"service account namespace":           {map[string]string{"VMC_SERVICE_ACCOUNT": "Bad/x"}, []string{"check"}, `--service-account (from VMC_SERVICE_ACCOUNT) "Bad/x": namespace: `},
+		"service account on the command line": {nil, []string{"check", "--service-account", "nobody"}, `--service-account "nobody": want NAMESPACE/NAME`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for _, cmd := range App("").Commands {
+				for _, f := range cmd.Flags {
+					if df, ok := f.(cli.DocGenerationFlag); ok {
+						unsetenv(t, df.GetEnvVars()...)
+					}
+				}
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var stderr bytes.Buffer
+			code := RunMain(App(""), "vm-controller", append([]string{"vm-controller"}, tc.args...), &stderr)
+			got := stderr.String()
+			if code != 2 || strings.Count(got, "\n") != 1 || !strings.HasPrefix(got, "vm-controller: "+tc.want) {
+				t.Errorf("exit %d, %q; want exit 2, one line beginning %q", code, got, "vm-controller: "+tc.want)
+			}
+		})
+	}
+}
+
+// TestFlagRef: a refusal names the flag, and its variable too when the value is the
+// variable's: set, and read as the flag reads it (the command line, which wins over it, gave
+// none or the same).
+func TestFlagRef(t *testing.T) {
+	tests := map[string]struct {
+		flag  string
+		env   string // VMC_... of the flag; "unset" for none
+		value any
+		want  string
+	}{
+		"no variable":               {"workers", "unset", 0, "--workers"},
+		"the variable's":            {"workers", "0", 0, "--workers (from VMC_WORKERS)"},
+		"the command line's":        {"workers", "5", 0, "--workers"},
+		"an int in another base":    {"burst", "0x0", 0, "--burst (from VMC_BURST)"},
+		"a duration written apart":  {"resync", "60s", time.Minute, "--resync (from VMC_RESYNC)"},
+		"another duration":          {"resync", "1m", -time.Minute, "--resync"},
+		"a float":                   {"qps", "1e-50", 1e-50, "--qps (from VMC_QPS)"},
+		"NaN":                       {"usage-threshold", "NaN", math.NaN(), "--usage-threshold (from VMC_USAGE_THRESHOLD)"},
+		"an empty string":           {"lease-name", "", "", "--lease-name (from VMC_LEASE_NAME)"},
+		"a string":                  {"events", "normal", "normal", "--events (from VMC_EVENTS)"},
+		"a variable that is no int": {"workers", "abc", 0, "--workers"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			variable := "VMC_" + strings.ToUpper(strings.ReplaceAll(tc.flag, "-", "_"))
+			if tc.env == "unset" {
+				unsetenv(t, variable)
+			} else {
+				t.Setenv(variable, tc.env)
+			}
+			if got := flagRef(tc.flag, tc.value); got != tc.want {
+				t.Errorf("flagRef(%q, %v) = %q, want %q", tc.flag, tc.value, got, tc.want)
+			}
+		})
+	}
 }

@@ -64,7 +64,7 @@ func (w apiWarnings) HandleWarningHeaderWithContext(ctx context.Context, code in
 func (f logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.LogLevel)
+		return nil, fmt.Errorf("%s %q: want debug, info, warn or error", flagRef("log-level", f.LogLevel), f.LogLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch f.LogFormat {
@@ -73,6 +73,6 @@ func (f logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	default:
-		return nil, fmt.Errorf("--log-format %q: want text or json", f.LogFormat)
+		return nil, fmt.Errorf("%s %q: want text or json", flagRef("log-format", f.LogFormat), f.LogFormat)
 	}
 }

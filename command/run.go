@@ -11,16 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
@@ -152,8 +149,8 @@ func (c runConfig) Validate() error {
 	if err := c.accessFlags.validate(); err != nil {
 		return err
 	}
-	if _, err := labels.Parse(c.Selector); err != nil {
-		return fmt.Errorf("%s: %w", flagRef("selector", c.Selector), err)
+	if err := validSelector(c.Selector); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name  string
@@ -220,15 +217,12 @@ func (c runConfig) Validate() error {
 		return fmt.Errorf("want %s > %s > %.1f x %s > 0, got %s, %s, %s", flagRef("lease-duration", l), flagRef("renew-deadline", r),
 			leaderelection.JitterFactor, flagRef("retry-period", p), l, r, p)
 	}
-	// durationsAtMostAYear's check, with the flags named by flagRef.
-	for _, d := range []namedDuration{{"resync", c.Resync}, {"retry-base-delay", c.RetryBaseDelay},
-		{"retry-max-delay", c.RetryMaxDelay}, {"reconcile-timeout", c.ReconcileTimeout},
-		{"shutdown-timeout", c.ShutdownTimeout}, {"lease-duration", c.LeaseDuration},
-		{"renew-deadline", c.RenewDeadline}, {"retry-period", c.RetryPeriod},
-		{"usage-interval", c.UsageInterval}, {"usage-max-interval", c.UsageMaxInterval}} {
-		if d.value > maxDuration {
-			return fmt.Errorf("%s must be at most %s, got %s", flagRef(d.name, d.value), maxDuration, d.value)
-		}
+	if err := durationsAtMostAYear(namedDuration{"resync", c.Resync}, namedDuration{"retry-base-delay", c.RetryBaseDelay},
+		namedDuration{"retry-max-delay", c.RetryMaxDelay}, namedDuration{"reconcile-timeout", c.ReconcileTimeout},
+		namedDuration{"shutdown-timeout", c.ShutdownTimeout}, namedDuration{"lease-duration", c.LeaseDuration},
+		namedDuration{"renew-deadline", c.RenewDeadline}, namedDuration{"retry-period", c.RetryPeriod},
+		namedDuration{"usage-interval", c.UsageInterval}, namedDuration{"usage-max-interval", c.UsageMaxInterval}); err != nil {
+		return err
 	}
 	if errs := validation.IsDNS1123Subdomain(c.LeaseName); len(errs) > 0 {
 		return fmt.Errorf("%s %q: %s", flagRef("lease-name", c.LeaseName), c.LeaseName, strings.Join(errs, "; "))
@@ -239,43 +233,6 @@ func (c runConfig) Validate() error {
 		}
 	}
 	return nil
-}
-
-// flagRef is how a refusal names the flag whose value it refuses: --flag, and when the value
-// came from the flag's variable rather than the command line, the variable too ("--workers
-// (from VMC_WORKERS)"), since a user who set only the variable never typed the flag. cli's
-// IsSet is true either way, so the value came from the variable when the variable is set and
-// reads as value: the command line, which wins over it, gave none or the same. Every flag of
-// run and check reads the variable its name gives (TestFlagsHaveEnv).
-func flagRef(flag string, value any) string {
-	name := env(strings.ToUpper(strings.ReplaceAll(flag, "-", "_")))[0]
-	if v, ok := os.LookupEnv(name); ok && readsAs(v, value) {
-		return fmt.Sprintf("--%s (from %s)", flag, name)
-	}
-	return "--" + flag
-}
-
-// readsAs reports whether text, a variable's value, is value once its flag parses it as cli
-// does (an int in any base strconv knows, as IntFlag's base 0). Both are compared as printed,
-// so that a NaN is a NaN.
-func readsAs(text string, value any) bool {
-	var got any
-	var err error
-	switch value.(type) {
-	case string:
-		got = text
-	case int:
-		var n int64
-		n, err = strconv.ParseInt(text, 0, 64)
-		got = int(n)
-	case float64:
-		got, err = strconv.ParseFloat(text, 64)
-	case time.Duration:
-		got, err = time.ParseDuration(text)
-	default:
-		return false
-	}
-	return err == nil && fmt.Sprint(got) == fmt.Sprint(value)
 }
 
 // validAddr refuses an endpoint's address that no host could make a listener of: not

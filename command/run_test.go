@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"math"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -181,43 +179,6 @@ func TestRunLogsWarnings(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "Start-up check passed with a warning"); n != 2 {
 		t.Errorf("%d start-up warnings, want 2:\n%s", n, log.String())
-	}
-}
-
-// TestFlagRef: a refusal names the flag, and its variable too when the value is the
-// variable's: set, and read as the flag reads it (the command line, which wins over it, gave
-// none or the same).
-func TestFlagRef(t *testing.T) {
-	tests := map[string]struct {
-		flag  string
-		env   string // VMC_... of the flag; "unset" for none
-		value any
-		want  string
-	}{
-		"no variable":               {"workers", "unset", 0, "--workers"},
-		"the variable's":            {"workers", "0", 0, "--workers (from VMC_WORKERS)"},
-		"the command line's":        {"workers", "5", 0, "--workers"},
-		"an int in another base":    {"burst", "0x0", 0, "--burst (from VMC_BURST)"},
-		"a duration written apart":  {"resync", "60s", time.Minute, "--resync (from VMC_RESYNC)"},
-		"another duration":          {"resync", "1m", -time.Minute, "--resync"},
-		"a float":                   {"qps", "1e-50", 1e-50, "--qps (from VMC_QPS)"},
-		"NaN":                       {"usage-threshold", "NaN", math.NaN(), "--usage-threshold (from VMC_USAGE_THRESHOLD)"},
-		"an empty string":           {"lease-name", "", "", "--lease-name (from VMC_LEASE_NAME)"},
-		"a string":                  {"events", "normal", "normal", "--events (from VMC_EVENTS)"},
-		"a variable that is no int": {"workers", "abc", 0, "--workers"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			variable := "VMC_" + strings.ToUpper(strings.ReplaceAll(tc.flag, "-", "_"))
-			if tc.env == "unset" {
-				unsetenv(t, variable)
-			} else {
-				t.Setenv(variable, tc.env)
-			}
-			if got := flagRef(tc.flag, tc.value); got != tc.want {
-				t.Errorf("flagRef(%q, %v) = %q, want %q", tc.flag, tc.value, got, tc.want)
-			}
-		})
 	}
 }
 
