@@ -49,9 +49,11 @@ func strategyOf(vm schema.VirtualMachine, f schema.Fields) (schema.RunStrategy, 
 // backoff, whether or not its layout has status.nextRetryTime to say when; a server whose
 // deletion was refused (ServerDeleteRefused), or one kept running beside a spec the
 // controller refuses (InvalidSpec, DiskConflict), still runs. A refusal of a VM that was
-// stopped (its status carries the condition Stopped, which the controller goes back to once
-// the refusal is lifted) is stopped, whatever the refusal; the condition in any other status
-// (left by another version) says nothing, as to the controller. A Manual VM without a phase yet
+// stopped (its status carries the condition RefusedWhileStopped, and the controller goes back
+// to that stopped status once the refusal is lifted) is stopped, whatever the refusal; any
+// other refusal is of a VM on its way to a server or running, which the controller starts once
+// the refusal is lifted; the condition in any other status (left by another version) says
+// nothing, as to the controller. A Manual VM without a phase yet
 // has not started: the controller has not looked at it, and will report it NotStarted; under
 // the other strategies a VM without a phase is on its way to its first server.
 func stopped(rs schema.RunStrategy, st schema.Status) bool {
@@ -73,8 +75,12 @@ func stopped(rs schema.RunStrategy, st schema.Status) bool {
 		return rs != schema.RunRerunOnFailure // under RerunOnFailure replaced after the backoff
 	case decision.ReasonServerRejected, decision.ReasonDiskRejected:
 		return false // asked for again, every minute: on its way to a server
+	case decision.ReasonInvalidSpec, decision.ReasonDiskConflict:
+		// Without the record (RefusedWhileStopped above), a refusal of a VM on its way to a
+		// server or running: the controller starts it once the refusal is lifted.
+		return false
 	}
-	return true // InvalidSpec, DiskConflict, ServerDeleteRefused with no server named
+	return true // ServerDeleteRefused with no server named
 }
 
 // liveServer reports whether the status names a server that neither ended nor is being
