@@ -199,8 +199,9 @@ func beingDeleted(vm schema.VirtualMachine) error {
 // strategy replaces (RerunOnFailure, Always) is replaced after the backoff, at the status's
 // next retry time when its layout has one, or at once on a restart; a server or disk whose
 // create was refused (ServerRejected, DiskRejected) is asked for again every minute
-// (decision.RejectedRetry), and comes once the cause its message names is fixed. "" for any
-// other status: the VM runs, or is on its way to a server.
+// (decision.RejectedRetry), and comes once the cause its message names is fixed; a spec or disk
+// refused (InvalidSpec, DiskConflict) on the way to a server holds it back until that is fixed.
+// "" for any other status: the VM runs, or is on its way to a server.
 func waitingForServer(name string, rs schema.RunStrategy, st schema.Status) string {
 	if st.Phase != schema.PhaseFailed || liveServer(st) {
 		return ""
@@ -226,6 +227,18 @@ func waitingForServer(name string, rs schema.RunStrategy, st schema.Status) stri
 		}
 		return fmt.Sprintf("virtualmachine/%s is not running: its %s was refused (%s); the controller asks for it again every minute, "+
 			"and the VM runs once the cause the message names is fixed: nothing changed", name, what, why)
+	case decision.ReasonInvalidSpec, decision.ReasonDiskConflict:
+		// Not stopped (stopped: no RefusedWhileStopped), so on its way to a server that the
+		// refusal holds back: the controller makes it once the refusal is lifted.
+		what, why := "spec", describe(st)
+		if st.Reason == decision.ReasonDiskConflict {
+			what = "disk"
+		}
+		if st.Message != "" {
+			why += ": " + st.Message
+		}
+		return fmt.Sprintf("virtualmachine/%s is not running: its %s is refused (%s); its server is made once what the message names is fixed: nothing changed",
+			name, what, why)
 	}
 	return ""
 }

@@ -455,6 +455,11 @@ func TestStartOfAVMWaitingForAServer(t *testing.T) {
 			say: "virtualmachine/vm1 is not running: its disk was refused (phase Failed (DiskRejected): The disk was refused: quota); the controller asks for it again every minute"},
 		"Always, server refused": {rs: "Always", status: map[string]any{"phase": "Failed", "reason": "ServerRejected", "message": refusedMsg},
 			say: "virtualmachine/vm1 is not running: its server was refused"},
+		"Manual, restarting, spec refused": {rs: "Manual", status: map[string]any{"phase": "Failed", "reason": "InvalidSpec", "message": "spec.resource.memory: 0.5 is a fraction of a byte"},
+			say: "virtualmachine/vm1 is not running: its spec is refused (phase Failed (InvalidSpec): spec.resource.memory: 0.5 is a fraction of a byte); " +
+				"its server is made once what the message names is fixed: nothing changed"},
+		"Once, on its way, disk conflict": {rs: "Once", status: map[string]any{"phase": "Failed", "reason": "DiskConflict", "message": "claim vm1-rootdisk is not this VM's"},
+			say: "virtualmachine/vm1 is not running: its disk is refused (phase Failed (DiskConflict): claim vm1-rootdisk is not this VM's)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
