@@ -109,6 +109,13 @@ type Retry struct {
 	// bucket (10 a second) took longer than the teardown itself. Give it the per-item part of
 	// RateLimiter, so that a VM's failures of either kind count together.
 	ConflictRateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// UnsettledRateLimiter paces a VM whose reconcile ran out of decisions (maxDecisions)
+	// before its plans settled: the first time it is queued again at once, as new work; each
+	// next time in a row, after this limiter's delay, until a reconcile of it settles. Plans
+	// that never settle (a defect, or a write that something changes each time) then cost a
+	// few writes a minute, not a loop as fast as the API server answers that starves the
+	// backlog. nil: per-item exponential backoff (100ms to 1 minute).
+	UnsettledRateLimiter workqueue.TypedRateLimiter[cache.ObjectName]
 	// ReconcileTimeout bounds each reconcile, every API and backend call in it: a call that
 	// hangs ends as a transient error and the key is retried, instead of holding a worker
 	// for ever. Zero: no deadline.

@@ -140,6 +140,9 @@ func New(cfg Config) *Controller {
 	if cfg.Retry.ConflictRateLimiter == nil {
 		cfg.Retry.ConflictRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 1000*time.Second)
 	}
+	if cfg.Retry.UnsettledRateLimiter == nil {
+		cfg.Retry.UnsettledRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](100*time.Millisecond, time.Minute)
+	}
 	c := &Controller{
 		cfg:    cfg,
 		queue:  priority.New(cfg.VMs.GVR.Resource, cfg.Retry.RateLimiter),
@@ -643,6 +646,7 @@ func (c *Controller) forgetUncached(key cache.ObjectName) {
 // and the backend's (backend.Departures).
 func (c *Controller) forgetGone(key cache.ObjectName) {
 	c.ledger.forget(key)
+	c.cfg.Retry.UnsettledRateLimiter.Forget(key)
 	if c.opt.departures != nil {
 		c.opt.departures.Forget(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
 	}
@@ -978,6 +982,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		if plan.Empty() {
 			// Settled: every write of this reconcile was decided on already.
 			c.ledger.echoes.expect(key, rvs, last, from)
+			c.cfg.Retry.UnsettledRateLimiter.Forget(key)
 			break
 		}
 		if debug {
@@ -1029,6 +1034,7 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// were decided on already, as in a settled pass, so that the next reconcile
 			// decides on them rather than on a cache that has yet to bring them back.
 			c.ledger.echoes.expect(key, rvs, last, from)
+			c.cfg.Retry.UnsettledRateLimiter.Forget(key)
 			break
 		}
 		if out.last == nil {
@@ -1040,9 +1046,10 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 			// of this reconcile, as a settled pass notes them: their echoes bring nothing,
 			// and the cache, behind, yields to the write). Left to its echo, the VM came
 			// back as a status update, backlog: a user's change half carried out waited
-			// behind a start's whole list.
+			// behind a start's whole list. Paced when it happens again before a reconcile
+			// of the VM settles (requeueUnsettled).
 			c.ledger.echoes.expect(key, rvs, last, from)
-			c.queue.AddUrgent(key)
+			c.requeueUnsettled(key)
 			break
 		}
 		vm = last.view(c.cfg.VMs.Fields)
@@ -1054,6 +1061,20 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *s
 		after = w
 	}
 	return after, nil
+}
+
+// requeueUnsettled queues again, as new work, the VM of key whose reconcile ran out of
+// decisions: at once the first time, and after Retry.UnsettledRateLimiter's delay each next
+// time in a row, until a reconcile of it settles (Forget).
+func (c *Controller) requeueUnsettled(key cache.ObjectName) {
+	limiter := c.cfg.Retry.UnsettledRateLimiter
+	first := limiter.NumRequeues(key) == 0
+	d := limiter.When(key)
+	if first {
+		c.queue.AddUrgent(key)
+		return
+	}
+	c.queue.AddUrgentAfter(key, d)
 }
 
 // unwatchedPoll is how often a VM whose server the backend's watch does not show

@@ -3,12 +3,16 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -273,5 +277,80 @@ func TestLastRoundAheadOfBacklog(t *testing.T) {
 	}
 	if want := []string{testVM.Name, "settled-1", "settled-2", "settled-3"}; !slices.Equal(got, want) {
 		t.Errorf("order %q, want %q", got, want)
+	}
+}
+
+// TestUnsettledPaced: a VM whose reconciles run out of decisions again and again (here, its
+// server is seen on another node at every look) is queued again at once the first time, and
+// the next time only after Retry.UnsettledRateLimiter's delay: plans that never settle cost a
+// few writes a minute, not a loop that starves the backlog. A reconcile that settles forgets
+// the count.
+func TestUnsettledPaced(t *testing.T) {
+	w := newWorld(t)
+	u := caseObject(t, "active-steady")
+	if err := unstructured.SetNestedField(u.Object, string(schema.PhaseCreating), "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
+		t.Fatal(err)
+	}
+	_, srv := decidecase.Read(t, caseFile("active-steady"))
+	w.servers.Set(ownerOf(w.view(t, "active-steady")), srv)
+	answers := map[int32]func(*backend.Server) (*backend.Server, error){}
+	for i := int32(1); i <= 2*maxDecisions; i++ {
+		node := fmt.Sprintf("node-%d", i)
+		answers[i] = func(s *backend.Server) (*backend.Server, error) {
+			s.State, s.Node = backend.StateReady, node
+			return s, nil
+		}
+	}
+	b := &answeringBackend{Backend: w.servers, answers: answers}
+	r := &results{}
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour)
+	retry := quickRetry()
+	retry.UnsettledRateLimiter = limiter
+	c := New(Config{VMs: w.source(), Backend: b, Policy: serverPolicy, Retry: retry,
+		Report: w.report(r), Now: func() time.Time { return now }})
+	ctx := start(t, c)
+	key := cache.ObjectName{Namespace: testVM.Namespace, Name: testVM.Name}
+
+	c.processNextItem(ctx) // three decisions, three writes: queued again at once
+	if n := b.calls.Load(); n != maxDecisions {
+		t.Fatalf("%d decisions, want %d", n, maxDecisions)
+	}
+	if u, _ := c.queue.Lens(); u != 1 || limiter.NumRequeues(key) != 1 {
+		t.Fatalf("after the first run out: %d new, %d in a row; want 1 and 1", u, limiter.NumRequeues(key))
+	}
+	c.processNextItem(ctx) // three more: this time paced
+	if n := b.calls.Load(); n != 2*maxDecisions {
+		t.Fatalf("%d decisions, want %d", n, 2*maxDecisions)
+	}
+	if n := limiter.NumRequeues(key); n != 2 {
+		t.Fatalf("%d run outs in a row counted, want 2", n)
+	}
+	// Barrier: a VM created now is new work; once it is queued, the unsettled VM, had it been
+	// queued again as new work, would be ahead of it. (An echo of one of the second
+	// reconcile's writes that came in while it ran may have queued the VM in the backlog, as
+	// any reconcile's does: that is behind every new work, and no loop on the urgent lane.)
+	other := caseObject(t, "active-steady")
+	other.SetName("later-vm")
+	other.SetUID("later-uid")
+	if err := w.client.Tracker().Create(vmGVR, other, other.GetNamespace()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the later VM is queued as new work", func() bool { u, _ := c.queue.Lens(); return u > 0 })
+	if u, _ := c.queue.Lens(); u != 1 {
+		t.Errorf("%d keys queued as new work, want the later VM alone", u)
+	}
+	if got := next(t, c); got != "later-vm" {
+		t.Errorf("queued %q first, want later-vm: the unsettled VM waits for its delay", got)
+	}
+
+	// Settled: the next reconcile of the VM has nothing to do, and forgets the count.
+	b.answers = nil
+	c.queue.AddUrgent(key)
+	c.processNextItem(ctx)
+	if n := limiter.NumRequeues(key); n != 0 {
+		t.Errorf("a settled reconcile left %d run outs in a row counted, want 0", n)
 	}
 }
