@@ -218,29 +218,32 @@ func waitingForServer(name string, rs schema.RunStrategy, st schema.Status) stri
 		return fmt.Sprintf("virtualmachine/%s is not running: its server failed (%s); runStrategy %s makes a new one %s, "+
 			"or at once on a restart (kubectl vm restart %s): nothing changed", name, describe(st), rs, when, name)
 	case decision.ReasonServerRejected, decision.ReasonDiskRejected:
-		what, why := "server", describe(st)
-		if st.Reason == decision.ReasonDiskRejected {
-			what = "disk"
-		}
-		if st.Message != "" {
-			why += ": " + st.Message
-		}
 		return fmt.Sprintf("virtualmachine/%s is not running: its %s was refused (%s); the controller asks for it again every minute, "+
-			"and the VM runs once the cause the message names is fixed: nothing changed", name, what, why)
+			"and the VM runs once the cause the message names is fixed: nothing changed", name, refusedPart(st, "server"), refusal(st))
 	case decision.ReasonInvalidSpec, decision.ReasonDiskConflict:
 		// Not stopped (stopped: no RefusedWhileStopped), so on its way to a server that the
 		// refusal holds back: the controller makes it once the refusal is lifted.
-		what, why := "spec", describe(st)
-		if st.Reason == decision.ReasonDiskConflict {
-			what = "disk"
-		}
-		if st.Message != "" {
-			why += ": " + st.Message
-		}
 		return fmt.Sprintf("virtualmachine/%s is not running: its %s is refused (%s); its server is made once what the message names is fixed: nothing changed",
-			name, what, why)
+			name, refusedPart(st, "spec"), refusal(st))
 	}
 	return ""
+}
+
+// refusedPart is what a refusal's status refuses: the disk (DiskRejected, DiskConflict), else
+// other (the server, or the spec).
+func refusedPart(st schema.Status, other string) string {
+	if st.Reason == decision.ReasonDiskRejected || st.Reason == decision.ReasonDiskConflict {
+		return "disk"
+	}
+	return other
+}
+
+// refusal is a refusal's phase and reason, with its message when it has one.
+func refusal(st schema.Status) string {
+	if st.Message == "" {
+		return describe(st)
+	}
+	return describe(st) + ": " + st.Message
 }
 
 // startVerb: on Halted, the spec's run strategy becomes Always (as virtctl start does); on

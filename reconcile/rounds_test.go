@@ -230,18 +230,7 @@ func TestLastRoundAheadOfBacklog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A VM on its way to its server (Creating: new work at a start), whose server is there:
-	// every write of its reconcile is to its status, whose echo alone is backlog, and none
-	// is a server's change that the backend notifies.
-	u := caseObject(t, "active-steady")
-	if err := unstructured.SetNestedField(u.Object, string(schema.PhaseCreating), "status", "phase"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
-		t.Fatal(err)
-	}
-	_, srv := decidecase.Read(t, caseFile("active-steady"))
-	w.servers.Set(ownerOf(w.view(t, "active-steady")), srv)
+	creatingWithServer(t, w)
 	// The server is ready (Active), then seen on another node, then on a third: each
 	// decision writes the status.
 	onNode := func(node string) func(*backend.Server) (*backend.Server, error) {
@@ -280,13 +269,12 @@ func TestLastRoundAheadOfBacklog(t *testing.T) {
 	}
 }
 
-// TestUnsettledPaced: a VM whose reconciles run out of decisions again and again (here, its
-// server is seen on another node at every look) is queued again at once the first time, and
-// the next time only after Retry.UnsettledRateLimiter's delay: plans that never settle cost a
-// few writes a minute, not a loop that starves the backlog. A reconcile that settles forgets
-// the count.
-func TestUnsettledPaced(t *testing.T) {
-	w := newWorld(t)
+// creatingWithServer makes the case active-steady's VM in w on its way to its server
+// (Creating: new work at a start), its server there already: every write of its reconcile is
+// to its status, whose echo alone is backlog, and none is a server's change that the backend
+// notifies.
+func creatingWithServer(t *testing.T, w *world) {
+	t.Helper()
 	u := caseObject(t, "active-steady")
 	if err := unstructured.SetNestedField(u.Object, string(schema.PhaseCreating), "status", "phase"); err != nil {
 		t.Fatal(err)
@@ -296,6 +284,16 @@ func TestUnsettledPaced(t *testing.T) {
 	}
 	_, srv := decidecase.Read(t, caseFile("active-steady"))
 	w.servers.Set(ownerOf(w.view(t, "active-steady")), srv)
+}
+
+// TestUnsettledPaced: a VM whose reconciles run out of decisions again and again (here, its
+// server is seen on another node at every look) is queued again at once the first time, and
+// the next time only after Retry.UnsettledRateLimiter's delay: plans that never settle cost a
+// few writes a minute, not a loop that starves the backlog. A reconcile that settles forgets
+// the count.
+func TestUnsettledPaced(t *testing.T) {
+	w := newWorld(t)
+	creatingWithServer(t, w)
 	answers := map[int32]func(*backend.Server) (*backend.Server, error){}
 	for i := int32(1); i <= 2*maxDecisions; i++ {
 		node := fmt.Sprintf("node-%d", i)
