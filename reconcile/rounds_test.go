@@ -223,13 +223,7 @@ func TestLastRoundWrites(t *testing.T) {
 // way. Left to its write's echo, a status update, it went to the end of the backlog.
 func TestLastRoundAheadOfBacklog(t *testing.T) {
 	w := newWorld(t)
-	for _, name := range []string{"settled-1", "settled-2", "settled-3"} {
-		u := caseObject(t, "active-steady")
-		u.SetName(name)
-		if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	settledVMs(t, w, "settled-1", "settled-2", "settled-3")
 	creatingWithServer(t, w)
 	// The server is ready (Active), then seen on another node, then on a third: each
 	// decision writes the status.

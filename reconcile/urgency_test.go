@@ -115,19 +115,26 @@ func next(t *testing.T, c *Controller) string {
 	return key.Name
 }
 
-// TestControllerNewWorkFirst: after a start, the queue hands out new work before the VMs of
-// the first list that are settled: a VM of that list never reconciled, then (in the order
-// they came) a VM created after the start and a server that changed after it; the settled
-// VMs follow in their list's order.
-func TestControllerNewWorkFirst(t *testing.T) {
-	w := newWorld(t)
-	for _, name := range []string{"settled-1", "settled-2", "settled-3"} {
+// settledVMs makes in w, before the controller starts, a VM of the case active-steady (settled:
+// its first list puts it in the backlog) for each of names.
+func settledVMs(t *testing.T, w *world, names ...string) {
+	t.Helper()
+	for _, name := range names {
 		u := caseObject(t, "active-steady")
 		u.SetName(name)
 		if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestControllerNewWorkFirst: after a start, the queue hands out new work before the VMs of
+// the first list that are settled: a VM of that list never reconciled, then (in the order
+// they came) a VM created after the start and a server that changed after it; the settled
+// VMs follow in their list's order.
+func TestControllerNewWorkFirst(t *testing.T) {
+	w := newWorld(t)
+	settledVMs(t, w, "settled-1", "settled-2", "settled-3")
 	u := caseObject(t, "create-new")
 	u.SetName("created-while-down")
 	if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
@@ -163,13 +170,7 @@ func TestControllerNewWorkFirst(t *testing.T) {
 // the backlog, not behind it.
 func TestControllerNewWorkRetried(t *testing.T) {
 	w := newWorld(t)
-	for _, name := range []string{"settled-1", "settled-2"} {
-		u := caseObject(t, "active-steady")
-		u.SetName(name)
-		if err := w.client.Tracker().Create(vmGVR, u, u.GetNamespace()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	settledVMs(t, w, "settled-1", "settled-2")
 	c, r := newController(t, w, decision.UsagePolicy{})
 	ctx := start(t, c)
 	if _, err := w.client.Resource(vmGVR).Namespace("default").Create(ctx, caseObject(t, "create-new"), metav1.CreateOptions{}); err != nil {
