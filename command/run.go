@@ -387,6 +387,7 @@ func run(cc *cli.Context, c runConfig) error {
 		Fence:      fenceCheck,
 	})
 	m.CountPhases(ctrl.PhaseCounts)
+	m.CountReasons(ctrl.ReasonCounts)
 	log.Info("Starting vm-controller", "version", cc.App.Version, "host", cfg.Host, "resource", gvr.String(),
 		"namespace", c.Namespace, "workers", c.Workers, "leaderElect", c.LeaderElect)
 	if err := ctrl.Start(ctx); err != nil {

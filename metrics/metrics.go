@@ -1,6 +1,7 @@
 // Package metrics exposes vm-controller's Prometheus metrics: the client-go workqueue's own
 // metrics and API request counts (through the hooks client-go provides for them),
-// reconciles by result and duration, VMs by phase, and whether this replica leads.
+// reconciles by result and duration, VMs by phase and by reason, and whether this replica
+// leads.
 //
 // client-go's hooks are process-wide and take the first provider registered, so a process
 // builds one Metrics, before it builds any workqueue or client.
@@ -164,6 +165,29 @@ func (m *Metrics) CountPhases(count func() map[string]int) {
 		desc: prometheus.NewDesc(Namespace+"_vms", "VirtualMachines in the cache by status.phase (None: no status yet).", []string{"phase"}, nil)})
 }
 
+// OtherReason is the reason vmcontroller_vm_reasons counts a VM under whose status.reason is
+// none the controller writes (reconcile.CountedReasons).
+const OtherReason = "Other"
+
+// CountReasons registers a gauge of VMs by phase and reason, counted from count at each
+// scrape as CountPhases' is. It is a gauge of its own, not a reason label on vmcontroller_vms:
+// with one, every query of that gauge that names a phase would read several series, one a
+// reason, where it read one (a max over replicas, the largest reason's count; a min_over_time
+// of Creating, a series that drops to 0 each time a VM's reason changes), and the phases'
+// series at 0 would need a reason to be exported under. Every pair of
+// reconcile.CountedReasons is exported, 0 when no VM has it. A reason the controller does not
+// write is counted as OtherReason: status.reason is a free string, and whoever may write a
+// VM's status would otherwise make a series for each word they wrote.
+func (m *Metrics) CountReasons(count func() map[reconcile.PhaseReason]int) {
+	known := reconcile.CountedReasons()
+	reasons := map[string]bool{}
+	for _, pr := range known {
+		reasons[pr.Reason] = true
+	}
+	m.registry.MustRegister(reasonCollector{count: count, known: known, reasons: reasons,
+		desc: prometheus.NewDesc(Namespace+"_vm_reasons", "VirtualMachines in the cache by status.phase and status.reason (phase None, no reason: no status yet; reason Other: one the controller does not write).", []string{"phase", "reason"}, nil)})
+}
+
 // Handler serves the metrics in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
@@ -189,6 +213,37 @@ func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	for phase, n := range counts {
 		if !slices.Contains(c.known, phase) {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), phase)
+		}
+	}
+}
+
+type reasonCollector struct {
+	count   func() map[reconcile.PhaseReason]int
+	known   []reconcile.PhaseReason // exported at 0 when count has none
+	reasons map[string]bool         // the reasons of known: any other is OtherReason
+	desc    *prometheus.Desc
+}
+
+func (c reasonCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect exports every known pair, 0 when no VM has it (for the reason phaseCollector
+// exports every phase), and any other pair count reports, its reason OtherReason unless the
+// controller writes it. The phase is exported as vmcontroller_vms exports it, so that the
+// sum of a phase's reasons is its count there.
+func (c reasonCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[reconcile.PhaseReason]int{}
+	for pr, n := range c.count() {
+		if !c.reasons[pr.Reason] {
+			pr.Reason = OtherReason
+		}
+		counts[pr] += n
+	}
+	for _, pr := range c.known {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[pr]), pr.Phase, pr.Reason)
+	}
+	for pr, n := range counts {
+		if !slices.Contains(c.known, pr) {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), pr.Phase, pr.Reason)
 		}
 	}
 }

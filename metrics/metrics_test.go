@@ -1,12 +1,14 @@
 package metrics
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cloudnative-czs/vm-controller/reconcile"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -106,6 +108,114 @@ func TestResultsBornAtZero(t *testing.T) {
 			t.Errorf("%s_reconcile_duration_seconds{result=%q} is not exported before the first such reconcile", Namespace, r)
 		} else if n := d.GetHistogram().GetSampleCount(); n != uint64(want) {
 			t.Errorf("%s_reconcile_duration_seconds_count{result=%q} = %v, want %v", Namespace, r, n, want)
+		}
+	}
+}
+
+// reasonSamples returns the samples of vmcontroller_vm_reasons by phase and reason.
+func reasonSamples(t *testing.T, reg *prometheus.Registry) map[reconcile.PhaseReason]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := map[reconcile.PhaseReason]float64{}
+	for _, f := range families {
+		if f.GetName() != Namespace+"_vm_reasons" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var pr reconcile.PhaseReason
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "phase":
+					pr.Phase = l.GetValue()
+				case "reason":
+					pr.Reason = l.GetValue()
+				}
+			}
+			if _, twice := out[pr]; twice {
+				t.Errorf("phase %q reason %q is exported twice", pr.Phase, pr.Reason)
+			}
+			out[pr] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// TestReasonsExported: VMs are counted by phase and reason, every pair the controller writes
+// exported at 0 when no VM has it (as every phase is: TestPhasesExportedAtZero), and the
+// reasons the controller does not write counted together as Other, whatever their number:
+// status.reason is a free string, and a label of each would let whoever writes statuses make
+// series at will.
+func TestReasonsExported(t *testing.T) {
+	m := &Metrics{registry: prometheus.NewRegistry()}
+	inactive, failed := string(schema.PhaseInactive), string(schema.PhaseFailed)
+	counts := map[reconcile.PhaseReason]int{
+		{Phase: inactive, Reason: decision.ReasonNodeLost}:                    2,
+		{Phase: string(schema.PhaseUnknown), Reason: decision.ReasonNodeLost}: 1,
+		{Phase: failed, Reason: decision.ReasonInvalidSpec}:                   1,
+		{Phase: failed, Reason: "WrittenByHand"}:                              1,
+		{Phase: failed, Reason: "AndAnother"}:                                 2,
+		{Phase: inactive, Reason: "AndAnother"}:                               1,
+		{Phase: reconcile.NoPhase}:                                            1,
+	}
+	m.CountReasons(func() map[reconcile.PhaseReason]int { return counts })
+	got := reasonSamples(t, m.registry)
+	want := map[reconcile.PhaseReason]float64{}
+	for _, pr := range reconcile.CountedReasons() {
+		want[pr] = 0
+	}
+	want[reconcile.PhaseReason{Phase: inactive, Reason: decision.ReasonNodeLost}] = 2
+	want[reconcile.PhaseReason{Phase: string(schema.PhaseUnknown), Reason: decision.ReasonNodeLost}] = 1
+	want[reconcile.PhaseReason{Phase: failed, Reason: decision.ReasonInvalidSpec}] = 1
+	want[reconcile.PhaseReason{Phase: failed, Reason: OtherReason}] = 3
+	want[reconcile.PhaseReason{Phase: inactive, Reason: OtherReason}] = 1
+	want[reconcile.PhaseReason{Phase: reconcile.NoPhase}] = 1
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("exported\n%v\nwant\n%v", got, want)
+	}
+
+	// Once the VMs have gone, the pairs the controller writes read 0, and the Other ones go.
+	counts = map[reconcile.PhaseReason]int{}
+	got = reasonSamples(t, m.registry)
+	if n := len(got); n != len(reconcile.CountedReasons()) {
+		t.Errorf("%d pairs exported without VMs, want the %d known: %v", n, len(reconcile.CountedReasons()), got)
+	}
+	for pr, v := range got {
+		if v != 0 {
+			t.Errorf("phase %s reason %s = %v without VMs", pr.Phase, pr.Reason, v)
+		}
+	}
+}
+
+// TestReasonsSumToPhases: the reasons of a phase add up to its count in vmcontroller_vms,
+// whatever someone else wrote: sum without (reason) of the one is the other.
+func TestReasonsSumToPhases(t *testing.T) {
+	m := &Metrics{registry: prometheus.NewRegistry()}
+	reasons := map[reconcile.PhaseReason]int{
+		{Phase: string(schema.PhaseCreating), Reason: decision.ReasonServerCreating}: 3,
+		{Phase: string(schema.PhaseCreating), Reason: decision.ReasonNodeLost}:       1,
+		{Phase: string(schema.PhaseCreating), Reason: "WrittenByHand"}:               2,
+		{Phase: "FromANewerRelease", Reason: "Hibernated"}:                           1,
+	}
+	phases := map[string]int{}
+	for pr, n := range reasons {
+		phases[pr.Phase] += n
+	}
+	m.CountPhases(func() map[string]int { return phases })
+	m.CountReasons(func() map[reconcile.PhaseReason]int { return reasons })
+	sums := map[string]float64{}
+	for pr, v := range reasonSamples(t, m.registry) {
+		sums[pr.Phase] += v
+	}
+	byPhase := gathered(t, m.registry, Namespace+"_vms", "phase")
+	if len(byPhase) != len(sums) {
+		t.Errorf("%d phases in %s_vms, %d in %s_vm_reasons", len(byPhase), Namespace, len(sums), Namespace)
+	}
+	for phase, s := range byPhase {
+		if v := s.GetGauge().GetValue(); v != sums[phase] {
+			t.Errorf("phase %s: %v VMs, %v by reason", phase, v, sums[phase])
 		}
 	}
 }

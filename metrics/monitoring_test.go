@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cloudnative-czs/vm-controller/reconcile"
 )
 
 // The alerting rules and the dashboard users install from docs/monitoring.
@@ -128,6 +130,9 @@ func exportedMetrics(t *testing.T) exported {
 var exercised = sync.OnceValue(func() *Metrics {
 	m := New()
 	m.CountPhases(func() map[string]int { return map[string]int{"Active": 1} })
+	m.CountReasons(func() map[reconcile.PhaseReason]int {
+		return map[reconcile.PhaseReason]int{{Phase: "Active", Reason: "ServerReady"}: 1}
+	})
 	exercise(m)
 	return m
 })
@@ -345,7 +350,7 @@ func exportedLabels(t *testing.T) map[string][]string {
 // sameOnEveryReplica are the gauges every replica exports with the same figure: the VM counts
 // of caches that hold the same VMs, and the flags all replicas share. Summed over replicas,
 // they count each VM once per replica; an alert or a panel takes their max (or min).
-var sameOnEveryReplica = []string{Namespace + "_vms", Namespace + "_resource_served", Namespace + "_reconcile_timeout_seconds"}
+var sameOnEveryReplica = []string{Namespace + "_vms", Namespace + "_vm_reasons", Namespace + "_resource_served", Namespace + "_reconcile_timeout_seconds"}
 
 // leaderOnly are the queue's figures, the work of the leader. A standby queues nothing until it
 // takes over; a standby of an earlier build (in a rolling update from it) queued every VM of

@@ -291,6 +291,10 @@ var pausedAnnotationPath = "metadata.annotations." + escapeGJSON(AnnotationPause
 // phases over the whole cache at each scrape.
 func (vm VirtualMachine) Phase() Phase { return Phase(vm.str(vm.fields.Phase)) }
 
+// Reason reads status.reason alone, as Phase reads status.phase: metrics count VMs by phase
+// and reason over the whole cache at each scrape. The string shares the view's bytes.
+func (vm VirtualMachine) Reason() string { return vm.str(vm.fields.Reason) }
+
 func parseTime(s string) time.Time {
 	if s == "" {
 		return time.Time{} // most times are unset: time.Parse would make an error to say so

@@ -62,8 +62,8 @@ func TestWatchObjectsOutliveTheirFrame(t *testing.T) {
 			}
 			st := vm.Status()
 			if o.GetName() != "n"+s || o.GetNamespace() != "ns"+s || string(o.GetUID()) != "u"+s || o.GetResourceVersion() != "r"+s ||
-				string(o.Phase()) != "P"+s || st.Reason != "R"+s || vm.RestartRequested() != "t"+s {
-				t.Errorf("%s, event %d: %q %q %q %q %q %q %q", name, i, o.GetName(), o.GetNamespace(), o.GetUID(), o.GetResourceVersion(), o.Phase(), st.Reason, vm.RestartRequested())
+				string(o.Phase()) != "P"+s || o.Reason() != "R"+s || st.Reason != "R"+s || vm.RestartRequested() != "t"+s {
+				t.Errorf("%s, event %d: %q %q %q %q %q %q %q %q", name, i, o.GetName(), o.GetNamespace(), o.GetUID(), o.GetResourceVersion(), o.Phase(), o.Reason(), st.Reason, vm.RestartRequested())
 			}
 		}
 	}

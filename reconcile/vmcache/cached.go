@@ -20,9 +20,10 @@ import (
 )
 
 // Object is a VM as the controller's informer caches it: the object's JSON, cut down to what
-// a view reads and packed (see pack.go), its phase, and the few metadata fields the informer
-// itself needs (namespace and name for its keys, resourceVersion for its update checks, UID
-// for tombstones), which it reads in place: an Object is a metav1.Object (cachemeta).
+// a view reads and packed (see pack.go), its phase and reason, and the few metadata fields the
+// informer itself needs (namespace and name for its keys, resourceVersion for its update
+// checks, UID for tombstones), which it reads in place: an Object is a metav1.Object
+// (cachemeta).
 //
 // Why not unstructured.Unstructured: a decoded tree of maps costs several times the bytes of
 // its JSON, and every reconcile had to serialise it again for the gjson view. An Object is
@@ -39,6 +40,9 @@ type Object struct {
 	// phase is status.phase in the layout the object was compacted in, read once here so
 	// that counting VMs by phase does not unpack every VM at each scrape.
 	phase schema.Phase
+	// reason is status.reason, read once here for the same reason (the gauge of VMs by
+	// reason), and interned: the VMs of a reason share one copy of it.
+	reason unique.Handle[string]
 	// settled is schema.VirtualMachine.Settled, read once here for the same reason: the loop
 	// asks it of every VM of its first list.
 	settled bool
@@ -73,7 +77,7 @@ func Compact(u *unstructured.Unstructured, f schema.Fields) (*Object, error) {
 	}
 	var scratch []byte
 	return &Object{namespace: unique.Make(u.GetNamespace()), name: u.GetName(), uid: u.GetUID(), resourceVersion: u.GetResourceVersion(),
-		packed: pack(&scratch, raw), phase: phaseOf(raw, f), settled: schema.ViewOf(raw, "", f).Settled()}, nil
+		packed: pack(&scratch, raw), phase: phaseOf(raw, f), reason: reasonOf(raw, f), settled: schema.ViewOf(raw, "", f).Settled()}, nil
 }
 
 // Transform is the transform of a dynamic informer of VMs in layout f: it keeps each VM as an
@@ -141,6 +145,12 @@ func phaseOf(raw []byte, f schema.Fields) schema.Phase {
 	return schema.Phase(strings.Clone(string(p)))
 }
 
+// reasonOf reads the reason of raw in layout f, interned (unique.Make copies it out of raw,
+// which the caller reuses).
+func reasonOf(raw []byte, f schema.Fields) unique.Handle[string] {
+	return unique.Make(schema.ViewOf(raw, "", f).Reason())
+}
+
 // View is a view of the cached object, in layout f; it unpacks the object's JSON into a
 // slice of its own.
 func (o *Object) View(f schema.Fields) (schema.VirtualMachine, error) {
@@ -156,6 +166,14 @@ func (o *Object) JSON() ([]byte, error) { return unpack(o.packed) }
 
 // Phase is the VM's status.phase, in the layout the object was compacted in.
 func (o *Object) Phase() schema.Phase { return o.phase }
+
+// Reason is the VM's status.reason, in the layout the object was compacted in; "" for none.
+func (o *Object) Reason() string {
+	if o.reason == (unique.Handle[string]{}) { // a bookmark, or the informer's example object
+		return ""
+	}
+	return o.reason.Value()
+}
 
 // Settled is schema.VirtualMachine.Settled of the object, in the layout it was compacted in.
 func (o *Object) Settled() bool { return o.settled }

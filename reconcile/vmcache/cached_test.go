@@ -94,6 +94,9 @@ func TestCompactReadsTheSame(t *testing.T) {
 			if o.Phase() != want.Phase() {
 				t.Errorf("VM %d, %s: the cached phase is %q, the object's %q", i, name, o.Phase(), want.Phase())
 			}
+			if o.Reason() != want.Status().Reason {
+				t.Errorf("VM %d, %s: the cached reason is %q, the object's %q", i, name, o.Reason(), want.Status().Reason)
+			}
 			if o.GetName() != want.Name() || o.GetNamespace() != want.Namespace() || o.GetResourceVersion() != "4711" || o.GetUID() != want.UID() {
 				t.Errorf("VM %d: the informer's metadata is %s/%s %s %s", i, o.GetNamespace(), o.GetName(), o.GetUID(), o.GetResourceVersion())
 			}

@@ -53,6 +53,7 @@ func (c *compactor) object(v gjson.Result, bookmark bool) (*Object, error) {
 	}
 	o.packed = pack(&c.packed, b)
 	o.phase = phaseOf(b, c.fields)
+	o.reason = reasonOf(b, c.fields)
 	o.settled = schema.ViewOf(b, "", c.fields).Settled()
 	return o, nil
 }

@@ -170,6 +170,24 @@ func TestPhaseOf(t *testing.T) {
 	}
 }
 
+// TestReasonOf: the reason is copied out of the bytes, which the compactor reuses for the next
+// object; a VM without one reads "".
+func TestReasonOf(t *testing.T) {
+	f := decidecase.Fields(t)
+	raw := []byte(`{"status":{"phase":"Unknown","reason":"NodeLost"}}`)
+	got := reasonOf(raw, f)
+	copy(raw, bytes.Repeat([]byte("x"), len(raw)))
+	if got.Value() != "NodeLost" {
+		t.Errorf("reasonOf = %q after its bytes were reused, want NodeLost", got.Value())
+	}
+	if got := reasonOf([]byte(`{}`), f); got.Value() != "" {
+		t.Errorf("reasonOf of a VM without status = %q, want empty", got.Value())
+	}
+	if (&Object{}).Reason() != "" {
+		t.Errorf("an Object made by no compaction (the informer's example) has a reason")
+	}
+}
+
 // TestDictionarySamples: each VM of the dictionary carries the status the decision writes for
 // its state, word for word, so that VMs pack against what the controller writes and not
 // against a copy of its wording that drifted: given the server and the disk the state stands

@@ -142,6 +142,68 @@ func TestRules(t *testing.T) {
 			fire: []string{vmcJob},
 			at:   16 * time.Minute,
 		},
+		// Both replicas count the stop that waits: one alert for the install, at its count.
+		"WaitingForLostNode/a stop that waits for a lost node": {
+			alert: "VirtualMachinesWaitingForLostNode",
+			series: `vmcontroller_vm_reasons{` + vmcA + `,phase="Inactive",reason="NodeLost"} 0 1x30
+				vmcontroller_vm_reasons{` + vmcB + `,phase="Inactive",reason="NodeLost"} 0 1x30
+				vmcontroller_vm_reasons{` + vmcA + `,phase="Inactive",reason="Stopped"} 5x31`,
+			end:  30 * time.Minute,
+			fire: []string{vmcJob},
+			// NodeLost from 1m, and so for 15 minutes.
+			at: 16 * time.Minute,
+		},
+		"WaitingForLostNode/a deletion that waits for a lost node": {
+			alert:  "VirtualMachinesWaitingForLostNode",
+			series: `vmcontroller_vm_reasons{` + vmcA + `,phase="Terminating",reason="NodeLost"} 0x5 2x30`,
+			end:    30 * time.Minute,
+			fire:   []string{vmcJob},
+			at:     21 * time.Minute,
+		},
+		// A node that reboots, or a network blip: NodeLost for 10 minutes, then the node
+		// answers and the stop ends.
+		"WaitingForLostNode/a node back within 10 minutes": {
+			alert: "VirtualMachinesWaitingForLostNode",
+			series: `vmcontroller_vm_reasons{` + vmcA + `,phase="Inactive",reason="NodeLost"} 0 1x10 0x30
+				vmcontroller_vm_reasons{` + vmcA + `,phase="Inactive",reason="ServerStopped"} 0x11 1x30`,
+			end: 40 * time.Minute,
+		},
+		// A VM to run on a lost node is VirtualMachinesUnknown's: one alert for it, not two.
+		"WaitingForLostNode/a VM to run on a lost node": {
+			alert:  "VirtualMachinesWaitingForLostNode",
+			series: `vmcontroller_vm_reasons{` + vmcA + `,phase="Unknown",reason="NodeLost"} 0 1x30`,
+			end:    30 * time.Minute,
+		},
+		"WaitingForLostNode/another install's VMs": {
+			alert: "VirtualMachinesWaitingForLostNode",
+			series: `vmcontroller_vm_reasons{` + vmcA + `,phase="Creating",reason="NodeLost"} 0x40
+				vmcontroller_vm_reasons{` + otherA + `,phase="Creating",reason="NodeLost"} 0 1x40`,
+			end:  40 * time.Minute,
+			fire: []string{otherJob},
+			at:   16 * time.Minute,
+		},
+		"DeleteRefused/a deletion refused the server's delete": {
+			alert: "VirtualMachinesDeleteRefused",
+			series: `vmcontroller_vm_reasons{` + vmcA + `,phase="Terminating",reason="ServerDeleteRefused"} 0 1x30
+				vmcontroller_vm_reasons{` + vmcB + `,phase="Terminating",reason="ServerDeleteRefused"} 0 1x30`,
+			end:  30 * time.Minute,
+			fire: []string{vmcJob},
+			at:   16 * time.Minute,
+		},
+		"DeleteRefused/a stop refused, in another install": {
+			alert: "VirtualMachinesDeleteRefused",
+			series: `vmcontroller_vm_reasons{` + vmcA + `,phase="Terminating",reason="ServerDeleting"} 3x30
+				vmcontroller_vm_reasons{` + otherA + `,phase="Failed",reason="ServerDeleteRefused"} 1x30`,
+			end:  30 * time.Minute,
+			fire: []string{otherJob},
+			at:   15 * time.Minute,
+		},
+		// The role fixed after 5 minutes: the next try goes through.
+		"DeleteRefused/a refusal lifted": {
+			alert:  "VirtualMachinesDeleteRefused",
+			series: `vmcontroller_vm_reasons{` + vmcA + `,phase="Terminating",reason="DiskReleaseRefused"} 0 1x5 0x30`,
+			end:    35 * time.Minute,
+		},
 		// A standby queues nothing; its series says 0 and the join keeps it out all the same.
 		"QueueBacklog/a leader that does not drain": {
 			alert: "VMControllerQueueBacklog",
