@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cloudnative-czs/vm-controller/backend/pods"
+	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
@@ -74,9 +75,12 @@ func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine
 	}
 	if vm.Paused() {
 		// Its status says nothing of now, and a move checked against today's nodes would be
-		// carried out whenever it is resumed.
-		return "", refuse("virtualmachine/%s is paused (%s): the controller leaves it alone; resume it first: kubectl annotate vm %s %s-",
-			name, schema.AnnotationPaused, name, schema.AnnotationPaused)
+		// carried out whenever it is resumed. The way to resume it names the VM as the
+		// controller's Paused condition does, by its group (the one the plugin read it at) and
+		// namespace: `vm` is no short name of another group's resource, and KubeVirt's CRD
+		// has it as well as this project's.
+		return "", refuse("virtualmachine/%s is paused (%s): the controller leaves it alone; resume it first: %s",
+			name, schema.AnnotationPaused, decision.Annotate(vm, schema.AnnotationPaused+"-"))
 	}
 	if st.Phase != schema.PhaseActive || st.Server == nil || st.Server.Name == "" {
 		return "", refuse("virtualmachine/%s is not running (%s): only a running VM migrates", name, describe(st))

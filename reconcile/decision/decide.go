@@ -197,7 +197,9 @@ type serverConditions struct {
 type lifecycleCondition struct{ reason, message string }
 
 // restartHint is how a user asks for a restart; RestartRequired messages end with it.
-const restartHint = "restart it with: kubectl annotate vm %s " + schema.AnnotationRestartedAt + "=$(date -u +%%FT%%TZ) --overwrite"
+func (d *decision) restartHint() string {
+	return "restart it with: " + Annotate(d.vm, stamp(schema.AnnotationRestartedAt))
+}
 
 // missingServer is the name of the server the status last reported as running or on its way,
 // for a decision that finds it gone or going: the controller did not delete it (that would be
@@ -459,7 +461,7 @@ func (p Policy) active(d *decision, want backend.Spec, spec schema.Spec) {
 				now := inEffect(srv)
 				d.cond.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
 					fmt.Sprintf("Server %s keeps cpu %s, memory %s: %s; %s", srv.Name, now.CPU.String(), now.Memory.String(),
-						why, fmt.Sprintf(restartHint, d.vm.Name()))}
+						why, d.restartHint())}
 			} else if d.cond.restartRequired = d.replacementKept(srv, srv.Spec, why); d.cond.restartRequired == nil {
 				// Kept, as the record says, when no host had room for the new size
 				// (room.go); replaced otherwise.
@@ -633,7 +635,7 @@ func (p Policy) specChanged(d *decision, have, want backend.Spec, imageSet bool)
 	}
 	needsRestart := func(why string) string {
 		return fmt.Sprintf("Server %s runs with the old spec: %s needs a new server (%s); %s",
-			srv.Name, what, why, fmt.Sprintf(restartHint, d.vm.Name()))
+			srv.Name, what, why, d.restartHint())
 	}
 	switch {
 	case refused == nil:
@@ -980,7 +982,7 @@ func (p Policy) ResizeRefused(in Input, why string) Plan {
 	switch {
 	case p.Resize == ResizeManual:
 		d.cond.restartRequired = &lifecycleCondition{ReasonResizeInfeasible,
-			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, fmt.Sprintf(restartHint, vm.Name()))}
+			fmt.Sprintf("Server %s cannot be resized in place (%s); %s", srv.Name, why, d.restartHint())}
 	case no != "":
 		// No host has room for the new size either (room.go): the server is kept, and
 		// the record says so at once, as the next decision would.

@@ -129,26 +129,8 @@ func (d *decision) deleteHint(spec schema.Spec) string {
 		}
 		return "; " + noReclaimHint(d.disk.seen.Name, d.vm.Namespace(), "to have the disk gone, delete it by hand once the VM is deleted")
 	}
-	return fmt.Sprintf("; to delete it with the VM: kubectl patch %s -n %s --type merge -p '%s'",
-		d.kubectlRef(), d.vm.Namespace(), policyPatch(path, schema.ReclaimDelete))
-}
-
-// kubectlRef is how a kubectl command that writes the VM's spec names it: its type fully
-// qualified, kind, version and group, then its name (virtualmachine.v1alpha1.cloudnative.czs/db),
-// so that the command reaches the version whose field map gave the paths it writes: the one the
-// controller reads the VM at (its apiVersion). The short name `vm` goes to the version kubectl
-// prefers, the first that discovery lists (v1, with the webhook form of the CRD), and kubectl
-// patch asks for no field validation: there the API server drops another version's paths as
-// unknown fields with a warning, answers 200, and the patch changes nothing. The type is the
-// kind in lowercase, not the resource's plural, which the decision is not given: kubectl
-// resolves the lowercase kind of every resource it discovers, at the version named (it is also
-// a CRD's singular name unless the CRD says another).
-func (d *decision) kubectlRef() string {
-	group, version, ok := strings.Cut(d.vm.APIVersion(), "/")
-	if !ok { // no group: not a custom resource as the API server serves it (a test's VM)
-		return "vm/" + d.vm.Name()
-	}
-	return strings.ToLower(d.vm.Kind()) + "." + version + "." + group + "/" + d.vm.Name()
+	return fmt.Sprintf("; to delete it with the VM: kubectl patch %s --type merge -p '%s'",
+		kubectlRef(d.vm, itsVersion), policyPatch(path, schema.ReclaimDelete))
 }
 
 // noReclaimHint says that a VM whose layout has no reclaim policy cannot say Delete, then

@@ -45,7 +45,9 @@ const (
 )
 
 // migrateHint is how a user moves a VM off a node, or frees the node by stopping it.
-const migrateHint = "move it with: kubectl vm migrate %s (or stop it)"
+func (d *decision) migrateHint() string {
+	return "move it with: " + d.plugin("migrate") + " (or stop it)"
+}
 
 // lostBlockHint is EvictionBlocked's way out for a server whose node (%s) does not answer.
 const lostBlockHint = "its node does not answer, so it can neither be moved nor stopped until the node comes back; if the node is down for good: kubectl delete node %s"
@@ -374,7 +376,7 @@ func (d *decision) evictionConditions(conds []schema.Condition, gen int64, reaso
 	if d.evict.strategy == schema.EvictionBlock && d.budgetHolds() && d.srv != nil && d.srv.Cordoned && !d.srv.Deleting && !leaving && held(d.srv) {
 		// The budget is not named: the pods backend names it NAME-block-eviction, and an
 		// adopted one keeps its name.
-		hint := fmt.Sprintf(migrateHint, d.vm.Name())
+		hint := d.migrateHint()
 		switch {
 		case ended(d.srv):
 			hint = d.lingerHint(reason)
@@ -429,7 +431,6 @@ func held(srv *backend.Server) bool {
 // when the controller replaces it, or before, on a stop. Any other (kept beside a spec the
 // controller refuses) goes when the controller deletes it.
 func (d *decision) lingerHint(reason string) string {
-	name := d.vm.Name()
 	who, keeps := keeper(d.srv)
 	why := fmt.Sprintf("the server has ended, but %s %s its pod running", who, keeps)
 	switch {
@@ -441,10 +442,10 @@ func (d *decision) lingerHint(reason string) string {
 			when = "the time the status's message gives" // a layout without the field
 		}
 		return fmt.Sprintf("%s until a new server replaces it after its backoff (%s): "+
-			"to free the node before, stop the VM (kubectl vm stop %s)", why, when, name)
+			"to free the node before, stop the VM (%s)", why, when, d.plugin("stop"))
 	}
-	return fmt.Sprintf("%s until the controller deletes the server: to free the node, stop the VM (kubectl vm stop %s) "+
-		"or fix what its status reports", why, name)
+	return fmt.Sprintf("%s until the controller deletes the server: to free the node, stop the VM (%s) "+
+		"or fix what its status reports", why, d.plugin("stop"))
 }
 
 // lingersHeld is what the status of a VM whose ended server its run strategy keeps (ended)
@@ -469,8 +470,7 @@ func (d *decision) lingersHeld() string {
 // freeKept is how a user lets go of an ended server its run strategy keeps (stopsWith): a stop
 // deletes it, or a start deletes it and makes the next one.
 func (d *decision) freeKept() string {
-	name := d.vm.Name()
-	return fmt.Sprintf("stop the VM (kubectl vm stop %s) or start it again (kubectl vm start %s), which replaces it", name, name)
+	return fmt.Sprintf("stop the VM (%s) or start it again (%s), which replaces it", d.plugin("stop"), d.plugin("start"))
 }
 
 // keeper names what keeps a server that ended but lingers running, with the verb that goes

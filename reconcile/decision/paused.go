@@ -16,14 +16,16 @@ import (
 // resumes normal work, which drops the condition (report calls resumed).
 
 // resumeHint is how a user resumes a paused VM; the Paused condition's messages end with it.
-const resumeHint = "resume with: kubectl annotate vm %s " + schema.AnnotationPaused + "-"
+func (d *decision) resumeHint() string {
+	return "resume with: " + Annotate(d.vm, schema.AnnotationPaused+"-")
+}
 
 // paused decides for a paused VM: the Paused condition, and nothing else.
 func (d *decision) paused() {
 	if d.vm.Deleting() && !d.vm.HasFinalizer(schema.Finalizer) {
 		return // nothing holds it: it is gone as soon as Kubernetes gets to it
 	}
-	hint := fmt.Sprintf(resumeHint, d.vm.Name())
+	hint := d.resumeHint()
 	reason, typ := ReasonPaused, EventNormal
 	msg := fmt.Sprintf("The controller leaves this VM and its server alone while it has the annotation %s=true; %s",
 		schema.AnnotationPaused, hint)

@@ -269,8 +269,8 @@ func (d *decision) keptForRoom(srv *backend.Server, to backend.Spec, noRoom, why
 	}
 	return &lifecycleCondition{ReasonResizeNoRoom, fmt.Sprintf("Server %s keeps running with cpu %s, memory %s: %s, "+
 		"so %s could not start anywhere (%s); %s; or %s, then restart "+
-		"the VM: kubectl vm restart %s (with a node autoscaler, the restart's pending server has it add one)",
-		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, d.makeRoom(srv, to), d.vm.Name())}
+		"the VM: %s (with a node autoscaler, the restart's pending server has it add one)",
+		srv.Name, now.CPU.String(), now.Memory.String(), noRoom, next, why, back, d.makeRoom(srv, to), d.plugin("restart"))}
 }
 
 // replacementKept is the RestartRequired condition of srv, a running server, kept rather

@@ -413,8 +413,7 @@ func (d *decision) ended() {
 
 // startHint is how a user starts a stopped VM; messages of stopped VMs end with it.
 func (d *decision) startHint() string {
-	return fmt.Sprintf("start it with: kubectl vm start %s (or kubectl annotate vm %s %s=$(date -u +%%FT%%TZ) --overwrite)",
-		d.vm.Name(), d.vm.Name(), schema.AnnotationStartRequestedAt)
+	return fmt.Sprintf("start it with: %s (or %s)", d.plugin("start"), Annotate(d.vm, stamp(schema.AnnotationStartRequestedAt)))
 }
 
 // retryAt is when a server that failed after n earlier consecutive failures is replaced, by
