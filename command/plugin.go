@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -318,8 +319,8 @@ func (v *vmClient) get(ctx context.Context, name string) (*unstructured.Unstruct
 }
 
 // readError says in one line why the VM cannot be read. It is where every verb's first
-// request, the read of the VM, fails, so a cluster that cannot be reached is said here, once
-// and the same for all (unreachableError).
+// request, the read of the VM, fails, so a cluster that cannot be reached is said here as it
+// is for every request after (unreachableError).
 func (v *vmClient) readError(name string, err error) error {
 	if why := unreachable(err); why != nil {
 		return &unreachableError{err: why}
@@ -348,19 +349,60 @@ func unreachable(err error) error {
 	return ue
 }
 
-// unreachableError is a read of the VM that did not reach the API server (unreachable): one
-// line, exit 1, "cannot reach the cluster: ...", rather than the HTTP client's error behind
-// "read virtualmachine ...", since nothing was read and the VM is not the one to look at. It
-// keeps that error (Unwrap), and its type tells wait, which goes on across such a failure
-// once it has read the VM (an API server restarting), from a refusal.
-type unreachableError struct{ err error }
+// unreachableError is a request of a verb that did not reach the API server (unreachable):
+// one line, exit 1, "cannot reach the cluster: ...", rather than the HTTP client's error
+// behind "read virtualmachine ..." or "write virtualmachine ...", since the VM is not the one
+// to look at. Every request of a verb ends so, the first read of the VM or any after it (a
+// write, status's read of the pod, migrate's of the nodes), the same for all;
+// note, when not empty, adds what the user needs to know of that request (a write that may
+// have been made, what wait last saw). It keeps the HTTP client's error (Unwrap), and its type
+// tells wait, which goes on across such a failure for a while once it has read the VM (an API
+// server restarting: waitReachGrace), from a refusal.
+type unreachableError struct {
+	err  error
+	note string
+}
 
-func (e *unreachableError) Error() string { return "cannot reach the cluster: " + e.err.Error() }
+func (e *unreachableError) Error() string {
+	if e.note == "" {
+		return "cannot reach the cluster: " + e.err.Error()
+	}
+	return "cannot reach the cluster: " + e.err.Error() + " (" + e.note + ")"
+}
 
-// ExitCode is 1, as for every read that fails (cli.ExitCoder).
+// ExitCode is 1, as for every request that fails (cli.ExitCoder).
 func (e *unreachableError) ExitCode() int { return 1 }
 
 func (e *unreachableError) Unwrap() error { return e.err }
+
+// asUnreachable is err as a verb ends on it: unreachableError when it is, or wraps, a request
+// that did not reach the API server (unreachable), err as it is otherwise. vmClient.write
+// returns through it, so that a cluster that stops answering after the read of the VM (at
+// migrate's reads of the pod, the nodes, the disk) is said as one that did not answer at
+// all, not as the HTTP client's error behind "read the server pod ...".
+func asUnreachable(err error) error {
+	var cut *unreachableError
+	if errors.As(err, &cut) {
+		return cut
+	}
+	if why := unreachable(err); why != nil {
+		return &unreachableError{err: why}
+	}
+	return err
+}
+
+// unsentWrite is the note of a write that did not reach the API server: nothing when the
+// connection was never made (a dial that failed: nothing was sent), else that the write may
+// have been made all the same (the connection went, or the answer did not come in time,
+// after the request was sent), which running a verb again on that belief could double (a
+// second restart).
+func unsentWrite(why error) string {
+	var op *net.OpError
+	if errors.As(why, &op) && op.Op == "dial" {
+		return ""
+	}
+	return "the write may have been made all the same: look at the VM before running the verb again"
+}
 
 // notServed says why a VM was not found when the reason is that the API server does not
 // serve the version it was asked in (naming --api-version, or the argument that names the
@@ -419,11 +461,15 @@ func (v *vmClient) write(ctx context.Context, name string, decide func(schema.Vi
 	if apierrors.IsConflict(err) {
 		return cli.Exit(fmt.Sprintf("virtualmachine %q changed while the verb looked at it, %d times in a row; run it again", name, retry.DefaultRetry.Steps), 1)
 	}
-	return err
+	// decide's own reads (migrate's of the pod, the nodes, the disk) say a failure in their
+	// words; one that did not reach the API server is said as every verb says it.
+	return asUnreachable(err)
 }
 
 // patch writes a JSON merge patch to the VM, conditional on the resourceVersion the verb
-// decided on; a conflict is returned as it is, for write to try again.
+// decided on; a conflict is returned as it is, for write to try again. A write that did not
+// reach the API server is unreachableError, with a note when it may have been made all the
+// same (unsentWrite).
 func (v *vmClient) patch(ctx context.Context, name, resourceVersion string, p map[string]any) error {
 	md, _ := p["metadata"].(map[string]any)
 	if md == nil {
@@ -441,6 +487,9 @@ func (v *vmClient) patch(ctx context.Context, name, resourceVersion string, p ma
 		}
 		if apierrors.IsForbidden(err) {
 			return cli.Exit(fmt.Sprintf("cannot change virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
+		}
+		if why := unreachable(err); why != nil {
+			return &unreachableError{err: why, note: unsentWrite(why)}
 		}
 		return fmt.Errorf("write virtualmachine %s: %w", name, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -106,6 +108,13 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 			onStderr(func(t *testing.T) (string, error) {
 				return pluginRun("restart", "x", "--kubeconfig", unreachableKubeconfig(t))(t)
 			})},
+		"a write whose connection went": {runStrategiesDoc,
+			"(the write may have been made all the same: look at the VM before running the verb again)",
+			writeCut},
+		"wait on a cluster that goes": {runStrategiesDoc,
+			`cannot reach the cluster: Get "...": dial tcp ...: connect: connection refused (for 10s while waiting ` +
+				"for phase=Active of virtualmachine/x; last seen: phase Creating (ServerStarting))",
+			func(t *testing.T) (string, error) { return "", waitGone(t) }},
 		"an unknown flag": {runStrategiesDoc, "kubectl vm: unknown flag --bogus (see kubectl vm status --help)",
 			onStderr(pluginRun("--bogus", "status", "x"))},
 		"no verb": {runStrategiesDoc,
@@ -144,6 +153,14 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 		"bad input: volume forbidden": {pluginBadInput, "cannot read the volume pv1: forbidden (...)", func(*testing.T) (string, error) {
 			return "", (&vmClient{}).lookupError("the volume pv1", apierrors.NewForbidden(k8sschema.GroupResource{Resource: "persistentvolumes"}, "pv1", errors.New("no")))
 		}},
+		"bad input: a cluster it cannot reach": {pluginBadInput,
+			`kubectl vm: cannot reach the cluster: Get "...": dial tcp ...: connect: connection refused`,
+			onStderr(func(t *testing.T) (string, error) {
+				return pluginRun("status", "x", "--kubeconfig", unreachableKubeconfig(t))(t)
+			})},
+		"bad input: a write whose connection went": {pluginBadInput,
+			"(the write may have been made all the same: look at the VM before running the verb again)",
+			writeCut},
 		"bad input: VM forbidden": {pluginBadInput,
 			`kubectl vm: cannot read virtualmachine "x" in namespace "y": forbidden (<the API server's message>)`,
 			onStderr(func(*testing.T) (string, error) {
@@ -264,6 +281,43 @@ func pluginRun(args ...string) func(*testing.T) (string, error) {
 		app.Writer, app.ErrWriter = &out, &out
 		return out.String(), app.Run(PluginArgs(append([]string{PluginName}, args...)))
 	}
+}
+
+// writeCut is the restart of the VM x whose write's connection goes once it was sent.
+func writeCut(t *testing.T) (string, error) {
+	v, _, _ := waitClient(t, map[string]any{"name": "x"}, map[string]any{"phase": "Active", "reason": "ServerReady"},
+		func(a k8stesting.Action) (bool, runtime.Object, error) {
+			return a.GetVerb() == "patch", nil, &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/x", Err: io.EOF}
+		}, nil)
+	_, err := v.verb(context.Background(), "x", restartVerb)
+	return "", err
+}
+
+// waitGone is wait for phase=Active of the VM x, Creating, whose cluster goes once it was
+// read: the watch falls behind (410), and every list after it is refused its connection. Its
+// clock runs 6s a reading, so that waitReachGrace, which the message names, passes at once.
+func waitGone(t *testing.T) error {
+	lists := 0
+	list := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() != "list" {
+			return false, nil, nil
+		}
+		if lists++; lists == 1 {
+			return false, nil, nil
+		}
+		return true, nil, refusedConnection()
+	}
+	expire := func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake()
+		w.Error(&apierrors.NewResourceExpired("too old resource version").ErrStatus)
+		w.Stop()
+		return true, w, nil
+	}
+	v, _, _ := waitClient(t, map[string]any{"name": "x"}, map[string]any{"phase": "Creating", "reason": "ServerStarting", "observedGeneration": int64(1)}, list, expire)
+	at := pluginNow
+	v.now = func() time.Time { at = at.Add(6 * time.Second); return at }
+	w, _ := parseFor("phase=Active")
+	return v.wait(context.Background(), "x", w, "phase=Active", 30*time.Second)
 }
 
 // quotes is the pattern of a quote: "..." and "<...>" stand for any text, and the quote ends

@@ -174,7 +174,8 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 			"condition types match in any case. Of a paused VM only condition=Paused holds: any other wait goes on until it is " +
 			"resumed and the controller reports it again. Past --timeout it exits with 1 and the phase, reason and message it last saw. " +
 			"A first read that does not reach the API server (cannot reach the cluster) ends it at once, exit 1, rather than wait out --timeout; " +
-			"once the VM was read, such a read is taken for the API server restarting and made again until --timeout.",
+			"once the VM was read, such a read or watch is taken for the API server restarting and made again for " + waitReachGrace.String() +
+			" at most, then ends it the same way, with what it last saw.",
 		Flags: append(c.flags(),
 			&cli.StringFlag{Name: "for", Usage: "what to wait for: phase=NAME (phase=Active), condition=TYPE (condition=Ready) or condition=TYPE=STATUS", Destination: &c.For},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout}),
@@ -198,44 +199,87 @@ var (
 	waitBackoffReset = time.Minute
 )
 
+// waitReachGrace is how long wait goes on, once it has read the VM, while none of its
+// requests reaches the API server: long enough for a lone API server to restart (the kubelet
+// starts its container again, listening within seconds), short beside a --timeout of
+// minutes, which a cluster gone for good would otherwise take to be said.
+var waitReachGrace = 10 * time.Second
+
+// outage is how long the requests of wait have not reached the API server: since is when
+// the first of them failed after the last that did (zero: the last one reached it). A request
+// the API server answers, with an error or not, ends it. Each wait has its own, touched by
+// one goroutine at a time (the watch's, while wait waits for it to end).
+type outage struct {
+	since time.Time
+	now   func() time.Time
+}
+
+// reached records a request the API server answered.
+func (o *outage) reached() { o.since = time.Time{} }
+
+// failed records a request that did not reach the API server, and reports whether none has
+// for waitReachGrace: the cluster is taken for gone.
+func (o *outage) failed() bool {
+	if o.since.IsZero() {
+		o.since = o.now()
+	}
+	return o.now().Sub(o.since) >= waitReachGrace
+}
+
 // wait watches the VM until w holds, or the timeout passes: it lists the VM and watches it
 // from the list's resourceVersion, and lists again when the watch cannot go on. A first read
 // that does not reach the API server (unreachableError: nothing listens, the name does not
 // resolve, TLS fails) ends it at once, as it ends every verb: nothing says the cluster is
 // there, and an API server restarts in longer than a few quick tries would cover, so waiting
-// out the timeout would only delay the same answer. Once the VM has been read the cluster was there, and a read that
-// does not reach it is taken for a blip (an API server restarting): made again after the
-// backoff, until the timeout. So is, from the first read on, an error the API server answers
-// with (a 5xx, a 429): it is there.
+// out the timeout would only delay the same answer. Once the VM has been read the cluster was
+// there, and a list or watch that does not reach it is taken for a blip (an API server
+// restarting): made again (a list after the backoff, a watch once a second) for
+// waitReachGrace at most; then wait ends as at the first read, exit 1, "cannot reach the
+// cluster: ..." with what it last saw, rather than wait out the timeout. An error the API
+// server answers with (a 5xx, a 429), from the first read on, is made again until the
+// timeout: it is there.
 func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last schema.VirtualMachine // as the VM was last seen
 	var seen bool                  // whether last is the VM as read, not the zero view
 	var lastErr error
+	cut := &outage{now: v.now}
+	// goneFor is wait's end on a cluster gone for waitReachGrace, why the last request's failure.
+	goneFor := func(why *unreachableError) error {
+		return &unreachableError{err: why.err, note: fmt.Sprintf("for %s while waiting for %s of virtualmachine/%s; last seen: %s",
+			waitReachGrace, what, name, lastSeen(last, w))}
+	}
 	delay := waitBackoff.DelayWithReset(clock.RealClock{}, waitBackoffReset)
 	err := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		vm, rv, err := v.list(ctx, name)
 		if err != nil {
-			var cut *unreachableError
+			var unreached *unreachableError
 			var refused cli.ExitCoder
 			switch {
 			case ctx.Err() != nil:
 				return false, err
-			case errors.As(err, &cut) && seen:
-				// A blip: the cluster was there. Made again after the backoff.
+			case errors.As(err, &unreached) && seen:
+				// A blip: the cluster was there. Made again after the backoff, for a while.
+				if cut.failed() {
+					return false, goneFor(unreached)
+				}
 			case errors.As(err, &refused):
 				// A refusal, or a first read that did not reach the API server
 				// (readError says both).
 				return false, err
+			default:
+				cut.reached() // an error the API server answered with
 			}
 			lastErr = err
 			return false, nil
 		}
+		cut.reached()
 		if last, seen = vm, true; w.met(vm) {
 			return true, nil
 		}
-		gone, err := v.watchUntil(ctx, name, rv, w, &last, &lastErr)
+		gone, err := v.watchUntil(ctx, name, rv, w, &last, &lastErr, cut)
+		var unreached *unreachableError
 		switch {
 		case err == nil && gone:
 			return false, cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last, w)), 1)
@@ -243,6 +287,8 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 			return true, nil
 		case ctx.Err() != nil:
 			return false, ctx.Err()
+		case errors.As(err, &unreached):
+			return false, goneFor(unreached)
 		case apierrors.IsForbidden(err):
 			return false, cli.Exit(fmt.Sprintf("cannot watch virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
 		case apierrors.IsUnauthorized(err):
@@ -309,13 +355,31 @@ func (v *vmClient) list(ctx context.Context, name string) (schema.VirtualMachine
 // API server no longer holds, from the rest). A watch that ends or fails otherwise (it
 // expired, the connection went, the API server was busy) is made again from the latest
 // resourceVersion it saw, bookmarks included, at most once a second (client-go's
-// RetryWatcher); the error of each watch that could not be made is kept in lastErr.
-func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.VirtualMachine, lastErr *error) (gone bool, err error) {
+// RetryWatcher); the error of each watch that could not be made is kept in lastErr. One that
+// did not reach the API server counts in cut, and once none has for waitReachGrace the watch
+// ends with that failure (unreachableError): the RetryWatcher would make it again until the
+// timeout.
+func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.VirtualMachine, lastErr *error, cut *outage) (gone bool, err error) {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		o.FieldSelector = nameSelector(name)
 		wi, err := v.vms.Watch(ctx, o)
-		if err != nil {
+		why := unreachable(err)
+		switch {
+		case ctx.Err() != nil:
+			// Stopped, or past the timeout: not the cluster's failure.
+		case err == nil:
+			cut.reached()
+		case why == nil:
+			cut.reached() // an error the API server answered with
 			*lastErr = err
+		default:
+			unreached := &unreachableError{err: why}
+			*lastErr = unreached
+			if cut.failed() {
+				stop(unreached)
+			}
 		}
 		return wi, err
 	}}
@@ -327,7 +391,7 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 	}
 	defer func() {
 		rw.Stop()
-		<-rw.Done() // its last write of lastErr comes before wait reads it
+		<-rw.Done() // its last write of lastErr and cut comes before wait reads them
 	}()
 	_, err = watchtools.UntilWithoutRetry(ctx, rw, func(ev watch.Event) (bool, error) {
 		switch ev.Type {
@@ -350,8 +414,12 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 		}
 		return false, nil
 	})
-	if errors.Is(err, watchtools.ErrWatchClosed) {
+	var unreached *unreachableError
+	switch {
+	case errors.Is(err, watchtools.ErrWatchClosed):
 		err = errors.New("the watch ended")
+	case err != nil && errors.As(context.Cause(ctx), &unreached):
+		err = unreached
 	}
 	return gone, err
 }
@@ -412,7 +480,11 @@ func (v *vmClient) status(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	writeStatus(v.out, vm, v.namespace, v.where(ctx, vm.Status()))
+	at, err := v.where(ctx, vm.Status())
+	if err != nil {
+		return err
+	}
+	writeStatus(v.out, vm, v.namespace, at)
 	return nil
 }
 
@@ -428,19 +500,24 @@ type serverPlace struct {
 // gone meanwhile), those the controller last reported in the VM's status (status.server.node
 // and status.server.ip, where the layout has them), as kubectl get vm -o wide shows them, and
 // why the pod was not read: without it, a user who may not read pods would see no node and no
-// IP, and no reason.
-func (v *vmClient) where(ctx context.Context, st schema.Status) serverPlace {
+// IP, and no reason. A read of the pod that does not reach the API server is status's error,
+// as it is every verb's (unreachableError), not a line Pod: status would exit 0 with the
+// cluster gone said in one field of its output.
+func (v *vmClient) where(ctx context.Context, st schema.Status) (serverPlace, error) {
 	if st.Server == nil {
-		return serverPlace{}
+		return serverPlace{}, nil
 	}
 	p := serverPlace{node: st.Server.Node, ip: st.Server.IP}
 	if st.Server.Name == "" {
-		return p
+		return p, nil
 	}
 	pod, err := v.kube.CoreV1().Pods(v.namespace).Get(ctx, st.Server.Name, metav1.GetOptions{})
 	if err != nil {
+		if why := unreachable(err); why != nil {
+			return serverPlace{}, &unreachableError{err: why}
+		}
 		p.podError = v.lookupError("the server pod "+st.Server.Name, err).Error()
-		return p
+		return p, nil
 	}
 	if pod.Spec.NodeName != "" {
 		p.node = pod.Spec.NodeName
@@ -448,7 +525,7 @@ func (v *vmClient) where(ctx context.Context, st schema.Status) serverPlace {
 	if pod.Status.PodIP != "" {
 		p.ip = pod.Status.PodIP
 	}
-	return p
+	return p, nil
 }
 
 // writeStatus prints a VM's status in the manner of kubectl describe: a field per line, then
