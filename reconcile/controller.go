@@ -70,6 +70,9 @@ type Controller struct {
 	// synced is the sync check of the caches Start starts besides the VMs': the backend's
 	// and the namespaces' (always true without Config.Namespaces). Nil until Start.
 	synced func() bool
+	// reconciling holds the updates of the VMs being reconciled until each reconcile ends
+	// (echo.go).
+	reconciling reconciling
 	// reconciles counts the reconciles, each one's ID.
 	reconciles atomic.Uint64
 	// warned is what the loop has warned of, once for the whole controller rather than once
@@ -255,6 +258,17 @@ func (c *Controller) onVMUpdate(old, cur any) {
 	if c.usage != nil && n.Phase() == schema.PhaseActive && o.Phase() != schema.PhaseActive {
 		c.usage.schedule(key)
 	}
+	if c.reconciling.hold(key, update{old: o, cur: n}) {
+		return // handed to queueUpdate once the reconcile under way has noted its writes
+	}
+	c.queueUpdate(key, update{old: o, cur: n})
+}
+
+// queueUpdate queues the VM of key for its update u, unless u brings nothing a decision has
+// not had: the echo of a write this controller made and decided on (echoes), a change of
+// nothing a view reads, a usage write.
+func (c *Controller) queueUpdate(key cache.ObjectName, u update) {
+	o, n := u.old, u.cur
 	// The echo of a write this controller made and had decided on already.
 	if c.ledger.echoes.seen(key, n.GetResourceVersion()) {
 		return
@@ -269,7 +283,7 @@ func (c *Controller) onVMUpdate(old, cur any) {
 	if c.usage != nil && n.Phase() == schema.PhaseActive && vmcache.OnlyUsageChanged(o, n, c.cfg.VMs.Fields) {
 		return
 	}
-	c.enqueue(cur, userChange(o, n, c.cfg.VMs.Fields))
+	c.enqueue(n, userChange(o, n, c.cfg.VMs.Fields))
 }
 
 // startVMs starts a new informer of the VMs, whose initial list enqueues every VM, and stops
@@ -687,6 +701,11 @@ func (c *Controller) processNext(leading, ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	// The updates of the VM that come from now on wait for the end of its reconcile, when its
+	// writes are noted, and are queued then unless they are their echoes (reconciling);
+	// queued then, before Done, they are handed out again after it, as any added meanwhile.
+	c.reconciling.begin(key)
+	defer c.reconciling.end(key, c.queueUpdate)
 	urgent := c.queue.TakeUrgent(key)
 	// Get may have waited for this key past leading's end: it is let go unreconciled, as the
 	// keys still queued are. TakeUrgent has dropped the note of its lane (kept until taken)
@@ -874,7 +893,7 @@ const maxDecisions = 3
 //
 // When the last decision finds nothing to do, or is the last allowed, the informer's echoes
 // of this reconcile's writes bring nothing new: they are noted, and the event handler drops
-// them (see echoes).
+// them (see echoes), those that come while the reconcile runs as well (reconciling).
 func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, log *slog.Logger, debug bool) (time.Duration, error) {
 	vms := c.vms.Load()
 	if vms == nil || !vms.ctrl.HasSynced() {

@@ -174,8 +174,9 @@ func TestControllerReconciles(t *testing.T) {
 		t.Fatalf("writes %+v, want the finalizer and the status", writes)
 	}
 
-	// Whatever is queued now (the backend's notice of the server; an echo of a write, if the
-	// informer brought it back before the reconcile noted it) finds nothing to do.
+	// Whatever is queued now (the memory backend's notice of the server it created; the
+	// echoes of the writes are dropped, those that came during the reconcile too) finds
+	// nothing to do.
 	cachedAt(t, c, w, testVM)
 	for c.queue.Len() > 0 {
 		c.processNextItem(ctx)

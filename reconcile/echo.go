@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 )
 
 // maxEchoes bounds the resourceVersions remembered per VM: a reconcile writes a VM at most
@@ -37,13 +39,13 @@ const maxFollowed = 64
 //
 // That VM is newer than the cache only while the cache shows a version it follows: the one
 // its decisions started from, or one of the writes since (lastWrite.over). Writes are noted
-// when a reconcile ends, and their echoes, and someone else's write after them, may come
-// before: seen then has nothing to forget, and a version the cache shows that is none of
-// those is newer than the write (every write is conditional on the version decided on, so
-// none comes in between). Taking the write there decided on a VM older than the cache: a
-// user's edit made during a reconcile went unseen until the VM's next update, or every
-// retry's write was refused as made on a stale VM. Versions are compared for equality only:
-// they are opaque.
+// when a reconcile ends, and the cache may show their echoes, and someone else's write after
+// them, before that (the informer stores an update before it hands it to the handler, which
+// holds it: reconciling): a version the cache shows that is none of those is newer than the
+// write (every write is conditional on the version decided on, so none comes in between).
+// Taking the write there decided on a VM older than the cache: a user's edit made during a
+// reconcile went unseen until the VM's next update, or every retry's write was refused as
+// made on a stale VM. Versions are compared for equality only: they are opaque.
 type echoes struct {
 	mu sync.Mutex
 	m  map[cache.ObjectName][]string
@@ -189,6 +191,79 @@ func (e *echoes) forget(key cache.ObjectName) {
 	delete(e.last, key)
 	delete(e.done, key)
 	e.mu.Unlock()
+}
+
+// reconciling holds the informer's updates of the VMs whose reconcile is under way, from the
+// worker's Get of the key until the reconcile has noted its writes (echoes.expect), and then
+// hands them, in order, to what the handler does with an update (Controller.queueUpdate): an
+// echo of the reconcile's own writes is dropped, anything else queued.
+//
+// Why: an echo the informer handed over while its reconcile went on (the finalizer write's
+// while the server was being created, the status write's while the next round decided) came
+// before its write was noted, and queued the VM: the workqueue marks a key added while it is
+// being processed and hands it out again once it is done, so every such echo cost one more
+// reconcile, which found nothing to do. Held until the writes are noted, it is known for an
+// echo. Nothing else waits longer than it did: an update queued while its VM's reconcile runs
+// is handed out after that reconcile ends in any case. A user's edit is queued as it was, as
+// new work; so is the echo of a write the reconcile did not note (it panicked, or took the
+// finalizer off), as before.
+//
+// Why not note each write as soon as it returns: the watch may hand the echo over before the
+// worker has read the write's answer, so the race would be narrowed, not closed; and an update
+// that is not an echo (a user's edit) is never dropped either way, as seen knows only the
+// versions this controller's writes returned.
+//
+// The zero reconciling holds nothing and is ready to use.
+type reconciling struct {
+	mu sync.Mutex
+	// m holds, for each VM whose reconcile is under way, the updates handed over meanwhile,
+	// oldest first (nil: none yet).
+	m map[cache.ObjectName][]update
+}
+
+// update is one update of a cached VM, as the informer hands it over: before and after.
+type update struct{ old, cur *vmcache.Object }
+
+// begin notes that a reconcile of key is under way.
+func (r *reconciling) begin(key cache.ObjectName) {
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = map[cache.ObjectName][]update{}
+	}
+	r.m[key] = nil
+	r.mu.Unlock()
+}
+
+// hold keeps u, an update of key, for the end of the key's reconcile if one is under way, and
+// reports whether it did.
+func (r *reconciling) hold(key cache.ObjectName, u update) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held, ok := r.m[key]
+	if ok {
+		r.m[key] = append(held, u)
+	}
+	return ok
+}
+
+// end hands the updates held for key to handle, oldest first, and notes that its reconcile is
+// over. One handed over while handle runs is held too, and handled next, so that the updates
+// of a VM are handled in the order they came (seen forgets the writes older than an echo).
+func (r *reconciling) end(key cache.ObjectName, handle func(cache.ObjectName, update)) {
+	for {
+		r.mu.Lock()
+		held := r.m[key]
+		if len(held) == 0 {
+			delete(r.m, key)
+			r.mu.Unlock()
+			return
+		}
+		r.m[key] = nil
+		r.mu.Unlock()
+		for _, u := range held {
+			handle(key, u)
+		}
+	}
 }
 
 // PassObserver, if the Observer implements it, is told how many reconciles each VM took from
