@@ -516,38 +516,6 @@ func (c *Controller) HasSynced() bool {
 // knows: always true unless it follows the CRD.
 func (c *Controller) Served() bool { return c.served == nil || c.served.served() }
 
-// NoPhase is what PhaseCounts counts a VM without status.phase under.
-const NoPhase = "None"
-
-// CountedPhases lists every phase PhaseCounts may count a VM under: each of schema.Phases,
-// and NoPhase.
-func CountedPhases() []string {
-	out := make([]string, 0, len(schema.Phases)+1)
-	for _, p := range schema.Phases {
-		out = append(out, string(p))
-	}
-	return append(out, NoPhase)
-}
-
-// PhaseCounts counts the cached VMs by status.phase (NoPhase for a VM without one yet).
-func (c *Controller) PhaseCounts() map[string]int {
-	counts := map[string]int{}
-	vms := c.vms.Load()
-	if vms == nil {
-		return counts
-	}
-	for _, obj := range vms.store.List() {
-		if o, ok := obj.(*vmcache.Object); ok {
-			p := string(o.Phase())
-			if p == "" {
-				p = NoPhase
-			}
-			counts[p]++
-		}
-	}
-	return counts
-}
-
 // leadership is whether this replica leads. It is set once, by RunWorkers, and never unset: a
 // replica that stops leading exits (its queue is shut down, and cannot be restarted).
 type leadership struct {

@@ -80,3 +80,26 @@ func (c *Controller) ReasonCounts() map[PhaseReason]int {
 	}
 	return counts
 }
+
+// NoPhase is what PhaseCounts counts a VM without status.phase under.
+const NoPhase = "None"
+
+// CountedPhases lists every phase PhaseCounts may count a VM under: each of schema.Phases,
+// and NoPhase.
+func CountedPhases() []string {
+	out := make([]string, 0, len(schema.Phases)+1)
+	for _, p := range schema.Phases {
+		out = append(out, string(p))
+	}
+	return append(out, NoPhase)
+}
+
+// PhaseCounts counts the cached VMs by status.phase (NoPhase for a VM without one yet): the
+// sum over the reasons of ReasonCounts, so that the two gauges count the VMs one way.
+func (c *Controller) PhaseCounts() map[string]int {
+	counts := map[string]int{}
+	for pr, n := range c.ReasonCounts() {
+		counts[pr.Phase] += n
+	}
+	return counts
+}
