@@ -250,7 +250,10 @@ func refusal(st schema.Status) string {
 // RerunOnFailure, Once and Manual a stopped VM gets a start request (the annotation
 // cloudnative.czs/startRequestedAt); a VM that runs, or runs under Always anyway, is left as
 // it is, and so is one on its way to a server after a failure or a refused create, which it
-// says does not run, and what the controller does next (waitingForServer). A VM being
+// says does not run, and what the controller does next (waitingForServer). A stopped VM that
+// the controller refuses (RefusedWhileStopped) gets the request with a word that the start
+// waits for the refusal to be lifted (startHeld); one whose start is pending already is left
+// as it is, since the controller keeps that start until then. A VM being
 // deleted is refused (beingDeleted). A stop request the controller has not carried out yet
 // is withdrawn in the same write (the user's latest verb wins): without it, the start of a VM
 // whose status still says it runs would change nothing and the stop would run after it. Every start removes the grace
@@ -277,12 +280,20 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 		}
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
 	}
-	_, stop := pending(vm)
+	start, stop := pending(vm)
 	if stop.Value == "" && !stopped(rs, st) && !vm.Paused() {
 		if say := waitingForServer(name, rs, st); say != "" {
 			return verbResult{say: say}, nil
 		}
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
+	}
+	held := ""
+	if decision.RefusedWhileStopped(st) && !vm.Paused() {
+		held = startHeld(st)
+		if start.Value != "" && stop.Value == "" {
+			return verbResult{say: fmt.Sprintf("virtualmachine/%s has a start pending (%s=%s, not yet carried out): %s: nothing changed",
+				name, schema.AnnotationStartRequestedAt, start.Value, held)}, nil
+		}
 	}
 	if err := startRequest.unrecorded(name, f); err != nil {
 		return verbResult{}, err
@@ -294,7 +305,25 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 		kv[schema.AnnotationStopRequestedAt] = nil
 		say += withdrawn("stop", stop)
 	}
+	if held != "" {
+		say += "; " + held
+	}
 	return verbResult{patch: annotations(kv), say: say + pausedNote(vm)}, nil
+}
+
+// startHeld says, of a stopped VM that the controller refuses (decision.RefusedWhileStopped),
+// that a start waits for the refusal to be lifted: the controller keeps a start pending
+// through a refusal (decision's pendingStart), and carries it out once the refused server or
+// disk is allowed, the spec fixed or the disk's name freed, with no second start. A second
+// start while it waits changes nothing.
+func startHeld(st schema.Status) string {
+	switch st.Reason {
+	case decision.ReasonServerRejected, decision.ReasonDiskRejected:
+		return fmt.Sprintf("its %s was refused (%s); the controller asks for it again every minute, and carries the start out once "+
+			"the cause the message names is fixed", refusedPart(st, "server"), refusal(st))
+	}
+	return fmt.Sprintf("its %s is refused (%s); the controller carries the start out once what the message names is fixed",
+		refusedPart(st, "spec"), refusal(st))
 }
 
 // pending are the start and stop requests the VM carries that its status has not recorded:

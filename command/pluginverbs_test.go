@@ -474,3 +474,59 @@ func TestStartOfAVMWaitingForAServer(t *testing.T) {
 		t.Errorf("the controller asks for a refused server again every %s; start says every minute", decision.RejectedRetry)
 	}
 }
+
+// TestStartOfARefusedStoppedVM: start of a stopped VM that the controller refuses (its status
+// a refusal's with the record of the stopped status, RefusedWhileStopped: its disk's name
+// another's, its spec invalid, its start's server refused) writes the start request and says
+// that the start waits for the refusal to be lifted; the controller keeps it pending until
+// then. Run again while the start is pending, it writes nothing and says so, rather than
+// "start requested" once more. A stop pending beside it is withdrawn as ever, and a paused
+// VM gets the request whatever its status says.
+func TestStartOfARefusedStoppedVM(t *testing.T) {
+	at := pluginNow.Format(requestTimeLayout)
+	const pendingAt = "2026-06-01T11:59:00.000Z"
+	conflict := "Disk vm1-rootdisk exists and is not this VM's"
+	record := []any{map[string]any{"type": "RefusedWhileStopped", "status": "True", "reason": "Stopped", "message": "Stopped on request"}}
+	refusal := func(reason, msg string) map[string]any {
+		return map[string]any{"phase": "Failed", "reason": reason, "message": msg, "conditions": record}
+	}
+	tests := map[string]struct {
+		rs     string
+		status map[string]any
+		ann    map[string]any
+		patch  string // "": nothing written
+		say    string
+	}{
+		"disk conflict, first start": {rs: "Manual", status: refusal("DiskConflict", conflict),
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null}}}`,
+			say: "virtualmachine/vm1 start requested (cloudnative.czs/startRequestedAt=" + at + "); its disk is refused (phase Failed (DiskConflict): " + conflict +
+				"); the controller carries the start out once what the message names is fixed"},
+		"disk conflict, start pending": {rs: "Once", status: refusal("DiskConflict", conflict),
+			ann: map[string]any{schema.AnnotationStartRequestedAt: pendingAt},
+			say: "virtualmachine/vm1 has a start pending (cloudnative.czs/startRequestedAt=" + pendingAt + ", not yet carried out): its disk is refused " +
+				"(phase Failed (DiskConflict): " + conflict + "); the controller carries the start out once what the message names is fixed: nothing changed"},
+		"invalid spec, start pending": {rs: "RerunOnFailure", status: refusal("InvalidSpec", "Invalid spec: spec.resources.requests.memory: 100m"),
+			ann: map[string]any{schema.AnnotationStartRequestedAt: pendingAt},
+			say: "has a start pending (cloudnative.czs/startRequestedAt=" + pendingAt + ", not yet carried out): its spec is refused"},
+		"server refused, start pending": {rs: "Manual", status: refusal("ServerRejected", "The server was refused: quota"),
+			ann: map[string]any{schema.AnnotationStartRequestedAt: pendingAt},
+			say: "its server was refused (phase Failed (ServerRejected): The server was refused: quota); the controller asks for it again every minute"},
+		"disk conflict, start and stop pending": {rs: "Manual", status: refusal("DiskConflict", conflict),
+			ann:   map[string]any{schema.AnnotationStartRequestedAt: pendingAt, schema.AnnotationStopRequestedAt: pendingAt},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":null}}}`,
+			say:   "the stop requested at " + pendingAt + ", not yet carried out, is withdrawn; its disk is refused"},
+		"disk conflict, start pending, paused": {rs: "Manual", status: refusal("DiskConflict", conflict),
+			ann:   map[string]any{schema.AnnotationStartRequestedAt: pendingAt, schema.AnnotationPaused: "true"},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/startRequestedAt":"` + at + `","cloudnative.czs/stopGracePeriodSeconds":null}}}`,
+			say:   "virtualmachine/vm1 start requested (cloudnative.czs/startRequestedAt=" + at + "); the VM is paused"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := requestVM(t, tc.rs, tc.status, tc.ann)
+			r, err := startVerb(vm, f, pluginNow)
+			if err != nil || patchText(r) != tc.patch || !strings.Contains(r.say, tc.say) {
+				t.Errorf("start: patch %s, error %v, say:\n%s\nwant patch %s, saying:\n%s", patchText(r), err, r.say, tc.patch, tc.say)
+			}
+		})
+	}
+}

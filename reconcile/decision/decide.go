@@ -1192,6 +1192,7 @@ func (d *decision) report(phase schema.Phase, reason, msg string, srv *backend.S
 	msg = schema.Shorten(msg, schema.ConditionMessageLimit) // the message of Ready too
 	st.Phase, st.Reason, st.Message = phase, reason, msg
 	st.ObservedGeneration = d.vm.Generation()
+	d.pendingStart(st, reason)
 	if d.vm.Fields().NextRetryTime != "" {
 		// Set while a failed server waits out its backoff only; not in a layout without the
 		// field (a CRD of another group, a field map of its own), which reads it back as

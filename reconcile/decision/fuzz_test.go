@@ -734,6 +734,12 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	if (len(specErrs) > 0 && !vm.Deleting()) != (st.Reason == decision.ReasonInvalidSpec) {
 		fail("reason %s for a spec with errors %v", st.Reason, specErrs)
 	}
+	if startCarried(vm, *st) && !carriesStart(srv, plan, *st) {
+		// A start is recorded as done only by a plan that carries it out (runstrategy.go,
+		// pendingStart); one recorded by a refusal, or with the VM left stopped, is never
+		// carried out.
+		fail("records the start request %s without a server made, kept or on its way (%s, %s)", st.StartRequestedAt, st.Phase, st.Reason)
+	}
 
 	// One event per change of phase or reason, unless the server action's event explains it.
 	// A server that went without the controller deleting it (only one the status named) is a
@@ -1323,6 +1329,41 @@ func patchAt(t *testing.T, base map[string]any, path string, value any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// startCarried reports whether st, the status a plan for vm writes, records vm's new start
+// request (newStart) as the request that plan acts on: under a run strategy that heeds
+// requests (under Always and Halted a request is recorded and nothing more), and not as
+// overtaken by a newer stop (of two new requests the later wins, a tie the stop).
+func startCarried(vm schema.VirtualMachine, st schema.Status) bool {
+	spec, errs := vm.Spec()
+	if len(errs) > 0 || vm.Deleting() || spec.RunStrategy == schema.RunAlways || spec.RunStrategy == schema.RunHalted {
+		return false
+	}
+	start := vm.StartRequested()
+	if !newStart(vm) || st.StartRequestedAt != start.Value {
+		return false
+	}
+	return !newStop(vm) || start.At.After(vm.StopRequested().At)
+}
+
+// carriesStart reports whether plan, which records a start request, carries it out: it
+// creates a server, keeps the live one there is (a start of a running VM changes nothing),
+// or leaves the VM on its way to one (phase Creating: its disk made or waited for first, a
+// server being replaced), or a failed server's replacement waiting out its backoff (under
+// RerunOnFailure: the server deleted during the backoff). Not a refusal: the refusal makes
+// no server, and a start recorded there would never be carried out.
+func carriesStart(srv *backend.Server, plan decision.Plan, st schema.Status) bool {
+	if slices.Contains(refusalReasons, st.Reason) {
+		return false
+	}
+	switch {
+	case serverOp(plan) == decision.CreateServer, st.Phase == schema.PhaseCreating:
+		return true
+	case srv != nil && !srv.Deleting && serverOp(plan) != decision.DeleteServer:
+		return srv.State != backend.StateStopped && srv.State != backend.StateFailed
+	}
+	return st.Reason == decision.ReasonServerFailed && !st.NextRetryTime.IsZero()
 }
 
 // newStop reports whether vm carries a stop request its status has not recorded.

@@ -8,8 +8,10 @@ import (
 // The start and stop requests (schema.AnnotationStartRequestedAt, AnnotationStopRequestedAt):
 // each value is acted on once and recorded in status (startRequestedAt, stopRequestedAt) in
 // the same write that carries it out, so that neither a controller restart nor a new leader
-// acts on it twice. Of two new requests the later one wins, and the other is recorded at once
-// as overtaken (a stop written after a start means the user wants it stopped).
+// acts on it twice; a write that does not carry it out (a refusal: pendingStart, and the plans
+// of a backend's refusals, which record no request) leaves it pending. Of two new requests the
+// later one wins, and the other is recorded at once as overtaken (a stop written after a start
+// means the user wants it stopped).
 
 // newRequests are the start and stop requests not yet acted on; at most one of them is set,
 // the winner (the other, if new too, is recorded here as overtaken).

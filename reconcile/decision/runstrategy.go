@@ -38,6 +38,9 @@ type runPart struct {
 	// maxBackoff is Policy.MaxRestartBackoff, the bound of a wait for a failed server's
 	// replacement by the controller's clock (recordedRetry).
 	maxBackoff time.Duration
+	// start is the new start request this decision carries out (onRequest), recorded in
+	// its status (status.startRequestedAt) unless that status refuses the VM (pendingStart).
+	start string
 }
 
 // onRequest decides for a VM whose strategy is RerunOnFailure, Once or Manual.
@@ -73,7 +76,9 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 			return
 		}
 		// No server (the create below carries the start out) or a live one (a start of a
-		// running VM changes nothing): recorded in this decision's write either way.
+		// running VM changes nothing): recorded in this decision's write either way, but
+		// for a refusal's (pendingStart).
+		d.run.start = start.Value
 		d.next().StartRequestedAt = start.Value
 		p.active(d, want, spec)
 		return
@@ -104,6 +109,22 @@ func (p Policy) onRequest(d *decision, want backend.Spec, spec schema.Spec) {
 		return
 	}
 	p.active(d, want, spec)
+}
+
+// pendingStart leaves the start request this decision was to carry out (run.start) out of
+// st, a status of reason, when the status is a refusal's (refusals: under a decision, a disk
+// of the VM's name that is another's, DiskConflict): the refusal makes no server, and a start
+// recorded as done there would never be carried out. The refusal of a stopped VM keeps the
+// record of its stopped status (ConditionRefusedWhileStopped), and once the refusal is lifted
+// the VM would go back to it, stopped, as if no one had asked. Left pending, the start is
+// decided again with each decision of the refusal (which writes nothing new) and carried out
+// by the first that is not refused, as a start whose server's create the backend refused
+// (Rejected, which records no request) or one given while the spec is invalid (Decide's
+// early return) is.
+func (d *decision) pendingStart(st *schema.Status, reason string) {
+	if d.run.start != "" && refusals[reason] {
+		st.StartRequestedAt = d.current.StartRequestedAt
+	}
 }
 
 // ended reports whether a server has ended: it will not run again by itself.
