@@ -86,8 +86,10 @@ func stopped(rs schema.RunStrategy, st schema.Status) bool {
 // liveServer reports whether the status names a server that neither ended nor is being
 // deleted by a stop: in phase Inactive the server named is one kept after its end
 // (GuestShutDown) or one a stop deletes (Stopping, ServerStopping, NodeLost), and a failed
-// server (ServerFailed) ended, even when a sidecar keeps its pod running. The server's state
-// is the backend's own word (for pods, the phase), which does not say it: the reason does.
+// server (ServerFailed) ended, even when a sidecar keeps its pod running. So is the server a
+// refusal of a stopped VM names (RefusedWhileStopped): one kept after its end, or one a stop
+// or Halted deletes beside a spec the controller refuses (decision's invalid.go). The server's
+// state is the backend's own word (for pods, the phase), which does not say it: the reason does.
 func liveServer(st schema.Status) bool {
 	if st.Server == nil || st.Server.Name == "" {
 		return false
@@ -96,9 +98,19 @@ func liveServer(st schema.Status) bool {
 	case schema.PhaseInactive:
 		return false
 	case schema.PhaseFailed:
-		return st.Reason != decision.ReasonServerFailed
+		return st.Reason != decision.ReasonServerFailed && !decision.RefusedWhileStopped(st)
 	}
 	return true
+}
+
+// restReason is the reason of the status the VM rests with: its own, or under a refusal of a
+// stopped VM, the reason of the stopped status the refusal keeps the record of
+// (RefusedWhileStopped: a stop's deletion under way beside a refused spec is Stopping).
+func restReason(st schema.Status) string {
+	if decision.RefusedWhileStopped(st) {
+		return st.Condition(decision.ConditionRefusedWhileStopped).Reason
+	}
+	return st.Reason
 }
 
 // request is a request a verb writes as an annotation, and the status field that records
@@ -246,7 +258,8 @@ func refusal(st schema.Status) string {
 	return describe(st) + ": " + st.Message
 }
 
-// startVerb: on Halted, the spec's run strategy becomes Always (as virtctl start does); on
+// startVerb: on Halted, the spec's run strategy becomes Always (as virtctl start does), with a
+// word that a spec the controller refuses (InvalidSpec) holds the server back until fixed; on
 // RerunOnFailure, Once and Manual a stopped VM gets a start request (the annotation
 // cloudnative.czs/startRequestedAt); a VM that runs, or runs under Always anyway, is left as
 // it is, and so is one on its way to a server after a failure or a refused create, which it
@@ -273,7 +286,13 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 	case schema.RunHalted:
 		p := nested(f.Action, f.StrategyWord(schema.RunAlways))
 		p["metadata"] = map[string]any{"annotations": map[string]any{schema.AnnotationStopGracePeriod: nil}}
-		return verbResult{patch: p, say: fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name) + pausedNote(vm)}, nil
+		say := fmt.Sprintf("virtualmachine/%s started: runStrategy Halted -> Always", name)
+		if st.Reason == decision.ReasonInvalidSpec && !vm.Paused() {
+			// The controller makes no server for a spec it refuses: said, rather than a
+			// start that does not come.
+			say += fmt.Sprintf("; its spec is refused (%s): its server is made once what the message names is fixed", refusal(st))
+		}
+		return verbResult{patch: p, say: say + pausedNote(vm)}, nil
 	case schema.RunAlways:
 		if say := waitingForServer(name, rs, st); say != "" && !vm.Paused() {
 			return verbResult{say: say}, nil
@@ -372,9 +391,11 @@ func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string) e
 // A stopped VM whose status still names a server gets the request all the same: a server that
 // ended and is kept for inspection (GuestShutDown, ServerFailed), which a stop deletes, as
 // docs/run-strategies.md says; and a stop under way, when the new one shortens its grace
-// period (--force on a guest that hangs in its shutdown). A VM whose server is kept running
-// beside a spec the controller refuses (InvalidSpec, DiskConflict) is not stopped but running
-// (liveServer): the stop deletes that server once the spec is fixed. A paused VM's status says nothing of now: its request is written whatever
+// period (--force on a guest that hangs in its shutdown), also beside a spec the controller
+// refuses (restReason). A VM whose server is kept running beside a spec or disk the controller
+// refuses (InvalidSpec, DiskConflict) is not stopped but running (liveServer): the stop
+// deletes that server all the same (decision's invalid.go), and so does Halted, which stop
+// sets under Always. A paused VM's status says nothing of now: its request is written whatever
 // it says.
 //
 // Refused (exit 1, nothing written): a VM being deleted (beingDeleted); a grace period while
@@ -437,7 +458,7 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 		// out only for a node down for good, which the status message names.
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; its server's node does not answer, "+
 			"and the stop waits for it: %s", name, describe(st), st.Message)}, nil
-	case st.Reason == decision.ReasonStopping && grace == nil:
+	case restReason(st) == decision.ReasonStopping && grace == nil:
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; to cut its shutdown short: kubectl vm stop %s --force",
 			name, describe(st), name)}, nil
 	}

@@ -276,6 +276,10 @@ func TestStoppedByServerAndStrategy(t *testing.T) {
 		"RerunOnFailure, no phase yet":                {rs: "RerunOnFailure", status: map[string]any{}},
 
 		"Manual, no phase yet": {rs: "Manual", status: map[string]any{}, stopped: true},
+		"Manual, invalid spec, its server deleted by a stop": {rs: "Manual", stopped: true, status: map[string]any{"phase": "Failed", "reason": "InvalidSpec", "server": live,
+			"conditions": []any{map[string]any{"type": "RefusedWhileStopped", "status": "True", "reason": "Stopping", "message": "Waiting for server vm1-server to be deleted"}}}},
+		"Once, shut down, server kept, then its spec refused": {rs: "Once", stopped: true, status: map[string]any{"phase": "Failed", "reason": "InvalidSpec", "server": live,
+			"conditions": []any{map[string]any{"type": "RefusedWhileStopped", "status": "True", "reason": "GuestShutDown", "message": "Server vm1-server shut down cleanly"}}}},
 		"Manual, stopped, then its disk refused": {rs: "Manual", stopped: true, status: map[string]any{"phase": "Failed", "reason": "DiskRejected",
 			"conditions": []any{map[string]any{"type": "RefusedWhileStopped", "status": "True", "reason": "Stopped", "message": "Stopped on request"}}}},
 		"RerunOnFailure, failed, a record of a stop left by another version": {rs: "RerunOnFailure", status: map[string]any{"phase": "Failed", "reason": "ServerFailed",
@@ -526,6 +530,64 @@ func TestStartOfARefusedStoppedVM(t *testing.T) {
 			r, err := startVerb(vm, f, pluginNow)
 			if err != nil || patchText(r) != tc.patch || !strings.Contains(r.say, tc.say) {
 				t.Errorf("start: patch %s, error %v, say:\n%s\nwant patch %s, saying:\n%s", patchText(r), err, r.say, tc.patch, tc.say)
+			}
+		})
+	}
+}
+
+// TestStopBesideInvalidSpec: a VM whose spec the controller refuses (InvalidSpec) and whose
+// server runs beside it is stopped as any running VM (under Always the run strategy becomes
+// Halted, under the others a stop request), and the controller deletes the server all the
+// same, keeping the status InvalidSpec with the record of the stop (RefusedWhileStopped,
+// Stopping). Stopped again while that deletion is under way, the VM is already stopping:
+// nothing written, unless --force cuts the shutdown short; restart is refused, as for any VM
+// being stopped. start on Halted says the server waits for the spec to be fixed.
+func TestStopBesideInvalidSpec(t *testing.T) {
+	at := pluginNow.Format(requestTimeLayout)
+	zero := int64(0)
+	const invalid = "Invalid spec: spec.resources.requests.cpu: Invalid value: \"0\": must be greater than zero"
+	live := map[string]any{"name": "vm1-server", "id": "u", "state": "Running"}
+	running := map[string]any{"phase": "Failed", "reason": "InvalidSpec", "message": invalid, "server": live}
+	stopping := map[string]any{"phase": "Failed", "reason": "InvalidSpec", "server": live,
+		"message":    invalid + "; server vm1-server is being deleted all the same (stop requested at 2026-06-01T11:59:00.000Z)",
+		"conditions": []any{map[string]any{"type": "RefusedWhileStopped", "status": "True", "reason": "Stopping", "message": "Waiting for server vm1-server to be deleted (stop requested at 2026-06-01T11:59:00.000Z)"}}}
+	tests := map[string]struct {
+		verb, rs string
+		status   map[string]any
+		grace    *int64
+		patch    string // "": nothing written
+		say      string
+		refusal  string // the refusal's words; "": not refused
+	}{
+		"stop on Always": {verb: "stop", rs: "Always", status: running,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null}},"spec":{"runStrategy":"Halted"}}`,
+			say:   "virtualmachine/vm1 stopped: runStrategy Always -> Halted"},
+		"stop on Manual": {verb: "stop", rs: "Manual", status: running,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`,
+			say:   "virtualmachine/vm1 stop requested"},
+		"stop again while it stops": {verb: "stop", rs: "Manual", status: stopping,
+			say: "virtualmachine/vm1 is already stopping (phase Failed (InvalidSpec)): nothing changed; to cut its shutdown short: kubectl vm stop vm1 --force"},
+		"stop --force while it stops": {verb: "stop", rs: "Once", status: stopping, grace: &zero,
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"0","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`,
+			say:   "virtualmachine/vm1 stop requested"},
+		"restart while it stops": {verb: "restart", rs: "RerunOnFailure", status: stopping, refusal: "is stopped"},
+		"start on Halted": {verb: "start", rs: "Halted", status: map[string]any{"phase": "Failed", "reason": "InvalidSpec", "message": invalid},
+			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null}},"spec":{"runStrategy":"Always"}}`,
+			say: "virtualmachine/vm1 started: runStrategy Halted -> Always; its spec is refused (phase Failed (InvalidSpec): " + invalid +
+				"): its server is made once what the message names is fixed"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := requestVM(t, tc.rs, tc.status, nil)
+			r, err := decideVerb(tc.verb, vm, f, tc.grace)
+			if tc.refusal != "" {
+				if !refused(err, tc.refusal) || r.patch != nil {
+					t.Errorf("%s: patch %s, error %v; want exit 1 saying %q, nothing written", tc.verb, patchText(r), err, tc.refusal)
+				}
+				return
+			}
+			if err != nil || patchText(r) != tc.patch || !strings.Contains(r.say, tc.say) {
+				t.Errorf("%s: patch %s, error %v, say:\n%s\nwant patch %s, saying:\n%s", tc.verb, patchText(r), err, r.say, tc.patch, tc.say)
 			}
 		})
 	}

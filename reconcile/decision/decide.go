@@ -109,7 +109,7 @@ func (p Policy) Decide(in Input) Plan {
 		if spec.ReclaimPolicy != schema.ReclaimDelete {
 			d.retainDisk() // the one disk action an invalid spec gets: it keeps the disk safe
 		}
-		d.report(schema.PhaseFailed, ReasonInvalidSpec, invalidMessage(errs), srv)
+		d.invalid(spec, errs) // a server its run strategy wants gone goes all the same (invalid.go)
 		return d.plan
 	}
 	want := backend.Spec{CPU: spec.CPU, Memory: spec.Memory, RootDisk: spec.RootDisk, Image: spec.Image, Placement: spec.Placement}
@@ -291,6 +291,20 @@ func (d *decision) inactive(stop string) {
 		d.report(schema.PhaseInactive, ReasonServerStopped, "The VM has no server (action is inactive)", nil)
 		return
 	}
+	d.haltServer(stop)
+	if d.srv.State == backend.StateLost {
+		d.lostServer(schema.PhaseInactive, d.deletingServer()) // its deletion cannot finish (nodelost.go)
+		return
+	}
+	d.report(schema.PhaseInactive, ReasonServerStopping,
+		fmt.Sprintf("Waiting for server %s to be deleted (action is inactive)", d.srv.Name), d.deletingServer())
+}
+
+// haltServer deletes the server of a VM whose run strategy is Halted (inactive; also beside an
+// invalid spec, stopInvalid), with the grace period a stop asked for; one being deleted
+// already, again with the grace period of a new stop request stop ("" for none), unless its
+// node does not answer.
+func (d *decision) haltServer(stop string) {
 	d.ensureFinalizer(true)
 	if grace := d.stopGrace(); !d.srv.Deleting {
 		d.deleteServer(ReasonDeletingServer, fmt.Sprintf("Deleting server %s: action is inactive", d.srv.Name))
@@ -299,12 +313,6 @@ func (d *decision) inactive(stop string) {
 		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: grace, Event: Event{Type: EventNormal, Reason: ReasonStoppingServer,
 			Message: fmt.Sprintf("Deleting server %s: stop requested at %s, grace period %s", d.srv.Name, stop, time.Duration(*grace))}}
 	}
-	if d.srv.State == backend.StateLost {
-		d.lostServer(schema.PhaseInactive, d.deletingServer()) // its deletion cannot finish (nodelost.go)
-		return
-	}
-	d.report(schema.PhaseInactive, ReasonServerStopping,
-		fmt.Sprintf("Waiting for server %s to be deleted (action is inactive)", d.srv.Name), d.deletingServer())
 }
 
 // active: keep exactly one healthy server with the wanted spec (and, under --root-disk claim,

@@ -606,6 +606,11 @@ func checkPlan(t *testing.T, p decision.Policy, vm schema.VirtualMachine, srv *b
 	if plan.RequeueAfter < 0 {
 		fail("negative requeue")
 	}
+	if wantsNoServer(vm, spec) && srv != nil && !srv.Deleting && serverOp(plan) != decision.DeleteServer {
+		// Also beside an invalid spec: the run strategy reads as Halted, or a stop is asked
+		// for, and deleting a server needs nothing of what the invalid field hides (invalid.go).
+		fail("keeps the server of a VM that is to have none (runStrategy %s, a new stop %v; spec errors %v)", spec.RunStrategy, newStop(vm), specErrs)
+	}
 
 	st := plan.Status
 	if st == nil {
@@ -1364,6 +1369,19 @@ func carriesStart(srv *backend.Server, plan decision.Plan, st schema.Status) boo
 		return srv.State != backend.StateStopped && srv.State != backend.StateFailed
 	}
 	return st.Reason == decision.ReasonServerFailed && !st.NextRetryTime.IsZero()
+}
+
+// wantsNoServer reports whether vm, whose spec (valid or not) reads as spec, is to have no
+// server: its run strategy is Halted, or under one that heeds requests it carries a new stop
+// request that wins over a new start (the later one; a tie goes to the stop).
+func wantsNoServer(vm schema.VirtualMachine, spec schema.Spec) bool {
+	switch spec.RunStrategy {
+	case schema.RunHalted:
+		return true
+	case schema.RunRerunOnFailure, schema.RunOnce, schema.RunManual:
+		return newStop(vm) && !(newStart(vm) && vm.StartRequested().At.After(vm.StopRequested().At))
+	}
+	return false
 }
 
 // newStop reports whether vm carries a stop request its status has not recorded.

@@ -41,6 +41,10 @@ type runPart struct {
 	// start is the new start request this decision carries out (onRequest), recorded in
 	// its status (status.startRequestedAt) unless that status refuses the VM (pendingStart).
 	start string
+	// stoppedAs, if set, is the stopped status this decision's refusal stands for, in place
+	// of the one it replaces (stoppedBefore): the server deleted beside an invalid spec
+	// (stopInvalid) is stopping as the valid spec's decision would report it.
+	stoppedAs *rested
 }
 
 // onRequest decides for a VM whose strategy is RerunOnFailure, Once or Manual.
@@ -294,6 +298,9 @@ func (d *decision) stoppedRecord(conds []schema.Condition, reason string, gen in
 		strategy = spec.RunStrategy
 	}
 	r, ok := d.stoppedBefore(strategy)
+	if d.run.stoppedAs != nil {
+		r, ok = *d.run.stoppedAs, true
+	}
 	if !ok {
 		return schema.RemoveCondition(conds, ConditionRefusedWhileStopped)
 	}
@@ -324,11 +331,24 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 		d.report(schema.PhaseInactive, ReasonStopped, fmt.Sprintf("Stopped on request (%s); %s", at, d.startHint()), nil)
 		return
 	}
+	d.deleteOnStop(at)
+	if srv.State == backend.StateLost {
+		d.lostOnStop(d.deletingServer(), at) // its deletion cannot finish (nodelost.go)
+		return
+	}
+	d.report(schema.PhaseInactive, ReasonStopping,
+		fmt.Sprintf("Waiting for server %s to be deleted (stop requested at %s)", srv.Name, at), d.deletingServer())
+}
+
+// deleteOnStop deletes the server for the stop request at (stopServer; also beside an invalid
+// spec, stopInvalid), with the grace period the stop asked for; one being deleted already,
+// again with that grace period if it gives one. Not one on a node that does not answer: a
+// delete with a grace period of 0 removes its pod at once, while its guest may still run
+// there with the disk (nodelost.go names the way out, for a node down for good).
+func (d *decision) deleteOnStop(at string) {
+	srv := d.srv
 	d.ensureFinalizer(true)
 	d.evict.moving = nil // a move under Replace ends with the stop
-	// Not one on a node that does not answer: a delete with a grace period of 0 removes its pod
-	// at once, while its guest may still run there with the disk (nodelost.go names the way
-	// out, for a node down for good).
 	if grace := d.stopGrace(); !srv.Deleting || grace != nil && srv.State != backend.StateLost {
 		d.plan.Server = &ServerAction{Op: DeleteServer, GracePeriod: grace, Event: Event{Type: EventNormal,
 			Reason: ReasonStoppingServer, Message: fmt.Sprintf("Deleting server %s: stop requested at %s", srv.Name, at)}}
@@ -336,12 +356,6 @@ func (d *decision) stopServer(spec schema.Spec, at string) {
 			d.plan.Server.Event.Message += fmt.Sprintf(", grace period %s", time.Duration(*grace))
 		}
 	}
-	if srv.State == backend.StateLost {
-		d.lostOnStop(d.deletingServer(), at) // its deletion cannot finish (nodelost.go)
-		return
-	}
-	d.report(schema.PhaseInactive, ReasonStopping,
-		fmt.Sprintf("Waiting for server %s to be deleted (stop requested at %s)", srv.Name, at), d.deletingServer())
 }
 
 // stayStopped reports a stopped VM without a live server as it is: the reason it stopped
