@@ -258,32 +258,64 @@ func (c *Controller) onVMUpdate(old, cur any) {
 	if c.usage != nil && n.Phase() == schema.PhaseActive && o.Phase() != schema.PhaseActive {
 		c.usage.schedule(key)
 	}
-	if c.reconciling.hold(key, update{old: o, cur: n}) {
-		return // handed to queueUpdate once the reconcile under way has noted its writes
+	rv := n.GetResourceVersion()
+	if c.reconciling.underway(key) {
+		// Whether it is an echo is told once the reconcile has noted its writes; what it asks
+		// otherwise is told now, from the two objects, which are not kept (reconciling).
+		u := held{rv: rv, lane: c.laneOf(o, n)}
+		if c.reconciling.hold(key, u) {
+			return // handed to queueUpdate once the reconcile under way has noted its writes
+		}
+		c.queueUpdate(key, u) // the reconcile has ended meanwhile
+		return
 	}
-	c.queueUpdate(key, update{old: o, cur: n})
+	// The echo of a write this controller made and had decided on already, told first: it
+	// is the most common update, and laneOf reads both objects.
+	if c.ledger.echoes.seen(key, rv) {
+		return
+	}
+	c.queueLane(key, c.laneOf(o, n))
 }
 
-// queueUpdate queues the VM of key for its update u, unless u brings nothing a decision has
-// not had: the echo of a write this controller made and decided on (echoes), a change of
-// nothing a view reads, a usage write.
-func (c *Controller) queueUpdate(key cache.ObjectName, u update) {
-	o, n := u.old, u.cur
-	// The echo of a write this controller made and had decided on already.
-	if c.ledger.echoes.seen(key, n.GetResourceVersion()) {
+// queueUpdate queues the VM of key for an update held while it was reconciled (reconciling),
+// in the lane the update asked for, unless the update is the echo of a write this controller
+// made and decided on (echoes).
+func (c *Controller) queueUpdate(key cache.ObjectName, u held) {
+	if c.ledger.echoes.seen(key, u.rv) {
 		return
 	}
+	c.queueLane(key, u.lane)
+}
+
+// laneOf is the lane an update of a VM from o to n asks for, if it is not an echo: none for a
+// change of nothing a view reads or a usage write, new work for what a user changes
+// (userChange), the backlog for the rest (status someone else wrote). It reads o and n and the
+// fixed configuration alone, so that it can be told when the update comes.
+func (c *Controller) laneOf(o, n *vmcache.Object) lane {
 	if vmcache.Same(o, n) {
-		return
+		return laneNone
 	}
 	// The poller's usage writes change nothing a decision reads, but for a VM that is
 	// not Active, which reports no usage: a write the poller sent while it was Active
 	// may land after the reconcile that removed the usage, and the reconcile it brings
 	// removes it again.
 	if c.usage != nil && n.Phase() == schema.PhaseActive && vmcache.OnlyUsageChanged(o, n, c.cfg.VMs.Fields) {
-		return
+		return laneNone
 	}
-	c.enqueue(n, userChange(o, n, c.cfg.VMs.Fields))
+	if userChange(o, n, c.cfg.VMs.Fields) {
+		return laneUrgent
+	}
+	return laneBacklog
+}
+
+// queueLane queues the VM of key in lane l (laneNone: not at all).
+func (c *Controller) queueLane(key cache.ObjectName, l lane) {
+	switch l {
+	case laneUrgent:
+		c.queue.AddUrgent(key)
+	case laneBacklog:
+		c.queue.Add(key)
+	}
 }
 
 // startVMs starts a new informer of the VMs, whose initial list enqueues every VM, and stops

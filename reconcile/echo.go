@@ -6,8 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/cloudnative-czs/vm-controller/reconcile/vmcache"
 )
 
 // maxEchoes bounds the resourceVersions remembered per VM: a reconcile writes a VM at most
@@ -213,35 +211,76 @@ func (e *echoes) forget(key cache.ObjectName) {
 // that is not an echo (a user's edit) is never dropped either way, as seen knows only the
 // versions this controller's writes returned.
 //
+// What is held of an update is a held record, not the update's two objects: what the update
+// asks of the queue depends on them alone, and is worked out when it comes (Controller.laneOf);
+// only whether it is an echo must wait. Holding the objects kept every version of the VM the
+// cache had already replaced, whole, for as long as the reconcile ran (up to
+// --reconcile-timeout) while someone else wrote the VM, however often.
+//
+// Why a record per update, not one per VM (a set of versions and the strongest lane): which
+// updates are echoes is known only from the versions noted when the reconcile ends, and seen,
+// each time it matches, forgets every version noted before the match; so each version is
+// checked in the order it came, and queues the VM in the lane of its own update, as before.
+// Folded per VM, a change that queues nothing (a label) would be queued in the lane of an echo
+// beside it, and an echo checked out of turn would make seen forget the earlier ones, which
+// would then be queued. A record is a string header and a byte; its string is the one the
+// Object read (a few bytes of their own), not the Object.
+//
 // The zero reconciling holds nothing and is ready to use.
 type reconciling struct {
 	mu sync.Mutex
 	// m holds, for each VM whose reconcile is under way, the updates handed over meanwhile,
 	// oldest first (nil: none yet).
-	m map[cache.ObjectName][]update
+	m map[cache.ObjectName][]held
 }
 
-// update is one update of a cached VM, as the informer hands it over: before and after.
-type update struct{ old, cur *vmcache.Object }
+// held is what is kept of an update of a VM held until its reconcile ends: the updated VM's
+// resourceVersion, which only then can be told an echo or not (echoes.seen), and the lane
+// the update is queued in if it is not one, worked out from the update when it came.
+type held struct {
+	rv   string
+	lane lane
+}
+
+// lane is what an update asks of the queue, echoes aside: nothing, a place in the backlog, or
+// one ahead of it (urgency.go).
+type lane uint8
+
+const (
+	// laneNone: the update changes nothing a decision reads (vmcache.Same, a usage write).
+	// Its version is checked all the same: seen forgets the echoes older than the one it is.
+	laneNone lane = iota
+	laneBacklog
+	laneUrgent
+)
 
 // begin notes that a reconcile of key is under way.
 func (r *reconciling) begin(key cache.ObjectName) {
 	r.mu.Lock()
 	if r.m == nil {
-		r.m = map[cache.ObjectName][]update{}
+		r.m = map[cache.ObjectName][]held{}
 	}
 	r.m[key] = nil
 	r.mu.Unlock()
 }
 
-// hold keeps u, an update of key, for the end of the key's reconcile if one is under way, and
-// reports whether it did.
-func (r *reconciling) hold(key cache.ObjectName, u update) bool {
+// underway reports whether a reconcile of key is under way: an update of it then is held
+// (hold), and what it asks is worked out for that, while its objects are at hand.
+func (r *reconciling) underway(key cache.ObjectName) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	held, ok := r.m[key]
+	_, ok := r.m[key]
+	return ok
+}
+
+// hold keeps u, an update of key, for the end of the key's reconcile if one is under way, and
+// reports whether it did.
+func (r *reconciling) hold(key cache.ObjectName, u held) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, ok := r.m[key]
 	if ok {
-		r.m[key] = append(held, u)
+		r.m[key] = append(l, u)
 	}
 	return ok
 }
@@ -249,18 +288,18 @@ func (r *reconciling) hold(key cache.ObjectName, u update) bool {
 // end hands the updates held for key to handle, oldest first, and notes that its reconcile is
 // over. One handed over while handle runs is held too, and handled next, so that the updates
 // of a VM are handled in the order they came (seen forgets the writes older than an echo).
-func (r *reconciling) end(key cache.ObjectName, handle func(cache.ObjectName, update)) {
+func (r *reconciling) end(key cache.ObjectName, handle func(cache.ObjectName, held)) {
 	for {
 		r.mu.Lock()
-		held := r.m[key]
-		if len(held) == 0 {
+		l := r.m[key]
+		if len(l) == 0 {
 			delete(r.m, key)
 			r.mu.Unlock()
 			return
 		}
 		r.m[key] = nil
 		r.mu.Unlock()
-		for _, u := range held {
+		for _, u := range l {
 			handle(key, u)
 		}
 	}

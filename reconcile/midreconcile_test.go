@@ -3,15 +3,18 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
@@ -347,41 +350,195 @@ func TestEditDuringReconcile(t *testing.T) {
 }
 
 // TestReconcilingHolds: an update of a VM whose reconcile is under way is held until it ends,
-// then handed over with the others, in the order they came, those that come meanwhile too; an
-// update of another VM is not held, nor one of the VM once its reconcile has ended.
+// then handed over with the others, in the order they came, each with its own lane, those that
+// come meanwhile too; an update of another VM is not held, nor one of the VM once its
+// reconcile has ended.
 func TestReconcilingHolds(t *testing.T) {
 	a, b := cache.NewObjectName("ns", "a"), cache.NewObjectName("ns", "b")
-	// up is the update numbered rv; named is its number.
-	objs := map[*vmcache.Object]string{}
-	up := func(rv string) update {
-		o := &vmcache.Object{}
-		objs[o] = rv
-		return update{cur: o}
-	}
 	var r reconciling
+	if r.underway(a) {
+		t.Error("a VM is under way before its reconcile begins")
+	}
 	r.begin(a)
-	if r.hold(b, up("1")) {
+	if !r.underway(a) || r.underway(b) {
+		t.Errorf("under way: a %t, b %t; want a alone", r.underway(a), r.underway(b))
+	}
+	if r.hold(b, held{rv: "1", lane: laneUrgent}) {
 		t.Error("an update of a VM not being reconciled is held")
 	}
-	for _, rv := range []string{"2", "3"} {
-		if !r.hold(a, up(rv)) {
-			t.Fatalf("update %s of the VM being reconciled is not held", rv)
+	for _, u := range []held{{rv: "2", lane: laneUrgent}, {rv: "3", lane: laneNone}} {
+		if !r.hold(a, u) {
+			t.Fatalf("update %s of the VM being reconciled is not held", u.rv)
 		}
 	}
 	var got []string
-	r.end(a, func(key cache.ObjectName, u update) {
-		got = append(got, key.Name+"@"+objs[u.cur])
-		if objs[u.cur] == "2" && !r.hold(a, up("4")) {
+	r.end(a, func(key cache.ObjectName, u held) {
+		got = append(got, fmt.Sprintf("%s@%s:%d", key.Name, u.rv, u.lane))
+		if u.rv == "2" && !r.hold(a, held{rv: "4", lane: laneBacklog}) {
 			t.Error("an update that comes while the held ones are handed over is not held")
 		}
 	})
-	if want := []string{"a@2", "a@3", "a@4"}; !slices.Equal(got, want) {
+	want := []string{
+		fmt.Sprintf("a@2:%d", laneUrgent),
+		fmt.Sprintf("a@3:%d", laneNone),
+		fmt.Sprintf("a@4:%d", laneBacklog),
+	}
+	if !slices.Equal(got, want) {
 		t.Errorf("handed over %q, want %q", got, want)
 	}
-	if r.hold(a, up("5")) {
+	if r.hold(a, held{rv: "5"}) || r.underway(a) {
 		t.Error("an update of a VM whose reconcile ended is held")
 	}
 	if len(r.m) != 0 {
 		t.Errorf("left %v", r.m)
+	}
+}
+
+// TestHeldUpdatesKeepNoObjects: the updates of a VM held while it is reconciled keep neither
+// version of the VM. Another writer's many updates during one reconcile leave one record each,
+// a version and a lane, and every version the cache has replaced can be collected; the VM is
+// queued once at the end, in the lane they asked for. Held whole, each update kept both of its
+// objects until the reconcile ended (up to --reconcile-timeout): memory grew with the rate of
+// the updates times the length of the reconcile.
+func TestHeldUpdatesKeepNoObjects(t *testing.T) {
+	const updates = 1000
+	w := newWorld(t)
+	c, _ := newControllerOver(t, w, w.servers, decision.UsagePolicy{})
+	start(t, c)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c.reconciling.begin(testVM)
+	versions := holdVersions(t, c, w, updates)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	kept := 0
+	for _, v := range versions {
+		if v.Value() != nil {
+			kept++
+		}
+	}
+	if kept > 0 {
+		t.Errorf("%d of the %d versions of the VM handed over during its reconcile are kept, want none: held updates keep only their version and lane", kept, len(versions))
+	}
+	c.reconciling.mu.Lock()
+	n := len(c.reconciling.m[testVM])
+	c.reconciling.mu.Unlock()
+	if n != updates {
+		t.Errorf("%d records held for %d updates, want one each", n, updates)
+	}
+	t.Logf("about %d bytes of heap per held update", (int64(after.HeapAlloc)-int64(before.HeapAlloc))/updates)
+
+	c.reconciling.end(testVM, c.queueUpdate)
+	if urgent, backlog := c.queue.Lens(); urgent != 0 || backlog != 1 {
+		t.Errorf("after the reconcile, %d queued as new work and %d in the backlog; want the VM once in the backlog (status someone else wrote)", urgent, backlog)
+	}
+	if len(c.reconciling.m) != 0 {
+		t.Errorf("left %v held", c.reconciling.m)
+	}
+}
+
+// holdVersions hands c's VM informer handler the updates of the VM that another writer's
+// status messages make, each at a version of its own, and returns weak pointers to every
+// version: the caller finds out which of them something still keeps.
+func holdVersions(t *testing.T, c *Controller, w *world, updates int) []weak.Pointer[vmcache.Object] {
+	t.Helper()
+	u := namedVM(t, "ready", testVM.Name)
+	versions := make([]weak.Pointer[vmcache.Object], 0, updates+1)
+	version := func(i int) *vmcache.Object {
+		v := u.DeepCopy()
+		v.SetResourceVersion(strconv.Itoa(1000 + i))
+		if err := unstructured.SetNestedField(v.Object, fmt.Sprintf("written by someone else, %d", i), "status", "message"); err != nil {
+			t.Fatal(err)
+		}
+		o, err := vmcache.Compact(v, w.fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, weak.Make(o))
+		return o
+	}
+	old := version(0)
+	for i := 1; i <= updates; i++ {
+		cur := version(i)
+		c.onVMUpdate(old, cur)
+		old = cur
+	}
+	return versions
+}
+
+// panicsOnce is panickyBackend with a hook run in the reconcile that panics, before the panic:
+// it makes the updates that are held meanwhile.
+type panicsOnce struct {
+	*panickyBackend
+	once sync.Once
+	hook func()
+}
+
+func (b *panicsOnce) Observe(vm backend.Owner) (*backend.Server, error) {
+	if vm.Name == b.name && b.armed.Load() {
+		b.once.Do(b.hook)
+	}
+	return b.panickyBackend.Observe(vm)
+}
+
+// TestPanicWithUpdatesHeld: a reconcile that panics while updates of its VM are held (a
+// user's spec edit, a change of labels) ends as any other does: nothing is held after it, the
+// edit is queued as new work, not left to the panic's retry (whose backoff here never comes
+// due), and the worker goes on to the next reconcile, which carries the edit out.
+func TestPanicWithUpdatesHeld(t *testing.T) {
+	w := newWorld(t)
+	buggy := &panicsOnce{panickyBackend: &panickyBackend{Backend: w.servers, name: testVM.Name}}
+	r := &results{}
+	never := workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Hour, time.Hour)
+	c := New(Config{VMs: w.source(), Backend: buggy, Policy: serverPolicy, Retry: Retry{RateLimiter: never},
+		Report: w.report(r), Now: func() time.Time { return now }})
+	m := addMarker(t, w, c)
+	ctx := start(t, c)
+	settle(t, ctx, c, m)
+	key := userCreates(t, w, m, "create-new", testVM.Name)
+	buggy.hook = func() {
+		editVM(t, w, func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "inactive", "spec", "action")
+			u.SetGeneration(u.GetGeneration() + 1)
+		})
+		editVM(t, w, func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"team": "a"}) })
+		m.past(t)
+		c.reconciling.mu.Lock()
+		n := len(c.reconciling.m[key])
+		c.reconciling.mu.Unlock()
+		if n != 2 {
+			t.Errorf("%d updates held while the VM is reconciled, want 2", n)
+		}
+	}
+	buggy.armed.Store(true)
+	if !c.processNextItem(ctx) {
+		t.Fatal("the worker stopped at the panic")
+	}
+	if got := r.last(); got != ResultPanic {
+		t.Fatalf("the reconcile ended %q, want %q", got, ResultPanic)
+	}
+	c.reconciling.mu.Lock()
+	left := len(c.reconciling.m)
+	c.reconciling.mu.Unlock()
+	if left != 0 {
+		t.Errorf("after the panic, updates of %d VMs still held, want none", left)
+	}
+	if urgent, backlog := c.queue.Lens(); urgent != 1 || backlog != 0 {
+		t.Fatalf("after the panic, %d queued as new work and %d in the backlog; want the edit queued as new work", urgent, backlog)
+	}
+
+	buggy.armed.Store(false)
+	if !c.processNextItem(ctx) {
+		t.Fatal("the worker stopped after the panic")
+	}
+	if got := r.last(); got != ResultSuccess {
+		t.Fatalf("the reconcile after the panic ended %q, want %q", got, ResultSuccess)
+	}
+	if srv, _ := w.servers.Observe(ownerOf(cachedView(t, w.vm(t, key.Namespace, key.Name), w.fields))); srv != nil {
+		t.Errorf("a server %s for a VM made inactive before its first reconcile ended", srv.Name)
+	}
+	if got := status(t, w, key, "phase"); got != string(schema.PhaseInactive) {
+		t.Errorf("phase %q, want %s: the edit held during the reconcile that panicked is not carried out", got, schema.PhaseInactive)
 	}
 }
