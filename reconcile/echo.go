@@ -224,7 +224,7 @@ func (e *echoes) forget(key cache.ObjectName) {
 // Folded per VM, a change that queues nothing (a label) would be queued in the lane of an echo
 // beside it, and an echo checked out of turn would make seen forget the earlier ones, which
 // would then be queued. A record is a string header and a byte; its string is the one the
-// Object read (a few bytes of their own), not the Object.
+// Object read (a few bytes of their own), not the Object; and a VM holds at most maxHeld.
 //
 // The zero reconciling holds nothing and is ready to use.
 type reconciling struct {
@@ -273,16 +273,38 @@ func (r *reconciling) underway(key cache.ObjectName) bool {
 	return ok
 }
 
+// maxHeld bounds the records held for one VM. A reconcile writes a VM a few times, so more
+// updates than this while it runs are someone else's writes, however many (two writers
+// fighting over a field, for as long as --reconcile-timeout lets a reconcile run): past it the
+// records are folded into one (fold), which keeps memory per VM bounded at the cost of the
+// echoes among them, which then queue the VM once more.
+const maxHeld = 64
+
 // hold keeps u, an update of key, for the end of the key's reconcile if one is under way, and
-// reports whether it did.
+// reports whether it did. Past maxHeld records the ones held are folded into one first.
 func (r *reconciling) hold(key cache.ObjectName, u held) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l, ok := r.m[key]
 	if ok {
+		if len(l) >= maxHeld {
+			l = append(l[:0], fold(l))
+		}
 		r.m[key] = append(l, u)
 	}
 	return ok
+}
+
+// fold is one record standing for the records l: no version (no echo is told among them,
+// and seen takes one it does not know for a sign that the cache is past the last write, as it
+// is: someone else wrote the VM since), in the strongest lane any of them asks for, so that
+// the VM is queued as the most pressing of them would have queued it.
+func fold(l []held) held {
+	f := held{}
+	for _, h := range l {
+		f.lane = max(f.lane, h.lane)
+	}
+	return f
 }
 
 // end hands the updates held for key to handle, oldest first, and notes that its reconcile is
