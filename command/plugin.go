@@ -8,16 +8,20 @@ package command
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -28,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cloudnative-czs/vm-controller/schema"
@@ -292,11 +297,16 @@ func (c *pluginConfig) clients(cc *cli.Context, version string, ref vmRef) (*vmC
 			return nil, fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("make the API client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	hc.Transport = &tracedTransport{next: hc.Transport}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("make the API client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("make the API client: %w", err)
 	}
@@ -319,11 +329,11 @@ func (v *vmClient) get(ctx context.Context, name string) (*unstructured.Unstruct
 }
 
 // readError says in one line why the VM cannot be read. It is where every verb's first
-// request, the read of the VM, fails, so a cluster that cannot be reached is said here as it
-// is for every request after (unreachableError).
+// request, the read of the VM, fails, so a request without an answer is said here as it is
+// for every request after (unanswered).
 func (v *vmClient) readError(name string, err error) error {
-	if why := unreachable(err); why != nil {
-		return &unreachableError{err: why}
+	if why := unanswered(err); why != nil {
+		return why
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -336,31 +346,78 @@ func (v *vmClient) readError(name string, err error) error {
 	return fmt.Errorf("read virtualmachine %s in namespace %s: %w", name, v.namespace, err)
 }
 
-// unreachable is the failure of a request that did not reach the API server, or got no answer
-// from it (a connection refused, a name that does not resolve, a TLS handshake that fails, a
-// timeout), as client-go returns it: the HTTP client's *url.Error; nil when err is anything
-// else, an answer of the API server (it carries a status) included.
-func unreachable(err error) error {
+// unanswered is err as a verb ends on it when err is a request that got no answer from the
+// API server, as client-go returns it (the HTTP client's *url.Error, no status); nil when err
+// is anything else, an answer of the API server (an error with a status) included. What
+// failed says which (requestError, from the plugin's transport):
+//   - client-go's credential layers, which run before the request has a connection (an exec
+//     plugin that fails, a token file that cannot be read, a token that is no header value):
+//     "cannot authenticate to the cluster: ...";
+//   - the cluster's certificate, which the kubeconfig does not trust, or which does not name
+//     the server (its TLS handshake's verification): "cannot verify the cluster's certificate:
+//     ...";
+//   - anything else (a connection refused, a name that does not resolve, a proxy that refuses
+//     the tunnel, a TLS handshake that fails otherwise, a connection gone, a timeout): "cannot
+//     reach the cluster: ..." (unreachableError), which wait goes on across for a while.
+//
+// The first two wait cannot outlast, and neither is the cluster's absence. None of the three
+// was sent but the last, when it went as far as being written (requestError.sent).
+func unanswered(err error) error {
 	var status apierrors.APIStatus
 	var ue *url.Error
 	if errors.As(err, &status) || !errors.As(err, &ue) {
 		return nil
 	}
-	return ue
+	var re *requestError
+	traced := errors.As(ue, &re)
+	var verify *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case traced && !re.connecting:
+		return &connectError{what: "cannot authenticate to the cluster", err: ue}
+	case errors.As(ue, &verify) || errors.As(ue, &unknownCA) || errors.As(ue, &host) || errors.As(ue, &invalid):
+		return &connectError{what: "cannot verify the cluster's certificate", err: ue}
+	}
+	// A failure the transport passed on as it was (an EOF: tracedTransport), or one it did
+	// not see (a test's fake client), is taken as sent: that is what a write's note must
+	// assume when nothing says otherwise.
+	return &unreachableError{err: ue, sent: !traced || re.sent}
 }
 
-// unreachableError is a request of a verb that did not reach the API server (unreachable):
-// one line, exit 1, "cannot reach the cluster: ...", rather than the HTTP client's error
-// behind "read virtualmachine ..." or "write virtualmachine ...", since the VM is not the one
-// to look at. Every request of a verb ends so, the first read of the VM or any after it (a
-// write, status's read of the pod, migrate's of the nodes), the same for all;
-// note, when not empty, adds what the user needs to know of that request (a write that may
-// have been made, what wait last saw). It keeps the HTTP client's error (Unwrap), and its type
-// tells wait, which goes on across such a failure for a while once it has read the VM (an API
-// server restarting: waitReachGrace), from a refusal.
+// connectError is a request that never reached the API server, for a reason that does not
+// pass while the verb waits, and that is not the cluster's absence (unanswered): its
+// credentials could not be had, or the cluster's certificate could not be verified. One line,
+// exit 1, as every request that fails; a write's says nothing of having been made: nothing
+// was sent.
+type connectError struct {
+	what string // what could not be done: "cannot authenticate to the cluster"
+	err  error  // the HTTP client's
+}
+
+func (e *connectError) Error() string { return e.what + ": " + e.err.Error() }
+
+// ExitCode is 1, as for every request that fails (cli.ExitCoder).
+func (e *connectError) ExitCode() int { return 1 }
+
+func (e *connectError) Unwrap() error { return e.err }
+
+// unreachableError is a request of a verb that did not reach the API server, or got no answer
+// from it (unanswered): one line, exit 1, "cannot reach the cluster: ...", rather than the
+// HTTP client's error behind "read virtualmachine ..." or "write virtualmachine ...", since
+// the VM is not the one to look at. Every request of a verb ends so, the first read of the VM
+// or any after it (a write, status's read of the pod, migrate's of the nodes), the same for
+// all; note, when not empty, adds what the user needs to know of that request (a write that
+// may have been made, what wait last saw). It keeps the HTTP client's error (Unwrap), and its
+// type tells wait, which goes on across such a failure for a while once it has read the VM
+// (an API server restarting: --unreachable-timeout), from a refusal.
 type unreachableError struct {
 	err  error
 	note string
+	// sent: the request was written whole to a connection before it failed (the connection
+	// went, or the answer did not come), so that the API server may have acted on it.
+	sent bool
 }
 
 func (e *unreachableError) Error() string {
@@ -375,33 +432,145 @@ func (e *unreachableError) ExitCode() int { return 1 }
 
 func (e *unreachableError) Unwrap() error { return e.err }
 
-// asUnreachable is err as a verb ends on it: unreachableError when it is, or wraps, a request
-// that did not reach the API server (unreachable), err as it is otherwise. vmClient.write
-// returns through it, so that a cluster that stops answering after the read of the VM (at
-// migrate's reads of the pod, the nodes, the disk) is said as one that did not answer at
-// all, not as the HTTP client's error behind "read the server pod ...".
-func asUnreachable(err error) error {
+// asUnanswered is err as a verb ends on it: unanswered's line when it is, or wraps, a request
+// that got no answer, err as it is otherwise. vmClient.write returns through it, so that a
+// cluster that stops answering after the read of the VM (at migrate's reads of the pod, the
+// nodes, the disk) is said as one that did not answer at all, not as the HTTP client's error
+// behind "read the server pod ...".
+func asUnanswered(err error) error {
 	var cut *unreachableError
-	if errors.As(err, &cut) {
+	var refused *connectError
+	switch {
+	case errors.As(err, &cut):
 		return cut
+	case errors.As(err, &refused):
+		return refused
 	}
-	if why := unreachable(err); why != nil {
-		return &unreachableError{err: why}
+	if why := unanswered(err); why != nil {
+		return why
 	}
 	return err
 }
 
-// unsentWrite is the note of a write that did not reach the API server: nothing when the
-// connection was never made (a dial that failed: nothing was sent), else that the write may
-// have been made all the same (the connection went, or the answer did not come in time,
-// after the request was sent), which running a verb again on that belief could double (a
-// second restart).
-func unsentWrite(why error) string {
-	var op *net.OpError
-	if errors.As(why, &op) && op.Op == "dial" {
-		return ""
+// mayHaveBeenMade is the note of a write whose request was sent and got no answer (the
+// connection went, or the answer did not come in time): the write may have been made all the
+// same, and running the verb again on the belief that it was not could double it (a second
+// restart). A write that was never sent (its connection, or its TLS handshake, failed) has
+// none.
+const mayHaveBeenMade = "the write may have been made all the same: look at the VM before running the verb again"
+
+// requestError is a request of the plugin's clients that got no answer, with how far it went,
+// as the plugin's transport saw it (tracedTransport): the HTTP client's error says what
+// failed, not whether anything was sent, and a proxy's refusal of the tunnel ("Forbidden") or
+// a TLS alert is no type that says it was before.
+type requestError struct {
+	err error
+	// connecting: it asked the HTTP transport for a connection. client-go's credential
+	// layers (an exec plugin, a token file, the Authorization header they set) run before:
+	// a request that never asked failed in them.
+	connecting bool
+	// sent: it was written whole to a connection (a dial, a proxy's tunnel, a TLS handshake
+	// that failed come before).
+	sent bool
+}
+
+// Error is the error's own, so that the HTTP client's line is the one it would have been.
+// requestError is as transparent to client-go, which tells a failure it makes again (an EOF,
+// a connection reset, a timeout) through the *url.Error: by its message, Unwrap, and Timeout
+// and Temporary, which url.Error asks its Err directly.
+func (e *requestError) Error() string { return e.err.Error() }
+
+func (e *requestError) Unwrap() error { return e.err }
+
+func (e *requestError) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.err, &t) && t.Timeout()
+}
+
+func (e *requestError) Temporary() bool {
+	var t interface{ Temporary() bool }
+	return errors.As(e.err, &t) && t.Temporary()
+}
+
+// tracedTransport is the transport of the plugin's clients, around all of client-go's: it
+// follows each request (net/http/httptrace) and returns a failure as requestError, so that a
+// verb can say what failed and whether a write was sent (unanswered). It tells an
+// attemptObserver its request's context carries of each attempt: client-go makes a GET
+// again after an EOF, and a watch after an EOF or a timeout, up to 10 times, and says nothing
+// of the attempts that failed, nor, of a watch, of the last one (it returns an empty watch and
+// no error).
+type tracedTransport struct {
+	next http.RoundTripper
+}
+
+func (t *tracedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	seen, _ := ctx.Value(attemptObserverKey{}).(attemptObserver)
+	var connecting, sent atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GetConn: func(string) { connecting.Store(true) },
+		WroteRequest: func(w httptrace.WroteRequestInfo) {
+			if w.Err == nil {
+				sent.Store(true)
+			}
+		},
 	}
-	return "the write may have been made all the same: look at the VM before running the verb again"
+	if seen != nil {
+		seen.attempting()
+	}
+	resp, err := t.next.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	if err == nil {
+		if seen != nil {
+			seen.attempted(nil)
+		}
+		return resp, nil
+	}
+	failed := err
+	if err != io.EOF && err != io.ErrUnexpectedEOF {
+		// client-go tells these two by identity (utilnet.IsProbableEOF) to make a read or a
+		// watch again: they are passed on as they are, and taken as sent (unanswered).
+		failed = &requestError{err: err, connecting: connecting.Load() || ctx.Err() != nil, sent: sent.Load()}
+	}
+	if seen != nil {
+		// The request's own end (the verb's context) is no failure of the cluster's; nor
+		// are those that waiting does not mend (a credential, a certificate).
+		why := errAttemptAbandoned
+		if _, unreached := unanswered(&url.Error{Err: failed}).(*unreachableError); unreached && ctx.Err() == nil {
+			why = &url.Error{Op: urlOp(req.Method), URL: req.URL.Redacted(), Err: err}
+		}
+		seen.attempted(why)
+	}
+	return nil, failed
+}
+
+// urlOp is the Op of the HTTP client's *url.Error for method: "Get" for GET.
+func urlOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	return method[:1] + strings.ToLower(method[1:])
+}
+
+// attemptObserver is told of each attempt of the requests whose context carries it
+// (withAttemptObserver), by the plugin's transport: attempting as it starts, attempted as it
+// ends, with nil when it was answered (an HTTP answer of any status), else why it got none,
+// as the HTTP client says it (*url.Error), or errAttemptAbandoned when that is no failure of
+// the cluster (the request's context ended) or not one waiting mends (unanswered's
+// connectError).
+type attemptObserver interface {
+	attempting()
+	attempted(why error)
+}
+
+// errAttemptAbandoned is the end of an attempt that is no failure of the cluster's to reach
+// (attemptObserver).
+var errAttemptAbandoned = errors.New("attempt abandoned")
+
+type attemptObserverKey struct{}
+
+// withAttemptObserver is ctx, whose requests tell o of their attempts.
+func withAttemptObserver(ctx context.Context, o attemptObserver) context.Context {
+	return context.WithValue(ctx, attemptObserverKey{}, o)
 }
 
 // notServed says why a VM was not found when the reason is that the API server does not
@@ -463,13 +632,13 @@ func (v *vmClient) write(ctx context.Context, name string, decide func(schema.Vi
 	}
 	// decide's own reads (migrate's of the pod, the nodes, the disk) say a failure in their
 	// words; one that did not reach the API server is said as every verb says it.
-	return asUnreachable(err)
+	return asUnanswered(err)
 }
 
 // patch writes a JSON merge patch to the VM, conditional on the resourceVersion the verb
-// decided on; a conflict is returned as it is, for write to try again. A write that did not
-// reach the API server is unreachableError, with a note when it may have been made all the
-// same (unsentWrite).
+// decided on; a conflict is returned as it is, for write to try again. A write that got no
+// answer is said as unanswered says it, with a note when it was sent and so may have been
+// made all the same (mayHaveBeenMade).
 func (v *vmClient) patch(ctx context.Context, name, resourceVersion string, p map[string]any) error {
 	md, _ := p["metadata"].(map[string]any)
 	if md == nil {
@@ -488,8 +657,13 @@ func (v *vmClient) patch(ctx context.Context, name, resourceVersion string, p ma
 		if apierrors.IsForbidden(err) {
 			return cli.Exit(fmt.Sprintf("cannot change virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
 		}
-		if why := unreachable(err); why != nil {
-			return &unreachableError{err: why, note: unsentWrite(why)}
+		why := unanswered(err)
+		var cut *unreachableError
+		if errors.As(why, &cut) && cut.sent {
+			cut.note = mayHaveBeenMade
+		}
+		if why != nil {
+			return why
 		}
 		return fmt.Errorf("write virtualmachine %s: %w", name, err)
 	}

@@ -407,6 +407,9 @@ func TestPluginConfigValidate(t *testing.T) {
 		"wait":                 {&waitConfig{pluginConfig: ok, For: "phase=Active", Timeout: time.Second}, ""},
 		"wait without for":     {&waitConfig{pluginConfig: ok, Timeout: time.Second}, "--for is required"},
 		"wait zero timeout":    {&waitConfig{pluginConfig: ok, For: "condition=Ready", Timeout: 0}, "--timeout"},
+		"wait unreachable 0":   {&waitConfig{pluginConfig: ok, For: "phase=Active", Timeout: time.Second, UnreachableTimeout: 0}, ""},
+		"wait unreachable -1s": {&waitConfig{pluginConfig: ok, For: "phase=Active", Timeout: time.Second, UnreachableTimeout: -time.Second},
+			"--unreachable-timeout -1s: want a positive duration such as 1m, or 0 to wait out --timeout"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -736,7 +739,7 @@ func TestWaitWatchErrors(t *testing.T) {
 			v, dyn, _ := waitClient(t, nil, map[string]any{"phase": "Creating", "observedGeneration": int64(1)}, tc.list, tc.watch)
 			w, _ := parseFor("phase=Active")
 			start := time.Now()
-			err := v.wait(context.Background(), "vm1", w, "phase=Active", 500*time.Millisecond)
+			err := v.wait(context.Background(), "vm1", w, "phase=Active", 500*time.Millisecond, waitReachGrace)
 			var ec cli.ExitCoder
 			if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), tc.say) {
 				t.Fatalf("err %v, want exit 1 saying %q", err, tc.say)
@@ -800,7 +803,7 @@ func TestWaitRecoversFromTooOldResourceVersion(t *testing.T) {
 				go statusLater(dyn, v.gvr, tc.later, 200*time.Millisecond)
 			}
 			w, _ := parseFor("phase=Active")
-			err := v.wait(context.Background(), "vm1", w, "phase=Active", 700*time.Millisecond)
+			err := v.wait(context.Background(), "vm1", w, "phase=Active", 700*time.Millisecond, waitReachGrace)
 			mu.Lock()
 			defer mu.Unlock()
 			if tc.quiet && expired > 0 {
@@ -928,7 +931,7 @@ func TestWaitForSettledStatus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = v.wait(context.Background(), "vm1", w, tc.for_, 500*time.Millisecond)
+			err = v.wait(context.Background(), "vm1", w, tc.for_, 500*time.Millisecond, waitReachGrace)
 			if tc.met && err != nil {
 				t.Fatalf("wait: %v, want the condition met", err)
 			}
@@ -1398,5 +1401,5 @@ func waitDeleted(t *testing.T, name, what string) (err error, watches int) {
 		t.Fatal(perr)
 	}
 	// Past the timeout, wait says it timed out: a wait that went on after the VM went.
-	return v.wait(context.Background(), name, w, what, 5*time.Second), watches
+	return v.wait(context.Background(), name, w, what, 5*time.Second, waitReachGrace), watches
 }

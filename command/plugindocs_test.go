@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				defer cancel()
 				w, _ := parseFor("phase=Active")
-				return "", v.wait(ctx, "x", w, "phase=Active", 30*time.Second)
+				return "", v.wait(ctx, "x", w, "phase=Active", 30*time.Second, waitReachGrace)
 			}},
 		"wait on a cluster it cannot reach": {runStrategiesDoc,
 			`cannot reach the cluster: Get "...": dial tcp ...: connect: connection refused`,
@@ -101,18 +102,36 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 					return a.GetVerb() == "list", nil, refusedConnection()
 				}, nil)
 				w, _ := parseFor("phase=Active")
-				return "", v.wait(context.Background(), "x", w, "phase=Active", 30*time.Second)
+				return "", v.wait(context.Background(), "x", w, "phase=Active", 30*time.Second, waitReachGrace)
 			}},
 		"a verb on a cluster it cannot reach": {runStrategiesDoc,
 			`kubectl vm: cannot reach the cluster: Get "...": dial tcp ...: connect: connection refused`,
 			onStderr(func(t *testing.T) (string, error) {
 				return pluginRun("restart", "x", "--kubeconfig", unreachableKubeconfig(t))(t)
 			})},
+		"a verb whose credentials cannot be had": {runStrategiesDoc,
+			`kubectl vm: cannot authenticate to the cluster: Get "...": getting credentials: exec: executable ... failed with exit code 1`,
+			onStderr(func(t *testing.T) (string, error) {
+				return pluginRun("status", "x", "--kubeconfig", failingCredentials(t))(t)
+			})},
+		"bad input: credentials": {pluginBadInput, `kubectl vm: cannot authenticate to the cluster: ...`,
+			onStderr(func(t *testing.T) (string, error) {
+				return pluginRun("status", "x", "--kubeconfig", failingCredentials(t))(t)
+			})},
+		"a verb on a cluster whose certificate is not trusted": {runStrategiesDoc,
+			`kubectl vm: cannot verify the cluster's certificate: Get "...": tls: failed to verify certificate: x509: certificate signed by unknown authority`,
+			onStderr(func(t *testing.T) (string, error) {
+				return pluginRun("status", "x", "--kubeconfig", untrustedCluster(t))(t)
+			})},
+		"bad input: a certificate not trusted": {pluginBadInput, `kubectl vm: cannot verify the cluster's certificate: ...`,
+			onStderr(func(t *testing.T) (string, error) {
+				return pluginRun("status", "x", "--kubeconfig", untrustedCluster(t))(t)
+			})},
 		"a write whose connection went": {runStrategiesDoc,
 			"(the write may have been made all the same: look at the VM before running the verb again)",
 			writeCut},
 		"wait on a cluster that goes": {runStrategiesDoc,
-			`cannot reach the cluster: Get "...": dial tcp ...: connect: connection refused (for 10s while waiting ` +
+			`cannot reach the cluster: Get "...": dial tcp ...: connect: connection refused (for 1m0s while waiting ` +
 				"for phase=Active of virtualmachine/x; last seen: phase Creating (ServerStarting))",
 			func(t *testing.T) (string, error) { return "", waitGone(t) }},
 		"an unknown flag": {runStrategiesDoc, "kubectl vm: unknown flag --bogus (see kubectl vm status --help)",
@@ -211,7 +230,7 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				defer cancel()
 				w, _ := parseFor("phase=Active")
-				return "", v.wait(ctx, "idle", w, "phase=Active", 3*time.Second)
+				return "", v.wait(ctx, "idle", w, "phase=Active", 3*time.Second, waitReachGrace)
 			}},
 		"bad input: wait for Inactive past its timeout, the server stopping": {pluginBadInput,
 			"timed out after 5s waiting for phase=Inactive of virtualmachine/test-vm; last seen: phase Inactive, but its server test-vm-server is still stopping (ServerStopping)",
@@ -222,7 +241,7 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				defer cancel()
 				w, _ := parseFor("phase=Inactive")
-				return "", v.wait(ctx, "test-vm", w, "phase=Inactive", 5*time.Second)
+				return "", v.wait(ctx, "test-vm", w, "phase=Inactive", 5*time.Second, waitReachGrace)
 			}},
 		"bad input: wait for a VM deleted meanwhile": {pluginBadInput,
 			`virtualmachine "x" was deleted while waiting for phase=Active; last seen: phase Terminating (ServerDeleting): <message>`,
@@ -283,6 +302,18 @@ func pluginRun(args ...string) func(*testing.T) (string, error) {
 	}
 }
 
+// failingCredentials is a kubeconfig whose credential plugin fails.
+func failingCredentials(t *testing.T) string {
+	return writeKubeconfig(t, map[string]any{"server": "https://" + closedPort(t)},
+		map[string]any{"exec": map[string]any{"apiVersion": "client.authentication.k8s.io/v1", "command": "false", "interactiveMode": "Never"}})
+}
+
+// untrustedCluster is a kubeconfig of a cluster whose certificate it does not trust.
+func untrustedCluster(t *testing.T) string {
+	s := tlsAPIServer(t, nil, nil)
+	return writeKubeconfig(t, map[string]any{"server": s.URL}, map[string]any{"token": "x"})
+}
+
 // writeCut is the restart of the VM x whose write's connection goes once it was sent.
 func writeCut(t *testing.T) (string, error) {
 	v, _, _ := waitClient(t, map[string]any{"name": "x"}, map[string]any{"phase": "Active", "reason": "ServerReady"},
@@ -295,16 +326,22 @@ func writeCut(t *testing.T) (string, error) {
 
 // waitGone is wait for phase=Active of the VM x, Creating, whose cluster goes once it was
 // read: the watch falls behind (410), and every list after it is refused its connection. Its
-// clock runs 6s a reading, so that waitReachGrace, which the message names, passes at once.
+// clock jumps two minutes as the cluster goes, so that the grace the message names
+// (--unreachable-timeout's default) is past at the first refused list.
 func waitGone(t *testing.T) error {
+	var mu sync.Mutex
 	lists := 0
+	at := pluginNow
 	list := func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetVerb() != "list" {
 			return false, nil, nil
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		if lists++; lists == 1 {
 			return false, nil, nil
 		}
+		at = pluginNow.Add(2 * time.Minute)
 		return true, nil, refusedConnection()
 	}
 	expire := func(k8stesting.Action) (bool, watch.Interface, error) {
@@ -314,10 +351,13 @@ func waitGone(t *testing.T) error {
 		return true, w, nil
 	}
 	v, _, _ := waitClient(t, map[string]any{"name": "x"}, map[string]any{"phase": "Creating", "reason": "ServerStarting", "observedGeneration": int64(1)}, list, expire)
-	at := pluginNow
-	v.now = func() time.Time { at = at.Add(6 * time.Second); return at }
+	v.now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}
 	w, _ := parseFor("phase=Active")
-	return v.wait(context.Background(), "x", w, "phase=Active", 30*time.Second)
+	return v.wait(context.Background(), "x", w, "phase=Active", 30*time.Second, waitReachGrace)
 }
 
 // quotes is the pattern of a quote: "..." and "<...>" stand for any text, and the quote ends
@@ -445,7 +485,7 @@ func waitRefused(verb string, err error) func(*testing.T) (string, error) {
 		v, _, _ := waitClient(t, map[string]any{"name": "x"}, map[string]any{"phase": "Creating", "observedGeneration": int64(1)}, react, watchReact)
 		v.namespace = "y" // the namespace the message names
 		w, _ := parseFor("phase=Active")
-		return "", v.wait(context.Background(), "x", w, "phase=Active", time.Second)
+		return "", v.wait(context.Background(), "x", w, "phase=Active", time.Second, waitReachGrace)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -27,11 +28,13 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
-// waitConfig is wait's: the plugin's flags, what to wait for and for how long.
+// waitConfig is wait's: the plugin's flags, what to wait for, for how long, and for how long
+// without an answer of the API server once the VM was read.
 type waitConfig struct {
 	pluginConfig
-	For     string
-	Timeout time.Duration
+	For                string
+	Timeout            time.Duration
+	UnreachableTimeout time.Duration
 }
 
 // waitFor is a parsed --for: a phase, or a condition with the status it must have.
@@ -158,6 +161,9 @@ func (c *waitConfig) Validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Sprintf("--timeout %s: want a positive duration such as 30s", c.Timeout))
 	}
+	if c.UnreachableTimeout < 0 {
+		errs = append(errs, fmt.Sprintf("--unreachable-timeout %s: want a positive duration such as 1m, or 0 to wait out --timeout", c.UnreachableTimeout))
+	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
@@ -173,19 +179,24 @@ func waitCommand(c *waitConfig, version string) *cli.Command {
 			"every restart, start, stop and migration request it carries; phase Inactive holds once the server is gone. Phases and " +
 			"condition types match in any case. Of a paused VM only condition=Paused holds: any other wait goes on until it is " +
 			"resumed and the controller reports it again. Past --timeout it exits with 1 and the phase, reason and message it last saw. " +
-			"A first read that does not reach the API server (cannot reach the cluster) ends it at once, exit 1, rather than wait out --timeout; " +
-			"once the VM was read, such a read or watch is taken for the API server restarting and made again for " + waitReachGrace.String() +
-			" at most, then ends it the same way, with what it last saw.",
+			"A first read that gets no answer from the API server (cannot reach the cluster) ends it at once, exit 1, rather than wait out --timeout; " +
+			"once the VM was read, reads and watches without an answer are taken for the API server restarting and made again, until none has " +
+			"answered for --unreachable-timeout, which then ends it the same way, with what it last saw. A request whose credentials cannot be had " +
+			"(cannot authenticate to the cluster) or whose cluster's certificate the kubeconfig does not trust (cannot verify the cluster's certificate) " +
+			"ends it at once, exit 1: waiting does not mend either.",
 		Flags: append(c.flags(),
 			&cli.StringFlag{Name: "for", Usage: "what to wait for: phase=NAME (phase=Active), condition=TYPE (condition=Ready) or condition=TYPE=STATUS", Destination: &c.For},
-			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout}),
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait", Destination: &c.Timeout},
+			&cli.DurationFlag{Name: "unreachable-timeout", Value: waitReachGrace, Destination: &c.UnreachableTimeout,
+				Usage: "how long wait goes on, once it read the VM, while no request gets an answer from the API server (one that restarts takes " +
+					"15 to 45s) before it ends, exit 1 (cannot reach the cluster); 0: until --timeout"}),
 		Action: action(c, oneName, func(cc *cli.Context) error {
 			v, name, err := c.connect(cc, version)
 			if err != nil {
 				return err
 			}
 			w, _ := parseFor(c.For)
-			return v.wait(cc.Context, name, w, c.For, c.Timeout)
+			return v.wait(cc.Context, name, w, c.For, c.Timeout, c.UnreachableTimeout)
 		}),
 	}
 }
@@ -199,57 +210,214 @@ var (
 	waitBackoffReset = time.Minute
 )
 
-// waitReachGrace is how long wait goes on, once it has read the VM, while none of its
-// requests reaches the API server: long enough for a lone API server to restart (the kubelet
-// starts its container again, listening within seconds), short beside a --timeout of
-// minutes, which a cluster gone for good would otherwise take to be said.
-var waitReachGrace = 10 * time.Second
+// waitReachGrace is the default of --unreachable-timeout: how long wait goes on, once it has
+// read the VM, while no request gets an answer from the API server. It must outlast an API
+// server's restart, which a wait that ended on it would fail for nothing (a pipeline's step
+// that would have passed): the kubelet's replacement of a static pod (kubeadm, an upgrade),
+// or a k3s restart, takes 15 to 45s; a cluster gone for good is said a minute later than it
+// could be, which --timeout bounds anyway. A variable for the tests.
+var waitReachGrace = time.Minute
 
-// outage is how long the requests of wait have not reached the API server: since is when
-// the first of them failed after the last that did (zero: the last one reached it). A request
-// the API server answers, with an error or not, ends it. Each wait has its own, touched by
-// one goroutine at a time (the watch's, while wait waits for it to end).
-type outage struct {
-	since time.Time
+// waitHeld is how long a watch must have stayed open for its end to count as an answer of the
+// API server (reach.release): one the API server holds stays open until it ends it (minutes
+// on) or the connection goes, while client-go's empty watch, which it returns with no error
+// once its attempts met only EOFs or timeouts, ends at once.
+const waitHeld = time.Second
+
+// errNoAnswer is what wait ends on when the cluster is taken for gone and no request of the
+// grace failed: each waited for an answer that did not come (an API server that is stuck, an
+// address where nothing answers, a dial that takes its 30s to time out).
+var errNoAnswer = errors.New("the API server gave no answer")
+
+// reach is what wait knows, once it has read the VM, of the API server's answers: when the
+// last came, how many watches it holds open, and the requests that wait for an answer or got
+// none since. It ends the wait (cut, its cause an unreachableError) once none answered for
+// grace while no watch was held open and a request got no answer or still waits for one: the
+// cluster is taken for gone.
+//
+// What counts as an answer: any HTTP answer to an attempt of a request (the plugin's
+// transport sees each, client-go's own retries included: attemptObserver), a list that
+// returns, with an error of the API server's or not, an event or a bookmark of a watch, and a
+// watch held open, until its end once it stayed open waitHeld (holdWatch). A watch call that
+// returns with no error is not one: client-go returns an empty watch and no error once its
+// attempts met only EOFs or timeouts (a load balancer before an API server that is gone takes
+// each connection and closes it), and counting it reached the cluster at each of them. A
+// watch open without a word counts as one all the same, or a quiet VM would leave the last
+// answer minutes old and the first failure after would end the wait at once; the API server
+// ends its watches or the connection goes (TCP keep-alive notices a host gone silent), and
+// the count goes on from there.
+//
+// Fed by the transport, by wait (its list's and watch's answers and failures: a test's fake
+// client has no transport), and by the watches; the timer ends a wait whose requests wait
+// for an answer (a dial that hangs): nothing else would. Safe for those goroutines.
+type reach struct {
+	grace time.Duration // 0: never gone
 	now   func() time.Time
+	cut   context.CancelCauseFunc
+
+	mu       sync.Mutex
+	started  bool      // the VM was read: the count is on
+	last     time.Time // the last answer
+	held     int       // watches open
+	inflight int       // attempts under way
+	failure  error     // the last request that got no answer since last (*url.Error)
+	timer    *time.Timer
+	stopped  bool // the wait is over: the timer is not set again
 }
 
-// reached records a request the API server answered.
-func (o *outage) reached() { o.since = time.Time{} }
+func newReach(grace time.Duration, now func() time.Time, cut context.CancelCauseFunc) *reach {
+	return &reach{grace: grace, now: now, cut: cut}
+}
 
-// failed records a request that did not reach the API server, and reports whether none has
-// for waitReachGrace: the cluster is taken for gone.
-func (o *outage) failed() bool {
-	if o.since.IsZero() {
-		o.since = o.now()
+// begin starts the count, at a read of the VM: an answer, and the first that counts.
+func (r *reach) begin() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.started = true
+	r.answeredLocked()
+}
+
+// answered records an answer of the API server.
+func (r *reach) answered() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answeredLocked()
+}
+
+func (r *reach) answeredLocked() {
+	if !r.started {
+		return
 	}
-	return o.now().Sub(o.since) >= waitReachGrace
+	r.last, r.failure = r.now(), nil
+	r.arm(r.grace)
+}
+
+// failed records a request that got no answer (why: the HTTP client's error), and ends the
+// wait when none has answered for the grace.
+func (r *reach) failed(why error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failedLocked(why)
+}
+
+func (r *reach) failedLocked(why error) {
+	if !r.started {
+		return
+	}
+	r.failure = why
+	r.check()
+}
+
+// attempting and attempted are the transport's (attemptObserver).
+func (r *reach) attempting() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight++
+}
+
+func (r *reach) attempted(why error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight--
+	switch {
+	case why == nil:
+		r.answeredLocked()
+	case !errors.Is(why, errAttemptAbandoned):
+		r.failedLocked(why)
+	}
+}
+
+// hold records a watch open; release its end, after it stayed open for heldFor.
+func (r *reach) hold() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held++
+}
+
+func (r *reach) release(heldFor time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held--
+	if heldFor >= waitHeld {
+		r.answeredLocked()
+		return
+	}
+	r.check()
+}
+
+// check, with mu held, ends the wait if the cluster is gone, or arms the timer for when it
+// may be. While a watch is held it waits for its release; once the grace is past with nothing
+// in flight and no failure (between two tries), for the next try, which checks again, or
+// another grace.
+func (r *reach) check() {
+	if !r.started || r.grace <= 0 || r.held > 0 {
+		return
+	}
+	if left := r.grace - r.now().Sub(r.last); left > 0 {
+		r.arm(left)
+		return
+	}
+	if r.failure == nil && r.inflight == 0 {
+		r.arm(r.grace)
+		return
+	}
+	why := r.failure
+	if why == nil {
+		why = errNoAnswer
+	}
+	r.cut(&unreachableError{err: why})
+}
+
+// arm sets the timer to check again after d.
+func (r *reach) arm(d time.Duration) {
+	if r.grace <= 0 || r.stopped {
+		return
+	}
+	if r.timer == nil {
+		r.timer = time.AfterFunc(d, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.check()
+		})
+		return
+	}
+	r.timer.Reset(d)
+}
+
+// stop stops the timer, at the wait's end (a watch's last release may come after).
+func (r *reach) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
 }
 
 // wait watches the VM until w holds, or the timeout passes: it lists the VM and watches it
 // from the list's resourceVersion, and lists again when the watch cannot go on. A first read
-// that does not reach the API server (unreachableError: nothing listens, the name does not
-// resolve, TLS fails) ends it at once, as it ends every verb: nothing says the cluster is
-// there, and an API server restarts in longer than a few quick tries would cover, so waiting
-// out the timeout would only delay the same answer. Once the VM has been read the cluster was
-// there, and a list or watch that does not reach it is taken for a blip (an API server
-// restarting): made again (a list after the backoff, a watch once a second) for
-// waitReachGrace at most; then wait ends as at the first read, exit 1, "cannot reach the
-// cluster: ..." with what it last saw, rather than wait out the timeout. An error the API
-// server answers with (a 5xx, a 429), from the first read on, is made again until the
-// timeout: it is there.
-func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string, timeout time.Duration) error {
+// that gets no answer (unanswered: nothing listens, the name does not resolve, TLS fails) ends
+// it at once, as it ends every verb: nothing says the cluster is there, and an API server
+// restarts in longer than a few quick tries would cover, so waiting out the timeout would only
+// delay the same answer. Once the VM has been read the cluster was there, and a list or watch
+// without an answer is taken for a blip (an API server restarting): made again (a list after
+// the backoff, a watch once a second) until none has answered for grace (reach; 0: until the
+// timeout); then wait ends as at the first read, exit 1, "cannot reach the cluster: ..." with
+// what it last saw, rather than wait out the timeout. An error the API server answers with (a
+// 5xx, a 429), from the first read on, is made again until the timeout: it is there. A request
+// whose credentials cannot be had, or whose cluster's certificate is not trusted (connectError),
+// ends it at once, from the first read on: waiting does not mend either.
+func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string, timeout, grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	ctx, gone := context.WithCancelCause(ctx)
+	defer gone(nil)
+	cut := newReach(grace, v.now, gone)
+	defer cut.stop()
+	ctx = withAttemptObserver(ctx, cut)
 	var last schema.VirtualMachine // as the VM was last seen
 	var seen bool                  // whether last is the VM as read, not the zero view
 	var lastErr error
-	cut := &outage{now: v.now}
-	// goneFor is wait's end on a cluster gone for waitReachGrace, why the last request's failure.
-	goneFor := func(why *unreachableError) error {
-		return &unreachableError{err: why.err, note: fmt.Sprintf("for %s while waiting for %s of virtualmachine/%s; last seen: %s",
-			waitReachGrace, what, name, lastSeen(last, w))}
-	}
 	delay := waitBackoff.DelayWithReset(clock.RealClock{}, waitBackoffReset)
 	err := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		vm, rv, err := v.list(ctx, name)
@@ -260,26 +428,24 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 			case ctx.Err() != nil:
 				return false, err
 			case errors.As(err, &unreached) && seen:
-				// A blip: the cluster was there. Made again after the backoff, for a while.
-				if cut.failed() {
-					return false, goneFor(unreached)
-				}
+				// A blip: the cluster was there. Made again after the backoff, until
+				// reach takes the cluster for gone.
+				cut.failed(unreached.err)
 			case errors.As(err, &refused):
-				// A refusal, or a first read that did not reach the API server
-				// (readError says both).
+				// A refusal, or a first read that got no answer (readError says both).
 				return false, err
 			default:
-				cut.reached() // an error the API server answered with
+				cut.answered() // an error the API server answered with
 			}
 			lastErr = err
 			return false, nil
 		}
-		cut.reached()
+		cut.begin()
 		if last, seen = vm, true; w.met(vm) {
 			return true, nil
 		}
 		gone, err := v.watchUntil(ctx, name, rv, w, &last, &lastErr, cut)
-		var unreached *unreachableError
+		var refused cli.ExitCoder
 		switch {
 		case err == nil && gone:
 			return false, cli.Exit(fmt.Sprintf("virtualmachine %q was deleted while waiting for %s; last seen: %s", name, what, lastSeen(last, w)), 1)
@@ -287,8 +453,6 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 			return true, nil
 		case ctx.Err() != nil:
 			return false, ctx.Err()
-		case errors.As(err, &unreached):
-			return false, goneFor(unreached)
 		case apierrors.IsForbidden(err):
 			return false, cli.Exit(fmt.Sprintf("cannot watch virtualmachine %q in namespace %q: forbidden (%s)", name, v.namespace, apiMessage(err)), 1)
 		case apierrors.IsUnauthorized(err):
@@ -297,15 +461,22 @@ func (v *vmClient) wait(ctx context.Context, name string, w waitFor, what string
 			// 410: the watch fell behind the history the API server keeps. Listing again
 			// and watching from there is the way on, as a reflector does; not an error.
 			return false, nil
+		case errors.As(err, &refused):
+			return false, err // a credential, a certificate (connectError)
 		}
 		// The watch could not go on: after the backoff, list the VM again and watch from there.
 		lastErr = err
 		return false, nil
 	})
+	var unreached *unreachableError
 	switch {
 	case err == nil:
 		fmt.Fprintf(v.out, "virtualmachine/%s condition met (%s; %s)\n", name, what, describe(last.Status()))
 		return nil
+	case errors.As(context.Cause(ctx), &unreached):
+		// The cluster gone for the grace, whatever the list or watch then under way ended on.
+		return &unreachableError{err: unreached.err, note: fmt.Sprintf("for %s while waiting for %s of virtualmachine/%s; last seen: %s",
+			grace, what, name, lastSeen(last, w))}
 	case ctx.Err() != nil && !seen:
 		msg := fmt.Sprintf("timed out after %s waiting for %s of virtualmachine/%s, which it never read", timeout, what, name)
 		if lastErr != nil {
@@ -355,33 +526,36 @@ func (v *vmClient) list(ctx context.Context, name string) (schema.VirtualMachine
 // API server no longer holds, from the rest). A watch that ends or fails otherwise (it
 // expired, the connection went, the API server was busy) is made again from the latest
 // resourceVersion it saw, bookmarks included, at most once a second (client-go's
-// RetryWatcher); the error of each watch that could not be made is kept in lastErr. One that
-// did not reach the API server counts in cut, and once none has for waitReachGrace the watch
-// ends with that failure (unreachableError): the RetryWatcher would make it again until the
-// timeout.
-func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.VirtualMachine, lastErr *error, cut *outage) (gone bool, err error) {
+// RetryWatcher); the error of each watch that could not be made is kept in lastErr. Each
+// watch's answers, failures and time held open count in cut, which ends the wait's context
+// once the cluster is taken for gone: the RetryWatcher would make the watch again until the
+// timeout. One whose credentials cannot be had, or whose cluster's certificate is not trusted
+// (connectError), ends it at once: the RetryWatcher would make that one again until the
+// timeout too, and waiting does not mend it.
+func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, last *schema.VirtualMachine, lastErr *error, cut *reach) (gone bool, err error) {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		o.FieldSelector = nameSelector(name)
 		wi, err := v.vms.Watch(ctx, o)
-		why := unreachable(err)
+		if err == nil {
+			return holdWatch(wi, cut), nil
+		}
+		why := unanswered(err)
+		var unreached *unreachableError
 		switch {
 		case ctx.Err() != nil:
 			// Stopped, or past the timeout: not the cluster's failure.
-		case err == nil:
-			cut.reached()
 		case why == nil:
-			cut.reached() // an error the API server answered with
+			cut.answered() // an error the API server answered with
 			*lastErr = err
+		case errors.As(why, &unreached):
+			*lastErr = why
+			cut.failed(unreached.err)
 		default:
-			unreached := &unreachableError{err: why}
-			*lastErr = unreached
-			if cut.failed() {
-				stop(unreached)
-			}
+			stop(why)
 		}
-		return wi, err
+		return nil, err
 	}}
 	// The RetryWatcher logs each watch it makes again through klog, on stderr by default; what
 	// the user needs is in wait's own line.
@@ -391,7 +565,7 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 	}
 	defer func() {
 		rw.Stop()
-		<-rw.Done() // its last write of lastErr and cut comes before wait reads them
+		<-rw.Done() // its last write of lastErr comes before wait reads it
 	}()
 	_, err = watchtools.UntilWithoutRetry(ctx, rw, func(ev watch.Event) (bool, error) {
 		switch ev.Type {
@@ -414,14 +588,77 @@ func (v *vmClient) watchUntil(ctx context.Context, name, rv string, w waitFor, l
 		}
 		return false, nil
 	})
-	var unreached *unreachableError
+	return gone, watchEnd(ctx, err)
+}
+
+// watchEnd is why watchUntil's watch ended, err being UntilWithoutRetry's: nil when w held or
+// the VM went; when the watch's context ended, its cause (wait's timeout, the cluster taken
+// for gone: unreachableError, a failure no retry mends: connectError), whichever of "context
+// done" and the RetryWatcher's closed channel UntilWithoutRetry met first, as the RetryWatcher
+// closes it when the context ends; else the watch's own end, which wait lists again after.
+// Were the closed channel checked first, a wait whose cluster is gone would take it, when
+// UntilWithoutRetry found both ready, for a watch that ended, and list again after the backoff.
+func watchEnd(ctx context.Context, err error) error {
 	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
 	case errors.Is(err, watchtools.ErrWatchClosed):
-		err = errors.New("the watch ended")
-	case err != nil && errors.As(context.Cause(ctx), &unreached):
-		err = unreached
+		return errors.New("the watch ended")
 	}
-	return gone, err
+	return err
+}
+
+// heldWatch is a watch of the API server's, passed on to the RetryWatcher, that tells reach
+// of it (holdWatch).
+type heldWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	done chan struct{}
+	once sync.Once
+}
+
+// holdWatch is in, told to r: held open from now, each event and bookmark an answer, and its
+// end one too once it stayed open waitHeld (reach says why). Error events are not counted:
+// client-go makes one of a stream it cannot read.
+func holdWatch(in watch.Interface, r *reach) watch.Interface {
+	w := &heldWatch{in: in, out: make(chan watch.Event), done: make(chan struct{})}
+	r.hold()
+	opened := r.now()
+	go func() {
+		defer close(w.out)
+		// Released before its channel closes, so before the RetryWatcher makes the next.
+		defer func() { r.release(r.now().Sub(opened)) }()
+		for {
+			select {
+			case ev, ok := <-in.ResultChan():
+				if !ok {
+					return
+				}
+				if ev.Type != watch.Error {
+					r.answered()
+				}
+				select {
+				case w.out <- ev:
+				case <-w.done:
+					return
+				}
+			case <-w.done:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *heldWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *heldWatch) Stop() {
+	w.once.Do(func() {
+		close(w.done)
+		w.in.Stop()
+	})
 }
 
 // lastSeen is the phase, reason and message of the VM's status, for wait's timeout, and
@@ -500,9 +737,9 @@ type serverPlace struct {
 // gone meanwhile), those the controller last reported in the VM's status (status.server.node
 // and status.server.ip, where the layout has them), as kubectl get vm -o wide shows them, and
 // why the pod was not read: without it, a user who may not read pods would see no node and no
-// IP, and no reason. A read of the pod that does not reach the API server is status's error,
-// as it is every verb's (unreachableError), not a line Pod: status would exit 0 with the
-// cluster gone said in one field of its output.
+// IP, and no reason. A read of the pod that gets no answer is status's error, as it is every
+// verb's (unanswered), not a line Pod: status would exit 0 with the cluster gone said in one
+// field of its output.
 func (v *vmClient) where(ctx context.Context, st schema.Status) (serverPlace, error) {
 	if st.Server == nil {
 		return serverPlace{}, nil
@@ -513,8 +750,8 @@ func (v *vmClient) where(ctx context.Context, st schema.Status) (serverPlace, er
 	}
 	pod, err := v.kube.CoreV1().Pods(v.namespace).Get(ctx, st.Server.Name, metav1.GetOptions{})
 	if err != nil {
-		if why := unreachable(err); why != nil {
-			return serverPlace{}, &unreachableError{err: why}
+		if why := unanswered(err); why != nil {
+			return serverPlace{}, why
 		}
 		p.podError = v.lookupError("the server pod "+st.Server.Name, err).Error()
 		return p, nil
