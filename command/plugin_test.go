@@ -140,7 +140,7 @@ func TestVerbsOnStatusThatNamesAServer(t *testing.T) {
 		"stop, invalid spec, server running": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Failed", "reason": "InvalidSpec", "server": server},
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, say: "stop requested"},
 		"stop, stopping": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopping", "server": server},
-			say: "already stopping (phase Inactive (Stopping)): nothing changed; to cut its shutdown short: kubectl vm stop vm1 --force"},
+			say: "already stopping (phase Inactive (Stopping)): nothing changed; to cut its shutdown short: kubectl vm stop vm1 -n ns --force"},
 		"stop --force, stopping": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopping", "server": server}, grace: &zero,
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"0","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`, say: "stop requested"},
 		"stop, stopped": {verb: "stop", rs: "Manual", status: map[string]any{"phase": "Inactive", "reason": "Stopped"}, say: "already stopped"},
@@ -148,7 +148,7 @@ func TestVerbsOnStatusThatNamesAServer(t *testing.T) {
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"0","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`,
 			say:   "is deleted again with it"},
 		"stop, Halted, stopping": {verb: "stop", rs: "Halted", status: map[string]any{"phase": "Inactive", "reason": "ServerStopping", "server": server},
-			say: "already stopped (runStrategy Halted; phase Inactive (ServerStopping)): nothing changed; to cut its server's shutdown short: kubectl vm stop vm1 --force"},
+			say: "already stopped (runStrategy Halted; phase Inactive (ServerStopping)): nothing changed; to cut its server's shutdown short: kubectl vm stop vm1 -n ns --force"},
 		"stop --force, Halted, stopped": {verb: "stop", rs: "Halted", grace: &zero, status: map[string]any{"phase": "Inactive", "reason": "ServerStopped"},
 			say: "already stopped (runStrategy Halted; phase Inactive (ServerStopped)): nothing changed"},
 		"stop, Halted, lost node": {verb: "stop", rs: "Halted",
@@ -187,7 +187,7 @@ func TestVerbsOnStatusThatNamesAServer(t *testing.T) {
 		})
 	}
 	vm, _ := requestVM(t, "Manual", map[string]any{"phase": "Active", "reason": "ServerReady", "server": server}, map[string]any{schema.AnnotationPaused: "true"})
-	_, err := (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm)
+	_, err := (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm, nil)
 	var ec cli.ExitCoder
 	if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), "is paused") {
 		t.Errorf("migrate of a paused VM: %v, want a refusal saying it is paused", err)
@@ -597,7 +597,7 @@ func TestMigrateRefusals(t *testing.T) {
 			var out bytes.Buffer
 			v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(tc.objects...), fields: f, gvr: gvr,
 				namespace: "ns", out: &out, now: func() time.Time { return pluginNow }}
-			err := v.migrate(context.Background(), "vm1")
+			err := v.migrate(context.Background(), "vm1", nil)
 			patched := false
 			for _, a := range dyn.Actions() {
 				patched = patched || a.GetVerb() == "patch"
@@ -671,7 +671,7 @@ func TestMigrateRefusedWhileStopPending(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vm1-server", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n1"}}
 	v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kubefake.NewClientset(pod), fields: f, gvr: gvr,
 		namespace: "ns", out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
-	err = v.migrate(context.Background(), "vm1")
+	err = v.migrate(context.Background(), "vm1", nil)
 	for _, a := range dyn.Actions() {
 		if a.GetVerb() == "patch" {
 			t.Fatalf("a migration was written with a stop pending")

@@ -60,7 +60,7 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 			decided("manual-vm", "Manual", "Active", "ServerReady", startVerb)},
 		"start of a VM waiting out its backoff": {runStrategiesDoc,
 			"virtualmachine/rerun-vm is not running: its server failed (phase Failed (ServerFailed)); runStrategy RerunOnFailure makes a new one at " +
-				"2026-06-01T12:00:40Z, after the backoff, or at once on a restart (kubectl vm restart rerun-vm): nothing changed",
+				"2026-06-01T12:00:40Z, after the backoff, or at once on a restart (kubectl vm restart rerun-vm -n ns): nothing changed",
 			func(t *testing.T) (string, error) {
 				vm, f := namedVM(t, "rerun-vm", "RerunOnFailure", map[string]any{"phase": "Failed", "reason": "ServerFailed",
 					"server": map[string]any{"name": "rerun-vm-server", "id": "u", "state": "Failed"}, "nextRetryTime": "2026-06-01T12:00:40Z"}, nil)
@@ -196,16 +196,16 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 		"bad input: stop of a stopped VM under Halted": {pluginBadInput, "virtualmachine/x is already stopped (...): nothing changed",
 			decided("x", "Halted", "Inactive", "ServerStopped", stopWithoutGrace)},
 		"bad input: restart of a stopped VM": {pluginBadInput,
-			"virtualmachine/x is stopped (runStrategy Manual; ...): nothing to restart; start it with: kubectl vm start x",
+			"virtualmachine/x is stopped (runStrategy Manual; ...): nothing to restart; start it with: kubectl vm start x -n ns",
 			decided("x", "Manual", "Inactive", "Stopped", restartVerb)},
 		"stop --force on a lost node": {runStrategiesDoc,
 			"kubectl vm: virtualmachine/db: --force and --grace-period are refused while its server's node does not answer (phase Unknown (NodeLost)): " +
 				"its guest may still run there with the disk, and a forced deletion would let a new server write the same disk; if the node is down for good, " +
-				"delete it (kubectl delete node node-a; docs/placement.md#when-a-node-is-lost); else stop without them (kubectl vm stop db): the stop waits for the node",
+				"delete it (kubectl delete node node-a; docs/placement.md#when-a-node-is-lost); else stop without them (kubectl vm stop db -n ns): the stop waits for the node",
 			onStderr(stopLost("db"))},
 		"bad input: stop --force on a lost node": {pluginBadInput,
 			"virtualmachine/x: --force and --grace-period are refused while its server's node does not answer (...): ...; if the node is down for good, " +
-				"delete it (kubectl delete node node-a; docs/placement.md#when-a-node-is-lost); else stop without them (kubectl vm stop x): the stop waits for the node",
+				"delete it (kubectl delete node node-a; docs/placement.md#when-a-node-is-lost); else stop without them (kubectl vm stop x -n ns): the stop waits for the node",
 			stopLost("x")},
 		"a start the field map cannot record": {runStrategiesDoc,
 			"virtualmachine/x cannot take a start request: its field map has no status.startRequestedAt to record it in, so the controller ignores " +
@@ -214,7 +214,7 @@ func TestPluginDocsQuoteThePlugin(t *testing.T) {
 			"virtualmachine/x cannot take a start request: its field map has no status.startRequestedAt to record it in, ...", unrecordedStart},
 		"bad input: restart with a stop pending": {pluginBadInput,
 			"virtualmachine/x has a stop pending (cloudnative.czs/stopRequestedAt=..., not yet carried out): a restart now would be dropped; " +
-				"to keep it running, withdraw the stop with: kubectl vm start x",
+				"to keep it running, withdraw the stop with: kubectl vm start x -n ns",
 			func(t *testing.T) (string, error) {
 				vm, f := namedVM(t, "x", "Manual", map[string]any{"phase": "Active", "reason": "ServerReady"},
 					map[string]any{schema.AnnotationStopRequestedAt: "2026-06-01T11:59:59Z"})
@@ -526,7 +526,7 @@ func migrateRefused(phase, pinned string, other bool) func(*testing.T) (string, 
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[k8sschema.GroupVersionResource]string{gvr: "VirtualMachineList"}, vm)
 		v := &vmClient{vms: dyn.Resource(gvr).Namespace("y"), kube: kubefake.NewClientset(objects...), fields: f, gvr: gvr,
 			namespace: "y", out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
-		return "", v.migrate(context.Background(), "x")
+		return "", v.migrate(context.Background(), "x", nil)
 	}
 }
 

@@ -39,21 +39,22 @@ func migrateVMCommand(c *pluginConfig, version string) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return v.migrate(cc.Context, name)
+			return v.migrate(cc.Context, name, c.known())
 		}),
 	}
 }
 
 // migrate checks and writes the migration request of the VM name; a VM that changed meanwhile
-// is read and checked again (vmClient.write).
-func (v *vmClient) migrate(ctx context.Context, name string) error {
+// is read and checked again (vmClient.write). known are the flags the plugin was run with,
+// which a command it gives repeats (verbs).
+func (v *vmClient) migrate(ctx context.Context, name string, known *decision.PluginFlags) error {
 	var source, at string
 	err := v.write(ctx, name, func(vm schema.VirtualMachine) (map[string]any, error) {
 		if err := migrateRequest.unrecorded(vm.Name(), v.fields); err != nil {
 			return nil, err
 		}
 		var err error
-		if source, err = v.migrationSource(ctx, vm); err != nil {
+		if source, err = v.migrationSource(ctx, vm, known); err != nil {
 			return nil, err
 		}
 		at = v.now().UTC().Format(requestTimeLayout)
@@ -68,7 +69,7 @@ func (v *vmClient) migrate(ctx context.Context, name string) error {
 
 // migrationSource checks that vm can migrate and returns the node its server is on: not one
 // being deleted, whose requests the controller no longer acts on (beingDeleted).
-func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine) (string, error) {
+func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine, known *decision.PluginFlags) (string, error) {
 	name, st := vm.Name(), vm.Status()
 	if err := beingDeleted(vm); err != nil {
 		return "", err
@@ -86,7 +87,7 @@ func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine
 		return "", refuse("virtualmachine/%s is not running (%s): only a running VM migrates", name, describe(st))
 	}
 	if spec, _ := vm.Spec(); spec.RunStrategy != "" {
-		if err := pendingStop(vm, spec.RunStrategy, "migration"); err != nil {
+		if err := pendingStop(vm, spec.RunStrategy, "migration", known); err != nil {
 			return "", err
 		}
 	}

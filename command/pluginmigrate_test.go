@@ -32,7 +32,7 @@ func TestMigratePausedNamesTheVMsGroup(t *testing.T) {
 				"spec":     map[string]any{"runStrategy": "Always", "resources": map[string]any{"requests": map[string]any{"cpu": 1, "memory": "1Gi"}}, "rootDisk": map[string]any{"size": "1Gi"}},
 				"status":   map[string]any{"phase": "Active", "reason": "ServerReady", "server": map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running"}}})
 			vm := schema.ViewOf(raw, "1", f)
-			_, err := (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm)
+			_, err := (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm, nil)
 			var ec cli.ExitCoder
 			if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), "is paused") || !strings.HasSuffix(err.Error(), want) {
 				t.Errorf("migrate of a paused VM: %v\nwant a refusal, exit 1, ending %q", err, want)

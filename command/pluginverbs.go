@@ -1,6 +1,6 @@
 // The verbs that change a VM: start, stop and restart. Each decides from the VM as it reads
-// it (pure: startVerb, stopVerb, restartVerb) and makes at most one write, conditional on the
-// resourceVersion it read.
+// it (pure: verbs.start, verbs.stop, verbs.restart) and makes at most one write, conditional
+// on the resourceVersion it read.
 
 package command
 
@@ -23,6 +23,18 @@ import (
 // in a row) would be taken for that one and ignored at whole seconds. The controller reads
 // either form.
 const requestTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// verbs are start, stop and restart as the plugin runs them, told the flags it was run with
+// (known), which the commands their messages give repeat (decision.PluginCommand): a command
+// pasted as printed reaches the VM the verb read, in its namespace, cluster and group. nil: no
+// flags known; the commands then name the VM as the controller's messages do.
+type verbs struct{ known *decision.PluginFlags }
+
+// known are the flags of c that a command of the plugin is to repeat (decision.PluginFlags).
+func (c *pluginConfig) known() *decision.PluginFlags {
+	return &decision.PluginFlags{Namespace: c.Namespace, Context: c.Context, Kubeconfig: c.Kubeconfig,
+		APIVersion: c.APIVersion, Resource: c.Resource, SchemaFile: c.SchemaFile}
+}
 
 // verbResult is what a verb decided: the merge patch to write (nil: nothing to change) and
 // what to tell the user.
@@ -160,15 +172,16 @@ func (r request) key() string {
 // disk beside it; any other grace period does not end a deletion the node must confirm. The
 // way out for a node down for good is to delete the Node object (docs/placement.md); a plain
 // stop waits for the node.
-func lostNode(name string, st schema.Status) error {
+func lostNode(vm schema.VirtualMachine, known *decision.PluginFlags) error {
+	name, st := vm.Name(), vm.Status()
 	node, which := "NODE", ", NODE the node its status message names"
 	if st.Server != nil && st.Server.Node != "" {
 		node, which = st.Server.Node, ""
 	}
 	return refuse("virtualmachine/%s: --force and --grace-period are refused while its server's node does not answer (%s): "+
 		"its guest may still run there with the disk, and a forced deletion would let a new server write the same disk; if the node is down for good, "+
-		"delete it (kubectl delete node %s%s; docs/placement.md#when-a-node-is-lost); else stop without them (kubectl vm stop %s): the stop waits for the node",
-		name, describe(st), node, which, name)
+		"delete it (kubectl delete node %s%s; docs/placement.md#when-a-node-is-lost); else stop without them (%s): the stop waits for the node",
+		name, describe(st), node, which, decision.PluginCommand("stop", vm, known))
 }
 
 // nested is a merge patch that sets the dotted path to v.
@@ -214,7 +227,8 @@ func beingDeleted(vm schema.VirtualMachine) error {
 // (decision.RejectedRetry), and comes once the cause its message names is fixed; a spec or disk
 // refused (InvalidSpec, DiskConflict) on the way to a server holds it back until that is fixed.
 // "" for any other status: the VM runs, or is on its way to a server.
-func waitingForServer(name string, rs schema.RunStrategy, st schema.Status) string {
+func waitingForServer(vm schema.VirtualMachine, rs schema.RunStrategy, known *decision.PluginFlags) string {
+	name, st := vm.Name(), vm.Status()
 	if st.Phase != schema.PhaseFailed || liveServer(st) {
 		return ""
 	}
@@ -228,7 +242,7 @@ func waitingForServer(name string, rs schema.RunStrategy, st schema.Status) stri
 			when = "at " + st.NextRetryTime.UTC().Format(time.RFC3339) + ", " + when
 		}
 		return fmt.Sprintf("virtualmachine/%s is not running: its server failed (%s); runStrategy %s makes a new one %s, "+
-			"or at once on a restart (kubectl vm restart %s): nothing changed", name, describe(st), rs, when, name)
+			"or at once on a restart (%s): nothing changed", name, describe(st), rs, when, decision.PluginCommand("restart", vm, known))
 	case decision.ReasonServerRejected, decision.ReasonDiskRejected:
 		return fmt.Sprintf("virtualmachine/%s is not running: its %s was refused (%s); the controller asks for it again every minute, "+
 			"and the VM runs once the cause the message names is fixed: nothing changed", name, refusedPart(st, "server"), refusal(st))
@@ -258,7 +272,7 @@ func refusal(st schema.Status) string {
 	return describe(st) + ": " + st.Message
 }
 
-// startVerb: on Halted, the spec's run strategy becomes Always (as virtctl start does), with a
+// start: on Halted, the spec's run strategy becomes Always (as virtctl start does), with a
 // word that a spec the controller refuses (InvalidSpec) holds the server back until fixed; on
 // RerunOnFailure, Once and Manual a stopped VM gets a start request (the annotation
 // cloudnative.czs/startRequestedAt); a VM that runs, or runs under Always anyway, is left as
@@ -273,7 +287,7 @@ func refusal(st schema.Status) string {
 // period an earlier stop left (cloudnative.czs/stopGracePeriodSeconds): the controller reads
 // it at every stop, and a --force would otherwise apply again to the next stop, whoever
 // makes it. A start request the layout cannot record is refused (startRequest).
-func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+func (v verbs) start(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
 	if err := beingDeleted(vm); err != nil {
 		return verbResult{}, err
 	}
@@ -294,14 +308,14 @@ func startVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbRe
 		}
 		return verbResult{patch: p, say: say + pausedNote(vm)}, nil
 	case schema.RunAlways:
-		if say := waitingForServer(name, rs, st); say != "" && !vm.Paused() {
+		if say := waitingForServer(vm, rs, v.known); say != "" && !vm.Paused() {
 			return verbResult{say: say}, nil
 		}
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already started (runStrategy Always keeps it running; %s): nothing changed", name, describe(st))}, nil
 	}
 	start, stop := pending(vm)
 	if stop.Value == "" && !stopped(rs, st) && !vm.Paused() {
-		if say := waitingForServer(name, rs, st); say != "" {
+		if say := waitingForServer(vm, rs, v.known); say != "" {
 			return verbResult{say: say}, nil
 		}
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already running (%s): nothing changed", name, describe(st))}, nil
@@ -368,23 +382,23 @@ func withdrawn(kind string, r schema.Request) string {
 // pendingStop refuses a verb that needs a running server while a stop request waits under a
 // strategy that heeds it: the controller would drop the verb's request as overtaken by the
 // stop. Under Always and Halted requests have no effect, and nothing is refused.
-func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string) error {
+func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string, known *decision.PluginFlags) error {
 	if rs == schema.RunAlways || rs == schema.RunHalted {
 		return nil
 	}
 	if _, stop := pending(vm); stop.Value != "" {
 		return refuse("virtualmachine/%s has a stop pending (%s=%s, not yet carried out): a %s now would be dropped; "+
-			"to keep it running, withdraw the stop with: kubectl vm start %s", vm.Name(), schema.AnnotationStopRequestedAt, stop.Value, verb, vm.Name())
+			"to keep it running, withdraw the stop with: %s", vm.Name(), schema.AnnotationStopRequestedAt, stop.Value, verb, decision.PluginCommand("start", vm, known))
 	}
 	return nil
 }
 
-// stopVerb: on Always, the spec's run strategy becomes Halted (as virtctl stop does); on
+// stop: on Always, the spec's run strategy becomes Halted (as virtctl stop does); on
 // RerunOnFailure, Once and Manual a running VM gets a stop request (the annotation
 // cloudnative.czs/stopRequestedAt); a stopped VM with no server left is left as it is. grace,
 // if not nil, goes with the same write (cloudnative.czs/stopGracePeriodSeconds); nil removes
 // an earlier one. A start request not carried out yet is withdrawn in the same write, as
-// startVerb does. On Halted, a VM whose server is still being deleted gets a stop request only
+// start does. On Halted, a VM whose server is still being deleted gets a stop request only
 // with a grace period, which the controller deletes the server again with (--force on a guest
 // that hangs in its shutdown); otherwise it is left as it is.
 //
@@ -401,7 +415,7 @@ func pendingStop(vm schema.VirtualMachine, rs schema.RunStrategy, verb string) e
 // Refused (exit 1, nothing written): a VM being deleted (beingDeleted); a grace period while
 // the status says the server's node does not answer (lostNode), whatever the strategy and the
 // phase; and a stop request the layout cannot record (stopRequest).
-func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *int64) (verbResult, error) {
+func (v verbs) stop(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *int64) (verbResult, error) {
 	if err := beingDeleted(vm); err != nil {
 		return verbResult{}, err
 	}
@@ -411,7 +425,7 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 	}
 	name, st := vm.Name(), vm.Status()
 	if grace != nil && st.Reason == decision.ReasonNodeLost {
-		return verbResult{}, lostNode(name, st)
+		return verbResult{}, lostNode(vm, v.known)
 	}
 	var g any
 	note := ""
@@ -431,7 +445,7 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 		case grace == nil && f.StopRequestedAt == "":
 			return verbResult{say: say}, nil // no stop request to cut it short with (stopRequest)
 		case grace == nil:
-			return verbResult{say: say + fmt.Sprintf("; to cut its server's shutdown short: kubectl vm stop %s --force", name)}, nil
+			return verbResult{say: say + "; to cut its server's shutdown short: " + decision.PluginCommand("stop", vm, v.known) + " --force"}, nil
 		}
 		// Halted's deletion under way, with a grace period: a stop request carries it, which
 		// the controller records and acts on once, deleting the server again with it.
@@ -459,8 +473,8 @@ func stopVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time, grace *i
 		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; its server's node does not answer, "+
 			"and the stop waits for it: %s", name, describe(st), st.Message)}, nil
 	case restReason(st) == decision.ReasonStopping && grace == nil:
-		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; to cut its shutdown short: kubectl vm stop %s --force",
-			name, describe(st), name)}, nil
+		return verbResult{say: fmt.Sprintf("virtualmachine/%s is already stopping (%s): nothing changed; to cut its shutdown short: %s --force",
+			name, describe(st), decision.PluginCommand("stop", vm, v.known))}, nil
 	}
 	if err := stopRequest.unrecorded(name, f); err != nil {
 		return verbResult{}, err
@@ -485,11 +499,11 @@ func pausedNote(vm schema.VirtualMachine) string {
 	return fmt.Sprintf("; the VM is paused (%s): the controller carries it out once it is resumed, and its status says nothing of now until then", schema.AnnotationPaused)
 }
 
-// restartVerb writes the restart annotation (cloudnative.czs/restartedAt) of a VM that runs
+// restart writes the restart annotation (cloudnative.czs/restartedAt) of a VM that runs
 // or is on its way; a stopped one has nothing to restart, one with a stop pending would drop
 // it (pendingStop), a layout without status.restartedAt cannot record it (restartRequest), and
 // the controller acts on no request of a VM being deleted (beingDeleted).
-func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+func (v verbs) restart(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
 	if err := beingDeleted(vm); err != nil {
 		return verbResult{}, err
 	}
@@ -499,10 +513,10 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 	}
 	name, st := vm.Name(), vm.Status()
 	if rs == schema.RunHalted || rs != schema.RunAlways && stopped(rs, st) && !vm.Paused() {
-		return verbResult{}, cli.Exit(fmt.Sprintf("virtualmachine/%s is stopped (runStrategy %s; %s): nothing to restart; start it with: kubectl vm start %s",
-			name, rs, describe(st), name), 1)
+		return verbResult{}, cli.Exit(fmt.Sprintf("virtualmachine/%s is stopped (runStrategy %s; %s): nothing to restart; start it with: %s",
+			name, rs, describe(st), decision.PluginCommand("start", vm, v.known)), 1)
 	}
-	if err := pendingStop(vm, rs, "restart"); err != nil {
+	if err := pendingStop(vm, rs, "restart", v.known); err != nil {
 		return verbResult{}, err
 	}
 	if err := restartRequest.unrecorded(name, f); err != nil {
@@ -515,14 +529,19 @@ func restartVerb(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verb
 
 // runVerb reads the VM, lets decide say what to write, writes it and says what happened; a
 // VM that changed meanwhile is read and decided on again (vmClient.write). check is the
-// configuration to validate (the verb's own, which holds c).
-func runVerb(check validator, c *pluginConfig, version string, decide func(schema.VirtualMachine, schema.Fields, time.Time) (verbResult, error)) cli.ActionFunc {
+// configuration to validate (the verb's own, which holds c); decide is one of verbs, told the
+// flags of c once they are parsed.
+func runVerb(check validator, c *pluginConfig, version string,
+	decide func(verbs, schema.VirtualMachine, schema.Fields, time.Time) (verbResult, error)) cli.ActionFunc {
 	return action(check, oneName, func(cc *cli.Context) error {
 		v, name, err := c.connect(cc, version)
 		if err != nil {
 			return err
 		}
-		say, err := v.verb(cc.Context, name, decide)
+		run := verbs{c.known()}
+		say, err := v.verb(cc.Context, name, func(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+			return decide(run, vm, f, now)
+		})
 		if err != nil {
 			return err
 		}
@@ -554,7 +573,7 @@ func startCommand(c *pluginConfig, version string) *cli.Command {
 			"or Always, at the status's next retry time, or at once with kubectl vm restart; after a refused server or disk, once the cause its message names " +
 			"is fixed (the controller asks again every minute). A VM being deleted is refused, nothing written: the controller carries out no request of it.",
 		Flags:  c.flags(),
-		Action: runVerb(c, c, version, startVerb),
+		Action: runVerb(c, c, version, verbs.start),
 	}
 }
 
@@ -613,8 +632,8 @@ func stopCommand(c *stopConfig, version string) *cli.Command {
 		Flags: append(c.flags(),
 			&cli.IntFlag{Name: "grace-period", Value: -1, Usage: "seconds the server is given to shut down; -1: the server's own", Destination: &c.GracePeriod},
 			&cli.BoolFlag{Name: "force", Usage: "delete the server at once (a grace period of 0), as kubectl delete --force", Destination: &c.Force}),
-		Action: runVerb(c, &c.pluginConfig, version, func(vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
-			return stopVerb(vm, f, now, c.grace())
+		Action: runVerb(c, &c.pluginConfig, version, func(v verbs, vm schema.VirtualMachine, f schema.Fields, now time.Time) (verbResult, error) {
+			return v.stop(vm, f, now, c.grace())
 		}),
 	}
 }
@@ -628,6 +647,6 @@ func restartCommand(c *pluginConfig, version string) *cli.Command {
 			"(a paused VM gets the request whatever its status says: it waits for the resume). " +
 			"A VM being deleted is refused, nothing written: the controller carries out no request of it.",
 		Flags:  c.flags(),
-		Action: runVerb(c, c, version, restartVerb),
+		Action: runVerb(c, c, version, verbs.restart),
 	}
 }

@@ -23,6 +23,14 @@ import (
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
 
+// The verbs as the plugin runs them told no flags (verbs): the commands their messages give
+// name the VM as the controller's messages do, by its name and namespace.
+var (
+	startVerb   = verbs{}.start
+	stopVerb    = verbs{}.stop
+	restartVerb = verbs{}.restart
+)
+
 // refused reports whether err is a verb's refusal, exit 1, saying each of says.
 func refused(err error, says ...string) bool {
 	var ec cli.ExitCoder
@@ -178,7 +186,7 @@ func TestMigrateNeedsTheMigrationField(t *testing.T) {
 	kube := kubefake.NewClientset()
 	v := &vmClient{vms: dyn.Resource(gvr).Namespace("ns"), kube: kube, fields: f, gvr: gvr, namespace: "ns",
 		out: &bytes.Buffer{}, now: func() time.Time { return pluginNow }}
-	if err := v.migrate(context.Background(), "vm1"); !refused(err, "field map has no status.migration") {
+	if err := v.migrate(context.Background(), "vm1", nil); !refused(err, "field map has no status.migration") {
 		t.Errorf("migrate: %v, want it refused for want of status.migration", err)
 	}
 	if n := len(kube.Actions()); n != 0 {
@@ -370,7 +378,7 @@ func TestVerbsRefuseADeletingVM(t *testing.T) {
 							verb, rs, sn, paused, patchText(r), r.say, err)
 					}
 				}
-				_, err := (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm)
+				_, err := (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm, nil)
 				if !refused(err, "virtualmachine/vm1 is being deleted", "nothing written") {
 					t.Errorf("migrate, %s, %s, paused %v: %v; want exit 1 saying it is being deleted", rs, sn, paused, err)
 				}
@@ -406,7 +414,7 @@ func TestVerbOnADeletingVMWritesNothing(t *testing.T) {
 		case "restart":
 			_, err = v.verb(context.Background(), "vm1", restartVerb)
 		case "migrate":
-			err = v.migrate(context.Background(), "vm1")
+			err = v.migrate(context.Background(), "vm1", nil)
 		}
 		if !refused(err, "is being deleted") {
 			t.Errorf("%s: %v, want exit 1 saying the VM is being deleted", verb, err)
@@ -439,11 +447,11 @@ func TestStartOfAVMWaitingForAServer(t *testing.T) {
 		"RerunOnFailure, failed, waiting out the backoff": {rs: "RerunOnFailure",
 			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "message": failedMsg, "server": failedServer, "nextRetryTime": "2026-06-01T12:00:40Z"},
 			say: "virtualmachine/vm1 is not running: its server failed (phase Failed (ServerFailed)); runStrategy RerunOnFailure makes a new one at 2026-06-01T12:00:40Z, " +
-				"after the backoff, or at once on a restart (kubectl vm restart vm1): nothing changed"},
+				"after the backoff, or at once on a restart (kubectl vm restart vm1 -n ns): nothing changed"},
 		"RerunOnFailure, failed, no nextRetryTime in the layout": {rs: "RerunOnFailure", without: []string{"status.nextRetryTime"},
 			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "message": failedMsg, "server": failedServer},
 			say: "virtualmachine/vm1 is not running: its server failed (phase Failed (ServerFailed)); runStrategy RerunOnFailure makes a new one " +
-				"after the backoff, or at once on a restart (kubectl vm restart vm1): nothing changed"},
+				"after the backoff, or at once on a restart (kubectl vm restart vm1 -n ns): nothing changed"},
 		"RerunOnFailure, failed server deleted": {rs: "RerunOnFailure",
 			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "message": failedMsg, "nextRetryTime": "2026-06-01T12:00:40Z"},
 			say:    "is not running: its server failed (phase Failed (ServerFailed)); runStrategy RerunOnFailure makes a new one at 2026-06-01T12:00:40Z"},
@@ -566,7 +574,7 @@ func TestStopBesideInvalidSpec(t *testing.T) {
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":null,"cloudnative.czs/stopRequestedAt":"` + at + `"}}}`,
 			say:   "virtualmachine/vm1 stop requested"},
 		"stop again while it stops": {verb: "stop", rs: "Manual", status: stopping,
-			say: "virtualmachine/vm1 is already stopping (phase Failed (InvalidSpec)): nothing changed; to cut its shutdown short: kubectl vm stop vm1 --force"},
+			say: "virtualmachine/vm1 is already stopping (phase Failed (InvalidSpec)): nothing changed; to cut its shutdown short: kubectl vm stop vm1 -n ns --force"},
 		"stop --force while it stops": {verb: "stop", rs: "Once", status: stopping, grace: &zero,
 			patch: `{"metadata":{"annotations":{"cloudnative.czs/stopGracePeriodSeconds":"0","cloudnative.czs/stopRequestedAt":"` + at + `"}}}`,
 			say:   "virtualmachine/vm1 stop requested"},
@@ -590,5 +598,85 @@ func TestStopBesideInvalidSpec(t *testing.T) {
 				t.Errorf("%s: patch %s, error %v, say:\n%s\nwant patch %s, saying:\n%s", tc.verb, patchText(r), err, r.say, tc.patch, tc.say)
 			}
 		})
+	}
+}
+
+// TestVerbCommandsArePasteable: every command a verb's message gives is the plugin's command
+// line for the VM it read, with the flags it was run with that are not its defaults (a
+// --context, a --kubeconfig, the --api-version, --resource and --schema-file of a VM of
+// another resource), the VM's namespace whatever -n said (none: the kubeconfig's), and a value
+// quoted where a shell would split it: pasted as printed, it reaches the same VM. Without them,
+// `kubectl vm restart vm1 -n ns` told to run `kubectl vm start vm1`, which starts a vm1 of the
+// shell's namespace, context or group, if there is one.
+func TestVerbCommandsArePasteable(t *testing.T) {
+	known := &decision.PluginFlags{Context: "prod", Kubeconfig: "/home/me/.kube/prod config", APIVersion: "cloudnative.czs/v1",
+		Resource: schema.DefaultResource, SchemaFile: "maps/vm.yaml"}
+	flags := " -n ns --context prod --kubeconfig '/home/me/.kube/prod config' --api-version cloudnative.czs/v1 --schema-file maps/vm.yaml"
+	run := verbs{known}
+	zero := int64(0)
+	server := map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running", "node": "node-a"}
+	stopPending := map[string]any{schema.AnnotationStopRequestedAt: "2026-06-01T11:59:59Z"}
+	tests := map[string]struct {
+		rs, verb    string
+		status, ann map[string]any
+		grace       *int64
+		want        string
+	}{
+		"restart of a stopped VM": {rs: "Manual", verb: "restart", status: map[string]any{"phase": "Inactive", "reason": "Stopped"},
+			want: "nothing to restart; start it with: kubectl vm start vm1" + flags},
+		"restart with a stop pending": {rs: "Manual", verb: "restart", status: map[string]any{"phase": "Active", "reason": "ServerReady", "server": server},
+			ann: stopPending, want: "withdraw the stop with: kubectl vm start vm1" + flags},
+		"migrate with a stop pending": {rs: "Manual", verb: "migrate", status: map[string]any{"phase": "Active", "reason": "ServerReady", "server": server},
+			ann: stopPending, want: "withdraw the stop with: kubectl vm start vm1" + flags},
+		"stop of a VM stopping": {rs: "Manual", verb: "stop", status: map[string]any{"phase": "Inactive", "reason": "Stopping", "server": server},
+			want: "to cut its shutdown short: kubectl vm stop vm1" + flags + " --force"},
+		"stop of a VM stopping under Halted": {rs: "Halted", verb: "stop", status: map[string]any{"phase": "Inactive", "reason": "ServerStopping", "server": server},
+			want: "to cut its server's shutdown short: kubectl vm stop vm1" + flags + " --force"},
+		"stop --force on a lost node": {rs: "Always", verb: "stop", grace: &zero, status: map[string]any{"phase": "Unknown", "reason": "NodeLost", "server": server},
+			want: "else stop without them (kubectl vm stop vm1" + flags + "): the stop waits for the node"},
+		"start of a VM waiting out its backoff": {rs: "RerunOnFailure", verb: "start",
+			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Failed"}},
+			want:   "or at once on a restart (kubectl vm restart vm1" + flags + "): nothing changed"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vm, f := requestVM(t, tc.rs, tc.status, tc.ann)
+			var r verbResult
+			var err error
+			switch tc.verb {
+			case "start":
+				r, err = run.start(vm, f, pluginNow)
+			case "stop":
+				r, err = run.stop(vm, f, pluginNow, tc.grace)
+			case "restart":
+				r, err = run.restart(vm, f, pluginNow)
+			case "migrate":
+				_, err = (&vmClient{namespace: "ns"}).migrationSource(context.Background(), vm, known)
+			}
+			said := r.say
+			if err != nil {
+				said = err.Error()
+			}
+			if !strings.Contains(said, tc.want) {
+				t.Errorf("%q\nwant it to say %q", said, tc.want)
+			}
+		})
+	}
+}
+
+// TestVerbCommandsRepeatTheFlagsGiven: the commands a verb's message gives repeat the flags
+// the plugin was run with, as parsed (not as they were when the verb was made, before), and
+// the namespace the kubeconfig gave when -n was not.
+func TestVerbCommandsRepeatTheFlagsGiven(t *testing.T) {
+	srv := newFadingAPIServer(t, "inactive", map[string]any{"phase": "Inactive", "reason": "ServerStopped", "observedGeneration": 1},
+		func(string, int) bool { return false })
+	kubeconfig := srv.kubeconfig(t)
+	app := Plugin("test")
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	err := app.Run(PluginArgs([]string{PluginName, "restart", "vm1", "--kubeconfig", kubeconfig, "--context", "fake"}))
+	want := "start it with: kubectl vm start vm1 -n default --context fake --kubeconfig " + kubeconfig
+	if !refused(err, want) {
+		t.Errorf("%v\nwant exit 1 saying %q", err, want)
 	}
 }

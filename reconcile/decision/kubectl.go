@@ -68,20 +68,67 @@ func Annotate(vm schema.VirtualMachine, change string) string {
 // the kubectl plugin's verbs do.
 func stamp(key string) string { return key + "=$(date -u +%FT%TZ) --overwrite" }
 
-// plugin is the kubectl plugin's command of verb (start, stop, restart, migrate) for the VM.
-// The plugin is told the resource by its flags, not by the VM's name, and its defaults are
-// this project's group: for a VM of another group the command carries --api-version, the
-// version the controller reads it at, and the flags the decision cannot fill in, as
-// placeholders: the resource's plural (--resource) and the field map (--schema-file, which the
-// plugin needs for any group but this project's: it reads no CRD). Without them it would read
-// a VM of the name in this project's group, if there is one, and act on it.
-func (d *decision) plugin(verb string) string {
-	cmd := "kubectl vm " + verb + " " + d.vm.Name()
-	if ns := d.vm.Namespace(); ns != "" {
-		cmd += " -n " + ns
-	}
-	if group, _, ok := strings.Cut(d.vm.APIVersion(), "/"); ok && group != "" && group != schema.Group {
-		cmd += " --api-version " + d.vm.APIVersion() + " --resource PLURAL --schema-file FIELDMAP"
-	}
-	return cmd
+// PluginFlags are the flags of the kubectl plugin that a command of it is to carry besides the
+// VM's name and namespace: those the plugin was run with, which it echoes in the commands its
+// own messages give, so that a command pasted as it is reaches the VM the plugin read
+// (PluginCommand). Empty means the plugin's default; Namespace is taken only where the VM has
+// none (a VM read from the cluster always has its own).
+type PluginFlags struct {
+	Namespace, Context, Kubeconfig   string
+	APIVersion, Resource, SchemaFile string
 }
+
+// PluginCommand is the kubectl plugin's command of verb (start, stop, restart, migrate) for
+// vm: kubectl vm VERB NAME -n NAMESPACE, and the flags that make the plugin read the VM there.
+// The controller's messages and the plugin's own give it so, each from what it knows. The
+// plugin knows the flags it was run with (known), and the command repeats those that are not
+// its defaults: --context, --kubeconfig, --api-version, --resource, --schema-file. The
+// controller does not (known nil): it knows the VM's apiVersion only, and the plugin's
+// defaults are this project's group, so for a VM of another group the command carries
+// --api-version and, as placeholders, the flags the controller cannot fill in: the resource's
+// plural (--resource) and the field map (--schema-file, which the plugin needs for any group
+// but this project's: it reads no CRD). Without them the plugin would read a VM of the name in
+// this project's group, if there is one, and act on it; without -n, a VM of the name in the
+// namespace of the shell's kubeconfig.
+func PluginCommand(verb string, vm schema.VirtualMachine, known *PluginFlags) string {
+	words := []string{"kubectl", "vm", verb, vm.Name()}
+	ns := vm.Namespace()
+	if ns == "" && known != nil {
+		ns = known.Namespace
+	}
+	if ns != "" {
+		words = append(words, "-n", ns)
+	}
+	if known == nil {
+		if group, _, ok := strings.Cut(vm.APIVersion(), "/"); ok && group != "" && group != schema.Group {
+			words = append(words, "--api-version", vm.APIVersion(), "--resource", "PLURAL", "--schema-file", "FIELDMAP")
+		}
+		return strings.Join(words, " ")
+	}
+	for _, f := range []struct{ flag, value, unset string }{
+		{"--context", known.Context, ""},
+		{"--kubeconfig", known.Kubeconfig, ""},
+		{"--api-version", known.APIVersion, schema.DefaultAPIVersion},
+		{"--resource", known.Resource, schema.DefaultResource},
+		{"--schema-file", known.SchemaFile, ""},
+	} {
+		if f.value != "" && f.value != f.unset {
+			words = append(words, f.flag, shellWord(f.value))
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// shellWord is s as one word of a shell's command line: as it is when it holds only
+// characters no shell reads specially (a name, a version, most paths), else in single quotes.
+// A file's path or a context's name may hold anything.
+func shellWord(s string) string {
+	if strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" && s != "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// plugin is the kubectl plugin's command of verb for the VM, as the controller gives it
+// (PluginCommand, no flags known).
+func (d *decision) plugin(verb string) string { return PluginCommand(verb, d.vm, nil) }

@@ -187,3 +187,42 @@ func kubectlResource(mapper meta.RESTMapper, typ string) (k8sschema.GroupVersion
 	}
 	return m.Resource, nil
 }
+
+// TestPluginCommand: the plugin's command for a VM names it and its namespace; told no flags
+// (the controller's messages), it carries for a VM of another group --api-version and
+// placeholders for what the controller does not know; told the flags the plugin ran with, it
+// repeats those that are not the plugin's defaults, quoted where a shell would split them, and
+// takes their namespace only for a VM without one.
+func TestPluginCommand(t *testing.T) {
+	vm := func(apiVersion, namespace string) schema.VirtualMachine {
+		raw := fmt.Sprintf(`{"apiVersion":%q,"kind":"VirtualMachine","metadata":{"name":"db","namespace":%q}}`, apiVersion, namespace)
+		v, err := schema.Parse([]byte(raw), builtin("v1alpha1")(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := map[string]struct {
+		vm    schema.VirtualMachine
+		known *PluginFlags
+		want  string
+	}{
+		"this project's group":  {vm(schema.DefaultAPIVersion, "prod"), nil, "kubectl vm start db -n prod"},
+		"another version of it": {vm(schema.Group+"/v1beta1", "prod"), nil, "kubectl vm start db -n prod"},
+		"another group": {vm("example.com/v2", "prod"), nil,
+			"kubectl vm start db -n prod --api-version example.com/v2 --resource PLURAL --schema-file FIELDMAP"},
+		"the plugin's defaults": {vm(schema.DefaultAPIVersion, "prod"),
+			&PluginFlags{APIVersion: schema.DefaultAPIVersion, Resource: schema.DefaultResource}, "kubectl vm start db -n prod"},
+		"the plugin's flags": {vm("example.com/v2", "prod"),
+			&PluginFlags{Namespace: "other", Context: "c1", Kubeconfig: "/k/config", APIVersion: "example.com/v2", Resource: "machines", SchemaFile: "map.yaml"},
+			"kubectl vm start db -n prod --context c1 --kubeconfig /k/config --api-version example.com/v2 --resource machines --schema-file map.yaml"},
+		"values a shell splits": {vm(schema.DefaultAPIVersion, "prod"), &PluginFlags{Context: "it's mine", SchemaFile: "my maps/$HOME.yaml"},
+			`kubectl vm start db -n prod --context 'it'\''s mine' --schema-file 'my maps/$HOME.yaml'`},
+		"a VM without a namespace": {vm(schema.DefaultAPIVersion, ""), &PluginFlags{Namespace: "prod"}, "kubectl vm start db -n prod"},
+	}
+	for name, tc := range tests {
+		if got := PluginCommand("start", tc.vm, tc.known); got != tc.want {
+			t.Errorf("%s: %q, want %q", name, got, tc.want)
+		}
+	}
+}
