@@ -47,8 +47,8 @@ func (p Policy) stuck(d *decision) bool {
 			d.requeue(at.Sub(d.now))
 			return false
 		}
-		w.Message = fmt.Sprintf("its containers are not created on node %s (kubectl describe pod %s shows the node's Events: "+
-			"a volume that cannot attach or mount is the usual cause)", srv.Node, srv.Name)
+		w.Message = fmt.Sprintf("its containers are not created on node %s (kubectl describe pod %s -n %s shows the node's Events: "+
+			"a volume that cannot attach or mount is the usual cause)", srv.Node, srv.Name, d.vm.Namespace())
 	}
 	msg := fmt.Sprintf("Server %s %s", srv.Name, why.what)
 	if w.Message != "" {
