@@ -102,7 +102,9 @@ func (a applier) recordRelated(vm schema.VirtualMachine, related *corev1.ObjectR
 		if e == (decision.Event{}) {
 			continue // an action without one (recording a kind)
 		}
-		a.recorder.Eventf(ref, rel, e.Type, e.Reason, eventAction(e.Reason), "%s", schema.Shorten(e.Message, eventNoteLimit))
+		// A message past the note's limit loses its middle, not its end, which says what to
+		// do: a command cut mid-name (kubectl vm restart NAME -n NS) could act on another VM.
+		a.recorder.Eventf(ref, rel, e.Type, e.Reason, eventAction(e.Reason), "%s", decision.Abridge(e.Message, eventNoteLimit))
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/cloudnative-czs/vm-controller/backend"
 	"github.com/cloudnative-czs/vm-controller/backend/memory"
+	"github.com/cloudnative-czs/vm-controller/internal/decidecase"
 	"github.com/cloudnative-czs/vm-controller/reconcile/decision"
 	"github.com/cloudnative-czs/vm-controller/schema"
 )
@@ -399,5 +402,42 @@ func TestEventsOfBudgets(t *testing.T) {
 	wantUIDs := map[string]types.UID{"CreatingBudget x2": "budget-1", "DeletingBudget x1": "budget-1", "CreatingBudget x1": "budget-2"}
 	if !reflect.DeepEqual(uids, wantUIDs) {
 		t.Errorf("the Events name budgets %v, want %v", uids, wantUIDs)
+	}
+}
+
+// TestEventNoteKeepsTheCommand: an Event whose message passes the note's limit (eventNoteLimit)
+// keeps in its note the command its message ends with, whole: ResizeNoRoom of
+// claim/placement-pinned-no-room, whose message names the VM four times, decided for a VM of
+// a 100-byte name in a namespace of 63, comes to some 1200 bytes, and a note cut at its end
+// broke `kubectl vm restart NAME -n NS` mid-name. The note keeps its start and its end, the
+// cut marked between them.
+func TestEventNoteKeepsTheCommand(t *testing.T) {
+	name, ns := "vm-"+strings.Repeat("a", 96)+"z", "ns-"+strings.Repeat("b", 59)+"z"
+	rename := strings.NewReplacer("test-vm", name, "namespace: default", "namespace: "+ns)
+	dir := t.TempDir()
+	for _, f := range []string{"claim/placement-pinned-no-room.txtar", "claim/base.yaml"} {
+		raw, err := os.ReadFile(filepath.Join("..", "testdata", "decide", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(rename.Replace(string(raw))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "placement-pinned-no-room.txtar")
+	vm, srv := decidecase.Read(t, file)
+	plan := decision.DefaultPolicy.Decide(decision.Input{VM: vm, Server: srv, Disk: decidecase.Disk(t, file), Hosts: decidecase.Hosts(t, file), Now: decidecase.Now})
+	command := "kubectl vm restart " + name + " -n " + ns
+	if len(plan.Events) != 1 || plan.Events[0].Reason != decision.ReasonResizeNoRoom || len(plan.Events[0].Message) <= eventNoteLimit ||
+		!strings.Contains(plan.Events[0].Message, command) {
+		t.Fatalf("events %+v, want one ResizeNoRoom longer than %d bytes that gives %q", plan.Events, eventNoteLimit, command)
+	}
+	fake := events.NewFakeRecorder(1)
+	applier{recorder: fake}.recordRelated(vm, nil, plan.Events...)
+	note := strings.TrimPrefix(<-fake.Events, "Normal ResizeNoRoom ")
+	msg := plan.Events[0].Message
+	head, tail, cut := strings.Cut(note, " [...] ")
+	if len(note) > eventNoteLimit || !strings.Contains(note, command) || !cut || !strings.HasPrefix(msg, head) || !strings.HasSuffix(msg, tail) {
+		t.Errorf("note of %d bytes %q\nwant at most %d, the start and the end of the message around [...], with %q whole", len(note), note, eventNoteLimit, command)
 	}
 }
