@@ -87,6 +87,7 @@ func TestCachedPodReadsBack(t *testing.T) {
 	}
 	tests := map[string]struct {
 		limits []string          // cpu, memory, rootDisk as written ("" leaves one out); nil: 1500m, 1Gi, 1G
+		made   string            // AnnotationResources; "": none, as on a pod made before it
 		edit   func(*corev1.Pod) // the pod's state
 		exact  bool              // some part of the pod is kept as read
 	}{
@@ -193,6 +194,17 @@ func TestCachedPodReadsBack(t *testing.T) {
 		"a microcore":             {limits: []string{"100u", "1Gi", "1G"}, edit: running, exact: true},
 		"in effect as +1Gi":       {edit: inEffect("1500m", "+1Gi")},
 
+		// Made for other resources than admission gave it (madefor.go).
+		"made for less":                         {made: "cpu=1,memory=512Mi,ephemeral-storage=1G", edit: inEffect("1500m", "1Gi")},
+		"made for less, pending":                {made: "cpu=1,memory=512Mi,ephemeral-storage=1G", edit: func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }},
+		"made for less, resized since":          {made: "cpu=1,memory=512Mi,ephemeral-storage=1G", edit: resizing()},
+		"made for less, in odd forms":           {made: "cpu=1000m,memory=+512Mi,ephemeral-storage=1E9", edit: inEffect("1500m", "1Gi"), exact: true},
+		"made for, a record that does not read": {made: "cpu=1,memory", edit: running},
+		"made for another image": {edit: func(p *corev1.Pod) {
+			running(p)
+			p.Annotations[AnnotationImage] = "registry.k8s.io/pause:3.9"
+		}},
+
 		// Identities not in the API server's form, and a phase Kubernetes does not have.
 		"made-up UIDs": {edit: func(p *corev1.Pod) {
 			running(p)
@@ -232,6 +244,9 @@ func TestCachedPodReadsBack(t *testing.T) {
 					limits = []string{"1500m", "1Gi", "1G"}
 				}
 				pod := newPod(vm, backend.Spec{Image: "registry.k8s.io/pause:3.10"})
+				if pod.Annotations[AnnotationResources] = tc.made; tc.made == "" {
+					delete(pod.Annotations, AnnotationResources)
+				}
 				res := &pod.Spec.Containers[0].Resources
 				for i, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
 					delete(res.Limits, r)

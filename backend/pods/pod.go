@@ -124,12 +124,14 @@ func newPod(vm backend.Owner, spec backend.Spec) *corev1.Pod {
 	if spec.Restart != "" {
 		pod.Annotations[AnnotationRestart] = spec.Restart
 	}
+	madeFor(pod, spec)
 	place(pod, spec)
 	return pod
 }
 
 // serverOf reads a pod as a backend.Server, as far as the pod itself tells (its node's
-// readiness is cachedPod.observed's).
+// readiness is cachedPod.observed's), its spec the one it was made for where admission
+// rewrote it (madefor.go).
 func serverOf(pod *corev1.Pod) backend.Server {
 	s := backend.Server{
 		Name:     pod.Name,
@@ -152,8 +154,10 @@ func serverOf(pod *corev1.Pod) backend.Server {
 			continue
 		}
 		s.Spec = backend.Spec{
-			CPU:      quantity(c.Resources.Limits, corev1.ResourceCPU),
-			Memory:   quantity(c.Resources.Limits, corev1.ResourceMemory),
+			// A limit, else the request: a policy that drops cpu limits leaves the request,
+			// which is what the pod was made with.
+			CPU:      limitOrRequest(c.Resources, corev1.ResourceCPU),
+			Memory:   limitOrRequest(c.Resources, corev1.ResourceMemory),
 			RootDisk: quantity(c.Resources.Limits, corev1.ResourceEphemeralStorage),
 			Image:    c.Image,
 			Disk:     s.Disk != "",
@@ -161,6 +165,8 @@ func serverOf(pod *corev1.Pod) backend.Server {
 			Placement: placementOf(pod.Annotations[AnnotationPlacement]),
 			Restart:   pod.Annotations[AnnotationRestart],
 		}
+		// The image and resources it was made for, where admission changed them: madefor.go.
+		asMadeFor(&s, pod)
 	}
 	if s.TolerationsChanged = tolerationsChanged(pod.ManagedFields); !s.TolerationsChanged {
 		s.AdmittedTolerations = admittedTolerations(pod.Spec.Tolerations, pod.Annotations[AnnotationPlacement], s.Spec.Placement)

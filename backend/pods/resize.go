@@ -80,7 +80,28 @@ func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spe
 		return nil, resizeError(srv.Name, err)
 	}
 	s := serverOf(pod)
+	if s.Spec.CPU.Cmp(spec.CPU) != 0 || s.Spec.Memory.Cmp(spec.Memory) != 0 {
+		return nil, notTaken(pod, spec)
+	}
 	return &s, nil
+}
+
+// notTaken is the error of a resize of pod to spec that the pod did not take as asked:
+// admission rewrote the resize (a webhook or policy that names pods/resize), or the pod
+// already had spec's cpu and memory from admission at its creation, which it was not made
+// for, so that the patch changed nothing. Either way the pod cannot report spec's cpu and
+// memory as the ones it was asked for (madefor.go): asked again, it would be resized again, at
+// every look, for ever. ErrResizeInfeasible: the --resize policy decides, and a new server,
+// made for spec, ends it.
+func notTaken(pod *corev1.Pod, spec backend.Spec) error {
+	var cpu, memory resource.Quantity
+	for _, c := range pod.Spec.Containers {
+		if c.Name == ContainerName {
+			cpu, memory = limitOrRequest(c.Resources, corev1.ResourceCPU), limitOrRequest(c.Resources, corev1.ResourceMemory)
+		}
+	}
+	return fmt.Errorf("resize pod %s to cpu %s, memory %s: the pod has cpu %s, memory %s after it, which admission gave it: %w",
+		pod.Name, spec.CPU.String(), spec.Memory.String(), cpu.String(), memory.String(), backend.ErrResizeInfeasible)
 }
 
 // resizePatch is the strategic merge patch that sets the server container's cpu and memory,

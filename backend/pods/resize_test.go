@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,16 +123,30 @@ func nonZero(q resource.Quantity) string {
 }
 
 // resizingAPIServer makes client answer PATCH pods/resize as the API server does: a strategic
-// merge patch applied to the typed pod, the pod's UID immutable, the generation counted up.
+// merge patch applied to the typed pod, the pod's UID immutable, the generation counted up
+// when the spec changed.
 // refuse, when not nil, answers instead.
 func resizingAPIServer(t *testing.T, client *kubefake.Clientset, refuse error) {
-	client.PrependReactor("patch", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+	if refuse != nil {
+		client.PrependReactor("patch", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if action.(clienttesting.PatchAction).GetSubresource() != resizeSubresource {
+				return false, nil, nil
+			}
+			return true, nil, refuse
+		})
+		return
+	}
+	client.PrependReactor("patch", "pods", resizeReactor(client, nil))
+}
+
+// resizeReactor answers PATCH pods/resize as resizingAPIServer says, with admit, when not
+// nil, run on the patched pod as a mutating admission of the subresource would; the
+// generation counts only a change of the spec, as the API server's does.
+func resizeReactor(client *kubefake.Clientset, admit func(*corev1.Pod)) clienttesting.ReactionFunc {
+	return func(action clienttesting.Action) (bool, runtime.Object, error) {
 		patch := action.(clienttesting.PatchAction)
 		if patch.GetSubresource() != resizeSubresource {
 			return false, nil, nil
-		}
-		if refuse != nil {
-			return true, nil, refuse
 		}
 		obj, err := client.Tracker().Get(podsGVR, patch.GetNamespace(), patch.GetName())
 		if err != nil {
@@ -156,9 +171,14 @@ func resizingAPIServer(t *testing.T, client *kubefake.Clientset, refuse error) {
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, before.Name,
 				field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), after.UID, "field is immutable")})
 		}
-		after.Generation++
+		if admit != nil {
+			admit(&after)
+		}
+		if !apiequality.Semantic.DeepEqual(before.Spec, after.Spec) {
+			after.Generation++
+		}
 		return true, &after, client.Tracker().Update(podsGVR, &after, patch.GetNamespace())
-	})
+	}
 }
 
 // cachedBackend is a pod backend over client whose cache holds pods, as its informer would

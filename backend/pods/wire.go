@@ -31,11 +31,11 @@ import (
 // with them; the pod itself is still allocated, without reflection. Here the
 // frame is read into one buffer reused from event to event, the envelope is walked with
 // protowire, and the pod is decoded from the buffer with its generated Unmarshal (which copies
-// what it keeps), managedFields left out but for the one thing read of them: whether someone
-// other than the controller owns the pod's tolerations (tolerationsChanged), for which each
-// entry is read in place, and decoded only when it is another manager's that owns them. The
-// decoder's skeleton, shared with the VM informer's, is watchframe's; this file holds the
-// protobuf part of it (podFormat).
+// what it keeps), managedFields left out but for the two things read of them: whether someone
+// other than the controller owns the pod's tolerations (tolerationsChanged) or the server
+// container's image (imageChanged), for which each entry is read in place, and decoded only
+// when it is another manager's that may own them. The decoder's skeleton, shared with the VM
+// informer's, is watchframe's; this file holds the protobuf part of it (podFormat).
 
 // watchStreamType is what the pod watch asks for: a stream of length-prefixed protobuf frames.
 const watchStreamType = "application/vnd.kubernetes.protobuf;stream=watch"
@@ -84,8 +84,8 @@ func (lw *podListerWatcher) ListWithContext(ctx context.Context, opts metav1.Lis
 }
 
 // WatchWithContext watches the pods; each event's object is a *corev1.Pod without its
-// managedFields but those that tolerationsChanged reads true (a *metav1.Status for an error
-// event).
+// managedFields but those that tolerationsChanged or imageChanged may read true (a
+// *metav1.Status for an error event).
 func (lw *podListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.LabelSelector = lw.selector
 	opts.Watch = true
@@ -210,8 +210,9 @@ func unwrap(b []byte) ([]byte, error) {
 }
 
 // unmarshalPod decodes a pod's protobuf into pod, without its managedFields but an entry of
-// another manager than the controller's that owns the pod's tolerations (otherTolerations),
-// which tolerationsChanged reads as it reads the whole list.
+// another manager than the controller's that owns the pod's tolerations or a container's
+// image (otherOwner), which tolerationsChanged and imageChanged read as they read the whole
+// list.
 //
 // The generated Unmarshal of a message merges into what is there already, as protobuf
 // decoding does, so a message may be decoded a run of fields at a time: every run of the
@@ -219,7 +220,7 @@ func unwrap(b []byte) ([]byte, error) {
 func unmarshalPod(b []byte, pod *corev1.Pod) error {
 	return runs(b, podMetadata, pod.Unmarshal, func(meta []byte) error {
 		return runs(meta, objectMetaManagedFields, pod.ObjectMeta.Unmarshal, func(entry []byte) error {
-			if !otherTolerations(entry) {
+			if !otherOwner(entry) {
 				return nil
 			}
 			var e metav1.ManagedFieldsEntry
@@ -232,15 +233,16 @@ func unmarshalPod(b []byte, pod *corev1.Pod) error {
 	})
 }
 
-// otherTolerations reports whether entry, a managedFields entry's bytes, may be one of
-// another manager than the controller's that owns the pod's tolerations: its manager is not
-// fieldManager, it is not a subresource's (the status's: spec.tolerations is changed only
-// through the pod itself), and its fields name the tolerations (a plain search, done only for
-// the entries the first two let through, which are few and small). Read in place, without an
-// allocation; an entry whose fields do not parse, which the API server never sends, is left
-// out, as it was when managedFields were skipped whole. tolerationsChanged has the last word,
-// on the entry decoded.
-func otherTolerations(entry []byte) bool {
+// otherOwner reports whether entry, a managedFields entry's bytes, may be one of another
+// manager than the controller's that owns the pod's tolerations or the server container's
+// image: its manager is not fieldManager, it is not a subresource's (the status's or the
+// resize's: spec.tolerations and the images are changed only through the pod itself), and its
+// fields name the tolerations or an image (a plain search, done only for the entries the
+// first two let through, which are few and small). Read in place, without an allocation; an
+// entry whose fields do not parse, which the API server never sends, is left out, as it was
+// when managedFields were skipped whole. tolerationsChanged and imageChanged have the last
+// word, on the entry decoded.
+func otherOwner(entry []byte) bool {
 	var manager, subresource, fieldsV1 []byte
 	if fields(entry, func(num protowire.Number, v []byte) error {
 		switch num {
@@ -255,7 +257,8 @@ func otherTolerations(entry []byte) bool {
 	}) != nil {
 		return false
 	}
-	return string(manager) != fieldManager && len(subresource) == 0 && bytes.Contains(fieldsV1, fieldTolerations)
+	return string(manager) != fieldManager && len(subresource) == 0 &&
+		(bytes.Contains(fieldsV1, fieldTolerations) || bytes.Contains(fieldsV1, fieldImage))
 }
 
 // runs walks the fields of message b and passes each run of consecutive fields other than
