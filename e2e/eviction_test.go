@@ -171,7 +171,7 @@ func TestEvictionBlock(t *testing.T) {
 		got := field(ns, "pdb/vm-block-eviction", ".status.currentHealthy}/{.status.disruptionsAllowed")
 		return got == "1/0", "budget currentHealthy/disruptionsAllowed " + got
 	})
-	if got := field(ns, "pdb/vm-block-eviction", `.metadata.annotations.cloudnative\.czs/blocks-eviction-of`); !strings.Contains(got, "kubectl vm migrate vm") {
+	if got := field(ns, "pdb/vm-block-eviction", `.metadata.annotations.cloudnative\.czs/blocks-eviction-of`); !strings.Contains(got, "kubectl vm migrate vm -n "+ns+",") {
 		t.Errorf("budget annotation %q does not say how to move the VM", got)
 	}
 	if got := field(ns, "pdb/vm-block-eviction", ".metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name"); got != "VirtualMachine/vm" {
@@ -191,7 +191,7 @@ func TestEvictionBlock(t *testing.T) {
 		return got == "True/DrainBlocked", "condition EvictionBlocked " + got
 	})
 	msg := field(ns, "vm/vm", `.status.conditions[?(@.type=="EvictionBlocked")].message`)
-	for _, want := range []string{"Node " + node + " is cordoned", "kubectl vm migrate vm", "stop it"} {
+	for _, want := range []string{"Node " + node + " is cordoned", "kubectl vm migrate vm -n " + ns + " (or stop it)"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("EvictionBlocked message %q does not say %q", msg, want)
 		}

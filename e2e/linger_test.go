@@ -124,8 +124,8 @@ func TestRunStrategyOnceLingers(t *testing.T) {
 		t.Errorf("status.server.state %q, want Running (the pod's phase)", got)
 	}
 	msg := vmField(ns, vm, ".status.message")
-	keeps := fmt.Sprintf("but container %s keeps its pod running on node %s, holding its cpu (100m) and memory (64Mi) there: "+
-		"to free them, stop the VM (kubectl vm stop %s) or start it again (kubectl vm start %s), which replaces it", sidecar, node, vm, vm)
+	keeps := fmt.Sprintf("but container %[1]s keeps its pod running on node %[2]s, holding its cpu (100m) and memory (64Mi) there: "+
+		"to free them, stop the VM (kubectl vm stop %[3]s -n %[4]s) or start it again (kubectl vm start %[3]s -n %[4]s), which replaces it", sidecar, node, vm, ns)
 	if !strings.HasPrefix(msg, "Server "+pod+" shut down cleanly") || !strings.HasSuffix(msg, keeps) {
 		t.Fatalf("status.message %q, want the clean shutdown, then %q", msg, keeps)
 	}
