@@ -79,9 +79,10 @@ func (v *vmClient) migrationSource(ctx context.Context, vm schema.VirtualMachine
 		// carried out whenever it is resumed. The way to resume it names the VM as the
 		// controller's Paused condition does, by its group (the one the plugin read it at) and
 		// namespace: `vm` is no short name of another group's resource, and KubeVirt's CRD
-		// has it as well as this project's.
+		// has it as well as this project's; and with the --context and --kubeconfig the plugin
+		// was run with, which reach the cluster it read the VM in.
 		return "", refuse("virtualmachine/%s is paused (%s): the controller leaves it alone; resume it first: %s",
-			name, schema.AnnotationPaused, decision.Annotate(vm, schema.AnnotationPaused+"-"))
+			name, schema.AnnotationPaused, known.Kubectl(decision.Annotate(vm, schema.AnnotationPaused+"-")))
 	}
 	if st.Phase != schema.PhaseActive || st.Server == nil || st.Server.Name == "" {
 		return "", refuse("virtualmachine/%s is not running (%s): only a running VM migrates", name, describe(st))

@@ -25,8 +25,9 @@ import (
 const requestTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // verbs are start, stop and restart as the plugin runs them, told the flags it was run with
-// (known), which the commands their messages give repeat (decision.PluginCommand): a command
-// pasted as printed reaches the VM the verb read, in its namespace, cluster and group. nil: no
+// (known), which the commands their messages give repeat (decision.PluginCommand; a plain
+// kubectl command, its --context and --kubeconfig: PluginFlags.Kubectl): a command pasted as
+// printed reaches the VM the verb read, in its namespace, cluster and group. nil: no
 // flags known; the commands then name the VM as the controller's messages do.
 type verbs struct{ known *decision.PluginFlags }
 
@@ -171,7 +172,8 @@ func (r request) key() string {
 // still run on that node with the disk, and a new server elsewhere would then write the same
 // disk beside it; any other grace period does not end a deletion the node must confirm. The
 // way out for a node down for good is to delete the Node object (docs/placement.md); a plain
-// stop waits for the node.
+// stop waits for the node. Both commands carry the cluster the plugin read (known): a node of
+// the name in the cluster of the shell's kubeconfig is another, and up.
 func lostNode(vm schema.VirtualMachine, known *decision.PluginFlags) error {
 	name, st := vm.Name(), vm.Status()
 	node, which := "NODE", ", NODE the node its status message names"
@@ -180,8 +182,8 @@ func lostNode(vm schema.VirtualMachine, known *decision.PluginFlags) error {
 	}
 	return refuse("virtualmachine/%s: --force and --grace-period are refused while its server's node does not answer (%s): "+
 		"its guest may still run there with the disk, and a forced deletion would let a new server write the same disk; if the node is down for good, "+
-		"delete it (kubectl delete node %s%s; docs/placement.md#when-a-node-is-lost); else stop without them (%s): the stop waits for the node",
-		name, describe(st), node, which, decision.PluginCommand("stop", vm, known))
+		"delete it (%s%s; docs/placement.md#when-a-node-is-lost); else stop without them (%s): the stop waits for the node",
+		name, describe(st), known.Kubectl("kubectl delete node "+node), which, decision.PluginCommand("stop", vm, known))
 }
 
 // nested is a merge patch that sets the dotted path to v.

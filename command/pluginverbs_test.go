@@ -607,11 +607,14 @@ func TestStopBesideInvalidSpec(t *testing.T) {
 // another resource), the VM's namespace whatever -n said (none: the kubeconfig's), and a value
 // quoted where a shell would split it: pasted as printed, it reaches the same VM. Without them,
 // `kubectl vm restart vm1 -n ns` told to run `kubectl vm start vm1`, which starts a vm1 of the
-// shell's namespace, context or group, if there is one.
+// shell's namespace, context or group, if there is one. A plain kubectl command (the lost
+// node's deletion, the paused VM's resumption) carries the --context and --kubeconfig, quoted
+// alike: without them, `kubectl delete node node-a` deletes a node-a of the shell's cluster.
 func TestVerbCommandsArePasteable(t *testing.T) {
 	known := &decision.PluginFlags{Context: "prod", Kubeconfig: "/home/me/.kube/prod config", APIVersion: "cloudnative.czs/v1",
 		Resource: schema.DefaultResource, SchemaFile: "maps/vm.yaml"}
-	flags := " -n ns --context prod --kubeconfig '/home/me/.kube/prod config' --api-version cloudnative.czs/v1 --schema-file maps/vm.yaml"
+	cluster := " --context prod --kubeconfig '/home/me/.kube/prod config'"
+	flags := " -n ns" + cluster + " --api-version cloudnative.czs/v1 --schema-file maps/vm.yaml"
 	run := verbs{known}
 	zero := int64(0)
 	server := map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running", "node": "node-a"}
@@ -634,6 +637,15 @@ func TestVerbCommandsArePasteable(t *testing.T) {
 			want: "to cut its server's shutdown short: kubectl vm stop vm1" + flags + " --force"},
 		"stop --force on a lost node": {rs: "Always", verb: "stop", grace: &zero, status: map[string]any{"phase": "Unknown", "reason": "NodeLost", "server": server},
 			want: "else stop without them (kubectl vm stop vm1" + flags + "): the stop waits for the node"},
+		"stop --force on a lost node: its deletion": {rs: "Always", verb: "stop", grace: &zero,
+			status: map[string]any{"phase": "Unknown", "reason": "NodeLost", "server": server},
+			want:   "delete it (kubectl delete node node-a" + cluster + "; docs/placement.md"},
+		"stop --force on a lost node not named": {rs: "Always", verb: "stop", grace: &zero,
+			status: map[string]any{"phase": "Unknown", "reason": "NodeLost", "server": map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running"}},
+			want:   "delete it (kubectl delete node NODE" + cluster + ", NODE the node its status message names; docs/placement.md"},
+		"migrate of a paused VM": {rs: "Always", verb: "migrate", status: map[string]any{"phase": "Active", "reason": "ServerReady", "server": server},
+			ann:  map[string]any{schema.AnnotationPaused: "true"},
+			want: "resume it first: kubectl annotate virtualmachine." + schema.Group + "/vm1 -n ns " + schema.AnnotationPaused + "-" + cluster},
 		"start of a VM waiting out its backoff": {rs: "RerunOnFailure", verb: "start",
 			status: map[string]any{"phase": "Failed", "reason": "ServerFailed", "server": map[string]any{"name": "vm1-server", "id": "u", "state": "Failed"}},
 			want:   "or at once on a restart (kubectl vm restart vm1" + flags + "): nothing changed"},
@@ -678,5 +690,36 @@ func TestVerbCommandsRepeatTheFlagsGiven(t *testing.T) {
 	want := "start it with: kubectl vm start vm1 -n default --context fake --kubeconfig " + kubeconfig
 	if !refused(err, want) {
 		t.Errorf("%v\nwant exit 1 saying %q", err, want)
+	}
+}
+
+// TestVerbKubectlCommandsRepeatTheCluster: run with --context and a --kubeconfig whose path a
+// shell would split, a verb's message gives its plain kubectl command (the lost node's
+// deletion) with both, quoted, as it gives the plugin's own: pasted in a shell pointed at
+// another cluster, `kubectl delete node node-a` would delete a node-a there.
+func TestVerbKubectlCommandsRepeatTheCluster(t *testing.T) {
+	srv := newFadingAPIServer(t, "active", map[string]any{"phase": "Unknown", "reason": "NodeLost", "observedGeneration": 1,
+		"server": map[string]any{"name": "vm1-server", "id": "pod-uid", "state": "Running", "node": "node-a"}},
+		func(string, int) bool { return false })
+	data, err := os.ReadFile(srv.kubeconfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "a b", "config")
+	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	app := Plugin("test")
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	err = app.Run(PluginArgs([]string{PluginName, "stop", "vm1", "--force", "--context", "fake", "--kubeconfig", kubeconfig}))
+	cluster := " --context fake --kubeconfig '" + kubeconfig + "'"
+	for _, want := range []string{"(kubectl delete node node-a" + cluster + ";", "(kubectl vm stop vm1 -n default" + cluster + ")"} {
+		if !refused(err, want) {
+			t.Errorf("%v\nwant exit 1 saying %q", err, want)
+		}
 	}
 }

@@ -59,7 +59,8 @@ func kubectlRef(vm schema.VirtualMachine, at refVersion) string {
 
 // Annotate is the kubectl command that makes change to vm's annotations: "key-" removes one,
 // "key=value --overwrite" sets one (stamp). The messages of the controller give it, and so do
-// the refusals of the kubectl plugin, which name the VM as the controller does.
+// the refusals of the kubectl plugin, which name the VM as the controller does and add the
+// cluster the plugin read (PluginFlags.Kubectl).
 func Annotate(vm schema.VirtualMachine, change string) string {
 	return "kubectl annotate " + kubectlRef(vm, anyVersion) + " " + change
 }
@@ -71,8 +72,9 @@ func stamp(key string) string { return key + "=$(date -u +%FT%TZ) --overwrite" }
 // PluginFlags are the flags of the kubectl plugin that a command of it is to carry besides the
 // VM's name and namespace: those the plugin was run with, which it echoes in the commands its
 // own messages give, so that a command pasted as it is reaches the VM the plugin read
-// (PluginCommand). Empty means the plugin's default; Namespace is taken only where the VM has
-// none (a VM read from the cluster always has its own).
+// (PluginCommand), and of which the plain kubectl commands they give repeat those that choose
+// the cluster (Kubectl). Empty means the plugin's default; Namespace is taken only where the
+// VM has none (a VM read from the cluster always has its own).
 type PluginFlags struct {
 	Namespace, Context, Kubeconfig   string
 	APIVersion, Resource, SchemaFile string
@@ -105,9 +107,8 @@ func PluginCommand(verb string, vm schema.VirtualMachine, known *PluginFlags) st
 		}
 		return strings.Join(words, " ")
 	}
+	words = known.clusterWords(words)
 	for _, f := range []struct{ flag, value, unset string }{
-		{"--context", known.Context, ""},
-		{"--kubeconfig", known.Kubeconfig, ""},
 		{"--api-version", known.APIVersion, schema.DefaultAPIVersion},
 		{"--resource", known.Resource, schema.DefaultResource},
 		{"--schema-file", known.SchemaFile, ""},
@@ -117,6 +118,32 @@ func PluginCommand(verb string, vm schema.VirtualMachine, known *PluginFlags) st
 		}
 	}
 	return strings.Join(words, " ")
+}
+
+// Kubectl is command, a kubectl command line the plugin's messages give (kubectl annotate of
+// Annotate, kubectl delete node), with the flags of f that choose the cluster: --context and
+// --kubeconfig, which kubectl takes as the plugin does, as PluginCommand gives them. Without
+// them, the command pasted in a shell whose kubeconfig points at another cluster acts there:
+// on a VM of the name, or on a node of the name, which it deletes. f nil (the controller's
+// messages, which know no such flags): command as it is. The flags go last, where kubectl
+// takes them as well, after the whole of command (a --overwrite included).
+func (f *PluginFlags) Kubectl(command string) string {
+	if f == nil {
+		return command
+	}
+	return strings.Join(f.clusterWords([]string{command}), " ")
+}
+
+// clusterWords are words followed by the flags of f that choose the cluster the plugin read
+// (--context, --kubeconfig), those that were given, each value a shell word: the part that
+// PluginCommand and Kubectl share.
+func (f *PluginFlags) clusterWords(words []string) []string {
+	for _, c := range []struct{ flag, value string }{{"--context", f.Context}, {"--kubeconfig", f.Kubeconfig}} {
+		if c.value != "" {
+			words = append(words, c.flag, shellWord(c.value))
+		}
+	}
+	return words
 }
 
 // shellWord is s as one word of a shell's command line: as it is when it holds only

@@ -226,3 +226,27 @@ func TestPluginCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestKubectlCarriesTheCluster: a plain kubectl command of the plugin's messages repeats the
+// --context and --kubeconfig the plugin was run with, quoted as PluginCommand quotes them, and
+// no other of its flags (kubectl has no --api-version, and -n is the command's own); told no
+// flags (the controller's messages), it is the command as it is.
+func TestKubectlCarriesTheCluster(t *testing.T) {
+	const cmd = "kubectl delete node node-a"
+	tests := map[string]struct {
+		known *PluginFlags
+		want  string
+	}{
+		"no flags known":    {nil, cmd},
+		"none given":        {&PluginFlags{}, cmd},
+		"not the cluster's": {&PluginFlags{Namespace: "prod", APIVersion: "example.com/v2", Resource: "machines", SchemaFile: "m.yaml"}, cmd},
+		"the cluster's":     {&PluginFlags{Context: "c1", Kubeconfig: "/k/config"}, cmd + " --context c1 --kubeconfig /k/config"},
+		"values a shell splits": {&PluginFlags{Context: "it's mine", Kubeconfig: "a b"},
+			cmd + ` --context 'it'\''s mine' --kubeconfig 'a b'`},
+	}
+	for name, tc := range tests {
+		if got := tc.known.Kubectl(cmd); got != tc.want {
+			t.Errorf("%s: %q, want %q", name, got, tc.want)
+		}
+	}
+}
