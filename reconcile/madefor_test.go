@@ -95,6 +95,28 @@ func TestControllerAdmissionRewritesServer(t *testing.T) {
 	if r := status(t, w, testVM, "reason"); r == decision.ReasonServerReplacing {
 		t.Errorf("pending: reason %s (%s)", r, status(t, w, testVM, "message"))
 	}
+	// change writes pod anew with edit made, its generation counted up as the API server does
+	// on any change of a pod's spec, and waits for the cache to show it.
+	change := func(what, version string, edit func(*corev1.Pod)) {
+		t.Helper()
+		srv, _ := c.cfg.Backend.Observe(owner)
+		got, err := kube.Tracker().Get(podsGVR, testVM.Namespace, srv.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := got.(*corev1.Pod).DeepCopy()
+		pod.ResourceVersion, pod.Generation = version, max(pod.Generation, 1)+1 // the fake keeps none: 1 at the create
+		edit(pod)
+		if err := kube.Tracker().Update(podsGVR, pod, testVM.Namespace); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, what, cached(func(p *corev1.Pod) bool { return p.ResourceVersion == version }))
+	}
+	// Another controller takes its scheduling gate off (Kueue): a change of the spec that is
+	// no resize. Before, the generation past 1 made the server report the cpu and memory
+	// admission gave it, and a pending one was replaced at once.
+	change("the gate taken off is cached", "2", func(p *corev1.Pod) { p.Spec.SchedulingGates = nil })
+	kept("pending, its gate taken off")
 
 	// The kubelet runs it, with what admission gave it in effect.
 	srv, _ := c.cfg.Backend.Observe(owner)
@@ -103,7 +125,7 @@ func TestControllerAdmissionRewritesServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := got.(*corev1.Pod).DeepCopy()
-	pod.ResourceVersion = "2"
+	pod.ResourceVersion = "3"
 	pod.Spec.NodeName, pod.Status.Phase = "node-1", corev1.PodRunning
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	res := pod.Spec.Containers[0].Resources.DeepCopy()
@@ -116,6 +138,14 @@ func TestControllerAdmissionRewritesServer(t *testing.T) {
 	}
 	work("the VM is ready", func() bool { return status(t, w, testVM, "reason") == decision.ReasonServerReady })
 	kept("running")
+	// kubectl debug adds an ephemeral container: no resize either. Before, the server was
+	// resized back to the VM's cpu and memory, which an admission of pods/resize refuses,
+	// and then replaced.
+	change("the debugger is cached", "4", func(p *corev1.Pod) {
+		p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger-x7k2p", Image: "busybox"}}}
+		p.Status.ObservedGeneration = p.Generation
+	})
+	kept("running, debugged")
 	vm := w.vm(t, testVM.Namespace, testVM.Name)
 	conditions, _, _ := unstructured.NestedSlice(vm.Object, "status", "conditions")
 	for _, cond := range conditions {

@@ -28,14 +28,18 @@ import (
 //   - the image: the one asked for, unless someone changed the container's image after the
 //     pod was made (imageChanged): the VM's image is then not what runs, and a new server
 //     puts it back, as it did before the record;
-//   - cpu and memory: the ones asked for while nothing has changed the pod's spec since it was
-//     made (metadata.generation 1, or 0 from an API server that keeps none for pods, which
-//     predates in-place resize); after that, the pod's own. A change of a pod's resources
-//     is a resize (pods/resize), the controller's own or someone's by hand: the controller's
-//     asks for the VM's cpu and memory and is not rewritten by admission (a webhook for pods
-//     does not see the subresource unless it names it; Resize refuses a resize it sees
-//     rewritten, ErrResizeInfeasible), and one by hand is to be undone. The annotation cannot
-//     follow a resize: the subresource changes nothing but resources;
+//   - cpu and memory: the ones asked for unless the pod was resized since it was made
+//     (resizedSince); after that, the pod's own. A pod's resources change after its create
+//     only through its resize subresource (pods/resize, Kubernetes 1.33+); the rest of its
+//     spec changing (a scheduling gate taken off by Kueue, an ephemeral container of kubectl
+//     debug, a toleration patched) says nothing of them, though it counts
+//     metadata.generation up as a resize does. A resize is the controller's own or someone's
+//     by hand: the controller's asks for the VM's cpu and memory and is not rewritten by
+//     admission (a webhook for pods does not see the subresource unless it names it; Resize
+//     refuses a resize it sees rewritten, ErrResizeInfeasible), and one by hand is to be
+//     undone. The annotation cannot follow a resize: the subresource changes nothing but
+//     resources. A VM set to the very cpu and memory admission gave its pod needs no resize:
+//     Resize writes them into the annotation instead (recordResources);
 //   - the root disk of its own (ephemeral-storage): the one asked for; no resize changes it.
 //
 // A pod made before the record has none, and reports its own, as before.
@@ -53,11 +57,21 @@ const (
 // madeFor writes spec's image and resources into pod's annotations (newPod).
 func madeFor(pod *corev1.Pod, spec backend.Spec) {
 	pod.Annotations[AnnotationImage] = spec.Image
-	text := "cpu=" + spec.CPU.String() + ",memory=" + spec.Memory.String()
+	var rootDisk *resource.Quantity
 	if !spec.Disk {
-		text += ",ephemeral-storage=" + spec.RootDisk.String()
+		rootDisk = &spec.RootDisk
 	}
-	pod.Annotations[AnnotationResources] = text
+	pod.Annotations[AnnotationResources] = resourcesText(spec.CPU, spec.Memory, rootDisk)
+}
+
+// resourcesText is AnnotationResources for cpu and memory, and a root disk of its own unless
+// rootDisk is nil.
+func resourcesText(cpu, memory resource.Quantity, rootDisk *resource.Quantity) string {
+	text := "cpu=" + cpu.String() + ",memory=" + memory.String()
+	if rootDisk != nil {
+		text += ",ephemeral-storage=" + rootDisk.String()
+	}
+	return text
 }
 
 // madeResources are the resources a pod was made for (AnnotationResources).
@@ -100,11 +114,35 @@ func resourcesOf(text string) (r madeResources, ok bool) {
 	return r, seen[0] && seen[1]
 }
 
-// unchangedSince reports whether nothing has changed pod's spec since it was made: the API
-// server counts metadata.generation up on each change of a pod's spec (a resize among them)
-// and on its graceful deletion, from 1 at the create; an API server without in-place resize
-// (before Kubernetes 1.33) may keep none (0).
-func unchangedSince(pod *corev1.Pod) bool { return pod.Generation <= 1 }
+// resizeMarker is what the watch decoder keeps of the managedFields of a pod resized since it
+// was made (resizedSince), in place of the entries themselves: one entry of the resize that
+// owns the server container's resources, shared by every such pod, which nothing modifies.
+var resizeMarker = metav1.ManagedFieldsEntry{Subresource: resizeSubresource, FieldsType: "FieldsV1",
+	FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:containers":{"` + strings.ReplaceAll(serverContainerKey, `"`, `\"`) + `":{"f:resources":{}}}}}`)}}
+
+// resizedSince reports whether the server container's resources were changed since the pod
+// was made: an entry of the resize subresource (anyone's, the controller's own included) owns
+// them in managedFields. The API server records the fields a resize changes under its
+// manager and the subresource, and nothing else changes a pod's resources after its create.
+// A resize that changed nothing (to the resources the pod has) records nothing, and the
+// create's entry owns the resources admission rounded, whatever they are.
+//
+// What it cannot tell: a resize whose entry the API server folded into ancient-changes (it
+// keeps ten update managers, and folds the oldest past them into one entry without a
+// subresource) reads as none. The annotation is then read where the pod's own would be;
+// the VM's resize to its own cpu and memory changes nothing of the pod and writes them into
+// the annotation instead (Resize): the server is then its VM's again, neither replaced nor
+// rebooted on a guess. A pod without managedFields reads as not resized.
+func resizedSince(managed []metav1.ManagedFieldsEntry) bool {
+	for i := range managed {
+		e := &managed[i]
+		if e.Subresource == resizeSubresource && e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, fieldResources) &&
+			ownsServerResources(e.FieldsV1.Raw) {
+			return true
+		}
+	}
+	return false
+}
 
 // asMadeFor puts into s, the server read from pod's own fields, what pod was made for, where
 // that is the truth (the comment at the top of this file says where): the image of
@@ -121,7 +159,7 @@ func asMadeFor(s *backend.Server, pod *corev1.Pod) {
 		return
 	}
 	s.Spec.RootDisk = made.rootDisk
-	if !unchangedSince(pod) {
+	if resizedSince(pod.ManagedFields) {
 		return
 	}
 	if !s.Resize.CPU.IsZero() && s.Resize.CPU.Cmp(s.Spec.CPU) == 0 {
@@ -133,8 +171,18 @@ func asMadeFor(s *backend.Server, pod *corev1.Pod) {
 	s.Spec.CPU, s.Spec.Memory = made.cpu, made.memory
 }
 
-// fieldImage is how a pod's managedFields name a container's image (FieldsV1).
-var fieldImage = []byte(`"f:image"`)
+// fieldImage and fieldResources are how a pod's managedFields name a container's image and
+// resources (FieldsV1).
+var (
+	fieldImage     = []byte(`"f:image"`)
+	fieldResources = []byte(`"f:resources"`)
+)
+
+// ancientChanges is the manager under which the API server folds the oldest update entries of
+// managedFields past the ten it keeps (the field managers' ancient-changes bucket): the
+// controller's own create among them, once ten others have written the pod. Its fields are no
+// evidence of anyone's change (imageChanged, tolerationsChanged).
+const ancientChanges = "ancient-changes"
 
 // serverContainerKey is how a pod's managedFields name the server container in
 // spec.containers, a list keyed by name.
@@ -151,11 +199,12 @@ const serverContainerKey = `k:{"name":"` + ContainerName + `"}`
 // pinned, a mirror's registry) is owned by the controller's entry, which set it. An update
 // that changes it moves it to the updater's manager; one that admission rewrites at an update
 // is not seen, nor a change by a client that names itself vm-controller; a pod without
-// managedFields reads as not changed.
+// managedFields reads as not changed, and so does an image owned by ancientChanges, which may
+// be the create's entry folded in: a changed image replaces the server, so a guess keeps it.
 func imageChanged(managed []metav1.ManagedFieldsEntry) bool {
 	for i := range managed {
 		e := &managed[i]
-		if e.Manager != fieldManager && e.Subresource == "" && e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, fieldImage) &&
+		if e.Manager != fieldManager && e.Manager != ancientChanges && e.Subresource == "" && e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, fieldImage) &&
 			ownsServerImage(e.FieldsV1.Raw) {
 			return true
 		}
@@ -177,4 +226,20 @@ func ownsServerImage(fields []byte) bool {
 		return false
 	}
 	return f.Spec.Containers[serverContainerKey].Image != nil
+}
+
+// ownsServerResources reports whether fields, a managedFields entry's FieldsV1, name the
+// server container's resources; fields that do not read name nothing.
+func ownsServerResources(fields []byte) bool {
+	var f struct {
+		Spec struct {
+			Containers map[string]struct {
+				Resources *struct{} `json:"f:resources"`
+			} `json:"f:containers"`
+		} `json:"f:spec"`
+	}
+	if json.Unmarshal(fields, &f) != nil {
+		return false
+	}
+	return f.Spec.Containers[serverContainerKey].Resources != nil
 }

@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -84,6 +86,14 @@ func TestServerAsMadeFor(t *testing.T) {
 	setImage := entry("kubectl-set", "", `{"f:spec":{"f:containers":{"k:{\"name\":\"server\"}":{"f:image":{}}}}}`)
 	setSidecarImage := entry("kubectl-set", "", `{"f:spec":{"f:containers":{"k:{\"name\":\"istio-proxy\"}":{"f:image":{}}}}}`)
 	resizedByHand := entry("kubectl-patch", "resize", `{"f:spec":{"f:containers":{"k:{\"name\":\"server\"}":{"f:resources":{"f:limits":{"f:cpu":{}}}}}}}`)
+	sidecarResized := entry("kubectl-patch", "resize", `{"f:spec":{"f:containers":{"k:{\"name\":\"istio-proxy\"}":{"f:resources":{"f:limits":{"f:cpu":{}}}}}}}`)
+	// Changes of the spec that are no resize, each of which counts the generation up: Kueue
+	// taking its scheduling gate off, kubectl debug adding an ephemeral container.
+	ungated := entry("kueue-admission", "", `{"f:spec":{"f:schedulingGates":{}}}`)
+	debugged := entry("kubectl-debug", "ephemeralcontainers", `{"f:spec":{"f:ephemeralContainers":{"k:{\"name\":\"debugger-x7k2p\"}":{".":{},"f:image":{},"f:name":{}}}}}`)
+	// The create's entry, folded with others into ancient-changes once ten update managers
+	// have written the pod.
+	ancient := entry("ancient-changes", "", `{"f:metadata":{"f:labels":{"f:team":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"server\"}":{".":{},"f:image":{},"f:resources":{}}}}}`)
 	status := entry("kubelet", "status", `{"f:status":{"f:phase":{},"f:containerStatuses":{}}}`)
 
 	for name, tc := range map[string]struct {
@@ -91,7 +101,7 @@ func TestServerAsMadeFor(t *testing.T) {
 		admit  func(*corev1.Pod)     // at the create
 		after  func(*corev1.Pod)     // since
 		want   func(*backend.Server) // how the server differs from spec; nil: it does not
-		kept   bool                  // the watch keeps a managedFields entry
+		kept   bool                  // the watch keeps a managedFields entry (or resizeMarker)
 		before bool                  // a pod made before the record: none on it
 	}{
 		"digest pinned, pending": {spec: admittedSpec, admit: pinDigest},
@@ -126,7 +136,38 @@ func TestServerAsMadeFor(t *testing.T) {
 		}, want: func(s *backend.Server) {
 			s.Spec.CPU, s.Spec.Memory = resource.MustParse("3"), resource.MustParse("2Gi")
 			s.Resize = backend.Resize{State: backend.ResizePending, CPU: resource.MustParse("1"), Memory: resource.MustParse("2Gi")}
+		}, kept: true},
+		// Changed since, but not resized: generation 2, the cpu and memory it was made for.
+		"ungated by Kueue, rounded up, pending": {spec: admittedSpec, admit: roundUp, after: func(p *corev1.Pod) {
+			p.Generation = 2
+			p.ManagedFields = []metav1.ManagedFieldsEntry{created, ungated}
 		}},
+		"debugged, rounded up, running": {spec: admittedSpec, admit: roundUp, after: func(p *corev1.Pod) {
+			kubeletReports(p)
+			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger-x7k2p", Image: "busybox"}}}
+			p.Generation, p.Status.ObservedGeneration = 2, 2
+			p.ManagedFields = []metav1.ManagedFieldsEntry{created, status, debugged}
+		}},
+		"a sidecar resized, rounded up": {spec: admittedSpec, admit: roundUp, after: func(p *corev1.Pod) {
+			kubeletReports(p)
+			p.Generation, p.Status.ObservedGeneration = 2, 2
+			p.ManagedFields = []metav1.ManagedFieldsEntry{created, status, sidecarResized}
+		}},
+		// The create's entry folded into ancient-changes is no change of the image.
+		"image owned by ancient-changes": {spec: admittedSpec, admit: func(p *corev1.Pod) { mirror(p); pinDigest(p) }, after: func(p *corev1.Pod) {
+			kubeletReports(p)
+			p.ManagedFields = []metav1.ManagedFieldsEntry{ancient, status}
+		}, kept: true},
+		"resized by the controller": {spec: admittedSpec, admit: roundUp, after: func(p *corev1.Pod) {
+			kubeletReports(p)
+			r := &p.Spec.Containers[0].Resources
+			r.Requests[corev1.ResourceCPU], r.Limits[corev1.ResourceCPU] = resource.MustParse("3"), resource.MustParse("3")
+			p.Generation, p.Status.ObservedGeneration = 2, 2
+			p.ManagedFields = []metav1.ManagedFieldsEntry{created, status, resizeEntry(fieldManager)}
+		}, want: func(s *backend.Server) {
+			s.Spec.CPU, s.Spec.Memory = resource.MustParse("3"), resource.MustParse("2Gi")
+			s.Resize = backend.Resize{State: backend.ResizePending, CPU: resource.MustParse("1"), Memory: resource.MustParse("2Gi")}
+		}, kept: true},
 		"made before the record": {spec: admittedSpec, admit: func(p *corev1.Pod) { pinDigest(p); roundUp(p) }, before: true, want: func(s *backend.Server) {
 			s.Spec.Image += "@sha256:0b6f1c1e5d5e4c6a9d7e1a2b3c4d5e6f0b6f1c1e5d5e4c6a9d7e1a2b3c4d5e6f"
 			s.Spec.CPU, s.Spec.Memory = resource.MustParse("1"), resource.MustParse("2Gi")
@@ -231,10 +272,13 @@ func TestCreateAsMadeFor(t *testing.T) {
 
 // TestResizeAsMadeFor: a pod that admission gave more cpu and memory than it was made for is
 // resized from what it was made for: to a size it does not have, it takes the resize and then
-// reports its own (the resize counts its generation up); to the size admission gave it, the
-// patch changes nothing, and to one that admission of the resize rewrites, it reports another
-// size than asked: either way asked again it would be resized again for ever, so the resize
-// is infeasible and the --resize policy decides.
+// reports its own (the resize's entry in its managedFields says it was resized). To the size
+// admission gave it, it is not resized but takes that size into its record
+// (AnnotationResources): it is then the server asked for, neither resized nor replaced (before,
+// the resize changed nothing, was infeasible, and the server was replaced). To one that
+// admission of the resize rewrites, it reports another size than asked: asked again it would
+// be resized again for ever, so the resize is infeasible and the --resize policy decides. A
+// resize by hand is undone by a resize to the VM's size.
 func TestResizeAsMadeFor(t *testing.T) {
 	size := func(cpu, memory string) backend.Spec {
 		s := admittedSpec
@@ -243,23 +287,45 @@ func TestResizeAsMadeFor(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		to         backend.Spec
+		before     func(*corev1.Pod) // since the create
 		admit      func(*corev1.Pod) // at the resize
 		infeasible bool
+		record     string // the pod's AnnotationResources after
+		resizes    bool   // the pod is resized (else only its record changes)
+		refused    bool   // RBAC without patch on pods
 	}{
-		"larger":                     {to: size("3", "4Gi")},
-		"to what admission gave":     {to: size("1", "2Gi"), infeasible: true},
-		"rewritten by its admission": {to: size("1500m", "2Gi"), admit: roundUp, infeasible: true},
+		"larger":                 {to: size("3", "4Gi"), record: "cpu=500m,memory=1Gi,ephemeral-storage=10G", resizes: true},
+		"to what admission gave": {to: size("1", "2Gi"), record: "cpu=1,memory=2Gi,ephemeral-storage=10G"},
+		"to what admission gave, recording refused": {to: size("1", "2Gi"), refused: true, infeasible: true},
+		"rewritten by its admission":                {to: size("1500m", "2Gi"), admit: roundUp, infeasible: true},
+		"undone after one by hand": {to: admittedSpec, before: func(p *corev1.Pod) {
+			resized(p, "3", "2Gi")
+			p.ManagedFields[len(p.ManagedFields)-1].Manager = "kubectl-patch"
+		}, record: "cpu=500m,memory=1Gi,ephemeral-storage=10G", resizes: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := newPod(resizeOwner, admittedSpec)
 			roundUp(pod)
 			kubeletReports(pod)
 			pod.UID, pod.Generation = "pod-uid", 1
+			want := admittedSpec
+			if tc.before != nil {
+				tc.before(pod)
+				want = serverOf(pod).Spec
+			}
 			client := fakeClient(t, pod)
 			client.PrependReactor("patch", "pods", resizeReactor(client, tc.admit))
+			if tc.refused {
+				client.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+					if a.GetSubresource() != "" {
+						return false, nil, nil
+					}
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, pod.Name, errors.New("RBAC: patch pods is not granted"))
+				})
+			}
 			b := cachedBackend(t, client, pod)
-			if seen, _ := b.Observe(resizeOwner); seen == nil || !seen.Spec.Equal(admittedSpec) {
-				t.Fatalf("observed %+v, want the spec it was made for", seen)
+			if seen, _ := b.Observe(resizeOwner); seen == nil || !seen.Spec.Equal(want) || tc.before != nil && seen.Spec.Equal(admittedSpec) {
+				t.Fatalf("observed %+v, want %+v", seen, want)
 			}
 			srv, err := b.Resize(context.Background(), resizeOwner, tc.to)
 			if tc.infeasible {
@@ -271,8 +337,28 @@ func TestResizeAsMadeFor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !srv.Spec.Equal(tc.to) || srv.Resize.State != backend.ResizePending {
-				t.Errorf("resized: spec %+v, resize %+v; want %+v, pending", srv.Spec, srv.Resize, tc.to)
+			if !srv.Spec.Equal(tc.to) {
+				t.Errorf("resized: spec %+v, want %+v", srv.Spec, tc.to)
+			}
+			stored, err := client.CoreV1().Pods(resizeOwner.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stored.Annotations[AnnotationResources]; got != tc.record {
+				t.Errorf("record %q, want %q", got, tc.record)
+			}
+			// The pod as the cache then shows it, the resize's entry in its managedFields where
+			// the API server writes one (the fake's tracker keeps none).
+			stored.ManagedFields = pod.ManagedFields
+			if tc.resizes {
+				stored.ManagedFields = append(stored.ManagedFields, resizeEntry(fieldManager))
+			}
+			// The API server counts the generation up on a change of the spec, a resize.
+			if resized := stored.Generation > pod.Generation; resized != tc.resizes {
+				t.Errorf("generation %d after %d: resized %v, want %v", stored.Generation, pod.Generation, resized, tc.resizes)
+			}
+			if again := serverOf(stored); !again.Spec.Equal(tc.to) {
+				t.Errorf("read again: spec %+v, want %+v", again.Spec, tc.to)
 			}
 		})
 	}

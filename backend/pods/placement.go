@@ -154,6 +154,13 @@ var fieldTolerations = []byte(`"f:tolerations"`)
 // changes from the others. A mutating admission at such an update is not seen, nor a change
 // by a client that names itself vm-controller; a pod without managedFields (stripped, or left
 // out of one too large to store) reads as not changed.
+//
+// Tolerations owned by ancientChanges, which may be the create's entry folded in, read as
+// changed, unlike the image's (imageChanged): here that guess is the one that ends no running
+// server. A server whose tolerations changed has none counted as admission's, so the room
+// check (the decision's noRoom) and `kubectl vm migrate` count fewer nodes for the next
+// server, and keep the running one when none of those has room; counted, tolerations someone
+// added by hand could send it to a node its next server cannot have.
 func tolerationsChanged(managed []metav1.ManagedFieldsEntry) bool {
 	for i := range managed {
 		e := &managed[i]

@@ -80,26 +80,71 @@ func (b *Backend) Resize(ctx context.Context, vm backend.Owner, spec backend.Spe
 		return nil, resizeError(srv.Name, err)
 	}
 	s := serverOf(pod)
+	if s.Spec.CPU.Cmp(spec.CPU) == 0 && s.Spec.Memory.Cmp(spec.Memory) == 0 {
+		return &s, nil
+	}
+	if cpu, memory := ownResources(pod); cpu.Cmp(spec.CPU) == 0 && memory.Cmp(spec.Memory) == 0 {
+		return b.recordResources(ctx, pod, spec)
+	}
+	return nil, notTaken(pod, spec)
+}
+
+// recordResources writes spec's cpu and memory into AnnotationResources of pod, which has
+// them already: admission gave them to it at its create, for others that it was made for (a
+// VM set to the size its platform rounded it up to), so the resize patch changed nothing. The
+// pod is then the server spec asks for as it stands, and no resize (and no replacement: a
+// resize that changes nothing cannot report the size asked for, notTaken) is needed. The
+// patch names the pod's UID and resourceVersion, so it writes nothing on a pod that changed
+// since it was read: a conflict, retried with the pod read again. Refused (no patch on pods in
+// the controller's RBAC), the resize is infeasible, as it was before the record.
+func (b *Backend) recordResources(ctx context.Context, pod *corev1.Pod, spec backend.Spec) (*backend.Server, error) {
+	var rootDisk *resource.Quantity
+	if !spec.Disk {
+		rootDisk = &spec.RootDisk
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": pod.UID, "resourceVersion": pod.ResourceVersion,
+		"annotations": map[string]string{AnnotationResources: resourcesText(spec.CPU, spec.Memory, rootDisk)},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("render the resources of pod %s: %w", pod.Name, err)
+	}
+	out, err := b.cfg.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: fieldManager})
+	if apierrors.IsForbidden(err) {
+		// Without the right to patch pods (an RBAC from before it), it is as before: the
+		// resize changed nothing, and a new server made for spec ends it.
+		return nil, fmt.Errorf("%w (and recording them was refused: %w)", notTaken(pod, spec), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record cpu %s, memory %s on pod %s, which has them: %w", spec.CPU.String(), spec.Memory.String(), pod.Name, err)
+	}
+	s := serverOf(out)
 	if s.Spec.CPU.Cmp(spec.CPU) != 0 || s.Spec.Memory.Cmp(spec.Memory) != 0 {
-		return nil, notTaken(pod, spec)
+		return nil, notTaken(out, spec)
 	}
 	return &s, nil
 }
 
-// notTaken is the error of a resize of pod to spec that the pod did not take as asked:
-// admission rewrote the resize (a webhook or policy that names pods/resize), or the pod
-// already had spec's cpu and memory from admission at its creation, which it was not made
-// for, so that the patch changed nothing. Either way the pod cannot report spec's cpu and
-// memory as the ones it was asked for (madefor.go): asked again, it would be resized again, at
-// every look, for ever. ErrResizeInfeasible: the --resize policy decides, and a new server,
-// made for spec, ends it.
-func notTaken(pod *corev1.Pod, spec backend.Spec) error {
-	var cpu, memory resource.Quantity
+// ownResources are the cpu and memory of pod's server container, as the pod has them.
+func ownResources(pod *corev1.Pod) (cpu, memory resource.Quantity) {
 	for _, c := range pod.Spec.Containers {
 		if c.Name == ContainerName {
 			cpu, memory = limitOrRequest(c.Resources, corev1.ResourceCPU), limitOrRequest(c.Resources, corev1.ResourceMemory)
 		}
 	}
+	return cpu, memory
+}
+
+// notTaken is the error of a resize of pod to spec that the pod did not take as asked:
+// admission rewrote the resize (a webhook or policy that names pods/resize). The pod cannot
+// report spec's cpu and memory as the ones it was asked for (madefor.go): asked again, it
+// would be resized again, at every look, for ever. ErrResizeInfeasible: the --resize policy
+// decides, and a new server, made for spec, ends it. (A pod that has spec's cpu and memory
+// already, from admission at its create, takes them into its record instead:
+// recordResources.)
+func notTaken(pod *corev1.Pod, spec backend.Spec) error {
+	cpu, memory := ownResources(pod)
 	return fmt.Errorf("resize pod %s to cpu %s, memory %s: the pod has cpu %s, memory %s after it, which admission gave it: %w",
 		pod.Name, spec.CPU.String(), spec.Memory.String(), cpu.String(), memory.String(), backend.ErrResizeInfeasible)
 }

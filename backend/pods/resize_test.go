@@ -50,14 +50,24 @@ func withCondition(p *corev1.Pod, c corev1.PodCondition) *corev1.Pod {
 	return p
 }
 
-// resized is p after the API server took a resize to cpu and memory, before the kubelet acts.
+// resized is p after the API server took the controller's resize to cpu and memory, before
+// the kubelet acts.
 func resized(p *corev1.Pod, cpu, memory string) *corev1.Pod {
 	c := &p.Spec.Containers[0]
 	for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
 		l[corev1.ResourceCPU], l[corev1.ResourceMemory] = resource.MustParse(cpu), resource.MustParse(memory)
 	}
 	p.Generation++
+	p.ManagedFields = append(p.ManagedFields, resizeEntry(fieldManager))
 	return p
+}
+
+// resizeEntry is the managedFields entry the API server writes for a resize by manager that
+// changes the server container's cpu and memory.
+func resizeEntry(manager string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		FieldsType: "FieldsV1", Subresource: resizeSubresource, FieldsV1: &metav1.FieldsV1{Raw: []byte(
+			`{"f:spec":{"f:containers":{"k:{\"name\":\"server\"}":{"f:resources":{"f:limits":{"f:cpu":{},"f:memory":{}},"f:requests":{"f:cpu":{},"f:memory":{}}}}}}}`)}}
 }
 
 func TestResizeOf(t *testing.T) {
@@ -174,10 +184,21 @@ func resizeReactor(client *kubefake.Clientset, admit func(*corev1.Pod)) clientte
 		if admit != nil {
 			admit(&after)
 		}
-		if !apiequality.Semantic.DeepEqual(before.Spec, after.Spec) {
+		changed := !apiequality.Semantic.DeepEqual(before.Spec, after.Spec)
+		if changed {
 			after.Generation++
 		}
-		return true, &after, client.Tracker().Update(podsGVR, &after, patch.GetNamespace())
+		// The fake's tracker keeps managedFields of its own (no subresource's): the pod
+		// returned has the API server's, the fields a resize changes moved to the entry of
+		// its manager and the subresource.
+		if err := client.Tracker().Update(podsGVR, after.DeepCopy(), patch.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		after.ManagedFields = before.ManagedFields
+		if changed {
+			after.ManagedFields = append(after.ManagedFields, resizeEntry(patch.(clienttesting.PatchActionImpl).GetPatchOptions().FieldManager))
+		}
+		return true, &after, nil
 	}
 }
 

@@ -31,10 +31,12 @@ import (
 // with them; the pod itself is still allocated, without reflection. Here the
 // frame is read into one buffer reused from event to event, the envelope is walked with
 // protowire, and the pod is decoded from the buffer with its generated Unmarshal (which copies
-// what it keeps), managedFields left out but for the two things read of them: whether someone
-// other than the controller owns the pod's tolerations (tolerationsChanged) or the server
-// container's image (imageChanged), for which each entry is read in place, and decoded only
-// when it is another manager's that may own them. The decoder's skeleton, shared with the VM
+// what it keeps), managedFields left out but for the three things read of them: whether
+// someone other than the controller owns the pod's tolerations (tolerationsChanged) or the
+// server container's image (imageChanged), for which each entry is read in place, and decoded
+// only when it is another manager's that may own them, and whether a resize changed the
+// server container's resources since the pod was made (resizedSince), kept as one shared
+// entry (resizeMarker), not the resize's own. The decoder's skeleton, shared with the VM
 // informer's, is watchframe's; this file holds the protobuf part of it (podFormat).
 
 // watchStreamType is what the pod watch asks for: a stream of length-prefixed protobuf frames.
@@ -57,6 +59,7 @@ const (
 	managedFieldsManager             = 1    // metav1.ManagedFieldsEntry
 	managedFieldsFieldsV1            = 7
 	managedFieldsSubresource         = 8
+	fieldsV1Raw                      = 1 // metav1.FieldsV1
 )
 
 // podListerWatcher lists pods with the typed clientset and watches them over rest.
@@ -84,8 +87,8 @@ func (lw *podListerWatcher) ListWithContext(ctx context.Context, opts metav1.Lis
 }
 
 // WatchWithContext watches the pods; each event's object is a *corev1.Pod without its
-// managedFields but those that tolerationsChanged or imageChanged may read true (a
-// *metav1.Status for an error event).
+// managedFields but those that tolerationsChanged or imageChanged may read true and, for a
+// pod resized since it was made, resizeMarker (a *metav1.Status for an error event).
 func (lw *podListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.LabelSelector = lw.selector
 	opts.Watch = true
@@ -212,15 +215,22 @@ func unwrap(b []byte) ([]byte, error) {
 // unmarshalPod decodes a pod's protobuf into pod, without its managedFields but an entry of
 // another manager than the controller's that owns the pod's tolerations or a container's
 // image (otherOwner), which tolerationsChanged and imageChanged read as they read the whole
-// list.
+// list, and, for a pod resized since it was made, resizeMarker in place of the resize's
+// entries, which is all resizedSince asks of them.
 //
 // The generated Unmarshal of a message merges into what is there already, as protobuf
 // decoding does, so a message may be decoded a run of fields at a time: every run of the
 // pod's fields but its metadata, and every run of its metadata's fields but managedFields.
 func unmarshalPod(b []byte, pod *corev1.Pod) error {
 	return runs(b, podMetadata, pod.Unmarshal, func(meta []byte) error {
+		resized := false
 		return runs(meta, objectMetaManagedFields, pod.ObjectMeta.Unmarshal, func(entry []byte) error {
-			if !otherOwner(entry) {
+			switch keep := otherOwner(entry); {
+			case keep == keepResize && !resized:
+				resized = true
+				pod.ManagedFields = append(pod.ManagedFields, resizeMarker)
+				return nil
+			case keep != keepEntry:
 				return nil
 			}
 			var e metav1.ManagedFieldsEntry
@@ -233,16 +243,25 @@ func unmarshalPod(b []byte, pod *corev1.Pod) error {
 	})
 }
 
-// otherOwner reports whether entry, a managedFields entry's bytes, may be one of another
-// manager than the controller's that owns the pod's tolerations or the server container's
-// image: its manager is not fieldManager, it is not a subresource's (the status's or the
-// resize's: spec.tolerations and the images are changed only through the pod itself), and its
-// fields name the tolerations or an image (a plain search, done only for the entries the
-// first two let through, which are few and small). Read in place, without an allocation; an
-// entry whose fields do not parse, which the API server never sends, is left out, as it was
-// when managedFields were skipped whole. tolerationsChanged and imageChanged have the last
-// word, on the entry decoded.
-func otherOwner(entry []byte) bool {
+// What unmarshalPod keeps of a managedFields entry (otherOwner).
+const (
+	keepNone   = iota
+	keepEntry  // the entry itself
+	keepResize // resizeMarker, once for the pod
+)
+
+// otherOwner tells what unmarshalPod keeps of entry, a managedFields entry's bytes. The entry
+// itself when it may be one of another manager than the controller's that owns the pod's
+// tolerations or the server container's image: its manager is not fieldManager, it is not a
+// subresource's (the status's or the resize's: spec.tolerations and the images are changed
+// only through the pod itself), and its fields name the tolerations or an image (a plain
+// search, done only for the entries the first two let through, which are few and small).
+// resizeMarker when it is the resize subresource's and owns the server container's resources
+// (resizedSince; its fields are decoded only when they name resources). Read in place,
+// without an allocation; an entry whose fields do not parse, which the API server never
+// sends, is left out, as it was when managedFields were skipped whole. tolerationsChanged and
+// imageChanged have the last word, on the entry decoded.
+func otherOwner(entry []byte) int {
 	var manager, subresource, fieldsV1 []byte
 	if fields(entry, func(num protowire.Number, v []byte) error {
 		switch num {
@@ -255,10 +274,33 @@ func otherOwner(entry []byte) bool {
 		}
 		return nil
 	}) != nil {
-		return false
+		return keepNone
 	}
-	return string(manager) != fieldManager && len(subresource) == 0 &&
-		(bytes.Contains(fieldsV1, fieldTolerations) || bytes.Contains(fieldsV1, fieldImage))
+	switch {
+	case string(subresource) == resizeSubresource:
+		if raw := rawFields(fieldsV1); bytes.Contains(raw, fieldResources) && ownsServerResources(raw) {
+			return keepResize
+		}
+	case len(subresource) == 0 && string(manager) != fieldManager &&
+		(bytes.Contains(fieldsV1, fieldTolerations) || bytes.Contains(fieldsV1, fieldImage)):
+		return keepEntry
+	}
+	return keepNone
+}
+
+// rawFields is the JSON of a metav1.FieldsV1's bytes (its field raw), read in place; nil
+// when they do not parse.
+func rawFields(fieldsV1 []byte) []byte {
+	var raw []byte
+	if fields(fieldsV1, func(num protowire.Number, v []byte) error {
+		if num == fieldsV1Raw {
+			raw = v
+		}
+		return nil
+	}) != nil {
+		return nil
+	}
+	return raw
 }
 
 // runs walks the fields of message b and passes each run of consecutive fields other than
