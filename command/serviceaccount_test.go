@@ -40,7 +40,7 @@ func TestCheckAccessAsServiceAccount(t *testing.T) {
 		results map[string]int                                 // rows by result
 		says    string                                         // a row's result and what its detail holds
 	}{
-		"allowed": {as: sa, results: map[string]int{"pass": rules}, says: "pass " + whose + "get, list, watch, create, delete pods in namespace vms"},
+		"allowed": {as: sa, results: map[string]int{"pass": rules}, says: "pass " + whose + "get, list, watch, create, patch, delete pods in namespace vms"},
 		"denied": {as: sa, deny: func(a *authorizationv1.ResourceAttributes) bool {
 			return a.Resource == "pods" && a.Subresource == "" && a.Verb == "delete"
 		},
