@@ -771,30 +771,41 @@ func TestRequestsNeverSent(t *testing.T) {
 	}
 }
 
+// settableClock is a clock a test moves by hand: the reach's now reads it from its own
+// goroutines (a watch's end, a failure) while the test advances it, hence the lock.
+type settableClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *settableClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *settableClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+}
+
 // TestEmptyWatchIsNoAnswer: a watch call that returns without an error is no answer of the
 // API server by itself: client-go returns an empty watch and no error once its attempts (10,
 // a second apart) met only EOFs or timeouts, as before a load balancer whose API server is
 // gone. Counted as one, it set the grace's clock back at each watch made again, and with a
 // grace longer than client-go's attempts (the default) the wait ran its whole --timeout.
 func TestEmptyWatchIsNoAnswer(t *testing.T) {
-	var mu sync.Mutex
-	at := pluginNow
-	now := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return at
-	}
+	clock := &settableClock{at: pluginNow}
 	ctx, cut := context.WithCancelCause(context.Background())
-	r := newReach(time.Minute, now, cut)
+	r := newReach(time.Minute, clock.now, cut)
 	defer r.stop()
 	r.begin()
 	eof := &url.Error{Op: "Get", URL: "https://lb.example:6443/apis/cloudnative.czs/v1alpha1/namespaces/ns/virtualmachines?watch=true", Err: io.EOF}
 	for range 6 {
 		// client-go's attempts, a second apart, each without an answer (as the transport
 		// tells them), then its empty watch, which ends at once.
-		mu.Lock()
-		at = at.Add(11 * time.Second)
-		mu.Unlock()
+		clock.advance(11 * time.Second)
 		r.failed(eof)
 		w := holdWatch(watch.NewEmptyWatch(), r)
 		for range w.ResultChan() {
@@ -811,22 +822,14 @@ func TestEmptyWatchIsNoAnswer(t *testing.T) {
 // the cluster reached, and its end, once held waitHeld, is an answer: the first failure after
 // a quiet minute does not end the wait at once.
 func TestWatchHeldIsAnAnswer(t *testing.T) {
-	var mu sync.Mutex
-	at := pluginNow
-	now := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return at
-	}
+	clock := &settableClock{at: pluginNow}
 	ctx, cut := context.WithCancelCause(context.Background())
-	r := newReach(time.Minute, now, cut)
+	r := newReach(time.Minute, clock.now, cut)
 	defer r.stop()
 	r.begin()
 	quiet := watch.NewRaceFreeFake()
 	w := holdWatch(quiet, r)
-	mu.Lock()
-	at = at.Add(5 * time.Minute)
-	mu.Unlock()
+	clock.advance(5 * time.Minute)
 	r.failed(refusedConnection()) // another request, while the watch is open
 	quiet.Stop()                  // the connection goes
 	for range w.ResultChan() {

@@ -34,9 +34,7 @@ func TestStartThroughDiskConflict(t *testing.T) {
 	for _, rs := range []schema.RunStrategy{schema.RunManual, schema.RunOnce, schema.RunRerunOnFailure} {
 		for liftName, lift := range lifts {
 			t.Run(fmt.Sprintf("%s/%s", rs, liftName), func(t *testing.T) {
-				vm, srv := decidecase.Read(t, file)
-				w := world{vm: patchVM(t, vm, fmt.Sprintf(`{"spec":{"action":%q}}`, vm.Fields().StrategyWord(rs))), srv: srv,
-					disk: decidecase.Disk(t, file)}
+				w := caseWorldUnder(t, file, rs)
 				decide := func() decision.Plan {
 					t.Helper()
 					return policy.Decide(decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Now: now})
@@ -79,22 +77,7 @@ func TestStartThroughDiskConflict(t *testing.T) {
 				// The conflict lifted: the start is carried out, at most a disk's create and
 				// binding later.
 				lift(&w)
-				for step := 0; ; step++ {
-					p = decide()
-					if serverOp(p) == decision.CreateServer {
-						break
-					}
-					if step == 3 || p.Empty() {
-						t.Fatalf("the conflict lifted, the pending start makes no server (%s (%s)):\n%s",
-							w.vm.Status().Phase, w.vm.Status().Reason, renderPlan(t, p))
-					}
-					carry(p)
-					if w.disk != nil && w.disk.Phase == backend.DiskPending {
-						bound := *w.disk
-						bound.Phase, bound.Capacity = backend.DiskBound, bound.Requested
-						w.disk = &bound
-					}
-				}
+				p = decideUntilServerCreate(t, &w, decide, carry, "the conflict lifted")
 				carry(p)
 				if st := w.vm.Status(); st.StartRequestedAt != start || st.Reason != decision.ReasonServerCreating {
 					t.Errorf("the start carried out, the status is %s (%s), startRequestedAt %q; want %s, %q",
@@ -135,9 +118,7 @@ func TestStartThroughBackendRefusal(t *testing.T) {
 	for _, rs := range []schema.RunStrategy{schema.RunManual, schema.RunOnce, schema.RunRerunOnFailure} {
 		for name, tc := range refusals {
 			t.Run(fmt.Sprintf("%s/%s", rs, name), func(t *testing.T) {
-				vm, srv := decidecase.Read(t, file)
-				w := world{vm: patchVM(t, vm, fmt.Sprintf(`{"spec":{"action":%q}}`, vm.Fields().StrategyWord(rs))), srv: srv,
-					disk: decidecase.Disk(t, file)}
+				w := caseWorldUnder(t, file, rs)
 				in := func() decision.Input { return decision.Input{VM: w.vm, Server: w.srv, Disk: w.disk, Now: now} }
 				carry := func(p decision.Plan) { t.Helper(); w = applyPlanWorld(t, w, p) }
 
@@ -160,27 +141,45 @@ func TestStartThroughBackendRefusal(t *testing.T) {
 				}
 
 				// The cause fixed: the start is carried out.
-				for step := 0; ; step++ {
-					p := policy.Decide(in())
-					if serverOp(p) == decision.CreateServer {
-						carry(p)
-						break
-					}
-					if step == 3 || p.Empty() {
-						t.Fatalf("the refusal lifted, the pending start makes no server (%s (%s)):\n%s",
-							w.vm.Status().Phase, w.vm.Status().Reason, renderPlan(t, p))
-					}
-					carry(p)
-					if w.disk != nil && w.disk.Phase == backend.DiskPending {
-						bound := *w.disk
-						bound.Phase, bound.Capacity = backend.DiskBound, bound.Requested
-						w.disk = &bound
-					}
-				}
+				carry(decideUntilServerCreate(t, &w, func() decision.Plan { return policy.Decide(in()) }, carry, "the refusal lifted"))
 				if st := w.vm.Status(); st.StartRequestedAt != start {
 					t.Errorf("the start carried out, status.startRequestedAt is %q, want %q", st.StartRequestedAt, start)
 				}
 			})
 		}
 	}
+}
+
+// decideUntilServerCreate decides on *w, carrying each plan out, until a plan creates the
+// server, which it returns uncarried. A pending disk the plans made is bound between steps,
+// as the storage would: the pending start may take a disk's create and binding before its
+// server. It fails the test, naming what was lifted, if no server is made within three steps
+// or a plan asks for nothing first.
+func decideUntilServerCreate(t *testing.T, w *world, decide func() decision.Plan, carry func(decision.Plan), lifted string) decision.Plan {
+	t.Helper()
+	for step := 0; ; step++ {
+		p := decide()
+		if serverOp(p) == decision.CreateServer {
+			return p
+		}
+		if step == 3 || p.Empty() {
+			t.Fatalf("%s, the pending start makes no server (%s (%s)):\n%s",
+				lifted, w.vm.Status().Phase, w.vm.Status().Reason, renderPlan(t, p))
+		}
+		carry(p)
+		if w.disk != nil && w.disk.Phase == backend.DiskPending {
+			bound := *w.disk
+			bound.Phase, bound.Capacity = backend.DiskBound, bound.Requested
+			w.disk = &bound
+		}
+	}
+}
+
+// caseWorldUnder is the world of the case in file (its VM, server and disk), the VM's run
+// strategy set to rs.
+func caseWorldUnder(t *testing.T, file string, rs schema.RunStrategy) world {
+	t.Helper()
+	vm, srv := decidecase.Read(t, file)
+	return world{vm: patchVM(t, vm, fmt.Sprintf(`{"spec":{"action":%q}}`, vm.Fields().StrategyWord(rs))), srv: srv,
+		disk: decidecase.Disk(t, file)}
 }
