@@ -203,7 +203,7 @@ func equalResources(a, b corev1.ResourceList) bool {
 }
 
 // newPod is the pod vm-controller's pods backend makes for a VM (backend/pods/pod.go: the
-// same labels, annotation, owner and settings; only app.kubernetes.io/managed-by names the
+// same labels, annotations, owner and settings; only app.kubernetes.io/managed-by names the
 // peer), so that both controllers ask the API server and the scheduler for the same work.
 func (r *reconciler) newPod(vm *unstructured.Unstructured, res corev1.ResourceList) *corev1.Pod {
 	image, _, _ := unstructured.NestedString(vm.Object, "spec", "image")
@@ -215,7 +215,7 @@ func (r *reconciler) newPod(vm *unstructured.Unstructured, res corev1.ResourceLi
 		ObjectMeta: metav1.ObjectMeta{
 			Name: podName(vm), Namespace: vm.GetNamespace(),
 			Labels:      map[string]string{labelVMUID: string(vm.GetUID()), labelVM: vm.GetName(), "app.kubernetes.io/managed-by": "vm-peer"},
-			Annotations: map[string]string{labelVM: vm.GetName()},
+			Annotations: map[string]string{labelVM: vm.GetName(), "cloudnative.czs/image": image, "cloudnative.czs/resources": madeFor(res)},
 		},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "server", Image: image,
@@ -225,6 +225,17 @@ func (r *reconciler) newPod(vm *unstructured.Unstructured, res corev1.ResourceLi
 	}
 	_ = controllerutil.SetControllerReference(vm, pod, r.Scheme()) // cannot fail: a new pod has no controller
 	return pod
+}
+
+// madeFor is the cloudnative.czs/resources annotation vm-controller's pods backend writes on
+// a server pod (backend/pods/madefor.go): the cpu and memory it was made for, and its root
+// disk of its own (ephemeral-storage) where it has one.
+func madeFor(res corev1.ResourceList) string {
+	text := "cpu=" + res.Cpu().String() + ",memory=" + res.Memory().String()
+	if disk, ok := res[corev1.ResourceEphemeralStorage]; ok {
+		text += ",ephemeral-storage=" + disk.String()
+	}
+	return text
 }
 
 // observe maps the pod's state to the VM's phase, reason and message, in vm-controller's words.

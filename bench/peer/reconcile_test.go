@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,9 +215,10 @@ func TestLifecycle(t *testing.T) {
 		"create *v1.Pod vm-1-server", creating)
 	pod, vm := getPod(t, c), getVM(t, c)
 	if !metav1.IsControlledBy(pod, vm) || pod.Labels[labelVMUID] != "uid-1" || pod.Labels[labelVM] != "vm-1" ||
-		pod.Annotations[labelVM] != "vm-1" || pod.Spec.Containers[0].Image != "img" ||
+		pod.Annotations[labelVM] != "vm-1" || pod.Annotations["cloudnative.czs/image"] != "img" ||
+		!strings.HasPrefix(pod.Annotations["cloudnative.czs/resources"], "cpu=100m,memory=") || pod.Spec.Containers[0].Image != "img" ||
 		pod.Spec.Containers[0].Resources.Limits.Cpu().String() != "100m" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("pod %+v: want owned by the VM, labelled with its UID and name, image img, cpu 100m, never restarted", pod)
+		t.Errorf("pod %+v: want owned by the VM, labelled with its UID and name, image img, cpu 100m, what it was made for annotated, never restarted", pod)
 	}
 	step("nothing changed")
 
