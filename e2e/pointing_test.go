@@ -363,7 +363,7 @@ func TestPointCheck(t *testing.T) {
 		fmt.Sprintf("RBAC denies patch on virtualmachines.cloudnative.czs in namespace %s (needed: adds and removes the cleanup finalizer)", ns),
 		fmt.Sprintf("RBAC denies patch on virtualmachines.cloudnative.czs/status in namespace %s (needed: writes the status)", ns),
 		fmt.Sprintf("RBAC denies update on virtualmachines.cloudnative.czs/finalizers in namespace %s (needed: lets server pods block their VM's deletion (ownerReferences with blockOwnerDeletion))", ns),
-		fmt.Sprintf("RBAC denies create, delete on pods in namespace %s (needed: creates, watches and deletes the server pods; get reads a pod whose name is taken, or that the cache does not show yet)", ns),
+		fmt.Sprintf("RBAC denies create, patch, delete on pods in namespace %s (needed: creates, watches and deletes the server pods; get reads a pod whose name is taken, or that the cache does not show yet; patch records the cpu and memory a server was made for (cloudnative.czs/resources))", ns),
 		fmt.Sprintf("RBAC denies patch on pods/resize in namespace %s (needed: changes a running server's cpu and memory in place (in-place pod resize))", ns),
 		fmt.Sprintf("RBAC denies create, patch on events.events.k8s.io in namespace %s (needed: records Events on VMs; patch updates a repeating event's series)", ns),
 		fmt.Sprintf("RBAC denies get, list, watch, create, patch, delete on poddisruptionbudgets.policy in namespace %s (needed: keeps a PodDisruptionBudget over the server of each VM whose eviction strategy is Block, so that a drain waits for it; get reads a budget whose name is taken; patch adopts one an earlier VM of the name left behind, and records the VM's kind on one an earlier version made)", ns),
